@@ -1,0 +1,10 @@
+"""User-facing errors.
+
+Anything a user can fix (a bad config value, a missing run, a corrupt file, a length a
+method cannot reach) is raised as ``PosxError`` with a one-line message saying what is
+wrong and how to fix it. The CLI prints that line and exits non-zero, without a traceback.
+"""
+
+
+class PosxError(Exception):
+    """An error caused by user input; its message is shown as is, on one line."""
