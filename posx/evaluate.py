@@ -1,0 +1,170 @@
+"""Zero-shot extrapolation: perplexity at factor x T for each RoPE rescaling method.
+
+Protocol: non-overlapping windows of length L = factor x T taken in order from the
+held-out split; every length scores the same number of tokens; the NLL is the mean over
+tokens. Rows that cannot be computed say why in ``status`` instead of crashing:
+``out_of_range`` (learned absolute past its table), ``not_applicable`` (a RoPE method on a
+model without RoPE), ``nonfinite`` (the model produced inf/NaN logits).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+import torch
+import torch.nn.functional as F
+from omegaconf import DictConfig
+from rich.console import Console
+from rich.table import Table
+
+from posx import data as data_mod
+from posx import io, rope
+from posx.errors import PosxError
+from posx.model import GPT
+from posx.positions import PositionOutOfRange
+from posx.runs import RunMeta, load_run
+from posx.train import autocast, pick_device
+
+COLUMNS = ["run", "pos", "train_context", "eval_context", "factor", "method", "scale",
+           "attention_factor", "nll", "ppl", "tokens", "status", "protocol"]
+PROTOCOL = "nonoverlapping"
+
+
+def method_params(method: str, ev: DictConfig) -> dict:
+    """The config keys a method takes, from the eval config."""
+    if method in ("yarn", "dynamic_yarn", "ntk_by_parts"):
+        return {"beta_fast": ev.yarn.beta_fast, "beta_slow": ev.yarn.beta_slow, "truncate": ev.yarn.truncate}
+    if method == "abf":
+        return {"new_base": ev.abf_base}
+    return {}
+
+
+def scored_tokens(requested: int, lengths: list[int]) -> int:
+    """``requested`` rounded up to a multiple of every length, so each scores the same count."""
+    step = math.lcm(*lengths)
+    tokens = -(-requested // step) * step
+    if tokens > 64 * max(requested, max(lengths)):
+        raise PosxError(f"eval.factors give lengths {lengths} whose common multiple ({step}) is too large; "
+                        "use factors whose lengths share divisors, e.g. [1,2,4,8]")
+    return tokens
+
+
+@torch.no_grad()
+def window_nll(model: GPT, tokens: torch.Tensor, length: int, n_windows: int, batch_tokens: int,
+               device: torch.device) -> tuple[float, int]:
+    """Summed NLL and token count over n_windows consecutive windows of ``length``."""
+    needed = n_windows * length + 1
+    data_mod.require_tokens(tokens, needed, f"the held-out split for {n_windows} windows of {length}")
+    chunk = tokens[:needed].long()
+    per_batch = max(1, batch_tokens // length)
+    total, count = 0.0, 0
+    for start in range(0, n_windows, per_batch):
+        stop = min(n_windows, start + per_batch)
+        x = torch.stack([chunk[w * length:(w + 1) * length] for w in range(start, stop)]).to(device)  # (B, L)
+        y = torch.stack([chunk[w * length + 1:(w + 1) * length + 1] for w in range(start, stop)]).to(device)
+        with autocast(device):
+            logits = model(x)  # (B, L, vocab)
+        nll = F.cross_entropy(logits.float().flatten(0, 1), y.flatten(), reduction="sum")
+        total += nll.item()
+        count += y.numel()
+    return total, count
+
+
+def evaluate(model: GPT, meta: RunMeta, val: torch.Tensor, ev: DictConfig, device: torch.device,
+             run_name: str, console: Console | None = None) -> pd.DataFrame:
+    """One row per (factor, method); the model's RoPE frequencies are restored afterwards."""
+    T = meta.train_context
+    lengths = [round(f * T) for f in ev.factors]
+    n_tokens = scored_tokens(ev.tokens, lengths)
+    if len(val) < n_tokens + 1:
+        raise PosxError(f"the held-out split has {len(val)} tokens but eval.tokens asks for {n_tokens} "
+                        f"at each length; lower eval.tokens or use more data")
+    model.eval()
+    rows = []
+    for method in ev.methods:
+        for factor, L in zip(ev.factors, lengths):
+            scale = float(ev.scale) if ev.scale is not None else L / T
+            row = {"run": run_name, "pos": meta.model.pos, "train_context": T, "eval_context": L,
+                   "factor": float(factor), "method": method, "scale": scale, "attention_factor": 1.0,
+                   "nll": math.nan, "ppl": math.nan, "tokens": 0, "status": "ok", "protocol": PROTOCOL}
+            rows.append(row)
+            if method != "none" and not model.pos.uses_rope:
+                row["status"] = "not_applicable"
+                continue
+            limit = model.pos.max_length()
+            if limit is not None and L > limit:
+                row["status"] = "out_of_range"
+                continue
+            if model.pos.uses_rope:
+                inv_freq, attn = rope.frequencies(method, meta.model.head_dim, base=meta.model.rope_base,
+                                                  factor=scale, original_context=T,
+                                                  **_with_length(method, L), **method_params(method, ev))
+                model.pos.set_frequencies(inv_freq.to(device), attn)
+                row["attention_factor"] = attn
+            try:
+                total, count = window_nll(model, val, L, n_tokens // L, ev.batch_tokens, device)
+            except PositionOutOfRange:
+                row["status"] = "out_of_range"
+                continue
+            finally:
+                if model.pos.uses_rope:
+                    model.pos.reset()
+            row["tokens"] = count
+            if not math.isfinite(total):
+                row["status"] = "nonfinite"
+                continue
+            row["nll"] = total / count
+            row["ppl"] = math.exp(row["nll"])
+            if console is not None:
+                console.print(f"  {method:>12} {factor:g}x (L={L}): ppl {row['ppl']:.3f}", highlight=False)
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def _with_length(method: str, length: int) -> dict:
+    """Methods whose frequencies depend on the current length receive it."""
+    return {"length": length} if method in rope.DYNAMIC_METHODS else {}
+
+
+def write_tables(df: pd.DataFrame, run_dir: Path) -> None:
+    """extrapolation.csv and extrapolation.md, each replaced atomically."""
+    with io.atomic_path(run_dir / "extrapolation.csv") as tmp:
+        df.to_csv(tmp, index=False)
+    io.write_text(run_dir / "extrapolation.md", df.to_markdown(index=False, floatfmt=".4g") + "\n")
+
+
+def rich_table(df: pd.DataFrame, title: str) -> Table:
+    """Methods by rows, factors by columns, perplexity (or the status) in the cells."""
+    factors = sorted(df["factor"].unique())
+    table = Table(title=title)
+    table.add_column("method")
+    for f in factors:
+        length = int(df.loc[df["factor"] == f, "eval_context"].iloc[0])
+        table.add_column(f"{f:g}x ({length})", justify="right")
+    for method in dict.fromkeys(df["method"]):
+        cells = []
+        for f in factors:
+            r = df[(df["method"] == method) & (df["factor"] == f)].iloc[0]
+            cells.append(f"{r['ppl']:.3f}" if r["status"] == "ok" else f"[dim]{r['status']}[/]")
+        table.add_row(method, *cells)
+    return table
+
+
+def evaluate_run(run_dir: Path, cfg: DictConfig, console: Console | None = None) -> pd.DataFrame:
+    """Load a run, evaluate it with ``cfg.eval`` on ``cfg.device``, write its tables."""
+    console = console or Console()
+    device = pick_device(cfg.device)
+    model, meta = load_run(run_dir, device=device)
+    dcfg = meta.data.get("config") or {}
+    corpus = data_mod.load_corpus(dcfg.get("source", "stdlib"), dcfg.get("path"),
+                                  dcfg.get("val_fraction", 0.05), cfg.data.cache_dir, console=console)
+    if meta.data.get("sha256") and corpus.fingerprint.get("sha256") != meta.data["sha256"]:
+        console.print("[yellow]warning:[/] the corpus differs from the one this run trained on "
+                      "(different files or Python version); numbers are not comparable")
+    console.print(f"[bold]posx eval-extrapolate[/] {run_dir}  pos={meta.model.pos} T={meta.train_context}")
+    df = evaluate(model, meta, corpus.val, cfg.eval, device, run_dir.name, console)
+    write_tables(df, run_dir)
+    console.print(rich_table(df, f"perplexity, {run_dir.name} (T={meta.train_context}, {PROTOCOL})"))
+    console.print(f"wrote {run_dir / 'extrapolation.csv'} and {run_dir / 'extrapolation.md'}")
+    return df

@@ -1,0 +1,64 @@
+"""Atomic file writes: write a temporary file beside the target, flush, fsync, rename.
+
+A process killed at any instant leaves either the previous version or the new one,
+never a half-written file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import uuid
+from pathlib import Path
+from typing import Iterator
+
+from posx.errors import PosxError
+
+
+@contextlib.contextmanager
+def atomic_path(target: str | Path) -> Iterator[Path]:
+    """Yield a temporary path to write; on success it replaces ``target`` atomically."""
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    # A fresh name in the same directory (so the rename is atomic), created with the
+    # user's umask like any other file.
+    tmp_path = target.parent / f".{target.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
+    tmp_path.touch(exist_ok=False)
+    try:
+        yield tmp_path
+        with open(tmp_path, "rb+") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp_path, target)
+        _fsync_dir(target.parent)
+    except OSError as exc:
+        tmp_path.unlink(missing_ok=True)
+        if exc.errno == errno.ENOSPC:
+            raise PosxError(f"disk full while writing {target}; free space and retry (the previous file is intact)") from exc
+        raise
+    except BaseException:
+        tmp_path.unlink(missing_ok=True)
+        raise
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def write_text(target: str | Path, text: str) -> None:
+    with atomic_path(target) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+
+
+def write_bytes(target: str | Path, data: bytes) -> None:
+    with atomic_path(target) as tmp:
+        tmp.write_bytes(data)

@@ -1,0 +1,134 @@
+"""A small GPT whose positional encoding is one pluggable component.
+
+Pre-LayerNorm blocks, causal self-attention through ``scaled_dot_product_attention``,
+a GELU MLP and tied input/output embeddings. Where positions enter is decided entirely by
+``posx.positions``: the block below calls the encoding's three hooks and nothing else.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, fields
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from posx.errors import PosxError
+from posx.positions import PositionalEncoding, build_encoding
+
+
+@dataclass
+class GPTConfig:
+    vocab_size: int = 256  # byte-level tokens
+    n_layer: int = 4  # transformer blocks
+    n_head: int = 4  # attention heads
+    d_model: int = 128  # residual width; head_dim = d_model // n_head
+    mlp_ratio: int = 4  # MLP hidden = mlp_ratio * d_model
+    dropout: float = 0.0  # attention and residual dropout while training
+    pos: str = "rope"  # positional encoding name (posx.positions.ENCODINGS)
+    rope_base: float = 10000.0  # RoPE base
+    max_positions: int = 128  # learned-absolute table rows
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.n_head
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "GPTConfig":
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise PosxError(f"model metadata has unknown keys {unknown}; was it written by a newer posx?")
+        return cls(**data)
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, config: GPTConfig, layer: int):
+        super().__init__()
+        self.layer = layer
+        self.n_head = config.n_head
+        self.qkv = nn.Linear(config.d_model, 3 * config.d_model, bias=False)
+        self.proj = nn.Linear(config.d_model, config.d_model, bias=False)
+        self.dropout = config.dropout
+
+    def forward(self, x: Tensor, pos: PositionalEncoding, positions: Tensor) -> Tensor:
+        B, T, C = x.shape
+        q, k, v = self.qkv(x).split(C, dim=2)  # (B, T, C) each
+        q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, H, T, hd)
+        k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, H, T, hd)
+        v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, H, T, hd)
+        q, k = pos.rotate(q, k, positions)
+        bias = pos.attn_bias(self.layer, T, T)  # (H, T, T) or None
+        dropout = self.dropout if self.training else 0.0
+        if bias is None:
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=dropout)
+        else:
+            causal = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
+            mask = bias.to(q.dtype).masked_fill(~causal, float("-inf"))  # (H, T, T), shared by B
+            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout)
+        y = y.transpose(1, 2).contiguous().view(B, T, C)  # (B, T, C)
+        return F.dropout(self.proj(y), dropout, self.training)
+
+
+class MLP(nn.Module):
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        self.up = nn.Linear(config.d_model, config.mlp_ratio * config.d_model, bias=False)
+        self.down = nn.Linear(config.mlp_ratio * config.d_model, config.d_model, bias=False)
+        self.dropout = config.dropout
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.dropout(self.down(F.gelu(self.up(x))), self.dropout, self.training)
+
+
+class Block(nn.Module):
+    def __init__(self, config: GPTConfig, layer: int):
+        super().__init__()
+        self.ln1 = nn.LayerNorm(config.d_model)
+        self.attn = CausalSelfAttention(config, layer)
+        self.ln2 = nn.LayerNorm(config.d_model)
+        self.mlp = MLP(config)
+
+    def forward(self, x: Tensor, pos: PositionalEncoding, positions: Tensor) -> Tensor:
+        x = x + self.attn(self.ln1(x), pos, positions)
+        return x + self.mlp(self.ln2(x))
+
+
+class GPT(nn.Module):
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        self.config = config
+        self.tok_emb = nn.Embedding(config.vocab_size, config.d_model)
+        self.pos = build_encoding(config)
+        self.blocks = nn.ModuleList(Block(config, i) for i in range(config.n_layer))
+        self.ln_f = nn.LayerNorm(config.d_model)
+        self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
+        self.lm_head.weight = self.tok_emb.weight  # tied embeddings
+        self.apply(self._init_weights)
+        # GPT-2: scale the residual projections by 1/sqrt(2 * n_layer)
+        for name, p in self.named_parameters():
+            if name.endswith(("attn.proj.weight", "mlp.down.weight")):
+                nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layer))
+
+    @staticmethod
+    def _init_weights(module: nn.Module) -> None:
+        if isinstance(module, nn.Linear):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+        elif isinstance(module, nn.Embedding):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+
+    def num_params(self) -> int:
+        return sum(p.numel() for p in self.parameters())  # tied weights counted once
+
+    def forward(self, idx: Tensor, offset: int = 0) -> Tensor:
+        """idx: (B, T) token ids -> logits (B, T, vocab). Positions are offset..offset+T-1."""
+        B, T = idx.shape
+        positions = torch.arange(offset, offset + T, device=idx.device)  # (T,)
+        x = self.pos.embed(self.tok_emb(idx), positions)  # (B, T, C)
+        for block in self.blocks:
+            x = block(x, self.pos, positions)
+        return self.lm_head(self.ln_f(x))  # (B, T, vocab)

@@ -1,0 +1,43 @@
+"""Progress for long loops: a rich bar on a terminal, plain periodic lines in a log file.
+
+Sweep jobs on SLURM write to files, where a live bar would print nothing until the end;
+there the reporter prints a line every ``total / lines`` steps instead.
+"""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+
+class Reporter:
+    def __init__(self, console: Console, description: str, total: int, lines: int = 20):
+        self.console = console
+        self.description = description
+        self.total = total
+        self.every = max(1, total // lines)
+        self.done = 0
+        self.bar: Progress | None = None
+        if console.is_terminal:
+            self.bar = Progress(
+                TextColumn("[progress.description]{task.description}"), BarColumn(),
+                TextColumn("{task.completed}/{task.total}"), TextColumn("{task.fields[stats]}"),
+                TimeElapsedColumn(), TimeRemainingColumn(), console=console,
+            )
+            self.task = self.bar.add_task(description, total=total, stats="")
+
+    def __enter__(self) -> "Reporter":
+        if self.bar is not None:
+            self.bar.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+    def advance(self, stats: str) -> None:
+        self.done += 1
+        if self.bar is not None:
+            self.bar.update(self.task, advance=1, stats=stats)
+        elif self.done % self.every == 0 or self.done == self.total:
+            self.console.print(f"{self.description} {self.done}/{self.total} {stats}", highlight=False)

@@ -1,0 +1,312 @@
+"""RoPE inverse-frequency transforms for context-length extrapolation.
+
+One pure function per method, one constant registry, one entry point:
+``frequencies(method, head_dim, base, factor, original_context, **params)`` returns the
+inverse frequencies (float32, shape ``(head_dim // 2,)``) and the attention factor. The two
+are kept apart: the rotation uses the inverse frequencies, and the caller multiplies cos and
+sin (so q and k) by the attention factor, which scales the attention logits by its square.
+
+Notation (see shared/references.md): d = head_dim, i = 0 .. d/2 - 1, theta_i = b^(-2i/d),
+b = base, L = original_context (the length the model was trained at), s = factor.
+
+    none          theta_i                                        (Su et al. 2021)
+    pi            theta_i / s                                    (Chen et al. 2023)
+    ntk           base b * s^(d/(d-2))                           (bloc97 2023)
+    dynamic_ntk   base b * (s*l/L - (s-1))^(d/(d-2)), l = max(length, L)   (transformers)
+    yarn          theta_i*(1-g_i)/s + theta_i*g_i, attention 0.1*ln(s) + 1 (Peng et al. 2023)
+    dynamic_yarn  yarn with s = max(1, length / L)
+    ntk_by_parts  yarn's frequencies with attention factor 1 (YaRN paper ablation)
+    abf           theta_i computed with new_base                 (Xiong et al. 2023)
+    llama3        wavelength bands against L                     (transformers)
+    longrope      theta_i / ext_i, ext = long_factor if length > L else short_factor
+
+Decisions where the published definitions leave room:
+  * ``none`` and ``abf`` ignore ``factor`` (it is still checked to be >= 1).
+  * ``dynamic_yarn`` takes its scale from ``length`` alone; ``factor`` must stay 1.0.
+  * ``length`` defaults to None, read as ``original_context`` (no scaling yet).
+  * ``longrope`` without short_factor / long_factor uses all-ones lists, i.e. the
+    frequencies of ``none``; its attention factor still follows ``factor``.
+  * The YaRN ramp follows the authors' code and transformers (linear in pair index between
+    floor/ceil of the dimensions where a pair turns beta_fast and beta_slow times over L),
+    not the paper's text, which ramps linearly in the rotation count itself.
+  * original_context is required by dynamic_ntk, yarn, dynamic_yarn, ntk_by_parts, llama3
+    and longrope; the others accept and ignore it.
+  * Where a method reduces to the identity (s = 1, or a dynamic method at length <= L) it
+    returns theta itself, so the result is bit-identical to ``none``.
+
+All arithmetic is float64; the result is cast to float32 once, at the end.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from types import MappingProxyType
+from typing import Callable, Mapping, NamedTuple
+
+import torch
+
+from posx.errors import PosxError
+
+__all__ = ["METHODS", "DYNAMIC_METHODS", "base_inv_freq", "frequencies", "method_params",
+           "wavelengths"]
+
+
+# --------------------------------------------------------------------------- helpers
+
+def _theta(head_dim: int, base: float) -> torch.Tensor:
+    """theta_i = base^(-2i/d) in float64."""
+    exponents = torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim
+    return 1.0 / (float(base) ** exponents)
+
+
+def _is_int(x) -> bool:
+    return isinstance(x, numbers.Integral) and not isinstance(x, bool)
+
+
+def _is_real(x) -> bool:
+    return isinstance(x, numbers.Real) and not isinstance(x, bool)
+
+
+def _current_length(length, original_context: int) -> int:
+    if length is None:
+        return original_context
+    if not _is_int(length) or length < 1:
+        raise PosxError(f"RoPE length must be a positive integer, got {length!r}; "
+                        "pass the current sequence length")
+    return int(length)
+
+
+def _check_betas(beta_fast: float, beta_slow: float) -> None:
+    if not (0 < beta_slow < beta_fast):
+        raise PosxError(f"YaRN needs 0 < beta_slow < beta_fast, got beta_slow={beta_slow!r}, "
+                        f"beta_fast={beta_fast!r}; the published values are 1 and 32")
+
+
+def _yarn_attention(s: float) -> float:
+    return 0.1 * math.log(s) + 1.0 if s > 1 else 1.0
+
+
+def _yarn_inv_freq(head_dim: int, base: float, s: float, original_context: int,
+                   beta_fast: float, beta_slow: float, truncate: bool) -> torch.Tensor:
+    """YaRN's "NTK-by-parts" ramp between pure PI (low frequencies) and theta (high)."""
+    _check_betas(beta_fast, beta_slow)
+    theta = _theta(head_dim, base)
+    if s == 1:
+        return theta
+
+    def corr_dim(rotations: float) -> float:
+        # The dimension whose wavelength fits `rotations` times into the trained context.
+        ratio = original_context / (2 * math.pi * rotations)
+        return head_dim * math.log(ratio) / (2 * math.log(base))
+
+    low, high = corr_dim(beta_fast), corr_dim(beta_slow)
+    if truncate:
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, head_dim - 1)
+    if low == high:
+        high += 0.001
+    pair = torch.arange(head_dim // 2, dtype=torch.float64)
+    ramp = ((pair - low) / (high - low)).clamp(0.0, 1.0)
+    gamma = 1.0 - ramp  # 1 keeps theta, 0 is pure interpolation
+    return theta * (1.0 - gamma) / s + theta * gamma
+
+
+# --------------------------------------------------------------------------- methods
+# Each returns (float64 inverse frequencies, attention factor).
+
+def _none(head_dim, base, factor, original_context):
+    return _theta(head_dim, base), 1.0
+
+
+def _pi(head_dim, base, factor, original_context):
+    return _theta(head_dim, base) / factor, 1.0
+
+
+def _ntk(head_dim, base, factor, original_context):
+    return _theta(head_dim, base * factor ** (head_dim / (head_dim - 2))), 1.0
+
+
+def _dynamic_ntk(head_dim, base, factor, original_context, length=None):
+    ell = max(_current_length(length, original_context), original_context)
+    if ell == original_context:
+        return _theta(head_dim, base), 1.0
+    scale = factor * ell / original_context - (factor - 1)
+    return _theta(head_dim, base * scale ** (head_dim / (head_dim - 2))), 1.0
+
+
+def _yarn(head_dim, base, factor, original_context, beta_fast=32.0, beta_slow=1.0,
+          truncate=True, attention_factor=None):
+    inv = _yarn_inv_freq(head_dim, base, factor, original_context, beta_fast, beta_slow, truncate)
+    attention = _yarn_attention(factor) if attention_factor is None else float(attention_factor)
+    return inv, attention
+
+
+def _dynamic_yarn(head_dim, base, factor, original_context, length=None, beta_fast=32.0,
+                  beta_slow=1.0, truncate=True):
+    if factor != 1:
+        raise PosxError(f"dynamic_yarn takes its scale from length / original_context, got "
+                        f"factor={factor!r}; leave factor at 1 and pass length")
+    s = max(1.0, _current_length(length, original_context) / original_context)
+    inv = _yarn_inv_freq(head_dim, base, s, original_context, beta_fast, beta_slow, truncate)
+    return inv, _yarn_attention(s)
+
+
+def _ntk_by_parts(head_dim, base, factor, original_context, beta_fast=32.0, beta_slow=1.0,
+                  truncate=True):
+    inv = _yarn_inv_freq(head_dim, base, factor, original_context, beta_fast, beta_slow, truncate)
+    return inv, 1.0
+
+
+def _abf(head_dim, base, factor, original_context, new_base=500000.0):
+    _check_base(new_base, "abf new_base", "500000 (Llama 2 Long) or 1000000 (Code Llama)")
+    return _theta(head_dim, new_base), 1.0
+
+
+def _llama3(head_dim, base, factor, original_context, low_freq_factor=1.0, high_freq_factor=4.0):
+    if not (0 < low_freq_factor < high_freq_factor):
+        raise PosxError(f"llama3 needs 0 < low_freq_factor < high_freq_factor, got "
+                        f"{low_freq_factor!r} and {high_freq_factor!r}; "
+                        "the published values are 1 and 4")
+    theta = _theta(head_dim, base)
+    if factor == 1:
+        return theta, 1.0
+    wavelength = 2 * math.pi / theta
+    long_wavelength = original_context / low_freq_factor    # longer than this: divide by s
+    short_wavelength = original_context / high_freq_factor  # shorter than this: keep
+    band = high_freq_factor - low_freq_factor
+    smooth = (original_context / wavelength - low_freq_factor) / band  # 0 at long, 1 at short end
+    mixed = (1.0 - smooth) * theta / factor + smooth * theta
+    inv = torch.where(wavelength > long_wavelength, theta / factor, mixed)
+    inv = torch.where(wavelength < short_wavelength, theta, inv)
+    return inv, 1.0
+
+
+def _longrope(head_dim, base, factor, original_context, short_factor=None, long_factor=None,
+              length=None, attention_factor=None):
+    is_long = _current_length(length, original_context) > original_context
+    name, ext = ("long_factor", long_factor) if is_long else ("short_factor", short_factor)
+    theta = _theta(head_dim, base)
+    if ext is not None:
+        try:
+            ext = [float(x) for x in ext]
+        except (TypeError, ValueError):
+            raise PosxError(f"longrope {name} must be a list of numbers, got {ext!r}") from None
+        if len(ext) != head_dim // 2:
+            raise PosxError(f"longrope {name} has {len(ext)} entries, expected head_dim // 2 = "
+                            f"{head_dim // 2}; give one factor per rotary pair")
+        if not all(0 < x < math.inf for x in ext):
+            raise PosxError(f"longrope {name} must hold finite positive numbers, got {ext!r}")
+        theta = theta / torch.tensor(ext, dtype=torch.float64)
+    if attention_factor is None:
+        attention = (math.sqrt(1 + math.log(factor) / math.log(original_context))
+                     if factor > 1 and original_context > 1 else 1.0)
+    else:
+        attention = float(attention_factor)
+    return theta, attention
+
+
+# --------------------------------------------------------------------------- registry
+
+class _Method(NamedTuple):
+    fn: Callable[..., tuple[torch.Tensor, float]]
+    params: Mapping[str, object]  # extra parameters and their published defaults
+    needs_context: bool
+
+
+def _method(fn, needs_context: bool = False, **params) -> _Method:
+    return _Method(fn, MappingProxyType(params), needs_context)
+
+
+_YARN_BETAS = dict(beta_fast=32.0, beta_slow=1.0, truncate=True)
+
+_REGISTRY: Mapping[str, _Method] = MappingProxyType({
+    "none": _method(_none),
+    "pi": _method(_pi),
+    "ntk": _method(_ntk),
+    "dynamic_ntk": _method(_dynamic_ntk, True, length=None),
+    "yarn": _method(_yarn, True, **_YARN_BETAS, attention_factor=None),
+    "dynamic_yarn": _method(_dynamic_yarn, True, length=None, **_YARN_BETAS),
+    "ntk_by_parts": _method(_ntk_by_parts, True, **_YARN_BETAS),
+    "abf": _method(_abf, new_base=500000.0),
+    "llama3": _method(_llama3, True, low_freq_factor=1.0, high_freq_factor=4.0),
+    "longrope": _method(_longrope, True, short_factor=None, long_factor=None, length=None,
+                        attention_factor=None),
+})
+
+METHODS: tuple[str, ...] = tuple(_REGISTRY)
+DYNAMIC_METHODS: frozenset[str] = frozenset({"dynamic_ntk", "dynamic_yarn", "longrope"})
+
+
+# --------------------------------------------------------------------------- public API
+
+def _check_head_dim(head_dim) -> None:
+    if not _is_int(head_dim) or head_dim < 2 or head_dim % 2:
+        raise PosxError(f"RoPE head_dim must be an even integer >= 2, got {head_dim!r}; "
+                        "pick n_embd / n_head even")
+
+
+def _check_base(base, what: str = "RoPE base", usual: str = "10000") -> None:
+    if not _is_real(base) or not (1 < base < math.inf):
+        raise PosxError(f"{what} must be a finite number > 1, got {base!r}; "
+                        f"the usual value is {usual}")
+
+
+def _lookup(method: str) -> _Method:
+    try:
+        return _REGISTRY[method]
+    except (KeyError, TypeError):
+        known = ", ".join(METHODS)
+        raise PosxError(f"unknown RoPE method {method!r}; choose one of: {known}") from None
+
+
+def base_inv_freq(head_dim: int, base: float) -> torch.Tensor:
+    """theta_i = base^(-2i/head_dim) for i < head_dim // 2, as float32."""
+    _check_head_dim(head_dim)
+    _check_base(base)
+    return _theta(head_dim, base).float()
+
+
+def method_params(method: str) -> dict[str, object]:
+    """The method's extra parameters and their published defaults (a fresh dict).
+
+    None means "derived": length -> original_context, attention_factor -> the method's
+    formula, longrope's short/long factors -> all ones.
+    """
+    return dict(_lookup(method).params)
+
+
+def frequencies(method: str, head_dim: int, base: float = 10000.0, factor: float = 1.0,
+                original_context: int | None = None, **params) -> tuple[torch.Tensor, float]:
+    """Inverse frequencies, float32, shape (head_dim // 2,), and the attention factor.
+
+    The attention factor multiplies both cos and sin (i.e. q and k), so the attention logits
+    scale by its square. Dynamic methods (DYNAMIC_METHODS) read ``length``, the current
+    sequence length, and must be recomputed whenever it changes.
+    """
+    spec = _lookup(method)
+    unknown = sorted(set(params) - set(spec.params))
+    if unknown:
+        accepted = ", ".join(spec.params) or "none"
+        raise PosxError(f"unknown parameter {unknown[0]!r} for RoPE method {method!r}; "
+                        f"accepted: {accepted}")
+    _check_head_dim(head_dim)
+    _check_base(base)
+    if not _is_real(factor) or not (1 <= factor < math.inf):
+        raise PosxError(f"RoPE factor must be a finite number >= 1, got {factor!r}; "
+                        "use eval_length / original_context, or 1 for no scaling")
+    if original_context is not None and (not _is_int(original_context) or original_context < 1):
+        raise PosxError(f"original_context must be a positive integer, got "
+                        f"{original_context!r}; pass the context length the model was trained at")
+    if spec.needs_context and original_context is None:
+        raise PosxError(f"RoPE method {method!r} needs original_context (the trained context "
+                        "length); pass original_context=<block size used in training>")
+    context = None if original_context is None else int(original_context)
+    inv, attention = spec.fn(int(head_dim), float(base), float(factor), context,
+                             **{**spec.params, **params})
+    return inv.to(torch.float32), float(attention)
+
+
+def wavelengths(inv_freq: torch.Tensor) -> torch.Tensor:
+    """Wavelength in positions of each rotary pair: 2*pi / inv_freq."""
+    return 2 * math.pi / torch.as_tensor(inv_freq)

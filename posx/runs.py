@@ -1,0 +1,143 @@
+"""Run directories: naming, finding, saving and loading a trained model without Hydra.
+
+A run directory holds:
+  config.yaml        the resolved config it was trained with
+  model.json         what is needed to rebuild the model (GPTConfig, T, data fingerprint)
+  model.safetensors  the weights
+  metrics.csv        step, train_loss, val_loss, lr, tokens_per_s
+  extrapolation.csv / .md   after `posx eval-extrapolate`
+Nothing is ever unpickled from a run directory.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_model, save_model
+
+from posx import __version__, io
+from posx.errors import PosxError
+from posx.model import GPT, GPTConfig
+
+WEIGHTS = "model.safetensors"
+META = "model.json"
+META_FORMAT = "posx-run/1"
+
+
+@dataclass
+class RunMeta:
+    model: GPTConfig
+    train_context: int  # T, the length the model trained at
+    data: dict  # corpus fingerprint and the data config it came from
+    step: int  # optimizer steps taken
+    rope: dict  # frequencies the model was trained with: {"method": ..., "factor": ..., "params": ...}
+
+    def to_dict(self) -> dict:
+        return {
+            "format": META_FORMAT,
+            "posx_version": __version__,
+            "model": self.model.to_dict(),
+            "train_context": self.train_context,
+            "data": self.data,
+            "step": self.step,
+            "rope": self.rope,
+            "saved_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict, where: Path) -> "RunMeta":
+        if d.get("format") != META_FORMAT:
+            raise PosxError(f"{where} is not posx run metadata (format {d.get('format')!r})")
+        try:
+            return cls(GPTConfig.from_dict(d["model"]), int(d["train_context"]), d.get("data", {}),
+                       int(d.get("step", 0)), d.get("rope") or {"method": "none", "factor": 1.0, "params": {}})
+        except (KeyError, TypeError, ValueError) as exc:
+            raise PosxError(f"{where} is incomplete or corrupt ({exc}); re-train the run") from exc
+
+
+def new_run_dir(results_dir: str | Path, name: str) -> Path:
+    """Create results/runs/<name>/, or <name>-2, -3 ... if taken: never reuse a directory."""
+    root = Path(results_dir) / "runs"
+    root.mkdir(parents=True, exist_ok=True)
+    for i in range(1, 10_000):
+        candidate = root / (name if i == 1 else f"{name}-{i}")
+        try:
+            candidate.mkdir()
+            return candidate
+        except FileExistsError:
+            continue
+    raise PosxError(f"too many runs named {name} under {root}; choose another name=")
+
+
+def save_run(run_dir: Path, model: GPT, meta: RunMeta) -> None:
+    """Weights first, then metadata: a run with model.json always has matching weights."""
+    with io.atomic_path(run_dir / WEIGHTS) as tmp:
+        save_model(model, str(tmp))
+    io.write_text(run_dir / META, json.dumps(meta.to_dict(), indent=2) + "\n")
+
+
+def read_meta(run_dir: Path) -> RunMeta:
+    path = run_dir / META
+    if not path.is_file():
+        raise PosxError(f"{run_dir} has no {META}; is it a posx run directory? (train one with `posx train`)")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise PosxError(f"{path} is unreadable ({exc.__class__.__name__}); re-train the run") from exc
+    return RunMeta.from_dict(data, path)
+
+
+def load_run(run_dir: str | Path, device: str | torch.device = "cpu") -> tuple[GPT, RunMeta]:
+    """Rebuild the model from model.json and load its safetensors weights."""
+    run_dir = Path(run_dir)
+    meta = read_meta(run_dir)
+    weights = run_dir / WEIGHTS
+    if not weights.is_file():
+        raise PosxError(f"{run_dir} holds no weights ({WEIGHTS}); the run did not finish — re-train it")
+    model = GPT(meta.model)
+    try:
+        missing, unexpected = load_model(model, str(weights), strict=False, device=str(device))
+    except SafetensorError as exc:
+        raise PosxError(f"{weights} is truncated or corrupt ({exc}); re-train the run") from exc
+    except RuntimeError as exc:  # shape mismatch
+        first = str(exc).strip().splitlines()
+        detail = next((line.strip() for line in first if "size mismatch" in line), first[-1] if first else "")
+        raise PosxError(f"{weights} does not match {META}: {detail}") from exc
+    if missing or unexpected:
+        raise PosxError(
+            f"{weights} does not match {META}: missing {sorted(missing)[:3]}, unexpected {sorted(unexpected)[:3]}"
+        )
+    return model.to(device), meta
+
+
+def is_run(path: Path) -> bool:
+    return (path / META).is_file()
+
+
+def find_runs(results_dir: str | Path) -> list[Path]:
+    """Every finished run under results/runs and results/sweeps, oldest first."""
+    root = Path(results_dir)
+    found = [p.parent for p in root.glob("runs/*/" + META)]
+    found += [p.parent for p in root.glob("sweeps/*/*/" + META)]
+    return sorted(found, key=lambda p: (p / META).stat().st_mtime)
+
+
+def resolve_run(run: str | None, results_dir: str | Path, latest: bool = False) -> Path:
+    """A run given as a path or a name under results/runs, or the most recent one."""
+    if latest:
+        runs = find_runs(results_dir)
+        if not runs:
+            raise PosxError(f"no runs under {results_dir}/; train one first with `posx train`")
+        return runs[-1]
+    if not run:
+        raise PosxError("name a run directory, or pass --latest for the most recent run")
+    for candidate in (Path(run), Path(results_dir) / "runs" / run, Path(results_dir) / run):
+        if candidate.is_dir():
+            return candidate
+    raise PosxError(f"run '{run}' not found (looked for it as a path and under {results_dir}/runs); "
+                    "list runs with `ls results/runs`")

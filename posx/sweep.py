@@ -1,0 +1,50 @@
+"""Sweep-level tables: one ``sweep.csv`` combining every job's extrapolation table.
+
+Each job that evaluates itself calls ``update_sweep_table`` when it is done. Jobs of one
+sweep may run at once (joblib, SLURM), so the read-combine-write happens under an
+exclusive lock on the sweep directory and the file is replaced atomically: whichever job
+finishes last writes the complete table, and no reader ever sees a half-written one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+from pathlib import Path
+from typing import Iterator
+
+import pandas as pd
+
+from posx import io
+
+TABLE = "extrapolation.csv"
+
+
+@contextlib.contextmanager
+def locked(directory: Path) -> Iterator[None]:
+    with open(directory / ".posx.lock", "a+") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def combine(sweep_dir: Path) -> pd.DataFrame:
+    """Every job's table, with the job directory as ``job``."""
+    frames = []
+    for table in sorted(sweep_dir.glob(f"*/{TABLE}")):
+        frame = pd.read_csv(table)
+        frame.insert(0, "job", table.parent.name)
+        frames.append(frame)
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def update_sweep_table(sweep_dir: Path) -> Path:
+    sweep_dir = Path(sweep_dir)
+    with locked(sweep_dir):
+        df = combine(sweep_dir)
+        with io.atomic_path(sweep_dir / "sweep.csv") as tmp:
+            df.to_csv(tmp, index=False)
+        io.write_text(sweep_dir / "sweep.md", df.to_markdown(index=False, floatfmt=".4g") + "\n")
+    return sweep_dir / "sweep.csv"

@@ -1,0 +1,57 @@
+"""Shared fixtures: a tiny config and a trained tiny run, both on small local data."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+# Overrides that make a run take seconds on a CPU.
+TINY = [
+    "model.n_layer=2", "model.n_head=2", "model.d_model=32",
+    "train.context_length=32", "train.steps=6", "train.batch_size=4",
+    "train.eval_every=3", "train.eval_batches=1", "train.warmup_steps=2",
+    "eval.tokens=512", "eval.batch_tokens=512", "device=cpu",
+]
+
+
+@pytest.fixture(scope="session")
+def text_corpus(tmp_path_factory) -> Path:
+    """A small deterministic UTF-8 corpus: many files of Python-like text."""
+    root = tmp_path_factory.mktemp("corpus")
+    for i in range(40):
+        lines = [f"def f{i}_{j}(x):\n    return x * {j} + {i}  # line {j}\n" for j in range(30)]
+        (root / f"mod{i:02d}.py").write_text("".join(lines), encoding="utf-8")
+    return root
+
+
+def run_posx(*args: str, cwd: Path, check: bool = True, timeout: int = 300) -> subprocess.CompletedProcess:
+    """Run the real CLI in a subprocess, the way a user does."""
+    env = {**os.environ, "COLUMNS": "200", "HYDRA_FULL_ERROR": "0"}
+    proc = subprocess.run([sys.executable, "-m", "posx", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"posx {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+@pytest.fixture(scope="session")
+def tiny_args(text_corpus) -> list[str]:
+    return [*TINY, "data=text", f"data.path={text_corpus}"]
+
+
+@pytest.fixture(scope="session")
+def trained_runs(tmp_path_factory, tiny_args) -> dict[str, Path]:
+    """One tiny RoPE run and one tiny learned-absolute run, trained through the CLI."""
+    work = tmp_path_factory.mktemp("work")
+    runs = {}
+    for pos in ("rope", "absolute"):
+        run_posx("train", f"pos={pos}", f"name={pos}", *tiny_args, cwd=work)
+        runs[pos] = work / "results" / "runs" / pos
+    runs["work"] = work
+    return runs
