@@ -32,7 +32,9 @@ def text_corpus(tmp_path_factory) -> Path:
 
 def run_posx(*args: str, cwd: Path, check: bool = True, timeout: int = 300) -> subprocess.CompletedProcess:
     """Run the real CLI in a subprocess, the way a user does."""
-    env = {**os.environ, "COLUMNS": "200", "HYDRA_FULL_ERROR": "0"}
+    # PYTHONPATH pins the checkout under test, whichever posx is installed.
+    pythonpath = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "COLUMNS": "200", "HYDRA_FULL_ERROR": "0", "PYTHONPATH": pythonpath}
     proc = subprocess.run([sys.executable, "-m", "posx", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=timeout)
     if check and proc.returncode != 0:
