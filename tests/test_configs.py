@@ -1,0 +1,61 @@
+"""Every config group option and every experiment composes against the typed schema."""
+
+from __future__ import annotations
+
+import pytest
+from hydra.errors import ConfigCompositionException
+from omegaconf.errors import ConfigKeyError, ValidationError
+
+from posx.cli import compose
+from posx.config import check_config, config_dir
+from posx.errors import PosxError
+
+GROUPS = ["model", "pos", "data", "train", "eval"]
+
+
+def options(group: str) -> list[str]:
+    return sorted(p.stem for p in (config_dir() / group).glob("*.yaml"))
+
+
+@pytest.mark.parametrize("group,option", [(g, o) for g in GROUPS for o in options(g)])
+def test_every_group_option_composes(group, option):
+    overrides = [f"{group}={option}"]
+    if (group, option) == ("data", "text"):
+        overrides.append("data.path=corpus.txt")  # the one required value
+    cfg = compose(overrides)
+    check_config(cfg)
+
+
+@pytest.mark.parametrize("experiment", options("experiment"))
+def test_every_experiment_composes(experiment):
+    cfg = compose([f"experiment={experiment}"])
+    check_config(cfg)
+
+
+def test_defaults_are_the_documented_ones():
+    cfg = compose([])
+    assert cfg.pos.name == "rope" and cfg.pos.base == 10000.0
+    assert cfg.device == "auto" and cfg.seed == 0
+    assert list(cfg.eval.factors) == [1, 2, 4, 8]
+    assert list(cfg.eval.methods) == ["none", "pi", "ntk", "yarn", "abf"]
+    assert cfg.model.name == "tiny" and cfg.train.context_length == 128
+
+
+def test_small_preset_is_tens_of_millions_of_parameters():
+    from posx.model import GPT
+    from posx.train import gpt_config
+
+    n = GPT(gpt_config(compose(["experiment=gpu_small"]))).num_params()
+    assert 10e6 < n < 100e6
+
+
+def test_typo_and_wrong_type_fail_at_composition():
+    with pytest.raises((ConfigCompositionException, ConfigKeyError)):
+        compose(["train.stepz=3"])
+    with pytest.raises((ConfigCompositionException, ValidationError)):
+        compose(["train.steps=many"])
+
+
+def test_meaningless_values_fail_the_check():
+    with pytest.raises(PosxError, match="eval.factors"):
+        compose(["eval.factors=[0.5]"])

@@ -1,0 +1,72 @@
+"""The evaluation protocol: token counts, token-weighted NLL, frequencies restored."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from omegaconf import OmegaConf
+
+from posx import rope
+from posx.config import EvalConfig
+from posx.evaluate import evaluate, scored_tokens, window_nll
+from posx.model import GPT, GPTConfig
+from posx.runs import RunMeta
+
+
+def test_scored_tokens_is_a_multiple_of_every_length():
+    assert scored_tokens(1000, [32, 64, 128, 256]) == 1024
+    assert scored_tokens(1024, [32, 64]) == 1024
+    assert scored_tokens(100, [30, 45]) == 180
+
+
+def _model(pos="rope"):
+    torch.manual_seed(0)
+    return GPT(GPTConfig(n_layer=2, n_head=2, d_model=32, pos=pos, max_positions=16)).eval()
+
+
+def test_window_nll_is_the_token_weighted_mean_and_independent_of_batching():
+    model = _model()
+    tokens = torch.randint(0, 256, (4 * 24 + 1,), dtype=torch.uint8)
+    # reference: each window on its own, cross-entropy summed by hand
+    ref = 0.0
+    with torch.no_grad():
+        for w in range(4):
+            x = tokens[w * 24:(w + 1) * 24].long()[None]
+            y = tokens[w * 24 + 1:(w + 1) * 24 + 1].long()
+            logp = F.log_softmax(model(x)[0].double(), dim=-1)
+            ref -= logp[torch.arange(24), y].sum().item()
+    for batch_tokens in (24, 48, 1000):
+        total, count = window_nll(model, tokens, 24, 4, batch_tokens, torch.device("cpu"))
+        assert count == 96
+        assert total == pytest.approx(ref, rel=1e-5)
+
+
+def test_evaluate_gives_equal_token_counts_and_restores_frequencies():
+    model = _model()
+    meta = RunMeta(model=model.config, train_context=8, data={}, step=0,
+                   rope={"method": "none", "factor": 1.0, "params": {}})
+    ev = OmegaConf.structured(EvalConfig(factors=[1, 2, 4], methods=["none", "pi", "yarn"], tokens=64))
+    val = torch.randint(0, 256, (500,), dtype=torch.uint8)
+    df = evaluate(model, meta, val, ev, torch.device("cpu"), "r")
+    assert set(df["tokens"]) == {64}
+    assert df["ppl"].map(math.isfinite).all()
+    yarn4 = df[(df["method"] == "yarn") & (df["factor"] == 4)].iloc[0]
+    assert yarn4["attention_factor"] == pytest.approx(0.1 * math.log(4) + 1)
+    plain, _ = rope.frequencies("none", 16)
+    torch.testing.assert_close(model.pos.inv_freq, plain)
+    assert model.pos.attention_factor == 1.0
+
+
+def test_absolute_rows_past_the_table_and_rope_methods_are_statuses():
+    model = _model("absolute")
+    meta = RunMeta(model=model.config, train_context=16, data={}, step=0,
+                   rope={"method": "none", "factor": 1.0, "params": {}})
+    ev = OmegaConf.structured(EvalConfig(factors=[1, 2], methods=["none", "ntk"], tokens=32))
+    df = evaluate(model, meta, torch.randint(0, 256, (100,), dtype=torch.uint8), ev,
+                  torch.device("cpu"), "r").set_index(["method", "factor"])
+    assert df.loc[("none", 1.0), "status"] == "ok"
+    assert df.loc[("none", 2.0), "status"] == "out_of_range"
+    assert set(df.loc["ntk", "status"]) == {"not_applicable"}
