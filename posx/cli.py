@@ -1,4 +1,5 @@
-"""The ``posx`` command line (Typer). ``train`` hands its arguments to Hydra untouched.
+"""The ``posx`` command line (Typer). ``train`` and ``extend`` hand their arguments to Hydra
+untouched (``extend`` adds ``parent=RUN``).
 
 Every user error (``PosxError``) ends as one line on stderr and a non-zero exit.
 """

@@ -182,3 +182,12 @@ def test_bad_extend_is_one_clear_line(work, args, needle):
     assert "Traceback" not in proc.stderr + proc.stdout
     assert sorted(p.name for p in runs.iterdir()) == before  # nothing written
     assert {name: digest(runs / name) for name in hashes} == hashes
+
+
+def test_extend_help_and_cfg_job_write_nothing(work):
+    proc = run_posx("extend", "--help", cwd=work)
+    assert "Examples" in proc.stdout and "posx extend" in proc.stdout
+    before = sorted(p.name for p in (work / "results" / "runs").iterdir())
+    proc = run_posx("extend", "rope", "--cfg", "job", "method=pi", "factor=3", cwd=work)
+    assert "parent: rope" in proc.stdout and "method: pi" in proc.stdout and "factor: 3" in proc.stdout
+    assert sorted(p.name for p in (work / "results" / "runs").iterdir()) == before
