@@ -1,4 +1,5 @@
-"""The ``posx`` command line (Typer). ``train`` hands its arguments to Hydra untouched.
+"""The ``posx`` command line (Typer). ``train`` and ``extend`` hand their arguments to Hydra
+untouched (``extend`` adds ``parent=RUN``).
 
 Every user error (``PosxError``) ends as one line on stderr and a non-zero exit.
 """
@@ -126,6 +127,67 @@ def train(
         task = hydra.main(version_base="1.3", config_path=str(config_dir()), config_name="config")(_train_job)
     saved = sys.argv
     sys.argv = ["posx-train", *(overrides or [])]
+    try:
+        task()
+    finally:
+        sys.argv = saved
+
+
+def _extend_job(cfg) -> None:
+    """One Hydra job of ``posx extend``: extend, then evaluate when eval.after_train."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    from posx.evaluate import evaluate_run
+    from posx.extend import extend_job
+    from posx.sweep import update_sweep_table
+
+    with user_errors():
+        run_dir = extend_job(cfg)
+        if cfg.eval.after_train:
+            evaluate_run(run_dir, cfg, Console())
+            if HydraConfig.get().mode == RunMode.MULTIRUN:
+                Console().print(f"sweep table: {update_sweep_table(run_dir.parent)}")
+
+
+EXTEND_EPILOG = """[bold]Examples[/]
+
+  posx extend results/runs/base method=yarn factor=4      [dim]# YaRN to 4x T, 200 steps[/]
+  posx extend base method=abf new_base=1e6 extend.steps=400
+  posx extend base method=pi factor=2 eval.after_train=true
+  posx extend base -m method=pi,yarn,abf factor=2,4       [dim]# a sweep into results/sweeps/<time>/[/]
+  posx extend results/runs/absolute-... method=interpolate factor=2   [dim]# learned absolute[/]
+  posx extend base --cfg job                               [dim]# print the composed config[/]
+"""
+
+
+@app.command(context_settings=PASS_THROUGH, epilog=EXTEND_EPILOG)
+def extend(
+    run: Optional[str] = typer.Argument(None, help="The run to extend: a directory, or a run name under results/runs."),
+    overrides: Optional[List[str]] = typer.Argument(
+        None, help="Hydra overrides and flags (method=, factor=, extend.steps=, -m, --cfg job)."
+    ),
+) -> None:
+    """Rescale a trained run's positions and continue training at factor x T; writes a new
+    run (results/runs/<parent>-<method>-x<factor>/) that records its parent. The parent is only read."""
+    import hydra
+
+    from posx.config import config_dir, register_configs
+
+    overrides = list(overrides or [])
+    if run is not None and ("=" in run or run.startswith("-")):  # no RUN: it was an override
+        overrides.insert(0, run)
+        run = None
+    if run is not None:
+        quoted = run.replace("\\", "\\\\").replace("'", "\\'")
+        # Next to the other overrides: Hydra's parser takes one contiguous run of them.
+        first = next((i for i, a in enumerate(overrides) if "=" in a and not a.startswith("-")), len(overrides))
+        overrides.insert(first, f"parent='{quoted}'")
+    with user_errors():
+        register_configs()
+        task = hydra.main(version_base="1.3", config_path=str(config_dir()), config_name="extend")(_extend_job)
+    saved = sys.argv
+    sys.argv = ["posx-extend", *overrides]
     try:
         task()
     finally:

@@ -96,9 +96,33 @@ class Config:
     eval: EvalConfig = field(default_factory=EvalConfig)
 
 
+@dataclass
+class ExtendConfig:
+    steps: int = 200  # optimizer steps of continued training at factor x T
+    lr: float = 3e-4  # peak learning rate (a tenth of train.lr: a fine-tune, not a retrain)
+    warmup_steps: int = 20  # linear warmup steps (the PI and YaRN fine-tunes use 20)
+    min_lr_ratio: float = 0.1  # cosine decays to lr * min_lr_ratio at the last step
+    batch_size: Optional[int] = None  # sequences per step; None: train.batch_size * T / (factor * T)
+    eval_every: Optional[int] = None  # validation at factor x T every N steps; None: train.eval_every
+
+
+@dataclass
+class ExtendRootConfig(Config):
+    """``posx extend``: the training config plus what to extend and how."""
+
+    parent: Optional[str] = None  # the run to extend (path or name under results/runs); set by RUN
+    method: str = "yarn"  # a posx.rope method, or interpolate (learned absolute only)
+    factor: float = 4.0  # new context = factor x the parent's T
+    new_base: float = 500000.0  # abf: the new RoPE base
+    extend: ExtendConfig = field(default_factory=ExtendConfig)
+
+
 def register_configs(cs: ConfigStore | None = None) -> None:
-    """Register the schema under the name ``posx_schema`` (used by configs/config.yaml)."""
-    (cs or ConfigStore.instance()).store(name="posx_schema", node=Config)
+    """Register the schemas ``posx_schema`` (configs/config.yaml) and ``posx_extend_schema``
+    (configs/extend.yaml)."""
+    cs = cs or ConfigStore.instance()
+    cs.store(name="posx_schema", node=Config)
+    cs.store(name="posx_extend_schema", node=ExtendRootConfig)
 
 
 def config_dir() -> Path:
@@ -159,6 +183,34 @@ def check_config(cfg: DictConfig | Config) -> None:
     _positive(cfg.eval.abf_base, "eval.abf_base")
 
 
+def check_extend_config(cfg: DictConfig | ExtendRootConfig) -> None:
+    """``check_config`` plus the keys of ``posx extend``."""
+    import math
+
+    from posx.rope import METHODS
+
+    check_config(cfg)
+    if not cfg.parent:
+        raise PosxError("name the run to extend: posx extend RUN method=<method> factor=<factor>")
+    methods = (*METHODS, "interpolate")
+    if cfg.method not in methods:
+        raise PosxError(f"method={cfg.method} is unknown; choose one of {', '.join(methods)}")
+    if not (math.isfinite(cfg.factor) and cfg.factor >= 1):
+        raise PosxError(f"factor={cfg.factor} must be a finite number of at least 1 "
+                        "(the new context is factor x T)")
+    if cfg.new_base <= 1:
+        raise PosxError(f"new_base={cfg.new_base} must be greater than 1 (ABF uses 500000)")
+    for key in ("steps", "lr"):
+        _positive(cfg.extend[key], f"extend.{key}")
+    if cfg.extend.warmup_steps < 0:
+        raise PosxError(f"extend.warmup_steps={cfg.extend.warmup_steps} must be 0 or more")
+    if not 0 < cfg.extend.min_lr_ratio <= 1:
+        raise PosxError(f"extend.min_lr_ratio={cfg.extend.min_lr_ratio} must be in (0, 1]")
+    for key in ("batch_size", "eval_every"):
+        if cfg.extend[key] is not None:
+            _positive(cfg.extend[key], f"extend.{key}")
+
+
 def to_yaml(cfg: DictConfig) -> str:
     """The resolved config as YAML, without Hydra's own node."""
     container = OmegaConf.to_container(cfg, resolve=True)
@@ -168,5 +220,6 @@ def to_yaml(cfg: DictConfig) -> str:
 
 __all__ = [
     "Config", "ModelConfig", "PosConfig", "DataConfig", "TrainConfig", "EvalConfig",
-    "YarnConfig", "ENCODINGS", "register_configs", "config_dir", "check_config", "to_yaml",
+    "YarnConfig", "ExtendConfig", "ExtendRootConfig", "ENCODINGS", "register_configs",
+    "check_extend_config", "config_dir", "check_config", "to_yaml",
 ]

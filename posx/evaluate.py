@@ -5,6 +5,11 @@ held-out split; every length scores the same number of tokens; the NLL is the me
 tokens. Rows that cannot be computed say why in ``status`` instead of crashing:
 ``out_of_range`` (learned absolute past its table), ``not_applicable`` (a RoPE method on a
 model without RoPE), ``nonfinite`` (the model produced inf/NaN logits).
+
+``factor`` is relative to ``reference_context``: T for a plain run, the parent's T for an
+extended run (``posx extend``), which ``posx.extend_eval`` evaluates instead: its trained
+frequencies after training (stage ``extended``) beside its parent with the same rescaling
+and no training (stage ``zero-shot``). Every row of a plain run is ``zero-shot``.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from posx.runs import RunMeta, load_run
 from posx.train import autocast, pick_device
 
 COLUMNS = ["run", "pos", "train_context", "eval_context", "factor", "method", "scale",
-           "attention_factor", "nll", "ppl", "tokens", "status", "protocol"]
+           "attention_factor", "nll", "ppl", "tokens", "status", "protocol", "reference_context", "stage"]
 PROTOCOL = "nonoverlapping"
 
 
@@ -88,7 +93,8 @@ def evaluate(model: GPT, meta: RunMeta, val: torch.Tensor, ev: DictConfig, devic
             scale = float(ev.scale) if ev.scale is not None else L / T
             row = {"run": run_name, "pos": meta.model.pos, "train_context": T, "eval_context": L,
                    "factor": float(factor), "method": method, "scale": scale, "attention_factor": 1.0,
-                   "nll": math.nan, "ppl": math.nan, "tokens": 0, "status": "ok", "protocol": PROTOCOL}
+                   "nll": math.nan, "ppl": math.nan, "tokens": 0, "status": "ok", "protocol": PROTOCOL,
+                   "reference_context": T, "stage": "zero-shot"}
             rows.append(row)
             if method != "none" and not model.pos.uses_rope:
                 row["status"] = "not_applicable"
@@ -135,8 +141,11 @@ def write_tables(df: pd.DataFrame, run_dir: Path) -> None:
 
 
 def rich_table(df: pd.DataFrame, title: str) -> Table:
-    """Methods by rows, factors by columns, perplexity (or the status) in the cells."""
+    """Methods (and stages, when there are two) by rows, factors by columns, perplexity (or
+    the status) in the cells."""
     factors = sorted(df["factor"].unique())
+    if df["stage"].nunique() > 1:
+        df = df.assign(method=df["method"] + " " + df["stage"])
     table = Table(title=title)
     table.add_column("method")
     for f in factors:
@@ -163,8 +172,14 @@ def evaluate_run(run_dir: Path, cfg: DictConfig, console: Console | None = None)
         console.print("[yellow]warning:[/] the corpus differs from the one this run trained on "
                       "(different files or Python version); numbers are not comparable")
     console.print(f"[bold]posx eval-extrapolate[/] {run_dir}  pos={meta.model.pos} T={meta.train_context}")
-    df = evaluate(model, meta, corpus.val, cfg.eval, device, run_dir.name, console)
+    if meta.extended_from:
+        from posx.extend_eval import evaluate_extended
+
+        df = evaluate_extended(model, meta, corpus.val, cfg, device, run_dir, console)
+    else:
+        df = evaluate(model, meta, corpus.val, cfg.eval, device, run_dir.name, console)
     write_tables(df, run_dir)
-    console.print(rich_table(df, f"perplexity, {run_dir.name} (T={meta.train_context}, {PROTOCOL})"))
+    reference = int(df["reference_context"].iloc[0])  # T that the factors multiply
+    console.print(rich_table(df, f"perplexity, {run_dir.name} (T={reference}, {PROTOCOL})"))
     console.print(f"wrote {run_dir / 'extrapolation.csv'} and {run_dir / 'extrapolation.md'}")
     return df

@@ -92,6 +92,10 @@ class Rotary(PositionalEncoding):
         inv_freq, attention_factor = rope.frequencies("none", head_dim, base=base)
         self.register_buffer("inv_freq", inv_freq, persistent=False)
         self.attention_factor = attention_factor
+        # What reset() returns to: the frequencies the weights were trained with (plain RoPE
+        # unless set_trained_frequencies installs others, as for an extended run).
+        self.register_buffer("trained_inv_freq", inv_freq.clone(), persistent=False)
+        self.trained_attention_factor = attention_factor
 
     def set_frequencies(self, inv_freq: Tensor, attention_factor: float = 1.0) -> None:
         if inv_freq.shape != self.inv_freq.shape:
@@ -101,9 +105,15 @@ class Rotary(PositionalEncoding):
         self.inv_freq = inv_freq.to(device=self.inv_freq.device, dtype=torch.float32)
         self.attention_factor = float(attention_factor)
 
+    def set_trained_frequencies(self, inv_freq: Tensor, attention_factor: float = 1.0) -> None:
+        """Install frequencies and make them the ones ``reset`` returns to (a trained model's)."""
+        self.set_frequencies(inv_freq, attention_factor)
+        self.trained_inv_freq = self.inv_freq.clone()
+        self.trained_attention_factor = self.attention_factor
+
     def reset(self) -> None:
-        """Back to the plain frequencies the model trained with."""
-        self.set_frequencies(*rope.frequencies("none", self.head_dim, base=self.base))
+        """Back to the frequencies the model trained with (plain RoPE unless extended)."""
+        self.set_frequencies(self.trained_inv_freq.clone(), self.trained_attention_factor)
 
     def cos_sin(self, positions: Tensor) -> tuple[Tensor, Tensor]:
         # Angles in float32 even under bf16 autocast: p * theta loses all precision in bf16.

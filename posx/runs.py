@@ -6,6 +6,8 @@ A run directory holds:
   model.safetensors  the weights
   metrics.csv        step, train_loss, val_loss, lr, tokens_per_s
   extrapolation.csv / .md   after `posx eval-extrapolate`
+An extended run (`posx extend`) also records its parent in model.json (``extended_from``)
+and the RoPE frequencies it trained with (``rope``); ``load_run`` installs exactly those.
 Nothing is ever unpickled from a run directory.
 """
 
@@ -20,7 +22,7 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_model, save_model
 
-from posx import __version__, io
+from posx import __version__, io, rope
 from posx.errors import PosxError
 from posx.model import GPT, GPTConfig
 
@@ -36,6 +38,8 @@ class RunMeta:
     data: dict  # corpus fingerprint and the data config it came from
     step: int  # optimizer steps taken
     rope: dict  # frequencies the model was trained with: {"method": ..., "factor": ..., "params": ...}
+    #   and, for an extended run, "original_context" (the T the method rescales from)
+    extended_from: dict | None = None  # posx extend: parent run, method, factor, steps, parent T
 
     def to_dict(self) -> dict:
         return {
@@ -46,6 +50,7 @@ class RunMeta:
             "data": self.data,
             "step": self.step,
             "rope": self.rope,
+            **({"extended_from": self.extended_from} if self.extended_from else {}),
             "saved_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
         }
 
@@ -55,7 +60,8 @@ class RunMeta:
             raise PosxError(f"{where} is not posx run metadata (format {d.get('format')!r})")
         try:
             return cls(GPTConfig.from_dict(d["model"]), int(d["train_context"]), d.get("data", {}),
-                       int(d.get("step", 0)), d.get("rope") or {"method": "none", "factor": 1.0, "params": {}})
+                       int(d.get("step", 0)), d.get("rope") or {"method": "none", "factor": 1.0, "params": {}},
+                       d.get("extended_from") or None)
         except (KeyError, TypeError, ValueError) as exc:
             raise PosxError(f"{where} is incomplete or corrupt ({exc}); re-train the run") from exc
 
@@ -112,7 +118,38 @@ def load_run(run_dir: str | Path, device: str | torch.device = "cpu") -> tuple[G
         raise PosxError(
             f"{weights} does not match {META}: missing {sorted(missing)[:3]}, unexpected {sorted(unexpected)[:3]}"
         )
+    install_trained_frequencies(model, meta, where=run_dir)
     return model.to(device), meta
+
+
+def trained_frequencies(meta: RunMeta) -> tuple[torch.Tensor, float]:
+    """The inverse frequencies and attention factor recorded in ``meta.rope``: the numbers
+    themselves when the record holds them (``inv_freq``, ``attention_factor``), else
+    recomputed from its method with ``posx.rope.frequencies``."""
+    record = meta.rope
+    if isinstance(record, dict) and "inv_freq" in record:
+        inv_freq = torch.tensor(record["inv_freq"], dtype=torch.float32)
+        if inv_freq.shape != (meta.model.head_dim // 2,):
+            raise PosxError(f"the rope record in {META} holds {inv_freq.numel()} frequencies, "
+                            f"expected head_dim // 2 = {meta.model.head_dim // 2}; re-run the extension")
+        return inv_freq, float(record.get("attention_factor", 1.0))
+    try:
+        method, factor = record["method"], float(record.get("factor", 1.0))
+        params = dict(record.get("params") or {})
+        original = int(record.get("original_context", meta.train_context))
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise PosxError(f"the rope record in {META} is malformed ({record!r}); re-run the extension") from exc
+    return rope.frequencies(method, meta.model.head_dim, base=meta.model.rope_base, factor=factor,
+                            original_context=original, **params)
+
+
+def install_trained_frequencies(model: GPT, meta: RunMeta, where: Path | str = "the run") -> None:
+    """Make the model rotate with (and ``reset`` to) the frequencies it was trained with."""
+    if model.pos.uses_rope:
+        model.pos.set_trained_frequencies(*trained_frequencies(meta))
+    elif meta.rope.get("method", "none") != "none":
+        raise PosxError(f"{where} records RoPE method {meta.rope.get('method')!r} but its model "
+                        f"({meta.model.pos}) has no RoPE; {META} is inconsistent")
 
 
 def is_run(path: Path) -> bool:

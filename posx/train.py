@@ -92,7 +92,10 @@ def estimate_val_loss(model: GPT, val: torch.Tensor, cfg: DictConfig, device: to
     return sum(losses) / len(losses)
 
 
-def train(cfg: DictConfig, run_dir: Path, console: Console | None = None) -> Path:
+def train(cfg: DictConfig, run_dir: Path, console: Console | None = None, *, model: GPT | None = None,
+          rope: dict | None = None, extended_from: dict | None = None) -> Path:
+    """Train into run_dir. ``model``: start from these weights (``posx extend``) instead of a
+    fresh init; ``rope`` and ``extended_from`` are recorded in model.json as given."""
     console = console or Console()
     device = pick_device(cfg.device)
     torch.manual_seed(cfg.seed)
@@ -103,7 +106,7 @@ def train(cfg: DictConfig, run_dir: Path, console: Console | None = None) -> Pat
     data_mod.require_tokens(corpus.val, T + 1, f"the validation split (train.context_length={T})")
 
     io.write_text(run_dir / "config.yaml", to_yaml(cfg))
-    model = GPT(gpt_config(cfg)).to(device)
+    model = (GPT(gpt_config(cfg)) if model is None else model).to(device)
     optimizer = make_optimizer(model, cfg, device)
     gen = torch.Generator().manual_seed(cfg.seed)
     tokens_per_step = cfg.train.batch_size * T
@@ -153,7 +156,8 @@ def train(cfg: DictConfig, run_dir: Path, console: Console | None = None) -> Pat
     meta = RunMeta(model=gpt_config(cfg), train_context=T,
                    data={**corpus.fingerprint, "config": {"source": cfg.data.source, "path": cfg.data.path,
                                                           "val_fraction": cfg.data.val_fraction}},
-                   step=cfg.train.steps, rope={"method": "none", "factor": 1.0, "params": {}})
+                   step=cfg.train.steps, rope=rope or {"method": "none", "factor": 1.0, "params": {}},
+                   extended_from=extended_from)
     save_run(run_dir, model.cpu(), meta)
     steady = metrics["tokens_per_s"].iloc[min(5, len(metrics) - 1):].median()
     console.print(

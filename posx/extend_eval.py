@@ -1,0 +1,89 @@
+"""Evaluating an extended run (``posx extend``): zero-shot and extended side by side.
+
+Lengths are factor x the parent's T and factor x the new T for every ``eval.factors``
+entry (deduplicated), and ``factor`` is always relative to the parent's T
+(``reference_context``), so rows line up with the parent's own table. Two stages:
+
+* ``extended``: the run itself, with the frequencies it trained with (``runs.load_run``
+  installs them) or its stretched absolute table.
+* ``zero-shot``: the parent with the same rescaling (same frequencies, or the same
+  stretched table) and no training. This is the parent's ``eval-extrapolate`` row at
+  L = factor x T; at other lengths it differs from that table, which rescales by L/T.
+
+The frequencies are no longer plain theta after extension, so the family's formulas do not
+apply on top of them: ``eval.methods`` and ``eval.scale`` are not used here.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+import torch
+from omegaconf import DictConfig
+from rich.console import Console
+
+from posx.errors import PosxError
+from posx.evaluate import COLUMNS, PROTOCOL, scored_tokens, window_nll
+from posx.extend import INTERPOLATE, find_parent, zero_shot_model
+from posx.model import GPT
+from posx.positions import PositionOutOfRange
+from posx.runs import RunMeta
+
+
+def lengths_for(reference: int, new: int, factors) -> list[int]:
+    """factor x the parent's T and factor x the new T, sorted, without duplicates."""
+    return sorted({round(f * reference) for f in factors} | {round(f * new) for f in factors})
+
+
+def _score(model: GPT, val: torch.Tensor, L: int, n_tokens: int, batch_tokens: int,
+           device: torch.device) -> tuple[str, float, int]:
+    """(status, mean nll, scored tokens) of ``model`` at length L."""
+    limit = model.pos.max_length()
+    if limit is not None and L > limit:
+        return "out_of_range", math.nan, 0
+    try:
+        total, count = window_nll(model, val, L, n_tokens // L, batch_tokens, device)
+    except PositionOutOfRange:
+        return "out_of_range", math.nan, 0
+    if not math.isfinite(total):
+        return "nonfinite", math.nan, count
+    return "ok", total / count, count
+
+
+def evaluate_extended(model: GPT, meta: RunMeta, val: torch.Tensor, cfg: DictConfig,
+                      device: torch.device, run_dir: Path, console: Console | None = None) -> pd.DataFrame:
+    """One row per (stage, length); the zero-shot stage is left out when the parent is gone."""
+    lineage, ev = meta.extended_from, cfg.eval
+    T0, T1 = int(lineage["train_context"]), meta.train_context
+    lengths = lengths_for(T0, T1, ev.factors)
+    n_tokens = scored_tokens(ev.tokens, lengths)
+    if len(val) < n_tokens + 1:
+        raise PosxError(f"the held-out split has {len(val)} tokens but eval.tokens asks for {n_tokens} "
+                        f"at each length; lower eval.tokens or use more data")
+    stages: list[tuple[str, GPT, int]] = []
+    parent_dir = find_parent(meta, run_dir, cfg.results_dir)
+    if parent_dir is None:
+        if console is not None:
+            console.print(f"[yellow]warning:[/] parent run {lineage.get('parent')} not found; "
+                          "evaluating the extended model alone")
+    else:
+        stages.append(("zero-shot", zero_shot_model(meta, parent_dir, device), T0))
+    stages.append(("extended", model, T1))
+    interpolated = lineage["method"] == INTERPOLATE
+    scale = float(lineage["factor"]) if interpolated else float(meta.rope.get("factor", 1.0))
+    rows = []
+    for stage, m, trained_at in stages:
+        m.eval()
+        attention = 1.0 if interpolated else m.pos.attention_factor
+        for L in lengths:
+            status, nll, count = _score(m, val, L, n_tokens, ev.batch_tokens, device)
+            rows.append({"run": run_dir.name, "pos": meta.model.pos, "train_context": trained_at,
+                         "eval_context": L, "factor": L / T0, "method": lineage["method"], "scale": scale,
+                         "attention_factor": attention, "nll": nll, "ppl": math.exp(nll), "tokens": count,
+                         "status": status, "protocol": PROTOCOL, "reference_context": T0, "stage": stage})
+            if console is not None and status == "ok":
+                console.print(f"  {lineage['method']:>12} {stage:>9} {L / T0:g}x (L={L}): ppl {math.exp(nll):.3f}",
+                              highlight=False)
+    return pd.DataFrame(rows, columns=COLUMNS)

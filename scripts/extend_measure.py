@@ -1,0 +1,121 @@
+"""Measure the extension protocol: zero-shot vs after `posx extend`, and steps to recover.
+
+For each method (default pi, yarn, abf) it extends one trained RoPE run to factor x T with
+the same step budget through the real CLI (`python -m posx extend`), validating at the new
+length every --eval-every steps, then evaluates in-process (nothing is written into the
+parent or the children besides what `posx extend` writes):
+
+* ppl at 1x T and factor x T, zero-shot (the parent with the method's frequencies, no
+  training) and extended, with the eval-extrapolate protocol (non-overlapping windows,
+  --tokens scored tokens per length);
+* the first validation step at which the extended model's perplexity at factor x T is within
+  10% of the parent's 1x perplexity. Both sides use the training loop's estimator
+  (estimate_val_loss: the same seeded random windows, eval_batches x batch_size sequences),
+  the parent's from the last row of its metrics.csv.
+
+    python scripts/extend_measure.py                       # trains the default parent first
+    python scripts/extend_measure.py --parent results/runs/base --steps 200 --eval-every 20
+
+Timings are noisy on a shared machine; the perplexities are deterministic for a given torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+
+def posx(*args: str) -> None:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    print("$ python -m posx " + " ".join(args), flush=True)
+    subprocess.run([sys.executable, "-m", "posx", *args], env=env, check=True,
+                   stdout=subprocess.DEVNULL)
+
+
+def within(metrics: pd.DataFrame, target_loss: float) -> int | None:
+    """First step whose validation loss is at or below target_loss (None: never)."""
+    val = metrics.dropna(subset=["val_loss"])
+    hit = val[val["val_loss"] <= target_loss]
+    return int(hit["step"].iloc[0]) if len(hit) else None
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--parent", help="a trained RoPE run; default: train one with `posx train name=<--name>`")
+    ap.add_argument("--name", default="base", help="name of the parent to train when --parent is not given")
+    ap.add_argument("--methods", default="pi,yarn,abf")
+    ap.add_argument("--factor", type=float, default=4.0)
+    ap.add_argument("--steps", type=int, default=200)
+    ap.add_argument("--eval-every", type=int, default=20)
+    ap.add_argument("--tokens", type=int, default=16384, help="scored tokens per length")
+    ap.add_argument("--results-dir", default="results")
+    ap.add_argument("--device", default="cpu")
+    args = ap.parse_args()
+
+    from posx.cli import compose
+    from posx.evaluate import evaluate
+    from posx.extend_eval import evaluate_extended
+    from posx.runs import load_run, resolve_run
+    from posx import data as data_mod
+    from posx.train import pick_device
+
+    common = [f"device={args.device}", f"results_dir={args.results_dir}"]
+    if args.parent is None:
+        posx("train", f"name={args.name}", *common)
+        args.parent = str(Path(args.results_dir) / "runs" / args.name)
+    parent_dir = resolve_run(args.parent, args.results_dir)
+    cfg = compose([*common, "eval.factors=[1]", f"eval.tokens={args.tokens}", f"eval.batch_tokens={args.tokens}",
+                   f"eval.methods=[none,{args.methods}]"])
+    device = pick_device(cfg.device)
+    parent_model, parent_meta = load_run(parent_dir, device=device)
+    T = parent_meta.train_context
+    dcfg = parent_meta.data["config"]
+    val = data_mod.load_corpus(dcfg["source"], dcfg.get("path"), dcfg["val_fraction"], cfg.data.cache_dir).val
+    plain = evaluate(parent_model, parent_meta, val, cfg.eval, device, parent_dir.name)
+    ppl_1x = float(plain[plain["method"] == "none"]["ppl"].iloc[0])
+    parent_val = pd.read_csv(parent_dir / "metrics.csv").dropna(subset=["val_loss"])["val_loss"].iloc[-1]
+    target = parent_val + math.log(1.1)  # ppl within 10% of the parent's 1x ppl
+    print(f"parent {parent_dir}: T={T}, ppl at 1x {ppl_1x:.3f} (eval), {math.exp(parent_val):.3f} (val estimator)")
+
+    rows = []
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    for method in args.methods.split(","):
+        name = f"{parent_dir.name}-{method}-x{args.factor:g}-s{args.steps}-{stamp}"
+        start = time.perf_counter()
+        posx("extend", str(parent_dir), f"method={method}", f"factor={args.factor}", f"name={name}",
+             f"extend.steps={args.steps}", f"extend.eval_every={args.eval_every}", *common)
+        wall = time.perf_counter() - start
+        child = Path(args.results_dir) / "runs" / name
+        model, meta = load_run(child, device=device)
+        df = evaluate_extended(model, meta, val, cfg, device, child)
+        ppl = df.set_index(["stage", "eval_context"])["ppl"]
+        L = round(args.factor * T)
+        metrics = pd.read_csv(child / "metrics.csv")
+        step = within(metrics, target)
+        rows.append({"method": method,
+                     "zero-shot 1x": ppl[("zero-shot", T)], f"zero-shot {args.factor:g}x": ppl[("zero-shot", L)],
+                     "extended 1x": ppl[("extended", T)], f"extended {args.factor:g}x": ppl[("extended", L)],
+                     "steps to 1.1x ppl(1x)": step if step is not None else f">{args.steps}",
+                     "extend wall s": round(wall)})
+        curve = metrics.dropna(subset=["val_loss"])
+        print(f"  {method}: val ppl at {L} by step: " +
+              ", ".join(f"{int(s)}:{math.exp(v):.2f}" for s, v in zip(curve["step"], curve["val_loss"])), flush=True)
+    table = pd.DataFrame(rows)
+    print(f"\nparent {parent_dir.name}, T={T}, factor {args.factor:g} (L={round(args.factor * T)}), "
+          f"{args.steps} steps each; plain RoPE ppl at 1x = {ppl_1x:.3f}; "
+          f"target val ppl {math.exp(target):.3f} (1.1 x {math.exp(parent_val):.3f})")
+    print(table.to_markdown(index=False, floatfmt=".3f"))
+
+
+if __name__ == "__main__":
+    main()
