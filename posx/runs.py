@@ -36,6 +36,7 @@ class RunMeta:
     data: dict  # corpus fingerprint and the data config it came from
     step: int  # optimizer steps taken
     rope: dict  # frequencies the model was trained with: {"method": ..., "factor": ..., "params": ...}
+    weights_sha256: str | None = None  # checksum of model.safetensors (set by save_run; older runs lack it)
 
     def to_dict(self) -> dict:
         return {
@@ -46,6 +47,7 @@ class RunMeta:
             "data": self.data,
             "step": self.step,
             "rope": self.rope,
+            "weights_sha256": self.weights_sha256,
             "saved_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
         }
 
@@ -55,7 +57,8 @@ class RunMeta:
             raise PosxError(f"{where} is not posx run metadata (format {d.get('format')!r})")
         try:
             return cls(GPTConfig.from_dict(d["model"]), int(d["train_context"]), d.get("data", {}),
-                       int(d.get("step", 0)), d.get("rope") or {"method": "none", "factor": 1.0, "params": {}})
+                       int(d.get("step", 0)), d.get("rope") or {"method": "none", "factor": 1.0, "params": {}},
+                       d.get("weights_sha256"))
         except (KeyError, TypeError, ValueError) as exc:
             raise PosxError(f"{where} is incomplete or corrupt ({exc}); re-train the run") from exc
 
@@ -75,9 +78,11 @@ def new_run_dir(results_dir: str | Path, name: str) -> Path:
 
 
 def save_run(run_dir: Path, model: GPT, meta: RunMeta) -> None:
-    """Weights first, then metadata: a run with model.json always has matching weights."""
+    """Weights first, then metadata with their checksum: a run with model.json always has
+    matching weights, and a weights file changed afterwards is caught on load."""
     with io.atomic_path(run_dir / WEIGHTS) as tmp:
         save_model(model, str(tmp))
+        meta.weights_sha256 = io.sha256_file(tmp)
     io.write_text(run_dir / META, json.dumps(meta.to_dict(), indent=2) + "\n")
 
 
@@ -99,20 +104,30 @@ def load_run(run_dir: str | Path, device: str | torch.device = "cpu") -> tuple[G
     weights = run_dir / WEIGHTS
     if not weights.is_file():
         raise PosxError(f"{run_dir} holds no weights ({WEIGHTS}); the run did not finish — re-train it")
+    if meta.weights_sha256 and io.sha256_file(weights) != meta.weights_sha256:
+        raise PosxError(f"{weights} is corrupt: its checksum differs from the one in {META}; re-train the run")
     model = GPT(meta.model)
+    load_weights(model, weights, META, device)
+    return model.to(device), meta
+
+
+def load_weights(model: torch.nn.Module, weights: Path, described_by: str,
+                 device: str | torch.device = "cpu") -> None:
+    """Load safetensors ``weights`` into ``model``; any mismatch is a PosxError naming it."""
     try:
         missing, unexpected = load_model(model, str(weights), strict=False, device=str(device))
     except SafetensorError as exc:
         raise PosxError(f"{weights} is truncated or corrupt ({exc}); re-train the run") from exc
     except RuntimeError as exc:  # shape mismatch
-        first = str(exc).strip().splitlines()
-        detail = next((line.strip() for line in first if "size mismatch" in line), first[-1] if first else "")
-        raise PosxError(f"{weights} does not match {META}: {detail}") from exc
+        lines = str(exc).strip().splitlines()
+        details = [line.strip() for line in lines if "size mismatch" in line]
+        detail = "; ".join(details[:3]) or (lines[-1] if lines else "")
+        raise PosxError(f"{weights} does not match {described_by}: {detail}") from exc
     if missing or unexpected:
         raise PosxError(
-            f"{weights} does not match {META}: missing {sorted(missing)[:3]}, unexpected {sorted(unexpected)[:3]}"
+            f"{weights} does not match {described_by}: missing {sorted(missing)[:3]}, "
+            f"unexpected {sorted(unexpected)[:3]} (different n_layer or positional encoding?)"
         )
-    return model.to(device), meta
 
 
 def is_run(path: Path) -> bool:
