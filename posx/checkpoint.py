@@ -133,10 +133,11 @@ def save(run_dir: Path, step: int, model: torch.nn.Module, optimizer: torch.opti
 
 
 def _write_files(where: Path, step: int, model, optimizer, generator, metrics: list[dict], extra: dict) -> None:
-    save_model(model, str(where / "model.safetensors"))
+    io.safetensors_write(lambda: save_model(model, str(where / "model.safetensors")))
     opt_tensors, opt_json = _flatten_optimizer(optimizer)
-    save_file(opt_tensors, str(where / "optimizer.safetensors"))
-    save_file(_rng_tensors(generator), str(where / "rng.safetensors"))
+    io.safetensors_write(lambda: save_file(opt_tensors, str(where / "optimizer.safetensors")))
+    rng = _rng_tensors(generator)
+    io.safetensors_write(lambda: save_file(rng, str(where / "rng.safetensors")))
     if metrics:
         pd.DataFrame(metrics).to_csv(where / "metrics.csv", index=False)
     files = sorted(p.name for p in where.iterdir())

@@ -81,7 +81,7 @@ def save_run(run_dir: Path, model: GPT, meta: RunMeta) -> None:
     """Weights first, then metadata with their checksum: a run with model.json always has
     matching weights, and a weights file changed afterwards is caught on load."""
     with io.atomic_path(run_dir / WEIGHTS) as tmp:
-        save_model(model, str(tmp))
+        io.safetensors_write(lambda: save_model(model, str(tmp)))
         meta.weights_sha256 = io.sha256_file(tmp)
     io.write_text(run_dir / META, json.dumps(meta.to_dict(), indent=2) + "\n")
 
