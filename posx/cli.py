@@ -152,6 +152,11 @@ def train(
 
     with user_errors():
         register_configs()
+        args = list(overrides or [])
+        if not any(a.startswith(("-", "hydra")) for a in args):
+            # A single run: compose it here first, so a typo'd key or a wrong type is one line
+            # (Hydra's own report inside hydra.main spans several). Sweeps go to Hydra as is.
+            compose(args)
         task = hydra.main(version_base="1.3", config_path=str(config_dir()), config_name="config")(_train_job)
     saved = sys.argv
     sys.argv = ["posx-train", *(overrides or [])]

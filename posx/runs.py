@@ -103,11 +103,14 @@ def load_run(run_dir: str | Path, device: str | torch.device = "cpu") -> tuple[G
     meta = read_meta(run_dir)
     weights = run_dir / WEIGHTS
     if not weights.is_file():
-        raise PosxError(f"{run_dir} holds no weights ({WEIGHTS}); the run did not finish — re-train it")
+        raise PosxError(f"{run_dir} holds no weights ({WEIGHTS}); the run did not finish — "
+                        f"continue it with `posx train --resume {run_dir}` or re-train it")
     if meta.weights_sha256 and io.sha256_file(weights) != meta.weights_sha256:
         raise PosxError(f"{weights} is corrupt: its checksum differs from the one in {META}; re-train the run")
     model = GPT(meta.model)
-    load_weights(model, weights, META, device)
+    m = meta.model
+    load_weights(model, weights, f"{META} (vocab_size={m.vocab_size}, n_layer={m.n_layer}, d_model={m.d_model}, "
+                                 f"mlp_ratio={m.mlp_ratio}, pos={m.pos}, max_positions={m.max_positions})", device)
     return model.to(device), meta
 
 
