@@ -16,7 +16,7 @@ from typing import Iterator, List, Optional
 import typer
 from rich.console import Console
 
-from posx.errors import PosxError
+from posx.errors import Preempted, PosxError
 
 app = typer.Typer(
     name="posx",
@@ -39,6 +39,9 @@ def user_errors() -> Iterator[None]:
 
     try:
         yield
+    except Preempted as exc:
+        err.print(f"[bold yellow]stopped:[/] {exc}", markup=True, highlight=False)
+        raise SystemExit(Preempted.EXIT_CODE) from None
     except PosxError as exc:
         err.print(f"[bold red]error:[/] {exc}", markup=True, highlight=False)
         raise SystemExit(2) from None
@@ -52,11 +55,14 @@ def user_errors() -> Iterator[None]:
 
 
 def _run_dir_for_job(cfg) -> tuple[Path, bool]:
-    """(directory, created_by_us). Sweep jobs use Hydra's job directory; single runs get
-    results/runs/<name>/, never an existing one."""
+    """(directory, resume). Sweep jobs use Hydra's job directory and resume the checkpoint a
+    killed or requeued job left there; single runs get results/runs/<name>/, never an
+    existing one."""
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
+    from posx import checkpoint
+    from posx.resume import differences, saved_config
     from posx.runs import is_run, new_run_dir
 
     hc = HydraConfig.get()
@@ -64,10 +70,16 @@ def _run_dir_for_job(cfg) -> tuple[Path, bool]:
         run_dir = Path(hc.runtime.output_dir)
         if is_run(run_dir):
             raise PosxError(f"{run_dir} already holds a trained run; use a new hydra.sweep.dir")
+        if checkpoint.exists(run_dir):
+            changed = differences(saved_config(run_dir), cfg)
+            if changed:
+                raise PosxError(f"{run_dir} holds a checkpoint of another config (differs in {', '.join(changed[:5])}); "
+                                "use a new hydra.sweep.dir")
+            return run_dir, True
         run_dir.mkdir(parents=True, exist_ok=True)
         return run_dir, False
     name = cfg.name or f"{cfg.pos.name}-T{cfg.train.context_length}-s{cfg.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
-    return new_run_dir(cfg.results_dir, name), True
+    return new_run_dir(cfg.results_dir, name), False
 
 
 def _train_job(cfg) -> None:
@@ -75,6 +87,7 @@ def _train_job(cfg) -> None:
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
+    from posx import checkpoint
     from posx.config import check_config
     from posx.evaluate import evaluate_run
     from posx.runs import is_run
@@ -86,11 +99,13 @@ def _train_job(cfg) -> None:
     with user_errors():
         try:
             check_config(cfg)
-            run_dir, fresh = _run_dir_for_job(cfg)
-            train(cfg, run_dir, console)
+            run_dir, resume = _run_dir_for_job(cfg)
+            train(cfg, run_dir, console, resume=resume)
         except BaseException:
-            # Nothing half-written: a run that saved no weights leaves no directory behind.
-            if run_dir is not None and not is_run(run_dir):
+            # Nothing half-written: a new run that saved neither weights nor a checkpoint
+            # leaves no directory behind. A checkpoint is kept: it is what --resume needs.
+            if (run_dir is not None and not resume and not is_run(run_dir)
+                    and not checkpoint.exists(run_dir)):
                 shutil.rmtree(run_dir, ignore_errors=True)
             raise
         if cfg.eval.after_train:
@@ -108,6 +123,7 @@ TRAIN_EPILOG = """[bold]Examples[/]
   posx train -m pos=absolute,rope seed=0,1,2      [dim]# a sweep into results/sweeps/<time>/[/]
   posx train -m pos=absolute,rope hydra/launcher=joblib   [dim]# jobs in parallel[/]
   posx train --cfg job                            [dim]# print the composed config[/]
+  posx train --resume results/runs/<name>         [dim]# continue a stopped or killed run[/]
 """
 
 
@@ -116,14 +132,32 @@ def train(
     overrides: Optional[List[str]] = typer.Argument(
         None, help="Hydra overrides and flags (key=value, -m, --cfg job, hydra/launcher=...)."
     ),
+    resume: Optional[str] = typer.Option(
+        None, "--resume", metavar="RUN",
+        help="Continue RUN (a path or a name under results/runs) from its last checkpoint, with its saved "
+        "config; overrides may only change device, checkpoint/validation frequency and eval.*.",
+    ),
 ) -> None:
-    """Train a GPT; writes results/runs/<name>/ (config, metrics, weights)."""
+    """Train a GPT; writes results/runs/<name>/ (config, metrics, checkpoint, weights).
+
+    Exit status: 0 done, 2 bad input or a failed run, 75 stopped by SIGTERM/SIGUSR2 after
+    saving a checkpoint (resume it with --resume).
+    """
+    if resume is not None:
+        with user_errors():
+            _resume(resume, list(overrides or []))
+        return
     import hydra
 
     from posx.config import config_dir, register_configs
 
     with user_errors():
         register_configs()
+        args = list(overrides or [])
+        if not any(a.startswith(("-", "hydra")) for a in args):
+            # A single run: compose it here first, so a typo'd key or a wrong type is one line
+            # (Hydra's own report inside hydra.main spans several). Sweeps go to Hydra as is.
+            compose(args)
         task = hydra.main(version_base="1.3", config_path=str(config_dir()), config_name="config")(_train_job)
     saved = sys.argv
     sys.argv = ["posx-train", *(overrides or [])]
@@ -192,6 +226,29 @@ def extend(
         task()
     finally:
         sys.argv = saved
+
+
+def _resume(run: str, overrides: list[str]) -> None:
+    """posx train --resume RUN: continue a run in place from its latest checkpoint."""
+    from posx import checkpoint
+    from posx.evaluate import evaluate_run
+    from posx.resume import resume_config
+    from posx.runs import is_run, read_meta, resolve_run
+    from posx.train import train
+
+    composed = compose([o for o in overrides if not o.startswith("-")])
+    run_dir = resolve_run(run, composed.results_dir)
+    cfg = resume_config(run_dir, overrides, composed)
+    console = Console()
+    if is_run(run_dir) and read_meta(run_dir).step >= cfg.train.steps:
+        console.print(f"{run_dir} already finished ({cfg.train.steps} steps); nothing to resume "
+                      "(evaluate it with `posx eval-extrapolate`)")
+        return
+    if not checkpoint.exists(run_dir):
+        console.print(f"[yellow]{run_dir} has no checkpoint yet; training it from step 0[/]")
+    train(cfg, run_dir, console, resume=True)
+    if cfg.eval.after_train:
+        evaluate_run(run_dir, cfg, console)
 
 
 def compose(overrides: list[str]):

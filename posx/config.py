@@ -62,6 +62,7 @@ class TrainConfig:
     grad_clip: float = 1.0  # max global gradient norm (0 disables)
     eval_every: int = 100  # validation loss every N steps (and at the end)
     eval_batches: int = 8  # batches per validation estimate
+    checkpoint_every: int = 100  # resumable checkpoint every N steps (0: only at the end and on SIGTERM/SIGUSR2)
 
 
 @dataclass
@@ -164,6 +165,10 @@ def check_config(cfg: DictConfig | Config) -> None:
         _positive(cfg.pos.max_positions, "pos.max_positions")
     for key in ("context_length", "steps", "batch_size", "lr", "eval_every", "eval_batches"):
         _positive(cfg.train[key], f"train.{key}")
+    if cfg.train.checkpoint_every < 0:
+        raise PosxError(f"train.checkpoint_every={cfg.train.checkpoint_every} must be 0 (only at the end) or more")
+    if cfg.name is not None and (not str(cfg.name).strip() or "/" in str(cfg.name) or str(cfg.name) in (".", "..")):
+        raise PosxError(f"name={cfg.name!r} must be a plain directory name (no '/', not '.' or '..')")
     if cfg.train.warmup_steps < 0:
         raise PosxError(f"train.warmup_steps={cfg.train.warmup_steps} must be 0 or more")
     if not cfg.eval.factors:

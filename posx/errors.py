@@ -8,3 +8,13 @@ wrong and how to fix it. The CLI prints that line and exits non-zero, without a 
 
 class PosxError(Exception):
     """An error caused by user input; its message is shown as is, on one line."""
+
+
+class Preempted(PosxError):
+    """Training stopped on SIGTERM/SIGUSR2 after writing a checkpoint; resume to continue.
+
+    The CLI exits with ``EXIT_CODE`` (75, EX_TEMPFAIL in sysexits.h: "try again later"), so a
+    job script can tell "preempted, requeue me" from success (0) and from an error (2).
+    """
+
+    EXIT_CODE = 75

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import os
+import re
 import uuid
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from posx.errors import PosxError
 
@@ -62,3 +64,30 @@ def write_text(target: str | Path, text: str) -> None:
 def write_bytes(target: str | Path, data: bytes) -> None:
     with atomic_path(target) as tmp:
         tmp.write_bytes(data)
+
+
+def sha256_file(path: str | Path) -> str:
+    """Hex sha256 of a file's bytes, read in 1 MiB blocks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def safetensors_write(write: Callable[[], None]) -> None:
+    """Run a safetensors write, turning its I/O failures into OSError with the real errno.
+
+    safetensors reports a failed write (disk full included) as SafetensorError whose text
+    ends in Rust's "(os error N)"; the errno is what the callers here act on.
+    """
+    from safetensors import SafetensorError
+
+    try:
+        write()
+    except SafetensorError as exc:
+        found = re.search(r"os error (\d+)", str(exc))
+        if found is None:
+            raise
+        code = int(found.group(1))
+        raise OSError(code, os.strerror(code)) from exc

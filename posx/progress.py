@@ -35,6 +35,12 @@ class Reporter:
         if self.bar is not None:
             self.bar.stop()
 
+    def skip_to(self, done: int) -> None:
+        """Start counting at ``done`` (a resumed loop)."""
+        self.done = done
+        if self.bar is not None:
+            self.bar.update(self.task, completed=done)
+
     def advance(self, stats: str) -> None:
         self.done += 1
         if self.bar is not None:

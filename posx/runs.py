@@ -40,6 +40,7 @@ class RunMeta:
     rope: dict  # frequencies the model was trained with: {"method": ..., "factor": ..., "params": ...}
     #   and, for an extended run, "original_context" (the T the method rescales from)
     extended_from: dict | None = None  # posx extend: parent run, method, factor, steps, parent T
+    weights_sha256: str | None = None  # checksum of model.safetensors (set by save_run; older runs lack it)
 
     def to_dict(self) -> dict:
         return {
@@ -51,6 +52,7 @@ class RunMeta:
             "step": self.step,
             "rope": self.rope,
             **({"extended_from": self.extended_from} if self.extended_from else {}),
+            "weights_sha256": self.weights_sha256,
             "saved_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
         }
 
@@ -61,7 +63,8 @@ class RunMeta:
         try:
             return cls(GPTConfig.from_dict(d["model"]), int(d["train_context"]), d.get("data", {}),
                        int(d.get("step", 0)), d.get("rope") or {"method": "none", "factor": 1.0, "params": {}},
-                       d.get("extended_from") or None)
+                       extended_from=d.get("extended_from") or None,
+                       weights_sha256=d.get("weights_sha256"))
         except (KeyError, TypeError, ValueError) as exc:
             raise PosxError(f"{where} is incomplete or corrupt ({exc}); re-train the run") from exc
 
@@ -81,9 +84,11 @@ def new_run_dir(results_dir: str | Path, name: str) -> Path:
 
 
 def save_run(run_dir: Path, model: GPT, meta: RunMeta) -> None:
-    """Weights first, then metadata: a run with model.json always has matching weights."""
+    """Weights first, then metadata with their checksum: a run with model.json always has
+    matching weights, and a weights file changed afterwards is caught on load."""
     with io.atomic_path(run_dir / WEIGHTS) as tmp:
-        save_model(model, str(tmp))
+        io.safetensors_write(lambda: save_model(model, str(tmp)))
+        meta.weights_sha256 = io.sha256_file(tmp)
     io.write_text(run_dir / META, json.dumps(meta.to_dict(), indent=2) + "\n")
 
 
@@ -104,22 +109,35 @@ def load_run(run_dir: str | Path, device: str | torch.device = "cpu") -> tuple[G
     meta = read_meta(run_dir)
     weights = run_dir / WEIGHTS
     if not weights.is_file():
-        raise PosxError(f"{run_dir} holds no weights ({WEIGHTS}); the run did not finish — re-train it")
+        raise PosxError(f"{run_dir} holds no weights ({WEIGHTS}); the run did not finish — "
+                        f"continue it with `posx train --resume {run_dir}` or re-train it")
+    if meta.weights_sha256 and io.sha256_file(weights) != meta.weights_sha256:
+        raise PosxError(f"{weights} is corrupt: its checksum differs from the one in {META}; re-train the run")
     model = GPT(meta.model)
+    m = meta.model
+    load_weights(model, weights, f"{META} (vocab_size={m.vocab_size}, n_layer={m.n_layer}, d_model={m.d_model}, "
+                                 f"mlp_ratio={m.mlp_ratio}, pos={m.pos}, max_positions={m.max_positions})", device)
+    install_trained_frequencies(model, meta, where=run_dir)
+    return model.to(device), meta
+
+
+def load_weights(model: torch.nn.Module, weights: Path, described_by: str,
+                 device: str | torch.device = "cpu") -> None:
+    """Load safetensors ``weights`` into ``model``; any mismatch is a PosxError naming it."""
     try:
         missing, unexpected = load_model(model, str(weights), strict=False, device=str(device))
     except SafetensorError as exc:
         raise PosxError(f"{weights} is truncated or corrupt ({exc}); re-train the run") from exc
     except RuntimeError as exc:  # shape mismatch
-        first = str(exc).strip().splitlines()
-        detail = next((line.strip() for line in first if "size mismatch" in line), first[-1] if first else "")
-        raise PosxError(f"{weights} does not match {META}: {detail}") from exc
+        lines = str(exc).strip().splitlines()
+        details = [line.strip() for line in lines if "size mismatch" in line]
+        detail = "; ".join(details[:3]) or (lines[-1] if lines else "")
+        raise PosxError(f"{weights} does not match {described_by}: {detail}") from exc
     if missing or unexpected:
         raise PosxError(
-            f"{weights} does not match {META}: missing {sorted(missing)[:3]}, unexpected {sorted(unexpected)[:3]}"
+            f"{weights} does not match {described_by}: missing {sorted(missing)[:3]}, "
+            f"unexpected {sorted(unexpected)[:3]} (different n_layer or positional encoding?)"
         )
-    install_trained_frequencies(model, meta, where=run_dir)
-    return model.to(device), meta
 
 
 def trained_frequencies(meta: RunMeta) -> tuple[torch.Tensor, float]:

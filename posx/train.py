@@ -1,7 +1,9 @@
 """Training: AdamW with warmup then cosine decay, gradient clipping, seeded batches.
 
 ``train(cfg, run_dir)`` runs one job of ``posx train`` into ``run_dir`` and writes
-config.yaml, metrics.csv, model.json and model.safetensors there.
+config.yaml, metrics.csv, model.json and model.safetensors there, and a resumable
+checkpoint (``posx.checkpoint``) every ``train.checkpoint_every`` steps, at the end, and when
+SIGTERM/SIGUSR2 asks it to stop. ``train(..., resume=True)`` continues from that checkpoint.
 """
 
 from __future__ import annotations
@@ -17,12 +19,13 @@ from omegaconf import DictConfig
 from rich.console import Console
 
 from posx import data as data_mod
-from posx import io
+from posx import checkpoint, io
 from posx.config import to_yaml
-from posx.errors import PosxError
+from posx.errors import Preempted, PosxError
 from posx.model import GPT, GPTConfig
+from posx.preempt import StopSignals
 from posx.progress import Reporter
-from posx.runs import RunMeta, save_run
+from posx.runs import RunMeta, install_trained_frequencies, save_run
 
 
 def pick_device(requested: str) -> torch.device:
@@ -92,12 +95,24 @@ def estimate_val_loss(model: GPT, val: torch.Tensor, cfg: DictConfig, device: to
     return sum(losses) / len(losses)
 
 
-def train(cfg: DictConfig, run_dir: Path, console: Console | None = None, *, model: GPT | None = None,
-          rope: dict | None = None, extended_from: dict | None = None) -> Path:
-    """Train into run_dir. ``model``: start from these weights (``posx extend``) instead of a
-    fresh init; ``rope`` and ``extended_from`` are recorded in model.json as given."""
+def train(cfg: DictConfig, run_dir: Path, console: Console | None = None, *, resume: bool = False,
+          model: GPT | None = None, rope: dict | None = None, extended_from: dict | None = None) -> Path:
+    """Train into ``run_dir``; with ``resume``, continue from its latest checkpoint (if any).
+
+    ``model``: start from these weights (``posx extend``) instead of a fresh init; ``rope``
+    and ``extended_from`` are recorded in model.json as given (and in every checkpoint, so a
+    resumed extension keeps its frequencies and its parent).
+    Raises ``Preempted`` after checkpointing when SIGTERM/SIGUSR2 arrives mid-run, and
+    ``PosxError`` naming the step when the loss turns non-finite (the last good checkpoint stays).
+    """
     console = console or Console()
     device = pick_device(cfg.device)
+    with checkpoint.locked_run(run_dir), StopSignals() as stop:
+        return _train(cfg, Path(run_dir), console, device, resume, stop, model, rope, extended_from)
+
+
+def _train(cfg: DictConfig, run_dir: Path, console: Console, device: torch.device, resume: bool,
+           stop: StopSignals, model: GPT | None, rope: dict | None, extended_from: dict | None) -> Path:
     torch.manual_seed(cfg.seed)
     corpus = data_mod.load_corpus(cfg.data.source, cfg.data.path, cfg.data.val_fraction,
                                   cfg.data.cache_dir, console=console)
@@ -110,17 +125,41 @@ def train(cfg: DictConfig, run_dir: Path, console: Console | None = None, *, mod
     optimizer = make_optimizer(model, cfg, device)
     gen = torch.Generator().manual_seed(cfg.seed)
     tokens_per_step = cfg.train.batch_size * T
+    rows: list[dict] = []
+    val_loss = float("nan")
+    start = 0
+    if resume and checkpoint.exists(run_dir):
+        state = checkpoint.load(run_dir, model, optimizer, gen, device)
+        if state.extra.get("data_sha256") != corpus.fingerprint.get("sha256"):
+            raise PosxError(f"the corpus differs from the one {run_dir} was training on (other files or "
+                            "Python version); resuming would not continue the same run — start a new one")
+        if state.step > cfg.train.steps:
+            raise PosxError(f"{run_dir} has a checkpoint at step {state.step}, past train.steps={cfg.train.steps}")
+        start, rows = state.step, state.metrics
+        rope = state.extra.get("rope") or rope  # an extension keeps its frequencies and parent
+        extended_from = state.extra.get("extended_from") or extended_from
+        if rope:
+            install_trained_frequencies(model, RunMeta(gpt_config(cfg), T, {}, start, rope))
+        val_loss = state.extra.get("val_loss")
+        val_loss = float("nan") if val_loss is None else val_loss
     console.print(
         f"[bold]posx train[/] {run_dir}  pos={cfg.pos.name} T={T} "
         f"params={model.num_params() / 1e6:.2f}M device={device}"
+        + (f"  [cyan]resuming at step {start}[/]" if resume else "")
     )
 
-    rows: list[dict] = []
-    val_loss = float("nan")
+    def save_checkpoint(done: int) -> None:
+        extra = {"val_loss": val_loss if math.isfinite(val_loss) else None,
+                 "data_sha256": corpus.fingerprint.get("sha256"), "rope": rope, "extended_from": extended_from}
+        checkpoint.save(run_dir, done, model, optimizer, gen, rows, extra)
+        write_metrics(run_dir, rows)
+
     model.train()
     t_last = time.perf_counter()
+    every = cfg.train.checkpoint_every
     with Reporter(console, "train", cfg.train.steps) as progress:
-        for step in range(cfg.train.steps):
+        progress.skip_to(start)
+        for step in range(start, cfg.train.steps):
             lr = lr_at(step, cfg)
             for group in optimizer.param_groups:
                 group["lr"] = lr
@@ -137,31 +176,47 @@ def train(cfg: DictConfig, run_dir: Path, console: Console | None = None, *, mod
 
             train_loss = loss.item()
             if not math.isfinite(train_loss):
-                raise PosxError(f"training loss is {train_loss} at step {step + 1}; lower train.lr or check the data")
+                last = checkpoint.latest_step(run_dir)
+                kept = (f"the last good checkpoint (step {last}) is kept in {checkpoint.root(run_dir)}"
+                        if last is not None else "no checkpoint was written before it")
+                raise PosxError(f"training loss is {train_loss} at step {step + 1}; {kept}; "
+                                "lower train.lr or check the data")
             now = time.perf_counter()
             tok_s = tokens_per_step / max(now - t_last, 1e-9)
             t_last = now
-            validate = (step + 1) % cfg.train.eval_every == 0 or step + 1 == cfg.train.steps
+            done = step + 1
+            validate = done % cfg.train.eval_every == 0 or done == cfg.train.steps
             if validate:
                 val_loss = estimate_val_loss(model, corpus.val, cfg, device)
                 t_last = time.perf_counter()  # validation time is not training throughput
-            rows.append({"step": step + 1, "train_loss": train_loss,
+            rows.append({"step": done, "train_loss": train_loss,
                          "val_loss": val_loss if validate else float("nan"), "lr": lr, "tokens_per_s": tok_s})
             progress.advance((
                 f"loss {train_loss:.3f} val {val_loss:.3f} lr {lr:.1e} {tok_s / 1e3:.1f}k tok/s"))
+            if stop.received or done == cfg.train.steps or (every > 0 and done % every == 0):
+                save_checkpoint(done)
+                t_last = time.perf_counter()  # checkpoint time is not training throughput
+            if stop.received and done < cfg.train.steps:
+                raise Preempted(f"{stop.received} at step {done}/{cfg.train.steps}; checkpoint saved; "
+                                f"continue with `posx train --resume {run_dir}`")
 
-    metrics = pd.DataFrame(rows)
-    with io.atomic_path(run_dir / "metrics.csv") as tmp:
-        metrics.to_csv(tmp, index=False)
+    write_metrics(run_dir, rows)
     meta = RunMeta(model=gpt_config(cfg), train_context=T,
                    data={**corpus.fingerprint, "config": {"source": cfg.data.source, "path": cfg.data.path,
                                                           "val_fraction": cfg.data.val_fraction}},
                    step=cfg.train.steps, rope=rope or {"method": "none", "factor": 1.0, "params": {}},
                    extended_from=extended_from)
     save_run(run_dir, model.cpu(), meta)
-    steady = metrics["tokens_per_s"].iloc[min(5, len(metrics) - 1):].median()
+    metrics = pd.DataFrame(rows)
+    steady = metrics["tokens_per_s"].iloc[min(5, len(metrics) - 1):].median() if len(metrics) else float("nan")
     console.print(
         f"[green]done[/] {run_dir}: val loss {val_loss:.4f} (ppl {math.exp(val_loss):.2f}), "
         f"{steady:,.0f} tokens/s"
     )
     return run_dir
+
+
+def write_metrics(run_dir: Path, rows: list[dict]) -> None:
+    """metrics.csv with every row so far, replaced atomically."""
+    with io.atomic_path(run_dir / "metrics.csv") as tmp:
+        pd.DataFrame(rows, columns=["step", "train_loss", "val_loss", "lr", "tokens_per_s"]).to_csv(tmp, index=False)

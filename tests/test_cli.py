@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -89,6 +91,66 @@ def test_sweep_runs_every_combination_and_combines_tables(tmp_path, tiny_args):
     assert not (tmp_path / "results" / "runs").exists()  # sweep jobs live in the sweep dir
 
 
+def _run_copy(tmp, request) -> Path:
+    """A copy of the tiny trained RoPE run at tmp/run."""
+    run = tmp / "run"
+    shutil.copytree(request.getfixturevalue("trained_runs")["rope"], run)
+    return run
+
+
+def _edit_meta(tmp, request, **model) -> None:
+    run = _run_copy(tmp, request)
+    meta = json.loads((run / "model.json").read_text())
+    meta["model"].update(model)
+    (run / "model.json").write_text(json.dumps(meta))
+
+
+def _flip_weight_byte(tmp, request) -> None:
+    weights = _run_copy(tmp, request) / "model.safetensors"
+    blob = bytearray(weights.read_bytes())
+    blob[-3] ^= 0x01  # tensor data, not the header: only the checksum can tell
+    weights.write_bytes(bytes(blob))
+
+
+def _truncate_weights(tmp, request, keep_checksum: bool = True) -> None:
+    run = _run_copy(tmp, request)
+    weights = run / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    if not keep_checksum:  # as written by a posx that did not record one
+        meta = json.loads((run / "model.json").read_text())
+        meta.pop("weights_sha256")
+        (run / "model.json").write_text(json.dumps(meta))
+
+
+def _unfinished_run(tmp, request) -> None:
+    (_run_copy(tmp, request) / "model.safetensors").unlink()
+
+
+def _killed_run(tmp, request) -> None:
+    """What a run killed before its end leaves: config, metrics, a checkpoint, no weights."""
+    run = _run_copy(tmp, request)
+    (run / "model.safetensors").unlink()
+    (run / "model.json").unlink()
+
+
+SETUPS = {
+    "empty_dir": lambda tmp, request: (tmp / "empty").mkdir(),
+    "empty_file": lambda tmp, request: (tmp / "empty.txt").write_bytes(b""),
+    "latin1_file": lambda tmp, request: (tmp / "latin1.txt").write_bytes("caf\xe9 na\xefve".encode("latin-1")),
+    "dangling_link": lambda tmp, request: (tmp / "dangling").symlink_to(tmp / "gone"),
+    "small_file": lambda tmp, request: (tmp / "small.txt").write_text("x = 1\n" * 7),
+    "run": _run_copy,
+    "unfinished_run": _unfinished_run,
+    "killed_run": _killed_run,
+    "truncated_weights": _truncate_weights,
+    "truncated_weights_no_checksum": lambda tmp, request: _truncate_weights(tmp, request, keep_checksum=False),
+    "flipped_weight": _flip_weight_byte,
+    "vocab_mismatch": lambda tmp, request: _edit_meta(tmp, request, vocab_size=300),
+    "layers_mismatch": lambda tmp, request: _edit_meta(tmp, request, n_layer=3),
+    "meta_not_json": lambda tmp, request: (_run_copy(tmp, request) / "model.json").write_text("{not json"),
+}
+
+# (arguments, text the one-line error must contain[, setup]); {tmp} is the test's directory.
 BAD = [
     (["train", "train.stepz=5"], "stepz"),
     (["train", "pos=bogus"], "bogus"),
@@ -105,14 +167,55 @@ BAD = [
     (["eval-extrapolate", "no-such-run"], "not found"),
     (["eval-extrapolate", "--latest"], "no runs under"),
     (["eval-extrapolate", "--latest", "eval.bogus=1"], "bogus"),
+    # added with resume and safe loading (issue 5)
+    (["train", "pos.name=bogus"], "pos.name=bogus is unknown"),
+    (["train", "train.checkpoint_every=-1"], "train.checkpoint_every=-1 must be"),
+    (["train", "name=../escape"], "plain directory name"),
+    (["train", "data=text", "data.path={tmp}/empty"], "no (non-hidden) files", "empty_dir"),
+    (["train", "data=text", "data.path={tmp}/empty.txt"], "holds 0 byte(s)", "empty_file"),
+    (["train", "data=text", "data.path={tmp}/latin1.txt"], "is not UTF-8", "latin1_file"),
+    (["train", "data=text", "data.path={tmp}/dangling"], "does not exist", "dangling_link"),
+    (["train", "data=text", "data.path={tmp}/small.txt", "train.context_length=64", "device=cpu"],
+     "fewer than the 65 needed", "small_file"),
+    (["train", "data=text", "data.path={tmp}/small.txt", "data.val_fraction=0.9"], "data.val_fraction must be in",
+     "small_file"),
+    (["eval-extrapolate", "{tmp}/empty"], "has no model.json", "empty_dir"),
+    (["eval-extrapolate", "{tmp}/run", "device=cpu"], "holds no weights", "unfinished_run"),
+    (["eval-extrapolate", "{tmp}/run", "device=cpu"], "is corrupt: its checksum differs", "truncated_weights"),
+    (["eval-extrapolate", "{tmp}/run", "device=cpu"], "is truncated or corrupt", "truncated_weights_no_checksum"),
+    (["eval-extrapolate", "{tmp}/run", "device=cpu"], "is corrupt: its checksum differs", "flipped_weight"),
+    (["eval-extrapolate", "{tmp}/run", "device=cpu"], "lm_head.weight: copying a param with shape torch.Size([256, 32]) "
+     "from checkpoint, the shape in current model is torch.Size([300, 32])", "vocab_mismatch"),
+    (["eval-extrapolate", "{tmp}/run", "device=cpu"], "missing ['blocks.2", "layers_mismatch"),
+    (["eval-extrapolate", "{tmp}/run", "device=cpu"], "model.json is unreadable", "meta_not_json"),
+    (["eval-extrapolate", "{tmp}/run", "eval.factors=[0.5]"], "at least 1", "run"),
+    (["eval-extrapolate", "{tmp}/run", "device=cuda"], "CUDA is not available", "run"),
+    (["train", "--resume", "no-such-run"], "not found"),
+    (["train", "--resume", "{tmp}/empty"], "has no config.yaml", "empty_dir"),
+    (["train", "--resume", "{tmp}/run", "train.steps=99"], "would change the resumed run", "killed_run"),
+    (["train", "--resume", "{tmp}/run", "-m"], "key=value overrides only", "killed_run"),
+    (["train", "--resume", "{tmp}/run", "device=cuda"], "CUDA is not available", "killed_run"),
 ]
 
 
-@pytest.mark.parametrize("args,needle", BAD, ids=[" ".join(a) for a, _ in BAD])
-def test_bad_input_is_one_clear_line_and_a_nonzero_exit(tmp_path, args, needle):
+def _files(root: Path) -> dict[str, tuple[int, int]]:
+    return {str(p.relative_to(root)): (p.lstat().st_size, p.lstat().st_mtime_ns)
+            for p in root.rglob("*") if not p.is_dir()}
+
+
+@pytest.mark.parametrize("case", BAD, ids=[" ".join(c[0]) + (f" [{c[2]}]" if len(c) > 2 else "") for c in BAD])
+def test_bad_input_is_one_clear_line_and_a_nonzero_exit(tmp_path, request, case):
+    args, needle = [a.format(tmp=tmp_path) for a in case[0]], case[1]
+    if len(case) > 2:
+        SETUPS[case[2]](tmp_path, request)
+    before = _files(tmp_path)
     proc = run_posx(*args, cwd=tmp_path, check=False)
     assert proc.returncode != 0
     assert needle in proc.stderr + proc.stdout
     assert "Traceback" not in proc.stderr + proc.stdout
-    runs = tmp_path / "results" / "runs"
-    assert not runs.exists() or not any(runs.iterdir())  # nothing half-written
+    error_lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(error_lines) == 1, proc.stderr  # one line (the console does not wrap: soft_wrap)
+    # nothing half-written, nothing changed: only the corpus cache may appear
+    after = _files(tmp_path)
+    changed = [f for f in after if before.get(f) != after[f] and not f.startswith("results/cache")]
+    assert not changed and set(before) <= set(after), changed

@@ -1,0 +1,100 @@
+"""The config of a resumed run: its saved config.yaml, plus the few overrides that are safe.
+
+A resumed run must be the run it started as, so ``posx train --resume RUN key=value ...``
+may only change keys that do not alter the sequence of weight updates (``SAFE``): where it
+runs, how often it checkpoints or validates, and the evaluation after training. Anything
+else (``train.steps`` included: the cosine schedule depends on it) is refused with a line
+naming the key; an override equal to the saved value is accepted as a no-op.
+
+A sweep job whose directory already holds a checkpoint (a requeued SLURM job) resumes only
+when its composed config matches the saved one outside ``SAFE``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from posx.config import Config, check_config
+from posx.errors import PosxError
+
+CONFIG = "config.yaml"
+# Keys (and every key below them) a resumed run may change.
+SAFE = ("device", "results_dir", "data.cache_dir", "train.checkpoint_every", "train.eval_every",
+        "train.eval_batches", "eval")
+_ABSENT = object()
+
+
+def saved_config(run_dir: Path) -> DictConfig:
+    """The run's config.yaml on top of the typed schema (keys added since get their defaults)."""
+    path = Path(run_dir) / CONFIG
+    if not path.is_file():
+        raise PosxError(f"{run_dir} has no {CONFIG}; it is not a posx run, so there is nothing to resume")
+    try:
+        return OmegaConf.merge(OmegaConf.structured(Config), OmegaConf.load(path))
+    except (OSError, OmegaConfBaseException, ValueError) as exc:
+        message = " ".join(str(exc).split())
+        raise PosxError(f"{path} is unreadable or does not fit the config schema ({message})") from exc
+
+
+def is_safe(key: str) -> bool:
+    return any(key == s or key.startswith(s + ".") for s in SAFE)
+
+
+def _value(cfg: DictConfig, key: str):
+    node = OmegaConf.select(cfg, key, default=_ABSENT)
+    if isinstance(node, DictConfig) or OmegaConf.is_list(node):
+        return OmegaConf.to_container(node, resolve=True)
+    return node
+
+
+def override_key(override: str) -> str:
+    """``a.b=1`` -> ``a.b``; also for ``+a.b=1``, ``++a.b=1`` and ``~a.b``."""
+    return override.split("=", 1)[0].lstrip("+~").strip()
+
+
+def resume_config(run_dir: Path, overrides: list[str], composed: DictConfig) -> DictConfig:
+    """Saved config with the safe ``overrides`` applied; ``composed`` holds their typed values."""
+    cfg = saved_config(run_dir)
+    for override in overrides:
+        if override.startswith("-"):
+            raise PosxError(f"--resume takes key=value overrides only, not '{override}' (a sweep cannot be resumed "
+                            "as a whole: resume each job directory)")
+        key = override_key(override)
+        new = _value(composed, key)
+        if new is _ABSENT:
+            raise PosxError(f"'{override}' cannot be applied to a resumed run (it is not a config key); "
+                            f"--resume accepts {', '.join(SAFE)}")
+        if new == _value(cfg, key):
+            continue
+        if not is_safe(key):
+            raise PosxError(
+                f"'{override}' would change the resumed run (it has {key}={_value(cfg, key)}); --resume accepts "
+                f"changes to {', '.join(SAFE)} only — start a new run for another config"
+            )
+        OmegaConf.update(cfg, key, OmegaConf.select(composed, key), merge=False)
+    check_config(cfg)
+    return cfg
+
+
+def differences(saved: DictConfig, new: DictConfig) -> list[str]:
+    """Dotted keys outside ``SAFE`` whose values differ between two configs."""
+    a = OmegaConf.to_container(saved, resolve=True)
+    b = OmegaConf.to_container(new, resolve=True)
+    a.pop("hydra", None)
+    b.pop("hydra", None)
+    found: list[str] = []
+
+    def walk(x, y, prefix: str) -> None:
+        if is_safe(prefix):
+            return
+        if isinstance(x, dict) and isinstance(y, dict):
+            for k in sorted(set(x) | set(y)):
+                walk(x.get(k, _ABSENT), y.get(k, _ABSENT), f"{prefix}.{k}" if prefix else k)
+        elif x != y:
+            found.append(prefix)
+
+    walk(a, b, "")
+    return found

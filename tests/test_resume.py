@@ -1,0 +1,287 @@
+"""Checkpoints and resume: bit-identical continuation, stop signals, kill -9, disk full,
+non-finite loss, and the config a resumed run may take."""
+
+from __future__ import annotations
+
+import errno
+import importlib.util
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from conftest import REPO, TINY, run_posx
+
+from posx import checkpoint
+from posx.cli import compose
+from posx.config import to_yaml
+from posx.errors import Preempted, PosxError
+from posx.model import GPT
+from posx.progress import Reporter
+from posx.resume import differences, resume_config, saved_config
+from posx.train import gpt_config, make_optimizer, train
+
+
+def tiny_cfg(tmp_path: Path, corpus: Path, *extra: str):
+    return compose([*TINY, "data=text", f"data.path={corpus}", f"results_dir={tmp_path / 'results'}",
+                    "model.dropout=0.1", *extra])
+
+
+def signal_at(monkeypatch, step: int, sig=signal.SIGTERM) -> None:
+    """Send ``sig`` to this process when the progress reporter reports ``step``."""
+    original = Reporter.advance
+
+    def advance(self, stats):
+        original(self, stats)
+        if self.done == step:
+            os.kill(os.getpid(), sig)
+
+    monkeypatch.setattr(Reporter, "advance", advance)
+
+
+def weights(run_dir: Path) -> dict[str, torch.Tensor]:
+    return load_file(str(run_dir / "model.safetensors"))
+
+
+def max_diff(a: dict, b: dict) -> float:
+    assert set(a) == set(b)
+    return max((a[k] - b[k]).abs().max().item() for k in a)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGUSR2], ids=["SIGTERM", "SIGUSR2"])
+def test_stop_then_resume_ends_with_the_uninterrupted_weights(tmp_path, text_corpus, monkeypatch, sig):
+    # dropout > 0: the resumed run must also restore torch's global RNG, not just the batches
+    cfg = tiny_cfg(tmp_path, text_corpus, "train.steps=8", "train.checkpoint_every=0")
+    whole, parts = tmp_path / "whole", tmp_path / "parts"
+    whole.mkdir(), parts.mkdir()
+    train(cfg, whole)
+
+    with monkeypatch.context() as m:
+        signal_at(m, 3, sig)
+        with pytest.raises(Preempted, match=f"{sig.name} at step 3/8"):
+            train(cfg, parts)
+    assert checkpoint.latest_step(parts) == 3  # checkpoint_every=0: written because of the signal
+    assert not (parts / "model.json").exists()
+    assert signal.getsignal(sig) is not None and signal.getsignal(sig) != signal.SIG_IGN
+    train(cfg, parts, resume=True)
+
+    assert max_diff(weights(whole), weights(parts)) <= 1e-6
+    a, b = pd.read_csv(whole / "metrics.csv"), pd.read_csv(parts / "metrics.csv")
+    assert b["step"].tolist() == list(range(1, 9))
+    pd.testing.assert_series_equal(a["train_loss"], b["train_loss"], atol=1e-6, rtol=0)
+
+
+def test_checkpoint_restores_optimizer_and_rng_exactly(tmp_path, text_corpus):
+    cfg = tiny_cfg(tmp_path, text_corpus, "train.steps=4", "train.checkpoint_every=2")
+    run = tmp_path / "run"
+    run.mkdir()
+    train(cfg, run)
+    model = GPT(gpt_config(cfg))
+    opt = make_optimizer(model, cfg, torch.device("cpu"))
+    gen = torch.Generator()
+    state = checkpoint.load(run, model, opt, gen)
+    assert state.step == 4 and len(state.metrics) == 4
+    saved = load_file(str(run / "checkpoint" / "step-00000004" / "optimizer.safetensors"))
+    restored = opt.state_dict()["state"]
+    assert len(restored) == len(list(model.parameters()))
+    for key, tensor in saved.items():
+        _, index, name = key.split(".", 2)
+        assert torch.equal(restored[int(index)][name], tensor), key
+    assert float(restored[0]["step"]) == 4.0
+    rng = load_file(str(run / "checkpoint" / "step-00000004" / "rng.safetensors"))
+    assert torch.equal(gen.get_state(), rng["batches"])
+    assert torch.equal(torch.get_rng_state(), rng["torch_cpu"])
+    # only the latest step directory is kept
+    assert sorted(p.name for p in (run / "checkpoint").iterdir()) == ["latest.json", "step-00000004"]
+
+
+def test_a_corrupt_checkpoint_file_is_refused(tmp_path, text_corpus):
+    cfg = tiny_cfg(tmp_path, text_corpus, "train.steps=2", "train.checkpoint_every=1")
+    run = tmp_path / "run"
+    run.mkdir()
+    train(cfg, run)
+    target = run / "checkpoint" / "step-00000002" / "optimizer.safetensors"
+    blob = bytearray(target.read_bytes())
+    blob[-5] ^= 0xFF  # one flipped bit inside tensor data: safetensors itself would not notice
+    target.write_bytes(bytes(blob))
+    model = GPT(gpt_config(cfg))
+    with pytest.raises(PosxError, match="optimizer.safetensors is missing or corrupt"):
+        checkpoint.load(run, model, make_optimizer(model, cfg, torch.device("cpu")), torch.Generator())
+
+
+def test_a_second_process_cannot_train_into_a_locked_run(tmp_path, text_corpus):
+    cfg = tiny_cfg(tmp_path, text_corpus, "train.steps=1")
+    run = tmp_path / "run"
+    run.mkdir()
+    child = subprocess.Popen(  # another process holds the run's lock
+        [sys.executable, "-c", "import sys, time; sys.path.insert(0, sys.argv[1]);"
+         "from posx.checkpoint import locked_run\nwith locked_run(sys.argv[2]):\n print('held', flush=True); time.sleep(60)",
+         str(REPO), str(run)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "held"
+        with pytest.raises(PosxError, match="being trained by another posx process"):
+            train(cfg, run, resume=True)
+    finally:
+        child.kill()
+        child.wait()
+    train(cfg, run, resume=True)  # the lock died with its process
+    assert (run / "model.json").is_file()
+
+
+def _fail_fsync_under(monkeypatch, fragment: str) -> None:
+    """Make fsync of any file whose path contains ``fragment`` fail with ENOSPC."""
+    real = os.fsync
+
+    def fsync(fd):
+        if fragment in os.readlink(f"/proc/self/fd/{fd}"):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real(fd)
+
+    monkeypatch.setattr(os, "fsync", fsync)
+
+
+def test_disk_full_while_checkpointing_keeps_the_previous_checkpoint(tmp_path, text_corpus, monkeypatch):
+    cfg = tiny_cfg(tmp_path, text_corpus, "train.steps=6", "train.checkpoint_every=2")
+    run = tmp_path / "run"
+    run.mkdir()
+    _fail_fsync_under(monkeypatch, "step-00000004")
+    with pytest.raises(PosxError, match=r"disk full .*step-4 checkpoint.*previous checkpoint \(step 2\) is intact"):
+        train(cfg, run)
+    assert checkpoint.latest_step(run) == 2
+    assert [p.name for p in (run / "checkpoint").iterdir() if p.is_dir()] == ["step-00000002"]  # no temporaries
+    monkeypatch.undo()
+    train(cfg, run, resume=True)  # space is back: the run continues from step 2
+    assert checkpoint.latest_step(run) == 6 and (run / "model.json").is_file()
+
+
+def test_disk_full_on_a_real_tiny_filesystem(tmp_path, text_corpus):
+    mount = tmp_path / "small"
+    mount.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=600k", "tmpfs", str(mount)],
+                                           capture_output=True).returncode != 0:
+        pytest.skip("needs root and permission to mount a tmpfs")
+    try:
+        # one checkpoint of this model is ~0.4 MB: the first fits, the second cannot sit beside it
+        cfg = tiny_cfg(tmp_path, text_corpus, "train.steps=4", "train.checkpoint_every=2")
+        run = mount / "run"
+        run.mkdir()
+        with pytest.raises(PosxError, match=r"disk full .*step-4 checkpoint.*\(step 2\) is intact"):
+            train(cfg, run)
+        model = GPT(gpt_config(cfg))
+        assert checkpoint.load(run, model, make_optimizer(model, cfg, torch.device("cpu")), torch.Generator()).step == 2
+    finally:
+        subprocess.run(["umount", str(mount)], check=False)
+
+
+def test_nonfinite_loss_names_the_step_and_keeps_the_last_good_checkpoint(tmp_path, text_corpus, monkeypatch):
+    cfg = tiny_cfg(tmp_path, text_corpus, "train.steps=6", "train.checkpoint_every=1")
+    run = tmp_path / "run"
+    run.mkdir()
+    forward = GPT.forward
+    calls = {"train": 0}
+
+    def poisoned(self, idx, offset=0):
+        logits = forward(self, idx, offset)
+        if self.training:
+            calls["train"] += 1
+            if calls["train"] == 4:
+                return logits * float("nan")
+        return logits
+
+    monkeypatch.setattr(GPT, "forward", poisoned)
+    with pytest.raises(PosxError, match=r"training loss is nan at step 4; the last good checkpoint \(step 3\)"):
+        train(cfg, run)
+    monkeypatch.undo()
+    model = GPT(gpt_config(cfg))
+    assert checkpoint.load(run, model, make_optimizer(model, cfg, torch.device("cpu")), torch.Generator()).step == 3
+    assert all(torch.isfinite(p).all() for p in model.parameters())
+
+
+def test_nonfinite_loss_through_the_cli_exits_nonzero_and_keeps_the_run(tmp_path, tiny_args):
+    proc = run_posx("train", *tiny_args, "name=boom", "train.lr=1e30", "train.checkpoint_every=1",
+                    cwd=tmp_path, check=False)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    assert "training loss is nan at step" in proc.stderr or "is non-finite at step" in proc.stderr
+    run = tmp_path / "results" / "runs" / "boom"
+    assert not (run / "model.json").exists()
+    step = checkpoint.latest_step(run)
+    if step is not None:  # a checkpoint made before the blow-up stays, and it loads
+        cfg = saved_config(run)
+        model = GPT(gpt_config(cfg))
+        checkpoint.load(run, model, make_optimizer(model, cfg, torch.device("cpu")), torch.Generator())
+
+
+def test_sigterm_through_the_cli_exits_75_and_resume_finishes(tmp_path, tiny_args):
+    env = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "200"}
+    args = [*tiny_args, "name=pre", "train.steps=60", "train.checkpoint_every=0"]
+    proc = subprocess.Popen([sys.executable, "-m", "posx", "train", *args], cwd=tmp_path, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    for line in proc.stdout:  # a progress line means the loop is running
+        if line.startswith("train "):
+            break
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 75, err
+    assert "SIGTERM at step" in err and "--resume" in err and "Traceback" not in err
+    run = tmp_path / "results" / "runs" / "pre"
+    stopped = checkpoint.latest_step(run)
+    assert stopped is not None and stopped < 60
+    done = run_posx("train", "--resume", "pre", "device=cpu", cwd=tmp_path)
+    assert f"resuming at step {stopped}" in done.stdout.replace("\n", " ")
+    assert pd.read_csv(run / "metrics.csv")["step"].tolist() == list(range(1, 61))
+    again = run_posx("train", "--resume", str(run), cwd=tmp_path)
+    assert "already finished" in again.stdout
+
+
+def test_kill_dash_9_at_random_moments_leaves_a_loadable_run(tmp_path, text_corpus):
+    spec = importlib.util.spec_from_file_location("soak", REPO / "scripts" / "kill_resume_soak.py")
+    soak = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(soak)
+    result = soak.soak(tmp_path, text_corpus, kills=2, steps=12, seed=1, max_delay=0.3, log=lambda *_: None)
+    assert result["kills"] + result["finished_before_kill"] >= 1
+    assert result["loads_checked"] == result["kills"]
+    assert result["equal"], result
+    assert result["metrics_complete"]
+
+
+def test_resume_accepts_safe_overrides_and_refuses_the_rest(tmp_path, text_corpus):
+    cfg = tiny_cfg(tmp_path, text_corpus, "train.steps=2")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.yaml").write_text(to_yaml(cfg))
+    ok = resume_config(run, ["train.checkpoint_every=7", "eval.tokens=1024", "train.steps=2"],
+                       compose(["train.checkpoint_every=7", "eval.tokens=1024", "train.steps=2"]))
+    assert ok.train.checkpoint_every == 7 and ok.eval.tokens == 1024 and ok.model.d_model == 32
+    for bad in (["train.steps=3"], ["train.lr=0.01"], ["pos=absolute"], ["seed=1"]):
+        with pytest.raises(PosxError, match="would change the resumed run"):
+            resume_config(run, bad, compose(bad))
+    assert differences(cfg, tiny_cfg(tmp_path, text_corpus, "train.steps=2", "device=auto")) == []
+    assert differences(cfg, tiny_cfg(tmp_path, text_corpus, "train.steps=3")) == ["train.steps"]
+
+
+def test_a_requeued_sweep_job_resumes_its_checkpoint(tmp_path, tiny_args, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the job's relative results_dir, as in the subprocess below
+    sweep = tmp_path / "sweep"
+    job = sweep / "0_rope_s0"
+    job.mkdir(parents=True)
+    overrides = [*tiny_args, "train.steps=8", "train.checkpoint_every=0"]
+    cfg = compose(overrides)
+    with monkeypatch.context() as m:
+        signal_at(m, 5)
+        with pytest.raises(Preempted):
+            train(cfg, job)
+    other = run_posx("train", "-m", *overrides, "train.lr=0.01", f"hydra.sweep.dir={sweep}", cwd=tmp_path,
+                     check=False)
+    assert other.returncode != 0 and "holds a checkpoint of another config (differs in train.lr)" in other.stderr
+    assert checkpoint.latest_step(job) == 5
+    proc = run_posx("train", "-m", *overrides, f"hydra.sweep.dir={sweep}", cwd=tmp_path)
+    assert "resuming at step 5" in proc.stdout.replace("\n", " ")
+    assert json.loads((job / "model.json").read_text())["step"] == 8
