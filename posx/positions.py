@@ -129,7 +129,8 @@ class Sinusoidal(PositionalEncoding):
 
     PE[p, 2i] = sin(p / 10000^(2i/d)), PE[p, 2i+1] = cos(p / 10000^(2i/d)); as in the paper,
     the token embeddings are multiplied by sqrt(d_model) first, so the (std 0.02) token signal
-    is not drowned by the unit-amplitude waves. Angles are float32 even under autocast.
+    is not drowned by the unit-amplitude waves. Angles are float64 (a (T, C/2) table, cheap),
+    so the waves stay exact at any position; the table is cast to x's dtype at the end.
     """
 
     kind = "sinusoidal"
@@ -140,12 +141,11 @@ class Sinusoidal(PositionalEncoding):
             raise PosxError(f"sinusoidal positions need an even d_model, got {d_model}")
         self.scale = math.sqrt(d_model)
         inv = 1.0 / base ** (torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
-        self.register_buffer("inv_freq", inv.float(), persistent=False)  # (C/2,)
+        self.register_buffer("inv_freq", inv, persistent=False)  # (C/2,) float64
 
     def table(self, positions: Tensor) -> Tensor:
-        with torch.autocast(device_type=positions.device.type, enabled=False):
-            angles = torch.outer(positions.float(), self.inv_freq)  # (T, C/2)
-            return torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(-2)  # (T, C)
+        angles = torch.outer(positions.double(), self.inv_freq)  # (T, C/2)
+        return torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(-2).float()  # (T, C)
 
     def embed(self, x: Tensor, positions: Tensor) -> Tensor:
         return x * self.scale + self.table(positions).to(x.dtype)  # (B, T, C)
