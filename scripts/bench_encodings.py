@@ -2,7 +2,7 @@
 memory of one evaluation batch at 1x and 8x the training length.
 
     python scripts/bench_encodings.py                  # tiny preset, CPU, all encodings
-    python scripts/bench_encodings.py --rounds 8 --steps 6
+    python scripts/bench_encodings.py --threads 1       # steadier ratios on a loaded CPU
     python scripts/bench_encodings.py --device cuda --model small --context 512
 
 Throughput: every encoding trains the same model on random tokens (speed does not depend on
@@ -160,6 +160,7 @@ def memory(args) -> list[dict]:
     for pos in ENCODINGS:
         for factor in args.factors:
             cmd = [sys.executable, __file__, "--memory-case", pos, str(factor), "--device", args.device,
+                   *(["--threads", str(args.threads)] if args.threads else []),
                    "--model", args.model, "--context", str(args.context),
                    "--batch-tokens", str(args.batch_tokens)]
             env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536"}
@@ -177,12 +178,16 @@ def main() -> None:
     p.add_argument("--context", type=int, default=128, help="training length T")
     p.add_argument("--batch-size", type=int, default=32, help="training batch (train.batch_size)")
     p.add_argument("--batch-tokens", type=int, default=16384, help="eval.batch_tokens")
-    p.add_argument("--rounds", type=int, default=5)
-    p.add_argument("--steps", type=int, default=4, help="training steps per encoding per round")
+    p.add_argument("--rounds", type=int, default=10)
+    p.add_argument("--steps", type=int, default=1, help="training steps per encoding per round")
     p.add_argument("--factors", type=int, nargs="+", default=[1, 8])
     p.add_argument("--memory-case", nargs=2, metavar=("POS", "FACTOR"), help=argparse.SUPPRESS)
     p.add_argument("--skip-train", action="store_true")
+    p.add_argument("--threads", type=int, default=None,
+                   help="torch threads (default: torch's); 1 is steadier on a loaded shared CPU")
     args = p.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
     if args.memory_case:
         print(json.dumps(memory_case(args.memory_case[0], int(args.memory_case[1]), args)))
         return
