@@ -26,19 +26,19 @@ ALL_METHODS = "[" + ",".join(rope.METHODS) + "]"
 @pytest.mark.parametrize("pos", ENCODINGS)
 def test_every_encoding_trains_and_evaluates_end_to_end(tmp_path, tiny_args, pos):
     methods = ALL_METHODS if pos == "rope" else "[none,pi]"
-    run_posx("train", f"pos={pos}", f"name={pos}", "eval.after_train=true", "eval.factors=[1,2,8]",
+    run_posx("train", f"pos={pos}", f"name={pos}", "eval.after_train=true", "eval.factors=[1,8]",
              f"eval.methods={methods}", *tiny_args, cwd=tmp_path)
     df = pd.read_csv(tmp_path / "results" / "runs" / pos / "extrapolation.csv")
     assert (df["pos"] == pos).all()
     none = df[df["method"] == "none"].set_index("factor")
     if pos == "absolute":
         assert none.loc[1.0, "status"] == "ok"
-        assert (none.loc[[2.0, 8.0], "status"] == "out_of_range").all()
+        assert none.loc[8.0, "status"] == "out_of_range"
     else:
         assert (none["status"] == "ok").all() and none["ppl"].map(math.isfinite).all()
-        assert none["eval_context"].tolist() == [32, 64, 256]
+        assert none["eval_context"].tolist() == [32, 256]
     if pos == "rope":
-        assert len(df) == 3 * len(rope.METHODS)
+        assert len(df) == 2 * len(rope.METHODS)
         assert (df["status"] == "ok").all() and df["ppl"].map(math.isfinite).all()
         one = df[df["factor"] == 1.0].set_index("method")["ppl"]
         for method in rope.METHODS:
