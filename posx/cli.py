@@ -294,5 +294,41 @@ def eval_extrapolate(
         evaluate_run(run_dir, cfg, Console())
 
 
+FREQ_EPILOG = """[bold]Examples[/]
+
+  posx frequencies                                        [dim]# head_dim 64, T=128, s=8, every method[/]
+  posx frequencies --head-dim 32 --context 128 --factor 4 --methods none,pi,ntk,yarn
+  posx frequencies --out results/freq.png eval.llama3.high_freq_factor=8
+"""
+
+
+@app.command("frequencies", context_settings=PASS_THROUGH, epilog=FREQ_EPILOG)
+def frequencies(
+    overrides: Optional[List[str]] = typer.Argument(None, help="Overrides of eval.* (method parameters)."),
+    head_dim: int = typer.Option(64, "--head-dim", help="Rotary dimension d (d_model / n_head)."),
+    base: float = typer.Option(10000.0, "--base", help="RoPE base b."),
+    context: int = typer.Option(128, "--context", help="Training length T."),
+    factor: float = typer.Option(8.0, "--factor", help="Scale s; the target length is s x T."),
+    methods: str = typer.Option(",".join(["none", "pi", "ntk", "dynamic_ntk", "yarn", "dynamic_yarn",
+                                          "ntk_by_parts", "abf", "llama3", "longrope"]),
+                                "--methods", help="Comma-separated RoPE methods."),
+    out: Path = typer.Option(Path("results/frequencies.png"), "--out", help="Where to write the PNG."),
+) -> None:
+    """Each RoPE method's wavelength per rotary pair against T and s x T: a table and a PNG."""
+    from posx import freqplot
+
+    with user_errors():
+        freqplot.check_head_dim(head_dim)
+        cfg = compose(list(overrides or []))
+        names = [m.strip() for m in methods.split(",") if m.strip()]
+        df, attention = freqplot.wavelength_table(cfg.eval, names, head_dim, base, context, factor)
+        target = round(factor * context)
+        title = freqplot.title(head_dim, base, context, factor)
+        console = Console()
+        console.print(freqplot.rich_table(df, attention, context, target, title))
+        freqplot.plot(df, context, target, title, out)
+        console.print(f"wrote {out}")
+
+
 def main() -> None:
     app()

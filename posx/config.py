@@ -19,7 +19,9 @@ from omegaconf import DictConfig, OmegaConf
 
 from posx.errors import PosxError
 
-ENCODINGS = ("absolute", "rope")  # positional encodings posx can train
+# positional encodings posx can train (posx.positions.ENCODINGS; configs/pos/<name>.yaml each)
+ENCODINGS = ("absolute", "rope", "sinusoidal", "alibi", "t5", "nope")
+ABSOLUTE_BEYOND = ("none", "clamp", "interpolate")  # learned absolute past its table
 DEVICES = ("auto", "cpu", "cuda")
 
 
@@ -38,6 +40,9 @@ class PosConfig:
     name: str = "rope"  # positional encoding: one of ENCODINGS
     base: float = 10000.0  # RoPE base b of theta_i = b^(-2i/d)
     max_positions: Optional[int] = None  # absolute: rows of the learned table (None: train.context_length)
+    num_buckets: int = 32  # t5: relative-distance buckets (half exact, half log-spaced)
+    max_distance: int = 128  # t5: distances from here on share the last bucket
+    per_layer: bool = False  # t5: one bias table per layer (T5 itself shares one)
 
 
 @dataclass
@@ -70,6 +75,25 @@ class YarnConfig:
     beta_fast: float = 32.0  # rotations above which a pair keeps its frequency
     beta_slow: float = 1.0  # rotations below which a pair is fully interpolated
     truncate: bool = True  # floor/ceil the ramp bounds, as the YaRN authors do
+    attention_factor: Optional[float] = None  # yarn only; None: 0.1 * ln(s) + 1
+
+
+@dataclass
+class DynamicNTKConfig:
+    factor: Optional[float] = None  # s in b * (s*l/T - (s-1))^(d/(d-2)); None: the row's scale
+
+
+@dataclass
+class Llama3Config:
+    low_freq_factor: float = 1.0  # wavelengths above T / low_freq_factor are divided by s
+    high_freq_factor: float = 4.0  # wavelengths below T / high_freq_factor are kept
+
+
+@dataclass
+class LongRopeConfig:
+    short_factor: Optional[List[float]] = None  # per-pair divisors at lengths <= T; None: all 1
+    long_factor: Optional[List[float]] = None  # per-pair divisors past T; None: all 1
+    attention_factor: Optional[float] = None  # None: sqrt(1 + ln(s) / ln(T))
 
 
 @dataclass
@@ -80,7 +104,11 @@ class EvalConfig:
     batch_tokens: int = 16384  # tokens per forward pass (memory knob)
     scale: Optional[float] = None  # fixed RoPE scale s; None: s = L / T for each length
     abf_base: float = 500000.0  # ABF's new base
-    yarn: YarnConfig = field(default_factory=YarnConfig)
+    yarn: YarnConfig = field(default_factory=YarnConfig)  # also the ramp of dynamic_yarn, ntk_by_parts
+    dynamic_ntk: DynamicNTKConfig = field(default_factory=DynamicNTKConfig)
+    llama3: Llama3Config = field(default_factory=Llama3Config)
+    longrope: LongRopeConfig = field(default_factory=LongRopeConfig)
+    absolute_beyond: str = "none"  # learned absolute past its table: none | clamp | interpolate
     after_train: bool = False  # evaluate at the end of `posx train`
 
 
@@ -157,6 +185,13 @@ def check_config(cfg: DictConfig | Config) -> None:
     head_dim = cfg.model.d_model // cfg.model.n_head
     if cfg.pos.name == "rope" and head_dim % 2:
         raise PosxError(f"RoPE needs an even head_dim, got d_model/n_head = {head_dim}")
+    if cfg.pos.name == "sinusoidal" and cfg.model.d_model % 2:
+        raise PosxError(f"sinusoidal positions need an even model.d_model, got {cfg.model.d_model}")
+    if cfg.pos.num_buckets < 2:
+        raise PosxError(f"pos.num_buckets={cfg.pos.num_buckets} must be at least 2")
+    if cfg.pos.max_distance <= cfg.pos.num_buckets // 2:
+        raise PosxError(f"pos.max_distance={cfg.pos.max_distance} must exceed pos.num_buckets / 2 "
+                        f"({cfg.pos.num_buckets // 2}), where the log-spaced buckets start")
     if not 0.0 <= cfg.model.dropout < 1.0:
         raise PosxError(f"model.dropout={cfg.model.dropout} must be in [0, 1)")
     if cfg.pos.base <= 1.0:
@@ -186,6 +221,26 @@ def check_config(cfg: DictConfig | Config) -> None:
     _positive(cfg.eval.tokens, "eval.tokens")
     _positive(cfg.eval.batch_tokens, "eval.batch_tokens")
     _positive(cfg.eval.abf_base, "eval.abf_base")
+    if cfg.eval.absolute_beyond not in ABSOLUTE_BEYOND:
+        raise PosxError(f"eval.absolute_beyond={cfg.eval.absolute_beyond} is unknown; "
+                        f"choose one of {', '.join(ABSOLUTE_BEYOND)}")
+    if cfg.eval.dynamic_ntk.factor is not None and cfg.eval.dynamic_ntk.factor < 1:
+        raise PosxError(f"eval.dynamic_ntk.factor={cfg.eval.dynamic_ntk.factor} must be at least 1 "
+                        "(or null for the row's scale)")
+    if not 0 < cfg.eval.llama3.low_freq_factor < cfg.eval.llama3.high_freq_factor:
+        raise PosxError("eval.llama3 needs 0 < low_freq_factor < high_freq_factor, got "
+                        f"{cfg.eval.llama3.low_freq_factor} and {cfg.eval.llama3.high_freq_factor}")
+    if not 0 < cfg.eval.yarn.beta_slow < cfg.eval.yarn.beta_fast:
+        raise PosxError("eval.yarn needs 0 < beta_slow < beta_fast, got "
+                        f"{cfg.eval.yarn.beta_slow} and {cfg.eval.yarn.beta_fast}")
+    for key in ("yarn", "longrope"):
+        value = cfg.eval[key].attention_factor
+        if value is not None and value <= 0:
+            raise PosxError(f"eval.{key}.attention_factor={value} must be positive (or null)")
+    for key in ("short_factor", "long_factor"):
+        values = cfg.eval.longrope[key]
+        if values is not None and not all(v > 0 for v in values):
+            raise PosxError(f"eval.longrope.{key} must hold positive numbers, got {list(values)}")
 
 
 def check_extend_config(cfg: DictConfig | ExtendRootConfig) -> None:
@@ -225,6 +280,7 @@ def to_yaml(cfg: DictConfig) -> str:
 
 __all__ = [
     "Config", "ModelConfig", "PosConfig", "DataConfig", "TrainConfig", "EvalConfig",
-    "YarnConfig", "ExtendConfig", "ExtendRootConfig", "ENCODINGS", "register_configs",
-    "check_extend_config", "config_dir", "check_config", "to_yaml",
+    "YarnConfig", "DynamicNTKConfig", "Llama3Config", "LongRopeConfig", "ExtendConfig", "ExtendRootConfig",
+    "ENCODINGS", "ABSOLUTE_BEYOND", "register_configs", "check_extend_config", "config_dir", "check_config",
+    "to_yaml",
 ]

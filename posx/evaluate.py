@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Callable
 
 import pandas as pd
 import torch
@@ -33,17 +34,49 @@ from posx.runs import RunMeta, load_run
 from posx.train import autocast, pick_device
 
 COLUMNS = ["run", "pos", "train_context", "eval_context", "factor", "method", "scale",
-           "attention_factor", "nll", "ppl", "tokens", "status", "protocol", "reference_context", "stage"]
+           "attention_factor", "nll", "ppl", "tokens", "status", "protocol", "reference_context", "stage",
+           "absolute_beyond"]
 PROTOCOL = "nonoverlapping"
 
 
-def method_params(method: str, ev: DictConfig) -> dict:
-    """The config keys a method takes, from the eval config."""
-    if method in ("yarn", "dynamic_yarn", "ntk_by_parts"):
-        return {"beta_fast": ev.yarn.beta_fast, "beta_slow": ev.yarn.beta_slow, "truncate": ev.yarn.truncate}
-    if method == "abf":
-        return {"new_base": ev.abf_base}
-    return {}
+def _ramp(ev: DictConfig) -> dict:
+    """YaRN's ramp keys, shared by yarn, dynamic_yarn and ntk_by_parts."""
+    return {"beta_fast": ev.yarn.beta_fast, "beta_slow": ev.yarn.beta_slow, "truncate": ev.yarn.truncate}
+
+
+def _listed(values) -> list[float] | None:
+    return None if values is None else [float(v) for v in values]
+
+
+# Method -> how to call ``rope.frequencies`` for one row: (ev, s, L) -> (factor, params), with
+# s the row's scale (L / T, or eval.scale) and L its length. Every method is listed
+# explicitly; a test checks this table covers rope.METHODS exactly.
+METHOD_ARGS: dict[str, Callable[[DictConfig, float, int], tuple[float, dict]]] = {
+    "none": lambda ev, s, L: (s, {}),  # ignores the factor
+    "pi": lambda ev, s, L: (s, {}),
+    "ntk": lambda ev, s, L: (s, {}),
+    "dynamic_ntk": lambda ev, s, L: (s if ev.dynamic_ntk.factor is None else float(ev.dynamic_ntk.factor),
+                                     {"length": L}),
+    "yarn": lambda ev, s, L: (s, {**_ramp(ev), "attention_factor": ev.yarn.attention_factor}),
+    "dynamic_yarn": lambda ev, s, L: (1.0, {**_ramp(ev), "length": L}),  # s = max(1, L / T) inside
+    "ntk_by_parts": lambda ev, s, L: (s, _ramp(ev)),
+    "abf": lambda ev, s, L: (s, {"new_base": ev.abf_base}),  # ignores the factor
+    "llama3": lambda ev, s, L: (s, {"low_freq_factor": ev.llama3.low_freq_factor,
+                                    "high_freq_factor": ev.llama3.high_freq_factor}),
+    "longrope": lambda ev, s, L: (s, {"short_factor": _listed(ev.longrope.short_factor),
+                                      "long_factor": _listed(ev.longrope.long_factor),
+                                      "attention_factor": ev.longrope.attention_factor, "length": L}),
+}
+
+
+def method_frequencies(method: str, ev: DictConfig, head_dim: int, base: float, train_context: int,
+                       scale: float, length: int) -> tuple[torch.Tensor, float]:
+    """Inverse frequencies and attention factor of ``method`` for one (scale, length) row."""
+    if method not in METHOD_ARGS:
+        raise PosxError(f"eval.methods has unknown method '{method}'; choose from {', '.join(METHOD_ARGS)}")
+    factor, params = METHOD_ARGS[method](ev, scale, length)
+    return rope.frequencies(method, head_dim, base=base, factor=factor, original_context=train_context,
+                            **params)
 
 
 def scored_tokens(requested: int, lengths: list[int]) -> int:
@@ -86,51 +119,64 @@ def evaluate(model: GPT, meta: RunMeta, val: torch.Tensor, ev: DictConfig, devic
     if len(val) < n_tokens + 1:
         raise PosxError(f"the held-out split has {len(val)} tokens but eval.tokens asks for {n_tokens} "
                         f"at each length; lower eval.tokens or use more data")
+    scales = [float(ev.scale) if ev.scale is not None else L / T for L in lengths]
+    rope_args = {"head_dim": meta.model.head_dim, "base": meta.model.rope_base, "train_context": T}
+    if model.pos.uses_rope:  # bad method parameters fail here, before any row is computed
+        for method in ev.methods:
+            for scale, L in zip(scales, lengths):
+                method_frequencies(method, ev, scale=scale, length=L, **rope_args)
+    beyond = ""
+    if model.pos.kind == "absolute":
+        beyond = ev.absolute_beyond
+        model.pos.set_beyond(beyond)
     model.eval()
     rows = []
-    for method in ev.methods:
-        for factor, L in zip(ev.factors, lengths):
-            scale = float(ev.scale) if ev.scale is not None else L / T
-            row = {"run": run_name, "pos": meta.model.pos, "train_context": T, "eval_context": L,
-                   "factor": float(factor), "method": method, "scale": scale, "attention_factor": 1.0,
-                   "nll": math.nan, "ppl": math.nan, "tokens": 0, "status": "ok", "protocol": PROTOCOL,
-                   "reference_context": T, "stage": "zero-shot"}
-            rows.append(row)
-            if method != "none" and not model.pos.uses_rope:
-                row["status"] = "not_applicable"
-                continue
-            limit = model.pos.max_length()
-            if limit is not None and L > limit:
-                row["status"] = "out_of_range"
-                continue
-            if model.pos.uses_rope:
-                inv_freq, attn = rope.frequencies(method, meta.model.head_dim, base=meta.model.rope_base,
-                                                  factor=scale, original_context=T,
-                                                  **_with_length(method, L), **method_params(method, ev))
-                model.pos.set_frequencies(inv_freq.to(device), attn)
-                row["attention_factor"] = attn
-            try:
-                total, count = window_nll(model, val, L, n_tokens // L, ev.batch_tokens, device)
-            except PositionOutOfRange:
-                row["status"] = "out_of_range"
-                continue
-            finally:
-                if model.pos.uses_rope:
-                    model.pos.reset()
-            row["tokens"] = count
-            if not math.isfinite(total):
-                row["status"] = "nonfinite"
-                continue
-            row["nll"] = total / count
-            row["ppl"] = math.exp(row["nll"])
-            if console is not None:
-                console.print(f"  {method:>12} {factor:g}x (L={L}): ppl {row['ppl']:.3f}", highlight=False)
+    try:
+        for method in ev.methods:
+            for factor, L, scale in zip(ev.factors, lengths, scales):
+                rows.append(_row(model, meta, val, ev, device, run_name, console, method, factor, L, scale,
+                                 n_tokens, rope_args, beyond))
+    finally:
+        if model.pos.kind == "absolute":
+            model.pos.set_beyond("none")
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
-def _with_length(method: str, length: int) -> dict:
-    """Methods whose frequencies depend on the current length receive it."""
-    return {"length": length} if method in rope.DYNAMIC_METHODS else {}
+def _row(model, meta, val, ev, device, run_name, console, method, factor, L, scale, n_tokens,
+         rope_args, beyond) -> dict:
+    """Perplexity of one (method, factor) cell, or the status saying why there is none."""
+    row = {"run": run_name, "pos": meta.model.pos, "train_context": meta.train_context, "eval_context": L,
+           "factor": float(factor), "method": method, "scale": scale, "attention_factor": 1.0,
+           "nll": math.nan, "ppl": math.nan, "tokens": 0, "status": "ok", "protocol": PROTOCOL,
+           "reference_context": meta.train_context, "stage": "zero-shot", "absolute_beyond": beyond}
+    if method != "none" and not model.pos.uses_rope:
+        row["status"] = "not_applicable"
+        return row
+    limit = model.pos.max_length()
+    if limit is not None and L > limit:
+        row["status"] = "out_of_range"
+        return row
+    if model.pos.uses_rope:
+        inv_freq, attn = method_frequencies(method, ev, scale=scale, length=L, **rope_args)
+        model.pos.set_frequencies(inv_freq.to(device), attn)
+        row["attention_factor"] = attn
+    try:
+        total, count = window_nll(model, val, L, n_tokens // L, ev.batch_tokens, device)
+    except PositionOutOfRange:
+        row["status"] = "out_of_range"
+        return row
+    finally:
+        if model.pos.uses_rope:
+            model.pos.reset()
+    row["tokens"] = count
+    if not math.isfinite(total):
+        row["status"] = "nonfinite"
+        return row
+    row["nll"] = total / count
+    row["ppl"] = math.exp(row["nll"])
+    if console is not None:
+        console.print(f"  {method:>12} {factor:g}x (L={L}): ppl {row['ppl']:.3f}", highlight=False)
+    return row
 
 
 def write_tables(df: pd.DataFrame, run_dir: Path) -> None:
@@ -171,7 +217,8 @@ def evaluate_run(run_dir: Path, cfg: DictConfig, console: Console | None = None)
     if meta.data.get("sha256") and corpus.fingerprint.get("sha256") != meta.data["sha256"]:
         console.print("[yellow]warning:[/] the corpus differs from the one this run trained on "
                       "(different files or Python version); numbers are not comparable")
-    console.print(f"[bold]posx eval-extrapolate[/] {run_dir}  pos={meta.model.pos} T={meta.train_context}")
+    beyond = f" absolute_beyond={cfg.eval.absolute_beyond}" if meta.model.pos == "absolute" else ""
+    console.print(f"[bold]posx eval-extrapolate[/] {run_dir}  pos={meta.model.pos} T={meta.train_context}{beyond}")
     if meta.extended_from:
         from posx.extend_eval import evaluate_extended
 

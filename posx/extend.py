@@ -41,17 +41,13 @@ def new_context(parent_context: int, factor: float) -> int:
 
 def rope_record(cfg: DictConfig, parent: RunMeta) -> dict:
     """The frequencies an extension of ``parent`` trains with, as recorded in model.json."""
+    from posx.evaluate import METHOD_ARGS  # the evaluation's per-method arguments, one table for both
+
     T, method = parent.train_context, cfg.method
-    params: dict = {}
-    if method in ("yarn", "dynamic_yarn", "ntk_by_parts"):
-        y = cfg.eval.yarn
-        params = {"beta_fast": float(y.beta_fast), "beta_slow": float(y.beta_slow), "truncate": bool(y.truncate)}
-    elif method == "abf":
-        params = {"new_base": float(cfg.new_base)}
-    if method in rope.DYNAMIC_METHODS:
-        params["length"] = new_context(T, cfg.factor)  # frozen at the length it trains at
-    # dynamic_yarn takes its scale from length alone (rope.py); every other method from factor.
-    factor = 1.0 if method == "dynamic_yarn" else float(cfg.factor)
+    # Frozen at the length it trains at: dynamic methods see L = factor x T, always.
+    factor, params = METHOD_ARGS[method](cfg.eval, float(cfg.factor), new_context(T, cfg.factor))
+    if method == "abf":
+        params = {**params, "new_base": float(cfg.new_base)}  # extend's own key, not eval.abf_base
     return {"method": method, "factor": factor, "params": params, "original_context": T}
 
 

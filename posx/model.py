@@ -29,6 +29,9 @@ class GPTConfig:
     pos: str = "rope"  # positional encoding name (posx.positions.ENCODINGS)
     rope_base: float = 10000.0  # RoPE base
     max_positions: int = 128  # learned-absolute table rows
+    t5_num_buckets: int = 32  # T5 bias: relative-distance buckets
+    t5_max_distance: int = 128  # T5 bias: distances from here on share the last bucket
+    t5_per_layer: bool = False  # T5 bias: one table per layer instead of one shared
 
     @property
     def head_dim(self) -> int:
@@ -46,6 +49,13 @@ class GPTConfig:
         return cls(**data)
 
 
+def compute_dtype(x: Tensor) -> torch.dtype:
+    """The dtype q and k will have: the autocast dtype when autocast is on, else x's."""
+    if torch.is_autocast_enabled(x.device.type):
+        return torch.get_autocast_dtype(x.device.type)
+    return x.dtype
+
+
 class CausalSelfAttention(nn.Module):
     def __init__(self, config: GPTConfig, layer: int):
         super().__init__()
@@ -55,20 +65,18 @@ class CausalSelfAttention(nn.Module):
         self.proj = nn.Linear(config.d_model, config.d_model, bias=False)
         self.dropout = config.dropout
 
-    def forward(self, x: Tensor, pos: PositionalEncoding, positions: Tensor) -> Tensor:
+    def forward(self, x: Tensor, pos: PositionalEncoding, positions: Tensor, mask: Tensor | None) -> Tensor:
+        """mask: None (plain causal) or the additive (1, H, T, T) mask from ``pos.attn_masks``."""
         B, T, C = x.shape
         q, k, v = self.qkv(x).split(C, dim=2)  # (B, T, C) each
         q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, H, T, hd)
         k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, H, T, hd)
         v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, H, T, hd)
         q, k = pos.rotate(q, k, positions)
-        bias = pos.attn_bias(self.layer, T, T)  # (H, T, T) or None
         dropout = self.dropout if self.training else 0.0
-        if bias is None:
+        if mask is None:
             y = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=dropout)
-        else:
-            causal = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
-            mask = bias.to(q.dtype).masked_fill(~causal, float("-inf"))  # (H, T, T), shared by B
+        else:  # (1, H, T, T) broadcast over the batch, never expanded
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout)
         y = y.transpose(1, 2).contiguous().view(B, T, C)  # (B, T, C)
         return F.dropout(self.proj(y), dropout, self.training)
@@ -93,8 +101,8 @@ class Block(nn.Module):
         self.ln2 = nn.LayerNorm(config.d_model)
         self.mlp = MLP(config)
 
-    def forward(self, x: Tensor, pos: PositionalEncoding, positions: Tensor) -> Tensor:
-        x = x + self.attn(self.ln1(x), pos, positions)
+    def forward(self, x: Tensor, pos: PositionalEncoding, positions: Tensor, mask: Tensor | None) -> Tensor:
+        x = x + self.attn(self.ln1(x), pos, positions, mask)
         return x + self.mlp(self.ln2(x))
 
 
@@ -129,6 +137,8 @@ class GPT(nn.Module):
         B, T = idx.shape
         positions = torch.arange(offset, offset + T, device=idx.device)  # (T,)
         x = self.pos.embed(self.tok_emb(idx), positions)  # (B, T, C)
-        for block in self.blocks:
-            x = block(x, self.pos, positions)
+        # Bias masks are built once per forward (ALiBi: once per length) and shared by layers.
+        masks = self.pos.attn_masks(T, len(self.blocks), compute_dtype(x), x.device)
+        for block, mask in zip(self.blocks, masks):
+            x = block(x, self.pos, positions, mask)
         return self.lm_head(self.ln_f(x))  # (B, T, vocab)

@@ -4,13 +4,23 @@ Every encoding is a ``PositionalEncoding`` with three hooks, each a no-op by def
 
 * ``embed(x, positions)``      add something to the token embeddings   (absolute, sinusoidal)
 * ``rotate(q, k, positions)``  rotate queries and keys                  (RoPE)
-* ``attn_bias(layer, q_len, k_len)``  an additive bias on the logits   (ALiBi, T5)
+* ``distance_bias(layer, length)``  a bias on the logits by query-key distance (ALiBi, T5)
 
-The attention block calls all three and never asks which encoding it has, so a new
-encoding is a new subclass plus one line in ``ENCODINGS``.
+The attention block calls them and never asks which encoding it has, so a new encoding is
+a new subclass plus one line in ``ENCODINGS``.
+
+Bias-based encodings never build a per-batch (B, H, L, L) tensor. The model asks the
+encoding once per forward for ``attn_masks``: one additive mask (1, H, L, L) per layer, the
+bias with -inf above the diagonal, built from the (H, L) bias-by-distance as a Toeplitz
+matrix and shared by the batch (and by every layer unless the bias is per layer). ALiBi,
+whose bias is fixed, keeps its mask between forwards and rebuilds it only when the length
+changes. The mask is 4-D on purpose: torch's CPU flash kernel takes a (1, H, L, L) mask,
+while a 3-D one sends SDPA down its math path, which materialises (B, H, L, L) scores.
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 from torch import Tensor, nn
@@ -35,15 +45,52 @@ class PositionalEncoding(nn.Module):
     def rotate(self, q: Tensor, k: Tensor, positions: Tensor) -> tuple[Tensor, Tensor]:
         return q, k  # q, k: (B, H, T, head_dim)
 
-    def attn_bias(self, layer: int, q_len: int, k_len: int) -> Tensor | None:
-        return None  # else (H, q_len, k_len), added to the logits before softmax
+    bias_per_layer = False  # True when distance_bias differs between layers
+
+    def distance_bias(self, layer: int, length: int) -> Tensor | None:
+        return None  # else (H, length): the logit bias at query - key distance 0 .. length-1
+
+    def attn_masks(self, length: int, n_layer: int, dtype: torch.dtype,
+                   device: torch.device) -> list[Tensor | None]:
+        """Per layer: None (plain causal attention) or the additive mask (1, H, L, L).
+
+        Layers that share the bias get the same tensor object, built once.
+        """
+        layers = range(n_layer) if self.bias_per_layer else range(1)
+        masks = []
+        for layer in layers:
+            bias = self.distance_bias(layer, length)  # (H, L) or None
+            masks.append(None if bias is None else causal_toeplitz(bias.to(device=device, dtype=dtype)))
+        return masks if self.bias_per_layer else masks * n_layer
 
     def max_length(self) -> int | None:
         return None  # longest sequence it represents; None: unbounded
 
 
+def causal_toeplitz(by_distance: Tensor) -> Tensor:
+    """(H, L) bias by distance n = i - j  ->  (1, H, L, L) mask: bias[n] for j <= i, -inf above.
+
+    mask[i, j] = w[L - 1 - i + j] with w = (bias[L-1], ..., bias[0], -inf x (L-1)); unfold
+    gives every window w[r : r + L], and flipping the rows puts window L - 1 - i at row i.
+    No (L, L) index tensor is built.
+    """
+    H, L = by_distance.shape
+    future = by_distance.new_full((H, L - 1), float("-inf"))
+    w = torch.cat([by_distance.flip(-1), future], dim=-1)  # (H, 2L - 1)
+    windows = w.unfold(-1, L, 1)  # (H, L, L) view: windows[h, r, j] = w[h, r + j]
+    return windows.flip(1).unsqueeze(0)  # (1, H, L, L), a fresh contiguous tensor
+
+
+BEYOND = ("none", "clamp", "interpolate")  # learned absolute past its table (eval.absolute_beyond)
+
+
 class LearnedAbsolute(PositionalEncoding):
-    """GPT-2's learned table of ``max_positions`` rows added to the token embeddings."""
+    """GPT-2's learned table of ``max_positions`` rows added to the token embeddings.
+
+    Past the table, ``beyond`` decides: ``none`` raises PositionOutOfRange, ``clamp`` reuses
+    the last row, ``interpolate`` maps positions 0..last linearly onto rows 0..N-1 and mixes
+    the two nearest rows. Sequences that fit the table are never changed.
+    """
 
     kind = "absolute"
 
@@ -51,17 +98,136 @@ class LearnedAbsolute(PositionalEncoding):
         super().__init__()
         self.table = nn.Embedding(max_positions, d_model)
         nn.init.normal_(self.table.weight, std=0.02)
+        self.beyond = "none"
 
-    def max_length(self) -> int:
-        return self.table.num_embeddings
+    def set_beyond(self, mode: str) -> None:
+        if mode not in BEYOND:
+            raise PosxError(f"absolute_beyond={mode} is unknown; choose one of {', '.join(BEYOND)}")
+        self.beyond = mode
+
+    def max_length(self) -> int | None:
+        return self.table.num_embeddings if self.beyond == "none" else None
 
     def embed(self, x: Tensor, positions: Tensor) -> Tensor:
+        rows = self.table.num_embeddings
         last = int(positions.max())
-        if last >= self.table.num_embeddings:
-            raise PositionOutOfRange(
-                f"position {last} is past the learned table of {self.table.num_embeddings} rows"
-            )
-        return x + self.table(positions)  # (B, T, C) + (T, C)
+        if last < rows:
+            return x + self.table(positions)  # (B, T, C) + (T, C)
+        if self.beyond == "none":
+            raise PositionOutOfRange(f"position {last} is past the learned table of {rows} rows")
+        if self.beyond == "clamp":
+            return x + self.table(positions.clamp(max=rows - 1))
+        scaled = positions.double() * ((rows - 1) / last)  # (T,) in [0, rows - 1]
+        low = scaled.floor().long().clamp(max=rows - 1)
+        high = (low + 1).clamp(max=rows - 1)
+        w = (scaled - low).to(x.dtype).unsqueeze(-1)  # (T, 1)
+        return x + (1 - w) * self.table(low) + w * self.table(high)  # (B, T, C) + (T, C)
+
+
+class Sinusoidal(PositionalEncoding):
+    """Vaswani et al.'s fixed sin/cos added to the embeddings, defined for every position.
+
+    PE[p, 2i] = sin(p / 10000^(2i/d)), PE[p, 2i+1] = cos(p / 10000^(2i/d)); as in the paper,
+    the token embeddings are multiplied by sqrt(d_model) first, so the (std 0.02) token signal
+    is not drowned by the unit-amplitude waves. Angles are float64 (a (T, C/2) table, cheap),
+    so the waves stay exact at any position; the table is cast to x's dtype at the end.
+    """
+
+    kind = "sinusoidal"
+
+    def __init__(self, d_model: int, base: float = 10000.0):
+        super().__init__()
+        if d_model % 2:
+            raise PosxError(f"sinusoidal positions need an even d_model, got {d_model}")
+        self.scale = math.sqrt(d_model)
+        inv = 1.0 / base ** (torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)
+        self.register_buffer("inv_freq", inv, persistent=False)  # (C/2,) float64
+
+    def table(self, positions: Tensor) -> Tensor:
+        angles = torch.outer(positions.double(), self.inv_freq)  # (T, C/2)
+        return torch.stack((angles.sin(), angles.cos()), dim=-1).flatten(-2).float()  # (T, C)
+
+    def embed(self, x: Tensor, positions: Tensor) -> Tensor:
+        return x * self.scale + self.table(positions).to(x.dtype)  # (B, T, C)
+
+
+def alibi_slopes(n_head: int) -> list[float]:
+    """Press et al.'s head slopes: 2^(-8h/n) for n a power of two; otherwise the slopes of
+    the nearest lower power of two p, then every other slope of the 2p set, n - p of them."""
+    if n_head < 1:
+        raise PosxError(f"ALiBi needs at least one head, got {n_head}")
+
+    def geometric(n: int) -> list[float]:
+        return [2.0 ** (-8.0 * h / n) for h in range(1, n + 1)]
+
+    p = 2 ** int(math.floor(math.log2(n_head)))
+    return geometric(p) + geometric(2 * p)[0::2][: n_head - p]
+
+
+class ALiBi(PositionalEncoding):
+    """No embedding; head h adds -m_h * (i - j) to the logit of query i and key j <= i.
+
+    The mask is a pure function of the length, so it is cached: built once per
+    (length, dtype, device) and reused by every layer and every forward at that length.
+    Only the latest length is kept, so evaluating at 8x does not hold the 1x..4x masks.
+    """
+
+    kind = "alibi"
+
+    def __init__(self, n_head: int):
+        super().__init__()
+        self.register_buffer("slopes", torch.tensor(alibi_slopes(n_head)), persistent=False)  # (H,)
+        self._mask_key: tuple | None = None
+        self._mask: Tensor | None = None
+
+    def distance_bias(self, layer: int, length: int) -> Tensor:
+        distance = torch.arange(length, device=self.slopes.device, dtype=torch.float32)  # (L,)
+        return -self.slopes.unsqueeze(1) * distance  # (H, L)
+
+    def attn_masks(self, length: int, n_layer: int, dtype: torch.dtype,
+                   device: torch.device) -> list[Tensor | None]:
+        key = (length, dtype, str(device), torch.is_inference_mode_enabled())
+        if key != self._mask_key:
+            self._mask_key, self._mask = None, None  # free the old mask before building
+            self._mask = super().attn_masks(length, 1, dtype, device)[0]
+            self._mask_key = key
+        return [self._mask] * n_layer
+
+
+def t5_buckets(distance: Tensor, num_buckets: int = 32, max_distance: int = 128) -> Tensor:
+    """T5's causal relative-position buckets for distances n = query - key >= 0.
+
+    n < num_buckets/2 has its own bucket; larger n are log-spaced up to max_distance and
+    everything beyond shares the last bucket (Raffel et al. 2020).
+    """
+    exact = num_buckets // 2
+    n = distance.clamp(min=0)
+    ratio = n.clamp(min=exact).double() / exact
+    large = exact + (ratio.log() / math.log(max_distance / exact) * (num_buckets - exact)).long()
+    return torch.where(n < exact, n, large.clamp(max=num_buckets - 1))
+
+
+class T5Bias(PositionalEncoding):
+    """A learned scalar per (bucket, head) added to the logits; one table shared by all
+    layers as in T5, or one table per layer when ``per_layer``."""
+
+    kind = "t5"
+
+    def __init__(self, n_head: int, n_layer: int, num_buckets: int = 32, max_distance: int = 128,
+                 per_layer: bool = False):
+        super().__init__()
+        if num_buckets < 2 or max_distance <= num_buckets // 2:
+            raise PosxError(f"T5 bias needs num_buckets >= 2 and max_distance > num_buckets / 2, "
+                            f"got num_buckets={num_buckets}, max_distance={max_distance}")
+        self.num_buckets, self.max_distance = num_buckets, max_distance
+        self.bias_per_layer = per_layer
+        self.tables = nn.ModuleList(nn.Embedding(num_buckets, n_head) for _ in range(n_layer if per_layer else 1))
+
+    def distance_bias(self, layer: int, length: int) -> Tensor:
+        table = self.tables[layer if self.bias_per_layer else 0]
+        distance = torch.arange(length, device=table.weight.device)  # (L,)
+        buckets = t5_buckets(distance, self.num_buckets, self.max_distance)  # (L,)
+        return table(buckets).T  # (L, H) -> (H, L)
 
 
 def rotate_pairs(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
@@ -132,6 +298,9 @@ class Rotary(PositionalEncoding):
 ENCODINGS = {
     "absolute": lambda c: LearnedAbsolute(c.max_positions, c.d_model),
     "rope": lambda c: Rotary(c.d_model // c.n_head, c.rope_base),
+    "sinusoidal": lambda c: Sinusoidal(c.d_model),
+    "alibi": lambda c: ALiBi(c.n_head),
+    "t5": lambda c: T5Bias(c.n_head, c.n_layer, c.t5_num_buckets, c.t5_max_distance, c.t5_per_layer),
     "nope": lambda c: PositionalEncoding(),
 }
 

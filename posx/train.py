@@ -55,6 +55,9 @@ def gpt_config(cfg: DictConfig) -> GPTConfig:
         pos=cfg.pos.name,
         rope_base=cfg.pos.base,
         max_positions=cfg.pos.max_positions or cfg.train.context_length,
+        t5_num_buckets=cfg.pos.num_buckets,
+        t5_max_distance=cfg.pos.max_distance,
+        t5_per_layer=cfg.pos.per_layer,
     )
 
 

@@ -1,0 +1,214 @@
+"""Benchmark of the positional encodings: training throughput relative to RoPE, and peak
+memory of one evaluation batch at 1x and 8x the training length.
+
+    python scripts/bench_encodings.py                  # tiny preset, CPU, all encodings
+    python scripts/bench_encodings.py --threads 1       # steadier ratios on a loaded CPU
+    python scripts/bench_encodings.py --device cuda --model small --context 512
+
+Throughput: every encoding trains the same model on random tokens (speed does not depend on
+the data), in interleaved rounds with the order shuffled each round, so a noisy shared machine
+affects all encodings alike. The figure is the median over rounds of tokens/s, and the ratio
+is the median of the per-round ratios to RoPE.
+
+Memory: each (encoding, factor) runs in a fresh subprocess that builds the model, makes one
+evaluation batch (eval.batch_tokens tokens as windows of L = factor x T, as posx.evaluate
+does), then scores it with the real ``evaluate.window_nll``. On the CPU the figure is the
+process's peak resident memory during that call minus its resident memory just before:
+the peak (VmHWM) is reset through /proc/self/clear_refs first, so memory touched while
+importing torch does not hide a smaller peak, and a warm-up call on a single window first
+pages in the code and thread pools, which would otherwise count ~100 MiB to whichever case
+runs first. The subprocess runs with MALLOC_MMAP_THRESHOLD_=65536, so glibc serves every
+block of 64 KiB or more by mmap and returns it on free: the peak then follows the live
+tensors (run to run within 0.1 MiB) instead of glibc's heap reuse (about +-20 MiB of noise). It counts everything the call touches (torch's
+allocator, oneDNN scratch, the cached ALiBi mask), which is what a user's machine has to hold.
+On CUDA it is torch.cuda.max_memory_allocated minus the allocation before the call.
+Learned absolute is measured past its table with eval.absolute_beyond=clamp.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+from omegaconf import OmegaConf  # noqa: E402
+
+from posx.config import ENCODINGS, Config  # noqa: E402
+from posx.model import GPT  # noqa: E402
+from posx.train import gpt_config, make_optimizer  # noqa: E402
+
+PRESETS = {"tiny": dict(n_layer=4, n_head=4, d_model=128), "small": dict(n_layer=8, n_head=8, d_model=512)}
+
+
+def config(pos: str, args) -> OmegaConf:
+    cfg = OmegaConf.structured(Config)
+    cfg.pos.name = pos
+    cfg.train.context_length = args.context
+    cfg.train.batch_size = args.batch_size
+    for key, value in PRESETS[args.model].items():
+        cfg.model[key] = value
+    return cfg
+
+
+def train_throughput(args) -> dict[str, dict]:
+    device = torch.device(args.device)
+    setups = {}
+    for pos in ENCODINGS:
+        cfg = config(pos, args)
+        torch.manual_seed(0)
+        model = GPT(gpt_config(cfg)).to(device).train()
+        setups[pos] = (model, make_optimizer(model, cfg, device))
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randint(0, 256, (args.batch_size, args.context + 1), generator=gen).to(device)
+
+    def step(model, opt):
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda"):
+            logits = model(x[:, :-1])
+        loss = F.cross_entropy(logits.float().flatten(0, 1), x[:, 1:].flatten())
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    def sync():
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+
+    for model, opt in setups.values():  # warm-up: first-call allocations and kernel choice
+        for _ in range(2):
+            step(model, opt)
+    sync()
+    per_round: dict[str, list[float]] = {pos: [] for pos in ENCODINGS}
+    order = list(ENCODINGS)
+    rng = random.Random(0)
+    for _ in range(args.rounds):
+        rng.shuffle(order)
+        for pos in order:
+            model, opt = setups[pos]
+            sync()
+            t0 = time.perf_counter()
+            for _ in range(args.steps):
+                step(model, opt)
+            sync()
+            per_round[pos].append(args.steps * args.batch_size * args.context / (time.perf_counter() - t0))
+    out = {}
+    for pos in ENCODINGS:
+        ratios = [a / b for a, b in zip(per_round[pos], per_round["rope"])]
+        out[pos] = {"tokens_per_s": statistics.median(per_round[pos]), "vs_rope": statistics.median(ratios),
+                    "ratio_min": min(ratios), "ratio_max": max(ratios)}
+    return out
+
+
+def _status_kib(field: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise RuntimeError(f"{field} not in /proc/self/status")
+
+
+def memory_case(pos: str, factor: int, args) -> dict:
+    """Runs inside the fresh subprocess: one evaluation batch at L = factor x T."""
+    from posx.evaluate import window_nll
+
+    device = torch.device(args.device)
+    cfg = config(pos, args)
+    torch.manual_seed(0)
+    model = GPT(gpt_config(cfg)).to(device).eval()
+    if pos == "absolute":
+        model.pos.set_beyond("clamp")
+    L = factor * args.context
+    n_windows = max(1, args.batch_tokens // L)
+    tokens = torch.randint(0, 256, (n_windows * L + 1,), generator=torch.Generator().manual_seed(1))
+    # Warm-up on one short window: pages in the code and thread pools the kernels use (on the
+    # CPU the first call grows the RSS by tens of MiB whatever its size). Its ALiBi mask is
+    # small, so replacing it does not hide the measured call's own mask.
+    window_nll(model, tokens, max(2, L // 8), 1, args.batch_tokens, device)
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+        before = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+    else:
+        Path("/proc/self/clear_refs").write_text("5")  # reset VmHWM to the current RSS
+        before = _status_kib("VmRSS") * 1024
+        if _status_kib("VmHWM") * 1024 > before + (1 << 20):
+            raise RuntimeError("could not reset the peak RSS (/proc/self/clear_refs); no honest figure")
+    t0 = time.perf_counter()
+    window_nll(model, tokens, L, n_windows, args.batch_tokens, device)
+    seconds = time.perf_counter() - t0
+    if device.type == "cuda":
+        peak = torch.cuda.max_memory_allocated() - before
+    else:
+        peak = _status_kib("VmHWM") * 1024 - before
+    H = model.config.n_head
+    return {"pos": pos, "factor": factor, "length": L, "batch": n_windows, "peak_bytes": peak,
+            "seconds": seconds, "mask_bytes": H * L * L * 4 if pos in ("alibi", "t5") else 0,
+            "per_batch_scores_bytes": n_windows * H * L * L * 4}
+
+
+def memory(args) -> list[dict]:
+    rows = []
+    for pos in ENCODINGS:
+        for factor in args.factors:
+            cmd = [sys.executable, __file__, "--memory-case", pos, str(factor), "--device", args.device,
+                   *(["--threads", str(args.threads)] if args.threads else []),
+                   "--model", args.model, "--context", str(args.context),
+                   "--batch-tokens", str(args.batch_tokens)]
+            env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536"}
+            proc = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
+            if proc.returncode != 0:
+                raise SystemExit(f"memory case {pos} {factor}x failed:\n{proc.stderr}")
+            rows.append(json.loads(proc.stdout.strip().splitlines()[-1]))
+    return rows
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--model", choices=sorted(PRESETS), default="tiny")
+    p.add_argument("--context", type=int, default=128, help="training length T")
+    p.add_argument("--batch-size", type=int, default=32, help="training batch (train.batch_size)")
+    p.add_argument("--batch-tokens", type=int, default=16384, help="eval.batch_tokens")
+    p.add_argument("--rounds", type=int, default=10)
+    p.add_argument("--steps", type=int, default=1, help="training steps per encoding per round")
+    p.add_argument("--factors", type=int, nargs="+", default=[1, 8])
+    p.add_argument("--memory-case", nargs=2, metavar=("POS", "FACTOR"), help=argparse.SUPPRESS)
+    p.add_argument("--skip-train", action="store_true")
+    p.add_argument("--threads", type=int, default=None,
+                   help="torch threads (default: torch's); 1 is steadier on a loaded shared CPU")
+    args = p.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if args.memory_case:
+        print(json.dumps(memory_case(args.memory_case[0], int(args.memory_case[1]), args)))
+        return
+
+    print(f"torch {torch.__version__}, device {args.device}, threads {torch.get_num_threads()}, "
+          f"model {args.model} {PRESETS[args.model]}, T={args.context}")
+    if not args.skip_train:
+        print(f"\ntrain throughput: batch {args.batch_size} x T={args.context}, {args.rounds} rounds x "
+              f"{args.steps} steps, interleaved")
+        print(f"{'encoding':>11} {'tokens/s':>10} {'vs rope':>8} {'(min..max)':>14}")
+        for pos, r in train_throughput(args).items():
+            print(f"{pos:>11} {r['tokens_per_s']:>10,.0f} {r['vs_rope']:>8.3f} "
+                  f"({r['ratio_min']:.2f}..{r['ratio_max']:.2f})")
+    print(f"\nevaluation peak memory: one batch of eval.batch_tokens={args.batch_tokens}, fresh process each")
+    print(f"{'encoding':>11} {'factor':>6} {'L':>6} {'B':>4} {'peak MiB':>9} {'seconds':>8} "
+          f"{'mask MiB':>9} {'(B,H,L,L) MiB':>14}")
+    mib = 1 << 20
+    for r in memory(args):
+        print(f"{r['pos']:>11} {r['factor']:>5}x {r['length']:>6} {r['batch']:>4} {r['peak_bytes'] / mib:>9.1f} "
+              f"{r['seconds']:>8.2f} {r['mask_bytes'] / mib:>9.1f} {r['per_batch_scores_bytes'] / mib:>14.1f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,128 @@
+"""Every encoding through the real CLI (train, then evaluate), absolute past its table,
+the new config keys' bad values, and `posx frequencies`."""
+
+from __future__ import annotations
+
+import io
+import math
+import re
+
+import pandas as pd
+import pytest
+import torch
+from rich.console import Console
+
+from conftest import run_posx
+
+from posx import freqplot, rope
+from posx.cli import compose
+from posx.config import ENCODINGS
+from posx.errors import PosxError
+from posx.evaluate import evaluate_run
+
+ALL_METHODS = "[" + ",".join(rope.METHODS) + "]"
+
+
+@pytest.mark.parametrize("pos", ENCODINGS)
+def test_every_encoding_trains_and_evaluates_end_to_end(tmp_path, tiny_args, pos):
+    methods = ALL_METHODS if pos == "rope" else "[none,pi]"
+    run_posx("train", f"pos={pos}", f"name={pos}", "eval.after_train=true", "eval.factors=[1,8]",
+             f"eval.methods={methods}", *tiny_args, cwd=tmp_path)
+    df = pd.read_csv(tmp_path / "results" / "runs" / pos / "extrapolation.csv")
+    assert (df["pos"] == pos).all()
+    none = df[df["method"] == "none"].set_index("factor")
+    if pos == "absolute":
+        assert none.loc[1.0, "status"] == "ok"
+        assert none.loc[8.0, "status"] == "out_of_range"
+    else:
+        assert (none["status"] == "ok").all() and none["ppl"].map(math.isfinite).all()
+        assert none["eval_context"].tolist() == [32, 256]
+    if pos == "rope":
+        assert len(df) == 2 * len(rope.METHODS)
+        assert (df["status"] == "ok").all() and df["ppl"].map(math.isfinite).all()
+        one = df[df["factor"] == 1.0].set_index("method")["ppl"]
+        for method in rope.METHODS:
+            if method != "abf":  # abf changes the base even at 1x
+                assert one[method] == pytest.approx(one["none"], rel=1e-6), method
+    else:
+        assert (df.loc[df["method"] == "pi", "status"] == "not_applicable").all()
+
+
+def _evaluate_in_process(run, work, *overrides):
+    """evaluate_run in this process (no interpreter start-up): the CLI path is covered above."""
+    cfg = compose([*overrides, "eval.tokens=512", "device=cpu", f"results_dir={work / 'results'}"])
+    return evaluate_run(run, cfg, Console(file=io.StringIO()))
+
+
+def test_absolute_clamp_and_interpolate_give_finite_perplexity_at_8x(trained_runs):
+    work, run = trained_runs["work"], trained_runs["absolute"]
+    ppl = {}
+    for mode in ("clamp", "interpolate"):
+        _evaluate_in_process(run, work, f"eval.absolute_beyond={mode}", "eval.factors=[1,8]",
+                             "eval.methods=[none]")
+        df = pd.read_csv(run / "extrapolation.csv").set_index("factor")
+        assert (df["status"] == "ok").all() and (df["absolute_beyond"] == mode).all()
+        assert math.isfinite(df.loc[8.0, "ppl"])
+        ppl[mode] = df["ppl"]
+    # inside the table both patches are the plain lookup; past it they differ
+    assert ppl["clamp"][1.0] == pytest.approx(ppl["interpolate"][1.0], rel=1e-9)
+    assert ppl["clamp"][8.0] != pytest.approx(ppl["interpolate"][8.0], rel=1e-6)
+
+
+BAD = [
+    (["eval.absolute_beyond=bogus"], "eval.absolute_beyond=bogus"),
+    (["pos=t5", "pos.num_buckets=1"], "pos.num_buckets=1"),
+    (["pos=t5", "pos.max_distance=16"], "pos.max_distance=16 must exceed"),
+    (["eval.llama3.low_freq_factor=8"], "low_freq_factor < high_freq_factor"),
+    (["eval.yarn.beta_slow=40"], "beta_slow < beta_fast"),
+    (["eval.dynamic_ntk.factor=0.5"], "eval.dynamic_ntk.factor=0.5"),
+    (["eval.longrope.short_factor=[1,0]"], "positive numbers"),
+]
+
+
+@pytest.mark.parametrize("overrides,needle", BAD, ids=[" ".join(a) for a, _ in BAD])
+def test_bad_encoding_and_method_values_are_rejected_by_check_config(overrides, needle):
+    # check_config's PosxError is what the CLI prints as one line (tested in test_cli.py)
+    with pytest.raises(PosxError, match=re.escape(needle)):
+        compose(overrides)
+
+
+def test_longrope_list_of_the_wrong_length_fails_before_any_row(trained_runs):
+    work, run = trained_runs["work"], trained_runs["rope"]
+    table = run / "extrapolation.csv"
+    before = table.read_bytes() if table.exists() else None
+    with pytest.raises(PosxError, match=re.escape("long_factor has 3 entries, expected head_dim // 2 = 8")):
+        _evaluate_in_process(run, work, "eval.methods=[none,longrope]", "eval.longrope.long_factor=[2,2,2]")
+    assert (table.read_bytes() if table.exists() else None) == before
+
+
+def test_frequencies_prints_the_table_and_writes_a_png(tmp_path):
+    out = tmp_path / "plots" / "freq.png"
+    proc = run_posx("frequencies", "--head-dim", "16", "--context", "64", "--factor", "4",
+                    "--methods", "none,pi,yarn,llama3", "--out", str(out), cwd=tmp_path)
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 10_000
+    lines = proc.stdout.splitlines()
+    assert any("head_dim=16" in line and "T=64" in line for line in lines)
+    pair0 = next(line for line in lines if line.strip("│ ").startswith("0 "))
+    cells = [c.strip() for c in pair0.strip("│").split("│")]
+    assert cells[1] == "6.283"  # 2*pi: pair 0 of plain RoPE turns once every 2*pi positions
+    assert cells[2] == "25.13"  # PI divides every frequency by s = 4
+    assert "attention" in proc.stdout and f"wrote {out}" in proc.stdout.replace("\n", "")
+
+
+def test_frequencies_rejects_a_bad_factor_and_method():
+    ev = compose([]).eval
+    with pytest.raises(PosxError, match=re.escape("--factor 0.5 must be at least 1")):
+        freqplot.wavelength_table(ev, ["none"], 16, 10000.0, 64, 0.5)
+    with pytest.raises(PosxError, match="unknown method 'bogus'"):
+        freqplot.wavelength_table(ev, ["none", "bogus"], 16, 10000.0, 64, 4.0)
+    with pytest.raises(PosxError, match="--head-dim 15"):
+        freqplot.check_head_dim(15)
+
+
+def test_frequency_table_columns_follow_the_methods():
+    df, attention = freqplot.wavelength_table(compose([]).eval, list(rope.METHODS), 32, 10000.0, 128, 8.0)
+    assert list(df.columns) == list(rope.METHODS) and len(df) == 16
+    torch.testing.assert_close(torch.tensor(df["pi"].values), 8 * torch.tensor(df["none"].values))
+    assert (df["ntk_by_parts"] == df["yarn"]).all()
+    assert attention["yarn"] == pytest.approx(0.1 * math.log(8) + 1) and attention["ntk_by_parts"] == 1.0

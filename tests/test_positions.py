@@ -1,0 +1,199 @@
+"""Positional encodings beyond RoPE: ALiBi slopes and bias, T5 buckets, sinusoidal, NoPE,
+the bias masks the attention block receives, and learned absolute past its table."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from posx import config as config_mod
+from posx.config import config_dir
+from posx.errors import PosxError
+from posx.model import GPT, GPTConfig
+from posx.positions import (BEYOND, ENCODINGS, ALiBi, LearnedAbsolute, PositionOutOfRange, Sinusoidal,
+                            T5Bias, alibi_slopes, causal_toeplitz, t5_buckets)
+
+# Press et al.'s slopes (shared/references.md): 2^(-8h/n) for powers of two; for 6 and 12 heads
+# the 4 / 8 power-of-two slopes followed by every other slope of the 8 / 16 set.
+SLOPES = {
+    4: [2 ** -2, 2 ** -4, 2 ** -6, 2 ** -8],
+    6: [2 ** -2, 2 ** -4, 2 ** -6, 2 ** -8, 2 ** -1, 2 ** -3],
+    8: [2 ** -h for h in range(1, 9)],
+    12: [2 ** -h for h in range(1, 9)] + [0.707107, 0.353553, 0.176777, 0.088388],
+}
+
+# T5 causal buckets, 32 buckets, max_distance 128 (shared/references.md).
+T5_DISTANCES = [0, 1, 7, 15, 16, 17, 20, 24, 31, 32, 45, 64, 90, 127, 128, 1000]
+T5_BUCKETS = [0, 1, 7, 15, 16, 16, 17, 19, 21, 21, 23, 26, 29, 31, 31, 31]
+
+
+def tiny(pos: str, **kw) -> GPT:
+    torch.manual_seed(0)
+    return GPT(GPTConfig(n_layer=2, n_head=2, d_model=32, pos=pos, max_positions=64, **kw)).eval()
+
+
+def test_config_lists_every_encoding_and_each_has_a_yaml():
+    assert set(config_mod.ENCODINGS) == set(ENCODINGS)
+    assert set(config_mod.ABSOLUTE_BEYOND) == set(BEYOND)
+    for name in ENCODINGS:
+        text = (config_dir() / "pos" / f"{name}.yaml").read_text()
+        assert f"name: {name}" in text
+
+
+@pytest.mark.parametrize("n_head", sorted(SLOPES))
+def test_alibi_slopes_match_the_paper(n_head):
+    assert alibi_slopes(n_head) == pytest.approx(SLOPES[n_head], abs=5e-7)
+
+
+def test_alibi_bias_is_minus_slope_times_distance_and_future_is_masked():
+    alibi = ALiBi(6)
+    L = 9
+    mask = alibi.attn_masks(L, 1, torch.float32, torch.device("cpu"))[0]
+    assert mask.shape == (1, 6, L, L)  # shared by the batch, never (B, H, L, L)
+    i = torch.arange(L).view(L, 1)
+    j = torch.arange(L).view(1, L)
+    for h, m in enumerate(SLOPES[6]):
+        expected = torch.where(j <= i, -m * (i - j).float(), torch.tensor(float("-inf")))
+        torch.testing.assert_close(mask[0, h], expected, rtol=1e-6, atol=1e-6)
+
+
+def test_alibi_mask_is_built_once_per_length_and_shared_by_layers():
+    alibi = ALiBi(4)
+    cpu = torch.device("cpu")
+    a = alibi.attn_masks(16, 3, torch.float32, cpu)
+    assert a[0] is a[1] is a[2]
+    assert alibi.attn_masks(16, 3, torch.float32, cpu)[0] is a[0]  # cached
+    b = alibi.attn_masks(32, 3, torch.float32, cpu)[0]
+    assert b.shape == (1, 4, 32, 32) and b is not a[0]
+    torch.testing.assert_close(b[..., :16, :16], a[0])  # the same bias, just longer
+
+
+def test_causal_toeplitz_matches_a_direct_construction():
+    torch.manual_seed(0)
+    by_distance = torch.randn(3, 7)
+    mask = causal_toeplitz(by_distance)[0]
+    for i in range(7):
+        for j in range(7):
+            want = by_distance[:, i - j] if j <= i else torch.full((3,), float("-inf"))
+            assert torch.equal(mask[:, i, j], want)
+
+
+def test_t5_bucket_table_matches_the_references():
+    buckets = t5_buckets(torch.tensor(T5_DISTANCES), num_buckets=32, max_distance=128)
+    assert buckets.tolist() == T5_BUCKETS
+
+
+def test_t5_bias_looks_up_its_table_by_bucket_of_distance():
+    t5 = T5Bias(n_head=2, n_layer=2, num_buckets=8, max_distance=20)
+    torch.nn.init.normal_(t5.tables[0].weight)
+    L = 30
+    mask = t5.attn_masks(L, 2, torch.float32, torch.device("cpu"))
+    assert mask[0] is mask[1]  # shared across layers, as in T5
+    table = t5.tables[0].weight  # (buckets, H)
+    for i, j in [(0, 0), (5, 1), (29, 0), (29, 28), (12, 3)]:
+        bucket = int(t5_buckets(torch.tensor([i - j]), 8, 20))
+        torch.testing.assert_close(mask[0][0, :, i, j], table[bucket])
+    assert torch.isinf(mask[0][0, :, 3, 4]).all()
+
+
+def test_t5_per_layer_tables_differ_and_learn():
+    model = tiny("t5", t5_per_layer=True).train()
+    assert len(model.pos.tables) == 2
+    masks = model.pos.attn_masks(10, 2, torch.float32, torch.device("cpu"))
+    assert masks[0] is not masks[1] and not torch.equal(masks[0], masks[1])
+    idx = torch.randint(0, 256, (2, 20))
+    F.cross_entropy(model(idx).flatten(0, 1), idx.flatten()).backward()
+    assert all(t.weight.grad is not None and t.weight.grad.abs().sum() > 0 for t in model.pos.tables)
+
+
+@pytest.mark.parametrize("pos", ["alibi", "t5"])
+def test_biased_attention_equals_explicit_softmax(pos):
+    """The attention block with the shared (1, H, L, L) mask equals softmax(qk/sqrt(d) + bias)."""
+    model = tiny(pos)
+    if pos == "t5":
+        torch.nn.init.normal_(model.pos.tables[0].weight)
+    attn = model.blocks[0].attn
+    torch.manual_seed(3)
+    B, L, C, H = 3, 24, 32, 2
+    x = torch.randn(B, L, C)
+    mask = model.pos.attn_masks(L, 2, torch.float32, torch.device("cpu"))[0]
+    with torch.no_grad():
+        got = attn(x, model.pos, torch.arange(L), mask)
+        q, k, v = attn.qkv(x).split(C, dim=2)
+        q, k, v = (t.view(B, L, H, C // H).transpose(1, 2).double() for t in (q, k, v))  # (B, H, L, hd)
+        bias = torch.stack([model.pos.distance_bias(0, L)[:, max(i - j, 0)] for i in range(L) for j in range(L)],
+                           dim=-1).view(H, L, L).double()
+        future = torch.ones(L, L, dtype=torch.bool).triu(1)
+        scores = (q @ k.transpose(-1, -2)) / math.sqrt(C // H) + bias
+        y = scores.masked_fill(future, float("-inf")).softmax(-1) @ v  # (B, H, L, hd)
+        want = attn.proj(y.transpose(1, 2).reshape(B, L, C).float())
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_sinusoidal_is_defined_past_any_length():
+    enc = Sinusoidal(32)
+    assert enc.max_length() is None
+    positions = torch.tensor([0, 1, 50_000, 1_000_000])
+    table = enc.table(positions)
+    assert torch.isfinite(table).all()
+    # Vaswani et al.: PE[p, 2i] = sin(p / 10000^(2i/d)), PE[p, 2i+1] = cos(...)
+    for row, p in enumerate(positions.tolist()):
+        for i in (0, 3, 15):
+            angle = p / 10000 ** (2 * i / 32)
+            assert float(table[row, 2 * i]) == pytest.approx(math.sin(angle), abs=1e-6)
+            assert float(table[row, 2 * i + 1]) == pytest.approx(math.cos(angle), abs=1e-6)
+    model = tiny("sinusoidal")
+    with torch.no_grad():
+        logits = model(torch.randint(0, 256, (1, 500)), offset=100_000)
+    assert torch.isfinite(logits).all()
+
+
+def test_nope_is_invariant_to_any_position_offset():
+    idx = torch.randint(0, 256, (2, 30))
+    with torch.no_grad():
+        nope = tiny("nope")
+        base = nope(idx)
+        for offset in (1, 37, 10_000):
+            torch.testing.assert_close(nope(idx, offset=offset), base, rtol=0, atol=0)
+        rope = tiny("rope")  # the same check can fail: RoPE sees absolute positions of q and k
+        assert not torch.allclose(rope(idx), rope(idx, offset=37))
+
+
+@pytest.mark.parametrize("pos,kw", [("t5", {"t5_per_layer": True}), ("absolute", {})])
+def test_causality_of_the_variants(pos, kw):
+    model = tiny(pos, **kw)
+    idx = torch.randint(0, 256, (2, 40))
+    changed = idx.clone()
+    changed[:, 25] = (changed[:, 25] + 1) % 256
+    with torch.no_grad():
+        a, b = model(idx), model(changed)
+    torch.testing.assert_close(a[:, :25], b[:, :25])
+    assert not torch.allclose(a[:, 25:], b[:, 25:])
+
+
+def test_absolute_clamp_and_interpolate_past_the_table():
+    enc = LearnedAbsolute(8, 4)
+    x = torch.zeros(1, 20, 4)
+    rows = enc.table.weight
+    with pytest.raises(PositionOutOfRange):
+        enc.embed(x, torch.arange(20))
+    assert enc.max_length() == 8
+    with torch.no_grad():
+        enc.set_beyond("clamp")
+        assert enc.max_length() is None
+        clamped = enc.embed(x, torch.arange(20))[0]
+        torch.testing.assert_close(clamped[:8], rows)
+        assert all(torch.equal(clamped[p], rows[7]) for p in range(8, 20))
+        enc.set_beyond("interpolate")
+        inter = enc.embed(x, torch.arange(20))[0]  # 0..19 mapped onto rows 0..7
+        torch.testing.assert_close(inter[0], rows[0])
+        torch.testing.assert_close(inter[19], rows[7])
+        t = 10 * 7 / 19  # position 10 lands between rows 3 and 4
+        torch.testing.assert_close(inter[10], (1 - (t - 3)) * rows[3] + (t - 3) * rows[4])
+        # inside the table every mode is the plain lookup
+        torch.testing.assert_close(enc.embed(x[:, :8], torch.arange(8))[0], rows)
+    with pytest.raises(PosxError, match="absolute_beyond=bogus"):
+        enc.set_beyond("bogus")
