@@ -125,7 +125,7 @@ def evaluate(model: GPT, meta: RunMeta, val: torch.Tensor, ev: DictConfig, devic
         for method in ev.methods:
             for scale, L in zip(scales, lengths):
                 method_frequencies(method, ev, scale=scale, length=L, **rope_args)
-    beyond = ""
+    beyond = "none"  # no patch past a table (encodings without a table never need one)
     if model.pos.kind == "absolute":
         beyond = ev.absolute_beyond
         model.pos.set_beyond(beyond)
