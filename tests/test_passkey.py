@@ -157,3 +157,24 @@ def test_summarize_by_depth_bucket(val):
     nll[0] = math.inf
     assert passkey.summarize(trials, nll, exact, 3)[0]["status"] == "nonfinite"
     assert all(r["status"] == "too_short" for r in passkey.summarize([], nll[:0], exact[:0], 3))
+
+
+BAD_EVAL = [
+    ("eval.protocol=bogus", "eval.protocol=bogus is unknown"),
+    ("eval.stride=0", "eval.stride must be positive"),
+    ("eval.bucket_width=-4", "eval.bucket_width must be positive"),
+    ("eval.passkey.trials=0", "eval.passkey.trials must be positive"),
+    ("eval.passkey.digits=1", "copy variant needs at least 2 digits"),
+    ("eval.passkey.variants=[prompt,bogus]", "unknown variant 'bogus'"),
+    ("eval.passkey.depth_buckets=32", "fewer than eval.passkey.depth_buckets"),
+]
+
+
+@pytest.mark.parametrize("override,needle", BAD_EVAL, ids=[o for o, _ in BAD_EVAL])
+def test_meaningless_eval_settings_are_rejected(override, needle):
+    from posx.cli import compose
+    from posx.errors import PosxError
+
+    with pytest.raises(PosxError, match=needle.replace("[", r"\[")):
+        compose([override])
+    compose(["eval.passkey.digits=1", "eval.passkey.variants=[prompt]"])  # prompt alone: 1 digit is fine
