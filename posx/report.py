@@ -66,6 +66,7 @@ def find_run_dirs(paths: list[str | Path]) -> list[Path]:
 
 
 def load_run_tables(path: Path) -> RunTables:
+    """A run's seed and whichever of its tables exist; the rest go to ``missing``."""
     seed = None
     run = RunTables(path=path, seed=None)
     config = path / "config.yaml"
@@ -123,7 +124,7 @@ def summarize(ext: pd.DataFrame) -> pd.DataFrame:
             "train_context": _joined(g["train_context"]), "eval_context": _joined(g["eval_context"]),
             "ppl_mean": sum(ppl) / len(ppl) if ppl else math.nan,
             "ppl_std": pd.Series(ppl).std(ddof=1) if len(ppl) > 1 else math.nan,
-            "n_seeds": len(ppl), "seeds": _joined(s for s in ok["seed"] if s is not None and s == s),
+            "n_seeds": len(ppl), "seeds": _joined(int(s) for s in ok["seed"] if pd.notna(s)),
             "status": _statuses(g["status"]),
         })
     summary = pd.DataFrame(rows, columns=[c for c in SUMMARY_COLUMNS if c != "ratio_to_1x"])
