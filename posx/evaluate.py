@@ -231,6 +231,8 @@ def passkey_table(pk: pd.DataFrame, title: str) -> Table:
     for f in factors:
         table.add_column(f"{f:g}x", justify="right")
     for (method, variant), group in pk.groupby(["method", "variant"], sort=False):
+        if (group["status"] == "not_applicable").all():
+            continue  # a RoPE method on a model without RoPE: the perplexity table says so
         cells = []
         for f in factors:
             g = group[group["factor"] == f]

@@ -4,13 +4,15 @@
   per encoding x method (x protocol when several), mean over seeds with ± std bars.
 * ``positions.png``: mean NLL by position in the window (in multiples of T) at one factor,
   one panel per encoding, one line per method.
-* ``passkey.png``: passkey exact-match accuracy by evaluation length, one panel per variant.
+* ``passkey.png``: passkey exact-match accuracy and key NLL by evaluation length, one column
+  per variant.
 
 The training length is marked in every plot by a dashed vertical line at 1x.
 """
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import matplotlib
@@ -49,6 +51,15 @@ def _factor_axis(ax, factors) -> None:
     ax.minorticks_off()
     ax.axvline(1.0, color="gray", linestyle="--", linewidth=1, label="training length T")
     ax.grid(True, which="major", alpha=0.3)
+
+
+def _figure_legend(fig, axes) -> None:
+    """One legend for all panels, right of the last, each label once."""
+    entries: dict = {}
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            entries.setdefault(label, handle)
+    fig.legend(entries.values(), entries.keys(), loc="upper left", bbox_to_anchor=(1.0, 0.93), fontsize=9)
 
 
 def _save(fig, path: Path) -> Path:
@@ -115,33 +126,43 @@ def plot_positions(positions: pd.DataFrame, path: Path, factor: float | None) ->
         ax.set_xlabel("position in the window (multiples of T)")
         ax.set_ylabel("mean NLL (nats per token)")
         ax.grid(True, alpha=0.3)
-    axes[0][-1].legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=9)
+    _figure_legend(fig, axes[0])
     fig.suptitle("Loss by token position (mean over seeds)")
+    fig.tight_layout()
     return _save(fig, path)
 
 
 def plot_passkey(pk_summary: pd.DataFrame, path: Path) -> Path | None:
+    """Top row: exact-match accuracy; bottom row: mean NLL of the key digits (chance: ln 10)."""
     if pk_summary.empty or (pk_summary["n_seeds"] == 0).all():
         return None
     data = pk_summary[pk_summary["n_seeds"] > 0]
     variants = list(dict.fromkeys(data["variant"]))
     encodings = list(dict.fromkeys(data["encoding"]))
     colors = _colors(data["method"])
-    fig, axes = plt.subplots(1, len(variants), figsize=(5.5 * len(variants) + 2, 4.5), squeeze=False)
-    for ax, variant in zip(axes[0], variants):
+    factors = sorted(pk_summary["factor"].unique())
+    fig, axes = plt.subplots(2, len(variants), figsize=(5.5 * len(variants) + 2, 8), squeeze=False)
+    for col, variant in enumerate(variants):
+        top, bottom = axes[0][col], axes[1][col]
         for (enc, method), g in data[data["variant"] == variant].groupby(["encoding", "method"], sort=False):
             g = g.sort_values("factor")
             i = encodings.index(enc)
-            ax.errorbar(g["factor"], g["accuracy_mean"], yerr=g["accuracy_std"].fillna(0),
-                        label=f"{enc} · {method}", color=colors[method], linestyle=STYLES[i % 4],
-                        marker=MARKERS[i % 6], capsize=3)
-        _factor_axis(ax, sorted(pk_summary["factor"].unique()))
-        ax.set_ylim(-0.05, 1.05)
-        ax.set_title(f"passkey, {variant} variant")
-        ax.set_xlabel("evaluation length (multiples of T)")
-        ax.set_ylabel("exact-match accuracy")
-    axes[0][-1].legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize=9)
+            style = dict(label=f"{enc} · {method}", color=colors[method], linestyle=STYLES[i % 4],
+                         marker=MARKERS[i % 6])
+            top.errorbar(g["factor"], g["accuracy_mean"], yerr=g["accuracy_std"].fillna(0), capsize=3, **style)
+            bottom.plot(g["factor"], g["key_nll_mean"], **style)
+        for ax in (top, bottom):
+            _factor_axis(ax, factors)
+            ax.set_xlabel("evaluation length (multiples of T)")
+        bottom.axhline(math.log(10), color="black", linestyle=":", linewidth=1, label="chance over digits (ln 10)")
+        top.set_ylim(-0.05, 1.05)
+        top.set_title(f"passkey, {variant} variant: exact match")
+        top.set_ylabel("exact-match accuracy")
+        bottom.set_title(f"passkey, {variant} variant: key NLL")
+        bottom.set_ylabel("mean NLL of the key digits (nats)")
+    _figure_legend(fig, [*axes[0], *axes[1]])
     fig.suptitle("Passkey retrieval by evaluation length (mean ± std over seeds)")
+    fig.tight_layout()
     return _save(fig, path)
 
 
