@@ -330,5 +330,30 @@ def frequencies(
         console.print(f"wrote {out}")
 
 
+REPORT_EPILOG = """[bold]Examples[/]
+
+  posx report results/runs/rope-T128-s0-... results/runs/absolute-T128-s0-...
+  posx report results/sweeps/2025-01-01_12-00-00      [dim]# every run of a sweep[/]
+  posx report results/runs --out results/reports/all  [dim]# every single run[/]
+  posx report results/sweeps/... --factor 4            [dim]# per-position curves at 4x[/]
+"""
+
+
+@app.command("report", epilog=REPORT_EPILOG)
+def report(
+    paths: List[Path] = typer.Argument(..., help="Run directories and/or directories of runs (sweeps)."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Report directory (new or empty); "
+                                       "default results/reports/<time>/."),
+    factor: Optional[float] = typer.Option(None, "--factor", help="Factor of the per-position plot "
+                                           "(default: the largest each encoding has)."),
+    results_dir: Path = typer.Option(Path("results"), "--results-dir", help="Where reports/ goes by default."),
+) -> None:
+    """Summary tables (mean ± std over seeds) and plots from evaluated runs; loads no model."""
+    from posx.report import report as build_report
+
+    with user_errors():
+        build_report(paths, out=out, results_dir=results_dir, factor=factor, console=Console())
+
+
 def main() -> None:
     app()

@@ -97,6 +97,16 @@ class LongRopeConfig:
 
 
 @dataclass
+class PasskeyConfig:
+    enabled: bool = True  # passkey retrieval in eval-extrapolate (writes passkey.csv)
+    variants: List[str] = field(default_factory=lambda: ["prompt", "copy"])  # see posx/passkey.py
+    trials: int = 16  # sequences per (length, variant), the same ones for every method
+    digits: int = 5  # length of the random key
+    depth_buckets: int = 4  # trials are spread evenly over this many depth ranges
+    seed: int = 0  # seeds keys, depths and filler offsets
+
+
+@dataclass
 class EvalConfig:
     factors: List[float] = field(default_factory=lambda: [1.0, 2.0, 4.0, 8.0])  # lengths as multiples of T
     methods: List[str] = field(default_factory=lambda: ["none", "pi", "ntk", "yarn", "abf"])
@@ -110,6 +120,10 @@ class EvalConfig:
     longrope: LongRopeConfig = field(default_factory=LongRopeConfig)
     absolute_beyond: str = "none"  # learned absolute past its table: none | clamp | interpolate
     after_train: bool = False  # evaluate at the end of `posx train`
+    protocol: str = "nonoverlapping"  # nonoverlapping | sliding (see posx/scoring.py)
+    stride: Optional[int] = None  # sliding: tokens scored per window; None: T/2
+    bucket_width: Optional[int] = None  # positions.csv bucket width in tokens; None: T/8
+    passkey: PasskeyConfig = field(default_factory=PasskeyConfig)
 
 
 @dataclass
@@ -241,6 +255,7 @@ def check_config(cfg: DictConfig | Config) -> None:
         values = cfg.eval.longrope[key]
         if values is not None and not all(v > 0 for v in values):
             raise PosxError(f"eval.longrope.{key} must hold positive numbers, got {list(values)}")
+    _check_scoring(cfg.eval)
 
 
 def check_extend_config(cfg: DictConfig | ExtendRootConfig) -> None:
@@ -271,6 +286,35 @@ def check_extend_config(cfg: DictConfig | ExtendRootConfig) -> None:
             _positive(cfg.extend[key], f"extend.{key}")
 
 
+def _check_scoring(ev) -> None:
+    """eval.protocol, eval.stride, eval.bucket_width and eval.passkey.*."""
+    from posx.passkey import VARIANTS
+    from posx.scoring import PROTOCOLS
+
+    if ev.protocol not in PROTOCOLS:
+        raise PosxError(f"eval.protocol={ev.protocol} is unknown; choose one of {', '.join(PROTOCOLS)}")
+    if ev.stride is not None:
+        _positive(ev.stride, "eval.stride")
+    if ev.bucket_width is not None:
+        _positive(ev.bucket_width, "eval.bucket_width")
+    pk = ev.passkey
+    for key in ("trials", "digits", "depth_buckets"):
+        _positive(pk[key], f"eval.passkey.{key}")
+    if pk.enabled and not pk.variants:
+        raise PosxError("eval.passkey.variants is empty; give prompt, copy or both, "
+                        "or set eval.passkey.enabled=false")
+    for variant in pk.variants:
+        if variant not in VARIANTS:
+            raise PosxError(f"eval.passkey.variants has unknown variant '{variant}'; "
+                            f"choose from {', '.join(VARIANTS)}")
+    if "copy" in pk.variants and pk.digits < 2:
+        raise PosxError(f"eval.passkey.digits={pk.digits}: the copy variant needs at least 2 digits "
+                        "(the first is the cue)")
+    if pk.trials < pk.depth_buckets:
+        raise PosxError(f"eval.passkey.trials={pk.trials} is fewer than eval.passkey.depth_buckets="
+                        f"{pk.depth_buckets}; every depth bucket needs a trial")
+
+
 def to_yaml(cfg: DictConfig) -> str:
     """The resolved config as YAML, without Hydra's own node."""
     container = OmegaConf.to_container(cfg, resolve=True)
@@ -280,7 +324,7 @@ def to_yaml(cfg: DictConfig) -> str:
 
 __all__ = [
     "Config", "ModelConfig", "PosConfig", "DataConfig", "TrainConfig", "EvalConfig",
-    "YarnConfig", "DynamicNTKConfig", "Llama3Config", "LongRopeConfig", "ExtendConfig", "ExtendRootConfig",
-    "ENCODINGS", "ABSOLUTE_BEYOND", "register_configs", "check_extend_config", "config_dir", "check_config",
-    "to_yaml",
+    "YarnConfig", "DynamicNTKConfig", "Llama3Config", "LongRopeConfig", "PasskeyConfig", "ExtendConfig",
+    "ExtendRootConfig", "ENCODINGS", "ABSOLUTE_BEYOND", "register_configs", "check_extend_config", "config_dir",
+    "check_config", "to_yaml",
 ]

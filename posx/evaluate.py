@@ -1,8 +1,10 @@
 """Zero-shot extrapolation: perplexity at factor x T for each RoPE rescaling method.
 
-Protocol: non-overlapping windows of length L = factor x T taken in order from the
-held-out split; every length scores the same number of tokens; the NLL is the mean over
-tokens. Rows that cannot be computed say why in ``status`` instead of crashing:
+Protocol (eval.protocol, posx/scoring.py): non-overlapping windows of length L = factor x T
+taken in order from the held-out split, or sliding windows scoring the last eval.stride
+tokens of each; every length scores the same number of tokens; the NLL is the mean over
+tokens. Beside extrapolation.csv a run gets positions.csv (mean NLL per bucket of window
+positions) and passkey.csv (posx/passkey.py). Rows that cannot be computed say why in ``status`` instead of crashing:
 ``out_of_range`` (learned absolute past its table), ``not_applicable`` (a RoPE method on a
 model without RoPE), ``nonfinite`` (the model produced inf/NaN logits).
 
@@ -15,6 +17,7 @@ and no training (stage ``zero-shot``). Every row of a plain run is ``zero-shot``
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -26,17 +29,22 @@ from rich.console import Console
 from rich.table import Table
 
 from posx import data as data_mod
-from posx import io, rope
+from posx import io, passkey, rope, scoring
 from posx.errors import PosxError
 from posx.model import GPT
 from posx.positions import PositionOutOfRange
+from posx.progress import Reporter
 from posx.runs import RunMeta, load_run
 from posx.train import autocast, pick_device
 
 COLUMNS = ["run", "pos", "train_context", "eval_context", "factor", "method", "scale",
-           "attention_factor", "nll", "ppl", "tokens", "status", "protocol", "reference_context", "stage",
-           "absolute_beyond"]
-PROTOCOL = "nonoverlapping"
+           "attention_factor", "nll", "ppl", "tokens", "status", "protocol", "stride", "reference_context",
+           "stage", "absolute_beyond"]
+POSITION_COLUMNS = ["run", "pos", "train_context", "eval_context", "factor", "method", "protocol",
+                    "bucket_start", "bucket_end", "tokens", "nll"]
+PASSKEY_COLUMNS = ["run", "pos", "train_context", "eval_context", "factor", "method", "variant",
+                   "depth_lo", "depth_hi", "trials", "accuracy", "key_nll", "status"]
+PROTOCOL = "nonoverlapping"  # the default eval.protocol
 
 
 def _ramp(ev: DictConfig) -> dict:
@@ -110,80 +118,138 @@ def window_nll(model: GPT, tokens: torch.Tensor, length: int, n_windows: int, ba
     return total, count
 
 
+@dataclass
+class Extras:
+    """The long tables evaluate() fills beside its main one (rows as dicts)."""
+
+    positions: list = field(default_factory=list)  # positions.csv: NLL per position bucket
+    passkey: list = field(default_factory=list)  # passkey.csv: per (method, length, variant, depth)
+
+
 def evaluate(model: GPT, meta: RunMeta, val: torch.Tensor, ev: DictConfig, device: torch.device,
-             run_name: str, console: Console | None = None) -> pd.DataFrame:
-    """One row per (factor, method); the model's RoPE frequencies are restored afterwards."""
+             run_name: str, console: Console | None = None, extras: Extras | None = None) -> pd.DataFrame:
+    """One row per (factor, method); the model's RoPE frequencies are restored afterwards.
+
+    With ``extras``, also fills the per-position table and (eval.passkey.enabled) passkey rows.
+    """
     T = meta.train_context
     lengths = [round(f * T) for f in ev.factors]
-    n_tokens = scored_tokens(ev.tokens, lengths)
-    if len(val) < n_tokens + 1:
+    strides = [scoring.stride_for(ev.protocol, ev.stride, T, L) for L in lengths]
+    n_tokens = scoring.tokens_for(ev.protocol, ev.tokens, lengths, strides)
+    needed = max(scoring.tokens_needed(L, s, n_tokens) for L, s in zip(lengths, strides))
+    if len(val) < needed:
         raise PosxError(f"the held-out split has {len(val)} tokens but eval.tokens asks for {n_tokens} "
-                        f"at each length; lower eval.tokens or use more data")
+                        f"at each length ({needed} read); lower eval.tokens or use more data")
     scales = [float(ev.scale) if ev.scale is not None else L / T for L in lengths]
     rope_args = {"head_dim": meta.model.head_dim, "base": meta.model.rope_base, "train_context": T}
     if model.pos.uses_rope:  # bad method parameters fail here, before any row is computed
         for method in ev.methods:
             for scale, L in zip(scales, lengths):
                 method_frequencies(method, ev, scale=scale, length=L, **rope_args)
+    pk = ev.passkey
+    variants = list(pk.variants) if extras is not None and pk.enabled else []
+    trials = {(L, v): passkey.make_trials(val, L, v, pk.trials, pk.digits, pk.depth_buckets, pk.seed)
+              for L in lengths for v in variants}
+    width = scoring.bucket_width_for(ev.bucket_width, T)
     beyond = "none"  # no patch past a table (encodings without a table never need one)
     if model.pos.kind == "absolute":
         beyond = ev.absolute_beyond
         model.pos.set_beyond(beyond)
     model.eval()
     rows = []
-    try:
-        for method in ev.methods:
-            for factor, L, scale in zip(ev.factors, lengths, scales):
-                rows.append(_row(model, meta, val, ev, device, run_name, console, method, factor, L, scale,
-                                 n_tokens, rope_args, beyond))
-    finally:
-        if model.pos.kind == "absolute":
-            model.pos.set_beyond("none")
+    cells = [(m, f, L, s, sc) for m in ev.methods for f, L, s, sc in zip(ev.factors, lengths, strides, scales)]
+    with Reporter(console or Console(quiet=True), "eval", len(cells)) as progress:
+        for method, factor, L, stride, scale in cells:
+            row = {"run": run_name, "pos": meta.model.pos, "train_context": T, "eval_context": L,
+                   "factor": float(factor), "method": method, "scale": scale, "attention_factor": 1.0,
+                   "nll": math.nan, "ppl": math.nan, "tokens": 0, "status": "ok", "protocol": ev.protocol,
+                   "stride": stride, "reference_context": T, "stage": "zero-shot", "absolute_beyond": beyond}
+            rows.append(row)
+            cell_trials = {v: trials[(L, v)] for v in variants}
+            try:
+                scores, results = _score_cell(model, val, ev, device, row, n_tokens, cell_trials, rope_args)
+            except BaseException:
+                if model.pos.kind == "absolute":
+                    model.pos.set_beyond("none")
+                raise
+            if extras is not None:
+                keys = {k: row[k] for k in ("run", "pos", "train_context", "eval_context", "factor",
+                                            "method")}
+                if row["status"] == "ok":
+                    for start, end, total, count in scoring.buckets(scores, width):
+                        extras.positions.append({**keys, "protocol": ev.protocol, "bucket_start": start,
+                                                 "bucket_end": end, "tokens": count, "nll": total / count})
+                for v in variants:
+                    for r in _passkey_rows(row["status"], cell_trials[v], results.get(v), pk.depth_buckets):
+                        extras.passkey.append({**keys, "variant": v, **r})
+            progress.advance(f"{method} {factor:g}x (L={L}) " +
+                             (f"ppl {row['ppl']:.3f}" if row["status"] == "ok" else row["status"]))
+    if model.pos.kind == "absolute":
+        model.pos.set_beyond("none")
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
-def _row(model, meta, val, ev, device, run_name, console, method, factor, L, scale, n_tokens,
-         rope_args, beyond) -> dict:
-    """Perplexity of one (method, factor) cell, or the status saying why there is none."""
-    row = {"run": run_name, "pos": meta.model.pos, "train_context": meta.train_context, "eval_context": L,
-           "factor": float(factor), "method": method, "scale": scale, "attention_factor": 1.0,
-           "nll": math.nan, "ppl": math.nan, "tokens": 0, "status": "ok", "protocol": PROTOCOL,
-           "reference_context": meta.train_context, "stage": "zero-shot", "absolute_beyond": beyond}
+def _score_cell(model: GPT, val: torch.Tensor, ev: DictConfig, device: torch.device, row: dict,
+                n_tokens: int, trials: dict, rope_args: dict) -> tuple[scoring.Scores | None, dict]:
+    """Fill one row (method at one length) in place; returns its scores and passkey results."""
+    L, method = row["eval_context"], row["method"]
     if method != "none" and not model.pos.uses_rope:
         row["status"] = "not_applicable"
-        return row
+        return None, {}
     limit = model.pos.max_length()
     if limit is not None and L > limit:
         row["status"] = "out_of_range"
-        return row
+        return None, {}
     if model.pos.uses_rope:
-        inv_freq, attn = method_frequencies(method, ev, scale=scale, length=L, **rope_args)
+        inv_freq, attn = method_frequencies(method, ev, scale=row["scale"], length=L, **rope_args)
         model.pos.set_frequencies(inv_freq.to(device), attn)
         row["attention_factor"] = attn
     try:
-        total, count = window_nll(model, val, L, n_tokens // L, ev.batch_tokens, device)
+        scores = scoring.score(model, val, L, row["stride"], n_tokens, ev.batch_tokens, device)
+        results = {v: passkey.score_trials(model, t, ev.batch_tokens, device) for v, t in trials.items()}
     except PositionOutOfRange:
         row["status"] = "out_of_range"
-        return row
+        return None, {}
     finally:
         if model.pos.uses_rope:
             model.pos.reset()
-    row["tokens"] = count
-    if not math.isfinite(total):
+    row["tokens"] = scores.tokens
+    if not math.isfinite(scores.total):
         row["status"] = "nonfinite"
-        return row
-    row["nll"] = total / count
+        return scores, results
+    row["nll"] = scores.total / scores.tokens
     row["ppl"] = math.exp(row["nll"])
-    if console is not None:
-        console.print(f"  {method:>12} {factor:g}x (L={L}): ppl {row['ppl']:.3f}", highlight=False)
-    return row
+    return scores, results
 
 
-def write_tables(df: pd.DataFrame, run_dir: Path) -> None:
-    """extrapolation.csv and extrapolation.md, each replaced atomically."""
+def _passkey_rows(status: str, trials: list, result, depth_buckets: int) -> list[dict]:
+    """Passkey rows of one cell; a cell that was not scored gets its status in every row."""
+    if result is None:
+        return [{"depth_lo": b / depth_buckets, "depth_hi": (b + 1) / depth_buckets, "trials": 0,
+                 "accuracy": math.nan, "key_nll": math.nan, "status": status} for b in range(depth_buckets)]
+    return passkey.summarize(trials, *result, depth_buckets)
+
+
+
+def write_tables(df: pd.DataFrame, run_dir: Path, extras: Extras | None = None) -> list[Path]:
+    """extrapolation.csv and extrapolation.md (and positions.csv, passkey.csv from ``extras``),
+    each replaced atomically. A passkey.csv left by an earlier evaluation is removed when this
+    one ran no passkey test, so no table describes another evaluation than its neighbours."""
     with io.atomic_path(run_dir / "extrapolation.csv") as tmp:
         df.to_csv(tmp, index=False)
     io.write_text(run_dir / "extrapolation.md", df.to_markdown(index=False, floatfmt=".4g") + "\n")
+    written = [run_dir / "extrapolation.csv", run_dir / "extrapolation.md"]
+    if extras is None:
+        return written
+    for name, rows, columns in (("positions.csv", extras.positions, POSITION_COLUMNS),
+                                ("passkey.csv", extras.passkey, PASSKEY_COLUMNS)):
+        if rows:
+            with io.atomic_path(run_dir / name) as tmp:
+                pd.DataFrame(rows, columns=columns).to_csv(tmp, index=False)
+            written.append(run_dir / name)
+        else:
+            (run_dir / name).unlink(missing_ok=True)
+    return written
 
 
 def rich_table(df: pd.DataFrame, title: str) -> Table:
@@ -206,6 +272,30 @@ def rich_table(df: pd.DataFrame, title: str) -> Table:
     return table
 
 
+def passkey_table(pk: pd.DataFrame, title: str) -> Table:
+    """Method x variant by rows, factors by columns, accuracy over all depths in the cells."""
+    factors = sorted(pk["factor"].unique())
+    table = Table(title=title)
+    table.add_column("method")
+    table.add_column("variant")
+    for f in factors:
+        table.add_column(f"{f:g}x", justify="right")
+    for (method, variant), group in pk.groupby(["method", "variant"], sort=False):
+        if (group["status"] == "not_applicable").all():
+            continue  # a RoPE method on a model without RoPE: the perplexity table says so
+        cells = []
+        for f in factors:
+            g = group[group["factor"] == f]
+            ok = g[g["status"] == "ok"]
+            if ok.empty:
+                cells.append(f"[dim]{g['status'].iloc[0]}[/]")
+            else:
+                hits = (ok["accuracy"] * ok["trials"]).sum()
+                cells.append(f"{hits:.0f}/{ok['trials'].sum()}")
+        table.add_row(method, variant, *cells)
+    return table
+
+
 def evaluate_run(run_dir: Path, cfg: DictConfig, console: Console | None = None) -> pd.DataFrame:
     """Load a run, evaluate it with ``cfg.eval`` on ``cfg.device``, write its tables."""
     console = console or Console()
@@ -219,14 +309,18 @@ def evaluate_run(run_dir: Path, cfg: DictConfig, console: Console | None = None)
                       "(different files or Python version); numbers are not comparable")
     beyond = f" absolute_beyond={cfg.eval.absolute_beyond}" if meta.model.pos == "absolute" else ""
     console.print(f"[bold]posx eval-extrapolate[/] {run_dir}  pos={meta.model.pos} T={meta.train_context}{beyond}")
+    extras = Extras()
     if meta.extended_from:
         from posx.extend_eval import evaluate_extended
 
         df = evaluate_extended(model, meta, corpus.val, cfg, device, run_dir, console)
     else:
-        df = evaluate(model, meta, corpus.val, cfg.eval, device, run_dir.name, console)
-    write_tables(df, run_dir)
+        df = evaluate(model, meta, corpus.val, cfg.eval, device, run_dir.name, console, extras)
+    written = write_tables(df, run_dir, extras)
     reference = int(df["reference_context"].iloc[0])  # T that the factors multiply
-    console.print(rich_table(df, f"perplexity, {run_dir.name} (T={reference}, {PROTOCOL})"))
-    console.print(f"wrote {run_dir / 'extrapolation.csv'} and {run_dir / 'extrapolation.md'}")
+    console.print(rich_table(df, f"perplexity, {run_dir.name} (T={reference}, {df['protocol'].iloc[0]})"))
+    if extras.passkey:
+        console.print(passkey_table(pd.DataFrame(extras.passkey, columns=PASSKEY_COLUMNS),
+                                    f"passkey accuracy, {run_dir.name}"))
+    console.print("wrote " + ", ".join(str(p) for p in written))
     return df

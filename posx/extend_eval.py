@@ -62,6 +62,9 @@ def evaluate_extended(model: GPT, meta: RunMeta, val: torch.Tensor, cfg: DictCon
     if len(val) < n_tokens + 1:
         raise PosxError(f"the held-out split has {len(val)} tokens but eval.tokens asks for {n_tokens} "
                         f"at each length; lower eval.tokens or use more data")
+    if ev.protocol != PROTOCOL and console is not None:
+        console.print(f"[yellow]warning:[/] an extended run is evaluated with the {PROTOCOL} protocol only "
+                      f"(eval.protocol={ev.protocol} is ignored)")
     stages: list[tuple[str, GPT, int]] = []
     parent_dir = find_parent(meta, run_dir, cfg.results_dir)
     if parent_dir is None:
@@ -82,7 +85,7 @@ def evaluate_extended(model: GPT, meta: RunMeta, val: torch.Tensor, cfg: DictCon
             rows.append({"run": run_dir.name, "pos": meta.model.pos, "train_context": trained_at,
                          "eval_context": L, "factor": L / T0, "method": lineage["method"], "scale": scale,
                          "attention_factor": attention, "nll": nll, "ppl": math.exp(nll), "tokens": count,
-                         "status": status, "protocol": PROTOCOL, "reference_context": T0, "stage": stage,
+                         "status": status, "protocol": PROTOCOL, "stride": L, "reference_context": T0, "stage": stage,
                          "absolute_beyond": "none"})
             if console is not None and status == "ok":
                 console.print(f"  {lineage['method']:>12} {stage:>9} {L / T0:g}x (L={L}): ppl {math.exp(nll):.3f}",

@@ -1,0 +1,137 @@
+"""Passkey retrieval sized for small byte-level models (after Mohtashami & Jaggi 2023).
+
+Each trial is one sequence of exactly L bytes: filler text cut from the held-out split with a
+random key of ``digits`` digits planted at a depth that varies over trials. Two variants:
+
+* ``prompt``: the filler holds the statement ``\\npasskey = <key>\\n``; the sequence ends by
+  asking ``\\npasskey = `` and the model must answer with the key.
+* ``copy``: no prompt at all. The key sits once in the filler and the sequence ends with it
+  repeated; the repeat's first digit is the cue and the remaining ``digits - 1`` are scored.
+  Even a model that never saw a question-and-answer prompt can copy (induction), so this
+  gives a signal where the prompted variant gives none.
+
+Depth is the share of the filler before the planted key: 0 puts it at the start of the
+sequence (farthest from the question), near 1 right before it. Trials are stratified over
+``depth_buckets`` equal depth ranges, so each bucket gets the same number of trials.
+
+Scoring is one teacher-forced forward pass per trial: the NLL of each scored key token, and
+whether the argmax at every scored position is the key's token. Greedy decoding reproduces
+the key exactly when, and only when, that holds: if the first i generated tokens are right,
+the context for token i+1 is the teacher-forced one. So the exact match below is what greedy
+decoding would give, without one forward pass per generated token (tests/test_passkey.py
+checks this against real autoregressive decoding).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from posx.errors import PosxError
+from posx.train import autocast
+
+VARIANTS = ("prompt", "copy")
+MARK = "\npasskey = "  # the statement and the question both start with it
+
+
+@dataclass
+class Trial:
+    tokens: np.ndarray  # (L,) uint8, the whole sequence
+    key: str  # the planted digits
+    depth: float  # share of the filler before the planted key, in [0, 1)
+    depth_bucket: int  # 0 .. depth_buckets - 1
+    key_start: int  # index of the planted key's first digit
+    scored: int  # the last `scored` tokens of the sequence are the scored key tokens
+    filler_offset: int  # where in the held-out split the filler starts
+
+
+def overhead(variant: str, digits: int) -> int:
+    """Bytes of a sequence that are not filler."""
+    if variant == "prompt":
+        return 2 * len(MARK) + 2 * digits + 1  # MARK key \n ... MARK key
+    return 2 * digits
+
+
+def make_trials(val: torch.Tensor, length: int, variant: str, trials: int, digits: int,
+                depth_buckets: int, seed: int) -> list[Trial]:
+    """``trials`` sequences of ``length`` bytes; empty when the length cannot hold any filler.
+
+    Seeded by (seed, length, variant): every method evaluated at a length sees the same trials.
+    """
+    filler_len = length - overhead(variant, digits)
+    if filler_len < 1:
+        return []
+    rng = np.random.default_rng([seed, length, VARIANTS.index(variant)])
+    source = val.numpy() if isinstance(val, torch.Tensor) else np.asarray(val, dtype=np.uint8)
+    if len(source) < filler_len:
+        raise PosxError(f"the held-out split has {len(source)} tokens, too few for passkey filler of "
+                        f"{filler_len}; use more data or set eval.passkey.enabled=false")
+    out = []
+    for t in range(trials):
+        bucket = t % depth_buckets
+        depth = (bucket + rng.random()) / depth_buckets
+        key = "".join(str(d) for d in rng.integers(0, 10, digits))
+        offset = int(rng.integers(0, len(source) - filler_len + 1))
+        filler = source[offset:offset + filler_len].tobytes()
+        cut = min(filler_len, int(depth * filler_len))
+        if variant == "prompt":
+            planted = f"{MARK}{key}\n".encode()
+            tail = f"{MARK}{key}".encode()
+            key_start, scored = cut + len(MARK), digits
+        else:
+            planted = tail = key.encode()
+            key_start, scored = cut, digits - 1
+        seq = filler[:cut] + planted + filler[cut:] + tail
+        assert len(seq) == length, (len(seq), length)
+        out.append(Trial(np.frombuffer(seq, dtype=np.uint8).copy(), key, depth, bucket, key_start,
+                         scored, offset))
+    return out
+
+
+@torch.no_grad()
+def score_trials(model, trials: list[Trial], batch_tokens: int,
+                 device: torch.device) -> tuple[np.ndarray, np.ndarray]:
+    """Per trial: mean NLL of the scored key tokens (nats) and whether greedy reproduces them."""
+    nlls, exact = [], []
+    if not trials:
+        return np.zeros(0), np.zeros(0, dtype=bool)
+    length = len(trials[0].tokens)
+    per_batch = max(1, batch_tokens // length)
+    for b in range(0, len(trials), per_batch):
+        batch = trials[b:b + per_batch]
+        x = torch.stack([torch.from_numpy(t.tokens).long() for t in batch]).to(device)  # (B, L)
+        with autocast(device):
+            logits = model(x).float()  # (B, L, vocab)
+        k = max(t.scored for t in batch)
+        # logits at positions L-k-1 .. L-2 predict tokens L-k .. L-1
+        pred = logits[:, length - k - 1:length - 1]  # (B, k, vocab)
+        target = x[:, length - k:]  # (B, k)
+        nll = F.cross_entropy(pred.flatten(0, 1), target.flatten(), reduction="none").view(len(batch), k)
+        hit = pred.argmax(-1) == target  # (B, k)
+        for i, t in enumerate(batch):
+            nlls.append(nll[i, k - t.scored:].mean().item())
+            exact.append(bool(hit[i, k - t.scored:].all()))
+    return np.array(nlls), np.array(exact)
+
+
+def summarize(trials: list[Trial], nll: np.ndarray, exact: np.ndarray,
+              depth_buckets: int) -> list[dict]:
+    """One dict per depth bucket: trials, accuracy, key_nll, status."""
+    rows = []
+    for bucket in range(depth_buckets):
+        idx = [i for i, t in enumerate(trials) if t.depth_bucket == bucket]
+        row = {"depth_lo": bucket / depth_buckets, "depth_hi": (bucket + 1) / depth_buckets,
+               "trials": len(idx), "accuracy": math.nan, "key_nll": math.nan, "status": "ok"}
+        if not idx:
+            row["status"] = "too_short" if not trials else "no_trials"
+        elif not np.isfinite(nll[idx]).all():
+            row["status"] = "nonfinite"
+        else:
+            row["accuracy"] = float(exact[idx].mean())
+            row["key_nll"] = float(nll[idx].mean())
+        rows.append(row)
+    return rows

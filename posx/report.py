@@ -1,0 +1,284 @@
+"""``posx report``: summary tables and plots from the tables runs wrote (no model is loaded).
+
+Inputs are run directories, or directories holding runs (a sweep, or results/runs). Each
+run contributes its ``extrapolation.csv``, ``positions.csv`` and ``passkey.csv``; its seed
+comes from its ``config.yaml`` and its encoding from the ``pos`` column of its tables. Runs
+group by encoding x method x protocol x factor (a factor, not a length, so runs trained at
+different T line up), and each group's perplexity is the mean and the sample standard
+deviation (n - 1) over its runs, one run per seed. A run without a table is listed in
+``missing.csv`` and in the terminal, never dropped silently.
+
+Writes summary.csv/.md, passkey_summary.csv, missing.csv and the PNGs of posx/plots.py into
+a fresh directory (default results/reports/<time>/); an existing report is never overwritten.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+import yaml
+from rich.console import Console
+from rich.table import Table
+
+from posx import io
+from posx.errors import PosxError
+
+TABLES = ("extrapolation.csv", "positions.csv", "passkey.csv")
+RUN_MARKERS = ("model.json", "config.yaml", "extrapolation.csv")
+GROUP = ["encoding", "method", "protocol", "factor"]
+SUMMARY_COLUMNS = [*GROUP, "train_context", "eval_context", "ppl_mean", "ppl_std", "n_seeds", "seeds",
+                   "ratio_to_1x", "status"]
+PASSKEY_GROUP = ["encoding", "method", "variant", "factor"]
+
+
+@dataclass
+class RunTables:
+    path: Path
+    seed: int | None  # from config.yaml; None when it has none
+    tables: dict = field(default_factory=dict)  # table name -> DataFrame
+    missing: list = field(default_factory=list)  # files the run lacks
+
+
+def is_run_dir(path: Path) -> bool:
+    return any((path / name).is_file() for name in RUN_MARKERS)
+
+
+def find_run_dirs(paths: list[str | Path]) -> list[Path]:
+    """Run directories named directly, or found one level below a sweep (or runs/) directory."""
+    found: dict[Path, None] = {}
+    for raw in paths:
+        path = Path(raw)
+        if not path.is_dir():
+            raise PosxError(f"{path} is not a directory; give run directories or sweep directories")
+        if is_run_dir(path):
+            found[path.resolve()] = None
+            continue
+        children = sorted(c for c in path.iterdir() if c.is_dir() and is_run_dir(c))
+        if not children:
+            raise PosxError(f"{path} is neither a run directory nor a directory of runs "
+                            f"(no {', '.join(RUN_MARKERS)} in it or its subdirectories)")
+        found.update((c.resolve(), None) for c in children)
+    return list(found)
+
+
+def load_run_tables(path: Path) -> RunTables:
+    """A run's seed and whichever of its tables exist; the rest go to ``missing``."""
+    seed = None
+    run = RunTables(path=path, seed=None)
+    config = path / "config.yaml"
+    if config.is_file():
+        try:
+            seed = (yaml.safe_load(config.read_text()) or {}).get("seed")
+        except yaml.YAMLError as exc:
+            raise PosxError(f"{config} is not valid YAML ({exc.__class__.__name__}); fix or remove it") from None
+    else:
+        run.missing.append("config.yaml")
+    run.seed = int(seed) if seed is not None else None
+    for name in TABLES:
+        if (path / name).is_file():
+            try:
+                run.tables[name] = pd.read_csv(path / name)
+            except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+                raise PosxError(f"{path / name} cannot be read as CSV ({exc}); re-run posx eval-extrapolate") from None
+        else:
+            run.missing.append(name)
+    return run
+
+
+def _combined(runs: list[RunTables], name: str) -> pd.DataFrame:
+    """One table over all runs that have it, with run_dir and seed columns."""
+    frames = [r.tables[name].assign(run_dir=str(r.path), seed=r.seed) for r in runs if name in r.tables]
+    if not frames:
+        return pd.DataFrame()
+    df = pd.concat(frames, ignore_index=True).rename(columns={"pos": "encoding"})
+    if "protocol" in df.columns:
+        df["protocol"] = df["protocol"].fillna("nonoverlapping")
+    elif name == "extrapolation.csv":
+        df["protocol"] = "nonoverlapping"  # tables older than the protocol column
+    return df
+
+
+def _joined(values) -> str:
+    return ",".join(str(v) for v in sorted(set(values), key=lambda v: (str(type(v)), v)))
+
+
+def _statuses(series: pd.Series) -> str:
+    counts = series.value_counts()
+    if list(counts.index) == ["ok"]:
+        return "ok"
+    return ", ".join(f"{status} {n}" for status, n in counts.items())
+
+
+def summarize(ext: pd.DataFrame) -> pd.DataFrame:
+    """Perplexity mean and sample std over runs per encoding x method x protocol x factor."""
+    rows = []
+    for key, g in ext.groupby(GROUP, sort=True):
+        ok = g[g["status"] == "ok"]
+        ppl = ok["ppl"].tolist()
+        rows.append({
+            **dict(zip(GROUP, key)),
+            "train_context": _joined(g["train_context"]), "eval_context": _joined(g["eval_context"]),
+            "ppl_mean": sum(ppl) / len(ppl) if ppl else math.nan,
+            "ppl_std": pd.Series(ppl).std(ddof=1) if len(ppl) > 1 else math.nan,
+            "n_seeds": len(ppl), "seeds": _joined(int(s) for s in ok["seed"] if pd.notna(s)),
+            "status": _statuses(g["status"]),
+        })
+    summary = pd.DataFrame(rows, columns=[c for c in SUMMARY_COLUMNS if c != "ratio_to_1x"])
+    base = summary[summary["factor"] == 1.0].set_index(GROUP[:3])["ppl_mean"]
+    summary["ratio_to_1x"] = [
+        row.ppl_mean / base.get((row.encoding, row.method, row.protocol), math.nan)
+        for row in summary.itertuples()
+    ]
+    return summary[SUMMARY_COLUMNS]
+
+
+def summarize_passkey(pk: pd.DataFrame) -> pd.DataFrame:
+    """Accuracy over all depths per run, then mean and sample std over runs."""
+    if pk.empty:
+        return pd.DataFrame()
+    ok = pk[pk["status"] == "ok"].assign(hits=lambda d: d["accuracy"] * d["trials"],
+                                         nll_sum=lambda d: d["key_nll"] * d["trials"])
+    per_run = ok.groupby([*PASSKEY_GROUP, "run_dir"]).agg(
+        hits=("hits", "sum"), trials=("trials", "sum"), nll_sum=("nll_sum", "sum")).reset_index()
+    per_run["accuracy"] = per_run["hits"] / per_run["trials"]
+    per_run["key_nll"] = per_run["nll_sum"] / per_run["trials"]
+    stats = per_run.groupby(PASSKEY_GROUP).agg(
+        accuracy_mean=("accuracy", "mean"), accuracy_std=("accuracy", "std"),  # std: n - 1
+        key_nll_mean=("key_nll", "mean"), trials_per_run=("trials", _joined), n_seeds=("accuracy", "size"))
+    # one status per run and group (its depth buckets share it unless some are too short)
+    status = (pk.drop_duplicates([*PASSKEY_GROUP, "run_dir", "status"])
+              .groupby(PASSKEY_GROUP)["status"].agg(_statuses).rename("status"))
+    out = stats.join(status, how="right").reset_index()
+    out["n_seeds"] = out["n_seeds"].fillna(0).astype(int)
+    return out
+
+
+def _inapplicable(g: pd.DataFrame) -> bool:
+    """Every cell of the group is not_applicable (a RoPE method on a model without RoPE)."""
+    return bool(g["status"].str.startswith("not_applicable").all() and (g["n_seeds"] == 0).all())
+
+
+def _applicable(summary: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """The summary without groups that are not_applicable at every factor."""
+    if summary.empty:
+        return summary
+    na = summary["status"].str.startswith("not_applicable") & (summary["n_seeds"] == 0)
+    return summary[~na.groupby([summary[k] for k in keys]).transform("all")]
+
+
+def mean_std(mean: float, std: float, digits: int = 3) -> str:
+    if mean != mean:
+        return "—"
+    return f"{mean:.{digits}f}" if std != std else f"{mean:.{digits}f} ± {std:.{digits}f}"
+
+
+def new_report_dir(out: str | Path | None, results_dir: str | Path) -> Path:
+    """A fresh directory: --out when it is new or empty, else results/reports/<time>[-n]/."""
+    if out is not None:
+        out = Path(out)
+        if out.exists() and (not out.is_dir() or any(out.iterdir())):
+            raise PosxError(f"{out} already exists and is not empty; choose a new --out "
+                            "(a report is never overwritten)")
+        out.mkdir(parents=True, exist_ok=True)
+        return out
+    root = Path(results_dir) / "reports"
+    root.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    for i in range(1, 1000):
+        candidate = root / (stamp if i == 1 else f"{stamp}-{i}")
+        try:
+            candidate.mkdir()
+            return candidate
+        except FileExistsError:
+            continue
+    raise PosxError(f"too many reports named {stamp} under {root}; pass --out")
+
+
+def markdown(summary: pd.DataFrame, pk_summary: pd.DataFrame, missing: pd.DataFrame, runs: list[RunTables]) -> str:
+    summary = _applicable(summary, GROUP[:3])
+    pk_summary = _applicable(pk_summary, PASSKEY_GROUP[:3])
+    table = summary.assign(ppl=[mean_std(m, s) for m, s in zip(summary["ppl_mean"], summary["ppl_std"])])
+    table = table[[*GROUP, "train_context", "ppl", "n_seeds", "seeds", "ratio_to_1x", "status"]]
+    lines = ["# posx report", "",
+             f"{len(runs)} run(s). Perplexity is the mean ± sample standard deviation (n − 1) over "
+             "runs, one run per seed; `ratio_to_1x` is the mean perplexity over the mean at 1x of the "
+             "same encoding, method and protocol. Methods that do not apply to an encoding (RoPE "
+             "rescalings of a model without RoPE) are left out here; summary.csv has every row.", "",
+             table.to_markdown(index=False, floatfmt=".4g"), ""]
+    if not pk_summary.empty:
+        pk = pk_summary.assign(accuracy=[mean_std(m, s, 2) for m, s in
+                                         zip(pk_summary["accuracy_mean"], pk_summary["accuracy_std"])])
+        lines += ["## Passkey retrieval", "", "Exact-match accuracy over all depths, mean ± std over runs.", "",
+                  pk[[*PASSKEY_GROUP, "accuracy", "key_nll_mean", "trials_per_run", "n_seeds", "status"]]
+                  .to_markdown(index=False, floatfmt=".4g"), ""]
+    if not missing.empty:
+        lines += ["## Runs missing tables", "", missing.to_markdown(index=False), ""]
+    lines += ["## Runs", ""] + [f"- `{r.path}` (seed {r.seed})" for r in runs]
+    return "\n".join(lines) + "\n"
+
+
+def rich_summary(summary: pd.DataFrame) -> Table:
+    """Encoding x method (x protocol, when several) by rows, factors by columns."""
+    factors = sorted(summary["factor"].unique())
+    keys = GROUP[:3] if summary["protocol"].nunique() > 1 else GROUP[:2]
+    protocol = "" if len(keys) == 3 else f", {summary['protocol'].iloc[0]}"
+    table = Table(title=f"perplexity, mean ± std over seeds{protocol}")
+    for name in keys:
+        table.add_column(name)
+    table.add_column("n", justify="right")
+    for f in factors:
+        table.add_column(f"{f:g}x", justify="right")
+    for key, g in summary.groupby(keys, sort=True):
+        if _inapplicable(g):
+            continue
+        cells = []
+        for f in factors:
+            r = g[g["factor"] == f]
+            if r.empty:
+                cells.append("")
+            elif r["n_seeds"].iloc[0] == 0:
+                status = r["status"].iloc[0].split()[0].replace("not_applicable", "n/a")
+                cells.append(f"[dim]{status}[/]")
+            else:
+                cells.append(mean_std(r["ppl_mean"].iloc[0], r["ppl_std"].iloc[0]).replace(" ± ", "±"))
+        table.add_row(*key, str(g["n_seeds"].max()), *cells)
+    return table
+
+
+def report(paths: list[str | Path], out: str | Path | None = None, results_dir: str | Path = "results",
+           factor: float | None = None, console: Console | None = None) -> Path:
+    """Build the report; returns its directory."""
+    from posx import plots
+
+    console = console or Console()
+    runs = [load_run_tables(p) for p in find_run_dirs(paths)]
+    missing = pd.DataFrame([{"run": str(r.path), "missing": name} for r in runs for name in r.missing],
+                           columns=["run", "missing"])
+    ext = _combined(runs, "extrapolation.csv")
+    if ext.empty:
+        raise PosxError(f"none of the {len(runs)} run(s) has extrapolation.csv; "
+                        "evaluate them first with posx eval-extrapolate")
+    out_dir = new_report_dir(out, results_dir)
+    summary = summarize(ext)
+    pk_summary = summarize_passkey(_combined(runs, "passkey.csv"))
+    with io.atomic_path(out_dir / "summary.csv") as tmp:
+        summary.to_csv(tmp, index=False)
+    with io.atomic_path(out_dir / "missing.csv") as tmp:
+        missing.to_csv(tmp, index=False)
+    if not pk_summary.empty:
+        with io.atomic_path(out_dir / "passkey_summary.csv") as tmp:
+            pk_summary.to_csv(tmp, index=False)
+    io.write_text(out_dir / "summary.md", markdown(summary, pk_summary, missing, runs))
+    pngs = plots.draw_all(summary, _combined(runs, "positions.csv"), pk_summary, out_dir, factor)
+    console.print(rich_summary(summary))
+    for r in runs:
+        if r.missing:
+            console.print(f"[yellow]missing[/] {', '.join(r.missing)} in {r.path}", highlight=False)
+    for name, path in pngs.items():
+        console.print(f"{name}: {path}" if path else f"[yellow]{name}: not drawn[/] (no data)", highlight=False)
+    console.print(f"wrote {out_dir}", highlight=False)
+    return out_dir

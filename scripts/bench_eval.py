@@ -1,0 +1,60 @@
+"""Benchmark: what the evaluation options cost, relative to perplexity alone.
+
+Times ``posx.evaluate.evaluate`` on a model of the default size (random weights: the cost does
+not depend on them) with the default eval config, in rounds that interleave the variants so a
+busy machine slows them alike, and prints seconds and ratios to the perplexity-only time.
+
+    PYTHONPATH=$PWD python scripts/bench_eval.py [--rounds 2] [OVERRIDES...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+from omegaconf import OmegaConf
+
+from posx import data as data_mod
+from posx.cli import compose
+from posx.evaluate import Extras, evaluate
+from posx.model import GPT
+from posx.runs import RunMeta
+from posx.train import gpt_config
+
+VARIANTS = {
+    "perplexity only (passkey off)": ["eval.passkey.enabled=false"],
+    "default (perplexity + passkey)": [],
+    "sliding, stride T/2, passkey off": ["eval.protocol=sliding", "eval.passkey.enabled=false"],
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("overrides", nargs="*")
+    args = parser.parse_args()
+    base = compose(["device=cpu", *args.overrides])
+    torch.manual_seed(0)
+    model = GPT(gpt_config(base)).eval()
+    meta = RunMeta(model.config, base.train.context_length, {}, 0, {})
+    val = data_mod.load_corpus(base.data.source, base.data.path, base.data.val_fraction, base.data.cache_dir).val
+    print(f"torch threads {torch.get_num_threads()}, T={meta.train_context}, "
+          f"methods {list(base.eval.methods)}, factors {list(base.eval.factors)}")
+    times: dict[str, list[float]] = {name: [] for name in VARIANTS}
+    for _ in range(args.rounds):
+        for name, overrides in VARIANTS.items():
+            ev = compose(["device=cpu", *args.overrides, *overrides]).eval
+            start = time.perf_counter()
+            evaluate(model, meta, val, ev, torch.device("cpu"), "bench", extras=Extras())
+            times[name].append(time.perf_counter() - start)
+    ref = statistics.median(times["perplexity only (passkey off)"])
+    for name, ts in times.items():
+        med = statistics.median(ts)
+        print(f"{name:36s} median {med:7.2f} s  x{med / ref:5.2f}  ({', '.join(f'{t:.1f}' for t in ts)})")
+    print("config:", OmegaConf.to_container(base.eval.passkey))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,134 @@
+"""`posx report` over real tiny runs, checked against numbers computed here from the CSVs."""
+
+from __future__ import annotations
+
+import csv
+import shutil
+import statistics
+import struct
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from conftest import run_posx
+
+EVAL = ["eval.factors=[1,2,4]", "eval.methods=[none,pi]", "eval.passkey.digits=3",
+        "eval.passkey.trials=4", "eval.passkey.depth_buckets=2"]
+
+
+@pytest.fixture(scope="module")
+def two_seeds(tmp_path_factory, tiny_args) -> dict[str, Path]:
+    work = tmp_path_factory.mktemp("report")
+    for seed in (0, 1):
+        run_posx("train", f"seed={seed}", f"name=rope-s{seed}", "eval.after_train=true", *EVAL, *tiny_args,
+                 cwd=work)
+    runs = work / "results" / "runs"
+    return {"work": work, "a": runs / "rope-s0", "b": runs / "rope-s1"}
+
+
+def read(path: Path) -> list[dict]:
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", f"{path} is not a PNG"
+    assert data[12:16] == b"IHDR"
+    return struct.unpack(">II", data[16:24])
+
+
+def test_evaluation_writes_positions_that_average_back_to_the_table(two_seeds):
+    run = two_seeds["a"]
+    table = {(r["method"], r["factor"]): r for r in read(run / "extrapolation.csv")}
+    sums, counts, spans = defaultdict(float), defaultdict(int), defaultdict(list)
+    for r in read(run / "positions.csv"):
+        key = (r["method"], r["factor"])
+        sums[key] += float(r["nll"]) * int(r["tokens"])
+        counts[key] += int(r["tokens"])
+        spans[key].append((int(r["bucket_start"]), int(r["bucket_end"])))
+    assert set(sums) == set(table)
+    for key, row in table.items():
+        assert counts[key] == int(row["tokens"])
+        assert sums[key] / counts[key] == pytest.approx(float(row["nll"]), rel=1e-6)
+        L = int(row["eval_context"])
+        assert [p for s, e in sorted(spans[key]) for p in range(s, e)] == list(range(L))
+        assert all(e - s == 4 for s, e in spans[key])  # default width T/8 with T=32
+    pk = read(run / "passkey.csv")
+    assert {r["variant"] for r in pk} == {"prompt", "copy"}
+    assert len(pk) == 2 * 3 * 2 * 2  # methods x factors x variants x depth buckets
+    assert all(int(r["trials"]) == 2 and r["status"] == "ok" for r in pk)
+
+
+def test_report_mean_and_std_over_two_seeds(two_seeds, tmp_path):
+    out = tmp_path / "rep"
+    proc = run_posx("report", str(two_seeds["a"]), str(two_seeds["b"]), "--out", str(out), cwd=two_seeds["work"])
+    ppl = defaultdict(list)
+    for run in ("a", "b"):
+        for r in read(two_seeds[run] / "extrapolation.csv"):
+            if r["status"] == "ok":
+                ppl[(r["method"], float(r["factor"]))].append(float(r["ppl"]))
+    summary = {(r["method"], float(r["factor"])): r for r in read(out / "summary.csv")}
+    assert set(summary) == set(ppl) and len(summary) == 2 * 3
+    for key, values in ppl.items():
+        row = summary[key]
+        assert len(values) == 2 and int(row["n_seeds"]) == 2 and row["seeds"] == "0,1"
+        assert row["encoding"] == "rope" and row["protocol"] == "nonoverlapping"
+        assert float(row["ppl_mean"]) == pytest.approx(statistics.mean(values), rel=1e-9)
+        assert float(row["ppl_std"]) == pytest.approx(statistics.stdev(values), rel=1e-9)
+        one = statistics.mean(ppl[(key[0], 1.0)])
+        assert float(row["ratio_to_1x"]) == pytest.approx(statistics.mean(values) / one, rel=1e-9)
+    # passkey accuracy: per run over its depth buckets, then mean over runs
+    acc = defaultdict(list)
+    for run in ("a", "b"):
+        hits, trials = defaultdict(float), defaultdict(int)
+        for r in read(two_seeds[run] / "passkey.csv"):
+            k = (r["method"], r["variant"], float(r["factor"]))
+            hits[k] += float(r["accuracy"]) * int(r["trials"])
+            trials[k] += int(r["trials"])
+        for k in hits:
+            acc[k].append(hits[k] / trials[k])
+    pk = {(r["method"], r["variant"], float(r["factor"])): r for r in read(out / "passkey_summary.csv")}
+    assert set(pk) == set(acc)
+    for k, values in acc.items():
+        assert float(pk[k]["accuracy_mean"]) == pytest.approx(statistics.mean(values), abs=1e-12)
+    for name in ("ppl_vs_length.png", "positions.png", "passkey.png"):
+        width, height = png_size(out / name)
+        assert 400 <= width <= 3000 and 300 <= height <= 2000, (name, width, height)
+    md = (out / "summary.md").read_text()
+    assert "± " in md and "ratio_to_1x" in md
+    assert "mean ± std" in proc.stdout and read(out / "missing.csv") == []
+
+
+def test_a_run_missing_a_table_is_listed_not_dropped(two_seeds, tmp_path):
+    work = two_seeds["work"]
+    sweep = tmp_path / "sweep"
+    for name, drop in (("0_rope_s0", ["positions.csv", "passkey.csv"]), ("1_rope_s1", ["extrapolation.csv", "positions.csv"])):
+        shutil.copytree(two_seeds["a" if name.startswith("0") else "b"], sweep / name)
+        for table in drop:
+            (sweep / name / table).unlink()
+    proc = run_posx("report", str(sweep), cwd=work)  # a sweep directory, default output dir
+    reports = sorted((work / "results" / "reports").iterdir())
+    out = reports[-1]
+    missing = {(Path(r["run"]).name, r["missing"]) for r in read(out / "missing.csv")}
+    assert missing == {("0_rope_s0", "positions.csv"), ("0_rope_s0", "passkey.csv"),
+                       ("1_rope_s1", "extrapolation.csv"), ("1_rope_s1", "positions.csv")}
+    assert "missing" in proc.stdout and "1_rope_s1" in proc.stdout.replace("\n", "")
+    assert all(int(r["n_seeds"]) == 1 for r in read(out / "summary.csv"))
+    assert "positions.png: not drawn" in proc.stdout
+    assert not (out / "positions.png").exists()  # no run has positions.csv
+    assert (out / "ppl_vs_length.png").is_file() and (out / "passkey.png").is_file()
+
+
+def test_a_report_is_never_overwritten_and_bad_paths_are_one_line(two_seeds, tmp_path):
+    work = two_seeds["work"]
+    out = tmp_path / "taken"
+    out.mkdir()
+    (out / "summary.csv").write_text("keep me\n")
+    for args, needle in (([str(two_seeds["a"]), "--out", str(out)], "already exists"),
+                         ([str(tmp_path / "nowhere")], "not a directory"),
+                         ([str(tmp_path)], "neither a run directory")):
+        proc = run_posx("report", *args, cwd=work, check=False)
+        assert proc.returncode != 0 and needle in proc.stderr and "Traceback" not in proc.stderr
+    assert (out / "summary.csv").read_text() == "keep me\n"
