@@ -87,16 +87,6 @@ def method_frequencies(method: str, ev: DictConfig, head_dim: int, base: float, 
                             **params)
 
 
-def scored_tokens(requested: int, lengths: list[int]) -> int:
-    """``requested`` rounded up to a multiple of every length, so each scores the same count."""
-    step = math.lcm(*lengths)
-    tokens = -(-requested // step) * step
-    if tokens > 64 * max(requested, max(lengths)):
-        raise PosxError(f"eval.factors give lengths {lengths} whose common multiple ({step}) is too large; "
-                        "use factors whose lengths share divisors, e.g. [1,2,4,8]")
-    return tokens
-
-
 @torch.no_grad()
 def window_nll(model: GPT, tokens: torch.Tensor, length: int, n_windows: int, batch_tokens: int,
                device: torch.device) -> tuple[float, int]:

@@ -25,7 +25,8 @@ from omegaconf import DictConfig
 from rich.console import Console
 
 from posx.errors import PosxError
-from posx.evaluate import COLUMNS, PROTOCOL, scored_tokens, window_nll
+from posx.evaluate import COLUMNS, PROTOCOL, window_nll
+from posx.scoring import tokens_for
 from posx.extend import INTERPOLATE, find_parent, zero_shot_model
 from posx.model import GPT
 from posx.positions import PositionOutOfRange
@@ -58,7 +59,7 @@ def evaluate_extended(model: GPT, meta: RunMeta, val: torch.Tensor, cfg: DictCon
     lineage, ev = meta.extended_from, cfg.eval
     T0, T1 = int(lineage["train_context"]), meta.train_context
     lengths = lengths_for(T0, T1, ev.factors)
-    n_tokens = scored_tokens(ev.tokens, lengths)
+    n_tokens = tokens_for(PROTOCOL, ev.tokens, lengths, lengths)
     if len(val) < n_tokens + 1:
         raise PosxError(f"the held-out split has {len(val)} tokens but eval.tokens asks for {n_tokens} "
                         f"at each length; lower eval.tokens or use more data")

@@ -91,3 +91,18 @@ def safetensors_write(write: Callable[[], None]) -> None:
             raise
         code = int(found.group(1))
         raise OSError(code, os.strerror(code)) from exc
+
+
+def unique_dir(root: str | Path, name: str, hint: str) -> Path:
+    """Create root/<name>/, or <name>-2, -3 ... if taken: an existing directory is never reused.
+    ``hint`` says how to pick another name if all are taken."""
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    for i in range(1, 10_000):
+        candidate = root / (name if i == 1 else f"{name}-{i}")
+        try:
+            candidate.mkdir()
+            return candidate
+        except FileExistsError:
+            continue
+    raise PosxError(f"too many directories named {name} under {root}; {hint}")

@@ -185,17 +185,7 @@ def new_report_dir(out: str | Path | None, results_dir: str | Path) -> Path:
                             "(a report is never overwritten)")
         out.mkdir(parents=True, exist_ok=True)
         return out
-    root = Path(results_dir) / "reports"
-    root.mkdir(parents=True, exist_ok=True)
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    for i in range(1, 1000):
-        candidate = root / (stamp if i == 1 else f"{stamp}-{i}")
-        try:
-            candidate.mkdir()
-            return candidate
-        except FileExistsError:
-            continue
-    raise PosxError(f"too many reports named {stamp} under {root}; pass --out")
+    return io.unique_dir(Path(results_dir) / "reports", time.strftime("%Y%m%d-%H%M%S"), "pass --out")
 
 
 def markdown(summary: pd.DataFrame, pk_summary: pd.DataFrame, missing: pd.DataFrame, runs: list[RunTables]) -> str:

@@ -71,16 +71,7 @@ class RunMeta:
 
 def new_run_dir(results_dir: str | Path, name: str) -> Path:
     """Create results/runs/<name>/, or <name>-2, -3 ... if taken: never reuse a directory."""
-    root = Path(results_dir) / "runs"
-    root.mkdir(parents=True, exist_ok=True)
-    for i in range(1, 10_000):
-        candidate = root / (name if i == 1 else f"{name}-{i}")
-        try:
-            candidate.mkdir()
-            return candidate
-        except FileExistsError:
-            continue
-    raise PosxError(f"too many runs named {name} under {root}; choose another name=")
+    return io.unique_dir(Path(results_dir) / "runs", name, "choose another name=")
 
 
 def save_run(run_dir: Path, model: GPT, meta: RunMeta) -> None:

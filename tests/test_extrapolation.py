@@ -11,15 +11,19 @@ from omegaconf import OmegaConf
 
 from posx import rope
 from posx.config import EvalConfig
-from posx.evaluate import evaluate, scored_tokens, window_nll
+from posx.evaluate import evaluate, window_nll
+from posx.scoring import tokens_for
 from posx.model import GPT, GPTConfig
 from posx.runs import RunMeta
 
 
 def test_scored_tokens_is_a_multiple_of_every_length():
-    assert scored_tokens(1000, [32, 64, 128, 256]) == 1024
-    assert scored_tokens(1024, [32, 64]) == 1024
-    assert scored_tokens(100, [30, 45]) == 180
+    def scored(requested, lengths):
+        return tokens_for("nonoverlapping", requested, lengths, lengths)
+
+    assert scored(1000, [32, 64, 128, 256]) == 1024
+    assert scored(1024, [32, 64]) == 1024
+    assert scored(100, [30, 45]) == 180
 
 
 def _model(pos="rope"):

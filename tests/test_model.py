@@ -71,9 +71,9 @@ def tiny(pos: str, **kw) -> GPT:
     return GPT(GPTConfig(n_layer=2, n_head=2, d_model=32, pos=pos, max_positions=64, **kw)).eval()
 
 
-@pytest.mark.parametrize("pos", sorted(ENCODINGS))
-def test_causality_changing_a_later_token_leaves_earlier_logits(pos):
-    model = tiny(pos)
+@pytest.mark.parametrize("pos,kw", [(p, {}) for p in sorted(ENCODINGS)] + [("t5", {"t5_per_layer": True})])
+def test_causality_changing_a_later_token_leaves_earlier_logits(pos, kw):
+    model = tiny(pos, **kw)
     idx = torch.randint(0, 256, (2, 40))
     changed = idx.clone()
     changed[:, 25] = (changed[:, 25] + 1) % 256
