@@ -14,6 +14,7 @@ a fresh directory (default results/reports/<time>/); an existing report is never
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from dataclasses import dataclass, field
@@ -29,7 +30,11 @@ from posx.errors import PosxError
 
 TABLES = ("extrapolation.csv", "positions.csv", "passkey.csv")
 RUN_MARKERS = ("model.json", "config.yaml", "extrapolation.csv")
-GROUP = ["encoding", "method", "protocol", "factor"]
+# parent is "" for a trained run and the parent's name for a `posx extend` run, so extended
+# runs are grouped by the run they came from; their method reads "<method> (extended)" or
+# "<method> (zero-shot)" after the table's stage.
+GROUP = ["parent", "encoding", "method", "protocol", "factor"]
+KEYS = GROUP[:-1]  # a curve: everything but the factor
 SUMMARY_COLUMNS = [*GROUP, "train_context", "eval_context", "ppl_mean", "ppl_std", "n_seeds", "seeds",
                    "ratio_to_1x", "status"]
 PASSKEY_GROUP = ["encoding", "method", "variant", "factor"]
@@ -39,6 +44,7 @@ PASSKEY_GROUP = ["encoding", "method", "variant", "factor"]
 class RunTables:
     path: Path
     seed: int | None  # from config.yaml; None when it has none
+    parent: str = ""  # the run it was extended from (model.json), "" for a trained run
     tables: dict = field(default_factory=dict)  # table name -> DataFrame
     missing: list = field(default_factory=list)  # files the run lacks
 
@@ -78,6 +84,13 @@ def load_run_tables(path: Path) -> RunTables:
     else:
         run.missing.append("config.yaml")
     run.seed = int(seed) if seed is not None else None
+    meta = path / "model.json"
+    if meta.is_file():
+        try:
+            lineage = json.loads(meta.read_text(encoding="utf-8")).get("extended_from") or {}
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError) as exc:
+            raise PosxError(f"{meta} is unreadable ({exc.__class__.__name__}); fix or remove it") from None
+        run.parent = str(lineage.get("parent", ""))
     for name in TABLES:
         if (path / name).is_file():
             try:
@@ -91,10 +104,14 @@ def load_run_tables(path: Path) -> RunTables:
 
 def _combined(runs: list[RunTables], name: str) -> pd.DataFrame:
     """One table over all runs that have it, with run_dir and seed columns."""
-    frames = [r.tables[name].assign(run_dir=str(r.path), seed=r.seed) for r in runs if name in r.tables]
+    frames = [r.tables[name].assign(run_dir=str(r.path), seed=r.seed, parent=r.parent)
+              for r in runs if name in r.tables]
     if not frames:
         return pd.DataFrame()
     df = pd.concat(frames, ignore_index=True).rename(columns={"pos": "encoding"})
+    if name == "extrapolation.csv" and "stage" in df.columns:
+        extended = df["parent"] != ""
+        df.loc[extended, "method"] = df.loc[extended, "method"] + " (" + df.loc[extended, "stage"] + ")"
     if "protocol" in df.columns:
         df["protocol"] = df["protocol"].fillna("nonoverlapping")
     elif name == "extrapolation.csv":
@@ -128,9 +145,9 @@ def summarize(ext: pd.DataFrame) -> pd.DataFrame:
             "status": _statuses(g["status"]),
         })
     summary = pd.DataFrame(rows, columns=[c for c in SUMMARY_COLUMNS if c != "ratio_to_1x"])
-    base = summary[summary["factor"] == 1.0].set_index(GROUP[:3])["ppl_mean"]
+    base = summary[summary["factor"] == 1.0].set_index(KEYS)["ppl_mean"]
     summary["ratio_to_1x"] = [
-        row.ppl_mean / base.get((row.encoding, row.method, row.protocol), math.nan)
+        row.ppl_mean / base.get((row.parent, row.encoding, row.method, row.protocol), math.nan)
         for row in summary.itertuples()
     ]
     return summary[SUMMARY_COLUMNS]
@@ -189,7 +206,7 @@ def new_report_dir(out: str | Path | None, results_dir: str | Path) -> Path:
 
 
 def markdown(summary: pd.DataFrame, pk_summary: pd.DataFrame, missing: pd.DataFrame, runs: list[RunTables]) -> str:
-    summary = _applicable(summary, GROUP[:3])
+    summary = _applicable(summary, KEYS)
     pk_summary = _applicable(pk_summary, PASSKEY_GROUP[:3])
     table = summary.assign(ppl=[mean_std(m, s) for m, s in zip(summary["ppl_mean"], summary["ppl_std"])])
     table = table[[*GROUP, "train_context", "ppl", "n_seeds", "seeds", "ratio_to_1x", "status"]]
@@ -214,8 +231,8 @@ def markdown(summary: pd.DataFrame, pk_summary: pd.DataFrame, missing: pd.DataFr
 def rich_summary(summary: pd.DataFrame) -> Table:
     """Encoding x method (x protocol, when several) by rows, factors by columns."""
     factors = sorted(summary["factor"].unique())
-    keys = GROUP[:3] if summary["protocol"].nunique() > 1 else GROUP[:2]
-    protocol = "" if len(keys) == 3 else f", {summary['protocol'].iloc[0]}"
+    keys = [k for k in KEYS if summary[k].nunique() > 1 or k in ("encoding", "method")]
+    protocol = "" if "protocol" in keys else f", {summary['protocol'].iloc[0]}"
     table = Table(title=f"perplexity, mean ± std over seeds{protocol}")
     for name in keys:
         table.add_column(name)

@@ -132,3 +132,44 @@ def test_a_report_is_never_overwritten_and_bad_paths_are_one_line(two_seeds, tmp
         proc = run_posx("report", *args, cwd=work, check=False)
         assert proc.returncode != 0 and needle in proc.stderr and "Traceback" not in proc.stderr
     assert (out / "summary.csv").read_text() == "keep me\n"
+
+
+def _fake_run(root: Path, name: str, rows: list[dict], seed: int, parent: str | None = None) -> Path:
+    """A run directory holding only what `posx report` reads: tables, config, model.json."""
+    run = root / name
+    run.mkdir()
+    (run / "config.yaml").write_text(f"seed: {seed}\n")
+    meta = {"extended_from": {"parent": parent}} if parent else {}
+    (run / "model.json").write_text(__import__("json").dumps(meta))
+    with open(run / "extrapolation.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    return run
+
+
+def test_report_groups_extended_runs_by_parent_and_stage(tmp_path):
+    from posx.report import report
+
+    def row(method, factor, ppl, stage):
+        return {"run": "r", "pos": "rope", "train_context": 128, "eval_context": int(128 * factor),
+                "factor": factor, "method": method, "ppl": ppl, "status": "ok",
+                "protocol": "nonoverlapping", "stage": stage}
+
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    _fake_run(runs, "base", [row("yarn", 1.0, 4.0, "zero-shot"), row("yarn", 4.0, 5.0, "zero-shot")], 0)
+    for i, (zs, ext) in enumerate([(5.0, 3.0), (7.0, 4.0)]):
+        _fake_run(runs, f"base-yarn-x4-{i}", [row("yarn", 1.0, 4.0, "zero-shot"), row("yarn", 4.0, zs, "zero-shot"),
+                                              row("yarn", 1.0, 3.0, "extended"), row("yarn", 4.0, ext, "extended")],
+                  seed=i, parent="base")
+    out = report([runs], out=tmp_path / "rep")
+    summary = {(r["parent"], r["method"], float(r["factor"])): r for r in read(out / "summary.csv")}
+    # the plain run stands alone; the two extensions of `base` group together, per stage
+    assert float(summary[("", "yarn", 4.0)]["ppl_mean"]) == 5.0
+    ext = summary[("base", "yarn (extended)", 4.0)]
+    assert float(ext["ppl_mean"]) == pytest.approx(statistics.mean([3.0, 4.0]))
+    assert float(ext["ppl_std"]) == pytest.approx(statistics.stdev([3.0, 4.0]))
+    assert int(ext["n_seeds"]) == 2
+    assert float(summary[("base", "yarn (zero-shot)", 4.0)]["ppl_mean"]) == pytest.approx(6.0)
+    assert float(ext["ratio_to_1x"]) == pytest.approx(3.5 / 3.0)
