@@ -206,6 +206,18 @@ def _read_latest(ckpt_root: Path, missing_ok: bool = False) -> dict | None:
     return info
 
 
+def saved_extra(run_dir: Path) -> dict:
+    """The caller's JSON record of the latest checkpoint (no tensor is read); {} without one."""
+    info = _read_latest(root(run_dir), missing_ok=True)
+    if info is None:
+        return {}
+    where = root(run_dir) / info["dir"]
+    try:
+        return dict(json.loads((where / "state.json").read_text(encoding="utf-8")).get("extra") or {})
+    except (OSError, UnicodeDecodeError, ValueError, TypeError, AttributeError) as exc:
+        raise PosxError(f"checkpoint {where} is incomplete or corrupt ({exc}); start a new run") from exc
+
+
 def load(run_dir: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
          generator: torch.Generator, device: torch.device | str = "cpu") -> TrainState:
     """Restore model, optimizer, torch RNGs and ``generator`` from the latest checkpoint."""

@@ -134,6 +134,7 @@ def extend_job(cfg: DictConfig) -> Path:
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
+    from posx import checkpoint
     from posx.config import check_extend_config
     from posx.runs import is_run, new_run_dir
     from posx.train import gpt_config, train
@@ -179,7 +180,8 @@ def extend_job(cfg: DictConfig) -> Path:
         train(child_cfg, run_dir, console, model=model,
               rope=record or {"method": "none", "factor": 1.0, "params": {}}, extended_from=lineage)
     except BaseException:
-        if not is_run(run_dir):  # nothing half-written
+        # Nothing half-written; a checkpoint is kept, it is what `posx train --resume` needs.
+        if not is_run(run_dir) and not checkpoint.exists(run_dir):
             shutil.rmtree(run_dir, ignore_errors=True)
         raise
     return run_dir

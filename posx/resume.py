@@ -17,7 +17,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from posx.config import Config, check_config
+from posx.config import Config, ExtendRootConfig, check_config
 from posx.errors import PosxError
 
 CONFIG = "config.yaml"
@@ -27,13 +27,26 @@ SAFE = ("device", "results_dir", "data.cache_dir", "train.checkpoint_every", "tr
 _ABSENT = object()
 
 
+def is_extension(run_dir: Path) -> bool:
+    """Whether the run is a `posx extend` run: its model.json, or (not finished yet) its latest
+    checkpoint, records the parent it came from."""
+    from posx import checkpoint
+    from posx.runs import is_run, read_meta
+
+    if is_run(run_dir):
+        return read_meta(run_dir).extended_from is not None
+    return bool(checkpoint.saved_extra(run_dir).get("extended_from"))
+
+
 def saved_config(run_dir: Path) -> DictConfig:
-    """The run's config.yaml on top of the typed schema (keys added since get their defaults)."""
+    """The run's config.yaml on top of its typed schema (keys added since get their defaults):
+    ``ExtendRootConfig`` for an extension, ``Config`` for a trained run."""
     path = Path(run_dir) / CONFIG
     if not path.is_file():
         raise PosxError(f"{run_dir} has no {CONFIG}; it is not a posx run, so there is nothing to resume")
+    schema = ExtendRootConfig if is_extension(Path(run_dir)) else Config
     try:
-        return OmegaConf.merge(OmegaConf.structured(Config), OmegaConf.load(path))
+        return OmegaConf.merge(OmegaConf.structured(schema), OmegaConf.load(path))
     except (OSError, OmegaConfBaseException, ValueError) as exc:
         message = " ".join(str(exc).split())
         raise PosxError(f"{path} is unreadable or does not fit the config schema ({message})") from exc

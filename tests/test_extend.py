@@ -191,3 +191,33 @@ def test_extend_help_and_cfg_job_write_nothing(work):
     proc = run_posx("extend", "rope", "--cfg", "job", "method=pi", "factor=3", cwd=work)
     assert "parent: rope" in proc.stdout and "method: pi" in proc.stdout and "factor: 3" in proc.stdout
     assert sorted(p.name for p in (work / "results" / "runs").iterdir()) == before
+
+
+def test_a_stopped_extension_resumes_with_its_frequencies_and_parent(work):
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    env = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "200"}
+    args = ["rope", "method=yarn", "factor=2", "name=stopped", "extend.steps=40", "train.checkpoint_every=0",
+            *EXT[1:]]
+    proc = subprocess.Popen([sys.executable, "-m", "posx", "extend", *args], cwd=work, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    for line in proc.stdout:  # a progress line means the loop is running
+        if line.startswith("train "):
+            break
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 75, err
+    child = work / "results" / "runs" / "stopped"
+    assert not (child / "model.json").exists()
+    run_posx("train", "--resume", str(child), "device=cpu", cwd=work)
+    meta = json.loads((child / "model.json").read_text())
+    assert meta["extended_from"]["parent"] == "rope" and meta["step"] == 40
+    expected, attention = rope.frequencies("yarn", 16, 10000.0, 2.0, 32)
+    model, _ = load_run(child)
+    assert torch.equal(model.pos.inv_freq, expected)
+    assert model.pos.attention_factor == pytest.approx(attention, rel=1e-12)
