@@ -42,6 +42,22 @@ def run_posx(*args: str, cwd: Path, check: bool = True, timeout: int = 300) -> s
     return proc
 
 
+def stop_with_sigterm(*args: str, cwd: Path) -> tuple[int, str]:
+    """Start `posx ARGS`, send SIGTERM once its training loop prints progress; (exit code, stderr)."""
+    import signal
+
+    pythonpath = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "PYTHONPATH": pythonpath, "COLUMNS": "200"}
+    proc = subprocess.Popen([sys.executable, "-m", "posx", *args], cwd=cwd, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    for line in proc.stdout:  # a progress line means the loop is running
+        if line.startswith("train "):
+            break
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    return proc.returncode, err
+
+
 @pytest.fixture(scope="session")
 def tiny_args(text_corpus) -> list[str]:
     return [*TINY, "data=text", f"data.path={text_corpus}"]

@@ -194,24 +194,12 @@ def test_extend_help_and_cfg_job_write_nothing(work):
 
 
 def test_a_stopped_extension_resumes_with_its_frequencies_and_parent(work):
-    import os
-    import signal
-    import subprocess
-    import sys
+    from conftest import stop_with_sigterm
 
-    from conftest import REPO
-
-    env = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "200"}
     args = ["rope", "method=yarn", "factor=2", "name=stopped", "extend.steps=40", "train.checkpoint_every=0",
             *EXT[1:]]
-    proc = subprocess.Popen([sys.executable, "-m", "posx", "extend", *args], cwd=work, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    for line in proc.stdout:  # a progress line means the loop is running
-        if line.startswith("train "):
-            break
-    proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=120)
-    assert proc.returncode == 75, err
+    code, err = stop_with_sigterm("extend", *args, cwd=work)
+    assert code == 75, err
     child = work / "results" / "runs" / "stopped"
     assert not (child / "model.json").exists()
     run_posx("train", "--resume", str(child), "device=cpu", cwd=work)

@@ -18,7 +18,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from conftest import REPO, TINY, run_posx
+from conftest import REPO, TINY, run_posx, stop_with_sigterm
 
 from posx import checkpoint
 from posx.cli import compose
@@ -220,16 +220,9 @@ def test_nonfinite_loss_through_the_cli_exits_nonzero_and_keeps_the_run(tmp_path
 
 
 def test_sigterm_through_the_cli_exits_75_and_resume_finishes(tmp_path, tiny_args):
-    env = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "200"}
     args = [*tiny_args, "name=pre", "train.steps=60", "train.checkpoint_every=0"]
-    proc = subprocess.Popen([sys.executable, "-m", "posx", "train", *args], cwd=tmp_path, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    for line in proc.stdout:  # a progress line means the loop is running
-        if line.startswith("train "):
-            break
-    proc.send_signal(signal.SIGTERM)
-    out, err = proc.communicate(timeout=120)
-    assert proc.returncode == 75, err
+    code, err = stop_with_sigterm("train", *args, cwd=tmp_path)
+    assert code == 75, err
     assert "SIGTERM at step" in err and "--resume" in err and "Traceback" not in err
     run = tmp_path / "results" / "runs" / "pre"
     stopped = checkpoint.latest_step(run)
