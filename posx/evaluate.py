@@ -23,7 +23,6 @@ from typing import Callable
 
 import pandas as pd
 import torch
-import torch.nn.functional as F
 from omegaconf import DictConfig
 from rich.console import Console
 from rich.table import Table
@@ -35,7 +34,7 @@ from posx.model import GPT
 from posx.positions import PositionOutOfRange
 from posx.progress import Reporter
 from posx.runs import RunMeta, load_run
-from posx.train import autocast, pick_device
+from posx.train import pick_device
 
 COLUMNS = ["run", "pos", "train_context", "eval_context", "factor", "method", "scale",
            "attention_factor", "nll", "ppl", "tokens", "status", "protocol", "stride", "reference_context",
@@ -87,25 +86,12 @@ def method_frequencies(method: str, ev: DictConfig, head_dim: int, base: float, 
                             **params)
 
 
-@torch.no_grad()
 def window_nll(model: GPT, tokens: torch.Tensor, length: int, n_windows: int, batch_tokens: int,
                device: torch.device) -> tuple[float, int]:
-    """Summed NLL and token count over n_windows consecutive windows of ``length``."""
-    needed = n_windows * length + 1
-    data_mod.require_tokens(tokens, needed, f"the held-out split for {n_windows} windows of {length}")
-    chunk = tokens[:needed].long()
-    per_batch = max(1, batch_tokens // length)
-    total, count = 0.0, 0
-    for start in range(0, n_windows, per_batch):
-        stop = min(n_windows, start + per_batch)
-        x = torch.stack([chunk[w * length:(w + 1) * length] for w in range(start, stop)]).to(device)  # (B, L)
-        y = torch.stack([chunk[w * length + 1:(w + 1) * length + 1] for w in range(start, stop)]).to(device)
-        with autocast(device):
-            logits = model(x)  # (B, L, vocab)
-        nll = F.cross_entropy(logits.float().flatten(0, 1), y.flatten(), reduction="sum")
-        total += nll.item()
-        count += y.numel()
-    return total, count
+    """Summed NLL and token count over n_windows consecutive windows of ``length``: the
+    non-overlapping protocol of ``scoring.score`` (stride = length)."""
+    scores = scoring.score(model, tokens, length, length, n_windows * length, batch_tokens, device)
+    return scores.total, scores.tokens
 
 
 @dataclass
