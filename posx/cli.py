@@ -1,4 +1,5 @@
-"""The ``posx`` command line (Typer). ``train`` and ``extend`` hand their arguments to Hydra
+"""The ``posx`` command line (Typer): parses arguments and hands them to ``posx.jobs`` (or to
+the function that does the work). ``train`` and ``extend`` pass their arguments to Hydra
 untouched (``extend`` adds ``parent=RUN``).
 
 Every user error (``PosxError``) ends as one line on stderr and a non-zero exit.
@@ -6,17 +7,19 @@ Every user error (``PosxError``) ends as one line on stderr and a non-zero exit.
 
 from __future__ import annotations
 
-import contextlib
-import shutil
-import sys
-import time
 from pathlib import Path
-from typing import Iterator, List, Optional
+from typing import List, Optional
 
 import typer
 from rich.console import Console
 
-from posx.errors import Preempted, PosxError
+from posx import jobs
+from posx.config.compose import compose
+from posx.eval.run import evaluate_run
+from posx.jobs import user_errors
+from posx.report import frequencies as freqplot
+from posx.report.summary import report as build_report
+from posx.runs.rundir import resolve_run
 
 app = typer.Typer(
     name="posx",
@@ -28,91 +31,6 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 PASS_THROUGH = {"allow_extra_args": True, "ignore_unknown_options": True}
-err = Console(stderr=True, soft_wrap=True)
-
-
-@contextlib.contextmanager
-def user_errors() -> Iterator[None]:
-    """PosxError (and Hydra/OmegaConf config errors) -> one line on stderr, exit 2."""
-    from hydra.errors import HydraException
-    from omegaconf.errors import OmegaConfBaseException
-
-    try:
-        yield
-    except Preempted as exc:
-        err.print(f"[bold yellow]stopped:[/] {exc}", markup=True, highlight=False)
-        raise SystemExit(Preempted.EXIT_CODE) from None
-    except PosxError as exc:
-        err.print(f"[bold red]error:[/] {exc}", markup=True, highlight=False)
-        raise SystemExit(2) from None
-    except (HydraException, OmegaConfBaseException) as exc:
-        message = " ".join(str(exc).split())
-        err.print(f"[bold red]error:[/] {message}", highlight=False)
-        raise SystemExit(2) from None
-    except KeyboardInterrupt:
-        err.print("[yellow]interrupted[/]")
-        raise SystemExit(130) from None
-
-
-def _run_dir_for_job(cfg) -> tuple[Path, bool]:
-    """(directory, resume). Sweep jobs use Hydra's job directory and resume the checkpoint a
-    killed or requeued job left there; single runs get results/runs/<name>/, never an
-    existing one."""
-    from hydra.core.hydra_config import HydraConfig
-    from hydra.types import RunMode
-
-    from posx import checkpoint
-    from posx.resume import differences, saved_config
-    from posx.runs import is_run, new_run_dir
-
-    hc = HydraConfig.get()
-    if hc.mode == RunMode.MULTIRUN:
-        run_dir = Path(hc.runtime.output_dir)
-        if is_run(run_dir):
-            raise PosxError(f"{run_dir} already holds a trained run; use a new hydra.sweep.dir")
-        if checkpoint.exists(run_dir):
-            changed = differences(saved_config(run_dir), cfg)
-            if changed:
-                raise PosxError(f"{run_dir} holds a checkpoint of another config (differs in {', '.join(changed[:5])}); "
-                                "use a new hydra.sweep.dir")
-            return run_dir, True
-        run_dir.mkdir(parents=True, exist_ok=True)
-        return run_dir, False
-    name = cfg.name or f"{cfg.pos.name}-T{cfg.train.context_length}-s{cfg.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
-    return new_run_dir(cfg.results_dir, name), False
-
-
-def _train_job(cfg) -> None:
-    """One Hydra job: check the config, train, and evaluate when eval.after_train."""
-    from hydra.core.hydra_config import HydraConfig
-    from hydra.types import RunMode
-
-    from posx import checkpoint
-    from posx.config import check_config
-    from posx.evaluate import evaluate_run
-    from posx.runs import is_run
-    from posx.sweep import update_sweep_table
-    from posx.train import train
-
-    console = Console()
-    run_dir = None
-    with user_errors():
-        try:
-            check_config(cfg)
-            run_dir, resume = _run_dir_for_job(cfg)
-            train(cfg, run_dir, console, resume=resume)
-        except BaseException:
-            # Nothing half-written: a new run that saved neither weights nor a checkpoint
-            # leaves no directory behind. A checkpoint is kept: it is what --resume needs.
-            if (run_dir is not None and not resume and not is_run(run_dir)
-                    and not checkpoint.exists(run_dir)):
-                shutil.rmtree(run_dir, ignore_errors=True)
-            raise
-        if cfg.eval.after_train:
-            evaluate_run(run_dir, cfg, console)
-            if HydraConfig.get().mode == RunMode.MULTIRUN:
-                table = update_sweep_table(run_dir.parent)
-                console.print(f"sweep table: {table}")
 
 
 TRAIN_EPILOG = """[bold]Examples[/]
@@ -143,45 +61,17 @@ def train(
     Exit status: 0 done, 2 bad input or a failed run, 75 stopped by SIGTERM/SIGUSR2 after
     saving a checkpoint (resume it with --resume).
     """
+    args = list(overrides or [])
     if resume is not None:
         with user_errors():
-            _resume(resume, list(overrides or []))
+            jobs.resume(resume, args)
         return
-    import hydra
-
-    from posx.config import config_dir, register_configs
-
-    with user_errors():
-        register_configs()
-        args = list(overrides or [])
-        if not any(a.startswith(("-", "hydra")) for a in args):
-            # A single run: compose it here first, so a typo'd key or a wrong type is one line
-            # (Hydra's own report inside hydra.main spans several). Sweeps go to Hydra as is.
+    if not any(a.startswith(("-", "hydra")) for a in args):
+        # A single run: compose it here first, so a typo'd key or a wrong type is one line
+        # (Hydra's own report inside the job spans several). Sweeps go to Hydra as is.
+        with user_errors():
             compose(args)
-        task = hydra.main(version_base="1.3", config_path=str(config_dir()), config_name="config")(_train_job)
-    saved = sys.argv
-    sys.argv = ["posx-train", *(overrides or [])]
-    try:
-        task()
-    finally:
-        sys.argv = saved
-
-
-def _extend_job(cfg) -> None:
-    """One Hydra job of ``posx extend``: extend, then evaluate when eval.after_train."""
-    from hydra.core.hydra_config import HydraConfig
-    from hydra.types import RunMode
-
-    from posx.evaluate import evaluate_run
-    from posx.extend import extend_job
-    from posx.sweep import update_sweep_table
-
-    with user_errors():
-        run_dir = extend_job(cfg)
-        if cfg.eval.after_train:
-            evaluate_run(run_dir, cfg, Console())
-            if HydraConfig.get().mode == RunMode.MULTIRUN:
-                Console().print(f"sweep table: {update_sweep_table(run_dir.parent)}")
+    jobs.run_hydra(jobs.train_job, "config", args)
 
 
 EXTEND_EPILOG = """[bold]Examples[/]
@@ -204,10 +94,6 @@ def extend(
 ) -> None:
     """Rescale a trained run's positions and continue training at factor x T; writes a new
     run (results/runs/<parent>-<method>-x<factor>/) that records its parent. The parent is only read."""
-    import hydra
-
-    from posx.config import config_dir, register_configs
-
     overrides = list(overrides or [])
     if run is not None and ("=" in run or run.startswith("-")):  # no RUN: it was an override
         overrides.insert(0, run)
@@ -217,52 +103,7 @@ def extend(
         # Next to the other overrides: Hydra's parser takes one contiguous run of them.
         first = next((i for i, a in enumerate(overrides) if "=" in a and not a.startswith("-")), len(overrides))
         overrides.insert(first, f"parent='{quoted}'")
-    with user_errors():
-        register_configs()
-        task = hydra.main(version_base="1.3", config_path=str(config_dir()), config_name="extend")(_extend_job)
-    saved = sys.argv
-    sys.argv = ["posx-extend", *overrides]
-    try:
-        task()
-    finally:
-        sys.argv = saved
-
-
-def _resume(run: str, overrides: list[str]) -> None:
-    """posx train --resume RUN: continue a run in place from its latest checkpoint."""
-    from posx import checkpoint
-    from posx.evaluate import evaluate_run
-    from posx.resume import resume_config
-    from posx.runs import is_run, read_meta, resolve_run
-    from posx.train import train
-
-    composed = compose([o for o in overrides if not o.startswith("-")])
-    run_dir = resolve_run(run, composed.results_dir)
-    cfg = resume_config(run_dir, overrides, composed)
-    console = Console()
-    if is_run(run_dir) and read_meta(run_dir).step >= cfg.train.steps:
-        console.print(f"{run_dir} already finished ({cfg.train.steps} steps); nothing to resume "
-                      "(evaluate it with `posx eval-extrapolate`)")
-        return
-    if not checkpoint.exists(run_dir):
-        console.print(f"[yellow]{run_dir} has no checkpoint yet; training it from step 0[/]")
-    train(cfg, run_dir, console, resume=True)
-    if cfg.eval.after_train:
-        evaluate_run(run_dir, cfg, console)
-
-
-def compose(overrides: list[str]):
-    """The composed config with overrides, without running a Hydra job."""
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
-
-    from posx.config import check_config, config_dir, register_configs
-
-    register_configs()
-    with initialize_config_dir(version_base="1.3", config_dir=str(config_dir()), job_name="posx"):
-        cfg = hydra_compose(config_name="config", overrides=overrides)
-    check_config(cfg)
-    return cfg
+    jobs.run_hydra(jobs.extend_job, "extend", overrides)
 
 
 EVAL_EPILOG = """[bold]Examples[/]
@@ -281,9 +122,6 @@ def eval_extrapolate(
     latest: bool = typer.Option(False, "--latest", help="Evaluate the most recently trained run."),
 ) -> None:
     """Perplexity at 1x, 2x, 4x, 8x the training length, for each RoPE rescaling method."""
-    from posx.evaluate import evaluate_run
-    from posx.runs import resolve_run
-
     overrides = list(overrides or [])
     if run is not None and "=" in run:  # `--latest key=value`: the first override landed in RUN
         overrides.insert(0, run)
@@ -315,8 +153,6 @@ def frequencies(
     out: Path = typer.Option(Path("results/frequencies.png"), "--out", help="Where to write the PNG."),
 ) -> None:
     """Each RoPE method's wavelength per rotary pair against T and s x T: a table and a PNG."""
-    from posx import freqplot
-
     with user_errors():
         freqplot.check_head_dim(head_dim)
         cfg = compose(list(overrides or []))
@@ -349,8 +185,6 @@ def report(
     results_dir: Path = typer.Option(Path("results"), "--results-dir", help="Where reports/ goes by default."),
 ) -> None:
     """Summary tables (mean ± std over seeds) and plots from evaluated runs; loads no model."""
-    from posx.report import report as build_report
-
     with user_errors():
         build_report(paths, out=out, results_dir=results_dir, factor=factor, console=Console())
 

@@ -6,7 +6,7 @@ inverse frequencies (float32, shape ``(head_dim // 2,)``) and the attention fact
 are kept apart: the rotation uses the inverse frequencies, and the caller multiplies cos and
 sin (so q and k) by the attention factor, which scales the attention logits by its square.
 
-Notation (see shared/references.md): d = head_dim, i = 0 .. d/2 - 1, theta_i = b^(-2i/d),
+Notation: d = head_dim, i = 0 .. d/2 - 1, theta_i = b^(-2i/d),
 b = base, L = original_context (the length the model was trained at), s = factor.
 
     none          theta_i                                        (Su et al. 2021)
@@ -46,9 +46,9 @@ from typing import Callable, Mapping, NamedTuple
 
 import torch
 
-from posx.errors import PosxError
+from posx.core.errors import PosxError
 
-__all__ = ["METHODS", "DYNAMIC_METHODS", "base_inv_freq", "frequencies", "method_params",
+__all__ = ["METHODS", "DYNAMIC_METHODS", "base_inv_freq", "check_params", "frequencies", "method_params",
            "wavelengths"]
 
 
@@ -83,6 +83,14 @@ def _check_betas(beta_fast: float, beta_slow: float) -> None:
                         f"beta_fast={beta_fast!r}; the published values are 1 and 32")
 
 
+def _given_attention(value, method: str) -> float:
+    """A user-given attention factor: a finite positive number."""
+    if not _is_real(value) or not (0 < value < math.inf):
+        raise PosxError(f"{method} attention_factor must be a finite positive number (or null for the "
+                        f"method's formula), got {value!r}")
+    return float(value)
+
+
 def _yarn_attention(s: float) -> float:
     return 0.1 * math.log(s) + 1.0 if s > 1 else 1.0
 
@@ -90,7 +98,6 @@ def _yarn_attention(s: float) -> float:
 def _yarn_inv_freq(head_dim: int, base: float, s: float, original_context: int,
                    beta_fast: float, beta_slow: float, truncate: bool) -> torch.Tensor:
     """YaRN's "NTK-by-parts" ramp between pure PI (low frequencies) and theta (high)."""
-    _check_betas(beta_fast, beta_slow)
     theta = _theta(head_dim, base)
     if s == 1:
         return theta
@@ -159,15 +166,10 @@ def _ntk_by_parts(head_dim, base, factor, original_context, beta_fast=32.0, beta
 
 
 def _abf(head_dim, base, factor, original_context, new_base=500000.0):
-    _check_base(new_base, "abf new_base", "500000 (Llama 2 Long) or 1000000 (Code Llama)")
     return _theta(head_dim, new_base), 1.0
 
 
 def _llama3(head_dim, base, factor, original_context, low_freq_factor=1.0, high_freq_factor=4.0):
-    if not (0 < low_freq_factor < high_freq_factor):
-        raise PosxError(f"llama3 needs 0 < low_freq_factor < high_freq_factor, got "
-                        f"{low_freq_factor!r} and {high_freq_factor!r}; "
-                        "the published values are 1 and 4")
     theta = _theta(head_dim, base)
     if factor == 1:
         return theta, 1.0
@@ -188,22 +190,60 @@ def _longrope(head_dim, base, factor, original_context, short_factor=None, long_
     name, ext = ("long_factor", long_factor) if is_long else ("short_factor", short_factor)
     theta = _theta(head_dim, base)
     if ext is not None:
-        try:
-            ext = [float(x) for x in ext]
-        except (TypeError, ValueError):
-            raise PosxError(f"longrope {name} must be a list of numbers, got {ext!r}") from None
+        ext = [float(x) for x in ext]  # checked by _check_longrope
         if len(ext) != head_dim // 2:
             raise PosxError(f"longrope {name} has {len(ext)} entries, expected head_dim // 2 = "
                             f"{head_dim // 2}; give one factor per rotary pair")
-        if not all(0 < x < math.inf for x in ext):
-            raise PosxError(f"longrope {name} must hold finite positive numbers, got {ext!r}")
         theta = theta / torch.tensor(ext, dtype=torch.float64)
     if attention_factor is None:
         attention = (math.sqrt(1 + math.log(factor) / math.log(original_context))
                      if factor > 1 and original_context > 1 else 1.0)
     else:
-        attention = float(attention_factor)
+        attention = float(attention_factor)  # checked by _check_longrope
     return theta, attention
+
+
+# --------------------------------------------------------------------------- parameter checks
+# One per method, of the parameters alone (no head_dim needed), so a config can be checked
+# before any model exists; ``frequencies`` runs the same check first.
+
+def _check_none(**params) -> None:
+    pass
+
+
+def _check_ramp(beta_fast=32.0, beta_slow=1.0, truncate=True, **_) -> None:
+    _check_betas(beta_fast, beta_slow)
+
+
+def _check_yarn(attention_factor=None, **params) -> None:
+    _check_ramp(**params)
+    if attention_factor is not None:
+        _given_attention(attention_factor, "yarn")
+
+
+def _check_abf(new_base=500000.0) -> None:
+    _check_base(new_base, "abf new_base", "500000 (Llama 2 Long) or 1000000 (Code Llama)")
+
+
+def _check_llama3(low_freq_factor=1.0, high_freq_factor=4.0) -> None:
+    if not (_is_real(low_freq_factor) and _is_real(high_freq_factor) and 0 < low_freq_factor < high_freq_factor):
+        raise PosxError(f"llama3 needs 0 < low_freq_factor < high_freq_factor, got "
+                        f"{low_freq_factor!r} and {high_freq_factor!r}; "
+                        "the published values are 1 and 4")
+
+
+def _check_longrope(short_factor=None, long_factor=None, length=None, attention_factor=None) -> None:
+    for name, values in (("short_factor", short_factor), ("long_factor", long_factor)):
+        if values is None:
+            continue
+        try:
+            listed = [float(x) for x in values]
+        except (TypeError, ValueError):
+            raise PosxError(f"longrope {name} must be a list of numbers, got {values!r}") from None
+        if not all(0 < x < math.inf for x in listed):
+            raise PosxError(f"longrope {name} must hold finite positive numbers, got {listed!r}")
+    if attention_factor is not None:
+        _given_attention(attention_factor, "longrope")
 
 
 # --------------------------------------------------------------------------- registry
@@ -212,10 +252,11 @@ class _Method(NamedTuple):
     fn: Callable[..., tuple[torch.Tensor, float]]
     params: Mapping[str, object]  # extra parameters and their published defaults
     needs_context: bool
+    check: Callable[..., None]  # validates the extra parameters
 
 
-def _method(fn, needs_context: bool = False, **params) -> _Method:
-    return _Method(fn, MappingProxyType(params), needs_context)
+def _method(fn, needs_context: bool = False, check=_check_none, **params) -> _Method:
+    return _Method(fn, MappingProxyType(params), needs_context, check)
 
 
 _YARN_BETAS = dict(beta_fast=32.0, beta_slow=1.0, truncate=True)
@@ -225,12 +266,12 @@ _REGISTRY: Mapping[str, _Method] = MappingProxyType({
     "pi": _method(_pi),
     "ntk": _method(_ntk),
     "dynamic_ntk": _method(_dynamic_ntk, True, length=None),
-    "yarn": _method(_yarn, True, **_YARN_BETAS, attention_factor=None),
-    "dynamic_yarn": _method(_dynamic_yarn, True, length=None, **_YARN_BETAS),
-    "ntk_by_parts": _method(_ntk_by_parts, True, **_YARN_BETAS),
-    "abf": _method(_abf, new_base=500000.0),
-    "llama3": _method(_llama3, True, low_freq_factor=1.0, high_freq_factor=4.0),
-    "longrope": _method(_longrope, True, short_factor=None, long_factor=None, length=None,
+    "yarn": _method(_yarn, True, _check_yarn, **_YARN_BETAS, attention_factor=None),
+    "dynamic_yarn": _method(_dynamic_yarn, True, _check_ramp, length=None, **_YARN_BETAS),
+    "ntk_by_parts": _method(_ntk_by_parts, True, _check_ramp, **_YARN_BETAS),
+    "abf": _method(_abf, check=_check_abf, new_base=500000.0),
+    "llama3": _method(_llama3, True, _check_llama3, low_freq_factor=1.0, high_freq_factor=4.0),
+    "longrope": _method(_longrope, True, _check_longrope, short_factor=None, long_factor=None, length=None,
                         attention_factor=None),
 })
 
@@ -276,6 +317,21 @@ def method_params(method: str) -> dict[str, object]:
     return dict(_lookup(method).params)
 
 
+def check_params(method: str, factor: float = 1.0, **params) -> None:
+    """Check a method's factor and extra parameters on their own (no model needed): what
+    ``frequencies`` checks first. Raises PosxError naming the parameter."""
+    spec = _lookup(method)
+    unknown = sorted(set(params) - set(spec.params))
+    if unknown:
+        accepted = ", ".join(spec.params) or "none"
+        raise PosxError(f"unknown parameter {unknown[0]!r} for RoPE method {method!r}; "
+                        f"accepted: {accepted}")
+    if not _is_real(factor) or not (1 <= factor < math.inf):
+        raise PosxError(f"RoPE factor must be a finite number >= 1, got {factor!r}; "
+                        "use eval_length / original_context, or 1 for no scaling")
+    spec.check(**{**spec.params, **params})
+
+
 def frequencies(method: str, head_dim: int, base: float = 10000.0, factor: float = 1.0,
                 original_context: int | None = None, **params) -> tuple[torch.Tensor, float]:
     """Inverse frequencies, float32, shape (head_dim // 2,), and the attention factor.
@@ -285,16 +341,9 @@ def frequencies(method: str, head_dim: int, base: float = 10000.0, factor: float
     sequence length, and must be recomputed whenever it changes.
     """
     spec = _lookup(method)
-    unknown = sorted(set(params) - set(spec.params))
-    if unknown:
-        accepted = ", ".join(spec.params) or "none"
-        raise PosxError(f"unknown parameter {unknown[0]!r} for RoPE method {method!r}; "
-                        f"accepted: {accepted}")
+    check_params(method, factor, **params)
     _check_head_dim(head_dim)
     _check_base(base)
-    if not _is_real(factor) or not (1 <= factor < math.inf):
-        raise PosxError(f"RoPE factor must be a finite number >= 1, got {factor!r}; "
-                        "use eval_length / original_context, or 1 for no scaling")
     if original_context is not None and (not _is_int(original_context) or original_context < 1):
         raise PosxError(f"original_context must be a positive integer, got "
                         f"{original_context!r}; pass the context length the model was trained at")

@@ -44,9 +44,10 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 
-from posx.config import ENCODINGS, Config  # noqa: E402
-from posx.model import GPT  # noqa: E402
-from posx.train import gpt_config, make_optimizer  # noqa: E402
+from posx.config.schema import Config
+from posx.model.encodings import ENCODINGS  # noqa: E402
+from posx.model.gpt import GPT  # noqa: E402
+from posx.train.loop import gpt_config, make_optimizer  # noqa: E402
 
 PRESETS = {"tiny": dict(n_layer=4, n_head=4, d_model=128), "small": dict(n_layer=8, n_head=8, d_model=512)}
 
@@ -118,7 +119,7 @@ def _status_kib(field: str) -> int:
 
 def memory_case(pos: str, factor: int, args) -> dict:
     """Runs inside the fresh subprocess: one evaluation batch at L = factor x T."""
-    from posx.evaluate import window_nll
+    from posx.eval.extrapolate import window_nll
 
     device = torch.device(args.device)
     cfg = config(pos, args)

@@ -16,12 +16,12 @@ import time
 import torch
 from omegaconf import OmegaConf
 
-from posx import data as data_mod
-from posx.cli import compose
-from posx.evaluate import Extras, evaluate
-from posx.model import GPT
-from posx.runs import RunMeta
-from posx.train import gpt_config
+from posx.data import corpus as data_mod
+from posx.config.compose import compose
+from posx.eval.extrapolate import evaluate
+from posx.model.gpt import GPT
+from posx.runs.records import RunMeta
+from posx.train.loop import gpt_config
 
 VARIANTS = {
     "perplexity only (passkey off)": ["eval.passkey.enabled=false"],
@@ -38,7 +38,7 @@ def main() -> None:
     base = compose(["device=cpu", *args.overrides])
     torch.manual_seed(0)
     model = GPT(gpt_config(base)).eval()
-    meta = RunMeta(model.config, base.train.context_length, {}, 0, {})
+    meta = RunMeta(model.config, base.train.context_length, {}, 0)
     val = data_mod.load_corpus(base.data.source, base.data.path, base.data.val_fraction, base.data.cache_dir).val
     print(f"torch threads {torch.get_num_threads()}, T={meta.train_context}, "
           f"methods {list(base.eval.methods)}, factors {list(base.eval.factors)}")
@@ -47,7 +47,7 @@ def main() -> None:
         for name, overrides in VARIANTS.items():
             ev = compose(["device=cpu", *args.overrides, *overrides]).eval
             start = time.perf_counter()
-            evaluate(model, meta, val, ev, torch.device("cpu"), "bench", extras=Extras())
+            evaluate(model, meta, val, ev, torch.device("cpu"), "bench", long_tables=True)
             times[name].append(time.perf_counter() - start)
     ref = statistics.median(times["perplexity only (passkey off)"])
     for name, ts in times.items():

@@ -34,6 +34,13 @@ import pandas as pd
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from posx.config.compose import compose  # noqa: E402
+from posx.core.device import pick_device  # noqa: E402
+from posx.data.corpus import load_corpus  # noqa: E402
+from posx.eval.extended import evaluate_extended  # noqa: E402
+from posx.eval.extrapolate import evaluate  # noqa: E402
+from posx.runs.rundir import load_run, resolve_run  # noqa: E402
+
 
 def posx(*args: str) -> None:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
@@ -62,13 +69,6 @@ def main() -> None:
     ap.add_argument("--device", default="cpu")
     args = ap.parse_args()
 
-    from posx.cli import compose
-    from posx.evaluate import evaluate
-    from posx.extend_eval import evaluate_extended
-    from posx.runs import load_run, resolve_run
-    from posx import data as data_mod
-    from posx.train import pick_device
-
     common = [f"device={args.device}", f"results_dir={args.results_dir}"]
     if args.parent is None:
         posx("train", f"name={args.name}", *common)
@@ -79,9 +79,9 @@ def main() -> None:
     device = pick_device(cfg.device)
     parent_model, parent_meta = load_run(parent_dir, device=device)
     T = parent_meta.train_context
-    dcfg = parent_meta.data["config"]
-    val = data_mod.load_corpus(dcfg["source"], dcfg.get("path"), dcfg["val_fraction"], cfg.data.cache_dir).val
-    plain = evaluate(parent_model, parent_meta, val, cfg.eval, device, parent_dir.name)
+    dcfg = parent_meta.data_config
+    val = load_corpus(dcfg["source"], dcfg["path"], dcfg["val_fraction"], cfg.data.cache_dir).val
+    plain = evaluate(parent_model, parent_meta, val, cfg.eval, device, parent_dir.name).table
     ppl_1x = float(plain[plain["method"] == "none"]["ppl"].iloc[0])
     parent_val = pd.read_csv(parent_dir / "metrics.csv").dropna(subset=["val_loss"])["val_loss"].iloc[-1]
     target = parent_val + math.log(1.1)  # ppl within 10% of the parent's 1x ppl
@@ -97,7 +97,7 @@ def main() -> None:
         wall = time.perf_counter() - start
         child = Path(args.results_dir) / "runs" / name
         model, meta = load_run(child, device=device)
-        df = evaluate_extended(model, meta, val, cfg, device, child)
+        df = evaluate_extended(model, meta, val, cfg.eval, cfg.results_dir, device, child.name).table
         ppl = df.set_index(["stage", "eval_context"])["ppl"]
         L = round(args.factor * T)
         metrics = pd.read_csv(child / "metrics.csv")

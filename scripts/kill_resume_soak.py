@@ -32,11 +32,11 @@ from safetensors.torch import load_file
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from posx import checkpoint  # noqa: E402
-from posx.resume import saved_config  # noqa: E402
-from posx.runs import load_run  # noqa: E402
-from posx.train import gpt_config, make_optimizer  # noqa: E402
-from posx.model import GPT  # noqa: E402
+from posx.runs import checkpoint  # noqa: E402
+from posx.config.resume import saved_config  # noqa: E402
+from posx.runs.rundir import load_run  # noqa: E402
+from posx.train.loop import gpt_config, make_optimizer  # noqa: E402
+from posx.model.gpt import GPT  # noqa: E402
 
 TINY = ["model.n_layer=2", "model.n_head=2", "model.d_model=32", "model.dropout=0.1",
         "train.context_length=32", "train.batch_size=4", "train.eval_every=5", "train.eval_batches=1",

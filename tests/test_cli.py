@@ -12,7 +12,9 @@ import pytest
 
 from conftest import run_posx
 
-from posx.evaluate import COLUMNS
+from posx.eval.tables import COLUMNS
+
+pytestmark = pytest.mark.slow  # every test here runs the CLI in a subprocess or trains
 
 
 def test_train_writes_a_complete_run(trained_runs):

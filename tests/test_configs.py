@@ -6,9 +6,10 @@ import pytest
 from hydra.errors import ConfigCompositionException
 from omegaconf.errors import ConfigKeyError, ValidationError
 
-from posx.cli import compose
-from posx.config import check_config, config_dir
-from posx.errors import PosxError
+from posx.config.compose import compose
+from posx.config.checks import check_config
+from posx.config.compose import config_dir
+from posx.core.errors import PosxError
 
 GROUPS = ["model", "pos", "data", "train", "eval"]
 
@@ -42,8 +43,8 @@ def test_defaults_are_the_documented_ones():
 
 
 def test_small_preset_is_tens_of_millions_of_parameters():
-    from posx.model import GPT
-    from posx.train import gpt_config
+    from posx.model.gpt import GPT
+    from posx.train.loop import gpt_config
 
     n = GPT(gpt_config(compose(["experiment=gpu_small"]))).num_params()
     assert 10e6 < n < 100e6

@@ -6,9 +6,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from posx import data
-from posx.data import VOCAB_SIZE, Corpus, get_batch, load_corpus, require_tokens, select_files
-from posx.errors import PosxError
+from posx.data import corpus as data
+from posx.data.corpus import VOCAB_SIZE, Corpus, get_batch, load_corpus, require_tokens, select_files
+from posx.core.errors import PosxError
 
 
 @pytest.fixture(scope="module")

@@ -14,15 +14,17 @@ from rich.console import Console
 
 from conftest import run_posx
 
-from posx import freqplot, rope
-from posx.cli import compose
-from posx.config import ENCODINGS
-from posx.errors import PosxError
-from posx.evaluate import evaluate_run
+from posx import rope
+from posx.report import frequencies as freqplot
+from posx.config.compose import compose
+from posx.model.encodings import ENCODINGS
+from posx.core.errors import PosxError
+from posx.eval.run import evaluate_run
 
 ALL_METHODS = "[" + ",".join(rope.METHODS) + "]"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("pos", ENCODINGS)
 def test_every_encoding_trains_and_evaluates_end_to_end(tmp_path, tiny_args, pos):
     methods = ALL_METHODS if pos == "rope" else "[none,pi]"
@@ -54,6 +56,7 @@ def _evaluate_in_process(run, work, *overrides):
     return evaluate_run(run, cfg, Console(file=io.StringIO()))
 
 
+@pytest.mark.slow
 def test_absolute_clamp_and_interpolate_give_finite_perplexity_at_8x(trained_runs):
     work, run = trained_runs["work"], trained_runs["absolute"]
     ppl = {}
@@ -75,7 +78,7 @@ BAD = [
     (["pos=t5", "pos.max_distance=16"], "pos.max_distance=16 must exceed"),
     (["eval.llama3.low_freq_factor=8"], "low_freq_factor < high_freq_factor"),
     (["eval.yarn.beta_slow=40"], "beta_slow < beta_fast"),
-    (["eval.dynamic_ntk.factor=0.5"], "eval.dynamic_ntk.factor=0.5"),
+    (["eval.dynamic_ntk.factor=0.5"], "eval.dynamic_ntk.factor: RoPE factor must be a finite number >= 1, got 0.5"),
     (["eval.longrope.short_factor=[1,0]"], "positive numbers"),
 ]
 
@@ -87,6 +90,7 @@ def test_bad_encoding_and_method_values_are_rejected_by_check_config(overrides, 
         compose(overrides)
 
 
+@pytest.mark.slow
 def test_longrope_list_of_the_wrong_length_fails_before_any_row(trained_runs):
     work, run = trained_runs["work"], trained_runs["rope"]
     table = run / "extrapolation.csv"
@@ -96,6 +100,7 @@ def test_longrope_list_of_the_wrong_length_fails_before_any_row(trained_runs):
     assert (table.read_bytes() if table.exists() else None) == before
 
 
+@pytest.mark.slow
 def test_frequencies_prints_the_table_and_writes_a_png(tmp_path):
     out = tmp_path / "plots" / "freq.png"
     proc = run_posx("frequencies", "--head-dim", "16", "--context", "64", "--factor", "4",

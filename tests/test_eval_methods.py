@@ -11,8 +11,8 @@ import torch
 from omegaconf import OmegaConf
 
 from posx import rope
-from posx.config import EvalConfig
-from posx.evaluate import METHOD_ARGS, method_frequencies
+from posx.config.schema import EvalConfig
+from posx.model.rescale import METHOD_ARGS, method_frequencies
 
 D, BASE, T = 32, 10000.0, 128
 

@@ -17,9 +17,9 @@ import yaml
 from conftest import run_posx
 
 from posx import rope
-from posx.extend import interpolate_table
-from posx.positions import Rotary
-from posx.runs import load_run
+from posx.runs.lineage import interpolate_table
+from posx.model.encodings import Rotary
+from posx.runs.rundir import load_run
 
 EXT = ["extend.steps=2", "extend.warmup_steps=1", "extend.eval_every=1", "device=cpu",
        "eval.tokens=512", "eval.batch_tokens=512"]
@@ -65,6 +65,7 @@ def test_reset_restores_the_trained_frequencies_not_plain_ones():
 
 # --------------------------------------------------------------------------- end to end
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method, factor", [("yarn", 2), ("abf", 2)])
 def test_extend_records_its_frequencies_and_leaves_the_parent_alone(work, method, factor):
     parent = work / "results" / "runs" / "rope"
@@ -95,6 +96,7 @@ def test_extend_records_its_frequencies_and_leaves_the_parent_alone(work, method
     assert not torch.equal(parent_model.blocks[0].attn.qkv.weight, model.blocks[0].attn.qkv.weight)
 
 
+@pytest.mark.slow
 def test_extend_then_evaluate_shows_zero_shot_and_extended(work):
     run_posx("extend", "rope", "method=pi", "factor=2", "name=pi2", *EXT, cwd=work)
     child = work / "results" / "runs" / "pi2"
@@ -121,6 +123,7 @@ def test_extend_then_evaluate_shows_zero_shot_and_extended(work):
     (parent / "extrapolation.md").unlink()
 
 
+@pytest.mark.slow
 def test_plain_eval_adds_columns_only(work):
     parent = work / "results" / "runs" / "absolute"
     run_posx("eval-extrapolate", str(parent), "eval.tokens=512", "eval.methods=[none]", "device=cpu", cwd=work)
@@ -131,6 +134,7 @@ def test_plain_eval_adds_columns_only(work):
         (parent / name).unlink()
 
 
+@pytest.mark.slow
 def test_absolute_extends_by_interpolating_its_table(work):
     parent = work / "results" / "runs" / "absolute"
     before = digest(parent)
@@ -140,13 +144,14 @@ def test_absolute_extends_by_interpolating_its_table(work):
     child = work / "results" / "runs" / "absolute-interpolate-x2"
     model, meta = load_run(child)
     assert model.pos.max_length() == 64 and meta.model.max_positions == 64
-    assert meta.rope["method"] == "none" and meta.extended_from["method"] == "interpolate"
+    assert meta.rope.method == "none" and meta.extended_from.method == "interpolate"
     df = pd.read_csv(child / "extrapolation.csv").set_index(["stage", "eval_context"])
     for stage in ("zero-shot", "extended"):
         assert df.loc[(stage, 64), "status"] == "ok" and math.isfinite(df.loc[(stage, 64), "ppl"])
         assert df.loc[(stage, 128), "status"] == "out_of_range"
 
 
+@pytest.mark.slow
 def test_extend_sweep_runs_every_combination(work, tmp_path):
     sweep = tmp_path / "sweep"
     run_posx("extend", "rope", "-m", "method=pi,abf", "factor=2", *EXT, "eval.after_train=true",
@@ -171,6 +176,7 @@ BAD = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args,needle", BAD, ids=[" ".join(a) for a, _ in BAD])
 def test_bad_extend_is_one_clear_line(work, args, needle):
     runs = work / "results" / "runs"
@@ -184,6 +190,7 @@ def test_bad_extend_is_one_clear_line(work, args, needle):
     assert {name: digest(runs / name) for name in hashes} == hashes
 
 
+@pytest.mark.slow
 def test_extend_help_and_cfg_job_write_nothing(work):
     proc = run_posx("extend", "--help", cwd=work)
     assert "Examples" in proc.stdout and "posx extend" in proc.stdout
@@ -193,6 +200,7 @@ def test_extend_help_and_cfg_job_write_nothing(work):
     assert sorted(p.name for p in (work / "results" / "runs").iterdir()) == before
 
 
+@pytest.mark.slow
 def test_a_stopped_extension_resumes_with_its_frequencies_and_parent(work):
     from conftest import stop_with_sigterm
 

@@ -10,11 +10,12 @@ import torch.nn.functional as F
 from omegaconf import OmegaConf
 
 from posx import rope
-from posx.config import EvalConfig
-from posx.evaluate import evaluate, window_nll
-from posx.scoring import tokens_for
-from posx.model import GPT, GPTConfig
-from posx.runs import RunMeta
+from posx.config.schema import EvalConfig
+from posx.eval.extrapolate import evaluate, window_nll
+from posx.eval.scoring import tokens_for
+from posx.model.config import GPTConfig
+from posx.model.gpt import GPT
+from posx.runs.records import RunMeta
 
 
 def test_scored_tokens_is_a_multiple_of_every_length():
@@ -50,11 +51,10 @@ def test_window_nll_is_the_token_weighted_mean_and_independent_of_batching():
 
 def test_evaluate_gives_equal_token_counts_and_restores_frequencies():
     model = _model()
-    meta = RunMeta(model=model.config, train_context=8, data={}, step=0,
-                   rope={"method": "none", "factor": 1.0, "params": {}})
+    meta = RunMeta(model=model.config, train_context=8, data={}, step=0)
     ev = OmegaConf.structured(EvalConfig(factors=[1, 2, 4], methods=["none", "pi", "yarn"], tokens=64))
     val = torch.randint(0, 256, (500,), dtype=torch.uint8)
-    df = evaluate(model, meta, val, ev, torch.device("cpu"), "r")
+    df = evaluate(model, meta, val, ev, torch.device("cpu"), "r").table
     assert set(df["tokens"]) == {64}
     assert df["ppl"].map(math.isfinite).all()
     yarn4 = df[(df["method"] == "yarn") & (df["factor"] == 4)].iloc[0]
@@ -66,11 +66,10 @@ def test_evaluate_gives_equal_token_counts_and_restores_frequencies():
 
 def test_absolute_rows_past_the_table_and_rope_methods_are_statuses():
     model = _model("absolute")
-    meta = RunMeta(model=model.config, train_context=16, data={}, step=0,
-                   rope={"method": "none", "factor": 1.0, "params": {}})
+    meta = RunMeta(model=model.config, train_context=16, data={}, step=0)
     ev = OmegaConf.structured(EvalConfig(factors=[1, 2], methods=["none", "ntk"], tokens=32))
     df = evaluate(model, meta, torch.randint(0, 256, (100,), dtype=torch.uint8), ev,
-                  torch.device("cpu"), "r").set_index(["method", "factor"])
+                  torch.device("cpu"), "r").table.set_index(["method", "factor"])
     assert df.loc[("none", 1.0), "status"] == "ok"
     assert df.loc[("none", 2.0), "status"] == "out_of_range"
     assert set(df.loc["ntk", "status"]) == {"not_applicable"}

@@ -6,9 +6,10 @@ import pytest
 import torch
 
 from posx import rope
-from posx.errors import PosxError
-from posx.model import GPT, GPTConfig
-from posx.positions import ENCODINGS, PositionOutOfRange, Rotary, rotate_pairs
+from posx.core.errors import PosxError
+from posx.model.config import GPTConfig
+from posx.model.gpt import GPT
+from posx.model.encodings import ENCODINGS, PositionOutOfRange, Rotary, rotate_pairs
 
 
 # --- the background article's RoPE code, verbatim in behaviour, as a reference ---------------

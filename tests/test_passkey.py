@@ -9,8 +9,8 @@ import pytest
 import torch
 from torch import nn
 
-from posx import passkey
-from posx.passkey import MARK
+from posx.eval import passkey
+from posx.eval.passkey import MARK
 
 CPU = torch.device("cpu")
 
@@ -172,8 +172,8 @@ BAD_EVAL = [
 
 @pytest.mark.parametrize("override,needle", BAD_EVAL, ids=[o for o, _ in BAD_EVAL])
 def test_meaningless_eval_settings_are_rejected(override, needle):
-    from posx.cli import compose
-    from posx.errors import PosxError
+    from posx.config.compose import compose
+    from posx.core.errors import PosxError
 
     with pytest.raises(PosxError, match=needle.replace("[", r"\[")):
         compose([override])

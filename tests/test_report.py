@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import json
 import shutil
 import statistics
 import struct
@@ -12,6 +13,12 @@ from pathlib import Path
 import pytest
 
 from conftest import run_posx
+
+from posx.model.config import GPTConfig
+from posx.report.summary import report
+from posx.runs.records import Lineage, RunMeta
+
+pytestmark = pytest.mark.slow  # every test here runs the CLI in a subprocess or trains
 
 EVAL = ["eval.factors=[1,2,4]", "eval.methods=[none,pi]", "eval.passkey.digits=3",
         "eval.passkey.trials=4", "eval.passkey.depth_buckets=2"]
@@ -139,8 +146,10 @@ def _fake_run(root: Path, name: str, rows: list[dict], seed: int, parent: str | 
     run = root / name
     run.mkdir()
     (run / "config.yaml").write_text(f"seed: {seed}\n")
-    meta = {"extended_from": {"parent": parent}} if parent else {}
-    (run / "model.json").write_text(__import__("json").dumps(meta))
+    lineage = Lineage(parent=parent, parent_path="", method="yarn", factor=4.0, steps=1, train_context=128,
+                      parent_step=1) if parent else None
+    meta = RunMeta(GPTConfig(), train_context=512 if parent else 128, data={}, step=1, extended_from=lineage)
+    (run / "model.json").write_text(json.dumps(meta.to_dict()))
     with open(run / "extrapolation.csv", "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
         writer.writeheader()
@@ -149,8 +158,6 @@ def _fake_run(root: Path, name: str, rows: list[dict], seed: int, parent: str | 
 
 
 def test_report_groups_extended_runs_by_parent_and_stage(tmp_path):
-    from posx.report import report
-
     def row(method, factor, ppl, stage):
         return {"run": "r", "pos": "rope", "train_context": 128, "eval_context": int(128 * factor),
                 "factor": factor, "method": method, "ppl": ppl, "status": "ok",

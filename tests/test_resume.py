@@ -20,14 +20,16 @@ from safetensors.torch import load_file
 
 from conftest import REPO, TINY, run_posx, stop_with_sigterm
 
-from posx import checkpoint
-from posx.cli import compose
-from posx.config import to_yaml
-from posx.errors import Preempted, PosxError
-from posx.model import GPT
-from posx.progress import Reporter
-from posx.resume import differences, resume_config, saved_config
-from posx.train import gpt_config, make_optimizer, train
+from posx.runs import checkpoint
+from posx.config.compose import compose
+from posx.config.compose import to_yaml
+from posx.core.errors import Preempted, PosxError
+from posx.model.gpt import GPT
+from posx.core.progress import Reporter
+from posx.config.resume import differences, resume_config, saved_config
+from posx.train.loop import Fresh, Resume, gpt_config, make_optimizer, train
+
+pytestmark = pytest.mark.slow  # every test here runs the CLI in a subprocess or trains
 
 
 def tiny_cfg(tmp_path: Path, corpus: Path, *extra: str):
@@ -62,16 +64,16 @@ def test_stop_then_resume_ends_with_the_uninterrupted_weights(tmp_path, text_cor
     cfg = tiny_cfg(tmp_path, text_corpus, "train.steps=8", "train.checkpoint_every=0")
     whole, parts = tmp_path / "whole", tmp_path / "parts"
     whole.mkdir(), parts.mkdir()
-    train(cfg, whole)
+    train(cfg, whole, Fresh())
 
     with monkeypatch.context() as m:
         signal_at(m, 3, sig)
         with pytest.raises(Preempted, match=f"{sig.name} at step 3/8"):
-            train(cfg, parts)
+            train(cfg, parts, Fresh())
     assert checkpoint.latest_step(parts) == 3  # checkpoint_every=0: written because of the signal
     assert not (parts / "model.json").exists()
     assert signal.getsignal(sig) is not None and signal.getsignal(sig) != signal.SIG_IGN
-    train(cfg, parts, resume=True)
+    train(cfg, parts, Resume())
 
     assert max_diff(weights(whole), weights(parts)) <= 1e-6
     a, b = pd.read_csv(whole / "metrics.csv"), pd.read_csv(parts / "metrics.csv")
@@ -83,7 +85,7 @@ def test_checkpoint_restores_optimizer_and_rng_exactly(tmp_path, text_corpus):
     cfg = tiny_cfg(tmp_path, text_corpus, "train.steps=4", "train.checkpoint_every=2")
     run = tmp_path / "run"
     run.mkdir()
-    train(cfg, run)
+    train(cfg, run, Fresh())
     model = GPT(gpt_config(cfg))
     opt = make_optimizer(model, cfg, torch.device("cpu"))
     gen = torch.Generator()
@@ -107,7 +109,7 @@ def test_a_corrupt_checkpoint_file_is_refused(tmp_path, text_corpus):
     cfg = tiny_cfg(tmp_path, text_corpus, "train.steps=2", "train.checkpoint_every=1")
     run = tmp_path / "run"
     run.mkdir()
-    train(cfg, run)
+    train(cfg, run, Fresh())
     target = run / "checkpoint" / "step-00000002" / "optimizer.safetensors"
     blob = bytearray(target.read_bytes())
     blob[-5] ^= 0xFF  # one flipped bit inside tensor data: safetensors itself would not notice
@@ -123,16 +125,16 @@ def test_a_second_process_cannot_train_into_a_locked_run(tmp_path, text_corpus):
     run.mkdir()
     child = subprocess.Popen(  # another process holds the run's lock
         [sys.executable, "-c", "import sys, time; sys.path.insert(0, sys.argv[1]);"
-         "from posx.checkpoint import locked_run\nwith locked_run(sys.argv[2]):\n print('held', flush=True); time.sleep(60)",
+         "from posx.core.lock import exclusive\nwith exclusive(sys.argv[2]):\n print('held', flush=True); time.sleep(60)",
          str(REPO), str(run)], stdout=subprocess.PIPE, text=True)
     try:
         assert child.stdout.readline().strip() == "held"
         with pytest.raises(PosxError, match="being trained by another posx process"):
-            train(cfg, run, resume=True)
+            train(cfg, run, Resume())
     finally:
         child.kill()
         child.wait()
-    train(cfg, run, resume=True)  # the lock died with its process
+    train(cfg, run, Resume())  # the lock died with its process
     assert (run / "model.json").is_file()
 
 
@@ -154,11 +156,11 @@ def test_disk_full_while_checkpointing_keeps_the_previous_checkpoint(tmp_path, t
     run.mkdir()
     _fail_fsync_under(monkeypatch, "step-00000004")
     with pytest.raises(PosxError, match=r"disk full .*step-4 checkpoint.*previous checkpoint \(step 2\) is intact"):
-        train(cfg, run)
+        train(cfg, run, Fresh())
     assert checkpoint.latest_step(run) == 2
     assert [p.name for p in (run / "checkpoint").iterdir() if p.is_dir()] == ["step-00000002"]  # no temporaries
     monkeypatch.undo()
-    train(cfg, run, resume=True)  # space is back: the run continues from step 2
+    train(cfg, run, Resume())  # space is back: the run continues from step 2
     assert checkpoint.latest_step(run) == 6 and (run / "model.json").is_file()
 
 
@@ -174,7 +176,7 @@ def test_disk_full_on_a_real_tiny_filesystem(tmp_path, text_corpus):
         run = mount / "run"
         run.mkdir()
         with pytest.raises(PosxError, match=r"disk full .*step-4 checkpoint.*\(step 2\) is intact"):
-            train(cfg, run)
+            train(cfg, run, Fresh())
         model = GPT(gpt_config(cfg))
         assert checkpoint.load(run, model, make_optimizer(model, cfg, torch.device("cpu")), torch.Generator()).step == 2
     finally:
@@ -198,7 +200,7 @@ def test_nonfinite_loss_names_the_step_and_keeps_the_last_good_checkpoint(tmp_pa
 
     monkeypatch.setattr(GPT, "forward", poisoned)
     with pytest.raises(PosxError, match=r"training loss is nan at step 4; the last good checkpoint \(step 3\)"):
-        train(cfg, run)
+        train(cfg, run, Fresh())
     monkeypatch.undo()
     model = GPT(gpt_config(cfg))
     assert checkpoint.load(run, model, make_optimizer(model, cfg, torch.device("cpu")), torch.Generator()).step == 3
@@ -270,7 +272,7 @@ def test_a_requeued_sweep_job_resumes_its_checkpoint(tmp_path, tiny_args, monkey
     with monkeypatch.context() as m:
         signal_at(m, 5)
         with pytest.raises(Preempted):
-            train(cfg, job)
+            train(cfg, job, Fresh())
     other = run_posx("train", "-m", *overrides, "train.lr=0.01", f"hydra.sweep.dir={sweep}", cwd=tmp_path,
                      check=False)
     assert other.returncode != 0 and "holds a checkpoint of another config (differs in train.lr)" in other.stderr

@@ -1,4 +1,5 @@
-"""Tests for posx.rope: reference values from shared/references.md, invariants, errors,
+"""Tests for posx.rope: reference values computed from the published formulas (and matching
+transformers' modeling_rope_utils), invariants, errors,
 and an independent YaRN implementation written from the method's description."""
 
 import math
@@ -6,7 +7,7 @@ import math
 import pytest
 import torch
 
-from posx.errors import PosxError
+from posx.core.errors import PosxError
 from posx.rope import (DYNAMIC_METHODS, METHODS, base_inv_freq, frequencies, method_params,
                        wavelengths)
 
@@ -40,7 +41,7 @@ def test_reference_values(method, factor, params, total, at8, attention):
 
 def test_dynamic_ntk_reference_base():
     inv, _ = freqs("dynamic_ntk", 4.0, length=1024)
-    b_prime = 141213.8  # references.md
+    b_prime = 141213.8  # b * (s*l/L - (s-1))^(d/(d-2)) = 1e4 * 13^(64/62), transformers _compute_dynamic_ntk_parameters
     assert inv[1].item() == pytest.approx(b_prime ** (-2 / D), rel=RTOL)
     torch.testing.assert_close(inv, base_inv_freq(D, b_prime), rtol=RTOL, atol=0)
 
@@ -146,7 +147,8 @@ def test_yarn_bands_match_rotation_counts(truncate, d, original_context):
 
 
 def test_yarn_small_model_caveat():
-    # references.md: at L=512, d=64 YaRN leaves 4 of 32 pairs untouched.
+    # With beta_fast = 32 the ramp starts at pair floor(d ln(L / (2 pi 32)) / (2 ln b)) = floor(3.25) = 3
+    # at L=512, d=64: pairs 0..3, 4 of 32, keep theta (the ramp of the YaRN reference code).
     inv, _ = freqs("yarn", 4.0, original_context=512)
     assert int((inv == base_inv_freq(D, B)).sum()) == 4
 
@@ -230,7 +232,7 @@ def test_longrope_picks_factor_list_by_length():
 # --------------------------------------------------------------------------- independent YaRN
 
 def yarn_reference(d, base, original_context, s, beta_fast=32.0, beta_slow=1.0):
-    """YaRN written from its description (references.md, Peng et al. 2023), plain Python.
+    """YaRN written from its description (Peng et al. 2023, arXiv 2309.00071, section 3), plain Python.
 
     A pair's number of rotations over the trained context is r = L / wavelength. The pair
     index at which r equals beta is found by solving L / (2*pi*base^(2i/d)) = beta for i;

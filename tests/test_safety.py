@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 import math
 import shutil
 from pathlib import Path
@@ -11,12 +13,13 @@ import torch
 
 from conftest import run_posx
 
-from posx import io
-from posx.cli import compose
-from posx.evaluate import evaluate_run
-from posx.runs import load_run, new_run_dir, read_meta, save_run
+from posx.core import files
+from posx.config.compose import compose
+from posx.eval.run import evaluate_run
+from posx.runs.rundir import load_run, new_run_dir, read_meta, save_run
 
 
+@pytest.mark.slow
 def test_inf_weights_give_status_nonfinite_not_a_number(trained_runs, tmp_path):
     run = tmp_path / "run"
     shutil.copytree(trained_runs["rope"], run)
@@ -27,24 +30,25 @@ def test_inf_weights_give_status_nonfinite_not_a_number(trained_runs, tmp_path):
     save_run(run, model, meta)
     cfg = compose(["device=cpu", "eval.tokens=512", "eval.factors=[1,2]", "eval.methods=[none,yarn]",
                    f"data.cache_dir={trained_runs['work'] / 'results' / 'cache'}"])
-    df = evaluate_run(run, cfg)
+    df = evaluate_run(run, cfg).table
     assert (df["status"] == "nonfinite").all(), df
     assert df["nll"].map(math.isnan).all() and df["ppl"].map(math.isnan).all()
     table = pd.read_csv(run / "extrapolation.csv")
     assert (table["status"] == "nonfinite").all() and table["ppl"].isna().all()
 
 
+@pytest.mark.slow
 def test_reevaluation_replaces_the_tables_and_leaves_the_weights(trained_runs, tmp_path):
     run = tmp_path / "run"
     shutil.copytree(trained_runs["rope"], run)
     weights = run / "model.safetensors"
-    before = (io.sha256_file(weights), weights.stat().st_mtime_ns)
+    before = (files.sha256_file(weights), weights.stat().st_mtime_ns)
     cache = f"data.cache_dir={trained_runs['work'] / 'results' / 'cache'}"
     evaluate_run(run, compose(["device=cpu", "eval.tokens=512", "eval.methods=[none]", cache]))
     assert len(pd.read_csv(run / "extrapolation.csv")) == 4
     evaluate_run(run, compose(["device=cpu", "eval.tokens=512", "eval.methods=[none,pi]", "eval.factors=[1]", cache]))
     assert pd.read_csv(run / "extrapolation.csv")["method"].tolist() == ["none", "pi"]
-    assert (io.sha256_file(weights), weights.stat().st_mtime_ns) == before
+    assert (files.sha256_file(weights), weights.stat().st_mtime_ns) == before
     assert read_meta(run).weights_sha256 == before[0]
     assert not [p for p in run.iterdir() if p.name.endswith(".tmp")]
 
@@ -58,6 +62,7 @@ def test_a_run_name_is_never_reused(tmp_path):
     assert (first / "model.json").read_text() == "{}"
 
 
+@pytest.mark.slow
 def test_parallel_sweep_jobs_write_their_own_files_and_a_complete_table(tmp_path, tiny_args):
     sweep = tmp_path / "sweep"
     run_posx("train", "-m", "pos=absolute,rope", "seed=0,1", "eval.after_train=true", "eval.factors=[1,2]",

@@ -6,9 +6,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from posx import scoring
-from posx.errors import PosxError
-from posx.model import GPT, GPTConfig
+from posx.eval import scoring
+from posx.core.errors import PosxError
+from posx.model.config import GPTConfig
+from posx.model.gpt import GPT
 
 CPU = torch.device("cpu")
 

@@ -31,8 +31,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from posx.errors import PosxError
-from posx.train import autocast
+from posx.core.errors import PosxError
+from posx.core.device import autocast
 
 VARIANTS = ("prompt", "copy")
 MARK = "\npasskey = "  # the statement and the question both start with it

@@ -22,29 +22,27 @@ The learning-rate schedule needs no state of its own: its position is the step.
 
 from __future__ import annotations
 
-import contextlib
 import errno
-import fcntl
 import json
 import os
 import shutil
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
 
 import pandas as pd
 import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file, save_model
 
-from posx import io
-from posx.errors import PosxError
+from posx.core import files
+from posx.core.errors import PosxError
+from posx.runs.records import TrainExtras
+from posx.runs.weights import load_weights
 
 DIRNAME = "checkpoint"
 LATEST = "latest.json"
 FORMAT = "posx-checkpoint/1"
-LOCK = ".posx-run.lock"
 
 
 @dataclass
@@ -53,7 +51,7 @@ class TrainState:
 
     step: int  # optimizer steps taken
     metrics: list[dict] = field(default_factory=list)  # metric rows up to ``step``
-    extra: dict = field(default_factory=dict)  # the caller's JSON scalars (val loss, data hash, ...)
+    extras: TrainExtras = field(default_factory=TrainExtras)  # val loss, corpus, frequencies, lineage
 
 
 def root(run_dir: Path) -> Path:
@@ -70,30 +68,11 @@ def exists(run_dir: Path) -> bool:
     return (root(run_dir) / LATEST).is_file()
 
 
-@contextlib.contextmanager
-def locked_run(run_dir: Path) -> Iterator[None]:
-    """Hold an exclusive lock on a run directory: two processes never train into one run.
-
-    The lock dies with its process (kill -9 included), so a resumed run never waits on a
-    dead one.
-    """
-    with open(Path(run_dir) / LOCK, "a+") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise PosxError(f"{run_dir} is being trained by another posx process; wait for it to stop "
-                            "(or stop it) before resuming") from None
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
 # ---------------------------------------------------------------- saving
 
 
 def save(run_dir: Path, step: int, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
-         generator: torch.Generator, metrics: list[dict] | None = None, extra: dict | None = None) -> Path:
+         generator: torch.Generator, metrics: list[dict] | None = None, extras: TrainExtras | None = None) -> Path:
     """Write a checkpoint of ``step`` and make it the latest; returns its directory.
 
     Refuses non-finite weights, so a good checkpoint is never replaced by a broken one.
@@ -112,12 +91,12 @@ def save(run_dir: Path, step: int, model: torch.nn.Module, optimizer: torch.opti
     tmp = ckpt_root / f".{name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
     tmp.mkdir()
     try:
-        _write_files(tmp, step, model, optimizer, generator, metrics or [], extra or {})
+        _write_files(tmp, step, model, optimizer, generator, metrics or [], (extras or TrainExtras()).to_dict())
         if final.exists():  # complete but never named by latest.json: a writer was killed
             shutil.rmtree(final)
         os.replace(tmp, final)
-        io._fsync_dir(ckpt_root)
-        io.write_text(ckpt_root / LATEST, json.dumps({"format": FORMAT, "step": step, "dir": name}) + "\n")
+        files.fsync_dir(ckpt_root)
+        files.write_text(ckpt_root / LATEST, json.dumps({"format": FORMAT, "step": step, "dir": name}) + "\n")
     except OSError as exc:
         shutil.rmtree(tmp, ignore_errors=True)
         if exc.errno == errno.ENOSPC:
@@ -133,20 +112,20 @@ def save(run_dir: Path, step: int, model: torch.nn.Module, optimizer: torch.opti
 
 
 def _write_files(where: Path, step: int, model, optimizer, generator, metrics: list[dict], extra: dict) -> None:
-    io.safetensors_write(lambda: save_model(model, str(where / "model.safetensors")))
+    files.safetensors_write(lambda: save_model(model, str(where / "model.safetensors")))
     opt_tensors, opt_json = _flatten_optimizer(optimizer)
-    io.safetensors_write(lambda: save_file(opt_tensors, str(where / "optimizer.safetensors")))
+    files.safetensors_write(lambda: save_file(opt_tensors, str(where / "optimizer.safetensors")))
     rng = _rng_tensors(generator)
-    io.safetensors_write(lambda: save_file(rng, str(where / "rng.safetensors")))
+    files.safetensors_write(lambda: save_file(rng, str(where / "rng.safetensors")))
     if metrics:
         pd.DataFrame(metrics).to_csv(where / "metrics.csv", index=False)
-    files = sorted(p.name for p in where.iterdir())
+    names = sorted(p.name for p in where.iterdir())
     state = {"format": FORMAT, "step": step, "extra": extra, "optimizer": opt_json,
-             "sha256": {f: io.sha256_file(where / f) for f in files}}
+             "sha256": {f: files.sha256_file(where / f) for f in names}}
     (where / "state.json").write_text(json.dumps(state, indent=1) + "\n", encoding="utf-8")
-    for f in [*files, "state.json"]:
+    for f in [*names, "state.json"]:
         _fsync_file(where / f)
-    io._fsync_dir(where)
+    files.fsync_dir(where)
 
 
 def _prune(ckpt_root: Path, keep: str) -> None:
@@ -206,23 +185,22 @@ def _read_latest(ckpt_root: Path, missing_ok: bool = False) -> dict | None:
     return info
 
 
-def saved_extra(run_dir: Path) -> dict:
-    """The caller's JSON record of the latest checkpoint (no tensor is read); {} without one."""
+def saved_extras(run_dir: Path) -> TrainExtras | None:
+    """The latest checkpoint's typed extras (no tensor is read); None without a checkpoint."""
     info = _read_latest(root(run_dir), missing_ok=True)
     if info is None:
-        return {}
+        return None
     where = root(run_dir) / info["dir"]
     try:
-        return dict(json.loads((where / "state.json").read_text(encoding="utf-8")).get("extra") or {})
+        extra = json.loads((where / "state.json").read_text(encoding="utf-8")).get("extra")
     except (OSError, UnicodeDecodeError, ValueError, TypeError, AttributeError) as exc:
         raise PosxError(f"checkpoint {where} is incomplete or corrupt ({exc}); start a new run") from exc
+    return TrainExtras.from_dict(extra or {}, str(where / "state.json"))
 
 
 def load(run_dir: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
          generator: torch.Generator, device: torch.device | str = "cpu") -> TrainState:
     """Restore model, optimizer, torch RNGs and ``generator`` from the latest checkpoint."""
-    from posx.runs import load_weights  # runs imports model code; keep this module light
-
     ckpt_root = root(run_dir)
     info = _read_latest(ckpt_root)
     where = ckpt_root / info["dir"]
@@ -233,7 +211,7 @@ def load(run_dir: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer
         raise PosxError(f"checkpoint {where} is incomplete or corrupt ({exc}); start a new run") from exc
     for fname, expected in sums.items():
         path = where / fname
-        if not path.is_file() or io.sha256_file(path) != expected:
+        if not path.is_file() or files.sha256_file(path) != expected:
             raise PosxError(f"checkpoint file {path} is missing or corrupt (checksum mismatch); "
                             "it cannot be resumed — start a new run")
     load_weights(model, where / "model.safetensors", "the checkpoint's model", device)
@@ -250,7 +228,8 @@ def load(run_dir: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer
                         "the run's config.yaml may have been edited — start a new run") from exc
     metrics_path = where / "metrics.csv"
     metrics = pd.read_csv(metrics_path).to_dict("records") if metrics_path.is_file() else []
-    return TrainState(step=int(state["step"]), metrics=metrics, extra=dict(state.get("extra", {})))
+    extras = TrainExtras.from_dict(state.get("extra") or {}, str(where / "state.json"))
+    return TrainState(step=int(state["step"]), metrics=metrics, extras=extras)
 
 
 def _restore_optimizer(optimizer: torch.optim.Optimizer, tensors: dict[str, torch.Tensor], saved: dict) -> None:

@@ -2,58 +2,20 @@
 
 Pre-LayerNorm blocks, causal self-attention through ``scaled_dot_product_attention``,
 a GELU MLP and tied input/output embeddings. Where positions enter is decided entirely by
-``posx.positions``: the block below calls the encoding's three hooks and nothing else.
+``posx.model.encodings``: the block below calls the encoding's three hooks and nothing else.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, fields
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from posx.errors import PosxError
-from posx.positions import PositionalEncoding, build_encoding
-
-
-@dataclass
-class GPTConfig:
-    vocab_size: int = 256  # byte-level tokens
-    n_layer: int = 4  # transformer blocks
-    n_head: int = 4  # attention heads
-    d_model: int = 128  # residual width; head_dim = d_model // n_head
-    mlp_ratio: int = 4  # MLP hidden = mlp_ratio * d_model
-    dropout: float = 0.0  # attention and residual dropout while training
-    pos: str = "rope"  # positional encoding name (posx.positions.ENCODINGS)
-    rope_base: float = 10000.0  # RoPE base
-    max_positions: int = 128  # learned-absolute table rows
-    t5_num_buckets: int = 32  # T5 bias: relative-distance buckets
-    t5_max_distance: int = 128  # T5 bias: distances from here on share the last bucket
-    t5_per_layer: bool = False  # T5 bias: one table per layer instead of one shared
-
-    @property
-    def head_dim(self) -> int:
-        return self.d_model // self.n_head
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict) -> "GPTConfig":
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise PosxError(f"model metadata has unknown keys {unknown}; was it written by a newer posx?")
-        return cls(**data)
-
-
-def compute_dtype(x: Tensor) -> torch.dtype:
-    """The dtype q and k will have: the autocast dtype when autocast is on, else x's."""
-    if torch.is_autocast_enabled(x.device.type):
-        return torch.get_autocast_dtype(x.device.type)
-    return x.dtype
+from posx.core.device import compute_dtype
+from posx.model.config import GPTConfig
+from posx.model.encodings import PositionalEncoding, build_encoding
 
 
 class CausalSelfAttention(nn.Module):

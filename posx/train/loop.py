@@ -1,16 +1,18 @@
 """Training: AdamW with warmup then cosine decay, gradient clipping, seeded batches.
 
-``train(cfg, run_dir)`` runs one job of ``posx train`` into ``run_dir`` and writes
-config.yaml, metrics.csv, model.json and model.safetensors there, and a resumable
-checkpoint (``posx.checkpoint``) every ``train.checkpoint_every`` steps, at the end, and when
-SIGTERM/SIGUSR2 asks it to stop. ``train(..., resume=True)`` continues from that checkpoint.
+``train(cfg, run_dir, start)`` trains into ``run_dir`` and writes config.yaml, metrics.csv,
+model.json and model.safetensors there, and a resumable checkpoint
+(``posx.runs.checkpoint``) every ``train.checkpoint_every`` steps, at the end, and when
+SIGTERM/SIGUSR2 asks it to stop. Where it starts is explicit: ``Fresh()`` (a new model),
+``Resume()`` (the run's latest checkpoint, when it has one), or ``FromParent(...)`` (an
+extension: the parent's weights, the frequencies and lineage it trains with).
 """
 
 from __future__ import annotations
 
 import math
 import time
-from contextlib import nullcontext
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
@@ -18,47 +20,47 @@ import torch
 from omegaconf import DictConfig
 from rich.console import Console
 
-from posx import data as data_mod
-from posx import checkpoint, io
-from posx.config import to_yaml
-from posx.errors import Preempted, PosxError
-from posx.model import GPT, GPTConfig
-from posx.preempt import StopSignals
-from posx.progress import Reporter
-from posx.runs import RunMeta, install_trained_frequencies, save_run
+from posx.config.compose import to_yaml
+from posx.core import files, lock
+from posx.core.device import autocast, pick_device
+from posx.core.errors import Preempted, PosxError
+from posx.core.progress import Reporter
+from posx.core.signals import StopSignals
+from posx.data import corpus as data_mod
+from posx.model.config import GPTConfig
+from posx.model.gpt import GPT
+from posx.model.rescale import RopeRecord, install_trained
+from posx.runs import checkpoint
+from posx.runs.records import Lineage, RunMeta, TrainExtras
+from posx.runs.rundir import save_run
 
 
-def pick_device(requested: str) -> torch.device:
-    if requested == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if requested == "cuda" and not torch.cuda.is_available():
-        raise PosxError("device=cuda but CUDA is not available here; use device=cpu or device=auto")
-    return torch.device(requested)
+@dataclass
+class Fresh:
+    """A new model, initialised from ``seed``."""
 
 
-def autocast(device: torch.device):
-    """bf16 autocast on CUDA; full precision on the CPU."""
-    if device.type == "cuda":
-        return torch.autocast(device_type="cuda", dtype=torch.bfloat16)
-    return nullcontext()
+@dataclass
+class Resume:
+    """Continue from the run's latest checkpoint; from step 0 when it has none yet."""
+
+
+@dataclass
+class FromParent:
+    """An extension: start from ``model`` (the parent's weights, already extended), train
+    with ``rope``'s frequencies, and record ``lineage``."""
+
+    model: GPT
+    rope: RopeRecord = field(default_factory=RopeRecord.identity)
+    lineage: Lineage | None = None
+
+
+Start = Fresh | Resume | FromParent
 
 
 def gpt_config(cfg: DictConfig) -> GPTConfig:
-    """The model config a run records: names and sizes only, no Hydra."""
-    return GPTConfig(
-        vocab_size=data_mod.VOCAB_SIZE,
-        n_layer=cfg.model.n_layer,
-        n_head=cfg.model.n_head,
-        d_model=cfg.model.d_model,
-        mlp_ratio=cfg.model.mlp_ratio,
-        dropout=cfg.model.dropout,
-        pos=cfg.pos.name,
-        rope_base=cfg.pos.base,
-        max_positions=cfg.pos.max_positions or cfg.train.context_length,
-        t5_num_buckets=cfg.pos.num_buckets,
-        t5_max_distance=cfg.pos.max_distance,
-        t5_per_layer=cfg.pos.per_layer,
-    )
+    """The model a run config describes, on the corpus's vocabulary."""
+    return GPTConfig.from_run_config(cfg, data_mod.VOCAB_SIZE)
 
 
 def lr_at(step: int, cfg: DictConfig) -> float:
@@ -98,24 +100,21 @@ def estimate_val_loss(model: GPT, val: torch.Tensor, cfg: DictConfig, device: to
     return sum(losses) / len(losses)
 
 
-def train(cfg: DictConfig, run_dir: Path, console: Console | None = None, *, resume: bool = False,
-          model: GPT | None = None, rope: dict | None = None, extended_from: dict | None = None) -> Path:
-    """Train into ``run_dir``; with ``resume``, continue from its latest checkpoint (if any).
+def train(cfg: DictConfig, run_dir: Path, start: Start, console: Console | None = None) -> Path:
+    """Train into ``run_dir`` from ``start`` (``Fresh``, ``Resume`` or ``FromParent``).
 
-    ``model``: start from these weights (``posx extend``) instead of a fresh init; ``rope``
-    and ``extended_from`` are recorded in model.json as given (and in every checkpoint, so a
-    resumed extension keeps its frequencies and its parent).
     Raises ``Preempted`` after checkpointing when SIGTERM/SIGUSR2 arrives mid-run, and
     ``PosxError`` naming the step when the loss turns non-finite (the last good checkpoint stays).
     """
     console = console or Console()
     device = pick_device(cfg.device)
-    with checkpoint.locked_run(run_dir), StopSignals() as stop:
-        return _train(cfg, Path(run_dir), console, device, resume, stop, model, rope, extended_from)
+    busy = f"{run_dir} is being trained by another posx process; wait for it to stop (or stop it) before resuming"
+    with lock.exclusive(run_dir, busy=busy), StopSignals() as stop:
+        return _train(cfg, Path(run_dir), start, console, device, stop)
 
 
-def _train(cfg: DictConfig, run_dir: Path, console: Console, device: torch.device, resume: bool,
-           stop: StopSignals, model: GPT | None, rope: dict | None, extended_from: dict | None) -> Path:
+def _train(cfg: DictConfig, run_dir: Path, start: Start, console: Console, device: torch.device,
+           stop: StopSignals) -> Path:
     torch.manual_seed(cfg.seed)
     corpus = data_mod.load_corpus(cfg.data.source, cfg.data.path, cfg.data.val_fraction,
                                   cfg.data.cache_dir, console=console)
@@ -123,46 +122,46 @@ def _train(cfg: DictConfig, run_dir: Path, console: Console, device: torch.devic
     data_mod.require_tokens(corpus.train, T + 1, f"the training split (train.context_length={T})")
     data_mod.require_tokens(corpus.val, T + 1, f"the validation split (train.context_length={T})")
 
-    io.write_text(run_dir / "config.yaml", to_yaml(cfg))
-    model = (GPT(gpt_config(cfg)) if model is None else model).to(device)
+    files.write_text(run_dir / "config.yaml", to_yaml(cfg))
+    model = (start.model if isinstance(start, FromParent) else GPT(gpt_config(cfg))).to(device)
     optimizer = make_optimizer(model, cfg, device)
     gen = torch.Generator().manual_seed(cfg.seed)
+    extras = TrainExtras(data_sha256=corpus.fingerprint.get("sha256"))
+    if isinstance(start, FromParent):
+        extras.rope, extras.extended_from = start.rope, start.lineage
     tokens_per_step = cfg.train.batch_size * T
     rows: list[dict] = []
     val_loss = float("nan")
-    start = 0
-    if resume and checkpoint.exists(run_dir):
+    first = 0
+    resuming = isinstance(start, Resume)
+    if resuming and checkpoint.exists(run_dir):
         state = checkpoint.load(run_dir, model, optimizer, gen, device)
-        if state.extra.get("data_sha256") != corpus.fingerprint.get("sha256"):
+        if state.extras.data_sha256 != extras.data_sha256:
             raise PosxError(f"the corpus differs from the one {run_dir} was training on (other files or "
                             "Python version); resuming would not continue the same run — start a new one")
         if state.step > cfg.train.steps:
             raise PosxError(f"{run_dir} has a checkpoint at step {state.step}, past train.steps={cfg.train.steps}")
-        start, rows = state.step, state.metrics
-        rope = state.extra.get("rope") or rope  # an extension keeps its frequencies and parent
-        extended_from = state.extra.get("extended_from") or extended_from
-        if rope:
-            install_trained_frequencies(model, RunMeta(gpt_config(cfg), T, {}, start, rope))
-        val_loss = state.extra.get("val_loss")
-        val_loss = float("nan") if val_loss is None else val_loss
+        first, rows, extras = state.step, state.metrics, state.extras
+        # an extension keeps its frequencies (the model was built plain from the config)
+        install_trained(model, extras.rope, T, f"the checkpoint of {run_dir}")
+        val_loss = float("nan") if extras.val_loss is None else extras.val_loss
     console.print(
         f"[bold]posx train[/] {run_dir}  pos={cfg.pos.name} T={T} "
         f"params={model.num_params() / 1e6:.2f}M device={device}"
-        + (f"  [cyan]resuming at step {start}[/]" if resume else "")
+        + (f"  [cyan]resuming at step {first}[/]" if resuming else "")
     )
 
     def save_checkpoint(done: int) -> None:
-        extra = {"val_loss": val_loss if math.isfinite(val_loss) else None,
-                 "data_sha256": corpus.fingerprint.get("sha256"), "rope": rope, "extended_from": extended_from}
-        checkpoint.save(run_dir, done, model, optimizer, gen, rows, extra)
+        extras.val_loss = val_loss if math.isfinite(val_loss) else None
+        checkpoint.save(run_dir, done, model, optimizer, gen, rows, extras)
         write_metrics(run_dir, rows)
 
     model.train()
     t_last = time.perf_counter()
     every = cfg.train.checkpoint_every
     with Reporter(console, "train", cfg.train.steps) as progress:
-        progress.skip_to(start)
-        for step in range(start, cfg.train.steps):
+        progress.skip_to(first)
+        for step in range(first, cfg.train.steps):
             lr = lr_at(step, cfg)
             for group in optimizer.param_groups:
                 group["lr"] = lr
@@ -207,8 +206,7 @@ def _train(cfg: DictConfig, run_dir: Path, console: Console, device: torch.devic
     meta = RunMeta(model=gpt_config(cfg), train_context=T,
                    data={**corpus.fingerprint, "config": {"source": cfg.data.source, "path": cfg.data.path,
                                                           "val_fraction": cfg.data.val_fraction}},
-                   step=cfg.train.steps, rope=rope or {"method": "none", "factor": 1.0, "params": {}},
-                   extended_from=extended_from)
+                   step=cfg.train.steps, rope=extras.rope, extended_from=extras.extended_from)
     save_run(run_dir, model.cpu(), meta)
     metrics = pd.DataFrame(rows)
     steady = metrics["tokens_per_s"].iloc[min(5, len(metrics) - 1):].median() if len(metrics) else float("nan")
@@ -221,5 +219,5 @@ def _train(cfg: DictConfig, run_dir: Path, console: Console, device: torch.devic
 
 def write_metrics(run_dir: Path, rows: list[dict]) -> None:
     """metrics.csv with every row so far, replaced atomically."""
-    with io.atomic_path(run_dir / "metrics.csv") as tmp:
+    with files.atomic_path(run_dir / "metrics.csv") as tmp:
         pd.DataFrame(rows, columns=["step", "train_loss", "val_loss", "lr", "tokens_per_s"]).to_csv(tmp, index=False)

@@ -1,7 +1,7 @@
 """`posx frequencies`: each RoPE method's wavelength per rotary pair, as a table and a plot.
 
 For a head dimension d, base b, training length T and factor s, every method's inverse
-frequencies come from the same call the evaluation makes (``evaluate.method_frequencies``,
+frequencies come from the same call the evaluation makes (``posx.model.rescale.method_frequencies``,
 at length L = s * T), so the picture shows exactly what an evaluation row uses. A pair's
 wavelength is 2*pi / inv_freq positions: pairs whose wavelength exceeds T never completed a
 rotation in training; those longer than L do not complete one even at the target length.
@@ -15,15 +15,17 @@ import pandas as pd
 from omegaconf import DictConfig
 from rich.table import Table
 
-from posx import io, rope
-from posx.errors import PosxError
+from matplotlib.figure import Figure
+
+from posx import rope
+from posx.core import files
+from posx.core.errors import PosxError
+from posx.model.rescale import method_frequencies
 
 
 def wavelength_table(ev: DictConfig, methods: list[str], head_dim: int, base: float, context: int,
                      factor: float) -> tuple[pd.DataFrame, dict[str, float]]:
     """Wavelengths (rows: pair index, columns: methods) and each method's attention factor."""
-    from posx.evaluate import method_frequencies  # evaluate pulls in the model; keep import local
-
     if factor < 1:
         raise PosxError(f"--factor {factor} must be at least 1")
     if context < 1:
@@ -74,33 +76,26 @@ _MARKERS = ["o", "s", "^", "v", "D", "x", "+", "*", "<", ">"]
 
 def plot(df: pd.DataFrame, context: int, target: int, title: str, path: Path) -> Path:
     """A PNG of wavelength (log scale) by pair index, one line per method, T and L marked."""
-    import matplotlib
-
-    matplotlib.use("Agg")  # no display: write files only
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(9, 5.5), dpi=120)
-    try:
-        for i, method in enumerate(df.columns):
-            ax.plot(df.index, df[method], linestyle=_STYLES[i % len(_STYLES)],
-                    marker=_MARKERS[i % len(_MARKERS)], markersize=3.5, linewidth=1.2, label=method)
-        ax.axhline(context, color="black", linewidth=1.0, linestyle="--")
-        ax.axhline(target, color="firebrick", linewidth=1.0, linestyle=":")
-        ax.annotate(f"training length T = {context}", (0, context), xytext=(2, 3),
-                    textcoords="offset points", fontsize=8)
-        ax.annotate(f"target length L = {target}", (0, target), xytext=(2, 3),
-                    textcoords="offset points", fontsize=8, color="firebrick")
-        ax.set_yscale("log")
-        ax.set_xlabel("rotary pair index i")
-        ax.set_ylabel("wavelength 2π / θᵢ (positions, log scale)")
-        ax.set_title(title, fontsize=10)
-        ax.grid(True, which="major", alpha=0.3)
-        ax.legend(fontsize=8, ncol=2, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-        fig.tight_layout()
-        with io.atomic_path(path) as tmp:
-            fig.savefig(tmp, format="png")
-    finally:
-        plt.close(fig)
+    fig = Figure(figsize=(9, 5.5), dpi=120)
+    ax = fig.subplots()
+    for i, method in enumerate(df.columns):
+        ax.plot(df.index, df[method], linestyle=_STYLES[i % len(_STYLES)],
+                marker=_MARKERS[i % len(_MARKERS)], markersize=3.5, linewidth=1.2, label=method)
+    ax.axhline(context, color="black", linewidth=1.0, linestyle="--")
+    ax.axhline(target, color="firebrick", linewidth=1.0, linestyle=":")
+    ax.annotate(f"training length T = {context}", (0, context), xytext=(2, 3),
+                textcoords="offset points", fontsize=8)
+    ax.annotate(f"target length L = {target}", (0, target), xytext=(2, 3),
+                textcoords="offset points", fontsize=8, color="firebrick")
+    ax.set_yscale("log")
+    ax.set_xlabel("rotary pair index i")
+    ax.set_ylabel("wavelength 2π / θᵢ (positions, log scale)")
+    ax.set_title(title, fontsize=10)
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(fontsize=8, ncol=2, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    fig.tight_layout()
+    with files.atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png")
     return path
 
 

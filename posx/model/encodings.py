@@ -26,7 +26,7 @@ import torch
 from torch import Tensor, nn
 
 from posx import rope
-from posx.errors import PosxError
+from posx.core.errors import PosxError
 
 
 class PositionOutOfRange(PosxError):
@@ -234,7 +234,7 @@ def rotate_pairs(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
     """Rotate each (even, odd) pair of the last dim of x by the given angles.
 
     x: (..., T, head_dim); cos, sin: (T, head_dim // 2). Pair i of position p is
-    rotated by p * inv_freq[i], as in RoFormer and the background article.
+    rotated by p * inv_freq[i], as in RoFormer (Su et al. 2021, eq. 34).
     """
     x1, x2 = x[..., 0::2], x[..., 1::2]  # (..., T, hd/2) each
     out = torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)  # (..., T, hd/2, 2)
@@ -293,7 +293,7 @@ class Rotary(PositionalEncoding):
         return rotate_pairs(q, cos, sin), rotate_pairs(k, cos, sin)
 
 
-# Name -> maker. A maker takes the model's config (posx.model.GPTConfig) and returns the
+# Name -> maker. A maker takes the model's config (posx.model.config.GPTConfig) and returns the
 # component; configs and run files hold only the name.
 ENCODINGS = {
     "absolute": lambda c: LearnedAbsolute(c.max_positions, c.d_model),

@@ -4,7 +4,7 @@ Lengths are factor x the parent's T and factor x the new T for every ``eval.fact
 entry (deduplicated), and ``factor`` is always relative to the parent's T
 (``reference_context``), so rows line up with the parent's own table. Two stages:
 
-* ``extended``: the run itself, with the frequencies it trained with (``runs.load_run``
+* ``extended``: the run itself, with the frequencies it trained with (``posx.runs.rundir.load_run``
   installs them) or its stretched absolute table.
 * ``zero-shot``: the parent with the same rescaling (same frequencies, or the same
   stretched table) and no training. This is the parent's ``eval-extrapolate`` row at
@@ -21,16 +21,16 @@ from pathlib import Path
 
 import pandas as pd
 import torch
-from omegaconf import DictConfig
 from rich.console import Console
 
-from posx.errors import PosxError
-from posx.evaluate import COLUMNS, PROTOCOL, window_nll
-from posx.scoring import tokens_for
-from posx.extend import INTERPOLATE, find_parent, zero_shot_model
-from posx.model import GPT
-from posx.positions import PositionOutOfRange
-from posx.runs import RunMeta
+from posx.core.errors import PosxError
+from posx.eval.extrapolate import window_nll
+from posx.eval.scoring import tokens_for
+from posx.eval.tables import COLUMNS, DEFAULT_PROTOCOL as PROTOCOL, Evaluation
+from posx.model.encodings import PositionOutOfRange
+from posx.model.gpt import GPT
+from posx.runs.lineage import INTERPOLATE, find_parent, zero_shot_model
+from posx.runs.records import RunMeta
 
 
 def lengths_for(reference: int, new: int, factors) -> list[int]:
@@ -53,11 +53,11 @@ def _score(model: GPT, val: torch.Tensor, L: int, n_tokens: int, batch_tokens: i
     return "ok", total / count, count
 
 
-def evaluate_extended(model: GPT, meta: RunMeta, val: torch.Tensor, cfg: DictConfig,
-                      device: torch.device, run_dir: Path, console: Console | None = None) -> pd.DataFrame:
+def evaluate_extended(model: GPT, meta: RunMeta, val: torch.Tensor, ev, results_dir: str | Path,
+                      device: torch.device, run_name: str, console: Console | None = None) -> Evaluation:
     """One row per (stage, length); the zero-shot stage is left out when the parent is gone."""
-    lineage, ev = meta.extended_from, cfg.eval
-    T0, T1 = int(lineage["train_context"]), meta.train_context
+    lineage = meta.extended_from
+    T0, T1 = lineage.train_context, meta.train_context
     lengths = lengths_for(T0, T1, ev.factors)
     n_tokens = tokens_for(PROTOCOL, ev.tokens, lengths, lengths)
     if len(val) < n_tokens + 1:
@@ -67,28 +67,28 @@ def evaluate_extended(model: GPT, meta: RunMeta, val: torch.Tensor, cfg: DictCon
         console.print(f"[yellow]warning:[/] an extended run is evaluated with the {PROTOCOL} protocol only "
                       f"(eval.protocol={ev.protocol} is ignored)")
     stages: list[tuple[str, GPT, int]] = []
-    parent_dir = find_parent(meta, run_dir, cfg.results_dir)
+    parent_dir = find_parent(meta, results_dir)
     if parent_dir is None:
         if console is not None:
-            console.print(f"[yellow]warning:[/] parent run {lineage.get('parent')} not found; "
+            console.print(f"[yellow]warning:[/] parent run {lineage.parent} not found; "
                           "evaluating the extended model alone")
     else:
         stages.append(("zero-shot", zero_shot_model(meta, parent_dir, device), T0))
     stages.append(("extended", model, T1))
-    interpolated = lineage["method"] == INTERPOLATE
-    scale = float(lineage["factor"]) if interpolated else float(meta.rope.get("factor", 1.0))
+    interpolated = lineage.method == INTERPOLATE
+    scale = lineage.factor if interpolated else meta.rope.factor
     rows = []
     for stage, m, trained_at in stages:
         m.eval()
         attention = 1.0 if interpolated else m.pos.attention_factor
         for L in lengths:
             status, nll, count = _score(m, val, L, n_tokens, ev.batch_tokens, device)
-            rows.append({"run": run_dir.name, "pos": meta.model.pos, "train_context": trained_at,
-                         "eval_context": L, "factor": L / T0, "method": lineage["method"], "scale": scale,
+            rows.append({"run": run_name, "pos": meta.model.pos, "train_context": trained_at,
+                         "eval_context": L, "factor": L / T0, "method": lineage.method, "scale": scale,
                          "attention_factor": attention, "nll": nll, "ppl": math.exp(nll), "tokens": count,
                          "status": status, "protocol": PROTOCOL, "stride": L, "reference_context": T0, "stage": stage,
                          "absolute_beyond": "none"})
             if console is not None and status == "ok":
-                console.print(f"  {lineage['method']:>12} {stage:>9} {L / T0:g}x (L={L}): ppl {math.exp(nll):.3f}",
+                console.print(f"  {lineage.method:>12} {stage:>9} {L / T0:g}x (L={L}): ppl {math.exp(nll):.3f}",
                               highlight=False)
-    return pd.DataFrame(rows, columns=COLUMNS)
+    return Evaluation(table=pd.DataFrame(rows, columns=COLUMNS))

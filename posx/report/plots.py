@@ -1,4 +1,5 @@
-"""The PNGs of ``posx report`` (matplotlib, Agg backend: no display needed).
+"""The PNGs of ``posx report`` (matplotlib figures drawn straight to PNG: no pyplot, no
+backend switch, no display needed).
 
 * ``ppl_vs_length.png``: perplexity (log scale) by evaluation length in multiples of T, one line
   per encoding x method (x protocol when several), mean over seeds with ± std bars.
@@ -15,15 +16,13 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-import matplotlib
+import numpy as np
+import pandas as pd
+from matplotlib import colormaps
+from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter, NullFormatter
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from matplotlib.ticker import FuncFormatter, NullFormatter  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from posx import io  # noqa: E402
+from posx.core import files
 
 STYLES = ["-", "--", ":", "-."]
 MARKERS = ["o", "s", "^", "D", "v", "P"]
@@ -31,7 +30,7 @@ MARKERS = ["o", "s", "^", "D", "v", "P"]
 
 def _colors(names) -> dict:
     """One colour per method, the same in every plot of a report (sorted names)."""
-    cmap = plt.get_cmap("tab10")
+    cmap = colormaps["tab10"]
     return {name: cmap(i % 10) for i, name in enumerate(sorted(set(names)))}
 
 
@@ -63,9 +62,8 @@ def _figure_legend(fig, axes) -> None:
 
 
 def _save(fig, path: Path) -> Path:
-    with io.atomic_path(path) as tmp:
+    with files.atomic_path(path) as tmp:
         fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight")
-    plt.close(fig)
     return path
 
 
@@ -76,7 +74,8 @@ def plot_ppl(summary: pd.DataFrame, path: Path) -> Path | None:
     several = data["protocol"].nunique() > 1
     colors = _colors(data["method"])
     encodings = list(dict.fromkeys(data["encoding"]))
-    fig, ax = plt.subplots(figsize=(9, 5.5))
+    fig = Figure(figsize=(9, 5.5))
+    ax = fig.subplots()
     for (enc, method, protocol), g in data.groupby(["encoding", "method", "protocol"], sort=False):
         g = g.sort_values("factor")
         i = encodings.index(enc)
@@ -116,7 +115,8 @@ def plot_positions(positions: pd.DataFrame, path: Path, factor: float | None) ->
         return None
     encodings = list(chosen)
     colors = _colors(curves["method"])
-    fig, axes = plt.subplots(1, len(encodings), figsize=(5.5 * len(encodings) + 1.5, 4.5), squeeze=False)
+    fig = Figure(figsize=(5.5 * len(encodings) + 1.5, 4.5))
+    axes = fig.subplots(1, len(encodings), squeeze=False)
     for ax, enc in zip(axes[0], encodings):
         for method, g in curves[curves["encoding"] == enc].groupby("method", sort=False):
             g = g.sort_values("x")
@@ -141,7 +141,8 @@ def plot_passkey(pk_summary: pd.DataFrame, path: Path) -> Path | None:
     encodings = list(dict.fromkeys(data["encoding"]))
     colors = _colors(data["method"])
     factors = sorted(pk_summary["factor"].unique())
-    fig, axes = plt.subplots(2, len(variants), figsize=(5.5 * len(variants) + 2, 8), squeeze=False)
+    fig = Figure(figsize=(5.5 * len(variants) + 2, 8))
+    axes = fig.subplots(2, len(variants), squeeze=False)
     for col, variant in enumerate(variants):
         top, bottom = axes[0][col], axes[1][col]
         for (enc, method), g in data[data["variant"] == variant].groupby(["encoding", "method"], sort=False):

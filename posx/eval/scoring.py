@@ -25,9 +25,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from posx import data as data_mod
-from posx.errors import PosxError
-from posx.train import autocast
+from posx.data.corpus import require_tokens
+from posx.core.errors import PosxError
+from posx.core.device import autocast
 
 PROTOCOLS = ("nonoverlapping", "sliding")
 
@@ -88,7 +88,7 @@ def score(model, tokens: torch.Tensor, length: int, stride: int, n_tokens: int, 
     if n_tokens % stride:
         raise PosxError(f"{n_tokens} scored tokens is not a multiple of the stride {stride}")
     needed = tokens_needed(length, stride, n_tokens)
-    data_mod.require_tokens(tokens, needed, f"the held-out split for {n_tokens} tokens at length {length}")
+    require_tokens(tokens, needed, f"the held-out split for {n_tokens} tokens at length {length}")
     chunk = tokens[:needed].long()
     first = length - stride  # first scored window position
     starts = list(range(0, n_tokens, stride))

@@ -8,13 +8,12 @@ different T line up), and each group's perplexity is the mean and the sample sta
 deviation (n - 1) over its runs, one run per seed. A run without a table is listed in
 ``missing.csv`` and in the terminal, never dropped silently.
 
-Writes summary.csv/.md, passkey_summary.csv, missing.csv and the PNGs of posx/plots.py into
+Writes summary.csv/.md, passkey_summary.csv, missing.csv and the PNGs of posx.report.plots into
 a fresh directory (default results/reports/<time>/); an existing report is never overwritten.
 """
 
 from __future__ import annotations
 
-import json
 import math
 import time
 from dataclasses import dataclass, field
@@ -25,11 +24,13 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-from posx import io
-from posx.errors import PosxError
+from posx.core import files
+from posx.core.errors import PosxError
+from posx.eval.tables import read_extrapolation
+from posx.report import plots
+from posx.runs.rundir import META, RUN_MARKERS, is_run_dir, read_meta
 
 TABLES = ("extrapolation.csv", "positions.csv", "passkey.csv")
-RUN_MARKERS = ("model.json", "config.yaml", "extrapolation.csv")
 # parent is "" for a trained run and the parent's name for a `posx extend` run, so extended
 # runs are grouped by the run they came from; their method reads "<method> (extended)" or
 # "<method> (zero-shot)" after the table's stage.
@@ -47,10 +48,6 @@ class RunTables:
     parent: str = ""  # the run it was extended from (model.json), "" for a trained run
     tables: dict = field(default_factory=dict)  # table name -> DataFrame
     missing: list = field(default_factory=list)  # files the run lacks
-
-
-def is_run_dir(path: Path) -> bool:
-    return any((path / name).is_file() for name in RUN_MARKERS)
 
 
 def find_run_dirs(paths: list[str | Path]) -> list[Path]:
@@ -84,17 +81,14 @@ def load_run_tables(path: Path) -> RunTables:
     else:
         run.missing.append("config.yaml")
     run.seed = int(seed) if seed is not None else None
-    meta = path / "model.json"
-    if meta.is_file():
-        try:
-            lineage = json.loads(meta.read_text(encoding="utf-8")).get("extended_from") or {}
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError, AttributeError) as exc:
-            raise PosxError(f"{meta} is unreadable ({exc.__class__.__name__}); fix or remove it") from None
-        run.parent = str(lineage.get("parent", ""))
+    if (path / META).is_file():
+        lineage = read_meta(path).extended_from
+        run.parent = lineage.parent if lineage else ""
     for name in TABLES:
         if (path / name).is_file():
+            read = read_extrapolation if name == "extrapolation.csv" else pd.read_csv
             try:
-                run.tables[name] = pd.read_csv(path / name)
+                run.tables[name] = read(path / name)
             except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
                 raise PosxError(f"{path / name} cannot be read as CSV ({exc}); re-run posx eval-extrapolate") from None
         else:
@@ -109,13 +103,9 @@ def _combined(runs: list[RunTables], name: str) -> pd.DataFrame:
     if not frames:
         return pd.DataFrame()
     df = pd.concat(frames, ignore_index=True).rename(columns={"pos": "encoding"})
-    if name == "extrapolation.csv" and "stage" in df.columns:
+    if name == "extrapolation.csv":
         extended = df["parent"] != ""
         df.loc[extended, "method"] = df.loc[extended, "method"] + " (" + df.loc[extended, "stage"] + ")"
-    if "protocol" in df.columns:
-        df["protocol"] = df["protocol"].fillna("nonoverlapping")
-    elif name == "extrapolation.csv":
-        df["protocol"] = "nonoverlapping"  # tables older than the protocol column
     return df
 
 
@@ -202,7 +192,7 @@ def new_report_dir(out: str | Path | None, results_dir: str | Path) -> Path:
                             "(a report is never overwritten)")
         out.mkdir(parents=True, exist_ok=True)
         return out
-    return io.unique_dir(Path(results_dir) / "reports", time.strftime("%Y%m%d-%H%M%S"), "pass --out")
+    return files.unique_dir(Path(results_dir) / "reports", time.strftime("%Y%m%d-%H%M%S"), "pass --out")
 
 
 def markdown(summary: pd.DataFrame, pk_summary: pd.DataFrame, missing: pd.DataFrame, runs: list[RunTables]) -> str:
@@ -259,8 +249,6 @@ def rich_summary(summary: pd.DataFrame) -> Table:
 def report(paths: list[str | Path], out: str | Path | None = None, results_dir: str | Path = "results",
            factor: float | None = None, console: Console | None = None) -> Path:
     """Build the report; returns its directory."""
-    from posx import plots
-
     console = console or Console()
     runs = [load_run_tables(p) for p in find_run_dirs(paths)]
     missing = pd.DataFrame([{"run": str(r.path), "missing": name} for r in runs for name in r.missing],
@@ -272,14 +260,14 @@ def report(paths: list[str | Path], out: str | Path | None = None, results_dir: 
     out_dir = new_report_dir(out, results_dir)
     summary = summarize(ext)
     pk_summary = summarize_passkey(_combined(runs, "passkey.csv"))
-    with io.atomic_path(out_dir / "summary.csv") as tmp:
+    with files.atomic_path(out_dir / "summary.csv") as tmp:
         summary.to_csv(tmp, index=False)
-    with io.atomic_path(out_dir / "missing.csv") as tmp:
+    with files.atomic_path(out_dir / "missing.csv") as tmp:
         missing.to_csv(tmp, index=False)
     if not pk_summary.empty:
-        with io.atomic_path(out_dir / "passkey_summary.csv") as tmp:
+        with files.atomic_path(out_dir / "passkey_summary.csv") as tmp:
             pk_summary.to_csv(tmp, index=False)
-    io.write_text(out_dir / "summary.md", markdown(summary, pk_summary, missing, runs))
+    files.write_text(out_dir / "summary.md", markdown(summary, pk_summary, missing, runs))
     pngs = plots.draw_all(summary, _combined(runs, "positions.csv"), pk_summary, out_dir, factor)
     console.print(rich_summary(summary))
     for r in runs:

@@ -15,7 +15,9 @@ import uuid
 from pathlib import Path
 from typing import Callable, Iterator
 
-from posx.errors import PosxError
+from safetensors import SafetensorError
+
+from posx.core.errors import PosxError
 
 
 @contextlib.contextmanager
@@ -32,7 +34,7 @@ def atomic_path(target: str | Path) -> Iterator[Path]:
         with open(tmp_path, "rb+") as f:
             os.fsync(f.fileno())
         os.replace(tmp_path, target)
-        _fsync_dir(target.parent)
+        fsync_dir(target.parent)
     except OSError as exc:
         tmp_path.unlink(missing_ok=True)
         if exc.errno == errno.ENOSPC:
@@ -43,7 +45,8 @@ def atomic_path(target: str | Path) -> Iterator[Path]:
         raise
 
 
-def _fsync_dir(path: Path) -> None:
+def fsync_dir(path: Path) -> None:
+    """Make a rename inside ``path`` durable (best effort: some filesystems refuse)."""
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError:
@@ -81,8 +84,6 @@ def safetensors_write(write: Callable[[], None]) -> None:
     safetensors reports a failed write (disk full included) as SafetensorError whose text
     ends in Rust's "(os error N)"; the errno is what the callers here act on.
     """
-    from safetensors import SafetensorError
-
     try:
         write()
     except SafetensorError as exc:

@@ -8,26 +8,13 @@ finishes last writes the complete table, and no reader ever sees a half-written 
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 from pathlib import Path
-from typing import Iterator
 
 import pandas as pd
 
-from posx import io
+from posx.core import files, lock
 
 TABLE = "extrapolation.csv"
-
-
-@contextlib.contextmanager
-def locked(directory: Path) -> Iterator[None]:
-    with open(directory / ".posx.lock", "a+") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def combine(sweep_dir: Path) -> pd.DataFrame:
@@ -42,9 +29,9 @@ def combine(sweep_dir: Path) -> pd.DataFrame:
 
 def update_sweep_table(sweep_dir: Path) -> Path:
     sweep_dir = Path(sweep_dir)
-    with locked(sweep_dir):
+    with lock.exclusive(sweep_dir):
         df = combine(sweep_dir)
-        with io.atomic_path(sweep_dir / "sweep.csv") as tmp:
+        with files.atomic_path(sweep_dir / "sweep.csv") as tmp:
             df.to_csv(tmp, index=False)
-        io.write_text(sweep_dir / "sweep.md", df.to_markdown(index=False, floatfmt=".4g") + "\n")
+        files.write_text(sweep_dir / "sweep.md", df.to_markdown(index=False, floatfmt=".4g") + "\n")
     return sweep_dir / "sweep.csv"

@@ -24,7 +24,6 @@ import math
 import os
 import platform
 import sysconfig
-import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,7 +31,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from posx.errors import PosxError
+from posx.core import files
+from posx.core.errors import PosxError
 
 VOCAB_SIZE = 256
 SOURCES = ("stdlib", "text")
@@ -202,20 +202,6 @@ def _cache_key(source, root: Path, rels: list[str], val_fraction: float) -> str:
     return h.hexdigest()[:20]
 
 
-def _atomic_write(target: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=target.name + ".", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
 def _cache_paths(cache_dir: Path, key: str) -> tuple[Path, Path, Path]:
     stem = f"corpus-{key}"
     return cache_dir / f"{stem}.train.bin", cache_dir / f"{stem}.val.bin", cache_dir / f"{stem}.json"
@@ -246,11 +232,11 @@ def _write_cache(cache_dir: Path, key: str, train: bytes, val: bytes, fp: dict) 
     train_p, val_p, meta_p = _cache_paths(cache_dir, key)
     try:
         cache_dir.mkdir(parents=True, exist_ok=True)
-        _atomic_write(train_p, train)
-        _atomic_write(val_p, val)
+        files.write_bytes(train_p, train)
+        files.write_bytes(val_p, val)
         # The sidecar goes last: it is what marks the cache as complete.
         meta = {"format": CACHE_FORMAT, "key": key, "fingerprint": fp}
-        _atomic_write(meta_p, (json.dumps(meta, indent=1) + "\n").encode())
+        files.write_bytes(meta_p, (json.dumps(meta, indent=1) + "\n").encode())
     except OSError as e:
         raise PosxError(
             f"cannot write the corpus cache in '{cache_dir}': {e.strerror or e}; "

@@ -17,25 +17,15 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from posx.config import Config, ExtendRootConfig, check_config
-from posx.errors import PosxError
+from posx.config.checks import check_config
+from posx.config.schema import Config, ExtendRootConfig
+from posx.core.errors import PosxError
+from posx.runs.rundir import CONFIG, lineage_of
 
-CONFIG = "config.yaml"
 # Keys (and every key below them) a resumed run may change.
 SAFE = ("device", "results_dir", "data.cache_dir", "train.checkpoint_every", "train.eval_every",
         "train.eval_batches", "eval")
 _ABSENT = object()
-
-
-def is_extension(run_dir: Path) -> bool:
-    """Whether the run is a `posx extend` run: its model.json, or (not finished yet) its latest
-    checkpoint, records the parent it came from."""
-    from posx import checkpoint
-    from posx.runs import is_run, read_meta
-
-    if is_run(run_dir):
-        return read_meta(run_dir).extended_from is not None
-    return bool(checkpoint.saved_extra(run_dir).get("extended_from"))
 
 
 def saved_config(run_dir: Path) -> DictConfig:
@@ -44,7 +34,7 @@ def saved_config(run_dir: Path) -> DictConfig:
     path = Path(run_dir) / CONFIG
     if not path.is_file():
         raise PosxError(f"{run_dir} has no {CONFIG}; it is not a posx run, so there is nothing to resume")
-    schema = ExtendRootConfig if is_extension(Path(run_dir)) else Config
+    schema = Config if lineage_of(Path(run_dir)) is None else ExtendRootConfig
     try:
         return OmegaConf.merge(OmegaConf.structured(schema), OmegaConf.load(path))
     except (OSError, OmegaConfBaseException, ValueError) as exc:

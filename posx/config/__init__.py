@@ -1,0 +1,1 @@
+"""Configuration: the typed schema (no posx imports), value checks, composition, resumed configs."""

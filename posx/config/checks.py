@@ -1,0 +1,135 @@
+"""Checks of config values that are well typed but meaningless (a negative step count, an
+unknown method), each a one-line ``PosxError`` naming the key, before any work starts.
+
+The names a key may take come from the modules that own them: encodings from
+``posx.model.encodings``, methods from ``posx.rope``, protocols and passkey variants from
+``posx.eval``. RoPE method parameters are checked by ``posx.rope`` itself
+(``posx.model.rescale.check_params``).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from posx.core.device import DEVICES
+from posx.core.errors import PosxError
+from posx.eval.passkey import VARIANTS
+from posx.eval.scoring import PROTOCOLS
+from posx.model.encodings import BEYOND, ENCODINGS
+from posx.model.rescale import check_params
+from posx.rope import METHODS
+
+
+def _positive(value: Any, key: str) -> None:
+    if value is None or value <= 0:
+        raise PosxError(f"{key} must be positive, got {value}; set {key}=<a positive number>")
+
+
+def check_config(cfg: DictConfig | Config) -> None:
+    """Reject well-typed but meaningless values, with a one-line message naming the key."""
+    if cfg.device not in DEVICES:
+        raise PosxError(f"device={cfg.device} is not one of {', '.join(DEVICES)}")
+    if cfg.pos.name not in ENCODINGS:
+        raise PosxError(f"pos.name={cfg.pos.name} is unknown; choose one of {', '.join(ENCODINGS)}")
+    for key in ("n_layer", "n_head", "d_model", "mlp_ratio"):
+        _positive(cfg.model[key], f"model.{key}")
+    if cfg.model.d_model % cfg.model.n_head:
+        raise PosxError(
+            f"model.d_model={cfg.model.d_model} is not divisible by model.n_head={cfg.model.n_head}"
+        )
+    head_dim = cfg.model.d_model // cfg.model.n_head
+    if cfg.pos.name == "rope" and head_dim % 2:
+        raise PosxError(f"RoPE needs an even head_dim, got d_model/n_head = {head_dim}")
+    if cfg.pos.name == "sinusoidal" and cfg.model.d_model % 2:
+        raise PosxError(f"sinusoidal positions need an even model.d_model, got {cfg.model.d_model}")
+    if cfg.pos.num_buckets < 2:
+        raise PosxError(f"pos.num_buckets={cfg.pos.num_buckets} must be at least 2")
+    if cfg.pos.max_distance <= cfg.pos.num_buckets // 2:
+        raise PosxError(f"pos.max_distance={cfg.pos.max_distance} must exceed pos.num_buckets / 2 "
+                        f"({cfg.pos.num_buckets // 2}), where the log-spaced buckets start")
+    if not 0.0 <= cfg.model.dropout < 1.0:
+        raise PosxError(f"model.dropout={cfg.model.dropout} must be in [0, 1)")
+    if cfg.pos.base <= 1.0:
+        raise PosxError(f"pos.base={cfg.pos.base} must be greater than 1")
+    if cfg.pos.max_positions is not None:
+        _positive(cfg.pos.max_positions, "pos.max_positions")
+    for key in ("context_length", "steps", "batch_size", "lr", "eval_every", "eval_batches"):
+        _positive(cfg.train[key], f"train.{key}")
+    if cfg.train.checkpoint_every < 0:
+        raise PosxError(f"train.checkpoint_every={cfg.train.checkpoint_every} must be 0 (only at the end) or more")
+    if cfg.name is not None and (not str(cfg.name).strip() or "/" in str(cfg.name) or str(cfg.name) in (".", "..")):
+        raise PosxError(f"name={cfg.name!r} must be a plain directory name (no '/', not '.' or '..')")
+    if cfg.train.warmup_steps < 0:
+        raise PosxError(f"train.warmup_steps={cfg.train.warmup_steps} must be 0 or more")
+    if not cfg.eval.factors:
+        raise PosxError("eval.factors is empty; give at least one factor, e.g. eval.factors=[1,2,4,8]")
+    for factor in cfg.eval.factors:
+        if factor < 1:
+            raise PosxError(f"eval.factors has {factor}; every factor must be at least 1")
+    if not cfg.eval.methods:
+        raise PosxError("eval.methods is empty; give at least one, e.g. eval.methods=[none,pi]")
+    for method in cfg.eval.methods:
+        if method not in METHODS:
+            raise PosxError(f"eval.methods has unknown method '{method}'; choose from {', '.join(METHODS)}")
+    if cfg.eval.scale is not None and cfg.eval.scale < 1:
+        raise PosxError(f"eval.scale={cfg.eval.scale} must be at least 1 (or null for L/T)")
+    _positive(cfg.eval.tokens, "eval.tokens")
+    _positive(cfg.eval.batch_tokens, "eval.batch_tokens")
+    _positive(cfg.eval.abf_base, "eval.abf_base")
+    if cfg.eval.absolute_beyond not in BEYOND:
+        raise PosxError(f"eval.absolute_beyond={cfg.eval.absolute_beyond} is unknown; "
+                        f"choose one of {', '.join(BEYOND)}")
+    check_params(cfg.eval, METHODS)  # every method's, as before: a bad value is wrong even if unused
+    _check_scoring(cfg.eval)
+
+
+def check_extend_config(cfg: DictConfig | ExtendRootConfig) -> None:
+    """``check_config`` plus the keys of ``posx extend``."""
+    check_config(cfg)
+    if not cfg.parent:
+        raise PosxError("name the run to extend: posx extend RUN method=<method> factor=<factor>")
+    methods = (*METHODS, "interpolate")
+    if cfg.method not in methods:
+        raise PosxError(f"method={cfg.method} is unknown; choose one of {', '.join(methods)}")
+    if not (math.isfinite(cfg.factor) and cfg.factor >= 1):
+        raise PosxError(f"factor={cfg.factor} must be a finite number of at least 1 "
+                        "(the new context is factor x T)")
+    if cfg.new_base <= 1:
+        raise PosxError(f"new_base={cfg.new_base} must be greater than 1 (ABF uses 500000)")
+    for key in ("steps", "lr"):
+        _positive(cfg.extend[key], f"extend.{key}")
+    if cfg.extend.warmup_steps < 0:
+        raise PosxError(f"extend.warmup_steps={cfg.extend.warmup_steps} must be 0 or more")
+    if not 0 < cfg.extend.min_lr_ratio <= 1:
+        raise PosxError(f"extend.min_lr_ratio={cfg.extend.min_lr_ratio} must be in (0, 1]")
+    for key in ("batch_size", "eval_every"):
+        if cfg.extend[key] is not None:
+            _positive(cfg.extend[key], f"extend.{key}")
+
+
+def _check_scoring(ev) -> None:
+    """eval.protocol, eval.stride, eval.bucket_width and eval.passkey.*."""
+    if ev.protocol not in PROTOCOLS:
+        raise PosxError(f"eval.protocol={ev.protocol} is unknown; choose one of {', '.join(PROTOCOLS)}")
+    if ev.stride is not None:
+        _positive(ev.stride, "eval.stride")
+    if ev.bucket_width is not None:
+        _positive(ev.bucket_width, "eval.bucket_width")
+    pk = ev.passkey
+    for key in ("trials", "digits", "depth_buckets"):
+        _positive(pk[key], f"eval.passkey.{key}")
+    if pk.enabled and not pk.variants:
+        raise PosxError("eval.passkey.variants is empty; give prompt, copy or both, "
+                        "or set eval.passkey.enabled=false")
+    for variant in pk.variants:
+        if variant not in VARIANTS:
+            raise PosxError(f"eval.passkey.variants has unknown variant '{variant}'; "
+                            f"choose from {', '.join(VARIANTS)}")
+    if "copy" in pk.variants and pk.digits < 2:
+        raise PosxError(f"eval.passkey.digits={pk.digits}: the copy variant needs at least 2 digits "
+                        "(the first is the cue)")
+    if pk.trials < pk.depth_buckets:
+        raise PosxError(f"eval.passkey.trials={pk.trials} is fewer than eval.passkey.depth_buckets="
+                        f"{pk.depth_buckets}; every depth bucket needs a trial")
+

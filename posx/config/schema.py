@@ -1,0 +1,151 @@
+"""Typed configuration schema (Hydra structured configs) and checks of its values.
+
+The dataclasses below are the schema: Hydra merges the YAML files of ``configs/`` onto
+them, so a typo'd key or a wrong type fails at composition with Hydra's own message.
+``posx.config.checks`` then rejects values that are well typed but meaningless (a negative
+step count, an unknown method) with a one-line ``PosxError`` before any work starts.
+
+This module imports nothing of posx. Configs hold names, never import paths: a run
+directory is loadable without Hydra.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import List, Optional
+
+
+
+@dataclass
+class ModelConfig:
+    name: str = "tiny"  # preset name, recorded in the run
+    n_layer: int = 4  # transformer blocks
+    n_head: int = 4  # attention heads per block
+    d_model: int = 128  # residual stream width; head_dim = d_model / n_head
+    mlp_ratio: int = 4  # MLP hidden width = mlp_ratio * d_model
+    dropout: float = 0.0  # dropout on attention and residual branches (training only)
+
+
+@dataclass
+class PosConfig:
+    name: str = "rope"  # positional encoding: a name of posx.model.encodings.ENCODINGS
+    base: float = 10000.0  # RoPE base b of theta_i = b^(-2i/d)
+    max_positions: Optional[int] = None  # absolute: rows of the learned table (None: train.context_length)
+    num_buckets: int = 32  # t5: relative-distance buckets (half exact, half log-spaced)
+    max_distance: int = 128  # t5: distances from here on share the last bucket
+    per_layer: bool = False  # t5: one bias table per layer (T5 itself shares one)
+
+
+@dataclass
+class DataConfig:
+    source: str = "stdlib"  # stdlib (the interpreter's own .py files) | text (data.path)
+    path: Optional[str] = None  # text: a UTF-8 file, a directory or a glob
+    val_fraction: float = 0.05  # share of files (or bytes) held out for validation
+    cache_dir: str = "${results_dir}/cache"  # where the byte cache lives
+
+
+@dataclass
+class TrainConfig:
+    context_length: int = 128  # T: the length the model trains at
+    steps: int = 800  # optimizer steps
+    batch_size: int = 32  # sequences per step
+    lr: float = 3e-3  # peak learning rate (AdamW)
+    min_lr_ratio: float = 0.1  # cosine decays to lr * min_lr_ratio
+    warmup_steps: int = 50  # linear warmup steps
+    weight_decay: float = 0.1  # on matrices only
+    beta1: float = 0.9
+    beta2: float = 0.95
+    grad_clip: float = 1.0  # max global gradient norm (0 disables)
+    eval_every: int = 100  # validation loss every N steps (and at the end)
+    eval_batches: int = 8  # batches per validation estimate
+    checkpoint_every: int = 100  # resumable checkpoint every N steps (0: only at the end and on SIGTERM/SIGUSR2)
+
+
+@dataclass
+class YarnConfig:
+    beta_fast: float = 32.0  # rotations above which a pair keeps its frequency
+    beta_slow: float = 1.0  # rotations below which a pair is fully interpolated
+    truncate: bool = True  # floor/ceil the ramp bounds, as the YaRN authors do
+    attention_factor: Optional[float] = None  # yarn only; None: 0.1 * ln(s) + 1
+
+
+@dataclass
+class DynamicNTKConfig:
+    factor: Optional[float] = None  # s in b * (s*l/T - (s-1))^(d/(d-2)); None: the row's scale
+
+
+@dataclass
+class Llama3Config:
+    low_freq_factor: float = 1.0  # wavelengths above T / low_freq_factor are divided by s
+    high_freq_factor: float = 4.0  # wavelengths below T / high_freq_factor are kept
+
+
+@dataclass
+class LongRopeConfig:
+    short_factor: Optional[List[float]] = None  # per-pair divisors at lengths <= T; None: all 1
+    long_factor: Optional[List[float]] = None  # per-pair divisors past T; None: all 1
+    attention_factor: Optional[float] = None  # None: sqrt(1 + ln(s) / ln(T))
+
+
+@dataclass
+class PasskeyConfig:
+    enabled: bool = True  # passkey retrieval in eval-extrapolate (writes passkey.csv)
+    variants: List[str] = field(default_factory=lambda: ["prompt", "copy"])  # see posx/passkey.py
+    trials: int = 16  # sequences per (length, variant), the same ones for every method
+    digits: int = 5  # length of the random key
+    depth_buckets: int = 4  # trials are spread evenly over this many depth ranges
+    seed: int = 0  # seeds keys, depths and filler offsets
+
+
+@dataclass
+class EvalConfig:
+    factors: List[float] = field(default_factory=lambda: [1.0, 2.0, 4.0, 8.0])  # lengths as multiples of T
+    methods: List[str] = field(default_factory=lambda: ["none", "pi", "ntk", "yarn", "abf"])
+    tokens: int = 16384  # scored tokens at every length (rounded up to a multiple of each length)
+    batch_tokens: int = 16384  # tokens per forward pass (memory knob)
+    scale: Optional[float] = None  # fixed RoPE scale s; None: s = L / T for each length
+    abf_base: float = 500000.0  # ABF's new base
+    yarn: YarnConfig = field(default_factory=YarnConfig)  # also the ramp of dynamic_yarn, ntk_by_parts
+    dynamic_ntk: DynamicNTKConfig = field(default_factory=DynamicNTKConfig)
+    llama3: Llama3Config = field(default_factory=Llama3Config)
+    longrope: LongRopeConfig = field(default_factory=LongRopeConfig)
+    absolute_beyond: str = "none"  # learned absolute past its table: none | clamp | interpolate
+    after_train: bool = False  # evaluate at the end of `posx train`
+    protocol: str = "nonoverlapping"  # nonoverlapping | sliding (see posx/scoring.py)
+    stride: Optional[int] = None  # sliding: tokens scored per window; None: T/2
+    bucket_width: Optional[int] = None  # positions.csv bucket width in tokens; None: T/8
+    passkey: PasskeyConfig = field(default_factory=PasskeyConfig)
+
+
+@dataclass
+class Config:
+    seed: int = 0  # seeds weights, batches and evaluation windows
+    device: str = "auto"  # auto (CUDA when present) | cpu | cuda
+    name: Optional[str] = None  # run name; None: <pos>-T<context>-s<seed>-<time>
+    results_dir: str = "results"  # runs/, sweeps/, cache/ live here
+    model: ModelConfig = field(default_factory=ModelConfig)
+    pos: PosConfig = field(default_factory=PosConfig)
+    data: DataConfig = field(default_factory=DataConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+
+
+@dataclass
+class ExtendConfig:
+    steps: int = 200  # optimizer steps of continued training at factor x T
+    lr: float = 3e-4  # peak learning rate (a tenth of train.lr: a fine-tune, not a retrain)
+    warmup_steps: int = 20  # linear warmup steps (the PI and YaRN fine-tunes use 20)
+    min_lr_ratio: float = 0.1  # cosine decays to lr * min_lr_ratio at the last step
+    batch_size: Optional[int] = None  # sequences per step; None: train.batch_size * T / (factor * T)
+    eval_every: Optional[int] = None  # validation at factor x T every N steps; None: train.eval_every
+
+
+@dataclass
+class ExtendRootConfig(Config):
+    """``posx extend``: the training config plus what to extend and how."""
+
+    parent: Optional[str] = None  # the run to extend (path or name under results/runs); set by RUN
+    method: str = "yarn"  # a posx.rope method, or interpolate (learned absolute only)
+    factor: float = 4.0  # new context = factor x the parent's T
+    new_base: float = 500000.0  # abf: the new RoPE base
+    extend: ExtendConfig = field(default_factory=ExtendConfig)

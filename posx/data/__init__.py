@@ -1,0 +1,1 @@
+"""Corpora: the bytes posx trains and evaluates on, cached and fingerprinted."""

@@ -1,0 +1,1 @@
+"""Evaluation: scoring protocols, passkey retrieval, the extrapolation of plain and extended runs, their tables."""

@@ -1,0 +1,129 @@
+"""Zero-shot extrapolation: perplexity at factor x T for each RoPE rescaling method.
+
+Protocol (eval.protocol, ``posx.eval.scoring``): non-overlapping windows of length
+L = factor x T taken in order from the held-out split, or sliding windows scoring the last
+eval.stride tokens of each; every length scores the same number of tokens; the NLL is the
+mean over tokens. Beside the main table an evaluation has the per-position buckets and the
+passkey rows (``posx.eval.passkey``). Rows that cannot be computed say why in ``status``
+instead of crashing: ``out_of_range`` (learned absolute past its table), ``not_applicable``
+(a RoPE method on a model without RoPE), ``nonfinite`` (the model produced inf/NaN logits).
+
+``factor`` is relative to ``reference_context``: T for a plain run, the parent's T for an
+extended run (``posx extend``), which ``posx.eval.extended`` evaluates instead. Every row of
+a plain run is ``zero-shot``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import torch
+from rich.console import Console
+
+from posx.core.errors import PosxError
+from posx.core.progress import Reporter
+from posx.eval import passkey, scoring
+from posx.eval.tables import COLUMNS, Evaluation
+from posx.model.encodings import PositionOutOfRange
+from posx.model.gpt import GPT
+from posx.model.rescale import absolute_beyond, check_methods, method_frequencies, rescaled
+from posx.runs.records import RunMeta
+
+
+
+
+def window_nll(model: GPT, tokens: torch.Tensor, length: int, n_windows: int, batch_tokens: int,
+               device: torch.device) -> tuple[float, int]:
+    """Summed NLL and token count over n_windows consecutive windows of ``length``: the
+    non-overlapping protocol of ``scoring.score`` (stride = length)."""
+    scores = scoring.score(model, tokens, length, length, n_windows * length, batch_tokens, device)
+    return scores.total, scores.tokens
+
+
+def evaluate(model: GPT, meta: RunMeta, val: torch.Tensor, ev, device: torch.device, run_name: str,
+             console: Console | None = None, long_tables: bool = False) -> Evaluation:
+    """One row per (factor, method); with ``long_tables``, also the per-position buckets and
+    (eval.passkey.enabled) the passkey rows. The model's trained frequencies stay installed."""
+    T = meta.train_context
+    lengths = [round(f * T) for f in ev.factors]
+    strides = [scoring.stride_for(ev.protocol, ev.stride, T, L) for L in lengths]
+    n_tokens = scoring.tokens_for(ev.protocol, ev.tokens, lengths, strides)
+    needed = max(scoring.tokens_needed(L, s, n_tokens) for L, s in zip(lengths, strides))
+    if len(val) < needed:
+        raise PosxError(f"the held-out split has {len(val)} tokens but eval.tokens asks for {n_tokens} "
+                        f"at each length ({needed} read); lower eval.tokens or use more data")
+    scales = [float(ev.scale) if ev.scale is not None else L / T for L in lengths]
+    rope_args = {"head_dim": meta.model.head_dim, "base": meta.model.rope_base, "train_context": T}
+    if model.pos.uses_rope:  # bad method parameters fail here, before any row is computed
+        check_methods(ev, ev.methods, rows=list(zip(scales, lengths)), **rope_args)
+    pk = ev.passkey
+    variants = list(pk.variants) if long_tables and pk.enabled else []
+    trials = {(L, v): passkey.make_trials(val, L, v, pk.trials, pk.digits, pk.depth_buckets, pk.seed)
+              for L in lengths for v in variants}
+    width = scoring.bucket_width_for(ev.bucket_width, T)
+    beyond = ev.absolute_beyond if model.pos.kind == "absolute" else "none"  # no table, no patch
+    result = Evaluation(table=pd.DataFrame(columns=COLUMNS))
+    rows = []
+    model.eval()
+    cells = [(m, f, L, s, sc) for m in ev.methods for f, L, s, sc in zip(ev.factors, lengths, strides, scales)]
+    with absolute_beyond(model, beyond), Reporter(console or Console(quiet=True), "eval", len(cells)) as progress:
+        for method, factor, L, stride, scale in cells:
+            row = {"run": run_name, "pos": meta.model.pos, "train_context": T, "eval_context": L,
+                   "factor": float(factor), "method": method, "scale": scale, "attention_factor": 1.0,
+                   "nll": math.nan, "ppl": math.nan, "tokens": 0, "status": "ok", "protocol": ev.protocol,
+                   "stride": stride, "reference_context": T, "stage": "zero-shot", "absolute_beyond": beyond}
+            rows.append(row)
+            cell_trials = {v: trials[(L, v)] for v in variants}
+            scores, results = _score_cell(model, val, ev, device, row, n_tokens, cell_trials, rope_args)
+            keys = {k: row[k] for k in ("run", "pos", "train_context", "eval_context", "factor", "method")}
+            if long_tables and row["status"] == "ok":
+                for start, end, total, count in scoring.buckets(scores, width):
+                    result.positions.append({**keys, "protocol": ev.protocol, "bucket_start": start,
+                                             "bucket_end": end, "tokens": count, "nll": total / count})
+            for v in variants:
+                for r in _passkey_rows(row["status"], cell_trials[v], results.get(v), pk.depth_buckets):
+                    result.passkey.append({**keys, "variant": v, **r})
+            progress.advance(f"{method} {factor:g}x (L={L}) " +
+                             (f"ppl {row['ppl']:.3f}" if row["status"] == "ok" else row["status"]))
+    result.table = pd.DataFrame(rows, columns=COLUMNS)
+    return result
+
+
+def _score_cell(model: GPT, val: torch.Tensor, ev, device: torch.device, row: dict,
+                n_tokens: int, trials: dict, rope_args: dict) -> tuple[scoring.Scores | None, dict]:
+    """Fill one row (method at one length) in place; returns its scores and passkey results."""
+    L, method = row["eval_context"], row["method"]
+    if method != "none" and not model.pos.uses_rope:
+        row["status"] = "not_applicable"
+        return None, {}
+    limit = model.pos.max_length()
+    if limit is not None and L > limit:
+        row["status"] = "out_of_range"
+        return None, {}
+    inv_freq = None
+    if model.pos.uses_rope:
+        inv_freq, row["attention_factor"] = method_frequencies(method, ev, scale=row["scale"], length=L, **rope_args)
+        inv_freq = inv_freq.to(device)
+    try:
+        with rescaled(model, inv_freq, row["attention_factor"]):
+            scores = scoring.score(model, val, L, row["stride"], n_tokens, ev.batch_tokens, device)
+            results = {v: passkey.score_trials(model, t, ev.batch_tokens, device) for v, t in trials.items()}
+    except PositionOutOfRange:
+        row["status"] = "out_of_range"
+        return None, {}
+    row["tokens"] = scores.tokens
+    if not math.isfinite(scores.total):
+        row["status"] = "nonfinite"
+        return scores, results
+    row["nll"] = scores.total / scores.tokens
+    row["ppl"] = math.exp(row["nll"])
+    return scores, results
+
+
+def _passkey_rows(status: str, trials: list, result, depth_buckets: int) -> list[dict]:
+    """Passkey rows of one cell; a cell that was not scored gets its status in every row."""
+    if result is None:
+        return [{"depth_lo": b / depth_buckets, "depth_hi": (b + 1) / depth_buckets, "trials": 0,
+                 "accuracy": math.nan, "key_nll": math.nan, "status": status} for b in range(depth_buckets)]
+    return passkey.summarize(trials, *result, depth_buckets)

@@ -1,0 +1,197 @@
+"""RoPE rescaling applied to a model: which ``posx.rope.frequencies`` call each evaluation
+row makes, the typed record of the frequencies a model trained with, and ``rescaled``, the
+context manager that installs other frequencies and always puts the trained ones back.
+
+``posx.rope`` is the one place method parameters are validated: ``check_params`` runs its
+checks on a config before any model exists, ``check_methods`` computes every row's
+frequencies for a real model before any row is scored.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from typing import Callable, Iterator
+
+import torch
+
+from posx import rope
+from posx.core.errors import PosxError
+from posx.model.gpt import GPT
+
+
+def _ramp(ev) -> dict:
+    """YaRN's ramp keys, shared by yarn, dynamic_yarn and ntk_by_parts."""
+    return {"beta_fast": ev.yarn.beta_fast, "beta_slow": ev.yarn.beta_slow, "truncate": ev.yarn.truncate}
+
+
+def _listed(values) -> list[float] | None:
+    return None if values is None else [float(v) for v in values]
+
+
+# Method -> how to call ``rope.frequencies`` for one row: (ev, s, L) -> (factor, params), with
+# ev the ``eval`` config, s the row's scale (L / T, or eval.scale) and L its length. Every
+# method is listed explicitly; a test checks this table covers rope.METHODS exactly.
+METHOD_ARGS: dict[str, Callable[[object, float, int], tuple[float, dict]]] = {
+    "none": lambda ev, s, L: (s, {}),  # ignores the factor
+    "pi": lambda ev, s, L: (s, {}),
+    "ntk": lambda ev, s, L: (s, {}),
+    "dynamic_ntk": lambda ev, s, L: (s if ev.dynamic_ntk.factor is None else float(ev.dynamic_ntk.factor),
+                                     {"length": L}),
+    "yarn": lambda ev, s, L: (s, {**_ramp(ev), "attention_factor": ev.yarn.attention_factor}),
+    "dynamic_yarn": lambda ev, s, L: (1.0, {**_ramp(ev), "length": L}),  # s = max(1, L / T) inside
+    "ntk_by_parts": lambda ev, s, L: (s, _ramp(ev)),
+    "abf": lambda ev, s, L: (s, {"new_base": ev.abf_base}),  # ignores the factor
+    "llama3": lambda ev, s, L: (s, {"low_freq_factor": ev.llama3.low_freq_factor,
+                                    "high_freq_factor": ev.llama3.high_freq_factor}),
+    "longrope": lambda ev, s, L: (s, {"short_factor": _listed(ev.longrope.short_factor),
+                                      "long_factor": _listed(ev.longrope.long_factor),
+                                      "attention_factor": ev.longrope.attention_factor, "length": L}),
+}
+# The config group each method reads its parameters from, named in error messages.
+_GROUP = {"dynamic_ntk": "eval.dynamic_ntk.factor", "yarn": "eval.yarn", "dynamic_yarn": "eval.yarn",
+          "ntk_by_parts": "eval.yarn", "abf": "eval.abf_base", "llama3": "eval.llama3",
+          "longrope": "eval.longrope"}
+
+
+def method_args(method: str, ev, scale: float, length: int) -> tuple[float, dict]:
+    """(factor, params) of ``rope.frequencies`` for ``method`` at one (scale, length) row."""
+    if method not in METHOD_ARGS:
+        raise PosxError(f"eval.methods has unknown method '{method}'; choose from {', '.join(METHOD_ARGS)}")
+    return METHOD_ARGS[method](ev, scale, length)
+
+
+def check_params(ev, methods) -> None:
+    """Each method's parameters as the ``eval`` config gives them, checked by ``posx.rope`` on
+    their own (no model needed); the message names the config group."""
+    for method in methods:
+        factor, params = method_args(method, ev, 1.0, 1)
+        try:
+            rope.check_params(method, factor, **params)
+        except PosxError as exc:
+            group = _GROUP.get(method)
+            raise PosxError(f"{group}: {exc}" if group else str(exc)) from None
+
+
+def method_frequencies(method: str, ev, head_dim: int, base: float, train_context: int,
+                       scale: float, length: int) -> tuple[torch.Tensor, float]:
+    """Inverse frequencies and attention factor of ``method`` for one (scale, length) row."""
+    factor, params = method_args(method, ev, scale, length)
+    try:
+        return rope.frequencies(method, head_dim, base=base, factor=factor, original_context=train_context,
+                                **params)
+    except PosxError as exc:
+        group = _GROUP.get(method)
+        raise PosxError(f"{group}: {exc}" if group else str(exc)) from None
+
+
+def check_methods(ev, methods, head_dim: int, base: float, train_context: int,
+                  rows: list[tuple[float, int]]) -> None:
+    """Compute every method at every (scale, length) row once, so a bad parameter fails
+    before any work (``posx.rope`` raises, naming the parameter)."""
+    for method in methods:
+        for scale, length in rows:
+            method_frequencies(method, ev, head_dim, base, train_context, scale, length)
+
+
+@dataclass
+class RopeRecord:
+    """The frequencies a model was trained with, as recorded in model.json and checkpoints.
+
+    A recipe (``method``, ``factor``, ``params``, ``original_context``) and, for an extended
+    run, the numbers themselves (``inv_freq``, ``attention_factor``), which win when present
+    so evaluation uses exactly what training used.
+    """
+
+    method: str = "none"  # a posx.rope method
+    factor: float = 1.0  # its scale s
+    params: dict = field(default_factory=dict)  # its extra parameters (rope.frequencies **params)
+    original_context: int | None = None  # the T it rescales from; None: the run's own T
+    inv_freq: list[float] | None = None  # the frequencies themselves (extended runs)
+    attention_factor: float | None = None  # with inv_freq: the attention factor they trained with
+
+    @classmethod
+    def identity(cls) -> "RopeRecord":
+        """Plain RoPE (and the record of every model without RoPE)."""
+        return cls()
+
+    @property
+    def is_identity(self) -> bool:
+        return self.method == "none"
+
+    def to_dict(self) -> dict:
+        out = {"method": self.method, "factor": self.factor, "params": dict(self.params)}
+        if self.original_context is not None:
+            out["original_context"] = self.original_context
+        if self.inv_freq is not None:
+            out["inv_freq"] = list(self.inv_freq)
+            out["attention_factor"] = self.attention_factor if self.attention_factor is not None else 1.0
+        return out
+
+    @classmethod
+    def from_dict(cls, data, where: str) -> "RopeRecord":
+        """Read a record written by ``to_dict`` (or by posx before this class); any other
+        shape is a PosxError naming ``where``."""
+        if data is None:
+            return cls.identity()
+        try:
+            original = data.get("original_context")
+            inv_freq = data.get("inv_freq")
+            attention = data.get("attention_factor")
+            return cls(method=str(data["method"]), factor=float(data.get("factor", 1.0)),
+                       params=dict(data.get("params") or {}),
+                       original_context=None if original is None else int(original),
+                       inv_freq=None if inv_freq is None else [float(v) for v in inv_freq],
+                       attention_factor=None if attention is None else float(attention))
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise PosxError(f"the rope record in {where} is malformed ({data!r}); re-run the extension") from exc
+
+    def frequencies(self, head_dim: int, base: float, train_context: int, where: str) -> tuple[torch.Tensor, float]:
+        """(inv_freq, attention_factor): the recorded numbers, else the recipe recomputed."""
+        if self.inv_freq is not None:
+            inv_freq = torch.tensor(self.inv_freq, dtype=torch.float32)
+            if inv_freq.shape != (head_dim // 2,):
+                raise PosxError(f"the rope record in {where} holds {inv_freq.numel()} frequencies, "
+                                f"expected head_dim // 2 = {head_dim // 2}; re-run the extension")
+            return inv_freq, 1.0 if self.attention_factor is None else self.attention_factor
+        original = self.original_context if self.original_context is not None else train_context
+        return rope.frequencies(self.method, head_dim, base=base, factor=self.factor,
+                                original_context=original, **self.params)
+
+
+def install_trained(model: GPT, record: RopeRecord, train_context: int, where: str) -> None:
+    """Make the model rotate with (and ``rescaled`` return to) the frequencies it trained with."""
+    if model.pos.uses_rope:
+        cfg = model.config
+        model.pos.set_trained_frequencies(*record.frequencies(cfg.head_dim, cfg.rope_base, train_context, where))
+    elif not record.is_identity:
+        raise PosxError(f"{where} records RoPE method {record.method!r} but its model "
+                        f"({model.config.pos}) has no RoPE; it is inconsistent")
+
+
+@contextlib.contextmanager
+def rescaled(model: GPT, inv_freq: torch.Tensor | None, attention_factor: float = 1.0) -> Iterator[GPT]:
+    """Rotate with other frequencies inside the block; the trained ones come back on exit,
+    whatever happens. ``inv_freq`` None, or a model without RoPE: the model as it is."""
+    if inv_freq is None or not model.pos.uses_rope:
+        yield model
+        return
+    model.pos.set_frequencies(inv_freq, attention_factor)
+    try:
+        yield model
+    finally:
+        model.pos.reset()
+
+
+@contextlib.contextmanager
+def absolute_beyond(model: GPT, mode: str) -> Iterator[GPT]:
+    """A learned-absolute model that handles positions past its table with ``mode`` inside
+    the block (``none`` again on exit); other encodings are untouched."""
+    if model.pos.kind != "absolute":
+        yield model
+        return
+    model.pos.set_beyond(mode)
+    try:
+        yield model
+    finally:
+        model.pos.set_beyond("none")

@@ -1,0 +1,1 @@
+"""Reports: summaries over seeds, plots, the RoPE frequency table, sweep tables."""

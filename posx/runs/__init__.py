@@ -1,0 +1,1 @@
+"""Run directories: typed records, saving and loading, checkpoints, lineage of extended runs."""

@@ -1,0 +1,84 @@
+"""Extended runs and the run they came from: the context an extension reaches, how a model
+is extended (RoPE frequencies installed, or a learned-absolute table stretched), finding the
+parent again, and the parent extended with no training (the zero-shot baseline).
+
+A RoPE run extends with any ``posx.rope`` method; a learned-absolute run only with
+``interpolate``: its table is stretched to factor x T rows, row j being the parent's table
+at position j / factor (linear between rows, the last row repeated past the end), the
+absolute analogue of PI (Chen et al. 2023).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from posx import rope
+from posx.core.errors import PosxError
+from posx.model.config import GPTConfig
+from posx.model.gpt import GPT
+from posx.model.rescale import RopeRecord, install_trained
+from posx.runs.records import RunMeta
+from posx.runs.rundir import META, load_run
+
+INTERPOLATE = "interpolate"
+
+
+def new_context(parent_context: int, factor: float) -> int:
+    return int(round(factor * parent_context))
+
+
+def interpolate_table(table: torch.Tensor, rows: int, factor: float) -> torch.Tensor:
+    """Stretch a (T, C) position table to (rows, C): row j is the table at position j / factor."""
+    T = table.shape[0]
+    x = (torch.arange(rows, dtype=torch.float64) / factor).clamp(max=T - 1)  # (rows,)
+    lo = x.floor().long().clamp(max=T - 1)  # (rows,)
+    hi = (lo + 1).clamp(max=T - 1)  # (rows,)
+    w = (x - lo.double()).to(table.dtype)[:, None]  # (rows, 1)
+    return table[lo] * (1 - w) + table[hi] * w  # (rows, C)
+
+
+def check_method(method: str, pos: str, where: str) -> None:
+    """RoPE runs take RoPE methods; learned-absolute runs take only interpolate."""
+    if pos == "rope" and method == INTERPOLATE:
+        raise PosxError(f"{where} uses RoPE; interpolate is for learned-absolute tables. "
+                        f"Choose a RoPE method: {', '.join(rope.METHODS)}")
+    if pos != "rope" and method != INTERPOLATE:
+        raise PosxError(f"{where} has {pos} positions, which extend only with method=interpolate "
+                        f"(the table stretched to factor x T); method={method} needs RoPE")
+
+
+def extended_model(parent_model: GPT, parent: RunMeta, method: str, factor: float,
+                   record: RopeRecord | None, where: str) -> GPT:
+    """The parent's weights with the extension applied, before any training: RoPE frequencies
+    installed in place, or a new model with the stretched absolute table."""
+    if method != INTERPOLATE:
+        install_trained(parent_model, record, parent.train_context, where)
+        return parent_model
+    T1 = new_context(parent.train_context, factor)
+    model = GPT(GPTConfig(**{**parent.model.to_dict(), "max_positions": T1}))
+    state = parent_model.state_dict()
+    state["pos.table.weight"] = interpolate_table(state["pos.table.weight"], T1, factor)
+    model.load_state_dict(state)
+    return model
+
+
+def find_parent(meta: RunMeta, results_dir: str | Path) -> Path | None:
+    """The parent of an extended run: its recorded path, else by name under results/runs."""
+    lineage = meta.extended_from
+    if lineage is None:
+        return None
+    for candidate in (lineage.parent_path, Path(results_dir) / "runs" / lineage.parent):
+        if candidate and (Path(candidate) / META).is_file():
+            return Path(candidate)
+    return None
+
+
+def zero_shot_model(meta: RunMeta, parent_dir: Path, device) -> GPT:
+    """The parent with the child's extension applied and no training: the zero-shot baseline."""
+    parent_model, parent = load_run(parent_dir, device="cpu")
+    lineage = meta.extended_from
+    record = meta.rope if lineage.method != INTERPOLATE else None
+    return extended_model(parent_model, parent, lineage.method, lineage.factor, record,
+                          f"{parent_dir / META}").to(device)

@@ -1,0 +1,123 @@
+"""Typed records a run directory holds as JSON: the run's metadata (``model.json``), the
+lineage of an extended run, and the scalars a checkpoint keeps besides its tensors. Each is
+read through one function (``from_dict``); a record of the wrong shape is a one-line
+``PosxError`` naming the file, never a KeyError later.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+
+from posx import __version__
+from posx.core.errors import PosxError
+from posx.model.config import GPTConfig
+from posx.model.rescale import RopeRecord
+
+META_FORMAT = "posx-run/1"
+
+
+@dataclass
+class Lineage:
+    """Where an extended run (``posx extend``) came from."""
+
+    parent: str  # the parent run's directory name
+    parent_path: str  # its absolute path when the extension ran
+    method: str  # the rescaling (a posx.rope method, or interpolate)
+    factor: float  # new context = factor x train_context
+    steps: int  # continued-training steps asked for
+    train_context: int  # the parent's T
+    parent_step: int  # the parent's optimizer steps
+
+    def to_dict(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    @classmethod
+    def from_dict(cls, data, where: str) -> "Lineage | None":
+        if not data:
+            return None
+        try:
+            return cls(parent=str(data["parent"]), parent_path=str(data.get("parent_path", "")),
+                       method=str(data["method"]), factor=float(data["factor"]), steps=int(data.get("steps", 0)),
+                       train_context=int(data["train_context"]), parent_step=int(data.get("parent_step", 0)))
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise PosxError(f"the extended_from record in {where} is malformed ({exc}); re-run the extension") from exc
+
+
+@dataclass
+class RunMeta:
+    """``model.json``: what rebuilds the model and says what it is, without Hydra."""
+
+    model: GPTConfig
+    train_context: int  # T, the length the model trained at
+    data: dict  # corpus fingerprint and the data config it came from
+    step: int  # optimizer steps taken
+    rope: RopeRecord = field(default_factory=RopeRecord.identity)  # frequencies it trained with
+    extended_from: Lineage | None = None  # posx extend: where it came from
+    weights_sha256: str | None = None  # checksum of model.safetensors (set by save_run; older runs lack it)
+
+    def to_dict(self) -> dict:
+        return {
+            "format": META_FORMAT,
+            "posx_version": __version__,
+            "model": self.model.to_dict(),
+            "train_context": self.train_context,
+            "data": self.data,
+            "step": self.step,
+            "rope": self.rope.to_dict(),
+            **({"extended_from": self.extended_from.to_dict()} if self.extended_from else {}),
+            "weights_sha256": self.weights_sha256,
+            "saved_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        }
+
+    @classmethod
+    def from_dict(cls, d, where: Path) -> "RunMeta":
+        if not isinstance(d, dict) or d.get("format") != META_FORMAT:
+            found = d.get("format") if isinstance(d, dict) else type(d).__name__
+            raise PosxError(f"{where} is not posx run metadata (format {found!r})")
+        try:
+            data = d.get("data", {})
+            if not isinstance(data, dict):
+                raise TypeError(f"data is a {type(data).__name__}")
+            return cls(GPTConfig.from_dict(d["model"]), int(d["train_context"]), data, int(d.get("step", 0)),
+                       rope=RopeRecord.from_dict(d.get("rope"), str(where)),
+                       extended_from=Lineage.from_dict(d.get("extended_from"), str(where)),
+                       weights_sha256=d.get("weights_sha256"))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise PosxError(f"{where} is incomplete or corrupt ({exc}); re-train the run") from exc
+
+    @property
+    def data_config(self) -> dict:
+        """The data config the run trained on (source, path, val_fraction)."""
+        config = self.data.get("config") or {}
+        return {"source": config.get("source", "stdlib"), "path": config.get("path"),
+                "val_fraction": config.get("val_fraction", 0.05)}
+
+
+@dataclass
+class TrainExtras:
+    """What a training checkpoint keeps besides tensors, so a resumed run is the same run."""
+
+    val_loss: float | None = None  # the last validation loss (None before the first)
+    data_sha256: str | None = None  # the corpus it trains on
+    rope: RopeRecord = field(default_factory=RopeRecord.identity)  # frequencies it trains with
+    extended_from: Lineage | None = None  # an extension's parent
+
+    def to_dict(self) -> dict:
+        return {"val_loss": self.val_loss, "data_sha256": self.data_sha256, "rope": self.rope.to_dict(),
+                "extended_from": self.extended_from.to_dict() if self.extended_from else None}
+
+    @classmethod
+    def from_dict(cls, d, where: str) -> "TrainExtras":
+        if not isinstance(d, dict):
+            raise PosxError(f"checkpoint {where} is incomplete or corrupt (extra is a {type(d).__name__}); "
+                            "start a new run")
+        try:
+            val_loss = d.get("val_loss")
+            return cls(val_loss=None if val_loss is None else float(val_loss),
+                       data_sha256=d.get("data_sha256"),
+                       rope=RopeRecord.from_dict(d.get("rope"), where),
+                       extended_from=Lineage.from_dict(d.get("extended_from"), where))
+        except (TypeError, ValueError) as exc:
+            raise PosxError(f"checkpoint {where} is incomplete or corrupt ({exc}); start a new run") from exc

@@ -1,0 +1,120 @@
+"""Run directories: naming, finding, saving and loading a trained model without Hydra.
+
+A run directory holds:
+  config.yaml        the resolved config it was trained with
+  model.json         what is needed to rebuild the model (GPTConfig, T, data fingerprint)
+  model.safetensors  the weights
+  metrics.csv        step, train_loss, val_loss, lr, tokens_per_s
+  extrapolation.csv / .md   after `posx eval-extrapolate`
+An extended run (`posx extend`) also records its parent in model.json (``extended_from``)
+and the RoPE frequencies it trained with (``rope``); ``load_run`` installs exactly those.
+Nothing is ever unpickled from a run directory.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+from safetensors.torch import save_model
+
+from posx.core import files
+from posx.core.errors import PosxError
+from posx.model.gpt import GPT
+from posx.model.rescale import install_trained
+from posx.runs import checkpoint
+from posx.runs.records import Lineage, RunMeta
+from posx.runs.weights import load_weights
+
+WEIGHTS = "model.safetensors"
+META = "model.json"
+CONFIG = "config.yaml"
+# Any of these makes a directory a run directory (finished or not, evaluated or not).
+RUN_MARKERS = (META, CONFIG, "extrapolation.csv")
+
+
+def new_run_dir(results_dir: str | Path, name: str) -> Path:
+    """Create results/runs/<name>/, or <name>-2, -3 ... if taken: never reuse a directory."""
+    return files.unique_dir(Path(results_dir) / "runs", name, "choose another name=")
+
+
+def save_run(run_dir: Path, model: GPT, meta: RunMeta) -> None:
+    """Weights first, then metadata with their checksum: a run with model.json always has
+    matching weights, and a weights file changed afterwards is caught on load."""
+    with files.atomic_path(run_dir / WEIGHTS) as tmp:
+        files.safetensors_write(lambda: save_model(model, str(tmp)))
+        meta.weights_sha256 = files.sha256_file(tmp)
+    files.write_text(run_dir / META, json.dumps(meta.to_dict(), indent=2) + "\n")
+
+
+def read_meta(run_dir: Path) -> RunMeta:
+    path = run_dir / META
+    if not path.is_file():
+        raise PosxError(f"{run_dir} has no {META}; is it a posx run directory? (train one with `posx train`)")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise PosxError(f"{path} is unreadable ({exc.__class__.__name__}); re-train the run") from exc
+    return RunMeta.from_dict(data, path)
+
+
+def load_run(run_dir: str | Path, device: str | torch.device = "cpu") -> tuple[GPT, RunMeta]:
+    """Rebuild the model from model.json and load its safetensors weights."""
+    run_dir = Path(run_dir)
+    meta = read_meta(run_dir)
+    weights = run_dir / WEIGHTS
+    if not weights.is_file():
+        raise PosxError(f"{run_dir} holds no weights ({WEIGHTS}); the run did not finish — "
+                        f"continue it with `posx train --resume {run_dir}` or re-train it")
+    if meta.weights_sha256 and files.sha256_file(weights) != meta.weights_sha256:
+        raise PosxError(f"{weights} is corrupt: its checksum differs from the one in {META}; re-train the run")
+    model = GPT(meta.model)
+    m = meta.model
+    load_weights(model, weights, f"{META} (vocab_size={m.vocab_size}, n_layer={m.n_layer}, d_model={m.d_model}, "
+                                 f"mlp_ratio={m.mlp_ratio}, pos={m.pos}, max_positions={m.max_positions})", device)
+    install_trained(model, meta.rope, meta.train_context, f"{run_dir / META}")
+    return model.to(device), meta
+
+
+def is_run(path: Path) -> bool:
+    """A finished run: its model.json (written last, after the weights) is there."""
+    return (Path(path) / META).is_file()
+
+
+def is_run_dir(path: Path) -> bool:
+    """A run directory at any stage: trained, stopped with a config, or only evaluated."""
+    return any((Path(path) / name).is_file() for name in RUN_MARKERS)
+
+
+def lineage_of(run_dir: Path) -> Lineage | None:
+    """An extension's parent, from its model.json or (not finished yet) its latest checkpoint;
+    None for a trained run."""
+    if is_run(run_dir):
+        return read_meta(run_dir).extended_from
+    extras = checkpoint.saved_extras(run_dir)
+    return None if extras is None else extras.extended_from
+
+
+def find_runs(results_dir: str | Path) -> list[Path]:
+    """Every finished run under results/runs and results/sweeps, oldest first."""
+    root = Path(results_dir)
+    found = [p.parent for p in root.glob("runs/*/" + META)]
+    found += [p.parent for p in root.glob("sweeps/*/*/" + META)]
+    return sorted(found, key=lambda p: (p / META).stat().st_mtime)
+
+
+def resolve_run(run: str | None, results_dir: str | Path, latest: bool = False) -> Path:
+    """A run given as a path or a name under results/runs, or the most recent one."""
+    if latest:
+        runs = find_runs(results_dir)
+        if not runs:
+            raise PosxError(f"no runs under {results_dir}/; train one first with `posx train`")
+        return runs[-1]
+    if not run:
+        raise PosxError("name a run directory, or pass --latest for the most recent run")
+    for candidate in (Path(run), Path(results_dir) / "runs" / run, Path(results_dir) / run):
+        if candidate.is_dir():
+            return candidate
+    raise PosxError(f"run '{run}' not found (looked for it as a path and under {results_dir}/runs); "
+                    "list runs with `ls results/runs`")

@@ -1,0 +1,112 @@
+"""Context extension, the papers' protocol: rescale a trained run's positions, continue
+training at factor x T for a few hundred steps, save a new run that records its parent
+(PI, Chen et al. 2023; YaRN, Peng et al. 2023; ABF, Xiong et al. 2023).
+
+``prepare`` turns a ``posx extend`` config into everything training needs: the child's
+config, its start state (the parent's weights, extended), its default name. The parent run
+is only read. What the child's model.json records:
+
+* ``rope``: the frequencies it trained with, as a recipe (``posx.rope.frequencies`` of
+  method, factor, params, original_context) and as the numbers (``inv_freq``,
+  ``attention_factor``), which ``posx.runs.rundir.load_run`` installs, so evaluation uses
+  exactly what training used.
+* ``extended_from``: a ``posx.runs.records.Lineage``.
+
+The dynamic methods (dynamic_ntk, dynamic_yarn, longrope) are frozen at the new length, the
+only length they train at.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+from posx.config.checks import check_extend_config
+from posx.core.errors import PosxError
+from posx.model.config import GPTConfig
+from posx.model.rescale import RopeRecord, method_args
+from posx.runs.lineage import INTERPOLATE, check_method, extended_model, new_context
+from posx.runs.records import Lineage, RunMeta
+from posx.runs.rundir import CONFIG, load_run, read_meta, resolve_run
+from posx.train.loop import FromParent
+
+
+def rope_record(cfg: DictConfig, parent: RunMeta) -> RopeRecord:
+    """The frequencies an extension of ``parent`` trains with (the recipe; checked here)."""
+    T, method = parent.train_context, cfg.method
+    L = new_context(T, cfg.factor)
+    # Frozen at the length it trains at: dynamic methods see L = factor x T, always.
+    factor, params = method_args(method, cfg.eval, float(cfg.factor), L)
+    if method == "abf":
+        params = {**params, "new_base": float(cfg.new_base)}  # extend's own key, not eval.abf_base
+    record = RopeRecord(method=method, factor=factor, params=params, original_context=T)
+    record.frequencies(parent.model.head_dim, parent.model.rope_base, T, "the extension")  # a bad parameter fails here
+    return record
+
+
+def child_config(cfg: DictConfig, parent_dir: Path, parent: RunMeta, child: GPTConfig, T1: int) -> DictConfig:
+    """The composed config with the child's model, the parent's corpus and the extend.*
+    schedule filled in, so the child's config.yaml says what actually ran."""
+    out = copy.deepcopy(cfg)
+    parent_cfg = parent_dir / CONFIG
+    name = OmegaConf.load(parent_cfg).get("model", {}).get("name") if parent_cfg.is_file() else None
+    out.model.name = name or "parent"
+    for key, value in child.run_config_values().items():
+        OmegaConf.update(out, key, value, merge=False)
+    for key, value in parent.data_config.items():
+        out.data[key] = value
+    e, t = cfg.extend, out.train
+    tokens_per_step = cfg.train.batch_size * parent.train_context
+    t.batch_size = e.batch_size or max(1, tokens_per_step // T1)
+    t.context_length, t.steps, t.lr = T1, e.steps, e.lr
+    t.warmup_steps, t.min_lr_ratio = e.warmup_steps, e.min_lr_ratio
+    t.eval_every = e.eval_every or cfg.train.eval_every
+    out.parent = str(parent_dir)
+    return out
+
+
+def forbid_model_overrides(overrides: list[str]) -> None:
+    for item in overrides:
+        key = item.lstrip("+~").split("=", 1)[0]
+        if key in ("model", "pos") or key.startswith(("model.", "pos.")):
+            raise PosxError(f"{item}: an extension keeps its parent's model and positions "
+                            "(from its model.json); drop the override")
+
+
+@dataclass
+class Extension:
+    """What ``posx extend`` trains: from where, with which config, under which default name."""
+
+    parent_dir: Path
+    parent: RunMeta
+    config: DictConfig  # the child's config (its config.yaml)
+    start: FromParent
+    name: str  # the run name when name= is not given
+
+
+def prepare(cfg: DictConfig, overrides: list[str]) -> Extension:
+    """Check the extend config, load the parent, extend it; nothing is written."""
+    check_extend_config(cfg)
+    forbid_model_overrides(overrides)
+    parent_dir = resolve_run(cfg.parent, cfg.results_dir)
+    parent = read_meta(parent_dir)
+    check_method(cfg.method, parent.model.pos, f"run {parent_dir}")
+    if parent.extended_from:
+        raise PosxError(f"{parent_dir} is itself an extension of {parent.extended_from.parent}; "
+                        "extend that run with the larger factor instead")
+    T1 = new_context(parent.train_context, cfg.factor)
+    record = rope_record(cfg, parent) if cfg.method != INTERPOLATE else None
+    parent_model, _ = load_run(parent_dir, device="cpu")
+    model = extended_model(parent_model, parent, cfg.method, float(cfg.factor), record, f"run {parent_dir}")
+    if record is not None:  # the numbers themselves, besides the recipe that gives them
+        record.inv_freq = model.pos.trained_inv_freq.tolist()
+        record.attention_factor = model.pos.trained_attention_factor
+    lineage = Lineage(parent=parent_dir.name, parent_path=str(parent_dir.resolve()), method=cfg.method,
+                      factor=float(cfg.factor), steps=int(cfg.extend.steps), train_context=parent.train_context,
+                      parent_step=parent.step)
+    start = FromParent(model=model, rope=record or RopeRecord.identity(), lineage=lineage)
+    return Extension(parent_dir=parent_dir, parent=parent, config=child_config(cfg, parent_dir, parent, model.config, T1),
+                     start=start, name=cfg.name or f"{parent_dir.name}-{cfg.method}-x{cfg.factor:g}")

@@ -1,0 +1,124 @@
+"""The package's shape: no import cycles (function-local imports included), packages that
+import only downward, no module past ~400 lines, nothing that cites files outside the repo."""
+
+from __future__ import annotations
+
+import ast
+import sys
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "posx"
+# Lowest first: a package may import only itself and those before it.
+LAYERS = ["core", "rope", "model", "data", "runs", "eval", "config", "train", "report", "jobs", "cli", "__main__"]
+
+
+def modules() -> dict[str, Path]:
+    found = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        found[".".join(parts)] = path
+    return found
+
+
+def imports(name: str, path: Path, known: set[str]) -> set[str]:
+    """Every posx module ``name`` imports, anywhere in the file (function bodies included)."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(parts + ([base] if base else []))
+            targets = [f"{base}.{alias.name}" for alias in node.names] + [base]
+        else:
+            continue
+        for target in targets:
+            while target and target not in known:  # an attribute of a module: the module
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                out.add(target)
+    return out
+
+
+def graph() -> dict[str, set[str]]:
+    mods = modules()
+    return {name: imports(name, path, set(mods)) - {"posx"} for name, path in mods.items()}
+
+
+def find_cycle(edges: dict[str, set[str]]) -> list[str] | None:
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(edges.get(node, ())):
+            if state.get(nxt) == 1:
+                return path[path.index(nxt):] + [nxt]
+            if nxt not in state and (cycle := visit(nxt)):
+                return cycle
+        path.pop()
+        state[node] = 2
+        return None
+
+    for start in sorted(edges):
+        if start not in state and (cycle := visit(start)):
+            return cycle
+    return None
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": set()}) is None
+
+
+def test_the_import_graph_sees_function_local_and_relative_imports(tmp_path, monkeypatch):
+    pkg = tmp_path / "posx"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "sub" / "__init__.py").write_text("")
+    (pkg / "sub" / "a.py").write_text("def f():\n    from posx.sub import b\n")
+    (pkg / "sub" / "b.py").write_text("from . import a\n")
+    monkeypatch.setattr(sys.modules[__name__], "PACKAGE", pkg)
+    edges = graph()
+    assert edges["posx.sub.a"] == {"posx.sub", "posx.sub.b"} and "posx.sub.a" in edges["posx.sub.b"]
+    assert find_cycle(edges) is not None
+
+
+def test_posx_has_no_import_cycles():
+    assert find_cycle(graph()) is None
+
+
+def test_packages_import_only_downward():
+    def layer(module: str) -> int:
+        return LAYERS.index(module.split(".")[1]) if module.count(".") else -1
+
+    upward = [(a, b) for a, targets in graph().items() if a.count(".") for b in targets
+              if b.count(".") and layer(b) > layer(a)]
+    assert not upward, upward
+
+
+def test_the_schema_and_the_core_import_nothing_above_them():
+    edges = graph()
+    assert not [t for t in edges["posx.config.schema"] if t.startswith("posx.")]
+    assert not [t for m, ts in edges.items() if m.startswith("posx.core") for t in ts if not t.startswith("posx.core")]
+    assert {t for t in edges["posx.rope"]} <= {"posx.core", "posx.core.errors"}
+
+
+def test_no_module_is_longer_than_about_400_lines():
+    long = {name: n for name, path in modules().items() if (n := len(path.read_text().splitlines())) > 420}
+    assert not long, long
+
+
+def test_nothing_cites_files_that_are_not_in_the_repository():
+    root = PACKAGE.parent
+    sources = [*PACKAGE.rglob("*.py"), *(root / "tests").glob("*.py"), *(root / "scripts").glob("*.py"),
+               *(root / "configs").rglob("*.yaml"), root / "README.md"]
+    needle = "shared/" + "references"  # split, so this file does not cite it
+    citing = [str(p) for p in sources if needle in p.read_text(encoding="utf-8")]
+    assert not citing, citing
