@@ -26,11 +26,13 @@ from rich.console import Console
 from posx.core.errors import PosxError
 from posx.eval.extrapolate import window_nll
 from posx.eval.scoring import tokens_for
-from posx.eval.tables import COLUMNS, DEFAULT_PROTOCOL as PROTOCOL, Evaluation
+from posx.eval.tables import COLUMNS, Evaluation
 from posx.model.encodings import PositionOutOfRange
 from posx.model.gpt import GPT
 from posx.runs.lineage import INTERPOLATE, find_parent, zero_shot_model
 from posx.runs.records import RunMeta
+
+PROTOCOL = "nonoverlapping"  # the only protocol an extended run is evaluated with
 
 
 def lengths_for(reference: int, new: int, factors) -> list[int]:

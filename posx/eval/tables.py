@@ -42,11 +42,11 @@ class Evaluation:
 
 
 def read_extrapolation(path: Path) -> pd.DataFrame:
-    """An extrapolation.csv of any posx version, with every column of today's tables."""
+    """An extrapolation.csv of any posx version, with every column of today's tables (the
+    columns an older table lacks hold the value it implies)."""
     df = pd.read_csv(path)
-    for column, implied in ADDED_COLUMNS.items():
-        df[column] = df[column].fillna(implied) if column in df else implied
-    return df
+    df = df.reindex(columns=list(dict.fromkeys([*COLUMNS, *df.columns])))
+    return df.fillna(ADDED_COLUMNS)
 
 
 def write_tables(result: Evaluation, run_dir: Path) -> list[Path]:
