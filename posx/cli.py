@@ -66,11 +66,6 @@ def train(
         with user_errors():
             jobs.resume(resume, args)
         return
-    if not any(a.startswith(("-", "hydra")) for a in args):
-        # A single run: compose it here first, so a typo'd key or a wrong type is one line
-        # (Hydra's own report inside the job spans several). Sweeps go to Hydra as is.
-        with user_errors():
-            compose(args)
     jobs.run_hydra(jobs.train_job, "config", args)
 
 
@@ -155,6 +150,7 @@ def frequencies(
     """Each RoPE method's wavelength per rotary pair against T and s x T: a table and a PNG."""
     with user_errors():
         freqplot.check_head_dim(head_dim)
+        freqplot.check_out(out)
         cfg = compose(list(overrides or []))
         names = [m.strip() for m in methods.split(",") if m.strip()]
         df, attention = freqplot.wavelength_table(cfg.eval, names, head_dim, base, context, factor)

@@ -18,20 +18,23 @@ from typing import Callable, Iterator
 
 from hydra._internal.utils import _run_hydra, get_args_parser
 from hydra.core.hydra_config import HydraConfig
+from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException
 from hydra.types import RunMode
 from omegaconf import DictConfig
 from omegaconf.errors import OmegaConfBaseException
 from rich.console import Console
 
-from posx.config.checks import check_config
+from posx.config.checks import check_train_config
 from posx.config.compose import compose, config_dir, register_configs
 from posx.config.resume import differences, resume_config, saved_config
+from posx.core import files
 from posx.core.errors import Preempted, PosxError
+from posx.core.lock import LOCK_NAME, Busy
 from posx.eval.run import evaluate_run
 from posx.report.sweep import update_sweep_table
 from posx.runs import checkpoint
-from posx.runs.rundir import is_run, new_run_dir, read_meta, resolve_run
+from posx.runs.rundir import CONFIG, is_run, new_run_dir, read_meta, resolve_run
 from posx.train import extend as extension
 from posx.train.loop import Fresh, Resume, Start, train
 
@@ -40,8 +43,8 @@ err = Console(stderr=True, soft_wrap=True)
 
 @contextlib.contextmanager
 def user_errors() -> Iterator[None]:
-    """PosxError (and Hydra/OmegaConf config errors) -> one line on stderr, exit 2;
-    ``Preempted`` -> exit 75; Ctrl-C -> exit 130."""
+    """PosxError, Hydra/OmegaConf config errors and operating-system errors -> one line on
+    stderr, exit 2; ``Preempted`` -> exit 75; Ctrl-C -> exit 130."""
     try:
         yield
     except Preempted as exc:
@@ -53,6 +56,15 @@ def user_errors() -> Iterator[None]:
     except (HydraException, OmegaConfBaseException) as exc:
         message = " ".join(str(exc).split())
         err.print(f"[bold red]error:[/] {message}", highlight=False)
+        raise SystemExit(2) from None
+    except FileExistsError as exc:  # mkdir(exist_ok=True) met a file
+        err.print(f"[bold red]error:[/] {exc.filename} exists and is not a directory; move it or choose "
+                  "another path", markup=True, highlight=False)
+        raise SystemExit(2) from None
+    except OSError as exc:  # the operating system said no: a path, a permission, a full disk
+        where = f" {exc.filename}" if exc.filename else ""
+        err.print(f"[bold red]error:[/] cannot use{where}: {exc.strerror or exc}; check the path, its "
+                  "permissions and free space", markup=True, highlight=False)
         raise SystemExit(2) from None
     except KeyboardInterrupt:
         err.print("[yellow]interrupted[/]")
@@ -66,8 +78,40 @@ def run_hydra(task: Callable[[DictConfig], None], config_name: str, args: list[s
         register_configs()
         parser = get_args_parser()
         parsed = parser.parse_args(args)
+        modes = [flag for flag, on in (("-m/--multirun", parsed.multirun), ("--cfg", parsed.cfg),
+                                       ("--info", parsed.info), ("--run", parsed.run),
+                                       ("--shell-completion", parsed.shell_completion)) if on]
+        if len(modes) > 1:
+            raise PosxError(f"{' and '.join(modes)} cannot go together; give one of them")
+        if parsed.experimental_rerun is not None:
+            raise PosxError("--experimental-rerun loads a pickle and runs what it holds; posx refuses it — "
+                            "re-run with the overrides instead (they are in the run's config.yaml)")
+        # Compose the sweep's jobs here (every value of every sweep at least once), so a typo'd
+        # key, a wrong type or a missing group option is one line and exit 2, not Hydra's
+        # multi-line report from inside the sweep.
+        for overrides in _probes(parsed.overrides):
+            compose(overrides, config_name)
     _run_hydra(args=parsed, args_parser=parser, task_function=task, config_path=str(config_dir()),
                config_name=config_name)
+
+
+def _probes(overrides: list[str]) -> list[list[str]]:
+    """Override lists that together use every value of every sweep: the first job, then for
+    each sweep each other value with the rest at their first. ``a=1,2 b=3,4`` -> ``[a=1 b=3],
+    [a=2 b=3], [a=1 b=4]``."""
+    parsed = OverridesParser.create().parse_overrides(overrides)
+    values = [list(o.sweep_string_iterator()) if o.is_sweep_override() else [None] for o in parsed]
+
+    def line(choice: list[int]) -> list[str]:
+        return [o.input_line if v[i] is None else f"{o.get_key_element()}={v[i]}"
+                for o, v, i in zip(parsed, values, choice) if v]
+
+    first = [0] * len(parsed)
+    probes = [line(first)]
+    for k, v in enumerate(values):
+        for i in range(1, len(v)):
+            probes.append(line([*first[:k], i, *first[k + 1:]]))
+    return probes
 
 
 @dataclass
@@ -94,10 +138,17 @@ def job_run_dir(cfg: DictConfig, name: str) -> JobDir:
             raise PosxError(f"{run_dir} holds a checkpoint of another config (differs in {', '.join(changed[:5])}); "
                             "use a new hydra.sweep.dir")
         return JobDir(run_dir, created=False, start=Resume())
-    # Hydra makes the job directory just before the job: empty means it is this job's.
-    fresh = not run_dir.exists() or not any(run_dir.iterdir())
-    run_dir.mkdir(parents=True, exist_ok=True)
-    return JobDir(run_dir, created=fresh, start=Fresh())
+    # Hydra makes the job directory just before the job: empty means it is this job's. What an
+    # earlier attempt of this very job left (its lock, its config) may stay; anything else is
+    # not posx's to overwrite or delete.
+    files.real_dir(run_dir, "the sweep job directory")
+    found = {p.name for p in run_dir.iterdir()}
+    if found - {LOCK_NAME, CONFIG}:
+        raise PosxError(f"{run_dir} already holds files of something else ({', '.join(sorted(found)[:3])}); "
+                        "use a new hydra.sweep.dir (posx never writes into a directory it did not make)")
+    if CONFIG in found and differences(saved_config(run_dir), cfg):
+        raise PosxError(f"{run_dir} holds the config of another job; use a new hydra.sweep.dir")
+    return JobDir(run_dir, created=not found, start=Fresh())
 
 
 @contextlib.contextmanager
@@ -106,6 +157,8 @@ def cleanup_on_failure(job: JobDir) -> Iterator[None]:
     holds neither weights nor a checkpoint (a checkpoint is what --resume needs)."""
     try:
         yield
+    except Busy:
+        raise  # another process holds the directory: nothing in it is this job's to remove
     except BaseException:
         if job.created and not is_run(job.path) and not checkpoint.exists(job.path):
             shutil.rmtree(job.path, ignore_errors=True)
@@ -125,7 +178,7 @@ def train_job(cfg: DictConfig) -> None:
     """One Hydra job of ``posx train``: check the config, train, evaluate when eval.after_train."""
     console = Console()
     with user_errors():
-        check_config(cfg)
+        check_train_config(cfg)
         default = f"{cfg.pos.name}-T{cfg.train.context_length}-s{cfg.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
         job = job_run_dir(cfg, cfg.name or default)
         with cleanup_on_failure(job):

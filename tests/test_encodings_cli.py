@@ -117,7 +117,7 @@ def test_frequencies_prints_the_table_and_writes_a_png(tmp_path):
 
 def test_frequencies_rejects_a_bad_factor_and_method():
     ev = compose([]).eval
-    with pytest.raises(PosxError, match=re.escape("--factor 0.5 must be at least 1")):
+    with pytest.raises(PosxError, match=re.escape("--factor 0.5 must be a finite number from 1 to")):
         freqplot.wavelength_table(ev, ["none"], 16, 10000.0, 64, 0.5)
     with pytest.raises(PosxError, match="unknown method 'bogus'"):
         freqplot.wavelength_table(ev, ["none", "bogus"], 16, 10000.0, 64, 4.0)

@@ -12,12 +12,15 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from omegaconf import DictConfig, OmegaConf
+
+from posx.config.schema import Config, ExtendRootConfig
 from posx.core.device import DEVICES
 from posx.core.errors import PosxError
 from posx.eval.passkey import VARIANTS
 from posx.eval.scoring import PROTOCOLS
 from posx.model.encodings import BEYOND, ENCODINGS
-from posx.model.rescale import check_params
+from posx.model.rescale import check_methods, check_params
 from posx.rope import METHODS
 
 
@@ -26,8 +29,31 @@ def _positive(value: Any, key: str) -> None:
         raise PosxError(f"{key} must be positive, got {value}; set {key}=<a positive number>")
 
 
+def _finite(node, key: str = "") -> None:
+    """Every float anywhere in the config is finite: NaN and inf are never a setting."""
+    if isinstance(node, dict):
+        for k, v in node.items():
+            _finite(v, f"{key}.{k}" if key else str(k))
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            _finite(v, f"{key}[{i}]")
+    elif isinstance(node, float) and not math.isfinite(node):
+        raise PosxError(f"{key}={node} must be a finite number")
+
+
+def _in_range(value, low, high, key: str, closed_high: bool = False) -> None:
+    ok = low <= value <= high if closed_high else low <= value < high
+    if not ok:
+        bound = "]" if closed_high else ")"
+        raise PosxError(f"{key}={value} must be in [{low}, {high}{bound}")
+
+
 def check_config(cfg: DictConfig | Config) -> None:
     """Reject well-typed but meaningless values, with a one-line message naming the key."""
+    container = OmegaConf.to_container(OmegaConf.structured(cfg) if not isinstance(cfg, DictConfig) else cfg,
+                                       resolve=True)
+    container.pop("hydra", None)
+    _finite(container)
     if cfg.device not in DEVICES:
         raise PosxError(f"device={cfg.device} is not one of {', '.join(DEVICES)}")
     if cfg.pos.name not in ENCODINGS:
@@ -56,6 +82,13 @@ def check_config(cfg: DictConfig | Config) -> None:
         _positive(cfg.pos.max_positions, "pos.max_positions")
     for key in ("context_length", "steps", "batch_size", "lr", "eval_every", "eval_batches"):
         _positive(cfg.train[key], f"train.{key}")
+    if cfg.train.weight_decay < 0:
+        raise PosxError(f"train.weight_decay={cfg.train.weight_decay} must be 0 or more")
+    if cfg.train.grad_clip < 0:
+        raise PosxError(f"train.grad_clip={cfg.train.grad_clip} must be 0 (no clipping) or more")
+    _in_range(cfg.train.min_lr_ratio, 0.0, 1.0, "train.min_lr_ratio", closed_high=True)
+    _in_range(cfg.train.beta1, 0.0, 1.0, "train.beta1")
+    _in_range(cfg.train.beta2, 0.0, 1.0, "train.beta2")
     if cfg.train.checkpoint_every < 0:
         raise PosxError(f"train.checkpoint_every={cfg.train.checkpoint_every} must be 0 (only at the end) or more")
     if cfg.name is not None and (not str(cfg.name).strip() or "/" in str(cfg.name) or str(cfg.name) in (".", "..")):
@@ -132,4 +165,19 @@ def _check_scoring(ev) -> None:
     if pk.trials < pk.depth_buckets:
         raise PosxError(f"eval.passkey.trials={pk.trials} is fewer than eval.passkey.depth_buckets="
                         f"{pk.depth_buckets}; every depth bucket needs a trial")
+
+
+def check_train_config(cfg) -> None:
+    """``check_config`` plus what the evaluation at the end of this run (eval.after_train, or
+    a later ``eval-extrapolate``) needs of its model: a sliding stride within T, and every
+    method's frequencies computable at every factor (a longrope list of the wrong length)."""
+    check_config(cfg)
+    T = cfg.train.context_length
+    shortest = round(min(cfg.eval.factors) * T)
+    if cfg.eval.protocol == "sliding" and cfg.eval.stride is not None and cfg.eval.stride > shortest:
+        raise PosxError(f"eval.stride={cfg.eval.stride} exceeds the shortest evaluation length {shortest} "
+                        f"(train.context_length={T}); a sliding window scores at most its own length")
+    if cfg.pos.name == "rope":
+        rows = [(float(cfg.eval.scale or f), round(f * T)) for f in cfg.eval.factors]
+        check_methods(cfg.eval, cfg.eval.methods, cfg.model.d_model // cfg.model.n_head, cfg.pos.base, T, rows)
 

@@ -20,7 +20,7 @@ from omegaconf.errors import OmegaConfBaseException
 from posx.config.checks import check_config
 from posx.config.schema import Config, ExtendRootConfig
 from posx.core.errors import PosxError
-from posx.runs.rundir import CONFIG, lineage_of
+from posx.runs.rundir import CONFIG, lineage_of, read_config
 
 # Keys (and every key below them) a resumed run may change.
 SAFE = ("device", "results_dir", "data.cache_dir", "train.checkpoint_every", "train.eval_every",
@@ -32,12 +32,11 @@ def saved_config(run_dir: Path) -> DictConfig:
     """The run's config.yaml on top of its typed schema (keys added since get their defaults):
     ``ExtendRootConfig`` for an extension, ``Config`` for a trained run."""
     path = Path(run_dir) / CONFIG
-    if not path.is_file():
-        raise PosxError(f"{run_dir} has no {CONFIG}; it is not a posx run, so there is nothing to resume")
+    data = read_config(run_dir)
     schema = Config if lineage_of(Path(run_dir)) is None else ExtendRootConfig
     try:
-        return OmegaConf.merge(OmegaConf.structured(schema), OmegaConf.load(path))
-    except (OSError, OmegaConfBaseException, ValueError) as exc:
+        return OmegaConf.merge(OmegaConf.structured(schema), OmegaConf.create(data))
+    except (OmegaConfBaseException, ValueError) as exc:
         message = " ".join(str(exc).split())
         raise PosxError(f"{path} is unreadable or does not fit the config schema ({message})") from exc
 
@@ -67,7 +66,7 @@ def resume_config(run_dir: Path, overrides: list[str], composed: DictConfig) -> 
                             "as a whole: resume each job directory)")
         key = override_key(override)
         new = _value(composed, key)
-        if new is _ABSENT:
+        if new is _ABSENT or _value(cfg, key) is _ABSENT or override.startswith(("+", "~")):
             raise PosxError(f"'{override}' cannot be applied to a resumed run (it is not a config key); "
                             f"--resume accepts {', '.join(SAFE)}")
         if new == _value(cfg, key):
@@ -77,6 +76,10 @@ def resume_config(run_dir: Path, overrides: list[str], composed: DictConfig) -> 
                 f"'{override}' would change the resumed run (it has {key}={_value(cfg, key)}); --resume accepts "
                 f"changes to {', '.join(SAFE)} only — start a new run for another config"
             )
+        OmegaConf.update(cfg, key, OmegaConf.select(composed, key), merge=False)
+    # Where files go is the caller's choice, never the saved file's: a run directory from
+    # elsewhere must not make posx write its cache at a path it names.
+    for key in ("results_dir", "data.cache_dir"):
         OmegaConf.update(cfg, key, OmegaConf.select(composed, key), merge=False)
     check_config(cfg)
     return cfg

@@ -11,6 +11,8 @@ import errno
 import hashlib
 import os
 import re
+import shutil
+import stat
 import uuid
 from pathlib import Path
 from typing import Callable, Iterator
@@ -28,9 +30,11 @@ def atomic_path(target: str | Path) -> Iterator[Path]:
     # A fresh name in the same directory (so the rename is atomic), created with the
     # user's umask like any other file.
     tmp_path = target.parent / f".{target.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
-    tmp_path.touch(exist_ok=False)
+    tmp_path.touch(exist_ok=False)  # O_EXCL: never follows a link planted under this name
+    mode = stat.S_IMODE(tmp_path.stat().st_mode)
     try:
         yield tmp_path
+        os.chmod(tmp_path, mode)  # a writer that made its own file (safetensors: 0600) keeps the umask's mode
         with open(tmp_path, "rb+") as f:
             os.fsync(f.fileno())
         os.replace(tmp_path, target)
@@ -57,6 +61,60 @@ def fsync_dir(path: Path) -> None:
         pass
     finally:
         os.close(fd)
+
+
+def real_dir(path: str | Path, what: str) -> Path:
+    """``path`` as a directory posx may write into: created if missing, refused if it is a
+    symbolic link (posx never writes, or deletes, through a link inside what it owns)."""
+    path = Path(path)
+    if path.is_symlink():
+        raise PosxError(f"{what} {path} is a symbolic link; posx does not write through links — "
+                        "replace it with a real directory")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise PosxError(f"{what} {path} exists and is not a directory; move it away") from None
+    return path
+
+
+@contextlib.contextmanager
+def staged_dir(final: Path | None, parent: Path, name: str) -> Iterator[tuple[Path, list[Path]]]:
+    """Build a directory of outputs that appears whole or not at all.
+
+    Yields (staging directory, [published path]): everything is written into a hidden
+    directory beside the target, which on success is renamed to ``final`` (new, or an empty
+    directory) or, when ``final`` is None, to ``parent/name`` (``name-2``, ``-3`` ... if taken);
+    the list then holds where it went. On failure the staging directory, which this call
+    made, is removed; a killed process leaves only a hidden ``.*.tmp`` that blocks nothing.
+    """
+    target_parent = Path(final).parent if final is not None else Path(parent)
+    target_parent.mkdir(parents=True, exist_ok=True)
+    stem = Path(final).name if final is not None else name
+    staging = target_parent / f".{stem}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
+    staging.mkdir()
+    published: list[Path] = []
+    try:
+        yield staging, published
+        candidates = [Path(final)] if final is not None else [target_parent / (name if i == 1 else f"{name}-{i}")
+                                                              for i in range(1, 1000)]
+        for candidate in candidates:
+            try:
+                os.rename(staging, candidate)  # onto a missing or empty directory only
+            except OSError as exc:
+                if exc.errno in (errno.ENOTEMPTY, errno.EEXIST) and final is None:
+                    continue
+                if exc.errno in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOTDIR):
+                    raise PosxError(f"{candidate} already exists and is not empty; choose a new one "
+                                    "(outputs are never overwritten)") from None
+                raise
+            fsync_dir(target_parent)
+            published.append(candidate)
+            break
+        else:
+            raise PosxError(f"too many directories named {name} under {target_parent}; pass --out")
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
 
 
 def write_text(target: str | Path, text: str) -> None:

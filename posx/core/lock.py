@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import os
 from pathlib import Path
 from typing import Iterator
 
@@ -18,16 +19,28 @@ from posx.core.errors import PosxError
 LOCK_NAME = ".posx.lock"
 
 
+class Busy(PosxError):
+    """Another process holds the lock: the directory is in use, and nothing in it is ours."""
+
+
 @contextlib.contextmanager
 def exclusive(directory: str | Path, busy: str | None = None) -> Iterator[None]:
     """Hold the directory's lock. ``busy`` None: wait for it; else fail at once with
     ``PosxError(busy)`` when another process holds it."""
-    with open(Path(directory) / LOCK_NAME, "a+") as handle:
+    path = Path(directory) / LOCK_NAME
+    try:  # O_NOFOLLOW: a link planted as the lock file is refused, never followed
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    except OSError as exc:
+        raise PosxError(f"cannot open the lock file {path} ({exc.strerror}); it must be a plain file "
+                        "in a writable directory") from None
+    try:
         try:
-            fcntl.flock(handle, fcntl.LOCK_EX | (0 if busy is None else fcntl.LOCK_NB))
+            fcntl.flock(fd, fcntl.LOCK_EX | (0 if busy is None else fcntl.LOCK_NB))
         except BlockingIOError:
-            raise PosxError(busy) from None
+            raise Busy(busy) from None
         try:
             yield
         finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)

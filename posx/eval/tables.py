@@ -15,6 +15,7 @@ import pandas as pd
 from rich.table import Table
 
 from posx.core import files
+from posx.core.errors import PosxError
 
 COLUMNS = ["run", "pos", "train_context", "eval_context", "factor", "method", "scale",
            "attention_factor", "nll", "ppl", "tokens", "status", "protocol", "stride", "reference_context",
@@ -41,12 +42,35 @@ class Evaluation:
         return pd.DataFrame(self.passkey, columns=PASSKEY_COLUMNS)
 
 
-def read_extrapolation(path: Path) -> pd.DataFrame:
-    """An extrapolation.csv of any posx version, with every column of today's tables (the
-    columns an older table lacks hold the value it implies)."""
-    df = pd.read_csv(path)
-    df = df.reindex(columns=list(dict.fromkeys([*COLUMNS, *df.columns])))
-    return df.fillna(ADDED_COLUMNS)
+# Numeric columns of the tables; a value there that is not a number is a damaged table.
+NUMERIC = {"train_context", "eval_context", "factor", "scale", "attention_factor", "nll", "ppl", "tokens", "stride",
+           "reference_context", "bucket_start", "bucket_end", "depth_lo", "depth_hi", "trials", "accuracy",
+           "key_nll"}
+TABLE_COLUMNS = {"extrapolation.csv": COLUMNS, "positions.csv": POSITION_COLUMNS, "passkey.csv": PASSKEY_COLUMNS}
+
+
+def read_table(path: Path) -> pd.DataFrame:
+    """One of a run's tables (named by its file name), of any posx version, checked: the
+    columns of today's table (those an older extrapolation.csv lacks hold the value it
+    implies), numbers where numbers belong. A damaged table is a one-line PosxError."""
+    columns = TABLE_COLUMNS[Path(path).name]
+    try:
+        df = pd.read_csv(path)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, OSError) as exc:
+        raise PosxError(f"{path} cannot be read as CSV ({exc.__class__.__name__}); re-run posx eval-extrapolate") from None
+    optional = ADDED_COLUMNS if Path(path).name == "extrapolation.csv" else {}
+    missing = [c for c in columns if c not in df.columns and c not in optional]
+    if missing:
+        raise PosxError(f"{path} lacks the column(s) {', '.join(missing)}; it is not a posx table "
+                        "(re-run posx eval-extrapolate)")
+    if optional:
+        df = df.reindex(columns=list(dict.fromkeys([*columns, *df.columns]))).fillna(optional)
+    for column in NUMERIC.intersection(df.columns):
+        values = pd.to_numeric(df[column], errors="coerce")
+        if (values.isna() & df[column].notna()).any():
+            raise PosxError(f"{path} has a value that is not a number in column {column}; re-run posx eval-extrapolate")
+        df[column] = values
+    return df
 
 
 def write_tables(result: Evaluation, run_dir: Path) -> list[Path]:

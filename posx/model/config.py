@@ -3,9 +3,15 @@ it is the one place a run config (``model.*``, ``pos.*``) turns into a model and
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass, fields
 
 from posx.core.errors import PosxError
+from posx.model.encodings import ENCODINGS
+
+# Largest value model.json may give an integer field: far beyond what posx trains, small
+# enough that a crafted file cannot make it allocate without bound.
+_MAX_INT = {"vocab_size": 1 << 22, "n_layer": 1024, "n_head": 1024, "d_model": 1 << 16, "mlp_ratio": 64}
 
 
 @dataclass
@@ -32,11 +38,37 @@ class GPTConfig:
 
     @classmethod
     def from_dict(cls, data: dict) -> "GPTConfig":
+        """Read a config from model.json: every field of its type and in range, before any
+        size is used to allocate (a damaged or crafted file is one PosxError)."""
+        if not isinstance(data, dict):
+            raise PosxError(f"model metadata is a {type(data).__name__}, not a mapping")
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
             raise PosxError(f"model metadata has unknown keys {unknown}; was it written by a newer posx?")
-        return cls(**data)
+        config = cls(**data)
+        config.validate()
+        return config
+
+    def validate(self) -> None:
+        for f in fields(self):
+            value, kind = getattr(self, f.name), f.type
+            if kind == "bool":
+                ok = isinstance(value, bool)
+            elif kind == "int":
+                ok = isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= _MAX_INT.get(f.name, 1 << 24)
+            elif kind == "float":
+                ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+            else:
+                ok = isinstance(value, str)
+            if not ok:
+                limit = f" from 1 to {_MAX_INT.get(f.name, 1 << 24)}" if kind == "int" else ""
+                raise PosxError(f"model metadata: {f.name}={value!r} is not a valid {kind}{limit}")
+        if not 0 <= self.dropout < 1 or self.rope_base <= 1 or self.d_model % self.n_head:
+            raise PosxError(f"model metadata is inconsistent (dropout={self.dropout}, rope_base={self.rope_base}, "
+                            f"d_model={self.d_model} over n_head={self.n_head})")
+        if self.pos not in ENCODINGS:
+            raise PosxError(f"model metadata: pos={self.pos!r} is not one of {', '.join(ENCODINGS)}")
 
     @classmethod
     def from_run_config(cls, cfg, vocab_size: int) -> "GPTConfig":

@@ -9,27 +9,35 @@ rotation in training; those longer than L do not complete one even at the target
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pandas as pd
+from matplotlib.figure import Figure
 from omegaconf import DictConfig
 from rich.table import Table
-
-from matplotlib.figure import Figure
 
 from posx import rope
 from posx.core import files
 from posx.core.errors import PosxError
 from posx.model.rescale import method_frequencies
 
+MAX_HEAD_DIM = 4096  # beyond any model's head; keeps the table a table
+MAX_CONTEXT = 1 << 24
+MAX_FACTOR = 1024.0
+
 
 def wavelength_table(ev: DictConfig, methods: list[str], head_dim: int, base: float, context: int,
                      factor: float) -> tuple[pd.DataFrame, dict[str, float]]:
     """Wavelengths (rows: pair index, columns: methods) and each method's attention factor."""
-    if factor < 1:
-        raise PosxError(f"--factor {factor} must be at least 1")
-    if context < 1:
-        raise PosxError(f"--context {context} must be a positive number of tokens")
+    if not (math.isfinite(factor) and 1 <= factor <= MAX_FACTOR):
+        raise PosxError(f"--factor {factor} must be a finite number from 1 to {MAX_FACTOR}")
+    if not 1 <= context <= MAX_CONTEXT:
+        raise PosxError(f"--context {context} must be a number of tokens from 1 to {MAX_CONTEXT}")
+    if not (math.isfinite(base) and base > 1):
+        raise PosxError(f"--base {base} must be a finite number greater than 1")
+    if not methods:
+        raise PosxError("--methods is empty; give a comma-separated list, e.g. --methods none,pi,yarn")
     unknown = [m for m in methods if m not in rope.METHODS]
     if unknown:
         raise PosxError(f"unknown method '{unknown[0]}'; choose from {', '.join(rope.METHODS)}")
@@ -104,5 +112,12 @@ def title(head_dim: int, base: float, context: int, factor: float) -> str:
 
 
 def check_head_dim(head_dim: int) -> None:
-    if head_dim < 2 or head_dim % 2:
-        raise PosxError(f"--head-dim {head_dim} must be an even number of at least 2")
+    if head_dim < 2 or head_dim % 2 or head_dim > MAX_HEAD_DIM:
+        raise PosxError(f"--head-dim {head_dim} must be an even number from 2 to {MAX_HEAD_DIM}")
+
+
+def check_out(out: Path) -> None:
+    if out.suffix.lower() != ".png":
+        raise PosxError(f"--out {out} must name a .png file (the plot is a PNG)")
+    if out.is_dir():
+        raise PosxError(f"--out {out} is a directory; name a .png file")

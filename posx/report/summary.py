@@ -26,7 +26,7 @@ from rich.table import Table
 
 from posx.core import files
 from posx.core.errors import PosxError
-from posx.eval.tables import read_extrapolation
+from posx.eval.tables import read_table
 from posx.report import plots
 from posx.runs.rundir import META, RUN_MARKERS, is_run_dir, read_meta
 
@@ -86,11 +86,7 @@ def load_run_tables(path: Path) -> RunTables:
         run.parent = lineage.parent if lineage else ""
     for name in TABLES:
         if (path / name).is_file():
-            read = read_extrapolation if name == "extrapolation.csv" else pd.read_csv
-            try:
-                run.tables[name] = read(path / name)
-            except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
-                raise PosxError(f"{path / name} cannot be read as CSV ({exc}); re-run posx eval-extrapolate") from None
+            run.tables[name] = read_table(path / name)
         else:
             run.missing.append(name)
     return run
@@ -183,16 +179,13 @@ def mean_std(mean: float, std: float, digits: int = 3) -> str:
     return f"{mean:.{digits}f}" if std != std else f"{mean:.{digits}f} ± {std:.{digits}f}"
 
 
-def new_report_dir(out: str | Path | None, results_dir: str | Path) -> Path:
-    """A fresh directory: --out when it is new or empty, else results/reports/<time>[-n]/."""
+def check_out(out: str | Path | None) -> None:
+    """--out must be new or an empty directory: a report is never overwritten."""
     if out is not None:
         out = Path(out)
-        if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        if out.is_symlink() or out.exists() and (not out.is_dir() or any(out.iterdir())):
             raise PosxError(f"{out} already exists and is not empty; choose a new --out "
                             "(a report is never overwritten)")
-        out.mkdir(parents=True, exist_ok=True)
-        return out
-    return files.unique_dir(Path(results_dir) / "reports", time.strftime("%Y%m%d-%H%M%S"), "pass --out")
 
 
 def markdown(summary: pd.DataFrame, pk_summary: pd.DataFrame, missing: pd.DataFrame, runs: list[RunTables]) -> str:
@@ -257,18 +250,20 @@ def report(paths: list[str | Path], out: str | Path | None = None, results_dir: 
     if ext.empty:
         raise PosxError(f"none of the {len(runs)} run(s) has extrapolation.csv; "
                         "evaluate them first with posx eval-extrapolate")
-    out_dir = new_report_dir(out, results_dir)
+    check_out(out)
     summary = summarize(ext)
     pk_summary = summarize_passkey(_combined(runs, "passkey.csv"))
-    with files.atomic_path(out_dir / "summary.csv") as tmp:
-        summary.to_csv(tmp, index=False)
-    with files.atomic_path(out_dir / "missing.csv") as tmp:
-        missing.to_csv(tmp, index=False)
-    if not pk_summary.empty:
-        with files.atomic_path(out_dir / "passkey_summary.csv") as tmp:
-            pk_summary.to_csv(tmp, index=False)
-    files.write_text(out_dir / "summary.md", markdown(summary, pk_summary, missing, runs))
-    pngs = plots.draw_all(summary, _combined(runs, "positions.csv"), pk_summary, out_dir, factor)
+    # Written into a staging directory that becomes the report only when complete.
+    with files.staged_dir(None if out is None else Path(out), Path(results_dir) / "reports",
+                          time.strftime("%Y%m%d-%H%M%S")) as (staging, published):
+        summary.to_csv(staging / "summary.csv", index=False)
+        missing.to_csv(staging / "missing.csv", index=False)
+        if not pk_summary.empty:
+            pk_summary.to_csv(staging / "passkey_summary.csv", index=False)
+        (staging / "summary.md").write_text(markdown(summary, pk_summary, missing, runs), encoding="utf-8")
+        drawn = plots.draw_all(summary, _combined(runs, "positions.csv"), pk_summary, staging, factor)
+    out_dir = published[0]
+    pngs = {name: None if path is None else out_dir / path.name for name, path in drawn.items()}
     console.print(rich_summary(summary))
     for r in runs:
         if r.missing:

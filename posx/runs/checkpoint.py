@@ -25,6 +25,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import shutil
 import uuid
 from dataclasses import dataclass, field
@@ -81,8 +82,7 @@ def save(run_dir: Path, step: int, model: torch.nn.Module, optimizer: torch.opti
         if tensor.is_floating_point() and not torch.isfinite(tensor).all():
             raise PosxError(f"weight {name} is non-finite at step {step}; not checkpointing it "
                             f"(the previous checkpoint is kept); lower train.lr or check the data")
-    ckpt_root = root(run_dir)
-    ckpt_root.mkdir(parents=True, exist_ok=True)
+    ckpt_root = files.real_dir(root(run_dir), "the checkpoint directory")
     name = f"step-{step:08d}"
     final = ckpt_root / name
     previous = _read_latest(ckpt_root, missing_ok=True)
@@ -128,10 +128,14 @@ def _write_files(where: Path, step: int, model, optimizer, generator, metrics: l
     files.fsync_dir(where)
 
 
+_OURS = re.compile(r"step-\d{8}|\.step-\d{8}\.\d+\.[0-9a-f]{8}\.tmp|\.latest\.json\.\d+\.[0-9a-f]{8}\.tmp")
+
+
 def _prune(ckpt_root: Path, keep: str) -> None:
-    """Remove every step directory but ``keep``, and temporaries of killed writers."""
+    """Remove every step directory but ``keep``, and temporaries of killed writers: only names
+    posx gives them, and never through a link (a link itself is left alone)."""
     for entry in ckpt_root.iterdir():
-        if entry.name in (keep, LATEST) or not entry.is_dir() and not entry.name.endswith(".tmp"):
+        if entry.name == keep or not _OURS.fullmatch(entry.name) or entry.is_symlink():
             continue
         if entry.is_dir():
             shutil.rmtree(entry, ignore_errors=True)

@@ -17,6 +17,7 @@ import json
 from pathlib import Path
 
 import torch
+import yaml
 from safetensors.torch import save_model
 
 from posx.core import files
@@ -25,13 +26,41 @@ from posx.model.gpt import GPT
 from posx.model.rescale import install_trained
 from posx.runs import checkpoint
 from posx.runs.records import Lineage, RunMeta
-from posx.runs.weights import load_weights
+from posx.runs.weights import check_shapes, expected_shapes, load_weights
 
 WEIGHTS = "model.safetensors"
 META = "model.json"
 CONFIG = "config.yaml"
 # Any of these makes a directory a run directory (finished or not, evaluated or not).
 RUN_MARKERS = (META, CONFIG, "extrapolation.csv")
+
+
+def _interpolation(node) -> str | None:
+    if isinstance(node, dict):
+        return next((found for v in node.values() if (found := _interpolation(v))), None)
+    if isinstance(node, list):
+        return next((found for v in node if (found := _interpolation(v))), None)
+    return node if isinstance(node, str) and "${" in node else None
+
+
+def read_config(run_dir: Path) -> dict:
+    """The run's config.yaml as plain data: YAML without tags, a mapping at the top, and no
+    ``${...}`` interpolation (posx writes resolved configs, so one is an edit; resolving it
+    could read the environment). Nothing in it is ever resolved or imported."""
+    path = Path(run_dir) / CONFIG
+    if not path.is_file():
+        raise PosxError(f"{run_dir} has no {CONFIG}; it is not a posx run, so there is nothing to resume")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise PosxError(f"{path} is unreadable ({exc.__class__.__name__}); it cannot be used") from None
+    if not isinstance(data, dict):
+        raise PosxError(f"{path} does not hold a config mapping (found {type(data).__name__})")
+    found = _interpolation(data)
+    if found is not None:
+        raise PosxError(f"{path} contains the interpolation {found!r}; posx writes resolved configs and "
+                        "reads them as data — remove it")
+    return data
 
 
 def new_run_dir(results_dir: str | Path, name: str) -> Path:
@@ -69,10 +98,13 @@ def load_run(run_dir: str | Path, device: str | torch.device = "cpu") -> tuple[G
                         f"continue it with `posx train --resume {run_dir}` or re-train it")
     if meta.weights_sha256 and files.sha256_file(weights) != meta.weights_sha256:
         raise PosxError(f"{weights} is corrupt: its checksum differs from the one in {META}; re-train the run")
-    model = GPT(meta.model)
     m = meta.model
-    load_weights(model, weights, f"{META} (vocab_size={m.vocab_size}, n_layer={m.n_layer}, d_model={m.d_model}, "
-                                 f"mlp_ratio={m.mlp_ratio}, pos={m.pos}, max_positions={m.max_positions})", device)
+    described = (f"{META} (vocab_size={m.vocab_size}, n_layer={m.n_layer}, d_model={m.d_model}, "
+                 f"mlp_ratio={m.mlp_ratio}, pos={m.pos}, max_positions={m.max_positions})")
+    with torch.device("meta"):  # shapes only: nothing is allocated before the file agrees
+        check_shapes(weights, expected_shapes(GPT(m)), described)
+    model = GPT(m)
+    load_weights(model, weights, described, device)
     install_trained(model, meta.rope, meta.train_context, f"{run_dir / META}")
     return model.to(device), meta
 

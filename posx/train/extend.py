@@ -30,7 +30,7 @@ from posx.model.config import GPTConfig
 from posx.model.rescale import RopeRecord, method_args
 from posx.runs.lineage import INTERPOLATE, check_method, extended_model, new_context
 from posx.runs.records import Lineage, RunMeta
-from posx.runs.rundir import CONFIG, load_run, read_meta, resolve_run
+from posx.runs.rundir import CONFIG, load_run, read_config, read_meta, resolve_run
 from posx.train.loop import FromParent
 
 
@@ -51,9 +51,9 @@ def child_config(cfg: DictConfig, parent_dir: Path, parent: RunMeta, child: GPTC
     """The composed config with the child's model, the parent's corpus and the extend.*
     schedule filled in, so the child's config.yaml says what actually ran."""
     out = copy.deepcopy(cfg)
-    parent_cfg = parent_dir / CONFIG
-    name = OmegaConf.load(parent_cfg).get("model", {}).get("name") if parent_cfg.is_file() else None
-    out.model.name = name or "parent"
+    model = read_config(parent_dir).get("model") if (parent_dir / CONFIG).is_file() else None
+    name = model.get("name") if isinstance(model, dict) else None
+    out.model.name = str(name) if name else "parent"
     for key, value in child.run_config_values().items():
         OmegaConf.update(out, key, value, merge=False)
     for key, value in parent.data_config.items():

@@ -32,7 +32,7 @@ from posx.model.gpt import GPT
 from posx.model.rescale import RopeRecord, install_trained
 from posx.runs import checkpoint
 from posx.runs.records import Lineage, RunMeta, TrainExtras
-from posx.runs.rundir import save_run
+from posx.runs.rundir import CONFIG, save_run
 
 
 @dataclass
@@ -122,7 +122,6 @@ def _train(cfg: DictConfig, run_dir: Path, start: Start, console: Console, devic
     data_mod.require_tokens(corpus.train, T + 1, f"the training split (train.context_length={T})")
     data_mod.require_tokens(corpus.val, T + 1, f"the validation split (train.context_length={T})")
 
-    files.write_text(run_dir / "config.yaml", to_yaml(cfg))
     model = (start.model if isinstance(start, FromParent) else GPT(gpt_config(cfg))).to(device)
     optimizer = make_optimizer(model, cfg, device)
     gen = torch.Generator().manual_seed(cfg.seed)
@@ -145,6 +144,7 @@ def _train(cfg: DictConfig, run_dir: Path, start: Start, console: Console, devic
         # an extension keeps its frequencies (the model was built plain from the config)
         install_trained(model, extras.rope, T, f"the checkpoint of {run_dir}")
         val_loss = float("nan") if extras.val_loss is None else extras.val_loss
+    files.write_text(run_dir / CONFIG, to_yaml(cfg))  # only once the run is known to start (or go on)
     console.print(
         f"[bold]posx train[/] {run_dir}  pos={cfg.pos.name} T={T} "
         f"params={model.num_params() / 1e6:.2f}M device={device}"

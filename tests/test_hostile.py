@@ -1,0 +1,318 @@
+"""Hostile and damaged input, in process through the real CLI (Typer's runner): every case is
+refused with exit status 2 and one line naming what is wrong, no traceback, and nothing in
+the working directory changed (the corpus cache aside). The catalogue is one table; the
+run-directory cases start from a copy of a real tiny run (tests/fixtures/premove)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import typing
+from dataclasses import fields, is_dataclass
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from posx.cli import app
+from posx.config.schema import Config
+
+pytestmark = pytest.mark.slow  # ~150 cases; each composes a config or loads a run
+
+FIXTURE = Path(__file__).resolve().parent / "fixtures" / "premove"
+
+
+def float_keys(node=Config, prefix: str = "") -> list[tuple[str, bool]]:
+    """(dotted key, is a list) of every float field of the schema."""
+    out = []
+    hints = typing.get_type_hints(node)
+    for f in fields(node):
+        kind, key = hints[f.name], f"{prefix}{f.name}"
+        if is_dataclass(kind):
+            out += float_keys(kind, key + ".")
+            continue
+        base = kind
+        if typing.get_origin(kind) is typing.Union:  # Optional[X] -> X
+            base = next(a for a in typing.get_args(kind) if a is not type(None))
+        if base is float:
+            out.append((key, False))
+        elif typing.get_origin(base) is list and typing.get_args(base) == (float,):
+            out.append((key, True))
+    return out
+
+
+NONFINITE = [(["train", f"{key}=[{v}]" if is_list else f"{key}={v}"], "must be a finite number")
+             for key, is_list in float_keys() for v in ("nan", "inf", "-inf")]
+
+RANGE = [
+    (["train", "model.n_layer=0"], "model.n_layer must be positive"),
+    (["train", "model.n_head=-2"], "model.n_head must be positive"),
+    (["train", "model.d_model=0"], "model.d_model must be positive"),
+    (["train", "model.mlp_ratio=0"], "model.mlp_ratio must be positive"),
+    (["train", "model.dropout=1"], "model.dropout=1.0 must be in [0, 1)"),
+    (["train", "model.dropout=-0.1"], "model.dropout=-0.1 must be in [0, 1)"),
+    (["train", "pos.base=1"], "pos.base=1.0 must be greater than 1"),
+    (["train", "pos.max_positions=0"], "pos.max_positions must be positive"),
+    (["train", "train.batch_size=0"], "train.batch_size must be positive"),
+    (["train", "train.eval_every=0"], "train.eval_every must be positive"),
+    (["train", "train.eval_batches=0"], "train.eval_batches must be positive"),
+    (["train", "train.warmup_steps=-1"], "train.warmup_steps=-1 must be 0 or more"),
+    (["train", "train.weight_decay=-1"], "train.weight_decay=-1.0 must be 0 or more"),
+    (["train", "train.grad_clip=-1"], "train.grad_clip=-1.0 must be 0"),
+    (["train", "train.min_lr_ratio=2"], "train.min_lr_ratio=2.0 must be in [0.0, 1.0]"),
+    (["train", "train.beta1=1"], "train.beta1=1.0 must be in [0.0, 1.0)"),
+    (["train", "train.beta2=-0.5"], "train.beta2=-0.5 must be in [0.0, 1.0)"),
+    (["train", "train.lr=-3"], "train.lr must be positive"),
+    (["train", "eval.tokens=0"], "eval.tokens must be positive"),
+    (["train", "eval.batch_tokens=-1"], "eval.batch_tokens must be positive"),
+    (["train", "eval.scale=0.5"], "eval.scale=0.5 must be at least 1"),
+    (["train", "eval.factors=[]"], "eval.factors is empty"),
+    (["train", "eval.methods=[]"], "eval.methods is empty"),
+    (["train", "eval.abf_base=1"], "eval.abf_base: abf new_base must be a finite number > 1"),
+    (["train", "eval.stride=0"], "eval.stride must be positive"),
+    (["train", "eval.protocol=sliding", "eval.stride=4096"], "eval.stride=4096 exceeds the shortest evaluation length"),
+    (["train", "eval.bucket_width=0"], "eval.bucket_width must be positive"),
+    (["train", "eval.passkey.trials=0"], "eval.passkey.trials must be positive"),
+    (["train", "eval.passkey.digits=0"], "eval.passkey.digits must be positive"),
+    (["train", "eval.passkey.depth_buckets=0"], "eval.passkey.depth_buckets must be positive"),
+    (["train", "eval.passkey.variants=[]"], "eval.passkey.variants is empty"),
+    (["train", "eval.passkey.variants=[bogus]"], "unknown variant 'bogus'"),
+    (["train", "eval.yarn.beta_slow=40"], "beta_slow < beta_fast"),
+    (["train", "eval.yarn.attention_factor=0"], "attention_factor must be a finite positive number"),
+    (["train", "eval.longrope.attention_factor=-1"], "attention_factor must be a finite positive number"),
+    (["train", "eval.llama3.high_freq_factor=0.5"], "low_freq_factor < high_freq_factor"),
+    (["train", "eval.dynamic_ntk.factor=0.5"], "eval.dynamic_ntk.factor: RoPE factor must be"),
+    (["train", "eval.longrope.long_factor=[1,-2]"], "must hold finite positive numbers"),
+    (["train", "eval.methods=[longrope]", "eval.longrope.long_factor=[2,2]"], "long_factor has 2 entries"),
+    (["train", "eval.absolute_beyond=wrap"], "eval.absolute_beyond=wrap is unknown"),
+    (["train", "eval.protocol=strided"], "eval.protocol=strided is unknown"),
+    (["train", "data.val_fraction=0.9"], "data.val_fraction must be in"),
+    (["train", "data=text"], "data.source 'text' needs data.path"),
+    (["train", "data.source=web"], "unknown data.source 'web'"),
+    (["train", "pos=rope", "model.d_model=36", "model.n_head=4"], "RoPE needs an even head_dim"),
+    (["train", "pos=t5", "pos.num_buckets=1"], "pos.num_buckets=1 must be at least 2"),
+    (["train", "name=."], "must be a plain directory name"),
+    (["train", "name=a/b"], "must be a plain directory name"),
+    (["train", "seed=abc"], "seed"),
+    (["train", "model.n_layer=2.5"], "n_layer"),
+    (["train", "eval.factors=3"], "factors"),
+    (["train", "eval.after_train=maybe"], "after_train"),
+]
+
+HYDRA = [
+    (["train", "-m", "pos=rope,bogus"], "Could not find 'pos/bogus'"),
+    (["train", "-m", "model.n_layrs=3"], "model.n_layrs"),
+    (["train", "-m", "train.steps=1,x"], "train.steps"),
+    (["train", "-m", "seed=0,1", "--cfg", "job"], "cannot go together"),
+    (["train", "--experimental-rerun", "payload.pickle"], "--experimental-rerun loads a pickle"),
+    (["train", "hydra/launcher=nonexistent"], "hydra/launcher"),
+    (["extend", "base", "-m", "method=pi,yarn", "factor=2,x"], "factor"),
+    (["extend", "base", "method=bogus"], "method=bogus is unknown"),
+    (["extend", "base", "factor=0.5"], "factor=0.5 must be a finite number of at least 1"),
+    (["extend", "base", "factor=inf"], "must be a finite number"),
+    (["extend", "base", "extend.steps=0"], "extend.steps must be positive"),
+    (["extend", "base", "extend.min_lr_ratio=0"], "extend.min_lr_ratio=0.0 must be in (0, 1]"),
+    (["extend", "base", "new_base=1"], "new_base=1.0 must be greater than 1"),
+    (["extend", "base", "model.n_layer=3"], "keeps its parent's model"),
+    (["extend", "runs/old-abs", "method=yarn"], "extend only with method=interpolate"),
+    (["extend", "runs/old-rope", "method=interpolate"], "interpolate is for learned-absolute tables"),
+    (["extend", "runs/old-rope-yarn", "method=pi"], "is itself an extension"),
+    (["train", "--resume", "runs/old-rope", "+foo=1"], "it is not a config key"),
+    (["train", "--resume", "runs/old-rope", "train.steps=99"], "would change the resumed run"),
+    (["train", "--resume", "runs/old-rope", "-m"], "key=value overrides only"),
+]
+
+FREQUENCIES = [
+    (["frequencies", "--head-dim", "0"], "--head-dim 0 must be an even number"),
+    (["frequencies", "--head-dim", "7"], "--head-dim 7 must be an even number"),
+    (["frequencies", "--head-dim", "100000"], "--head-dim 100000 must be an even number"),
+    (["frequencies", "--context", "0"], "--context 0 must be a number of tokens"),
+    (["frequencies", "--factor", "nan"], "--factor nan must be a finite number"),
+    (["frequencies", "--factor", "inf"], "--factor inf must be a finite number"),
+    (["frequencies", "--factor", "0.5"], "--factor 0.5 must be a finite number"),
+    (["frequencies", "--base", "1"], "--base 1.0 must be a finite number greater than 1"),
+    (["frequencies", "--base", "nan"], "--base nan must be a finite number greater than 1"),
+    (["frequencies", "--methods", ""], "--methods is empty"),
+    (["frequencies", "--methods", "bogus"], "unknown method 'bogus'"),
+    (["frequencies", "--out", "plot.txt"], "must name a .png file"),
+    (["frequencies", "--out", "runs"], "must name a .png file"),
+    (["frequencies", "eval.yarn.beta_fast=nan"], "must be a finite number"),
+]
+
+
+def _meta(run: Path) -> dict:
+    return json.loads((run / "model.json").read_text())
+
+
+def _set_meta(run: Path, edit) -> None:
+    meta = _meta(run)
+    edit(meta)
+    (run / "model.json").write_text(json.dumps(meta))
+
+
+def _model(**changes):
+    return lambda run: _set_meta(run, lambda m: m["model"].update(changes))
+
+
+# A damage done to a copy of a finished tiny run (runs/old-rope, or the extension runs/old-rope-yarn).
+DAMAGE = {
+    "meta_list": lambda run: (run / "model.json").write_text("[1, 2]"),
+    "meta_string": lambda run: (run / "model.json").write_text('"posx"'),
+    "meta_no_format": lambda run: _set_meta(run, lambda m: m.pop("format")),
+    "meta_model_list": lambda run: _set_meta(run, lambda m: m.update(model=[1])),
+    "meta_model_missing": lambda run: _set_meta(run, lambda m: m.pop("model")),
+    "meta_layers_huge": _model(n_layer=10 ** 9),
+    "meta_width_huge": _model(d_model=10 ** 12),
+    "meta_vocab_huge": _model(vocab_size=2 ** 40),
+    "meta_layers_zero": _model(n_layer=0),
+    "meta_layers_string": _model(n_layer="4"),
+    "meta_layers_float": _model(n_layer=1.5),
+    "meta_layers_bool": _model(n_layer=True),
+    "meta_heads_indivisible": _model(n_head=3),
+    "meta_dropout_nan": _model(dropout=float("nan")),
+    "meta_base_one": _model(rope_base=1.0),
+    "meta_pos_unknown": _model(pos="bogus"),
+    "meta_unknown_key": _model(secret=1),
+    "meta_context_string": lambda run: _set_meta(run, lambda m: m.update(train_context="x")),
+    "meta_data_list": lambda run: _set_meta(run, lambda m: m.update(data=[1])),
+    "meta_rope_list": lambda run: _set_meta(run, lambda m: m.update(rope=[1])),
+    "meta_rope_no_method": lambda run: _set_meta(run, lambda m: m.update(rope={"factor": 2})),
+    "meta_rope_unknown_method": lambda run: _set_meta(run, lambda m: m.update(rope={"method": "bogus"})),
+    "meta_rope_bad_params": lambda run: _set_meta(run, lambda m: m.update(rope={"method": "yarn", "factor": 2.0,
+                                                                              "params": {"beta_slow": 99}})),
+    "meta_inv_freq_short": lambda run: _set_meta(run, lambda m: m.update(rope={"method": "pi", "inv_freq": [1.0]})),
+    "meta_inv_freq_text": lambda run: _set_meta(run, lambda m: m.update(rope={"method": "pi", "inv_freq": ["a"]})),
+    "meta_lineage_list": lambda run: _set_meta(run, lambda m: m.update(extended_from=[1])),
+    "meta_lineage_partial": lambda run: _set_meta(run, lambda m: m.update(extended_from={"parent": "x"})),
+    "weights_empty": lambda run: (run / "model.safetensors").write_bytes(b""),
+    "weights_garbage": lambda run: (run / "model.safetensors").write_bytes(b"\xff" * 64),
+    "weights_missing": lambda run: (run / "model.safetensors").unlink(),
+    "weights_dir": lambda run: ((run / "model.safetensors").unlink(), (run / "model.safetensors").mkdir()),
+}
+DAMAGE_NEEDLE = {
+    "meta_list": "is not posx run metadata", "meta_string": "is not posx run metadata",
+    "meta_no_format": "is not posx run metadata", "meta_model_list": "not a mapping",
+    "meta_model_missing": "is incomplete or corrupt", "meta_layers_huge": "n_layer=1000000000 is not a valid int",
+    "meta_width_huge": "d_model=1000000000000 is not a valid int", "meta_vocab_huge": "vocab_size=",
+    "meta_layers_zero": "n_layer=0 is not a valid int", "meta_layers_string": "n_layer='4' is not a valid int",
+    "meta_layers_float": "n_layer=1.5 is not a valid int", "meta_layers_bool": "n_layer=True is not a valid int",
+    "meta_heads_indivisible": "is inconsistent", "meta_dropout_nan": "dropout=nan is not a valid float",
+    "meta_base_one": "is inconsistent", "meta_pos_unknown": "pos='bogus' is not one of",
+    "meta_unknown_key": "unknown keys ['secret']", "meta_context_string": "is incomplete or corrupt",
+    "meta_data_list": "is incomplete or corrupt", "meta_rope_list": "rope record", "meta_rope_no_method": "rope record",
+    "meta_rope_unknown_method": "unknown RoPE method 'bogus'", "meta_rope_bad_params": "beta_slow < beta_fast",
+    "meta_inv_freq_short": "holds 1 frequencies", "meta_inv_freq_text": "rope record",
+    "meta_lineage_list": "extended_from record", "meta_lineage_partial": "extended_from record",
+    "weights_empty": "is corrupt: its checksum differs", "weights_garbage": "is corrupt: its checksum differs",
+    "weights_missing": "holds no weights", "weights_dir": "model.safetensors",
+}
+RUNS = [(["eval-extrapolate", "runs/dmg", "device=cpu"], DAMAGE_NEEDLE[name], name) for name in DAMAGE]
+
+CONFIG_DAMAGE = {
+    "config_interpolation": lambda run: (run / "config.yaml").write_text("seed: ${oc.env:HOME}\n"),
+    "config_list": lambda run: (run / "config.yaml").write_text("- 1\n- 2\n"),
+    "config_not_yaml": lambda run: (run / "config.yaml").write_text("seed: [unclosed\n"),
+    "config_python_tag": lambda run: (run / "config.yaml").write_text("seed: !!python/object/apply:os.system ['true']\n"),
+    "config_wrong_type": lambda run: (run / "config.yaml").write_text("train:\n  steps: many\n"),
+    "checkpoint_state_garbage": lambda run: (run / "checkpoint" / "step-00000004" / "state.json").write_text("{"),
+    "checkpoint_latest_list": lambda run: (run / "checkpoint" / "latest.json").write_text("[1]"),
+    "checkpoint_extra_list": lambda run: _edit_state(run, lambda s: s.update(extra=[1])),
+    "checkpoint_rope_string": lambda run: _edit_state(run, lambda s: s["extra"].update(rope="pi")),
+}
+CONFIG_NEEDLE = {
+    "config_interpolation": "contains the interpolation", "config_list": "does not hold a config mapping",
+    "config_not_yaml": "config.yaml is unreadable", "config_python_tag": "config.yaml is unreadable",
+    "config_wrong_type": "does not fit the config schema", "checkpoint_state_garbage": "is incomplete or corrupt",
+    "checkpoint_latest_list": "latest.json is unreadable", "checkpoint_extra_list": "is incomplete or corrupt",
+    "checkpoint_rope_string": "rope record",
+}
+
+
+def _edit_state(run: Path, edit) -> None:
+    path = run / "checkpoint" / "step-00000004" / "state.json"
+    state = json.loads(path.read_text())
+    edit(state)
+    path.write_text(json.dumps(state))
+
+
+RESUMES = [(["train", "--resume", "runs/ckpt", "device=cpu"], CONFIG_NEEDLE[name], name) for name in CONFIG_DAMAGE]
+
+REPORTS = [
+    (["report", "runs/tab"], "lacks the column(s) train_context, eval_context", "table_no_ppl"),
+    (["report", "runs/tab"], "not a number in column ppl", "table_text_ppl"),
+    (["report", "runs/tab"], "cannot be read as CSV", "table_empty"),
+    (["report", "runs/tab"], "not a number in column factor", "table_text_factor"),
+    (["report", "runs/old-rope", "--out", "runs/old-rope-yarn"], "already exists and is not empty", None),
+    (["report", "nowhere"], "is not a directory", None),
+    (["report", "runs/old-abs"], "has extrapolation.csv", None),
+]
+TABLE_DAMAGE = {
+    "table_no_ppl": lambda t: t.write_text("run,pos,factor\nr,rope,1\n"),
+    "table_text_ppl": lambda t: _replace_column(t, "ppl", "high"),
+    "table_empty": lambda t: t.write_text(""),
+    "table_text_factor": lambda t: _replace_column(t, "factor", "two"),
+}
+
+
+def _replace_column(table: Path, column: str, value: str) -> None:
+    lines = table.read_text().splitlines()
+    index = lines[0].split(",").index(column)
+    cells = lines[1].split(",")
+    cells[index] = value
+    table.write_text("\n".join([lines[0], ",".join(cells), *lines[2:]]) + "\n")
+
+
+OS_ERRORS = [
+    (["train", "results_dir=afile", "data=text", "data.path=corpus"], "cannot use afile/runs: Not a directory", None),
+    (["train", "name=" + "n" * 300, "data=text", "data.path=corpus"], "File name too long", None),
+    (["frequencies", "--out", "afile/x.png"], "afile exists and is not a directory", None),
+    (["report", "runs/old-rope", "--out", "afile/rep"], "afile exists and is not a directory", None),
+]
+
+CASES = ([(*c, None) for c in NONFINITE + RANGE + HYDRA + FREQUENCIES] + RUNS + RESUMES + REPORTS + OS_ERRORS)
+
+
+def _snapshot(root: Path) -> dict[str, tuple[int, int]]:
+    return {str(p.relative_to(root)): (p.lstat().st_size, p.lstat().st_mtime_ns)
+            for p in root.rglob("*") if not p.is_dir() and "cache" not in p.parts}
+
+
+@pytest.fixture
+def work(tmp_path, monkeypatch) -> Path:
+    shutil.copytree(FIXTURE, tmp_path, dirs_exist_ok=True)
+    (tmp_path / "afile").write_text("a file, not a directory\n")
+    shutil.copytree(tmp_path / "runs" / "old-rope", tmp_path / "results" / "runs" / "base")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def _prepare(work: Path, setup: str | None) -> None:
+    if setup in DAMAGE:
+        shutil.copytree(work / "runs" / "old-rope", work / "runs" / "dmg")
+        DAMAGE[setup](work / "runs" / "dmg")
+    elif setup in CONFIG_DAMAGE:
+        shutil.copytree(work / "runs" / "old-rope-pi-partial", work / "runs" / "ckpt")
+        CONFIG_DAMAGE[setup](work / "runs" / "ckpt")
+    elif setup in TABLE_DAMAGE:
+        shutil.copytree(work / "runs" / "old-rope", work / "runs" / "tab")
+        TABLE_DAMAGE[setup](work / "runs" / "tab" / "extrapolation.csv")
+
+
+def test_the_catalogue_is_large():
+    assert len(CASES) >= 100
+
+
+@pytest.mark.parametrize("args, needle, setup", CASES,
+                         ids=[" ".join(a)[:80] + (f" [{s}]" if s else "") for a, _, s in CASES])
+def test_hostile_input_is_one_line_exit_2_and_changes_nothing(work, args, needle, setup):
+    _prepare(work, setup)
+    before = _snapshot(work)
+    result = CliRunner().invoke(app, args)
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert result.exit_code == 2, (result.exit_code, result.stdout[-500:], result.stderr[-2000:], result.exception)
+    assert len(lines) == 1 and lines[0].startswith("error:"), result.stderr
+    assert needle in lines[0], lines[0]
+    assert "Traceback" not in result.stdout + result.stderr
+    after = _snapshot(work)
+    changed = sorted(f for f in set(before) | set(after) if before.get(f) != after.get(f))
+    assert not changed, changed
