@@ -16,6 +16,8 @@ from rich.console import Console
 from posx import jobs
 from posx.config.compose import compose
 from posx.eval.run import evaluate_run
+from posx.hf.checkpoint import evaluate_hf_dir
+from posx.hf.export import export_run
 from posx.jobs import user_errors
 from posx.report import frequencies as freqplot
 from posx.report.summary import report as build_report
@@ -101,12 +103,32 @@ def extend(
     jobs.run_hydra(jobs.extend_job, "extend", overrides)
 
 
+EXPORT_EPILOG = """[bold]Examples[/]
+
+  posx export results/runs/<name> --out exported/<name>   [dim]# a LlamaForCausalLM directory[/]
+  posx eval-extrapolate exported/<name>                   [dim]# evaluated through transformers[/]
+"""
+
+
+@app.command("export", epilog=EXPORT_EPILOG)
+def export(
+    run: str = typer.Argument(..., help="A llama-block RoPE run: a directory, or a run name under results/runs."),
+    out: Path = typer.Option(..., "--out", help="The transformers model directory to write (new or empty)."),
+    results_dir: str = typer.Option("results", "--results-dir", help="Where run names are looked up."),
+) -> None:
+    """Write a run as a transformers LlamaForCausalLM directory (config.json, safetensors, tokenizer)."""
+    with user_errors():
+        written = export_run(resolve_run(run, results_dir), out)
+        Console().print(f"wrote {written} (load it with transformers.AutoModelForCausalLM.from_pretrained)")
+
+
 EVAL_EPILOG = """[bold]Examples[/]
 
   posx eval-extrapolate --latest                          [dim]# the most recent run[/]
   posx eval-extrapolate results/runs/rope-T128-s0-...     [dim]# a run by path (or by name)[/]
   posx eval-extrapolate --latest eval.methods=[none,yarn] eval.factors=[1,4]
   posx eval-extrapolate --latest eval.tokens=65536 device=cpu
+  posx eval-extrapolate exported/<name>                   [dim]# a local transformers checkpoint[/]
 """
 
 
@@ -116,7 +138,9 @@ def eval_extrapolate(
     overrides: Optional[List[str]] = typer.Argument(None, help="Overrides of eval.*, device, results_dir."),
     latest: bool = typer.Option(False, "--latest", help="Evaluate the most recently trained run."),
 ) -> None:
-    """Perplexity at 1x, 2x, 4x, 8x the training length, for each RoPE rescaling method."""
+    """Perplexity at 1x, 2x, 4x, 8x the training length, for each RoPE rescaling method.
+
+    RUN may also be a local transformers checkpoint directory (config.json), e.g. `posx export`'s."""
     overrides = list(overrides or [])
     if run is not None and "=" in run:  # `--latest key=value`: the first override landed in RUN
         overrides.insert(0, run)
@@ -124,7 +148,10 @@ def eval_extrapolate(
     with user_errors():
         cfg = compose(overrides)
         run_dir = resolve_run(run, cfg.results_dir, latest=latest)
-        evaluate_run(run_dir, cfg, Console())
+        if (run_dir / "config.json").is_file() and not (run_dir / "model.json").is_file():
+            evaluate_hf_dir(run_dir, cfg, Console())
+        else:
+            evaluate_run(run_dir, cfg, Console())
 
 
 FREQ_EPILOG = """[bold]Examples[/]

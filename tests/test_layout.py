@@ -9,7 +9,7 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "posx"
 # Lowest first: a package may import only itself and those before it.
-LAYERS = ["core", "rope", "model", "data", "runs", "eval", "config", "train", "report", "jobs", "cli", "__main__"]
+LAYERS = ["core", "rope", "model", "data", "runs", "eval", "hf", "config", "train", "report", "jobs", "cli", "__main__"]
 
 
 def modules() -> dict[str, Path]:

@@ -19,6 +19,7 @@ from posx.core.device import DEVICES
 from posx.core.errors import PosxError
 from posx.eval.passkey import VARIANTS
 from posx.eval.scoring import PROTOCOLS
+from posx.model.blocks import BLOCKS
 from posx.model.encodings import BEYOND, ENCODINGS
 from posx.model.rescale import check_methods, check_params
 from posx.rope import METHODS
@@ -58,8 +59,10 @@ def check_config(cfg: DictConfig | Config) -> None:
         raise PosxError(f"device={cfg.device} is not one of {', '.join(DEVICES)}")
     if cfg.pos.name not in ENCODINGS:
         raise PosxError(f"pos.name={cfg.pos.name} is unknown; choose one of {', '.join(ENCODINGS)}")
-    for key in ("n_layer", "n_head", "d_model", "mlp_ratio"):
+    for key in ("n_layer", "n_head", "d_model", "mlp_ratio", "multiple_of"):
         _positive(cfg.model[key], f"model.{key}")
+    if cfg.model.block not in BLOCKS:
+        raise PosxError(f"model.block={cfg.model.block} is unknown; choose one of {', '.join(BLOCKS)}")
     if cfg.model.d_model % cfg.model.n_head:
         raise PosxError(
             f"model.d_model={cfg.model.d_model} is not divisible by model.n_head={cfg.model.n_head}"

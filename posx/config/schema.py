@@ -24,6 +24,9 @@ class ModelConfig:
     d_model: int = 128  # residual stream width; head_dim = d_model / n_head
     mlp_ratio: int = 4  # MLP hidden width = mlp_ratio * d_model
     dropout: float = 0.0  # dropout on attention and residual branches (training only)
+    block: str = "gpt2"  # gpt2 (LayerNorm + GELU MLP) | llama (RMSNorm + SwiGLU, no biases), posx.model.blocks
+    multiple_of: int = 8  # llama: SwiGLU hidden = int(2/3 * mlp_ratio * d_model) rounded up to this
+    tie_embeddings: bool = True  # output layer shares the token embedding matrix
 
 
 @dataclass

@@ -7,11 +7,13 @@ import math
 from dataclasses import asdict, dataclass, fields
 
 from posx.core.errors import PosxError
+from posx.model.blocks import BLOCKS
 from posx.model.encodings import ENCODINGS
 
 # Largest value model.json may give an integer field: far beyond what posx trains, small
 # enough that a crafted file cannot make it allocate without bound.
-_MAX_INT = {"vocab_size": 1 << 22, "n_layer": 1024, "n_head": 1024, "d_model": 1 << 16, "mlp_ratio": 64}
+_MAX_INT = {"vocab_size": 1 << 22, "n_layer": 1024, "n_head": 1024, "d_model": 1 << 16, "mlp_ratio": 64,
+            "multiple_of": 1 << 16}
 
 
 @dataclass
@@ -28,6 +30,9 @@ class GPTConfig:
     t5_num_buckets: int = 32  # T5 bias: relative-distance buckets
     t5_max_distance: int = 128  # T5 bias: distances from here on share the last bucket
     t5_per_layer: bool = False  # T5 bias: one table per layer instead of one shared
+    block: str = "gpt2"  # gpt2 (LayerNorm + GELU) | llama (RMSNorm + SwiGLU), posx.model.blocks.BLOCKS
+    multiple_of: int = 8  # llama: SwiGLU hidden rounded up to a multiple of this
+    tie_embeddings: bool = True  # lm_head shares the token embedding matrix
 
     @property
     def head_dim(self) -> int:
@@ -69,6 +74,8 @@ class GPTConfig:
                             f"d_model={self.d_model} over n_head={self.n_head})")
         if self.pos not in ENCODINGS:
             raise PosxError(f"model metadata: pos={self.pos!r} is not one of {', '.join(ENCODINGS)}")
+        if self.block not in BLOCKS:
+            raise PosxError(f"model metadata: block={self.block!r} is not one of {', '.join(BLOCKS)}")
 
     @classmethod
     def from_run_config(cls, cfg, vocab_size: int) -> "GPTConfig":
@@ -86,6 +93,9 @@ class GPTConfig:
             t5_num_buckets=cfg.pos.num_buckets,
             t5_max_distance=cfg.pos.max_distance,
             t5_per_layer=cfg.pos.per_layer,
+            block=cfg.model.block,
+            multiple_of=cfg.model.multiple_of,
+            tie_embeddings=cfg.model.tie_embeddings,
         )
 
     def run_config_values(self) -> dict[str, object]:
@@ -95,5 +105,6 @@ class GPTConfig:
             "model.mlp_ratio": self.mlp_ratio, "model.dropout": self.dropout, "pos.name": self.pos,
             "pos.base": self.rope_base, "pos.max_positions": self.max_positions,
             "pos.num_buckets": self.t5_num_buckets, "pos.max_distance": self.t5_max_distance,
-            "pos.per_layer": self.t5_per_layer,
+            "pos.per_layer": self.t5_per_layer, "model.block": self.block, "model.multiple_of": self.multiple_of,
+            "model.tie_embeddings": self.tie_embeddings,
         }

@@ -1,8 +1,10 @@
 """A small GPT whose positional encoding is one pluggable component.
 
-Pre-LayerNorm blocks, causal self-attention through ``scaled_dot_product_attention``,
-a GELU MLP and tied input/output embeddings. Where positions enter is decided entirely by
-``posx.model.encodings``: the block below calls the encoding's three hooks and nothing else.
+Pre-norm blocks, causal self-attention through ``scaled_dot_product_attention``, and
+``block``: ``gpt2`` (LayerNorm, GELU MLP) or ``llama`` (RMSNorm, SwiGLU MLP,
+``posx.model.blocks``); input/output embeddings tied unless ``tie_embeddings`` is false.
+Where positions enter is decided entirely by ``posx.model.encodings``: the block below calls
+the encoding's three hooks and nothing else.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from posx.core.device import compute_dtype
+from posx.model import blocks
 from posx.model.config import GPTConfig
 from posx.model.encodings import PositionalEncoding, build_encoding
 
@@ -58,10 +61,14 @@ class MLP(nn.Module):
 class Block(nn.Module):
     def __init__(self, config: GPTConfig, layer: int):
         super().__init__()
-        self.ln1 = nn.LayerNorm(config.d_model)
+        self.ln1 = blocks.make_norm(config.block, config.d_model)
         self.attn = CausalSelfAttention(config, layer)
-        self.ln2 = nn.LayerNorm(config.d_model)
-        self.mlp = MLP(config)
+        self.ln2 = blocks.make_norm(config.block, config.d_model)
+        if config.block == "llama":
+            hidden = blocks.swiglu_hidden(config.d_model, config.mlp_ratio, config.multiple_of)
+            self.mlp = blocks.SwiGLU(config.d_model, hidden, config.dropout)
+        else:
+            self.mlp = MLP(config)
 
     def forward(self, x: Tensor, pos: PositionalEncoding, positions: Tensor, mask: Tensor | None) -> Tensor:
         x = x + self.attn(self.ln1(x), pos, positions, mask)
@@ -75,9 +82,10 @@ class GPT(nn.Module):
         self.tok_emb = nn.Embedding(config.vocab_size, config.d_model)
         self.pos = build_encoding(config)
         self.blocks = nn.ModuleList(Block(config, i) for i in range(config.n_layer))
-        self.ln_f = nn.LayerNorm(config.d_model)
+        self.ln_f = blocks.make_norm(config.block, config.d_model)
         self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
-        self.lm_head.weight = self.tok_emb.weight  # tied embeddings
+        if config.tie_embeddings:
+            self.lm_head.weight = self.tok_emb.weight
         self.apply(self._init_weights)
         # GPT-2: scale the residual projections by 1/sqrt(2 * n_layer)
         for name, p in self.named_parameters():

@@ -100,7 +100,7 @@ def load_run(run_dir: str | Path, device: str | torch.device = "cpu") -> tuple[G
         raise PosxError(f"{weights} is corrupt: its checksum differs from the one in {META}; re-train the run")
     m = meta.model
     described = (f"{META} (vocab_size={m.vocab_size}, n_layer={m.n_layer}, d_model={m.d_model}, "
-                 f"mlp_ratio={m.mlp_ratio}, pos={m.pos}, max_positions={m.max_positions})")
+                 f"mlp_ratio={m.mlp_ratio}, block={m.block}, pos={m.pos}, max_positions={m.max_positions})")
     with torch.device("meta"):  # shapes only: nothing is allocated before the file agrees
         check_shapes(weights, expected_shapes(GPT(m)), described)
     model = GPT(m)

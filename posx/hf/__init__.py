@@ -1,0 +1,1 @@
+"""transformers interop: export a llama-block run as a LlamaForCausalLM, evaluate a local checkpoint."""

@@ -1,0 +1,174 @@
+"""``posx eval-extrapolate DIR`` on a local transformers checkpoint (a directory with config.json).
+
+The model is loaded with transformers (``local_files_only``: nothing is downloaded), in the
+config's dtype on the CPU and in bfloat16 on CUDA. posx then drives it exactly as it drives its
+own models: ``posx.eval.extrapolate.evaluate`` with the same protocols, methods and tables. The model's
+rotary embedding (the one module holding ``inv_freq`` and ``attention_scaling``, e.g.
+``LlamaRotaryEmbedding``) gets ``posx.rope.frequencies`` installed for each (method, length)
+row: ``inv_freq`` is replaced and ``attention_scaling`` set to posx's attention factor, which
+transformers, like posx, multiplies into both cos and sin. Its rope type is set to ``default``
+so transformers' dynamic update does not recompute what posx installed.
+
+What the rows mean: T (``train_context``) is the config's original context,
+``rope_parameters["original_max_position_embeddings"]`` when present, else
+``max_position_embeddings``; every method rescales the plain frequencies of its
+``rope_theta``. A checkpoint whose config already rescales RoPE (llama3, yarn, ...) is
+evaluated that way too, with a warning: its ``none`` row is plain RoPE, not its own scaling.
+
+Tokens: a byte-level checkpoint (its tokenizer maps text to its UTF-8 bytes, as posx's export
+does, or it has no tokenizer and 256 tokens) scores posx's byte corpus itself, passkey
+included. Any other tokenizer re-tokenizes the held-out text, and the passkey test (which
+plants byte strings) is skipped.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import torch
+from omegaconf import DictConfig
+from rich.console import Console
+
+from posx.core.device import pick_device
+from posx.core.errors import PosxError
+from posx.data.corpus import VOCAB_SIZE, load_corpus
+from posx.eval.extrapolate import evaluate
+from posx.eval.run import show
+from posx.eval.tables import Evaluation, write_tables
+from posx.hf.export import require_transformers
+from posx.model.config import GPTConfig
+from posx.runs.records import RunMeta
+
+PROBE = "posx byte probe: é ☃ \n\t"  # a byte-level tokenizer encodes this to its UTF-8 bytes
+
+
+class HFRotary:
+    """posx.model.encodings.Rotary's rescaling interface on a transformers rotary embedding."""
+
+    kind = "rope"
+    uses_rope = True
+
+    def __init__(self, module: torch.nn.Module):
+        self.module = module
+        module.rope_type = "default"  # transformers' dynamic_rope_update leaves inv_freq alone
+        self.trained_inv_freq = module.inv_freq.detach().clone()
+        self.trained_attention_factor = float(module.attention_scaling)
+        self.attention_factor = self.trained_attention_factor
+
+    def set_frequencies(self, inv_freq: torch.Tensor, attention_factor: float = 1.0) -> None:
+        if inv_freq.shape != self.trained_inv_freq.shape:
+            raise PosxError(f"frequencies of shape {tuple(inv_freq.shape)} do not fit the model's rotary "
+                            f"embedding of {self.trained_inv_freq.numel()} pairs")
+        self.module.inv_freq = inv_freq.to(device=self.module.inv_freq.device, dtype=torch.float32)
+        self.module.attention_scaling = self.attention_factor = float(attention_factor)
+
+    def reset(self) -> None:
+        self.set_frequencies(self.trained_inv_freq.clone(), self.trained_attention_factor)
+
+    def max_length(self) -> int | None:
+        return None
+
+
+class HFCausalLM(torch.nn.Module):
+    """A transformers causal LM behind posx's model call: idx (B, T) -> logits (B, T, vocab)."""
+
+    def __init__(self, model: torch.nn.Module, rotary: torch.nn.Module):
+        super().__init__()
+        self.hf = model
+        self.pos = HFRotary(rotary)
+
+    def forward(self, idx: torch.Tensor, offset: int = 0) -> torch.Tensor:
+        B, T = idx.shape
+        positions = torch.arange(offset, offset + T, device=idx.device).expand(B, T)  # (B, T)
+        return self.hf(input_ids=idx, position_ids=positions, use_cache=False).logits  # (B, T, vocab)
+
+
+def _rope_params(config, where: Path) -> dict:
+    params = getattr(config, "rope_parameters", None)
+    model_type = getattr(config, "model_type", "unknown")
+    if not isinstance(params, dict) or "rope_theta" not in params:
+        raise PosxError(f"{where} is a {model_type} model without RoPE (no flat rope_parameters in config.json); "
+                        "posx evaluates RoPE models (Llama, Mistral, Qwen2, ...)")
+    return params
+
+
+def _rotary(model: torch.nn.Module, head_dim: int, where: Path) -> torch.nn.Module:
+    found = [m for m in model.modules()
+             if isinstance(getattr(m, "inv_freq", None), torch.Tensor) and hasattr(m, "attention_scaling")]
+    if len(found) != 1:
+        raise PosxError(f"{where}: posx needs exactly one rotary embedding with inv_freq and attention_scaling, "
+                        f"found {len(found)}; this model's RoPE cannot be rescaled by posx")
+    if found[0].inv_freq.numel() != head_dim // 2:
+        raise PosxError(f"{where}: the rotary embedding rotates {2 * found[0].inv_freq.numel()} of "
+                        f"{head_dim} head dimensions (partial rotary); posx rescales full-head RoPE only")
+    return found[0]
+
+
+def load_hf(model_dir: Path, device: torch.device) -> tuple[HFCausalLM, RunMeta]:
+    """The checkpoint behind posx's model interface, and a RunMeta describing its RoPE."""
+    transformers = require_transformers()
+    transformers.utils.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+    try:
+        config = transformers.AutoConfig.from_pretrained(model_dir, local_files_only=True)
+    except (OSError, ValueError, KeyError) as exc:
+        first = (str(exc).strip().splitlines() or [exc.__class__.__name__])[0]
+        raise PosxError(f"{model_dir}/config.json is not a config transformers can read ({first})") from exc
+    params = _rope_params(config, model_dir)
+    n_head = config.num_attention_heads
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // n_head
+    dtype = torch.bfloat16 if device.type == "cuda" else (getattr(config, "dtype", None) or torch.float32)
+    try:
+        model = transformers.AutoModelForCausalLM.from_pretrained(model_dir, local_files_only=True, dtype=dtype)
+    except (OSError, ValueError, KeyError) as exc:
+        first = (str(exc).strip().splitlines() or [exc.__class__.__name__])[0]
+        raise PosxError(f"{model_dir} does not load as a transformers causal LM ({first})") from exc
+    rotary = _rotary(model, head_dim, model_dir)
+    T = int(params.get("original_max_position_embeddings") or config.max_position_embeddings)
+    spec = GPTConfig(vocab_size=config.vocab_size, n_layer=config.num_hidden_layers, n_head=n_head,
+                     d_model=n_head * head_dim, pos="rope", rope_base=float(params["rope_theta"]),
+                     block="llama")  # describes the RoPE only: head_dim and base are what evaluate() reads
+    meta = RunMeta(spec, T, {}, 0)
+    return HFCausalLM(model, rotary).to(device), meta
+
+
+def eval_tokens(model_dir: Path, vocab_size: int, val: torch.Tensor) -> tuple[torch.Tensor, bool]:
+    """(held-out tokens, whether they are posx's bytes) for this checkpoint's vocabulary."""
+    try:
+        tok = require_transformers().AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
+    except (OSError, ValueError, KeyError, TypeError):
+        tok = None
+    if tok is None or tok.encode(PROBE, add_special_tokens=False) == list(PROBE.encode()):
+        if vocab_size < VOCAB_SIZE:
+            raise PosxError(f"{model_dir} has no tokenizer posx can load and a vocabulary of {vocab_size}, "
+                            f"fewer than posx's {VOCAB_SIZE} bytes; add its tokenizer files")
+        return val, True
+    text = bytes(val.numpy()).decode("utf-8", errors="replace")
+    ids = tok(text, add_special_tokens=False)["input_ids"]
+    return torch.tensor(ids, dtype=torch.int64), False
+
+
+def evaluate_hf_dir(model_dir: Path, cfg: DictConfig, console: Console | None = None) -> Evaluation:
+    """Load a transformers checkpoint, evaluate it with ``cfg.eval`` on ``cfg.data``, write its tables."""
+    console = console or Console()
+    device = pick_device(cfg.device)
+    model, meta = load_hf(model_dir, device)
+    rope_type = model.hf.config.rope_parameters.get("rope_type", "default")
+    corpus = load_corpus(cfg.data.source, cfg.data.path, cfg.data.val_fraction, cfg.data.cache_dir,
+                                  console=console)
+    val, is_bytes = eval_tokens(model_dir, model.hf.config.vocab_size, corpus.val)
+    ev = copy.deepcopy(cfg.eval)
+    if not is_bytes and ev.passkey.enabled:
+        console.print("[yellow]note:[/] the checkpoint's tokenizer is not byte-level; the held-out text is "
+                      "re-tokenized and the passkey test is skipped")
+        ev.passkey.enabled = False
+    if rope_type != "default":
+        console.print(f"[yellow]warning:[/] {model_dir} already rescales RoPE ({rope_type}); every row rescales "
+                      f"plain RoPE of base {meta.model.rope_base:g} from T={meta.train_context}, so `none` is "
+                      "not the checkpoint's own scaling")
+    console.print(f"[bold]posx eval-extrapolate[/] {model_dir}  transformers {model.hf.config.model_type} "
+                  f"T={meta.train_context} dtype={next(model.parameters()).dtype}")
+    result = evaluate(model, meta, val, ev, device, model_dir.name, console, long_tables=True)
+    show(result, model_dir, write_tables(result, model_dir), console)
+    return result

@@ -1,0 +1,225 @@
+"""``posx export RUN --out DIR``: a llama-block RoPE run as a transformers LlamaForCausalLM.
+
+DIR gets what ``AutoModelForCausalLM.from_pretrained(DIR)`` and ``AutoTokenizer`` read:
+
+* ``config.json``: a ``LlamaConfig`` (transformers >= 5 spelling, ``rope_parameters``) with
+  ``max_position_embeddings`` = the run's T and the frequencies the run trained with. For
+  readers that use the transformers 4 spelling it also holds ``rope_theta`` and
+  ``rope_scaling`` (null for plain RoPE), which say the same thing.
+* ``model.safetensors``: the weights under transformers' names. posx rotates (even, odd)
+  pairs of a head (``posx.model.encodings.rotate_pairs``, as in RoFormer and Meta's Llama code);
+  transformers rotates dimension i with i + head_dim/2 (``rotate_half``). The q and k rows of
+  every head are permuted (even rows first, then odd) so transformers' layout computes the
+  same scores: the inverse of the permutation in transformers'
+  ``models/llama/convert_llama_weights_to_hf.py``. q and k get the same permutation, so the
+  dot products, and the logits, are unchanged.
+* ``tokenizer.json`` / ``tokenizer_config.json``: posx's byte-level vocabulary (id = byte
+  value) as a ``tokenizers`` BPE with no merges over GPT-2's byte-to-unicode alphabet.
+* ``posx_export.json``: where it came from (run, step, the rope record).
+
+The rope record of an extension maps onto transformers' rope types: pi -> linear; yarn,
+dynamic_yarn (frozen at the length it trained at) and ntk_by_parts (attention factor 1) ->
+yarn; llama3 -> llama3; longrope -> longrope with the factors it trained with as both short and
+long; ntk, abf and dynamic_ntk (frozen, as the extension trains at one length) -> default
+with the base they end up at. transformers' own frequencies for the written config are then
+computed and compared with the run's; a mismatch is an error, never a silent approximation.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from pathlib import Path
+from types import ModuleType
+
+import torch
+from safetensors.torch import save_file
+
+from posx import rope
+from posx.core import files
+from posx.core.errors import PosxError
+from posx.model.blocks import RMS_EPS
+from posx.runs.records import RunMeta
+from posx.runs.rundir import load_run
+
+INSTALL_HINT = "pip install 'posx[hf]' (transformers)"
+FREQ_RTOL = 1e-5  # float32 rounding of transformers' own computation of the same frequencies
+
+
+def require_transformers() -> ModuleType:
+    """transformers, imported on first use: an optional dependency (posx[hf]) that takes
+    seconds to import, so no other command pays for it."""
+    try:
+        return importlib.import_module("transformers")
+    except ImportError:
+        raise PosxError(f"exporting and evaluating transformers models needs transformers; {INSTALL_HINT}") from None
+
+
+def _trained(meta: RunMeta, where: str = "the run") -> tuple[torch.Tensor, float]:
+    return meta.rope.frequencies(meta.model.head_dim, meta.model.rope_base, meta.train_context, where)
+
+
+def _default(theta: float) -> dict:
+    return {"rope_type": "default", "rope_theta": float(theta)}
+
+
+def rope_parameters(meta: RunMeta) -> dict:
+    """transformers' ``rope_parameters`` for the frequencies recorded in ``meta.rope``."""
+    record = meta.rope
+    method = record.method
+    params = dict(record.params)
+    base, d = meta.model.rope_base, meta.model.head_dim
+    s = float(record.factor)
+    T0 = record.original_context if record.original_context is not None else meta.train_context
+    length = int(params.get("length") or T0)
+    yarn_keys = {"original_max_position_embeddings": T0, "beta_fast": float(params.get("beta_fast", 32.0)),
+                 "beta_slow": float(params.get("beta_slow", 1.0)), "truncate": bool(params.get("truncate", True))}
+    if method == "none":
+        return _default(base)
+    if method == "pi":
+        return {"rope_type": "linear", "rope_theta": base, "factor": s}
+    if method == "ntk":
+        return _default(base * s ** (d / (d - 2)))
+    if method == "abf":
+        return _default(float(params.get("new_base", rope.method_params("abf")["new_base"])))
+    if method == "dynamic_ntk":  # frozen at the length it trained at (posx.extend)
+        scale = s * max(length, T0) / T0 - (s - 1)
+        return _default(base * scale ** (d / (d - 2)))
+    if method in ("yarn", "dynamic_yarn", "ntk_by_parts"):
+        factor = max(1.0, length / T0) if method == "dynamic_yarn" else s
+        out = {"rope_type": "yarn", "rope_theta": base, "factor": factor, **yarn_keys}
+        attention = 1.0 if method == "ntk_by_parts" else params.get("attention_factor")
+        if attention is not None:
+            out["attention_factor"] = float(attention)
+        return out
+    if method == "llama3":
+        return {"rope_type": "llama3", "rope_theta": base, "factor": s, "original_max_position_embeddings": T0,
+                "low_freq_factor": float(params.get("low_freq_factor", 1.0)),
+                "high_freq_factor": float(params.get("high_freq_factor", 4.0))}
+    if method == "longrope":
+        ext = params.get("long_factor") if length > T0 else params.get("short_factor")
+        ext = [1.0] * (d // 2) if ext is None else [float(x) for x in ext]
+        _, attention = _trained(meta)
+        return {"rope_type": "longrope", "rope_theta": base, "factor": s, "original_max_position_embeddings": T0,
+                "short_factor": ext, "long_factor": ext, "attention_factor": float(attention)}
+    raise PosxError(f"the run's RoPE method {method!r} has no transformers rope type; "
+                    "export plain or pi/ntk/abf/dynamic_ntk/yarn/dynamic_yarn/ntk_by_parts/llama3/longrope runs")
+
+
+def llama_config(meta: RunMeta, hidden: int):
+    """The ``transformers.LlamaConfig`` of a llama-block run."""
+    m = meta.model
+    config = require_transformers().LlamaConfig(
+        vocab_size=m.vocab_size, hidden_size=m.d_model, intermediate_size=hidden, num_hidden_layers=m.n_layer,
+        num_attention_heads=m.n_head, num_key_value_heads=m.n_head, head_dim=m.head_dim, hidden_act="silu",
+        max_position_embeddings=meta.train_context, rms_norm_eps=RMS_EPS, tie_word_embeddings=m.tie_embeddings,
+        rope_parameters=rope_parameters(meta), attention_bias=False, mlp_bias=False,
+        bos_token_id=None, eos_token_id=None, pad_token_id=None)
+    config.architectures = ["LlamaForCausalLM"]
+    config.dtype = "float32"
+    return config
+
+
+def check_expressible(config, meta: RunMeta, where: str) -> None:
+    """transformers' frequencies for ``config`` must be the run's; else a one-line error."""
+    inv_freq, attention = _trained(meta, where)
+    rotary = require_transformers().models.llama.modeling_llama.LlamaRotaryEmbedding(config)
+    theirs = rotary.inv_freq.double()
+    off = ((theirs - inv_freq.double()).abs() / inv_freq.double()).max().item()
+    if theirs.shape != inv_freq.shape or off > FREQ_RTOL or abs(rotary.attention_scaling - attention) > 1e-6:
+        raise PosxError(f"transformers cannot express the RoPE frequencies {where} trained with "
+                        f"({meta.rope.method}): its {config.rope_parameters['rope_type']} rope type gives "
+                        f"frequencies off by {off:.1e} and attention factor {rotary.attention_scaling:.6g} "
+                        f"against {attention:.6g}; this run cannot be exported")
+
+
+def head_permutation(n_head: int, head_dim: int) -> torch.Tensor:
+    """Row order taking posx's (even, odd) pair layout to transformers' half layout, per head."""
+    one = torch.cat([torch.arange(0, head_dim, 2), torch.arange(1, head_dim, 2)])  # (hd,)
+    return (torch.arange(n_head)[:, None] * head_dim + one).flatten()  # (H * hd,)
+
+
+def hf_state_dict(model, meta: RunMeta) -> dict[str, torch.Tensor]:
+    """posx GPT (llama block) weights under LlamaForCausalLM's names, q/k rows permuted."""
+    m = meta.model
+    sd = {k: v.detach().cpu().float() for k, v in model.state_dict().items()}
+    perm = head_permutation(m.n_head, m.head_dim)
+    out = {"model.embed_tokens.weight": sd["tok_emb.weight"], "model.norm.weight": sd["ln_f.weight"]}
+    if not m.tie_embeddings:
+        out["lm_head.weight"] = sd["lm_head.weight"]
+    for i in range(m.n_layer):
+        p, h = f"blocks.{i}.", f"model.layers.{i}."
+        q, k, v = sd[p + "attn.qkv.weight"].split(m.d_model, dim=0)  # (C, C) each
+        out.update({
+            h + "input_layernorm.weight": sd[p + "ln1.weight"],
+            h + "self_attn.q_proj.weight": q[perm],
+            h + "self_attn.k_proj.weight": k[perm],
+            h + "self_attn.v_proj.weight": v,
+            h + "self_attn.o_proj.weight": sd[p + "attn.proj.weight"],
+            h + "post_attention_layernorm.weight": sd[p + "ln2.weight"],
+            h + "mlp.gate_proj.weight": sd[p + "mlp.gate.weight"],
+            h + "mlp.up_proj.weight": sd[p + "mlp.up.weight"],
+            h + "mlp.down_proj.weight": sd[p + "mlp.down.weight"],
+        })
+    return {k: v.contiguous() for k, v in out.items()}
+
+
+def _bytes_to_unicode() -> dict[int, str]:
+    """GPT-2's printable stand-in for every byte (openai/gpt-2, src/encoder.py)."""
+    keep = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    chars, extra = {}, 0
+    for b in range(256):
+        if b in keep:
+            chars[b] = chr(b)
+        else:
+            chars[b] = chr(256 + extra)
+            extra += 1
+    return chars
+
+
+def byte_tokenizer():
+    """posx's byte vocabulary (token id = byte value, no special tokens) as a
+    ``transformers.PreTrainedTokenizerFast``."""
+    transformers = require_transformers()
+    tokenizers = importlib.import_module("tokenizers")  # a dependency of transformers
+    Tokenizer, decoders, models, pre_tokenizers = (tokenizers.Tokenizer, tokenizers.decoders, tokenizers.models,
+                                                   tokenizers.pre_tokenizers)
+    chars = _bytes_to_unicode()
+    tok = Tokenizer(models.BPE(vocab={chars[b]: b for b in range(256)}, merges=[]))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    tok.decoder = decoders.ByteLevel()
+    return transformers.PreTrainedTokenizerFast(tokenizer_object=tok)
+
+
+def config_json(config) -> dict:
+    """config.to_dict() plus the transformers 4 spelling of the same RoPE (rope_theta, rope_scaling)."""
+    data = config.to_dict()
+    params = dict(config.rope_parameters)
+    data["rope_theta"] = params.pop("rope_theta")
+    data["rope_scaling"] = None if params["rope_type"] == "default" else params
+    return data
+
+
+def export_run(run_dir: Path, out: Path) -> Path:
+    """Write the transformers directory of ``run_dir`` to ``out`` (new or empty), atomically."""
+    require_transformers()
+    model, meta = load_run(run_dir)
+    m = meta.model
+    if m.block != "llama" or m.pos != "rope":
+        raise PosxError(f"{run_dir} is a {m.block}-block {m.pos} run; posx exports llama-block RoPE runs only "
+                        "(train one with model=llama_tiny or model.block=llama pos=rope)")
+    if out.is_symlink() or out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise PosxError(f"{out} already exists and is not an empty directory; choose a new --out")
+    hidden = model.blocks[0].mlp.gate.out_features
+    config = llama_config(meta, hidden)
+    check_expressible(config, meta, str(run_dir))
+    with files.staged_dir(out, out.parent, out.name) as (tmp, _):  # the directory appears whole
+        (tmp / "config.json").write_text(json.dumps(config_json(config), indent=2, sort_keys=True) + "\n")
+        weights = hf_state_dict(model, meta)
+        files.safetensors_write(lambda: save_file(weights, str(tmp / "model.safetensors"), metadata={"format": "pt"}))
+        byte_tokenizer().save_pretrained(str(tmp))
+        lineage = meta.extended_from.to_dict() if meta.extended_from else None
+        source = {"format": "posx-export/1", "run": str(run_dir), "step": meta.step, "rope": meta.rope.to_dict(),
+                  "train_context": meta.train_context, "extended_from": lineage}
+        (tmp / "posx_export.json").write_text(json.dumps(source, indent=2) + "\n")
+    return out

@@ -1,0 +1,77 @@
+"""Llama-style block parts: RMSNorm and the SwiGLU MLP, chosen by ``model.block``.
+
+``gpt2`` (the default) is posx's original block: LayerNorm (with its bias) and a GELU MLP of
+``mlp_ratio * d_model``. ``llama`` is the block RoPE scaling was published on (Touvron et al.
+2023, "LLaMA"): RMSNorm without bias (Zhang & Sennrich 2019) and a SwiGLU MLP (Shazeer 2020),
+``down(silu(gate(x)) * up(x))``, whose hidden width is two thirds of ``mlp_ratio * d_model``
+rounded up to a multiple of ``multiple_of``, as in Meta's reference code
+(github.com/meta-llama/llama, llama/model.py, ``FeedForward``). Neither block has a bias in
+a linear layer. Attention and the positional encoding's three hooks are the same for both
+(posx.model.gpt.CausalSelfAttention): the block is orthogonal to ``pos``.
+
+RMSNorm follows transformers' ``LlamaRMSNorm`` exactly (normalise in float32, cast back,
+then scale), so an exported model computes the same numbers.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from posx.core.errors import PosxError
+
+BLOCKS = ("gpt2", "llama")  # model.block
+RMS_EPS = 1e-6  # RMSNorm epsilon (transformers' LlamaConfig.rms_norm_eps default)
+
+
+def check_block(block: str) -> None:
+    if block not in BLOCKS:
+        raise PosxError(f"model.block={block} is unknown; choose one of {', '.join(BLOCKS)}")
+
+
+def swiglu_hidden(d_model: int, mlp_ratio: int, multiple_of: int) -> int:
+    """Llama's SwiGLU width: int(2/3 * mlp_ratio * d_model) rounded up to ``multiple_of``.
+
+    Two thirds keep the three matrices' parameters equal to a GELU MLP of mlp_ratio * d_model
+    (before rounding); Meta's code: hidden = int(2 * 4d / 3), then multiple_of * ceil(hidden / m).
+    """
+    if multiple_of < 1:
+        raise PosxError(f"model.multiple_of={multiple_of} must be at least 1")
+    hidden = int(2 * mlp_ratio * d_model / 3)
+    return multiple_of * ((hidden + multiple_of - 1) // multiple_of)
+
+
+class RMSNorm(nn.Module):
+    """x / sqrt(mean(x^2) + eps) * weight, no bias; computed in float32 like LlamaRMSNorm."""
+
+    def __init__(self, d_model: int, eps: float = RMS_EPS):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(d_model))
+        self.eps = eps
+
+    def forward(self, x: Tensor) -> Tensor:
+        dtype = x.dtype
+        h = x.float()
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)  # (..., C)
+        return self.weight * h.to(dtype)
+
+
+class SwiGLU(nn.Module):
+    """down(silu(gate(x)) * up(x)), no biases; hidden width from ``swiglu_hidden``."""
+
+    def __init__(self, d_model: int, hidden: int, dropout: float = 0.0):
+        super().__init__()
+        self.gate = nn.Linear(d_model, hidden, bias=False)
+        self.up = nn.Linear(d_model, hidden, bias=False)
+        self.down = nn.Linear(hidden, d_model, bias=False)
+        self.dropout = dropout
+
+    def forward(self, x: Tensor) -> Tensor:
+        return F.dropout(self.down(F.silu(self.gate(x)) * self.up(x)), self.dropout, self.training)
+
+
+def make_norm(block: str, d_model: int) -> nn.Module:
+    """The block's normalisation: LayerNorm (gpt2) or RMSNorm (llama)."""
+    check_block(block)
+    return RMSNorm(d_model) if block == "llama" else nn.LayerNorm(d_model)

@@ -1,0 +1,234 @@
+"""posx <-> transformers, checked against transformers itself: export (weights, q/k layout,
+rope_parameters, tokenizer), posx's rescaling against transformers' rope types, and
+`posx eval-extrapolate` on transformers checkpoints."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+from omegaconf import OmegaConf
+
+transformers = pytest.importorskip("transformers")
+from tokenizers import Tokenizer, models  # noqa: E402  (a transformers dependency)
+
+from posx import rope  # noqa: E402
+from posx.hf import export as hf_export  # noqa: E402
+from posx.model.blocks import swiglu_hidden  # noqa: E402
+from posx.config.schema import EvalConfig, ExtendRootConfig  # noqa: E402
+from posx.model.rescale import RopeRecord, install_trained, method_frequencies  # noqa: E402
+from posx.runs.lineage import new_context  # noqa: E402
+from posx.train.extend import rope_record  # noqa: E402
+from posx.hf.checkpoint import HFCausalLM  # noqa: E402
+from posx.model.config import GPTConfig  # noqa: E402
+from posx.model.gpt import GPT  # noqa: E402
+from posx.runs.records import RunMeta  # noqa: E402
+from posx.runs.rundir import load_run, save_run  # noqa: E402
+
+from conftest import run_posx  # noqa: E402
+
+T, HEAD_DIM, BASE = 32, 16, 100.0  # a small base puts YaRN's ramp and llama3's bands inside head_dim
+
+
+def random_llama(tie: bool = False) -> GPT:
+    """A llama-block posx model with weights far from init, so logits vary a lot."""
+    torch.manual_seed(0)
+    m = GPT(GPTConfig(n_layer=2, n_head=2, d_model=2 * HEAD_DIM, rope_base=BASE, block="llama",
+                      tie_embeddings=tie)).eval()
+    with torch.no_grad():
+        for name, p in m.named_parameters():
+            p.copy_(1 + 0.3 * torch.randn_like(p) if p.dim() == 1 else 0.15 * torch.randn_like(p))
+    return m
+
+
+def hf_twin(m: GPT, rope_parameters: dict, max_positions: int) -> torch.nn.Module:
+    """transformers' LlamaForCausalLM with m's weights and the given rope_parameters."""
+    meta = RunMeta(m.config, T, {}, 0)
+    config = transformers.LlamaConfig(
+        vocab_size=256, hidden_size=m.config.d_model, intermediate_size=swiglu_hidden(m.config.d_model, 4, 8),
+        num_hidden_layers=m.config.n_layer, num_attention_heads=m.config.n_head, head_dim=HEAD_DIM,
+        max_position_embeddings=max_positions, rms_norm_eps=1e-6, tie_word_embeddings=m.config.tie_embeddings,
+        rope_parameters={"rope_theta": BASE, **rope_parameters})
+    hf = transformers.LlamaForCausalLM(config).eval()
+    missing, unexpected = hf.load_state_dict(hf_export.hf_state_dict(m, meta), strict=False)
+    assert not unexpected and set(missing) <= {"lm_head.weight"}
+    return hf
+
+
+# posx method -> transformers rope_parameters at scale s (and max_position_embeddings)
+HF_TYPES = {
+    "none": lambda s: ({"rope_type": "default"}, T),
+    "pi": lambda s: ({"rope_type": "linear", "factor": s}, T),
+    "dynamic_ntk": lambda s: ({"rope_type": "dynamic", "factor": s}, T),
+    "yarn": lambda s: ({"rope_type": "yarn", "factor": s, "original_max_position_embeddings": T}, int(s * T)),
+    "llama3": lambda s: ({"rope_type": "llama3", "factor": s, "original_max_position_embeddings": T,
+                          "low_freq_factor": 1.0, "high_freq_factor": 4.0}, int(s * T)),
+}
+
+
+@pytest.mark.parametrize("s", [2.0, 4.0])
+@pytest.mark.parametrize("method", sorted(HF_TYPES))
+def test_posx_rescaling_gives_transformers_logits(method, s):
+    """posx's model with method's frequencies == transformers with that rope type == transformers
+    with posx's frequencies installed by posx eval-extrapolate (HFCausalLM)."""
+    m = random_llama()
+    L = int(s * T)
+    ev = OmegaConf.structured(EvalConfig)
+    inv_freq, attention = method_frequencies(method, ev, HEAD_DIM, BASE, T, scale=s, length=L)
+    m.pos.set_frequencies(inv_freq, attention)
+    params, max_positions = HF_TYPES[method](s)
+    theirs = hf_twin(m, params, max_positions)
+    plain = hf_twin(m, {"rope_type": "default"}, T)
+    driven = HFCausalLM(plain, plain.model.rotary_emb)
+    driven.pos.set_frequencies(inv_freq, attention)
+    x = torch.randint(0, 256, (2, L), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        ours, ref, installed = m(x), theirs(x).logits, driven(x)
+    # posx computes frequencies in float64 and rounds once; transformers computes them in float32:
+    # they differ by an ulp (relative 1.2e-7), which moves logits of size ~4 by ~1e-5.
+    rotary = theirs.model.rotary_emb
+    torch.testing.assert_close(rotary.inv_freq, inv_freq, rtol=2.5e-7, atol=0)
+    assert rotary.attention_scaling == pytest.approx(attention, abs=1e-7)
+    assert ref.abs().max() > 1.0  # logits far from uniform: the comparison means something
+    torch.testing.assert_close(ours, ref, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(installed, ref, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("method", rope.METHODS)
+def test_every_extension_exports_exactly(method, tmp_path):
+    """The rope record of an extension by each method maps onto a transformers rope type whose
+    frequencies are the ones the run trained with; the exported model's logits are posx's."""
+    m = random_llama()
+    parent = RunMeta(m.config, T, {}, 1)
+    cfg = OmegaConf.structured(ExtendRootConfig)
+    cfg.method, cfg.factor = method, 2.0
+    record = rope_record(cfg, parent)
+    child = RunMeta(m.config, new_context(T, 2.0), {}, 2, record)
+    install_trained(m, record, child.train_context, "the test's extension")
+    (tmp_path / "run").mkdir()
+    save_run(tmp_path / "run", m, child)
+    out = hf_export.export_run(tmp_path / "run", tmp_path / "hf")
+    hf = transformers.AutoModelForCausalLM.from_pretrained(out, local_files_only=True).eval()
+    x = torch.randint(0, 256, (1, 2 * T), generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        torch.testing.assert_close(m(x), hf(x).logits, rtol=0, atol=1e-5)
+
+
+@pytest.mark.slow
+def test_inexpressible_frequencies_are_refused(tmp_path):
+    m = random_llama()
+    ntk, _ = rope.frequencies("ntk", HEAD_DIM, BASE, factor=2.0)
+    record = RopeRecord(method="pi", factor=2.0, original_context=T, inv_freq=ntk.tolist(),
+                        attention_factor=1.0)  # numbers that are not pi's
+    (tmp_path / "run").mkdir()
+    save_run(tmp_path / "run", m, RunMeta(m.config, 2 * T, {}, 1, record))
+    with pytest.raises(hf_export.PosxError, match="transformers cannot express"):
+        hf_export.export_run(tmp_path / "run", tmp_path / "hf")
+    assert not (tmp_path / "hf").exists()
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory, tiny_args) -> dict[str, Path]:
+    """A tiny llama run trained through the CLI (tied embeddings, as llama_tiny), and its export."""
+    work = tmp_path_factory.mktemp("hf")
+    run_posx("train", "model=llama_tiny", "name=ll", *tiny_args, cwd=work)
+    run = work / "results" / "runs" / "ll"
+    run_posx("export", str(run), "--out", str(work / "exported" / "ll"), cwd=work)
+    return {"work": work, "run": run, "out": work / "exported" / "ll"}
+
+
+@pytest.mark.slow
+def test_exported_run_loads_with_posx_logits(exported):
+    model, meta = load_run(exported["run"])
+    hf = transformers.AutoModelForCausalLM.from_pretrained(exported["out"], local_files_only=True).eval()
+    assert type(hf).__name__ == "LlamaForCausalLM" and hf.dtype == torch.float32
+    x = torch.randint(0, 256, (2, 4 * meta.train_context), generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        torch.testing.assert_close(model.eval()(x), hf(x).logits, rtol=0, atol=1e-5)
+
+
+@pytest.mark.slow
+def test_exported_config_and_tokenizer(exported):
+    data = json.loads((exported["out"] / "config.json").read_text())
+    assert data["rope_parameters"] == {"rope_type": "default", "rope_theta": 10000.0}
+    assert data["rope_theta"] == 10000.0 and data["rope_scaling"] is None  # transformers 4 spelling
+    assert data["max_position_embeddings"] == 32 and data["tie_word_embeddings"] is True
+    tok = transformers.AutoTokenizer.from_pretrained(exported["out"], local_files_only=True)
+    text = "def f(x):\n    return 'é☃'\x00"
+    assert tok.encode(text, add_special_tokens=False) == list(text.encode())
+    assert tok.decode(list(text.encode())) == text
+
+
+@pytest.mark.slow
+def test_eval_extrapolate_on_the_export_gives_the_runs_table(exported, tiny_args):
+    args = [a for a in tiny_args if a.startswith(("eval.", "data", "device"))]
+    args += ["eval.methods=[none,pi,ntk,dynamic_ntk,yarn,llama3]"]
+    run_posx("eval-extrapolate", str(exported["run"]), *args, cwd=exported["work"])
+    run_posx("eval-extrapolate", str(exported["out"]), *args, cwd=exported["work"])
+    for name, key in (("extrapolation.csv", "nll"), ("passkey.csv", "key_nll"), ("positions.csv", "nll")):
+        a = pd.read_csv(exported["run"] / name)
+        b = pd.read_csv(exported["out"] / name)
+        assert len(a) == len(b) and (b["run"] == "ll").all()
+        pd.testing.assert_frame_equal(a.drop(columns=[key]), b.drop(columns=[key]))
+        pd.testing.assert_series_equal(a[key], b[key], rtol=1e-5)
+
+
+@pytest.mark.slow
+def test_export_refuses_what_it_cannot_write(exported, tiny_args):
+    work = exported["work"]
+    proc = run_posx("export", str(exported["run"]), "--out", str(exported["out"]), cwd=work, check=False)
+    assert proc.returncode == 2 and "not an empty directory" in proc.stderr
+    run_posx("train", "name=g2", *tiny_args, cwd=work)
+    proc = run_posx("export", "g2", "--out", str(work / "g2-hf"), cwd=work, check=False)
+    assert proc.returncode == 2 and proc.stderr.strip().count("\n") == 0
+    assert "gpt2-block rope run" in proc.stderr and not (work / "g2-hf").exists()
+
+
+@pytest.mark.slow
+def test_random_transformers_llama_evaluates_end_to_end(tmp_path, tiny_args):
+    """A Llama saved with save_pretrained (nothing downloaded; grouped-query attention, no
+    tokenizer, byte-sized vocabulary) goes through posx eval-extrapolate."""
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(vocab_size=256, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32)
+    transformers.LlamaForCausalLM(config).save_pretrained(tmp_path / "rand")
+    args = [a for a in tiny_args if a.startswith(("eval.", "data", "device"))]
+    proc = run_posx("eval-extrapolate", str(tmp_path / "rand"), *args, "eval.methods=[none,yarn,dynamic_ntk]",
+                    cwd=tmp_path)
+    assert "transformers llama T=32" in proc.stdout
+    df = pd.read_csv(tmp_path / "rand" / "extrapolation.csv")
+    assert (df["status"] == "ok").all() and len(df) == 3 * 4 and (df["train_context"] == 32).all()
+    assert (tmp_path / "rand" / "passkey.csv").is_file()
+
+
+@pytest.mark.slow
+def test_models_without_reachable_rope_are_refused(tmp_path, tiny_args):
+    transformers.GPT2LMHeadModel(transformers.GPT2Config(n_layer=1, n_embd=16, n_head=2, vocab_size=256)) \
+        .save_pretrained(tmp_path / "gpt2")
+    args = [a for a in tiny_args if a.startswith(("eval.", "data", "device"))]
+    proc = run_posx("eval-extrapolate", str(tmp_path / "gpt2"), *args, cwd=tmp_path, check=False)
+    assert proc.returncode == 2 and proc.stderr.strip().count("\n") == 0
+    assert "gpt2 model without RoPE" in proc.stderr
+
+
+@pytest.mark.slow
+def test_a_non_byte_tokenizer_retokenizes_the_held_out_text(tmp_path, tiny_args):
+    """A checkpoint with its own (character-level) tokenizer scores the corpus in its tokens."""
+    chars = [chr(c) for c in range(32, 127)] + ["\n", "\t"]
+    vocab = {"[UNK]": 0, **{c: i + 1 for i, c in enumerate(chars)}}
+    tok = transformers.PreTrainedTokenizerFast(
+        tokenizer_object=Tokenizer(models.BPE(vocab=vocab, merges=[], unk_token="[UNK]")), unk_token="[UNK]")
+    assert tok.encode("ab", add_special_tokens=False) == [vocab["a"], vocab["b"]]
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(vocab_size=len(vocab), hidden_size=32, intermediate_size=64,
+                                      num_hidden_layers=1, num_attention_heads=2, max_position_embeddings=32)
+    transformers.LlamaForCausalLM(config).save_pretrained(tmp_path / "chars")
+    tok.save_pretrained(tmp_path / "chars")
+    args = [a for a in tiny_args if a.startswith(("eval.", "data", "device"))]
+    proc = run_posx("eval-extrapolate", str(tmp_path / "chars"), *args, "eval.methods=[none,yarn]", cwd=tmp_path)
+    assert "re-tokenized" in proc.stdout
+    df = pd.read_csv(tmp_path / "chars" / "extrapolation.csv")
+    assert (df["status"] == "ok").all() and not (tmp_path / "chars" / "passkey.csv").exists()
