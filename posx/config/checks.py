@@ -16,9 +16,13 @@ from posx.core.device import DEVICES
 from posx.core.errors import PosxError
 from posx.eval.passkey import VARIANTS
 from posx.eval.scoring import PROTOCOLS
+from posx.model.attention import ATTENTION
 from posx.model.encodings import BEYOND, ENCODINGS
 from posx.model.rescale import check_params
 from posx.rope import METHODS
+
+
+COMPILE = ("auto", "true", "false")  # train.compile (Hydra may hand true/false over as booleans)
 
 
 def _positive(value: Any, key: str) -> None:
@@ -34,6 +38,10 @@ def check_config(cfg: DictConfig | Config) -> None:
         raise PosxError(f"pos.name={cfg.pos.name} is unknown; choose one of {', '.join(ENCODINGS)}")
     for key in ("n_layer", "n_head", "d_model", "mlp_ratio"):
         _positive(cfg.model[key], f"model.{key}")
+    if cfg.model.attention not in ATTENTION:
+        raise PosxError(f"model.attention={cfg.model.attention} is unknown; choose one of {', '.join(ATTENTION)}")
+    if str(cfg.train.compile).lower() not in COMPILE:
+        raise PosxError(f"train.compile={cfg.train.compile} is unknown; choose one of {', '.join(COMPILE)}")
     if cfg.model.d_model % cfg.model.n_head:
         raise PosxError(
             f"model.d_model={cfg.model.d_model} is not divisible by model.n_head={cfg.model.n_head}"

@@ -24,6 +24,7 @@ class ModelConfig:
     d_model: int = 128  # residual stream width; head_dim = d_model / n_head
     mlp_ratio: int = 4  # MLP hidden width = mlp_ratio * d_model
     dropout: float = 0.0  # dropout on attention and residual branches (training only)
+    attention: str = "sdpa"  # sdpa | flex: FlexAttention for alibi and t5 (no L x L mask); others always SDPA
 
 
 @dataclass
@@ -59,6 +60,8 @@ class TrainConfig:
     eval_every: int = 100  # validation loss every N steps (and at the end)
     eval_batches: int = 8  # batches per validation estimate
     checkpoint_every: int = 100  # resumable checkpoint every N steps (0: only at the end and on SIGTERM/SIGUSR2)
+    compile: str = "auto"  # torch.compile the training model: auto (on for CUDA, off on the CPU) | true | false
+    tf32: bool = True  # TF32 matmuls and convolutions on CUDA (no effect on the CPU)
 
 
 @dataclass

@@ -22,6 +22,7 @@ class GPTConfig:
     t5_num_buckets: int = 32  # T5 bias: relative-distance buckets
     t5_max_distance: int = 128  # T5 bias: distances from here on share the last bucket
     t5_per_layer: bool = False  # T5 bias: one table per layer instead of one shared
+    attention: str = "sdpa"  # sdpa | flex: how the bias encodings attend (posx.model.attention)
 
     @property
     def head_dim(self) -> int:
@@ -54,6 +55,7 @@ class GPTConfig:
             t5_num_buckets=cfg.pos.num_buckets,
             t5_max_distance=cfg.pos.max_distance,
             t5_per_layer=cfg.pos.per_layer,
+            attention=cfg.model.attention,
         )
 
     def run_config_values(self) -> dict[str, object]:
@@ -63,5 +65,5 @@ class GPTConfig:
             "model.mlp_ratio": self.mlp_ratio, "model.dropout": self.dropout, "pos.name": self.pos,
             "pos.base": self.rope_base, "pos.max_positions": self.max_positions,
             "pos.num_buckets": self.t5_num_buckets, "pos.max_distance": self.t5_max_distance,
-            "pos.per_layer": self.t5_per_layer,
+            "pos.per_layer": self.t5_per_layer, "model.attention": self.attention,
         }
