@@ -189,21 +189,23 @@ class ALiBi(PositionalEncoding):
         self.register_buffer("slopes", torch.tensor(alibi_slopes(n_head)), persistent=False)  # (H,)
         self._mask_key: tuple | None = None
         self._mask: Tensor | None = None
-        self._score_mod = None
+        # Made here, not on first use: a compiled graph must not be what creates it.
+        self._score_mod = self._make_score_mod()
 
     def distance_bias(self, layer: int, length: int) -> Tensor:
         distance = torch.arange(length, device=self.slopes.device, dtype=torch.float32)  # (L,)
         return -self.slopes.unsqueeze(1) * distance  # (H, L)
 
     def score_mod(self, layer: int):
-        if self._score_mod is None:
-            enc = self  # read the slopes at call time: they follow the module to its device
-
-            def alibi(score: Tensor, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
-                return score - (enc.slopes[h] * (q_idx - kv_idx)).to(score.dtype)
-
-            self._score_mod = alibi
         return self._score_mod
+
+    def _make_score_mod(self):
+        enc = self  # read the slopes at call time: they follow the module to its device
+
+        def alibi(score: Tensor, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
+            return score - (enc.slopes[h] * (q_idx - kv_idx)).to(score.dtype)
+
+        return alibi
 
     def attn_masks(self, length: int, n_layer: int, dtype: torch.dtype,
                    device: torch.device) -> list[Tensor | None]:
@@ -249,20 +251,20 @@ class T5Bias(PositionalEncoding):
         # so this small table serves every length (FlexAttention indexes it by distance).
         bucket_of = t5_buckets(torch.arange(max_distance + 1), num_buckets, max_distance)
         self.register_buffer("bucket_of", bucket_of, persistent=False)  # (max_distance + 1,)
-        self._score_mods: dict[int, object] = {}
+        # One per table, made here (a compiled graph must not be what creates them).
+        self._score_mods = [self._make_score_mod(table) for table in self.tables]
 
     def score_mod(self, layer: int):
-        index = layer if self.bias_per_layer else 0
-        if index not in self._score_mods:
-            enc, table = self, self.tables[index]  # read at call time: they follow .to(device)
-            last = self.max_distance
+        return self._score_mods[layer if self.bias_per_layer else 0]
 
-            def t5(score: Tensor, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
-                n = (q_idx - kv_idx).clamp(0, last)  # masked (future) pairs read distance 0
-                return score + table.weight[enc.bucket_of[n], h].to(score.dtype)
+    def _make_score_mod(self, table: nn.Embedding):
+        enc, last = self, self.max_distance  # weights and buckets read at call time (.to(device))
 
-            self._score_mods[index] = t5
-        return self._score_mods[index]
+        def t5(score: Tensor, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
+            n = (q_idx - kv_idx).clamp(0, last)  # masked (future) pairs read distance 0
+            return score + table.weight[enc.bucket_of[n], h].to(score.dtype)
+
+        return t5
 
     def distance_bias(self, layer: int, length: int) -> Tensor:
         table = self.tables[layer if self.bias_per_layer else 0]
