@@ -15,6 +15,7 @@ import pandas as pd
 import pytest
 import torch
 from safetensors.torch import load_file
+from torch._dynamo.utils import counters
 
 from posx.config.compose import compose
 from posx.core.device import BF16_PEAK, bf16_peak_flops, use_compile
@@ -40,37 +41,54 @@ class Counting:
         return gm.forward
 
 
-@pytest.mark.parametrize("pos", ["rope", pytest.param("alibi", marks=pytest.mark.slow), "t5"])
-def test_one_graph_for_training_and_one_per_eval_length_whatever_the_method(pos):
+def graphs() -> int:
+    return counters["stats"]["unique_graphs"]
+
+
+def check_graphs(pos: str, attention: str, device: str, backend, atol: float) -> None:
+    """Train 3 steps at T through the compiled model (one graph), then evaluate at 2T under
+    five RoPE methods: one more graph at most, none per method, and the eager numbers."""
     torch._dynamo.reset()
+    counters.clear()
     torch.manual_seed(0)
-    model = GPT(GPTConfig(n_layer=2, n_head=3, d_model=24, pos=pos))
-    backend = Counting()
+    model = GPT(GPTConfig(n_layer=2, n_head=3, d_model=48, pos=pos, attention=attention)).to(device)
     fwd = torch.compile(model, backend=backend)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     T = 24
     for _ in range(3):
-        x = torch.randint(0, 256, (2, T))
+        x = torch.randint(0, 256, (2, T), device=device)
         loss = fwd(x).float().square().mean()
         opt.zero_grad()
         loss.backward()
         opt.step()
-    assert backend.graphs == 1, "training recompiled"
+    assert graphs() == 1, "training recompiled"
     model.eval()
-    x = torch.randint(0, 256, (2, 2 * T))
+    x = torch.randint(0, 256, (2, 2 * T), device=device)
     with torch.no_grad():
         fwd(x)
-        after_first = backend.graphs
+        after_first = graphs()
         for method in ("none", "pi", "yarn", "dynamic_ntk", "longrope"):
+            extra = {"length": 2 * T} if method in ("dynamic_ntk", "longrope") else {}
             inv_freq, attn = rope.frequencies(method, model.config.head_dim, base=10000.0, factor=2.0,
-                                              original_context=T, length=2 * T) if method in (
-                "dynamic_ntk", "longrope") else rope.frequencies(method, model.config.head_dim, base=10000.0,
-                                                                factor=2.0, original_context=T)
-            with rescaled(model, inv_freq, attn):
+                                              original_context=T, **extra)
+            with rescaled(model, inv_freq.to(device), attn):
                 got = fwd(x)
                 want = model(x)  # the eager module, same state
-            assert torch.allclose(got, want, atol=1e-5), method
-    assert backend.graphs == after_first, f"{pos}: a RoPE method change recompiled"
+            assert torch.allclose(got, want, atol=atol), method
+    assert graphs() == after_first, f"{pos}: a RoPE method change recompiled"
+
+
+@pytest.mark.parametrize("pos", ["rope", pytest.param("alibi", marks=pytest.mark.slow), "t5"])
+def test_one_graph_for_training_and_one_per_eval_length_whatever_the_method(pos):
+    check_graphs(pos, "sdpa", "cpu", "eager", 1e-5)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("pos,attention", [("rope", "sdpa"), ("alibi", "flex"), ("t5", "flex"), ("t5", "sdpa")])
+def test_inductor_on_cuda_compiles_once_per_length(pos, attention):
+    """The real backend (inductor, fused FlexAttention) in float32 without TF32."""
+    torch.backends.cuda.matmul.allow_tf32 = False
+    check_graphs(pos, attention, "cuda", "inductor", 2e-3)
 
 
 def test_compiled_flex_graph_on_cpu():
