@@ -10,6 +10,8 @@ PyTorch's dense (unfused) flex backward, the one eager FlexAttention uses on CUD
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 import torch.nn.attention.flex_attention as torch_flex
@@ -125,3 +127,16 @@ def test_flex_on_the_cpu_trains_through_sdpa():
 def test_unknown_attention_is_a_posx_error():
     with pytest.raises(PosxError, match="attention=dense is unknown"):
         GPT(GPTConfig(attention="dense"))
+
+
+def test_a_deep_copy_attends_with_its_own_bias():
+    """The score_mods are bound to their module: a deep copy's flex uses the copy's T5 table."""
+    model = GPT(GPTConfig(n_layer=1, n_head=3, d_model=24, pos="t5", attention="flex")).eval()
+    twin = copy.deepcopy(model)
+    with torch.no_grad():
+        twin.pos.tables[0].weight.add_(1.0)
+        x = torch.randint(0, 256, (1, 30))
+        assert not torch.allclose(model(x), twin(x))
+        ref = GPT(GPTConfig(**{**twin.config.to_dict(), "attention": "sdpa"})).eval()
+        ref.load_state_dict(twin.state_dict())
+        assert torch.allclose(twin(x), ref(x), atol=1e-5)

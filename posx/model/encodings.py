@@ -24,6 +24,7 @@ while a 3-D one sends SDPA down its math path, which materialises (B, H, L, L) s
 
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
@@ -189,8 +190,9 @@ class ALiBi(PositionalEncoding):
         self.register_buffer("slopes", torch.tensor(alibi_slopes(n_head)), persistent=False)  # (H,)
         self._mask_key: tuple | None = None
         self._mask: Tensor | None = None
-        # Made here, not on first use: a compiled graph must not be what creates it.
-        self._score_mod = self._make_score_mod()
+        # Bound once, here: a compiled graph must not be what creates it, and every call must
+        # pass the same object (a bound method, so a deep copy binds to the copy).
+        self._score_mod = self._alibi_score
 
     def distance_bias(self, layer: int, length: int) -> Tensor:
         distance = torch.arange(length, device=self.slopes.device, dtype=torch.float32)  # (L,)
@@ -199,13 +201,8 @@ class ALiBi(PositionalEncoding):
     def score_mod(self, layer: int):
         return self._score_mod
 
-    def _make_score_mod(self):
-        enc = self  # read the slopes at call time: they follow the module to its device
-
-        def alibi(score: Tensor, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
-            return score - (enc.slopes[h] * (q_idx - kv_idx)).to(score.dtype)
-
-        return alibi
+    def _alibi_score(self, score: Tensor, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
+        return score - (self.slopes[h] * (q_idx - kv_idx)).to(score.dtype)
 
     def attn_masks(self, length: int, n_layer: int, dtype: torch.dtype,
                    device: torch.device) -> list[Tensor | None]:
@@ -251,20 +248,16 @@ class T5Bias(PositionalEncoding):
         # so this small table serves every length (FlexAttention indexes it by distance).
         bucket_of = t5_buckets(torch.arange(max_distance + 1), num_buckets, max_distance)
         self.register_buffer("bucket_of", bucket_of, persistent=False)  # (max_distance + 1,)
-        # One per table, made here (a compiled graph must not be what creates them).
-        self._score_mods = [self._make_score_mod(table) for table in self.tables]
+        # One per table, made here (a compiled graph must not be what creates them); partials
+        # of a bound method, so a deep copy of the model binds them to the copy.
+        self._score_mods = [functools.partial(self._t5_score, i) for i in range(len(self.tables))]
 
     def score_mod(self, layer: int):
         return self._score_mods[layer if self.bias_per_layer else 0]
 
-    def _make_score_mod(self, table: nn.Embedding):
-        enc, last = self, self.max_distance  # weights and buckets read at call time (.to(device))
-
-        def t5(score: Tensor, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
-            n = (q_idx - kv_idx).clamp(0, last)  # masked (future) pairs read distance 0
-            return score + table.weight[enc.bucket_of[n], h].to(score.dtype)
-
-        return t5
+    def _t5_score(self, index: int, score: Tensor, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
+        n = (q_idx - kv_idx).clamp(0, self.max_distance)  # masked (future) pairs read distance 0
+        return score + self.tables[index].weight[self.bucket_of[n], h].to(score.dtype)
 
     def distance_bias(self, layer: int, length: int) -> Tensor:
         table = self.tables[layer if self.bias_per_layer else 0]
@@ -302,7 +295,10 @@ class Rotary(PositionalEncoding):
         self.base = base
         inv_freq, attention_factor = rope.frequencies("none", head_dim, base=base)
         self.register_buffer("inv_freq", inv_freq, persistent=False)
+        # The factor the forward reads: a 0-d float32 buffer (what multiplying float32 cos/sin
+        # by the Python float did anyway); the exact float is kept for records and tables.
         self.register_buffer("attn_factor", torch.tensor(float(attention_factor)), persistent=False)  # ()
+        self._attention_factor = float(attention_factor)
         # What reset() returns to: the frequencies the weights were trained with (plain RoPE
         # unless set_trained_frequencies installs others, as for an extended run).
         self.register_buffer("trained_inv_freq", inv_freq.clone(), persistent=False)
@@ -316,10 +312,11 @@ class Rotary(PositionalEncoding):
         with torch.no_grad():
             self.inv_freq.copy_(inv_freq.to(device=self.inv_freq.device, dtype=torch.float32))
             self.attn_factor.fill_(float(attention_factor))
+        self._attention_factor = float(attention_factor)
 
     @property
     def attention_factor(self) -> float:
-        return float(self.attn_factor)
+        return self._attention_factor  # exact; the forward reads the buffer
 
     def set_trained_frequencies(self, inv_freq: Tensor, attention_factor: float = 1.0) -> None:
         """Install frequencies and make them the ones ``reset`` returns to (a trained model's)."""
