@@ -24,7 +24,6 @@ No weights are downloaded: the Llama is built from a config.
 from __future__ import annotations
 
 import argparse
-import copy
 import json
 import math
 import statistics
