@@ -78,7 +78,8 @@ def check_graphs(pos: str, attention: str, device: str, backend, atol: float) ->
     assert graphs() == after_first, f"{pos}: a RoPE method change recompiled"
 
 
-@pytest.mark.parametrize("pos", ["rope", pytest.param("alibi", marks=pytest.mark.slow), "t5"])
+@pytest.mark.parametrize("pos", ["rope", pytest.param("alibi", marks=pytest.mark.slow),
+                                 pytest.param("t5", marks=pytest.mark.slow)])
 def test_one_graph_for_training_and_one_per_eval_length_whatever_the_method(pos):
     check_graphs(pos, "sdpa", "cpu", "eager", 1e-5)
 
@@ -91,6 +92,7 @@ def test_inductor_on_cuda_compiles_once_per_length(pos, attention):
     check_graphs(pos, attention, "cuda", "inductor", 2e-3)
 
 
+@pytest.mark.slow
 def test_compiled_flex_graph_on_cpu():
     """A flex model's forward (no grad) traces through dynamo: block mask and score_mods."""
     torch._dynamo.reset()

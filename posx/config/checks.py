@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from posx.core.device import DEVICES
+from posx.core.device import COMPILE, DEVICES
 from posx.core.errors import PosxError
 from posx.eval.passkey import VARIANTS
 from posx.eval.scoring import PROTOCOLS
@@ -20,9 +20,6 @@ from posx.model.attention import ATTENTION
 from posx.model.encodings import BEYOND, ENCODINGS
 from posx.model.rescale import check_params
 from posx.rope import METHODS
-
-
-COMPILE = ("auto", "true", "false")  # train.compile (Hydra may hand true/false over as booleans)
 
 
 def _positive(value: Any, key: str) -> None:

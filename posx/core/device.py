@@ -11,6 +11,7 @@ import torch
 from posx.core.errors import PosxError
 
 DEVICES = ("auto", "cpu", "cuda")
+COMPILE = ("auto", "true", "false")  # train.compile (Hydra may hand true/false over as booleans)
 
 
 def pick_device(requested: str) -> torch.device:
@@ -50,8 +51,8 @@ def use_compile(setting: object, device: torch.device) -> bool:
     """train.compile: ``auto`` compiles on CUDA only (on the CPU compile time outweighs the
     gain for posx's small models); ``true`` / ``false`` (strings or Hydra's booleans) decide."""
     value = str(setting).lower()
-    if value not in ("auto", "true", "false"):
-        raise PosxError(f"train.compile={setting} is unknown; choose one of auto, true, false")
+    if value not in COMPILE:
+        raise PosxError(f"train.compile={setting} is unknown; choose one of {', '.join(COMPILE)}")
     return device.type == "cuda" if value == "auto" else value == "true"
 
 
