@@ -4,6 +4,7 @@ memory of one evaluation batch at 1x and 8x the training length.
     python scripts/bench_encodings.py                  # tiny preset, CPU, all encodings
     python scripts/bench_encodings.py --threads 1       # steadier ratios on a loaded CPU
     python scripts/bench_encodings.py --device cuda --model small --context 512
+    python scripts/bench_encodings.py --device cuda --model small --context 512 --attention flex
 
 Throughput: every encoding trains the same model on random tokens (speed does not depend on
 the data), in interleaved rounds with the order shuffled each round, so a noisy shared machine
@@ -59,6 +60,7 @@ def config(pos: str, args) -> OmegaConf:
     cfg.train.batch_size = args.batch_size
     for key, value in PRESETS[args.model].items():
         cfg.model[key] = value
+    cfg.model.attention = args.attention
     return cfg
 
 
@@ -134,6 +136,10 @@ def memory_case(pos: str, factor: int, args) -> dict:
     # CPU the first call grows the RSS by tens of MiB whatever its size). Its ALiBi mask is
     # small, so replacing it does not hide the measured call's own mask.
     window_nll(model, tokens, max(2, L // 8), 1, args.batch_tokens, device)
+    if device.type == "cuda" and args.attention == "flex":
+        # compiled FlexAttention: one graph per length, compiled here and not in the timing;
+        # flex keeps no mask, so this hides nothing from the measured call
+        window_nll(model, tokens, L, 1, args.batch_tokens, device)
     if device.type == "cuda":
         torch.cuda.synchronize()
         before = torch.cuda.memory_allocated()
@@ -152,7 +158,7 @@ def memory_case(pos: str, factor: int, args) -> dict:
         peak = _status_kib("VmHWM") * 1024 - before
     H = model.config.n_head
     return {"pos": pos, "factor": factor, "length": L, "batch": n_windows, "peak_bytes": peak,
-            "seconds": seconds, "mask_bytes": H * L * L * 4 if pos in ("alibi", "t5") else 0,
+            "seconds": seconds, "mask_bytes": H * L * L * 4 if pos in ("alibi", "t5") and args.attention == "sdpa" else 0,
             "per_batch_scores_bytes": n_windows * H * L * L * 4}
 
 
@@ -162,7 +168,7 @@ def memory(args) -> list[dict]:
         for factor in args.factors:
             cmd = [sys.executable, __file__, "--memory-case", pos, str(factor), "--device", args.device,
                    *(["--threads", str(args.threads)] if args.threads else []),
-                   "--model", args.model, "--context", str(args.context),
+                   "--model", args.model, "--context", str(args.context), "--attention", args.attention,
                    "--batch-tokens", str(args.batch_tokens)]
             env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536"}
             proc = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
@@ -182,6 +188,8 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=10)
     p.add_argument("--steps", type=int, default=1, help="training steps per encoding per round")
     p.add_argument("--factors", type=int, nargs="+", default=[1, 8])
+    p.add_argument("--attention", choices=["sdpa", "flex"], default="sdpa",
+                   help="model.attention (flex: FlexAttention for alibi and t5, compiled on CUDA)")
     p.add_argument("--memory-case", nargs=2, metavar=("POS", "FACTOR"), help=argparse.SUPPRESS)
     p.add_argument("--skip-train", action="store_true")
     p.add_argument("--threads", type=int, default=None,
@@ -194,7 +202,7 @@ def main() -> None:
         return
 
     print(f"torch {torch.__version__}, device {args.device}, threads {torch.get_num_threads()}, "
-          f"model {args.model} {PRESETS[args.model]}, T={args.context}")
+          f"model {args.model} {PRESETS[args.model]}, T={args.context}, attention {args.attention}")
     if not args.skip_train:
         print(f"\ntrain throughput: batch {args.batch_size} x T={args.context}, {args.rounds} rounds x "
               f"{args.steps} steps, interleaved")

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -18,6 +19,16 @@ TINY = [
     "train.eval_every=3", "train.eval_batches=1", "train.warmup_steps=2",
     "eval.tokens=512", "eval.batch_tokens=512", "device=cpu",
 ]
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked ``cuda`` skip where there is no CUDA GPU (scripts/gpu_check.sh runs them)."""
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs CUDA (run scripts/gpu_check.sh on a GPU machine)")
+    for item in items:
+        if "cuda" in item.keywords:
+            item.add_marker(skip)
 
 
 @pytest.fixture(scope="session")

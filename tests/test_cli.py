@@ -22,7 +22,8 @@ def test_train_writes_a_complete_run(trained_runs):
     for name in ("config.yaml", "metrics.csv", "model.json", "model.safetensors"):
         assert (run / name).is_file(), name
     metrics = pd.read_csv(run / "metrics.csv")
-    assert list(metrics.columns) == ["step", "train_loss", "val_loss", "lr", "tokens_per_s"]
+    assert list(metrics.columns) == ["step", "train_loss", "val_loss", "lr", "tokens_per_s", "mfu"]
+    assert metrics["mfu"].isna().all()  # no MFU on the CPU
     assert metrics["step"].tolist() == list(range(1, 7))
     assert metrics["val_loss"].notna().sum() == 2  # eval_every=3 over 6 steps
     meta = json.loads((run / "model.json").read_text())

@@ -15,10 +15,11 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from posx.config.schema import Config, ExtendRootConfig
-from posx.core.device import DEVICES
+from posx.core.device import COMPILE, DEVICES
 from posx.core.errors import PosxError
 from posx.eval.passkey import VARIANTS
 from posx.eval.scoring import PROTOCOLS
+from posx.model.attention import ATTENTION
 from posx.model.blocks import BLOCKS
 from posx.model.encodings import BEYOND, ENCODINGS
 from posx.model.rescale import check_methods, check_params
@@ -63,6 +64,10 @@ def check_config(cfg: DictConfig | Config) -> None:
         _positive(cfg.model[key], f"model.{key}")
     if cfg.model.block not in BLOCKS:
         raise PosxError(f"model.block={cfg.model.block} is unknown; choose one of {', '.join(BLOCKS)}")
+    if cfg.model.attention not in ATTENTION:
+        raise PosxError(f"model.attention={cfg.model.attention} is unknown; choose one of {', '.join(ATTENTION)}")
+    if str(cfg.train.compile).lower() not in COMPILE:
+        raise PosxError(f"train.compile={cfg.train.compile} is unknown; choose one of {', '.join(COMPILE)}")
     if cfg.model.d_model % cfg.model.n_head:
         raise PosxError(
             f"model.d_model={cfg.model.d_model} is not divisible by model.n_head={cfg.model.n_head}"

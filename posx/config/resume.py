@@ -24,7 +24,7 @@ from posx.runs.rundir import CONFIG, lineage_of, read_config
 
 # Keys (and every key below them) a resumed run may change.
 SAFE = ("device", "results_dir", "data.cache_dir", "train.checkpoint_every", "train.eval_every",
-        "train.eval_batches", "eval")
+        "train.eval_batches", "train.compile", "train.tf32", "eval")
 _ABSENT = object()
 
 

@@ -27,6 +27,7 @@ class ModelConfig:
     block: str = "gpt2"  # gpt2 (LayerNorm + GELU MLP) | llama (RMSNorm + SwiGLU, no biases), posx.model.blocks
     multiple_of: int = 8  # llama: SwiGLU hidden = int(2/3 * mlp_ratio * d_model) rounded up to this
     tie_embeddings: bool = True  # output layer shares the token embedding matrix
+    attention: str = "sdpa"  # sdpa | flex: FlexAttention for alibi and t5 (no L x L mask); others always SDPA
 
 
 @dataclass
@@ -62,6 +63,8 @@ class TrainConfig:
     eval_every: int = 100  # validation loss every N steps (and at the end)
     eval_batches: int = 8  # batches per validation estimate
     checkpoint_every: int = 100  # resumable checkpoint every N steps (0: only at the end and on SIGTERM/SIGUSR2)
+    compile: str = "auto"  # torch.compile the training model: auto (on for CUDA, off on the CPU) | true | false
+    tf32: bool = True  # TF32 matmuls and convolutions on CUDA (no effect on the CPU)
 
 
 @dataclass

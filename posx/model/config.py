@@ -7,6 +7,7 @@ import math
 from dataclasses import asdict, dataclass, fields
 
 from posx.core.errors import PosxError
+from posx.model.attention import ATTENTION
 from posx.model.blocks import BLOCKS
 from posx.model.encodings import ENCODINGS
 
@@ -33,6 +34,7 @@ class GPTConfig:
     block: str = "gpt2"  # gpt2 (LayerNorm + GELU) | llama (RMSNorm + SwiGLU), posx.model.blocks.BLOCKS
     multiple_of: int = 8  # llama: SwiGLU hidden rounded up to a multiple of this
     tie_embeddings: bool = True  # lm_head shares the token embedding matrix
+    attention: str = "sdpa"  # sdpa | flex: how the bias encodings attend (posx.model.attention)
 
     @property
     def head_dim(self) -> int:
@@ -74,6 +76,8 @@ class GPTConfig:
                             f"d_model={self.d_model} over n_head={self.n_head})")
         if self.pos not in ENCODINGS:
             raise PosxError(f"model metadata: pos={self.pos!r} is not one of {', '.join(ENCODINGS)}")
+        if self.attention not in ATTENTION:
+            raise PosxError(f"model metadata: attention={self.attention!r} is not one of {', '.join(ATTENTION)}")
         if self.block not in BLOCKS:
             raise PosxError(f"model metadata: block={self.block!r} is not one of {', '.join(BLOCKS)}")
 
@@ -96,6 +100,7 @@ class GPTConfig:
             block=cfg.model.block,
             multiple_of=cfg.model.multiple_of,
             tie_embeddings=cfg.model.tie_embeddings,
+            attention=cfg.model.attention,
         )
 
     def run_config_values(self) -> dict[str, object]:
@@ -106,5 +111,5 @@ class GPTConfig:
             "pos.base": self.rope_base, "pos.max_positions": self.max_positions,
             "pos.num_buckets": self.t5_num_buckets, "pos.max_distance": self.t5_max_distance,
             "pos.per_layer": self.t5_per_layer, "model.block": self.block, "model.multiple_of": self.multiple_of,
-            "model.tie_embeddings": self.tie_embeddings,
+            "model.tie_embeddings": self.tie_embeddings, "model.attention": self.attention,
         }

@@ -9,6 +9,10 @@ Every encoding is a ``PositionalEncoding`` with three hooks, each a no-op by def
 The attention block calls them and never asks which encoding it has, so a new encoding is
 a new subclass plus one line in ``ENCODINGS``.
 
+With ``model.attention=flex`` the bias encodings give a ``score_mod(layer)`` instead
+(``posx.model.attention``): a function of the head and the distance, the same for every
+length, so no mask is built at all.
+
 Bias-based encodings never build a per-batch (B, H, L, L) tensor. The model asks the
 encoding once per forward for ``attn_masks``: one additive mask (1, H, L, L) per layer, the
 bias with -inf above the diagonal, built from the (H, L) bias-by-distance as a Toeplitz
@@ -20,6 +24,7 @@ while a 3-D one sends SDPA down its math path, which materialises (B, H, L, L) s
 
 from __future__ import annotations
 
+import functools
 import math
 
 import torch
@@ -62,6 +67,12 @@ class PositionalEncoding(nn.Module):
             bias = self.distance_bias(layer, length)  # (H, L) or None
             masks.append(None if bias is None else causal_toeplitz(bias.to(device=device, dtype=dtype)))
         return masks if self.bias_per_layer else masks * n_layer
+
+    def score_mod(self, layer: int):
+        """None, or FlexAttention's score_mod(score, b, h, q_idx, kv_idx) adding the same bias
+        as ``distance_bias`` (the causal mask is separate). Made once per layer and reused, so a
+        compiled FlexAttention sees the same function at every call and length."""
+        return None
 
     def max_length(self) -> int | None:
         return None  # longest sequence it represents; None: unbounded
@@ -179,13 +190,24 @@ class ALiBi(PositionalEncoding):
         self.register_buffer("slopes", torch.tensor(alibi_slopes(n_head)), persistent=False)  # (H,)
         self._mask_key: tuple | None = None
         self._mask: Tensor | None = None
+        # Bound once, here: a compiled graph must not be what creates it, and every call must
+        # pass the same object (a bound method, so a deep copy binds to the copy).
+        self._score_mod = self._alibi_score
 
     def distance_bias(self, layer: int, length: int) -> Tensor:
         distance = torch.arange(length, device=self.slopes.device, dtype=torch.float32)  # (L,)
         return -self.slopes.unsqueeze(1) * distance  # (H, L)
 
+    def score_mod(self, layer: int):
+        return self._score_mod
+
+    def _alibi_score(self, score: Tensor, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
+        return score - (self.slopes[h] * (q_idx - kv_idx)).to(score.dtype)
+
     def attn_masks(self, length: int, n_layer: int, dtype: torch.dtype,
                    device: torch.device) -> list[Tensor | None]:
+        if torch.compiler.is_compiling():  # inside a graph the mask is traced, not cached
+            return super().attn_masks(length, 1, dtype, device) * n_layer
         key = (length, dtype, str(device), torch.is_inference_mode_enabled())
         if key != self._mask_key:
             self._mask_key, self._mask = None, None  # free the old mask before building
@@ -222,6 +244,20 @@ class T5Bias(PositionalEncoding):
         self.num_buckets, self.max_distance = num_buckets, max_distance
         self.bias_per_layer = per_layer
         self.tables = nn.ModuleList(nn.Embedding(num_buckets, n_head) for _ in range(n_layer if per_layer else 1))
+        # Bucket of every distance 0 .. max_distance; every longer distance has the last one,
+        # so this small table serves every length (FlexAttention indexes it by distance).
+        bucket_of = t5_buckets(torch.arange(max_distance + 1), num_buckets, max_distance)
+        self.register_buffer("bucket_of", bucket_of, persistent=False)  # (max_distance + 1,)
+        # One per table, made here (a compiled graph must not be what creates them); partials
+        # of a bound method, so a deep copy of the model binds them to the copy.
+        self._score_mods = [functools.partial(self._t5_score, i) for i in range(len(self.tables))]
+
+    def score_mod(self, layer: int):
+        return self._score_mods[layer if self.bias_per_layer else 0]
+
+    def _t5_score(self, index: int, score: Tensor, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
+        n = (q_idx - kv_idx).clamp(0, self.max_distance)  # masked (future) pairs read distance 0
+        return score + self.tables[index].weight[self.bucket_of[n], h].to(score.dtype)
 
     def distance_bias(self, layer: int, length: int) -> Tensor:
         table = self.tables[layer if self.bias_per_layer else 0]
@@ -245,7 +281,9 @@ class Rotary(PositionalEncoding):
     """RoPE. The inverse frequencies are a non-persistent buffer: rescaling is a recompute.
 
     ``set_frequencies`` installs the output of ``posx.rope.frequencies``; the attention
-    factor multiplies both cos and sin, so q and k each carry it once.
+    factor multiplies both cos and sin, so q and k each carry it once. Both live in buffers
+    changed in place (the factor is a 0-d tensor, not a Python float), so a compiled model
+    sees new values without a guard failing and recompiling.
     """
 
     kind = "rope"
@@ -257,7 +295,10 @@ class Rotary(PositionalEncoding):
         self.base = base
         inv_freq, attention_factor = rope.frequencies("none", head_dim, base=base)
         self.register_buffer("inv_freq", inv_freq, persistent=False)
-        self.attention_factor = attention_factor
+        # The factor the forward reads: a 0-d float32 buffer (what multiplying float32 cos/sin
+        # by the Python float did anyway); the exact float is kept for records and tables.
+        self.register_buffer("attn_factor", torch.tensor(float(attention_factor)), persistent=False)  # ()
+        self._attention_factor = float(attention_factor)
         # What reset() returns to: the frequencies the weights were trained with (plain RoPE
         # unless set_trained_frequencies installs others, as for an extended run).
         self.register_buffer("trained_inv_freq", inv_freq.clone(), persistent=False)
@@ -268,8 +309,14 @@ class Rotary(PositionalEncoding):
             raise PosxError(
                 f"frequencies of shape {tuple(inv_freq.shape)} do not fit head_dim {self.head_dim}"
             )
-        self.inv_freq = inv_freq.to(device=self.inv_freq.device, dtype=torch.float32)
-        self.attention_factor = float(attention_factor)
+        with torch.no_grad():
+            self.inv_freq.copy_(inv_freq.to(device=self.inv_freq.device, dtype=torch.float32))
+            self.attn_factor.fill_(float(attention_factor))
+        self._attention_factor = float(attention_factor)
+
+    @property
+    def attention_factor(self) -> float:
+        return self._attention_factor  # exact; the forward reads the buffer
 
     def set_trained_frequencies(self, inv_freq: Tensor, attention_factor: float = 1.0) -> None:
         """Install frequencies and make them the ones ``reset`` returns to (a trained model's)."""
@@ -285,7 +332,7 @@ class Rotary(PositionalEncoding):
         # Angles in float32 even under bf16 autocast: p * theta loses all precision in bf16.
         with torch.autocast(device_type=positions.device.type, enabled=False):
             angles = torch.outer(positions.float(), self.inv_freq)  # (T, hd/2)
-            return angles.cos() * self.attention_factor, angles.sin() * self.attention_factor
+            return angles.cos() * self.attn_factor, angles.sin() * self.attn_factor
 
     def rotate(self, q: Tensor, k: Tensor, positions: Tensor) -> tuple[Tensor, Tensor]:
         cos, sin = self.cos_sin(positions)

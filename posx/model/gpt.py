@@ -1,10 +1,10 @@
 """A small GPT whose positional encoding is one pluggable component.
 
-Pre-norm blocks, causal self-attention through ``scaled_dot_product_attention``, and
-``block``: ``gpt2`` (LayerNorm, GELU MLP) or ``llama`` (RMSNorm, SwiGLU MLP,
-``posx.model.blocks``); input/output embeddings tied unless ``tie_embeddings`` is false.
-Where positions enter is decided entirely by ``posx.model.encodings``: the block below calls
-the encoding's three hooks and nothing else.
+Pre-norm blocks, causal self-attention through ``posx.model.attention`` (SDPA, or
+FlexAttention for the bias encodings with ``attention="flex"``), and ``block``: ``gpt2``
+(LayerNorm, GELU MLP) or ``llama`` (RMSNorm, SwiGLU MLP, ``posx.model.blocks``); input/output
+embeddings tied unless ``tie_embeddings`` is false. Where positions enter is decided entirely
+by ``posx.model.encodings``: the block below calls the encoding's three hooks and nothing else.
 """
 
 from __future__ import annotations
@@ -16,7 +16,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from posx.core.device import compute_dtype
+from posx.core.errors import PosxError
 from posx.model import blocks
+from posx.model.attention import ATTENTION, FlexBias, attend, causal_block_mask, flex_applies
 from posx.model.config import GPTConfig
 from posx.model.encodings import PositionalEncoding, build_encoding
 
@@ -30,8 +32,9 @@ class CausalSelfAttention(nn.Module):
         self.proj = nn.Linear(config.d_model, config.d_model, bias=False)
         self.dropout = config.dropout
 
-    def forward(self, x: Tensor, pos: PositionalEncoding, positions: Tensor, mask: Tensor | None) -> Tensor:
-        """mask: None (plain causal) or the additive (1, H, T, T) mask from ``pos.attn_masks``."""
+    def forward(self, x: Tensor, pos: PositionalEncoding, positions: Tensor, mask: Tensor | FlexBias | None) -> Tensor:
+        """mask: None (plain causal), the additive (1, H, T, T) mask from ``pos.attn_masks``,
+        or a ``FlexBias`` (``posx.model.attention.attend``)."""
         B, T, C = x.shape
         q, k, v = self.qkv(x).split(C, dim=2)  # (B, T, C) each
         q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, H, T, hd)
@@ -39,10 +42,7 @@ class CausalSelfAttention(nn.Module):
         v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, H, T, hd)
         q, k = pos.rotate(q, k, positions)
         dropout = self.dropout if self.training else 0.0
-        if mask is None:
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=dropout)
-        else:  # (1, H, T, T) broadcast over the batch, never expanded
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout)
+        y = attend(q, k, v, mask, dropout)  # (B, H, T, hd)
         y = y.transpose(1, 2).contiguous().view(B, T, C)  # (B, T, C)
         return F.dropout(self.proj(y), dropout, self.training)
 
@@ -70,7 +70,7 @@ class Block(nn.Module):
         else:
             self.mlp = MLP(config)
 
-    def forward(self, x: Tensor, pos: PositionalEncoding, positions: Tensor, mask: Tensor | None) -> Tensor:
+    def forward(self, x: Tensor, pos: PositionalEncoding, positions: Tensor, mask: Tensor | FlexBias | None) -> Tensor:
         x = x + self.attn(self.ln1(x), pos, positions, mask)
         return x + self.mlp(self.ln2(x))
 
@@ -78,6 +78,8 @@ class Block(nn.Module):
 class GPT(nn.Module):
     def __init__(self, config: GPTConfig):
         super().__init__()
+        if config.attention not in ATTENTION:
+            raise PosxError(f"attention={config.attention} is unknown; choose one of {', '.join(ATTENTION)}")
         self.config = config
         self.tok_emb = nn.Embedding(config.vocab_size, config.d_model)
         self.pos = build_encoding(config)
@@ -102,13 +104,34 @@ class GPT(nn.Module):
     def num_params(self) -> int:
         return sum(p.numel() for p in self.parameters())  # tied weights counted once
 
+    def flops_per_token(self, length: int) -> float:
+        """Training FLOPs per token at sequence length T: 6N + 12·L·H·Q·T (PaLM, appendix B;
+        nanoGPT's estimate_mfu), N the parameters that multiply (the output matmul counts, the
+        input lookup and the encoding's tables do not), Q the head dim."""
+        c = self.config
+        n = self.num_params() - sum(p.numel() for p in self.pos.parameters())
+        if not c.tie_embeddings:  # an untied input embedding is a lookup, not a matmul
+            n -= self.tok_emb.weight.numel()
+        return 6.0 * n + 12.0 * c.n_layer * c.n_head * c.head_dim * length
+
+    def _biases(self, T: int, dtype: torch.dtype, device: torch.device) -> list:
+        """Per layer: None, the SDPA mask, or a FlexBias (flex, a bias encoding, and
+        ``flex_applies``: no dropout, no CPU backward)."""
+        n = len(self.blocks)
+        dropout = self.config.dropout if self.training else 0.0
+        if (self.config.attention == "flex" and self.pos.score_mod(0) is not None
+                and flex_applies(device, dropout)):
+            block_mask = causal_block_mask(T, device)
+            return [FlexBias(self.pos.score_mod(layer), block_mask) for layer in range(n)]
+        return self.pos.attn_masks(T, n, dtype, device)
+
     def forward(self, idx: Tensor, offset: int = 0) -> Tensor:
         """idx: (B, T) token ids -> logits (B, T, vocab). Positions are offset..offset+T-1."""
         B, T = idx.shape
         positions = torch.arange(offset, offset + T, device=idx.device)  # (T,)
         x = self.pos.embed(self.tok_emb(idx), positions)  # (B, T, C)
         # Bias masks are built once per forward (ALiBi: once per length) and shared by layers.
-        masks = self.pos.attn_masks(T, len(self.blocks), compute_dtype(x), x.device)
+        masks = self._biases(T, compute_dtype(x), x.device)
         for block, mask in zip(self.blocks, masks):
             x = block(x, self.pos, positions, mask)
         return self.lm_head(self.ln_f(x))  # (B, T, vocab)

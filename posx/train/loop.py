@@ -6,6 +6,13 @@ model.json and model.safetensors there, and a resumable checkpoint
 SIGTERM/SIGUSR2 asks it to stop. Where it starts is explicit: ``Fresh()`` (a new model),
 ``Resume()`` (the run's latest checkpoint, when it has one), or ``FromParent(...)`` (an
 extension: the parent's weights, the frequencies and lineage it trains with).
+
+On CUDA it runs with TF32 matmuls (train.tf32) and a ``torch.compile``d model
+(train.compile=auto; as nanoGPT's train.py does); the uncompiled module is what is saved. The
+model keeps no Python-number state that changes between calls, so one graph serves training
+and one serves validation. metrics.csv has ``mfu``: achieved FLOP/s (``GPT.flops_per_token``
+times tokens/s) over the GPU's bf16 peak (``posx.core.device.BF16_PEAK``); empty on the CPU
+and on GPUs not in that table.
 """
 
 from __future__ import annotations
@@ -22,7 +29,7 @@ from rich.console import Console
 
 from posx.config.compose import to_yaml
 from posx.core import files, lock
-from posx.core.device import autocast, pick_device
+from posx.core.device import autocast, bf16_peak_flops, pick_device, use_compile, use_tf32
 from posx.core.errors import Preempted, PosxError
 from posx.core.progress import Reporter
 from posx.core.signals import StopSignals
@@ -84,6 +91,15 @@ def make_optimizer(model: GPT, cfg: DictConfig, device: torch.device) -> torch.o
     return torch.optim.AdamW(groups, lr=cfg.train.lr, betas=(cfg.train.beta1, cfg.train.beta2), **extra)
 
 
+COMPILE_BACKEND = "inductor"  # torch.compile's backend (tests use "eager" to check graphs without codegen)
+COLUMNS = ["step", "train_loss", "val_loss", "lr", "tokens_per_s", "mfu"]
+
+
+def mfu(tokens_per_s: float, flops_per_token: float, peak: float | None) -> float | None:
+    """Model FLOPs utilisation: achieved training FLOP/s over the peak; None without a peak."""
+    return None if peak is None else tokens_per_s * flops_per_token / peak
+
+
 @torch.no_grad()
 def estimate_val_loss(model: GPT, val: torch.Tensor, cfg: DictConfig, device: torch.device) -> float:
     """Mean loss over the same eval_batches validation batches every time (fixed seed)."""
@@ -123,6 +139,11 @@ def _train(cfg: DictConfig, run_dir: Path, start: Start, console: Console, devic
     data_mod.require_tokens(corpus.val, T + 1, f"the validation split (train.context_length={T})")
 
     model = (start.model if isinstance(start, FromParent) else GPT(gpt_config(cfg))).to(device)
+    use_tf32(device, cfg.train.tf32)
+    compiled = use_compile(cfg.train.compile, device)
+    fwd = torch.compile(model, backend=COMPILE_BACKEND) if compiled else model  # same parameters
+    peak = bf16_peak_flops(device)
+    flops_per_token = model.flops_per_token(T)
     optimizer = make_optimizer(model, cfg, device)
     gen = torch.Generator().manual_seed(cfg.seed)
     extras = TrainExtras(data_sha256=corpus.fingerprint.get("sha256"))
@@ -147,7 +168,8 @@ def _train(cfg: DictConfig, run_dir: Path, start: Start, console: Console, devic
     files.write_text(run_dir / CONFIG, to_yaml(cfg))  # only once the run is known to start (or go on)
     console.print(
         f"[bold]posx train[/] {run_dir}  pos={cfg.pos.name} T={T} "
-        f"params={model.num_params() / 1e6:.2f}M device={device}"
+        f"params={model.num_params() / 1e6:.2f}M device={device} attention={model.config.attention}"
+        f"{' compiled' if compiled else ''}"
         + (f"  [cyan]resuming at step {first}[/]" if resuming else "")
     )
 
@@ -168,7 +190,7 @@ def _train(cfg: DictConfig, run_dir: Path, start: Start, console: Console, devic
             x, y = data_mod.get_batch(corpus.train, cfg.train.batch_size, T, gen)
             x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
             with autocast(device):
-                logits = model(x)
+                logits = fwd(x)
             loss = torch.nn.functional.cross_entropy(logits.float().flatten(0, 1), y.flatten())
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
@@ -189,10 +211,11 @@ def _train(cfg: DictConfig, run_dir: Path, start: Start, console: Console, devic
             done = step + 1
             validate = done % cfg.train.eval_every == 0 or done == cfg.train.steps
             if validate:
-                val_loss = estimate_val_loss(model, corpus.val, cfg, device)
+                val_loss = estimate_val_loss(fwd, corpus.val, cfg, device)
                 t_last = time.perf_counter()  # validation time is not training throughput
             rows.append({"step": done, "train_loss": train_loss,
-                         "val_loss": val_loss if validate else float("nan"), "lr": lr, "tokens_per_s": tok_s})
+                         "val_loss": val_loss if validate else float("nan"), "lr": lr, "tokens_per_s": tok_s,
+                         "mfu": mfu(tok_s, flops_per_token, peak)})
             progress.advance((
                 f"loss {train_loss:.3f} val {val_loss:.3f} lr {lr:.1e} {tok_s / 1e3:.1f}k tok/s"))
             if stop.received or done == cfg.train.steps or (every > 0 and done % every == 0):
@@ -210,9 +233,10 @@ def _train(cfg: DictConfig, run_dir: Path, start: Start, console: Console, devic
     save_run(run_dir, model.cpu(), meta)
     metrics = pd.DataFrame(rows)
     steady = metrics["tokens_per_s"].iloc[min(5, len(metrics) - 1):].median() if len(metrics) else float("nan")
+    steady_mfu = mfu(steady, flops_per_token, peak)
     console.print(
         f"[green]done[/] {run_dir}: val loss {val_loss:.4f} (ppl {math.exp(val_loss):.2f}), "
-        f"{steady:,.0f} tokens/s"
+        f"{steady:,.0f} tokens/s, mfu " + ("n/a" if steady_mfu is None else f"{steady_mfu:.1%}")
     )
     return run_dir
 
@@ -220,4 +244,4 @@ def _train(cfg: DictConfig, run_dir: Path, start: Start, console: Console, devic
 def write_metrics(run_dir: Path, rows: list[dict]) -> None:
     """metrics.csv with every row so far, replaced atomically."""
     with files.atomic_path(run_dir / "metrics.csv") as tmp:
-        pd.DataFrame(rows, columns=["step", "train_loss", "val_loss", "lr", "tokens_per_s"]).to_csv(tmp, index=False)
+        pd.DataFrame(rows, columns=COLUMNS).to_csv(tmp, index=False)

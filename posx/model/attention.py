@@ -1,0 +1,102 @@
+"""How a block attends: SDPA (the reference, and the path for encodings without a bias) or
+FlexAttention for the bias encodings (``model.attention=flex``).
+
+* ``sdpa``: ``scaled_dot_product_attention`` with ``is_causal`` when the encoding has no
+  bias, else with the additive (1, H, L, L) mask of ``PositionalEncoding.attn_masks``. The
+  mask keeps SDPA off its flash kernel and grows as L^2.
+* ``flex``: ``torch.nn.attention.flex_attention`` with the encoding's ``score_mod`` (a
+  function of the head and the query-key distance: ALiBi's slope times the distance, T5's
+  learned table at the bucket of the distance) and a causal ``BlockMask``. No (L, L) tensor
+  is built; the fused kernel exists only under ``torch.compile`` (CUDA). On the CPU the eager
+  FlexAttention materialises the scores, which is correct and fine for tests, not fast.
+  With dropout while training (FlexAttention has none), and where gradients are on but the
+  device is not CUDA (PyTorch's flex_attention refuses backward on the CPU), the SDPA mask
+  path is used instead: ``flex_applies`` says which.
+
+The score_mod / mask_mod signatures and the block-mask idea follow the PyTorch FlexAttention
+documentation (``torch.nn.attention.flex_attention``) and pytorch-labs/attention-gym's ALiBi
+and relative-bias examples; this file is written for posx, not copied from them.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+from torch.nn.attention.flex_attention import BlockMask, create_block_mask, flex_attention
+
+ATTENTION = ("sdpa", "flex")  # model.attention
+
+# Eager FlexAttention off CUDA is chosen on purpose (tests, CPU evaluation); its warning that
+# the unfused path materialises the scores would otherwise print once per layer and call.
+warnings.filterwarnings("ignore", message="flex_attention called without torch.compile")
+
+ScoreMod = Callable[[Tensor, Tensor, Tensor, Tensor, Tensor], Tensor]
+
+
+@dataclass
+class FlexBias:
+    """What one layer's flex attention needs: the encoding's score_mod and the causal block mask."""
+
+    score_mod: ScoreMod
+    block_mask: BlockMask
+
+
+def _causal(b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
+    return q_idx >= kv_idx
+
+
+# Devices on which PyTorch's public flex_attention runs backward (2.5 .. 2.13: CUDA only).
+FLEX_GRAD_DEVICES = {"cuda"}
+
+
+def flex_applies(device: torch.device, dropout: float) -> bool:
+    """Whether a forward on ``device`` may take FlexAttention: no dropout in play, and no
+    gradients unless the device has a flex backward."""
+    return dropout == 0 and (not torch.is_grad_enabled() or device.type in FLEX_GRAD_DEVICES)
+
+
+_block_masks: dict[tuple, BlockMask] = {}  # only the latest length is kept
+
+
+def causal_block_mask(length: int, device: torch.device) -> BlockMask:
+    """The causal BlockMask for (length, length); cached for the latest length outside compile
+    (inside a compiled graph it is traced with the rest, built once per graph)."""
+    if torch.compiler.is_compiling():
+        return create_block_mask(_causal, None, None, length, length, device=device)
+    key = (length, str(device))
+    if key not in _block_masks:
+        _block_masks.clear()
+        _block_masks[key] = create_block_mask(_causal, None, None, length, length, device=device)
+    return _block_masks[key]
+
+
+_compiled: list = []  # torch.compile(flex_attention), made on first CUDA use
+
+
+def _flex_fn(device: torch.device):
+    """The fused kernel on CUDA (compiled once, one graph per length); eager elsewhere, and
+    the plain function inside a graph that is already being compiled."""
+    if device.type != "cuda" or torch.compiler.is_compiling():
+        return flex_attention
+    if not _compiled:
+        _compiled.append(torch.compile(flex_attention, dynamic=False))
+    return _compiled[0]
+
+
+def attend(q: Tensor, k: Tensor, v: Tensor, bias: Tensor | FlexBias | None, dropout: float) -> Tensor:
+    """Causal attention of q, k, v (B, H, T, hd) -> (B, H, T, hd).
+
+    bias: None (plain causal, SDPA's flash path), the additive (1, H, T, T) mask (SDPA), or
+    a ``FlexBias`` (FlexAttention; dropout must be 0 there).
+    """
+    if isinstance(bias, FlexBias):
+        return _flex_fn(q.device)(q, k, v, score_mod=bias.score_mod, block_mask=bias.block_mask)
+    if bias is None:
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=dropout)
+    # (1, H, T, T) broadcast over the batch, never expanded
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=bias, dropout_p=dropout)

@@ -1,0 +1,253 @@
+"""posx against what a researcher would otherwise use: a transformers LlamaForCausalLM.
+
+    pip install -e '.[bench]'                                    # transformers
+    python scripts/bench_peer.py --steps 40                       # tiny preset, CPU
+    python scripts/bench_peer.py --device cuda --model small --context 512 --compile --out peer.json
+
+Both models have the same width, depth and heads and parameter counts within 1% (Llama's
+SwiGLU hidden size is chosen to match posx's GELU MLP; RMSNorm has no biases; both tie their
+embeddings). They train in one process on the same batches (posx's ``get_batch`` on the
+stdlib corpus), with the same AdamW (decay on matrices only), warmup-cosine schedule
+(``posx.train.loop.lr_at``), clipping and loss code, alternating which model steps first
+every step, so a noisy machine affects both alike. Reported: median tokens/s of each and the
+median of the per-step ratios, the peak CUDA memory of each model's steps, MFU on CUDA (6N +
+12·L·H·Q·T FLOPs per token for both, against ``posx.core.device.BF16_PEAK``).
+
+Then both are scored at 1x-8x the training length with posx's own scoring
+(``posx.eval.scoring.score``, the non-overlapping protocol ``posx eval-extrapolate`` uses),
+each with its own RoPE rescaling: posx's methods none / pi / dynamic_ntk / yarn against
+transformers' ``rope_parameters`` default / linear / dynamic / yarn (a fresh
+``LlamaRotaryEmbedding`` per method); evaluation tokens/s of each side over all cells.
+No weights are downloaded: the Llama is built from a config.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+from omegaconf import OmegaConf  # noqa: E402
+
+from posx.config.schema import Config  # noqa: E402
+from posx.core.device import autocast, bf16_peak_flops, use_tf32  # noqa: E402
+from posx.data import corpus as data_mod  # noqa: E402
+from posx.eval import scoring  # noqa: E402
+from posx.model.gpt import GPT  # noqa: E402
+from posx.model.rescale import method_frequencies, rescaled  # noqa: E402
+from posx.train.loop import gpt_config, lr_at  # noqa: E402
+
+try:
+    from transformers import LlamaConfig, LlamaForCausalLM  # noqa: E402
+    from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding  # noqa: E402
+except ImportError:  # pragma: no cover - the message is the point
+    sys.exit("bench_peer.py needs transformers: pip install -e '.[bench]'")
+
+PRESETS = {"tiny": dict(n_layer=4, n_head=4, d_model=128), "small": dict(n_layer=8, n_head=8, d_model=512)}
+# posx method -> transformers rope_type (the same rescaling, each side's implementation)
+PAIRS = {"none": "default", "pi": "linear", "dynamic_ntk": "dynamic", "yarn": "yarn"}
+
+
+def run_config(args) -> OmegaConf:
+    cfg = OmegaConf.structured(Config)
+    cfg.pos.name = "rope"
+    cfg.train.context_length, cfg.train.batch_size, cfg.train.steps = args.context, args.batch_size, args.steps
+    cfg.train.warmup_steps = max(1, args.steps // 10)
+    for key, value in PRESETS[args.model].items():
+        cfg.model[key] = value
+    return cfg
+
+
+def llama_config(cfg, hidden: int, rope_type: str = "default", factor: float = 1.0) -> LlamaConfig:
+    m, T = cfg.model, cfg.train.context_length
+    rope = {"rope_type": rope_type, "rope_theta": float(cfg.pos.base)}
+    if rope_type != "default":
+        rope["factor"] = float(factor)
+    if rope_type == "yarn":
+        rope["original_max_position_embeddings"] = T
+    return LlamaConfig(vocab_size=data_mod.VOCAB_SIZE, hidden_size=m.d_model, intermediate_size=hidden,
+                       num_hidden_layers=m.n_layer, num_attention_heads=m.n_head, num_key_value_heads=m.n_head,
+                       max_position_embeddings=T, rope_parameters=rope, tie_word_embeddings=True,
+                       use_cache=False, attn_implementation="sdpa")
+
+
+def matched_llama(cfg, target: int) -> tuple[LlamaForCausalLM, int]:
+    """The Llama whose SwiGLU hidden size brings its parameter count nearest posx's."""
+    d, L = cfg.model.d_model, cfg.model.n_layer
+    base = LlamaForCausalLM(llama_config(cfg, 1)).num_parameters() - 3 * d * L  # hidden = 1
+    hidden = max(1, round((target - base) / (3 * d * L)))
+    model = LlamaForCausalLM(llama_config(cfg, hidden))
+    return model, hidden
+
+
+class Logits(torch.nn.Module):
+    """transformers' model as posx's scoring sees a model: token ids -> logits."""
+
+    def __init__(self, hf: LlamaForCausalLM):
+        super().__init__()
+        self.hf = hf
+
+    def forward(self, idx: torch.Tensor) -> torch.Tensor:
+        return self.hf(input_ids=idx).logits
+
+
+def matrix_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
+    """posx's AdamW grouping (``make_optimizer``): decay on matrices, none on vectors."""
+    params = list(model.parameters())
+    return [{"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
+            {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
+
+
+def flops_per_token(n_params: int, cfg) -> float:
+    m = cfg.model
+    return 6.0 * n_params + 12.0 * m.n_layer * m.n_head * (m.d_model // m.n_head) * cfg.train.context_length
+
+
+def train_both(cfg, sides: dict, train: torch.Tensor, device: torch.device, args) -> dict:
+    def sync():
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+
+    t = cfg.train
+    opts = {}
+    for name, side in sides.items():
+        fused = {"fused": True} if device.type == "cuda" else {}
+        opts[name] = torch.optim.AdamW(matrix_groups(side["module"], t.weight_decay), lr=t.lr,
+                                       betas=(t.beta1, t.beta2), **fused)
+    fwds = {n: (torch.compile(s["call"]) if args.compile else s["call"]) for n, s in sides.items()}
+    times = {n: [] for n in sides}
+    peaks = {n: 0 for n in sides}
+    losses = {n: [] for n in sides}
+    gen = torch.Generator().manual_seed(0)
+    order = list(sides)
+    for step in range(t.steps):
+        x, y = data_mod.get_batch(train, t.batch_size, t.context_length, gen)
+        x, y = x.to(device), y.to(device)
+        lr = lr_at(step, cfg)
+        for name in (order if step % 2 == 0 else order[::-1]):  # alternate who goes first
+            opt, module = opts[name], sides[name]["module"]
+            for group in opt.param_groups:
+                group["lr"] = lr
+            if device.type == "cuda":
+                torch.cuda.reset_peak_memory_stats()
+            sync()
+            t0 = time.perf_counter()
+            with autocast(device):
+                logits = fwds[name](x)
+            loss = F.cross_entropy(logits.float().flatten(0, 1), y.flatten())
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(module.parameters(), t.grad_clip)
+            opt.step()
+            sync()
+            times[name].append(time.perf_counter() - t0)
+            losses[name].append(loss.item())
+            if device.type == "cuda":
+                peaks[name] = max(peaks[name], torch.cuda.max_memory_allocated())
+    skip = min(args.warmup, t.steps - 1)  # first steps: allocation, autotuning, compilation
+    tokens = t.batch_size * t.context_length
+    ratios = [h / p for p, h in zip(times["posx"][skip:], times["transformers"][skip:])]
+    peak = bf16_peak_flops(device)
+    out = {"ratio_posx_over_transformers": statistics.median(ratios),
+           "ratio_min": min(ratios), "ratio_max": max(ratios), "timed_steps": len(ratios)}
+    for name, side in sides.items():
+        tok_s = tokens / statistics.median(times[name][skip:])
+        out[name] = {"tokens_per_s": tok_s, "final_loss": losses[name][-1],
+                     "peak_memory_mib": peaks[name] / 2**20 if device.type == "cuda" else None,
+                     "mfu": None if peak is None else tok_s * side["flops_per_token"] / peak}
+    return out
+
+
+def evaluate_both(cfg, posx_model: GPT, hf: LlamaForCausalLM, hidden: int, val: torch.Tensor,
+                  device: torch.device, args) -> dict:
+    T = cfg.train.context_length
+    lengths = [f * T for f in args.factors]
+    n_tokens = scoring.tokens_for("nonoverlapping", args.eval_tokens, lengths, lengths)
+    rows, seconds = [], {"posx": 0.0, "transformers": 0.0}
+    posx_model.eval()
+    hf.eval()
+    original_rotary = hf.model.rotary_emb
+    for method, rope_type in PAIRS.items():
+        for L in lengths:
+            s = L / T
+            inv_freq, attn = method_frequencies(method, cfg.eval, posx_model.config.head_dim, cfg.pos.base, T, s, L)
+            row = {"posx_method": method, "transformers_rope_type": rope_type, "length": L, "factor": s}
+            for name in ("posx", "transformers"):
+                if name == "transformers":
+                    hf.model.rotary_emb = LlamaRotaryEmbedding(llama_config(cfg, hidden, rope_type, s)).to(device)
+                    model = Logits(hf)
+                    ctx = rescaled(posx_model, None)
+                else:
+                    model, ctx = posx_model, rescaled(posx_model, inv_freq.to(device), attn)
+                if device.type == "cuda":
+                    torch.cuda.synchronize()
+                t0 = time.perf_counter()
+                with ctx:
+                    scores = scoring.score(model, val, L, L, n_tokens, args.batch_tokens, device)
+                if device.type == "cuda":
+                    torch.cuda.synchronize()
+                seconds[name] += time.perf_counter() - t0
+                row[f"{name}_ppl"] = math.exp(scores.total / scores.tokens)
+            rows.append(row)
+    hf.model.rotary_emb = original_rotary
+    cells = len(rows)
+    return {"rows": rows, "tokens_per_cell": n_tokens,
+            "eval_tokens_per_s": {n: cells * n_tokens / sec for n, sec in seconds.items()},
+            "eval_ratio_posx_over_transformers": seconds["transformers"] / seconds["posx"]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--model", choices=sorted(PRESETS), default="tiny")
+    parser.add_argument("--context", type=int, default=128)
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument("--warmup", type=int, default=5, help="first steps left out of the timing")
+    parser.add_argument("--compile", action="store_true", help="torch.compile both models (same settings)")
+    parser.add_argument("--factors", type=int, nargs="+", default=[1, 2, 4, 8])
+    parser.add_argument("--eval-tokens", type=int, default=8192)
+    parser.add_argument("--batch-tokens", type=int, default=8192)
+    parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--cache-dir", default=str(REPO / "results" / "cache"))
+    parser.add_argument("--out", default=None, help="write the figures as JSON here")
+    args = parser.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    device = torch.device(args.device)
+    use_tf32(device, True)
+    cfg = run_config(args)
+    corpus = data_mod.load_corpus("stdlib", None, cfg.data.val_fraction, args.cache_dir)
+
+    torch.manual_seed(0)
+    posx_model = GPT(gpt_config(cfg)).to(device)
+    n_posx = posx_model.num_params()
+    torch.manual_seed(0)
+    hf, hidden = matched_llama(cfg, n_posx)
+    hf = hf.to(device)
+    n_hf = hf.num_parameters()
+    assert abs(n_hf - n_posx) <= 0.01 * n_posx, (n_hf, n_posx)
+    sides = {"posx": {"module": posx_model, "call": posx_model, "flops_per_token": posx_model.flops_per_token(args.context)},
+             "transformers": {"module": hf, "call": Logits(hf), "flops_per_token": flops_per_token(n_hf, cfg)}}
+    result = {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+              "torch": torch.__version__, "threads": torch.get_num_threads(), "args": vars(args),
+              "params": {"posx": n_posx, "transformers": n_hf, "llama_intermediate_size": hidden,
+                         "relative_difference": n_hf / n_posx - 1}}
+    result["train"] = train_both(cfg, sides, corpus.train, device, args)
+    result["eval"] = evaluate_both(cfg, posx_model, hf, hidden, corpus.val, device, args)
+    print(json.dumps(result, indent=1))
+    if args.out:
+        Path(args.out).write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,144 @@
+"""FlexAttention (model.attention=flex) against the SDPA mask path, its reference: the same
+logits and the same gradients (T5's table included) at 1x-8x the training length, with head
+counts that are not powers of two and lengths that are not multiples of 128. Eager
+FlexAttention on the CPU; the fused CUDA kernel is checked by the ``cuda`` tests.
+
+PyTorch's public ``flex_attention`` refuses backward on the CPU (a device guard,
+``_validate_device``), so posx trains through SDPA there. To compare gradients on the CPU the
+test lifts that guard and lets posx take flex with gradients on: the backward then is
+PyTorch's dense (unfused) flex backward, the one eager FlexAttention uses on CUDA too."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+import torch.nn.attention.flex_attention as torch_flex
+
+from posx.model import attention
+
+pytestmark = pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")
+
+from posx.core.errors import PosxError
+from posx.model.config import GPTConfig
+from posx.model.gpt import GPT
+
+T = 40  # training length of the tiny models, not a multiple of 128
+FACTORS = (1, 2, 4, 8)
+# The fast set keeps one case (T5 per layer: a learned table's gradient, 3 heads, 1x-8x);
+# eager flex on the CPU costs seconds per case, so the others are in the slow set.
+CASES = [pytest.param("alibi", 3, False, marks=pytest.mark.slow), pytest.param("alibi", 5, False, marks=pytest.mark.slow),
+         pytest.param("t5", 3, False, marks=pytest.mark.slow), ("t5", 3, True)]
+
+
+def pair(pos: str, n_head: int, per_layer: bool, device: str = "cpu") -> tuple[GPT, GPT]:
+    """The same weights twice: once attending through SDPA, once through FlexAttention."""
+    torch.manual_seed(0)
+    cfg = GPTConfig(n_layer=2, n_head=n_head, d_model=8 * n_head, pos=pos, max_positions=T,
+                    t5_num_buckets=8, t5_max_distance=24, t5_per_layer=per_layer)
+    sdpa = GPT(cfg).to(device)
+    if pos == "t5":  # a learned table is zero-free after training; give it structure to compare
+        with torch.no_grad():
+            for table in sdpa.pos.tables:
+                table.weight.normal_(0.0, 1.0)
+    flex = GPT(GPTConfig(**{**cfg.to_dict(), "attention": "flex"})).to(device)
+    flex.load_state_dict(sdpa.state_dict())
+    return sdpa, flex
+
+
+def grads(model: GPT) -> dict[str, torch.Tensor]:
+    return {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+
+def check(pos: str, n_head: int, per_layer: bool, device: str, tol: float) -> None:
+    sdpa, flex = pair(pos, n_head, per_layer, device)
+    assert all(isinstance(m, attention.FlexBias) for m in flex._biases(T, torch.float32, torch.device(device)))
+    gen = torch.Generator().manual_seed(1)
+    for factor in FACTORS:
+        L = factor * T
+        x = torch.randint(0, 256, (2, L), generator=gen).to(device)
+        outs = []
+        for model in (sdpa, flex):
+            model.zero_grad(set_to_none=True)
+            logits = model(x)
+            logits.float().square().mean().backward()
+            outs.append((logits.detach().float(), grads(model)))
+        (a, ga), (b, gb) = outs
+        assert torch.allclose(a, b, atol=tol, rtol=tol), f"{pos} H={n_head} L={L}: {(a - b).abs().max()}"
+        assert ga.keys() == gb.keys()
+        if pos == "t5":
+            assert any(k.startswith("pos.tables") for k in gb), "the T5 table gets no gradient through flex"
+        for name in ga:
+            scale = ga[name].abs().max().clamp(min=1e-6)
+            err = (ga[name] - gb[name]).abs().max() / scale
+            assert err < tol, f"{pos} H={n_head} L={L} grad {name}: relative error {err}"
+
+
+@pytest.fixture
+def cpu_flex_backward(monkeypatch):
+    monkeypatch.setattr(torch_flex, "_validate_device", lambda *tensors: None)
+    monkeypatch.setattr(attention, "FLEX_GRAD_DEVICES", {"cuda", "cpu"})
+
+
+@pytest.mark.parametrize("pos,n_head,per_layer", CASES)
+def test_flex_matches_sdpa_on_cpu(pos, n_head, per_layer, cpu_flex_backward):
+    check(pos, n_head, per_layer, "cpu", 1e-4)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("pos,n_head,per_layer", CASES)
+def test_flex_matches_sdpa_on_cuda(pos, n_head, per_layer):
+    """The compiled (fused) FlexAttention kernel against SDPA in float32 on the GPU."""
+    torch.backends.cuda.matmul.allow_tf32 = False
+    check(pos, n_head, per_layer, "cuda", 2e-3)
+
+
+def test_flex_without_a_bias_is_sdpa():
+    """Encodings without a bias attend through SDPA's causal path whatever model.attention says."""
+    torch.manual_seed(0)
+    cfg = GPTConfig(n_layer=1, n_head=3, d_model=24, pos="rope")
+    a = GPT(cfg)
+    b = GPT(GPTConfig(**{**cfg.to_dict(), "attention": "flex"}))
+    b.load_state_dict(a.state_dict())
+    x = torch.randint(0, 256, (1, 50))
+    assert torch.equal(a(x), b(x))
+
+
+def test_flex_with_dropout_trains_through_sdpa():
+    """FlexAttention has no dropout: training with dropout falls back to the SDPA mask path."""
+    model = GPT(GPTConfig(n_layer=1, n_head=2, d_model=16, pos="alibi", dropout=0.1, attention="flex"))
+    cpu = torch.device("cpu")
+    model.train()
+    with torch.no_grad():
+        assert not any(isinstance(m, attention.FlexBias) for m in model._biases(8, torch.float32, cpu))
+    model.eval()
+    with torch.no_grad():
+        assert all(isinstance(m, attention.FlexBias) for m in model._biases(8, torch.float32, cpu))
+
+
+def test_flex_on_the_cpu_trains_through_sdpa():
+    """No flex backward on the CPU: with gradients on, the SDPA mask path; without, flex."""
+    model = GPT(GPTConfig(n_layer=1, n_head=2, d_model=16, pos="t5", attention="flex"))
+    cpu = torch.device("cpu")
+    assert not any(isinstance(m, attention.FlexBias) for m in model._biases(8, torch.float32, cpu))
+    with torch.inference_mode():
+        assert all(isinstance(m, attention.FlexBias) for m in model._biases(8, torch.float32, cpu))
+
+
+def test_unknown_attention_is_a_posx_error():
+    with pytest.raises(PosxError, match="attention=dense is unknown"):
+        GPT(GPTConfig(attention="dense"))
+
+
+def test_a_deep_copy_attends_with_its_own_bias():
+    """The score_mods are bound to their module: a deep copy's flex uses the copy's T5 table."""
+    model = GPT(GPTConfig(n_layer=1, n_head=3, d_model=24, pos="t5", attention="flex")).eval()
+    twin = copy.deepcopy(model)
+    with torch.no_grad():
+        twin.pos.tables[0].weight.add_(1.0)
+        x = torch.randint(0, 256, (1, 30))
+        assert not torch.allclose(model(x), twin(x))
+        ref = GPT(GPTConfig(**{**twin.config.to_dict(), "attention": "sdpa"})).eval()
+        ref.load_state_dict(twin.state_dict())
+        assert torch.allclose(twin(x), ref(x), atol=1e-5)
