@@ -15,6 +15,7 @@ from rich.console import Console
 
 from posx import jobs
 from posx.config.compose import compose
+from posx.data import store
 from posx.eval.run import evaluate_run
 from posx.hf.checkpoint import evaluate_hf_dir
 from posx.hf.export import export_run
@@ -210,6 +211,33 @@ def report(
     """Summary tables (mean ± std over seeds) and plots from evaluated runs; loads no model."""
     with user_errors():
         build_report(paths, out=out, results_dir=results_dir, factor=factor, console=Console())
+
+
+data_app = typer.Typer(name="data", help="Token stores: prepare a corpus once, train and evaluate from it.",
+                       no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
+app.add_typer(data_app)
+PREPARE_EPILOG = """[bold]Examples[/]
+
+  posx data prepare                                        [dim]# the built-in corpus, bytes[/]
+  posx data prepare data=text data.path='corpus/**/*.txt' data.tokenizer=bpe data.vocab_size=8192
+  posx data prepare data=datasets data.name=json data.data_files=pg19_sample.jsonl
+  posx data prepare data.tokenizer=path/to/tokenizer.json
+"""
+
+
+@data_app.command("prepare", context_settings=PASS_THROUGH, epilog=PREPARE_EPILOG)
+def data_prepare(
+    overrides: Optional[List[str]] = typer.Argument(None, help="Overrides of data.* (as for posx train)."),
+) -> None:
+    """Build the token store of a data config (posx train would build it on first use)."""
+    with user_errors():
+        cfg = compose(list(overrides or []))
+        found = store.load(cfg.data, cfg.data.cache_dir, console=Console())
+        fp = found.fingerprint
+        Console().print(f"token store {found.path}: {fp['train_tokens']:,} train + {fp['val_tokens']:,} val tokens, "
+                        f"{fp['documents']['train']} + {fp['documents']['val']} documents, "
+                        f"{fp['tokenizer']['kind']} vocab {fp['tokenizer']['vocab_size']} ({fp['dtype']})",
+                        markup=False, highlight=False)
 
 
 def main() -> None:

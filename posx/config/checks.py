@@ -17,6 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 from posx.config.schema import Config, ExtendRootConfig
 from posx.core.device import COMPILE, DEVICES
 from posx.core.errors import PosxError
+from posx.data.sources import SOURCES
 from posx.eval.passkey import VARIANTS
 from posx.eval.scoring import PROTOCOLS
 from posx.model.attention import ATTENTION
@@ -123,6 +124,18 @@ def check_config(cfg: DictConfig | Config) -> None:
                         f"choose one of {', '.join(BEYOND)}")
     check_params(cfg.eval, METHODS)  # every method's, as before: a bad value is wrong even if unused
     _check_scoring(cfg.eval)
+    _check_data(cfg)
+
+
+def _check_data(cfg) -> None:
+    """data.source, data.vocab_size (bpe) and eval.min_document_tokens."""
+    if cfg.data.source not in SOURCES:
+        raise PosxError(f"unknown data.source '{cfg.data.source}'; choose one of: {', '.join(SOURCES)}")
+    if cfg.data.tokenizer == "bpe" and cfg.data.vocab_size < 257:
+        raise PosxError(f"data.vocab_size={cfg.data.vocab_size} is smaller than the byte alphabet of a byte-level "
+                        "BPE (256 bytes + 1 end-of-document token); set data.vocab_size to at least 257")
+    if cfg.eval.min_document_tokens < 0:
+        raise PosxError(f"eval.min_document_tokens={cfg.eval.min_document_tokens} must be 0 or more")
 
 
 def check_extend_config(cfg: DictConfig | ExtendRootConfig) -> None:

@@ -12,7 +12,7 @@ directory is loadable without Hydra.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import List, Optional
+from typing import Any, List, Optional
 
 
 
@@ -42,10 +42,17 @@ class PosConfig:
 
 @dataclass
 class DataConfig:
-    source: str = "stdlib"  # stdlib (the interpreter's own .py files) | text (data.path)
+    source: str = "stdlib"  # stdlib (the interpreter's own .py files) | text (data.path) | datasets (HF datasets)
     path: Optional[str] = None  # text: a UTF-8 file, a directory or a glob
-    val_fraction: float = 0.05  # share of files (or bytes) held out for validation
-    cache_dir: str = "${results_dir}/cache"  # where the byte cache lives
+    val_fraction: float = 0.05  # share of documents (or of the joined stream) held out for validation
+    cache_dir: str = "${results_dir}/cache"  # where token stores live (posx/data/store.py)
+    tokenizer: str = "byte"  # byte | bpe (trained on the training split) | a path to a tokenizer.json
+    vocab_size: int = 8192  # bpe: tokens of the trained BPE (at least 257)
+    name: Optional[str] = None  # datasets: a hub dataset, or a local builder (json, csv, parquet, text)
+    config_name: Optional[str] = None  # datasets: the dataset's configuration (e.g. wikitext-103-raw-v1)
+    data_files: Any = None  # datasets: local file(s): a path, a glob, a list, or {split: paths}
+    split: str = "train"  # datasets: the split read (posx holds out its own validation documents)
+    text_column: str = "text"  # datasets: the column holding each document's text
 
 
 @dataclass
@@ -121,6 +128,8 @@ class EvalConfig:
     stride: Optional[int] = None  # sliding: tokens scored per window; None: T/2
     bucket_width: Optional[int] = None  # positions.csv bucket width in tokens; None: T/8
     passkey: PasskeyConfig = field(default_factory=PasskeyConfig)
+    within_documents: bool = False  # windows never cross a document boundary (posx/eval/documents.py)
+    min_document_tokens: int = 0  # within_documents: skip documents shorter than this (and than a window)
 
 
 @dataclass

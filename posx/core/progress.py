@@ -41,6 +41,14 @@ class Reporter:
         if self.bar is not None:
             self.bar.update(self.task, completed=done)
 
+    def update(self, done: int, stats: str) -> None:
+        """Set the count to ``done`` (a loop that counts units, not steps: a token store's documents)."""
+        before, self.done = self.done, done
+        if self.bar is not None:
+            self.bar.update(self.task, completed=done, stats=stats)
+        elif done // self.every > before // self.every or done == self.total:
+            self.console.print(f"{self.description} {done}/{self.total} {stats}", highlight=False)
+
     def advance(self, stats: str) -> None:
         self.done += 1
         if self.bar is not None:

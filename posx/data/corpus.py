@@ -13,6 +13,10 @@ the last ``val_fraction`` of the bytes. The joined train/val bytes are cached as
 ``.bin`` files plus a JSON sidecar, keyed by a cheap key (paths, sizes, mtimes) so a second
 load reads no source file. Cache files are written atomically and checked on load; a bad
 cache is rebuilt, never trusted.
+
+Training and evaluation read token stores (``posx.data.store``), which reuse ``select_files``
+and the split rule here; with the byte tokenizer a store holds exactly ``load_corpus``'s
+tokens, which stays as that reference (tests/test_store.py) and for the benchmark scripts.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ from posx.core import files
 from posx.core.errors import PosxError
 
 VOCAB_SIZE = 256
-SOURCES = ("stdlib", "text")
+FILE_SOURCES = ("stdlib", "text")  # what load_corpus (the byte reference) reads
 CACHE_FORMAT = 1  # bump when the cache layout or the corpus construction changes
 _STDLIB_SKIP = frozenset(
     {"site-packages", "dist-packages", "test", "tests", "idle_test", "__pycache__"}
@@ -82,7 +86,7 @@ def select_files(source: str, path: str | None = None) -> tuple[Path, list[str]]
         return root, rels
     if source != "text":
         raise PosxError(
-            f"unknown data.source '{source}'; choose one of: " + ", ".join(SOURCES)
+            f"unknown data.source '{source}'; choose one of: " + ", ".join(FILE_SOURCES)
         )
     if not path:
         raise PosxError(
@@ -119,7 +123,7 @@ def select_files(source: str, path: str | None = None) -> tuple[Path, list[str]]
     )
 
 
-def _unreadable(path: Path, e: OSError) -> PosxError:
+def unreadable(path: Path, e: OSError) -> PosxError:
     return PosxError(
         f"cannot read data file '{path}': {e.strerror or e}; "
         "fix its permissions or leave it out of data.path"
@@ -130,13 +134,13 @@ def _read_file(path: Path) -> bytes:
     try:
         return path.read_bytes()
     except OSError as e:
-        raise _unreadable(path, e) from None
+        raise unreadable(path, e) from None
 
 
 # ---------------------------------------------------------------- building
 
 
-def _split_by_file(rels: list[str], val_fraction: float) -> list[bool]:
+def split_by_file(rels: list[str], val_fraction: float) -> list[bool]:
     limit = val_fraction * 10_000
     return [int(hashlib.sha1(r.encode()).hexdigest(), 16) % 10_000 < limit for r in rels]
 
@@ -155,7 +159,7 @@ def _build(source, root, rels, val_fraction, where: str) -> tuple[bytes, bytes, 
                     "convert it to UTF-8 or leave it out of data.path"
                 ) from None
         blobs.append(data)
-    is_val = _split_by_file(rels, val_fraction)
+    is_val = split_by_file(rels, val_fraction)
     train = b"\n".join(b for b, v in zip(blobs, is_val) if not v)
     val = b"\n".join(b for b, v in zip(blobs, is_val) if v)
     split = "files"
@@ -197,7 +201,7 @@ def _cache_key(source, root: Path, rels: list[str], val_fraction: float) -> str:
         try:
             st = (root / rel).stat()
         except OSError as e:
-            raise _unreadable(root / rel, e) from None
+            raise unreadable(root / rel, e) from None
         h.update(f"\0{rel}\0{st.st_size}\0{st.st_mtime_ns}".encode())
     return h.hexdigest()[:20]
 
@@ -293,7 +297,7 @@ def load_corpus(
 
 def require_tokens(tokens: torch.Tensor, needed: int, what: str) -> None:
     """Raise PosxError when ``tokens`` holds fewer than ``needed`` tokens."""
-    n = int(tokens.numel())
+    n = len(tokens)  # a 1-D tensor or a numpy array (a token store's memmap)
     if n < needed:
         raise PosxError(
             f"{what} has {n} tokens, fewer than the {needed} needed; "
@@ -306,20 +310,31 @@ def get_batch(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Random windows of ``tokens``: x and y (B, T) int64, y shifted by one.
 
-    Offsets are drawn on the CPU with ``generator``; the result lives on ``tokens.device``.
+    Offsets are drawn on the CPU with ``generator``; the result lives on ``tokens.device``
+    (the CPU for a numpy array, e.g. a token store's memmap, of which only the windows are read).
     """
     if batch_size < 1 or context_length < 1:
         raise PosxError(
             f"batch size and context length must be at least 1, got {batch_size} and "
             f"{context_length}; fix train.batch_size / train.context_length"
         )
-    n = int(tokens.numel())
+    n = len(tokens)
     if n < context_length + 1:
         raise PosxError(
             f"data has {n} tokens, fewer than one window of {context_length + 1}; "
             "use more data or a shorter train.context_length"
         )
     offsets = torch.randint(0, n - context_length, (batch_size,), generator=generator)
-    idx = offsets[:, None] + torch.arange(context_length + 1)
-    windows = tokens.reshape(-1)[idx.to(tokens.device)].long()
+    idx = offsets[:, None] + torch.arange(context_length + 1)  # (B, T + 1)
+    if isinstance(tokens, np.ndarray):
+        windows = torch.from_numpy(tokens[idx.numpy()].astype(np.int64))  # (B, T + 1)
+    else:
+        windows = tokens.reshape(-1)[idx.to(tokens.device)].long()  # (B, T + 1)
     return windows[:, :-1].contiguous(), windows[:, 1:].contiguous()
+
+
+def as_long(tokens) -> torch.Tensor:
+    """A 1-D tensor or numpy array (a memmap slice) as an int64 tensor."""
+    if isinstance(tokens, np.ndarray):
+        return torch.from_numpy(tokens.astype(np.int64))
+    return tokens.long()

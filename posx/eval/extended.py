@@ -89,7 +89,7 @@ def evaluate_extended(model: GPT, meta: RunMeta, val: torch.Tensor, ev, results_
                          "eval_context": L, "factor": L / T0, "method": lineage.method, "scale": scale,
                          "attention_factor": attention, "nll": nll, "ppl": math.exp(nll), "tokens": count,
                          "status": status, "protocol": PROTOCOL, "stride": L, "reference_context": T0, "stage": stage,
-                         "absolute_beyond": "none"})
+                         "absolute_beyond": "none", "within_documents": False, "documents": math.nan})
             if console is not None and status == "ok":
                 console.print(f"  {lineage.method:>12} {stage:>9} {L / T0:g}x (L={L}): ppl {math.exp(nll):.3f}",
                               highlight=False)

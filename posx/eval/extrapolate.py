@@ -23,7 +23,7 @@ from rich.console import Console
 
 from posx.core.errors import PosxError
 from posx.core.progress import Reporter
-from posx.eval import passkey, scoring
+from posx.eval import documents, passkey, scoring
 from posx.eval.tables import COLUMNS, Evaluation
 from posx.model.encodings import PositionOutOfRange
 from posx.model.gpt import GPT
@@ -42,15 +42,21 @@ def window_nll(model: GPT, tokens: torch.Tensor, length: int, n_windows: int, ba
 
 
 def evaluate(model: GPT, meta: RunMeta, val: torch.Tensor, ev, device: torch.device, run_name: str,
-             console: Console | None = None, long_tables: bool = False) -> Evaluation:
+             console: Console | None = None, long_tables: bool = False, val_docs=None,
+             tokenizer=None) -> Evaluation:
     """One row per (factor, method); with ``long_tables``, also the per-position buckets and
-    (eval.passkey.enabled) the passkey rows. The model's trained frequencies stay installed."""
+    (eval.passkey.enabled) the passkey rows. The model's trained frequencies stay installed.
+    ``val_docs``: where each held-out document starts (eval.within_documents needs it);
+    ``tokenizer``: encodes the passkey prompt (None: bytes)."""
     T = meta.train_context
     lengths = [round(f * T) for f in ev.factors]
     strides = [scoring.stride_for(ev.protocol, ev.stride, T, L) for L in lengths]
     n_tokens = scoring.tokens_for(ev.protocol, ev.tokens, lengths, strides)
     needed = max(scoring.tokens_needed(L, s, n_tokens) for L, s in zip(lengths, strides))
-    if len(val) < needed:
+    within = bool(ev.within_documents)
+    plans = {L: documents.plan(val_docs, len(val), L, s, n_tokens, ev.min_document_tokens)
+             for L, s in zip(lengths, strides)} if within else {}  # too few documents: one line, here
+    if not within and len(val) < needed:
         raise PosxError(f"the held-out split has {len(val)} tokens but eval.tokens asks for {n_tokens} "
                         f"at each length ({needed} read); lower eval.tokens or use more data")
     scales = [float(ev.scale) if ev.scale is not None else L / T for L in lengths]
@@ -59,7 +65,7 @@ def evaluate(model: GPT, meta: RunMeta, val: torch.Tensor, ev, device: torch.dev
         check_methods(ev, ev.methods, rows=list(zip(scales, lengths)), **rope_args)
     pk = ev.passkey
     variants = list(pk.variants) if long_tables and pk.enabled else []
-    trials = {(L, v): passkey.make_trials(val, L, v, pk.trials, pk.digits, pk.depth_buckets, pk.seed)
+    trials = {(L, v): passkey.make_trials(val, L, v, pk.trials, pk.digits, pk.depth_buckets, pk.seed, tokenizer)
               for L in lengths for v in variants}
     width = scoring.bucket_width_for(ev.bucket_width, T)
     beyond = ev.absolute_beyond if model.pos.kind == "absolute" else "none"  # no table, no patch
@@ -72,10 +78,12 @@ def evaluate(model: GPT, meta: RunMeta, val: torch.Tensor, ev, device: torch.dev
             row = {"run": run_name, "pos": meta.model.pos, "train_context": T, "eval_context": L,
                    "factor": float(factor), "method": method, "scale": scale, "attention_factor": 1.0,
                    "nll": math.nan, "ppl": math.nan, "tokens": 0, "status": "ok", "protocol": ev.protocol,
-                   "stride": stride, "reference_context": T, "stage": "zero-shot", "absolute_beyond": beyond}
+                   "stride": stride, "reference_context": T, "stage": "zero-shot", "absolute_beyond": beyond,
+                   "within_documents": within, "documents": plans[L].documents if within else math.nan}
             rows.append(row)
             cell_trials = {v: trials[(L, v)] for v in variants}
-            scores, results = _score_cell(model, val, ev, device, row, n_tokens, cell_trials, rope_args)
+            starts = plans[L].starts if within else None
+            scores, results = _score_cell(model, val, ev, device, row, n_tokens, cell_trials, rope_args, starts)
             keys = {k: row[k] for k in ("run", "pos", "train_context", "eval_context", "factor", "method")}
             if long_tables and row["status"] == "ok":
                 for start, end, total, count in scoring.buckets(scores, width):
@@ -90,8 +98,8 @@ def evaluate(model: GPT, meta: RunMeta, val: torch.Tensor, ev, device: torch.dev
     return result
 
 
-def _score_cell(model: GPT, val: torch.Tensor, ev, device: torch.device, row: dict,
-                n_tokens: int, trials: dict, rope_args: dict) -> tuple[scoring.Scores | None, dict]:
+def _score_cell(model: GPT, val: torch.Tensor, ev, device: torch.device, row: dict, n_tokens: int,
+                trials: dict, rope_args: dict, starts: list[int] | None) -> tuple[scoring.Scores | None, dict]:
     """Fill one row (method at one length) in place; returns its scores and passkey results."""
     L, method = row["eval_context"], row["method"]
     if method != "none" and not model.pos.uses_rope:
@@ -107,7 +115,7 @@ def _score_cell(model: GPT, val: torch.Tensor, ev, device: torch.device, row: di
         inv_freq = inv_freq.to(device)
     try:
         with rescaled(model, inv_freq, row["attention_factor"]):
-            scores = scoring.score(model, val, L, row["stride"], n_tokens, ev.batch_tokens, device)
+            scores = scoring.score(model, val, L, row["stride"], n_tokens, ev.batch_tokens, device, starts)
             results = {v: passkey.score_trials(model, t, ev.batch_tokens, device) for v, t in trials.items()}
     except PositionOutOfRange:
         row["status"] = "out_of_range"

@@ -1,6 +1,7 @@
 """Passkey retrieval sized for small byte-level models (after Mohtashami & Jaggi 2023).
 
-Each trial is one sequence of exactly L bytes: filler text cut from the held-out split with a
+Each trial is one sequence of exactly L tokens (bytes with the byte tokenizer; with another,
+the mark and the key are encoded on their own and the key's tokens are planted and scored): filler text cut from the held-out split with a
 random key of ``digits`` digits planted at a depth that varies over trials. Two variants:
 
 * ``prompt``: the filler holds the statement ``\\npasskey = <key>\\n``; the sequence ends by
@@ -40,7 +41,7 @@ MARK = "\npasskey = "  # the statement and the question both start with it
 
 @dataclass
 class Trial:
-    tokens: np.ndarray  # (L,) uint8, the whole sequence
+    tokens: np.ndarray  # (L,) the whole sequence: uint8 bytes, or int64 ids of a tokenizer
     key: str  # the planted digits
     depth: float  # share of the filler before the planted key, in [0, 1)
     depth_bucket: int  # 0 .. depth_buckets - 1
@@ -50,45 +51,52 @@ class Trial:
 
 
 def overhead(variant: str, digits: int) -> int:
-    """Bytes of a sequence that are not filler."""
+    """Bytes of a sequence that are not filler (byte tokenizer; at most this many tokens otherwise)."""
     if variant == "prompt":
         return 2 * len(MARK) + 2 * digits + 1  # MARK key \n ... MARK key
     return 2 * digits
 
 
+def _parts(variant: str, key_ids: np.ndarray, mark: np.ndarray, newline: np.ndarray):
+    """(planted, tail, offset of the key in planted, scored key tokens) of one trial."""
+    if variant == "prompt":
+        return np.concatenate([mark, key_ids, newline]), np.concatenate([mark, key_ids]), len(mark), len(key_ids)
+    return key_ids, key_ids, 0, len(key_ids) - 1
+
+
 def make_trials(val: torch.Tensor, length: int, variant: str, trials: int, digits: int,
-                depth_buckets: int, seed: int) -> list[Trial]:
-    """``trials`` sequences of ``length`` bytes; empty when the length cannot hold any filler.
+                depth_buckets: int, seed: int, tokenizer=None) -> list[Trial]:
+    """``trials`` sequences of ``length`` tokens; empty when the length cannot hold any filler.
 
     Seeded by (seed, length, variant): every method evaluated at a length sees the same trials.
+    ``tokenizer`` (posx.data.tokenizer; None: bytes) encodes the mark and the key: the key's own
+    tokens are planted and scored, so a BPE that merges digits scores fewer, longer tokens.
     """
-    filler_len = length - overhead(variant, digits)
-    if filler_len < 1:
+    if overhead(variant, digits) >= length:  # the byte overhead bounds any tokenizer's
         return []
     rng = np.random.default_rng([seed, length, VARIANTS.index(variant)])
-    source = val.numpy() if isinstance(val, torch.Tensor) else np.asarray(val, dtype=np.uint8)
-    if len(source) < filler_len:
-        raise PosxError(f"the held-out split has {len(source)} tokens, too few for passkey filler of "
-                        f"{filler_len}; use more data or set eval.passkey.enabled=false")
+    source = val.numpy() if isinstance(val, torch.Tensor) else np.asarray(val)
+    dtype = np.uint8 if tokenizer is None else np.int64
+    encode = (lambda text: np.frombuffer(text.encode(), dtype=np.uint8)) if tokenizer is None else tokenizer.encode
+    mark, newline = encode(MARK), encode("\n")
     out = []
     for t in range(trials):
         bucket = t % depth_buckets
         depth = (bucket + rng.random()) / depth_buckets
         key = "".join(str(d) for d in rng.integers(0, 10, digits))
+        while variant == "copy" and len(encode(key)) < 2:  # the copy cue needs a second token to score
+            key = "".join(str(d) for d in rng.integers(0, 10, digits))
+        planted, tail, key_at, scored = _parts(variant, encode(key), mark, newline)
+        filler_len = length - len(planted) - len(tail)
+        if len(source) < filler_len:
+            raise PosxError(f"the held-out split has {len(source)} tokens, too few for passkey filler of "
+                            f"{filler_len}; use more data or set eval.passkey.enabled=false")
         offset = int(rng.integers(0, len(source) - filler_len + 1))
-        filler = source[offset:offset + filler_len].tobytes()
+        filler = np.asarray(source[offset:offset + filler_len])
         cut = min(filler_len, int(depth * filler_len))
-        if variant == "prompt":
-            planted = f"{MARK}{key}\n".encode()
-            tail = f"{MARK}{key}".encode()
-            key_start, scored = cut + len(MARK), digits
-        else:
-            planted = tail = key.encode()
-            key_start, scored = cut, digits - 1
-        seq = filler[:cut] + planted + filler[cut:] + tail
+        seq = np.concatenate([filler[:cut], planted, filler[cut:], tail]).astype(dtype)  # (L,)
         assert len(seq) == length, (len(seq), length)
-        out.append(Trial(np.frombuffer(seq, dtype=np.uint8).copy(), key, depth, bucket, key_start,
-                         scored, offset))
+        out.append(Trial(seq, key, depth, bucket, cut + key_at, scored, offset))
     return out
 
 

@@ -25,7 +25,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from posx.data.corpus import require_tokens
+from posx.data.corpus import as_long, require_tokens
 from posx.core.errors import PosxError
 from posx.core.device import autocast
 
@@ -79,26 +79,30 @@ def tokens_needed(length: int, stride: int, n_tokens: int) -> int:
 
 @torch.no_grad()
 def score(model, tokens: torch.Tensor, length: int, stride: int, n_tokens: int, batch_tokens: int,
-          device: torch.device) -> Scores:
+          device: torch.device, starts: list[int] | None = None) -> Scores:
     """Score ``n_tokens`` targets of ``tokens`` with windows of ``length`` every ``stride`` tokens.
 
     Window k covers tokens[k*S : k*S + L] and scores its positions L-S .. L-1, whose targets
     are tokens[k*S + L-S + 1 .. k*S + L]. ``n_tokens`` must be a multiple of ``stride``.
+    ``starts``: the windows' offsets instead of k*S (``posx.eval.documents``: windows inside
+    documents).
     """
     if n_tokens % stride:
         raise PosxError(f"{n_tokens} scored tokens is not a multiple of the stride {stride}")
-    needed = tokens_needed(length, stride, n_tokens)
+    if starts is None:
+        needed = tokens_needed(length, stride, n_tokens)
+        starts = list(range(0, n_tokens, stride))
+    else:
+        needed = max(starts) + length + 1
     require_tokens(tokens, needed, f"the held-out split for {n_tokens} tokens at length {length}")
-    chunk = tokens[:needed].long()
     first = length - stride  # first scored window position
-    starts = list(range(0, n_tokens, stride))
     per_batch = max(1, batch_tokens // length)
     nll_sum = torch.zeros(length, dtype=torch.float64)
     count = torch.zeros(length, dtype=torch.int64)
     for b in range(0, len(starts), per_batch):
         batch = starts[b:b + per_batch]
-        x = torch.stack([chunk[s:s + length] for s in batch]).to(device)  # (B, L)
-        y = torch.stack([chunk[s + 1:s + length + 1] for s in batch]).to(device)  # (B, L)
+        w = torch.stack([as_long(tokens[s:s + length + 1]) for s in batch])  # (B, L + 1)
+        x, y = w[:, :-1].to(device), w[:, 1:].to(device)  # (B, L) each
         with autocast(device):
             logits = model(x)  # (B, L, vocab)
         nll = F.cross_entropy(logits.float().flatten(0, 1), y.flatten(), reduction="none")  # (B*L,)

@@ -19,14 +19,15 @@ from posx.core.errors import PosxError
 
 COLUMNS = ["run", "pos", "train_context", "eval_context", "factor", "method", "scale",
            "attention_factor", "nll", "ppl", "tokens", "status", "protocol", "stride", "reference_context",
-           "stage", "absolute_beyond"]
+           "stage", "absolute_beyond", "within_documents", "documents"]
 POSITION_COLUMNS = ["run", "pos", "train_context", "eval_context", "factor", "method", "protocol",
                     "bucket_start", "bucket_end", "tokens", "nll"]
 PASSKEY_COLUMNS = ["run", "pos", "train_context", "eval_context", "factor", "method", "variant",
                    "depth_lo", "depth_hi", "trials", "accuracy", "key_nll", "status"]
 DEFAULT_PROTOCOL = "nonoverlapping"  # eval.protocol's default, and that of tables written before it existed
 # Columns added to extrapolation.csv after its first version, with the value an older table implies.
-ADDED_COLUMNS = {"protocol": DEFAULT_PROTOCOL, "stage": "zero-shot", "absolute_beyond": "none"}
+ADDED_COLUMNS = {"protocol": DEFAULT_PROTOCOL, "stage": "zero-shot", "absolute_beyond": "none",
+                 "within_documents": False, "documents": float("nan")}
 
 
 @dataclass
@@ -43,7 +44,7 @@ class Evaluation:
 
 
 # Numeric columns of the tables; a value there that is not a number is a damaged table.
-NUMERIC = {"train_context", "eval_context", "factor", "scale", "attention_factor", "nll", "ppl", "tokens", "stride",
+NUMERIC = {"documents", "train_context", "eval_context", "factor", "scale", "attention_factor", "nll", "ppl", "tokens", "stride",
            "reference_context", "bucket_start", "bucket_end", "depth_lo", "depth_hi", "trials", "accuracy",
            "key_nll"}
 TABLE_COLUMNS = {"extrapolation.csv": COLUMNS, "positions.csv": POSITION_COLUMNS, "passkey.csv": PASSKEY_COLUMNS}

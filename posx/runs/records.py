@@ -89,10 +89,13 @@ class RunMeta:
 
     @property
     def data_config(self) -> dict:
-        """The data config the run trained on (source, path, val_fraction)."""
-        config = self.data.get("config") or {}
-        return {"source": config.get("source", "stdlib"), "path": config.get("path"),
-                "val_fraction": config.get("val_fraction", 0.05)}
+        """The data config the run trained on (``data.*`` keys; runs from before token stores
+        record source, path and val_fraction only, and read as the byte tokenizer)."""
+        recorded = self.data.get("config") or {}
+        if not isinstance(recorded, dict):
+            raise PosxError(f"model.json: data.config is a {type(recorded).__name__}, not a mapping; re-train the run")
+        return {"source": "stdlib", "path": None, "val_fraction": 0.05,
+                **{k: v for k, v in recorded.items() if v is not None}}
 
 
 @dataclass
@@ -103,10 +106,12 @@ class TrainExtras:
     data_sha256: str | None = None  # the corpus it trains on
     rope: RopeRecord = field(default_factory=RopeRecord.identity)  # frequencies it trains with
     extended_from: Lineage | None = None  # an extension's parent
+    tokenizer_sha256: str | None = None  # the tokenizer the ids mean (None: a checkpoint from before stores)
 
     def to_dict(self) -> dict:
         return {"val_loss": self.val_loss, "data_sha256": self.data_sha256, "rope": self.rope.to_dict(),
-                "extended_from": self.extended_from.to_dict() if self.extended_from else None}
+                "extended_from": self.extended_from.to_dict() if self.extended_from else None,
+                "tokenizer_sha256": self.tokenizer_sha256}
 
     @classmethod
     def from_dict(cls, d, where: str) -> "TrainExtras":
@@ -118,6 +123,7 @@ class TrainExtras:
             return cls(val_loss=None if val_loss is None else float(val_loss),
                        data_sha256=d.get("data_sha256"),
                        rope=RopeRecord.from_dict(d.get("rope"), where),
-                       extended_from=Lineage.from_dict(d.get("extended_from"), where))
+                       extended_from=Lineage.from_dict(d.get("extended_from"), where),
+                       tokenizer_sha256=d.get("tokenizer_sha256"))
         except (TypeError, ValueError) as exc:
             raise PosxError(f"checkpoint {where} is incomplete or corrupt ({exc}); start a new run") from exc

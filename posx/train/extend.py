@@ -56,8 +56,8 @@ def child_config(cfg: DictConfig, parent_dir: Path, parent: RunMeta, child: GPTC
     out.model.name = str(name) if name else "parent"
     for key, value in child.run_config_values().items():
         OmegaConf.update(out, key, value, merge=False)
-    for key, value in parent.data_config.items():
-        out.data[key] = value
+    for key, value in parent.data_config.items():  # the parent's corpus and tokenizer
+        OmegaConf.update(out, f"data.{key}", value, merge=False)
     e, t = cfg.extend, out.train
     tokens_per_step = cfg.train.batch_size * parent.train_context
     t.batch_size = e.batch_size or max(1, tokens_per_step // T1)

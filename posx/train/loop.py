@@ -34,6 +34,7 @@ from posx.core.errors import Preempted, PosxError
 from posx.core.progress import Reporter
 from posx.core.signals import StopSignals
 from posx.data import corpus as data_mod
+from posx.data import store
 from posx.model.config import GPTConfig
 from posx.model.gpt import GPT
 from posx.model.rescale import RopeRecord, install_trained
@@ -65,9 +66,9 @@ class FromParent:
 Start = Fresh | Resume | FromParent
 
 
-def gpt_config(cfg: DictConfig) -> GPTConfig:
-    """The model a run config describes, on the corpus's vocabulary."""
-    return GPTConfig.from_run_config(cfg, data_mod.VOCAB_SIZE)
+def gpt_config(cfg: DictConfig, vocab_size: int = data_mod.VOCAB_SIZE) -> GPTConfig:
+    """The model a run config describes, on the corpus tokenizer's vocabulary (256: bytes)."""
+    return GPTConfig.from_run_config(cfg, vocab_size)
 
 
 def lr_at(step: int, cfg: DictConfig) -> float:
@@ -132,13 +133,13 @@ def train(cfg: DictConfig, run_dir: Path, start: Start, console: Console | None 
 def _train(cfg: DictConfig, run_dir: Path, start: Start, console: Console, device: torch.device,
            stop: StopSignals) -> Path:
     torch.manual_seed(cfg.seed)
-    corpus = data_mod.load_corpus(cfg.data.source, cfg.data.path, cfg.data.val_fraction,
-                                  cfg.data.cache_dir, console=console)
+    corpus = store.load(cfg.data, cfg.data.cache_dir, console=console)  # memmapped token store
+    vocab, tok_sha = corpus.tokenizer.vocab_size, corpus.tokenizer.sha256
     T = cfg.train.context_length
     data_mod.require_tokens(corpus.train, T + 1, f"the training split (train.context_length={T})")
     data_mod.require_tokens(corpus.val, T + 1, f"the validation split (train.context_length={T})")
 
-    model = (start.model if isinstance(start, FromParent) else GPT(gpt_config(cfg))).to(device)
+    model = (start.model if isinstance(start, FromParent) else GPT(gpt_config(cfg, vocab))).to(device)
     use_tf32(device, cfg.train.tf32)
     compiled = use_compile(cfg.train.compile, device)
     fwd = torch.compile(model, backend=COMPILE_BACKEND) if compiled else model  # same parameters
@@ -146,7 +147,7 @@ def _train(cfg: DictConfig, run_dir: Path, start: Start, console: Console, devic
     flops_per_token = model.flops_per_token(T)
     optimizer = make_optimizer(model, cfg, device)
     gen = torch.Generator().manual_seed(cfg.seed)
-    extras = TrainExtras(data_sha256=corpus.fingerprint.get("sha256"))
+    extras = TrainExtras(data_sha256=corpus.fingerprint.get("sha256"), tokenizer_sha256=tok_sha)
     if isinstance(start, FromParent):
         extras.rope, extras.extended_from = start.rope, start.lineage
     tokens_per_step = cfg.train.batch_size * T
@@ -159,9 +160,13 @@ def _train(cfg: DictConfig, run_dir: Path, start: Start, console: Console, devic
         if state.extras.data_sha256 != extras.data_sha256:
             raise PosxError(f"the corpus differs from the one {run_dir} was training on (other files or "
                             "Python version); resuming would not continue the same run — start a new one")
+        if state.extras.tokenizer_sha256 not in (None, tok_sha):  # None: a checkpoint from before stores
+            raise PosxError(f"the tokenizer differs from the one {run_dir} was training with; resuming would not "
+                            "continue the same run — start a new one")
         if state.step > cfg.train.steps:
             raise PosxError(f"{run_dir} has a checkpoint at step {state.step}, past train.steps={cfg.train.steps}")
         first, rows, extras = state.step, state.metrics, state.extras
+        extras.tokenizer_sha256 = tok_sha
         # an extension keeps its frequencies (the model was built plain from the config)
         install_trained(model, extras.rope, T, f"the checkpoint of {run_dir}")
         val_loss = float("nan") if extras.val_loss is None else extras.val_loss
@@ -226,9 +231,10 @@ def _train(cfg: DictConfig, run_dir: Path, start: Start, console: Console, devic
                                 f"continue with `posx train --resume {run_dir}`")
 
     write_metrics(run_dir, rows)
-    meta = RunMeta(model=gpt_config(cfg), train_context=T,
-                   data={**corpus.fingerprint, "config": {"source": cfg.data.source, "path": cfg.data.path,
-                                                          "val_fraction": cfg.data.val_fraction}},
+    if corpus.tokenizer.hf is not None:  # the run carries the tokenizer its ids mean
+        files.write_text(run_dir / "tokenizer.json", corpus.tokenizer.to_json())
+    meta = RunMeta(model=gpt_config(cfg, vocab), train_context=T,
+                   data={**corpus.fingerprint, "config": store.data_config(cfg.data)},
                    step=cfg.train.steps, rope=extras.rope, extended_from=extras.extended_from)
     save_run(run_dir, model.cpu(), meta)
     metrics = pd.DataFrame(rows)

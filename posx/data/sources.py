@@ -1,0 +1,199 @@
+"""Where a corpus's documents come from (``data.source``), read as a stream of UTF-8 chunks.
+
+* ``stdlib`` and ``text``: the files ``posx.data.select_files`` picks, one document per file,
+  sorted by relative path (as the byte corpus always was); read in blocks, never whole.
+* ``datasets``: a Hugging Face ``datasets`` dataset (``data.name``, ``data.config_name``,
+  ``data.data_files``, ``data.split``, ``data.text_column``), one document per row. The
+  packaged builders (json, csv, parquet, text, arrow) read local files with no network; other
+  names are hub datasets, which load where the hub or its cache is reachable and otherwise
+  fail in one line that says how to use local files instead.
+
+A source never holds the corpus in memory: ``Source.documents()`` yields each document as an
+iterator of chunks of at most ``CHUNK`` bytes (longer lines excepted), cut after a newline so
+a tokenizer sees whole lines.
+"""
+
+from __future__ import annotations
+
+import codecs
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+from posx.core.errors import PosxError
+from posx.data.corpus import select_files, unreadable
+
+SOURCES = ("stdlib", "text", "datasets")
+CHUNK = 1 << 20  # bytes per chunk handed to a tokenizer
+LOCAL_BUILDERS = ("json", "csv", "parquet", "text", "arrow", "pandas")
+
+
+@dataclass
+class Source:
+    kind: str  # stdlib | text | datasets
+    where: str  # names the corpus in error messages
+    ids: list[str]  # one per document, in order; the train/val split hashes them
+    key: list  # JSON-able identity for the store's cache key (paths, sizes, mtimes; dataset fingerprint)
+    info: dict  # fingerprint fields: source, root or dataset, files
+    documents: Callable[[], Iterator[Iterator[bytes]]]  # each document as UTF-8 chunks, in order
+    sizes: Callable[[], list[int]]  # bytes of each document (for the tail split)
+
+
+def char_boundary(data: bytes, cut: int) -> int:
+    """The largest index <= ``cut`` that does not split a UTF-8 character of ``data``."""
+    while 0 < cut < len(data) and data[cut] & 0xC0 == 0x80:
+        cut -= 1
+    return cut
+
+
+def _chunks(blocks: Iterator[bytes]) -> Iterator[bytes]:
+    """Re-cut ``blocks`` so every chunk but the last ends with a newline (or is a long line)."""
+    carry = b""
+    for block in blocks:
+        carry += block
+        cut = carry.rfind(b"\n")
+        if cut < 0 and len(carry) < 4 * CHUNK:
+            continue
+        cut = char_boundary(carry, len(carry)) if cut < 0 else cut + 1
+        if cut:
+            yield carry[:cut]
+        carry = carry[cut:]
+    if carry:
+        yield carry
+
+
+def _file_chunks(path: Path, check_utf8: bool) -> Iterator[bytes]:
+    """A file in chunks; with ``check_utf8``, a one-line error naming the file if it is not UTF-8."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    offset = 0
+    try:
+        f = open(path, "rb")
+    except OSError as e:
+        raise unreadable(path, e) from None
+    with f:
+        def blocks() -> Iterator[bytes]:
+            nonlocal offset
+            while True:
+                try:
+                    block = f.read(CHUNK)
+                except OSError as e:
+                    raise unreadable(path, e) from None
+                if check_utf8:
+                    try:
+                        decoder.decode(block, final=not block)
+                    except UnicodeDecodeError as e:
+                        raise PosxError(f"data file '{path}' is not UTF-8 ({e.reason} at byte {offset + e.start}); "
+                                        "convert it to UTF-8 or leave it out of data.path") from None
+                if not block:
+                    return
+                offset += len(block)
+                yield block
+
+        yield from _chunks(blocks())
+
+
+def file_source(kind: str, path: str | None) -> Source:
+    """``stdlib`` or ``text``: one document per file."""
+    root, rels = select_files(kind, path)
+    where = f"data.path '{path}'" if kind == "text" else f"the standard library at '{root}'"
+    stats = []
+    for rel in rels:
+        try:
+            st = (root / rel).stat()
+        except OSError as e:
+            raise unreadable(root / rel, e) from None
+        stats.append([rel, st.st_size, st.st_mtime_ns])
+
+    def documents() -> Iterator[Iterator[bytes]]:
+        for rel in rels:
+            yield _file_chunks(root / rel, check_utf8=kind == "text")
+
+    return Source(kind, where, rels, [str(root), stats], {"source": kind, "root": str(root), "files": len(rels)},
+                  documents, lambda: [s[1] for s in stats])
+
+
+def _quiet_hf(datasets) -> None:
+    """No progress bars or retry chatter on stderr: a failure becomes one line."""
+    import logging
+
+    datasets.disable_progress_bars()
+    datasets.logging.set_verbosity_error()
+    for name in ("datasets", "huggingface_hub", "fsspec"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+
+
+def _local_files(data_files: Any) -> list[str]:
+    if data_files is None:
+        return []
+    if isinstance(data_files, str):
+        return [data_files]
+    if isinstance(data_files, dict):
+        return [f for v in data_files.values() for f in _local_files(v)]
+    return [str(f) for f in data_files]
+
+
+def datasets_source(name: str | None, config_name: str | None, data_files: Any, split: str,
+                    text_column: str, cache_dir: str | Path) -> Source:
+    """A ``datasets`` dataset, one document per row of ``text_column``."""
+    if not name:
+        raise PosxError("data.source 'datasets' needs data.name: a hub dataset (e.g. wikitext) or a local "
+                        "builder (json, csv, parquet, text) with data.data_files")
+    try:
+        import datasets
+    except ImportError:
+        raise PosxError("data.source 'datasets' needs the datasets package: pip install 'posx[datasets]'") from None
+    _quiet_hf(datasets)
+    local = name in LOCAL_BUILDERS
+    if local and not data_files:
+        raise PosxError(f"data.name={name} reads local files: set data.data_files to a file, a glob or a list")
+    for pattern in _local_files(data_files) if local else []:
+        if not any(c in pattern for c in "*?[") and not Path(os.path.expanduser(pattern)).exists():
+            raise PosxError(f"data.data_files '{pattern}' does not exist; point it at local {name} files")
+    files = None if data_files is None else (
+        [os.path.expanduser(f) for f in data_files] if isinstance(data_files, (list, tuple)) else data_files)
+    what = f"dataset '{name}'" + (f" ({config_name})" if config_name else "")
+    try:
+        ds = datasets.load_dataset(name, config_name, data_files=files, split=split,
+                                   cache_dir=str(Path(cache_dir) / "hf-datasets"))
+    except (ConnectionError, OSError) as exc:
+        if local:
+            raise PosxError(f"cannot read {what}: {' '.join(str(exc).split())[:200]}") from None
+        raise PosxError(f"cannot load {what} from the Hugging Face hub: not reachable and not cached here "
+                        f"({exc.__class__.__name__}); download it where the hub is reachable, or point posx at "
+                        "local files: data.name=json data.data_files=corpus.jsonl (or parquet, text)") from None
+    except StopIteration:
+        raise PosxError(f"{what} is empty: data.data_files holds no rows") from None
+    except Exception as exc:  # datasets raises many types (ValueError, DatasetNotFoundError, ...)
+        raise PosxError(f"cannot load {what} (split {split}): {exc.__class__.__name__}: "
+                        f"{' '.join(str(exc).split())[:200]}") from None
+    if text_column not in ds.column_names:
+        raise PosxError(f"{what} has no column '{text_column}' (it has: {', '.join(ds.column_names)}); "
+                        "set data.text_column to the text column")
+    if len(ds) == 0:
+        raise PosxError(f"{what} split '{split}' has no rows; point data.data_files at non-empty files")
+    ds = ds.select_columns([text_column])
+
+    def documents() -> Iterator[Iterator[bytes]]:
+        for batch in ds.iter(batch_size=1024):
+            for text in batch[text_column]:
+                yield _chunks(iter([(text or "").encode("utf-8")]))
+
+    def sizes() -> list[int]:
+        return [len((t or "").encode("utf-8")) for b in ds.iter(batch_size=1024) for t in b[text_column]]
+
+    info = {"source": "datasets", "root": what, "files": len(ds), "dataset": name, "config_name": config_name,
+            "split": split, "text_column": text_column}
+    key = [name, config_name, repr(files), split, text_column, ds._fingerprint]
+    return Source("datasets", what, [str(i) for i in range(len(ds))], key, info, documents, sizes)
+
+
+def open_source(dcfg: Any, cache_dir: str | Path) -> Source:
+    """The source a data config names (``data.source``)."""
+    kind = dcfg.get("source", "stdlib")
+    if kind in ("stdlib", "text"):
+        return file_source(kind, dcfg.get("path"))
+    if kind == "datasets":
+        return datasets_source(dcfg.get("name"), dcfg.get("config_name"), dcfg.get("data_files"),
+                               dcfg.get("split") or "train", dcfg.get("text_column") or "text", cache_dir)
+    raise PosxError(f"unknown data.source '{kind}'; choose one of: " + ", ".join(SOURCES))

@@ -1,0 +1,344 @@
+"""Token stores: a tokenized corpus on disk, read through memory maps.
+
+A store is a directory ``<data.cache_dir>/store-<key>/`` holding
+
+  train.bin, val.bin  the token ids of each split, concatenated (raw numpy arrays; uint8,
+                      uint16 or uint32 from the vocabulary size, ``tokenizer.dtype_for``)
+  docs.npz            ``train`` and ``val``: the offset where each document starts (int64)
+  tokenizer.json      the tokenizer (bpe and user tokenizers; none for byte)
+  store.json          format, key, dtype and the fingerprint (sources, sizes, sha256 of the
+                      tokens, tokenizer hash); written last, it marks the store complete
+
+``key`` hashes what the store is built from: the files (paths, sizes, mtimes) or the dataset
+fingerprint, the split fraction, the tokenizer spec and the Python version. A second run
+with the same data config finds the store and reads nothing else; a store that does not
+check out is rebuilt, never trusted. It is built in a temporary directory renamed into place.
+
+Building streams (``posx.data.sources``): documents are read in chunks, tokenized in batches (a
+Hugging Face tokenizer encodes a batch on all cores) and appended to the split files; the
+corpus is never one string in memory. Within a split, documents are joined by the
+tokenizer's separator (``b"\\n"`` for byte, the end-of-document token otherwise). The split is
+by document, from a hash of its id (``posx.data.corpus``'s rule); when that leaves a split empty, the
+last ``val_fraction`` of the joined stream is held out instead. With the byte tokenizer the
+tokens, the split and the fingerprint are exactly those of ``posx.data.load_corpus``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import platform
+import shutil
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+import numpy as np
+from omegaconf import DictConfig, OmegaConf
+from rich.console import Console
+
+from posx.core.errors import PosxError
+from posx.core.progress import Reporter
+from posx.data import sources
+from posx.data import tokenizer as tok_mod
+from posx.data.corpus import split_by_file
+
+STORE_FORMAT = 1  # bump when the layout or the construction changes
+DATA_KEYS = ("source", "path", "val_fraction", "tokenizer", "vocab_size", "name", "config_name",
+             "data_files", "split", "text_column")
+# what a run recorded before these keys existed (posx.config.DataConfig's defaults)
+DEFAULTS = {"source": "stdlib", "val_fraction": 0.05, "tokenizer": tok_mod.BYTE, "vocab_size": 8192,
+            "split": "train", "text_column": "text"}
+BATCH_BYTES = 8 << 20  # text per tokenizer batch
+
+
+@dataclass
+class Store:
+    path: Path  # the store directory
+    train: np.ndarray  # (N_train,) token ids, a read-only memmap
+    val: np.ndarray  # (N_val,) token ids, a read-only memmap
+    train_docs: np.ndarray  # (D_train,) int64: where each training document starts
+    val_docs: np.ndarray  # (D_val,) int64: where each held-out document starts
+    tokenizer: tok_mod.Tokenizer  # encodes and decodes the ids
+    fingerprint: dict  # JSON-serialisable description (recorded in model.json)
+
+
+def data_config(dcfg: Any) -> dict:
+    """The data keys a run records (model.json) and a store is built from; absent keys are None."""
+    if isinstance(dcfg, DictConfig):
+        dcfg = OmegaConf.to_container(dcfg, resolve=True)
+    return {k: dcfg.get(k) for k in DATA_KEYS}
+
+
+def check_val_fraction(val_fraction) -> float:
+    if (isinstance(val_fraction, bool) or not isinstance(val_fraction, (int, float))
+            or not math.isfinite(val_fraction) or not 0 < val_fraction <= 0.5):
+        raise PosxError(f"data.val_fraction must be in (0, 0.5], got {val_fraction!r}; "
+                        "set data.val_fraction to e.g. 0.05")
+    return float(val_fraction)
+
+
+# ---------------------------------------------------------------- writing
+
+
+class _SplitFile:
+    """One split being written: token ids appended to a file, document starts recorded."""
+
+    def __init__(self, path: Path, dtype: np.dtype, separator: np.ndarray):
+        self.path, self.dtype, self.separator = path, dtype, separator.astype(dtype)
+        self.f = open(path, "wb")
+        self.n = 0  # tokens written
+        self.starts: list[int] = []  # document starts
+        self.text_bytes = 0  # source bytes behind the tokens (separators count 1)
+
+    def _open_doc(self) -> None:
+        if not self.starts:
+            self.starts.append(self.n)
+
+    def begin(self) -> None:
+        self.starts.append(self.n)
+
+    def sep(self) -> None:
+        self._open_doc()
+        self.f.write(self.separator.tobytes())
+        self.n += len(self.separator)
+        self.text_bytes += 1
+
+    def write(self, ids: np.ndarray, n_bytes: int) -> None:
+        self._open_doc()
+        self.f.write(ids.astype(self.dtype).tobytes())
+        self.n += len(ids)
+        self.text_bytes += n_bytes
+
+    def close(self) -> None:
+        self.f.flush()
+        os.fsync(self.f.fileno())
+        self.f.close()
+
+
+def _elements(source: sources.Source, is_val: list[bool], cut: int | None,
+              exact_cut: bool, counts: dict) -> Iterator[tuple[int, str, bytes]]:
+    """(split 0 train / 1 val, op, chunk): ``begin`` a document, a ``sep`` between two, ``text``.
+
+    With ``cut`` (the tail split), the joined stream goes to train up to byte ``cut`` and to val
+    after it; ``exact_cut`` keeps the byte cut even inside a UTF-8 character (byte tokenizer).
+    ``counts`` receives the documents of each split the way ``posx.data.corpus`` counts files.
+    """
+    pos = 0  # bytes of the joined stream so far (tail split)
+    seen = [0, 0]  # documents begun per split
+    for i, chunks in enumerate(source.documents()):
+        if cut is None:
+            side = int(is_val[i])
+            if seen[side]:
+                yield side, "sep", b""
+            seen[side] += 1
+            yield side, "begin", b""
+            for chunk in chunks:
+                yield side, "text", chunk
+            continue
+        if i:
+            yield int(pos >= cut), "sep", b""
+            pos += 1
+        start = pos
+        yield int(pos >= cut), "begin", b""
+        for chunk in chunks:
+            if pos < cut < pos + len(chunk):
+                k = cut - pos if exact_cut else sources.char_boundary(chunk, cut - pos)
+                yield 0, "text", chunk[:k]
+                yield 1, "text", chunk[k:]
+            else:
+                yield int(pos >= cut), "text", chunk
+            pos += len(chunk)
+        counts["train"] += start < cut
+        counts["val"] += pos > cut
+    if cut is None:
+        counts["train"], counts["val"] = seen
+
+
+def _train_texts(source, is_val, cut) -> Iterator[str]:
+    """The training split's text, chunk by chunk (what a BPE is trained on)."""
+    for side, op, chunk in _elements(source, is_val, cut, False, {"train": 0, "val": 0}):
+        if side == 0 and op == "text":
+            yield chunk.decode("utf-8", errors="replace")
+
+
+def _make_tokenizer(spec: str, vocab_size: int, source, is_val, cut) -> tok_mod.Tokenizer:
+    if spec == tok_mod.BYTE:
+        return tok_mod.byte_tokenizer()
+    if spec == tok_mod.BPE:
+        return tok_mod.train_bpe(_train_texts(source, is_val, cut), vocab_size)
+    return tok_mod.from_file(spec)
+
+
+def _write_splits(source, tok, is_val, cut, tmp: Path, progress: Reporter) -> tuple[list[_SplitFile], dict]:
+    dtype = tok_mod.dtype_for(tok.vocab_size)
+    files = [_SplitFile(tmp / "train.bin", dtype, tok.separator), _SplitFile(tmp / "val.bin", dtype, tok.separator)]
+    counts = {"train": 0, "val": 0}
+    pending: list[tuple[int, str, bytes]] = []
+    size = 0
+
+    def flush() -> None:
+        encoded = None  # the byte tokenizer writes the chunks as they are
+        if tok.hf is not None:
+            encoded = iter(tok.encode_batch([c.decode("utf-8", errors="replace") for _, op, c in pending
+                                             if op == "text"]))
+        for side, op, chunk in pending:
+            if op == "begin":
+                files[side].begin()
+                progress.update(progress.done + 1, f"{sum(f.text_bytes for f in files) / 1e6:.1f} MB")
+            elif op == "sep":
+                files[side].sep()
+            else:
+                ids = next(encoded) if encoded is not None else np.frombuffer(chunk, dtype=np.uint8)
+                files[side].write(ids, len(chunk))
+        pending.clear()
+
+    for element in _elements(source, is_val, cut, tok.hf is None, counts):
+        pending.append(element)
+        size += len(element[2])
+        if size >= BATCH_BYTES:
+            flush()
+            size = 0
+    flush()
+    for f in files:
+        f.close()
+    return files, counts
+
+
+def _sha256(paths: list[Path]) -> str:
+    """sha256 of the files' bytes one after the other (train then val, as posx.data.corpus hashes them)."""
+    digest = hashlib.sha256()
+    for path in paths:
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()
+
+
+def _build(source: sources.Source, dcfg: dict, key: str, tmp: Path, console: Console) -> dict:
+    """Write a complete store into ``tmp``; returns its store.json."""
+    val_fraction = dcfg["val_fraction"]
+    is_val = split_by_file(source.ids, val_fraction)
+    cut = None
+    if not source.ids or all(is_val) or not any(is_val):  # a split is empty: hold out the tail
+        total = sum(source.sizes()) + max(0, len(source.ids) - 1)
+        if total < 2:
+            raise PosxError(f"{source.where} holds {total} byte(s) of text, too few to split into "
+                            "train and validation; add more text")
+        cut = total - max(1, int(total * val_fraction))
+    tok = _make_tokenizer(dcfg["tokenizer"], dcfg["vocab_size"], source, is_val, cut)
+    with Reporter(console, "prepare", max(1, len(source.ids))) as progress:
+        files, counts = _write_splits(source, tok, is_val, cut, tmp, progress)
+    train, val = files
+    if train.n < 1 or val.n < 1:
+        raise PosxError(f"{source.where} gives {train.n} training and {val.n} held-out tokens; "
+                        "both splits need tokens: add more text or raise data.val_fraction")
+    with open(tmp / "docs.npz", "wb") as f:
+        np.savez(f, train=np.asarray(train.starts, dtype=np.int64), val=np.asarray(val.starts, dtype=np.int64))
+    if tok.hf is not None:
+        (tmp / "tokenizer.json").write_text(tok.to_json(), encoding="utf-8")
+    fingerprint = {
+        **source.info, "train_files": counts["train"], "val_files": counts["val"],
+        "bytes": train.text_bytes + val.text_bytes, "train_bytes": train.text_bytes, "val_bytes": val.text_bytes,
+        "sha256": _sha256([train.path, val.path]), "python": platform.python_version(),
+        "val_fraction": val_fraction, "split": "files" if cut is None else "bytes",
+        "tokens": train.n + val.n, "train_tokens": train.n, "val_tokens": val.n,
+        "documents": {"train": len(train.starts), "val": len(val.starts)},
+        "tokenizer": tok.describe(), "dtype": str(tok_mod.dtype_for(tok.vocab_size)),
+    }  # fmt: skip
+    meta = {"format": STORE_FORMAT, "key": key, "data": dcfg, "fingerprint": fingerprint}
+    (tmp / "store.json").write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
+    return meta
+
+
+# ---------------------------------------------------------------- reading
+
+
+def open_store(path: Path, key: str | None = None) -> Store | None:
+    """The store in ``path``, or None when it is missing or does not check out."""
+    try:
+        meta = json.loads((path / "store.json").read_text(encoding="utf-8"))
+        fp = meta["fingerprint"]
+        if meta.get("format") != STORE_FORMAT or (key is not None and meta.get("key") != key):
+            return None
+        if fp["tokenizer"]["kind"] == tok_mod.BYTE:
+            tok = tok_mod.byte_tokenizer()
+        else:
+            tok = tok_mod.from_json((path / "tokenizer.json").read_text(encoding="utf-8"), fp["tokenizer"]["kind"],
+                                    str(path / "tokenizer.json"))
+        if tok.sha256 != fp["tokenizer"]["sha256"]:
+            return None
+        dtype = np.dtype(fp["dtype"])
+        arrays = []
+        for split in ("train", "val"):
+            n = int(fp[f"{split}_tokens"])
+            if n < 1 or (path / f"{split}.bin").stat().st_size != n * dtype.itemsize:
+                return None
+            arrays.append(np.memmap(path / f"{split}.bin", dtype=dtype, mode="r", shape=(n,)))
+        with np.load(path / "docs.npz") as docs:
+            train_docs, val_docs = docs["train"], docs["val"]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, PosxError):
+        return None
+    return Store(path, arrays[0], arrays[1], train_docs, val_docs, tok, fp)
+
+
+def store_key(source: sources.Source, dcfg: dict) -> str:
+    head = [STORE_FORMAT, source.kind, source.key, repr(dcfg["val_fraction"]), platform.python_version(),
+            tok_mod.spec(dcfg["tokenizer"], dcfg["vocab_size"])]
+    return hashlib.sha1(json.dumps(head, sort_keys=True, default=str).encode()).hexdigest()[:20]
+
+
+def load(dcfg: Any, cache_dir: str | Path, console: Console | None = None) -> Store:
+    """The store of a data config: found under ``cache_dir``, else built there (and reported)."""
+    dcfg = {k: v if v is not None else DEFAULTS.get(k) for k, v in data_config(dcfg).items()}
+    dcfg["val_fraction"] = check_val_fraction(dcfg["val_fraction"])
+    source = sources.open_source(dcfg, cache_dir)
+    key = store_key(source, dcfg)
+    final = Path(cache_dir) / f"store-{key}"
+    found = open_store(final, key)
+    if found is not None:
+        return found
+    console = console or Console(quiet=True)
+    start = time.perf_counter()
+    tmp = Path(cache_dir) / f".store-{key}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
+    try:
+        tmp.mkdir(parents=True)
+        meta = _build(source, dcfg, key, tmp, console)
+        _install(tmp, final)
+    except OSError as e:
+        raise PosxError(f"cannot write the token store in '{cache_dir}': {e.strerror or e}; "
+                        "set data.cache_dir to a writable directory with free space") from None
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    store = open_store(final, key)
+    if store is None:
+        raise PosxError(f"the token store {final} did not check out after building it; remove it and retry")
+    seconds = time.perf_counter() - start
+    fp = meta["fingerprint"]
+    console.print(
+        f"built {fp['source']} corpus: {fp['files']} documents, {fp['bytes'] / 1e6:.1f} MB -> "
+        f"{fp['tokens']:,} {fp['tokenizer']['kind']} tokens (vocab {fp['tokenizer']['vocab_size']}, "
+        f"val {fp['val_tokens']:,}, split by {fp['split']}) in {seconds:.2f} s "
+        f"({fp['bytes'] / 1e6 / max(seconds, 1e-9):.1f} MB/s, {fp['tokens'] / max(seconds, 1e-9):,.0f} tokens/s)",
+        markup=False, highlight=False)
+    return store
+
+
+def _install(tmp: Path, final: Path) -> None:
+    """Rename the built store into place; a bad one there is moved aside and removed, and one
+    that another process finished meanwhile is kept."""
+    if final.exists():
+        if open_store(final) is not None:
+            return
+        trash = final.with_name(f".{final.name}.bad-{uuid.uuid4().hex[:8]}")
+        os.rename(final, trash)
+        shutil.rmtree(trash, ignore_errors=True)
+    try:
+        os.rename(tmp, final)
+    except OSError:
+        if open_store(final) is None:
+            raise

@@ -1,0 +1,149 @@
+"""Measure token stores: prepare throughput, and peak memory of training on a small and a large store.
+
+Generates text corpora locally (Zipf-distributed words, one directory of files each; nothing is
+downloaded), then, each in a fresh process:
+
+1. ``posx data prepare`` with the byte tokenizer on the small and the large corpus: seconds,
+   MB/s, tokens/s and the peak RSS of preparing (streaming: far below the corpus size);
+2. ``posx data prepare`` with ``bpe`` (training included) and with that BPE's tokenizer.json
+   as a user tokenizer (tokenizing only), on the small corpus and on the standard library;
+3. ``posx train`` for a few steps on the small and on the large byte store (already prepared):
+   peak RSS of the training process, which reads the store through memmap.
+
+    PYTHONPATH=$PWD python scripts/store_measure.py --work /tmp/posx-measure [--large-mb 1100]
+
+Peak RSS is the child's ``ru_maxrss`` (its own high-water mark, file-backed pages it touched
+included), read by a wrapper process per measurement, which also polls the child's
+/proc/<pid>/status for the peaks of RssAnon (memory of its own: flat as the store grows) and
+RssFile (mapped file pages: the memmap's pages a run touched, reclaimable page cache).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+TRAIN = ["train.steps=30", "train.eval_every=30", "train.eval_batches=2", "train.checkpoint_every=0",
+         "device=cpu"]
+
+
+def generate(root: Path, total_mb: float, file_mb: float = 8.0, seed: int = 0) -> Path:
+    """``total_mb`` MB of words in files of ``file_mb`` MB (skipped when already there)."""
+    done = root / "DONE"
+    if done.exists():
+        return root
+    root.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(seed)
+    letters = np.array(list("abcdefghijklmnopqrstuvwxyz"))
+    words = ["".join(rng.choice(letters, rng.integers(2, 10))) for _ in range(20000)]
+    p = 1.0 / np.arange(1, len(words) + 1)  # Zipf: word r has weight 1/r
+    p /= p.sum()
+    per_file = int(file_mb * 1e6)
+    n_files = max(1, round(total_mb / file_mb))
+    for i in range(n_files):
+        picks = rng.choice(len(words), per_file // 6, p=p)
+        text = " ".join(words[j] for j in picks)
+        lines = [text[k:k + 100] for k in range(0, len(text), 100)]
+        (root / f"part{i:04d}.txt").write_text("\n".join(lines)[:per_file] + "\n", encoding="utf-8")
+    done.write_text("ok\n")
+    return root
+
+
+WRAPPER = """
+import json, re, resource, subprocess, sys, threading, time
+t = time.perf_counter()
+proc = subprocess.Popen(sys.argv[1:], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+peak = {"VmRSS": 0, "RssAnon": 0, "RssFile": 0}
+out = []
+reader = threading.Thread(target=lambda: out.extend(proc.stdout))
+reader.start()
+while proc.poll() is None:
+    try:
+        status = open(f"/proc/{proc.pid}/status").read()
+        for key in peak:
+            peak[key] = max(peak[key], int(re.search(key + r":\\s+(\\d+)", status).group(1)))
+    except (OSError, AttributeError):
+        pass
+    time.sleep(0.05)
+reader.join()
+print(json.dumps({"rc": proc.returncode, "s": time.perf_counter() - t, "peak_kb": peak,
+                  "maxrss_kb": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, "out": "".join(out)}))
+"""
+
+
+def measured(args: list[str], cwd: Path) -> tuple[float, dict, str]:
+    """(seconds, peak memory in MB, output) of ``python -m posx ARGS`` run alone under a wrapper
+    that polls its /proc status every 50 ms: peak VmRSS (``ru_maxrss``), and the peaks of
+    RssAnon (its own memory) and RssFile (file pages mapped, the memmapped store's included)."""
+    env = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "300", "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+    proc = subprocess.run([sys.executable, "-c", WRAPPER, sys.executable, "-m", "posx", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, check=True)
+    result = json.loads(proc.stdout)
+    if result["rc"] != 0:
+        raise SystemExit(f"posx {' '.join(args)} failed:\n{result['out']}")
+    memory = {"peak_rss_mb": round(result["maxrss_kb"] / 1024),
+              **{f"peak_{k}_mb": round(v / 1024) for k, v in result["peak_kb"].items() if k != "VmRSS"}}
+    return result["s"], memory, result["out"]
+
+
+def built_line(out: str) -> str:
+    found = re.search(r"built .*tokens/s\)", " ".join(out.split()))
+    return found.group(0) if found else "(reused)"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--work", type=Path, default=Path("/tmp/posx-measure"))
+    parser.add_argument("--small-mb", type=float, default=10)
+    parser.add_argument("--large-mb", type=float, default=1100)
+    parser.add_argument("--vocab", type=int, default=8192)
+    parser.add_argument("--phases", default="prepare,bpe,train", help="comma-separated: prepare, bpe, train")
+    args = parser.parse_args()
+    work = args.work.resolve()
+    cache = f"data.cache_dir={work / 'cache'}"
+    t = time.perf_counter()
+    small = generate(work / "small", args.small_mb, file_mb=1.0, seed=1)
+    large = generate(work / "large", args.large_mb, file_mb=8.0, seed=2)
+    print(f"generated corpora in {time.perf_counter() - t:.0f} s: {small} ({args.small_mb} MB), "
+          f"{large} ({args.large_mb} MB)", flush=True)
+
+    rows = []
+    phases = args.phases.split(",")
+    for name, root in (("small", small), ("large", large)) if "prepare" in phases else ():
+        data = ["data=text", f"data.path={root}", cache]
+        s, rss, out = measured(["data", "prepare", *data], work)
+        rows.append({"step": f"prepare byte {name}", "seconds": round(s, 1), **rss, "built": built_line(out)})
+        print(rows[-1], flush=True)
+    for name, data in (("small", ["data=text", f"data.path={small}"]), ("stdlib", ["data=stdlib"])) if "bpe" in phases else ():
+        bpe = [*data, cache, "data.tokenizer=bpe", f"data.vocab_size={args.vocab}"]
+        s, rss, out = measured(["data", "prepare", *bpe], work)
+        rows.append({"step": f"prepare bpe {name} (train BPE + tokenize)", "seconds": round(s, 1),
+                     **rss, "built": built_line(out)})
+        print(rows[-1], flush=True)
+        store_dir = re.search(r"token store (\S+):", " ".join(out.split())).group(1)
+        user = [*data, cache, f"data.tokenizer={Path(store_dir) / 'tokenizer.json'}"]
+        s, rss, out = measured(["data", "prepare", *user], work)
+        rows.append({"step": f"prepare {name} with that tokenizer.json (tokenize only)", "seconds": round(s, 1),
+                     **rss, "built": built_line(out)})
+        print(rows[-1], flush=True)
+    for name, root in (("small", small), ("large", large)) if "train" in phases else ():
+        s, rss, out = measured(["train", "data=text", f"data.path={root}", cache, f"name=measure-{name}",
+                                f"results_dir={work / 'results'}", *TRAIN], work)
+        rows.append({"step": f"train 30 steps on the {name} byte store", "seconds": round(s, 1),
+                     **rss, "built": built_line(out)})
+        print(rows[-1], flush=True)
+    (work / f"measure-{'-'.join(phases)}.json").write_text(json.dumps(rows, indent=1) + "\n")
+    print(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()

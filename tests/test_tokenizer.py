@@ -1,0 +1,82 @@
+"""Tests for posx.data.tokenizer: byte, a BPE trained here, a user's tokenizer.json, bad input."""
+
+import numpy as np
+import pytest
+from tokenizers import Tokenizer as HFTokenizer
+from tokenizers import models, pre_tokenizers
+
+from posx.data import tokenizer as tok
+from posx.core.errors import PosxError
+
+TEXTS = [f"def f{i}(x):\n    return x * {i}  # héllo wörld, 日本語 {i}\n" * 5 for i in range(60)]
+
+
+@pytest.fixture(scope="module")
+def bpe():
+    return tok.train_bpe(iter(TEXTS), 400)
+
+
+def test_byte_tokenizer_is_bytes():
+    b = tok.byte_tokenizer()
+    assert b.vocab_size == 256 and b.eod is None and b.separator.tolist() == [10]
+    ids = b.encode("héllo\n")
+    assert ids.tolist() == list("héllo\n".encode()) and b.decode(ids) == "héllo\n"
+
+
+def test_bpe_round_trip_and_vocab(bpe):
+    assert bpe.kind == "bpe" and 257 <= bpe.vocab_size <= 400 and bpe.eod == 0
+    assert bpe.separator.tolist() == [bpe.eod]
+    for text in [*TEXTS[:3], "unseen ÄÖÜ text 🙂 with\ttabs\n\n", "", "12345"]:
+        ids = bpe.encode(text)
+        assert ids.dtype == np.int64 and bpe.decode(ids) == text
+        assert (ids < bpe.vocab_size).all() and (ids != bpe.eod).all()
+    assert len(bpe.encode(TEXTS[0])) < len(TEXTS[0].encode())  # it merged something
+    batch = bpe.encode_batch(TEXTS[:4])
+    assert all(np.array_equal(a, bpe.encode(t)) for a, t in zip(batch, TEXTS[:4]))
+
+
+def test_bpe_is_deterministic(bpe):
+    again = tok.train_bpe(iter(TEXTS), 400)
+    assert again.sha256 == bpe.sha256 and again.to_json() == bpe.to_json()
+
+
+def test_saved_bpe_loads_as_a_user_tokenizer(tmp_path, bpe):
+    path = tmp_path / "tokenizer.json"
+    path.write_text(bpe.to_json())
+    user = tok.from_file(str(path))
+    assert user.kind == "file" and user.sha256 == bpe.sha256 and user.eod == bpe.eod
+    assert tok.spec(str(path), 0) == {"kind": "file", "sha256": bpe.sha256}
+
+
+def test_user_tokenizer_without_an_end_of_document_token_gets_one(tmp_path):
+    hf = HFTokenizer(models.WordLevel({"a": 0, "b": 1, "[UNK]": 2}, unk_token="[UNK]"))
+    hf.pre_tokenizer = pre_tokenizers.Whitespace()
+    path = tmp_path / "words.json"
+    path.write_text(hf.to_str())
+    user = tok.from_file(str(path))
+    assert user.vocab_size == 4 and user.eod == 3 and user.encode("a b a").tolist() == [0, 1, 0]
+
+
+@pytest.mark.parametrize("size", [1, 256])
+def test_vocab_smaller_than_the_byte_alphabet(size):
+    with pytest.raises(PosxError, match="at least 257") as info:
+        tok.train_bpe(iter(TEXTS), size)
+    assert "\n" not in str(info.value)
+    with pytest.raises(PosxError, match="at least 257"):
+        tok.spec("bpe", size)
+
+
+def test_tokenizer_file_that_does_not_parse(tmp_path):
+    bad = tmp_path / "tokenizer.json"
+    bad.write_text('{"model": {"type": "nonsense"}}')
+    with pytest.raises(PosxError, match="not a Hugging Face tokenizer.json") as info:
+        tok.from_file(str(bad))
+    assert "\n" not in str(info.value)
+    with pytest.raises(PosxError, match="neither byte, bpe nor an existing"):
+        tok.from_file(str(tmp_path / "missing.json"))
+
+
+def test_dtype_for():
+    assert tok.dtype_for(256) == np.uint8
+    assert tok.dtype_for(257) == np.uint16 and tok.dtype_for(65536) == np.uint16
+    assert tok.dtype_for(65537) == np.uint32
