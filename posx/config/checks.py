@@ -56,6 +56,8 @@ def check_config(cfg: DictConfig | Config) -> None:
         _positive(cfg.pos.max_positions, "pos.max_positions")
     for key in ("context_length", "steps", "batch_size", "lr", "eval_every", "eval_batches"):
         _positive(cfg.train[key], f"train.{key}")
+    if cfg.train.get("micro_batch_size") is not None:
+        _positive(cfg.train.micro_batch_size, "train.micro_batch_size")
     if cfg.train.checkpoint_every < 0:
         raise PosxError(f"train.checkpoint_every={cfg.train.checkpoint_every} must be 0 (only at the end) or more")
     if cfg.name is not None and (not str(cfg.name).strip() or "/" in str(cfg.name) or str(cfg.name) in (".", "..")):
