@@ -6,10 +6,21 @@ model.json and model.safetensors there, and a resumable checkpoint
 SIGTERM/SIGUSR2 asks it to stop. Where it starts is explicit: ``Fresh()`` (a new model),
 ``Resume()`` (the run's latest checkpoint, when it has one), or ``FromParent(...)`` (an
 extension: the parent's weights, the frequencies and lineage it trains with).
+
+Under torchrun (or a submitit job of several tasks, see ``posx.core.distributed``) every rank
+runs ``train`` and the model is wrapped in DistributedDataParallel. ``train.batch_size`` is the
+global batch: one generator, identical on every rank, draws all of it and each rank takes its
+slice, then runs it in micro-batches of ``train.micro_batch_size`` with gradient accumulation
+(DDP's gradient all-reduce only on the last micro-step, ``no_sync`` before). The batches are
+therefore those of a single process, whatever the number of ranks, and a checkpoint resumes on
+any number of ranks. Rank 0 alone holds the lock, validates, writes every file and shows
+progress; the logged loss is the mean over ranks. A stop signal, a non-finite loss or a
+failure of rank 0's work is agreed by all ranks at the step boundary.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
 from dataclasses import dataclass, field
@@ -19,10 +30,11 @@ import pandas as pd
 import torch
 from omegaconf import DictConfig
 from rich.console import Console
+from torch.nn.parallel import DistributedDataParallel
 
 from posx.config.compose import to_yaml
-from posx.core import files, lock
-from posx.core.device import autocast, pick_device
+from posx.core import distributed, files, lock
+from posx.core.device import autocast
 from posx.core.errors import Preempted, PosxError
 from posx.core.progress import Reporter
 from posx.core.signals import StopSignals
@@ -84,18 +96,39 @@ def make_optimizer(model: GPT, cfg: DictConfig, device: torch.device) -> torch.o
     return torch.optim.AdamW(groups, lr=cfg.train.lr, betas=(cfg.train.beta1, cfg.train.beta2), **extra)
 
 
+def batch_layout(cfg: DictConfig, world: int) -> tuple[int, int]:
+    """(sequences per rank, sequences per micro-batch) of the global ``train.batch_size``."""
+    B = cfg.train.batch_size
+    if B % world:
+        raise PosxError(f"train.batch_size={B} (the global batch) is not divisible by the {world} ranks; "
+                        f"use a multiple of {world}")
+    local = B // world
+    micro = cfg.train.get("micro_batch_size") or local
+    if micro > local or local % micro:
+        raise PosxError(f"train.micro_batch_size={micro} must divide the per-rank batch "
+                        f"(train.batch_size / ranks = {B} / {world} = {local})")
+    return local, micro
+
+
 @torch.no_grad()
-def estimate_val_loss(model: GPT, val: torch.Tensor, cfg: DictConfig, device: torch.device) -> float:
-    """Mean loss over the same eval_batches validation batches every time (fixed seed)."""
+def estimate_val_loss(model: GPT, val: torch.Tensor, cfg: DictConfig, device: torch.device,
+                      chunk: int | None = None) -> float:
+    """Mean loss over the same eval_batches validation batches every time (fixed seed); each
+    batch in forward passes of ``chunk`` sequences (None: the whole batch at once)."""
     model.eval()
     gen = torch.Generator().manual_seed(cfg.seed + 1)
     losses = []
+    B = cfg.train.batch_size
+    chunk = chunk or B
     for _ in range(cfg.train.eval_batches):
-        x, y = data_mod.get_batch(val, cfg.train.batch_size, cfg.train.context_length, gen)
-        x, y = x.to(device), y.to(device)
-        with autocast(device):
-            logits = model(x)
-        losses.append(torch.nn.functional.cross_entropy(logits.float().flatten(0, 1), y.flatten()).item())
+        x, y = data_mod.get_batch(val, B, cfg.train.context_length, gen)
+        parts = []
+        for i in range(0, B, chunk):
+            xc, yc = x[i:i + chunk].to(device), y[i:i + chunk].to(device)
+            with autocast(device):
+                logits = model(xc)
+            parts.append(torch.nn.functional.cross_entropy(logits.float().flatten(0, 1), yc.flatten()).item())
+        losses.append(parts[0] if len(parts) == 1 else sum(parts) / len(parts))
     model.train()
     return sum(losses) / len(losses)
 
@@ -105,33 +138,51 @@ def train(cfg: DictConfig, run_dir: Path, start: Start, console: Console | None 
 
     Raises ``Preempted`` after checkpointing when SIGTERM/SIGUSR2 arrives mid-run, and
     ``PosxError`` naming the step when the loss turns non-finite (the last good checkpoint stays).
+    Every rank calls it; rank 0 holds the run's lock.
     """
     console = console or Console()
-    device = pick_device(cfg.device)
+    if not distributed.is_main():
+        console = Console(quiet=True)
+    device = distributed.device(cfg.device)
     busy = f"{run_dir} is being trained by another posx process; wait for it to stop (or stop it) before resuming"
-    with lock.exclusive(run_dir, busy=busy), StopSignals() as stop:
+    with contextlib.ExitStack() as stack:
+        distributed.on_main(lambda: stack.enter_context(lock.exclusive(run_dir, busy=busy)))
+        stop = stack.enter_context(StopSignals())
         return _train(cfg, Path(run_dir), start, console, device, stop)
+
+
+@dataclass
+class _Log:
+    """What rank 0 keeps between steps."""
+
+    rows: list[dict] = field(default_factory=list)
+    val_loss: float = float("nan")
+    t_last: float = 0.0
 
 
 def _train(cfg: DictConfig, run_dir: Path, start: Start, console: Console, device: torch.device,
            stop: StopSignals) -> Path:
     torch.manual_seed(cfg.seed)
-    corpus = data_mod.load_corpus(cfg.data.source, cfg.data.path, cfg.data.val_fraction,
-                                  cfg.data.cache_dir, console=console)
+    main, rank = distributed.is_main(), distributed.rank()
+    local, micro = batch_layout(cfg, distributed.world_size())
+
+    def load():
+        return data_mod.load_corpus(cfg.data.source, cfg.data.path, cfg.data.val_fraction,
+                                    cfg.data.cache_dir, console=console)
+    corpus = distributed.on_main(load) or load()  # rank 0 builds the cache, the others read it
     T = cfg.train.context_length
     data_mod.require_tokens(corpus.train, T + 1, f"the training split (train.context_length={T})")
     data_mod.require_tokens(corpus.val, T + 1, f"the validation split (train.context_length={T})")
 
-    files.write_text(run_dir / "config.yaml", to_yaml(cfg))
+    distributed.on_main(lambda: files.write_text(run_dir / "config.yaml", to_yaml(cfg)))
     model = (start.model if isinstance(start, FromParent) else GPT(gpt_config(cfg))).to(device)
     optimizer = make_optimizer(model, cfg, device)
-    gen = torch.Generator().manual_seed(cfg.seed)
+    gen = torch.Generator().manual_seed(cfg.seed)  # the same on every rank: it draws the global batch
     extras = TrainExtras(data_sha256=corpus.fingerprint.get("sha256"))
     if isinstance(start, FromParent):
         extras.rope, extras.extended_from = start.rope, start.lineage
     tokens_per_step = cfg.train.batch_size * T
-    rows: list[dict] = []
-    val_loss = float("nan")
+    log = _Log()
     first = 0
     resuming = isinstance(start, Resume)
     if resuming and checkpoint.exists(run_dir):
@@ -141,79 +192,113 @@ def _train(cfg: DictConfig, run_dir: Path, start: Start, console: Console, devic
                             "Python version); resuming would not continue the same run — start a new one")
         if state.step > cfg.train.steps:
             raise PosxError(f"{run_dir} has a checkpoint at step {state.step}, past train.steps={cfg.train.steps}")
-        first, rows, extras = state.step, state.metrics, state.extras
+        first, log.rows, extras = state.step, state.metrics, state.extras
         # an extension keeps its frequencies (the model was built plain from the config)
         install_trained(model, extras.rope, T, f"the checkpoint of {run_dir}")
-        val_loss = float("nan") if extras.val_loss is None else extras.val_loss
+        log.val_loss = float("nan") if extras.val_loss is None else extras.val_loss
+    world = distributed.world_size()
+    ranks = f" ranks={world} micro_batch={micro}" if distributed.enabled() else ""
     console.print(
         f"[bold]posx train[/] {run_dir}  pos={cfg.pos.name} T={T} "
-        f"params={model.num_params() / 1e6:.2f}M device={device}"
+        f"params={model.num_params() / 1e6:.2f}M device={device}{ranks}"
         + (f"  [cyan]resuming at step {first}[/]" if resuming else "")
     )
+    ddp = model
+    if distributed.enabled():
+        # Rank 0's parameters are broadcast here; validation uses ``model`` itself (no collective).
+        ddp = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
 
     def save_checkpoint(done: int) -> None:
-        extras.val_loss = val_loss if math.isfinite(val_loss) else None
-        checkpoint.save(run_dir, done, model, optimizer, gen, rows, extras)
-        write_metrics(run_dir, rows)
+        extras.val_loss = log.val_loss if math.isfinite(log.val_loss) else None
+        checkpoint.save(run_dir, done, model, optimizer, gen, log.rows, extras)
+        write_metrics(run_dir, log.rows)
 
     model.train()
-    t_last = time.perf_counter()
     every = cfg.train.checkpoint_every
-    with Reporter(console, "train", cfg.train.steps) as progress:
-        progress.skip_to(first)
+    n_micro = local // micro
+    reporter = Reporter(console, "train", cfg.train.steps) if main else contextlib.nullcontext()
+    with reporter as progress:
+        if main:
+            progress.skip_to(first)
+        log.t_last = time.perf_counter()
         for step in range(first, cfg.train.steps):
             lr = lr_at(step, cfg)
             for group in optimizer.param_groups:
                 group["lr"] = lr
+            # The whole global batch, drawn alike on every rank; this rank's slice of it.
             x, y = data_mod.get_batch(corpus.train, cfg.train.batch_size, T, gen)
-            x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
-            with autocast(device):
-                logits = model(x)
-            loss = torch.nn.functional.cross_entropy(logits.float().flatten(0, 1), y.flatten())
+            x, y = x[rank * local:(rank + 1) * local], y[rank * local:(rank + 1) * local]
             optimizer.zero_grad(set_to_none=True)
-            loss.backward()
+            local_loss = torch.zeros((), device=device)
+            for i in range(n_micro):
+                xm = x[i * micro:(i + 1) * micro].to(device, non_blocking=True)
+                ym = y[i * micro:(i + 1) * micro].to(device, non_blocking=True)
+                last = i == n_micro - 1
+                with contextlib.nullcontext() if last or ddp is model else ddp.no_sync():
+                    with autocast(device):
+                        logits = ddp(xm)
+                    loss = torch.nn.functional.cross_entropy(logits.float().flatten(0, 1), ym.flatten())
+                    if n_micro > 1:
+                        loss = loss / n_micro
+                    loss.backward()
+                local_loss += loss.detach()
             if cfg.train.grad_clip > 0:
                 torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.train.grad_clip)
             optimizer.step()
 
-            train_loss = loss.item()
-            if not math.isfinite(train_loss):
-                last = checkpoint.latest_step(run_dir)
-                kept = (f"the last good checkpoint (step {last}) is kept in {checkpoint.root(run_dir)}"
-                        if last is not None else "no checkpoint was written before it")
-                raise PosxError(f"training loss is {train_loss} at step {step + 1}; {kept}; "
-                                "lower train.lr or check the data")
-            now = time.perf_counter()
-            tok_s = tokens_per_step / max(now - t_last, 1e-9)
-            t_last = now
+            # The step boundary: every rank learns the mean loss and whether any rank was signalled.
+            train_loss = distributed.mean(local_loss.item())
+            signum = int(distributed.agree_max([stop.signum])[0])
             done = step + 1
-            validate = done % cfg.train.eval_every == 0 or done == cfg.train.steps
-            if validate:
-                val_loss = estimate_val_loss(model, corpus.val, cfg, device)
-                t_last = time.perf_counter()  # validation time is not training throughput
-            rows.append({"step": done, "train_loss": train_loss,
-                         "val_loss": val_loss if validate else float("nan"), "lr": lr, "tokens_per_s": tok_s})
-            progress.advance((
-                f"loss {train_loss:.3f} val {val_loss:.3f} lr {lr:.1e} {tok_s / 1e3:.1f}k tok/s"))
-            if stop.received or done == cfg.train.steps or (every > 0 and done % every == 0):
-                save_checkpoint(done)
-                t_last = time.perf_counter()  # checkpoint time is not training throughput
-            if stop.received and done < cfg.train.steps:
-                raise Preempted(f"{stop.received} at step {done}/{cfg.train.steps}; checkpoint saved; "
+            if not math.isfinite(train_loss):
+                if not main:
+                    raise distributed.PeerFailed(f"training loss is {train_loss} at step {done} (mean over ranks)")
+                last_ckpt = checkpoint.latest_step(run_dir)
+                kept = (f"the last good checkpoint (step {last_ckpt}) is kept in {checkpoint.root(run_dir)}"
+                        if last_ckpt is not None else "no checkpoint was written before it")
+                raise PosxError(f"training loss is {train_loss} at step {done}; {kept}; "
+                                "lower train.lr or check the data")
+
+            def record() -> None:  # rank 0: validate, log, checkpoint
+                now = time.perf_counter()
+                tok_s = tokens_per_step / max(now - log.t_last, 1e-9)
+                log.t_last = now
+                validate = done % cfg.train.eval_every == 0 or done == cfg.train.steps
+                if validate:
+                    log.val_loss = estimate_val_loss(model, corpus.val, cfg, device, micro)
+                    log.t_last = time.perf_counter()  # validation time is not training throughput
+                log.rows.append({"step": done, "train_loss": train_loss,
+                                 "val_loss": log.val_loss if validate else float("nan"), "lr": lr,
+                                 "tokens_per_s": tok_s})
+                progress.advance(
+                    f"loss {train_loss:.3f} val {log.val_loss:.3f} lr {lr:.1e} {tok_s / 1e3:.1f}k tok/s")
+                if signum or done == cfg.train.steps or (every > 0 and done % every == 0):
+                    save_checkpoint(done)
+                    log.t_last = time.perf_counter()  # checkpoint time is not training throughput
+
+            distributed.on_main(record)
+            if signum and done < cfg.train.steps:
+                stop.chain(signum)  # submitit's handler requeues the job and exits
+                name = stop.received or f"signal {signum} (on another rank)"
+                raise Preempted(f"{name} at step {done}/{cfg.train.steps}; checkpoint saved; "
                                 f"continue with `posx train --resume {run_dir}`")
 
-    write_metrics(run_dir, rows)
-    meta = RunMeta(model=gpt_config(cfg), train_context=T,
-                   data={**corpus.fingerprint, "config": {"source": cfg.data.source, "path": cfg.data.path,
-                                                          "val_fraction": cfg.data.val_fraction}},
-                   step=cfg.train.steps, rope=extras.rope, extended_from=extras.extended_from)
-    save_run(run_dir, model.cpu(), meta)
-    metrics = pd.DataFrame(rows)
-    steady = metrics["tokens_per_s"].iloc[min(5, len(metrics) - 1):].median() if len(metrics) else float("nan")
-    console.print(
-        f"[green]done[/] {run_dir}: val loss {val_loss:.4f} (ppl {math.exp(val_loss):.2f}), "
-        f"{steady:,.0f} tokens/s"
-    )
+    def finish() -> None:
+        write_metrics(run_dir, log.rows)
+        meta = RunMeta(model=gpt_config(cfg), train_context=T,
+                       data={**corpus.fingerprint, "config": {"source": cfg.data.source, "path": cfg.data.path,
+                                                              "val_fraction": cfg.data.val_fraction}},
+                       step=cfg.train.steps, rope=extras.rope, extended_from=extras.extended_from)
+        save_run(run_dir, model.cpu(), meta)
+        metrics = pd.DataFrame(log.rows)
+        steady = (metrics["tokens_per_s"].iloc[min(5, len(metrics) - 1):].median() if len(metrics)
+                  else float("nan"))
+        console.print(
+            f"[green]done[/] {run_dir}: val loss {log.val_loss:.4f} (ppl {math.exp(log.val_loss):.2f}), "
+            f"{steady:,.0f} tokens/s"
+        )
+
+    distributed.on_main(finish)
     return run_dir
 
 
