@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -279,7 +280,7 @@ def _train(cfg: DictConfig, run_dir: Path, start: Start, console: Console, devic
             distributed.on_main(record)
             if signum and done < cfg.train.steps:
                 stop.chain(signum)  # submitit's handler requeues the job and exits
-                name = stop.received or f"signal {signum} (on another rank)"
+                name = stop.received or f"{signal.Signals(signum).name} (on another rank)"
                 raise Preempted(f"{name} at step {done}/{cfg.train.steps}; checkpoint saved; "
                                 f"continue with `posx train --resume {run_dir}`")
 
