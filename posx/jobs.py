@@ -14,6 +14,7 @@ broadcasts it, and rank 0 alone evaluates after training while the others wait.
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import time
 from dataclasses import dataclass
@@ -86,23 +87,27 @@ class JobDir:
     path: Path
     created: bool  # this job made it (so a failure may remove it)
     start: Start  # Resume when it holds a checkpoint of this very config
+    finished: bool = False  # a requeued sweep job whose training had finished: only evaluate
 
 
 def job_run_dir(cfg: DictConfig, name: str) -> JobDir:
     """Sweep jobs use Hydra's job directory and resume the checkpoint a killed or requeued job
-    left there (when it is of the same config); single runs get results/runs/<name>/, never
-    an existing one."""
+    left there, or only evaluate the run it finished (when it is of the same config); single
+    runs get results/runs/<name>/, never an existing one."""
     if HydraConfig.get().mode != RunMode.MULTIRUN:
         return JobDir(new_run_dir(cfg.results_dir, name), created=True, start=Fresh())
     run_dir = Path(HydraConfig.get().runtime.output_dir)
-    if is_run(run_dir):
+    if is_run(run_dir) and not os.environ.get("SUBMITIT_EXECUTOR"):
         raise PosxError(f"{run_dir} already holds a trained run; use a new hydra.sweep.dir")
-    if checkpoint.exists(run_dir):
+    if is_run(run_dir) or checkpoint.exists(run_dir):
         changed = differences(saved_config(run_dir), cfg)
         if changed:
-            raise PosxError(f"{run_dir} holds a checkpoint of another config (differs in {', '.join(changed[:5])}); "
+            held = "a trained run" if is_run(run_dir) else "a checkpoint"
+            raise PosxError(f"{run_dir} holds {held} of another config (differs in {', '.join(changed[:5])}); "
                             "use a new hydra.sweep.dir")
-        return JobDir(run_dir, created=False, start=Resume())
+        # A requeued job (preempted, timed out): resume its checkpoint, or (a submitit job
+        # stopped while it evaluated) only evaluate the run it finished.
+        return JobDir(run_dir, created=False, start=Resume(), finished=is_run(run_dir))
     # Hydra makes the job directory just before the job: empty means it is this job's.
     fresh = not run_dir.exists() or not any(run_dir.iterdir())
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -143,8 +148,9 @@ def train_job(cfg: DictConfig) -> None:
         check_config(cfg)
         default = f"{cfg.pos.name}-T{cfg.train.context_length}-s{cfg.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
         job = distributed.on_main(lambda: job_run_dir(cfg, cfg.name or default), share=True)
-        with cleanup_on_failure(job):
-            train(cfg, job.path, job.start, console)
+        if not job.finished:
+            with cleanup_on_failure(job):
+                train(cfg, job.path, job.start, console)
         distributed.on_main(lambda: _after_train(job.path, cfg, console))
 
 
@@ -158,8 +164,9 @@ def extend_job(cfg: DictConfig) -> None:
         console.print(f"[bold]posx extend[/] {ext.parent_dir} -> {job.path}: {cfg.method} x{cfg.factor:g}, "
                       f"T {T0} -> {T1}, {cfg.extend.steps} steps", highlight=False)
         start = job.start if isinstance(job.start, Resume) else ext.start
-        with cleanup_on_failure(job):
-            train(ext.config, job.path, start, console)
+        if not job.finished:
+            with cleanup_on_failure(job):
+                train(ext.config, job.path, start, console)
         distributed.on_main(lambda: _after_train(job.path, ext.config, console))
 
 

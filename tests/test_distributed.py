@@ -119,9 +119,11 @@ def test_stop_signals_chain_to_the_handler_they_replaced():
         with StopSignals() as stop:
             os.kill(os.getpid(), signal.SIGUSR2)
             assert stop.received == "SIGUSR2" and not seen  # only recorded while training
+            assert stop.chains(signal.SIGUSR2)
             stop.chain(stop.signum)
             assert seen == [signal.SIGUSR2]
         with StopSignals() as stop:  # the default handler (SIG_DFL) is never called
+            assert not stop.chains(signal.SIGTERM)
             stop.chain(signal.SIGTERM)
     finally:
         signal.signal(signal.SIGUSR2, before)

@@ -35,6 +35,10 @@ class StopSignals:
             self.signum = int(signum)
             self._frame = frame
 
+    def chains(self, signum: int) -> bool:
+        """Whether ``chain(signum)`` would call a handler."""
+        return callable(self._previous.get(signum))
+
     def chain(self, signum: int) -> None:
         """Hand ``signum`` to the handler that was installed before this one, if it is a
         Python callable (not SIG_DFL / SIG_IGN). It may exit (submitit requeues and exits)."""

@@ -279,10 +279,13 @@ def _train(cfg: DictConfig, run_dir: Path, start: Start, console: Console, devic
 
             distributed.on_main(record)
             if signum and done < cfg.train.steps:
-                stop.chain(signum)  # submitit's handler requeues the job and exits
                 name = stop.received or f"{signal.Signals(signum).name} (on another rank)"
-                raise Preempted(f"{name} at step {done}/{cfg.train.steps}; checkpoint saved; "
-                                f"continue with `posx train --resume {run_dir}`")
+                message = f"{name} at step {done}/{cfg.train.steps}; checkpoint saved"
+                if stop.chains(signum):
+                    console.print(f"[yellow]stopped: {message}; passing {signal.Signals(signum).name} to the "
+                                  "handler posx found (a submitit job: requeue)[/]", highlight=False)
+                    stop.chain(signum)  # submitit's handler requeues the job and exits on rank 0
+                raise Preempted(f"{message}; continue with `posx train --resume {run_dir}`")
 
     def finish() -> None:
         write_metrics(run_dir, log.rows)
