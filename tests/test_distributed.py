@@ -1,6 +1,7 @@
 """Several ranks on the CPU (gloo): torchrun runs equal a single process with the same global
-batch (and one with gradient accumulation), rank 0 alone writes, a stop on one rank is agreed
-by all, and a stopped run resumes on another number of ranks with the same weights.
+batch (and one with gradient accumulation), rank 0 alone writes, a stop, a non-finite loss or
+a failed checkpoint on one rank stops every rank at the step boundary, and a stopped run
+resumes on another number of ranks with the same weights.
 
 The equality figures are printed (run with -s to see them); the README quotes them."""
 
@@ -23,6 +24,7 @@ from conftest import REPO, TINY, run_posx, stop_with_sigterm
 from posx.core import distributed
 from posx.core.errors import PosxError
 from posx.core.signals import StopSignals
+from posx.runs import checkpoint
 from posx.config.compose import compose
 from posx.train.loop import batch_layout
 
@@ -200,3 +202,76 @@ def test_a_sweep_under_torchrun_is_refused_in_one_line(tmp_path, tiny_args):
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "tasks_per_node" in lines[0] and "Traceback" not in proc.stderr
     assert not (tmp_path / "results").exists()
+
+
+# ---------------------------------------------------------------- slow: failures on one rank, in-process ranks
+
+
+def _failing_rank(rank: int, port: int, corpus: str, work: str, case: str) -> None:
+    """One of 2 gloo ranks training a tiny run in which one rank fails; writes what it raised."""
+    import posx.train.loop as loop
+    from posx.model.gpt import GPT
+    from posx.train.loop import Fresh, train
+
+    os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1",
+                      MASTER_PORT=str(port), OMP_NUM_THREADS="1")
+    torch.set_num_threads(1)
+    cfg = compose([*TINY, "data=text", f"data.path={corpus}", f"results_dir={work}/results",
+                   "train.steps=6", "train.checkpoint_every=1"])
+    if case == "nonfinite" and rank == 1:  # rank 1's 4th training forward returns NaN logits
+        forward, calls = GPT.forward, {"n": 0}
+
+        def poisoned(self, idx, offset=0):
+            logits = forward(self, idx, offset)
+            if self.training:
+                calls["n"] += 1
+                if calls["n"] == 4:
+                    return logits * float("nan")
+            return logits
+        GPT.forward = poisoned
+    if case == "diskfull" and rank == 0:  # rank 0's checkpoint at step 3 finds the disk full
+        save = checkpoint.save
+
+        def full(run_dir, step, *args, **kwargs):
+            if step == 3:
+                raise PosxError(f"disk full while writing the step-{step} checkpoint")
+            return save(run_dir, step, *args, **kwargs)
+        loop.checkpoint.save = full
+    run = Path(work) / case
+    outcome = "finished"
+    with distributed.session("cpu"):
+        try:
+            train(cfg, run, Fresh())
+        except PosxError as exc:
+            outcome = f"{type(exc).__name__}: {exc}"
+    (Path(work) / f"{case}.rank{rank}").write_text(outcome)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", ["nonfinite", "diskfull"])
+def test_a_failure_on_one_rank_stops_every_rank_at_the_step_boundary(tmp_path, text_corpus, case):
+    import torch.multiprocessing as mp
+
+    (tmp_path / case).mkdir()
+    mp.start_processes(_failing_rank, args=(_free_port(), str(text_corpus), str(tmp_path), case), nprocs=2,
+                       join=True, start_method="spawn")  # returns: no rank is left hanging
+    rank0, rank1 = ((tmp_path / f"{case}.rank{r}").read_text() for r in (0, 1))
+    run = tmp_path / case
+    assert not (run / "model.json").exists()
+    if case == "nonfinite":  # the mean loss over ranks is NaN at step 4: rank 0 reports it
+        assert rank0.startswith("PosxError: training loss is nan at step 4; the last good checkpoint (step 3)")
+        assert rank1.startswith("PeerFailed: training loss is nan at step 4")
+        assert checkpoint.latest_step(run) == 3
+    else:  # rank 0's checkpoint fails; rank 1 learns it at the same step boundary
+        assert rank0.startswith("PosxError: disk full while writing the step-3 checkpoint")
+        assert rank1.startswith("PeerFailed: rank 0 stopped with an error")
+        assert checkpoint.latest_step(run) == 2
+
