@@ -202,6 +202,10 @@ def test_a_sweep_under_torchrun_is_refused_in_one_line(tmp_path, tiny_args):
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "tasks_per_node" in lines[0] and "Traceback" not in proc.stderr
     assert not (tmp_path / "results").exists()
+    # evaluation writes a run's tables from one process: under torchrun it is refused too
+    proc = subprocess.run([sys.executable, "-m", "posx", "eval-extrapolate", "--latest"], cwd=tmp_path,
+                          env={**env(), **ranks}, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stderr.strip().count("\n") == 0 and "without torchrun" in proc.stderr
 
 
 # ---------------------------------------------------------------- slow: failures on one rank, in-process ranks

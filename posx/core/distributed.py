@@ -47,6 +47,13 @@ def env_world_size() -> int:
         return 1
 
 
+def single_process(command: str) -> None:
+    """Refuse a command that runs in one process when a launcher started several."""
+    if env_world_size() > 1:
+        raise PosxError(f"{command} runs in one process; run it without torchrun "
+                        f"(WORLD_SIZE={env_world_size()} is set)")
+
+
 def requested() -> bool:
     """Whether this process was started as one rank of several (the rank variables are set)."""
     return all(v in os.environ for v in RANK_VARS)
