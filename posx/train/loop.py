@@ -247,9 +247,9 @@ def _train(cfg: DictConfig, run_dir: Path, start: Start, console: Console, devic
                 torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.train.grad_clip)
             optimizer.step()
 
-            # The step boundary: every rank learns the mean loss and whether any rank was signalled.
+            # The step boundary: every rank learns the mean loss, then rank 0 logs (and
+            # validates), then all agree on a stop signal received by any rank meanwhile.
             train_loss = distributed.mean(local_loss.item())
-            signum = int(distributed.agree_max([stop.signum])[0])
             done = step + 1
             if not math.isfinite(train_loss):
                 if not main:
@@ -260,7 +260,7 @@ def _train(cfg: DictConfig, run_dir: Path, start: Start, console: Console, devic
                 raise PosxError(f"training loss is {train_loss} at step {done}; {kept}; "
                                 "lower train.lr or check the data")
 
-            def record() -> None:  # rank 0: validate, log, checkpoint
+            def record() -> None:  # rank 0: validate, log
                 now = time.perf_counter()
                 tok_s = tokens_per_step / max(now - log.t_last, 1e-9)
                 log.t_last = now
@@ -273,11 +273,15 @@ def _train(cfg: DictConfig, run_dir: Path, start: Start, console: Console, devic
                                  "tokens_per_s": tok_s})
                 progress.advance(
                     f"loss {train_loss:.3f} val {log.val_loss:.3f} lr {lr:.1e} {tok_s / 1e3:.1f}k tok/s")
-                if signum or done == cfg.train.steps or (every > 0 and done % every == 0):
-                    save_checkpoint(done)
-                    log.t_last = time.perf_counter()  # checkpoint time is not training throughput
+
+            def save() -> None:  # rank 0: checkpoint
+                save_checkpoint(done)
+                log.t_last = time.perf_counter()  # checkpoint time is not training throughput
 
             distributed.on_main(record)
+            signum = int(distributed.agree_max([stop.signum])[0])
+            if signum or done == cfg.train.steps or (every > 0 and done % every == 0):
+                distributed.on_main(save)
             if signum and done < cfg.train.steps:
                 name = stop.received or f"{signal.Signals(signum).name} (on another rank)"
                 message = f"{name} at step {done}/{cfg.train.steps}; checkpoint saved"
