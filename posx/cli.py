@@ -15,6 +15,7 @@ from rich.console import Console
 
 from posx import jobs
 from posx.config.compose import compose
+from posx.core import distributed
 from posx.data import store
 from posx.eval.run import evaluate_run
 from posx.hf.checkpoint import evaluate_hf_dir
@@ -45,6 +46,9 @@ TRAIN_EPILOG = """[bold]Examples[/]
   posx train -m pos=absolute,rope hydra/launcher=joblib   [dim]# jobs in parallel[/]
   posx train --cfg job                            [dim]# print the composed config[/]
   posx train --resume results/runs/<name>         [dim]# continue a stopped or killed run[/]
+  torchrun --standalone --nproc_per_node=8 -m posx train experiment=gpu_small   [dim]# one run, 8 GPUs[/]
+  posx train -m experiment=gpu_small hydra/launcher=submitit_slurm hydra.launcher.tasks_per_node=4 \\
+    hydra.launcher.gpus_per_node=4                [dim]# SLURM jobs of 4 GPUs each[/]
 """
 
 
@@ -147,6 +151,7 @@ def eval_extrapolate(
         overrides.insert(0, run)
         run = None
     with user_errors():
+        distributed.single_process("posx eval-extrapolate")
         cfg = compose(overrides)
         run_dir = resolve_run(run, cfg.results_dir, latest=latest)
         if (run_dir / "config.json").is_file() and not (run_dir / "model.json").is_file():
@@ -210,6 +215,7 @@ def report(
 ) -> None:
     """Summary tables (mean ± std over seeds) and plots from evaluated runs; loads no model."""
     with user_errors():
+        distributed.single_process("posx report")
         build_report(paths, out=out, results_dir=results_dir, factor=factor, console=Console())
 
 

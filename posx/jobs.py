@@ -5,11 +5,16 @@ continues a run in place. They share how a job finds its run directory (``job_ru
 and what happens when a job fails (``cleanup_on_failure``: a directory this job created
 that holds neither weights nor a checkpoint is removed; nothing else ever is).
 ``user_errors`` turns every user error into one line on stderr and an exit status.
+
+Each job runs inside ``distributed.session``: under torchrun (or a submitit job of several
+tasks) every rank runs the job, rank 0 alone chooses and creates the run directory and
+broadcasts it, and rank 0 alone evaluates after training while the others wait.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import time
 from dataclasses import dataclass
@@ -29,6 +34,7 @@ from posx.config.checks import check_train_config
 from posx.config.compose import compose, config_dir, register_configs
 from posx.config.resume import differences, resume_config, saved_config
 from posx.core import files
+from posx.core import distributed
 from posx.core.errors import Preempted, PosxError
 from posx.core.lock import LOCK_NAME, Busy
 from posx.eval.run import evaluate_run
@@ -78,6 +84,10 @@ def run_hydra(task: Callable[[DictConfig], None], config_name: str, args: list[s
         register_configs()
         parser = get_args_parser()
         parsed = parser.parse_args(args)
+        if parsed.multirun and distributed.env_world_size() > 1:
+            raise PosxError(f"-m cannot run under torchrun ({distributed.env_world_size()} ranks): run the sweep "
+                            "with hydra/launcher=submitit_slurm hydra.launcher.tasks_per_node=N instead "
+                            "(each sweep job then trains on N ranks)")
         modes = [flag for flag, on in (("-m/--multirun", parsed.multirun), ("--cfg", parsed.cfg),
                                        ("--info", parsed.info), ("--run", parsed.run),
                                        ("--shell-completion", parsed.shell_completion)) if on]
@@ -121,23 +131,27 @@ class JobDir:
     path: Path
     created: bool  # this job made it (so a failure may remove it)
     start: Start  # Resume when it holds a checkpoint of this very config
+    finished: bool = False  # a requeued sweep job whose training had finished: only evaluate
 
 
 def job_run_dir(cfg: DictConfig, name: str) -> JobDir:
     """Sweep jobs use Hydra's job directory and resume the checkpoint a killed or requeued job
-    left there (when it is of the same config); single runs get results/runs/<name>/, never
-    an existing one."""
+    left there, or only evaluate the run it finished (when it is of the same config); single
+    runs get results/runs/<name>/, never an existing one."""
     if HydraConfig.get().mode != RunMode.MULTIRUN:
         return JobDir(new_run_dir(cfg.results_dir, name), created=True, start=Fresh())
     run_dir = Path(HydraConfig.get().runtime.output_dir)
-    if is_run(run_dir):
+    if is_run(run_dir) and not os.environ.get("SUBMITIT_EXECUTOR"):
         raise PosxError(f"{run_dir} already holds a trained run; use a new hydra.sweep.dir")
-    if checkpoint.exists(run_dir):
+    if is_run(run_dir) or checkpoint.exists(run_dir):
         changed = differences(saved_config(run_dir), cfg)
         if changed:
-            raise PosxError(f"{run_dir} holds a checkpoint of another config (differs in {', '.join(changed[:5])}); "
+            held = "a trained run" if is_run(run_dir) else "a checkpoint"
+            raise PosxError(f"{run_dir} holds {held} of another config (differs in {', '.join(changed[:5])}); "
                             "use a new hydra.sweep.dir")
-        return JobDir(run_dir, created=False, start=Resume())
+        # A requeued job (preempted, timed out): resume its checkpoint, or (a submitit job
+        # stopped while it evaluated) only evaluate the run it finished.
+        return JobDir(run_dir, created=False, start=Resume(), finished=is_run(run_dir))
     # Hydra makes the job directory just before the job: empty means it is this job's. What an
     # earlier attempt of this very job left (its lock, its config) may stay; anything else is
     # not posx's to overwrite or delete.
@@ -160,7 +174,8 @@ def cleanup_on_failure(job: JobDir) -> Iterator[None]:
     except Busy:
         raise  # another process holds the directory: nothing in it is this job's to remove
     except BaseException:
-        if job.created and not is_run(job.path) and not checkpoint.exists(job.path):
+        if (job.created and distributed.is_main() and not is_run(job.path)
+                and not checkpoint.exists(job.path)):
             shutil.rmtree(job.path, ignore_errors=True)
         raise
 
@@ -174,31 +189,38 @@ def _after_train(run_dir: Path, cfg: DictConfig, console: Console) -> None:
         console.print(f"sweep table: {update_sweep_table(run_dir.parent)}")
 
 
+def _console() -> Console:
+    """Rank 0 prints; the other ranks are quiet."""
+    return Console(quiet=not distributed.is_main())
+
+
 def train_job(cfg: DictConfig) -> None:
     """One Hydra job of ``posx train``: check the config, train, evaluate when eval.after_train."""
-    console = Console()
-    with user_errors():
+    with user_errors(), distributed.session(cfg.device):
+        console = _console()
         check_train_config(cfg)
         default = f"{cfg.pos.name}-T{cfg.train.context_length}-s{cfg.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
-        job = job_run_dir(cfg, cfg.name or default)
-        with cleanup_on_failure(job):
-            train(cfg, job.path, job.start, console)
-        _after_train(job.path, cfg, console)
+        job = distributed.on_main(lambda: job_run_dir(cfg, cfg.name or default), share=True)
+        if not job.finished:
+            with cleanup_on_failure(job):
+                train(cfg, job.path, job.start, console)
+        distributed.on_main(lambda: _after_train(job.path, cfg, console))
 
 
 def extend_job(cfg: DictConfig) -> None:
     """One Hydra job of ``posx extend``: extend the parent, train, evaluate when eval.after_train."""
-    console = Console()
-    with user_errors():
+    with user_errors(), distributed.session(cfg.device):
+        console = _console()
         ext = extension.prepare(cfg, list(HydraConfig.get().overrides.task))
-        job = job_run_dir(ext.config, ext.name)
+        job = distributed.on_main(lambda: job_run_dir(ext.config, ext.name), share=True)
         T0, T1 = ext.parent.train_context, ext.config.train.context_length
         console.print(f"[bold]posx extend[/] {ext.parent_dir} -> {job.path}: {cfg.method} x{cfg.factor:g}, "
                       f"T {T0} -> {T1}, {cfg.extend.steps} steps", highlight=False)
         start = job.start if isinstance(job.start, Resume) else ext.start
-        with cleanup_on_failure(job):
-            train(ext.config, job.path, start, console)
-        _after_train(job.path, ext.config, console)
+        if not job.finished:
+            with cleanup_on_failure(job):
+                train(ext.config, job.path, start, console)
+        distributed.on_main(lambda: _after_train(job.path, ext.config, console))
 
 
 def resume(run: str, overrides: list[str]) -> None:
@@ -206,13 +228,14 @@ def resume(run: str, overrides: list[str]) -> None:
     composed = compose([o for o in overrides if not o.startswith("-")])
     run_dir = resolve_run(run, composed.results_dir)
     cfg = resume_config(run_dir, overrides, composed)
-    console = Console()
-    if is_run(run_dir) and read_meta(run_dir).step >= cfg.train.steps:
-        console.print(f"{run_dir} already finished ({cfg.train.steps} steps); nothing to resume "
-                      "(evaluate it with `posx eval-extrapolate`)")
-        return
-    if not checkpoint.exists(run_dir):
-        console.print(f"[yellow]{run_dir} has no checkpoint yet; training it from step 0[/]")
-    train(cfg, run_dir, Resume(), console)
-    if cfg.eval.after_train:
-        evaluate_run(run_dir, cfg, console)
+    with distributed.session(cfg.device):
+        console = _console()
+        if is_run(run_dir) and read_meta(run_dir).step >= cfg.train.steps:
+            console.print(f"{run_dir} already finished ({cfg.train.steps} steps); nothing to resume "
+                          "(evaluate it with `posx eval-extrapolate`)")
+            return
+        if not checkpoint.exists(run_dir):
+            console.print(f"[yellow]{run_dir} has no checkpoint yet; training it from step 0[/]")
+        train(cfg, run_dir, Resume(), console)
+        if cfg.eval.after_train:
+            distributed.on_main(lambda: evaluate_run(run_dir, cfg, console))

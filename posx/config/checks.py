@@ -98,6 +98,8 @@ def check_config(cfg: DictConfig | Config) -> None:
     _in_range(cfg.train.min_lr_ratio, 0.0, 1.0, "train.min_lr_ratio", closed_high=True)
     _in_range(cfg.train.beta1, 0.0, 1.0, "train.beta1")
     _in_range(cfg.train.beta2, 0.0, 1.0, "train.beta2")
+    if cfg.train.micro_batch_size is not None:
+        _positive(cfg.train.micro_batch_size, "train.micro_batch_size")
     if cfg.train.checkpoint_every < 0:
         raise PosxError(f"train.checkpoint_every={cfg.train.checkpoint_every} must be 0 (only at the end) or more")
     if cfg.name is not None and (not str(cfg.name).strip() or "/" in str(cfg.name) or str(cfg.name) in (".", "..")):

@@ -2,7 +2,8 @@
 
 A resumed run must be the run it started as, so ``posx train --resume RUN key=value ...``
 may only change keys that do not alter the sequence of weight updates (``SAFE``): where it
-runs, how often it checkpoints or validates, and the evaluation after training. Anything
+runs, how often it checkpoints or validates, the micro-batch (the global batch and its
+sequences stay the same, on any number of ranks), and the evaluation after training. Anything
 else (``train.steps`` included: the cosine schedule depends on it) is refused with a line
 naming the key; an override equal to the saved value is accepted as a no-op.
 
@@ -24,7 +25,7 @@ from posx.runs.rundir import CONFIG, lineage_of, read_config
 
 # Keys (and every key below them) a resumed run may change.
 SAFE = ("device", "results_dir", "data.cache_dir", "train.checkpoint_every", "train.eval_every",
-        "train.eval_batches", "train.compile", "train.tf32", "eval")
+        "train.eval_batches", "train.compile", "train.tf32", "train.micro_batch_size", "eval")
 _ABSENT = object()
 
 

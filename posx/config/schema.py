@@ -59,7 +59,8 @@ class DataConfig:
 class TrainConfig:
     context_length: int = 128  # T: the length the model trains at
     steps: int = 800  # optimizer steps
-    batch_size: int = 32  # sequences per step
+    batch_size: int = 32  # sequences per optimizer step, over all ranks together (the global batch)
+    micro_batch_size: Optional[int] = None  # sequences per forward pass on one rank; None: batch_size / ranks (no accumulation)
     lr: float = 3e-3  # peak learning rate (AdamW)
     min_lr_ratio: float = 0.1  # cosine decays to lr * min_lr_ratio
     warmup_steps: int = 50  # linear warmup steps

@@ -1,2 +1,3 @@
 """The leaf of posx: errors, atomic files, the one lock, device and autocast, stop signals,
-progress. Nothing here imports another posx package."""
+progress, and the process group of several ranks (distributed). Nothing here imports another
+posx package."""

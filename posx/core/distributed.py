@@ -1,0 +1,186 @@
+"""Several processes training one run (torch.distributed): setting the process group up and
+down, which rank this is, and how all ranks agree.
+
+Distributed mode turns on only when the rank variables are set: ``torchrun`` sets ``RANK``,
+``WORLD_SIZE`` and ``LOCAL_RANK``; inside a submitit job with several tasks (Hydra's
+``submitit_slurm`` launcher with ``tasks_per_node`` > 1) they are exported from the job's
+environment with ``submitit.helpers.TorchDistributedEnvironment``. Without them everything
+here is a no-op for a single process (rank 0 of 1) and nothing is initialised.
+
+Two process groups: the default one (nccl on CUDA, gloo on the CPU) carries DDP's gradient
+all-reduce; a gloo "control" group carries the small agreements on CPU values (losses, stop
+flags, failures, the run directory) with a long timeout, so ranks may wait for rank 0's
+evaluation. The pattern follows the public recipes of torchtitan (``init_distributed``) and
+nanochat (``compute_init`` / ``compute_cleanup``); the code is posx's own.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import os
+from typing import Callable, Iterator, TypeVar
+
+import torch
+import torch.distributed as dist
+
+from posx.core.device import pick_device
+from posx.core.errors import PosxError
+
+T = TypeVar("T")
+RANK_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK")
+# How long a rank waits for the others in the control group (rank 0 may be evaluating).
+CONTROL_TIMEOUT = datetime.timedelta(hours=12)
+
+_state: dict = {"control": None, "device": None}
+
+
+class PeerFailed(PosxError):
+    """Another rank failed (its own message says why); this rank stops too."""
+
+
+def env_world_size() -> int:
+    """WORLD_SIZE from the environment (1 when unset): what a launcher asked for."""
+    try:
+        return int(os.environ.get("WORLD_SIZE", "1"))
+    except ValueError:
+        return 1
+
+
+def single_process(command: str) -> None:
+    """Refuse a command that runs in one process when a launcher started several."""
+    if env_world_size() > 1:
+        raise PosxError(f"{command} runs in one process; run it without torchrun "
+                        f"(WORLD_SIZE={env_world_size()} is set)")
+
+
+def requested() -> bool:
+    """Whether this process was started as one rank of several (the rank variables are set)."""
+    return all(v in os.environ for v in RANK_VARS)
+
+
+def export_submitit_ranks() -> None:
+    """Inside a submitit job with several tasks, export RANK/WORLD_SIZE/LOCAL_RANK/MASTER_* from
+    the job environment (submitit.helpers.TorchDistributedEnvironment). A job of one task, or a
+    process that already has them (torchrun), is left alone."""
+    if requested() or not os.environ.get("SUBMITIT_EXECUTOR"):
+        return
+    # submitit is the optional `slurm` extra; it is only imported inside a submitit job.
+    import submitit.helpers
+
+    env = submitit.helpers.TorchDistributedEnvironment()
+    if env.world_size > 1:
+        # Each task picks cuda:LOCAL_RANK among the GPUs it sees (see _device), so
+        # CUDA_VISIBLE_DEVICES is left as SLURM set it.
+        env.export(set_cuda_visible_devices=False)
+
+
+def enabled() -> bool:
+    return dist.is_available() and dist.is_initialized()
+
+
+def rank() -> int:
+    return dist.get_rank() if enabled() else 0
+
+
+def world_size() -> int:
+    return dist.get_world_size() if enabled() else 1
+
+
+def is_main() -> bool:
+    return rank() == 0
+
+
+def _device(requested_device: str) -> torch.device:
+    device = pick_device(requested_device)
+    if device.type == "cuda":
+        local = int(os.environ["LOCAL_RANK"])
+        device = torch.device("cuda", local % torch.cuda.device_count())
+        torch.cuda.set_device(device)
+    return device
+
+
+def device(requested_device: str) -> torch.device:
+    """The device this process trains on: the session's (cuda:LOCAL_RANK under DDP on CUDA),
+    else ``pick_device(requested_device)``."""
+    return _state["device"] if enabled() else pick_device(requested_device)
+
+
+@contextlib.contextmanager
+def session(requested_device: str) -> Iterator[None]:
+    """Set up the process group when the rank variables are set (nccl on CUDA, gloo on the
+    CPU), tear it down on the way out; a plain single process otherwise."""
+    export_submitit_ranks()
+    if not requested() or enabled():
+        yield
+        return
+    dev = _device(requested_device)
+    backend = "nccl" if dev.type == "cuda" else "gloo"
+    try:
+        dist.init_process_group(backend, **({"device_id": dev} if dev.type == "cuda" else {}))
+    except (RuntimeError, ValueError) as exc:
+        message = " ".join(str(exc).split())[:300]
+        raise PosxError(f"cannot join the process group ({backend}, rank {os.environ.get('RANK')} of "
+                        f"{os.environ.get('WORLD_SIZE')}): {message}") from exc
+    _state["device"] = dev
+    _state["control"] = dist.new_group(backend="gloo", timeout=CONTROL_TIMEOUT) if backend != "gloo" else None
+    try:
+        yield
+    finally:
+        _state["control"], _state["device"] = None, None
+        dist.destroy_process_group()
+
+
+def _group():
+    return _state["control"]  # None: the default group (gloo already)
+
+
+def agree_max(values: list[float]) -> list[float]:
+    """Element-wise maximum over all ranks (flags, signal numbers)."""
+    if not enabled():
+        return list(values)
+    t = torch.tensor(values, dtype=torch.float64)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX, group=_group())
+    return t.tolist()
+
+
+def mean(value: float) -> float:
+    """The mean of ``value`` over all ranks (the logged loss)."""
+    if not enabled():
+        return value
+    t = torch.tensor([value], dtype=torch.float64)
+    dist.all_reduce(t, op=dist.ReduceOp.SUM, group=_group())
+    return t.item() / world_size()
+
+
+def any_rank(flag: bool) -> bool:
+    """True on every rank when ``flag`` is true on at least one."""
+    return agree_max([1.0 if flag else 0.0])[0] > 0
+
+
+def broadcast(obj: T) -> T:
+    """Rank 0's ``obj`` on every rank (pickled; small objects only)."""
+    if not enabled():
+        return obj
+    box = [obj if is_main() else None]
+    dist.broadcast_object_list(box, src=0, group=_group())
+    return box[0]
+
+
+def on_main(fn: Callable[[], T], share: bool = False) -> T | None:
+    """Run ``fn`` on rank 0 alone while the others wait; every rank learns whether it failed.
+
+    Rank 0 re-raises its own exception; the others raise ``PeerFailed``, so no rank is left
+    waiting in a collective. ``share``: return rank 0's result on every rank (else None there).
+    """
+    result, error = None, None
+    if is_main():
+        try:
+            result = fn()
+        except BaseException as exc:  # KeyboardInterrupt too: the others must not hang
+            error = exc
+    if any_rank(error is not None):
+        if error is not None:
+            raise error
+        raise PeerFailed("rank 0 stopped with an error (its message is above); this rank stops too")
+    return broadcast(result) if share else result

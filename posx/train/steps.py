@@ -1,0 +1,88 @@
+"""The pieces of a training step that hold no state of their own: the learning-rate schedule,
+the optimizer, how the global batch splits over ranks and micro-batches, the validation
+estimate, MFU, and metrics.csv."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+import torch
+from omegaconf import DictConfig
+
+from posx.core import files
+from posx.core.device import autocast
+from posx.core.errors import PosxError
+from posx.data import corpus as data_mod
+from posx.model.gpt import GPT
+
+COLUMNS = ["step", "train_loss", "val_loss", "lr", "tokens_per_s", "mfu"]  # metrics.csv
+
+
+def lr_at(step: int, cfg: DictConfig) -> float:
+    """Linear warmup to train.lr, then cosine decay to lr * min_lr_ratio at the last step."""
+    t = cfg.train
+    if step < t.warmup_steps:
+        return t.lr * (step + 1) / t.warmup_steps
+    span = max(1, t.steps - t.warmup_steps)
+    progress = min(1.0, (step - t.warmup_steps) / span)
+    floor = t.lr * t.min_lr_ratio
+    return floor + 0.5 * (t.lr - floor) * (1 + math.cos(math.pi * progress))
+
+
+def make_optimizer(model: GPT, cfg: DictConfig, device: torch.device) -> torch.optim.AdamW:
+    """AdamW; weight decay on matrices (linear layers, embeddings), none on norms."""
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    groups = [{"params": decay, "weight_decay": cfg.train.weight_decay},
+              {"params": no_decay, "weight_decay": 0.0}]
+    extra = {"fused": True} if device.type == "cuda" else {}
+    return torch.optim.AdamW(groups, lr=cfg.train.lr, betas=(cfg.train.beta1, cfg.train.beta2), **extra)
+
+
+def batch_layout(cfg: DictConfig, world: int) -> tuple[int, int]:
+    """(sequences per rank, sequences per micro-batch) of the global ``train.batch_size``."""
+    B = cfg.train.batch_size
+    if B % world:
+        raise PosxError(f"train.batch_size={B} (the global batch) is not divisible by the {world} ranks; "
+                        f"use a multiple of {world}")
+    local = B // world
+    micro = cfg.train.micro_batch_size or local
+    if micro > local or local % micro:
+        raise PosxError(f"train.micro_batch_size={micro} must divide the per-rank batch "
+                        f"(train.batch_size / ranks = {B} / {world} = {local})")
+    return local, micro
+
+
+@torch.no_grad()
+def estimate_val_loss(model, val, cfg: DictConfig, device: torch.device, chunk: int | None = None) -> float:
+    """Mean loss over the same eval_batches validation batches every time (fixed seed); each
+    batch in forward passes of ``chunk`` sequences (None: the whole batch at once)."""
+    model.eval()
+    gen = torch.Generator().manual_seed(cfg.seed + 1)
+    losses = []
+    B = cfg.train.batch_size
+    chunk = chunk or B
+    for _ in range(cfg.train.eval_batches):
+        x, y = data_mod.get_batch(val, B, cfg.train.context_length, gen)
+        parts = []
+        for i in range(0, B, chunk):
+            xc, yc = x[i:i + chunk].to(device), y[i:i + chunk].to(device)
+            with autocast(device):
+                logits = model(xc)
+            parts.append(torch.nn.functional.cross_entropy(logits.float().flatten(0, 1), yc.flatten()).item())
+        losses.append(parts[0] if len(parts) == 1 else sum(parts) / len(parts))
+    model.train()
+    return sum(losses) / len(losses)
+
+
+def mfu(tokens_per_s: float, flops_per_token: float, peak: float | None) -> float | None:
+    """Model FLOPs utilisation: achieved training FLOP/s over the peak; None without a peak."""
+    return None if peak is None else tokens_per_s * flops_per_token / peak
+
+
+def write_metrics(run_dir: Path, rows: list[dict]) -> None:
+    """metrics.csv with every row so far, replaced atomically."""
+    with files.atomic_path(run_dir / "metrics.csv") as tmp:
+        pd.DataFrame(rows, columns=COLUMNS).to_csv(tmp, index=False)
