@@ -77,9 +77,13 @@ def _current_length(length, original_context: int) -> int:
     return int(length)
 
 
+MAX_FACTOR = 1e6  # a context a million times the trained one: past any use, short of overflow
+MAX_BETA = 1e9  # rotations over the trained context; far past any published ramp (1 and 32)
+
+
 def _check_betas(beta_fast: float, beta_slow: float) -> None:
-    if not (0 < beta_slow < beta_fast):
-        raise PosxError(f"YaRN needs 0 < beta_slow < beta_fast, got beta_slow={beta_slow!r}, "
+    if not (_is_real(beta_fast) and _is_real(beta_slow) and 0 < beta_slow < beta_fast <= MAX_BETA):
+        raise PosxError(f"YaRN needs 0 < beta_slow < beta_fast <= {MAX_BETA:g}, got beta_slow={beta_slow!r}, "
                         f"beta_fast={beta_fast!r}; the published values are 1 and 32")
 
 
@@ -326,8 +330,8 @@ def check_params(method: str, factor: float = 1.0, **params) -> None:
         accepted = ", ".join(spec.params) or "none"
         raise PosxError(f"unknown parameter {unknown[0]!r} for RoPE method {method!r}; "
                         f"accepted: {accepted}")
-    if not _is_real(factor) or not (1 <= factor < math.inf):
-        raise PosxError(f"RoPE factor must be a finite number >= 1, got {factor!r}; "
+    if not _is_real(factor) or not (1 <= factor <= MAX_FACTOR):
+        raise PosxError(f"RoPE factor must be a finite number from 1 to {MAX_FACTOR:g}, got {factor!r}; "
                         "use eval_length / original_context, or 1 for no scaling")
     spec.check(**{**spec.params, **params})
 

@@ -10,6 +10,13 @@ checkpoint is being written), then sends SIGKILL. After each kill it loads the l
 checkpoint (weights, optimizer, RNG states) into a fresh model and reads config.yaml and
 metrics.csv. Then it runs `posx train --resume` again. Prints the counts and the largest
 weight difference. ``soak`` is also used, with a few kills, by tests/test_resume.py.
+
+    python scripts/kill_resume_soak.py --phases train,eval,report --kills 20 --other-kills 10
+
+The eval and report phases kill ``posx eval-extrapolate`` and ``posx report`` of the finished run
+at random moments: after each kill every table the run holds must parse whole (each is
+replaced atomically), and the report directory must be absent or complete (it is published by
+one rename); the next attempt with the same ``--out`` must work.
 """
 
 from __future__ import annotations
@@ -37,6 +44,9 @@ from posx.config.resume import saved_config  # noqa: E402
 from posx.runs.rundir import load_run  # noqa: E402
 from posx.train.loop import gpt_config, make_optimizer  # noqa: E402
 from posx.model.gpt import GPT  # noqa: E402
+from posx.eval.tables import TABLE_COLUMNS, read_table  # noqa: E402
+
+REPORT_FILES = {"summary.csv", "summary.md", "missing.csv"}
 
 TINY = ["model.n_layer=2", "model.n_head=2", "model.d_model=32", "model.dropout=0.1",
         "train.context_length=32", "train.batch_size=4", "train.eval_every=5", "train.eval_batches=1",
@@ -113,6 +123,43 @@ def soak(work: Path, corpus: Path, kills: int, steps: int, seed: int = 0, max_de
             "metrics_complete": steps_logged == list(range(1, steps + 1))}
 
 
+def kill_other(work: Path, run_dir: Path, phase: str, kills: int, seed: int = 0, log=print) -> dict:
+    """Kill ``posx eval-extrapolate`` (phase eval) or ``posx report`` (phase report) of a finished
+    run ``kills`` times at random moments; returns counts of kills and of partial outputs."""
+    rng = random.Random(seed)
+    counts = {f"{phase}_kills": 0, f"{phase}_partial": 0, f"{phase}_finished_before_kill": 0}
+    for i in range(kills):
+        out = work / f"report-{i}"
+        args = (["eval-extrapolate", str(run_dir), "device=cpu", "eval.tokens=512", "eval.batch_tokens=512"]
+                if phase == "eval" else ["report", str(run_dir), "--out", str(out)])
+        proc = _posx(args, work)
+        time.sleep(rng.uniform(0.5, 8.0))
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGKILL)
+            counts[f"{phase}_kills"] += 1
+        else:
+            counts[f"{phase}_finished_before_kill"] += 1
+        proc.communicate()
+        if phase == "eval":
+            for name in TABLE_COLUMNS:
+                if (run_dir / name).exists():
+                    try:
+                        read_table(run_dir / name)
+                    except Exception as exc:  # noqa: BLE001 - any failure to read is a partial table
+                        counts["eval_partial"] += 1
+                        log(f"{phase} kill {i}: {name} does not read back: {exc}")
+        elif out.exists() and not REPORT_FILES <= {p.name for p in out.iterdir()}:
+            counts["report_partial"] += 1
+            log(f"report kill {i}: {out} is partial")
+        elif not out.exists():
+            again = _posx(["report", str(run_dir), "--out", str(out)], work)
+            _, err = again.communicate()
+            if again.returncode != 0:
+                raise RuntimeError(f"the report after a kill failed: {err}")
+    log(f"{phase}: {counts}")
+    return counts
+
+
 def _corpus(root: Path) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     for i in range(40):
@@ -127,11 +174,19 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--max-delay", type=float, default=0.4)
+    parser.add_argument("--phases", default="train", help="comma-separated: train, eval, report")
+    parser.add_argument("--other-kills", type=int, default=10, help="kills in each of the eval and report phases")
     opts = parser.parse_args()
+    phases = [p.strip() for p in opts.phases.split(",") if p.strip()]
     work = Path(tempfile.mkdtemp(prefix="posx-soak-"))
     try:
         start = time.perf_counter()
-        result = soak(work, _corpus(work / "corpus"), opts.kills, opts.steps, opts.seed, opts.max_delay)
+        result = soak(work, _corpus(work / "corpus"), opts.kills if "train" in phases else 0, opts.steps,
+                      opts.seed, opts.max_delay)
+        run_dir = work / "results" / "runs" / "killed"
+        for phase in ("eval", "report"):
+            if phase in phases:
+                result.update(kill_other(work, run_dir, phase, opts.other_kills, opts.seed))
         result["seconds"] = round(time.perf_counter() - start, 1)
         for key, value in result.items():
             print(f"{key:>22}: {value}")

@@ -21,10 +21,15 @@ from posx.data.sources import SOURCES
 from posx.eval.passkey import VARIANTS
 from posx.eval.scoring import PROTOCOLS
 from posx.model.attention import ATTENTION
+from posx.data.corpus import VOCAB_SIZE
 from posx.model.blocks import BLOCKS
+from posx.model.config import GPTConfig
 from posx.model.encodings import BEYOND, ENCODINGS
 from posx.model.rescale import check_methods, check_params
 from posx.rope import METHODS
+
+
+MAX_EVAL_FACTOR = 4096
 
 
 def _positive(value: Any, key: str) -> None:
@@ -109,8 +114,9 @@ def check_config(cfg: DictConfig | Config) -> None:
     if not cfg.eval.factors:
         raise PosxError("eval.factors is empty; give at least one factor, e.g. eval.factors=[1,2,4,8]")
     for factor in cfg.eval.factors:
-        if factor < 1:
-            raise PosxError(f"eval.factors has {factor}; every factor must be at least 1")
+        if not 1 <= factor <= MAX_EVAL_FACTOR:
+            raise PosxError(f"eval.factors has {factor}; every factor must be at least 1 (and at most "
+                            f"{MAX_EVAL_FACTOR}: the evaluation allocates factor x T positions)")
     if not cfg.eval.methods:
         raise PosxError("eval.methods is empty; give at least one, e.g. eval.methods=[none,pi]")
     for method in cfg.eval.methods:
@@ -127,6 +133,8 @@ def check_config(cfg: DictConfig | Config) -> None:
     check_params(cfg.eval, METHODS)  # every method's, as before: a bad value is wrong even if unused
     _check_scoring(cfg.eval)
     _check_data(cfg)
+    # the same bounds as a model.json read back: sizes posx can allocate
+    GPTConfig.from_run_config(cfg, VOCAB_SIZE).validate("the model config (model.*, pos.*, train.context_length)")
 
 
 def _check_data(cfg) -> None:

@@ -57,7 +57,8 @@ class GPTConfig:
         config.validate()
         return config
 
-    def validate(self) -> None:
+    def validate(self, where: str = "model metadata") -> None:
+        """Every field of its type and within bounds (``where`` names the source in messages)."""
         for f in fields(self):
             value, kind = getattr(self, f.name), f.type
             if kind == "bool":
@@ -70,16 +71,16 @@ class GPTConfig:
                 ok = isinstance(value, str)
             if not ok:
                 limit = f" from 1 to {_MAX_INT.get(f.name, 1 << 24)}" if kind == "int" else ""
-                raise PosxError(f"model metadata: {f.name}={value!r} is not a valid {kind}{limit}")
+                raise PosxError(f"{where}: {f.name}={value!r} is not a valid {kind}{limit}")
         if not 0 <= self.dropout < 1 or self.rope_base <= 1 or self.d_model % self.n_head:
-            raise PosxError(f"model metadata is inconsistent (dropout={self.dropout}, rope_base={self.rope_base}, "
+            raise PosxError(f"{where} is inconsistent (dropout={self.dropout}, rope_base={self.rope_base}, "
                             f"d_model={self.d_model} over n_head={self.n_head})")
         if self.pos not in ENCODINGS:
-            raise PosxError(f"model metadata: pos={self.pos!r} is not one of {', '.join(ENCODINGS)}")
+            raise PosxError(f"{where}: pos={self.pos!r} is not one of {', '.join(ENCODINGS)}")
         if self.attention not in ATTENTION:
-            raise PosxError(f"model metadata: attention={self.attention!r} is not one of {', '.join(ATTENTION)}")
+            raise PosxError(f"{where}: attention={self.attention!r} is not one of {', '.join(ATTENTION)}")
         if self.block not in BLOCKS:
-            raise PosxError(f"model metadata: block={self.block!r} is not one of {', '.join(BLOCKS)}")
+            raise PosxError(f"{where}: block={self.block!r} is not one of {', '.join(BLOCKS)}")
 
     @classmethod
     def from_run_config(cls, cfg, vocab_size: int) -> "GPTConfig":

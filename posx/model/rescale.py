@@ -143,7 +143,7 @@ class RopeRecord:
                        original_context=None if original is None else int(original),
                        inv_freq=None if inv_freq is None else [float(v) for v in inv_freq],
                        attention_factor=None if attention is None else float(attention))
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
             raise PosxError(f"the rope record in {where} is malformed ({data!r}); re-run the extension") from exc
 
     def frequencies(self, head_dim: int, base: float, train_context: int, where: str) -> tuple[torch.Tensor, float]:

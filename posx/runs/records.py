@@ -41,7 +41,7 @@ class Lineage:
             return cls(parent=str(data["parent"]), parent_path=str(data.get("parent_path", "")),
                        method=str(data["method"]), factor=float(data["factor"]), steps=int(data.get("steps", 0)),
                        train_context=int(data["train_context"]), parent_step=int(data.get("parent_step", 0)))
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
             raise PosxError(f"the extended_from record in {where} is malformed ({exc}); re-run the extension") from exc
 
 
@@ -84,7 +84,7 @@ class RunMeta:
                        rope=RopeRecord.from_dict(d.get("rope"), str(where)),
                        extended_from=Lineage.from_dict(d.get("extended_from"), str(where)),
                        weights_sha256=d.get("weights_sha256"))
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, OverflowError) as exc:
             raise PosxError(f"{where} is incomplete or corrupt ({exc}); re-train the run") from exc
 
     @property
@@ -125,5 +125,5 @@ class TrainExtras:
                        rope=RopeRecord.from_dict(d.get("rope"), where),
                        extended_from=Lineage.from_dict(d.get("extended_from"), where),
                        tokenizer_sha256=d.get("tokenizer_sha256"))
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError, OverflowError) as exc:
             raise PosxError(f"checkpoint {where} is incomplete or corrupt ({exc}); start a new run") from exc
