@@ -8,6 +8,7 @@ passkey retrieval per (method, length, variant, depth range). An evaluation is a
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,14 +19,18 @@ from posx.core import files
 
 COLUMNS = ["run", "pos", "train_context", "eval_context", "factor", "method", "scale",
            "attention_factor", "nll", "ppl", "tokens", "status", "protocol", "stride", "reference_context",
-           "stage", "absolute_beyond"]
+           "stage", "absolute_beyond", "nll_se", "ppl_lo", "ppl_hi", "windows", "eval_id"]
+# nll_se: standard error of the mean NLL over the scored windows; ppl_lo/ppl_hi: the 95% interval
+# exp(nll -/+ q nll_se), q Student's t (posx.eval.scoring.interval); eval_id: the identity of the evaluation
+# settings (posx.eval.store), the name of the eval/<eval_id>/ folder that keeps this table.
 POSITION_COLUMNS = ["run", "pos", "train_context", "eval_context", "factor", "method", "protocol",
-                    "bucket_start", "bucket_end", "tokens", "nll"]
+                    "bucket_start", "bucket_end", "tokens", "nll", "stage"]
 PASSKEY_COLUMNS = ["run", "pos", "train_context", "eval_context", "factor", "method", "variant",
                    "depth_lo", "depth_hi", "trials", "accuracy", "key_nll", "status"]
 DEFAULT_PROTOCOL = "nonoverlapping"  # eval.protocol's default, and that of tables written before it existed
 # Columns added to extrapolation.csv after its first version, with the value an older table implies.
-ADDED_COLUMNS = {"protocol": DEFAULT_PROTOCOL, "stage": "zero-shot", "absolute_beyond": "none"}
+ADDED_COLUMNS = {"protocol": DEFAULT_PROTOCOL, "stage": "zero-shot", "absolute_beyond": "none",
+                 "nll_se": math.nan, "ppl_lo": math.nan, "ppl_hi": math.nan, "windows": math.nan, "eval_id": ""}
 
 
 @dataclass
@@ -84,9 +89,15 @@ def rich_table(df: pd.DataFrame, title: str) -> Table:
         cells = []
         for f in factors:
             r = df[(df["method"] == method) & (df["factor"] == f)].iloc[0]
-            cells.append(f"{r['ppl']:.3f}" if r["status"] == "ok" else f"[dim]{r['status']}[/]")
+            cells.append(f"{r['ppl']:.3f}{_half_width(r)}" if r["status"] == "ok" else f"[dim]{r['status']}[/]")
         table.add_row(method, *cells)
     return table
+
+
+def _half_width(row) -> str:
+    """`` ±h``: half the width of the row's 95% interval (empty when it has none)."""
+    lo, hi = row.get("ppl_lo", math.nan), row.get("ppl_hi", math.nan)
+    return f" [dim]±{(hi - lo) / 2:.3f}[/]" if lo == lo and hi == hi else ""
 
 
 def passkey_table(pk: pd.DataFrame, title: str) -> Table:
