@@ -15,6 +15,7 @@ from rich.console import Console
 
 from posx import jobs
 from posx.config.compose import compose
+from posx.config.evalsettings import eval_config
 from posx.eval.run import evaluate_run
 from posx.jobs import user_errors
 from posx.report import frequencies as freqplot
@@ -110,8 +111,13 @@ EVAL_EPILOG = """[bold]Examples[/]
 
   posx eval-extrapolate --latest                          [dim]# the most recent run[/]
   posx eval-extrapolate results/runs/rope-T128-s0-...     [dim]# a run by path (or by name)[/]
-  posx eval-extrapolate --latest eval.methods=[none,yarn] eval.factors=[1,4]
+  posx eval-extrapolate --latest eval.methods=\\[none,yarn] eval.factors=\\[1,4]
   posx eval-extrapolate --latest eval.tokens=65536 device=cpu
+  posx eval-extrapolate --latest --force                  [dim]# evaluate again with the same settings[/]
+
+Settings start from the run's own (its last evaluation, else the config it trained with);
+overrides apply on top. Each evaluation is kept under RUN/eval/<id>/, the current one also at
+RUN's top level; the same settings again show the stored tables unless --force.
 """
 
 
@@ -120,6 +126,10 @@ def eval_extrapolate(
     run: Optional[str] = typer.Argument(None, help="Run directory, or a run name under results/runs."),
     overrides: Optional[List[str]] = typer.Argument(None, help="Overrides of eval.*, device, results_dir."),
     latest: bool = typer.Option(False, "--latest", help="Evaluate the most recently trained run."),
+    force: bool = typer.Option(False, "--force", help="Evaluate again even when the run already holds an "
+                               "evaluation with these settings."),
+    defaults: bool = typer.Option(False, "--defaults", help="Start from the default evaluation settings "
+                                  "instead of the run's own."),
 ) -> None:
     """Perplexity at 1x, 2x, 4x, 8x the training length, for each RoPE rescaling method."""
     overrides = list(overrides or [])
@@ -129,7 +139,12 @@ def eval_extrapolate(
     with user_errors():
         cfg = compose(overrides)
         run_dir = resolve_run(run, cfg.results_dir, latest=latest)
-        evaluate_run(run_dir, cfg, Console())
+        console = Console()
+        if not defaults:
+            cfg, source = eval_config(run_dir, cfg, overrides)
+            console.print(f"evaluation settings: from {source}" + (", with the overrides on top" if overrides else ""),
+                          highlight=False)
+        evaluate_run(run_dir, cfg, console, force=force)
 
 
 FREQ_EPILOG = """[bold]Examples[/]

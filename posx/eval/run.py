@@ -1,6 +1,7 @@
 """Evaluating a run directory: load what it needs, evaluate it, write and show the tables.
 
-Each step is its own function; ``evaluate_run`` is just the four in a row, as
+Each step is its own function; ``evaluate_run`` is just the four in a row (or, when the run
+already holds an evaluation with the same settings, the stored one shown again), as
 ``posx eval-extrapolate`` and ``posx train eval.after_train=true`` use them.
 """
 
@@ -17,10 +18,11 @@ from posx.core.device import pick_device
 from posx.data.corpus import load_corpus
 from posx.eval.extended import evaluate_extended
 from posx.eval.extrapolate import evaluate
-from posx.eval.tables import Evaluation, passkey_table, rich_table, write_tables
+from posx.eval import store
+from posx.eval.tables import Evaluation, passkey_table, rich_table
 from posx.model.gpt import GPT
 from posx.runs.records import RunMeta
-from posx.runs.rundir import load_run
+from posx.runs.rundir import load_run, read_meta
 
 
 @dataclass
@@ -57,19 +59,34 @@ def evaluate_loaded(run: Loaded, cfg: DictConfig, console: Console) -> Evaluatio
     return evaluate(run.model, meta, run.val, cfg.eval, run.device, run.run_dir.name, console, long_tables=True)
 
 
-def show(result: Evaluation, run_dir: Path, written: list[Path], console: Console) -> None:
+def show(result: Evaluation, run_dir: Path, written: list[Path], console: Console, verb: str = "wrote") -> None:
     df = result.table
     reference = int(df["reference_context"].iloc[0])  # T that the factors multiply
-    console.print(rich_table(df, f"perplexity, {run_dir.name} (T={reference}, {df['protocol'].iloc[0]})"))
+    eid = f", eval {df['eval_id'].iloc[0]}" if df["eval_id"].iloc[0] else ""
+    console.print(rich_table(df, f"perplexity ± half the 95% interval over windows, {run_dir.name} "
+                                 f"(T={reference}, {df['protocol'].iloc[0]}{eid})"))
     if result.passkey:
         console.print(passkey_table(result.passkey_frame, f"passkey accuracy, {run_dir.name}"))
-    console.print("wrote " + ", ".join(str(p) for p in written))
+    console.print(f"{verb} " + ", ".join(str(p) for p in written))
 
 
-def evaluate_run(run_dir: Path, cfg: DictConfig, console: Console | None = None) -> Evaluation:
-    """Load a run, evaluate it with ``cfg.eval`` on ``cfg.device``, write and show its tables."""
+def evaluate_run(run_dir: Path, cfg: DictConfig, console: Console | None = None, force: bool = False) -> Evaluation:
+    """Load a run, evaluate it with ``cfg.eval`` on ``cfg.device``, keep and show its tables.
+    An evaluation with the same settings already stored is shown again, not recomputed,
+    unless ``force``."""
     console = console or Console()
-    run = load(Path(run_dir), cfg, console)
+    run_dir = Path(run_dir)
+    settings = store.settings_of(cfg.eval)
+    eid = store.eval_id(settings)
+    folder = None if force else store.stored(run_dir, eid, read_meta(run_dir).weights_sha256)
+    if folder is not None:
+        console.print(f"{run_dir} was already evaluated with these settings ({folder}); nothing computed "
+                      "(pass --force to evaluate again)", highlight=False)
+        result = store.load(folder)
+        show(result, run_dir, store.make_current(run_dir, folder), console, verb="current again:")
+        return result
+    run = load(run_dir, cfg, console)
     result = evaluate_loaded(run, cfg, console)
-    show(result, run.run_dir, write_tables(result, run.run_dir), console)
+    written = store.save(result, run_dir, settings, str(run.device), run.meta.weights_sha256)
+    show(result, run.run_dir, written, console)
     return result
