@@ -2,9 +2,11 @@
 backend switch, no display needed).
 
 * ``ppl_vs_length.png``: perplexity (log scale) by evaluation length in multiples of T, one line
-  per encoding x method (x protocol when several), mean over seeds with ± std bars.
+  per group x encoding x method (x protocol when several; groups: ``posx.report.groups``), the
+  mean over seeds with a band: ± std over seeds, or the 95% interval over windows for one seed.
+  Lengths a line could not score (out of range, non-finite) are marked with an x on the axis.
 * ``positions.png``: mean NLL by position in the window (in multiples of T) at one factor,
-  one panel per encoding, one line per method.
+  one panel per group x encoding (x parent), one line per method.
 * ``passkey.png``: passkey exact-match accuracy and key NLL by evaluation length, one column
   per variant.
 
@@ -28,10 +30,20 @@ STYLES = ["-", "--", ":", "-."]
 MARKERS = ["o", "s", "^", "D", "v", "P"]
 
 
+METHOD_ORDER = ["none", "pi", "ntk", "yarn", "abf", "dynamic_ntk", "dynamic_yarn", "ntk_by_parts", "llama3",
+                "longrope", "interpolate"]
+
+
+def _order(name: str) -> tuple:
+    """Legend order: none, pi, ntk, yarn, abf, ... (a stage suffix sorts after its method)."""
+    base = name.split(" ")[0]
+    return (METHOD_ORDER.index(base) if base in METHOD_ORDER else len(METHOD_ORDER), name)
+
+
 def _colors(names) -> dict:
-    """One colour per method, the same in every plot of a report (sorted names)."""
-    cmap = colormaps["tab10"]
-    return {name: cmap(i % 10) for i, name in enumerate(sorted(set(names)))}
+    """One colour per name (encoding x method), the same in every plot of a report."""
+    cmap = colormaps["tab20"] if len(set(names)) > 10 else colormaps["tab10"]
+    return {name: cmap(i % cmap.N) for i, name in enumerate(sorted(set(names), key=_order))}
 
 
 def _log_ticks(ax, lo: float, hi: float) -> None:
@@ -67,45 +79,78 @@ def _save(fig, path: Path) -> Path:
     return path
 
 
+def _line_label(enc: str, method: str, group: str, parent: str, extras: bool) -> str:
+    label = f"{enc} · {method}"
+    if parent:
+        label += f" · from {parent}"
+    return label + (f" · {group}" if extras and group not in ("", "-") else "")
+
+
 def plot_ppl(summary: pd.DataFrame, path: Path) -> Path | None:
     data = summary[summary["n_seeds"] > 0]
     if data.empty:
         return None
     several = data["protocol"].nunique() > 1
-    colors = _colors(data["method"])
-    encodings = list(dict.fromkeys(data["encoding"]))
-    fig = Figure(figsize=(9, 5.5))
+    groups = list(dict.fromkeys(zip(data["group"], data["parent"])))
+    data = data.assign(line=[f"{e} · {m}" for e, m in zip(data["encoding"], data["method"])])
+    colors = _colors(data["line"])
+    fig = Figure(figsize=(10, 5.5))
     ax = fig.subplots()
-    for (enc, method, protocol), g in data.groupby(["encoding", "method", "protocol"], sort=False):
-        g = g.sort_values("factor")
-        i = encodings.index(enc)
-        label = f"{enc} · {method}" + (f" · {protocol}" if several else "")
-        ax.errorbar(g["factor"], g["ppl_mean"], yerr=g["ppl_std"].fillna(0), label=label,
-                    color=colors[method], linestyle=STYLES[i % 4], marker=MARKERS[i % 6], capsize=3)
+    keys = ["group", "parent", "encoding", "method", "protocol"]
+    order = sorted(data.groupby(keys, sort=False).groups, key=lambda k: (groups.index(k[:2]), k[2], _order(k[3])))
+    hi_all = float(data["ppl_hi"].max(skipna=True)) if data["ppl_hi"].notna().any() else float(data["ppl_mean"].max())
+    for key in order:
+        group, parent, enc, method, protocol = key
+        g = data[(data[keys] == pd.Series(key, index=keys)).all(axis=1)].sort_values("factor")
+        i = groups.index((group, parent))
+        label = _line_label(enc, method, group, parent, len(groups) > 1) + (f" · {protocol}" if several else "")
+        color = colors[f"{enc} · {method}"]
+        ax.plot(g["factor"], g["ppl_mean"], label=label, color=color, linestyle=STYLES[i % 4],
+                marker=MARKERS[i % 6])
+        band = g[g["ppl_lo"].notna() & g["ppl_hi"].notna()]
+        if not band.empty:
+            ax.fill_between(band["factor"], band["ppl_lo"], band["ppl_hi"], color=color, alpha=0.15, linewidth=0)
+        gone = summary[(summary[keys] == pd.Series(key, index=keys)).all(axis=1) & (summary["n_seeds"] == 0)]
+        if not gone.empty:  # not scored there: marked at the top, not dropped
+            ax.plot(gone["factor"], [hi_all] * len(gone), linestyle="none", marker="x", color=color, markersize=9)
+    if (summary["n_seeds"] == 0).any():
+        ax.plot([], [], linestyle="none", marker="x", color="gray", label="not scored (out of range, non-finite)")
     ax.set_yscale("log")
-    std = data["ppl_std"].fillna(0)
-    _log_ticks(ax, float((data["ppl_mean"] - std).min()), float((data["ppl_mean"] + std).max()))
+    lo = data["ppl_lo"].where(data["ppl_lo"].notna(), data["ppl_mean"])
+    _log_ticks(ax, float(lo.min()), hi_all)
     _factor_axis(ax, sorted(summary["factor"].unique()))
     ax.set_xlabel("evaluation length (multiples of the training length T)")
     ax.set_ylabel("perplexity (log scale)")
-    ax.set_title("Perplexity vs evaluation length (mean ± std over seeds)")
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=9)
+    seeds = int(data["n_seeds"].max())
+    band = "band: ± std over seeds" if seeds > 1 else "band: 95% interval over windows"
+    if seeds > 1 and (data["n_seeds"] == 1).any():
+        band += " (one-seed lines: 95% interval over windows)"
+    ax.set_title(f"Perplexity vs evaluation length ({'mean over seeds, ' if seeds > 1 else ''}{band})")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
     return _save(fig, path)
 
 
+PANEL = ["group", "parent", "encoding"]
+
+
 def position_curves(positions: pd.DataFrame, factor: float | None) -> tuple[pd.DataFrame, dict]:
-    """Mean NLL per (encoding, method, position/T) over runs, at ``factor`` for each encoding
-    (default: the largest factor that encoding has); returns the curves and the factor used."""
+    """Mean NLL per (group, parent, encoding, method, position/T) over runs, at ``factor`` for
+    each panel (group x parent x encoding; default: the largest factor it has); returns the
+    curves and the factor used per panel."""
     if positions.empty:
         return positions, {}
     df = positions.assign(x=(positions["bucket_start"] + positions["bucket_end"]) / 2 / positions["train_context"])
+    for column in PANEL:
+        if column not in df:
+            df[column] = ""
+    df[PANEL] = df[PANEL].fillna("")
     chosen = {}
-    for enc, g in df.groupby("encoding", sort=False):
+    for panel, g in df.groupby(PANEL, sort=False):
         have = sorted(g["factor"].unique())
         fits = [f for f in have if factor is None or f <= factor]
-        chosen[enc] = fits[-1] if fits else have[0]
-    keep = df[[chosen[e] == f for e, f in zip(df["encoding"], df["factor"])]]
-    curves = keep.groupby(["encoding", "method", "x"], sort=False)["nll"].mean().reset_index()
+        chosen[panel] = fits[-1] if fits else have[0]
+    keep = df[[chosen[tuple(p)] == f for p, f in zip(df[PANEL].itertuples(index=False), df["factor"])]]
+    curves = keep.groupby([*PANEL, "method", "x"], sort=False)["nll"].mean().reset_index()
     return curves, chosen
 
 
@@ -113,21 +158,25 @@ def plot_positions(positions: pd.DataFrame, path: Path, factor: float | None) ->
     curves, chosen = position_curves(positions, factor)
     if curves.empty:
         return None
-    encodings = list(chosen)
+    panels = list(chosen)
     colors = _colors(curves["method"])
-    fig = Figure(figsize=(5.5 * len(encodings) + 1.5, 4.5))
-    axes = fig.subplots(1, len(encodings), squeeze=False)
-    for ax, enc in zip(axes[0], encodings):
-        for method, g in curves[curves["encoding"] == enc].groupby("method", sort=False):
-            g = g.sort_values("x")
+    fig = Figure(figsize=(5.5 * len(panels) + 1.5, 4.5))
+    axes = fig.subplots(1, len(panels), squeeze=False)
+    several = len({p[:2] for p in panels}) > 1
+    for ax, panel in zip(axes[0], panels):
+        mine = curves[(curves[PANEL] == pd.Series(panel, index=PANEL)).all(axis=1)]
+        for method in sorted(mine["method"].unique(), key=_order):
+            g = mine[mine["method"] == method].sort_values("x")
             ax.plot(g["x"], g["nll"], label=method, color=colors[method], marker=".", linewidth=1.5)
         ax.axvline(1.0, color="gray", linestyle="--", linewidth=1, label="training length T")
-        ax.set_title(f"{enc}: evaluated at {chosen[enc]:g}x T")
+        group, parent, enc = panel
+        where = (f" from {parent}" if parent else "") + (f"\n{group}" if several and group not in ("", "-") else "")
+        ax.set_title(f"{enc}{where}: at {chosen[panel]:g}x T", fontsize=10)
         ax.set_xlabel("position in the window (multiples of T)")
         ax.set_ylabel("mean NLL (nats per token)")
         ax.grid(True, alpha=0.3)
     _figure_legend(fig, axes[0])
-    fig.suptitle("Loss by token position (mean over seeds)")
+    fig.suptitle("Loss by token position (mean over the seeds of each group)")
     fig.tight_layout()
     return _save(fig, path)
 
@@ -138,18 +187,20 @@ def plot_passkey(pk_summary: pd.DataFrame, path: Path) -> Path | None:
         return None
     data = pk_summary[pk_summary["n_seeds"] > 0]
     variants = list(dict.fromkeys(data["variant"]))
-    encodings = list(dict.fromkeys(data["encoding"]))
-    colors = _colors(data["method"])
+    groups = list(dict.fromkeys(data["group"]))
+    data = data.assign(line=[f"{e} · {m}" for e, m in zip(data["encoding"], data["method"])])
+    colors = _colors(data["line"])
     factors = sorted(pk_summary["factor"].unique())
     fig = Figure(figsize=(5.5 * len(variants) + 2, 8))
     axes = fig.subplots(2, len(variants), squeeze=False)
     for col, variant in enumerate(variants):
         top, bottom = axes[0][col], axes[1][col]
-        for (enc, method), g in data[data["variant"] == variant].groupby(["encoding", "method"], sort=False):
+        for (group, enc, method), g in data[data["variant"] == variant].groupby(["group", "encoding", "method"],
+                                                                                 sort=False):
             g = g.sort_values("factor")
-            i = encodings.index(enc)
-            style = dict(label=f"{enc} · {method}", color=colors[method], linestyle=STYLES[i % 4],
-                         marker=MARKERS[i % 6])
+            i = groups.index(group)
+            style = dict(label=_line_label(enc, method, group, "", len(groups) > 1), color=colors[f"{enc} · {method}"],
+                         linestyle=STYLES[i % 4], marker=MARKERS[i % 6])
             top.errorbar(g["factor"], g["accuracy_mean"], yerr=g["accuracy_std"].fillna(0), capsize=3, **style)
             bottom.plot(g["factor"], g["key_nll_mean"], **style)
         for ax in (top, bottom):
@@ -162,7 +213,8 @@ def plot_passkey(pk_summary: pd.DataFrame, path: Path) -> Path | None:
         bottom.set_title(f"passkey, {variant} variant: key NLL")
         bottom.set_ylabel("mean NLL of the key digits (nats)")
     _figure_legend(fig, [*axes[0], *axes[1]])
-    fig.suptitle("Passkey retrieval by evaluation length (mean ± std over seeds)")
+    spread = " (mean ± std over seeds)" if data["n_seeds"].max() > 1 else " (one seed)"
+    fig.suptitle(f"Passkey retrieval by evaluation length{spread}")
     fig.tight_layout()
     return _save(fig, path)
 
