@@ -13,11 +13,14 @@ from typing import List, Optional
 import typer
 from rich.console import Console
 
-from posx import jobs
+from posx import __version__, jobs
+from posx.core import files
+from posx.core.errors import PosxError
 from posx.config.compose import compose
 from posx.config.evalsettings import eval_config
 from posx.eval.run import evaluate_run
 from posx.jobs import user_errors
+from posx.report import collection
 from posx.report import frequencies as freqplot
 from posx.report.summary import report as build_report
 from posx.runs.rundir import resolve_run
@@ -202,6 +205,79 @@ def report(
     """Summary tables (mean ± std over seeds) and plots from evaluated runs; loads no model."""
     with user_errors():
         build_report(paths, out=out, results_dir=results_dir, factor=factor, console=Console())
+
+
+RUNS_EPILOG = """[bold]Examples[/]
+
+  posx runs                                   [dim]# every run under results/[/]
+  posx runs results/sweeps/2025-01-01_12-00-00
+  posx runs --csv runs.csv                    [dim]# also write the list as CSV[/]
+  posx runs --csv -                           [dim]# CSV on stdout instead of the table[/]
+"""
+
+
+def _write_csv(df, csv: str, console: Console) -> None:
+    if csv == "-":
+        print(df.to_csv(index=False), end="")
+        return
+    path = Path(csv)
+    if path.exists():
+        raise PosxError(f"{path} already exists; choose another --csv (nothing is overwritten)")
+    files.write_text(path, df.to_csv(index=False))
+    console.print(f"wrote {path}", highlight=False)
+
+
+@app.command("runs", epilog=RUNS_EPILOG)
+def runs(
+    path: Path = typer.Argument(Path("results"), help="A results directory, a directory of runs, a sweep or a run."),
+    csv: Optional[str] = typer.Option(None, "--csv", help="Also write the list as CSV to this new file ('-': stdout)."),
+) -> None:
+    """List runs: name, encoding, T, steps, validation perplexity, evaluated lengths, parent, status."""
+    with user_errors():
+        df = collection.list_runs(path)
+        console = Console()
+        if csv != "-":
+            console.print(collection.runs_table(df, f"{len(df)} run(s) under {path}"))
+        if csv is not None:
+            _write_csv(df, csv, console)
+
+
+COMPARE_EPILOG = """[bold]Examples[/]
+
+  posx compare rope-T128-s0-... absolute-T128-s0-...   [dim]# names under results/runs, or paths[/]
+  posx compare base base-yarn-x4 --csv cmp.csv
+"""
+
+
+@app.command("compare", epilog=COMPARE_EPILOG)
+def compare(
+    run_args: List[str] = typer.Argument(..., metavar="RUN RUN...", help="Runs (paths or names under results/runs)."),
+    csv: Optional[str] = typer.Option(None, "--csv", help="Also write the comparison as CSV to this new file ('-': stdout)."),
+    results_dir: Path = typer.Option(Path("results"), "--results-dir", help="Where run names are looked up."),
+) -> None:
+    """The runs' current perplexity tables side by side, with ratios to the first run."""
+    with user_errors():
+        dirs = [resolve_run(r, results_dir) for r in run_args]
+        df, names = collection.compare(dirs)
+        console = Console()
+        if csv != "-":
+            console.print(collection.compare_table(df, names))
+        if csv is not None:
+            _write_csv(df, csv, console)
+
+
+def _version(value: bool) -> None:
+    if value:
+        print(f"posx {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version and exit."),
+) -> None:
+    """Train small GPTs with different positional encodings and measure how they hold up past the
+    length they trained at."""
 
 
 def main() -> None:

@@ -31,3 +31,21 @@ def exclusive(directory: str | Path, busy: str | None = None) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def held(directory: str | Path) -> bool:
+    """Whether a live process holds the directory's lock (a run that is training now). Only
+    looks: a directory without a lock file is not locked, and none is created."""
+    path = Path(directory) / LOCK_NAME
+    if not path.is_file():
+        return False
+    try:
+        with open(path) as handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return True
+            fcntl.flock(handle, fcntl.LOCK_UN)
+    except OSError:
+        return False
+    return False
