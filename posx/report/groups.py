@@ -34,7 +34,10 @@ from posx.runs.records import RunMeta
 IGNORED = ("seed", "name", "device", "results_dir", "parent", "data.cache_dir", "train.eval_every",
            "train.eval_batches", "train.checkpoint_every", "model.name", "extend.eval_every", "hydra")
 RENAMED = {"train.context_length": "T", "train.steps": "steps"}
-COLUMN_KEYS = ("pos.name", "parent")  # shown as the encoding and parent columns, not in labels
+COLUMN_KEYS = ("pos.name", "parent")
+# Encoding parameters that only some encodings read (others record a value they never use).
+ONLY_FOR = {"pos.base": {"rope"}, "pos.max_positions": {"absolute"}, "pos.num_buckets": {"t5"},
+            "pos.max_distance": {"t5"}, "pos.per_layer": {"t5"}}  # shown as the encoding and parent columns, not in labels
 
 
 @dataclass
@@ -85,6 +88,9 @@ def identity(config: dict | None, meta: RunMeta | None, run_dir: Path, table: pd
         if lineage is not None:
             found.update({"parent": lineage.parent, "extend.method": lineage.method,
                           "extend.factor": lineage.factor, "extend.parent_T": lineage.train_context})
+    for key, encodings in ONLY_FOR.items():
+        if found.get("pos.name") not in encodings:
+            found.pop(key, None)
     record = store.current(run_dir) if (run_dir / store.SETTINGS).is_file() else None
     if record is not None:
         found.update({f"eval.{k}": v for k, v in _flat(record["settings"]).items()})
