@@ -29,6 +29,7 @@ def _run(root: Path, name: str, seed: int, ppl: float, T: int = 32, steps: int =
                                                      "train": {"context_length": T, "steps": steps, "lr": 0.003}}))
     meta = RunMeta(GPTConfig(pos=pos, max_positions=T), train_context=T, data={"sha256": "ab" * 32}, step=steps)
     (run / "model.json").write_text(json.dumps(meta.to_dict()))
+    (run / "metrics.csv").write_text("step,train_loss,val_loss,lr,tokens_per_s\n1,5.0,,1,1\n2,4.0,4.5,1,1\n")
     if tokens is not None:  # a table that records its settings
         (run / "eval.yaml").write_text(yaml.safe_dump({"id": "x", "settings": {"tokens": tokens, "factors": [1, 2]}}))
     rows = [{"run": name, "pos": pos, "train_context": T, "eval_context": T * f, "factor": float(f), "method": "none",
@@ -63,6 +64,7 @@ def test_unlike_runs_are_never_pooled_and_groups_are_labelled_by_what_differs(tm
     long = next(label for label in groups if "T=64" in label)
     assert "steps=60" in long and int(summary[(long, "rope", 1.0)]["n_seeds"]) == 1
     assert float(summary[(long, "rope", 1.0)]["ppl_mean"]) == 5.0
+    assert (out / "training.png").is_file()  # every run has metrics.csv
     md = (out / "summary.md").read_text()
     assert "## Groups" in md and "everything but the seed is equal" in md and "`T`" in md
 

@@ -7,6 +7,7 @@ backend switch, no display needed).
   Lengths a line could not score (out of range, non-finite) are marked with an x on the axis.
 * ``positions.png``: mean NLL by position in the window (in multiples of T) at one factor,
   one panel per group x encoding (x parent), one line per method.
+* ``training.png``: training and validation loss by step from each run's metrics.csv.
 * ``passkey.png``: passkey exact-match accuracy and key NLL by evaluation length, one column
   per variant.
 
@@ -219,11 +220,38 @@ def plot_passkey(pk_summary: pd.DataFrame, path: Path) -> Path | None:
     return _save(fig, path)
 
 
+def plot_training(metrics: pd.DataFrame, path: Path) -> Path | None:
+    """Training and validation loss by step, one line per run, one colour per group x encoding."""
+    if metrics.empty:
+        return None
+    metrics = metrics.assign(line=[" · ".join(x for x in (e, f"from {p}" if p else "", "" if g == "-" else g) if x)
+                                   for e, g, p in zip(metrics["encoding"], metrics["group"], metrics["parent"])])
+    colors = _colors(metrics["line"])
+    fig = Figure(figsize=(13, 4.5))
+    axes = fig.subplots(1, 2, squeeze=False)[0]
+    for (line, run), g in metrics.groupby(["line", "run_dir"], sort=False):
+        g = g.sort_values("step")
+        label = f"{line} (seed {g['seed'].iloc[0]})"
+        axes[0].plot(g["step"], g["train_loss"], color=colors[line], linewidth=1, alpha=0.8, label=label)
+        val = g.dropna(subset=["val_loss"])
+        axes[1].plot(val["step"], val["val_loss"], color=colors[line], marker=".", linewidth=1.2, label=label)
+    for ax, what in zip(axes, ("training loss", "validation loss")):
+        ax.set_xlabel("optimizer step")
+        ax.set_ylabel(f"{what} (nats per token)")
+        ax.set_title(what)
+        ax.grid(True, alpha=0.3)
+    _figure_legend(fig, axes)
+    fig.suptitle("Training curves (metrics.csv), one line per run")
+    fig.tight_layout()
+    return _save(fig, path)
+
+
 def draw_all(summary: pd.DataFrame, positions: pd.DataFrame, pk_summary: pd.DataFrame, out_dir: Path,
-             factor: float | None = None) -> dict[str, Path | None]:
+             factor: float | None = None, metrics: pd.DataFrame | None = None) -> dict[str, Path | None]:
     """Every plot there is data for; a name maps to None when its data is missing everywhere."""
     return {
         "ppl_vs_length.png": plot_ppl(summary, out_dir / "ppl_vs_length.png"),
         "positions.png": plot_positions(positions, out_dir / "positions.png", factor),
         "passkey.png": plot_passkey(pk_summary, out_dir / "passkey.png"),
+        "training.png": plot_training(metrics if metrics is not None else pd.DataFrame(), out_dir / "training.png"),
     }

@@ -35,6 +35,7 @@ from posx.report.groups import Member, explain, group_runs, identity
 from posx.runs.rundir import META, RUN_MARKERS, is_run_dir, read_meta
 
 TABLES = ("extrapolation.csv", "positions.csv", "passkey.csv")
+OPTIONAL = ("metrics.csv",)  # read when there; a run without it is not "missing" a table
 # parent is "" for a trained run and the parent's name for a `posx extend` run, so extended
 # runs are grouped by the run they came from; their method reads "<method> (extended)" or
 # "<method> (zero-shot)" after the table's stage.
@@ -101,6 +102,12 @@ def load_run_tables(path: Path) -> RunTables:
                 raise PosxError(f"{path / name} cannot be read as CSV ({exc}); re-run posx eval-extrapolate") from None
         else:
             run.missing.append(name)
+    for name in OPTIONAL:
+        if (path / name).is_file():
+            try:
+                run.tables[name] = pd.read_csv(path / name)
+            except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError):
+                pass  # a damaged metrics.csv costs the training plot only
     table = run.tables.get("extrapolation.csv")
     run.member = Member(path, run.seed, identity(saved, meta, path, table),
                         (path / "extrapolation.csv").stat().st_mtime if table is not None else 0.0)
@@ -305,7 +312,11 @@ def report(paths: list[str | Path], out: str | Path | None = None, results_dir: 
         with files.atomic_path(out_dir / "passkey_summary.csv") as tmp:
             pk_summary.to_csv(tmp, index=False)
     files.write_text(out_dir / "summary.md", markdown(summary, pk_summary, missing, runs, grouping))
-    pngs = plots.draw_all(summary, _combined(runs, "positions.csv"), pk_summary, out_dir, factor)
+    metrics = _combined(runs, "metrics.csv")
+    if not metrics.empty:
+        encodings = {r.path: r.member.identity.get("pos.name", "") for r in runs}
+        metrics["encoding"] = [encodings.get(Path(p), "") for p in metrics["run_dir"]]
+    pngs = plots.draw_all(summary, _combined(runs, "positions.csv"), pk_summary, out_dir, factor, metrics)
     console.print(rich_summary(summary))
     varying = f"; they differ in {', '.join(grouping.varying)}" if grouping.varying else ""
     console.print(f"{len(runs)} run(s) in {len(grouping.groups)} group(s) of equal settings but the seed{varying} "
