@@ -25,13 +25,13 @@ from omegaconf.errors import OmegaConfBaseException
 from rich.console import Console
 
 from posx.config.checks import check_config
-from posx.config.compose import compose, config_dir, register_configs
+from posx.config.compose import compose, config_dir, refuse_additions, register_configs
 from posx.config.resume import differences, resume_config, saved_config
 from posx.core.errors import Preempted, PosxError
 from posx.eval.run import evaluate_run
 from posx.report.sweep import update_sweep_table
 from posx.runs import checkpoint
-from posx.runs.rundir import is_run, new_run_dir, read_meta, resolve_run
+from posx.runs.rundir import is_run, new_named_run_dir, new_run_dir, read_meta, resolve_run
 from posx.train import extend as extension
 from posx.train.loop import Fresh, Resume, Start, train
 
@@ -63,6 +63,7 @@ def run_hydra(task: Callable[[DictConfig], None], config_name: str, args: list[s
     """Run ``task`` as Hydra's ``@hydra.main`` would, on ``args`` instead of ``sys.argv``
     (``-m``, ``--cfg job``, launchers and sweeps behave as on Hydra's own command line)."""
     with user_errors():
+        refuse_additions(args)
         register_configs()
         parser = get_args_parser()
         parsed = parser.parse_args(args)
@@ -82,9 +83,10 @@ class JobDir:
 def job_run_dir(cfg: DictConfig, name: str) -> JobDir:
     """Sweep jobs use Hydra's job directory and resume the checkpoint a killed or requeued job
     left there (when it is of the same config); single runs get results/runs/<name>/, never
-    an existing one."""
+    an existing one: a default name gets a -2, -3 ... suffix, a name= that exists is refused."""
     if HydraConfig.get().mode != RunMode.MULTIRUN:
-        return JobDir(new_run_dir(cfg.results_dir, name), created=True, start=Fresh())
+        make = new_named_run_dir if cfg.name else new_run_dir
+        return JobDir(make(cfg.results_dir, name), created=True, start=Fresh())
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     if is_run(run_dir):
         raise PosxError(f"{run_dir} already holds a trained run; use a new hydra.sweep.dir")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from posx.core.device import DEVICES
+from posx.core.device import check_device
 from posx.core.errors import PosxError
 from posx.eval.passkey import VARIANTS
 from posx.eval.scoring import PROTOCOLS
@@ -28,8 +28,9 @@ def _positive(value: Any, key: str) -> None:
 
 def check_config(cfg: DictConfig | Config) -> None:
     """Reject well-typed but meaningless values, with a one-line message naming the key."""
-    if cfg.device not in DEVICES:
-        raise PosxError(f"device={cfg.device} is not one of {', '.join(DEVICES)}")
+    check_device(cfg.device)
+    if cfg.get("threads") is not None and cfg.threads < 1:
+        raise PosxError(f"threads={cfg.threads} must be at least 1 (or null for torch's default)")
     if cfg.pos.name not in ENCODINGS:
         raise PosxError(f"pos.name={cfg.pos.name} is unknown; choose one of {', '.join(ENCODINGS)}")
     for key in ("n_layer", "n_head", "d_model", "mlp_ratio"):

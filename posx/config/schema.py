@@ -120,7 +120,8 @@ class EvalConfig:
 @dataclass
 class Config:
     seed: int = 0  # seeds weights, batches and evaluation windows
-    device: str = "auto"  # auto (CUDA when present) | cpu | cuda
+    device: str = "auto"  # auto (CUDA when present) | cpu | cuda | cuda:N (GPU N)
+    threads: Optional[int] = None  # torch intra-op threads; None: torch's default (one per core)
     name: Optional[str] = None  # run name; None: <pos>-T<context>-s<seed>-<time>
     results_dir: str = "results"  # runs/, sweeps/, cache/ live here
     model: ModelConfig = field(default_factory=ModelConfig)

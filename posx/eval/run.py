@@ -14,7 +14,7 @@ import torch
 from omegaconf import DictConfig
 from rich.console import Console
 
-from posx.core.device import pick_device
+from posx.core.device import pick_device, set_threads
 from posx.data.corpus import load_corpus
 from posx.eval.extended import evaluate_extended
 from posx.eval.extrapolate import evaluate
@@ -39,6 +39,7 @@ class Loaded:
 def load(run_dir: Path, cfg: DictConfig, console: Console) -> Loaded:
     """The run's model on ``cfg.device`` and the held-out split of the corpus it trained on."""
     device = pick_device(cfg.device)
+    set_threads(cfg.get("threads"))
     model, meta = load_run(run_dir, device=device)
     data = meta.data_config
     corpus = load_corpus(data["source"], data["path"], data["val_fraction"], cfg.data.cache_dir, console=console)

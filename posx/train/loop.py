@@ -22,7 +22,7 @@ from rich.console import Console
 
 from posx.config.compose import to_yaml
 from posx.core import files, lock
-from posx.core.device import autocast, pick_device
+from posx.core.device import autocast, pick_device, set_threads
 from posx.core.errors import Preempted, PosxError
 from posx.core.progress import Reporter
 from posx.core.signals import StopSignals
@@ -108,6 +108,7 @@ def train(cfg: DictConfig, run_dir: Path, start: Start, console: Console | None 
     """
     console = console or Console()
     device = pick_device(cfg.device)
+    set_threads(cfg.get("threads"))
     busy = f"{run_dir} is being trained by another posx process; wait for it to stop (or stop it) before resuming"
     with lock.exclusive(run_dir, busy=busy), StopSignals() as stop:
         return _train(cfg, Path(run_dir), start, console, device, stop)
