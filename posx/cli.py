@@ -23,7 +23,7 @@ from posx.jobs import user_errors
 from posx.report import collection
 from posx.report import frequencies as freqplot
 from posx.report.summary import report as build_report
-from posx.runs.rundir import resolve_run
+from posx.runs.rundir import read_meta, resolve_run
 
 app = typer.Typer(
     name="posx",
@@ -152,34 +152,57 @@ def eval_extrapolate(
 
 FREQ_EPILOG = """[bold]Examples[/]
 
-  posx frequencies                                        [dim]# head_dim 64, T=128, s=8, every method[/]
-  posx frequencies --head-dim 32 --context 128 --factor 4 --methods none,pi,ntk,yarn
+  posx frequencies                                        [dim]# the default model: head_dim 32, T=128, s=8[/]
+  posx frequencies results/runs/rope-T128-s0-...          [dim]# head_dim, base and T of a run[/]
+  posx frequencies --head-dim 64 --context 128 --factor 4 --methods none,pi,ntk,yarn
   posx frequencies --out results/freq.png eval.llama3.high_freq_factor=8
 """
 
 
 @app.command("frequencies", context_settings=PASS_THROUGH, epilog=FREQ_EPILOG)
 def frequencies(
-    overrides: Optional[List[str]] = typer.Argument(None, help="Overrides of eval.* (method parameters)."),
-    head_dim: int = typer.Option(64, "--head-dim", help="Rotary dimension d (d_model / n_head)."),
-    base: float = typer.Option(10000.0, "--base", help="RoPE base b."),
-    context: int = typer.Option(128, "--context", help="Training length T."),
+    overrides: Optional[List[str]] = typer.Argument(None, metavar="[RUN] [OVERRIDES]...",
+                                                    help="A run (head_dim, base and T come from it), then overrides "
+                                                    "of eval.* (method parameters)."),
+    head_dim: Optional[int] = typer.Option(None, "--head-dim", help="Rotary dimension d (d_model / n_head); "
+                                           "default: the run's, else 32 (the default model's)."),
+    base: Optional[float] = typer.Option(None, "--base", help="RoPE base b; default: the run's, else 10000."),
+    context: Optional[int] = typer.Option(None, "--context", help="Training length T; default: the run's, else 128."),
     factor: float = typer.Option(8.0, "--factor", help="Scale s; the target length is s x T."),
     methods: str = typer.Option(",".join(["none", "pi", "ntk", "dynamic_ntk", "yarn", "dynamic_yarn",
                                           "ntk_by_parts", "abf", "llama3", "longrope"]),
                                 "--methods", help="Comma-separated RoPE methods."),
-    out: Path = typer.Option(Path("results/frequencies.png"), "--out", help="Where to write the PNG."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Where to write the PNG (a new file); default "
+                                       "results/frequencies.png, or -2, -3 ... when taken."),
 ) -> None:
     """Each RoPE method's wavelength per rotary pair against T and s x T: a table and a PNG."""
+    args = list(overrides or [])
     with user_errors():
+        cfg = compose([a for a in args if "=" in a])
+        runs = [a for a in args if "=" not in a]
+        if len(runs) > 1:
+            raise PosxError(f"posx frequencies takes at most one run, got {', '.join(runs)}")
+        model = read_meta(resolve_run(runs[0], cfg.results_dir)) if runs else None
+        if model is not None and not model.model.pos == "rope":
+            raise PosxError(f"{runs[0]} uses pos={model.model.pos}, not RoPE; it has no rotary frequencies")
+        head_dim = head_dim or (model.model.head_dim if model else 32)
+        base = base or (model.model.rope_base if model else 10000.0)
+        context = context or (model.train_context if model else 128)
         freqplot.check_head_dim(head_dim)
-        cfg = compose(list(overrides or []))
         names = [m.strip() for m in methods.split(",") if m.strip()]
         df, attention = freqplot.wavelength_table(cfg.eval, names, head_dim, base, context, factor)
         target = round(factor * context)
-        title = freqplot.title(head_dim, base, context, factor)
+        title = freqplot.title(head_dim, base, context, factor) + (f" (from {runs[0]})" if runs else "")
         console = Console()
-        console.print(freqplot.rich_table(df, attention, context, target, title))
+        for table in freqplot.rich_tables(df, attention, context, target, title, console.width):
+            console.print(table)
+        if out is not None and out.exists():
+            raise PosxError(f"{out} already exists; choose another --out (nothing is overwritten)")
+        if out is None:
+            out = Path(cfg.results_dir) / "frequencies.png"
+            stem, i = out.stem, 2
+            while out.exists():
+                out, i = out.with_name(f"{stem}-{i}.png"), i + 1
         freqplot.plot(df, context, target, title, out)
         console.print(f"wrote {out}")
 

@@ -76,3 +76,26 @@ def test_train_refuses_an_existing_name_and_writes_nothing(trained_runs, tiny_ar
     assert proc.returncode == 2 and "already exists; choose another name=" in proc.stderr
     assert "Traceback" not in proc.stderr
     assert sorted(p.name for p in (work / "results" / "runs").iterdir()) == before
+
+
+def test_frequencies_takes_head_dim_base_and_t_from_a_run_and_never_cuts_a_value(tmp_path, monkeypatch):
+    import json
+
+    from posx.model.config import GPTConfig
+    from posx.runs.records import RunMeta
+
+    run = tmp_path / "results" / "runs" / "r"
+    run.mkdir(parents=True)
+    meta = RunMeta(GPTConfig(n_head=2, d_model=32, rope_base=500.0), train_context=16, data={}, step=1)
+    (run / "model.json").write_text(json.dumps(meta.to_dict()))
+    monkeypatch.chdir(tmp_path)
+    out = CliRunner().invoke(app, ["frequencies", "r", "--factor", "2"], env={"COLUMNS": "80"})
+    assert out.exit_code == 0, out.output
+    assert "head_dim=16, base=500, T=16, s=2 (from r)" in out.output
+    assert "…" not in out.output and "(1/" in out.output  # split over tables, not truncated
+    assert "coincide here" in out.output
+    assert (tmp_path / "results" / "frequencies.png").is_file()
+    again = CliRunner().invoke(app, ["frequencies", "--methods", "none,pi"])
+    assert again.exit_code == 0 and (tmp_path / "results" / "frequencies-2.png").is_file()
+    taken = CliRunner().invoke(app, ["frequencies", "--out", "results/frequencies.png"])
+    assert taken.exit_code == 2 and "already exists" in taken.output
