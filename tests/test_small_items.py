@@ -99,3 +99,21 @@ def test_frequencies_takes_head_dim_base_and_t_from_a_run_and_never_cuts_a_value
     assert again.exit_code == 0 and (tmp_path / "results" / "frequencies-2.png").is_file()
     taken = CliRunner().invoke(app, ["frequencies", "--out", "results/frequencies.png"])
     assert taken.exit_code == 2 and "already exists" in taken.output
+
+
+def test_data_too_small_for_the_evaluation_after_training_is_caught_before_training():
+    from posx.train.loop import Fresh, _check_eval_fits
+
+    cfg = compose(["eval.after_train=true", "train.context_length=32", "eval.tokens=512"])
+    _check_eval_fits(cfg, torch.zeros(512 + 1, dtype=torch.uint8), Fresh())  # 512 targets need 513 tokens
+    with pytest.raises(PosxError, match="eval.after_train would read 513.*before training"):
+        _check_eval_fits(cfg, torch.zeros(512, dtype=torch.uint8), Fresh())
+
+
+@pytest.mark.slow
+def test_train_with_too_little_data_for_its_evaluation_stops_before_any_step(tmp_path, tiny_args):
+    proc = run_posx("train", "name=small", "eval.after_train=true", *tiny_args, "eval.tokens=1000000",
+                    cwd=tmp_path, check=False)
+    assert proc.returncode == 2 and "before training" in proc.stderr and "Traceback" not in proc.stderr
+    assert "train 1/" not in proc.stdout
+    assert not (tmp_path / "results" / "runs" / "small").exists()

@@ -122,6 +122,14 @@ def tokens_needed(length: int, stride: int, n_tokens: int) -> int:
     return n_tokens - stride + length + 1
 
 
+def held_out_needed(protocol: str, stride: int | None, requested: int, train_context: int,
+                    lengths: list[int]) -> tuple[int, int]:
+    """(scored tokens per length, held-out tokens read) of an evaluation at ``lengths``."""
+    strides = [stride_for(protocol, stride, train_context, L) for L in lengths]
+    n_tokens = tokens_for(protocol, requested, lengths, strides)
+    return n_tokens, max(tokens_needed(L, s, n_tokens) for L, s in zip(lengths, strides))
+
+
 @torch.no_grad()
 def score(model, tokens: torch.Tensor, length: int, stride: int, n_tokens: int, batch_tokens: int,
           device: torch.device) -> Scores:

@@ -27,6 +27,7 @@ from posx.core.errors import Preempted, PosxError
 from posx.core.progress import Reporter
 from posx.core.signals import StopSignals
 from posx.data import corpus as data_mod
+from posx.eval import scoring
 from posx.model.config import GPTConfig
 from posx.model.gpt import GPT
 from posx.model.rescale import RopeRecord, install_trained
@@ -100,6 +101,19 @@ def estimate_val_loss(model: GPT, val: torch.Tensor, cfg: DictConfig, device: to
     return sum(losses) / len(losses)
 
 
+def _check_eval_fits(cfg: DictConfig, val: torch.Tensor, start: Start) -> None:
+    """The evaluation after training reads enough held-out tokens, or a one-line error before any step."""
+    T, ev = cfg.train.context_length, cfg.eval
+    lengths = [round(f * T) for f in ev.factors]
+    if isinstance(start, FromParent):  # an extension is also scored at factor x the parent's T
+        lengths += [round(f * start.lineage.train_context) for f in ev.factors]
+    n_tokens, needed = scoring.held_out_needed(ev.protocol, ev.stride, ev.tokens, T, sorted(set(lengths)))
+    if len(val) < needed:
+        raise PosxError(f"the held-out split has {len(val)} tokens but eval.after_train would read {needed} "
+                        f"({n_tokens} scored at each of lengths up to {max(lengths)}); lower eval.tokens or "
+                        "eval.factors, or use more data (checked before training, so no step was lost)")
+
+
 def train(cfg: DictConfig, run_dir: Path, start: Start, console: Console | None = None) -> Path:
     """Train into ``run_dir`` from ``start`` (``Fresh``, ``Resume`` or ``FromParent``).
 
@@ -122,6 +136,8 @@ def _train(cfg: DictConfig, run_dir: Path, start: Start, console: Console, devic
     T = cfg.train.context_length
     data_mod.require_tokens(corpus.train, T + 1, f"the training split (train.context_length={T})")
     data_mod.require_tokens(corpus.val, T + 1, f"the validation split (train.context_length={T})")
+    if cfg.eval.after_train:  # caught now, not after the whole training
+        _check_eval_fits(cfg, corpus.val, start)
 
     files.write_text(run_dir / "config.yaml", to_yaml(cfg))
     model = (start.model if isinstance(start, FromParent) else GPT(gpt_config(cfg))).to(device)
