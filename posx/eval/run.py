@@ -67,7 +67,15 @@ def show(result: Evaluation, run_dir: Path, written: list[Path], console: Consol
     console.print(rich_table(df, f"perplexity ± half the 95% interval over windows, {run_dir.name} "
                                  f"(T={reference}, {df['protocol'].iloc[0]}{eid})"))
     if result.passkey:
-        console.print(passkey_table(result.passkey_frame, f"passkey accuracy, {run_dir.name}"))
+        pk = result.passkey_frame
+        ok = pk[pk["status"] == "ok"]
+        if len(ok) and (ok["accuracy"] == 0).all():  # a model too small to retrieve: one line, not a table of 0s
+            nll = (ok["key_nll"] * ok["trials"]).sum() / ok["trials"].sum()
+            console.print(f"passkey: 0 of {int(ok['trials'].sum())} trials retrieved at every length, method and "
+                          f"variant (mean key NLL {nll:.3f}, chance ln 10 = 2.303; passkey.csv has the rows)",
+                          highlight=False)
+        else:
+            console.print(passkey_table(pk, f"passkey accuracy, {run_dir.name}"))
     console.print(f"{verb} " + ", ".join(str(p) for p in written))
 
 

@@ -183,7 +183,8 @@ def plot_positions(positions: pd.DataFrame, path: Path, factor: float | None) ->
 
 
 def plot_passkey(pk_summary: pd.DataFrame, path: Path) -> Path | None:
-    """Top row: exact-match accuracy; bottom row: mean NLL of the key digits (chance: ln 10)."""
+    """Top row: exact-match accuracy; bottom row: mean NLL of the key digits (chance: ln 10).
+    When no run retrieved a single key, only the key NLL row is drawn (the title says so)."""
     if pk_summary.empty or (pk_summary["n_seeds"] == 0).all():
         return None
     data = pk_summary[pk_summary["n_seeds"] > 0]
@@ -192,8 +193,11 @@ def plot_passkey(pk_summary: pd.DataFrame, path: Path) -> Path | None:
     data = data.assign(line=[f"{e} · {m}" for e, m in zip(data["encoding"], data["method"])])
     colors = _colors(data["line"])
     factors = sorted(pk_summary["factor"].unique())
-    fig = Figure(figsize=(5.5 * len(variants) + 2, 8))
-    axes = fig.subplots(2, len(variants), squeeze=False)
+    none_found = bool((data["accuracy_mean"].fillna(0) == 0).all())
+    fig = Figure(figsize=(5.5 * len(variants) + 2, 4.5 if none_found else 8))
+    axes = fig.subplots(1 if none_found else 2, len(variants), squeeze=False)
+    if none_found:  # an all-zero accuracy row says nothing: draw into a figure that is not saved
+        axes = [Figure().subplots(1, len(variants), squeeze=False)[0], axes[0]]
     for col, variant in enumerate(variants):
         top, bottom = axes[0][col], axes[1][col]
         for (group, enc, method), g in data[data["variant"] == variant].groupby(["group", "encoding", "method"],
@@ -213,9 +217,10 @@ def plot_passkey(pk_summary: pd.DataFrame, path: Path) -> Path | None:
         top.set_ylabel("exact-match accuracy")
         bottom.set_title(f"passkey, {variant} variant: key NLL")
         bottom.set_ylabel("mean NLL of the key digits (nats)")
-    _figure_legend(fig, [*axes[0], *axes[1]])
+    _figure_legend(fig, list(axes[1]))
     spread = " (mean ± std over seeds)" if data["n_seeds"].max() > 1 else " (one seed)"
-    fig.suptitle(f"Passkey retrieval by evaluation length{spread}")
+    nothing = "; exact match 0 everywhere, so only the key NLL is shown" if none_found else ""
+    fig.suptitle(f"Passkey retrieval by evaluation length{spread}{nothing}")
     fig.tight_layout()
     return _save(fig, path)
 
