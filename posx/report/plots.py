@@ -50,16 +50,20 @@ def _colors(names) -> dict:
 def _log_ticks(ax, lo: float, hi: float) -> None:
     """Readable labels on a log axis, also when the data span less than a decade."""
     lo, hi = max(lo, 1e-12), max(hi, lo * 1.01)
-    ticks = sorted({float(f"{t:.2g}") for t in np.geomspace(lo, hi, 6)})
+    for digits in (2, 3, 4, 5):  # enough digits for the ticks to differ over a narrow span
+        ticks = sorted({float(f"{t:.{digits}g}") for t in np.geomspace(lo, hi, 6)})
+        if len(ticks) >= 4:
+            break
     ax.set_yticks(ticks)
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     ax.yaxis.set_minor_formatter(NullFormatter())
 
 
-def _factor_axis(ax, factors) -> None:
+def _factor_axis(ax, factors, lengths: dict | None = None) -> None:
+    """Factors on a log2 axis; a factor whose rows share one length also shows it in tokens."""
     ax.set_xscale("log", base=2)
     ax.set_xticks(factors)
-    ax.set_xticklabels([f"{f:g}x" for f in factors])
+    ax.set_xticklabels([f"{f:g}x\n(L={lengths[f]})" if lengths and f in lengths else f"{f:g}x" for f in factors])
     ax.minorticks_off()
     ax.axvline(1.0, color="gray", linestyle="--", linewidth=1, label="training length T")
     ax.grid(True, which="major", alpha=0.3)
@@ -119,8 +123,12 @@ def plot_ppl(summary: pd.DataFrame, path: Path) -> Path | None:
     ax.set_yscale("log")
     lo = data["ppl_lo"].where(data["ppl_lo"].notna(), data["ppl_mean"])
     _log_ticks(ax, float(lo.min()), hi_all)
-    _factor_axis(ax, sorted(summary["factor"].unique()))
-    ax.set_xlabel("evaluation length (multiples of the training length T)")
+    lengths = {f: g.iloc[0] for f, g in summary.groupby("factor")["eval_context"] if g.astype(str).nunique() == 1
+               and "," not in str(g.iloc[0])}
+    _factor_axis(ax, sorted(summary["factor"].unique()), lengths)
+    ts = set(",".join(summary["train_context"].astype(str)).split(","))
+    ax.set_xlabel("evaluation length (multiples of the training length T" + (f" = {ts.pop()})" if len(ts) == 1 else
+                                                                               f"; T = {', '.join(sorted(ts, key=int))})"))
     ax.set_ylabel("perplexity (log scale)")
     seeds = int(data["n_seeds"].max())
     band = "band: ± std over seeds" if seeds > 1 else "band: 95% interval over windows"
