@@ -224,10 +224,11 @@ def report(
     factor: Optional[float] = typer.Option(None, "--factor", help="Factor of the per-position plot "
                                            "(default: the largest each encoding has)."),
     results_dir: Path = typer.Option(Path("results"), "--results-dir", help="Where reports/ goes by default."),
+    smooth: int = typer.Option(1, "--smooth", help="Per-position curves: a centred moving mean over this many buckets."),
 ) -> None:
-    """Summary tables (mean ± std over seeds) and plots from evaluated runs; loads no model."""
+    """Summary tables and plots from evaluated runs, runs pooled as seeds only when all else is equal."""
     with user_errors():
-        build_report(paths, out=out, results_dir=results_dir, factor=factor, console=Console())
+        build_report(paths, out=out, results_dir=results_dir, factor=factor, console=Console(), smooth=smooth)
 
 
 RUNS_EPILOG = """[bold]Examples[/]

@@ -95,3 +95,18 @@ def test_one_seed_shows_its_interval_and_legacy_tables_group_by_what_they_record
     assert (float(one["ppl_lo"]), float(one["ppl_hi"])) == (9.5, 10.6) and one["band"].startswith("95%")
     assert "10.000 [9.500, 10.600]" in (out / "summary.md").read_text()
     assert any("eval.record=none" in r["group"] for r in rows)
+
+
+def test_position_curves_carry_their_spread_and_can_be_smoothed():
+    import pandas as pd
+
+    from posx.report.plots import position_curves
+
+    rows = [{"group": "-", "parent": "", "encoding": "rope", "method": "none", "factor": 1.0, "train_context": 4,
+             "bucket_start": b, "bucket_end": b + 1, "nll": float(b % 2) + run, "run_dir": str(run)}
+            for run in (0, 1) for b in range(6)]
+    curves, _ = position_curves(pd.DataFrame(rows), None)
+    assert curves["nll"].tolist() == [0.5, 1.5] * 3
+    assert curves["nll_std"].tolist() == pytest.approx([2 ** -0.5] * 6)
+    smoothed, _ = position_curves(pd.DataFrame(rows), None, smooth=3)
+    assert smoothed["nll"].tolist() == pytest.approx([1.0, 5 / 6, 7 / 6, 5 / 6, 7 / 6, 1.0])

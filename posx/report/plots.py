@@ -142,10 +142,11 @@ def plot_ppl(summary: pd.DataFrame, path: Path) -> Path | None:
 PANEL = ["group", "parent", "encoding"]
 
 
-def position_curves(positions: pd.DataFrame, factor: float | None) -> tuple[pd.DataFrame, dict]:
+def position_curves(positions: pd.DataFrame, factor: float | None, smooth: int = 1) -> tuple[pd.DataFrame, dict]:
     """Mean NLL per (group, parent, encoding, method, position/T) over runs, at ``factor`` for
     each panel (group x parent x encoding; default: the largest factor it has); returns the
-    curves and the factor used per panel."""
+    curves and the factor used per panel. Each curve has its spread over runs (``nll_std``, sample
+    std; NaN for one run) and, with ``smooth`` > 1, is a centred moving mean over that many buckets."""
     if positions.empty:
         return positions, {}
     df = positions.assign(x=(positions["bucket_start"] + positions["bucket_end"]) / 2 / positions["train_context"])
@@ -159,12 +160,17 @@ def position_curves(positions: pd.DataFrame, factor: float | None) -> tuple[pd.D
         fits = [f for f in have if factor is None or f <= factor]
         chosen[panel] = fits[-1] if fits else have[0]
     keep = df[[chosen[tuple(p)] == f for p, f in zip(df[PANEL].itertuples(index=False), df["factor"])]]
-    curves = keep.groupby([*PANEL, "method", "x"], sort=False)["nll"].mean().reset_index()
+    curves = keep.groupby([*PANEL, "method", "x"], sort=False)["nll"].agg(nll="mean", nll_std="std").reset_index()
+    if smooth > 1:
+        curves = curves.sort_values([*PANEL, "method", "x"])
+        rolled = curves.groupby([*PANEL, "method"], sort=False)[["nll", "nll_std"]].transform(
+            lambda c: c.rolling(smooth, center=True, min_periods=1).mean())
+        curves[["nll", "nll_std"]] = rolled
     return curves, chosen
 
 
-def plot_positions(positions: pd.DataFrame, path: Path, factor: float | None) -> Path | None:
-    curves, chosen = position_curves(positions, factor)
+def plot_positions(positions: pd.DataFrame, path: Path, factor: float | None, smooth: int = 1) -> Path | None:
+    curves, chosen = position_curves(positions, factor, smooth)
     if curves.empty:
         return None
     panels = list(chosen)
@@ -177,6 +183,9 @@ def plot_positions(positions: pd.DataFrame, path: Path, factor: float | None) ->
         for method in sorted(mine["method"].unique(), key=_order):
             g = mine[mine["method"] == method].sort_values("x")
             ax.plot(g["x"], g["nll"], label=method, color=colors[method], marker=".", linewidth=1.5)
+            if g["nll_std"].notna().any():  # spread over seeds
+                ax.fill_between(g["x"], g["nll"] - g["nll_std"], g["nll"] + g["nll_std"], color=colors[method],
+                                alpha=0.15, linewidth=0)
         ax.axvline(1.0, color="gray", linestyle="--", linewidth=1, label="training length T")
         group, parent, enc = panel
         where = (f" from {parent}" if parent else "") + (f"\n{group}" if several and group not in ("", "-") else "")
@@ -185,7 +194,8 @@ def plot_positions(positions: pd.DataFrame, path: Path, factor: float | None) ->
         ax.set_ylabel("mean NLL (nats per token)")
         ax.grid(True, alpha=0.3)
     _figure_legend(fig, axes[0])
-    fig.suptitle("Loss by token position (mean over the seeds of each group)")
+    smoothed = f", moving mean over {smooth} buckets" if smooth > 1 else ""
+    fig.suptitle(f"Loss by token position (mean over the seeds of each group, band ± std over seeds{smoothed})")
     fig.tight_layout()
     return _save(fig, path)
 
@@ -260,11 +270,12 @@ def plot_training(metrics: pd.DataFrame, path: Path) -> Path | None:
 
 
 def draw_all(summary: pd.DataFrame, positions: pd.DataFrame, pk_summary: pd.DataFrame, out_dir: Path,
-             factor: float | None = None, metrics: pd.DataFrame | None = None) -> dict[str, Path | None]:
+             factor: float | None = None, metrics: pd.DataFrame | None = None,
+             smooth: int = 1) -> dict[str, Path | None]:
     """Every plot there is data for; a name maps to None when its data is missing everywhere."""
     return {
         "ppl_vs_length.png": plot_ppl(summary, out_dir / "ppl_vs_length.png"),
-        "positions.png": plot_positions(positions, out_dir / "positions.png", factor),
+        "positions.png": plot_positions(positions, out_dir / "positions.png", factor, smooth),
         "passkey.png": plot_passkey(pk_summary, out_dir / "passkey.png"),
         "training.png": plot_training(metrics if metrics is not None else pd.DataFrame(), out_dir / "training.png"),
     }

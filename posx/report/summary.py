@@ -283,9 +283,11 @@ def rich_summary(summary: pd.DataFrame) -> Table:
 
 
 def report(paths: list[str | Path], out: str | Path | None = None, results_dir: str | Path = "results",
-           factor: float | None = None, console: Console | None = None) -> Path:
+           factor: float | None = None, console: Console | None = None, smooth: int = 1) -> Path:
     """Build the report; returns its directory."""
     console = console or Console()
+    if smooth < 1:
+        raise PosxError(f"--smooth {smooth} must be at least 1 (buckets in the moving mean)")
     loaded = [load_run_tables(p) for p in find_run_dirs(paths)]
     grouping = group_runs([r.member for r in loaded])
     for r in loaded:
@@ -316,7 +318,7 @@ def report(paths: list[str | Path], out: str | Path | None = None, results_dir: 
     if not metrics.empty:
         encodings = {r.path: r.member.identity.get("pos.name", "") for r in runs}
         metrics["encoding"] = [encodings.get(Path(p), "") for p in metrics["run_dir"]]
-    pngs = plots.draw_all(summary, _combined(runs, "positions.csv"), pk_summary, out_dir, factor, metrics)
+    pngs = plots.draw_all(summary, _combined(runs, "positions.csv"), pk_summary, out_dir, factor, metrics, smooth)
     console.print(rich_summary(summary))
     varying = f"; they differ in {', '.join(grouping.varying)}" if grouping.varying else ""
     console.print(f"{len(runs)} run(s) in {len(grouping.groups)} group(s) of equal settings but the seed{varying} "
