@@ -13,6 +13,7 @@ import math
 from typing import Any
 
 from posx.core.device import check_device
+from posx.core.trackers import check_logger
 from posx.core.errors import PosxError
 from posx.eval.passkey import VARIANTS
 from posx.eval.scoring import PROTOCOLS
@@ -29,6 +30,10 @@ def _positive(value: Any, key: str) -> None:
 def check_config(cfg: DictConfig | Config) -> None:
     """Reject well-typed but meaningless values, with a one-line message naming the key."""
     check_device(cfg.device)
+    if cfg.get("logger") is not None:
+        check_logger(cfg.logger.name)
+        if cfg.logger.mode not in ("offline", "online", "disabled"):
+            raise PosxError(f"logger.mode={cfg.logger.mode} is not one of offline, online, disabled")
     if cfg.get("threads") is not None and cfg.threads < 1:
         raise PosxError(f"threads={cfg.threads} must be at least 1 (or null for torch's default)")
     if cfg.pos.name not in ENCODINGS:

@@ -23,7 +23,7 @@ from posx.core.errors import PosxError
 from posx.runs.rundir import CONFIG, lineage_of
 
 # Keys (and every key below them) a resumed run may change.
-SAFE = ("device", "threads", "results_dir", "data.cache_dir", "train.checkpoint_every", "train.eval_every",
+SAFE = ("device", "threads", "logger", "results_dir", "data.cache_dir", "train.checkpoint_every", "train.eval_every",
         "train.eval_batches", "eval")
 _ABSENT = object()
 

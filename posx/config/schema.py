@@ -118,6 +118,14 @@ class EvalConfig:
 
 
 @dataclass
+class LoggerConfig:
+    name: str = "none"  # experiment tracker: none | tensorboard | wandb (posx/core/trackers.py)
+    dir: Optional[str] = None  # where it writes; None: <run>/logs (tensorboard), the run directory (wandb)
+    project: str = "posx"  # wandb: the project name
+    mode: str = "offline"  # wandb: offline (no network) | online | disabled
+
+
+@dataclass
 class Config:
     seed: int = 0  # seeds weights, batches and evaluation windows
     device: str = "auto"  # auto (CUDA when present) | cpu | cuda | cuda:N (GPU N)
@@ -129,6 +137,7 @@ class Config:
     data: DataConfig = field(default_factory=DataConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
+    logger: LoggerConfig = field(default_factory=LoggerConfig)  # optional experiment tracker, off by default
 
 
 @dataclass

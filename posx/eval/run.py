@@ -11,10 +11,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+import yaml
 from omegaconf import DictConfig
 from rich.console import Console
 
 from posx.core.device import pick_device, set_threads
+from posx.core.trackers import open_tracker
 from posx.data.corpus import load_corpus
 from posx.eval.extended import evaluate_extended
 from posx.eval.extrapolate import evaluate
@@ -98,4 +100,8 @@ def evaluate_run(run_dir: Path, cfg: DictConfig, console: Console | None = None,
     result = evaluate_loaded(run, cfg, console)
     written = store.save(result, run_dir, settings, str(run.device), run.meta.weights_sha256)
     show(result, run.run_dir, written, console)
+    if cfg.get("logger") is not None and cfg.logger.name != "none":
+        record = {"eval_id": eid, "settings": settings}
+        with open_tracker(cfg.logger, run_dir, f"{run_dir.name}-eval-{eid}", record, yaml.safe_dump(record)) as tracker:
+            tracker.log_eval(result.table.to_dict("records"), stage_names=result.table["stage"].nunique() > 1)
     return result

@@ -31,7 +31,7 @@ from posx.eval import store
 from posx.runs.records import RunMeta
 
 # Keys of config.yaml that never separate runs: where and how a run ran, not what it is.
-IGNORED = ("seed", "name", "device", "threads", "results_dir", "parent", "data.cache_dir", "train.eval_every",
+IGNORED = ("seed", "name", "device", "threads", "logger", "results_dir", "parent", "data.cache_dir", "train.eval_every",
            "train.eval_batches", "train.checkpoint_every", "model.name", "extend.eval_every", "hydra")
 RENAMED = {"train.context_length": "T", "train.steps": "steps"}
 COLUMN_KEYS = ("pos.name", "parent")

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 import torch
+import yaml
 from omegaconf import DictConfig
 from rich.console import Console
 
@@ -26,6 +27,7 @@ from posx.core.device import autocast, pick_device, set_threads
 from posx.core.errors import Preempted, PosxError
 from posx.core.progress import Reporter
 from posx.core.signals import StopSignals
+from posx.core.trackers import open_tracker
 from posx.data import corpus as data_mod
 from posx.eval import scoring
 from posx.model.config import GPTConfig
@@ -176,7 +178,9 @@ def _train(cfg: DictConfig, run_dir: Path, start: Start, console: Console, devic
     model.train()
     t_last = time.perf_counter()
     every = cfg.train.checkpoint_every
-    with Reporter(console, "train", cfg.train.steps) as progress:
+    config_text = to_yaml(cfg)
+    tracker = open_tracker(cfg.logger, run_dir, run_dir.name, yaml.safe_load(config_text), config_text)
+    with Reporter(console, "train", cfg.train.steps) as progress, tracker:
         progress.skip_to(first)
         for step in range(first, cfg.train.steps):
             lr = lr_at(step, cfg)
@@ -210,6 +214,8 @@ def _train(cfg: DictConfig, run_dir: Path, start: Start, console: Console, devic
                 t_last = time.perf_counter()  # validation time is not training throughput
             rows.append({"step": done, "train_loss": train_loss,
                          "val_loss": val_loss if validate else float("nan"), "lr": lr, "tokens_per_s": tok_s})
+            tracker.log({"train/loss": train_loss, "train/lr": lr, "train/tokens_per_s": tok_s,
+                         **({"val/loss": val_loss} if validate else {})}, done)
             progress.advance((
                 f"loss {train_loss:.3f} val {val_loss:.3f} lr {lr:.1e} {tok_s / 1e3:.1f}k tok/s"))
             if stop.received or done == cfg.train.steps or (every > 0 and done % every == 0):
