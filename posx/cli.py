@@ -16,7 +16,7 @@ from rich.console import Console
 from posx import __version__, jobs
 from posx.core import files
 from posx.core.errors import PosxError
-from posx.config.compose import compose
+from posx.config.compose import compose, to_yaml
 from posx.config.evalsettings import eval_config
 from posx.eval.run import evaluate_run
 from posx.jobs import user_errors
@@ -24,6 +24,7 @@ from posx.report import collection
 from posx.report import frequencies as freqplot
 from posx.report.summary import report as build_report
 from posx.runs.rundir import read_meta, resolve_run
+from posx.train.extend import prepare as prepare_extension
 
 app = typer.Typer(
     name="posx",
@@ -85,7 +86,7 @@ EXTEND_EPILOG = """[bold]Examples[/]
   posx extend base method=pi factor=2 eval.after_train=true
   posx extend base -m method=pi,yarn,abf factor=2,4       [dim]# a sweep into results/sweeps/<time>/[/]
   posx extend results/runs/absolute-... method=interpolate factor=2   [dim]# learned absolute[/]
-  posx extend base --cfg job                               [dim]# print the composed config[/]
+  posx extend base method=pi factor=2 --cfg job           [dim]# print the config that will run[/]
 """
 
 
@@ -107,7 +108,25 @@ def extend(
         # Next to the other overrides: Hydra's parser takes one contiguous run of them.
         first = next((i for i, a in enumerate(overrides) if "=" in a and not a.startswith("-")), len(overrides))
         overrides.insert(first, f"parent='{quoted}'")
+    if _cfg_job(overrides):
+        return
     jobs.run_hydra(jobs.extend_job, "extend", overrides)
+
+
+def _cfg_job(overrides: list[str]) -> bool:
+    """``posx extend RUN --cfg job``: print the config the extension will actually run (the
+    parent's model and corpus, the extend.* schedule in train.*), not the composed extend.yaml."""
+    flags = [i for i, a in enumerate(overrides) if a in ("--cfg", "-c")]
+    if not flags or flags[0] + 1 >= len(overrides) or overrides[flags[0] + 1] != "job" or "-m" in overrides \
+            or "--multirun" in overrides:
+        return False
+    rest = overrides[:flags[0]] + overrides[flags[0] + 2:]
+    with user_errors():
+        cfg = compose(rest, config_name="extend")
+        ext = prepare_extension(cfg, rest)
+        print(f"# the config this extension will run: {ext.parent_dir} -> {Path(cfg.results_dir) / 'runs' / ext.name}\n"
+              + to_yaml(ext.config), end="")
+    return True
 
 
 EVAL_EPILOG = """[bold]Examples[/]
