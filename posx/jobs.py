@@ -59,11 +59,19 @@ def user_errors() -> Iterator[None]:
         raise SystemExit(130) from None
 
 
+def check_launcher(args: list[str]) -> None:
+    """The SLURM launcher off a cluster fails here in one line, before Hydra makes a sweep directory."""
+    if any(a.replace(" ", "") == "hydra/launcher=submitit_slurm" for a in args) and shutil.which("srun") is None:
+        raise PosxError("hydra/launcher=submitit_slurm needs SLURM, and there is no srun on this machine; run it "
+                        "on the cluster's login node, or use hydra/launcher=joblib (or submitit_local) here")
+
+
 def run_hydra(task: Callable[[DictConfig], None], config_name: str, args: list[str]) -> None:
     """Run ``task`` as Hydra's ``@hydra.main`` would, on ``args`` instead of ``sys.argv``
     (``-m``, ``--cfg job``, launchers and sweeps behave as on Hydra's own command line)."""
     with user_errors():
         refuse_additions(args)
+        check_launcher(args)
         register_configs()
         parser = get_args_parser()
         parsed = parser.parse_args(args)

@@ -117,3 +117,14 @@ def test_train_with_too_little_data_for_its_evaluation_stops_before_any_step(tmp
     assert proc.returncode == 2 and "before training" in proc.stderr and "Traceback" not in proc.stderr
     assert "train 1/" not in proc.stdout
     assert not (tmp_path / "results" / "runs" / "small").exists()
+
+
+def test_the_slurm_launcher_off_a_cluster_is_one_line(monkeypatch):
+    import shutil as sh
+
+    from posx import jobs
+
+    monkeypatch.setattr(sh, "which", lambda name: None)
+    with pytest.raises(PosxError, match="needs SLURM, and there is no srun"):
+        jobs.check_launcher(["-m", "hydra/launcher=submitit_slurm", "seed=0,1"])
+    jobs.check_launcher(["-m", "hydra/launcher=joblib"])
