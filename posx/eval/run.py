@@ -24,7 +24,7 @@ from posx.eval import store
 from posx.eval.tables import Evaluation, passkey_table, rich_table
 from posx.model.gpt import GPT
 from posx.runs.records import RunMeta
-from posx.runs.rundir import load_run, read_meta
+from posx.runs.rundir import load_run
 
 
 @dataclass
@@ -84,19 +84,19 @@ def show(result: Evaluation, run_dir: Path, written: list[Path], console: Consol
 def evaluate_run(run_dir: Path, cfg: DictConfig, console: Console | None = None, force: bool = False) -> Evaluation:
     """Load a run, evaluate it with ``cfg.eval`` on ``cfg.device``, keep and show its tables.
     An evaluation with the same settings already stored is shown again, not recomputed,
-    unless ``force``."""
+    unless ``force`` (the run is loaded either way: bad weights or device fail the same)."""
     console = console or Console()
     run_dir = Path(run_dir)
     settings = store.settings_of(cfg.eval)
     eid = store.eval_id(settings)
-    folder = None if force else store.stored(run_dir, eid, read_meta(run_dir).weights_sha256)
+    run = load(run_dir, cfg, console)
+    folder = None if force else store.stored(run_dir, eid, run.meta.weights_sha256)
     if folder is not None:
         console.print(f"{run_dir} was already evaluated with these settings ({folder}); nothing computed "
                       "(pass --force to evaluate again)", highlight=False)
         result = store.load(folder)
         show(result, run_dir, store.make_current(run_dir, folder), console, verb="current again:")
         return result
-    run = load(run_dir, cfg, console)
     result = evaluate_loaded(run, cfg, console)
     written = store.save(result, run_dir, settings, str(run.device), run.meta.weights_sha256)
     show(result, run.run_dir, written, console)
