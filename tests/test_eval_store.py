@@ -80,7 +80,8 @@ def test_eval_settings_start_from_the_run_and_overrides_win_even_at_their_defaul
 @pytest.mark.slow
 def test_re_evaluating_is_a_no_op_unless_forced_and_every_evaluation_is_kept(trained_runs, tmp_path):
     work, run = trained_runs["work"], tmp_path / "rope"
-    shutil.copytree(trained_runs["rope"], run)  # the shared run stays as it is
+    shutil.copytree(trained_runs["rope"], run,  # the shared run stays as it is; the copy starts unevaluated
+                    ignore=shutil.ignore_patterns("extrapolation.*", "positions.csv", "passkey.csv", "eval.yaml", "eval"))
     run_posx("eval-extrapolate", str(run), "eval.methods=[none]", "eval.passkey.enabled=false", cwd=work)
     first = pd.read_csv(run / "extrapolation.csv")
     assert first["eval_id"].nunique() == 1 and len(first) == 4

@@ -35,7 +35,7 @@ def work(tmp_path_factory, trained_runs) -> Path:
     work = tmp_path_factory.mktemp("extend")
     for pos in ("rope", "absolute"):
         shutil.copytree(trained_runs[pos], work / "results" / "runs" / pos,
-                        ignore=shutil.ignore_patterns("extrapolation.*"))
+                        ignore=shutil.ignore_patterns("extrapolation.*", "eval.yaml", "eval"))  # no evaluation
     return work
 
 
