@@ -58,6 +58,11 @@ def test_tables_from_before_the_store_are_moved_aside_not_overwritten(tmp_path):
     assert (run / "eval" / "legacy" / "extrapolation.csv").read_text() == "old table\n"
     assert (run / "eval" / "legacy" / "positions.csv").read_text() == "old positions\n"
     assert not (run / "positions.csv").exists()  # the new evaluation has none
+    # a current evaluation whose eval/<id>/ was removed is put back there before it is replaced
+    first = store.current(run)["id"]
+    shutil.rmtree(run / "eval" / first)
+    store.save(_evaluation(11.0), run, {"tokens": 1024}, "cpu", None)
+    assert pd.read_csv(run / "eval" / first / "extrapolation.csv")["ppl"].iloc[0] == 10.0
 
 
 def test_eval_settings_start_from_the_run_and_overrides_win_even_at_their_default(tmp_path):

@@ -79,9 +79,19 @@ def stored(run_dir: Path, eid: str, weights_sha256: str | None) -> Path | None:
 
 
 def _keep_legacy(run_dir: Path) -> Path | None:
-    """Top-level tables without an eval.yaml (written before this store) go to eval/legacy[-n]/."""
-    if (run_dir / SETTINGS).is_file() or not (run_dir / "extrapolation.csv").is_file():
+    """Top-level tables that are kept nowhere else go aside before they are replaced: those
+    without an eval.yaml (written before this store) to eval/legacy[-n]/, those whose
+    eval/<id>/ is gone back to it."""
+    if not (run_dir / "extrapolation.csv").is_file():
         return None
+    if (run_dir / SETTINGS).is_file():
+        eid = str(read_record(run_dir / SETTINGS).get("id", ""))
+        if not eid or (run_dir / EVAL_DIR / eid / "extrapolation.csv").is_file():
+            return None
+        target = run_dir / EVAL_DIR / eid
+        target.mkdir(parents=True, exist_ok=True)
+        _copy_tables(run_dir, target)
+        return target
     target = files.unique_dir(run_dir / EVAL_DIR, "legacy", "")
     for name in TABLE_FILES:
         if (run_dir / name).is_file():

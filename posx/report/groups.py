@@ -142,7 +142,10 @@ def group_runs(members: list[Member]) -> Grouping:
         groups.append({"group": f"g{i}", "encoding": ident.get("pos.name", "—"), "parent": ident.get("parent", ""),
                        "label": label, "runs": len(kept), "seeds": ",".join(str(m.seed) for m in kept),
                        "run_dirs": " ".join(m.path.name for m in kept)})
-    return Grouping(labels, groups, duplicates, _varying(identities))
+    # an encoding parameter absent where it does not apply is not a difference of its own
+    varying = [k for k in _varying(identities)
+               if k not in ONLY_FOR or len({i[k] for i in identities if k in i}) > 1]
+    return Grouping(labels, groups, duplicates, varying)
 
 
 def explain(grouping: Grouping, runs: int) -> list[str]:
