@@ -13,17 +13,21 @@ from typing import List, Optional
 import typer
 from rich.console import Console
 
-from posx import jobs
-from posx.config.compose import compose
-from posx.core import distributed
+from posx import __version__, jobs
+from posx.config.compose import compose, to_yaml
+from posx.config.evalsettings import eval_config
+from posx.core import distributed, files
+from posx.core.errors import PosxError
 from posx.data import store
 from posx.eval.run import evaluate_run
 from posx.hf.checkpoint import evaluate_hf_dir
 from posx.hf.export import export_run
 from posx.jobs import user_errors
+from posx.report import collection
 from posx.report import frequencies as freqplot
 from posx.report.summary import report as build_report
-from posx.runs.rundir import resolve_run
+from posx.runs.rundir import read_meta, resolve_run
+from posx.train.extend import prepare as prepare_extension
 
 app = typer.Typer(
     name="posx",
@@ -83,7 +87,7 @@ EXTEND_EPILOG = """[bold]Examples[/]
   posx extend base method=pi factor=2 eval.after_train=true
   posx extend base -m method=pi,yarn,abf factor=2,4       [dim]# a sweep into results/sweeps/<time>/[/]
   posx extend results/runs/absolute-... method=interpolate factor=2   [dim]# learned absolute[/]
-  posx extend base --cfg job                               [dim]# print the composed config[/]
+  posx extend base method=pi factor=2 --cfg job           [dim]# print the config that will run[/]
 """
 
 
@@ -105,6 +109,8 @@ def extend(
         # Next to the other overrides: Hydra's parser takes one contiguous run of them.
         first = next((i for i, a in enumerate(overrides) if "=" in a and not a.startswith("-")), len(overrides))
         overrides.insert(first, f"parent='{quoted}'")
+    if _cfg_job(overrides):
+        return
     jobs.run_hydra(jobs.extend_job, "extend", overrides)
 
 
@@ -127,13 +133,34 @@ def export(
         Console().print(f"wrote {written} (load it with transformers.AutoModelForCausalLM.from_pretrained)")
 
 
+def _cfg_job(overrides: list[str]) -> bool:
+    """``posx extend RUN --cfg job``: print the config the extension will actually run (the
+    parent's model and corpus, the extend.* schedule in train.*), not the composed extend.yaml."""
+    flags = [i for i, a in enumerate(overrides) if a in ("--cfg", "-c")]
+    if not flags or flags[0] + 1 >= len(overrides) or overrides[flags[0] + 1] != "job" or "-m" in overrides \
+            or "--multirun" in overrides:
+        return False
+    rest = overrides[:flags[0]] + overrides[flags[0] + 2:]
+    with user_errors():
+        cfg = compose(rest, config_name="extend")
+        ext = prepare_extension(cfg, rest)
+        print(f"# the config this extension will run: {ext.parent_dir} -> {Path(cfg.results_dir) / 'runs' / ext.name}\n"
+              + to_yaml(ext.config), end="")
+    return True
+
+
 EVAL_EPILOG = """[bold]Examples[/]
 
   posx eval-extrapolate --latest                          [dim]# the most recent run[/]
   posx eval-extrapolate results/runs/rope-T128-s0-...     [dim]# a run by path (or by name)[/]
-  posx eval-extrapolate --latest eval.methods=[none,yarn] eval.factors=[1,4]
+  posx eval-extrapolate --latest eval.methods=\\[none,yarn] eval.factors=\\[1,4]
   posx eval-extrapolate --latest eval.tokens=65536 device=cpu
   posx eval-extrapolate exported/<name>                   [dim]# a local transformers checkpoint[/]
+  posx eval-extrapolate --latest --force                  [dim]# evaluate again with the same settings[/]
+
+Settings start from the run's own (its last evaluation, else the config it trained with);
+overrides apply on top. Each evaluation is kept under RUN/eval/<id>/, the current one also at
+RUN's top level; the same settings again show the stored tables unless --force.
 """
 
 
@@ -142,6 +169,10 @@ def eval_extrapolate(
     run: Optional[str] = typer.Argument(None, help="Run directory, or a run name under results/runs."),
     overrides: Optional[List[str]] = typer.Argument(None, help="Overrides of eval.*, device, results_dir."),
     latest: bool = typer.Option(False, "--latest", help="Evaluate the most recently trained run."),
+    force: bool = typer.Option(False, "--force", help="Evaluate again even when the run already holds an "
+                               "evaluation with these settings."),
+    defaults: bool = typer.Option(False, "--defaults", help="Start from the default evaluation settings "
+                                  "instead of the run's own."),
 ) -> None:
     """Perplexity at 1x, 2x, 4x, 8x the training length, for each RoPE rescaling method.
 
@@ -154,43 +185,71 @@ def eval_extrapolate(
         distributed.single_process("posx eval-extrapolate")
         cfg = compose(overrides)
         run_dir = resolve_run(run, cfg.results_dir, latest=latest)
+        console = Console()
         if (run_dir / "config.json").is_file() and not (run_dir / "model.json").is_file():
-            evaluate_hf_dir(run_dir, cfg, Console())
-        else:
-            evaluate_run(run_dir, cfg, Console())
+            evaluate_hf_dir(run_dir, cfg, console)  # a transformers checkpoint: the composed settings
+            return
+        if not defaults:
+            cfg, source = eval_config(run_dir, cfg, overrides)
+            console.print(f"evaluation settings: from {source}" + (", with the overrides on top" if overrides else ""),
+                          highlight=False)
+        evaluate_run(run_dir, cfg, console, force=force)
 
 
 FREQ_EPILOG = """[bold]Examples[/]
 
-  posx frequencies                                        [dim]# head_dim 64, T=128, s=8, every method[/]
-  posx frequencies --head-dim 32 --context 128 --factor 4 --methods none,pi,ntk,yarn
+  posx frequencies                                        [dim]# the default model: head_dim 32, T=128, s=8[/]
+  posx frequencies results/runs/rope-T128-s0-...          [dim]# head_dim, base and T of a run[/]
+  posx frequencies --head-dim 64 --context 128 --factor 4 --methods none,pi,ntk,yarn
   posx frequencies --out results/freq.png eval.llama3.high_freq_factor=8
 """
 
 
 @app.command("frequencies", context_settings=PASS_THROUGH, epilog=FREQ_EPILOG)
 def frequencies(
-    overrides: Optional[List[str]] = typer.Argument(None, help="Overrides of eval.* (method parameters)."),
-    head_dim: int = typer.Option(64, "--head-dim", help="Rotary dimension d (d_model / n_head)."),
-    base: float = typer.Option(10000.0, "--base", help="RoPE base b."),
-    context: int = typer.Option(128, "--context", help="Training length T."),
+    overrides: Optional[List[str]] = typer.Argument(None, metavar="[RUN] [OVERRIDES]...",
+                                                    help="A run (head_dim, base and T come from it), then overrides "
+                                                    "of eval.* (method parameters)."),
+    head_dim: Optional[int] = typer.Option(None, "--head-dim", help="Rotary dimension d (d_model / n_head); "
+                                           "default: the run's, else 32 (the default model's)."),
+    base: Optional[float] = typer.Option(None, "--base", help="RoPE base b; default: the run's, else 10000."),
+    context: Optional[int] = typer.Option(None, "--context", help="Training length T; default: the run's, else 128."),
     factor: float = typer.Option(8.0, "--factor", help="Scale s; the target length is s x T."),
     methods: str = typer.Option(",".join(["none", "pi", "ntk", "dynamic_ntk", "yarn", "dynamic_yarn",
                                           "ntk_by_parts", "abf", "llama3", "longrope"]),
                                 "--methods", help="Comma-separated RoPE methods."),
-    out: Path = typer.Option(Path("results/frequencies.png"), "--out", help="Where to write the PNG."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Where to write the PNG (a new file); default "
+                                       "results/frequencies.png, or -2, -3 ... when taken."),
 ) -> None:
     """Each RoPE method's wavelength per rotary pair against T and s x T: a table and a PNG."""
+    args = list(overrides or [])
     with user_errors():
+        cfg = compose([a for a in args if "=" in a])
+        runs = [a for a in args if "=" not in a]
+        if len(runs) > 1:
+            raise PosxError(f"posx frequencies takes at most one run, got {', '.join(runs)}")
+        model = read_meta(resolve_run(runs[0], cfg.results_dir)) if runs else None
+        if model is not None and not model.model.pos == "rope":
+            raise PosxError(f"{runs[0]} uses pos={model.model.pos}, not RoPE; it has no rotary frequencies")
+        head_dim = head_dim if head_dim is not None else (model.model.head_dim if model else 32)
+        base = base if base is not None else (model.model.rope_base if model else 10000.0)
+        context = context if context is not None else (model.train_context if model else 128)
         freqplot.check_head_dim(head_dim)
         freqplot.check_out(out)
-        cfg = compose(list(overrides or []))
         names = [m.strip() for m in methods.split(",") if m.strip()]
         df, attention = freqplot.wavelength_table(cfg.eval, names, head_dim, base, context, factor)
         target = round(factor * context)
-        title = freqplot.title(head_dim, base, context, factor)
+        title = freqplot.title(head_dim, base, context, factor) + (f" (from {runs[0]})" if runs else "")
         console = Console()
-        console.print(freqplot.rich_table(df, attention, context, target, title))
+        for table in freqplot.rich_tables(df, attention, context, target, title, console.width):
+            console.print(table)
+        if out is not None and out.exists():
+            raise PosxError(f"{out} already exists; choose another --out (nothing is overwritten)")
+        if out is None:
+            out = Path(cfg.results_dir) / "frequencies.png"
+            stem, i = out.stem, 2
+            while out.exists():
+                out, i = out.with_name(f"{stem}-{i}.png"), i + 1
         freqplot.plot(df, context, target, title, out)
         console.print(f"wrote {out}")
 
@@ -212,11 +271,85 @@ def report(
     factor: Optional[float] = typer.Option(None, "--factor", help="Factor of the per-position plot "
                                            "(default: the largest each encoding has)."),
     results_dir: Path = typer.Option(Path("results"), "--results-dir", help="Where reports/ goes by default."),
+    smooth: int = typer.Option(1, "--smooth", help="Per-position curves: a centred moving mean over this many buckets."),
 ) -> None:
-    """Summary tables (mean ± std over seeds) and plots from evaluated runs; loads no model."""
+    """Summary tables and plots from evaluated runs, runs pooled as seeds only when all else is equal."""
     with user_errors():
         distributed.single_process("posx report")
-        build_report(paths, out=out, results_dir=results_dir, factor=factor, console=Console())
+        build_report(paths, out=out, results_dir=results_dir, factor=factor, console=Console(), smooth=smooth)
+
+
+RUNS_EPILOG = """[bold]Examples[/]
+
+  posx runs                                   [dim]# every run under results/[/]
+  posx runs results/sweeps/2025-01-01_12-00-00
+  posx runs --csv runs.csv                    [dim]# also write the list as CSV[/]
+  posx runs --csv -                           [dim]# CSV on stdout instead of the table[/]
+"""
+
+
+def _write_csv(df, csv: str, console: Console) -> None:
+    if csv == "-":
+        print(df.to_csv(index=False), end="")
+        return
+    path = Path(csv)
+    if path.exists():
+        raise PosxError(f"{path} already exists; choose another --csv (nothing is overwritten)")
+    files.write_text(path, df.to_csv(index=False))
+    console.print(f"wrote {path}", highlight=False)
+
+
+@app.command("runs", epilog=RUNS_EPILOG)
+def runs(
+    path: Path = typer.Argument(Path("results"), help="A results directory, a directory of runs, a sweep or a run."),
+    csv: Optional[str] = typer.Option(None, "--csv", help="Also write the list as CSV to this new file ('-': stdout)."),
+) -> None:
+    """List runs: name, encoding, T, steps, validation perplexity, evaluated lengths, parent, status."""
+    with user_errors():
+        df = collection.list_runs(path)
+        console = Console()
+        if csv != "-":
+            console.print(collection.runs_table(df, f"{len(df)} run(s) under {path}"))
+        if csv is not None:
+            _write_csv(df, csv, console)
+
+
+COMPARE_EPILOG = """[bold]Examples[/]
+
+  posx compare rope-T128-s0-... absolute-T128-s0-...   [dim]# names under results/runs, or paths[/]
+  posx compare base base-yarn-x4 --csv cmp.csv
+"""
+
+
+@app.command("compare", epilog=COMPARE_EPILOG)
+def compare(
+    run_args: List[str] = typer.Argument(..., metavar="RUN RUN...", help="Runs (paths or names under results/runs)."),
+    csv: Optional[str] = typer.Option(None, "--csv", help="Also write the comparison as CSV to this new file ('-': stdout)."),
+    results_dir: Path = typer.Option(Path("results"), "--results-dir", help="Where run names are looked up."),
+) -> None:
+    """The runs' current perplexity tables side by side, with ratios to the first run."""
+    with user_errors():
+        dirs = [resolve_run(r, results_dir) for r in run_args]
+        df, names = collection.compare(dirs)
+        console = Console()
+        if csv != "-":
+            console.print(collection.compare_table(df, names))
+        if csv is not None:
+            _write_csv(df, csv, console)
+
+
+def _version(value: bool) -> None:
+    if value:
+        print(f"posx {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def root(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version and exit."),
+) -> None:
+    """Train small GPTs with different positional encodings and measure how they hold up past the
+    length they trained at."""
 
 
 data_app = typer.Typer(name="data", help="Token stores: prepare a corpus once, train and evaluate from it.",

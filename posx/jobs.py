@@ -31,7 +31,7 @@ from omegaconf.errors import OmegaConfBaseException
 from rich.console import Console
 
 from posx.config.checks import check_train_config
-from posx.config.compose import compose, config_dir, register_configs
+from posx.config.compose import compose, config_dir, refuse_additions, register_configs
 from posx.config.resume import differences, resume_config, saved_config
 from posx.core import files
 from posx.core import distributed
@@ -40,7 +40,7 @@ from posx.core.lock import LOCK_NAME, Busy
 from posx.eval.run import evaluate_run
 from posx.report.sweep import update_sweep_table
 from posx.runs import checkpoint
-from posx.runs.rundir import CONFIG, is_run, new_run_dir, read_meta, resolve_run
+from posx.runs.rundir import CONFIG, is_run, new_named_run_dir, new_run_dir, read_meta, resolve_run
 from posx.train import extend as extension
 from posx.train.loop import Fresh, Resume, Start, train
 
@@ -77,10 +77,19 @@ def user_errors() -> Iterator[None]:
         raise SystemExit(130) from None
 
 
+def check_launcher(args: list[str]) -> None:
+    """The SLURM launcher off a cluster fails here in one line, before Hydra makes a sweep directory."""
+    if any(a.replace(" ", "") == "hydra/launcher=submitit_slurm" for a in args) and shutil.which("srun") is None:
+        raise PosxError("hydra/launcher=submitit_slurm needs SLURM, and there is no srun on this machine; run it "
+                        "on the cluster's login node, or use hydra/launcher=joblib (or submitit_local) here")
+
+
 def run_hydra(task: Callable[[DictConfig], None], config_name: str, args: list[str]) -> None:
     """Run ``task`` as Hydra's ``@hydra.main`` would, on ``args`` instead of ``sys.argv``
     (``-m``, ``--cfg job``, launchers and sweeps behave as on Hydra's own command line)."""
     with user_errors():
+        refuse_additions(args)
+        check_launcher(args)
         register_configs()
         parser = get_args_parser()
         parsed = parser.parse_args(args)
@@ -137,9 +146,11 @@ class JobDir:
 def job_run_dir(cfg: DictConfig, name: str) -> JobDir:
     """Sweep jobs use Hydra's job directory and resume the checkpoint a killed or requeued job
     left there, or only evaluate the run it finished (when it is of the same config); single
-    runs get results/runs/<name>/, never an existing one."""
+    runs get results/runs/<name>/, never an existing one: a default name gets a -2, -3 ...
+    suffix, a name= that exists is refused."""
     if HydraConfig.get().mode != RunMode.MULTIRUN:
-        return JobDir(new_run_dir(cfg.results_dir, name), created=True, start=Fresh())
+        make = new_named_run_dir if cfg.name else new_run_dir
+        return JobDir(make(cfg.results_dir, name), created=True, start=Fresh())
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     if is_run(run_dir) and not os.environ.get("SUBMITIT_EXECUTOR"):
         raise PosxError(f"{run_dir} already holds a trained run; use a new hydra.sweep.dir")

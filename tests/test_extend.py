@@ -35,7 +35,7 @@ def work(tmp_path_factory, trained_runs) -> Path:
     work = tmp_path_factory.mktemp("extend")
     for pos in ("rope", "absolute"):
         shutil.copytree(trained_runs[pos], work / "results" / "runs" / pos,
-                        ignore=shutil.ignore_patterns("extrapolation.*"))
+                        ignore=shutil.ignore_patterns("extrapolation.*", "eval.yaml", "eval"))  # no evaluation
     return work
 
 
@@ -196,7 +196,9 @@ def test_extend_help_and_cfg_job_write_nothing(work):
     assert "Examples" in proc.stdout and "posx extend" in proc.stdout
     before = sorted(p.name for p in (work / "results" / "runs").iterdir())
     proc = run_posx("extend", "rope", "--cfg", "job", "method=pi", "factor=3", cwd=work)
-    assert "parent: rope" in proc.stdout and "method: pi" in proc.stdout and "factor: 3" in proc.stdout
+    # the config that will run (issue 15): the parent's model, the extension's T and schedule
+    assert "method: pi" in proc.stdout and "factor: 3" in proc.stdout and "results/runs/rope" in proc.stdout
+    assert "context_length: 96" in proc.stdout and "-> results/runs/rope-pi-x3" in proc.stdout
     assert sorted(p.name for p in (work / "results" / "runs").iterdir()) == before
 
 

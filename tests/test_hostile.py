@@ -238,7 +238,7 @@ def _edit_state(run: Path, edit) -> None:
 RESUMES = [(["train", "--resume", "runs/ckpt", "device=cpu"], CONFIG_NEEDLE[name], name) for name in CONFIG_DAMAGE]
 
 REPORTS = [
-    (["report", "runs/tab"], "lacks the column(s) train_context, eval_context", "table_no_ppl"),
+    (["report", "runs/tab"], "lacks the column(s) train_context, eval_context, method, ppl, status", "table_no_ppl"),
     (["report", "runs/tab"], "not a number in column ppl", "table_text_ppl"),
     (["report", "runs/tab"], "cannot be read as CSV", "table_empty"),
     (["report", "runs/tab"], "not a number in column factor", "table_text_factor"),

@@ -71,9 +71,12 @@ def test_old_runs_evaluate_to_the_tables_they_wrote(old, tmp_path):
     for name in ("old-rope", "old-rope-yarn"):
         before = pd.read_csv(old / name / "extrapolation.csv")
         after = evaluate_run(old / name, cfg).table
-        assert set(before.columns) <= set(after.columns)  # today's tables add columns, never drop one
-        pd.testing.assert_frame_equal(after[before.columns].reset_index(drop=True), before, check_dtype=False,
-                                      rtol=1e-5)
+        # the columns the old posx wrote are unchanged; issue 15 adds the interval and eval_id after them
+        pd.testing.assert_frame_equal(after[list(before.columns)].reset_index(drop=True), before,
+                                      check_dtype=False, rtol=1e-5)
+        ok = after[(after["status"] == "ok") & (after["windows"] > 1)]  # one window: no interval
+        assert ((ok["ppl_lo"] < ok["ppl"]) & (ok["ppl"] < ok["ppl_hi"])).all() and (after["eval_id"] != "").all()
+        assert (old / name / "eval" / "legacy" / "extrapolation.csv").is_file()  # the old table is kept
 
 
 def test_an_old_checkpoint_only_extension_resumes_as_an_extension(old, tmp_path):

@@ -15,7 +15,8 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from posx.config.schema import Config, ExtendRootConfig
-from posx.core.device import COMPILE, DEVICES
+from posx.core.device import COMPILE, check_device
+from posx.core.trackers import check_logger
 from posx.core.errors import PosxError
 from posx.data.sources import SOURCES
 from posx.eval.passkey import VARIANTS
@@ -62,8 +63,12 @@ def check_config(cfg: DictConfig | Config) -> None:
                                        resolve=True)
     container.pop("hydra", None)
     _finite(container)
-    if cfg.device not in DEVICES:
-        raise PosxError(f"device={cfg.device} is not one of {', '.join(DEVICES)}")
+    check_device(cfg.device)
+    check_logger(cfg.logger.name)
+    if cfg.logger.mode not in ("offline", "online", "disabled"):
+        raise PosxError(f"logger.mode={cfg.logger.mode} is not one of offline, online, disabled")
+    if cfg.threads is not None and cfg.threads < 1:
+        raise PosxError(f"threads={cfg.threads} must be at least 1 (or null for torch's default)")
     if cfg.pos.name not in ENCODINGS:
         raise PosxError(f"pos.name={cfg.pos.name} is unknown; choose one of {', '.join(ENCODINGS)}")
     for key in ("n_layer", "n_head", "d_model", "mlp_ratio", "multiple_of"):

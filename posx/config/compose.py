@@ -32,8 +32,19 @@ def config_dir() -> Path:
     raise PosxError(f"posx configs not found next to {here}; reinstall posx (pip install .)")
 
 
+def refuse_additions(overrides: list[str]) -> None:
+    """``+key=value`` (and ``++key=value``) would add a key the schema does not have, which no
+    code reads: refused like any unknown key."""
+    for item in overrides:
+        if item.startswith("+"):
+            key = item.lstrip("+").split("=", 1)[0]
+            raise PosxError(f"'{item}': posx's config has a fixed schema, so a key cannot be added; "
+                            f"set an existing key as {key}=<value> (posx train --cfg job lists them)")
+
+
 def compose(overrides: list[str], config_name: str = "config") -> DictConfig:
     """The composed (and checked) config with overrides, without running a Hydra job."""
+    refuse_additions(overrides)
     register_configs()
     with initialize_config_dir(version_base="1.3", config_dir=str(config_dir()), job_name="posx"):
         cfg = hydra_compose(config_name=config_name, overrides=overrides)

@@ -24,7 +24,7 @@ from posx.core.errors import PosxError
 from posx.runs.rundir import CONFIG, lineage_of, read_config
 
 # Keys (and every key below them) a resumed run may change.
-SAFE = ("device", "results_dir", "data.cache_dir", "train.checkpoint_every", "train.eval_every",
+SAFE = ("device", "threads", "logger", "results_dir", "data.cache_dir", "train.checkpoint_every", "train.eval_every",
         "train.eval_batches", "train.compile", "train.tf32", "train.micro_batch_size", "eval")
 _ABSENT = object()
 

@@ -134,9 +134,18 @@ class EvalConfig:
 
 
 @dataclass
+class LoggerConfig:
+    name: str = "none"  # experiment tracker: none | tensorboard | wandb (posx/core/trackers.py)
+    dir: Optional[str] = None  # where it writes; None: <run>/logs (tensorboard), the run directory (wandb)
+    project: str = "posx"  # wandb: the project name
+    mode: str = "offline"  # wandb: offline (no network) | online | disabled
+
+
+@dataclass
 class Config:
     seed: int = 0  # seeds weights, batches and evaluation windows
-    device: str = "auto"  # auto (CUDA when present) | cpu | cuda
+    device: str = "auto"  # auto (CUDA when present) | cpu | cuda | cuda:N (GPU N)
+    threads: Optional[int] = None  # torch intra-op threads; None: torch's default (one per core)
     name: Optional[str] = None  # run name; None: <pos>-T<context>-s<seed>-<time>
     results_dir: str = "results"  # runs/, sweeps/, cache/ live here
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -144,6 +153,7 @@ class Config:
     data: DataConfig = field(default_factory=DataConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
+    logger: LoggerConfig = field(default_factory=LoggerConfig)  # optional experiment tracker, off by default
 
 
 @dataclass

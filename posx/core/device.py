@@ -6,23 +6,41 @@ from __future__ import annotations
 
 from contextlib import nullcontext
 
+import re
+
 import torch
 
 from posx.core.errors import PosxError
 
-DEVICES = ("auto", "cpu", "cuda")
+DEVICES = ("auto", "cpu", "cuda", "cuda:N")
+
+
+def check_device(requested: str) -> None:
+    """auto, cpu, cuda or cuda:N (N a GPU index), else a one-line error."""
+    if requested not in DEVICES[:3] and not re.fullmatch(r"cuda:\d+", str(requested)):
+        raise PosxError(f"device={requested} is not one of {', '.join(DEVICES)}")
 COMPILE = ("auto", "true", "false")  # train.compile (Hydra may hand true/false over as booleans)
 
 
 def pick_device(requested: str) -> torch.device:
-    """``auto``: CUDA when present, else the CPU; ``cuda`` without CUDA is a user error."""
-    if requested not in DEVICES:
-        raise PosxError(f"device={requested} is not one of {', '.join(DEVICES)}")
+    """``auto``: CUDA when present, else the CPU; ``cuda`` without CUDA, or ``cuda:N`` past the
+    GPUs there are, is a user error."""
+    check_device(requested)
     if requested == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if requested == "cuda" and not torch.cuda.is_available():
-        raise PosxError("device=cuda but CUDA is not available here; use device=cpu or device=auto")
-    return torch.device(requested)
+    if requested.startswith("cuda") and not torch.cuda.is_available():
+        raise PosxError(f"device={requested} but CUDA is not available here; use device=cpu or device=auto")
+    device = torch.device(requested)
+    if device.index is not None and device.index >= torch.cuda.device_count():
+        raise PosxError(f"device={requested} but this machine has {torch.cuda.device_count()} GPU(s) "
+                        f"(cuda:0 to cuda:{torch.cuda.device_count() - 1})")
+    return device
+
+
+def set_threads(threads: int | None) -> None:
+    """torch's intra-op threads (``threads``; None leaves torch's default: one per core)."""
+    if threads is not None:
+        torch.set_num_threads(int(threads))
 
 
 def autocast(device: torch.device):

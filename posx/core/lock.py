@@ -44,3 +44,19 @@ def exclusive(directory: str | Path, busy: str | None = None) -> Iterator[None]:
             fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
         os.close(fd)
+
+
+def held(directory: str | Path) -> bool:
+    """Whether a live process holds the directory's lock (a run that is training now). Only
+    looks: a directory without a lock file is not locked, and none is created."""
+    try:
+        fd = os.open(Path(directory) / LOCK_NAME, os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:  # no lock file (or a link planted as one): nobody holds it
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False

@@ -10,6 +10,9 @@ entry (deduplicated), and ``factor`` is always relative to the parent's T
   stretched table) and no training. This is the parent's ``eval-extrapolate`` row at
   L = factor x T; at other lengths it differs from that table, which rescales by L/T.
 
+Both stages are scored with ``eval.protocol`` (a sliding stride defaults to half the scored
+model's own T) and write per-position buckets (positions.csv, with a ``stage`` column).
+
 The frequencies are no longer plain theta after extension, so the family's formulas do not
 apply on top of them: ``eval.methods`` and ``eval.scale`` are not used here.
 """
@@ -24,15 +27,13 @@ import torch
 from rich.console import Console
 
 from posx.core.errors import PosxError
-from posx.eval.extrapolate import window_nll
-from posx.eval.scoring import tokens_for
+from posx.eval import scoring
 from posx.eval.tables import COLUMNS, Evaluation
 from posx.model.encodings import PositionOutOfRange
 from posx.model.gpt import GPT
 from posx.runs.lineage import INTERPOLATE, find_parent, zero_shot_model
 from posx.runs.records import RunMeta
 
-PROTOCOL = "nonoverlapping"  # the only protocol an extended run is evaluated with
 
 
 def lengths_for(reference: int, new: int, factors) -> list[int]:
@@ -40,19 +41,17 @@ def lengths_for(reference: int, new: int, factors) -> list[int]:
     return sorted({round(f * reference) for f in factors} | {round(f * new) for f in factors})
 
 
-def _score(model: GPT, val: torch.Tensor, L: int, n_tokens: int, batch_tokens: int,
-           device: torch.device) -> tuple[str, float, int]:
-    """(status, mean nll, scored tokens) of ``model`` at length L."""
+def _score(model: GPT, val: torch.Tensor, L: int, stride: int, n_tokens: int, batch_tokens: int,
+           device: torch.device) -> tuple[str, scoring.Scores | None]:
+    """(status, scores) of ``model`` at length L; no scores when it cannot be scored."""
     limit = model.pos.max_length()
     if limit is not None and L > limit:
-        return "out_of_range", math.nan, 0
+        return "out_of_range", None
     try:
-        total, count = window_nll(model, val, L, n_tokens // L, batch_tokens, device)
+        scores = scoring.score(model, val, L, stride, n_tokens, batch_tokens, device)
     except PositionOutOfRange:
-        return "out_of_range", math.nan, 0
-    if not math.isfinite(total):
-        return "nonfinite", math.nan, count
-    return "ok", total / count, count
+        return "out_of_range", None
+    return ("ok" if math.isfinite(scores.total) else "nonfinite"), scores
 
 
 def evaluate_extended(model: GPT, meta: RunMeta, val: torch.Tensor, ev, results_dir: str | Path,
@@ -61,13 +60,14 @@ def evaluate_extended(model: GPT, meta: RunMeta, val: torch.Tensor, ev, results_
     lineage = meta.extended_from
     T0, T1 = lineage.train_context, meta.train_context
     lengths = lengths_for(T0, T1, ev.factors)
-    n_tokens = tokens_for(PROTOCOL, ev.tokens, lengths, lengths)
-    if len(val) < n_tokens + 1:
+    # sliding: eval.stride, or half of the length the scored model trained at (each stage's own T)
+    strides = {(T, L): scoring.stride_for(ev.protocol, ev.stride, T, L) for T in (T0, T1) for L in lengths}
+    n_tokens = scoring.tokens_for(ev.protocol, ev.tokens, lengths, list(strides.values()))
+    needed = max(scoring.tokens_needed(L, s, n_tokens) for (_, L), s in strides.items())
+    if len(val) < needed:
         raise PosxError(f"the held-out split has {len(val)} tokens but eval.tokens asks for {n_tokens} "
-                        f"at each length; lower eval.tokens or use more data")
-    if ev.protocol != PROTOCOL and console is not None:
-        console.print(f"[yellow]warning:[/] an extended run is evaluated with the {PROTOCOL} protocol only "
-                      f"(eval.protocol={ev.protocol} is ignored)")
+                        f"at each length ({needed} read); lower eval.tokens or use more data")
+    width = scoring.bucket_width_for(ev.bucket_width, T0)
     stages: list[tuple[str, GPT, int]] = []
     parent_dir = find_parent(meta, results_dir)
     if parent_dir is None:
@@ -79,18 +79,30 @@ def evaluate_extended(model: GPT, meta: RunMeta, val: torch.Tensor, ev, results_
     stages.append(("extended", model, T1))
     interpolated = lineage.method == INTERPOLATE
     scale = lineage.factor if interpolated else meta.rope.factor
-    rows = []
+    rows, positions = [], []
     for stage, m, trained_at in stages:
         m.eval()
         attention = 1.0 if interpolated else m.pos.attention_factor
         for L in lengths:
-            status, nll, count = _score(m, val, L, n_tokens, ev.batch_tokens, device)
-            rows.append({"run": run_name, "pos": meta.model.pos, "train_context": trained_at,
-                         "eval_context": L, "factor": L / T0, "method": lineage.method, "scale": scale,
-                         "attention_factor": attention, "nll": nll, "ppl": math.exp(nll), "tokens": count,
-                         "status": status, "protocol": PROTOCOL, "stride": L, "reference_context": T0, "stage": stage,
-                         "absolute_beyond": "none", "within_documents": False, "documents": math.nan})
-            if console is not None and status == "ok":
-                console.print(f"  {lineage.method:>12} {stage:>9} {L / T0:g}x (L={L}): ppl {math.exp(nll):.3f}",
-                              highlight=False)
-    return Evaluation(table=pd.DataFrame(rows, columns=COLUMNS))
+            stride = strides[(trained_at, L)]
+            status, scores = _score(m, val, L, stride, n_tokens, ev.batch_tokens, device)
+            nll = scores.total / scores.tokens if status == "ok" else math.nan
+            ci = scores.interval() if status == "ok" else scoring.Interval(math.nan, math.nan, math.nan, 0)
+            row = {"run": run_name, "pos": meta.model.pos, "train_context": trained_at,
+                   "eval_context": L, "factor": L / T0, "method": lineage.method, "scale": scale,
+                   "attention_factor": attention, "nll": nll, "ppl": math.exp(nll),
+                   "tokens": scores.tokens if scores is not None else 0, "status": status,
+                   "protocol": ev.protocol, "stride": stride, "reference_context": T0, "stage": stage,
+                   "absolute_beyond": "none", "within_documents": False, "documents": math.nan, "nll_se": ci.nll_se, "ppl_lo": ci.ppl_lo, "ppl_hi": ci.ppl_hi,
+                   "windows": ci.windows, "eval_id": ""}
+            rows.append(row)
+            if status != "ok":
+                continue
+            keys = {k: row[k] for k in ("run", "pos", "train_context", "eval_context", "factor", "method")}
+            for start, end, total, count in scoring.buckets(scores, width):
+                positions.append({**keys, "protocol": ev.protocol, "bucket_start": start, "bucket_end": end,
+                                  "tokens": count, "nll": total / count, "stage": stage})
+            if console is not None:
+                console.print(f"  {lineage.method:>12} {stage:>9} {L / T0:g}x (L={L}): ppl {math.exp(nll):.3f} "
+                              f"[{ci.ppl_lo:.3f}, {ci.ppl_hi:.3f}]", highlight=False)
+    return Evaluation(table=pd.DataFrame(rows, columns=COLUMNS), positions=positions)

@@ -79,7 +79,8 @@ def evaluate(model: GPT, meta: RunMeta, val: torch.Tensor, ev, device: torch.dev
                    "factor": float(factor), "method": method, "scale": scale, "attention_factor": 1.0,
                    "nll": math.nan, "ppl": math.nan, "tokens": 0, "status": "ok", "protocol": ev.protocol,
                    "stride": stride, "reference_context": T, "stage": "zero-shot", "absolute_beyond": beyond,
-                   "within_documents": within, "documents": plans[L].documents if within else math.nan}
+                   "within_documents": within, "documents": plans[L].documents if within else math.nan,
+                   "nll_se": math.nan, "ppl_lo": math.nan, "ppl_hi": math.nan, "windows": 0, "eval_id": ""}
             rows.append(row)
             cell_trials = {v: trials[(L, v)] for v in variants}
             starts = plans[L].starts if within else None
@@ -88,7 +89,8 @@ def evaluate(model: GPT, meta: RunMeta, val: torch.Tensor, ev, device: torch.dev
             if long_tables and row["status"] == "ok":
                 for start, end, total, count in scoring.buckets(scores, width):
                     result.positions.append({**keys, "protocol": ev.protocol, "bucket_start": start,
-                                             "bucket_end": end, "tokens": count, "nll": total / count})
+                                             "bucket_end": end, "tokens": count, "nll": total / count,
+                                             "stage": "zero-shot"})
             for v in variants:
                 for r in _passkey_rows(row["status"], cell_trials[v], results.get(v), pk.depth_buckets):
                     result.passkey.append({**keys, "variant": v, **r})
@@ -126,6 +128,8 @@ def _score_cell(model: GPT, val: torch.Tensor, ev, device: torch.device, row: di
         return scores, results
     row["nll"] = scores.total / scores.tokens
     row["ppl"] = math.exp(row["nll"])
+    ci = scores.interval()
+    row.update(nll_se=ci.nll_se, ppl_lo=ci.ppl_lo, ppl_hi=ci.ppl_hi, windows=ci.windows)
     return scores, results
 
 

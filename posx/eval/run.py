@@ -1,6 +1,7 @@
 """Evaluating a run directory: load what it needs, evaluate it, write and show the tables.
 
-Each step is its own function; ``evaluate_run`` is just the four in a row, as
+Each step is its own function; ``evaluate_run`` is just the four in a row (or, when the run
+already holds an evaluation with the same settings, the stored one shown again), as
 ``posx eval-extrapolate`` and ``posx train eval.after_train=true`` use them.
 """
 
@@ -11,16 +12,19 @@ from pathlib import Path
 
 import numpy as np
 import torch
+import yaml
 from omegaconf import DictConfig
 from rich.console import Console
 
-from posx.core.device import pick_device
+from posx.core.device import pick_device, set_threads
 from posx.core.errors import PosxError
+from posx.core.trackers import open_tracker
 from posx.data import store
 from posx.data.tokenizer import Tokenizer
 from posx.eval.extended import evaluate_extended
 from posx.eval.extrapolate import evaluate
-from posx.eval.tables import Evaluation, passkey_table, rich_table, write_tables
+from posx.eval import history
+from posx.eval.tables import Evaluation, passkey_table, rich_table
 from posx.model.gpt import GPT
 from posx.runs.records import RunMeta
 from posx.runs.rundir import load_run
@@ -42,6 +46,7 @@ class Loaded:
 def load(run_dir: Path, cfg: DictConfig, console: Console) -> Loaded:
     """The run's model on ``cfg.device`` and the held-out split of the corpus it trained on."""
     device = pick_device(cfg.device)
+    set_threads(cfg.threads)
     model, meta = load_run(run_dir, device=device)
     corpus = store.load(meta.data_config, cfg.data.cache_dir, console=console)
     trained_with = (meta.data.get("tokenizer") or {}).get("sha256")
@@ -68,23 +73,50 @@ def evaluate_loaded(run: Loaded, cfg: DictConfig, console: Console) -> Evaluatio
                     val_docs=run.val_docs, tokenizer=run.tokenizer)
 
 
-def show(result: Evaluation, run_dir: Path, written: list[Path], console: Console) -> None:
+def show(result: Evaluation, run_dir: Path, written: list[Path], console: Console, verb: str = "wrote") -> None:
     df = result.table
     reference = int(df["reference_context"].iloc[0])  # T that the factors multiply
-    console.print(rich_table(df, f"perplexity, {run_dir.name} (T={reference}, {df['protocol'].iloc[0]})"))
+    eid = f", eval {df['eval_id'].iloc[0]}" if df["eval_id"].iloc[0] else ""
+    console.print(rich_table(df, f"perplexity ± half the 95% interval over windows, {run_dir.name} "
+                                 f"(T={reference}, {df['protocol'].iloc[0]}{eid})"))
     if df["within_documents"].fillna(False).astype(bool).any():
         per_length = df.drop_duplicates("eval_context")
         console.print("within documents: " + "; ".join(
             f"{r.factor:g}x: {int(r.documents)} documents, {int(r.tokens)} tokens" for r in per_length.itertuples()))
     if result.passkey:
-        console.print(passkey_table(result.passkey_frame, f"passkey accuracy, {run_dir.name}"))
-    console.print("wrote " + ", ".join(str(p) for p in written))
+        pk = result.passkey_frame
+        ok = pk[pk["status"] == "ok"]
+        if len(ok) and (ok["accuracy"] == 0).all():  # a model too small to retrieve: one line, not a table of 0s
+            nll = (ok["key_nll"] * ok["trials"]).sum() / ok["trials"].sum()
+            console.print(f"passkey: 0 of {int(ok['trials'].sum())} trials retrieved at every length, method and "
+                          f"variant (mean key NLL {nll:.3f}, chance ln 10 = 2.303; passkey.csv has the rows)",
+                          highlight=False)
+        else:
+            console.print(passkey_table(pk, f"passkey accuracy, {run_dir.name}"))
+    console.print(f"{verb} " + ", ".join(str(p) for p in written))
 
 
-def evaluate_run(run_dir: Path, cfg: DictConfig, console: Console | None = None) -> Evaluation:
-    """Load a run, evaluate it with ``cfg.eval`` on ``cfg.device``, write and show its tables."""
+def evaluate_run(run_dir: Path, cfg: DictConfig, console: Console | None = None, force: bool = False) -> Evaluation:
+    """Load a run, evaluate it with ``cfg.eval`` on ``cfg.device``, keep and show its tables.
+    An evaluation with the same settings already stored is shown again, not recomputed,
+    unless ``force`` (the run is loaded either way: bad weights or device fail the same)."""
     console = console or Console()
-    run = load(Path(run_dir), cfg, console)
+    run_dir = Path(run_dir)
+    settings = history.settings_of(cfg.eval)
+    eid = history.eval_id(settings)
+    run = load(run_dir, cfg, console)
+    folder = None if force else history.stored(run_dir, eid, run.meta.weights_sha256)
+    if folder is not None:
+        console.print(f"{run_dir} was already evaluated with these settings ({folder}); nothing computed "
+                      "(pass --force to evaluate again)", highlight=False)
+        result = history.load(folder)
+        show(result, run_dir, history.make_current(run_dir, folder), console, verb="current again:")
+        return result
     result = evaluate_loaded(run, cfg, console)
-    show(result, run.run_dir, write_tables(result, run.run_dir), console)
+    written = history.save(result, run_dir, settings, str(run.device), run.meta.weights_sha256)
+    show(result, run.run_dir, written, console)
+    if cfg.logger.name != "none":
+        record = {"eval_id": eid, "settings": settings}
+        with open_tracker(cfg.logger, run_dir, f"{run_dir.name}-eval-{eid}", record, yaml.safe_dump(record)) as tracker:
+            tracker.log_eval(result.table.to_dict("records"), stage_names=result.table["stage"].nunique() > 1)
     return result

@@ -14,12 +14,20 @@ per-position curve and the overall NLL come from the same numbers.
   With ``stride = L`` it is the non-overlapping protocol.
 
 The NLL is averaged over tokens. Per-token NLLs are computed in float32 and summed in float64.
+
+Uncertainty (``interval``): every window scores the same number of tokens, so the overall NLL
+is the mean of the windows' mean NLLs. Its standard error is the sample standard deviation of
+those per-window means over the square root of the number of windows, and the 95% interval of
+the perplexity is exp(NLL ± q SE), q the t quantile with windows - 1 degrees of freedom (1.96
+past 31 windows). Windows are adjacent stretches of one held-out text, so
+this treats them as independent draws: it measures how much the number moves with which text
+is scored, not the spread over seeds (which ``posx report`` shows separately).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -38,6 +46,7 @@ class Scores:
 
     nll_sum: np.ndarray  # (L,) float64
     count: np.ndarray  # (L,) int64
+    window_sum: np.ndarray = field(default_factory=lambda: np.zeros(0))  # (n_windows,) summed NLL per window
 
     @property
     def total(self) -> float:
@@ -46,6 +55,42 @@ class Scores:
     @property
     def tokens(self) -> int:
         return int(self.count.sum())
+
+    def interval(self) -> "Interval":
+        """Standard error of the mean NLL over windows and the 95% perplexity interval."""
+        return interval(self.window_sum, self.tokens)
+
+
+# Two-sided 95% quantiles of Student's t with 1..30 degrees of freedom (windows - 1); past 30, the
+# normal 1.96. With few windows (long lengths at a small eval.tokens) the interval widens honestly.
+T95 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
+       2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
+       2.045, 2.042]
+
+
+def t95(windows: int) -> float:
+    return T95[windows - 2] if windows - 1 <= len(T95) else 1.959964
+
+
+@dataclass
+class Interval:
+    nll_se: float  # standard error of the mean NLL (nats), over windows
+    ppl_lo: float  # exp(nll - q se), q the 95% t quantile with windows - 1 degrees of freedom
+    ppl_hi: float  # exp(nll + q se)
+    windows: int  # windows the NLL averages over
+
+
+def interval(window_sum: np.ndarray, tokens: int) -> Interval:
+    """The interval of a mean NLL from its windows' summed NLLs (each window scores the same
+    number of tokens); NaN bounds with fewer than two windows or a non-finite NLL."""
+    n = len(window_sum)
+    if n < 2 or tokens <= 0 or not np.isfinite(window_sum).all():
+        return Interval(math.nan, math.nan, math.nan, n)
+    per_window = np.asarray(window_sum, dtype=np.float64) / (tokens / n)
+    nll = float(per_window.mean())
+    se = float(per_window.std(ddof=1) / math.sqrt(n))
+    q = t95(n)
+    return Interval(se, math.exp(nll - q * se), math.exp(nll + q * se), n)
 
 
 def stride_for(protocol: str, stride: int | None, train_context: int, length: int) -> int:
@@ -77,6 +122,14 @@ def tokens_needed(length: int, stride: int, n_tokens: int) -> int:
     return n_tokens - stride + length + 1
 
 
+def held_out_needed(protocol: str, stride: int | None, requested: int, train_context: int,
+                    lengths: list[int]) -> tuple[int, int]:
+    """(scored tokens per length, held-out tokens read) of an evaluation at ``lengths``."""
+    strides = [stride_for(protocol, stride, train_context, L) for L in lengths]
+    n_tokens = tokens_for(protocol, requested, lengths, strides)
+    return n_tokens, max(tokens_needed(L, s, n_tokens) for L, s in zip(lengths, strides))
+
+
 @torch.no_grad()
 def score(model, tokens: torch.Tensor, length: int, stride: int, n_tokens: int, batch_tokens: int,
           device: torch.device, starts: list[int] | None = None) -> Scores:
@@ -99,6 +152,7 @@ def score(model, tokens: torch.Tensor, length: int, stride: int, n_tokens: int, 
     per_batch = max(1, batch_tokens // length)
     nll_sum = torch.zeros(length, dtype=torch.float64)
     count = torch.zeros(length, dtype=torch.int64)
+    window_sum = torch.zeros(len(starts), dtype=torch.float64)
     for b in range(0, len(starts), per_batch):
         batch = starts[b:b + per_batch]
         w = torch.stack([as_long(tokens[s:s + length + 1]) for s in batch])  # (B, L + 1)
@@ -108,8 +162,9 @@ def score(model, tokens: torch.Tensor, length: int, stride: int, n_tokens: int, 
         nll = F.cross_entropy(logits.float().flatten(0, 1), y.flatten(), reduction="none")  # (B*L,)
         nll = nll.view(len(batch), length)[:, first:]  # (B, S): the scored positions only
         nll_sum[first:] += nll.double().sum(0).cpu()
+        window_sum[b:b + len(batch)] = nll.double().sum(1).cpu()
         count[first:] += len(batch)
-    return Scores(nll_sum.numpy(), count.numpy())
+    return Scores(nll_sum.numpy(), count.numpy(), window_sum.numpy())
 
 
 def bucket_width_for(width: int | None, train_context: int) -> int:

@@ -8,6 +8,7 @@ passkey retrieval per (method, length, variant, depth range). An evaluation is a
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,15 +20,19 @@ from posx.core.errors import PosxError
 
 COLUMNS = ["run", "pos", "train_context", "eval_context", "factor", "method", "scale",
            "attention_factor", "nll", "ppl", "tokens", "status", "protocol", "stride", "reference_context",
-           "stage", "absolute_beyond", "within_documents", "documents"]
+           "stage", "absolute_beyond", "within_documents", "documents", "nll_se", "ppl_lo", "ppl_hi", "windows", "eval_id"]
+# nll_se: standard error of the mean NLL over the scored windows; ppl_lo/ppl_hi: the 95% interval
+# exp(nll -/+ q nll_se), q Student's t (posx.eval.scoring.interval); eval_id: the identity of the evaluation
+# settings (posx.eval.history), the name of the eval/<eval_id>/ folder that keeps this table.
 POSITION_COLUMNS = ["run", "pos", "train_context", "eval_context", "factor", "method", "protocol",
-                    "bucket_start", "bucket_end", "tokens", "nll"]
+                    "bucket_start", "bucket_end", "tokens", "nll", "stage"]
 PASSKEY_COLUMNS = ["run", "pos", "train_context", "eval_context", "factor", "method", "variant",
                    "depth_lo", "depth_hi", "trials", "accuracy", "key_nll", "status"]
 DEFAULT_PROTOCOL = "nonoverlapping"  # eval.protocol's default, and that of tables written before it existed
 # Columns added to extrapolation.csv after its first version, with the value an older table implies.
 ADDED_COLUMNS = {"protocol": DEFAULT_PROTOCOL, "stage": "zero-shot", "absolute_beyond": "none",
-                 "within_documents": False, "documents": float("nan")}
+                 "within_documents": False, "documents": float("nan"),
+                 "nll_se": math.nan, "ppl_lo": math.nan, "ppl_hi": math.nan, "windows": math.nan, "eval_id": ""}
 
 
 @dataclass
@@ -44,28 +49,38 @@ class Evaluation:
 
 
 # Numeric columns of the tables; a value there that is not a number is a damaged table.
-NUMERIC = {"documents", "train_context", "eval_context", "factor", "scale", "attention_factor", "nll", "ppl", "tokens", "stride",
-           "reference_context", "bucket_start", "bucket_end", "depth_lo", "depth_hi", "trials", "accuracy",
-           "key_nll"}
+NUMERIC = {"documents", "train_context", "eval_context", "factor", "scale", "attention_factor", "nll", "ppl",
+           "tokens", "stride", "reference_context", "bucket_start", "bucket_end", "depth_lo", "depth_hi", "trials",
+           "accuracy", "key_nll", "nll_se", "ppl_lo", "ppl_hi", "windows"}
 TABLE_COLUMNS = {"extrapolation.csv": COLUMNS, "positions.csv": POSITION_COLUMNS, "passkey.csv": PASSKEY_COLUMNS}
+# Per table: the columns added after its first version, with the value an older table implies.
+OPTIONAL = {"extrapolation.csv": ADDED_COLUMNS, "positions.csv": {"stage": "zero-shot"}, "passkey.csv": {}}
+# Per table: what every version has and reading it needs; any other column of today's may be absent (empty).
+REQUIRED = {"extrapolation.csv": ["pos", "train_context", "eval_context", "factor", "method", "ppl", "status"],
+            "positions.csv": ["pos", "eval_context", "factor", "method", "bucket_start", "bucket_end", "tokens", "nll"],
+            "passkey.csv": ["pos", "eval_context", "factor", "method", "variant", "trials", "accuracy", "key_nll",
+                            "status"]}
 
 
 def read_table(path: Path) -> pd.DataFrame:
     """One of a run's tables (named by its file name), of any posx version, checked: the
-    columns of today's table (those an older extrapolation.csv lacks hold the value it
-    implies), numbers where numbers belong. A damaged table is a one-line PosxError."""
-    columns = TABLE_COLUMNS[Path(path).name]
+    columns reading it needs, every column of today's table (those an older table lacks hold
+    the value it implies, else are empty), numbers where numbers belong. A damaged table is a
+    one-line PosxError."""
+    name = Path(path).name
+    columns = TABLE_COLUMNS[name]
     try:
         df = pd.read_csv(path)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, OSError) as exc:
         raise PosxError(f"{path} cannot be read as CSV ({exc.__class__.__name__}); re-run posx eval-extrapolate") from None
-    optional = ADDED_COLUMNS if Path(path).name == "extrapolation.csv" else {}
-    missing = [c for c in columns if c not in df.columns and c not in optional]
+    missing = [c for c in REQUIRED[name] if c not in df.columns]
     if missing:
         raise PosxError(f"{path} lacks the column(s) {', '.join(missing)}; it is not a posx table "
                         "(re-run posx eval-extrapolate)")
-    if optional:
-        df = df.reindex(columns=list(dict.fromkeys([*columns, *df.columns]))).fillna(optional)
+    df = df.reindex(columns=list(dict.fromkeys([*columns, *df.columns])))
+    for column, implied in OPTIONAL[name].items():  # per column: a string default on an all-empty float column
+        if df[column].isna().any():
+            df[column] = df[column].astype(object).where(df[column].notna(), implied)
     for column in NUMERIC.intersection(df.columns):
         values = pd.to_numeric(df[column], errors="coerce")
         if (values.isna() & df[column].notna()).any():
@@ -109,9 +124,15 @@ def rich_table(df: pd.DataFrame, title: str) -> Table:
         cells = []
         for f in factors:
             r = df[(df["method"] == method) & (df["factor"] == f)].iloc[0]
-            cells.append(f"{r['ppl']:.3f}" if r["status"] == "ok" else f"[dim]{r['status']}[/]")
+            cells.append(f"{r['ppl']:.3f}{_half_width(r)}" if r["status"] == "ok" else f"[dim]{r['status']}[/]")
         table.add_row(method, *cells)
     return table
+
+
+def _half_width(row) -> str:
+    """`` ±h``: half the width of the row's 95% interval (empty when it has none)."""
+    lo, hi = row.get("ppl_lo", math.nan), row.get("ppl_hi", math.nan)
+    return f" [dim]±{(hi - lo) / 2:.3f}[/]" if lo == lo and hi == hi else ""
 
 
 def passkey_table(pk: pd.DataFrame, title: str) -> Table:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 from omegaconf import DictConfig
@@ -62,20 +63,50 @@ def _cell(wavelength: float, context: int, target: int) -> str:
     return text
 
 
-def rich_table(df: pd.DataFrame, attention: dict[str, float], context: int, target: int,
-               title: str) -> Table:
-    """Pairs by rows, methods by columns; colours mark wavelengths past T and past L."""
-    table = Table(title=title, caption=f"[yellow]yellow[/]: longer than T={context} (never a full turn "
-                                       f"in training); [red]red[/]: longer than L={target}")
-    table.add_column("pair", justify="right")
+def coinciding(df: pd.DataFrame, attention: dict[str, float]) -> list[list[str]]:
+    """Sets of methods with the same wavelengths and attention factor at these settings."""
+    sets: list[list[str]] = []
     for method in df.columns:
-        table.add_column(method, justify="right")
-    for pair, row in df.iterrows():
-        table.add_row(str(pair), *(_cell(v, context, target) for v in row))
-    table.add_section()
-    table.add_row("λ > T", *(str(int((df[m] > context).sum())) for m in df.columns))
-    table.add_row("attention", *(f"{attention[m]:.4g}" for m in df.columns))
-    return table
+        for same in sets:
+            if np.allclose(df[same[0]], df[method], rtol=1e-9, atol=0) and attention[same[0]] == attention[method]:
+                same.append(method)
+                break
+        else:
+            sets.append([method])
+    return [s for s in sets if len(s) > 1]
+
+
+def rich_tables(df: pd.DataFrame, attention: dict[str, float], context: int, target: int,
+                title: str, width: int) -> list[Table]:
+    """Pairs by rows, methods by columns; colours mark wavelengths past T and past L. Methods
+    are split over several tables when one would not fit ``width`` columns: no value is cut."""
+    cells = {m: [f"{v:,.4g}" for v in df[m]] + [f"{attention[m]:.4g}"] for m in df.columns}
+    need = {m: max(len(m), *(len(c) for c in cells[m])) + 3 for m in df.columns}
+    chunks, current, used = [], [], len(str(len(df))) + 12
+    for m in df.columns:
+        if current and used + need[m] > width:
+            chunks.append(current)
+            current, used = [], len(str(len(df))) + 12
+        current.append(m)
+        used += need[m]
+    chunks.append(current)
+    same = coinciding(df, attention)
+    note = ("; coincide here: " + "; ".join(" = ".join(s) for s in same)) if same else ""
+    tables = []
+    for i, methods in enumerate(chunks):
+        part = f" ({i + 1}/{len(chunks)})" if len(chunks) > 1 else ""
+        table = Table(title=title + part, caption=f"[yellow]yellow[/]: longer than T={context} (never a full turn "
+                                                  f"in training); [red]red[/]: longer than L={target}{note}")
+        table.add_column("pair", justify="right", no_wrap=True)
+        for method in methods:
+            table.add_column(method, justify="right", no_wrap=True, min_width=need[method] - 3)
+        for pair, row in df[methods].iterrows():
+            table.add_row(str(pair), *(_cell(v, context, target) for v in row))
+        table.add_section()
+        table.add_row("λ > T", *(str(int((df[m] > context).sum())) for m in methods))
+        table.add_row("attention", *(f"{attention[m]:.4g}" for m in methods))
+        tables.append(table)
+    return tables
 
 
 _STYLES = ["-", "--", "-.", ":"]
@@ -86,9 +117,12 @@ def plot(df: pd.DataFrame, context: int, target: int, title: str, path: Path) ->
     """A PNG of wavelength (log scale) by pair index, one line per method, T and L marked."""
     fig = Figure(figsize=(9, 5.5), dpi=120)
     ax = fig.subplots()
-    for i, method in enumerate(df.columns):
+    same = {s[0]: s for s in coinciding(df, {m: 0.0 for m in df.columns})}  # same curves, one line
+    hidden = {m for s in same.values() for m in s[1:]}
+    for i, method in enumerate(m for m in df.columns if m not in hidden):
+        label = " = ".join(same[method]) + " (same wavelengths)" if method in same else method
         ax.plot(df.index, df[method], linestyle=_STYLES[i % len(_STYLES)],
-                marker=_MARKERS[i % len(_MARKERS)], markersize=3.5, linewidth=1.2, label=method)
+                marker=_MARKERS[i % len(_MARKERS)], markersize=3.5, linewidth=1.2, label=label)
     ax.axhline(context, color="black", linewidth=1.0, linestyle="--")
     ax.axhline(target, color="firebrick", linewidth=1.0, linestyle=":")
     ax.annotate(f"training length T = {context}", (0, context), xytext=(2, 3),
@@ -116,7 +150,10 @@ def check_head_dim(head_dim: int) -> None:
         raise PosxError(f"--head-dim {head_dim} must be an even number from 2 to {MAX_HEAD_DIM}")
 
 
-def check_out(out: Path) -> None:
+def check_out(out: Path | None) -> None:
+    """--out names a .png file (None: the default name)."""
+    if out is None:
+        return
     if out.suffix.lower() != ".png":
         raise PosxError(f"--out {out} must name a .png file (the plot is a PNG)")
     if out.is_dir():

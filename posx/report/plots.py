@@ -2,9 +2,12 @@
 backend switch, no display needed).
 
 * ``ppl_vs_length.png``: perplexity (log scale) by evaluation length in multiples of T, one line
-  per encoding x method (x protocol when several), mean over seeds with ± std bars.
+  per group x encoding x method (x protocol when several; groups: ``posx.report.groups``), the
+  mean over seeds with a band: ± std over seeds, or the 95% interval over windows for one seed.
+  Lengths a line could not score (out of range, non-finite) are marked with an x on the axis.
 * ``positions.png``: mean NLL by position in the window (in multiples of T) at one factor,
-  one panel per encoding, one line per method.
+  one panel per group x encoding (x parent), one line per method.
+* ``training.png``: training and validation loss by step from each run's metrics.csv.
 * ``passkey.png``: passkey exact-match accuracy and key NLL by evaluation length, one column
   per variant.
 
@@ -28,25 +31,39 @@ STYLES = ["-", "--", ":", "-."]
 MARKERS = ["o", "s", "^", "D", "v", "P"]
 
 
+METHOD_ORDER = ["none", "pi", "ntk", "yarn", "abf", "dynamic_ntk", "dynamic_yarn", "ntk_by_parts", "llama3",
+                "longrope", "interpolate"]
+
+
+def _order(name: str) -> tuple:
+    """Legend order: none, pi, ntk, yarn, abf, ... (a stage suffix sorts after its method)."""
+    base = name.split(" ")[0]
+    return (METHOD_ORDER.index(base) if base in METHOD_ORDER else len(METHOD_ORDER), name)
+
+
 def _colors(names) -> dict:
-    """One colour per method, the same in every plot of a report (sorted names)."""
-    cmap = colormaps["tab10"]
-    return {name: cmap(i % 10) for i, name in enumerate(sorted(set(names)))}
+    """One colour per name (encoding x method), the same in every plot of a report."""
+    cmap = colormaps["tab20"] if len(set(names)) > 10 else colormaps["tab10"]
+    return {name: cmap(i % cmap.N) for i, name in enumerate(sorted(set(names), key=_order))}
 
 
 def _log_ticks(ax, lo: float, hi: float) -> None:
     """Readable labels on a log axis, also when the data span less than a decade."""
     lo, hi = max(lo, 1e-12), max(hi, lo * 1.01)
-    ticks = sorted({float(f"{t:.2g}") for t in np.geomspace(lo, hi, 6)})
+    for digits in (2, 3, 4, 5):  # enough digits for the ticks to differ over a narrow span
+        ticks = sorted({float(f"{t:.{digits}g}") for t in np.geomspace(lo, hi, 6)})
+        if len(ticks) >= 4:
+            break
     ax.set_yticks(ticks)
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
     ax.yaxis.set_minor_formatter(NullFormatter())
 
 
-def _factor_axis(ax, factors) -> None:
+def _factor_axis(ax, factors, lengths: dict | None = None) -> None:
+    """Factors on a log2 axis; a factor whose rows share one length also shows it in tokens."""
     ax.set_xscale("log", base=2)
     ax.set_xticks(factors)
-    ax.set_xticklabels([f"{f:g}x" for f in factors])
+    ax.set_xticklabels([f"{f:g}x\n(L={lengths[f]})" if lengths and f in lengths else f"{f:g}x" for f in factors])
     ax.minorticks_off()
     ax.axvline(1.0, color="gray", linestyle="--", linewidth=1, label="training length T")
     ax.grid(True, which="major", alpha=0.3)
@@ -67,89 +84,146 @@ def _save(fig, path: Path) -> Path:
     return path
 
 
+def _line_label(enc: str, method: str, group: str, parent: str, extras: bool) -> str:
+    label = f"{enc} · {method}"
+    if parent:
+        label += f" · from {parent}"
+    return label + (f" · {group}" if extras and group not in ("", "-") else "")
+
+
 def plot_ppl(summary: pd.DataFrame, path: Path) -> Path | None:
     data = summary[summary["n_seeds"] > 0]
     if data.empty:
         return None
     several = data["protocol"].nunique() > 1
-    colors = _colors(data["method"])
-    encodings = list(dict.fromkeys(data["encoding"]))
-    fig = Figure(figsize=(9, 5.5))
+    groups = list(dict.fromkeys(zip(data["group"], data["parent"])))
+    data = data.assign(line=[f"{e} · {m}" for e, m in zip(data["encoding"], data["method"])])
+    colors = _colors(data["line"])
+    fig = Figure(figsize=(10, 5.5))
     ax = fig.subplots()
-    for (enc, method, protocol), g in data.groupby(["encoding", "method", "protocol"], sort=False):
-        g = g.sort_values("factor")
-        i = encodings.index(enc)
-        label = f"{enc} · {method}" + (f" · {protocol}" if several else "")
-        ax.errorbar(g["factor"], g["ppl_mean"], yerr=g["ppl_std"].fillna(0), label=label,
-                    color=colors[method], linestyle=STYLES[i % 4], marker=MARKERS[i % 6], capsize=3)
+    keys = ["group", "parent", "encoding", "method", "protocol"]
+    order = sorted(data.groupby(keys, sort=False).groups, key=lambda k: (groups.index(k[:2]), k[2], _order(k[3])))
+    hi_all = float(data["ppl_hi"].max(skipna=True)) if data["ppl_hi"].notna().any() else float(data["ppl_mean"].max())
+    for key in order:
+        group, parent, enc, method, protocol = key
+        g = data[(data[keys] == pd.Series(key, index=keys)).all(axis=1)].sort_values("factor")
+        i = groups.index((group, parent))
+        label = _line_label(enc, method, group, parent, len(groups) > 1) + (f" · {protocol}" if several else "")
+        color = colors[f"{enc} · {method}"]
+        ax.plot(g["factor"], g["ppl_mean"], label=label, color=color, linestyle=STYLES[i % 4],
+                marker=MARKERS[i % 6])
+        band = g[g["ppl_lo"].notna() & g["ppl_hi"].notna()]
+        if not band.empty:
+            ax.fill_between(band["factor"], band["ppl_lo"], band["ppl_hi"], color=color, alpha=0.15, linewidth=0)
+        gone = summary[(summary[keys] == pd.Series(key, index=keys)).all(axis=1) & (summary["n_seeds"] == 0)]
+        if not gone.empty:  # not scored there: marked at the top, not dropped
+            ax.plot(gone["factor"], [hi_all] * len(gone), linestyle="none", marker="x", color=color, markersize=9)
+    if (summary["n_seeds"] == 0).any():
+        ax.plot([], [], linestyle="none", marker="x", color="gray", label="not scored (out of range, non-finite)")
     ax.set_yscale("log")
-    std = data["ppl_std"].fillna(0)
-    _log_ticks(ax, float((data["ppl_mean"] - std).min()), float((data["ppl_mean"] + std).max()))
-    _factor_axis(ax, sorted(summary["factor"].unique()))
-    ax.set_xlabel("evaluation length (multiples of the training length T)")
+    lo = data["ppl_lo"].where(data["ppl_lo"].notna(), data["ppl_mean"])
+    _log_ticks(ax, float(lo.min()), hi_all)
+    lengths = {f: g.iloc[0] for f, g in summary.groupby("factor")["eval_context"] if g.astype(str).nunique() == 1
+               and "," not in str(g.iloc[0])}
+    _factor_axis(ax, sorted(summary["factor"].unique()), lengths)
+    ts = set(",".join(summary["train_context"].astype(str)).split(","))
+    ax.set_xlabel("evaluation length (multiples of the training length T" + (f" = {ts.pop()})" if len(ts) == 1 else
+                                                                               f"; T = {', '.join(sorted(ts, key=int))})"))
     ax.set_ylabel("perplexity (log scale)")
-    ax.set_title("Perplexity vs evaluation length (mean ± std over seeds)")
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=9)
+    seeds = int(data["n_seeds"].max())
+    band = "band: ± std over seeds" if seeds > 1 else "band: 95% interval over windows"
+    if seeds > 1 and (data["n_seeds"] == 1).any():
+        band += " (one-seed lines: 95% interval over windows)"
+    ax.set_title(f"Perplexity vs evaluation length ({'mean over seeds, ' if seeds > 1 else ''}{band})")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
     return _save(fig, path)
 
 
-def position_curves(positions: pd.DataFrame, factor: float | None) -> tuple[pd.DataFrame, dict]:
-    """Mean NLL per (encoding, method, position/T) over runs, at ``factor`` for each encoding
-    (default: the largest factor that encoding has); returns the curves and the factor used."""
+PANEL = ["group", "parent", "encoding"]
+
+
+def position_curves(positions: pd.DataFrame, factor: float | None, smooth: int = 1) -> tuple[pd.DataFrame, dict]:
+    """Mean NLL per (group, parent, encoding, method, position/T) over runs, at ``factor`` for
+    each panel (group x parent x encoding; default: the largest factor it has); returns the
+    curves and the factor used per panel. Each curve has its spread over runs (``nll_std``, sample
+    std; NaN for one run) and, with ``smooth`` > 1, is a centred moving mean over that many buckets."""
     if positions.empty:
         return positions, {}
     df = positions.assign(x=(positions["bucket_start"] + positions["bucket_end"]) / 2 / positions["train_context"])
+    for column in PANEL:
+        if column not in df:
+            df[column] = ""
+    df[PANEL] = df[PANEL].fillna("")
     chosen = {}
-    for enc, g in df.groupby("encoding", sort=False):
+    for panel, g in df.groupby(PANEL, sort=False):
         have = sorted(g["factor"].unique())
         fits = [f for f in have if factor is None or f <= factor]
-        chosen[enc] = fits[-1] if fits else have[0]
-    keep = df[[chosen[e] == f for e, f in zip(df["encoding"], df["factor"])]]
-    curves = keep.groupby(["encoding", "method", "x"], sort=False)["nll"].mean().reset_index()
+        chosen[panel] = fits[-1] if fits else have[0]
+    keep = df[[chosen[tuple(p)] == f for p, f in zip(df[PANEL].itertuples(index=False), df["factor"])]]
+    curves = keep.groupby([*PANEL, "method", "x"], sort=False)["nll"].agg(nll="mean", nll_std="std").reset_index()
+    if smooth > 1:
+        curves = curves.sort_values([*PANEL, "method", "x"])
+        rolled = curves.groupby([*PANEL, "method"], sort=False)[["nll", "nll_std"]].transform(
+            lambda c: c.rolling(smooth, center=True, min_periods=1).mean())
+        curves[["nll", "nll_std"]] = rolled
     return curves, chosen
 
 
-def plot_positions(positions: pd.DataFrame, path: Path, factor: float | None) -> Path | None:
-    curves, chosen = position_curves(positions, factor)
+def plot_positions(positions: pd.DataFrame, path: Path, factor: float | None, smooth: int = 1) -> Path | None:
+    curves, chosen = position_curves(positions, factor, smooth)
     if curves.empty:
         return None
-    encodings = list(chosen)
+    panels = list(chosen)
     colors = _colors(curves["method"])
-    fig = Figure(figsize=(5.5 * len(encodings) + 1.5, 4.5))
-    axes = fig.subplots(1, len(encodings), squeeze=False)
-    for ax, enc in zip(axes[0], encodings):
-        for method, g in curves[curves["encoding"] == enc].groupby("method", sort=False):
-            g = g.sort_values("x")
+    fig = Figure(figsize=(5.5 * len(panels) + 1.5, 4.5))
+    axes = fig.subplots(1, len(panels), squeeze=False)
+    several = len({p[:2] for p in panels}) > 1
+    for ax, panel in zip(axes[0], panels):
+        mine = curves[(curves[PANEL] == pd.Series(panel, index=PANEL)).all(axis=1)]
+        for method in sorted(mine["method"].unique(), key=_order):
+            g = mine[mine["method"] == method].sort_values("x")
             ax.plot(g["x"], g["nll"], label=method, color=colors[method], marker=".", linewidth=1.5)
+            if g["nll_std"].notna().any():  # spread over seeds
+                ax.fill_between(g["x"], g["nll"] - g["nll_std"], g["nll"] + g["nll_std"], color=colors[method],
+                                alpha=0.15, linewidth=0)
         ax.axvline(1.0, color="gray", linestyle="--", linewidth=1, label="training length T")
-        ax.set_title(f"{enc}: evaluated at {chosen[enc]:g}x T")
+        group, parent, enc = panel
+        where = (f" from {parent}" if parent else "") + (f"\n{group}" if several and group not in ("", "-") else "")
+        ax.set_title(f"{enc}{where}: at {chosen[panel]:g}x T", fontsize=10)
         ax.set_xlabel("position in the window (multiples of T)")
         ax.set_ylabel("mean NLL (nats per token)")
         ax.grid(True, alpha=0.3)
     _figure_legend(fig, axes[0])
-    fig.suptitle("Loss by token position (mean over seeds)")
+    smoothed = f", moving mean over {smooth} buckets" if smooth > 1 else ""
+    fig.suptitle(f"Loss by token position (mean over the seeds of each group, band ± std over seeds{smoothed})")
     fig.tight_layout()
     return _save(fig, path)
 
 
 def plot_passkey(pk_summary: pd.DataFrame, path: Path) -> Path | None:
-    """Top row: exact-match accuracy; bottom row: mean NLL of the key digits (chance: ln 10)."""
+    """Top row: exact-match accuracy; bottom row: mean NLL of the key digits (chance: ln 10).
+    When no run retrieved a single key, only the key NLL row is drawn (the title says so)."""
     if pk_summary.empty or (pk_summary["n_seeds"] == 0).all():
         return None
     data = pk_summary[pk_summary["n_seeds"] > 0]
     variants = list(dict.fromkeys(data["variant"]))
-    encodings = list(dict.fromkeys(data["encoding"]))
-    colors = _colors(data["method"])
+    groups = list(dict.fromkeys(data["group"]))
+    data = data.assign(line=[f"{e} · {m}" for e, m in zip(data["encoding"], data["method"])])
+    colors = _colors(data["line"])
     factors = sorted(pk_summary["factor"].unique())
-    fig = Figure(figsize=(5.5 * len(variants) + 2, 8))
-    axes = fig.subplots(2, len(variants), squeeze=False)
+    none_found = bool((data["accuracy_mean"].fillna(0) == 0).all())
+    fig = Figure(figsize=(5.5 * len(variants) + 2, 4.5 if none_found else 8))
+    axes = fig.subplots(1 if none_found else 2, len(variants), squeeze=False)
+    if none_found:  # an all-zero accuracy row says nothing: draw into a figure that is not saved
+        axes = [Figure().subplots(1, len(variants), squeeze=False)[0], axes[0]]
     for col, variant in enumerate(variants):
         top, bottom = axes[0][col], axes[1][col]
-        for (enc, method), g in data[data["variant"] == variant].groupby(["encoding", "method"], sort=False):
+        for (group, enc, method), g in data[data["variant"] == variant].groupby(["group", "encoding", "method"],
+                                                                                 sort=False):
             g = g.sort_values("factor")
-            i = encodings.index(enc)
-            style = dict(label=f"{enc} · {method}", color=colors[method], linestyle=STYLES[i % 4],
-                         marker=MARKERS[i % 6])
+            i = groups.index(group)
+            style = dict(label=_line_label(enc, method, group, "", len(groups) > 1), color=colors[f"{enc} · {method}"],
+                         linestyle=STYLES[i % 4], marker=MARKERS[i % 6])
             top.errorbar(g["factor"], g["accuracy_mean"], yerr=g["accuracy_std"].fillna(0), capsize=3, **style)
             bottom.plot(g["factor"], g["key_nll_mean"], **style)
         for ax in (top, bottom):
@@ -161,17 +235,47 @@ def plot_passkey(pk_summary: pd.DataFrame, path: Path) -> Path | None:
         top.set_ylabel("exact-match accuracy")
         bottom.set_title(f"passkey, {variant} variant: key NLL")
         bottom.set_ylabel("mean NLL of the key digits (nats)")
-    _figure_legend(fig, [*axes[0], *axes[1]])
-    fig.suptitle("Passkey retrieval by evaluation length (mean ± std over seeds)")
+    _figure_legend(fig, list(axes[1]))
+    spread = " (mean ± std over seeds)" if data["n_seeds"].max() > 1 else " (one seed)"
+    nothing = "; exact match 0 everywhere, so only the key NLL is shown" if none_found else ""
+    fig.suptitle(f"Passkey retrieval by evaluation length{spread}{nothing}")
+    fig.tight_layout()
+    return _save(fig, path)
+
+
+def plot_training(metrics: pd.DataFrame, path: Path) -> Path | None:
+    """Training and validation loss by step, one line per run, one colour per group x encoding."""
+    if metrics.empty:
+        return None
+    metrics = metrics.assign(line=[" · ".join(x for x in (e, f"from {p}" if p else "", "" if g == "-" else g) if x)
+                                   for e, g, p in zip(metrics["encoding"], metrics["group"], metrics["parent"])])
+    colors = _colors(metrics["line"])
+    fig = Figure(figsize=(13, 4.5))
+    axes = fig.subplots(1, 2, squeeze=False)[0]
+    for (line, run), g in metrics.groupby(["line", "run_dir"], sort=False):
+        g = g.sort_values("step")
+        label = f"{line} (seed {g['seed'].iloc[0]})"
+        axes[0].plot(g["step"], g["train_loss"], color=colors[line], linewidth=1, alpha=0.8, label=label)
+        val = g.dropna(subset=["val_loss"])
+        axes[1].plot(val["step"], val["val_loss"], color=colors[line], marker=".", linewidth=1.2, label=label)
+    for ax, what in zip(axes, ("training loss", "validation loss")):
+        ax.set_xlabel("optimizer step")
+        ax.set_ylabel(f"{what} (nats per token)")
+        ax.set_title(what)
+        ax.grid(True, alpha=0.3)
+    _figure_legend(fig, axes)
+    fig.suptitle("Training curves (metrics.csv), one line per run")
     fig.tight_layout()
     return _save(fig, path)
 
 
 def draw_all(summary: pd.DataFrame, positions: pd.DataFrame, pk_summary: pd.DataFrame, out_dir: Path,
-             factor: float | None = None) -> dict[str, Path | None]:
+             factor: float | None = None, metrics: pd.DataFrame | None = None,
+             smooth: int = 1) -> dict[str, Path | None]:
     """Every plot there is data for; a name maps to None when its data is missing everywhere."""
     return {
         "ppl_vs_length.png": plot_ppl(summary, out_dir / "ppl_vs_length.png"),
-        "positions.png": plot_positions(positions, out_dir / "positions.png", factor),
+        "positions.png": plot_positions(positions, out_dir / "positions.png", factor, smooth),
         "passkey.png": plot_passkey(pk_summary, out_dir / "passkey.png"),
+        "training.png": plot_training(metrics if metrics is not None else pd.DataFrame(), out_dir / "training.png"),
     }

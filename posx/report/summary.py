@@ -2,14 +2,17 @@
 
 Inputs are run directories, or directories holding runs (a sweep, or results/runs). Each
 run contributes its ``extrapolation.csv``, ``positions.csv`` and ``passkey.csv``; its seed
-comes from its ``config.yaml`` and its encoding from the ``pos`` column of its tables. Runs
-group by encoding x method x protocol x factor (a factor, not a length, so runs trained at
-different T line up), and each group's perplexity is the mean and the sample standard
-deviation (n - 1) over its runs, one run per seed. A run without a table is listed in
-``missing.csv`` and in the terminal, never dropped silently.
+comes from its ``config.yaml`` and its encoding from the ``pos`` column of its tables. Runs are
+pooled only with runs of the same experimental identity (``posx.report.groups``: everything but
+the seed equal); within a group, rows line up by method x protocol x factor, and a row's
+perplexity is the mean and the sample standard deviation (n - 1) over its runs, one run per
+seed. Its band (``ppl_lo``, ``ppl_hi``) is mean ± std over seeds, or for a single seed the
+run's own 95% interval over windows. A run without a table is listed in ``missing.csv`` and in
+the terminal, never dropped silently.
 
-Writes summary.csv/.md, passkey_summary.csv, missing.csv and the PNGs of posx.report.plots into
-a fresh directory (default results/reports/<time>/); an existing report is never overwritten.
+Writes summary.csv/.md, groups.csv, duplicates.csv, passkey_summary.csv, missing.csv and the PNGs
+of posx.report.plots into a fresh directory (default results/reports/<time>/); an existing
+report is never overwritten.
 """
 
 from __future__ import annotations
@@ -28,17 +31,20 @@ from posx.core import files
 from posx.core.errors import PosxError
 from posx.eval.tables import read_table
 from posx.report import plots
+from posx.report.groups import Member, explain, group_runs, identity
 from posx.runs.rundir import META, RUN_MARKERS, is_run_dir, read_meta
 
 TABLES = ("extrapolation.csv", "positions.csv", "passkey.csv")
+OPTIONAL = ("metrics.csv",)  # read when there; a run without it is not "missing" a table
 # parent is "" for a trained run and the parent's name for a `posx extend` run, so extended
 # runs are grouped by the run they came from; their method reads "<method> (extended)" or
 # "<method> (zero-shot)" after the table's stage.
-GROUP = ["parent", "encoding", "method", "protocol", "factor"]
+GROUP = ["group", "parent", "encoding", "method", "protocol", "factor"]
 KEYS = GROUP[:-1]  # a curve: everything but the factor
-SUMMARY_COLUMNS = [*GROUP, "train_context", "eval_context", "ppl_mean", "ppl_std", "n_seeds", "seeds",
-                   "ratio_to_1x", "status"]
-PASSKEY_GROUP = ["encoding", "method", "variant", "factor"]
+SUMMARY_COLUMNS = [*GROUP, "train_context", "eval_context", "ppl_mean", "ppl_std", "ppl_lo", "ppl_hi", "band",
+                   "n_seeds", "seeds", "ratio_to_1x", "status"]
+PASSKEY_GROUP = ["group", "encoding", "method", "variant", "factor"]
+BAND_SEEDS, BAND_WINDOWS = "± std over seeds", "95% interval over windows (one seed)"
 
 
 @dataclass
@@ -46,6 +52,8 @@ class RunTables:
     path: Path
     seed: int | None  # from config.yaml; None when it has none
     parent: str = ""  # the run it was extended from (model.json), "" for a trained run
+    group: str = ""  # its group's label (posx.report.groups)
+    member: Member | None = None  # what grouping reads of it
     tables: dict = field(default_factory=dict)  # table name -> DataFrame
     missing: list = field(default_factory=list)  # files the run lacks
 
@@ -70,36 +78,48 @@ def find_run_dirs(paths: list[str | Path]) -> list[Path]:
 
 def load_run_tables(path: Path) -> RunTables:
     """A run's seed and whichever of its tables exist; the rest go to ``missing``."""
-    seed = None
+    seed, saved, meta = None, None, None
     run = RunTables(path=path, seed=None)
     config = path / "config.yaml"
     if config.is_file():
         try:
-            seed = (yaml.safe_load(config.read_text()) or {}).get("seed")
+            saved = yaml.safe_load(config.read_text()) or {}
+            seed = saved.get("seed")
         except yaml.YAMLError as exc:
             raise PosxError(f"{config} is not valid YAML ({exc.__class__.__name__}); fix or remove it") from None
     else:
         run.missing.append("config.yaml")
     run.seed = int(seed) if seed is not None else None
     if (path / META).is_file():
-        lineage = read_meta(path).extended_from
-        run.parent = lineage.parent if lineage else ""
+        meta = read_meta(path)
+        run.parent = meta.extended_from.parent if meta.extended_from else ""
     for name in TABLES:
         if (path / name).is_file():
             run.tables[name] = read_table(path / name)
         else:
             run.missing.append(name)
+    for name in OPTIONAL:
+        if (path / name).is_file():
+            try:
+                run.tables[name] = pd.read_csv(path / name)
+            except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError):
+                pass  # a damaged metrics.csv costs the training plot only
+    table = run.tables.get("extrapolation.csv")
+    run.member = Member(path, run.seed, identity(saved, meta, path, table),
+                        (path / "extrapolation.csv").stat().st_mtime if table is not None else 0.0)
     return run
 
 
 def _combined(runs: list[RunTables], name: str) -> pd.DataFrame:
     """One table over all runs that have it, with run_dir and seed columns."""
-    frames = [r.tables[name].assign(run_dir=str(r.path), seed=r.seed, parent=r.parent)
+    frames = [r.tables[name].assign(run_dir=str(r.path), seed=r.seed, parent=r.parent, group=r.group)
               for r in runs if name in r.tables]
     if not frames:
         return pd.DataFrame()
     df = pd.concat(frames, ignore_index=True).rename(columns={"pos": "encoding"})
-    if name == "extrapolation.csv":
+    if "stage" in df:
+        df["stage"] = df["stage"].fillna("zero-shot")
+    if name in ("extrapolation.csv", "positions.csv") and "stage" in df:
         extended = df["parent"] != ""
         df.loc[extended, "method"] = df.loc[extended, "method"] + " (" + df.loc[extended, "stage"] + ")"
     return df
@@ -117,23 +137,29 @@ def _statuses(series: pd.Series) -> str:
 
 
 def summarize(ext: pd.DataFrame) -> pd.DataFrame:
-    """Perplexity mean and sample std over runs per encoding x method x protocol x factor."""
+    """Perplexity mean and sample std over the runs of a group per method x protocol x factor,
+    and its band: mean ± std over seeds, or the one run's interval over windows."""
     rows = []
     for key, g in ext.groupby(GROUP, sort=True):
         ok = g[g["status"] == "ok"]
         ppl = ok["ppl"].tolist()
+        mean = sum(ppl) / len(ppl) if ppl else math.nan
+        std = pd.Series(ppl).std(ddof=1) if len(ppl) > 1 else math.nan
+        one = len(ppl) == 1
         rows.append({
             **dict(zip(GROUP, key)),
             "train_context": _joined(g["train_context"]), "eval_context": _joined(g["eval_context"]),
-            "ppl_mean": sum(ppl) / len(ppl) if ppl else math.nan,
-            "ppl_std": pd.Series(ppl).std(ddof=1) if len(ppl) > 1 else math.nan,
+            "ppl_mean": mean, "ppl_std": std,
+            "ppl_lo": float(ok["ppl_lo"].iloc[0]) if one else mean - std,
+            "ppl_hi": float(ok["ppl_hi"].iloc[0]) if one else mean + std,
+            "band": (BAND_WINDOWS if one else BAND_SEEDS) if ppl else "",
             "n_seeds": len(ppl), "seeds": _joined(int(s) for s in ok["seed"] if pd.notna(s)),
             "status": _statuses(g["status"]),
         })
     summary = pd.DataFrame(rows, columns=[c for c in SUMMARY_COLUMNS if c != "ratio_to_1x"])
     base = summary[summary["factor"] == 1.0].set_index(KEYS)["ppl_mean"]
     summary["ratio_to_1x"] = [
-        row.ppl_mean / base.get((row.parent, row.encoding, row.method, row.protocol), math.nan)
+        row.ppl_mean / base.get((row.group, row.parent, row.encoding, row.method, row.protocol), math.nan)
         for row in summary.itertuples()
     ]
     return summary[SUMMARY_COLUMNS]
@@ -179,6 +205,13 @@ def mean_std(mean: float, std: float, digits: int = 3) -> str:
     return f"{mean:.{digits}f}" if std != std else f"{mean:.{digits}f} ± {std:.{digits}f}"
 
 
+def ppl_cell(row, digits: int = 3) -> str:
+    """``mean ± std`` over seeds, or ``ppl [lo, hi]`` (the 95% interval) for one seed."""
+    if row["n_seeds"] == 1 and row["ppl_lo"] == row["ppl_lo"]:
+        return f"{row['ppl_mean']:.{digits}f} [{row['ppl_lo']:.{digits}f}, {row['ppl_hi']:.{digits}f}]"
+    return mean_std(row["ppl_mean"], row["ppl_std"], digits)
+
+
 def check_out(out: str | Path | None) -> None:
     """--out must be new or an empty directory: a report is never overwritten."""
     if out is not None:
@@ -188,17 +221,20 @@ def check_out(out: str | Path | None) -> None:
                             "(a report is never overwritten)")
 
 
-def markdown(summary: pd.DataFrame, pk_summary: pd.DataFrame, missing: pd.DataFrame, runs: list[RunTables]) -> str:
+def markdown(summary: pd.DataFrame, pk_summary: pd.DataFrame, missing: pd.DataFrame, runs: list[RunTables],
+             grouping) -> str:
     summary = _applicable(summary, KEYS)
-    pk_summary = _applicable(pk_summary, PASSKEY_GROUP[:3])
-    table = summary.assign(ppl=[mean_std(m, s) for m, s in zip(summary["ppl_mean"], summary["ppl_std"])])
+    pk_summary = _applicable(pk_summary, PASSKEY_GROUP[:4])
+    table = summary.assign(ppl=[ppl_cell(r) for _, r in summary.iterrows()])
     table = table[[*GROUP, "train_context", "ppl", "n_seeds", "seeds", "ratio_to_1x", "status"]]
     lines = ["# posx report", "",
-             f"{len(runs)} run(s). Perplexity is the mean ± sample standard deviation (n − 1) over "
-             "runs, one run per seed; `ratio_to_1x` is the mean perplexity over the mean at 1x of the "
-             "same encoding, method and protocol. Methods that do not apply to an encoding (RoPE "
-             "rescalings of a model without RoPE) are left out here; summary.csv has every row.", "",
-             table.to_markdown(index=False, floatfmt=".4g"), ""]
+             f"{len(runs)} run(s) in {len(grouping.groups)} group(s) (see Groups below). Perplexity is the mean "
+             "± sample standard deviation (n − 1) over the runs of a group, one run per seed; for a single seed "
+             "it is the run's perplexity [95% interval over its scored windows]. `ratio_to_1x` is the mean "
+             "perplexity over the mean at 1x of the same group, encoding, method and protocol. Methods that do "
+             "not apply to an encoding (RoPE rescalings of a model without RoPE) are left out here; summary.csv "
+             "has every row.", "",
+             table.to_markdown(index=False, floatfmt=".4g"), "", *explain(grouping, len(runs))]
     if not pk_summary.empty:
         pk = pk_summary.assign(accuracy=[mean_std(m, s, 2) for m, s in
                                          zip(pk_summary["accuracy_mean"], pk_summary["accuracy_std"])])
@@ -216,7 +252,7 @@ def rich_summary(summary: pd.DataFrame) -> Table:
     factors = sorted(summary["factor"].unique())
     keys = [k for k in KEYS if summary[k].nunique() > 1 or k in ("encoding", "method")]
     protocol = "" if "protocol" in keys else f", {summary['protocol'].iloc[0]}"
-    table = Table(title=f"perplexity, mean ± std over seeds{protocol}")
+    table = Table(title=f"perplexity, mean ± std over seeds or [95% interval] of one seed{protocol}")
     for name in keys:
         table.add_column(name)
     table.add_column("n", justify="right")
@@ -234,16 +270,22 @@ def rich_summary(summary: pd.DataFrame) -> Table:
                 status = r["status"].iloc[0].split()[0].replace("not_applicable", "n/a")
                 cells.append(f"[dim]{status}[/]")
             else:
-                cells.append(mean_std(r["ppl_mean"].iloc[0], r["ppl_std"].iloc[0]).replace(" ± ", "±"))
+                cells.append(ppl_cell(r.iloc[0]).replace(" ± ", "±"))
         table.add_row(*key, str(g["n_seeds"].max()), *cells)
     return table
 
 
 def report(paths: list[str | Path], out: str | Path | None = None, results_dir: str | Path = "results",
-           factor: float | None = None, console: Console | None = None) -> Path:
+           factor: float | None = None, console: Console | None = None, smooth: int = 1) -> Path:
     """Build the report; returns its directory."""
     console = console or Console()
-    runs = [load_run_tables(p) for p in find_run_dirs(paths)]
+    if smooth < 1:
+        raise PosxError(f"--smooth {smooth} must be at least 1 (buckets in the moving mean)")
+    loaded = [load_run_tables(p) for p in find_run_dirs(paths)]
+    grouping = group_runs([r.member for r in loaded])
+    for r in loaded:
+        r.group = grouping.labels.get(r.member.path, "")
+    runs = [r for r in loaded if r.member.path in grouping.labels]  # duplicates of a seed count once
     missing = pd.DataFrame([{"run": str(r.path), "missing": name} for r in runs for name in r.missing],
                            columns=["run", "missing"])
     ext = _combined(runs, "extrapolation.csv")
@@ -254,17 +296,30 @@ def report(paths: list[str | Path], out: str | Path | None = None, results_dir: 
     summary = summarize(ext)
     pk_summary = summarize_passkey(_combined(runs, "passkey.csv"))
     # Written into a staging directory that becomes the report only when complete.
+    metrics = _combined(runs, "metrics.csv")
+    if not metrics.empty:
+        encodings = {r.path: r.member.identity.get("pos.name", "") for r in runs}
+        metrics["encoding"] = [encodings.get(Path(p), "") for p in metrics["run_dir"]]
     with files.staged_dir(None if out is None else Path(out), Path(results_dir) / "reports",
                           time.strftime("%Y%m%d-%H%M%S")) as (staging, published):
         summary.to_csv(staging / "summary.csv", index=False)
         missing.to_csv(staging / "missing.csv", index=False)
+        pd.DataFrame(grouping.groups).to_csv(staging / "groups.csv", index=False)
+        pd.DataFrame(grouping.duplicates, columns=["run", "seed", "group", "counted"]).to_csv(
+            staging / "duplicates.csv", index=False)
         if not pk_summary.empty:
             pk_summary.to_csv(staging / "passkey_summary.csv", index=False)
-        (staging / "summary.md").write_text(markdown(summary, pk_summary, missing, runs), encoding="utf-8")
-        drawn = plots.draw_all(summary, _combined(runs, "positions.csv"), pk_summary, staging, factor)
+        (staging / "summary.md").write_text(markdown(summary, pk_summary, missing, runs, grouping), encoding="utf-8")
+        drawn = plots.draw_all(summary, _combined(runs, "positions.csv"), pk_summary, staging, factor, metrics, smooth)
     out_dir = published[0]
     pngs = {name: None if path is None else out_dir / path.name for name, path in drawn.items()}
     console.print(rich_summary(summary))
+    varying = f"; they differ in {', '.join(grouping.varying)}" if grouping.varying else ""
+    console.print(f"{len(runs)} run(s) in {len(grouping.groups)} group(s) of equal settings but the seed{varying} "
+                  f"(groups.csv, summary.md)", highlight=False)
+    for d in grouping.duplicates:
+        console.print(f"[yellow]duplicate seed[/] {d['seed']} in {d['group']}: {d['run']} is the same experiment "
+                      f"as {d['counted']}; counted once", highlight=False)
     for r in runs:
         if r.missing:
             console.print(f"[yellow]missing[/] {', '.join(r.missing)} in {r.path}", highlight=False)

@@ -68,6 +68,19 @@ def new_run_dir(results_dir: str | Path, name: str) -> Path:
     return files.unique_dir(Path(results_dir) / "runs", name, "choose another name=")
 
 
+def new_named_run_dir(results_dir: str | Path, name: str) -> Path:
+    """Create results/runs/<name>/ for a name the user chose; one that exists is refused (a
+    silent <name>-2 would leave <name> meaning the old run to every later command)."""
+    root = Path(results_dir) / "runs"
+    root.mkdir(parents=True, exist_ok=True)
+    try:
+        (root / name).mkdir()
+    except FileExistsError:
+        raise PosxError(f"{root / name} already exists; choose another name= (continue a stopped run with "
+                        f"`posx train --resume {name}`, evaluate it with `posx eval-extrapolate {name}`)") from None
+    return root / name
+
+
 def save_run(run_dir: Path, model: GPT, meta: RunMeta) -> None:
     """Weights first, then metadata with their checksum: a run with model.json always has
     matching weights, and a weights file changed afterwards is caught on load."""

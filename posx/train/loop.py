@@ -37,16 +37,18 @@ from pathlib import Path
 
 import pandas as pd
 import torch
+import yaml
 from omegaconf import DictConfig
 from rich.console import Console
 from torch.nn.parallel import DistributedDataParallel
 
 from posx.config.compose import to_yaml
 from posx.core import distributed, files, lock
-from posx.core.device import autocast, bf16_peak_flops, use_compile, use_tf32
+from posx.core.device import autocast, bf16_peak_flops, set_threads, use_compile, use_tf32
 from posx.core.errors import Preempted, PosxError
 from posx.core.progress import Reporter
 from posx.core.signals import StopSignals
+from posx.core.trackers import Tracker, open_tracker
 from posx.data import corpus as data_mod
 from posx.data import store
 from posx.model.config import GPTConfig
@@ -55,8 +57,8 @@ from posx.model.rescale import RopeRecord, install_trained
 from posx.runs import checkpoint
 from posx.runs.records import Lineage, RunMeta, TrainExtras
 from posx.runs.rundir import CONFIG, save_run
-from posx.train.steps import (COLUMNS, batch_layout, estimate_val_loss, lr_at, make_optimizer, mfu,
-                              write_metrics)
+from posx.train.steps import (COLUMNS, batch_layout, check_eval_fits, estimate_val_loss, lr_at, make_optimizer,
+                              mfu, write_metrics)
 
 COMPILE_BACKEND = "inductor"  # torch.compile's backend (tests use "eager" to check graphs without codegen)
 __all__ = ["COLUMNS", "COMPILE_BACKEND", "Fresh", "FromParent", "Resume", "Start", "batch_layout",
@@ -102,6 +104,7 @@ def train(cfg: DictConfig, run_dir: Path, start: Start, console: Console | None 
     if not distributed.is_main():
         console = Console(quiet=True)
     device = distributed.device(cfg.device)
+    set_threads(cfg.threads)
     busy = f"{run_dir} is being trained by another posx process; wait for it to stop (or stop it) before resuming"
     with contextlib.ExitStack() as stack:
         distributed.on_main(lambda: stack.enter_context(lock.exclusive(run_dir, busy=busy)))
@@ -131,6 +134,9 @@ def _train(cfg: DictConfig, run_dir: Path, start: Start, console: Console, devic
     T = cfg.train.context_length
     data_mod.require_tokens(corpus.train, T + 1, f"the training split (train.context_length={T})")
     data_mod.require_tokens(corpus.val, T + 1, f"the validation split (train.context_length={T})")
+    if cfg.eval.after_train:  # caught now, not after the whole training
+        parent = start.lineage if isinstance(start, FromParent) else None
+        check_eval_fits(cfg, corpus.val, parent.train_context if parent else None)
 
     model = (start.model if isinstance(start, FromParent) else GPT(gpt_config(cfg, vocab))).to(device)
     use_tf32(device, cfg.train.tf32)
@@ -188,7 +194,11 @@ def _train(cfg: DictConfig, run_dir: Path, start: Start, console: Console, devic
     every = cfg.train.checkpoint_every
     n_micro = local // micro
     reporter = Reporter(console, "train", cfg.train.steps) if main else contextlib.nullcontext()
-    with reporter as progress:
+    config_text = to_yaml(cfg)
+    # rank 0 alone reports to the tracker: the other ranks get the no-op one
+    tracker = open_tracker(cfg.logger, run_dir, run_dir.name, yaml.safe_load(config_text), config_text) \
+        if main else Tracker()
+    with reporter as progress, tracker:
         if main:
             progress.skip_to(first)
         log.t_last = time.perf_counter()
@@ -241,6 +251,8 @@ def _train(cfg: DictConfig, run_dir: Path, start: Start, console: Console, devic
                 log.rows.append({"step": done, "train_loss": train_loss,
                                  "val_loss": log.val_loss if validate else float("nan"), "lr": lr,
                                  "tokens_per_s": tok_s, "mfu": mfu(tok_s, flops_per_token, peak)})
+                tracker.log({"train/loss": train_loss, "train/lr": lr, "train/tokens_per_s": tok_s,
+                             **({"val/loss": log.val_loss} if validate else {})}, done)
                 progress.advance(
                     f"loss {train_loss:.3f} val {log.val_loss:.3f} lr {lr:.1e} {tok_s / 1e3:.1f}k tok/s")
 

@@ -15,6 +15,7 @@ from posx.core import files
 from posx.core.device import autocast
 from posx.core.errors import PosxError
 from posx.data import corpus as data_mod
+from posx.eval import scoring
 from posx.model.gpt import GPT
 
 COLUMNS = ["step", "train_loss", "val_loss", "lr", "tokens_per_s", "mfu"]  # metrics.csv
@@ -75,6 +76,20 @@ def estimate_val_loss(model, val, cfg: DictConfig, device: torch.device, chunk: 
         losses.append(parts[0] if len(parts) == 1 else sum(parts) / len(parts))
     model.train()
     return sum(losses) / len(losses)
+
+
+def check_eval_fits(cfg: DictConfig, val, parent_context: int | None) -> None:
+    """The evaluation after training reads enough held-out tokens, or a one-line error before any
+    step. ``parent_context``: an extension is also scored at factor x its parent's T."""
+    T, ev = cfg.train.context_length, cfg.eval
+    lengths = [round(f * T) for f in ev.factors]
+    if parent_context is not None:
+        lengths += [round(f * parent_context) for f in ev.factors]
+    n_tokens, needed = scoring.held_out_needed(ev.protocol, ev.stride, ev.tokens, T, sorted(set(lengths)))
+    if len(val) < needed:
+        raise PosxError(f"the held-out split has {len(val)} tokens but eval.after_train would read {needed} "
+                        f"({n_tokens} scored at each of lengths up to {max(lengths)}); lower eval.tokens or "
+                        "eval.factors, or use more data (checked before training, so no step was lost)")
 
 
 def mfu(tokens_per_s: float, flops_per_token: float, peak: float | None) -> float | None:

@@ -1,0 +1,64 @@
+"""The evaluation settings of ``posx eval-extrapolate RUN [overrides]``: the run's own, then the
+overrides on top.
+
+The run's own settings are those of its current evaluation (``eval.yaml`` at its top level,
+``posx.eval.history``), or, before its first evaluation, the ``eval`` section of the config it
+was trained with. Keys added to the schema since get their defaults; ``eval.batch_tokens`` (a
+memory knob of this machine) and ``eval.after_train`` come from the composed config. An
+override applies on top whatever its value, also when it equals the default.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from posx.config.checks import check_config
+from posx.config.resume import override_key
+from posx.config.schema import EvalConfig
+from posx.core.errors import PosxError
+from posx.eval import history
+from posx.runs.rundir import CONFIG
+
+
+def saved_eval(run_dir: Path) -> tuple[dict | None, str]:
+    """(the run's evaluation settings, where they came from); (None, "defaults") when it has none."""
+    run_dir = Path(run_dir)
+    record = history.current(run_dir)
+    if record is not None:
+        return record["settings"], f"its last evaluation ({run_dir / history.SETTINGS})"
+    path = run_dir / CONFIG
+    if path.is_file():
+        try:
+            saved = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
+        except (OSError, OmegaConfBaseException, ValueError) as exc:
+            raise PosxError(f"{path} is unreadable ({' '.join(str(exc).split())}); fix it or remove it") from None
+        if isinstance(saved, dict) and isinstance(saved.get("eval"), dict):
+            return saved["eval"], f"the config it was trained with ({path})"
+    return None, "the defaults (the run records no evaluation settings)"
+
+
+def eval_config(run_dir: Path, composed: DictConfig, overrides: list[str]) -> tuple[DictConfig, str]:
+    """``composed`` with its ``eval`` section replaced by the run's settings plus ``overrides``;
+    also says where the settings came from."""
+    saved, source = saved_eval(run_dir)
+    if saved is None:
+        return composed, source
+    kept = {k: v for k, v in saved.items() if k not in history.NOT_IDENTITY}
+    try:
+        ev = OmegaConf.merge(OmegaConf.structured(EvalConfig), kept)
+    except (OmegaConfBaseException, ValueError) as exc:
+        raise PosxError(f"the evaluation settings of {run_dir} ({source}) do not fit the schema "
+                        f"({' '.join(str(exc).split())}); pass --defaults to start from the defaults") from None
+    for name in history.NOT_IDENTITY:
+        ev[name] = composed.eval[name]
+    cfg = composed.copy()
+    cfg.eval = ev
+    for override in overrides:
+        key = override_key(override)
+        if key == "eval" or key.startswith("eval."):
+            OmegaConf.update(cfg, key, OmegaConf.select(composed, key), merge=False)
+    check_config(cfg)
+    return cfg, source

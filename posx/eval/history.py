@@ -1,0 +1,143 @@
+"""Evaluations are kept, not replaced: each one's tables live under the identity of its settings.
+
+A run directory holds every evaluation it had under ``eval/<id>/`` (extrapolation.csv and .md,
+positions.csv, passkey.csv and ``eval.yaml``: the settings, the device and the weights they
+scored), and the current one (the last evaluated, or the one asked for again) as copies at
+its top level, where ``posx report`` and older tools read them. ``<id>`` is a hash of the
+settings that change the numbers: every ``eval.*`` key but ``after_train`` and
+``batch_tokens`` (a memory knob). Top-level tables written before this store existed (no
+``eval.yaml`` beside them) are moved into ``eval/legacy/`` before anything replaces them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import yaml
+from omegaconf import DictConfig, OmegaConf
+
+from posx.core import files
+from posx.core.errors import PosxError
+from posx.eval.tables import Evaluation, read_table, write_tables
+
+EVAL_DIR = "eval"
+SETTINGS = "eval.yaml"
+TABLE_FILES = ("extrapolation.csv", "extrapolation.md", "positions.csv", "passkey.csv")
+NOT_IDENTITY = ("after_train", "batch_tokens")  # eval.* keys that do not change the numbers
+
+
+def settings_of(ev) -> dict:
+    """The evaluation settings that make its identity, as plain data."""
+    data = OmegaConf.to_container(ev, resolve=True) if isinstance(ev, DictConfig) else dict(ev)
+    return {k: v for k, v in data.items() if k not in NOT_IDENTITY}
+
+
+def eval_id(settings: dict) -> str:
+    """A short stable hash of the settings (key order does not matter; 1 and 1.0 are equal)."""
+    def norm(value):
+        if isinstance(value, dict):
+            return {str(k): norm(v) for k, v in sorted(value.items())}
+        if isinstance(value, (list, tuple)):
+            return [norm(v) for v in value]
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        return value
+
+    text = json.dumps(norm(settings), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:10]
+
+
+def read_record(path: Path) -> dict:
+    """An eval.yaml: {"id", "settings", "device", "weights_sha256"}."""
+    try:
+        record = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise PosxError(f"{path} is unreadable ({exc.__class__.__name__}); remove it or re-evaluate with --force") from None
+    if not isinstance(record, dict) or not isinstance(record.get("settings"), dict):
+        raise PosxError(f"{path} is not a posx evaluation record; remove it or re-evaluate with --force")
+    return record
+
+
+def current(run_dir: Path) -> dict | None:
+    """The record of the evaluation at the run's top level; None when it has none (or a legacy one)."""
+    path = Path(run_dir) / SETTINGS
+    return read_record(path) if path.is_file() else None
+
+
+def stored(run_dir: Path, eid: str, weights_sha256: str | None) -> Path | None:
+    """eval/<eid>/ when it holds a complete evaluation of these weights."""
+    folder = Path(run_dir) / EVAL_DIR / eid
+    if not (folder / SETTINGS).is_file() or not (folder / "extrapolation.csv").is_file():
+        return None
+    if weights_sha256 and read_record(folder / SETTINGS).get("weights_sha256") not in (None, weights_sha256):
+        return None  # the run's weights changed since: a stale evaluation
+    return folder
+
+
+def _keep_legacy(run_dir: Path) -> Path | None:
+    """Top-level tables that are kept nowhere else go aside before they are replaced: those
+    without an eval.yaml (written before this store) to eval/legacy[-n]/, those whose
+    eval/<id>/ is gone back to it."""
+    if not (run_dir / "extrapolation.csv").is_file():
+        return None
+    if (run_dir / SETTINGS).is_file():
+        eid = str(read_record(run_dir / SETTINGS).get("id", ""))
+        if not eid or (run_dir / EVAL_DIR / eid / "extrapolation.csv").is_file():
+            return None
+        target = run_dir / EVAL_DIR / eid
+        target.mkdir(parents=True, exist_ok=True)
+        _copy_tables(run_dir, target)
+        return target
+    target = files.unique_dir(run_dir / EVAL_DIR, "legacy", "")
+    for name in TABLE_FILES:
+        if (run_dir / name).is_file():
+            (run_dir / name).replace(target / name)
+    return target
+
+
+def _copy_tables(source: Path, target: Path) -> list[Path]:
+    """The tables and record of ``source`` into ``target``; tables ``source`` lacks are removed there."""
+    written = []
+    for name in (*TABLE_FILES, SETTINGS):
+        if (source / name).is_file():
+            with files.atomic_path(target / name) as tmp:
+                shutil.copyfile(source / name, tmp)
+            written.append(target / name)
+        elif name != SETTINGS:
+            (target / name).unlink(missing_ok=True)
+    return written
+
+
+def save(result: Evaluation, run_dir: Path, settings: dict, device: str, weights_sha256: str | None) -> list[Path]:
+    """Write the evaluation to eval/<id>/ and make it the current one; returns the top-level files."""
+    run_dir = Path(run_dir)
+    eid = eval_id(settings)
+    result.table["eval_id"] = eid
+    folder = run_dir / EVAL_DIR / eid
+    folder.mkdir(parents=True, exist_ok=True)
+    write_tables(result, folder)
+    record = {"id": eid, "settings": settings, "device": str(device), "weights_sha256": weights_sha256}
+    files.write_text(folder / SETTINGS, yaml.safe_dump(record, sort_keys=False))
+    _keep_legacy(run_dir)
+    return _copy_tables(folder, run_dir)
+
+
+def make_current(run_dir: Path, folder: Path) -> list[Path]:
+    """A stored evaluation becomes the current one again (the previous current one stays stored)."""
+    _keep_legacy(Path(run_dir))
+    return _copy_tables(folder, Path(run_dir))
+
+
+def load(folder: Path) -> Evaluation:
+    """A stored evaluation read back."""
+    positions = folder / "positions.csv"
+    passkey = folder / "passkey.csv"
+    return Evaluation(
+        table=read_table(folder / "extrapolation.csv"),
+        positions=read_table(positions).to_dict("records")
+        if positions.is_file() else [],
+        passkey=read_table(passkey).to_dict("records") if passkey.is_file() else [],
+    )

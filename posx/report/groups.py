@@ -1,0 +1,165 @@
+"""Which runs of a report are seeds of one experiment: everything but the seed is equal.
+
+A run's identity is a flat dict of what decides its numbers:
+
+* the model (``model.*``, ``pos.*``: sizes, encoding and its parameters, from model.json, which
+  records the model actually built) and T (``T``);
+* the training (``train.*`` but how often it validates or checkpoints; ``steps``) and, for an
+  extended run, its parent, method and factor and the ``extend.*`` settings;
+* the data: the corpus fingerprint (sha256 of the bytes) when model.json has it, else
+  ``data.source``/``data.path``, and ``data.val_fraction``;
+* the evaluation settings of its tables (``eval.*`` from eval.yaml, ``posx.eval.history``); a
+  table written before posx kept them is described by what the table itself records (scored
+  tokens, protocol) and marked ``eval.record=none``.
+
+Never part of it: the seed, the name, the device, where results go, ``eval.batch_tokens`` and
+``eval.after_train``. Runs with equal identities form a group; a group is labelled by the
+keys that differ between the groups of the report (encoding and parent are columns of their
+own). Two runs of one group with the same seed are one experiment run twice: the one
+evaluated last counts, the other is listed as a duplicate.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from posx.eval import history
+from posx.runs.records import RunMeta
+
+# Keys of config.yaml that never separate runs: where and how a run ran, not what it is.
+IGNORED = ("seed", "name", "device", "threads", "logger", "results_dir", "parent", "data.cache_dir", "train.eval_every",
+           "train.eval_batches", "train.checkpoint_every", "model.name", "extend.eval_every", "hydra")
+RENAMED = {"train.context_length": "T", "train.steps": "steps"}
+COLUMN_KEYS = ("pos.name", "parent")
+# Encoding parameters that only some encodings read (others record a value they never use).
+ONLY_FOR = {"pos.base": {"rope"}, "pos.max_positions": {"absolute"}, "pos.num_buckets": {"t5"},
+            "pos.max_distance": {"t5"}, "pos.per_layer": {"t5"}}  # shown as the encoding and parent columns, not in labels
+
+
+@dataclass
+class Member:
+    """What grouping needs of one run."""
+
+    path: Path
+    seed: int | None
+    identity: dict = field(default_factory=dict)
+    evaluated_at: float = 0.0  # mtime of its extrapolation.csv: the later of two duplicates counts
+
+
+def _flat(data, prefix: str = "") -> dict:
+    out = {}
+    for key, value in (data or {}).items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(_flat(value, name + "."))
+        else:
+            out[name] = value
+    return out
+
+
+def _text(value) -> str:
+    if isinstance(value, float):
+        return f"{value:g}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(_text(v) for v in value) + "]"
+    return json.dumps(value) if isinstance(value, (dict, type(None))) else str(value)
+
+
+def identity(config: dict | None, meta: RunMeta | None, run_dir: Path, table: pd.DataFrame | None) -> dict:
+    """The run's identity as {key: text}; see the module docstring."""
+    found: dict = {}
+    for key, value in _flat({k: v for k, v in (config or {}).items() if k != "eval"}).items():
+        if not any(key == i or key.startswith(i + ".") for i in IGNORED):
+            found[RENAMED.get(key, key)] = value
+    if meta is not None:
+        for key, value in meta.model.run_config_values().items():
+            found[key] = value  # the model actually built (pos.max_positions resolved)
+        found["T"] = meta.train_context
+        found.setdefault("steps", meta.step)
+        if meta.data.get("sha256"):
+            found["data"] = str(meta.data["sha256"])[:12]
+            found.pop("data.path", None)
+            found.pop("data.source", None)
+        lineage = meta.extended_from
+        if lineage is not None:
+            found.update({"parent": lineage.parent, "extend.method": lineage.method,
+                          "extend.factor": lineage.factor, "extend.parent_T": lineage.train_context})
+    for key, encodings in ONLY_FOR.items():
+        if found.get("pos.name") not in encodings:
+            found.pop(key, None)
+    record = history.current(run_dir) if (run_dir / history.SETTINGS).is_file() else None
+    if record is not None:
+        found.update({f"eval.{k}": v for k, v in _flat(record["settings"]).items()})
+    elif table is not None and not table.empty:
+        ok = table[table["status"] == "ok"]
+        found["eval.record"] = "none"
+        found["eval.scored_tokens"] = sorted({int(t) for t in ok["tokens"]}) if "tokens" in ok else []
+        found["eval.protocol"] = ",".join(sorted(set(table["protocol"])))
+    return {key: _text(value) for key, value in found.items()}
+
+
+@dataclass
+class Grouping:
+    labels: dict  # run path -> group label
+    groups: list  # one dict per group: label, runs, seeds, differs
+    duplicates: list  # {"run", "seed", "group", "counted": the run that counts instead}
+    varying: list  # identity keys that differ between groups
+
+
+def _varying(identities: list[dict]) -> list[str]:
+    keys = sorted({k for ident in identities for k in ident})
+    return [k for k in keys if len({ident.get(k, "—") for ident in identities}) > 1]
+
+
+def group_runs(members: list[Member]) -> Grouping:
+    """Runs with equal identities, labelled by what differs; duplicates of a seed set aside.
+    A label names the keys that differ between groups of the same encoding and parent (those
+    two are columns of the report already); "-" when nothing else differs."""
+    by_identity: dict[tuple, list[Member]] = {}
+    for m in members:
+        by_identity.setdefault(tuple(sorted(m.identity.items())), []).append(m)
+    identities = [dict(ident) for ident in by_identity]
+    clusters: dict[tuple, list[dict]] = {}
+    for ident in identities:
+        clusters.setdefault(tuple(ident.get(k, "") for k in COLUMN_KEYS), []).append(ident)
+    labels, groups, duplicates = {}, [], []
+    for i, (ident, runs) in enumerate(zip(identities, by_identity.values()), 1):
+        shown = [k for k in _varying(clusters[tuple(ident.get(k, "") for k in COLUMN_KEYS)]) if k not in COLUMN_KEYS]
+        label = ", ".join(f"{k}={ident.get(k, '—')}" for k in shown) or "-"
+        counted: dict = {}
+        for m in sorted(runs, key=lambda m: m.evaluated_at, reverse=True):
+            if m.seed is not None and m.seed in counted:
+                duplicates.append({"run": str(m.path), "seed": m.seed, "group": f"g{i}",
+                                   "counted": str(counted[m.seed].path)})
+                continue
+            counted[m.seed if m.seed is not None else id(m)] = m
+            labels[m.path] = label
+        kept = sorted(counted.values(), key=lambda m: str(m.path))
+        groups.append({"group": f"g{i}", "encoding": ident.get("pos.name", "—"), "parent": ident.get("parent", ""),
+                       "label": label, "runs": len(kept), "seeds": ",".join(str(m.seed) for m in kept),
+                       "run_dirs": " ".join(m.path.name for m in kept)})
+    # an encoding parameter absent where it does not apply is not a difference of its own
+    varying = [k for k in _varying(identities)
+               if k not in ONLY_FOR or len({i[k] for i in identities if k in i}) > 1]
+    return Grouping(labels, groups, duplicates, varying)
+
+
+def explain(grouping: Grouping, runs: int) -> list[str]:
+    """Markdown lines: what was grouped and why."""
+    lines = ["## Groups", "",
+             f"{runs} run(s) form {len(grouping.groups)} group(s). Runs are pooled as seeds of one experiment only "
+             "when everything but the seed is equal: model size and encoding, T, training steps and settings, "
+             "the corpus fingerprint, the evaluation settings (tokens, protocol, stride, methods and their "
+             "parameters) and, for extended runs, parent, method and factor (posx/report/groups.py lists the keys)."]
+    if grouping.varying:
+        lines += ["", "The groups differ in: " + ", ".join(f"`{k}`" for k in grouping.varying) + "."]
+    lines += ["", pd.DataFrame(grouping.groups).to_markdown(index=False), ""]
+    if grouping.duplicates:
+        lines += ["### Duplicate seeds", "",
+                  "These runs repeat a seed of their group (the same experiment twice); each is counted once, "
+                  "as the run evaluated last:", "", pd.DataFrame(grouping.duplicates).to_markdown(index=False), ""]
+    return lines

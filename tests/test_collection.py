@@ -1,0 +1,83 @@
+"""`posx runs` and `posx compare` over fake run directories (no model is loaded), in-process."""
+
+from __future__ import annotations
+
+import csv
+import fcntl
+import io
+import json
+import math
+from pathlib import Path
+
+import pytest
+import yaml
+from typer.testing import CliRunner
+
+from posx import __version__
+from posx.cli import app
+from posx.core.lock import LOCK_NAME
+from posx.model.config import GPTConfig
+from posx.report import collection
+from posx.runs.records import Lineage, RunMeta
+
+
+def _run(root: Path, name: str, ppl: float, finished: bool = True, parent: str | None = None) -> Path:
+    run = root / name
+    run.mkdir(parents=True)
+    (run / "config.yaml").write_text(yaml.safe_dump({"seed": 0, "pos": {"name": "rope"},
+                                                     "train": {"context_length": 32, "steps": 6}}))
+    (run / "metrics.csv").write_text(f"step,train_loss,val_loss,lr,tokens_per_s\n3,5,{math.log(ppl + 1)},1,1\n"
+                                     f"6,4,{math.log(ppl)},1,1\n7,4,,1,1\n")
+    if finished:
+        lineage = Lineage(parent=parent, parent_path="", method="yarn", factor=2.0, steps=1, train_context=16,
+                          parent_step=1) if parent else None
+        meta = RunMeta(GPTConfig(), train_context=32, data={}, step=6, extended_from=lineage)
+        (run / "model.json").write_text(json.dumps(meta.to_dict()))
+        rows = [{"pos": "rope", "train_context": 32, "method": m, "factor": float(f), "eval_context": 32 * f,
+                 "ppl": ppl * f, "status": "ok",
+                 "stage": "zero-shot", "ppl_lo": ppl * f - 1, "ppl_hi": ppl * f + 1} for m in ("none", "pi") for f in (1, 2)]
+        with open(run / "extrapolation.csv", "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+    return run
+
+
+def test_runs_lists_status_val_ppl_lengths_and_parent(tmp_path):
+    results = tmp_path / "results"
+    _run(results / "runs", "done", 10.0)
+    _run(results / "runs", "halted", 12.0, finished=False)
+    live = _run(results / "runs", "live", 11.0, finished=False)
+    _run(results / "sweeps" / "s1", "0_rope_s0", 9.0, parent="done")
+    with open(live / LOCK_NAME, "a+") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)  # a process is training it
+        df = collection.list_runs(results).set_index("name")
+    assert df.loc["done", "status"] == "finished" and df.loc["halted", "status"] == "stopped"
+    assert df.loc["live", "status"] == "running"
+    assert df.loc["done", "val_ppl"] == pytest.approx(10.0)
+    assert df.loc["done", "evaluated_lengths"] == "32,64" and df.loc["halted", "evaluated_lengths"] == ""
+    assert df.loc["0_rope_s0", "parent"] == "done"
+    assert not (results / "runs" / "done" / LOCK_NAME).exists()  # looking creates no lock file
+
+
+def test_runs_and_compare_through_the_cli(tmp_path, monkeypatch):
+    results = tmp_path / "results"
+    a, b = _run(results / "runs", "a", 10.0), _run(results / "runs", "b", 12.0)
+    monkeypatch.chdir(tmp_path)
+    runner = CliRunner()
+    out = runner.invoke(app, ["runs", "--csv", "-"])
+    assert out.exit_code == 0, out.output
+    assert [r["name"] for r in csv.DictReader(io.StringIO(out.output))] == ["a", "b"]
+    out = runner.invoke(app, ["runs", "--csv", "list.csv"])
+    assert out.exit_code == 0 and (tmp_path / "list.csv").is_file() and "finished" in out.output
+    again = runner.invoke(app, ["runs", "--csv", "list.csv"])
+    assert again.exit_code == 2 and "already exists" in again.output
+    out = runner.invoke(app, ["compare", "a", str(b), "--csv", "-"])
+    assert out.exit_code == 0, out.output
+    rows = list(csv.DictReader(io.StringIO(out.output)))
+    assert len(rows) == 4 and all(float(r["b / a"]) == pytest.approx(1.2) for r in rows)
+    out = runner.invoke(app, ["compare", "a", "b"], env={"COLUMNS": "200"})
+    assert "1.200" in out.output and "[9.000, 11.000]" in out.output
+    one = runner.invoke(app, ["compare", "a"])
+    assert one.exit_code == 2 and "at least two" in one.output
+    assert runner.invoke(app, ["--version"]).output.strip() == f"posx {__version__}"

@@ -1,0 +1,82 @@
+"""The 95% interval of every perplexity row: per-window losses, checked against a hand computation."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+import statistics
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from omegaconf import OmegaConf
+
+from posx.config.schema import EvalConfig
+from posx.eval import scoring
+from posx.eval.extrapolate import evaluate
+from posx.eval.tables import ADDED_COLUMNS, read_table
+from posx.model.config import GPTConfig
+from posx.model.gpt import GPT
+from posx.runs.records import RunMeta
+
+CPU = torch.device("cpu")
+
+
+def _model() -> GPT:
+    torch.manual_seed(0)
+    return GPT(GPTConfig(n_layer=2, n_head=2, d_model=32, pos="rope")).eval()
+
+
+def test_window_sums_add_up_and_the_interval_is_the_t_interval_of_window_means():
+    model = _model()
+    tokens = torch.randint(0, 256, (2000,), generator=torch.Generator().manual_seed(3), dtype=torch.uint8)
+    L, n = 32, 320
+    scores = scoring.score(model, tokens, L, L, n, batch_tokens=70, device=CPU)
+    means = []
+    with torch.no_grad():
+        for w in range(n // L):
+            x = tokens[w * L:(w + 1) * L].long()[None]
+            y = tokens[w * L + 1:(w + 1) * L + 1].long()
+            means.append(-F.log_softmax(model(x)[0].double(), -1)[torch.arange(L), y].mean().item())
+    assert len(scores.window_sum) == 10
+    np.testing.assert_allclose(scores.window_sum / L, means, rtol=1e-5)
+    assert scores.window_sum.sum() == pytest.approx(scores.total, rel=1e-9)
+    ci = scores.interval()
+    se = statistics.stdev(means) / math.sqrt(10)
+    nll = statistics.mean(means)
+    assert ci.windows == 10 and ci.nll_se == pytest.approx(se, rel=1e-4)
+    assert ci.ppl_lo == pytest.approx(math.exp(nll - 2.262 * se), rel=1e-4)  # t(9) quantile
+    assert ci.ppl_hi == pytest.approx(math.exp(nll + 2.262 * se), rel=1e-4)
+
+
+def test_sliding_windows_each_score_stride_tokens():
+    model = _model()
+    tokens = torch.randint(0, 256, (2000,), generator=torch.Generator().manual_seed(4), dtype=torch.uint8)
+    scores = scoring.score(model, tokens, 32, 8, 160, batch_tokens=100, device=CPU)
+    assert len(scores.window_sum) == 20 and scores.window_sum.sum() == pytest.approx(scores.total, rel=1e-9)
+
+
+def test_one_window_or_a_nonfinite_loss_has_no_interval():
+    assert math.isnan(scoring.interval(np.array([5.0]), 10).ppl_lo)
+    assert math.isnan(scoring.interval(np.array([5.0, math.inf]), 10).nll_se)
+    assert scoring.t95(2) == 12.706 and scoring.t95(100) == pytest.approx(1.96, abs=1e-3)
+
+
+def test_every_ok_row_carries_an_interval_around_its_perplexity():
+    model = _model()
+    meta = RunMeta(model=model.config, train_context=8, data={}, step=0)
+    ev = OmegaConf.structured(EvalConfig(factors=[1, 2, 4], methods=["none", "yarn"], tokens=64))
+    val = torch.randint(0, 256, (500,), dtype=torch.uint8)
+    df = evaluate(model, meta, val, ev, CPU, "r").table
+    assert (df["ppl_lo"] < df["ppl"]).all() and (df["ppl"] < df["ppl_hi"]).all()
+    assert list(df["windows"]) == [8, 4, 2] * 2  # 64 tokens in windows of 8, 16, 32
+    assert (df["nll_se"] > 0).all()
+
+
+def test_a_table_written_before_intervals_reads_with_empty_ones():
+    """A table the flat-layout posx wrote (tests/fixtures/premove) reads with empty intervals."""
+    path = Path(__file__).resolve().parent / "fixtures" / "premove" / "runs" / "old-rope" / "extrapolation.csv"
+    df = read_table(path)
+    assert set(ADDED_COLUMNS) <= set(df.columns)
+    assert math.isnan(df["ppl_lo"].iloc[0]) and df["eval_id"].iloc[0] == ""
