@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import pytest
 from hydra.errors import ConfigCompositionException
+from omegaconf import OmegaConf
 from omegaconf.errors import ConfigKeyError, ValidationError
 
 from posx.config.compose import compose
 from posx.config.checks import check_config
 from posx.config.compose import config_dir
 from posx.core.errors import PosxError
+from posx.model.config import GPTConfig
 
 GROUPS = ["model", "pos", "data", "train", "eval"]
 
@@ -60,3 +62,17 @@ def test_typo_and_wrong_type_fail_at_composition():
 def test_meaningless_values_fail_the_check():
     with pytest.raises(PosxError, match="eval.factors"):
         compose(["eval.factors=[0.5]"])
+
+
+@pytest.mark.parametrize("overrides", [[], ["pos=t5", "pos.per_layer=true"], ["model=llama_tiny"],
+                                       ["pos=absolute", "pos.max_positions=256"]])
+def test_the_model_config_conversion_round_trips(overrides):
+    """cfg -> GPTConfig -> the run-config values -> GPTConfig again is the identity (one table,
+    posx.model.config.RUN_KEYS, serves both directions)."""
+    cfg = compose(overrides)
+    model = GPTConfig.from_run_config(cfg, 256)
+    again = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
+    for key, value in model.run_config_values().items():
+        OmegaConf.update(again, key, value, merge=False)
+    again.train.context_length = 7  # max_positions is explicit now: T no longer matters
+    assert GPTConfig.from_run_config(again, 256) == model

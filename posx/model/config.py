@@ -17,6 +17,23 @@ _MAX_INT = {"vocab_size": 1 << 22, "n_layer": 1024, "n_head": 1024, "d_model": 1
             "multiple_of": 1 << 16}
 
 
+# GPTConfig field -> the run-config key it comes from: the one table both conversions read.
+RUN_KEYS = {
+    "n_layer": "model.n_layer", "n_head": "model.n_head", "d_model": "model.d_model",
+    "mlp_ratio": "model.mlp_ratio", "dropout": "model.dropout", "block": "model.block",
+    "multiple_of": "model.multiple_of", "tie_embeddings": "model.tie_embeddings", "attention": "model.attention",
+    "pos": "pos.name", "rope_base": "pos.base", "max_positions": "pos.max_positions",
+    "t5_num_buckets": "pos.num_buckets", "t5_max_distance": "pos.max_distance", "t5_per_layer": "pos.per_layer",
+}
+
+
+def _select(cfg, dotted: str):
+    node = cfg
+    for part in dotted.split("."):
+        node = getattr(node, part)
+    return node
+
+
 @dataclass
 class GPTConfig:
     vocab_size: int = 256  # byte-level tokens
@@ -85,32 +102,11 @@ class GPTConfig:
     @classmethod
     def from_run_config(cls, cfg, vocab_size: int) -> "GPTConfig":
         """The model a run config describes (``cfg``: the composed config, Hydra or not)."""
-        return cls(
-            vocab_size=vocab_size,
-            n_layer=cfg.model.n_layer,
-            n_head=cfg.model.n_head,
-            d_model=cfg.model.d_model,
-            mlp_ratio=cfg.model.mlp_ratio,
-            dropout=cfg.model.dropout,
-            pos=cfg.pos.name,
-            rope_base=cfg.pos.base,
-            max_positions=cfg.pos.max_positions or cfg.train.context_length,
-            t5_num_buckets=cfg.pos.num_buckets,
-            t5_max_distance=cfg.pos.max_distance,
-            t5_per_layer=cfg.pos.per_layer,
-            block=cfg.model.block,
-            multiple_of=cfg.model.multiple_of,
-            tie_embeddings=cfg.model.tie_embeddings,
-            attention=cfg.model.attention,
-        )
+        values = {name: _select(cfg, key) for name, key in RUN_KEYS.items()}
+        if values["max_positions"] is None:  # the learned table's default: one row per trained position
+            values["max_positions"] = cfg.train.context_length
+        return cls(vocab_size=vocab_size, **values)
 
     def run_config_values(self) -> dict[str, object]:
         """The inverse of ``from_run_config``: dotted run-config keys and their values."""
-        return {
-            "model.n_layer": self.n_layer, "model.n_head": self.n_head, "model.d_model": self.d_model,
-            "model.mlp_ratio": self.mlp_ratio, "model.dropout": self.dropout, "pos.name": self.pos,
-            "pos.base": self.rope_base, "pos.max_positions": self.max_positions,
-            "pos.num_buckets": self.t5_num_buckets, "pos.max_distance": self.t5_max_distance,
-            "pos.per_layer": self.t5_per_layer, "model.block": self.block, "model.multiple_of": self.multiple_of,
-            "model.tie_embeddings": self.tie_embeddings, "model.attention": self.attention,
-        }
+        return {key: getattr(self, name) for name, key in RUN_KEYS.items()}
