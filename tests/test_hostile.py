@@ -117,7 +117,7 @@ HYDRA = [
     (["extend", "runs/old-abs", "method=yarn"], "extend only with method=interpolate"),
     (["extend", "runs/old-rope", "method=interpolate"], "interpolate is for learned-absolute tables"),
     (["extend", "runs/old-rope-yarn", "method=pi"], "is itself an extension"),
-    (["train", "--resume", "runs/old-rope", "+foo=1"], "it is not a config key"),
+    (["train", "--resume", "runs/old-rope", "+foo=1"], "a key cannot be added"),
     (["train", "--resume", "runs/old-rope", "train.steps=99"], "would change the resumed run"),
     (["train", "--resume", "runs/old-rope", "-m"], "key=value overrides only"),
 ]

@@ -97,7 +97,7 @@ def identity(config: dict | None, meta: RunMeta | None, run_dir: Path, table: pd
     elif table is not None and not table.empty:
         ok = table[table["status"] == "ok"]
         found["eval.record"] = "none"
-        found["eval.scored_tokens"] = sorted({int(t) for t in ok["tokens"]}) if "tokens" in ok else []
+        found["eval.scored_tokens"] = sorted({int(t) for t in ok["tokens"].dropna()})  # empty: not recorded
         found["eval.protocol"] = ",".join(sorted(set(table["protocol"])))
     return {key: _text(value) for key, value in found.items()}
 

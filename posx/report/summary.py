@@ -117,9 +117,7 @@ def _combined(runs: list[RunTables], name: str) -> pd.DataFrame:
     if not frames:
         return pd.DataFrame()
     df = pd.concat(frames, ignore_index=True).rename(columns={"pos": "encoding"})
-    if "stage" in df:
-        df["stage"] = df["stage"].fillna("zero-shot")
-    if name in ("extrapolation.csv", "positions.csv") and "stage" in df:
+    if name in ("extrapolation.csv", "positions.csv"):  # read_table gives both a stage column
         extended = df["parent"] != ""
         df.loc[extended, "method"] = df.loc[extended, "method"] + " (" + df.loc[extended, "stage"] + ")"
     return df
