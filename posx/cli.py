@@ -246,10 +246,7 @@ def frequencies(
         if out is not None and out.exists():
             raise PosxError(f"{out} already exists; choose another --out (nothing is overwritten)")
         if out is None:
-            out = Path(cfg.results_dir) / "frequencies.png"
-            stem, i = out.stem, 2
-            while out.exists():
-                out, i = out.with_name(f"{stem}-{i}.png"), i + 1
+            out = next(p for p in files.numbered(Path(cfg.results_dir), "frequencies", ".png") if not p.exists())
         freqplot.plot(df, context, target, title, out)
         console.print(f"wrote {out}")
 

@@ -95,8 +95,7 @@ def staged_dir(final: Path | None, parent: Path, name: str) -> Iterator[tuple[Pa
     published: list[Path] = []
     try:
         yield staging, published
-        candidates = [Path(final)] if final is not None else [target_parent / (name if i == 1 else f"{name}-{i}")
-                                                              for i in range(1, 1000)]
+        candidates = [Path(final)] if final is not None else numbered(target_parent, name)
         for candidate in candidates:
             try:
                 os.rename(staging, candidate)  # onto a missing or empty directory only
@@ -152,13 +151,19 @@ def safetensors_write(write: Callable[[], None]) -> None:
         raise OSError(code, os.strerror(code)) from exc
 
 
+def numbered(parent: Path, stem: str, suffix: str = "", limit: int = 10_000) -> Iterator[Path]:
+    """parent/<stem><suffix>, then <stem>-2<suffix>, -3 ...: the one rule for a fresh name
+    beside taken ones (``suffix`` for a file, e.g. ".png")."""
+    for i in range(1, limit):
+        yield parent / (f"{stem}{suffix}" if i == 1 else f"{stem}-{i}{suffix}")
+
+
 def unique_dir(root: str | Path, name: str, hint: str) -> Path:
     """Create root/<name>/, or <name>-2, -3 ... if taken: an existing directory is never reused.
     ``hint`` says how to pick another name if all are taken."""
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
-    for i in range(1, 10_000):
-        candidate = root / (name if i == 1 else f"{name}-{i}")
+    for candidate in numbered(root, name):
         try:
             candidate.mkdir()
             return candidate

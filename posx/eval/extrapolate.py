@@ -69,7 +69,8 @@ def evaluate(model: GPT, meta: RunMeta, val: torch.Tensor, ev, device: torch.dev
               for L in lengths for v in variants}
     width = scoring.bucket_width_for(ev.bucket_width, T)
     beyond = ev.absolute_beyond if model.pos.kind == "absolute" else "none"  # no table, no patch
-    result = Evaluation(table=pd.DataFrame(columns=COLUMNS))
+    positions: list[dict] = []
+    passkey_rows: list[dict] = []
     rows = []
     model.eval()
     cells = [(m, f, L, s, sc) for m in ev.methods for f, L, s, sc in zip(ev.factors, lengths, strides, scales)]
@@ -88,16 +89,15 @@ def evaluate(model: GPT, meta: RunMeta, val: torch.Tensor, ev, device: torch.dev
             keys = {k: row[k] for k in ("run", "pos", "train_context", "eval_context", "factor", "method")}
             if long_tables and row["status"] == "ok":
                 for start, end, total, count in scoring.buckets(scores, width):
-                    result.positions.append({**keys, "protocol": ev.protocol, "bucket_start": start,
-                                             "bucket_end": end, "tokens": count, "nll": total / count,
-                                             "stage": "zero-shot"})
+                    positions.append({**keys, "protocol": ev.protocol, "bucket_start": start,
+                                      "bucket_end": end, "tokens": count, "nll": total / count,
+                                      "stage": "zero-shot"})
             for v in variants:
                 for r in _passkey_rows(row["status"], cell_trials[v], results.get(v), pk.depth_buckets):
-                    result.passkey.append({**keys, "variant": v, **r})
+                    passkey_rows.append({**keys, "variant": v, **r})
             progress.advance(f"{method} {factor:g}x (L={L}) " +
                              (f"ppl {row['ppl']:.3f}" if row["status"] == "ok" else row["status"]))
-    result.table = pd.DataFrame(rows, columns=COLUMNS)
-    return result
+    return Evaluation(table=pd.DataFrame(rows, columns=COLUMNS), positions=positions, passkey=passkey_rows)
 
 
 def _score_cell(model: GPT, val: torch.Tensor, ev, device: torch.device, row: dict, n_tokens: int,
