@@ -257,6 +257,7 @@ REPORT_EPILOG = """[bold]Examples[/]
   posx report results/sweeps/2025-01-01_12-00-00      [dim]# every run of a sweep[/]
   posx report results/runs --out results/reports/all  [dim]# every single run[/]
   posx report results/sweeps/... --factor 4            [dim]# per-position curves at 4x[/]
+  posx report results/runs --evaluations all           [dim]# every kept evaluation of each run[/]
 """
 
 
@@ -269,11 +270,14 @@ def report(
                                            "(default: the largest each encoding has)."),
     results_dir: Path = typer.Option(Path("results"), "--results-dir", help="Where reports/ goes by default."),
     smooth: int = typer.Option(1, "--smooth", help="Per-position curves: a centred moving mean over this many buckets."),
+    evaluations: str = typer.Option("current", "--evaluations",
+                                    help="current: each run's last evaluation; all: every evaluation it keeps."),
 ) -> None:
     """Summary tables and plots from evaluated runs, runs pooled as seeds only when all else is equal."""
     with user_errors():
         distributed.single_process("posx report")
-        build_report(paths, out=out, results_dir=results_dir, factor=factor, console=Console(), smooth=smooth)
+        build_report(paths, out=out, results_dir=results_dir, factor=factor, console=Console(), smooth=smooth,
+                     evaluations=evaluations)
 
 
 RUNS_EPILOG = """[bold]Examples[/]

@@ -62,7 +62,8 @@ def test_runs_lists_status_val_ppl_lengths_and_parent(tmp_path):
 
 def test_runs_and_compare_through_the_cli(tmp_path, monkeypatch):
     results = tmp_path / "results"
-    a, b = _run(results / "runs", "a", 10.0), _run(results / "runs", "b", 12.0)
+    _run(results / "runs", "a", 10.0)
+    b = _run(results / "runs", "b", 12.0)
     monkeypatch.chdir(tmp_path)
     runner = CliRunner()
     out = runner.invoke(app, ["runs", "--csv", "-"])

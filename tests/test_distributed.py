@@ -145,7 +145,6 @@ def test_two_ranks_equal_one_process_and_gradient_accumulation(tmp_path, tiny_ar
     torchrun(2, "train", *tiny_args, "name=ddp_accum1", "train.micro_batch_size=1", cwd=tmp_path)
     runs = tmp_path / "results" / "runs"
     assert sorted(p.name for p in runs.iterdir()) == ["accum1", "accum2", "ddp", "ddp_accum1", "single"]
-    ddp = runs / "ddp"
     assert proc.stdout.count("posx train ") == 1 and proc.stdout.count("done ") == 1  # rank 0 alone prints
     assert "ranks=2" in proc.stdout
     assert not [p for p in runs.rglob("*") if p.name.endswith(".tmp")]  # no writer left anything behind

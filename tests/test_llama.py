@@ -4,7 +4,6 @@ still plugs in; presets match the gpt2 presets' size; the gpt2 block is unchange
 from __future__ import annotations
 
 import shutil
-from pathlib import Path
 
 import pandas as pd
 import pytest

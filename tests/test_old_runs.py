@@ -93,5 +93,6 @@ def test_an_old_checkpoint_only_extension_resumes_as_an_extension(old, tmp_path)
 def test_report_reads_old_runs(old, tmp_path):
     out = report([old / "old-rope", old / "old-rope-yarn"], out=tmp_path / "rep")
     summary = pd.read_csv(out / "summary.csv")
-    assert {"", "old-rope"} <= set(summary["parent"].fillna(""))
+    # the extension reads as an extension of a RoPE run at T=16 (its parent is there to read)
+    assert {"", "rope-T16"} <= set(summary["parent"].fillna(""))
     assert "yarn (extended)" in set(summary["method"]) and "yarn (zero-shot)" in set(summary["method"])

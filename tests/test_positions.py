@@ -13,7 +13,7 @@ from posx.config.compose import config_dir
 from posx.core.errors import PosxError
 from posx.model.config import GPTConfig
 from posx.model.gpt import GPT
-from posx.model.encodings import (BEYOND, ENCODINGS, ALiBi, LearnedAbsolute, PositionOutOfRange, Sinusoidal,
+from posx.model.encodings import (ENCODINGS, ALiBi, LearnedAbsolute, PositionOutOfRange, Sinusoidal,
                             T5Bias, alibi_slopes, causal_toeplitz, t5_buckets)
 
 # Press et al.'s slopes (arXiv 2108.12409, section 3 and its reference code get_slopes): 2^(-8h/n) for powers of two; for 6 and 12 heads

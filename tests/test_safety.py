@@ -6,7 +6,6 @@ import pytest
 
 import math
 import shutil
-from pathlib import Path
 
 import pandas as pd
 import torch

@@ -10,7 +10,10 @@ A run's identity is a flat dict of what decides its numbers:
   ``data.source``/``data.path``, and ``data.val_fraction``;
 * the evaluation settings of its tables (``eval.*`` from eval.yaml, ``posx.eval.history``); a
   table written before posx kept them is described by what the table itself records (scored
-  tokens, protocol) and marked ``eval.record=none``.
+  tokens, protocol) and marked ``eval.record=none``. A report over every kept evaluation
+  (``--evaluations all``) records the set of their ids, ``eval.ids``.
+* an extended run whose parent directory is there holds the parent's identity as ``parent.*``
+  (``posx.report.runtables``), so extensions of seeds of one experiment form one group.
 
 Never part of it: the seed, the name, the device, where results go, ``eval.batch_tokens`` and
 ``eval.after_train``. Runs with equal identities form a group; a group is labelled by the
@@ -35,6 +38,7 @@ IGNORED = ("seed", "name", "device", "threads", "logger", "results_dir", "parent
            "train.eval_batches", "train.checkpoint_every", "model.name", "extend.eval_every", "hydra")
 RENAMED = {"train.context_length": "T", "train.steps": "steps"}
 COLUMN_KEYS = ("pos.name", "parent")
+ONLY_EXTENDED = ("parent.", "extend.", "new_base")  # keys only an extended run has
 # Encoding parameters that only some encodings read (others record a value they never use).
 ONLY_FOR = {"pos.base": {"rope"}, "pos.max_positions": {"absolute"}, "pos.num_buckets": {"t5"},
             "pos.max_distance": {"t5"}, "pos.per_layer": {"t5"}}  # shown as the encoding and parent columns, not in labels
@@ -69,8 +73,11 @@ def _text(value) -> str:
     return json.dumps(value) if isinstance(value, (dict, type(None))) else str(value)
 
 
-def identity(config: dict | None, meta: RunMeta | None, run_dir: Path, table: pd.DataFrame | None) -> dict:
-    """The run's identity as {key: text}; see the module docstring."""
+def identity(config: dict | None, meta: RunMeta | None, run_dir: Path, table: pd.DataFrame | None,
+             evaluations: list[dict] | None = None, parent: dict | None = None) -> dict:
+    """The run's identity as {key: text}; see the module docstring. ``evaluations``: the settings
+    of every evaluation its tables come from (``[]``: leave the evaluation out; None: its current
+    one). ``parent``: an extended run's parent's identity, which then stands for the parent."""
     found: dict = {}
     for key, value in _flat({k: v for k, v in (config or {}).items() if k != "eval"}).items():
         if not any(key == i or key.startswith(i + ".") for i in IGNORED):
@@ -88,9 +95,16 @@ def identity(config: dict | None, meta: RunMeta | None, run_dir: Path, table: pd
         if lineage is not None:
             found.update({"parent": lineage.parent, "extend.method": lineage.method,
                           "extend.factor": lineage.factor, "extend.parent_T": lineage.train_context})
+            if parent is not None:  # what the parent is, not what it is called
+                found["parent"] = f"{parent['pos.name']}-T{parent['T']}"
+                found.update({f"parent.{k}": v for k, v in parent.items()})
     for key, encodings in ONLY_FOR.items():
         if found.get("pos.name") not in encodings:
             found.pop(key, None)
+    if evaluations is not None:
+        if evaluations:
+            found["eval.ids"] = sorted(history.eval_id(e) for e in evaluations)
+        return {key: _text(value) for key, value in found.items()}
     record = history.current(run_dir) if (run_dir / history.SETTINGS).is_file() else None
     if record is not None:
         found.update({f"eval.{k}": v for k, v in _flat(record["settings"]).items()})
@@ -142,9 +156,10 @@ def group_runs(members: list[Member]) -> Grouping:
         groups.append({"group": f"g{i}", "encoding": ident.get("pos.name", "—"), "parent": ident.get("parent", ""),
                        "label": label, "runs": len(kept), "seeds": ",".join(str(m.seed) for m in kept),
                        "run_dirs": " ".join(m.path.name for m in kept)})
-    # an encoding parameter absent where it does not apply is not a difference of its own
+    # an encoding parameter absent where it does not apply, or an extension's key absent from a
+    # trained run, is not a difference of its own
     varying = [k for k in _varying(identities)
-               if k not in ONLY_FOR or len({i[k] for i in identities if k in i}) > 1]
+               if not (k in ONLY_FOR or k.startswith(ONLY_EXTENDED)) or len({i[k] for i in identities if k in i}) > 1]
     return Grouping(labels, groups, duplicates, varying)
 
 

@@ -35,19 +35,19 @@ METHOD_ORDER = ["none", "pi", "ntk", "yarn", "abf", "dynamic_ntk", "dynamic_yarn
                 "longrope", "interpolate"]
 
 
-def _order(name: str) -> tuple:
+def legend_order(name: str) -> tuple:
     """Legend order: none, pi, ntk, yarn, abf, ... (a stage suffix sorts after its method)."""
     base = name.split(" ")[0]
     return (METHOD_ORDER.index(base) if base in METHOD_ORDER else len(METHOD_ORDER), name)
 
 
-def _colors(names) -> dict:
+def colors_for(names) -> dict:
     """One colour per name (encoding x method), the same in every plot of a report."""
     cmap = colormaps["tab20"] if len(set(names)) > 10 else colormaps["tab10"]
-    return {name: cmap(i % cmap.N) for i, name in enumerate(sorted(set(names), key=_order))}
+    return {name: cmap(i % cmap.N) for i, name in enumerate(sorted(set(names), key=legend_order))}
 
 
-def _log_ticks(ax, lo: float, hi: float) -> None:
+def log_ticks(ax, lo: float, hi: float) -> None:
     """Readable labels on a log axis, also when the data span less than a decade."""
     lo, hi = max(lo, 1e-12), max(hi, lo * 1.01)
     for digits in (2, 3, 4, 5):  # enough digits for the ticks to differ over a narrow span
@@ -59,7 +59,7 @@ def _log_ticks(ax, lo: float, hi: float) -> None:
     ax.yaxis.set_minor_formatter(NullFormatter())
 
 
-def _factor_axis(ax, factors, lengths: dict | None = None) -> None:
+def factor_axis(ax, factors, lengths: dict | None = None) -> None:
     """Factors on a log2 axis; a factor whose rows share one length also shows it in tokens."""
     ax.set_xscale("log", base=2)
     ax.set_xticks(factors)
@@ -78,7 +78,7 @@ def _figure_legend(fig, axes) -> None:
     fig.legend(entries.values(), entries.keys(), loc="upper left", bbox_to_anchor=(1.0, 0.93), fontsize=9)
 
 
-def _save(fig, path: Path) -> Path:
+def save(fig, path: Path) -> Path:
     with files.atomic_path(path) as tmp:
         fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight")
     return path
@@ -98,11 +98,11 @@ def plot_ppl(summary: pd.DataFrame, path: Path) -> Path | None:
     several = data["protocol"].nunique() > 1
     groups = list(dict.fromkeys(zip(data["group"], data["parent"])))
     data = data.assign(line=[f"{e} · {m}" for e, m in zip(data["encoding"], data["method"])])
-    colors = _colors(data["line"])
+    colors = colors_for(data["line"])
     fig = Figure(figsize=(10, 5.5))
     ax = fig.subplots()
     keys = ["group", "parent", "encoding", "method", "protocol"]
-    order = sorted(data.groupby(keys, sort=False).groups, key=lambda k: (groups.index(k[:2]), k[2], _order(k[3])))
+    order = sorted(data.groupby(keys, sort=False).groups, key=lambda k: (groups.index(k[:2]), k[2], legend_order(k[3])))
     hi_all = float(data["ppl_hi"].max(skipna=True)) if data["ppl_hi"].notna().any() else float(data["ppl_mean"].max())
     for key in order:
         group, parent, enc, method, protocol = key
@@ -122,10 +122,10 @@ def plot_ppl(summary: pd.DataFrame, path: Path) -> Path | None:
         ax.plot([], [], linestyle="none", marker="x", color="gray", label="not scored (out of range, non-finite)")
     ax.set_yscale("log")
     lo = data["ppl_lo"].where(data["ppl_lo"].notna(), data["ppl_mean"])
-    _log_ticks(ax, float(lo.min()), hi_all)
+    log_ticks(ax, float(lo.min()), hi_all)
     lengths = {f: g.iloc[0] for f, g in summary.groupby("factor")["eval_context"] if g.astype(str).nunique() == 1
                and "," not in str(g.iloc[0])}
-    _factor_axis(ax, sorted(summary["factor"].unique()), lengths)
+    factor_axis(ax, sorted(summary["factor"].unique()), lengths)
     ts = set(",".join(summary["train_context"].astype(str)).split(","))
     ax.set_xlabel("evaluation length (multiples of the training length T" + (f" = {ts.pop()})" if len(ts) == 1 else
                                                                                f"; T = {', '.join(sorted(ts, key=int))})"))
@@ -136,7 +136,7 @@ def plot_ppl(summary: pd.DataFrame, path: Path) -> Path | None:
         band += " (one-seed lines: 95% interval over windows)"
     ax.set_title(f"Perplexity vs evaluation length ({'mean over seeds, ' if seeds > 1 else ''}{band})")
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
-    return _save(fig, path)
+    return save(fig, path)
 
 
 PANEL = ["group", "parent", "encoding"]
@@ -146,9 +146,13 @@ def position_curves(positions: pd.DataFrame, factor: float | None, smooth: int =
     """Mean NLL per (group, parent, encoding, method, position/T) over runs, at ``factor`` for
     each panel (group x parent x encoding; default: the largest factor it has); returns the
     curves and the factor used per panel. Each curve has its spread over runs (``nll_std``, sample
-    std; NaN for one run) and, with ``smooth`` > 1, is a centred moving mean over that many buckets."""
+    std; NaN for one run) and, with ``smooth`` > 1, is a centred moving mean over that many buckets.
+    Where the tables hold both protocols, the non-overlapping windows' positions are drawn (sliding
+    windows score only their last tokens)."""
     if positions.empty:
         return positions, {}
+    if "protocol" in positions and positions["protocol"].nunique() > 1:  # one protocol's positions per curve
+        positions = positions[positions["protocol"] == "nonoverlapping"]
     df = positions.assign(x=(positions["bucket_start"] + positions["bucket_end"]) / 2 / positions["train_context"])
     for column in PANEL:
         if column not in df:
@@ -174,13 +178,17 @@ def plot_positions(positions: pd.DataFrame, path: Path, factor: float | None, sm
     if curves.empty:
         return None
     panels = list(chosen)
-    colors = _colors(curves["method"])
-    fig = Figure(figsize=(5.5 * len(panels) + 1.5, 4.5))
-    axes = fig.subplots(1, len(panels), squeeze=False)
+    colors = colors_for(curves["method"])
+    cols = min(len(panels), 4)
+    rows = -(-len(panels) // cols)
+    fig = Figure(figsize=(5.0 * cols + 1.5, 3.9 * rows))
+    axes = fig.subplots(rows, cols, squeeze=False).reshape(1, -1)
+    for ax in axes[0][len(panels):]:
+        ax.set_visible(False)
     several = len({p[:2] for p in panels}) > 1
     for ax, panel in zip(axes[0], panels):
         mine = curves[(curves[PANEL] == pd.Series(panel, index=PANEL)).all(axis=1)]
-        for method in sorted(mine["method"].unique(), key=_order):
+        for method in sorted(mine["method"].unique(), key=legend_order):
             g = mine[mine["method"] == method].sort_values("x")
             ax.plot(g["x"], g["nll"], label=method, color=colors[method], marker=".", linewidth=1.5)
             if g["nll_std"].notna().any():  # spread over seeds
@@ -193,11 +201,11 @@ def plot_positions(positions: pd.DataFrame, path: Path, factor: float | None, sm
         ax.set_xlabel("position in the window (multiples of T)")
         ax.set_ylabel("mean NLL (nats per token)")
         ax.grid(True, alpha=0.3)
-    _figure_legend(fig, axes[0])
+    _figure_legend(fig, axes[0][:len(panels)])
     smoothed = f", moving mean over {smooth} buckets" if smooth > 1 else ""
     fig.suptitle(f"Loss by token position (mean over the seeds of each group, band ± std over seeds{smoothed})")
     fig.tight_layout()
-    return _save(fig, path)
+    return save(fig, path)
 
 
 def plot_passkey(pk_summary: pd.DataFrame, path: Path) -> Path | None:
@@ -209,7 +217,7 @@ def plot_passkey(pk_summary: pd.DataFrame, path: Path) -> Path | None:
     variants = list(dict.fromkeys(data["variant"]))
     groups = list(dict.fromkeys(data["group"]))
     data = data.assign(line=[f"{e} · {m}" for e, m in zip(data["encoding"], data["method"])])
-    colors = _colors(data["line"])
+    colors = colors_for(data["line"])
     factors = sorted(pk_summary["factor"].unique())
     none_found = bool((data["accuracy_mean"].fillna(0) == 0).all())
     fig = Figure(figsize=(5.5 * len(variants) + 2, 4.5 if none_found else 8))
@@ -227,7 +235,7 @@ def plot_passkey(pk_summary: pd.DataFrame, path: Path) -> Path | None:
             top.errorbar(g["factor"], g["accuracy_mean"], yerr=g["accuracy_std"].fillna(0), capsize=3, **style)
             bottom.plot(g["factor"], g["key_nll_mean"], **style)
         for ax in (top, bottom):
-            _factor_axis(ax, factors)
+            factor_axis(ax, factors)
             ax.set_xlabel("evaluation length (multiples of T)")
         bottom.axhline(math.log(10), color="black", linestyle=":", linewidth=1, label="chance over digits (ln 10)")
         top.set_ylim(-0.05, 1.05)
@@ -240,7 +248,7 @@ def plot_passkey(pk_summary: pd.DataFrame, path: Path) -> Path | None:
     nothing = "; exact match 0 everywhere, so only the key NLL is shown" if none_found else ""
     fig.suptitle(f"Passkey retrieval by evaluation length{spread}{nothing}")
     fig.tight_layout()
-    return _save(fig, path)
+    return save(fig, path)
 
 
 def plot_training(metrics: pd.DataFrame, path: Path) -> Path | None:
@@ -249,7 +257,7 @@ def plot_training(metrics: pd.DataFrame, path: Path) -> Path | None:
         return None
     metrics = metrics.assign(line=[" · ".join(x for x in (e, f"from {p}" if p else "", "" if g == "-" else g) if x)
                                    for e, g, p in zip(metrics["encoding"], metrics["group"], metrics["parent"])])
-    colors = _colors(metrics["line"])
+    colors = colors_for(metrics["line"])
     fig = Figure(figsize=(13, 4.5))
     axes = fig.subplots(1, 2, squeeze=False)[0]
     for (line, run), g in metrics.groupby(["line", "run_dir"], sort=False):
@@ -266,7 +274,7 @@ def plot_training(metrics: pd.DataFrame, path: Path) -> Path | None:
     _figure_legend(fig, axes)
     fig.suptitle("Training curves (metrics.csv), one line per run")
     fig.tight_layout()
-    return _save(fig, path)
+    return save(fig, path)
 
 
 def draw_all(summary: pd.DataFrame, positions: pd.DataFrame, pk_summary: pd.DataFrame, out_dir: Path,

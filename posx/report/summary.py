@@ -10,8 +10,9 @@ seed. Its band (``ppl_lo``, ``ppl_hi``) is mean ± std over seeds, or for a sing
 run's own 95% interval over windows. A run without a table is listed in ``missing.csv`` and in
 the terminal, never dropped silently.
 
-Writes summary.csv/.md, groups.csv, duplicates.csv, passkey_summary.csv, missing.csv and the PNGs
-of posx.report.plots into a fresh directory (default results/reports/<time>/); an existing
+Writes summary.csv/.md, groups.csv, duplicates.csv, passkey_summary.csv, missing.csv, for
+extended runs extension.csv (``posx.report.extension``), and the PNGs of posx.report.plots and
+extension.png into a fresh directory (default results/reports/<time>/); an existing
 report is never overwritten.
 """
 
@@ -19,25 +20,20 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
-import yaml
 from rich.console import Console
 from rich.table import Table
 
 from posx.core import files
 from posx.core.errors import PosxError
-from posx.eval.tables import read_table
-from posx.report import plots
-from posx.report.groups import Member, explain, group_runs, identity
-from posx.runs.rundir import META, RUN_MARKERS, is_run_dir, read_meta
+from posx.report import extension, figures, plots
+from posx.report.groups import explain, group_runs
+from posx.report.runtables import RunTables, find_run_dirs, load_run_tables
 
-TABLES = ("extrapolation.csv", "positions.csv", "passkey.csv")
-OPTIONAL = ("metrics.csv",)  # read when there; a run without it is not "missing" a table
-# parent is "" for a trained run and the parent's name for a `posx extend` run, so extended
-# runs are grouped by the run they came from; their method reads "<method> (extended)" or
+# parent is "" for a trained run and the parent for a `posx extend` run (posx.report.runtables), so
+# extended runs are grouped by what they came from; their method reads "<method> (extended)" or
 # "<method> (zero-shot)" after the table's stage.
 GROUP = ["group", "parent", "encoding", "method", "protocol", "factor"]
 KEYS = GROUP[:-1]  # a curve: everything but the factor
@@ -47,69 +43,6 @@ PASSKEY_GROUP = ["group", "encoding", "method", "variant", "factor"]
 BAND_SEEDS, BAND_WINDOWS = "± std over seeds", "95% interval over windows (one seed)"
 
 
-@dataclass
-class RunTables:
-    path: Path
-    seed: int | None  # from config.yaml; None when it has none
-    parent: str = ""  # the run it was extended from (model.json), "" for a trained run
-    group: str = ""  # its group's label (posx.report.groups)
-    member: Member | None = None  # what grouping reads of it
-    tables: dict = field(default_factory=dict)  # table name -> DataFrame
-    missing: list = field(default_factory=list)  # files the run lacks
-
-
-def find_run_dirs(paths: list[str | Path]) -> list[Path]:
-    """Run directories named directly, or found one level below a sweep (or runs/) directory."""
-    found: dict[Path, None] = {}
-    for raw in paths:
-        path = Path(raw)
-        if not path.is_dir():
-            raise PosxError(f"{path} is not a directory; give run directories or sweep directories")
-        if is_run_dir(path):
-            found[path.resolve()] = None
-            continue
-        children = sorted(c for c in path.iterdir() if c.is_dir() and is_run_dir(c))
-        if not children:
-            raise PosxError(f"{path} is neither a run directory nor a directory of runs "
-                            f"(no {', '.join(RUN_MARKERS)} in it or its subdirectories)")
-        found.update((c.resolve(), None) for c in children)
-    return list(found)
-
-
-def load_run_tables(path: Path) -> RunTables:
-    """A run's seed and whichever of its tables exist; the rest go to ``missing``."""
-    seed, saved, meta = None, None, None
-    run = RunTables(path=path, seed=None)
-    config = path / "config.yaml"
-    if config.is_file():
-        try:
-            saved = yaml.safe_load(config.read_text()) or {}
-            seed = saved.get("seed")
-        except yaml.YAMLError as exc:
-            raise PosxError(f"{config} is not valid YAML ({exc.__class__.__name__}); fix or remove it") from None
-    else:
-        run.missing.append("config.yaml")
-    run.seed = int(seed) if seed is not None else None
-    if (path / META).is_file():
-        meta = read_meta(path)
-        run.parent = meta.extended_from.parent if meta.extended_from else ""
-    for name in TABLES:
-        if (path / name).is_file():
-            run.tables[name] = read_table(path / name)
-        else:
-            run.missing.append(name)
-    for name in OPTIONAL:
-        if (path / name).is_file():
-            try:
-                run.tables[name] = pd.read_csv(path / name)
-            except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError):
-                pass  # a damaged metrics.csv costs the training plot only
-    table = run.tables.get("extrapolation.csv")
-    run.member = Member(path, run.seed, identity(saved, meta, path, table),
-                        (path / "extrapolation.csv").stat().st_mtime if table is not None else 0.0)
-    return run
-
-
 def _combined(runs: list[RunTables], name: str) -> pd.DataFrame:
     """One table over all runs that have it, with run_dir and seed columns."""
     frames = [r.tables[name].assign(run_dir=str(r.path), seed=r.seed, parent=r.parent, group=r.group)
@@ -117,6 +50,9 @@ def _combined(runs: list[RunTables], name: str) -> pd.DataFrame:
     if not frames:
         return pd.DataFrame()
     df = pd.concat(frames, ignore_index=True).rename(columns={"pos": "encoding"})
+    if "absolute_beyond" in df:  # learned absolute past its table: clamp and interpolate are methods of their own
+        beyond = (df["encoding"] == "absolute") & (df["method"] == "none") & ~df["absolute_beyond"].isin(["none", ""])
+        df.loc[beyond, "method"] = df.loc[beyond, "absolute_beyond"]
     if name in ("extrapolation.csv", "positions.csv"):  # read_table gives both a stage column
         extended = df["parent"] != ""
         df.loc[extended, "method"] = df.loc[extended, "method"] + " (" + df.loc[extended, "stage"] + ")"
@@ -220,7 +156,7 @@ def check_out(out: str | Path | None) -> None:
 
 
 def markdown(summary: pd.DataFrame, pk_summary: pd.DataFrame, missing: pd.DataFrame, runs: list[RunTables],
-             grouping) -> str:
+             grouping, ext_table: pd.DataFrame | None = None) -> str:
     summary = _applicable(summary, KEYS)
     pk_summary = _applicable(pk_summary, PASSKEY_GROUP[:4])
     table = summary.assign(ppl=[ppl_cell(r) for _, r in summary.iterrows()])
@@ -239,6 +175,19 @@ def markdown(summary: pd.DataFrame, pk_summary: pd.DataFrame, missing: pd.DataFr
         lines += ["## Passkey retrieval", "", "Exact-match accuracy over all depths, mean ± std over runs.", "",
                   pk[[*PASSKEY_GROUP, "accuracy", "key_nll_mean", "trials_per_run", "n_seeds", "status"]]
                   .to_markdown(index=False, floatfmt=".4g"), ""]
+    if ext_table is not None and not ext_table.empty:
+        shown = pd.DataFrame({
+            "parent": ext_table["parent"], "method": ext_table["method"], "factor": ext_table["factor"],
+            "steps": ext_table["steps"],
+            "zero-shot at s·T": [mean_std(m, s) for m, s in zip(ext_table["zero_shot"], ext_table["zero_shot_std"])],
+            "extended at s·T": [mean_std(m, s) for m, s in zip(ext_table["extended"], ext_table["extended_std"])],
+            "extended at T": [mean_std(m, s) for m, s in zip(ext_table["extended_1x"], ext_table["extended_1x_std"])],
+            "extended at 2s·T": [mean_std(m, s) for m, s in zip(ext_table["extended_2x_new"],
+                                                                 ext_table["extended_2x_new_std"])],
+            "n_seeds": ext_table["n_seeds"]})
+        lines += ["## Extension", "", "Perplexity of each `posx extend` experiment (mean ± std over seeds): "
+                  "zero-shot is the parent with the method's frequencies and no training.", "",
+                  shown.to_markdown(index=False), ""]
     if not missing.empty:
         lines += ["## Runs missing tables", "", missing.to_markdown(index=False), ""]
     lines += ["## Runs", ""] + [f"- `{r.path}` (seed {r.seed})" for r in runs]
@@ -273,13 +222,25 @@ def rich_summary(summary: pd.DataFrame) -> Table:
     return table
 
 
+def _extensions(runs: list[RunTables]) -> dict:
+    """(group, parent, encoding) -> (method, factor, steps) of each group of extended runs."""
+    found = {}
+    for r in runs:
+        ident = r.member.identity
+        if r.parent and "extend.method" in ident:
+            found[(r.group, r.parent, ident.get("pos.name", ""))] = (
+                ident["extend.method"], float(ident["extend.factor"]), int(float(ident.get("steps", 0))))
+    return found
+
+
 def report(paths: list[str | Path], out: str | Path | None = None, results_dir: str | Path = "results",
-           factor: float | None = None, console: Console | None = None, smooth: int = 1) -> Path:
+           factor: float | None = None, console: Console | None = None, smooth: int = 1,
+           evaluations: str = "current") -> Path:
     """Build the report; returns its directory."""
     console = console or Console()
     if smooth < 1:
         raise PosxError(f"--smooth {smooth} must be at least 1 (buckets in the moving mean)")
-    loaded = [load_run_tables(p) for p in find_run_dirs(paths)]
+    loaded = [load_run_tables(p, evaluations) for p in find_run_dirs(paths)]
     grouping = group_runs([r.member for r in loaded])
     for r in loaded:
         r.group = grouping.labels.get(r.member.path, "")
@@ -298,6 +259,8 @@ def report(paths: list[str | Path], out: str | Path | None = None, results_dir: 
     if not metrics.empty:
         encodings = {r.path: r.member.identity.get("pos.name", "") for r in runs}
         metrics["encoding"] = [encodings.get(Path(p), "") for p in metrics["run_dir"]]
+    extended = _extensions(runs)
+    ext_table = extension.extension_table(summary, extended)
     with files.staged_dir(None if out is None else Path(out), Path(results_dir) / "reports",
                           time.strftime("%Y%m%d-%H%M%S")) as (staging, published):
         summary.to_csv(staging / "summary.csv", index=False)
@@ -307,8 +270,17 @@ def report(paths: list[str | Path], out: str | Path | None = None, results_dir: 
             staging / "duplicates.csv", index=False)
         if not pk_summary.empty:
             pk_summary.to_csv(staging / "passkey_summary.csv", index=False)
-        (staging / "summary.md").write_text(markdown(summary, pk_summary, missing, runs, grouping), encoding="utf-8")
-        drawn = plots.draw_all(summary, _combined(runs, "positions.csv"), pk_summary, staging, factor, metrics, smooth)
+        if not ext_table.empty:
+            ext_table.to_csv(staging / "extension.csv", index=False)
+        (staging / "summary.md").write_text(markdown(summary, pk_summary, missing, runs, grouping, ext_table),
+                                            encoding="utf-8")
+        positions = _combined(runs, "positions.csv")
+        drawn = plots.draw_all(summary, positions, pk_summary, staging, factor, metrics, smooth)
+        drawn["encodings.png"] = figures.plot_encodings(summary, staging / "encodings.png")
+        drawn["positions_by_encoding.png"] = figures.plot_position_encodings(positions, staging /
+                                                                             "positions_by_encoding.png", smooth)
+        drawn["extension.png"] = extension.plot_extension(
+            extension.extension_curves(metrics, ext_table, extended), staging / "extension.png") if extended else None
     out_dir = published[0]
     pngs = {name: None if path is None else out_dir / path.name for name, path in drawn.items()}
     console.print(rich_summary(summary))
@@ -321,6 +293,8 @@ def report(paths: list[str | Path], out: str | Path | None = None, results_dir: 
     for r in runs:
         if r.missing:
             console.print(f"[yellow]missing[/] {', '.join(r.missing)} in {r.path}", highlight=False)
+        for note in r.notes:
+            console.print(f"[yellow]note[/] {r.path}: {note}", highlight=False)
     for name, path in pngs.items():
         console.print(f"{name}: {path}" if path else f"[yellow]{name}: not drawn[/] (no data)", highlight=False)
     console.print(f"wrote {out_dir}", highlight=False)

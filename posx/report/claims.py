@@ -1,0 +1,157 @@
+"""The papers' extrapolation claims, checked against a report's numbers.
+
+Each claim is a set of comparisons "a is lower than b" between two cells of a report: a
+perplexity mean ± sample std over seeds (``summary.csv`` or ``extension.csv``). A comparison is
+called only when the difference exceeds two standard deviations of the difference,
+2·sqrt(std_a² + std_b²); with one seed there is no std and nothing is called:
+
+* ``reproduced``: b − a > 2σ, the paper's direction;
+* ``reversed``: a − b > 2σ, the opposite direction;
+* ``not reproduced``: the difference is within 2σ, a cell is missing (not scored), or a cell
+  has one seed.
+
+Perplexities at different lengths are compared only where the claim is about degradation: with
+non-overlapping windows a model that used the longer context well would score *lower* at s·T
+than at T, so "worse at s·T than at T" is a conservative test of "poor".
+
+A claim is reproduced when all its comparisons are, reversed when any is, and not reproduced
+otherwise. The claims, with the papers they come from:
+
+* Press et al. 2022, "Train Short, Test Long" (ALiBi), arXiv 2108.12409, Fig. 1: past T,
+  sinusoidal blows up, rotary degrades, the T5 bias degrades slowly, ALiBi stays flat;
+* Chen et al. 2023, "Extending Context Window ... via Positional Interpolation", arXiv
+  2306.15595: PI without fine-tuning is poor at the new length, a short fine-tune fixes it;
+* Peng et al. 2023, "YaRN", arXiv 2309.00071: zero-shot YaRN beats PI and NTK, and fine-tuned
+  YaRN is the best of the extensions;
+* Xiong et al. 2023, "Effective Long-Context Scaling of Foundation Models" (Llama 2 Long), arXiv
+  2309.16039: a raised base (ABF) needs continued training.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+ALIBI, PI, YARN, ABF = ("Press et al. 2022 (ALiBi)", "Chen et al. 2023 (PI)", "Peng et al. 2023 (YaRN)",
+                        "Xiong et al. 2023 (Llama 2 Long, ABF)")
+RECOVERED = 1.10  # "fixed": the extended model at s·T within 10% of the parent's perplexity at T
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One number of a report: a perplexity mean and its std over seeds."""
+
+    label: str
+    mean: float
+    std: float
+
+    def text(self) -> str:
+        if not math.isfinite(self.mean):
+            return f"{self.label} not scored"
+        return f"{self.label} {self.mean:.3f}" + (f" ± {self.std:.3f}" if math.isfinite(self.std) else "")
+
+
+def verdict(low: Cell, high: Cell) -> str:
+    """Is ``low`` below ``high`` by more than two standard deviations of the difference?"""
+    if not all(math.isfinite(v) for v in (low.mean, high.mean, low.std, high.std)):
+        return "not reproduced"  # not scored, or one seed: no spread to call a difference against
+    sigma = math.hypot(low.std, high.std)
+    diff = high.mean - low.mean
+    if diff > 2 * sigma:
+        return "reproduced"
+    if -diff > 2 * sigma:
+        return "reversed"
+    return "not reproduced"
+
+
+def combine(verdicts: list[str]) -> str:
+    if verdicts and all(v == "reproduced" for v in verdicts):
+        return "reproduced"
+    return "reversed" if "reversed" in verdicts else "not reproduced"
+
+
+class Numbers:
+    """Cells of one report, read by (encoding, method, factor) for trained runs and by (method,
+    what) for the extension table. ``groups`` names, per encoding, the group to read where an
+    encoding has several (e.g. the gpt2 and the llama block)."""
+
+    def __init__(self, summary: pd.DataFrame, extension: pd.DataFrame | None = None, groups: dict | None = None,
+                 protocol: str = "nonoverlapping"):
+        trained = summary[(summary["parent"].fillna("") == "") & (summary["protocol"] == protocol)]
+        for enc, group in (groups or {}).items():
+            trained = trained[(trained["encoding"] != enc) | (trained["group"] == group)]
+        self.trained = trained
+        self.extension = extension if extension is not None else pd.DataFrame()
+
+    def ppl(self, encoding: str, method: str, factor: float) -> Cell:
+        row = self.trained[(self.trained["encoding"] == encoding) & (self.trained["method"] == method)
+                           & np.isclose(self.trained["factor"], factor) & (self.trained["n_seeds"] > 0)]
+        label = f"{encoding}/{method} at {factor:g}x"
+        if len(row) != 1:
+            return Cell(label, math.nan, math.nan)
+        return Cell(label, float(row["ppl_mean"].iloc[0]), float(row["ppl_std"].iloc[0]))
+
+    def extended(self, method: str, column: str) -> Cell:
+        """``column``: zero_shot or extended (at s·T), extended_1x."""
+        rows = self.extension[self.extension["method"] == method] if not self.extension.empty else self.extension
+        label = {"zero_shot": f"{method} zero-shot at s·T", "extended": f"{method} fine-tuned at s·T",
+                 "extended_1x": f"{method} fine-tuned at T"}[column]
+        if len(rows) != 1:
+            return Cell(label, math.nan, math.nan)
+        return Cell(label, float(rows[column].iloc[0]), float(rows[f"{column}_std"].iloc[0]))
+
+    def factor(self) -> float:
+        return float(self.extension["factor"].iloc[0]) if not self.extension.empty else math.nan
+
+
+def _claim(paper: str, claim: str, pairs: list[tuple[Cell, Cell]], flat: list[tuple[Cell, Cell]] = ()) -> dict:
+    """``pairs``: (a, b) where the paper says a < b. ``flat``: (a, b) where it says a is no worse
+    than b; that holds unless a is above b by more than 2 sigma (then: not reproduced)."""
+    verdicts = [verdict(lo, hi) for lo, hi in pairs]
+    notes = [f"{lo.text()} < {hi.text()}: {v}" for (lo, hi), v in zip(pairs, verdicts)]
+    for a, b in flat:
+        known = all(math.isfinite(v) for v in (a.mean, b.mean, a.std, b.std))
+        verdicts.append("reproduced" if known and verdict(b, a) != "reproduced" else "not reproduced")
+        notes.append(f"{a.text()} no worse than {b.text()}: {verdicts[-1]}")
+    return {"paper": paper, "claim": claim, "verdict": combine(verdicts), "numbers": "; ".join(notes)}
+
+
+def check(numbers: Numbers, longest: float = 8.0) -> pd.DataFrame:
+    """Every claim whose cells the report has (the extension claims need an extension table)."""
+    n = numbers
+    rows = [
+        _claim(ALIBI, "sinusoidal blows up past T (worse at 2x than at T, and worse than rotary far out)",
+               [(n.ppl("sinusoidal", "none", 1), n.ppl("sinusoidal", "none", 2)),
+                (n.ppl("rope", "none", longest), n.ppl("sinusoidal", "none", longest))]),
+        _claim(ALIBI, "rotary degrades past T", [(n.ppl("rope", "none", 1), n.ppl("rope", "none", longest))]),
+        _claim(ALIBI, "the T5 bias degrades slowly (worse than at T, better than rotary)",
+               [(n.ppl("t5", "none", 1), n.ppl("t5", "none", longest)),
+                (n.ppl("t5", "none", longest), n.ppl("rope", "none", longest))]),
+        _claim(ALIBI, "ALiBi stays flat (no worse than at T, and better than the T5 bias far out)",
+               [(n.ppl("alibi", "none", longest), n.ppl("t5", "none", longest))],
+               flat=[(n.ppl("alibi", "none", longest), n.ppl("alibi", "none", 1))]),
+    ]
+    lengths = (2, 4, longest)
+    rows += [_claim(YARN, f"zero-shot YaRN beats {name} (at {', '.join(f'{f:g}x' for f in lengths)})",
+                    [(n.ppl("rope", "yarn", f), n.ppl("rope", method, f)) for f in lengths])
+             for method, name in (("pi", "PI"), ("ntk", "NTK"))]
+    if not n.extension.empty:
+        s = n.factor()
+        parent = n.ppl("rope", "none", 1)
+        target = Cell(f"{RECOVERED:g} x rope/none at 1x", parent.mean * RECOVERED, parent.std * RECOVERED)
+        rows += [
+            _claim(PI, f"zero-shot PI is poor at s·T = {s:g}x (worse than the parent at T)",
+                   [(parent, n.extended("pi", "zero_shot"))]),
+            _claim(PI, f"a short fine-tune fixes PI (better than zero-shot, within {RECOVERED - 1:.0%} of the parent at T)",
+                   [(n.extended("pi", "extended"), n.extended("pi", "zero_shot")),
+                    (n.extended("pi", "extended"), target)]),
+            _claim(YARN, "fine-tuned YaRN is the best extension",
+                   [(n.extended("yarn", "extended"), n.extended(m, "extended")) for m in ("pi", "abf", "none")]),
+            _claim(ABF, "ABF needs training (zero-shot worse than fine-tuned, and worse than the parent at T)",
+                   [(n.extended("abf", "extended"), n.extended("abf", "zero_shot")),
+                    (parent, n.extended("abf", "zero_shot"))]),
+        ]
+    return pd.DataFrame(rows, columns=["paper", "claim", "verdict", "numbers"])

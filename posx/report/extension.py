@@ -1,0 +1,127 @@
+"""The extension study in a report: what `posx extend` bought, as a table and as a curve.
+
+* ``extension.csv``: per extension experiment (parent, method, factor s), perplexity at the new
+  length s x T zero-shot (the parent with the method's frequencies, no training) and after the
+  continued training, at the parent's T, and at 2s x T (past the new length); mean ± std over
+  seeds (the summary's numbers, ``posx.report.summary``).
+* ``extension.png``: perplexity at s x T against fine-tuning steps, one line per method with a
+  band of ± std over seeds. Steps > 0 are the validation estimates the extension logged in its
+  metrics.csv (``exp(val_loss)`` at the new length); step 0 is the zero-shot row of the
+  evaluation (a different estimator over the same held-out split), drawn hollow.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+
+from posx.core import files
+from posx.report.plots import colors_for, legend_order, log_ticks
+
+KEY = ["group", "parent", "encoding", "method"]
+COLUMNS = [*KEY, "factor", "steps", "zero_shot", "zero_shot_std", "extended", "extended_std", "extended_1x",
+           "extended_1x_std", "extended_2x_new", "extended_2x_new_std", "n_seeds", "seeds"]
+
+
+def _cell(summary: pd.DataFrame, key: tuple, method: str, factor: float) -> tuple[float, float]:
+    g, parent, enc, _ = key
+    row = summary[(summary["group"] == g) & (summary["parent"] == parent) & (summary["encoding"] == enc)
+                  & (summary["method"] == method) & np.isclose(summary["factor"], factor)]
+    if row.empty or row["n_seeds"].iloc[0] == 0:
+        return math.nan, math.nan
+    return float(row["ppl_mean"].iloc[0]), float(row["ppl_std"].iloc[0])
+
+
+def extension_table(summary: pd.DataFrame, extended: dict) -> pd.DataFrame:
+    """``extended``: (group, parent, encoding) -> (method, factor, steps) of each extension group."""
+    rows = []
+    for (group, parent, enc), (method, factor, steps) in extended.items():
+        key = (group, parent, enc, method)
+        zs = _cell(summary, key, f"{method} (zero-shot)", factor)
+        ext = _cell(summary, key, f"{method} (extended)", factor)
+        one = _cell(summary, key, f"{method} (extended)", 1.0)
+        past = _cell(summary, key, f"{method} (extended)", 2 * factor)
+        seeds = summary[(summary["group"] == group) & (summary["parent"] == parent)
+                        & (summary["method"] == f"{method} (extended)") & np.isclose(summary["factor"], factor)]
+        rows.append({"group": group, "parent": parent, "encoding": enc, "method": method, "factor": factor,
+                     "steps": steps, "zero_shot": zs[0], "zero_shot_std": zs[1], "extended": ext[0],
+                     "extended_std": ext[1], "extended_1x": one[0], "extended_1x_std": one[1],
+                     "extended_2x_new": past[0], "extended_2x_new_std": past[1],
+                     "n_seeds": int(seeds["n_seeds"].iloc[0]) if not seeds.empty else 0,
+                     "seeds": seeds["seeds"].iloc[0] if not seeds.empty else ""})
+    return pd.DataFrame(rows, columns=COLUMNS).sort_values(KEY, kind="stable").reset_index(drop=True)
+
+
+def extension_curves(metrics: pd.DataFrame, table: pd.DataFrame, extended: dict) -> pd.DataFrame:
+    """Validation perplexity at the new length by step, mean and std over the runs of each group;
+    step 0 is the zero-shot perplexity from ``table``."""
+    if metrics.empty or not extended:
+        return pd.DataFrame()
+    val = metrics.dropna(subset=["val_loss"])
+    frames = []
+    for (group, parent, enc), (method, factor, _) in extended.items():
+        mine = val[(val["group"] == group) & (val["parent"] == parent) & (val["encoding"] == enc)]
+        if mine.empty:
+            continue
+        per_step = mine.assign(ppl=np.exp(mine["val_loss"])).groupby("step")["ppl"].agg(["mean", "std", "size"])
+        curve = per_step.reset_index().rename(columns={"mean": "ppl_mean", "std": "ppl_std", "size": "n_seeds"})
+        zero = table[(table["group"] == group) & (table["parent"] == parent) & (table["method"] == method)]
+        if not zero.empty and math.isfinite(zero["zero_shot"].iloc[0]):
+            start = {"step": 0, "ppl_mean": zero["zero_shot"].iloc[0], "ppl_std": zero["zero_shot_std"].iloc[0],
+                     "n_seeds": zero["n_seeds"].iloc[0]}
+            curve = pd.concat([pd.DataFrame([start]), curve], ignore_index=True)
+        frames.append(curve.assign(group=group, parent=parent, encoding=enc, method=method, factor=factor))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
+
+def plot_extension(curves: pd.DataFrame, path: Path) -> Path | None:
+    """One panel per (parent, factor): perplexity at s x T by fine-tuning step, one line per method."""
+    if curves.empty:
+        return None
+    panels = list(dict.fromkeys(zip(curves["parent"], curves["factor"])))
+    colors = colors_for(curves["method"])
+    fig = Figure(figsize=(5.6 * len(panels) + 2.2, 4.2))
+    axes = fig.subplots(1, len(panels), squeeze=False)[0]
+    for ax, (parent, factor) in zip(axes, panels):
+        mine = curves[(curves["parent"] == parent) & (curves["factor"] == factor)]
+        twice = mine.drop_duplicates(["method", "group"])["method"].duplicated().any()
+        for (method, group), g in sorted(mine.groupby(["method", "group"]), key=lambda kv: legend_order(kv[0][0])):
+            g = g.sort_values("step")
+            color = colors[method]
+            trained, zero = g[g["step"] > 0], g[g["step"] == 0]
+            label = "none (plain RoPE, continued training)" if method == "none" else method
+            label += f" ({group})" if twice else ""
+            ax.plot(trained["step"], trained["ppl_mean"], color=color, marker=".", linewidth=1.6, label=label)
+            band = trained[trained["ppl_std"].notna()]
+            if not band.empty:
+                ax.fill_between(band["step"], band["ppl_mean"] - band["ppl_std"], band["ppl_mean"] + band["ppl_std"],
+                                color=color, alpha=0.18, linewidth=0)
+            if not zero.empty and not trained.empty:
+                ax.plot([0, trained["step"].iloc[0]], [zero["ppl_mean"].iloc[0], trained["ppl_mean"].iloc[0]],
+                        color=color, linestyle=":", linewidth=1)
+                ax.errorbar([0], zero["ppl_mean"], yerr=zero["ppl_std"].fillna(0), color=color, marker="o",
+                            markerfacecolor="white", capsize=3, linestyle="none")
+        ax.set_yscale("log")
+        low = (mine["ppl_mean"] - mine["ppl_std"].fillna(0)).clip(lower=mine["ppl_mean"].min() / 2)
+        log_ticks(ax, float(low.min()), float((mine["ppl_mean"] + mine["ppl_std"].fillna(0)).max()))
+        ax.set_xlabel("fine-tuning steps at the new length")
+        ax.set_ylabel(f"perplexity at {factor:g} x T (log scale)")
+        n = int(mine["n_seeds"].max())
+        ax.set_title(f"{parent} extended to {factor:g}x" + (f" ({n} seeds)" if n > 1 else ""), fontsize=10)
+        ax.grid(True, which="major", alpha=0.3)
+    ax.plot([], [], color="gray", marker="o", markerfacecolor="white", linestyle="none", label="step 0: zero-shot")
+    entries: dict = {}
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            entries.setdefault(label, handle)
+    fig.legend(entries.values(), entries.keys(), loc="upper left", bbox_to_anchor=(1.0, 0.93), fontsize=9)
+    fig.suptitle("Extension: perplexity at the new length during continued training (mean, band ± std over seeds)",
+                 fontsize=11)
+    fig.tight_layout()
+    with files.atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight")
+    return path

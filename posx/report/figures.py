@@ -1,0 +1,135 @@
+"""The report's two paper figures: every encoding and every RoPE method on shared axes.
+
+* ``encodings.png``: perplexity by evaluation length (log-log), one row per protocol; left,
+  every encoding without rescaling (one colour per encoding; learned absolute's ``clamp`` and
+  ``interpolate`` past its table dashed and dotted); right, the RoPE runs with each rescaling
+  method zero-shot (one colour per method, one line style per group, e.g. per block). Mean over
+  seeds with a band of ± std over seeds (one seed: its 95% interval over windows).
+* ``positions_by_encoding.png``: mean NLL by position in the window at the longest factor all
+  trained runs share, non-overlapping windows, the same two panels (band ± std over seeds).
+
+Trained runs only; extended runs have extension.png (``posx.report.extension``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+from matplotlib.figure import Figure
+
+from posx.report.plots import STYLES, colors_for, factor_axis, legend_order, log_ticks, save
+
+NATIVE = ["none", "clamp", "interpolate"]  # an encoding on its own (absolute: three ways past its table)
+
+
+def plot_encodings(summary: pd.DataFrame, path: Path) -> Path | None:
+    """The paper figure: one row per protocol; left, every encoding without rescaling (one colour
+    per encoding; learned absolute's clamp and interpolate dashed and dotted); right, the RoPE
+    runs with each rescaling method zero-shot (one colour per method, one line style per group)."""
+    data = summary[(summary["n_seeds"] > 0) & (summary["parent"] == "")]
+    if data.empty:
+        return None
+    protocols = sorted(data["protocol"].unique(), key=lambda p: (p != "nonoverlapping", p))
+    rope = data[data["encoding"] == "rope"]
+    panels = 2 if not rope.empty and (rope["method"] != "none").any() else 1
+    fig = Figure(figsize=(6.2 * panels + 2.5, 4.3 * len(protocols)))
+    axes = fig.subplots(len(protocols), panels, squeeze=False)
+    lines = [f"{e}" if g in ("", "-") else f"{e} ({g})" for e, g in zip(data["encoding"], data["group"])]
+    enc_colors = colors_for(lines)
+    method_colors = colors_for(rope["method"])
+    rope_groups = list(dict.fromkeys(rope["group"]))
+    top = float(data["ppl_hi"].max(skipna=True))
+    low = float(data["ppl_lo"].where(data["ppl_lo"].notna(), data["ppl_mean"]).min())
+    for row, protocol in enumerate(protocols):
+        mine = data.assign(line=lines)[data["protocol"] == protocol]
+        left = mine[mine["method"].isin(NATIVE)]
+        for (line, method), g in left.groupby(["line", "method"], sort=True):
+            _band_line(axes[row][0], g, enc_colors[line], STYLES[NATIVE.index(method)],
+                       line if method == "none" else f"{line}, {method} past T")
+        axes[row][0].set_title(f"encodings, no rescaling ({protocol} windows)", fontsize=10)
+        if panels == 2:
+            right = mine[mine["encoding"] == "rope"]
+            for (group, method), g in sorted(right.groupby(["group", "method"], sort=False),
+                                             key=lambda kv: (rope_groups.index(kv[0][0]), legend_order(kv[0][1]))):
+                i = rope_groups.index(group)  # one legend entry per method, one per line style
+                _band_line(axes[row][1], g, method_colors[method], STYLES[i % 4], method if i == 0 else None)
+            for i, group in enumerate(rope_groups if len(rope_groups) > 1 else []):
+                axes[row][1].plot([], [], color="gray", linestyle=STYLES[i % 4], label=f"line style: {group}")
+            axes[row][1].set_title(f"RoPE with each rescaling method, zero-shot ({protocol} windows)", fontsize=10)
+        for ax in axes[row]:
+            ax.set_yscale("log")
+            log_ticks(ax, low, top)
+            factor_axis(ax, sorted(data["factor"].unique()))
+            ax.set_xlabel("evaluation length (multiples of T, log scale)")
+            ax.set_ylabel("perplexity (log scale)")
+            ax.legend(fontsize=7.5, loc="upper left")
+    seeds = int(data["n_seeds"].max())
+    fig.suptitle(f"Perplexity vs evaluation length: mean over {seeds} seed(s), band ± std over seeds", fontsize=11)
+    fig.tight_layout()
+    return save(fig, path)
+
+
+def _band_line(ax, g: pd.DataFrame, color, style: str, label: str | None) -> None:
+    g = g.sort_values("factor")
+    ax.plot(g["factor"], g["ppl_mean"], color=color, linestyle=style, marker=".", linewidth=1.6, label=label)
+    band = g[g["ppl_lo"].notna() & g["ppl_hi"].notna()]
+    if not band.empty:
+        ax.fill_between(band["factor"], band["ppl_lo"], band["ppl_hi"], color=color, alpha=0.15, linewidth=0)
+
+
+def _panels(data: pd.DataFrame):
+    """(left rows, right rows, line labels, colours): encodings without rescaling vs RoPE methods."""
+    lines = [e if g in ("", "-") else f"{e} ({g})" for e, g in zip(data["encoding"], data["group"])]
+    data = data.assign(line=lines)
+    return data[data["method"].isin(NATIVE)], data[data["encoding"] == "rope"], colors_for(lines)
+
+
+def plot_position_encodings(positions: pd.DataFrame, path: Path, smooth: int = 1) -> Path | None:
+    if positions.empty:
+        return None
+    data = positions[(positions["parent"].fillna("") == "") & (positions["protocol"] == "nonoverlapping")]
+    if data.empty:
+        return None
+    per_run = data.groupby(["run_dir"])["factor"].max()
+    factor = float(per_run.min())  # the longest factor every trained run has
+    data = data[data["factor"] == factor]
+    data = data.assign(x=(data["bucket_start"] + data["bucket_end"]) / 2 / data["train_context"])
+    curves = data.groupby(["group", "encoding", "method", "x"], sort=False)["nll"].agg(
+        nll="mean", nll_std="std").reset_index().sort_values(["group", "encoding", "method", "x"])
+    if smooth > 1:
+        curves[["nll", "nll_std"]] = curves.groupby(["group", "encoding", "method"], sort=False)[
+            ["nll", "nll_std"]].transform(lambda c: c.rolling(smooth, center=True, min_periods=1).mean())
+    left, right, colors = _panels(curves)
+    fig = Figure(figsize=(15, 4.6))
+    axes = fig.subplots(1, 2)
+    for (line, method), g in left.groupby(["line", "method"], sort=True):
+        _band(axes[0], g, colors[line], STYLES[NATIVE.index(method)],
+              line if method == "none" else f"{line}, {method} past T")
+    groups = list(dict.fromkeys(right["group"]))
+    method_colors = colors_for(right["method"])
+    for (group, method), g in sorted(right.groupby(["group", "method"], sort=False),
+                                     key=lambda kv: (groups.index(kv[0][0]), legend_order(kv[0][1]))):
+        i = groups.index(group)
+        _band(axes[1], g, method_colors[method], STYLES[i % 4], method if i == 0 else None)
+    for i, group in enumerate(groups if len(groups) > 1 else []):
+        axes[1].plot([], [], color="gray", linestyle=STYLES[i % 4], label=f"line style: {group}")
+    for ax, title in zip(axes, ("encodings, no rescaling", "RoPE with each rescaling method, zero-shot")):
+        ax.axvline(1.0, color="gray", linestyle="--", linewidth=1, label="training length T")
+        ax.set_title(f"{title}: windows of {factor:g} x T", fontsize=10)
+        ax.set_xlabel("position in the window (multiples of T)")
+        ax.set_ylabel("mean NLL (nats per token)")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=7.5, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    smoothed = f", moving mean over {smooth} buckets" if smooth > 1 else ""
+    fig.suptitle(f"Loss by token position (mean over seeds, band ± std over seeds{smoothed})", fontsize=11)
+    fig.tight_layout()
+    return save(fig, path)
+
+
+def _band(ax, g: pd.DataFrame, color, style: str, label: str | None) -> None:
+    g = g.sort_values("x")
+    ax.plot(g["x"], g["nll"], color=color, linestyle=style, linewidth=1.4, label=label)
+    if g["nll_std"].notna().any():
+        ax.fill_between(g["x"], g["nll"] - g["nll_std"], g["nll"] + g["nll_std"], color=color, alpha=0.15,
+                        linewidth=0)
