@@ -1,0 +1,218 @@
+"""The reference study: every encoding and RoPE method, 3 seeds, the papers' orderings checked.
+
+One command regenerates ``results/reference/<name>/`` from a clean clone:
+
+    python scripts/reference_study.py                     # the CPU study (tiny model, T=128)
+    python scripts/reference_study.py --preset gpu        # experiment=gpu_small (small model, T=512)
+    python scripts/reference_study.py --jobs 2            # two runs at a time, one thread each
+    python scripts/reference_study.py --plan              # list the tasks and what is done; run nothing
+
+It is a thin driver of the real CLI (``python -m posx``), in phases (0: ``posx data prepare``,
+the token store, built once):
+
+1. train: all six encodings (gpt2 block) and RoPE on the llama block, 3 seeds each, at the
+   preset's default size, T and steps;
+2. evaluate every trained run (``--defaults`` plus the study's settings, so the order of
+   evaluations never matters): non-overlapping windows at 1x-8x with every RoPE method (learned
+   absolute with ``none``, ``clamp`` and ``interpolate``), per-position loss and passkey; then
+   the sliding protocol with the main methods. Extend each RoPE seed to 4x T with PI, YaRN,
+   ABF and plain continued training (``posx extend``, validating every 20 steps);
+3. evaluate the extended runs, then ``posx report --evaluations all`` over every run, and write
+   STUDY.md (command, commit, machine, wall time, the papers' claims checked by
+   ``posx.report.claims``).
+
+Runs live under ``results/study/<name>/`` (not committed: weights, checkpoints); the report,
+``sweep.csv``, the extension table and STUDY.md go to ``results/reference/<name>/``, replaced
+whole when the study finishes. A killed study continues where it stopped: a finished run or
+evaluation is never redone, a stopped training resumes from its checkpoint. Each task prints
+one progress line and logs its output to ``results/study/<name>/logs/``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from posx.runs.rundir import is_run, is_run_dir  # noqa: E402
+
+ENCODINGS = ["rope", "absolute", "sinusoidal", "alibi", "t5", "nope"]
+ALL_METHODS = ["none", "pi", "ntk", "dynamic_ntk", "yarn", "dynamic_yarn", "ntk_by_parts", "abf", "llama3", "longrope"]
+MAIN_METHODS = ["none", "pi", "ntk", "yarn", "abf"]  # the sliding protocol's
+EXTEND_METHODS = ["pi", "yarn", "abf", "none"]  # none: plain continued training at the new length
+BEYOND = ["none", "clamp", "interpolate"]  # learned absolute past its table
+PRESETS = {  # block -> model config, plus what every command gets
+    "cpu": {"models": {"gpt2": "tiny", "llama": "llama_tiny"}, "train": [], "eval": []},
+    "gpu": {"models": {"gpt2": "small", "llama": "llama_small"}, "train": ["experiment=gpu_small"],
+            "eval": ["eval.tokens=65536", "eval.batch_tokens=65536"]},
+}
+
+
+@dataclass
+class Task:
+    key: str  # unique, stable across invocations: the log's name
+    phase: int
+    args: list  # python -m posx <args>
+    done: callable = field(repr=False, default=lambda: False)  # finished already (files say so)
+
+
+def list_arg(values) -> str:
+    return "[" + ",".join(values) + "]"
+
+
+def plan(args) -> list[Task]:
+    preset = PRESETS[args.preset]
+    runs = args.work / "runs"
+    common = [f"results_dir={args.work}"]
+    tasks: list[Task] = []
+
+    def train(name: str, overrides: list[str]) -> None:
+        run = runs / name
+        if is_run_dir(run) and not is_run(run):  # stopped or killed: continue from its checkpoint
+            cmd = ["train", "--resume", str(run), f"threads={args.threads}"]
+        else:
+            cmd = ["train", *preset["train"], *overrides, f"name={name}", f"threads={args.threads}",
+                   "eval.after_train=false", *args.set, *common]
+        tasks.append(Task(f"train-{name}", 1, cmd, lambda: is_run(run)))
+
+    def evaluate(name: str, label: str, overrides: list[str], phase: int = 2) -> None:
+        cmd = ["eval-extrapolate", str(runs / name), "--defaults", *preset["eval"], *overrides, *args.eval_set, *common]
+        tasks.append(Task(f"eval-{name}-{label}", phase, cmd))
+
+    # the token store is built once, before any training could build it twice at the same time
+    tasks.append(Task("data-prepare", 0, ["data", "prepare", *preset["train"], *args.set, *common]))
+    trained = [(enc, "gpt2", f"{enc}-s{s}", s) for enc in ENCODINGS for s in args.seeds]
+    trained += [("rope", "llama", f"llama-rope-s{s}", s) for s in args.seeds]
+    for enc, block, name, seed in trained:
+        train(name, [f"model={preset['models'][block]}", f"pos={enc}", f"seed={seed}"])
+    for enc, block, name, seed in trained:
+        if enc == "rope":
+            evaluate(name, "main", [f"eval.methods={list_arg(ALL_METHODS)}"])
+            evaluate(name, "sliding", [f"eval.methods={list_arg(MAIN_METHODS)}", "eval.protocol=sliding",
+                                       "eval.passkey.enabled=false"])
+        elif enc == "absolute":
+            for beyond in BEYOND:
+                evaluate(name, f"main-{beyond}", ["eval.methods=[none]", f"eval.absolute_beyond={beyond}"])
+            evaluate(name, "sliding", ["eval.methods=[none]", "eval.protocol=sliding", "eval.passkey.enabled=false"])
+        else:
+            evaluate(name, "main", ["eval.methods=[none]"])
+            evaluate(name, "sliding", ["eval.methods=[none]", "eval.protocol=sliding", "eval.passkey.enabled=false"])
+    for seed in args.seeds:
+        parent = runs / f"rope-s{seed}"
+        for method in EXTEND_METHODS:
+            name = f"rope-s{seed}-{method}-x{args.factor:g}"
+            child = runs / name
+            if is_run_dir(child) and not is_run(child):
+                cmd = ["train", "--resume", str(child), f"threads={args.threads}"]
+            else:
+                cmd = ["extend", str(parent), f"method={method}", f"factor={args.factor:g}", f"seed={seed}",
+                       f"name={name}", f"threads={args.threads}", f"extend.eval_every={args.extend_eval_every}",
+                       "eval.after_train=false", *preset["train"], *args.set, *args.extend_set, *common]
+            tasks.append(Task(f"extend-{name}", 2, cmd, lambda child=child: is_run(child)))
+            evaluate(name, "main", [], phase=3)
+    return tasks
+
+
+class Log:
+    """tasks.jsonl in the work directory: one line per finished task (key, seconds, exit code)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.done: dict = {}
+        if path.is_file():
+            for line in path.read_text().splitlines():
+                try:
+                    entry = json.loads(line)
+                except json.JSONDecodeError:
+                    continue  # a line cut by a kill
+                if entry.get("rc") == 0:
+                    self.done[entry["key"]] = entry
+
+    def add(self, entry: dict) -> None:
+        with self.path.open("a") as f:
+            f.write(json.dumps(entry) + "\n")
+        if entry["rc"] == 0:
+            self.done[entry["key"]] = entry
+
+
+def run_task(task: Task, args, log: Log, counter: list, total: int) -> int:
+    env = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "PYTHONPATH": str(REPO)}
+    logfile = args.work / "logs" / f"{task.key}.log"
+    start = time.time()
+    with logfile.open("w") as out:
+        out.write("$ python -m posx " + " ".join(task.args) + "\n")
+        out.flush()
+        rc = subprocess.run([sys.executable, "-m", "posx", *task.args], env=env, stdout=out,
+                            stderr=subprocess.STDOUT, cwd=REPO).returncode
+    seconds = time.time() - start
+    log.add({"key": task.key, "phase": task.phase, "seconds": round(seconds, 1), "rc": rc,
+             "finished": time.strftime("%Y-%m-%d %H:%M:%S")})
+    counter[0] += 1
+    tail = logfile.read_text().strip().splitlines()[-1:] if rc else []
+    status = "ok" if rc == 0 else f"FAILED (exit {rc}): {tail[0] if tail else ''} -- see {logfile}"
+    print(f"[{counter[0]:3d}/{total}] phase {task.phase} {task.key:40s} {seconds:7.1f} s  {status}", flush=True)
+    return rc
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--preset", choices=sorted(PRESETS), default="cpu")
+    parser.add_argument("--name", help="study name (default: cpu-tiny or gpu-small)")
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--factor", type=float, default=4.0, help="extension factor (new T = factor x T)")
+    parser.add_argument("--extend-eval-every", type=int, default=20, help="validation every N extension steps")
+    parser.add_argument("--jobs", type=int, default=1, help="tasks at a time")
+    parser.add_argument("--threads", type=int, default=None, help="torch threads per task (default: cores / jobs)")
+    parser.add_argument("--work", type=Path, help="where runs go (default: results/study/<name>)")
+    parser.add_argument("--out", type=Path, help="the committed outputs (default: results/reference/<name>)")
+    parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
+                        help="extra overrides for every train and extend (a smoke study: train.steps=20)")
+    parser.add_argument("--extend-set", nargs="*", default=[], metavar="KEY=VALUE",
+                        help="extra overrides for every extend (extend.steps=10)")
+    parser.add_argument("--eval-set", nargs="*", default=[], metavar="KEY=VALUE",
+                        help="extra overrides for every evaluation (eval.tokens=2048)")
+    parser.add_argument("--plan", action="store_true", help="list the tasks and which are done; run nothing")
+    args = parser.parse_args()
+    args.name = args.name or {"cpu": "cpu-tiny", "gpu": "gpu-small"}[args.preset]
+    args.work = (args.work or REPO / "results" / "study" / args.name).resolve()
+    args.out = (args.out or REPO / "results" / "reference" / args.name).resolve()
+    args.threads = args.threads or max(1, (os.cpu_count() or 1) // args.jobs)
+    (args.work / "logs").mkdir(parents=True, exist_ok=True)
+    log = Log(args.work / "tasks.jsonl")
+    tasks = plan(args)
+    todo = [t for t in tasks if t.key not in log.done and not t.done()]
+    print(f"study {args.name}: {len(tasks)} tasks, {len(tasks) - len(todo)} done, {len(todo)} to run "
+          f"({args.jobs} at a time, {args.threads} thread(s) each); runs in {args.work}", flush=True)
+    if args.plan:
+        for t in tasks:
+            print(f"  {'done' if t not in todo else 'todo'}  {t.key}: python -m posx {' '.join(t.args)}")
+        return
+    started = time.time()
+    counter, failed = [0], []
+    for phase in (0, 1, 2, 3):
+        batch = [t for t in todo if t.phase == phase]
+        with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+            codes = list(pool.map(lambda t: run_task(t, args, log, counter, len(todo)), batch))
+        failed += [t.key for t, rc in zip(batch, codes) if rc]
+        if failed:
+            sys.exit(f"{len(failed)} task(s) failed: {', '.join(failed)}; fix the cause and run the same "
+                     "command again (finished tasks are kept)")
+    elapsed = time.time() - started
+    command = " ".join(["python", "scripts/reference_study.py", *sys.argv[1:]])
+    # the outputs are written by their own script, read when this point is reached
+    notes = [sys.executable, str(REPO / "scripts" / "study_notes.py"), "--work", str(args.work), "--out", str(args.out),
+             "--command", command, "--elapsed", f"{elapsed:.0f}", "--preset", args.preset]
+    sys.exit(subprocess.run(notes, env={**os.environ, "PYTHONPATH": str(REPO)}).returncode)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,236 @@
+"""The reference study's committed outputs, from the runs ``scripts/reference_study.py`` made.
+
+Writes ``results/reference/<name>/``: ``report/`` (``posx report --evaluations all`` over every
+run: summary tables and PNGs), ``sweep.csv`` (every evaluation of every run, one row per cell),
+``extension.md``, ``claims.csv`` and ``STUDY.md`` (the command, the commit, the machine, the
+wall time, the figures with captions, the papers' claims checked, the orderings). The directory
+is built beside the old one and swapped in whole; the old one is removed only if it is a study
+output (it has a STUDY.md).
+
+    python scripts/study_notes.py --work results/study/cpu-tiny --out results/reference/cpu-tiny \\
+        --command "python scripts/reference_study.py" --elapsed 0
+
+``reference_study.py`` runs this as its last step; run it alone to rewrite the notes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from posx.report.claims import Numbers, check  # noqa: E402
+
+CAPTIONS = {
+    "encodings.png": "Perplexity against evaluation length (log-log; T = the training length, dashed). Left: each "
+                     "encoding on its own (learned absolute past its table with clamp, dashed, and interpolate, "
+                     "dotted; plain absolute cannot score past T). Right: the RoPE models with each rescaling method, "
+                     "zero-shot (solid: gpt2 block, dashed: llama block). Top row non-overlapping windows, bottom row "
+                     "sliding windows (every token scored with at least half a window of context). Mean over seeds, "
+                     "band ± std over seeds.",
+    "positions_by_encoding.png": "Mean loss by token position inside windows of 8 T (non-overlapping), moving mean "
+                                 "over 3 buckets of T/8 positions; where each encoding's loss starts to climb past T. "
+                                 "Band ± std over seeds.",
+    "passkey.png": "Passkey retrieval by evaluation length: exact-match accuracy (top) and the mean NLL of the key "
+                   "digits (bottom; chance is ln 10), for the prompt and copy variants, mean ± std over seeds.",
+    "extension.png": "Perplexity at the new length (4 T) against fine-tuning steps of `posx extend` for PI, YaRN, "
+                     "ABF and plain continued training. Step 0 (hollow) is the zero-shot evaluation; later points "
+                     "are the validation estimates logged during training. Mean, band ± std over the 3 parent seeds.",
+    "ppl_vs_length.png": "Every line of the summary on one axis (posx report's default figure).",
+    "positions.png": "Loss by position, one panel per group (posx report's default figure).",
+    "training.png": "Training and validation loss of every run.",
+}
+# Why a claim may not hold here; printed only under a claim that was not reproduced.
+REASONS = {
+    "sinusoidal": "",
+    "rotary": "",
+    "the T5 bias": "",
+    "ALiBi": "",
+    "zero-shot YaRN beats PI": "",
+    "zero-shot YaRN beats NTK": "",
+    "zero-shot PI": "",
+    "a short fine-tune": "",
+    "fine-tuned YaRN": "",
+    "ABF": "",
+}
+
+
+def git(*args: str) -> str:
+    return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True).stdout.strip()
+
+
+def machine() -> str:
+    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")), platform.processor()) if Path("/proc/cpuinfo").is_file() else ""
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
+    return (f"{cpu or 'unknown CPU'}, {os.cpu_count()} cores, {gpu}; {platform.platform()}; Python "
+            f"{platform.python_version()}, torch {torch.__version__}")
+
+
+def task_times(work: Path) -> pd.DataFrame:
+    rows = [json.loads(line) for line in (work / "tasks.jsonl").read_text().splitlines() if line.strip()]
+    done = pd.DataFrame(rows)
+    return done[done["rc"] == 0].drop_duplicates("key", keep="last")
+
+
+def sweep_table(runs: Path) -> pd.DataFrame:
+    frames = []
+    for table in sorted(runs.glob("*/eval/*/extrapolation.csv")):
+        frames.append(pd.read_csv(table).assign(job=table.parents[2].name))
+    df = pd.concat(frames, ignore_index=True)
+    return df[["job", *[c for c in df.columns if c != "job"]]]
+
+
+def cell(mean: float, std: float) -> str:
+    return "—" if mean != mean else (f"{mean:.3f}" if std != std else f"{mean:.3f} ± {std:.3f}")
+
+
+def orderings(summary: pd.DataFrame, groups: dict) -> pd.DataFrame:
+    """Per protocol and factor: the encodings, and the RoPE methods, from best to worst."""
+    trained = summary[(summary["parent"].fillna("") == "") & (summary["n_seeds"] > 0)]
+    rows = []
+    for (protocol, factor), g in trained.groupby(["protocol", "factor"]):
+        enc = g[g["method"].isin(["none", "clamp", "interpolate"])]
+        enc = enc[(enc["encoding"] != "rope") | (enc["group"] == groups["rope"])]
+        names = [e if m == "none" else f"{e}/{m}" for e, m in zip(enc["encoding"], enc["method"])]
+        rope = g[(g["encoding"] == "rope") & (g["group"] == groups["rope"])]
+        llama = g[(g["encoding"] == "rope") & (g["group"] == groups.get("llama", ""))]
+        rank = lambda frame, labels: " < ".join(  # noqa: E731
+            f"{n} {m:.3g}" for n, m in sorted(zip(labels, frame["ppl_mean"]), key=lambda t: t[1]))
+        rows.append({"protocol": protocol, "factor": f"{factor:g}x", "encodings (no rescaling), best first":
+                     rank(enc, names), "RoPE methods, gpt2 block": rank(rope, rope["method"]),
+                     "RoPE methods, llama block": rank(llama, llama["method"])})
+    return pd.DataFrame(rows)
+
+
+def rope_groups(report: Path) -> dict:
+    """The group labels of the RoPE runs of each block."""
+    groups = pd.read_csv(report / "groups.csv").fillna("")
+    rope = groups[(groups["encoding"] == "rope") & (groups["parent"] == "")]
+    found = {"rope": rope["label"].iloc[0] if len(rope) == 1 else ""}
+    for label in rope["label"]:
+        found["llama" if "block=llama" in label else "rope"] = label
+    return found
+
+
+def claims_table(summary: pd.DataFrame, ext: pd.DataFrame | None, groups: dict) -> pd.DataFrame:
+    frames = []
+    for protocol in sorted(summary["protocol"].unique(), key=lambda p: p != "nonoverlapping"):
+        numbers = Numbers(summary, ext if protocol == "nonoverlapping" else None, {"rope": groups["rope"]}, protocol)
+        frames.append(check(numbers).assign(block="gpt2", protocol=protocol))
+        if "llama" in groups:
+            llama = check(Numbers(summary, None, {"rope": groups["llama"]}, protocol))
+            llama = llama[llama["claim"].str.startswith(("rotary", "zero-shot YaRN"))]
+            frames.append(llama.assign(block="llama", protocol=protocol))
+    return pd.concat(frames, ignore_index=True)[["paper", "claim", "block", "protocol", "verdict", "numbers"]]
+
+
+def study_md(args, report: Path, claims: pd.DataFrame, order: pd.DataFrame, ext_md: str, times: pd.DataFrame) -> str:
+    dirty = " (with uncommitted changes)" if git("status", "--porcelain", "--untracked-files=no") else ""
+    phases = times.groupby("phase")["seconds"].sum()
+    total = times["seconds"].sum()
+    counts = claims["verdict"].value_counts()
+    lines = [
+        f"# Reference study: {args.out.name}", "",
+        "Every positional encoding and RoPE rescaling method of posx, 3 seeds each, evaluated from 1x to 8x the "
+        "training length, with the papers' claims checked. Regenerate it from a clean clone with:", "",
+        f"```bash\n{args.command}\n```", "",
+        f"- commit: `{git('rev-parse', 'HEAD')}`{dirty}",
+        f"- machine: {machine()}",
+        f"- finished: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
+        f"- wall time: {total / 60:.0f} min of tasks ({', '.join(f'phase {p}: {s / 60:.0f} min' for p, s in phases.items())}); "
+        f"tasks ran {int(times['key'].nunique())} at up to the `--jobs` given at a time, the last invocation took "
+        f"{float(args.elapsed) / 60:.0f} min",
+        f"- runs: `{args.work}` (not committed: weights and checkpoints); every task's log is in its `logs/`", "",
+        "## The papers' claims", "",
+        "A claim is *reproduced* when every comparison it makes goes the paper's way by more than two standard "
+        "deviations of the difference (2·sqrt(std_a² + std_b²), std over seeds), *reversed* when one goes the "
+        "other way by that much, and *not reproduced* otherwise (`posx/report/claims.py`). "
+        f"Verdicts: {', '.join(f'{n} {v}' for v, n in counts.items())}.", "",
+        claims.drop(columns=["numbers"]).to_markdown(index=False), "",
+    ]
+    unmet = claims[claims["verdict"] != "reproduced"]
+    if not unmet.empty:
+        lines += ["### Where a claim does not hold, and the likely reason", ""]
+        for claim in dict.fromkeys(unmet["claim"]):
+            reason = next((r for k, r in REASONS.items() if claim.startswith(k) and r), "")
+            lines.append(f"- **{claim}**: {reason or 'see the numbers below.'}")
+        lines.append("")
+    lines += ["### The numbers behind each verdict", ""]
+    lines += [f"- {r.claim} ({r.block}, {r.protocol}): {r.numbers}" for r in claims.itertuples()] + [""]
+    lines += ["## Orderings", "", "Mean perplexity over seeds at each length, best first.", "",
+              order.to_markdown(index=False), "", "## Extension", "", ext_md, "", "## Figures", ""]
+    for name, caption in CAPTIONS.items():
+        if (report / name).is_file():
+            lines += [f"### {name}", "", f"![{name}](report/{name})", "", caption, ""]
+    lines += ["## Files", "",
+              "- `report/`: `posx report --evaluations all` over every run (summary.md/.csv, groups.csv, "
+              "passkey_summary.csv, extension.csv and the PNGs)",
+              "- `sweep.csv`: every evaluation table of every run stacked (`job` = run name)",
+              "- `claims.csv`: the verdicts above with their numbers", ""]
+    return "\n".join(lines)
+
+
+def publish(staging: Path, out: Path) -> None:
+    """Swap the new outputs in; the old directory goes only if it is a study's output."""
+    if out.is_symlink() or (out.exists() and not (out / "STUDY.md").is_file()):
+        raise SystemExit(f"{out} exists and is not a study output (no STUDY.md); move it away or pass another --out")
+    old = None
+    if out.exists():
+        old = Path(tempfile.mkdtemp(prefix=f".{out.name}.old-", dir=out.parent))
+        out.rename(old / out.name)
+    staging.rename(out)
+    if old is not None:
+        shutil.rmtree(old)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--work", type=Path, required=True)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--command", required=True, help="the command that ran the study, for STUDY.md")
+    parser.add_argument("--elapsed", type=float, default=0.0, help="seconds the last invocation took")
+    parser.add_argument("--preset", default="cpu")
+    args = parser.parse_args()
+    args.work, args.out = args.work.resolve(), args.out.resolve()
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{args.out.name}.new-", dir=args.out.parent))
+    try:
+        report = staging / "report"
+        subprocess.run([sys.executable, "-m", "posx", "report", str(args.work / "runs"), "--evaluations", "all",
+                        "--smooth", "3", "--out", str(report), "--results-dir", str(args.work)],
+                       check=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.DEVNULL)
+        sweep_table(args.work / "runs").to_csv(staging / "sweep.csv", index=False)
+        summary = pd.read_csv(report / "summary.csv", keep_default_na=False, na_values=[""])
+        summary["parent"] = summary["parent"].fillna("")
+        ext = pd.read_csv(report / "extension.csv") if (report / "extension.csv").is_file() else None
+        groups = rope_groups(report)
+        claims = claims_table(summary, ext, groups)
+        claims.to_csv(staging / "claims.csv", index=False)
+        ext_md = "\n".join(l for l in (report / "summary.md").read_text().split("## Extension", 1)[-1]
+                           .split("\n## ", 1)[0].splitlines()) if ext is not None else "(no extension runs)"
+        (staging / "extension.md").write_text("# Extension\n" + ext_md + "\n")
+        order = orderings(summary, groups)
+        (staging / "STUDY.md").write_text(study_md(args, report, claims, order, ext_md.strip(), task_times(args.work)))
+        publish(staging, args.out)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging)
+    print(f"wrote {args.out} (STUDY.md, report/, sweep.csv, claims.csv, extension.md)")
+
+
+if __name__ == "__main__":
+    main()
