@@ -30,7 +30,7 @@ from posx.core import files
 from posx.core.errors import PosxError
 from posx.report import extension, figures, plots
 from posx.report.groups import explain, group_runs
-from posx.report.runtables import RunTables, find_run_dirs, load_run_tables
+from posx.report.runtables import EVALUATIONS, RunTables, find_run_dirs, load_run_tables
 
 # parent is "" for a trained run and the parent for a `posx extend` run (posx.report.runtables), so
 # extended runs are grouped by what they came from; their method reads "<method> (extended)" or
@@ -240,6 +240,8 @@ def report(paths: list[str | Path], out: str | Path | None = None, results_dir: 
     console = console or Console()
     if smooth < 1:
         raise PosxError(f"--smooth {smooth} must be at least 1 (buckets in the moving mean)")
+    if evaluations not in EVALUATIONS:
+        raise PosxError(f"--evaluations {evaluations} is not one of {', '.join(EVALUATIONS)}")
     loaded = [load_run_tables(p, evaluations) for p in find_run_dirs(paths)]
     grouping = group_runs([r.member for r in loaded])
     for r in loaded:
