@@ -172,11 +172,12 @@ def test_report_groups_extended_runs_by_parent_and_stage(tmp_path):
                   seed=i, parent="base")
     out = report([runs], out=tmp_path / "rep")
     summary = {(r["parent"], r["method"], float(r["factor"])): r for r in read(out / "summary.csv")}
-    # the plain run stands alone; the two extensions of `base` group together, per stage
+    # the plain run stands alone; the two extensions of `base` (a RoPE run at T=128) group
+    # together, per stage, as two replicates: extension seeds 0 and 1 of parent seed 0
     assert float(summary[("", "yarn", 4.0)]["ppl_mean"]) == 5.0
-    ext = summary[("base", "yarn (extended)", 4.0)]
+    ext = summary[("rope-T128", "yarn (extended)", 4.0)]
     assert float(ext["ppl_mean"]) == pytest.approx(statistics.mean([3.0, 4.0]))
     assert float(ext["ppl_std"]) == pytest.approx(statistics.stdev([3.0, 4.0]))
     assert int(ext["n_seeds"]) == 2
-    assert float(summary[("base", "yarn (zero-shot)", 4.0)]["ppl_mean"]) == pytest.approx(6.0)
+    assert float(summary[("rope-T128", "yarn (zero-shot)", 4.0)]["ppl_mean"]) == pytest.approx(6.0)
     assert float(ext["ratio_to_1x"]) == pytest.approx(3.5 / 3.0)

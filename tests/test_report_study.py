@@ -9,6 +9,7 @@ import csv
 import json
 import math
 import os
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -89,6 +90,7 @@ def test_every_kept_evaluation_is_read_and_absolute_ways_past_the_table_are_meth
         assert row.n_seeds == 3 and row.ppl_mean == pytest.approx(np.mean(expect))
         assert row.ppl_std == pytest.approx(np.std(expect, ddof=1))
     assert got[("none", "sliding", 2.0)].ppl_mean == pytest.approx(3.5)
+    assert (out / "encodings.png").stat().st_size > 10_000
     # the default reads only each run's current (last) evaluation: the sliding one
     current = _summary(report([tmp_path / "runs"], out=tmp_path / "current"))
     assert set(current["protocol"]) == {"sliding"} and set(current["method"]) == {"none"}
@@ -137,10 +139,24 @@ def test_extensions_of_seeds_pool_into_an_extension_table_and_curve(tmp_path):
         assert row["zero_shot"] == pytest.approx(np.mean(zero[method]))
         assert row["extended_std"] == pytest.approx(np.std(extended[method], ddof=1))
         assert row["extended_2x_new"] == pytest.approx(7.0)
-    groups = pd.read_csv(out / "groups.csv")
-    assert sorted(groups[groups["parent"] == "rope-T32"]["seeds"]) == ["0,1,2", "0,1,2"]  # the parents' seeds
+    groups = pd.read_csv(out / "groups.csv")  # one extension seed (0) of three parent seeds: three replicates
+    assert list(groups[groups["parent"] == "rope-T32"]["runs"]) == [3, 3]
+    assert pd.read_csv(out / "duplicates.csv").empty
     assert (out / "extension.png").stat().st_size > 10_000
     assert "## Extension" in (out / "summary.md").read_text()
+
+
+def test_two_extensions_of_one_parent_with_one_seed_are_duplicates(tmp_path):
+    _extension_family(tmp_path / "runs", {"pi": [12.0] * 3}, {"pi": [4.0] * 3}, {"pi": {20: [5.0] * 3}})
+    twin = tmp_path / "runs" / "rope-s1-pi-again"
+    twin.mkdir()
+    for item in (tmp_path / "runs" / "rope-s1-pi").iterdir():
+        (shutil.copytree if item.is_dir() else shutil.copy2)(item, twin / item.name)
+    out = report([tmp_path / "runs"], out=tmp_path / "rep", evaluations="all")
+    dup = pd.read_csv(out / "duplicates.csv")
+    assert len(dup) == 1 and {Path(dup["run"][0]).name, Path(dup["counted"][0]).name} == {"rope-s1-pi",
+                                                                                         "rope-s1-pi-again"}
+    assert pd.read_csv(out / "extension.csv")["n_seeds"].tolist() == [3]
 
 
 def test_an_extension_whose_parent_is_gone_keeps_the_parent_name(tmp_path):

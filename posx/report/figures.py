@@ -61,7 +61,7 @@ def plot_encodings(summary: pd.DataFrame, path: Path) -> Path | None:
             ax.set_yscale("log")
             log_ticks(ax, low, top)
             factor_axis(ax, sorted(data["factor"].unique()))
-            ax.set_xlabel("evaluation length (multiples of T, log scale)")
+            ax.set_xlabel(f"evaluation length (multiples of {_t(data)}, log scale)")
             ax.set_ylabel("perplexity (log scale)")
             ax.legend(fontsize=7.5, loc="upper left")
     seeds = int(data["n_seeds"].max())
@@ -117,7 +117,7 @@ def plot_position_encodings(positions: pd.DataFrame, path: Path, smooth: int = 1
     for ax, title in zip(axes, ("encodings, no rescaling", "RoPE with each rescaling method, zero-shot")):
         ax.axvline(1.0, color="gray", linestyle="--", linewidth=1, label="training length T")
         ax.set_title(f"{title}: windows of {factor:g} x T", fontsize=10)
-        ax.set_xlabel("position in the window (multiples of T)")
+        ax.set_xlabel(f"position in the window (multiples of {_t(data)})")
         ax.set_ylabel("mean NLL (nats per token)")
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=7.5, loc="upper left", bbox_to_anchor=(1.01, 1.0))
@@ -125,6 +125,12 @@ def plot_position_encodings(positions: pd.DataFrame, path: Path, smooth: int = 1
     fig.suptitle(f"Loss by token position (mean over seeds, band ± std over seeds{smoothed})", fontsize=11)
     fig.tight_layout()
     return save(fig, path)
+
+
+def _t(data: pd.DataFrame) -> str:
+    """T, in tokens when every row shares one."""
+    ts = set(",".join(data["train_context"].astype(str)).split(","))
+    return f"T = {ts.pop()} tokens" if len(ts) == 1 else "T"
 
 
 def _band(ax, g: pd.DataFrame, color, style: str, label: str | None) -> None:

@@ -52,6 +52,13 @@ class Member:
     seed: int | None
     identity: dict = field(default_factory=dict)
     evaluated_at: float = 0.0  # mtime of its extrapolation.csv: the later of two duplicates counts
+    parent_seed: int | None = None  # an extended run's parent's seed, when the parent is there
+
+    @property
+    def replicate(self):
+        """What makes two runs of one group different replicates: the seed, and for an extended
+        run also its parent's seed (extensions of seeds 0, 1, 2 with one extension seed differ)."""
+        return self.seed if self.parent_seed is None else (self.parent_seed, self.seed)
 
 
 def _flat(data, prefix: str = "") -> dict:
@@ -146,11 +153,11 @@ def group_runs(members: list[Member]) -> Grouping:
         label = ", ".join(f"{k}={ident.get(k, '—')}" for k in shown) or "-"
         counted: dict = {}
         for m in sorted(runs, key=lambda m: m.evaluated_at, reverse=True):
-            if m.seed is not None and m.seed in counted:
+            if m.seed is not None and m.replicate in counted:
                 duplicates.append({"run": str(m.path), "seed": m.seed, "group": f"g{i}",
-                                   "counted": str(counted[m.seed].path)})
+                                   "counted": str(counted[m.replicate].path)})
                 continue
-            counted[m.seed if m.seed is not None else id(m)] = m
+            counted[m.replicate if m.seed is not None else id(m)] = m
             labels[m.path] = label
         kept = sorted(counted.values(), key=lambda m: str(m.path))
         groups.append({"group": f"g{i}", "encoding": ident.get("pos.name", "—"), "parent": ident.get("parent", ""),

@@ -12,11 +12,12 @@ Which evaluation's tables (``--evaluations``):
 Learned absolute rows evaluated past the table with ``clamp`` or ``interpolate`` read as methods
 of those names (``absolute · clamp``), so the three ways of going past T are three lines.
 
-An extended run (``posx extend``) is a replicate of its parent: when the parent directory is
-there, the run's seed is the parent's and its identity holds the parent's own identity
-(``parent.*``) instead of the parent's name, so extensions of parents that are seeds of one
-experiment are seeds of one extension experiment. Its ``parent`` column then reads
-``<encoding>-T<T>``. Without the parent directory, the parent's name stands in, as before.
+An extended run (``posx extend``) whose parent directory is there holds the parent's own
+identity (``parent.*``) instead of the parent's name, and its replicate is (parent's seed, its
+own seed): extensions of parents that are seeds of one experiment pool as seeds of one
+extension experiment, and so do extensions of one parent with different extension seeds. Its
+``parent`` column then reads ``<encoding>-T<T>``. Without the parent directory, the parent's
+name stands in, as before.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ CELL = {"extrapolation.csv": ["method", "protocol", "absolute_beyond", "factor",
 @dataclass
 class RunTables:
     path: Path
-    seed: int | None  # from config.yaml (an extended run: the parent's); None when it has none
+    seed: int | None  # from config.yaml; None when it has none
     parent: str = ""  # "" for a trained run; for an extended run its parent (see the module docstring)
     group: str = ""  # its group's label (posx.report.groups)
     member: Member | None = None  # what grouping reads of it
@@ -147,10 +148,9 @@ def load_run_tables(path: Path, evaluations: str = "current") -> RunTables:
     seed = (saved or {}).get("seed")
     run.seed = int(seed) if seed is not None else None
     meta = read_meta(path) if (path / META).is_file() else None
-    parent = None
+    parent, parent_seed = None, None
     if meta is not None and meta.extended_from is not None:
         parent, parent_seed = _parent(path, meta)
-        run.seed = parent_seed if parent is not None else run.seed
         run.parent = f"{parent['pos.name']}-T{parent['T']}" if parent is not None else meta.extended_from.parent
     settings = None
     if evaluations == "all":
@@ -170,5 +170,6 @@ def load_run_tables(path: Path, evaluations: str = "current") -> RunTables:
                 pass  # a damaged metrics.csv costs the training plot only
     table = run.tables.get("extrapolation.csv")
     run.member = Member(path, run.seed, identity(saved, meta, path, table, evaluations=settings, parent=parent),
-                        (path / "extrapolation.csv").stat().st_mtime if (path / "extrapolation.csv").is_file() else 0.0)
+                        (path / "extrapolation.csv").stat().st_mtime if (path / "extrapolation.csv").is_file() else 0.0,
+                        parent_seed)
     return run
