@@ -33,7 +33,7 @@ def plot_encodings(summary: pd.DataFrame, path: Path) -> Path | None:
     protocols = sorted(data["protocol"].unique(), key=lambda p: (p != "nonoverlapping", p))
     rope = data[data["encoding"] == "rope"]
     panels = 2 if not rope.empty and (rope["method"] != "none").any() else 1
-    fig = Figure(figsize=(6.2 * panels + 2.5, 4.3 * len(protocols)))
+    fig = Figure(figsize=(6.0 * panels + 1.0, 4.6 * len(protocols)))
     axes = fig.subplots(len(protocols), panels, squeeze=False)
     lines = [f"{e}" if g in ("", "-") else f"{e} ({g})" for e, g in zip(data["encoding"], data["group"])]
     enc_colors = colors_for(lines)
@@ -47,7 +47,7 @@ def plot_encodings(summary: pd.DataFrame, path: Path) -> Path | None:
         for (line, method), g in left.groupby(["line", "method"], sort=True):
             _band_line(axes[row][0], g, enc_colors[line], STYLES[NATIVE.index(method)],
                        line if method == "none" else f"{line}, {method} past T")
-        axes[row][0].set_title(f"encodings, no rescaling ({protocol} windows)", fontsize=10)
+        axes[row][0].set_title(f"encodings, no rescaling ({protocol} windows)", fontsize=11)
         if panels == 2:
             right = mine[mine["encoding"] == "rope"]
             for (group, method), g in sorted(right.groupby(["group", "method"], sort=False),
@@ -56,14 +56,15 @@ def plot_encodings(summary: pd.DataFrame, path: Path) -> Path | None:
                 _band_line(axes[row][1], g, method_colors[method], STYLES[i % 4], method if i == 0 else None)
             for i, group in enumerate(rope_groups if len(rope_groups) > 1 else []):
                 axes[row][1].plot([], [], color="gray", linestyle=STYLES[i % 4], label=f"line style: {group}")
-            axes[row][1].set_title(f"RoPE with each rescaling method, zero-shot ({protocol} windows)", fontsize=10)
+            axes[row][1].set_title(f"RoPE + rescaling, zero-shot ({protocol} windows)", fontsize=11)
         for ax in axes[row]:
             ax.set_yscale("log")
             log_ticks(ax, low, top)
             factor_axis(ax, sorted(data["factor"].unique()))
             ax.set_xlabel(f"evaluation length (multiples of {_t(data)}, log scale)")
             ax.set_ylabel("perplexity (log scale)")
-            ax.legend(fontsize=7.5, loc="upper left")
+            ax.legend(fontsize=8.5, loc="best", ncol=2 if len(ax.get_legend_handles_labels()[1]) > 7 else 1)
+            ax.tick_params(labelsize=10)
     seeds = int(data["n_seeds"].max())
     fig.suptitle(f"Perplexity vs evaluation length: mean over {seeds} seed(s), band ± std over seeds", fontsize=11)
     fig.tight_layout()
@@ -101,7 +102,7 @@ def plot_position_encodings(positions: pd.DataFrame, path: Path, smooth: int = 1
         curves[["nll", "nll_std"]] = curves.groupby(["group", "encoding", "method"], sort=False)[
             ["nll", "nll_std"]].transform(lambda c: c.rolling(smooth, center=True, min_periods=1).mean())
     left, right, colors = _panels(curves)
-    fig = Figure(figsize=(15, 4.6))
+    fig = Figure(figsize=(13, 5.0))
     axes = fig.subplots(1, 2)
     for (line, method), g in left.groupby(["line", "method"], sort=True):
         _band(axes[0], g, colors[line], STYLES[NATIVE.index(method)],
@@ -114,13 +115,14 @@ def plot_position_encodings(positions: pd.DataFrame, path: Path, smooth: int = 1
         _band(axes[1], g, method_colors[method], STYLES[i % 4], method if i == 0 else None)
     for i, group in enumerate(groups if len(groups) > 1 else []):
         axes[1].plot([], [], color="gray", linestyle=STYLES[i % 4], label=f"line style: {group}")
-    for ax, title in zip(axes, ("encodings, no rescaling", "RoPE with each rescaling method, zero-shot")):
+    for ax, title in zip(axes, ("encodings, no rescaling", "RoPE + rescaling, zero-shot")):
         ax.axvline(1.0, color="gray", linestyle="--", linewidth=1, label="training length T")
-        ax.set_title(f"{title}: windows of {factor:g} x T", fontsize=10)
+        ax.set_title(f"{title}: windows of {factor:g} x T", fontsize=11)
         ax.set_xlabel(f"position in the window (multiples of {_t(data)})")
         ax.set_ylabel("mean NLL (nats per token)")
         ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=7.5, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+        ax.legend(fontsize=8.5, loc="best", ncol=2 if len(ax.get_legend_handles_labels()[1]) > 7 else 1)
+        ax.tick_params(labelsize=10)
     smoothed = f", moving mean over {smooth} buckets" if smooth > 1 else ""
     fig.suptitle(f"Loss by token position (mean over seeds, band ± std over seeds{smoothed})", fontsize=11)
     fig.tight_layout()
