@@ -55,16 +55,28 @@ CAPTIONS = {
 }
 # Why a claim may not hold here; printed only under a claim that was not reproduced.
 REASONS = {
-    "sinusoidal": "",
-    "rotary": "",
-    "the T5 bias": "",
-    "ALiBi": "",
-    "zero-shot YaRN beats PI": "",
-    "zero-shot YaRN beats NTK": "",
-    "zero-shot PI": "",
-    "a short fine-tune": "",
-    "fine-tuned YaRN": "",
-    "ABF": "",
+    "sinusoidal": "under the sliding protocol every scored token sees at least half a window of context, so plain "
+                  "RoPE also meets unseen distances on every token and blows up too; both are far above their 1x "
+                  "values and the seeds spread widely at 8x, so the gap between them stays inside 2 sigma.",
+    "the T5 bias": "the ordering holds in the means at 4x and 8x in both protocols, but RoPE's spread over three "
+                   "seeds at 8x is wide (± 1.9 non-overlapping), so the gap to T5 sits just inside 2 sigma "
+                   "(4.03 against 4.08 non-overlapping). More seeds would likely call it.",
+    "zero-shot YaRN beats NTK": "at 2x NTK is level with YaRN. The tiny model has head_dim 32, so 16 rotary pairs, "
+                                "and at T = 128 only a few of them turn fewer than beta_slow times over T. At "
+                                "small s, NTK's base change and YaRN's ramp then move nearly the same pairs, and "
+                                "YaRN's attention temperature (1.07 at s = 2) costs a little. YaRN's lead grows "
+                                "with s: it is called at 8x non-overlapping and at 4x sliding, but NTK's seed "
+                                "spread hides it elsewhere. This is scale and T, not byte tokens.",
+    "a short fine-tune": "200 steps take PI from 12.96 to 4.46 at 4x, but not to within 10% of the parent at T "
+                         "(4.33), and PI also loses accuracy at T (4.59 against 3.94). Interpolation squeezes "
+                         "positions 4x, and a byte-level model leans on fine positional resolution over short "
+                         "distances, which it has to relearn. The PI paper fine-tuned for 1000 steps on 7B-65B "
+                         "models; posx's own extend measurement needed about 140 steps to come within 10% on the "
+                         "validation estimator, so PI is slow rather than broken here.",
+    "fine-tuned YaRN": "YaRN beats fine-tuned PI clearly. It is level, within 2 sigma, with ABF and with plain "
+                       "continued training at 512: at this scale 200 steps at the new length are enough for any "
+                       "method that does not compress positions. The paper's advantage comes from 7B/13B models "
+                       "fine-tuned on a small share of their training tokens.",
 }
 
 
@@ -142,6 +154,8 @@ def study_md(args, report: Path, claims: pd.DataFrame, order: pd.DataFrame, ext_
     dirty = " (with uncommitted changes)" if git("status", "--porcelain", "--untracked-files=no") else ""
     phases = times.groupby("phase")["seconds"].sum()
     total = times["seconds"].sum()
+    ends = pd.to_datetime(times["finished"])
+    span = (ends.max() - (ends - pd.to_timedelta(times["seconds"], unit="s")).min()).total_seconds()
     counts = claims["verdict"].value_counts()
     lines = [
         f"# Reference study: {args.out.name}", "",
@@ -151,9 +165,10 @@ def study_md(args, report: Path, claims: pd.DataFrame, order: pd.DataFrame, ext_
         f"- commit: `{git('rev-parse', 'HEAD')}`{dirty}",
         f"- machine: {machine()}",
         f"- finished: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
-        f"- wall time: {total / 60:.0f} min of tasks ({', '.join(f'phase {p}: {s / 60:.0f} min' for p, s in phases.items())}); "
-        f"tasks ran {int(times['key'].nunique())} at up to the `--jobs` given at a time, the last invocation took "
-        f"{float(args.elapsed) / 60:.0f} min",
+        f"- wall time: {span / 60:.0f} min from the first task's start to the last one's end, over every "
+        f"invocation (resumes included); {total / 60:.0f} min of task time summed over parallel jobs "
+        f"({', '.join(f'phase {p}: {s / 60:.0f} min' for p, s in phases.items())}), {len(times)} tasks; "
+        f"the last invocation took {float(args.elapsed) / 60:.0f} min",
         f"- runs: `{args.work}` (not committed: weights and checkpoints); every task's log is in its `logs/`", "",
         "## The papers' claims", "",
         "A claim is *reproduced* when every comparison it makes goes the paper's way by more than two standard "
@@ -214,7 +229,8 @@ def main() -> None:
                         "--smooth", "3", "--out", str(report), "--results-dir", str(args.work)],
                        check=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.DEVNULL)
         sweep_table(args.work / "runs").to_csv(staging / "sweep.csv", index=False)
-        summary = pd.read_csv(report / "summary.csv", keep_default_na=False, na_values=[""])
+        summary = pd.read_csv(report / "summary.csv", keep_default_na=False, na_values=[""],
+                              dtype={"parent": str, "group": str})
         summary["parent"] = summary["parent"].fillna("")
         ext = pd.read_csv(report / "extension.csv") if (report / "extension.csv").is_file() else None
         groups = rope_groups(report)
