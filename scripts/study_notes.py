@@ -92,6 +92,12 @@ def machine() -> str:
             f"{platform.python_version()}, torch {torch.__version__}")
 
 
+def shown(path: Path) -> str:
+    """A path as STUDY.md writes it: relative to the repository when inside it, else only its name, so
+    the committed notes name no absolute path of the machine they were made on."""
+    return path.relative_to(REPO).as_posix() if path.is_relative_to(REPO) else path.name
+
+
 def task_times(work: Path) -> pd.DataFrame:
     rows = [json.loads(line) for line in (work / "tasks.jsonl").read_text().splitlines() if line.strip()]
     done = pd.DataFrame(rows)
@@ -169,7 +175,8 @@ def study_md(args, report: Path, claims: pd.DataFrame, order: pd.DataFrame, ext_
         f"invocation (resumes included); {total / 60:.0f} min of task time summed over parallel jobs "
         f"({', '.join(f'phase {p}: {s / 60:.0f} min' for p, s in phases.items())}), {len(times)} tasks; "
         f"the last invocation took {float(args.elapsed) / 60:.0f} min",
-        f"- runs: `{args.work}` (not committed: weights and checkpoints); every task's log is in its `logs/`", "",
+        (f"- runs: `{shown(args.work)}` (not committed: weights and checkpoints); "
+         "every task's log is in its `logs/`"), "",
         "## The papers' claims", "",
         "A claim is *reproduced* when every comparison it makes goes the paper's way by more than two standard "
         "deviations of the difference (2·sqrt(std_a² + std_b²), std over seeds), *reversed* when one goes the "

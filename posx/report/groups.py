@@ -25,6 +25,7 @@ evaluated last counts, the other is listed as a duplicate.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -136,6 +137,15 @@ def _varying(identities: list[dict]) -> list[str]:
     return [k for k in keys if len({ident.get(k, "—") for ident in identities}) > 1]
 
 
+def relative_names(paths: list[Path]) -> dict[str, str]:
+    """Each run path (as a string) -> the path relative to the folder holding all of them: what a report
+    writes, so that it names no absolute path of the machine it was made on."""
+    if not paths:
+        return {}
+    root = Path(os.path.commonpath([Path(p).parent for p in paths]))
+    return {str(p): Path(p).relative_to(root).as_posix() for p in paths}
+
+
 def group_runs(members: list[Member]) -> Grouping:
     """Runs with equal identities, labelled by what differs; duplicates of a seed set aside.
     A label names the keys that differ between groups of the same encoding and parent (those
@@ -148,14 +158,15 @@ def group_runs(members: list[Member]) -> Grouping:
     for ident in identities:
         clusters.setdefault(tuple(ident.get(k, "") for k in COLUMN_KEYS), []).append(ident)
     labels, groups, duplicates = {}, [], []
+    names = relative_names([m.path for m in members])
     for i, (ident, runs) in enumerate(zip(identities, by_identity.values()), 1):
         shown = [k for k in _varying(clusters[tuple(ident.get(k, "") for k in COLUMN_KEYS)]) if k not in COLUMN_KEYS]
         label = ", ".join(f"{k}={ident.get(k, '—')}" for k in shown) or "-"
         counted: dict = {}
         for m in sorted(runs, key=lambda m: m.evaluated_at, reverse=True):
             if m.seed is not None and m.replicate in counted:
-                duplicates.append({"run": str(m.path), "seed": m.seed, "group": f"g{i}",
-                                   "counted": str(counted[m.replicate].path)})
+                duplicates.append({"run": names[str(m.path)], "seed": m.seed, "group": f"g{i}",
+                                   "counted": names[str(counted[m.replicate].path)]})
                 continue
             counted[m.replicate if m.seed is not None else id(m)] = m
             labels[m.path] = label

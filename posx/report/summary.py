@@ -8,7 +8,8 @@ the seed equal); within a group, rows line up by method x protocol x factor, and
 perplexity is the mean and the sample standard deviation (n - 1) over its runs, one run per
 seed. Its band (``ppl_lo``, ``ppl_hi``) is mean ± std over seeds, or for a single seed the
 run's own 95% interval over windows. A run without a table is listed in ``missing.csv`` and in
-the terminal, never dropped silently.
+the terminal, never dropped silently. Run paths in the written files are relative to the folder
+holding every reported run, so a report names no absolute path of the machine it was made on.
 
 Writes summary.csv/.md, groups.csv, duplicates.csv, passkey_summary.csv, missing.csv, for
 extended runs extension.csv (``posx.report.extension``), and the PNGs of posx.report.plots and
@@ -29,7 +30,7 @@ from rich.table import Table
 from posx.core import files
 from posx.core.errors import PosxError
 from posx.report import extension, figures, plots
-from posx.report.groups import explain, group_runs
+from posx.report.groups import explain, group_runs, relative_names
 from posx.report.runtables import EVALUATIONS, RunTables, find_run_dirs, load_run_tables
 
 # parent is "" for a trained run and the parent for a `posx extend` run (posx.report.runtables), so
@@ -156,7 +157,8 @@ def check_out(out: str | Path | None) -> None:
 
 
 def markdown(summary: pd.DataFrame, pk_summary: pd.DataFrame, missing: pd.DataFrame, runs: list[RunTables],
-             grouping, ext_table: pd.DataFrame | None = None) -> str:
+             grouping, ext_table: pd.DataFrame | None, names: dict[str, str]) -> str:
+    """summary.md; ``names`` maps each run's path to the relative path the report writes."""
     summary = _applicable(summary, KEYS)
     pk_summary = _applicable(pk_summary, PASSKEY_GROUP[:4])
     table = summary.assign(ppl=[ppl_cell(r) for _, r in summary.iterrows()])
@@ -190,7 +192,7 @@ def markdown(summary: pd.DataFrame, pk_summary: pd.DataFrame, missing: pd.DataFr
                   shown.to_markdown(index=False), ""]
     if not missing.empty:
         lines += ["## Runs missing tables", "", missing.to_markdown(index=False), ""]
-    lines += ["## Runs", ""] + [f"- `{r.path}` (seed {r.seed})" for r in runs]
+    lines += ["## Runs", ""] + [f"- `{names[str(r.path)]}` (seed {r.seed})" for r in runs]
     return "\n".join(lines) + "\n"
 
 
@@ -247,7 +249,8 @@ def report(paths: list[str | Path], out: str | Path | None = None, results_dir: 
     for r in loaded:
         r.group = grouping.labels.get(r.member.path, "")
     runs = [r for r in loaded if r.member.path in grouping.labels]  # duplicates of a seed count once
-    missing = pd.DataFrame([{"run": str(r.path), "missing": name} for r in runs for name in r.missing],
+    names = relative_names([r.path for r in loaded])
+    missing = pd.DataFrame([{"run": names[str(r.path)], "missing": name} for r in runs for name in r.missing],
                            columns=["run", "missing"])
     ext = _combined(runs, "extrapolation.csv")
     if ext.empty:
@@ -274,7 +277,8 @@ def report(paths: list[str | Path], out: str | Path | None = None, results_dir: 
             pk_summary.to_csv(staging / "passkey_summary.csv", index=False)
         if not ext_table.empty:
             ext_table.to_csv(staging / "extension.csv", index=False)
-        (staging / "summary.md").write_text(markdown(summary, pk_summary, missing, runs, grouping, ext_table),
+        (staging / "summary.md").write_text(markdown(summary, pk_summary, missing, runs, grouping, ext_table,
+                                                     names),
                                             encoding="utf-8")
         positions = _combined(runs, "positions.csv")
         drawn = plots.draw_all(summary, positions, pk_summary, staging, factor, metrics, smooth)
