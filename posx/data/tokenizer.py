@@ -27,6 +27,7 @@ from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import decoders, models, pre_tokenizers, trainers
 
 from posx.core.errors import PosxError
+from posx.data.corpus import VOCAB_SIZE
 
 BYTE, BPE = "byte", "bpe"
 EOD = "<|endoftext|>"
@@ -72,7 +73,7 @@ class Tokenizer:
 
 
 def byte_tokenizer() -> Tokenizer:
-    return Tokenizer(BYTE, 256, None, hashlib.sha256(b"posx byte tokenizer").hexdigest())
+    return Tokenizer(BYTE, VOCAB_SIZE, None, hashlib.sha256(b"posx byte tokenizer").hexdigest())
 
 
 def dtype_for(vocab_size: int) -> np.dtype:
