@@ -277,7 +277,7 @@ def test_a_checkpoint_reads_a_datasets_source_in_its_own_tokens(tmp_path):
     assert corpus.fingerprint["source"] == "datasets" and corpus.fingerprint["tokenizer"]["kind"] == "file"
     eod = tok.convert_tokens_to_ids("</s>")
     held_out = [r for r, v in zip(rows, store.split_by_file([str(i) for i in range(len(rows))], 0.2)) if v]
-    expected = sum(([eod] + tok.encode(r, add_special_tokens=False) for r in held_out), [])[1:]
+    expected = [t for i, r in enumerate(held_out) for t in [eod] * (i > 0) + tok.encode(r, add_special_tokens=False)]
     assert np.asarray(corpus.val).tolist() == expected
     df = result.table
     assert (df["status"] == "ok").all() and (df["tokens"] == 256).all()

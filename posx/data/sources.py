@@ -1,12 +1,10 @@
 """Where a corpus's documents come from (``data.source``), read as a stream of UTF-8 chunks.
 
 * ``stdlib``: every ``*.py`` file of the running interpreter's standard library, minus
-  ``site-packages``/``dist-packages``, test directories and ``__pycache__``.
-* ``text``: ``data.path`` is a UTF-8 file, a directory (recursive, hidden entries skipped)
-  or a glob pattern.
-
-  Both are one document per file, sorted by relative path (``select_files``), read in
-  blocks, never whole.
+  ``site-packages``/``dist-packages``, test directories and ``__pycache__``; one document per
+  file, sorted by relative path (``select_files``), read in blocks, never whole.
+* ``text``: ``data.path``, a UTF-8 file, a directory (recursive, hidden entries skipped) or a
+  glob pattern; one document per file, as ``stdlib``.
 * ``datasets``: a Hugging Face ``datasets`` dataset (``data.name``, ``data.config_name``,
   ``data.data_files``, ``data.split``, ``data.text_column``), one document per row. The
   packaged builders (json, csv, parquet, text, arrow) read local files with no network; other

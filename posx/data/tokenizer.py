@@ -1,6 +1,6 @@
 """Tokenizers of a corpus (``data.tokenizer``): bytes, a byte-level BPE trained here, or a file.
 
-* ``byte``: a token is a byte (vocabulary 256), today's behaviour and the default. Documents
+* ``byte``: a token is a byte (vocabulary 256), the default. Documents
   are joined by ``b"\\n"`` (the byte vocabulary has no spare id for an end-of-document token).
 * ``bpe``: a byte-level BPE (the GPT-2 scheme, Radford et al. 2019) of ``data.vocab_size``
   tokens trained with Hugging Face ``tokenizers`` on the training split only, with one special

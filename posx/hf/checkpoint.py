@@ -20,7 +20,8 @@ posx run, with its own tokenizer, so every data source works (``data=datasets`` 
 byte-level checkpoint (its tokenizer maps text to its UTF-8 bytes, as posx's export does, or it
 has no tokenizer and at least 256 tokens) reads the byte store posx's own runs read; any other
 tokenizer (a fast one: ``tokenizer.json``) gets a store of its own, documents joined by its
-end-of-document token. Passkey trials plant the key in the checkpoint's tokens either way.
+end-of-document token (``data.tokenizer`` does not apply: the checkpoint's tokenizer is the one
+its ids mean). Passkey trials plant the key in the checkpoint's tokens either way.
 """
 
 from __future__ import annotations
