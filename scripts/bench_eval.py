@@ -16,7 +16,7 @@ import time
 import torch
 from omegaconf import OmegaConf
 
-from posx.data import corpus as data_mod
+from posx.data import store
 from posx.config.compose import compose
 from posx.eval.extrapolate import evaluate
 from posx.model.gpt import GPT
@@ -39,7 +39,7 @@ def main() -> None:
     torch.manual_seed(0)
     model = GPT(gpt_config(base)).eval()
     meta = RunMeta(model.config, base.train.context_length, {}, 0)
-    val = data_mod.load_corpus(base.data.source, base.data.path, base.data.val_fraction, base.data.cache_dir).val
+    val = store.load(base.data, base.data.cache_dir).val
     print(f"torch threads {torch.get_num_threads()}, T={meta.train_context}, "
           f"methods {list(base.eval.methods)}, factors {list(base.eval.factors)}")
     times: dict[str, list[float]] = {name: [] for name in VARIANTS}

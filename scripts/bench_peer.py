@@ -41,6 +41,7 @@ from omegaconf import OmegaConf  # noqa: E402
 from posx.config.schema import Config  # noqa: E402
 from posx.core.device import autocast, bf16_peak_flops, use_tf32  # noqa: E402
 from posx.data import corpus as data_mod  # noqa: E402
+from posx.data import store  # noqa: E402
 from posx.eval import scoring  # noqa: E402
 from posx.model.gpt import GPT  # noqa: E402
 from posx.model.rescale import method_frequencies, rescaled  # noqa: E402
@@ -226,7 +227,7 @@ def main() -> None:
     device = torch.device(args.device)
     use_tf32(device, True)
     cfg = run_config(args)
-    corpus = data_mod.load_corpus("stdlib", None, cfg.data.val_fraction, args.cache_dir)
+    corpus = store.load({"source": "stdlib", "val_fraction": cfg.data.val_fraction}, args.cache_dir)
 
     torch.manual_seed(0)
     posx_model = GPT(gpt_config(cfg)).to(device)

@@ -36,7 +36,7 @@ sys.path.insert(0, str(REPO))
 
 from posx.config.compose import compose  # noqa: E402
 from posx.core.device import pick_device  # noqa: E402
-from posx.data.corpus import load_corpus  # noqa: E402
+from posx.data import store  # noqa: E402
 from posx.eval.extended import evaluate_extended  # noqa: E402
 from posx.eval.extrapolate import evaluate  # noqa: E402
 from posx.runs.rundir import load_run, resolve_run  # noqa: E402
@@ -80,7 +80,7 @@ def main() -> None:
     parent_model, parent_meta = load_run(parent_dir, device=device)
     T = parent_meta.train_context
     dcfg = parent_meta.data_config
-    val = load_corpus(dcfg["source"], dcfg["path"], dcfg["val_fraction"], cfg.data.cache_dir).val
+    val = store.load(dcfg, cfg.data.cache_dir).val
     plain = evaluate(parent_model, parent_meta, val, cfg.eval, device, parent_dir.name).table
     ppl_1x = float(plain[plain["method"] == "none"]["ppl"].iloc[0])
     parent_val = pd.read_csv(parent_dir / "metrics.csv").dropna(subset=["val_loss"])["val_loss"].iloc[-1]

@@ -1,25 +1,35 @@
-"""Tests for posx.data: byte corpora, the split, the cache and batching."""
+"""Tests for posx.data: the byte corpus through the token store (file selection, the split,
+reuse and rebuilding of the store), and batching."""
 
 import json
+from io import StringIO
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
+from rich.console import Console
 
-from posx.data import corpus as data
-from posx.data.corpus import VOCAB_SIZE, Corpus, get_batch, load_corpus, require_tokens, select_files
 from posx.core.errors import PosxError
+from posx.data import store
+from posx.data.corpus import get_batch, require_tokens
+from posx.data.sources import select_files
+
+
+def _load(source, path=None, val_fraction=0.05, cache_dir=None, console=None) -> store.Store:
+    """The byte store of a file source (the default tokenizer)."""
+    return store.load({"source": source, "path": path, "val_fraction": val_fraction}, cache_dir, console)
+
+
+def _bytes(tokens) -> bytes:
+    return np.asarray(tokens).tobytes()
 
 
 @pytest.fixture(scope="module")
 def stdlib(tmp_path_factory):
     """Two independent builds of the stdlib corpus, in two fresh cache dirs."""
     dirs = [tmp_path_factory.mktemp("cache_a"), tmp_path_factory.mktemp("cache_b")]
-    return dirs, [load_corpus("stdlib", cache_dir=d) for d in dirs]
-
-
-def _bins(cache_dir: Path) -> list[Path]:
-    return sorted(cache_dir.glob("*.bin"))
+    return dirs, [_load("stdlib", cache_dir=d) for d in dirs]
 
 
 @pytest.fixture
@@ -38,21 +48,16 @@ def text_dir(tmp_path):
 # ---------------------------------------------------------------- stdlib
 
 
-def test_vocab_size():
-    assert VOCAB_SIZE == 256
-
-
 def test_stdlib_corpus_is_nontrivial(stdlib):
     _, (corpus, _) = stdlib
-    assert isinstance(corpus, Corpus)
-    assert corpus.train.dtype == torch.uint8 and corpus.train.dim() == 1
-    assert corpus.val.dtype == torch.uint8 and corpus.val.dim() == 1
-    assert corpus.train.numel() > 1_000_000
-    assert corpus.val.numel() > 0
+    assert corpus.train.dtype == np.uint8 and corpus.train.ndim == 1 and isinstance(corpus.train, np.memmap)
+    assert corpus.val.dtype == np.uint8 and corpus.val.ndim == 1
+    assert len(corpus.train) > 1_000_000 and len(corpus.val) > 0
     fp = corpus.fingerprint
-    json.dumps(fp)  # JSON-serialisable
-    assert fp["source"] == "stdlib" and fp["split"] == "files"
-    assert fp["train_bytes"] == corpus.train.numel() and fp["val_bytes"] == corpus.val.numel()
+    assert json.loads(json.dumps(fp)) == fp  # JSON-serialisable as it is
+    assert fp["source"] == "stdlib" and fp["split"] == "files" and fp["tokenizer"]["kind"] == "byte"
+    assert fp["train_bytes"] == fp["train_tokens"] == len(corpus.train)
+    assert fp["val_bytes"] == fp["val_tokens"] == len(corpus.val)
     assert fp["bytes"] == fp["train_bytes"] + fp["val_bytes"]
     assert fp["files"] == fp["train_files"] + fp["val_files"] > 100
     assert fp["val_files"] > 0 and fp["val_fraction"] == 0.05
@@ -62,7 +67,7 @@ def test_stdlib_corpus_is_nontrivial(stdlib):
 def test_stdlib_is_deterministic(stdlib):
     _, (a, b) = stdlib
     assert a.fingerprint == b.fingerprint
-    assert torch.equal(a.train, b.train) and torch.equal(a.val, b.val)
+    assert np.array_equal(a.train, b.train) and np.array_equal(a.val, b.val)
 
 
 def test_stdlib_selection_skips_tests_and_site_packages():
@@ -81,30 +86,23 @@ def test_stdlib_rejects_a_path():
         select_files("stdlib", "somewhere")
 
 
-def test_second_load_hits_the_cache(stdlib, monkeypatch):
+def test_second_load_reads_the_store(stdlib, monkeypatch):
     (cache_dir, _), (corpus, _) = stdlib
-
-    def no_reading(path):
-        raise AssertionError(f"read {path} despite the cache")
-
-    monkeypatch.setattr(data, "_read_file", no_reading)
-    again = load_corpus("stdlib", cache_dir=cache_dir)
-    assert again.fingerprint == corpus.fingerprint
-    assert torch.equal(again.train, corpus.train) and torch.equal(again.val, corpus.val)
+    monkeypatch.setattr(store, "_build", lambda *a: pytest.fail("rebuilt a good store"))
+    again = _load("stdlib", cache_dir=cache_dir)
+    assert again.path == corpus.path and again.fingerprint == corpus.fingerprint
+    assert np.array_equal(again.train, corpus.train) and np.array_equal(again.val, corpus.val)
 
 
 def test_console_line_only_when_building(tmp_path, text_dir):
-    from io import StringIO
-
-    from rich.console import Console
-
     out = StringIO()
-    console = Console(file=out, width=200)
-    load_corpus("text", str(text_dir), cache_dir=tmp_path / "c", console=console)
-    line = out.getvalue()
-    assert line.count("\n") == 1 and "41 files" in line
-    load_corpus("text", str(text_dir), cache_dir=tmp_path / "c", console=console)
-    assert out.getvalue() == line
+    console = Console(file=out, width=400)
+    _load("text", str(text_dir), cache_dir=tmp_path / "c", console=console)
+    built = out.getvalue()
+    last = built.splitlines()[-1]  # after the "prepare i/n" progress lines
+    assert last.startswith("built text corpus: 41 documents") and "byte tokens (vocab 256" in last
+    _load("text", str(text_dir), cache_dir=tmp_path / "c", console=console)
+    assert out.getvalue() == built
 
 
 # ---------------------------------------------------------------- text source
@@ -114,42 +112,41 @@ def test_text_directory(tmp_path, text_dir):
     root, rels = select_files("text", str(text_dir))
     assert root == text_dir.resolve()
     assert rels == sorted([f"f{i:02d}.txt" for i in range(40)] + ["sub/deep.md"])
-    corpus = load_corpus("text", str(text_dir), val_fraction=0.2, cache_dir=tmp_path / "c")
+    corpus = _load("text", str(text_dir), val_fraction=0.2, cache_dir=tmp_path / "c")
     fp = corpus.fingerprint
     assert fp["source"] == "text" and fp["files"] == 41 and fp["split"] == "files"
     assert fp["train_files"] > 0 and fp["val_files"] > 0
-    text = bytes(corpus.train.tolist()).decode("utf-8") + bytes(corpus.val.tolist()).decode()
+    assert fp["documents"] == {"train": fp["train_files"], "val": fp["val_files"]}
+    text = _bytes(corpus.train).decode("utf-8") + _bytes(corpus.val).decode("utf-8")
     assert "héllo" in text and "# deep" in text and "not utf8" not in text
-    total = sum((text_dir / r).stat().st_size for r in rels) + (fp["train_files"] - 1) + (
-        fp["val_files"] - 1
-    )
+    total = sum((text_dir / r).stat().st_size for r in rels) + (fp["train_files"] - 1) + (fp["val_files"] - 1)
     assert fp["bytes"] == total  # files joined by a single b"\n"
 
 
 def test_text_single_file_uses_byte_split(tmp_path):
     f = tmp_path / "one.txt"
     f.write_text("abcdefghij" * 100, encoding="utf-8")
-    corpus = load_corpus("text", str(f), val_fraction=0.1, cache_dir=tmp_path / "c")
+    corpus = _load("text", str(f), val_fraction=0.1, cache_dir=tmp_path / "c")
     fp = corpus.fingerprint
     assert fp["split"] == "bytes" and fp["files"] == 1
-    assert corpus.val.numel() == 100 and corpus.train.numel() == 900
-    assert bytes(corpus.train.tolist()) + bytes(corpus.val.tolist()) == f.read_bytes()
+    assert len(corpus.val) == 100 and len(corpus.train) == 900
+    assert _bytes(corpus.train) + _bytes(corpus.val) == f.read_bytes()
 
 
 def test_byte_split_keeps_at_least_one_val_byte(tmp_path):
     f = tmp_path / "tiny.txt"
     f.write_text("abc", encoding="utf-8")
-    corpus = load_corpus("text", str(f), val_fraction=0.01, cache_dir=tmp_path / "c")
-    assert corpus.val.tolist() == [ord("c")] and corpus.train.tolist() == [ord("a"), ord("b")]
+    corpus = _load("text", str(f), val_fraction=0.01, cache_dir=tmp_path / "c")
+    assert _bytes(corpus.val) == b"c" and _bytes(corpus.train) == b"ab"
 
 
 def test_text_glob(tmp_path, text_dir):
     pattern = str(text_dir / "**" / "*.md")
     root, rels = select_files("text", pattern)
     assert root == (text_dir / "sub").resolve() and rels == ["deep.md"]
-    corpus = load_corpus("text", str(text_dir / "f0*.txt"), cache_dir=tmp_path / "c")
+    corpus = _load("text", str(text_dir / "f0*.txt"), cache_dir=tmp_path / "c")
     assert corpus.fingerprint["files"] == 10
-    assert corpus.train.numel() + corpus.val.numel() == corpus.fingerprint["bytes"]
+    assert len(corpus.train) + len(corpus.val) == corpus.fingerprint["bytes"]
 
 
 def test_non_utf8_file_is_named(tmp_path):
@@ -158,7 +155,7 @@ def test_non_utf8_file_is_named(tmp_path):
     (root / "good.txt").write_text("fine\n", encoding="utf-8")
     (root / "bad.txt").write_bytes(b"caf\xe9\n")
     with pytest.raises(PosxError, match="bad.txt") as info:
-        load_corpus("text", str(root), cache_dir=tmp_path / "c")
+        _load("text", str(root), cache_dir=tmp_path / "c")
     assert "UTF-8" in str(info.value) and "\n" not in str(info.value)
 
 
@@ -175,77 +172,74 @@ def test_non_utf8_file_is_named(tmp_path):
 def test_bad_text_paths(tmp_path, make, match):
     path = make(tmp_path)
     with pytest.raises(PosxError, match=match) as info:
-        load_corpus("text", path, cache_dir=tmp_path / "c")
+        _load("text", path, cache_dir=tmp_path / "c")
     message = str(info.value)
     assert "\n" not in message and ("data.path" in message or path in message)
 
 
 def test_text_needs_a_path(tmp_path):
     with pytest.raises(PosxError, match="data.path"):
-        load_corpus("text", None, cache_dir=tmp_path)
+        _load("text", None, cache_dir=tmp_path)
 
 
 def test_unknown_source(tmp_path):
     with pytest.raises(PosxError, match="stdlib.*text"):
-        load_corpus("wiki", cache_dir=tmp_path)
+        _load("wiki", cache_dir=tmp_path)
 
 
 @pytest.mark.parametrize("bad", [0, -0.1, 0.51, 1.0, float("nan"), "0.1"])
 def test_val_fraction_range(tmp_path, bad):
     with pytest.raises(PosxError, match="val_fraction"):
-        load_corpus("stdlib", val_fraction=bad, cache_dir=tmp_path)
+        _load("stdlib", val_fraction=bad, cache_dir=tmp_path)
 
 
-# ---------------------------------------------------------------- cache robustness
+# ---------------------------------------------------------------- a store that does not check out
 
 
-def test_corrupt_cache_is_rebuilt(tmp_path, text_dir):
-    cache = tmp_path / "c"
-    first = load_corpus("text", str(text_dir), val_fraction=0.2, cache_dir=cache)
-    bins = _bins(cache)
-    assert len(bins) == 2
-    with open(bins[0], "r+b") as f:  # truncate one .bin
-        f.truncate(bins[0].stat().st_size // 2)
-    again = load_corpus("text", str(text_dir), val_fraction=0.2, cache_dir=cache)
-    assert torch.equal(again.train, first.train) and torch.equal(again.val, first.val)
+def _store_dir(cache: Path) -> Path:
+    (found,) = cache.glob("store-*")
+    return found
+
+
+def _rebuilt_equals(first: store.Store, again: store.Store) -> None:
+    assert np.array_equal(again.train, first.train) and np.array_equal(again.val, first.val)
     assert again.fingerprint == first.fingerprint
-    sizes = {b.stat().st_size for b in _bins(cache)}
-    assert sizes == {first.fingerprint["train_bytes"], first.fingerprint["val_bytes"]}
 
 
-def test_cache_without_sidecar_is_rebuilt(tmp_path, text_dir, monkeypatch):
-    """A build killed before the sidecar was written leaves .bin files that never load."""
+def test_truncated_tokens_are_rebuilt(tmp_path, text_dir):
     cache = tmp_path / "c"
-    first = load_corpus("text", str(text_dir), cache_dir=cache)
-    (sidecar,) = cache.glob("*.json")
-    sidecar.unlink()
-    reads = []
-    real_read = data._read_file
-    monkeypatch.setattr(data, "_read_file", lambda p: reads.append(p) or real_read(p))
-    again = load_corpus("text", str(text_dir), cache_dir=cache)
-    assert len(reads) == 41 and sidecar.exists()
-    assert torch.equal(again.train, first.train) and torch.equal(again.val, first.val)
+    first = _load("text", str(text_dir), val_fraction=0.2, cache_dir=cache)
+    train, val = np.array(first.train), np.array(first.val)
+    with open(first.path / "val.bin", "r+b") as f:
+        f.truncate(len(val) // 2)
+    again = _load("text", str(text_dir), val_fraction=0.2, cache_dir=cache)
+    assert np.array_equal(again.train, train) and np.array_equal(again.val, val)
+    assert (again.path / "val.bin").stat().st_size == first.fingerprint["val_bytes"]
 
 
-def test_bad_sidecar_is_rebuilt(tmp_path, text_dir):
+@pytest.mark.parametrize("damage", ["missing", "not-json"])
+def test_store_without_a_good_store_json_is_rebuilt(tmp_path, text_dir, damage):
+    """A build killed before store.json was written leaves a store that never loads."""
     cache = tmp_path / "c"
-    first = load_corpus("text", str(text_dir), cache_dir=cache)
-    (sidecar,) = cache.glob("*.json")
-    sidecar.write_text("{not json")
-    again = load_corpus("text", str(text_dir), cache_dir=cache)
-    assert torch.equal(again.train, first.train) and torch.equal(again.val, first.val)
-    assert json.loads(sidecar.read_text())["fingerprint"] == first.fingerprint
-    assert not list(cache.glob("*.tmp"))
+    first = _load("text", str(text_dir), cache_dir=cache)
+    meta = first.path / "store.json"
+    if damage == "missing":
+        meta.unlink()
+    else:
+        meta.write_text("{not json")
+    again = _load("text", str(text_dir), cache_dir=cache)
+    _rebuilt_equals(first, again)
+    assert json.loads(meta.read_text())["fingerprint"] == first.fingerprint
+    assert [p.name for p in cache.iterdir()] == [first.path.name]  # nothing temporary left
 
 
-def test_changed_file_changes_the_cache_key(tmp_path, text_dir):
+def test_changed_file_changes_the_store(tmp_path, text_dir):
     cache = tmp_path / "c"
-    load_corpus("text", str(text_dir), cache_dir=cache)
+    _load("text", str(text_dir), cache_dir=cache)
     (text_dir / "f00.txt").write_text("changed and longer than before " * 50, encoding="utf-8")
-    changed = load_corpus("text", str(text_dir), cache_dir=cache)
-    text = bytes(changed.train.tolist()) + bytes(changed.val.tolist())
-    assert b"changed and longer" in text
-    assert len(list(cache.glob("*.json"))) == 2
+    changed = _load("text", str(text_dir), cache_dir=cache)
+    assert b"changed and longer" in _bytes(changed.train) + _bytes(changed.val)
+    assert len(list(cache.glob("store-*"))) == 2
 
 
 # ---------------------------------------------------------------- batches

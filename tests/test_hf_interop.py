@@ -5,12 +5,15 @@ rope_parameters, tokenizer), posx's rescaling against transformers' rope types, 
 from __future__ import annotations
 
 import json
+from io import StringIO
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 import torch
 from omegaconf import OmegaConf
+from rich.console import Console
 
 transformers = pytest.importorskip("transformers")
 from tokenizers import Tokenizer, models  # noqa: E402  (a transformers dependency)
@@ -22,7 +25,11 @@ from posx.config.schema import EvalConfig, ExtendRootConfig  # noqa: E402
 from posx.model.rescale import RopeRecord, install_trained, method_frequencies  # noqa: E402
 from posx.runs.lineage import new_context  # noqa: E402
 from posx.train.extend import rope_record  # noqa: E402
-from posx.hf.checkpoint import HFCausalLM  # noqa: E402
+from posx.config.compose import compose  # noqa: E402
+from posx.core.errors import PosxError  # noqa: E402
+from posx.data import store  # noqa: E402
+from posx.hf import checkpoint as hf_checkpoint  # noqa: E402
+from posx.hf.checkpoint import HFCausalLM, evaluate_hf_dir  # noqa: E402
 from posx.model.config import GPTConfig  # noqa: E402
 from posx.model.gpt import GPT  # noqa: E402
 from posx.runs.records import RunMeta  # noqa: E402
@@ -219,21 +226,75 @@ def test_models_without_reachable_rope_are_refused(tmp_path, tiny_args):
     assert "gpt2 model without RoPE" in proc.stderr
 
 
-@pytest.mark.slow
-def test_a_non_byte_tokenizer_retokenizes_the_held_out_text(tmp_path, tiny_args):
-    """A checkpoint with its own (character-level) tokenizer scores the corpus in its tokens."""
+def char_llama(model_dir: Path, eod: str | None = "</s>") -> transformers.PreTrainedTokenizerFast:
+    """A random one-layer Llama saved with its own character-level tokenizer (``eod`` its
+    end-of-document token, if any) into ``model_dir``; nothing downloaded."""
     chars = [chr(c) for c in range(32, 127)] + ["\n", "\t"]
     vocab = {"[UNK]": 0, **{c: i + 1 for i, c in enumerate(chars)}}
+    if eod is not None:
+        vocab[eod] = len(vocab)
     tok = transformers.PreTrainedTokenizerFast(
         tokenizer_object=Tokenizer(models.BPE(vocab=vocab, merges=[], unk_token="[UNK]")), unk_token="[UNK]")
     assert tok.encode("ab", add_special_tokens=False) == [vocab["a"], vocab["b"]]
     torch.manual_seed(0)
     config = transformers.LlamaConfig(vocab_size=len(vocab), hidden_size=32, intermediate_size=64,
                                       num_hidden_layers=1, num_attention_heads=2, max_position_embeddings=32)
-    transformers.LlamaForCausalLM(config).save_pretrained(tmp_path / "chars")
-    tok.save_pretrained(tmp_path / "chars")
+    transformers.LlamaForCausalLM(config).save_pretrained(model_dir)
+    tok.save_pretrained(model_dir)
+    return tok
+
+
+@pytest.mark.slow
+def test_a_non_byte_tokenizer_retokenizes_the_held_out_text(tmp_path, tiny_args):
+    """A checkpoint with its own (character-level) tokenizer scores the corpus in its tokens."""
+    char_llama(tmp_path / "chars")
     args = [a for a in tiny_args if a.startswith(("eval.", "data", "device"))]
     proc = run_posx("eval-extrapolate", str(tmp_path / "chars"), *args, "eval.methods=[none,yarn]", cwd=tmp_path)
-    assert "re-tokenized" in proc.stdout
+    assert "tokenizer is not byte-level; the corpus is read in its tokens" in proc.stdout
     df = pd.read_csv(tmp_path / "chars" / "extrapolation.csv")
-    assert (df["status"] == "ok").all() and not (tmp_path / "chars" / "passkey.csv").exists()
+    assert (df["status"] == "ok").all() and len(df) == 2 * 4
+    pk = pd.read_csv(tmp_path / "chars" / "passkey.csv")  # the key planted in the checkpoint's tokens
+    assert set(pk["status"]) <= {"ok", "too_short"} and pk.loc[pk["status"] == "ok", "trials"].sum() > 0
+
+
+def _datasets_cfg(tmp_path: Path, rows: list[str]):
+    jsonl = tmp_path / "docs.jsonl"
+    jsonl.write_text("".join(json.dumps({"text": r}) + "\n" for r in rows), encoding="utf-8")
+    return compose(["device=cpu", "data=datasets", "data.name=json", f"data.data_files={jsonl}",
+                    "data.val_fraction=0.2", f"data.cache_dir={tmp_path / 'cache'}", "eval.tokens=256",
+                    "eval.batch_tokens=256", "eval.factors=[1,2]", "eval.methods=[none,yarn]", "eval.passkey.trials=4"])
+
+
+def test_a_checkpoint_reads_a_datasets_source_in_its_own_tokens(tmp_path):
+    """eval-extrapolate on a transformers directory reads data=datasets through a token store in
+    the checkpoint's tokenizer; its 1x perplexity is transformers' own loss on those tokens."""
+    pytest.importorskip("datasets")
+    tok = char_llama(tmp_path / "chars")
+    rows = ["".join(f"row {i}, line {j}: some text.\n" for j in range(30)) for i in range(40)]
+    cfg = _datasets_cfg(tmp_path, rows)
+    result = evaluate_hf_dir(tmp_path / "chars", cfg, Console(file=StringIO()))
+    corpus = hf_checkpoint.load_data(tmp_path / "chars", len(tok), cfg, Console(file=StringIO()))  # reused
+    assert corpus.fingerprint["source"] == "datasets" and corpus.fingerprint["tokenizer"]["kind"] == "file"
+    eod = tok.convert_tokens_to_ids("</s>")
+    held_out = [r for r, v in zip(rows, store.split_by_file([str(i) for i in range(len(rows))], 0.2)) if v]
+    expected = [t for i, r in enumerate(held_out) for t in [eod] * (i > 0) + tok.encode(r, add_special_tokens=False)]
+    assert np.asarray(corpus.val).tolist() == expected
+    df = result.table
+    assert (df["status"] == "ok").all() and (df["tokens"] == 256).all()
+    hf = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "chars", local_files_only=True).eval()
+    windows = torch.as_tensor(np.asarray(corpus.val[:256 + 1], dtype=np.int64))
+    x, y = windows[:-1].view(8, 32), windows[1:].view(8, 32)  # eight windows of T=32, as the protocol reads
+    with torch.no_grad():
+        reference = torch.nn.functional.cross_entropy(hf(x).logits.flatten(0, 1), y.flatten()).item()
+    one = df[(df["method"] == "none") & (df["factor"] == 1.0)]
+    assert one["nll"].item() == pytest.approx(reference, rel=1e-5)
+    assert (result.passkey_frame["status"] == "ok").any()
+
+
+def test_a_checkpoint_tokenizer_without_an_end_of_document_token_is_one_line(tmp_path):
+    pytest.importorskip("datasets")
+    char_llama(tmp_path / "chars", eod=None)
+    cfg = _datasets_cfg(tmp_path, ["some text\n" * 20] * 10)
+    with pytest.raises(PosxError, match="none of the end-of-document tokens") as info:
+        evaluate_hf_dir(tmp_path / "chars", cfg, Console(file=StringIO()))
+    assert "\n" not in str(info.value) and "</s>" in str(info.value)

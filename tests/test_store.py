@@ -1,6 +1,8 @@
 """Tests for posx.data.store and posx.data.sources: the token store on disk, its tokens, documents and reuse."""
 
+import hashlib
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -10,11 +12,13 @@ from posx.data import corpus as data
 from posx.data import sources, store
 from posx.core.errors import PosxError
 
+PREMOVE = Path(__file__).resolve().parent / "fixtures" / "premove"
+
 
 def _text_dir(root, n=40, unique_in_val=None):
     root.mkdir(parents=True, exist_ok=True)
     names = [f"doc{i:02d}.txt" for i in range(n)]
-    is_val = data.split_by_file(names, 0.2)
+    is_val = store.split_by_file(names, 0.2)
     for i, (name, v) in enumerate(zip(names, is_val)):
         body = "".join(f"line {j} of document {i}: héllo wörld\n" for j in range(30))
         if v and unique_in_val:
@@ -23,24 +27,54 @@ def _text_dir(root, n=40, unique_in_val=None):
     return root, names, is_val
 
 
+def _byte_corpus(source, path, val_fraction) -> tuple[bytes, bytes]:
+    """The byte corpus as posx built it in memory before token stores: each split's files joined by
+    b"\\n" (a file is held out when sha1 of its relative path mod 10000 < val_fraction x 10000); when
+    that leaves a split empty, the last val_fraction of all files joined (at least one byte) is held out."""
+    root, rels = sources.select_files(source, path)
+    blobs = [(root / r).read_bytes() for r in rels]
+    held_out = [int(hashlib.sha1(r.encode()).hexdigest(), 16) % 10_000 < val_fraction * 10_000 for r in rels]
+    train = b"\n".join(b for b, v in zip(blobs, held_out) if not v)
+    val = b"\n".join(b for b, v in zip(blobs, held_out) if v)
+    if not train or not val:
+        joined = b"\n".join(blobs)
+        cut = len(joined) - max(1, int(len(joined) * val_fraction))
+        train, val = joined[:cut], joined[cut:]
+    return train, val
+
+
 @pytest.mark.parametrize("layout", ["files", "one-file", "stdlib"])
-def test_byte_store_is_posx_data_corpus(tmp_path, layout):
-    """With the byte tokenizer the store holds exactly the tokens and fingerprint of today's corpus."""
+def test_byte_store_holds_the_byte_corpus(tmp_path, layout):
+    """With the byte tokenizer the store holds exactly the bytes of the files, split by file
+    (or by tail), and its fingerprint's sha256 is theirs: what runs recorded before token stores."""
     if layout == "stdlib":
-        dcfg, legacy = {"source": "stdlib"}, data.load_corpus("stdlib", cache_dir=tmp_path / "old")
+        dcfg, path, vf = {"source": "stdlib"}, None, 0.05
     else:
         if layout == "files":
-            path, vf = _text_dir(tmp_path / "c")[0], 0.2
+            path, vf = str(_text_dir(tmp_path / "c")[0]), 0.2
         else:
-            path, vf = tmp_path / "one.txt", 0.1
-            path.write_text("abcdéfghij\n" * 100, encoding="utf-8")
-        dcfg = {"source": "text", "path": str(path), "val_fraction": vf}
-        legacy = data.load_corpus("text", str(path), vf, cache_dir=tmp_path / "old")
+            path, vf = str(tmp_path / "one.txt"), 0.1
+            Path(path).write_text("abcdéfghij\n" * 100, encoding="utf-8")
+        dcfg = {"source": "text", "path": path, "val_fraction": vf}
+    train, val = _byte_corpus(dcfg["source"], path, vf)
     st = store.load(dcfg, tmp_path / "new")
     assert st.train.dtype == np.uint8 and isinstance(st.train, np.memmap)
-    assert np.array_equal(st.train, legacy.train.numpy()) and np.array_equal(st.val, legacy.val.numpy())
-    assert {k: st.fingerprint[k] for k in legacy.fingerprint} == legacy.fingerprint
-    assert st.fingerprint["tokenizer"]["kind"] == "byte" and st.fingerprint["tokens"] == legacy.fingerprint["bytes"]
+    assert np.asarray(st.train).tobytes() == train and np.asarray(st.val).tobytes() == val
+    fp = st.fingerprint
+    assert fp["sha256"] == hashlib.sha256(train + val).hexdigest()
+    assert (fp["train_bytes"], fp["val_bytes"], fp["tokens"]) == (len(train), len(val), len(train) + len(val))
+    assert fp["split"] == ("bytes" if layout == "one-file" else "files")
+    assert fp["tokenizer"]["kind"] == "byte" and fp["tokenizer"]["vocab_size"] == data.VOCAB_SIZE
+
+
+def test_byte_store_holds_the_bytes_old_runs_trained_on(tmp_path):
+    """tests/fixtures/premove/runs/old-rope recorded its corpus before token stores existed; the
+    byte store of the same files has that fingerprint, so the run resumes and re-evaluates on it."""
+    recorded = json.loads((PREMOVE / "runs" / "old-rope" / "model.json").read_text())["data"]
+    st = store.load({"source": "text", "path": str(PREMOVE / "corpus")}, tmp_path)
+    same = ("sha256", "files", "train_files", "val_files", "bytes", "train_bytes", "val_bytes", "split", "val_fraction")
+    assert {k: st.fingerprint[k] for k in same} == {k: recorded[k] for k in same}
+    assert len(st.train) == recorded["train_bytes"] and len(st.val) == recorded["val_bytes"]
 
 
 def test_bpe_store_dtype_offsets_and_documents(tmp_path):

@@ -1,7 +1,10 @@
 """Where a corpus's documents come from (``data.source``), read as a stream of UTF-8 chunks.
 
-* ``stdlib`` and ``text``: the files ``posx.data.select_files`` picks, one document per file,
-  sorted by relative path (as the byte corpus always was); read in blocks, never whole.
+* ``stdlib``: every ``*.py`` file of the running interpreter's standard library, minus
+  ``site-packages``/``dist-packages``, test directories and ``__pycache__``; one document per
+  file, sorted by relative path (``select_files``), read in blocks, never whole.
+* ``text``: ``data.path``, a UTF-8 file, a directory (recursive, hidden entries skipped) or a
+  glob pattern; one document per file, as ``stdlib``.
 * ``datasets``: a Hugging Face ``datasets`` dataset (``data.name``, ``data.config_name``,
   ``data.data_files``, ``data.split``, ``data.text_column``), one document per row. The
   packaged builders (json, csv, parquet, text, arrow) read local files with no network; other
@@ -16,17 +19,19 @@ a tokenizer sees whole lines.
 from __future__ import annotations
 
 import codecs
+import glob
 import os
+import sysconfig
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from posx.core.errors import PosxError
-from posx.data.corpus import select_files, unreadable
 
 SOURCES = ("stdlib", "text", "datasets")
 CHUNK = 1 << 20  # bytes per chunk handed to a tokenizer
 LOCAL_BUILDERS = ("json", "csv", "parquet", "text", "arrow", "pandas")
+_STDLIB_SKIP = frozenset({"site-packages", "dist-packages", "test", "tests", "idle_test", "__pycache__"})
 
 
 @dataclass
@@ -61,6 +66,71 @@ def _chunks(blocks: Iterator[bytes]) -> Iterator[bytes]:
         carry = carry[cut:]
     if carry:
         yield carry
+
+
+# ---------------------------------------------------------------- file selection (stdlib, text)
+
+
+def _walk(root: Path, keep_dir, keep_file) -> list[str]:
+    """Relative POSIX paths of files under ``root`` (no symlinked dirs followed), sorted."""
+    rels = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if keep_dir(d)]
+        rel_dir = Path(dirpath).relative_to(root)
+        for name in filenames:
+            if keep_file(name) and os.path.isfile(os.path.join(dirpath, name)):
+                rels.append((rel_dir / name).as_posix())
+    return sorted(rels)
+
+
+def _stdlib_files(path: str | None) -> tuple[Path, list[str]]:
+    if path:
+        raise PosxError(f"data.path '{path}' is set but data.source is 'stdlib'; "
+                        "set data.source=text to use it, or remove data.path")
+    root = Path(sysconfig.get_paths()["stdlib"]).resolve()
+    rels = _walk(root, lambda d: d not in _STDLIB_SKIP, lambda f: f.endswith(".py"))
+    if not rels:
+        raise PosxError(f"found no .py files in the standard library at '{root}'; "
+                        "use data.source=text with data.path pointing at some text")
+    return root, rels
+
+
+def _text_files(path: str | None) -> tuple[Path, list[str]]:
+    if not path:
+        raise PosxError("data.source 'text' needs data.path; point data.path at a UTF-8 text file, directory or glob")
+    expanded = os.path.expanduser(str(path))
+    if os.path.isfile(expanded):
+        full = Path(expanded).resolve()
+        return full.parent, [full.name]
+    if os.path.isdir(expanded):
+        root = Path(expanded).resolve()
+        rels = _walk(root, lambda d: not d.startswith("."), lambda f: not f.startswith("."))
+        if not rels:
+            raise PosxError(f"data.path '{path}' is a directory with no (non-hidden) files; "
+                            "put UTF-8 text files in it or point data.path elsewhere")
+        return root, rels
+    if any(c in expanded for c in "*?["):
+        matches = sorted({Path(m).resolve() for m in glob.glob(expanded, recursive=True) if os.path.isfile(m)})
+        if not matches:
+            raise PosxError(f"data.path glob '{path}' matches no files; fix the pattern or point "
+                            "data.path at a UTF-8 text file or directory")
+        root = Path(os.path.commonpath([str(m.parent) for m in matches]))
+        return root, sorted(m.relative_to(root).as_posix() for m in matches)
+    raise PosxError(f"data.path '{path}' does not exist; point data.path at a UTF-8 text file, directory or glob")
+
+
+def select_files(source: str, path: str | None = None) -> tuple[Path, list[str]]:
+    """The corpus root (resolved) and the sorted relative POSIX paths of its files (``stdlib`` or ``text``)."""
+    if source == "stdlib":
+        return _stdlib_files(path)
+    if source == "text":
+        return _text_files(path)
+    raise PosxError(f"data.source '{source}' is not read from files; choose stdlib or text")
+
+
+def unreadable(path: Path, e: OSError) -> PosxError:
+    return PosxError(f"cannot read data file '{path}': {e.strerror or e}; "
+                     "fix its permissions or leave it out of data.path")
 
 
 def _file_chunks(path: Path, check_utf8: bool) -> Iterator[bytes]:

@@ -18,9 +18,11 @@ Building streams (``posx.data.sources``): documents are read in chunks, tokenize
 Hugging Face tokenizer encodes a batch on all cores) and appended to the split files; the
 corpus is never one string in memory. Within a split, documents are joined by the
 tokenizer's separator (``b"\\n"`` for byte, the end-of-document token otherwise). The split is
-by document, from a hash of its id (``posx.data.corpus``'s rule); when that leaves a split empty, the
-last ``val_fraction`` of the joined stream is held out instead. With the byte tokenizer the
-tokens, the split and the fingerprint are exactly those of ``posx.data.load_corpus``.
+by document, from a hash of its id (``split_by_file``); when that leaves a split empty, the
+last ``val_fraction`` of the joined stream is held out instead. With the byte tokenizer (the
+default) a store holds the files' bytes themselves: the same tokens, split and fingerprint
+(``sha256`` of train then val) as the byte corpus posx read before token stores existed, so runs
+recorded then resume and re-evaluate on the same data (tests/test_store.py, tests/test_old_runs.py).
 """
 
 from __future__ import annotations
@@ -45,7 +47,6 @@ from posx.core.errors import PosxError
 from posx.core.progress import Reporter
 from posx.data import sources
 from posx.data import tokenizer as tok_mod
-from posx.data.corpus import split_by_file
 
 STORE_FORMAT = 1  # bump when the layout or the construction changes
 DATA_KEYS = ("source", "path", "val_fraction", "tokenizer", "vocab_size", "name", "config_name",
@@ -83,6 +84,12 @@ def check_val_fraction(val_fraction) -> float:
 
 
 # ---------------------------------------------------------------- writing
+
+
+def split_by_file(ids: list[str], val_fraction: float) -> list[bool]:
+    """Whether each document is held out: a hash of its id (a file's relative path) below ``val_fraction``."""
+    limit = val_fraction * 10_000
+    return [int(hashlib.sha1(i.encode()).hexdigest(), 16) % 10_000 < limit for i in ids]
 
 
 class _SplitFile:
@@ -126,7 +133,7 @@ def _elements(source: sources.Source, is_val: list[bool], cut: int | None,
 
     With ``cut`` (the tail split), the joined stream goes to train up to byte ``cut`` and to val
     after it; ``exact_cut`` keeps the byte cut even inside a UTF-8 character (byte tokenizer).
-    ``counts`` receives the documents of each split the way ``posx.data.corpus`` counts files.
+    ``counts`` receives the documents of each split: those with at least one byte on that side.
     """
     pos = 0  # bytes of the joined stream so far (tail split)
     seen = [0, 0]  # documents begun per split
@@ -210,7 +217,7 @@ def _write_splits(source, tok, is_val, cut, tmp: Path, progress: Reporter) -> tu
 
 
 def _sha256(paths: list[Path]) -> str:
-    """sha256 of the files' bytes one after the other (train then val, as posx.data.corpus hashes them)."""
+    """sha256 of the files' bytes one after the other (train then val: the fingerprint's ``sha256``)."""
     digest = hashlib.sha256()
     for path in paths:
         with open(path, "rb") as f:

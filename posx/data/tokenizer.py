@@ -1,6 +1,6 @@
 """Tokenizers of a corpus (``data.tokenizer``): bytes, a byte-level BPE trained here, or a file.
 
-* ``byte``: a token is a byte (vocabulary 256), today's behaviour and the default. Documents
+* ``byte``: a token is a byte (vocabulary 256), the default. Documents
   are joined by ``b"\\n"`` (the byte vocabulary has no spare id for an end-of-document token).
 * ``bpe``: a byte-level BPE (the GPT-2 scheme, Radford et al. 2019) of ``data.vocab_size``
   tokens trained with Hugging Face ``tokenizers`` on the training split only, with one special
@@ -27,6 +27,7 @@ from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import decoders, models, pre_tokenizers, trainers
 
 from posx.core.errors import PosxError
+from posx.data.corpus import VOCAB_SIZE
 
 BYTE, BPE = "byte", "bpe"
 EOD = "<|endoftext|>"
@@ -72,7 +73,7 @@ class Tokenizer:
 
 
 def byte_tokenizer() -> Tokenizer:
-    return Tokenizer(BYTE, 256, None, hashlib.sha256(b"posx byte tokenizer").hexdigest())
+    return Tokenizer(BYTE, VOCAB_SIZE, None, hashlib.sha256(b"posx byte tokenizer").hexdigest())
 
 
 def dtype_for(vocab_size: int) -> np.dtype:

@@ -15,24 +15,30 @@ What the rows mean: T (``train_context``) is the config's original context,
 ``rope_theta``. A checkpoint whose config already rescales RoPE (llama3, yarn, ...) is
 evaluated that way too, with a warning: its ``none`` row is plain RoPE, not its own scaling.
 
-Tokens: a byte-level checkpoint (its tokenizer maps text to its UTF-8 bytes, as posx's export
-does, or it has no tokenizer and 256 tokens) scores posx's byte corpus itself, passkey
-included. Any other tokenizer re-tokenizes the held-out text, and the passkey test (which
-plants byte strings) is skipped.
+Data: the checkpoint reads ``cfg.data`` through a token store (``posx.data.store``) like a
+posx run, with its own tokenizer, so every data source works (``data=datasets`` included). A
+byte-level checkpoint (its tokenizer maps text to its UTF-8 bytes, as posx's export does, or it
+has no tokenizer and at least 256 tokens) reads the byte store posx's own runs read; any other
+tokenizer (a fast one: ``tokenizer.json``) gets a store of its own, documents joined by its
+end-of-document token (``data.tokenizer`` does not apply: the checkpoint's tokenizer is the one
+its ids mean). Passkey trials plant the key in the checkpoint's tokens either way.
 """
 
 from __future__ import annotations
 
-import copy
+import hashlib
 from pathlib import Path
 
 import torch
 from omegaconf import DictConfig
 from rich.console import Console
 
+from posx.core import files
 from posx.core.device import pick_device
 from posx.core.errors import PosxError
-from posx.data.corpus import VOCAB_SIZE, load_corpus
+from posx.data import store
+from posx.data import tokenizer as tok_mod
+from posx.data.corpus import VOCAB_SIZE
 from posx.eval.extrapolate import evaluate
 from posx.eval.run import show
 from posx.eval.tables import Evaluation, write_tables
@@ -133,8 +139,9 @@ def load_hf(model_dir: Path, device: torch.device) -> tuple[HFCausalLM, RunMeta]
     return HFCausalLM(model, rotary).to(device), meta
 
 
-def eval_tokens(model_dir: Path, vocab_size: int, val: torch.Tensor) -> tuple[torch.Tensor, bool]:
-    """(held-out tokens, whether they are posx's bytes) for this checkpoint's vocabulary."""
+def checkpoint_tokenizer(model_dir: Path, vocab_size: int, cache_dir: str | Path) -> str:
+    """``data.tokenizer`` for this checkpoint: ``byte`` when it is byte-level, else the path of its
+    tokenizer's ``tokenizer.json``, written under ``cache_dir/tokenizers`` (named by its sha256)."""
     try:
         tok = require_transformers().AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
     except (OSError, ValueError, KeyError, TypeError):
@@ -143,10 +150,36 @@ def eval_tokens(model_dir: Path, vocab_size: int, val: torch.Tensor) -> tuple[to
         if vocab_size < VOCAB_SIZE:
             raise PosxError(f"{model_dir} has no tokenizer posx can load and a vocabulary of {vocab_size}, "
                             f"fewer than posx's {VOCAB_SIZE} bytes; add its tokenizer files")
-        return val, True
-    text = bytes(val.numpy()).decode("utf-8", errors="replace")
-    ids = tok(text, add_special_tokens=False)["input_ids"]
-    return torch.tensor(ids, dtype=torch.int64), False
+        return tok_mod.BYTE
+    if not tok.is_fast:
+        raise PosxError(f"{model_dir}'s tokenizer ({type(tok).__name__}) has no tokenizer.json form; posx reads "
+                        "text with Hugging Face tokenizers: save a fast tokenizer into the checkpoint")
+    if not any(tok.backend_tokenizer.token_to_id(t) is not None for t in tok_mod.EOD_CANDIDATES):
+        raise PosxError(f"{model_dir}'s tokenizer has none of the end-of-document tokens posx joins documents "
+                        f"with ({', '.join(tok_mod.EOD_CANDIDATES)}); add one to its tokenizer")
+    text = tok.backend_tokenizer.to_str()
+    path = Path(cache_dir) / "tokenizers" / f"{hashlib.sha256(text.encode()).hexdigest()[:20]}.json"
+    if not path.is_file():
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            files.write_text(path, text)
+        except OSError as e:
+            raise PosxError(f"cannot write {path}: {e.strerror or e}; set data.cache_dir to a writable "
+                            "directory") from None
+    return str(path)
+
+
+def load_data(model_dir: Path, vocab_size: int, cfg: DictConfig, console: Console) -> store.Store:
+    """The token store of ``cfg.data`` in this checkpoint's tokens."""
+    tokenizer = checkpoint_tokenizer(model_dir, vocab_size, cfg.data.cache_dir)
+    corpus = store.load({**store.data_config(cfg.data), "tokenizer": tokenizer}, cfg.data.cache_dir, console)
+    if corpus.tokenizer.vocab_size > vocab_size:
+        raise PosxError(f"{model_dir}'s tokenizer has {corpus.tokenizer.vocab_size} tokens, more than the model's "
+                        f"vocabulary of {vocab_size}; its tokenizer files do not belong to this model")
+    if tokenizer != tok_mod.BYTE:
+        console.print(f"[yellow]note:[/] {model_dir}'s tokenizer is not byte-level; the corpus is read in its "
+                      f"tokens ({corpus.fingerprint['val_tokens']:,} held out)")
+    return corpus
 
 
 def evaluate_hf_dir(model_dir: Path, cfg: DictConfig, console: Console | None = None) -> Evaluation:
@@ -155,20 +188,14 @@ def evaluate_hf_dir(model_dir: Path, cfg: DictConfig, console: Console | None = 
     device = pick_device(cfg.device)
     model, meta = load_hf(model_dir, device)
     rope_type = model.hf.config.rope_parameters.get("rope_type", "default")
-    corpus = load_corpus(cfg.data.source, cfg.data.path, cfg.data.val_fraction, cfg.data.cache_dir,
-                                  console=console)
-    val, is_bytes = eval_tokens(model_dir, model.hf.config.vocab_size, corpus.val)
-    ev = copy.deepcopy(cfg.eval)
-    if not is_bytes and ev.passkey.enabled:
-        console.print("[yellow]note:[/] the checkpoint's tokenizer is not byte-level; the held-out text is "
-                      "re-tokenized and the passkey test is skipped")
-        ev.passkey.enabled = False
+    corpus = load_data(model_dir, model.hf.config.vocab_size, cfg, console)
     if rope_type != "default":
         console.print(f"[yellow]warning:[/] {model_dir} already rescales RoPE ({rope_type}); every row rescales "
                       f"plain RoPE of base {meta.model.rope_base:g} from T={meta.train_context}, so `none` is "
                       "not the checkpoint's own scaling")
     console.print(f"[bold]posx eval-extrapolate[/] {model_dir}  transformers {model.hf.config.model_type} "
                   f"T={meta.train_context} dtype={next(model.parameters()).dtype}")
-    result = evaluate(model, meta, val, ev, device, model_dir.name, console, long_tables=True)
+    result = evaluate(model, meta, corpus.val, cfg.eval, device, model_dir.name, console, long_tables=True,
+                      val_docs=corpus.val_docs, tokenizer=corpus.tokenizer)
     show(result, model_dir, write_tables(result, model_dir), console)
     return result
