@@ -1,6 +1,6 @@
 """Hostile and damaged input, in process through the real CLI (Typer's runner): every case is
 refused with exit status 2 and one line naming what is wrong, no traceback, and nothing in
-the working directory changed (the corpus cache aside). The catalogue is one table; the
+the working directory changed (the token store aside). The catalogue is one table; the
 run-directory cases start from a copy of a real tiny run (tests/fixtures/premove)."""
 
 from __future__ import annotations
