@@ -77,7 +77,7 @@ def train_throughput(args) -> dict[str, dict]:
 
     def step(model, opt):
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda"):
-            logits = model(x[:, :-1])
+            logits, _ = model(x[:, :-1])
         loss = F.cross_entropy(logits.float().flatten(0, 1), x[:, 1:].flatten())
         opt.zero_grad(set_to_none=True)
         loss.backward()

@@ -90,14 +90,14 @@ def matched_llama(cfg, target: int) -> tuple[LlamaForCausalLM, int]:
 
 
 class Logits(torch.nn.Module):
-    """transformers' model as posx's scoring sees a model: token ids -> logits."""
+    """transformers' model as posx's scoring sees a model: token ids -> (logits, None)."""
 
     def __init__(self, hf: LlamaForCausalLM):
         super().__init__()
         self.hf = hf
 
-    def forward(self, idx: torch.Tensor) -> torch.Tensor:
-        return self.hf(input_ids=idx).logits
+    def forward(self, idx: torch.Tensor) -> tuple[torch.Tensor, None]:
+        return self.hf(input_ids=idx).logits, None
 
 
 def matrix_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
@@ -142,7 +142,7 @@ def train_both(cfg, sides: dict, train: torch.Tensor, device: torch.device, args
             sync()
             t0 = time.perf_counter()
             with autocast(device):
-                logits = fwds[name](x)
+                logits, _ = fwds[name](x)
             loss = F.cross_entropy(logits.float().flatten(0, 1), y.flatten())
             opt.zero_grad(set_to_none=True)
             loss.backward()

@@ -189,13 +189,13 @@ def test_nonfinite_loss_names_the_step_and_keeps_the_last_good_checkpoint(tmp_pa
     forward = GPT.forward
     calls = {"train": 0}
 
-    def poisoned(self, idx, offset=0):
-        logits = forward(self, idx, offset)
+    def poisoned(self, idx, targets=None, offset=0):
+        logits, loss = forward(self, idx, targets, offset)
         if self.training:
             calls["train"] += 1
             if calls["train"] == 4:
-                return logits * float("nan")
-        return logits
+                return logits * float("nan"), loss * float("nan")
+        return logits, loss
 
     monkeypatch.setattr(GPT, "forward", poisoned)
     with pytest.raises(PosxError, match=r"training loss is nan at step 4; the last good checkpoint \(step 3\)"):

@@ -217,8 +217,7 @@ def _train(cfg: DictConfig, run_dir: Path, start: Start, console: Console, devic
                 last = i == n_micro - 1
                 with contextlib.nullcontext() if last or ddp is model else ddp.no_sync():
                     with autocast(device):
-                        logits = fwd(xm)
-                    loss = torch.nn.functional.cross_entropy(logits.float().flatten(0, 1), ym.flatten())
+                        _, loss = fwd(xm, ym)
                     if n_micro > 1:
                         loss = loss / n_micro
                     loss.backward()

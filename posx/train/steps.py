@@ -71,8 +71,8 @@ def estimate_val_loss(model, val, cfg: DictConfig, device: torch.device, chunk: 
         for i in range(0, B, chunk):
             xc, yc = x[i:i + chunk].to(device), y[i:i + chunk].to(device)
             with autocast(device):
-                logits = model(xc)
-            parts.append(torch.nn.functional.cross_entropy(logits.float().flatten(0, 1), yc.flatten()).item())
+                _, loss = model(xc, yc)
+            parts.append(loss.item())
         losses.append(parts[0] if len(parts) == 1 else sum(parts) / len(parts))
     model.train()
     return sum(losses) / len(losses)
