@@ -80,7 +80,7 @@ def train_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, x: Tens
     parameters are clipped to norm ``grad_clip`` (0: no clipping). Returns the step's mean loss on
     this rank, a 0-d tensor on ``device`` (reading it syncs, so the caller decides when).
     """
-    fwd = fwd or model
+    fwd = model if fwd is None else fwd
     micro = micro or len(x)
     n_micro = len(x) // micro
     optimizer.zero_grad(set_to_none=True)
