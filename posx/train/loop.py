@@ -184,8 +184,8 @@ def load_data(cfg: DictConfig, start: Start, console: Console) -> store.Store:
     return corpus
 
 
-def forwards(model: GPT, device: torch.device, compiled: bool) -> tuple[DistributedDataParallel | None, Callable,
-                                                                       Callable]:
+def forwards(model: GPT, device: torch.device,
+             compiled: bool) -> tuple[DistributedDataParallel | None, Callable, Callable]:
     """(the DDP wrapper or None, the training forward, the validation forward). Under DDP rank 0's
     parameters are broadcast here; validation runs on the module itself (no collective), compiled
     once more."""
