@@ -7,22 +7,23 @@
 #   1. the tests marked `cuda` (flex vs sdpa on CUDA, inductor compiles once per length)
 #   2. experiment=gpu_small, short: RoPE with train.compile=true and =false, ALiBi with
 #      model.attention=flex compiled; each followed by eval-extrapolate (1x-8x)
-#   3. scripts/bench_peer.py on CUDA (small preset, T=512, both models compiled)
-#   4. scripts/bench_encodings.py on CUDA, attention flex (throughput and eval memory 1x/8x)
+#   3. benchmarks/bench_peer.py on CUDA (small preset, T=512, both models compiled)
+#   4. benchmarks/bench_encodings.py on CUDA, attention flex (throughput and eval memory 1x/8x)
 #   5. the fast test set (-m "not slow") with the CUDA tests enabled
-#   6. torchrun, one rank: skipped, posx has no distributed training yet
+#   6. torchrun, one rank: gpu_small RoPE under DistributedDataParallel
 #
 # Every step has its own time limit and the whole run a deadline (DEADLINE_S, 460 s by
-# default): a step that would not fit is skipped and says so in the file. Needs the dev and
-# bench extras (pytest, transformers). Nothing is downloaded: the corpus is the interpreter's
-# own standard library, the Llama is built from a config.
+# default): a step that would not fit is skipped and says so in the file. Needs posx installed
+# with the dev and bench extras (pip install -e ".[dev,bench]": pytest, transformers). Nothing
+# is downloaded: the corpus is the interpreter's own standard library, the Llama is built from
+# a config.
 set -u -o pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python}
 OUT=${1:-results/gpu_check-$(date -u +%Y%m%dT%H%M%SZ).md}
 DEADLINE_S=${DEADLINE_S:-460}
 WORK=$(mktemp -d)
-export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" COLUMNS=200 OMP_NUM_THREADS=${OMP_NUM_THREADS:-8}
+export COLUMNS=200 OMP_NUM_THREADS=${OMP_NUM_THREADS:-8}
 mkdir -p "$(dirname "$OUT")"
 if ! "$PY" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"; then
   echo "gpu_check.sh: no CUDA GPU visible to $PY (torch.cuda.is_available() is false); nothing run" >&2
@@ -66,16 +67,17 @@ step "gpu_small rope, compile off" 45 "$PY" -m posx train "${TRAIN[@]}" pos=rope
 step "gpu_small alibi, flex, compile on" 75 "$PY" -m posx train "${TRAIN[@]}" pos=alibi model.attention=flex \
   train.compile=true name=alibi-flex
 
-step "bench_peer (small, T=512, compiled)" 150 "$PY" scripts/bench_peer.py --device cuda --model small --context 512 \
+step "bench_peer (small, T=512, compiled)" 150 "$PY" -m benchmarks.bench_peer --device cuda --model small --context 512 \
   --batch-size 32 --steps 40 --compile --eval-tokens 16384 --batch-tokens 65536 --out "$WORK/peer.json"
 [ -f "$WORK/peer.json" ] && { echo; echo "### bench_peer.json"; echo '```json'; cat "$WORK/peer.json"; echo '```'; } >>"$OUT"
 
-step "bench_encodings (small, T=512, flex)" 60 "$PY" scripts/bench_encodings.py --device cuda --model small \
+step "bench_encodings (small, T=512, flex)" 60 "$PY" -m benchmarks.bench_encodings --device cuda --model small \
   --context 512 --attention flex --rounds 3 --batch-size 32 --factors 1 8 --batch-tokens 65536
 
 step "fast test set with CUDA tests enabled" 90 "$PY" -m pytest -q -m "not slow" -p no:cacheprovider tests
 
-{ echo; echo "## torchrun, one rank"; echo; echo "SKIPPED: posx has no distributed training yet (nothing to launch)"; } >>"$OUT"
+step "torchrun, one rank" 60 "$PY" -m torch.distributed.run --standalone --nproc_per_node=1 -m posx train \
+  "${TRAIN[@]}" pos=rope train.compile=false name=rope-torchrun
 
 { echo; echo "## summary"; echo; echo '```'
   grep -h -E "^done |tokens/s, mfu" "$OUT" | sed 's/\x1b\[[0-9;]*m//g'

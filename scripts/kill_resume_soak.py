@@ -36,15 +36,12 @@ import pandas as pd
 import torch
 from safetensors.torch import load_file
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from posx.runs import checkpoint  # noqa: E402
-from posx.config.resume import saved_config  # noqa: E402
-from posx.runs.rundir import load_run  # noqa: E402
-from posx.train.loop import gpt_config, make_optimizer  # noqa: E402
-from posx.model.gpt import GPT  # noqa: E402
-from posx.eval.tables import TABLE_COLUMNS, read_table  # noqa: E402
+from posx.config.resume import saved_config
+from posx.eval.tables import TABLE_COLUMNS, read_table
+from posx.model.gpt import GPT
+from posx.runs import checkpoint
+from posx.runs.rundir import load_run
+from posx.train.loop import gpt_config, make_optimizer
 
 REPORT_FILES = {"summary.csv", "summary.md", "missing.csv"}
 
@@ -54,8 +51,7 @@ TINY = ["model.n_layer=2", "model.n_head=2", "model.d_model=32", "model.dropout=
 
 
 def _env() -> dict:
-    pythonpath = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
-    return {**os.environ, "PYTHONPATH": pythonpath, "HYDRA_FULL_ERROR": "0"}
+    return {**os.environ, "HYDRA_FULL_ERROR": "0"}  # the posx this interpreter imports
 
 
 def _posx(args: list[str], cwd: Path) -> subprocess.Popen:

@@ -40,10 +40,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from posx.runs.rundir import is_run, is_run_dir
 
-from posx.runs.rundir import is_run, is_run_dir  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]  # results/ and the study_notes script live here
 
 ENCODINGS = ["rope", "absolute", "sinusoidal", "alibi", "t5", "nope"]
 ALL_METHODS = ["none", "pi", "ntk", "dynamic_ntk", "yarn", "dynamic_yarn", "ntk_by_parts", "abf", "llama3", "longrope"]
@@ -145,7 +144,7 @@ class Log:
 
 
 def run_task(task: Task, args, log: Log, counter: list, total: int) -> int:
-    env = {**os.environ, "OMP_NUM_THREADS": str(args.threads), "PYTHONPATH": str(REPO)}
+    env = {**os.environ, "OMP_NUM_THREADS": str(args.threads)}
     logfile = args.work / "logs" / f"{task.key}.log"
     start = time.time()
     with logfile.open("w") as out:
@@ -211,7 +210,7 @@ def main() -> None:
     # the outputs are written by their own script, read when this point is reached
     notes = [sys.executable, str(REPO / "scripts" / "study_notes.py"), "--work", str(args.work), "--out", str(args.out),
              "--command", command, "--elapsed", f"{elapsed:.0f}", "--preset", args.preset]
-    sys.exit(subprocess.run(notes, env={**os.environ, "PYTHONPATH": str(REPO)}).returncode)
+    sys.exit(subprocess.run(notes, check=False).returncode)
 
 
 if __name__ == "__main__":

@@ -29,10 +29,9 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+from posx.report.claims import Numbers, check
 
-from posx.report.claims import Numbers, check  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]  # the git checkout the notes describe
 
 CAPTIONS = {
     "encodings.png": "Perplexity against evaluation length (log-log; T = the training length, dashed). Left: each "
@@ -234,7 +233,7 @@ def main() -> None:
         report = staging / "report"
         subprocess.run([sys.executable, "-m", "posx", "report", str(args.work / "runs"), "--evaluations", "all",
                         "--smooth", "3", "--out", str(report), "--results-dir", str(args.work)],
-                       check=True, cwd=REPO, env={**os.environ, "PYTHONPATH": str(REPO)}, stdout=subprocess.DEVNULL)
+                       check=True, cwd=REPO, stdout=subprocess.DEVNULL)
         sweep_table(args.work / "runs").to_csv(staging / "sweep.csv", index=False)
         summary = pd.read_csv(report / "summary.csv", keep_default_na=False, na_values=[""],
                               dtype={"parent": str, "group": str})

@@ -1,33 +1,24 @@
-"""scripts/bench_peer.py compares like with like: the Llama has posx's width, depth and heads
+"""benchmarks/bench_peer.py compares like with like: the Llama has posx's width, depth and heads
 and a parameter count within 1%, and each transformers rope_type it pairs with a posx method
 computes the same frequencies as that method (so the perplexity columns compare rescalings,
 not two readings of a paper)."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pytest
 import torch
 
 pytest.importorskip("transformers")
 
-from posx.model.gpt import GPT  # noqa: E402
-from posx.model.rescale import method_frequencies  # noqa: E402
-from posx.train.loop import gpt_config  # noqa: E402
-
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "bench_peer.py"
+from benchmarks import bench_peer  # the repository root is on pytest's pythonpath (pyproject.toml)
+from posx.model.gpt import GPT
+from posx.model.rescale import method_frequencies
+from posx.train.loop import gpt_config
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("bench_peer", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["bench_peer"] = module
-    spec.loader.exec_module(module)
-    return module
+    return bench_peer
 
 
 def args(model: str, context: int):

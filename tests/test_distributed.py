@@ -221,16 +221,16 @@ def _failing_rank(rank: int, port: int, corpus: str, work: str, case: str) -> No
     torch.set_num_threads(1)
     cfg = compose([*TINY, "data=text", f"data.path={corpus}", f"results_dir={work}/results",
                    "train.steps=6", "train.checkpoint_every=1"])
-    if case == "nonfinite" and rank == 1:  # rank 1's 4th training forward returns NaN logits
+    if case == "nonfinite" and rank == 1:  # rank 1's 4th training forward returns a NaN loss
         forward, calls = GPT.forward, {"n": 0}
 
-        def poisoned(self, idx, offset=0):
-            logits = forward(self, idx, offset)
+        def poisoned(self, idx, targets=None, offset=0):
+            logits, loss = forward(self, idx, targets, offset)
             if self.training:
                 calls["n"] += 1
                 if calls["n"] == 4:
-                    return logits * float("nan")
-            return logits
+                    return logits * float("nan"), loss * float("nan")
+            return logits, loss
         GPT.forward = poisoned
     if case == "diskfull" and rank == 0:  # rank 0's checkpoint at step 3 finds the disk full
         save = checkpoint.save

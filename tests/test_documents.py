@@ -54,7 +54,7 @@ class _Bigram(torch.nn.Module):
         self.table = torch.nn.Parameter(torch.randn(vocab, vocab, generator=torch.Generator().manual_seed(0)))
 
     def forward(self, x):
-        return self.table[x]  # (B, L, vocab)
+        return self.table[x], None  # (B, L, vocab); no loss, as GPT.forward without targets
 
 
 def test_score_with_window_starts_matches_a_hand_sum():

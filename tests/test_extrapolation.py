@@ -41,7 +41,7 @@ def test_window_nll_is_the_token_weighted_mean_and_independent_of_batching():
         for w in range(4):
             x = tokens[w * 24:(w + 1) * 24].long()[None]
             y = tokens[w * 24 + 1:(w + 1) * 24 + 1].long()
-            logp = F.log_softmax(model(x)[0].double(), dim=-1)
+            logp = F.log_softmax(model(x)[0][0].double(), dim=-1)
             ref -= logp[torch.arange(24), y].sum().item()
     for batch_tokens in (24, 48, 1000):
         total, count = window_nll(model, tokens, 24, 4, batch_tokens, torch.device("cpu"))

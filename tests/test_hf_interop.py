@@ -93,7 +93,7 @@ def test_posx_rescaling_gives_transformers_logits(method, s):
     driven.pos.set_frequencies(inv_freq, attention)
     x = torch.randint(0, 256, (2, L), generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
-        ours, ref, installed = m(x), theirs(x).logits, driven(x)
+        ours, ref, installed = m(x)[0], theirs(x).logits, driven(x)[0]
     # posx computes frequencies in float64 and rounds once; transformers computes them in float32:
     # they differ by an ulp (relative 1.2e-7), which moves logits of size ~4 by ~1e-5.
     rotary = theirs.model.rotary_emb
@@ -121,7 +121,7 @@ def test_every_extension_exports_exactly(method, tmp_path):
     hf = transformers.AutoModelForCausalLM.from_pretrained(out, local_files_only=True).eval()
     x = torch.randint(0, 256, (1, 2 * T), generator=torch.Generator().manual_seed(2))
     with torch.no_grad():
-        torch.testing.assert_close(m(x), hf(x).logits, rtol=0, atol=1e-5)
+        torch.testing.assert_close(m(x)[0], hf(x).logits, rtol=0, atol=1e-5)
 
 
 @pytest.mark.slow
@@ -154,7 +154,7 @@ def test_exported_run_loads_with_posx_logits(exported):
     assert type(hf).__name__ == "LlamaForCausalLM" and hf.dtype == torch.float32
     x = torch.randint(0, 256, (2, 4 * meta.train_context), generator=torch.Generator().manual_seed(3))
     with torch.no_grad():
-        torch.testing.assert_close(model.eval()(x), hf(x).logits, rtol=0, atol=1e-5)
+        torch.testing.assert_close(model.eval()(x)[0], hf(x).logits, rtol=0, atol=1e-5)
 
 
 @pytest.mark.slow

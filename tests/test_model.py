@@ -79,7 +79,7 @@ def test_causality_changing_a_later_token_leaves_earlier_logits(pos, kw):
     changed = idx.clone()
     changed[:, 25] = (changed[:, 25] + 1) % 256
     with torch.no_grad():
-        a, b = model(idx), model(changed)
+        a, b = model(idx)[0], model(changed)[0]
     torch.testing.assert_close(a[:, :25], b[:, :25])
     assert not torch.allclose(a[:, 25:], b[:, 25:])
 
@@ -96,7 +96,7 @@ def test_rope_model_runs_past_training_length_and_angles_stay_float32_under_auto
     model = tiny("rope")
     idx = torch.randint(0, 256, (1, 300))
     with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
-        logits = model(idx)
+        logits, _ = model(idx)
         cos, _ = model.pos.cos_sin(torch.arange(300))
     assert cos.dtype == torch.float32
     assert torch.isfinite(logits.float()).all()
@@ -111,3 +111,16 @@ def test_frequencies_are_not_saved_in_the_state_dict():
     model = tiny("rope")
     assert not any("inv_freq" in key for key in model.state_dict())
     assert model.lm_head.weight is model.tok_emb.weight
+
+
+def test_forward_returns_the_float32_cross_entropy_of_its_logits_and_no_loss_without_targets():
+    model = tiny("rope")
+    idx = torch.randint(0, 256, (2, 20), generator=torch.Generator().manual_seed(0))
+    targets = torch.randint(0, 256, (2, 20), generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        logits, loss = model(idx, targets)
+        alone, none = model(idx)
+    assert none is None and torch.equal(logits, alone)
+    log_p = torch.log_softmax(logits.double(), -1)  # the reference: mean NLL of each target, by hand
+    want = -log_p.gather(-1, targets[..., None]).mean()
+    assert loss.dtype == torch.float32 and loss.item() == pytest.approx(want.item(), rel=1e-6)

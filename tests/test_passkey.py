@@ -79,7 +79,7 @@ class Oracle(nn.Module):
         for p in self.wrong:
             logits[:, p] = 0.0
             logits[:, p, 0] = 20.0
-        return logits
+        return logits, None  # as GPT.forward without targets
 
 
 @pytest.mark.parametrize("variant", passkey.VARIANTS)
@@ -120,14 +120,14 @@ class Induction(nn.Module):
                     if k > best:
                         best, guess = k, s[j + 1]
                 logits[b, p, guess] = 1.0
-        return logits
+        return logits, None  # as GPT.forward without targets
 
 
 def greedy(model, prefix: torch.Tensor, n: int) -> list[int]:
     """Real autoregressive greedy decoding, one forward pass per generated token."""
     seq = prefix.tolist()
     for _ in range(n):
-        seq.append(int(model(torch.tensor([seq]))[0, -1].argmax()))
+        seq.append(int(model(torch.tensor([seq]))[0][0, -1].argmax()))
     return seq[len(prefix):]
 
 

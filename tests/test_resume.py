@@ -189,13 +189,13 @@ def test_nonfinite_loss_names_the_step_and_keeps_the_last_good_checkpoint(tmp_pa
     forward = GPT.forward
     calls = {"train": 0}
 
-    def poisoned(self, idx, offset=0):
-        logits = forward(self, idx, offset)
+    def poisoned(self, idx, targets=None, offset=0):
+        logits, loss = forward(self, idx, targets, offset)
         if self.training:
             calls["train"] += 1
             if calls["train"] == 4:
-                return logits * float("nan")
-        return logits
+                return logits * float("nan"), loss * float("nan")
+        return logits, loss
 
     monkeypatch.setattr(GPT, "forward", poisoned)
     with pytest.raises(PosxError, match=r"training loss is nan at step 4; the last good checkpoint \(step 3\)"):
@@ -235,7 +235,9 @@ def test_sigterm_through_the_cli_exits_75_and_resume_finishes(tmp_path, tiny_arg
     assert "already finished" in again.stdout
 
 
-def test_kill_dash_9_at_random_moments_leaves_a_loadable_run(tmp_path, text_corpus):
+def test_kill_dash_9_at_random_moments_leaves_a_loadable_run(tmp_path, text_corpus, monkeypatch):
+    # the soak's subprocesses run the posx this interpreter imports; pin the checkout under test
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
     spec = importlib.util.spec_from_file_location("soak", REPO / "scripts" / "kill_resume_soak.py")
     soak = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(soak)

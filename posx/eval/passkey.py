@@ -113,7 +113,7 @@ def score_trials(model, trials: list[Trial], batch_tokens: int,
         batch = trials[b:b + per_batch]
         x = torch.stack([torch.from_numpy(t.tokens).long() for t in batch]).to(device)  # (B, L)
         with autocast(device):
-            logits = model(x).float()  # (B, L, vocab)
+            logits = model(x)[0].float()  # (B, L, vocab)
         k = max(t.scored for t in batch)
         # logits at positions L-k-1 .. L-2 predict tokens L-k .. L-1
         pred = logits[:, length - k - 1:length - 1]  # (B, k, vocab)

@@ -158,7 +158,7 @@ def score(model, tokens: torch.Tensor, length: int, stride: int, n_tokens: int, 
         w = torch.stack([as_long(tokens[s:s + length + 1]) for s in batch])  # (B, L + 1)
         x, y = w[:, :-1].to(device), w[:, 1:].to(device)  # (B, L) each
         with autocast(device):
-            logits = model(x)  # (B, L, vocab)
+            logits, _ = model(x)  # (B, L, vocab)
         nll = F.cross_entropy(logits.float().flatten(0, 1), y.flatten(), reduction="none")  # (B*L,)
         nll = nll.view(len(batch), length)[:, first:]  # (B, S): the scored positions only
         nll_sum[first:] += nll.double().sum(0).cpu()

@@ -44,6 +44,7 @@ from posx.eval.run import show
 from posx.eval.tables import Evaluation, write_tables
 from posx.hf.export import require_transformers
 from posx.model.config import GPTConfig
+from posx.model.gpt import lm_loss
 from posx.runs.records import RunMeta
 
 PROBE = "posx byte probe: é ☃ \n\t"  # a byte-level tokenizer encodes this to its UTF-8 bytes
@@ -77,17 +78,20 @@ class HFRotary:
 
 
 class HFCausalLM(torch.nn.Module):
-    """A transformers causal LM behind posx's model call: idx (B, T) -> logits (B, T, vocab)."""
+    """A transformers causal LM behind posx's model call: idx (B, T) -> (logits (B, T, vocab), loss),
+    the loss as ``GPT.forward`` computes it (None without targets)."""
 
     def __init__(self, model: torch.nn.Module, rotary: torch.nn.Module):
         super().__init__()
         self.hf = model
         self.pos = HFRotary(rotary)
 
-    def forward(self, idx: torch.Tensor, offset: int = 0) -> torch.Tensor:
+    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None,
+                offset: int = 0) -> tuple[torch.Tensor, torch.Tensor | None]:
         B, T = idx.shape
         positions = torch.arange(offset, offset + T, device=idx.device).expand(B, T)  # (B, T)
-        return self.hf(input_ids=idx, position_ids=positions, use_cache=False).logits  # (B, T, vocab)
+        logits = self.hf(input_ids=idx, position_ids=positions, use_cache=False).logits  # (B, T, vocab)
+        return logits, None if targets is None else lm_loss(logits, targets)
 
 
 def _rope_params(config, where: Path) -> dict:

@@ -125,8 +125,10 @@ class GPT(nn.Module):
             return [FlexBias(self.pos.score_mod(layer), block_mask) for layer in range(n)]
         return self.pos.attn_masks(T, n, dtype, device)
 
-    def forward(self, idx: Tensor, offset: int = 0) -> Tensor:
-        """idx: (B, T) token ids -> logits (B, T, vocab). Positions are offset..offset+T-1."""
+    def forward(self, idx: Tensor, targets: Tensor | None = None, offset: int = 0) -> tuple[Tensor, Tensor | None]:
+        """idx: (B, T) token ids -> (logits (B, T, vocab), loss). Positions are offset..offset+T-1.
+        loss: the mean cross-entropy against ``targets`` (B, T), computed in float32; None without
+        targets (as nanoGPT's model does)."""
         B, T = idx.shape
         positions = torch.arange(offset, offset + T, device=idx.device)  # (T,)
         x = self.pos.embed(self.tok_emb(idx), positions)  # (B, T, C)
@@ -134,4 +136,10 @@ class GPT(nn.Module):
         masks = self._biases(T, compute_dtype(x), x.device)
         for block, mask in zip(self.blocks, masks):
             x = block(x, self.pos, positions, mask)
-        return self.lm_head(self.ln_f(x))  # (B, T, vocab)
+        logits = self.lm_head(self.ln_f(x))  # (B, T, vocab)
+        return logits, None if targets is None else lm_loss(logits, targets)
+
+
+def lm_loss(logits: Tensor, targets: Tensor) -> Tensor:
+    """Mean next-token cross-entropy of logits (B, T, vocab) against targets (B, T), in float32."""
+    return F.cross_entropy(logits.float().flatten(0, 1), targets.flatten())

@@ -108,5 +108,6 @@ def prepare(cfg: DictConfig, overrides: list[str]) -> Extension:
                       factor=float(cfg.factor), steps=int(cfg.extend.steps), train_context=parent.train_context,
                       parent_step=parent.step)
     start = FromParent(model=model, rope=record or RopeRecord.identity(), lineage=lineage)
-    return Extension(parent_dir=parent_dir, parent=parent, config=child_config(cfg, parent_dir, parent, model.config, T1),
-                     start=start, name=cfg.name or f"{parent_dir.name}-{cfg.method}-x{cfg.factor:g}")
+    config = child_config(cfg, parent_dir, parent, model.config, T1)
+    return Extension(parent_dir=parent_dir, parent=parent, config=config, start=start,
+                     name=cfg.name or f"{parent_dir.name}-{cfg.method}-x{cfg.factor:g}")

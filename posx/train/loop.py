@@ -17,6 +17,11 @@ any number of ranks. Rank 0 alone holds the lock, validates, writes every file a
 progress; the logged loss is the mean over ranks. A stop signal, a non-finite loss or a
 failure of rank 0's work is agreed by all ranks at the step boundary.
 
+The loop is a few named steps over one ``LoopState``: ``set_up`` (data, model, optimizer, a
+checkpoint to resume), ``step`` (one optimizer step, ``posx.train.steps.train_step``),
+``record`` and ``validate`` (rank 0: metrics, tracker, progress), ``save_checkpoint``, and
+``finish`` (rank 0: the run's files).
+
 On CUDA it runs with TF32 matmuls (train.tf32) and a ``torch.compile``d model
 (train.compile=auto; as nanoGPT's train.py does); the uncompiled module is what is saved. The
 model keeps no Python-number state that changes between calls, so one graph serves training
@@ -32,7 +37,9 @@ import contextlib
 import math
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import pandas as pd
@@ -44,8 +51,8 @@ from torch.nn.parallel import DistributedDataParallel
 
 from posx.config.compose import to_yaml
 from posx.core import distributed, files, lock
-from posx.core.device import autocast, bf16_peak_flops, set_threads, use_compile, use_tf32
-from posx.core.errors import Preempted, PosxError
+from posx.core.device import bf16_peak_flops, set_threads, use_compile, use_tf32
+from posx.core.errors import PosxError, Preempted
 from posx.core.progress import Reporter
 from posx.core.signals import StopSignals
 from posx.core.trackers import Tracker, open_tracker
@@ -57,12 +64,23 @@ from posx.model.rescale import RopeRecord, install_trained
 from posx.runs import checkpoint
 from posx.runs.records import Lineage, RunMeta, TrainExtras
 from posx.runs.rundir import CONFIG, save_run
-from posx.train.steps import (COLUMNS, batch_layout, check_eval_fits, estimate_val_loss, lr_at, make_optimizer,
-                              mfu, write_metrics)
+from posx.train.steps import (
+    COLUMNS,
+    batch_layout,
+    check_eval_fits,
+    estimate_val_loss,
+    lr_at,
+    make_optimizer,
+    mfu,
+    set_lr,
+    train_step,
+    write_metrics,
+)
 
 COMPILE_BACKEND = "inductor"  # torch.compile's backend (tests use "eager" to check graphs without codegen)
-__all__ = ["COLUMNS", "COMPILE_BACKEND", "Fresh", "FromParent", "Resume", "Start", "batch_layout",
-           "estimate_val_loss", "gpt_config", "lr_at", "make_optimizer", "mfu", "train", "write_metrics"]
+__all__ = ["COLUMNS", "COMPILE_BACKEND", "Fresh", "FromParent", "LoopState", "Resume", "Start", "batch_layout",
+           "estimate_val_loss", "gpt_config", "lr_at", "make_optimizer", "mfu", "train", "train_step",
+           "write_metrics"]
 
 
 @dataclass
@@ -93,6 +111,34 @@ def gpt_config(cfg: DictConfig, vocab_size: int = data_mod.VOCAB_SIZE) -> GPTCon
     return GPTConfig.from_run_config(cfg, vocab_size)
 
 
+@dataclass
+class LoopState:
+    """Everything the loop carries from one step to the next. ``rows``, ``val_loss`` and
+    ``t_last`` are rank 0's log (the other ranks leave them as they are)."""
+
+    cfg: DictConfig
+    run_dir: Path
+    console: Console
+    device: torch.device
+    corpus: store.Store
+    model: GPT  # the module itself: what is clipped, checkpointed and saved
+    optimizer: torch.optim.AdamW
+    gen: torch.Generator  # the same on every rank: it draws the global batch
+    extras: TrainExtras
+    local: int  # sequences per rank of the global batch
+    micro: int  # sequences per forward pass
+    fwd: Callable  # the training forward: the model, DDP-wrapped and/or compiled
+    val_fwd: Callable  # the validation forward: never DDP (no collective on rank 0 alone)
+    ddp: DistributedDataParallel | None  # the DDP wrapper under torchrun (no_sync, gradient all-reduce)
+    compiled: bool
+    flops_per_token: float
+    peak: float | None  # the GPU's bf16 peak FLOP/s (None: unknown or CPU)
+    step: int = 0  # optimizer steps done
+    rows: list[dict] = field(default_factory=list)  # metrics.csv
+    val_loss: float = float("nan")  # the latest validation estimate
+    t_last: float = 0.0  # when the last step's timing ended (validation and checkpoints excluded)
+
+
 def train(cfg: DictConfig, run_dir: Path, start: Start, console: Console | None = None) -> Path:
     """Train into ``run_dir`` from ``start`` (``Fresh``, ``Resume`` or ``FromParent``).
 
@@ -105,190 +151,233 @@ def train(cfg: DictConfig, run_dir: Path, start: Start, console: Console | None 
         console = Console(quiet=True)
     device = distributed.device(cfg.device)
     set_threads(cfg.threads)
+    run_dir = Path(run_dir)
     busy = f"{run_dir} is being trained by another posx process; wait for it to stop (or stop it) before resuming"
     with contextlib.ExitStack() as stack:
-        distributed.on_main(lambda: stack.enter_context(lock.exclusive(run_dir, busy=busy)))
+        distributed.on_main(partial(hold_lock, stack, run_dir, busy))
         stop = stack.enter_context(StopSignals())
-        return _train(cfg, Path(run_dir), start, console, device, stop)
+        state = set_up(cfg, run_dir, start, console, device)
+        run_steps(state, stop)
+        distributed.on_main(partial(finish, state))
+    return run_dir
 
 
-@dataclass
-class _Log:
-    """What rank 0 keeps between steps."""
-
-    rows: list[dict] = field(default_factory=list)
-    val_loss: float = float("nan")
-    t_last: float = 0.0
+# ---------------------------------------------------------------- set up
 
 
-def _train(cfg: DictConfig, run_dir: Path, start: Start, console: Console, device: torch.device,
-           stop: StopSignals) -> Path:
-    torch.manual_seed(cfg.seed)
-    main, rank = distributed.is_main(), distributed.rank()
-    local, micro = batch_layout(cfg, distributed.world_size())
+def hold_lock(stack: contextlib.ExitStack, run_dir: Path, busy: str) -> None:
+    """Rank 0: the run's lock, held until ``stack`` closes; ``busy`` when another process has it."""
+    stack.enter_context(lock.exclusive(run_dir, busy=busy))
 
-    def load():  # the memmapped token store of the data config
-        return store.load(cfg.data, cfg.data.cache_dir, console=console)
-    corpus = distributed.on_main(load) or load()  # rank 0 builds the store, the others read it
-    vocab, tok_sha = corpus.tokenizer.vocab_size, corpus.tokenizer.sha256
+
+def load_data(cfg: DictConfig, start: Start, console: Console) -> store.Store:
+    """The memmapped token store of the data config (rank 0 builds it, the others read it), checked
+    to hold a training window in each split and, with eval.after_train, the evaluation's tokens."""
+    load = partial(store.load, cfg.data, cfg.data.cache_dir, console=console)
+    corpus = distributed.on_main(load) or load()
     T = cfg.train.context_length
     data_mod.require_tokens(corpus.train, T + 1, f"the training split (train.context_length={T})")
     data_mod.require_tokens(corpus.val, T + 1, f"the validation split (train.context_length={T})")
     if cfg.eval.after_train:  # caught now, not after the whole training
         parent = start.lineage if isinstance(start, FromParent) else None
         check_eval_fits(cfg, corpus.val, parent.train_context if parent else None)
+    return corpus
 
-    model = (start.model if isinstance(start, FromParent) else GPT(gpt_config(cfg, vocab))).to(device)
+
+def forwards(model: GPT, device: torch.device,
+             compiled: bool) -> tuple[DistributedDataParallel | None, Callable, Callable]:
+    """(the DDP wrapper or None, the training forward, the validation forward). Under DDP rank 0's
+    parameters are broadcast here; validation runs on the module itself (no collective), compiled
+    once more."""
+    ddp = None
+    if distributed.enabled():
+        ddp = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+    wrapped = model if ddp is None else ddp
+    fwd = torch.compile(wrapped, backend=COMPILE_BACKEND) if compiled else wrapped  # same parameters
+    val_fwd = fwd if ddp is None else (torch.compile(model, backend=COMPILE_BACKEND) if compiled else model)
+    return ddp, fwd, val_fwd
+
+
+def set_up(cfg: DictConfig, run_dir: Path, start: Start, console: Console, device: torch.device) -> LoopState:
+    """Data, model, optimizer and generator, resumed from the run's checkpoint when ``start`` says so;
+    writes config.yaml (rank 0) once the run is known to start or go on."""
+    torch.manual_seed(cfg.seed)
+    local, micro = batch_layout(cfg, distributed.world_size())
+    corpus = load_data(cfg, start, console)
+    model = (start.model if isinstance(start, FromParent) else
+             GPT(gpt_config(cfg, corpus.tokenizer.vocab_size))).to(device)
     use_tf32(device, cfg.train.tf32)
     compiled = use_compile(cfg.train.compile, device)
-    peak = bf16_peak_flops(device)
-    flops_per_token = model.flops_per_token(T)
-    optimizer = make_optimizer(model, cfg, device)
-    gen = torch.Generator().manual_seed(cfg.seed)  # the same on every rank: it draws the global batch
-    extras = TrainExtras(data_sha256=corpus.fingerprint.get("sha256"), tokenizer_sha256=tok_sha)
+    extras = TrainExtras(data_sha256=corpus.fingerprint.get("sha256"), tokenizer_sha256=corpus.tokenizer.sha256)
     if isinstance(start, FromParent):
         extras.rope, extras.extended_from = start.rope, start.lineage
-    tokens_per_step = cfg.train.batch_size * T
-    log = _Log()
-    first = 0
+    state = LoopState(cfg=cfg, run_dir=run_dir, console=console, device=device, corpus=corpus, model=model,
+                      optimizer=make_optimizer(model, cfg, device), gen=torch.Generator().manual_seed(cfg.seed),
+                      extras=extras, local=local, micro=micro, fwd=model, val_fwd=model, ddp=None,
+                      compiled=compiled, flops_per_token=model.flops_per_token(cfg.train.context_length),
+                      peak=bf16_peak_flops(device))
     resuming = isinstance(start, Resume)
     if resuming and checkpoint.exists(run_dir):
-        state = checkpoint.load(run_dir, model, optimizer, gen, device)
-        if state.extras.data_sha256 != extras.data_sha256:
-            raise PosxError(f"the corpus differs from the one {run_dir} was training on (other files or "
-                            "Python version); resuming would not continue the same run — start a new one")
-        if state.extras.tokenizer_sha256 not in (None, tok_sha):  # None: a checkpoint from before stores
-            raise PosxError(f"the tokenizer differs from the one {run_dir} was training with; resuming would not "
-                            "continue the same run — start a new one")
-        if state.step > cfg.train.steps:
-            raise PosxError(f"{run_dir} has a checkpoint at step {state.step}, past train.steps={cfg.train.steps}")
-        first, log.rows, extras = state.step, state.metrics, state.extras
-        extras.tokenizer_sha256 = tok_sha
-        # an extension keeps its frequencies (the model was built plain from the config)
-        install_trained(model, extras.rope, T, f"the checkpoint of {run_dir}")
-        log.val_loss = float("nan") if extras.val_loss is None else extras.val_loss
+        resume(state)
     # only once the run is known to start (or go on): a refused resume leaves config.yaml alone
-    distributed.on_main(lambda: files.write_text(run_dir / CONFIG, to_yaml(cfg)))
-    world = distributed.world_size()
-    ranks = f" ranks={world} micro_batch={micro}" if distributed.enabled() else ""
-    console.print(
-        f"[bold]posx train[/] {run_dir}  pos={cfg.pos.name} T={T} "
-        f"params={model.num_params() / 1e6:.2f}M device={device}{ranks} attention={model.config.attention}"
-        f"{' compiled' if compiled else ''}"
-        + (f"  [cyan]resuming at step {first}[/]" if resuming else "")
-    )
-    ddp = model
-    if distributed.enabled():
-        # Rank 0's parameters are broadcast here; validation uses ``model`` itself (no collective).
-        ddp = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
-    fwd = torch.compile(ddp, backend=COMPILE_BACKEND) if compiled else ddp  # same parameters
-    # validation runs on the module itself (no collective): compiled once more under DDP
-    val_fwd = fwd if ddp is model else (torch.compile(model, backend=COMPILE_BACKEND) if compiled else model)
-
-    def save_checkpoint(done: int) -> None:
-        extras.val_loss = log.val_loss if math.isfinite(log.val_loss) else None
-        checkpoint.save(run_dir, done, model, optimizer, gen, log.rows, extras)
-        write_metrics(run_dir, log.rows)
-
+    distributed.on_main(partial(files.write_text, run_dir / CONFIG, to_yaml(cfg)))
+    announce(state, resuming)
+    state.ddp, state.fwd, state.val_fwd = forwards(model, device, compiled)
     model.train()
+    return state
+
+
+def resume(state: LoopState) -> None:
+    """Continue from the run's latest checkpoint, refused when the corpus or tokenizer differ or the
+    checkpoint is past train.steps."""
+    cfg, run_dir, tok_sha = state.cfg, state.run_dir, state.extras.tokenizer_sha256
+    saved = checkpoint.load(run_dir, state.model, state.optimizer, state.gen, state.device)
+    if saved.extras.data_sha256 != state.extras.data_sha256:
+        raise PosxError(f"the corpus differs from the one {run_dir} was training on (other files or "
+                        "Python version); resuming would not continue the same run — start a new one")
+    if saved.extras.tokenizer_sha256 not in (None, tok_sha):  # None: a checkpoint from before stores
+        raise PosxError(f"the tokenizer differs from the one {run_dir} was training with; resuming would not "
+                        "continue the same run — start a new one")
+    if saved.step > cfg.train.steps:
+        raise PosxError(f"{run_dir} has a checkpoint at step {saved.step}, past train.steps={cfg.train.steps}")
+    state.step, state.rows, state.extras = saved.step, saved.metrics, saved.extras
+    state.extras.tokenizer_sha256 = tok_sha
+    # an extension keeps its frequencies (the model was built plain from the config)
+    install_trained(state.model, state.extras.rope, cfg.train.context_length, f"the checkpoint of {run_dir}")
+    state.val_loss = float("nan") if state.extras.val_loss is None else state.extras.val_loss
+
+
+def announce(state: LoopState, resuming: bool) -> None:
+    cfg, model = state.cfg, state.model
+    ranks = f" ranks={distributed.world_size()} micro_batch={state.micro}" if distributed.enabled() else ""
+    state.console.print(
+        f"[bold]posx train[/] {state.run_dir}  pos={cfg.pos.name} T={cfg.train.context_length} "
+        f"params={model.num_params() / 1e6:.2f}M device={state.device}{ranks} attention={model.config.attention}"
+        f"{' compiled' if state.compiled else ''}"
+        + (f"  [cyan]resuming at step {state.step}[/]" if resuming else "")
+    )
+
+
+# ---------------------------------------------------------------- the steps
+
+
+def run_steps(state: LoopState, stop: StopSignals) -> None:
+    """From ``state.step`` to train.steps. At each step boundary every rank learns the mean loss,
+    rank 0 logs (and validates), then all agree on a stop signal received by any rank meanwhile."""
+    cfg, main = state.cfg, distributed.is_main()
     every = cfg.train.checkpoint_every
-    n_micro = local // micro
-    reporter = Reporter(console, "train", cfg.train.steps) if main else contextlib.nullcontext()
-    config_text = to_yaml(cfg)
-    # rank 0 alone reports to the tracker: the other ranks get the no-op one
-    tracker = open_tracker(cfg.logger, run_dir, run_dir.name, yaml.safe_load(config_text), config_text) \
-        if main else Tracker()
-    with reporter as progress, tracker:
+    reporter = Reporter(state.console, "train", cfg.train.steps) if main else contextlib.nullcontext()
+    with reporter as progress, open_run_tracker(state) as tracker:
         if main:
-            progress.skip_to(first)
-        log.t_last = time.perf_counter()
-        for step in range(first, cfg.train.steps):
-            lr = lr_at(step, cfg)
-            for group in optimizer.param_groups:
-                group["lr"] = lr
-            # The whole global batch, drawn alike on every rank; this rank's slice of it.
-            x, y = data_mod.get_batch(corpus.train, cfg.train.batch_size, T, gen)
-            x, y = x[rank * local:(rank + 1) * local], y[rank * local:(rank + 1) * local]
-            optimizer.zero_grad(set_to_none=True)
-            local_loss = torch.zeros((), device=device)
-            for i in range(n_micro):
-                xm = x[i * micro:(i + 1) * micro].to(device, non_blocking=True)
-                ym = y[i * micro:(i + 1) * micro].to(device, non_blocking=True)
-                last = i == n_micro - 1
-                with contextlib.nullcontext() if last or ddp is model else ddp.no_sync():
-                    with autocast(device):
-                        logits = fwd(xm)
-                    loss = torch.nn.functional.cross_entropy(logits.float().flatten(0, 1), ym.flatten())
-                    if n_micro > 1:
-                        loss = loss / n_micro
-                    loss.backward()
-                local_loss += loss.detach()
-            if cfg.train.grad_clip > 0:
-                torch.nn.utils.clip_grad_norm_(model.parameters(), cfg.train.grad_clip)
-            optimizer.step()
-
-            # The step boundary: every rank learns the mean loss, then rank 0 logs (and
-            # validates), then all agree on a stop signal received by any rank meanwhile.
-            train_loss = distributed.mean(local_loss.item())
-            done = step + 1
-            if not math.isfinite(train_loss):
-                if not main:
-                    raise distributed.PeerFailed(f"training loss is {train_loss} at step {done} (mean over ranks)")
-                last_ckpt = checkpoint.latest_step(run_dir)
-                kept = (f"the last good checkpoint (step {last_ckpt}) is kept in {checkpoint.root(run_dir)}"
-                        if last_ckpt is not None else "no checkpoint was written before it")
-                raise PosxError(f"training loss is {train_loss} at step {done}; {kept}; "
-                                "lower train.lr or check the data")
-
-            def record() -> None:  # rank 0: validate, log
-                now = time.perf_counter()
-                tok_s = tokens_per_step / max(now - log.t_last, 1e-9)
-                log.t_last = now
-                validate = done % cfg.train.eval_every == 0 or done == cfg.train.steps
-                if validate:
-                    log.val_loss = estimate_val_loss(val_fwd, corpus.val, cfg, device, micro)
-                    log.t_last = time.perf_counter()  # validation time is not training throughput
-                log.rows.append({"step": done, "train_loss": train_loss,
-                                 "val_loss": log.val_loss if validate else float("nan"), "lr": lr,
-                                 "tokens_per_s": tok_s, "mfu": mfu(tok_s, flops_per_token, peak)})
-                tracker.log({"train/loss": train_loss, "train/lr": lr, "train/tokens_per_s": tok_s,
-                             **({"val/loss": log.val_loss} if validate else {})}, done)
-                progress.advance(
-                    f"loss {train_loss:.3f} val {log.val_loss:.3f} lr {lr:.1e} {tok_s / 1e3:.1f}k tok/s")
-
-            def save() -> None:  # rank 0: checkpoint
-                save_checkpoint(done)
-                log.t_last = time.perf_counter()  # checkpoint time is not training throughput
-
-            distributed.on_main(record)
+            progress.skip_to(state.step)
+        state.t_last = time.perf_counter()
+        while state.step < cfg.train.steps:
+            lr = lr_at(state.step, cfg)
+            train_loss = step(state, lr)
+            check_finite(state, train_loss)
+            distributed.on_main(partial(record, state, train_loss, lr, tracker, progress))
             signum = int(distributed.agree_max([stop.signum])[0])
-            if signum or done == cfg.train.steps or (every > 0 and done % every == 0):
-                distributed.on_main(save)
-            if signum and done < cfg.train.steps:
-                name = stop.received or f"{signal.Signals(signum).name} (on another rank)"
-                message = f"{name} at step {done}/{cfg.train.steps}; checkpoint saved"
-                if stop.chains(signum):
-                    console.print(f"[yellow]stopped: {message}; passing {signal.Signals(signum).name} to the "
-                                  "handler posx found (a submitit job: requeue)[/]", highlight=False)
-                    stop.chain(signum)  # submitit's handler requeues the job and exits on rank 0
-                raise Preempted(f"{message}; continue with `posx train --resume {run_dir}`")
+            if signum or state.step == cfg.train.steps or (every > 0 and state.step % every == 0):
+                distributed.on_main(partial(save_checkpoint, state))
+            if signum and state.step < cfg.train.steps:
+                stop_here(state, stop, signum)
 
-    def finish() -> None:
-        write_metrics(run_dir, log.rows)
-        if corpus.tokenizer.hf is not None:  # the run carries the tokenizer its ids mean
-            files.write_text(run_dir / "tokenizer.json", corpus.tokenizer.to_json())
-        meta = RunMeta(model=gpt_config(cfg, vocab), train_context=T,
-                       data={**corpus.fingerprint, "config": store.data_config(cfg.data)},
-                       step=cfg.train.steps, rope=extras.rope, extended_from=extras.extended_from)
-        save_run(run_dir, model.cpu(), meta)
-        metrics = pd.DataFrame(log.rows)
-        steady = (metrics["tokens_per_s"].iloc[min(5, len(metrics) - 1):].median() if len(metrics)
-                  else float("nan"))
-        steady_mfu = mfu(steady, flops_per_token, peak)
-        console.print(
-            f"[green]done[/] {run_dir}: val loss {log.val_loss:.4f} (ppl {math.exp(log.val_loss):.2f}), "
-            f"{steady:,.0f} tokens/s, mfu " + ("n/a" if steady_mfu is None else f"{steady_mfu:.1%}")
-        )
 
-    distributed.on_main(finish)
-    return run_dir
+def open_run_tracker(state: LoopState) -> Tracker:
+    """The configured tracker on rank 0; the no-op one on the other ranks."""
+    if not distributed.is_main():
+        return Tracker()
+    config_text = to_yaml(state.cfg)
+    return open_tracker(state.cfg.logger, state.run_dir, state.run_dir.name, yaml.safe_load(config_text), config_text)
+
+
+def step(state: LoopState, lr: float) -> float:
+    """One optimizer step on this rank's slice of the global batch (drawn alike on every rank);
+    returns the loss averaged over ranks."""
+    cfg, rank, local = state.cfg, distributed.rank(), state.local
+    set_lr(state.optimizer, lr)
+    x, y = data_mod.get_batch(state.corpus.train, cfg.train.batch_size, cfg.train.context_length, state.gen)
+    x, y = x[rank * local:(rank + 1) * local], y[rank * local:(rank + 1) * local]
+    loss = train_step(state.model, state.optimizer, x, y, state.device, state.micro, cfg.train.grad_clip,
+                      state.fwd, state.ddp)
+    state.step += 1
+    return distributed.mean(loss.item())
+
+
+def check_finite(state: LoopState, train_loss: float) -> None:
+    """A non-finite loss stops every rank; rank 0's error names the step and the checkpoint kept."""
+    if math.isfinite(train_loss):
+        return
+    done = state.step
+    if not distributed.is_main():
+        raise distributed.PeerFailed(f"training loss is {train_loss} at step {done} (mean over ranks)")
+    last = checkpoint.latest_step(state.run_dir)
+    kept = (f"the last good checkpoint (step {last}) is kept in {checkpoint.root(state.run_dir)}"
+            if last is not None else "no checkpoint was written before it")
+    raise PosxError(f"training loss is {train_loss} at step {done}; {kept}; lower train.lr or check the data")
+
+
+def record(state: LoopState, train_loss: float, lr: float, tracker: Tracker, progress: Reporter) -> None:
+    """Rank 0: the step's throughput, validation when due, a metrics row, the tracker, progress."""
+    cfg, done = state.cfg, state.step
+    now = time.perf_counter()
+    tok_s = cfg.train.batch_size * cfg.train.context_length / max(now - state.t_last, 1e-9)
+    state.t_last = now
+    validating = done % cfg.train.eval_every == 0 or done == cfg.train.steps
+    if validating:
+        validate(state)
+    state.rows.append({"step": done, "train_loss": train_loss, "val_loss": state.val_loss if validating else math.nan,
+                       "lr": lr, "tokens_per_s": tok_s, "mfu": mfu(tok_s, state.flops_per_token, state.peak)})
+    tracker.log({"train/loss": train_loss, "train/lr": lr, "train/tokens_per_s": tok_s,
+                 **({"val/loss": state.val_loss} if validating else {})}, done)
+    progress.advance(f"loss {train_loss:.3f} val {state.val_loss:.3f} lr {lr:.1e} {tok_s / 1e3:.1f}k tok/s")
+
+
+def validate(state: LoopState) -> None:
+    """Rank 0: the validation estimate; its time is not training throughput."""
+    state.val_loss = estimate_val_loss(state.val_fwd, state.corpus.val, state.cfg, state.device, state.micro)
+    state.t_last = time.perf_counter()
+
+
+def save_checkpoint(state: LoopState) -> None:
+    """Rank 0: a resumable checkpoint at ``state.step`` and metrics.csv; its time is not training
+    throughput."""
+    state.extras.val_loss = state.val_loss if math.isfinite(state.val_loss) else None
+    checkpoint.save(state.run_dir, state.step, state.model, state.optimizer, state.gen, state.rows, state.extras)
+    write_metrics(state.run_dir, state.rows)
+    state.t_last = time.perf_counter()
+
+
+def stop_here(state: LoopState, stop: StopSignals, signum: int) -> None:
+    """After the checkpoint of a stop signal (on any rank): hand it on where posx found a handler
+    (submitit requeues the job), then raise ``Preempted``."""
+    name = stop.received or f"{signal.Signals(signum).name} (on another rank)"
+    message = f"{name} at step {state.step}/{state.cfg.train.steps}; checkpoint saved"
+    if stop.chains(signum):
+        state.console.print(f"[yellow]stopped: {message}; passing {signal.Signals(signum).name} to the "
+                            "handler posx found (a submitit job: requeue)[/]", highlight=False)
+        stop.chain(signum)  # submitit's handler requeues the job and exits on rank 0
+    raise Preempted(f"{message}; continue with `posx train --resume {state.run_dir}`")
+
+
+# ---------------------------------------------------------------- finish
+
+
+def finish(state: LoopState) -> None:
+    """Rank 0: metrics.csv, the tokenizer, model.json and model.safetensors, and the summary line."""
+    cfg, corpus, run_dir = state.cfg, state.corpus, state.run_dir
+    write_metrics(run_dir, state.rows)
+    if corpus.tokenizer.hf is not None:  # the run carries the tokenizer its ids mean
+        files.write_text(run_dir / "tokenizer.json", corpus.tokenizer.to_json())
+    meta = RunMeta(model=gpt_config(cfg, corpus.tokenizer.vocab_size), train_context=cfg.train.context_length,
+                   data={**corpus.fingerprint, "config": store.data_config(cfg.data)},
+                   step=cfg.train.steps, rope=state.extras.rope, extended_from=state.extras.extended_from)
+    save_run(run_dir, state.model.cpu(), meta)
+    metrics = pd.DataFrame(state.rows)
+    steady = (metrics["tokens_per_s"].iloc[min(5, len(metrics) - 1):].median() if len(metrics)
+              else float("nan"))
+    steady_mfu = mfu(steady, state.flops_per_token, state.peak)
+    state.console.print(
+        f"[green]done[/] {run_dir}: val loss {state.val_loss:.4f} (ppl {math.exp(state.val_loss):.2f}), "
+        f"{steady:,.0f} tokens/s, mfu " + ("n/a" if steady_mfu is None else f"{steady_mfu:.1%}")
+    )

@@ -1,15 +1,20 @@
 """The pieces of a training step that hold no state of their own: the learning-rate schedule,
-the optimizer, how the global batch splits over ranks and micro-batches, the validation
-estimate, MFU, and metrics.csv."""
+the optimizer, how the global batch splits over ranks and micro-batches, one optimizer step
+(``train_step``: the loop, ``posx extend`` and the benchmarks all step through it), the
+validation estimate, MFU, and metrics.csv."""
 
 from __future__ import annotations
 
+import contextlib
 import math
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
 import torch
 from omegaconf import DictConfig
+from torch import Tensor
+from torch.nn.parallel import DistributedDataParallel
 
 from posx.core import files
 from posx.core.device import autocast
@@ -56,6 +61,47 @@ def batch_layout(cfg: DictConfig, world: int) -> tuple[int, int]:
     return local, micro
 
 
+def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
+    """The learning rate of every parameter group (the schedule's value for this step)."""
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+
+
+def train_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, x: Tensor, y: Tensor,
+               device: torch.device, micro: int | None = None, grad_clip: float = 0.0,
+               fwd: Callable | None = None, ddp: DistributedDataParallel | None = None) -> Tensor:
+    """One optimizer step on inputs ``x`` and targets ``y`` (B, T), on the CPU or on ``device``.
+
+    The batch runs in micro-batches of ``micro`` sequences (None: all at once) under autocast, each
+    micro-loss divided by their number, gradients accumulating; with ``ddp`` (the
+    DistributedDataParallel wrapper of ``model``) the gradient all-reduce happens on the last
+    micro-step only (``no_sync`` before). ``fwd``: what runs the forward pass, ``(idx, targets) ->
+    (logits, loss)`` (a compiled or DDP-wrapped ``model``; None: ``model``); ``model``'s own
+    parameters are clipped to norm ``grad_clip`` (0: no clipping). Returns the step's mean loss on
+    this rank, a 0-d tensor on ``device`` (reading it syncs, so the caller decides when).
+    """
+    fwd = model if fwd is None else fwd
+    micro = micro or len(x)
+    n_micro = len(x) // micro
+    optimizer.zero_grad(set_to_none=True)
+    total = torch.zeros((), device=device)
+    for i in range(n_micro):
+        xm = x[i * micro:(i + 1) * micro].to(device, non_blocking=True)
+        ym = y[i * micro:(i + 1) * micro].to(device, non_blocking=True)
+        last = i == n_micro - 1
+        with contextlib.nullcontext() if last or ddp is None else ddp.no_sync():
+            with autocast(device):
+                _, loss = fwd(xm, ym)
+            if n_micro > 1:
+                loss = loss / n_micro
+            loss.backward()
+        total += loss.detach()
+    if grad_clip > 0:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+    optimizer.step()
+    return total
+
+
 @torch.no_grad()
 def estimate_val_loss(model, val, cfg: DictConfig, device: torch.device, chunk: int | None = None) -> float:
     """Mean loss over the same eval_batches validation batches every time (fixed seed); each
@@ -71,8 +117,8 @@ def estimate_val_loss(model, val, cfg: DictConfig, device: torch.device, chunk: 
         for i in range(0, B, chunk):
             xc, yc = x[i:i + chunk].to(device), y[i:i + chunk].to(device)
             with autocast(device):
-                logits = model(xc)
-            parts.append(torch.nn.functional.cross_entropy(logits.float().flatten(0, 1), yc.flatten()).item())
+                _, loss = model(xc, yc)
+            parts.append(loss.item())
         losses.append(parts[0] if len(parts) == 1 else sum(parts) / len(parts))
     model.train()
     return sum(losses) / len(losses)

@@ -1,23 +1,26 @@
 """Benchmark: what the evaluation options cost, relative to perplexity alone.
 
-Times ``posx.evaluate.evaluate`` on a model of the default size (random weights: the cost does
-not depend on them) with the default eval config, in rounds that interleave the variants so a
-busy machine slows them alike, and prints seconds and ratios to the perplexity-only time.
+Times ``posx.eval.extrapolate.evaluate`` on a model of the default size (random weights: the
+cost does not depend on them) with the default eval config, in rounds that interleave the
+variants (``benchmarks.harness.interleaved``) so a busy machine slows them alike, and prints
+seconds and ratios to the perplexity-only time. From the repository root, with posx installed
+(``pip install -e .``):
 
-    PYTHONPATH=$PWD python scripts/bench_eval.py [--rounds 2] [OVERRIDES...]
+    python -m benchmarks.bench_eval [--rounds 2] [OVERRIDES...]
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
-import time
+from functools import partial
 
 import torch
 from omegaconf import OmegaConf
 
-from posx.data import store
+from benchmarks.harness import interleaved
 from posx.config.compose import compose
+from posx.data import store
 from posx.eval.extrapolate import evaluate
 from posx.model.gpt import GPT
 from posx.runs.records import RunMeta
@@ -28,6 +31,11 @@ VARIANTS = {
     "default (perplexity + passkey)": [],
     "sliding, stride T/2, passkey off": ["eval.protocol=sliding", "eval.passkey.enabled=false"],
 }
+CPU = torch.device("cpu")
+
+
+def evaluate_once(model, meta: RunMeta, val, ev, _round: int) -> None:
+    evaluate(model, meta, val, ev, CPU, "bench", long_tables=True)
 
 
 def main() -> None:
@@ -42,13 +50,11 @@ def main() -> None:
     val = store.load(base.data, base.data.cache_dir).val
     print(f"torch threads {torch.get_num_threads()}, T={meta.train_context}, "
           f"methods {list(base.eval.methods)}, factors {list(base.eval.factors)}")
-    times: dict[str, list[float]] = {name: [] for name in VARIANTS}
-    for _ in range(args.rounds):
-        for name, overrides in VARIANTS.items():
-            ev = compose(["device=cpu", *args.overrides, *overrides]).eval
-            start = time.perf_counter()
-            evaluate(model, meta, val, ev, torch.device("cpu"), "bench", long_tables=True)
-            times[name].append(time.perf_counter() - start)
+    cases = {}
+    for name, overrides in VARIANTS.items():
+        ev = compose(["device=cpu", *args.overrides, *overrides]).eval
+        cases[name] = partial(evaluate_once, model, meta, val, ev)
+    times = interleaved(cases, args.rounds, CPU, order="fixed")
     ref = statistics.median(times["perplexity only (passkey off)"])
     for name, ts in times.items():
         med = statistics.median(ts)

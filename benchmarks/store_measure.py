@@ -10,7 +10,7 @@ downloaded), then, each in a fresh process:
 3. ``posx train`` for a few steps on the small and on the large byte store (already prepared):
    peak RSS of the training process, which reads the store through memmap.
 
-    PYTHONPATH=$PWD python scripts/store_measure.py --work /tmp/posx-measure [--large-mb 1100]
+    python -m benchmarks.store_measure --work /tmp/posx-measure [--large-mb 1100]   # from the repository root
 
 Peak RSS is the child's ``ru_maxrss`` (its own high-water mark, file-backed pages it touched
 included), read by a wrapper process per measurement, which also polls the child's
@@ -31,7 +31,8 @@ from pathlib import Path
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
+from benchmarks.harness import posx_command
+
 TRAIN = ["train.steps=30", "train.eval_every=30", "train.eval_batches=2", "train.checkpoint_every=0",
          "device=cpu"]
 
@@ -84,8 +85,8 @@ def measured(args: list[str], cwd: Path) -> tuple[float, dict, str]:
     """(seconds, peak memory in MB, output) of ``python -m posx ARGS`` run alone under a wrapper
     that polls its /proc status every 50 ms: peak VmRSS (``ru_maxrss``), and the peaks of
     RssAnon (its own memory) and RssFile (file pages mapped, the memmapped store's included)."""
-    env = {**os.environ, "PYTHONPATH": str(REPO), "COLUMNS": "300", "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
-    proc = subprocess.run([sys.executable, "-c", WRAPPER, sys.executable, "-m", "posx", *args], cwd=cwd, env=env,
+    env = {**os.environ, "COLUMNS": "300", "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
+    proc = subprocess.run([sys.executable, "-c", WRAPPER, *posx_command(*args)], cwd=cwd, env=env,
                           capture_output=True, text=True, check=True)
     result = json.loads(proc.stdout)
     if result["rc"] != 0:

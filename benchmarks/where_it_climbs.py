@@ -4,7 +4,7 @@ For one method at one factor it prints the mean NLL of every position bucket and
 first bucket, at or past T, whose NLL exceeds the mean over the buckets of the second half of
 the trained range [T/2, T) by more than ``--threshold`` nats (default 0.05).
 
-    PYTHONPATH=$PWD python scripts/where_it_climbs.py results/runs/<run> [--factor 4] [--method none]
+    python -m benchmarks.where_it_climbs results/runs/<run> [--factor 4] [--method none]   # from the repository root
 """
 
 from __future__ import annotations

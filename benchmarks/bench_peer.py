@@ -1,15 +1,18 @@
 """posx against what a researcher would otherwise use: a transformers LlamaForCausalLM.
 
-    pip install -e '.[bench]'                                    # transformers
-    python scripts/bench_peer.py --steps 40                       # tiny preset, CPU
-    python scripts/bench_peer.py --device cuda --model small --context 512 --compile --out peer.json
+From the repository root:
+
+    pip install -e '.[bench]'                                        # posx and transformers
+    python -m benchmarks.bench_peer --steps 40                       # tiny preset, CPU
+    python -m benchmarks.bench_peer --device cuda --model small --context 512 --compile --out peer.json
 
 Both models have the same width, depth and heads and parameter counts within 1% (Llama's
 SwiGLU hidden size is chosen to match posx's GELU MLP; RMSNorm has no biases; both tie their
 embeddings). They train in one process on the same batches (posx's ``get_batch`` on the
 stdlib corpus), with the same AdamW (decay on matrices only), warmup-cosine schedule
-(``posx.train.loop.lr_at``), clipping and loss code, alternating which model steps first
-every step, so a noisy machine affects both alike. Reported: median tokens/s of each and the
+(``posx.train.steps.lr_at``), clipping and loss code (each step is posx's ``train_step``),
+alternating which model steps first every step (``benchmarks.harness.interleaved``), so a noisy
+machine affects both alike. Reported: median tokens/s of each and the
 median of the per-step ratios, the peak CUDA memory of each model's steps, MFU on CUDA (6N +
 12·L·H·Q·T FLOPs per token for both, against ``posx.core.device.BF16_PEAK``).
 
@@ -29,31 +32,33 @@ import math
 import statistics
 import sys
 import time
+from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+import torch
+from omegaconf import OmegaConf
 
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
-from omegaconf import OmegaConf  # noqa: E402
-
-from posx.config.schema import Config  # noqa: E402
-from posx.core.device import autocast, bf16_peak_flops, use_tf32  # noqa: E402
-from posx.data import corpus as data_mod  # noqa: E402
-from posx.data import store  # noqa: E402
-from posx.eval import scoring  # noqa: E402
-from posx.model.gpt import GPT  # noqa: E402
-from posx.model.rescale import method_frequencies, rescaled  # noqa: E402
-from posx.train.loop import gpt_config, lr_at  # noqa: E402
+from benchmarks.harness import interleaved, speedups, synchronize
+from posx.config.schema import Config
+from posx.core.device import bf16_peak_flops, use_tf32
+from posx.data import corpus as data_mod
+from posx.data import store
+from posx.eval import scoring
+from posx.model.gpt import GPT, lm_loss
+from posx.model.rescale import method_frequencies, rescaled
+from posx.train.loop import gpt_config
+from posx.train.steps import lr_at, set_lr, train_step
 
 try:
-    from transformers import LlamaConfig, LlamaForCausalLM  # noqa: E402
-    from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding  # noqa: E402
+    from transformers import LlamaConfig, LlamaForCausalLM
+    from transformers.models.llama.modeling_llama import LlamaRotaryEmbedding
 except ImportError:  # pragma: no cover - the message is the point
-    sys.exit("bench_peer.py needs transformers: pip install -e '.[bench]'")
+    sys.exit("benchmarks.bench_peer needs transformers: pip install -e '.[bench]'")
 
-PRESETS = {"tiny": dict(n_layer=4, n_head=4, d_model=128), "small": dict(n_layer=8, n_head=8, d_model=512)}
+REPO = Path(__file__).resolve().parents[1]
+
+PRESETS = {"tiny": {"n_layer": 4, "n_head": 4, "d_model": 128}, "small": {"n_layer": 8, "n_head": 8, "d_model": 512}}
 # posx method -> transformers rope_type (the same rescaling, each side's implementation)
 PAIRS = {"none": "default", "pi": "linear", "dynamic_ntk": "dynamic", "yarn": "yarn"}
 
@@ -91,14 +96,29 @@ def matched_llama(cfg, target: int) -> tuple[LlamaForCausalLM, int]:
 
 
 class Logits(torch.nn.Module):
-    """transformers' model as posx's scoring sees a model: token ids -> logits."""
+    """transformers' model called as posx calls a model: (token ids, targets) -> (logits, loss),
+    the loss posx's own (``lm_loss``; None without targets)."""
 
     def __init__(self, hf: LlamaForCausalLM):
         super().__init__()
         self.hf = hf
 
-    def forward(self, idx: torch.Tensor) -> torch.Tensor:
-        return self.hf(input_ids=idx).logits
+    def forward(self, idx: torch.Tensor,
+                targets: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+        logits = self.hf(input_ids=idx).logits
+        return logits, None if targets is None else lm_loss(logits, targets)
+
+
+@dataclass
+class Side:
+    """One of the two models under training: what steps, what it calls, what it measured."""
+
+    module: torch.nn.Module
+    call: torch.nn.Module  # (idx, targets) -> (logits, loss)
+    flops_per_token: float
+    optimizer: torch.optim.Optimizer | None = None
+    losses: list[torch.Tensor] = field(default_factory=list)
+    peak: int = 0  # peak CUDA memory of its steps (bytes)
 
 
 def matrix_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
@@ -113,58 +133,41 @@ def flops_per_token(n_params: int, cfg) -> float:
     return 6.0 * n_params + 12.0 * m.n_layer * m.n_head * (m.d_model // m.n_head) * cfg.train.context_length
 
 
-def train_both(cfg, sides: dict, train: torch.Tensor, device: torch.device, args) -> dict:
-    def sync():
-        if device.type == "cuda":
-            torch.cuda.synchronize()
+def side_step(cfg, side: Side, fwd, batches: list, device: torch.device, step: int) -> None:
+    """One training step of ``side`` (posx's ``train_step``) on the step's shared batch."""
+    x, y = batches[step]
+    set_lr(side.optimizer, lr_at(step, cfg))
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    side.losses.append(train_step(side.module, side.optimizer, x, y, device, grad_clip=cfg.train.grad_clip, fwd=fwd))
+    if device.type == "cuda":
+        side.peak = max(side.peak, torch.cuda.max_memory_allocated())
 
+
+def train_both(cfg, sides: dict[str, Side], train: torch.Tensor, device: torch.device, args) -> dict:
     t = cfg.train
-    opts = {}
-    for name, side in sides.items():
-        fused = {"fused": True} if device.type == "cuda" else {}
-        opts[name] = torch.optim.AdamW(matrix_groups(side["module"], t.weight_decay), lr=t.lr,
-                                       betas=(t.beta1, t.beta2), **fused)
-    fwds = {n: (torch.compile(s["call"]) if args.compile else s["call"]) for n, s in sides.items()}
-    times = {n: [] for n in sides}
-    peaks = {n: 0 for n in sides}
-    losses = {n: [] for n in sides}
+    fused = {"fused": True} if device.type == "cuda" else {}
+    for side in sides.values():
+        side.optimizer = torch.optim.AdamW(matrix_groups(side.module, t.weight_decay), lr=t.lr,
+                                           betas=(t.beta1, t.beta2), **fused)
     gen = torch.Generator().manual_seed(0)
-    order = list(sides)
-    for step in range(t.steps):
-        x, y = data_mod.get_batch(train, t.batch_size, t.context_length, gen)
-        x, y = x.to(device), y.to(device)
-        lr = lr_at(step, cfg)
-        for name in (order if step % 2 == 0 else order[::-1]):  # alternate who goes first
-            opt, module = opts[name], sides[name]["module"]
-            for group in opt.param_groups:
-                group["lr"] = lr
-            if device.type == "cuda":
-                torch.cuda.reset_peak_memory_stats()
-            sync()
-            t0 = time.perf_counter()
-            with autocast(device):
-                logits = fwds[name](x)
-            loss = F.cross_entropy(logits.float().flatten(0, 1), y.flatten())
-            opt.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(module.parameters(), t.grad_clip)
-            opt.step()
-            sync()
-            times[name].append(time.perf_counter() - t0)
-            losses[name].append(loss.item())
-            if device.type == "cuda":
-                peaks[name] = max(peaks[name], torch.cuda.max_memory_allocated())
+    batches = [tuple(b.to(device) for b in data_mod.get_batch(train, t.batch_size, t.context_length, gen))
+               for _ in range(t.steps)]
+    cases = {name: partial(side_step, cfg, side, torch.compile(side.call) if args.compile else side.call, batches,
+                           device)
+             for name, side in sides.items()}
+    times = interleaved(cases, t.steps, device, order="alternate")  # who steps first alternates
     skip = min(args.warmup, t.steps - 1)  # first steps: allocation, autotuning, compilation
     tokens = t.batch_size * t.context_length
-    ratios = [h / p for p, h in zip(times["posx"][skip:], times["transformers"][skip:])]
+    ratios = speedups(times, "posx", "transformers", skip)
     peak = bf16_peak_flops(device)
     out = {"ratio_posx_over_transformers": statistics.median(ratios),
            "ratio_min": min(ratios), "ratio_max": max(ratios), "timed_steps": len(ratios)}
     for name, side in sides.items():
         tok_s = tokens / statistics.median(times[name][skip:])
-        out[name] = {"tokens_per_s": tok_s, "final_loss": losses[name][-1],
-                     "peak_memory_mib": peaks[name] / 2**20 if device.type == "cuda" else None,
-                     "mfu": None if peak is None else tok_s * side["flops_per_token"] / peak}
+        out[name] = {"tokens_per_s": tok_s, "final_loss": side.losses[-1].item(),
+                     "peak_memory_mib": side.peak / 2**20 if device.type == "cuda" else None,
+                     "mfu": None if peak is None else tok_s * side.flops_per_token / peak}
     return out
 
 
@@ -189,13 +192,11 @@ def evaluate_both(cfg, posx_model: GPT, hf: LlamaForCausalLM, hidden: int, val: 
                     ctx = rescaled(posx_model, None)
                 else:
                     model, ctx = posx_model, rescaled(posx_model, inv_freq.to(device), attn)
-                if device.type == "cuda":
-                    torch.cuda.synchronize()
+                synchronize(device)
                 t0 = time.perf_counter()
                 with ctx:
                     scores = scoring.score(model, val, L, L, n_tokens, args.batch_tokens, device)
-                if device.type == "cuda":
-                    torch.cuda.synchronize()
+                synchronize(device)
                 seconds[name] += time.perf_counter() - t0
                 row[f"{name}_ppl"] = math.exp(scores.total / scores.tokens)
             rows.append(row)
@@ -237,8 +238,8 @@ def main() -> None:
     hf = hf.to(device)
     n_hf = hf.num_parameters()
     assert abs(n_hf - n_posx) <= 0.01 * n_posx, (n_hf, n_posx)
-    sides = {"posx": {"module": posx_model, "call": posx_model, "flops_per_token": posx_model.flops_per_token(args.context)},
-             "transformers": {"module": hf, "call": Logits(hf), "flops_per_token": flops_per_token(n_hf, cfg)}}
+    sides = {"posx": Side(posx_model, posx_model, posx_model.flops_per_token(args.context)),
+             "transformers": Side(hf, Logits(hf), flops_per_token(n_hf, cfg))}
     result = {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
               "torch": torch.__version__, "threads": torch.get_num_threads(), "args": vars(args),
               "params": {"posx": n_posx, "transformers": n_hf, "llama_intermediate_size": hidden,

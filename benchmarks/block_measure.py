@@ -3,20 +3,21 @@
 Both runs use the default `posx train` config (same corpus, seed, batches, 800 steps, T=128);
 only the model preset differs (tiny: 0.82M parameters, llama_tiny: 0.82M). Each is then
 evaluated with `posx eval-extrapolate` over every RoPE method at 1x-8x. Everything goes through
-the real CLI, one process at a time, into --results-dir.
+the real CLI (``benchmarks.harness.posx``), one process at a time, into --results-dir. From the
+repository root, with posx installed (``pip install -e .``):
 
-    python scripts/block_measure.py                          # trains both, then evaluates
-    python scripts/block_measure.py --steps 200 --results-dir /tmp/bm/results
+    python -m benchmarks.block_measure                          # trains both, then evaluates
+    python -m benchmarks.block_measure --steps 200 --results-dir /tmp/bm/results
 
 Prints, as markdown: parameters, final validation loss, median training tokens/s (steps 6 on,
 from metrics.csv), and perplexity per method and factor for each block. Timings are noisy on a
 shared machine; the perplexities are deterministic for a given torch. Because the two trainings
 run one after the other, the machine's load can differ between them; ``--throughput-rounds N``
 also measures both blocks in N interleaved rounds (order shuffled each round, the same random
-batch, the real optimizer step), the way scripts/bench_encodings.py compares encodings, and
+batch, posx's ``train_step``), the way benchmarks/bench_encodings.py compares encodings, and
 reports the median tokens/s and the median per-round ratio llama / gpt2.
 
-    python scripts/block_measure.py --throughput-only --throughput-rounds 20
+    python -m benchmarks.block_measure --throughput-only --throughput-rounds 20
 """
 
 from __future__ import annotations
@@ -24,38 +25,21 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
-import subprocess
-import sys
-import time
-from pathlib import Path
-
-import random
 import statistics
+from functools import partial
+from pathlib import Path
 
 import pandas as pd
 import torch
-import torch.nn.functional as F
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from posx.config.compose import compose  # noqa: E402  (the checkout this script lives in)
-from posx.model.gpt import GPT  # noqa: E402
-from posx.runs.rundir import load_run  # noqa: E402
-from posx.train.loop import gpt_config, make_optimizer  # noqa: E402
+from benchmarks.harness import interleaved, posx, repeat, speedups, stepper
+from posx.config.compose import compose
+from posx.model.gpt import GPT
+from posx.runs.rundir import load_run
+from posx.train.loop import gpt_config
 
 METHODS = "none,pi,ntk,dynamic_ntk,yarn,dynamic_yarn,ntk_by_parts,abf,llama3,longrope"
 PRESETS = {"gpt2": "tiny", "llama": "llama_tiny"}
-
-
-def posx(*args: str) -> float:
-    """Run `python -m posx ARGS`; returns its wall time in seconds."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
-    print("$ python -m posx " + " ".join(args), flush=True)
-    start = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "posx", *args], env=env, check=True, stdout=subprocess.DEVNULL)
-    return time.perf_counter() - start
 
 
 def params_of(run: Path) -> int:
@@ -66,35 +50,20 @@ def params_of(run: Path) -> int:
 def throughput(rounds: int, steps: int) -> list[dict]:
     """Training tokens/s of both presets in interleaved, shuffled rounds on one random batch."""
     device = torch.device("cpu")
-    setups = {}
+    cases = {}
     for block, preset in PRESETS.items():
         cfg = compose([f"model={preset}"])
         torch.manual_seed(0)
         model = GPT(gpt_config(cfg)).train()
-        setups[block] = (model, make_optimizer(model, cfg, device))
-    B, T = cfg.train.batch_size, cfg.train.context_length
-    x = torch.randint(0, 256, (B, T + 1), generator=torch.Generator().manual_seed(0))  # (B, T + 1)
-
-    def step(model, opt) -> None:
-        loss = F.cross_entropy(model(x[:, :-1]).flatten(0, 1), x[:, 1:].flatten())
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-
-    for model, opt in setups.values():  # warm-up
-        step(model, opt)
-    per_round: dict[str, list[float]] = {block: [] for block in PRESETS}
-    order, rng = list(PRESETS), random.Random(0)
-    for _ in range(rounds):
-        rng.shuffle(order)
-        for block in order:
-            start = time.perf_counter()
-            for _ in range(steps):
-                step(*setups[block])
-            per_round[block].append(steps * B * T / (time.perf_counter() - start))
-    ratios = [a / b for a, b in zip(per_round["llama"], per_round["gpt2"])]
+        B, T = cfg.train.batch_size, cfg.train.context_length
+        x = torch.randint(0, 256, (B, T + 1), generator=torch.Generator().manual_seed(0))  # (B, T + 1)
+        cases[block] = stepper(model, cfg, x[:, :-1], x[:, 1:], device)
+    interleaved(cases, 1, device, order="fixed")  # warm-up
+    times = interleaved({block: partial(repeat, step, steps) for block, step in cases.items()}, rounds, device)
+    ratio = statistics.median(speedups(times, "llama", "gpt2"))
+    per_round = {block: [steps * B * T / s for s in seconds] for block, seconds in times.items()}
     return [{"block": block, "tokens_per_s_median": round(statistics.median(v)), "min": round(min(v)),
-             "max": round(max(v)), "ratio_to_gpt2": round(statistics.median(ratios), 3) if block == "llama" else 1.0}
+             "max": round(max(v)), "ratio_to_gpt2": round(ratio, 3) if block == "llama" else 1.0}
             for block, v in per_round.items()]
 
 

@@ -13,8 +13,10 @@ parent or the children besides what `posx extend` writes):
   (estimate_val_loss: the same seeded random windows, eval_batches x batch_size sequences),
   the parent's from the last row of its metrics.csv.
 
-    python scripts/extend_measure.py                       # trains the default parent first
-    python scripts/extend_measure.py --parent results/runs/base --steps 200 --eval-every 20
+From the repository root, with posx installed (``pip install -e .``):
+
+    python -m benchmarks.extend_measure                       # trains the default parent first
+    python -m benchmarks.extend_measure --parent results/runs/base --steps 200 --eval-every 20
 
 Timings are noisy on a shared machine; the perplexities are deterministic for a given torch.
 """
@@ -23,30 +25,18 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pandas as pd
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from posx.config.compose import compose  # noqa: E402
-from posx.core.device import pick_device  # noqa: E402
-from posx.data import store  # noqa: E402
-from posx.eval.extended import evaluate_extended  # noqa: E402
-from posx.eval.extrapolate import evaluate  # noqa: E402
-from posx.runs.rundir import load_run, resolve_run  # noqa: E402
-
-
-def posx(*args: str) -> None:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
-    print("$ python -m posx " + " ".join(args), flush=True)
-    subprocess.run([sys.executable, "-m", "posx", *args], env=env, check=True,
-                   stdout=subprocess.DEVNULL)
+from benchmarks.harness import posx
+from posx.config.compose import compose
+from posx.core.device import pick_device
+from posx.data import store
+from posx.eval.extended import evaluate_extended
+from posx.eval.extrapolate import evaluate
+from posx.runs.rundir import load_run, resolve_run
 
 
 def within(metrics: pd.DataFrame, target_loss: float) -> int | None:
@@ -91,10 +81,8 @@ def main() -> None:
     stamp = time.strftime("%Y%m%d-%H%M%S")
     for method in args.methods.split(","):
         name = f"{parent_dir.name}-{method}-x{args.factor:g}-s{args.steps}-{stamp}"
-        start = time.perf_counter()
-        posx("extend", str(parent_dir), f"method={method}", f"factor={args.factor}", f"name={name}",
-             f"extend.steps={args.steps}", f"extend.eval_every={args.eval_every}", *common)
-        wall = time.perf_counter() - start
+        wall = posx("extend", str(parent_dir), f"method={method}", f"factor={args.factor}", f"name={name}",
+                    f"extend.steps={args.steps}", f"extend.eval_every={args.eval_every}", *common)
         child = Path(args.results_dir) / "runs" / name
         model, meta = load_run(child, device=device)
         df = evaluate_extended(model, meta, val, cfg.eval, cfg.results_dir, device, child.name).table

@@ -1,15 +1,18 @@
 """Benchmark of the positional encodings: training throughput relative to RoPE, and peak
 memory of one evaluation batch at 1x and 8x the training length.
 
-    python scripts/bench_encodings.py                  # tiny preset, CPU, all encodings
-    python scripts/bench_encodings.py --threads 1       # steadier ratios on a loaded CPU
-    python scripts/bench_encodings.py --device cuda --model small --context 512
-    python scripts/bench_encodings.py --device cuda --model small --context 512 --attention flex
+From the repository root, with posx installed (``pip install -e .``):
+
+    python -m benchmarks.bench_encodings                  # tiny preset, CPU, all encodings
+    python -m benchmarks.bench_encodings --threads 1       # steadier ratios on a loaded CPU
+    python -m benchmarks.bench_encodings --device cuda --model small --context 512
+    python -m benchmarks.bench_encodings --device cuda --model small --context 512 --attention flex
 
 Throughput: every encoding trains the same model on random tokens (speed does not depend on
-the data), in interleaved rounds with the order shuffled each round, so a noisy shared machine
-affects all encodings alike. The figure is the median over rounds of tokens/s, and the ratio
-is the median of the per-round ratios to RoPE.
+the data) with posx's own ``train_step``, in interleaved rounds with the order shuffled each
+round (``benchmarks.harness.interleaved``), so a noisy shared machine affects all encodings
+alike. The figure is the median over rounds of tokens/s, and the ratio is the median of the
+per-round ratios to RoPE.
 
 Memory: each (encoding, factor) runs in a fresh subprocess that builds the model, makes one
 evaluation batch (eval.batch_tokens tokens as windows of L = factor x T, as posx.evaluate
@@ -31,26 +34,25 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
-import statistics
 import subprocess
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
+import torch
+from omegaconf import OmegaConf
 
-import torch  # noqa: E402
-import torch.nn.functional as F  # noqa: E402
-from omegaconf import OmegaConf  # noqa: E402
-
+from benchmarks.harness import interleaved, repeat, stepper, summary
 from posx.config.schema import Config
-from posx.model.encodings import ENCODINGS  # noqa: E402
-from posx.model.gpt import GPT  # noqa: E402
-from posx.train.loop import gpt_config, make_optimizer  # noqa: E402
+from posx.eval.extrapolate import window_nll
+from posx.model.encodings import ENCODINGS
+from posx.model.gpt import GPT
+from posx.train.loop import gpt_config
 
-PRESETS = {"tiny": dict(n_layer=4, n_head=4, d_model=128), "small": dict(n_layer=8, n_head=8, d_model=512)}
+REPO = Path(__file__).resolve().parents[1]  # where ``python -m benchmarks.bench_encodings`` runs
+
+PRESETS = {"tiny": {"n_layer": 4, "n_head": 4, "d_model": 128}, "small": {"n_layer": 8, "n_head": 8, "d_model": 512}}
 
 
 def config(pos: str, args) -> OmegaConf:
@@ -66,50 +68,20 @@ def config(pos: str, args) -> OmegaConf:
 
 def train_throughput(args) -> dict[str, dict]:
     device = torch.device(args.device)
-    setups = {}
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randint(0, 256, (args.batch_size, args.context + 1), generator=gen).to(device)
+    steps = {}
     for pos in ENCODINGS:
         cfg = config(pos, args)
         torch.manual_seed(0)
         model = GPT(gpt_config(cfg)).to(device).train()
-        setups[pos] = (model, make_optimizer(model, cfg, device))
-    gen = torch.Generator().manual_seed(0)
-    x = torch.randint(0, 256, (args.batch_size, args.context + 1), generator=gen).to(device)
-
-    def step(model, opt):
-        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=device.type == "cuda"):
-            logits = model(x[:, :-1])
-        loss = F.cross_entropy(logits.float().flatten(0, 1), x[:, 1:].flatten())
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-
-    def sync():
-        if device.type == "cuda":
-            torch.cuda.synchronize()
-
-    for model, opt in setups.values():  # warm-up: first-call allocations and kernel choice
-        for _ in range(2):
-            step(model, opt)
-    sync()
-    per_round: dict[str, list[float]] = {pos: [] for pos in ENCODINGS}
-    order = list(ENCODINGS)
-    rng = random.Random(0)
-    for _ in range(args.rounds):
-        rng.shuffle(order)
-        for pos in order:
-            model, opt = setups[pos]
-            sync()
-            t0 = time.perf_counter()
-            for _ in range(args.steps):
-                step(model, opt)
-            sync()
-            per_round[pos].append(args.steps * args.batch_size * args.context / (time.perf_counter() - t0))
-    out = {}
-    for pos in ENCODINGS:
-        ratios = [a / b for a, b in zip(per_round[pos], per_round["rope"])]
-        out[pos] = {"tokens_per_s": statistics.median(per_round[pos]), "vs_rope": statistics.median(ratios),
-                    "ratio_min": min(ratios), "ratio_max": max(ratios)}
-    return out
+        steps[pos] = stepper(model, cfg, x[:, :-1], x[:, 1:], device)
+    interleaved(steps, 2, device, order="fixed")  # warm-up: first-call allocations and kernel choice
+    cases = {pos: partial(repeat, step, args.steps) for pos, step in steps.items()}
+    times = interleaved(cases, args.rounds, device, order="shuffle")
+    return {pos: {"tokens_per_s": r["per_s"], "vs_rope": r["vs_ref"], "ratio_min": r["ratio_min"],
+                  "ratio_max": r["ratio_max"]}
+            for pos, r in summary(times, "rope", args.steps * args.batch_size * args.context).items()}
 
 
 def _status_kib(field: str) -> int:
@@ -121,8 +93,6 @@ def _status_kib(field: str) -> int:
 
 def memory_case(pos: str, factor: int, args) -> dict:
     """Runs inside the fresh subprocess: one evaluation batch at L = factor x T."""
-    from posx.eval.extrapolate import window_nll
-
     device = torch.device(args.device)
     cfg = config(pos, args)
     torch.manual_seed(0)
@@ -166,12 +136,13 @@ def memory(args) -> list[dict]:
     rows = []
     for pos in ENCODINGS:
         for factor in args.factors:
-            cmd = [sys.executable, __file__, "--memory-case", pos, str(factor), "--device", args.device,
+            cmd = [sys.executable, "-m", "benchmarks.bench_encodings", "--memory-case", pos, str(factor),
+                   "--device", args.device,
                    *(["--threads", str(args.threads)] if args.threads else []),
                    "--model", args.model, "--context", str(args.context), "--attention", args.attention,
                    "--batch-tokens", str(args.batch_tokens)]
             env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536"}
-            proc = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
+            proc = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env, cwd=REPO)
             if proc.returncode != 0:
                 raise SystemExit(f"memory case {pos} {factor}x failed:\n{proc.stderr}")
             rows.append(json.loads(proc.stdout.strip().splitlines()[-1]))

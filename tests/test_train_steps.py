@@ -1,0 +1,52 @@
+"""posx.train.steps.train_step, the optimizer step the loop, `posx extend` and the benchmarks
+share: gradient accumulation over micro-batches is the full batch's step, clipping bounds the
+gradient it applied, and the loss it returns is the batch's mean loss."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+from posx.model.config import GPTConfig
+from posx.model.gpt import GPT
+from posx.train.steps import train_step
+
+CPU = torch.device("cpu")
+
+
+def setup(seed: int = 0):
+    torch.manual_seed(seed)
+    model = GPT(GPTConfig(n_layer=2, n_head=2, d_model=32, pos="rope"))
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randint(0, 256, (8, 17), generator=gen)
+    return model, x[:, :-1], x[:, 1:]
+
+
+def test_micro_batches_accumulate_to_the_full_batch_step():
+    model, x, y = setup()
+    twin = copy.deepcopy(model)
+    before = [p.detach().clone() for p in model.parameters()]
+    opt_full = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    opt_micro = torch.optim.AdamW(twin.parameters(), lr=1e-2)
+    with torch.no_grad():
+        want = model(x, y)[1].item()  # the batch's mean loss before the step
+    full = train_step(model, opt_full, x, y, CPU)
+    micro = train_step(twin, opt_micro, x, y, CPU, micro=2)
+    assert full.item() == pytest.approx(want, rel=1e-6)
+    assert micro.item() == pytest.approx(want, rel=1e-5)  # the mean of 4 micro-losses: the same mean
+    moved = [(a - b).abs().max().item() for a, b in zip(model.parameters(), before, strict=True)]
+    assert max(moved) > 1e-3  # the step changed the weights, so the comparison below means something
+    for a, b in zip(model.parameters(), twin.parameters(), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+
+
+def test_clipping_bounds_the_gradient_norm_of_the_step():
+    model, x, y = setup(1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.0)  # the gradients stay for inspection
+    train_step(model, optimizer, x, y, CPU)
+    unclipped = torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in model.parameters()])).item()
+    train_step(model, optimizer, x, y, CPU, grad_clip=unclipped / 10)
+    clipped = torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in model.parameters()])).item()
+    assert clipped == pytest.approx(unclipped / 10, rel=1e-4)
