@@ -17,9 +17,9 @@ import contextlib
 import os
 import shutil
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
@@ -33,9 +33,8 @@ from posx.config import command_line
 from posx.config.checks import check_train_config
 from posx.config.compose import compose, config_dir, refuse_additions, register_configs
 from posx.config.resume import differences, resume_config, saved_config
-from posx.core import files
-from posx.core import distributed
-from posx.core.errors import Preempted, PosxError
+from posx.core import distributed, files
+from posx.core.errors import PosxError, Preempted
 from posx.core.lock import LOCK_NAME, Busy
 from posx.eval.run import evaluate_run
 from posx.report.sweep import update_sweep_table

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
-from typing import Iterator
+from collections.abc import Iterator
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
