@@ -34,7 +34,7 @@ class ModelConfig:
 class PosConfig:
     name: str = "rope"  # positional encoding: a name of posx.model.encodings.ENCODINGS
     base: float = 10000.0  # RoPE base b of theta_i = b^(-2i/d)
-    max_positions: Optional[int] = None  # absolute: rows of the learned table (None: train.context_length)
+    max_positions: Optional[int] = None  # absolute: rows of the learned table (null: train.context_length)
     num_buckets: int = 32  # t5: relative-distance buckets (half exact, half log-spaced)
     max_distance: int = 128  # t5: distances from here on share the last bucket
     per_layer: bool = False  # t5: one bias table per layer (T5 itself shares one)
@@ -60,13 +60,13 @@ class TrainConfig:
     context_length: int = 128  # T: the length the model trains at
     steps: int = 800  # optimizer steps
     batch_size: int = 32  # sequences per optimizer step, over all ranks together (the global batch)
-    micro_batch_size: Optional[int] = None  # sequences per forward pass on one rank; None: batch_size / ranks (no accumulation)
+    micro_batch_size: Optional[int] = None  # sequences per forward pass on one rank; null: batch_size / ranks
     lr: float = 3e-3  # peak learning rate (AdamW)
     min_lr_ratio: float = 0.1  # cosine decays to lr * min_lr_ratio
     warmup_steps: int = 50  # linear warmup steps
     weight_decay: float = 0.1  # on matrices only
-    beta1: float = 0.9
-    beta2: float = 0.95
+    beta1: float = 0.9  # AdamW's first-moment decay
+    beta2: float = 0.95  # AdamW's second-moment decay
     grad_clip: float = 1.0  # max global gradient norm (0 disables)
     eval_every: int = 100  # validation loss every N steps (and at the end)
     eval_batches: int = 8  # batches per validation estimate
@@ -80,12 +80,12 @@ class YarnConfig:
     beta_fast: float = 32.0  # rotations above which a pair keeps its frequency
     beta_slow: float = 1.0  # rotations below which a pair is fully interpolated
     truncate: bool = True  # floor/ceil the ramp bounds, as the YaRN authors do
-    attention_factor: Optional[float] = None  # yarn only; None: 0.1 * ln(s) + 1
+    attention_factor: Optional[float] = None  # yarn only; null: 0.1 * ln(s) + 1
 
 
 @dataclass
 class DynamicNTKConfig:
-    factor: Optional[float] = None  # s in b * (s*l/T - (s-1))^(d/(d-2)); None: the row's scale
+    factor: Optional[float] = None  # s in b * (s*l/T - (s-1))^(d/(d-2)); null: the row's scale
 
 
 @dataclass
@@ -96,15 +96,15 @@ class Llama3Config:
 
 @dataclass
 class LongRopeConfig:
-    short_factor: Optional[List[float]] = None  # per-pair divisors at lengths <= T; None: all 1
-    long_factor: Optional[List[float]] = None  # per-pair divisors past T; None: all 1
-    attention_factor: Optional[float] = None  # None: sqrt(1 + ln(s) / ln(T))
+    short_factor: Optional[List[float]] = None  # per-pair divisors at lengths <= T; null: all 1
+    long_factor: Optional[List[float]] = None  # per-pair divisors past T; null: all 1
+    attention_factor: Optional[float] = None  # null: sqrt(1 + ln(s) / ln(T))
 
 
 @dataclass
 class PasskeyConfig:
     enabled: bool = True  # passkey retrieval in eval-extrapolate (writes passkey.csv)
-    variants: List[str] = field(default_factory=lambda: ["prompt", "copy"])  # see posx/passkey.py
+    variants: List[str] = field(default_factory=lambda: ["prompt", "copy"])  # prompt: key asked for; copy: key repeated
     trials: int = 16  # sequences per (length, variant), the same ones for every method
     digits: int = 5  # length of the random key
     depth_buckets: int = 4  # trials are spread evenly over this many depth ranges
@@ -114,21 +114,21 @@ class PasskeyConfig:
 @dataclass
 class EvalConfig:
     factors: List[float] = field(default_factory=lambda: [1.0, 2.0, 4.0, 8.0])  # lengths as multiples of T
-    methods: List[str] = field(default_factory=lambda: ["none", "pi", "ntk", "yarn", "abf"])
+    methods: List[str] = field(default_factory=lambda: ["none", "pi", "ntk", "yarn", "abf"])  # RoPE methods scored
     tokens: int = 16384  # scored tokens at every length (rounded up to a multiple of each length)
     batch_tokens: int = 16384  # tokens per forward pass (memory knob)
-    scale: Optional[float] = None  # fixed RoPE scale s; None: s = L / T for each length
+    scale: Optional[float] = None  # fixed RoPE scale s; null: s = L / T for each length
     abf_base: float = 500000.0  # ABF's new base
     yarn: YarnConfig = field(default_factory=YarnConfig)  # also the ramp of dynamic_yarn, ntk_by_parts
-    dynamic_ntk: DynamicNTKConfig = field(default_factory=DynamicNTKConfig)
-    llama3: Llama3Config = field(default_factory=Llama3Config)
-    longrope: LongRopeConfig = field(default_factory=LongRopeConfig)
+    dynamic_ntk: DynamicNTKConfig = field(default_factory=DynamicNTKConfig)  # dynamic_ntk, as transformers has it
+    llama3: Llama3Config = field(default_factory=Llama3Config)  # Llama 3.1 (transformers' llama3 rope_type)
+    longrope: LongRopeConfig = field(default_factory=LongRopeConfig)  # LongRoPE / Phi-3: one factor per rotary pair
     absolute_beyond: str = "none"  # learned absolute past its table: none | clamp | interpolate
     after_train: bool = False  # evaluate at the end of `posx train`
-    protocol: str = "nonoverlapping"  # nonoverlapping | sliding (see posx/scoring.py)
-    stride: Optional[int] = None  # sliding: tokens scored per window; None: T/2
-    bucket_width: Optional[int] = None  # positions.csv bucket width in tokens; None: T/8
-    passkey: PasskeyConfig = field(default_factory=PasskeyConfig)
+    protocol: str = "nonoverlapping"  # nonoverlapping | sliding (posx/eval/scoring.py)
+    stride: Optional[int] = None  # sliding: tokens scored per window; null: T/2
+    bucket_width: Optional[int] = None  # positions.csv bucket width in tokens; null: T/8
+    passkey: PasskeyConfig = field(default_factory=PasskeyConfig)  # passkey retrieval (passkey.csv)
     within_documents: bool = False  # windows never cross a document boundary (posx/eval/documents.py)
     min_document_tokens: int = 0  # within_documents: skip documents shorter than this (and than a window)
 
@@ -136,7 +136,7 @@ class EvalConfig:
 @dataclass
 class LoggerConfig:
     name: str = "none"  # experiment tracker: none | tensorboard | wandb (posx/core/trackers.py)
-    dir: Optional[str] = None  # where it writes; None: <run>/logs (tensorboard), the run directory (wandb)
+    dir: Optional[str] = None  # where it writes; null: <run>/logs (tensorboard), the run directory (wandb)
     project: str = "posx"  # wandb: the project name
     mode: str = "offline"  # wandb: offline (no network) | online | disabled
 
@@ -145,14 +145,14 @@ class LoggerConfig:
 class Config:
     seed: int = 0  # seeds weights, batches and evaluation windows
     device: str = "auto"  # auto (CUDA when present) | cpu | cuda | cuda:N (GPU N)
-    threads: Optional[int] = None  # torch intra-op threads; None: torch's default (one per core)
-    name: Optional[str] = None  # run name; None: <pos>-T<context>-s<seed>-<time>
+    threads: Optional[int] = None  # torch intra-op threads; null: torch's default (one per core)
+    name: Optional[str] = None  # run name; null: <pos>-T<context>-s<seed>-<time>
     results_dir: str = "results"  # runs/, sweeps/, cache/ live here
-    model: ModelConfig = field(default_factory=ModelConfig)
-    pos: PosConfig = field(default_factory=PosConfig)
-    data: DataConfig = field(default_factory=DataConfig)
-    train: TrainConfig = field(default_factory=TrainConfig)
-    eval: EvalConfig = field(default_factory=EvalConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)  # the transformer (presets: configs/model/)
+    pos: PosConfig = field(default_factory=PosConfig)  # the positional encoding (presets: configs/pos/)
+    data: DataConfig = field(default_factory=DataConfig)  # the corpus and its tokenizer (configs/data/)
+    train: TrainConfig = field(default_factory=TrainConfig)  # optimisation and checkpoints (configs/train/)
+    eval: EvalConfig = field(default_factory=EvalConfig)  # extrapolation evaluation (eval-extrapolate)
     logger: LoggerConfig = field(default_factory=LoggerConfig)  # optional experiment tracker, off by default
 
 
@@ -162,8 +162,8 @@ class ExtendConfig:
     lr: float = 3e-4  # peak learning rate (a tenth of train.lr: a fine-tune, not a retrain)
     warmup_steps: int = 20  # linear warmup steps (the PI and YaRN fine-tunes use 20)
     min_lr_ratio: float = 0.1  # cosine decays to lr * min_lr_ratio at the last step
-    batch_size: Optional[int] = None  # sequences per step; None: train.batch_size * T / (factor * T)
-    eval_every: Optional[int] = None  # validation at factor x T every N steps; None: train.eval_every
+    batch_size: Optional[int] = None  # sequences per step; null: train.batch_size * T / (factor * T)
+    eval_every: Optional[int] = None  # validation at factor x T every N steps; null: train.eval_every
 
 
 @dataclass
@@ -174,4 +174,4 @@ class ExtendRootConfig(Config):
     method: str = "yarn"  # a posx.rope method, or interpolate (learned absolute only)
     factor: float = 4.0  # new context = factor x the parent's T
     new_base: float = 500000.0  # abf: the new RoPE base
-    extend: ExtendConfig = field(default_factory=ExtendConfig)
+    extend: ExtendConfig = field(default_factory=ExtendConfig)  # the continued training at factor x T
