@@ -1,12 +1,14 @@
 """Typed configuration schema (Hydra structured configs) and checks of its values.
 
 The dataclasses below are the schema: Hydra merges the YAML files of ``configs/`` onto
-them, so a typo'd key or a wrong type fails at composition with Hydra's own message.
-``posx.config.checks`` then rejects values that are well typed but meaningless (a negative
-step count, an unknown method) with a one-line ``PosxError`` before any work starts.
+them, so a typo'd key, a wrong type or a choice outside its Enum (``posx.config.choices``)
+fails at composition. ``posx.config.checks`` then rejects values that are well typed but
+meaningless (a negative step count) with a one-line ``PosxError`` before any work starts.
+Each field's trailing comment is its description in the configuration reference
+(``posx.config.reference``).
 
-This module imports nothing of posx. Configs hold names, never import paths: a run
-directory is loadable without Hydra.
+This module imports nothing of posx but the choices (``posx.config.choices``). Configs hold
+names, never import paths: a run directory is loadable without Hydra.
 """
 
 from __future__ import annotations
@@ -14,6 +16,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, List, Optional
 
+from posx.config.choices import (
+    Attention,
+    Beyond,
+    Block,
+    Encoding,
+    ExtendMethod,
+    Logger,
+    LoggerMode,
+    Method,
+    Protocol,
+    Source,
+    Variant,
+)
 
 
 @dataclass
@@ -24,15 +39,15 @@ class ModelConfig:
     d_model: int = 128  # residual stream width; head_dim = d_model / n_head
     mlp_ratio: int = 4  # MLP hidden width = mlp_ratio * d_model
     dropout: float = 0.0  # dropout on attention and residual branches (training only)
-    block: str = "gpt2"  # gpt2 (LayerNorm + GELU MLP) | llama (RMSNorm + SwiGLU, no biases), posx.model.blocks
+    block: Block = Block.gpt2  # gpt2: LayerNorm + GELU MLP; llama: RMSNorm + SwiGLU, no biases
     multiple_of: int = 8  # llama: SwiGLU hidden = int(2/3 * mlp_ratio * d_model) rounded up to this
     tie_embeddings: bool = True  # output layer shares the token embedding matrix
-    attention: str = "sdpa"  # sdpa | flex: FlexAttention for alibi and t5 (no L x L mask); others always SDPA
+    attention: Attention = Attention.sdpa  # flex: FlexAttention for alibi and t5 (no L x L mask); others use SDPA
 
 
 @dataclass
 class PosConfig:
-    name: str = "rope"  # positional encoding: a name of posx.model.encodings.ENCODINGS
+    name: Encoding = Encoding.rope  # the positional encoding (posx/model/encodings.py)
     base: float = 10000.0  # RoPE base b of theta_i = b^(-2i/d)
     max_positions: Optional[int] = None  # absolute: rows of the learned table (null: train.context_length)
     num_buckets: int = 32  # t5: relative-distance buckets (half exact, half log-spaced)
@@ -42,7 +57,7 @@ class PosConfig:
 
 @dataclass
 class DataConfig:
-    source: str = "stdlib"  # stdlib (the interpreter's own .py files) | text (data.path) | datasets (HF datasets)
+    source: Source = Source.stdlib  # stdlib: the interpreter's own .py files; text: data.path; datasets: HF datasets
     path: Optional[str] = None  # text: a UTF-8 file, a directory or a glob
     val_fraction: float = 0.05  # share of documents (or of the joined stream) held out for validation
     cache_dir: str = "${results_dir}/cache"  # where token stores live (posx/data/store.py)
@@ -104,7 +119,7 @@ class LongRopeConfig:
 @dataclass
 class PasskeyConfig:
     enabled: bool = True  # passkey retrieval in eval-extrapolate (writes passkey.csv)
-    variants: List[str] = field(default_factory=lambda: ["prompt", "copy"])  # prompt: key asked for; copy: key repeated
+    variants: List[Variant] = field(default_factory=lambda: ["prompt", "copy"])  # prompt: key asked for; copy: repeated
     trials: int = 16  # sequences per (length, variant), the same ones for every method
     digits: int = 5  # length of the random key
     depth_buckets: int = 4  # trials are spread evenly over this many depth ranges
@@ -114,7 +129,7 @@ class PasskeyConfig:
 @dataclass
 class EvalConfig:
     factors: List[float] = field(default_factory=lambda: [1.0, 2.0, 4.0, 8.0])  # lengths as multiples of T
-    methods: List[str] = field(default_factory=lambda: ["none", "pi", "ntk", "yarn", "abf"])  # RoPE methods scored
+    methods: List[Method] = field(default_factory=lambda: ["none", "pi", "ntk", "yarn", "abf"])  # RoPE methods scored
     tokens: int = 16384  # scored tokens at every length (rounded up to a multiple of each length)
     batch_tokens: int = 16384  # tokens per forward pass (memory knob)
     scale: Optional[float] = None  # fixed RoPE scale s; null: s = L / T for each length
@@ -123,9 +138,9 @@ class EvalConfig:
     dynamic_ntk: DynamicNTKConfig = field(default_factory=DynamicNTKConfig)  # dynamic_ntk, as transformers has it
     llama3: Llama3Config = field(default_factory=Llama3Config)  # Llama 3.1 (transformers' llama3 rope_type)
     longrope: LongRopeConfig = field(default_factory=LongRopeConfig)  # LongRoPE / Phi-3: one factor per rotary pair
-    absolute_beyond: str = "none"  # learned absolute past its table: none | clamp | interpolate
+    absolute_beyond: Beyond = Beyond.none  # learned absolute past its table
     after_train: bool = False  # evaluate at the end of `posx train`
-    protocol: str = "nonoverlapping"  # nonoverlapping | sliding (posx/eval/scoring.py)
+    protocol: Protocol = Protocol.nonoverlapping  # sliding: windows scoring their last eval.stride tokens
     stride: Optional[int] = None  # sliding: tokens scored per window; null: T/2
     bucket_width: Optional[int] = None  # positions.csv bucket width in tokens; null: T/8
     passkey: PasskeyConfig = field(default_factory=PasskeyConfig)  # passkey retrieval (passkey.csv)
@@ -135,10 +150,10 @@ class EvalConfig:
 
 @dataclass
 class LoggerConfig:
-    name: str = "none"  # experiment tracker: none | tensorboard | wandb (posx/core/trackers.py)
+    name: Logger = Logger.none  # experiment tracker (posx/core/trackers.py)
     dir: Optional[str] = None  # where it writes; null: <run>/logs (tensorboard), the run directory (wandb)
     project: str = "posx"  # wandb: the project name
-    mode: str = "offline"  # wandb: offline (no network) | online | disabled
+    mode: LoggerMode = LoggerMode.offline  # wandb: offline (no network), online or disabled
 
 
 @dataclass
@@ -171,7 +186,7 @@ class ExtendRootConfig(Config):
     """``posx extend``: the training config plus what to extend and how."""
 
     parent: Optional[str] = None  # the run to extend (path or name under results/runs); set by RUN
-    method: str = "yarn"  # a posx.rope method, or interpolate (learned absolute only)
+    method: ExtendMethod = ExtendMethod.yarn  # a RoPE method, or interpolate (learned absolute only)
     factor: float = 4.0  # new context = factor x the parent's T
     new_base: float = 500000.0  # abf: the new RoPE base
     extend: ExtendConfig = field(default_factory=ExtendConfig)  # the continued training at factor x T
