@@ -116,3 +116,19 @@ def test_the_restated_default_check_finds_a_restated_value():
     defaults = OmegaConf.to_container(OmegaConf.structured(Config))
     assert _restated({"train": {"steps": 800, "lr": 1.0}, "seed": 3}, defaults) == ["train.steps=800"]
     assert _restated({"data": {"path": "???"}}, defaults) == []
+
+
+def test_presets_compose_to_the_values_they_had_when_their_files_restated_defaults():
+    gpu = compose(["experiment=gpu_small", "model=llama_small"])
+    assert OmegaConf.to_container(gpu.train) == {
+        "context_length": 512, "steps": 5000, "batch_size": 64, "micro_batch_size": None, "lr": 1e-3,
+        "min_lr_ratio": 0.1, "warmup_steps": 200, "weight_decay": 0.1, "beta1": 0.9, "beta2": 0.95, "grad_clip": 1.0,
+        "eval_every": 250, "eval_batches": 16, "checkpoint_every": 500, "compile": "auto", "tf32": True}
+    assert OmegaConf.to_container(gpu.model, enum_to_str=True) == {
+        "name": "llama_small", "n_layer": 8, "n_head": 8, "d_model": 512, "mlp_ratio": 4, "dropout": 0.0,
+        "block": "llama", "multiple_of": 8, "tie_embeddings": True, "attention": "sdpa"}
+    assert (gpu.eval.tokens, gpu.eval.batch_tokens, gpu.eval.after_train) == (65536, 65536, True)
+    tiny = compose(["model=llama_tiny", "pos=t5"])
+    model = tiny.model
+    assert (model.block, model.n_layer, model.d_model, model.name) == ("llama", 4, 128, "llama_tiny")
+    assert (tiny.pos.num_buckets, tiny.pos.max_distance, tiny.pos.per_layer) == (32, 128, False)
