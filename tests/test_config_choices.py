@@ -9,11 +9,35 @@ import json
 import pytest
 import yaml
 
-from posx.config.choices import REGISTRIES, Encoding, ExtendMethod, Method
 from posx.config.compose import compose, to_yaml
+from posx.config.schema import (
+    Attention,
+    Beyond,
+    Block,
+    Encoding,
+    ExtendMethod,
+    Logger,
+    Method,
+    Protocol,
+    Source,
+    Variant,
+)
 from posx.core.errors import PosxError
 from posx.model.encodings import ENCODINGS
 from posx.rope import METHODS
+
+# Each choice with the registry it mirrors: (module, attribute); a dict's keys or a tuple's items.
+REGISTRIES = {
+    Encoding: ("posx.model.encodings", "ENCODINGS"),
+    Block: ("posx.model.blocks", "BLOCKS"),
+    Attention: ("posx.model.attention", "ATTENTION"),
+    Method: ("posx.rope", "METHODS"),
+    Beyond: ("posx.model.encodings", "BEYOND"),
+    Protocol: ("posx.eval.scoring", "PROTOCOLS"),
+    Variant: ("posx.eval.passkey", "VARIANTS"),
+    Source: ("posx.data.sources", "SOURCES"),
+    Logger: ("posx.core.trackers", "LOGGERS"),
+}
 
 
 @pytest.mark.parametrize("enum", list(REGISTRIES), ids=lambda e: e.__name__)

@@ -3,7 +3,7 @@ window longer than its length), each a one-line ``PosxError`` naming the key, be
 starts.
 
 A choice (an encoding, a method, a protocol, ...) is an Enum of the schema
-(``posx.config.choices``), so composition refuses an unknown one; what is checked here is
+(``posx.config.schema``), so composition refuses an unknown one; what is checked here is
 checked by the module that owns it where there is one: the device by ``posx.core.device``,
 the tracker's package by ``posx.core.trackers``, RoPE method parameters by ``posx.rope``
 (``posx.model.rescale.check_params``).
