@@ -54,11 +54,12 @@ def description(cls: type, name: str) -> str:
 
 
 def _type_name(hint: Any) -> str:
+    """``int``, ``float or null``, ``list of choice``, ``any`` ..."""
     args = [a for a in typing.get_args(hint) if a is not type(None)]
     origin = typing.get_origin(hint)
     if origin is typing.Union:
         return f"{_type_name(args[0])} or null" if len(args) == 1 else " or ".join(map(_type_name, args))
-    if origin in (list, typing.List):  # noqa: UP006
+    if origin is list:
         return f"list of {_type_name(args[0])}"
     if isinstance(hint, type) and issubclass(hint, enum.Enum):
         return "choice"
@@ -107,7 +108,8 @@ def _table(rows: list[tuple[str, type, dataclasses.Field, Any]]) -> list[str]:
     for key, cls, f, hint in rows:
         text = description(cls, f.name)
         if _choices(hint):
-            text += f" (one of: {', '.join(f'`{c}`' for c in _choices(hint))})"
+            each = "each " if typing.get_origin(hint) is list else ""
+            text += f" ({each}one of: {', '.join(f'`{c}`' for c in _choices(hint))})"
         lines.append(f"| `{key}` | {_type_name(hint)} | `{_cell(_default(f))}` | {_cell(text)} |")
     return lines
 
