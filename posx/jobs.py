@@ -17,25 +17,24 @@ import contextlib
 import os
 import shutil
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
 
-from hydra._internal.utils import _run_hydra, get_args_parser
+import hydra
 from hydra.core.hydra_config import HydraConfig
-from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException
 from hydra.types import RunMode
 from omegaconf import DictConfig
 from omegaconf.errors import OmegaConfBaseException
 from rich.console import Console
 
+from posx.config import command_line
 from posx.config.checks import check_train_config
 from posx.config.compose import compose, config_dir, refuse_additions, register_configs
 from posx.config.resume import differences, resume_config, saved_config
-from posx.core import files
-from posx.core import distributed
-from posx.core.errors import Preempted, PosxError
+from posx.core import distributed, files
+from posx.core.errors import PosxError, Preempted
 from posx.core.lock import LOCK_NAME, Busy
 from posx.eval.run import evaluate_run
 from posx.report.sweep import update_sweep_table
@@ -85,21 +84,19 @@ def check_launcher(args: list[str]) -> None:
 
 
 def run_hydra(task: Callable[[DictConfig], None], config_name: str, args: list[str]) -> None:
-    """Run ``task`` as Hydra's ``@hydra.main`` would, on ``args`` instead of ``sys.argv``
-    (``-m``, ``--cfg job``, launchers and sweeps behave as on Hydra's own command line)."""
+    """Run ``task`` through ``hydra.main`` on ``args`` instead of the process's own arguments
+    (``-m``, ``--cfg job``, launchers and sweeps behave as on Hydra's own command line), after
+    posx's own checks of the command line and of every job it would run."""
     with user_errors():
         refuse_additions(args)
         check_launcher(args)
         register_configs()
-        parser = get_args_parser()
-        parsed = parser.parse_args(args)
+        parsed = command_line.parse(args)
         if parsed.multirun and distributed.env_world_size() > 1:
             raise PosxError(f"-m cannot run under torchrun ({distributed.env_world_size()} ranks): run the sweep "
                             "with hydra/launcher=submitit_slurm hydra.launcher.tasks_per_node=N instead "
                             "(each sweep job then trains on N ranks)")
-        modes = [flag for flag, on in (("-m/--multirun", parsed.multirun), ("--cfg", parsed.cfg),
-                                       ("--info", parsed.info), ("--run", parsed.run),
-                                       ("--shell-completion", parsed.shell_completion)) if on]
+        modes = command_line.modes(parsed)
         if len(modes) > 1:
             raise PosxError(f"{' and '.join(modes)} cannot go together; give one of them")
         if parsed.experimental_rerun is not None:
@@ -108,29 +105,11 @@ def run_hydra(task: Callable[[DictConfig], None], config_name: str, args: list[s
         # Compose the sweep's jobs here (every value of every sweep at least once), so a typo'd
         # key, a wrong type or a missing group option is one line and exit 2, not Hydra's
         # multi-line report from inside the sweep.
-        for overrides in _probes(parsed.overrides):
+        for overrides in command_line.probes(parsed.overrides):
             compose(overrides, config_name)
-    _run_hydra(args=parsed, args_parser=parser, task_function=task, config_path=str(config_dir()),
-               config_name=config_name)
-
-
-def _probes(overrides: list[str]) -> list[list[str]]:
-    """Override lists that together use every value of every sweep: the first job, then for
-    each sweep each other value with the rest at their first. ``a=1,2 b=3,4`` -> ``[a=1 b=3],
-    [a=2 b=3], [a=1 b=4]``."""
-    parsed = OverridesParser.create().parse_overrides(overrides)
-    values = [list(o.sweep_string_iterator()) if o.is_sweep_override() else [None] for o in parsed]
-
-    def line(choice: list[int]) -> list[str]:
-        return [o.input_line if v[i] is None else f"{o.get_key_element()}={v[i]}"
-                for o, v, i in zip(parsed, values, choice) if v]
-
-    first = [0] * len(parsed)
-    probes = [line(first)]
-    for k, v in enumerate(values):
-        for i in range(1, len(v)):
-            probes.append(line([*first[:k], i, *first[k + 1:]]))
-    return probes
+    main = hydra.main(version_base="1.3", config_path=str(config_dir()), config_name=config_name)(task)
+    with command_line.argv(args):
+        main()
 
 
 @dataclass

@@ -162,7 +162,7 @@ BAD = [
     (["train", "train.lr=0"], "train.lr must be positive"),
     (["train", "train.steps=abc"], "steps"),
     (["train", "eval.factors=[0.5,1]"], "at least 1"),
-    (["train", "eval.methods=[none,bogus]"], "unknown method 'bogus'"),
+    (["train", "eval.methods=[none,bogus]"], "eval.methods has unknown value 'bogus'"),
     (["train", "device=tpu"], "device=tpu"),
     (["train", "device=cuda"], "CUDA is not available"),
     (["train", "data=text", "data.path=/nonexistent/corpus"], "does not exist"),

@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
 from omegaconf.errors import ConfigKeyError, ValidationError
 
-from posx.config.compose import compose
 from posx.config.checks import check_config
-from posx.config.compose import config_dir
+from posx.config.compose import compose, config_dir
+from posx.config.schema import Config, ExtendRootConfig
 from posx.core.errors import PosxError
 from posx.model.config import GPTConfig
 
-GROUPS = ["model", "pos", "data", "train", "eval"]
+GROUPS = ["model", "pos", "data", "train", "eval", "logger"]
 
 
 def options(group: str) -> list[str]:
@@ -76,3 +78,57 @@ def test_the_model_config_conversion_round_trips(overrides):
         OmegaConf.update(again, key, value, merge=False)
     again.train.context_length = 7  # max_positions is explicit now: T no longer matters
     assert GPTConfig.from_run_config(again, 256) == model
+
+
+def _restated(values, defaults, prefix: str = "") -> list[str]:
+    """Dotted keys of ``values`` (a YAML file's mapping) equal to the schema's ``defaults``."""
+    found = []
+    for key, value in values.items():
+        default = defaults.get(key)
+        if isinstance(value, dict) and isinstance(default, dict):
+            found += _restated(value, default, f"{prefix}{key}.")
+        elif value != "???" and value == default:
+            found.append(f"{prefix}{key}={value!r}")
+    return found
+
+
+def _yaml_files() -> list[tuple[Path, dict]]:
+    """(file, the schema defaults it is merged onto) for every config file: a group option sits
+    at its group's key, an experiment and the two root configs at the root."""
+    train_root = OmegaConf.to_container(OmegaConf.structured(Config))
+    extend_root = OmegaConf.to_container(OmegaConf.structured(ExtendRootConfig))
+    found = [(config_dir() / "config.yaml", train_root), (config_dir() / "extend.yaml", extend_root)]
+    found += [(path, train_root) for path in sorted((config_dir() / "experiment").glob("*.yaml"))]
+    for group in (*GROUPS, "extend"):
+        found += [(path, extend_root[group]) for path in sorted((config_dir() / group).glob("*.yaml"))]
+    return found
+
+
+@pytest.mark.parametrize("path,defaults", _yaml_files(), ids=lambda x: x.stem if isinstance(x, Path) else "")
+def test_config_files_hold_only_what_differs_from_the_schema(path, defaults):
+    """A default is stated once, in posx/config/schema.py: a YAML value equal to it is a second copy."""
+    values = OmegaConf.to_container(OmegaConf.load(path)) or {}
+    values = {k: v for k, v in values.items() if k not in ("defaults", "hydra")}
+    assert not _restated(values, defaults), f"{path.name} restates the schema's defaults"
+
+
+def test_the_restated_default_check_finds_a_restated_value():
+    defaults = OmegaConf.to_container(OmegaConf.structured(Config))
+    assert _restated({"train": {"steps": 800, "lr": 1.0}, "seed": 3}, defaults) == ["train.steps=800"]
+    assert _restated({"data": {"path": "???"}}, defaults) == []
+
+
+def test_presets_compose_to_the_values_they_had_when_their_files_restated_defaults():
+    gpu = compose(["experiment=gpu_small", "model=llama_small"])
+    assert OmegaConf.to_container(gpu.train) == {
+        "context_length": 512, "steps": 5000, "batch_size": 64, "micro_batch_size": None, "lr": 1e-3,
+        "min_lr_ratio": 0.1, "warmup_steps": 200, "weight_decay": 0.1, "beta1": 0.9, "beta2": 0.95, "grad_clip": 1.0,
+        "eval_every": 250, "eval_batches": 16, "checkpoint_every": 500, "compile": "auto", "tf32": True}
+    assert OmegaConf.to_container(gpu.model, enum_to_str=True) == {
+        "name": "llama_small", "n_layer": 8, "n_head": 8, "d_model": 512, "mlp_ratio": 4, "dropout": 0.0,
+        "block": "llama", "multiple_of": 8, "tie_embeddings": True, "attention": "sdpa"}
+    assert (gpu.eval.tokens, gpu.eval.batch_tokens, gpu.eval.after_train) == (65536, 65536, True)
+    tiny = compose(["model=llama_tiny", "pos=t5"])
+    model = tiny.model
+    assert (model.block, model.n_layer, model.d_model, model.name) == ("llama", 4, 128, "llama_tiny")
+    assert (tiny.pos.num_buckets, tiny.pos.max_distance, tiny.pos.per_layer) == (32, 128, False)

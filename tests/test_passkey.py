@@ -165,7 +165,7 @@ BAD_EVAL = [
     ("eval.bucket_width=-4", "eval.bucket_width must be positive"),
     ("eval.passkey.trials=0", "eval.passkey.trials must be positive"),
     ("eval.passkey.digits=1", "copy variant needs at least 2 digits"),
-    ("eval.passkey.variants=[prompt,bogus]", "unknown variant 'bogus'"),
+    ("eval.passkey.variants=[prompt,bogus]", "eval.passkey.variants has unknown value 'bogus'"),
     ("eval.passkey.depth_buckets=32", "fewer than eval.passkey.depth_buckets"),
 ]
 

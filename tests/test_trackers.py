@@ -28,7 +28,7 @@ def test_logger_is_off_by_default_and_checked():
     assert cfg.logger.name == "none"
     assert type(open_tracker(cfg.logger, Path("."), "r", {}, "")) is Tracker
     assert compose(["logger=tensorboard"]).logger.name == "tensorboard"
-    with pytest.raises(PosxError, match="logger=bogus is unknown"):
+    with pytest.raises(PosxError, match="logger.name=bogus is unknown"):
         compose(["logger.name=bogus"])
     with pytest.raises(PosxError, match="logger.mode=cloud"):
         compose(["logger=wandb", "logger.mode=cloud"])

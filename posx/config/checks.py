@@ -1,9 +1,11 @@
-"""Checks of config values that are well typed but meaningless (a negative step count, an
-unknown method), each a one-line ``PosxError`` naming the key, before any work starts.
+"""Checks of config values that are well typed but meaningless (a negative step count, a
+window longer than its length), each a one-line ``PosxError`` naming the key, before any work
+starts.
 
-The names a key may take come from the modules that own them: encodings from
-``posx.model.encodings``, methods from ``posx.rope``, protocols and passkey variants from
-``posx.eval``. RoPE method parameters are checked by ``posx.rope`` itself
+A choice (an encoding, a method, a protocol, ...) is an Enum of the schema
+(``posx.config.schema``), so composition refuses an unknown one; what is checked here is
+checked by the module that owns it where there is one: the device by ``posx.core.device``,
+the tracker's package by ``posx.core.trackers``, RoPE method parameters by ``posx.rope``
 (``posx.model.rescale.check_params``).
 """
 
@@ -16,19 +18,12 @@ from omegaconf import DictConfig, OmegaConf
 
 from posx.config.schema import Config, ExtendRootConfig
 from posx.core.device import COMPILE, check_device
-from posx.core.trackers import check_logger
 from posx.core.errors import PosxError
-from posx.data.sources import SOURCES
-from posx.eval.passkey import VARIANTS
-from posx.eval.scoring import PROTOCOLS
-from posx.model.attention import ATTENTION
+from posx.core.trackers import check_logger
 from posx.data.corpus import VOCAB_SIZE
-from posx.model.blocks import BLOCKS
 from posx.model.config import GPTConfig
-from posx.model.encodings import BEYOND, ENCODINGS
 from posx.model.rescale import check_methods, check_params
 from posx.rope import METHODS
-
 
 MAX_EVAL_FACTOR = 4096
 
@@ -65,18 +60,10 @@ def check_config(cfg: DictConfig | Config) -> None:
     _finite(container)
     check_device(cfg.device)
     check_logger(cfg.logger.name)
-    if cfg.logger.mode not in ("offline", "online", "disabled"):
-        raise PosxError(f"logger.mode={cfg.logger.mode} is not one of offline, online, disabled")
     if cfg.threads is not None and cfg.threads < 1:
         raise PosxError(f"threads={cfg.threads} must be at least 1 (or null for torch's default)")
-    if cfg.pos.name not in ENCODINGS:
-        raise PosxError(f"pos.name={cfg.pos.name} is unknown; choose one of {', '.join(ENCODINGS)}")
     for key in ("n_layer", "n_head", "d_model", "mlp_ratio", "multiple_of"):
         _positive(cfg.model[key], f"model.{key}")
-    if cfg.model.block not in BLOCKS:
-        raise PosxError(f"model.block={cfg.model.block} is unknown; choose one of {', '.join(BLOCKS)}")
-    if cfg.model.attention not in ATTENTION:
-        raise PosxError(f"model.attention={cfg.model.attention} is unknown; choose one of {', '.join(ATTENTION)}")
     if str(cfg.train.compile).lower() not in COMPILE:
         raise PosxError(f"train.compile={cfg.train.compile} is unknown; choose one of {', '.join(COMPILE)}")
     if cfg.model.d_model % cfg.model.n_head:
@@ -124,17 +111,11 @@ def check_config(cfg: DictConfig | Config) -> None:
                             f"{MAX_EVAL_FACTOR}: the evaluation allocates factor x T positions)")
     if not cfg.eval.methods:
         raise PosxError("eval.methods is empty; give at least one, e.g. eval.methods=[none,pi]")
-    for method in cfg.eval.methods:
-        if method not in METHODS:
-            raise PosxError(f"eval.methods has unknown method '{method}'; choose from {', '.join(METHODS)}")
     if cfg.eval.scale is not None and cfg.eval.scale < 1:
         raise PosxError(f"eval.scale={cfg.eval.scale} must be at least 1 (or null for L/T)")
     _positive(cfg.eval.tokens, "eval.tokens")
     _positive(cfg.eval.batch_tokens, "eval.batch_tokens")
     _positive(cfg.eval.abf_base, "eval.abf_base")
-    if cfg.eval.absolute_beyond not in BEYOND:
-        raise PosxError(f"eval.absolute_beyond={cfg.eval.absolute_beyond} is unknown; "
-                        f"choose one of {', '.join(BEYOND)}")
     check_params(cfg.eval, METHODS)  # every method's, as before: a bad value is wrong even if unused
     _check_scoring(cfg.eval)
     _check_data(cfg)
@@ -143,9 +124,7 @@ def check_config(cfg: DictConfig | Config) -> None:
 
 
 def _check_data(cfg) -> None:
-    """data.source, data.vocab_size (bpe) and eval.min_document_tokens."""
-    if cfg.data.source not in SOURCES:
-        raise PosxError(f"unknown data.source '{cfg.data.source}'; choose one of: {', '.join(SOURCES)}")
+    """data.vocab_size (bpe) and eval.min_document_tokens."""
     if cfg.data.tokenizer == "bpe" and cfg.data.vocab_size < 257:
         raise PosxError(f"data.vocab_size={cfg.data.vocab_size} is smaller than the byte alphabet of a byte-level "
                         "BPE (256 bytes + 1 end-of-document token); set data.vocab_size to at least 257")
@@ -158,9 +137,6 @@ def check_extend_config(cfg: DictConfig | ExtendRootConfig) -> None:
     check_config(cfg)
     if not cfg.parent:
         raise PosxError("name the run to extend: posx extend RUN method=<method> factor=<factor>")
-    methods = (*METHODS, "interpolate")
-    if cfg.method not in methods:
-        raise PosxError(f"method={cfg.method} is unknown; choose one of {', '.join(methods)}")
     if not (math.isfinite(cfg.factor) and cfg.factor >= 1):
         raise PosxError(f"factor={cfg.factor} must be a finite number of at least 1 "
                         "(the new context is factor x T)")
@@ -178,9 +154,7 @@ def check_extend_config(cfg: DictConfig | ExtendRootConfig) -> None:
 
 
 def _check_scoring(ev) -> None:
-    """eval.protocol, eval.stride, eval.bucket_width and eval.passkey.*."""
-    if ev.protocol not in PROTOCOLS:
-        raise PosxError(f"eval.protocol={ev.protocol} is unknown; choose one of {', '.join(PROTOCOLS)}")
+    """eval.stride, eval.bucket_width and eval.passkey.*."""
     if ev.stride is not None:
         _positive(ev.stride, "eval.stride")
     if ev.bucket_width is not None:
@@ -191,10 +165,6 @@ def _check_scoring(ev) -> None:
     if pk.enabled and not pk.variants:
         raise PosxError("eval.passkey.variants is empty; give prompt, copy or both, "
                         "or set eval.passkey.enabled=false")
-    for variant in pk.variants:
-        if variant not in VARIANTS:
-            raise PosxError(f"eval.passkey.variants has unknown variant '{variant}'; "
-                            f"choose from {', '.join(VARIANTS)}")
     if "copy" in pk.variants and pk.digits < 2:
         raise PosxError(f"eval.passkey.digits={pk.digits}: the copy variant needs at least 2 digits "
                         "(the first is the cue)")

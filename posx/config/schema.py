@@ -1,19 +1,62 @@
 """Typed configuration schema (Hydra structured configs) and checks of its values.
 
-The dataclasses below are the schema: Hydra merges the YAML files of ``configs/`` onto
-them, so a typo'd key or a wrong type fails at composition with Hydra's own message.
-``posx.config.checks`` then rejects values that are well typed but meaningless (a negative
-step count, an unknown method) with a one-line ``PosxError`` before any work starts.
+The dataclasses below are the schema and hold every default: Hydra merges the YAML files of
+``configs/`` (only what differs) onto them, so a typo'd key, a wrong type or a choice outside
+its Enum fails at composition. ``posx.config.checks`` then rejects values that are well typed
+but meaningless (a negative step count) with a one-line ``PosxError`` before any work starts.
+Each field's trailing comment is its description in the configuration reference
+(``posx.config.reference``).
 
-This module imports nothing of posx. Configs hold names, never import paths: a run
-directory is loadable without Hydra.
+Choice fields are Enums (``Choice`` below): each lists the names of a registry owned elsewhere
+(the registries stay the source of truth of behaviour; ``tests/test_config_choices.py`` fails
+when an Enum and its registry differ). A member *is* its string (``Encoding.rope == "rope"``,
+the same hash, ``str()`` and f-strings give ``rope``, JSON writes ``"rope"``), so registries
+keyed by name, comparisons and run directories written before keep working;
+``posx.config.compose.to_yaml`` writes plain strings. Not Enums, on purpose: ``device``
+(``cuda:N`` is open-ended), ``data.tokenizer`` (also a path to a tokenizer.json; checked in
+``posx.data.tokenizer``) and ``train.compile`` (Hydra and YAML read ``true``/``false`` as
+booleans, which an Enum field refuses; checked in ``posx.core.device``).
+
+This module imports nothing of posx. Configs hold names, never import paths: a run directory
+is loadable without Hydra.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any, List, Optional
 
+
+class Choice(str, Enum):
+    """A str-valued Enum whose ``str()`` and ``format()`` are its value."""
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+
+def _choice(name: str, values: str, doc: str) -> type[Choice]:
+    made = Choice(name, [(v, v) for v in values.split()], module=__name__)
+    made.__doc__ = doc
+    return made
+
+
+Encoding = _choice("Encoding", "absolute rope sinusoidal alibi t5 nope", "pos.name: posx.model.encodings.ENCODINGS")
+Block = _choice("Block", "gpt2 llama", "model.block: posx.model.blocks.BLOCKS")
+Attention = _choice("Attention", "sdpa flex", "model.attention: posx.model.attention.ATTENTION")
+Method = _choice("Method", "none pi ntk dynamic_ntk yarn dynamic_yarn ntk_by_parts abf llama3 longrope",
+                 "eval.methods: posx.rope.METHODS")
+ExtendMethod = _choice("ExtendMethod", " ".join(Method) + " interpolate",
+                       "posx extend's method: posx.rope.METHODS, or interpolate (learned absolute)")
+Beyond = _choice("Beyond", "none clamp interpolate", "eval.absolute_beyond: posx.model.encodings.BEYOND")
+Protocol = _choice("Protocol", "nonoverlapping sliding", "eval.protocol: posx.eval.scoring.PROTOCOLS")
+Variant = _choice("Variant", "prompt copy", "eval.passkey.variants: posx.eval.passkey.VARIANTS")
+Source = _choice("Source", "stdlib text datasets", "data.source: posx.data.sources.SOURCES")
+Logger = _choice("Logger", "none tensorboard wandb", "logger.name: posx.core.trackers.LOGGERS")
+LoggerMode = _choice("LoggerMode", "offline online disabled", "logger.mode: wandb's modes")
 
 
 @dataclass
@@ -24,17 +67,17 @@ class ModelConfig:
     d_model: int = 128  # residual stream width; head_dim = d_model / n_head
     mlp_ratio: int = 4  # MLP hidden width = mlp_ratio * d_model
     dropout: float = 0.0  # dropout on attention and residual branches (training only)
-    block: str = "gpt2"  # gpt2 (LayerNorm + GELU MLP) | llama (RMSNorm + SwiGLU, no biases), posx.model.blocks
+    block: Block = Block.gpt2  # gpt2: LayerNorm + GELU MLP; llama: RMSNorm + SwiGLU, no biases
     multiple_of: int = 8  # llama: SwiGLU hidden = int(2/3 * mlp_ratio * d_model) rounded up to this
     tie_embeddings: bool = True  # output layer shares the token embedding matrix
-    attention: str = "sdpa"  # sdpa | flex: FlexAttention for alibi and t5 (no L x L mask); others always SDPA
+    attention: Attention = Attention.sdpa  # flex: FlexAttention for alibi and t5 (no L x L mask); others use SDPA
 
 
 @dataclass
 class PosConfig:
-    name: str = "rope"  # positional encoding: a name of posx.model.encodings.ENCODINGS
+    name: Encoding = Encoding.rope  # the positional encoding (posx/model/encodings.py)
     base: float = 10000.0  # RoPE base b of theta_i = b^(-2i/d)
-    max_positions: Optional[int] = None  # absolute: rows of the learned table (None: train.context_length)
+    max_positions: Optional[int] = None  # absolute: rows of the learned table (null: train.context_length)
     num_buckets: int = 32  # t5: relative-distance buckets (half exact, half log-spaced)
     max_distance: int = 128  # t5: distances from here on share the last bucket
     per_layer: bool = False  # t5: one bias table per layer (T5 itself shares one)
@@ -42,7 +85,7 @@ class PosConfig:
 
 @dataclass
 class DataConfig:
-    source: str = "stdlib"  # stdlib (the interpreter's own .py files) | text (data.path) | datasets (HF datasets)
+    source: Source = Source.stdlib  # stdlib: the interpreter's own .py files; text: data.path; datasets: HF datasets
     path: Optional[str] = None  # text: a UTF-8 file, a directory or a glob
     val_fraction: float = 0.05  # share of documents (or of the joined stream) held out for validation
     cache_dir: str = "${results_dir}/cache"  # where token stores live (posx/data/store.py)
@@ -60,13 +103,13 @@ class TrainConfig:
     context_length: int = 128  # T: the length the model trains at
     steps: int = 800  # optimizer steps
     batch_size: int = 32  # sequences per optimizer step, over all ranks together (the global batch)
-    micro_batch_size: Optional[int] = None  # sequences per forward pass on one rank; None: batch_size / ranks (no accumulation)
+    micro_batch_size: Optional[int] = None  # sequences per forward pass on one rank; null: batch_size / ranks
     lr: float = 3e-3  # peak learning rate (AdamW)
     min_lr_ratio: float = 0.1  # cosine decays to lr * min_lr_ratio
     warmup_steps: int = 50  # linear warmup steps
     weight_decay: float = 0.1  # on matrices only
-    beta1: float = 0.9
-    beta2: float = 0.95
+    beta1: float = 0.9  # AdamW's first-moment decay
+    beta2: float = 0.95  # AdamW's second-moment decay
     grad_clip: float = 1.0  # max global gradient norm (0 disables)
     eval_every: int = 100  # validation loss every N steps (and at the end)
     eval_batches: int = 8  # batches per validation estimate
@@ -80,12 +123,12 @@ class YarnConfig:
     beta_fast: float = 32.0  # rotations above which a pair keeps its frequency
     beta_slow: float = 1.0  # rotations below which a pair is fully interpolated
     truncate: bool = True  # floor/ceil the ramp bounds, as the YaRN authors do
-    attention_factor: Optional[float] = None  # yarn only; None: 0.1 * ln(s) + 1
+    attention_factor: Optional[float] = None  # yarn only; null: 0.1 * ln(s) + 1
 
 
 @dataclass
 class DynamicNTKConfig:
-    factor: Optional[float] = None  # s in b * (s*l/T - (s-1))^(d/(d-2)); None: the row's scale
+    factor: Optional[float] = None  # s in b * (s*l/T - (s-1))^(d/(d-2)); null: the row's scale
 
 
 @dataclass
@@ -96,15 +139,15 @@ class Llama3Config:
 
 @dataclass
 class LongRopeConfig:
-    short_factor: Optional[List[float]] = None  # per-pair divisors at lengths <= T; None: all 1
-    long_factor: Optional[List[float]] = None  # per-pair divisors past T; None: all 1
-    attention_factor: Optional[float] = None  # None: sqrt(1 + ln(s) / ln(T))
+    short_factor: Optional[List[float]] = None  # per-pair divisors at lengths <= T; null: all 1
+    long_factor: Optional[List[float]] = None  # per-pair divisors past T; null: all 1
+    attention_factor: Optional[float] = None  # null: sqrt(1 + ln(s) / ln(T))
 
 
 @dataclass
 class PasskeyConfig:
     enabled: bool = True  # passkey retrieval in eval-extrapolate (writes passkey.csv)
-    variants: List[str] = field(default_factory=lambda: ["prompt", "copy"])  # see posx/passkey.py
+    variants: List[Variant] = field(default_factory=lambda: ["prompt", "copy"])  # prompt: key asked for; copy: repeated
     trials: int = 16  # sequences per (length, variant), the same ones for every method
     digits: int = 5  # length of the random key
     depth_buckets: int = 4  # trials are spread evenly over this many depth ranges
@@ -114,45 +157,45 @@ class PasskeyConfig:
 @dataclass
 class EvalConfig:
     factors: List[float] = field(default_factory=lambda: [1.0, 2.0, 4.0, 8.0])  # lengths as multiples of T
-    methods: List[str] = field(default_factory=lambda: ["none", "pi", "ntk", "yarn", "abf"])
+    methods: List[Method] = field(default_factory=lambda: ["none", "pi", "ntk", "yarn", "abf"])  # RoPE methods scored
     tokens: int = 16384  # scored tokens at every length (rounded up to a multiple of each length)
     batch_tokens: int = 16384  # tokens per forward pass (memory knob)
-    scale: Optional[float] = None  # fixed RoPE scale s; None: s = L / T for each length
+    scale: Optional[float] = None  # fixed RoPE scale s; null: s = L / T for each length
     abf_base: float = 500000.0  # ABF's new base
     yarn: YarnConfig = field(default_factory=YarnConfig)  # also the ramp of dynamic_yarn, ntk_by_parts
-    dynamic_ntk: DynamicNTKConfig = field(default_factory=DynamicNTKConfig)
-    llama3: Llama3Config = field(default_factory=Llama3Config)
-    longrope: LongRopeConfig = field(default_factory=LongRopeConfig)
-    absolute_beyond: str = "none"  # learned absolute past its table: none | clamp | interpolate
+    dynamic_ntk: DynamicNTKConfig = field(default_factory=DynamicNTKConfig)  # dynamic_ntk, as transformers has it
+    llama3: Llama3Config = field(default_factory=Llama3Config)  # Llama 3.1 (transformers' llama3 rope_type)
+    longrope: LongRopeConfig = field(default_factory=LongRopeConfig)  # LongRoPE / Phi-3: one factor per rotary pair
+    absolute_beyond: Beyond = Beyond.none  # learned absolute past its table
     after_train: bool = False  # evaluate at the end of `posx train`
-    protocol: str = "nonoverlapping"  # nonoverlapping | sliding (see posx/scoring.py)
-    stride: Optional[int] = None  # sliding: tokens scored per window; None: T/2
-    bucket_width: Optional[int] = None  # positions.csv bucket width in tokens; None: T/8
-    passkey: PasskeyConfig = field(default_factory=PasskeyConfig)
+    protocol: Protocol = Protocol.nonoverlapping  # sliding: windows scoring their last eval.stride tokens
+    stride: Optional[int] = None  # sliding: tokens scored per window; null: T/2
+    bucket_width: Optional[int] = None  # positions.csv bucket width in tokens; null: T/8
+    passkey: PasskeyConfig = field(default_factory=PasskeyConfig)  # passkey retrieval (passkey.csv)
     within_documents: bool = False  # windows never cross a document boundary (posx/eval/documents.py)
     min_document_tokens: int = 0  # within_documents: skip documents shorter than this (and than a window)
 
 
 @dataclass
 class LoggerConfig:
-    name: str = "none"  # experiment tracker: none | tensorboard | wandb (posx/core/trackers.py)
-    dir: Optional[str] = None  # where it writes; None: <run>/logs (tensorboard), the run directory (wandb)
+    name: Logger = Logger.none  # experiment tracker (posx/core/trackers.py)
+    dir: Optional[str] = None  # where it writes; null: <run>/logs (tensorboard), the run directory (wandb)
     project: str = "posx"  # wandb: the project name
-    mode: str = "offline"  # wandb: offline (no network) | online | disabled
+    mode: LoggerMode = LoggerMode.offline  # wandb: offline (no network), online or disabled
 
 
 @dataclass
 class Config:
     seed: int = 0  # seeds weights, batches and evaluation windows
     device: str = "auto"  # auto (CUDA when present) | cpu | cuda | cuda:N (GPU N)
-    threads: Optional[int] = None  # torch intra-op threads; None: torch's default (one per core)
-    name: Optional[str] = None  # run name; None: <pos>-T<context>-s<seed>-<time>
+    threads: Optional[int] = None  # torch intra-op threads; null: torch's default (one per core)
+    name: Optional[str] = None  # run name; null: <pos>-T<context>-s<seed>-<time>
     results_dir: str = "results"  # runs/, sweeps/, cache/ live here
-    model: ModelConfig = field(default_factory=ModelConfig)
-    pos: PosConfig = field(default_factory=PosConfig)
-    data: DataConfig = field(default_factory=DataConfig)
-    train: TrainConfig = field(default_factory=TrainConfig)
-    eval: EvalConfig = field(default_factory=EvalConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)  # the transformer (presets: configs/model/)
+    pos: PosConfig = field(default_factory=PosConfig)  # the positional encoding (presets: configs/pos/)
+    data: DataConfig = field(default_factory=DataConfig)  # the corpus and its tokenizer (configs/data/)
+    train: TrainConfig = field(default_factory=TrainConfig)  # optimisation and checkpoints (configs/train/)
+    eval: EvalConfig = field(default_factory=EvalConfig)  # extrapolation evaluation (eval-extrapolate)
     logger: LoggerConfig = field(default_factory=LoggerConfig)  # optional experiment tracker, off by default
 
 
@@ -162,8 +205,8 @@ class ExtendConfig:
     lr: float = 3e-4  # peak learning rate (a tenth of train.lr: a fine-tune, not a retrain)
     warmup_steps: int = 20  # linear warmup steps (the PI and YaRN fine-tunes use 20)
     min_lr_ratio: float = 0.1  # cosine decays to lr * min_lr_ratio at the last step
-    batch_size: Optional[int] = None  # sequences per step; None: train.batch_size * T / (factor * T)
-    eval_every: Optional[int] = None  # validation at factor x T every N steps; None: train.eval_every
+    batch_size: Optional[int] = None  # sequences per step; null: train.batch_size * T / (factor * T)
+    eval_every: Optional[int] = None  # validation at factor x T every N steps; null: train.eval_every
 
 
 @dataclass
@@ -171,7 +214,7 @@ class ExtendRootConfig(Config):
     """``posx extend``: the training config plus what to extend and how."""
 
     parent: Optional[str] = None  # the run to extend (path or name under results/runs); set by RUN
-    method: str = "yarn"  # a posx.rope method, or interpolate (learned absolute only)
+    method: ExtendMethod = ExtendMethod.yarn  # a RoPE method, or interpolate (learned absolute only)
     factor: float = 4.0  # new context = factor x the parent's T
     new_base: float = 500000.0  # abf: the new RoPE base
-    extend: ExtendConfig = field(default_factory=ExtendConfig)
+    extend: ExtendConfig = field(default_factory=ExtendConfig)  # the continued training at factor x T

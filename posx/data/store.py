@@ -71,7 +71,7 @@ class Store:
 def data_config(dcfg: Any) -> dict:
     """The data keys a run records (model.json) and a store is built from; absent keys are None."""
     if isinstance(dcfg, DictConfig):
-        dcfg = OmegaConf.to_container(dcfg, resolve=True)
+        dcfg = OmegaConf.to_container(dcfg, resolve=True, enum_to_str=True)
     return {k: dcfg.get(k) for k in DATA_KEYS}
 
 

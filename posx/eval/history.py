@@ -31,7 +31,7 @@ NOT_IDENTITY = ("after_train", "batch_tokens")  # eval.* keys that do not change
 
 def settings_of(ev) -> dict:
     """The evaluation settings that make its identity, as plain data."""
-    data = OmegaConf.to_container(ev, resolve=True) if isinstance(ev, DictConfig) else dict(ev)
+    data = OmegaConf.to_container(ev, resolve=True, enum_to_str=True) if isinstance(ev, DictConfig) else dict(ev)
     return {k: v for k, v in data.items() if k not in NOT_IDENTITY}
 
 

@@ -1,0 +1,76 @@
+"""The Hydra command line of ``posx train`` and ``posx extend``, read before Hydra runs.
+
+``parse`` reads the flags Hydra's own ``@hydra.main`` accepts (the same names, short forms and
+choices), so posx can refuse a combination before Hydra makes a sweep directory; Hydra then
+reads the same arguments again through ``hydra.main``. ``probes`` lists override sets that use
+every value of every sweep, so each can be composed before the sweep launches. ``argv``
+hands the arguments to ``hydra.main``, which reads ``sys.argv``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+from collections.abc import Iterator
+
+from hydra.core.override_parser.overrides_parser import OverridesParser
+
+INFO = ("all", "config", "defaults", "defaults-tree", "plugins", "searchpath")
+
+
+def parser() -> argparse.ArgumentParser:
+    """Hydra's application flags; ``--help`` and ``--version`` are left to Hydra."""
+    p = argparse.ArgumentParser(prog="posx", add_help=False, description="Hydra overrides and flags")
+    p.add_argument("overrides", nargs="*")
+    for flags in (("--help", "-h"), ("--hydra-help",), ("--version",), ("--resolve",), ("--run", "-r"),
+                  ("--multirun", "-m"), ("--shell-completion", "-sc")):
+        p.add_argument(*flags, action="store_true")
+    p.add_argument("--cfg", "-c", choices=["job", "hydra", "all"])
+    for flags in (("--package", "-p"), ("--config-path", "-cp"), ("--config-name", "-cn"),
+                  ("--config-dir", "-cd"), ("--experimental-rerun",)):
+        p.add_argument(*flags)
+    p.add_argument("--info", "-i", const="all", nargs="?", choices=INFO)
+    return p
+
+
+def parse(args: list[str]) -> argparse.Namespace:
+    """The flags and overrides of ``args``; a malformed line exits 2 with argparse's usage line."""
+    return parser().parse_args(args)
+
+
+def modes(parsed: argparse.Namespace) -> list[str]:
+    """The mutually exclusive modes ``parsed`` asks for (a run, a sweep, printing the config, ...)."""
+    return [flag for flag, on in (("-m/--multirun", parsed.multirun), ("--cfg", parsed.cfg),
+                                  ("--info", parsed.info), ("--run", parsed.run),
+                                  ("--shell-completion", parsed.shell_completion)) if on]
+
+
+def probes(overrides: list[str]) -> list[list[str]]:
+    """Override lists that together use every value of every sweep: the first job, then for
+    each sweep each other value with the rest at their first. ``a=1,2 b=3,4`` -> ``[a=1 b=3],
+    [a=2 b=3], [a=1 b=4]``."""
+    parsed = OverridesParser.create().parse_overrides(overrides)
+    values = [list(o.sweep_string_iterator()) if o.is_sweep_override() else [None] for o in parsed]
+
+    def line(choice: list[int]) -> list[str]:
+        return [o.input_line if v[i] is None else f"{o.get_key_element()}={v[i]}"
+                for o, v, i in zip(parsed, values, choice) if v]
+
+    first = [0] * len(parsed)
+    found = [line(first)]
+    for k, v in enumerate(values):
+        for i in range(1, len(v)):
+            found.append(line([*first[:k], i, *first[k + 1:]]))
+    return found
+
+
+@contextlib.contextmanager
+def argv(args: list[str]) -> Iterator[None]:
+    """``sys.argv`` is ``args`` (after the program name) inside, as ``hydra.main`` reads it."""
+    saved = sys.argv
+    sys.argv = [saved[0] if saved else "posx", *args]
+    try:
+        yield
+    finally:
+        sys.argv = saved

@@ -1,0 +1,47 @@
+"""posx's reading of the Hydra command line (posx.config.command_line), and public Hydra only."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+from posx.config import command_line
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_the_flags_hydra_takes_are_read_with_their_short_forms():
+    parsed = command_line.parse(["-m", "pos=rope,absolute", "seed=0,1", "-cn", "extend", "--info"])
+    assert parsed.multirun and parsed.config_name == "extend" and parsed.info == "all"
+    assert parsed.overrides == ["pos=rope,absolute", "seed=0,1"]
+    assert command_line.modes(parsed) == ["-m/--multirun", "--info"]
+    assert command_line.modes(command_line.parse(["--cfg", "job", "seed=1"])) == ["--cfg"]
+    assert command_line.parse(["--experimental-rerun", "x.pickle"]).experimental_rerun == "x.pickle"
+
+
+def test_a_malformed_command_line_exits_2():
+    with pytest.raises(SystemExit) as raised:
+        command_line.parse(["--cfg", "everything"])
+    assert raised.value.code == 2
+
+
+def test_probes_use_every_value_of_every_sweep_once_beside_the_first_of_the_others():
+    assert command_line.probes(["a=1,2", "b=3,4,5", "c=x"]) == [
+        ["a=1", "b=3", "c=x"], ["a=2", "b=3", "c=x"], ["a=1", "b=4", "c=x"], ["a=1", "b=5", "c=x"]]
+    assert command_line.probes(["pos=rope"]) == [["pos=rope"]]
+
+
+def test_argv_is_restored_after_hydra_reads_it():
+    before = list(sys.argv)
+    with command_line.argv(["-m", "seed=1"]):
+        assert sys.argv[1:] == ["-m", "seed=1"]
+    assert sys.argv == before
+
+
+def test_posx_uses_only_public_hydra():
+    private = "hydra." + "_internal"
+    found = [str(p.relative_to(REPO)) for folder in ("posx", "scripts", "tests") for p in (REPO / folder).rglob("*.py")
+             if private in p.read_text(encoding="utf-8")]
+    assert not found
