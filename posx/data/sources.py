@@ -13,7 +13,11 @@
   ``data.data_files``, ``data.split``, ``data.text_column``), one document per row. The
   packaged builders (json, csv, parquet, text, arrow) read local files with no network; other
   names are hub datasets, which load where the hub or its cache is reachable and otherwise
-  fail in one line that says how to use local files instead.
+  fail in one line that says how to use local files instead. Every row's text must be a
+  string: a row whose text is null, a number or anything else is refused before tokenizing,
+  naming the row (``check_text_column``), rather than skipped — a skipped row would change
+  the corpus silently, and a fix (filter the rows, or pick the right data.text_column) is one
+  step for the user.
 
 A source never holds the corpus in memory: ``Source.documents()`` yields each document as an
 iterator of chunks of at most ``CHUNK`` bytes (longer lines excepted), cut after a newline so
@@ -291,19 +295,46 @@ def datasets_source(name: str | None, config_name: str | None, data_files: Any, 
     if len(ds) == 0:
         raise PosxError(f"{what} split '{split}' has no rows; point data.data_files at non-empty files")
     ds = ds.select_columns([text_column])
+    check_text_column(datasets, ds, text_column, what)
 
     def documents() -> Iterator[Iterator[bytes]]:
         for batch in ds.iter(batch_size=1024):
             for text in batch[text_column]:
-                yield _chunks(iter([(text or "").encode("utf-8")]))
+                yield _chunks(iter([text.encode("utf-8")]))
 
     def sizes() -> list[int]:
-        return [len((t or "").encode("utf-8")) for b in ds.iter(batch_size=1024) for t in b[text_column]]
+        return [len(t.encode("utf-8")) for b in ds.iter(batch_size=1024) for t in b[text_column]]
 
     info = {"source": "datasets", "root": what, "files": len(ds), "dataset": name, "config_name": config_name,
             "split": split, "text_column": text_column}
     key = [name, config_name, repr(files), split, text_column, ds._fingerprint]
     return Source("datasets", what, [str(i) for i in range(len(ds))], key, info, documents, sizes)
+
+
+def _first_non_text(datasets, ds, column: str) -> tuple[int, str] | None:
+    """The first row of ``column`` that is not a string, and what it is instead; None when all are."""
+    feature = ds.features[column]
+    if isinstance(feature, datasets.Value):
+        if feature.dtype not in ("string", "large_string"):
+            return 0, f"{feature.dtype} (as is the whole column)"
+        values = ds.data.column(column)
+        if not values.null_count:
+            return None
+        import pyarrow.compute as pc  # datasets' own dependency, present whenever datasets is
+
+        return pc.index(pc.is_null(values), True).as_py(), f"null ({values.null_count} rows are)"
+    rows = (t for batch in ds.iter(batch_size=1024) for t in batch[column])  # mixed values: read them
+    return next(((i, "null" if t is None else f"a {type(t).__name__}")
+                 for i, t in enumerate(rows) if not isinstance(t, str)), None)
+
+
+def check_text_column(datasets, ds, column: str, what: str) -> None:
+    """Every row of ``column`` a string, else a one-line PosxError naming the first row that is not."""
+    found = _first_non_text(datasets, ds, column)
+    if found is not None:
+        row, bad = found
+        raise PosxError(f"{what}: row {row} of column '{column}' is {bad}, not text; posx reads every row's text "
+                        "as a string: filter those rows out of the data, or set data.text_column to the text column")
 
 
 def open_source(dcfg: Any, cache_dir: str | Path) -> Source:
