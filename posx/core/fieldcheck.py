@@ -22,7 +22,8 @@ def _show(value) -> str:
 
 
 def refuse(where, name: str, value, expected: str, fix: str) -> PosxError:
-    return PosxError(f"{where}: {name}={_show(value)} is not {expected}; {fix}")
+    """``where`` names the record (a file, or "the rope record in <file>"), ``name`` the field."""
+    return PosxError(f"{where} is incomplete or corrupt: {name}={_show(value)} is not {expected}; {fix}")
 
 
 def is_number(value) -> bool:

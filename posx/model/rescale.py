@@ -136,10 +136,12 @@ class RopeRecord:
         if data is None:
             return cls.identity()
         fix = "re-run the extension (or re-train the run)"
+        where = f"the rope record in {where}"
         if not isinstance(data, dict):
             raise fieldcheck.refuse(where, "rope", data, "a mapping", fix)
         if data.get("method") not in rope.METHODS:
-            raise fieldcheck.refuse(where, "rope.method", data.get("method"), f"one of {', '.join(rope.METHODS)}", fix)
+            raise PosxError(f"{where} names an unknown RoPE method {data.get('method')!r} (rope.method); "
+                            f"posx knows {', '.join(rope.METHODS)}; {fix}")
         params = data.get("params") or {}
         if not isinstance(params, dict):
             raise fieldcheck.refuse(where, "rope.params", params, "a mapping", fix)

@@ -40,11 +40,12 @@ class Lineage:
         if not data:
             return None
         fix = "re-run the extension"
+        where = f"the extended_from record in {where}"
         if not isinstance(data, dict):
             raise fieldcheck.refuse(where, "extended_from", data, "a mapping", fix)
         for key in ("parent", "method", "factor", "train_context"):
             if key not in data:
-                raise PosxError(f"{where}: extended_from has no {key}; {fix}")
+                raise PosxError(f"{where} is incomplete: it has no {key}; {fix}")
         return cls(parent=fieldcheck.text(data["parent"], "extended_from.parent", where, fix),
                    parent_path=fieldcheck.text(data.get("parent_path", ""), "extended_from.parent_path", where, fix,
                                                empty=True),
@@ -95,7 +96,7 @@ class RunMeta:
             raise fieldcheck.refuse(where, "data", data, "a mapping", fix)
         for key in ("model", "train_context"):
             if key not in d:
-                raise PosxError(f"{where} has no {key}; it is incomplete or corrupt — {fix}")
+                raise PosxError(f"{where} is incomplete or corrupt: it has no {key}; {fix}")
         try:
             model = GPTConfig.from_dict(d["model"])
         except PosxError as exc:
