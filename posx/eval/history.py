@@ -62,8 +62,8 @@ def read_record(path: Path) -> dict:
     if not isinstance(record, dict) or not isinstance(record.get("settings"), dict):
         raise PosxError(f"{path} is not a posx evaluation record; {fix}")
     eid = record.get("id")
-    if not isinstance(eid, str) or not re.fullmatch(r"[0-9a-f]{10}", eid):
-        raise fieldcheck.refuse(path, "id", eid, "an evaluation id (10 hex digits)", fix)
+    if not isinstance(eid, str) or not re.fullmatch(r"[0-9A-Za-z_-]{1,64}", eid):
+        raise fieldcheck.refuse(path, "id", eid, "an evaluation id (letters, digits, _ and -)", fix)
     fieldcheck.finite_tree(record["settings"], "settings", path, fix)
     fieldcheck.text(record.get("device"), "device", path, fix)
     if record.get("weights_sha256") is not None:  # compared with the run's, never trusted as a checksum itself

@@ -107,8 +107,8 @@ class RunMeta:
                    fieldcheck.integer(d.get("step", 0), "step", where, fix),
                    rope=RopeRecord.from_dict(d.get("rope"), str(where)),
                    extended_from=Lineage.from_dict(d.get("extended_from"), str(where)),
-                   weights_sha256=fieldcheck.sha256(d["weights_sha256"], "weights_sha256", where, fix)
-                   if "weights_sha256" in d else None)
+                   weights_sha256=fieldcheck.text(d["weights_sha256"], "weights_sha256", where, fix)
+                   if "weights_sha256" in d else None)  # compared with the weights' own on load
 
     @property
     def data_config(self) -> dict:
