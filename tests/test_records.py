@@ -55,7 +55,7 @@ META_DAMAGE = [
     ("rope.original_context", 0), ("rope.inv_freq.1", math.nan), ("rope.inv_freq.0", -1.0),
     ("rope.inv_freq", "1.0"), ("rope.params.beta_fast", math.nan), ("rope.params", [1]),
     ("step", -1), ("step", 2.5), ("step", True), ("train_context", 1e308), ("train_context", 0),
-    ("train_context", "32"), ("weights_sha256", None), ("weights_sha256", 5), ("weights_sha256", ""),
+    ("train_context", "32"), ("weights_sha256", 5), ("weights_sha256", ""),
     ("extended_from.factor", math.nan), ("extended_from.factor", -2.0), ("extended_from.train_context", 1e308),
     ("extended_from.steps", -1), ("extended_from.parent_step", "4"), ("extended_from.parent", ""),
     ("extended_from.method", None), ("data.bytes", math.inf), ("data", [1]),
@@ -71,10 +71,14 @@ def test_a_damaged_model_json_field_is_refused_naming_it(run, field, value):
                      field.rsplit(".", 1)[0] if field[-1].isdigit() else field)
 
 
-def test_model_json_without_a_checksum_still_loads(run):
-    """As written by a posx that did not record one."""
+@pytest.mark.parametrize("absent", [True, False])
+def test_model_json_without_a_checksum_still_loads(run, absent):
+    """As written by a posx that did not record one (or by to_dict of a record without one)."""
     data = json.loads((run / "model.json").read_text(encoding="utf-8"))
-    del data["weights_sha256"]
+    if absent:
+        del data["weights_sha256"]
+    else:
+        data["weights_sha256"] = None
     (run / "model.json").write_text(json.dumps(data), encoding="utf-8")
     assert read_meta(run).weights_sha256 is None
 
@@ -119,7 +123,7 @@ def test_a_damaged_latest_json_step_is_refused(run, value):
 
 
 EVAL_DAMAGE = [("id", "../../x"), ("id", None), ("settings.factors.1", math.nan), ("settings.batch_size", math.inf),
-               ("device", 3), ("weights_sha256", 12)]
+               ("device", 3), ("device", ""), ("weights_sha256", 12)]
 
 
 @pytest.mark.parametrize("field, value", EVAL_DAMAGE, ids=[f"{f}={v!r}" for f, v in EVAL_DAMAGE])

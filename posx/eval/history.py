@@ -65,9 +65,9 @@ def read_record(path: Path) -> dict:
     if not isinstance(eid, str) or not re.fullmatch(r"[0-9A-Za-z_-]{1,64}", eid):
         raise fieldcheck.refuse(path, "id", eid, "an evaluation id (letters, digits, _ and -)", fix)
     fieldcheck.finite_tree(record["settings"], "settings", path, fix)
-    fieldcheck.text(record.get("device"), "device", path, fix)
-    if record.get("weights_sha256") is not None:  # compared with the run's, never trusted as a checksum itself
-        fieldcheck.text(record["weights_sha256"], "weights_sha256", path, fix)
+    for key in ("device", "weights_sha256"):  # informational, and compared with the run's: a string or null
+        if record.get(key) is not None:
+            fieldcheck.text(record[key], key, path, fix)
     return record
 
 

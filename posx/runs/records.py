@@ -86,7 +86,8 @@ class RunMeta:
 
     @classmethod
     def from_dict(cls, d, where: Path) -> "RunMeta":
-        """``weights_sha256`` may be absent (a run saved before posx recorded it), never null or damaged."""
+        """``weights_sha256`` may be absent or null (a run saved before posx recorded it, or a record
+        built without weights); a checkpoint's checksums may not (``posx.runs.checkpoint``)."""
         if not isinstance(d, dict) or d.get("format") != META_FORMAT:
             found = d.get("format") if isinstance(d, dict) else type(d).__name__
             raise PosxError(f"{where} is not posx run metadata (format {found!r})")
@@ -107,8 +108,8 @@ class RunMeta:
                    fieldcheck.integer(d.get("step", 0), "step", where, fix),
                    rope=RopeRecord.from_dict(d.get("rope"), str(where)),
                    extended_from=Lineage.from_dict(d.get("extended_from"), str(where)),
-                   weights_sha256=fieldcheck.text(d["weights_sha256"], "weights_sha256", where, fix)
-                   if "weights_sha256" in d else None)  # compared with the weights' own on load
+                   weights_sha256=None if d.get("weights_sha256") is None else fieldcheck.text(
+                       d["weights_sha256"], "weights_sha256", where, fix))  # compared with the weights' own on load
 
     @property
     def data_config(self) -> dict:
