@@ -29,10 +29,10 @@ def test_a_source_tree_skips_binary_and_cache_files_with_a_count(tmp_path):
     assert base == root.resolve()
     assert rels == [f"pkg/m{i}.py" for i in range(6)]
     st = store.load({"source": "text", "path": str(root)}, tmp_path / "cache")
-    # the pycache dir and .git are pruned whole; stray.pyc (by name) and logo.png (a NUL) are counted
-    assert st.fingerprint["files"] == 6 and st.fingerprint["skipped"] == 2
+    # .git is hidden (left out uncounted); the __pycache__ file, stray.pyc and logo.png (a NUL) are counted
+    assert st.fingerprint["files"] == 6 and st.fingerprint["skipped"] == 3
     meta = json.loads((st.path / "store.json").read_text(encoding="utf-8"))
-    assert meta["fingerprint"]["skipped"] == 2
+    assert meta["fingerprint"]["skipped"] == 3
 
 
 def test_the_count_is_shown_once_when_building(tmp_path, capsys):
@@ -40,7 +40,7 @@ def test_the_count_is_shown_once_when_building(tmp_path, capsys):
     for _ in range(2):
         store.load({"source": "text", "path": str(root)}, tmp_path / "cache", console=Console())
     out = capsys.readouterr().out
-    assert out.count("skipped 2 binary or cache files") == 1
+    assert out.count("skipped 3 binary or cache files") == 1
 
 
 def test_a_tree_without_binaries_records_no_count(tmp_path):

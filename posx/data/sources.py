@@ -5,10 +5,11 @@
   file, sorted by relative path (``select_files``), read in blocks, never whole.
 * ``text``: ``data.path``, a UTF-8 file, a directory (recursive, hidden entries skipped) or a
   glob pattern; one document per file, as ``stdlib``. From a directory or a glob, what is not
-  text is skipped and counted (``skipped`` in the store's record): ``__pycache__`` and hidden
-  directories (``.git``), ``.pyc``/``.pyo`` files, files whose first bytes hold a NUL, and
-  posx's own outputs (``data.cache_dir``, token stores and run directories) when they lie inside
-  the path. A file that passes as text but is not UTF-8 stops the build, naming the file.
+  text is skipped and counted (``skipped`` in the store's record, shown when the store is
+  built): files under ``__pycache__``, ``.pyc``/``.pyo`` files and files whose first bytes hold
+  a NUL. Left out without counting: hidden entries (``.git``) and posx's own outputs
+  (``data.cache_dir``, token stores, run directories) when they lie inside the path. A file
+  that passes as text but is not UTF-8 stops the build, naming the file.
 * ``datasets``: a Hugging Face ``datasets`` dataset (``data.name``, ``data.config_name``,
   ``data.data_files``, ``data.split``, ``data.text_column``), one document per row. The
   packaged builders (json, csv, parquet, text, arrow) read local files with no network; other
@@ -147,7 +148,7 @@ def _text_files(path: str | None, exclude: Path | None = None) -> tuple[Path, li
         return full.parent, [full.name], 0
     if os.path.isdir(expanded):
         root = Path(expanded).resolve()
-        found = _walk(root, lambda d: not d.startswith(".") and d not in _SKIP_DIRS, lambda f: not f.startswith("."))
+        found = _walk(root, lambda d: not d.startswith("."), lambda f: not f.startswith("."))
         rels, skipped = _skip_binary(root, found, exclude)
         if not rels:
             raise PosxError(f"data.path '{path}' is a directory with no (non-hidden) files"
