@@ -4,12 +4,21 @@
   ``site-packages``/``dist-packages``, test directories and ``__pycache__``; one document per
   file, sorted by relative path (``select_files``), read in blocks, never whole.
 * ``text``: ``data.path``, a UTF-8 file, a directory (recursive, hidden entries skipped) or a
-  glob pattern; one document per file, as ``stdlib``.
+  glob pattern; one document per file, as ``stdlib``. From a directory or a glob, what is not
+  text is skipped and counted (``skipped`` in the store's record, shown when the store is
+  built): files under ``__pycache__``, ``.pyc``/``.pyo`` files and files whose first bytes hold
+  a NUL. Left out without counting: hidden entries (``.git``) and posx's own outputs
+  (``data.cache_dir``, token stores, run directories) when they lie inside the path. A file
+  that passes as text but is not UTF-8 stops the build, naming the file.
 * ``datasets``: a Hugging Face ``datasets`` dataset (``data.name``, ``data.config_name``,
   ``data.data_files``, ``data.split``, ``data.text_column``), one document per row. The
   packaged builders (json, csv, parquet, text, arrow) read local files with no network; other
   names are hub datasets, which load where the hub or its cache is reachable and otherwise
-  fail in one line that says how to use local files instead.
+  fail in one line that says how to use local files instead. Every row's text must be a
+  string: a row whose text is null, a number or anything else is refused before tokenizing,
+  naming the row (``check_text_column``), rather than skipped — a skipped row would change
+  the corpus silently, and a fix (filter the rows, or pick the right data.text_column) is one
+  step for the user.
 
 A source never holds the corpus in memory: ``Source.documents()`` yields each document as an
 iterator of chunks of at most ``CHUNK`` bytes (longer lines excepted), cut after a newline so
@@ -32,6 +41,9 @@ SOURCES = ("stdlib", "text", "datasets")
 CHUNK = 1 << 20  # bytes per chunk handed to a tokenizer
 LOCAL_BUILDERS = ("json", "csv", "parquet", "text", "arrow", "pandas")
 _STDLIB_SKIP = frozenset({"site-packages", "dist-packages", "test", "tests", "idle_test", "__pycache__"})
+_SKIP_DIRS = frozenset({"__pycache__"})  # cache directories a text corpus leaves out
+_BINARY_SUFFIXES = frozenset({".pyc", ".pyo"})
+SNIFF = 8192  # bytes read to tell text from binary
 
 
 @dataclass
@@ -75,12 +87,44 @@ def _walk(root: Path, keep_dir, keep_file) -> list[str]:
     """Relative POSIX paths of files under ``root`` (no symlinked dirs followed), sorted."""
     rels = []
     for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = [d for d in dirnames if keep_dir(d)]
+        dirnames[:] = [d for d in dirnames if keep_dir(d) and not _posx_output(Path(dirpath) / d)]
         rel_dir = Path(dirpath).relative_to(root)
         for name in filenames:
             if keep_file(name) and os.path.isfile(os.path.join(dirpath, name)):
                 rels.append((rel_dir / name).as_posix())
     return sorted(rels)
+
+
+def _posx_output(path: Path) -> bool:
+    """A directory posx wrote: a token store or a run directory (its config.yaml beside its
+    model.json, metrics.csv or checkpoint)."""
+    if (path / "store.json").is_file():
+        return True
+    return (path / "config.yaml").is_file() and any(
+        (path / name).exists() for name in ("model.json", "metrics.csv", "checkpoint"))
+
+
+def looks_binary(path: Path) -> bool:
+    """Whether a file is not text by its first bytes (a NUL among the first ``SNIFF`` bytes)."""
+    try:
+        with open(path, "rb") as f:
+            return b"\0" in f.read(SNIFF)
+    except OSError as e:
+        raise unreadable(path, e) from None
+
+
+def _skip_binary(root: Path, rels: list[str], exclude: Path | None) -> tuple[list[str], int]:
+    """``rels`` less cache files, binary files and those under ``exclude``; and how many were left out."""
+    kept = []
+    for rel in rels:
+        full = root / rel
+        if Path(rel).suffix in _BINARY_SUFFIXES or _SKIP_DIRS.intersection(Path(rel).parts[:-1]):
+            continue
+        if exclude is not None and full.resolve().is_relative_to(exclude):
+            continue
+        if not looks_binary(full):
+            kept.append(rel)
+    return kept, len(rels) - len(kept)
 
 
 def _stdlib_files(path: str | None) -> tuple[Path, list[str]]:
@@ -95,37 +139,46 @@ def _stdlib_files(path: str | None) -> tuple[Path, list[str]]:
     return root, rels
 
 
-def _text_files(path: str | None) -> tuple[Path, list[str]]:
+def _text_files(path: str | None, exclude: Path | None = None) -> tuple[Path, list[str], int]:
     if not path:
         raise PosxError("data.source 'text' needs data.path; point data.path at a UTF-8 text file, directory or glob")
     expanded = os.path.expanduser(str(path))
     if os.path.isfile(expanded):
         full = Path(expanded).resolve()
-        return full.parent, [full.name]
+        return full.parent, [full.name], 0
     if os.path.isdir(expanded):
         root = Path(expanded).resolve()
-        rels = _walk(root, lambda d: not d.startswith("."), lambda f: not f.startswith("."))
+        found = _walk(root, lambda d: not d.startswith("."), lambda f: not f.startswith("."))
+        rels, skipped = _skip_binary(root, found, exclude)
         if not rels:
-            raise PosxError(f"data.path '{path}' is a directory with no (non-hidden) files; "
+            raise PosxError(f"data.path '{path}' is a directory with no (non-hidden) files"
+                            f"{f' besides {skipped} binary or cache files (skipped)' if skipped else ''}; "
                             "put UTF-8 text files in it or point data.path elsewhere")
-        return root, rels
+        return root, rels, skipped
     if any(c in expanded for c in "*?["):
         matches = sorted({Path(m).resolve() for m in glob.glob(expanded, recursive=True) if os.path.isfile(m)})
-        if not matches:
-            raise PosxError(f"data.path glob '{path}' matches no files; fix the pattern or point "
-                            "data.path at a UTF-8 text file or directory")
-        root = Path(os.path.commonpath([str(m.parent) for m in matches]))
-        return root, sorted(m.relative_to(root).as_posix() for m in matches)
+        root = Path(os.path.commonpath([str(m.parent) for m in matches])) if matches else Path()
+        rels, skipped = _skip_binary(root, [m.relative_to(root).as_posix() for m in matches], exclude)
+        if not rels:
+            raise PosxError(f"data.path glob '{path}' matches no files"
+                            f"{f' besides {skipped} binary or cache files (skipped)' if skipped else ''}; fix the "
+                            "pattern or point data.path at a UTF-8 text file or directory")
+        return root, rels, skipped
     raise PosxError(f"data.path '{path}' does not exist; point data.path at a UTF-8 text file, directory or glob")
 
 
-def select_files(source: str, path: str | None = None) -> tuple[Path, list[str]]:
-    """The corpus root (resolved) and the sorted relative POSIX paths of its files (``stdlib`` or ``text``)."""
+def _select(source: str, path: str | None, exclude: Path | None = None) -> tuple[Path, list[str], int]:
     if source == "stdlib":
-        return _stdlib_files(path)
+        return (*_stdlib_files(path), 0)
     if source == "text":
-        return _text_files(path)
+        return _text_files(path, exclude)
     raise PosxError(f"data.source '{source}' is not read from files; choose stdlib or text")
+
+
+def select_files(source: str, path: str | None = None, exclude: Path | None = None) -> tuple[Path, list[str]]:
+    """The corpus root (resolved) and the sorted relative POSIX paths of its files (``stdlib`` or
+    ``text``); ``exclude``: a directory whose files are left out (posx's cache)."""
+    return _select(source, path, exclude)[:2]
 
 
 def unreadable(path: Path, e: OSError) -> PosxError:
@@ -163,9 +216,9 @@ def _file_chunks(path: Path, check_utf8: bool) -> Iterator[bytes]:
         yield from _chunks(blocks())
 
 
-def file_source(kind: str, path: str | None) -> Source:
-    """``stdlib`` or ``text``: one document per file."""
-    root, rels = select_files(kind, path)
+def file_source(kind: str, path: str | None, exclude: Path | None = None) -> Source:
+    """``stdlib`` or ``text``: one document per file (none from under ``exclude``)."""
+    root, rels, skipped = _select(kind, path, exclude)
     where = f"data.path '{path}'" if kind == "text" else f"the standard library at '{root}'"
     stats = []
     for rel in rels:
@@ -179,8 +232,8 @@ def file_source(kind: str, path: str | None) -> Source:
         for rel in rels:
             yield _file_chunks(root / rel, check_utf8=kind == "text")
 
-    return Source(kind, where, rels, [str(root), stats], {"source": kind, "root": str(root), "files": len(rels)},
-                  documents, lambda: [s[1] for s in stats])
+    info = {"source": kind, "root": str(root), "files": len(rels), **({"skipped": skipped} if skipped else {})}
+    return Source(kind, where, rels, [str(root), stats], info, documents, lambda: [s[1] for s in stats])
 
 
 def _quiet_hf(datasets) -> None:
@@ -243,14 +296,15 @@ def datasets_source(name: str | None, config_name: str | None, data_files: Any, 
     if len(ds) == 0:
         raise PosxError(f"{what} split '{split}' has no rows; point data.data_files at non-empty files")
     ds = ds.select_columns([text_column])
+    check_text_column(datasets, ds, text_column, what)
 
     def documents() -> Iterator[Iterator[bytes]]:
         for batch in ds.iter(batch_size=1024):
             for text in batch[text_column]:
-                yield _chunks(iter([(text or "").encode("utf-8")]))
+                yield _chunks(iter([text.encode("utf-8")]))
 
     def sizes() -> list[int]:
-        return [len((t or "").encode("utf-8")) for b in ds.iter(batch_size=1024) for t in b[text_column]]
+        return [len(t.encode("utf-8")) for b in ds.iter(batch_size=1024) for t in b[text_column]]
 
     info = {"source": "datasets", "root": what, "files": len(ds), "dataset": name, "config_name": config_name,
             "split": split, "text_column": text_column}
@@ -258,11 +312,37 @@ def datasets_source(name: str | None, config_name: str | None, data_files: Any, 
     return Source("datasets", what, [str(i) for i in range(len(ds))], key, info, documents, sizes)
 
 
+def _first_non_text(datasets, ds, column: str) -> tuple[int, str] | None:
+    """The first row of ``column`` that is not a string, and what it is instead; None when all are."""
+    feature = ds.features[column]
+    if isinstance(feature, datasets.Value):
+        if feature.dtype not in ("string", "large_string"):
+            return 0, f"{feature.dtype} (as is the whole column)"
+        values = ds.data.column(column)
+        if not values.null_count:
+            return None
+        import pyarrow.compute as pc  # datasets' own dependency, present whenever datasets is
+
+        return pc.index(pc.is_null(values), True).as_py(), f"null ({values.null_count} rows are)"
+    rows = (t for batch in ds.iter(batch_size=1024) for t in batch[column])  # mixed values: read them
+    return next(((i, "null" if t is None else f"a {type(t).__name__}")
+                 for i, t in enumerate(rows) if not isinstance(t, str)), None)
+
+
+def check_text_column(datasets, ds, column: str, what: str) -> None:
+    """Every row of ``column`` a string, else a one-line PosxError naming the first row that is not."""
+    found = _first_non_text(datasets, ds, column)
+    if found is not None:
+        row, bad = found
+        raise PosxError(f"{what}: row {row} of column '{column}' is {bad}, not text; posx reads every row's text "
+                        "as a string: filter those rows out of the data, or set data.text_column to the text column")
+
+
 def open_source(dcfg: Any, cache_dir: str | Path) -> Source:
     """The source a data config names (``data.source``)."""
     kind = dcfg.get("source", "stdlib")
     if kind in ("stdlib", "text"):
-        return file_source(kind, dcfg.get("path"))
+        return file_source(kind, dcfg.get("path"), Path(cache_dir).resolve())
     if kind == "datasets":
         return datasets_source(dcfg.get("name"), dcfg.get("config_name"), dcfg.get("data_files"),
                                dcfg.get("split") or "train", dcfg.get("text_column") or "text", cache_dir)

@@ -7,7 +7,8 @@ A store is a directory ``<data.cache_dir>/store-<key>/`` holding
   docs.npz            ``train`` and ``val``: the offset where each document starts (int64)
   tokenizer.json      the tokenizer (bpe and user tokenizers; none for byte)
   store.json          format, key, dtype and the fingerprint (sources, sizes, sha256 of the
-                      tokens, tokenizer hash); written last, it marks the store complete
+                      tokens, tokenizer hash; ``skipped``: files of a text source left out as
+                      binary or cache files); written last, it marks the store complete
 
 ``key`` hashes what the store is built from: the files (paths, sizes, mtimes) or the dataset
 fingerprint, the split fraction, the tokenizer spec and the Python version. A second run
@@ -327,7 +328,9 @@ def load(dcfg: Any, cache_dir: str | Path, console: Console | None = None) -> St
     seconds = time.perf_counter() - start
     fp = meta["fingerprint"]
     console.print(
-        f"built {fp['source']} corpus: {fp['files']} documents, {fp['bytes'] / 1e6:.1f} MB -> "
+        f"built {fp['source']} corpus: {fp['files']} documents"
+        f"{f' (skipped {skipped} binary or cache files)' if (skipped := fp.get('skipped')) else ''}, "
+        f"{fp['bytes'] / 1e6:.1f} MB -> "
         f"{fp['tokens']:,} {fp['tokenizer']['kind']} tokens (vocab {fp['tokenizer']['vocab_size']}, "
         f"val {fp['val_tokens']:,}, split by {fp['split']}) in {seconds:.2f} s "
         f"({fp['bytes'] / 1e6 / max(seconds, 1e-9):.1f} MB/s, {fp['tokens'] / max(seconds, 1e-9):,.0f} tokens/s)",

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 from pathlib import Path
 
 import yaml
 from omegaconf import DictConfig, OmegaConf
 
-from posx.core import files
+from posx.core import fieldcheck, files
 from posx.core.errors import PosxError
 from posx.eval.tables import Evaluation, read_table, write_tables
 
@@ -51,13 +52,22 @@ def eval_id(settings: dict) -> str:
 
 
 def read_record(path: Path) -> dict:
-    """An eval.yaml: {"id", "settings", "device", "weights_sha256"}."""
+    """An eval.yaml: {"id", "settings", "device", "weights_sha256"}, each field checked (``weights_sha256``
+    is null for a run saved before posx recorded it)."""
     try:
         record = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         raise PosxError(f"{path} is unreadable ({exc.__class__.__name__}); remove it or re-evaluate with --force") from None
+    fix = "remove it or re-evaluate with --force"
     if not isinstance(record, dict) or not isinstance(record.get("settings"), dict):
-        raise PosxError(f"{path} is not a posx evaluation record; remove it or re-evaluate with --force")
+        raise PosxError(f"{path} is not a posx evaluation record; {fix}")
+    eid = record.get("id")
+    if not isinstance(eid, str) or not re.fullmatch(r"[0-9A-Za-z_-]{1,64}", eid):
+        raise fieldcheck.refuse(path, "id", eid, "an evaluation id (letters, digits, _ and -)", fix)
+    fieldcheck.finite_tree(record["settings"], "settings", path, fix)
+    for key in ("device", "weights_sha256"):  # informational, and compared with the run's: a string or null
+        if record.get(key) is not None:
+            fieldcheck.text(record[key], key, path, fix)
     return record
 
 

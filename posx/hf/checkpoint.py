@@ -1,7 +1,9 @@
 """``posx eval-extrapolate DIR`` on a local transformers checkpoint (a directory with config.json).
 
 The model is loaded with transformers (``local_files_only``: nothing is downloaded), in the
-config's dtype on the CPU and in bfloat16 on CUDA. posx then drives it exactly as it drives its
+config's dtype on the CPU and in bfloat16 on CUDA, from safetensors weights only: a directory
+whose weights are pickles (``pytorch_model.bin``) is refused in one line before transformers
+could unpickle them (``check_weights_format``). posx then drives it exactly as it drives its
 own models: ``posx.eval.extrapolate.evaluate`` with the same protocols, methods and tables. The model's
 rotary embedding (the one module holding ``inv_freq`` and ``attention_scaling``, e.g.
 ``LlamaRotaryEmbedding``) gets ``posx.rope.frequencies`` installed for each (method, length)
@@ -115,6 +117,22 @@ def _rotary(model: torch.nn.Module, head_dim: int, where: Path) -> torch.nn.Modu
     return found[0]
 
 
+PICKLED = ("*.bin", "*.pt", "*.pth", "*.ckpt", "*.pkl")  # weight files only torch.load (unpickling) reads
+
+
+def check_weights_format(model_dir: Path) -> None:
+    """The checkpoint's weights are safetensors (read without unpickling); pickled weights
+    (``pytorch_model.bin`` ...) are refused here, before transformers could reach torch.load."""
+    if any(Path(model_dir).glob("*.safetensors")):
+        return
+    pickled = sorted(p.name for pattern in PICKLED for p in Path(model_dir).glob(pattern))
+    if pickled:
+        raise PosxError(f"{model_dir} holds its weights as pickles ({', '.join(pickled[:3])}), which posx does not "
+                        "load (unpickling can run code); convert them to safetensors where you trust them "
+                        "(model.save_pretrained(dir, safe_serialization=True)) and point posx at that directory")
+    raise PosxError(f"{model_dir} holds no weights (*.safetensors); save the model there with save_pretrained")
+
+
 def load_hf(model_dir: Path, device: torch.device) -> tuple[HFCausalLM, RunMeta]:
     """The checkpoint behind posx's model interface, and a RunMeta describing its RoPE."""
     transformers = require_transformers()
@@ -129,8 +147,10 @@ def load_hf(model_dir: Path, device: torch.device) -> tuple[HFCausalLM, RunMeta]
     n_head = config.num_attention_heads
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // n_head
     dtype = torch.bfloat16 if device.type == "cuda" else (getattr(config, "dtype", None) or torch.float32)
+    check_weights_format(model_dir)
     try:
-        model = transformers.AutoModelForCausalLM.from_pretrained(model_dir, local_files_only=True, dtype=dtype)
+        model = transformers.AutoModelForCausalLM.from_pretrained(model_dir, local_files_only=True, dtype=dtype,
+                                                                  use_safetensors=True)
     except (OSError, ValueError, KeyError) as exc:
         first = (str(exc).strip().splitlines() or [exc.__class__.__name__])[0]
         raise PosxError(f"{model_dir} does not load as a transformers causal LM ({first})") from exc

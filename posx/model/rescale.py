@@ -16,6 +16,7 @@ from typing import Callable, Iterator
 import torch
 
 from posx import rope
+from posx.core import fieldcheck
 from posx.core.errors import PosxError
 from posx.model.gpt import GPT
 
@@ -130,21 +131,34 @@ class RopeRecord:
 
     @classmethod
     def from_dict(cls, data, where: str) -> "RopeRecord":
-        """Read a record written by ``to_dict`` (or by posx before this class); any other
-        shape is a PosxError naming ``where``."""
+        """Read a record written by ``to_dict`` (or by posx before this class): every field of
+        its type, finite and in range, else a one-line PosxError naming ``where`` and the field."""
         if data is None:
             return cls.identity()
-        try:
-            original = data.get("original_context")
-            inv_freq = data.get("inv_freq")
-            attention = data.get("attention_factor")
-            return cls(method=str(data["method"]), factor=float(data.get("factor", 1.0)),
-                       params=dict(data.get("params") or {}),
-                       original_context=None if original is None else int(original),
-                       inv_freq=None if inv_freq is None else [float(v) for v in inv_freq],
-                       attention_factor=None if attention is None else float(attention))
-        except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
-            raise PosxError(f"the rope record in {where} is malformed ({data!r}); re-run the extension") from exc
+        fix = "re-run the extension (or re-train the run)"
+        where = f"the rope record in {where}"
+        if not isinstance(data, dict):
+            raise fieldcheck.refuse(where, "rope", data, "a mapping", fix)
+        if data.get("method") not in rope.METHODS:
+            raise PosxError(f"{where} names an unknown RoPE method {data.get('method')!r} (rope.method); "
+                            f"posx knows {', '.join(rope.METHODS)}; {fix}")
+        params = data.get("params") or {}
+        if not isinstance(params, dict):
+            raise fieldcheck.refuse(where, "rope.params", params, "a mapping", fix)
+        original, inv_freq, attention = (data.get(k) for k in ("original_context", "inv_freq", "attention_factor"))
+        if inv_freq is not None and (not isinstance(inv_freq, list) or len(inv_freq) > fieldcheck.MAX_CONTEXT):
+            raise fieldcheck.refuse(where, "rope.inv_freq", inv_freq, "a list of frequencies", fix)
+        return cls(
+            method=data["method"],
+            factor=fieldcheck.number(data.get("factor", 1.0), "rope.factor", where, fix, hi=rope.MAX_FACTOR,
+                                     positive=True),
+            params=fieldcheck.finite_tree(dict(params), "rope.params", where, fix),
+            original_context=None if original is None else fieldcheck.integer(
+                original, "rope.original_context", where, fix, lo=1, hi=fieldcheck.MAX_CONTEXT),
+            inv_freq=None if inv_freq is None else [
+                fieldcheck.number(v, f"rope.inv_freq[{i}]", where, fix, lo=0.0) for i, v in enumerate(inv_freq)],
+            attention_factor=None if attention is None else fieldcheck.number(
+                attention, "rope.attention_factor", where, fix, hi=rope.MAX_FACTOR, positive=True))
 
     def frequencies(self, head_dim: int, base: float, train_context: int, where: str) -> tuple[torch.Tensor, float]:
         """(inv_freq, attention_factor): the recorded numbers, else the recipe recomputed."""

@@ -36,7 +36,7 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file, save_model
 
-from posx.core import files
+from posx.core import fieldcheck, files
 from posx.core.errors import PosxError
 from posx.runs.records import TrainExtras
 from posx.runs.weights import load_weights
@@ -183,10 +183,32 @@ def _read_latest(ckpt_root: Path, missing_ok: bool = False) -> dict | None:
         info = json.loads(path.read_text(encoding="utf-8"))
         if info.get("format") != FORMAT:
             raise ValueError(f"format {info.get('format')!r}")
-        int(info["step"]), str(info["dir"])
+        step, name = info["step"], info["dir"]
     except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise PosxError(f"{path} is unreadable ({exc}); the checkpoint cannot be trusted — start a new run") from exc
+    fieldcheck.integer(step, "step", path, "start a new run")
+    if not isinstance(name, str) or not re.fullmatch(r"step-\d{8}", name):
+        raise fieldcheck.refuse(path, "dir", name, "a checkpoint name step-NNNNNNNN", "start a new run")
     return info
+
+
+def _read_state(where: Path) -> dict:
+    """A checkpoint's state.json, its step and the checksum of every file checked."""
+    path = where / "state.json"
+    fix = "start a new run"
+    try:
+        state = json.loads(path.read_text(encoding="utf-8"))
+        sums = state["sha256"]
+    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
+        raise PosxError(f"checkpoint {where} is incomplete or corrupt ({exc}); {fix}") from exc
+    if not isinstance(sums, dict) or not sums:
+        raise fieldcheck.refuse(path, "sha256", sums, "a mapping of file names to checksums", fix)
+    for fname, digest in sums.items():
+        if "/" in fname or "\\" in fname or fname.startswith("."):
+            raise fieldcheck.refuse(path, "sha256", fname, "a file name of the checkpoint", fix)
+        fieldcheck.sha256(digest, f"sha256.{fname}", path, fix)
+    fieldcheck.integer(state.get("step"), "step", path, fix)
+    return state
 
 
 def saved_extras(run_dir: Path) -> TrainExtras | None:
@@ -208,12 +230,8 @@ def load(run_dir: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer
     ckpt_root = root(run_dir)
     info = _read_latest(ckpt_root)
     where = ckpt_root / info["dir"]
-    try:
-        state = json.loads((where / "state.json").read_text(encoding="utf-8"))
-        sums = dict(state["sha256"])
-    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
-        raise PosxError(f"checkpoint {where} is incomplete or corrupt ({exc}); start a new run") from exc
-    for fname, expected in sums.items():
+    state = _read_state(where)
+    for fname, expected in state["sha256"].items():
         path = where / fname
         if not path.is_file() or files.sha256_file(path) != expected:
             raise PosxError(f"checkpoint file {path} is missing or corrupt (checksum mismatch); "

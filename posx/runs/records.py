@@ -1,7 +1,8 @@
 """Typed records a run directory holds as JSON: the run's metadata (``model.json``), the
 lineage of an extended run, and the scalars a checkpoint keeps besides its tensors. Each is
-read through one function (``from_dict``); a record of the wrong shape is a one-line
-``PosxError`` naming the file, never a KeyError later.
+read through one function (``from_dict``) that checks every field beside its reading (of its
+type, finite, in range: ``posx.core.fieldcheck``); a damaged record is a one-line ``PosxError``
+naming the file and the field, never a KeyError or a NaN later.
 """
 
 from __future__ import annotations
@@ -10,7 +11,8 @@ import time
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-from posx import __version__
+from posx import __version__, rope
+from posx.core import fieldcheck
 from posx.core.errors import PosxError
 from posx.model.config import GPTConfig
 from posx.model.rescale import RopeRecord
@@ -37,12 +39,23 @@ class Lineage:
     def from_dict(cls, data, where: str) -> "Lineage | None":
         if not data:
             return None
-        try:
-            return cls(parent=str(data["parent"]), parent_path=str(data.get("parent_path", "")),
-                       method=str(data["method"]), factor=float(data["factor"]), steps=int(data.get("steps", 0)),
-                       train_context=int(data["train_context"]), parent_step=int(data.get("parent_step", 0)))
-        except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
-            raise PosxError(f"the extended_from record in {where} is malformed ({exc}); re-run the extension") from exc
+        fix = "re-run the extension"
+        where = f"the extended_from record in {where}"
+        if not isinstance(data, dict):
+            raise fieldcheck.refuse(where, "extended_from", data, "a mapping", fix)
+        for key in ("parent", "method", "factor", "train_context"):
+            if key not in data:
+                raise PosxError(f"{where} is incomplete: it has no {key}; {fix}")
+        return cls(parent=fieldcheck.text(data["parent"], "extended_from.parent", where, fix),
+                   parent_path=fieldcheck.text(data.get("parent_path", ""), "extended_from.parent_path", where, fix,
+                                               empty=True),
+                   method=fieldcheck.text(data["method"], "extended_from.method", where, fix),
+                   factor=fieldcheck.number(data["factor"], "extended_from.factor", where, fix,
+                                            hi=rope.MAX_FACTOR, positive=True),
+                   steps=fieldcheck.integer(data.get("steps", 0), "extended_from.steps", where, fix),
+                   train_context=fieldcheck.integer(data["train_context"], "extended_from.train_context", where, fix,
+                                                    lo=1, hi=fieldcheck.MAX_CONTEXT),
+                   parent_step=fieldcheck.integer(data.get("parent_step", 0), "extended_from.parent_step", where, fix))
 
 
 @dataclass
@@ -73,19 +86,30 @@ class RunMeta:
 
     @classmethod
     def from_dict(cls, d, where: Path) -> "RunMeta":
+        """``weights_sha256`` may be absent or null (a run saved before posx recorded it, or a record
+        built without weights); a checkpoint's checksums may not (``posx.runs.checkpoint``)."""
         if not isinstance(d, dict) or d.get("format") != META_FORMAT:
             found = d.get("format") if isinstance(d, dict) else type(d).__name__
             raise PosxError(f"{where} is not posx run metadata (format {found!r})")
+        fix = "re-train the run"
+        data = d.get("data", {})
+        if not isinstance(data, dict):
+            raise fieldcheck.refuse(where, "data", data, "a mapping", fix)
+        for key in ("model", "train_context"):
+            if key not in d:
+                raise PosxError(f"{where} is incomplete or corrupt: it has no {key}; {fix}")
         try:
-            data = d.get("data", {})
-            if not isinstance(data, dict):
-                raise TypeError(f"data is a {type(data).__name__}")
-            return cls(GPTConfig.from_dict(d["model"]), int(d["train_context"]), data, int(d.get("step", 0)),
-                       rope=RopeRecord.from_dict(d.get("rope"), str(where)),
-                       extended_from=Lineage.from_dict(d.get("extended_from"), str(where)),
-                       weights_sha256=d.get("weights_sha256"))
-        except (KeyError, TypeError, ValueError, OverflowError) as exc:
-            raise PosxError(f"{where} is incomplete or corrupt ({exc}); re-train the run") from exc
+            model = GPTConfig.from_dict(d["model"])
+        except PosxError as exc:
+            raise PosxError(f"{where}: {exc}; {fix}") from None
+        return cls(model,
+                   fieldcheck.integer(d["train_context"], "train_context", where, fix, lo=1, hi=fieldcheck.MAX_CONTEXT),
+                   fieldcheck.finite_tree(data, "data", where, fix),
+                   fieldcheck.integer(d.get("step", 0), "step", where, fix),
+                   rope=RopeRecord.from_dict(d.get("rope"), str(where)),
+                   extended_from=Lineage.from_dict(d.get("extended_from"), str(where)),
+                   weights_sha256=None if d.get("weights_sha256") is None else fieldcheck.text(
+                       d["weights_sha256"], "weights_sha256", where, fix))  # compared with the weights' own on load
 
     @property
     def data_config(self) -> dict:
@@ -115,15 +139,14 @@ class TrainExtras:
 
     @classmethod
     def from_dict(cls, d, where: str) -> "TrainExtras":
+        fix = "start a new run"
         if not isinstance(d, dict):
-            raise PosxError(f"checkpoint {where} is incomplete or corrupt (extra is a {type(d).__name__}); "
-                            "start a new run")
-        try:
-            val_loss = d.get("val_loss")
-            return cls(val_loss=None if val_loss is None else float(val_loss),
-                       data_sha256=d.get("data_sha256"),
-                       rope=RopeRecord.from_dict(d.get("rope"), where),
-                       extended_from=Lineage.from_dict(d.get("extended_from"), where),
-                       tokenizer_sha256=d.get("tokenizer_sha256"))
-        except (TypeError, ValueError, OverflowError) as exc:
-            raise PosxError(f"checkpoint {where} is incomplete or corrupt ({exc}); start a new run") from exc
+            raise PosxError(f"checkpoint {where} is incomplete or corrupt (extra is a {type(d).__name__}); {fix}")
+        val_loss = d.get("val_loss")
+        return cls(val_loss=None if val_loss is None else fieldcheck.number(val_loss, "extra.val_loss", where, fix,
+                                                                            lo=0.0),
+                   data_sha256=fieldcheck.sha256(d.get("data_sha256"), "extra.data_sha256", where, fix, optional=True),
+                   rope=RopeRecord.from_dict(d.get("rope"), where),
+                   extended_from=Lineage.from_dict(d.get("extended_from"), where),
+                   tokenizer_sha256=fieldcheck.sha256(d.get("tokenizer_sha256"), "extra.tokenizer_sha256", where, fix,
+                                                      optional=True))

@@ -13,6 +13,7 @@ Nothing is ever unpickled from a run directory.
 
 from __future__ import annotations
 
+import difflib
 import json
 from pathlib import Path
 
@@ -161,5 +162,15 @@ def resolve_run(run: str | None, results_dir: str | Path, latest: bool = False) 
     for candidate in (Path(run), Path(results_dir) / "runs" / run, Path(results_dir) / run):
         if candidate.is_dir():
             return candidate
-    raise PosxError(f"run '{run}' not found (looked for it as a path and under {results_dir}/runs); "
-                    "list runs with `ls results/runs`")
+    close = difflib.get_close_matches(run, run_names(results_dir), n=3, cutoff=0.6)
+    listing = "`posx runs`" if Path(results_dir) == Path("results") else f"`posx runs {results_dir}`"
+    raise PosxError(f"run '{run}' not found (looked for it as a path and under {results_dir}/runs)"
+                    f"{'; closest names: ' + ', '.join(close) if close else ''}; list runs with {listing}")
+
+
+def run_names(results_dir: str | Path) -> list[str]:
+    """What ``resolve_run`` accepts for each run directory under ``results_dir``: its name under
+    runs/, its path below ``results_dir`` under sweeps/."""
+    root = Path(results_dir)
+    names = [p.name for p in sorted(root.glob("runs/*")) if is_run_dir(p)]
+    return names + [p.relative_to(root).as_posix() for p in sorted(root.glob("sweeps/*/*")) if is_run_dir(p)]

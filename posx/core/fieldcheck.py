@@ -1,0 +1,73 @@
+"""Checks for one field of a record read from JSON or YAML (model.json, a checkpoint's state,
+an evaluation's eval.yaml): of its type, finite, in range. Each returns the value or raises a
+one-line PosxError naming the file and the field, so a damaged record is refused on load and
+never reaches a model, a tensor or a table.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from posx.core.errors import PosxError
+
+MAX_CONTEXT = 1 << 24  # the largest context length a record may give (far beyond what posx trains)
+MAX_STEPS = 1 << 53  # the largest step count a record may give
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+def _show(value) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def refuse(where, name: str, value, expected: str, fix: str) -> PosxError:
+    """``where`` names the record (a file, or "the rope record in <file>"), ``name`` the field."""
+    return PosxError(f"{where} is incomplete or corrupt: {name}={_show(value)} is not {expected}; {fix}")
+
+
+def is_number(value) -> bool:
+    """A finite int or float (not a bool)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def integer(value, name: str, where, fix: str, lo: int = 0, hi: int = MAX_STEPS) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise refuse(where, name, value, f"an integer from {lo} to {hi}", fix)
+    return value
+
+
+def number(value, name: str, where, fix: str, lo: float = -math.inf, hi: float = math.inf,
+           positive: bool = False) -> float:
+    """A finite number in [lo, hi] (with ``positive``: above 0 too)."""
+    if not is_number(value) or not lo <= value <= hi or (positive and value <= 0):
+        raise refuse(where, name, value, f"a finite number in {'(0' if positive else f'[{lo:g}'}, {hi:g}]", fix)
+    return float(value)
+
+
+def text(value, name: str, where, fix: str, empty: bool = False) -> str:
+    if not isinstance(value, str) or (not empty and not value):
+        raise refuse(where, name, value, "a string" if empty else "a non-empty string", fix)
+    return value
+
+
+def sha256(value, name: str, where, fix: str, optional: bool = False) -> str | None:
+    """A sha256 hex digest (None too with ``optional``)."""
+    if optional and value is None:
+        return None
+    if not isinstance(value, str) or not _SHA256.fullmatch(value):
+        raise refuse(where, name, value, "a sha256 hex digest", fix)
+    return value
+
+
+def finite_tree(value, name: str, where, fix: str):
+    """Plain data (mappings, lists, strings, bools, None) whose every number is finite."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            finite_tree(v, f"{name}.{k}", where, fix)
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            finite_tree(v, f"{name}[{i}]", where, fix)
+    elif not (value is None or isinstance(value, (str, bool)) or is_number(value)):
+        raise refuse(where, name, value, "a finite number, a string, a bool or null", fix)
+    return value
