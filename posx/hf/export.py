@@ -13,8 +13,10 @@ DIR gets what ``AutoModelForCausalLM.from_pretrained(DIR)`` and ``AutoTokenizer`
   same scores: the inverse of the permutation in transformers'
   ``models/llama/convert_llama_weights_to_hf.py``. q and k get the same permutation, so the
   dot products, and the logits, are unchanged.
-* ``tokenizer.json`` / ``tokenizer_config.json``: posx's byte-level vocabulary (id = byte
-  value) as a ``tokenizers`` BPE with no merges over GPT-2's byte-to-unicode alphabet.
+* ``tokenizer.json`` / ``tokenizer_config.json``: the run's own tokenizer. A run trained with a
+  BPE or a user ``tokenizer.json`` carries that file, which is written as is (its
+  end-of-document token as ``eos_token``); a byte run gets posx's byte-level vocabulary (id =
+  byte value) as a ``tokenizers`` BPE with no merges over GPT-2's byte-to-unicode alphabet.
 * ``posx_export.json``: where it came from (run, step, the rope record).
 
 The rope record of an extension maps onto transformers' rope types: pi -> linear; yarn,
@@ -38,6 +40,7 @@ from safetensors.torch import save_file
 from posx import rope
 from posx.core import files
 from posx.core.errors import PosxError
+from posx.data import tokenizer
 from posx.model.blocks import RMS_EPS
 from posx.runs.records import RunMeta
 from posx.runs.rundir import load_run
@@ -191,6 +194,18 @@ def byte_tokenizer():
     return transformers.PreTrainedTokenizerFast(tokenizer_object=tok)
 
 
+def run_tokenizer(run_dir: Path):
+    """The tokenizer a run's ids mean, as a ``transformers.PreTrainedTokenizerFast``: the
+    ``tokenizer.json`` the run carries (BPE or a user's), else posx's byte vocabulary."""
+    path = run_dir / "tokenizer.json"
+    if not path.is_file():
+        return byte_tokenizer()
+    transformers = require_transformers()
+    own = tokenizer.from_json(path.read_text(encoding="utf-8"), "file", str(path))
+    eos = None if own.eod is None else own.hf.id_to_token(own.eod)
+    return transformers.PreTrainedTokenizerFast(tokenizer_object=own.hf, eos_token=eos)
+
+
 def config_json(config) -> dict:
     """config.to_dict() plus the transformers 4 spelling of the same RoPE (rope_theta, rope_scaling)."""
     data = config.to_dict()
@@ -217,7 +232,7 @@ def export_run(run_dir: Path, out: Path) -> Path:
         (tmp / "config.json").write_text(json.dumps(config_json(config), indent=2, sort_keys=True) + "\n")
         weights = hf_state_dict(model, meta)
         files.safetensors_write(lambda: save_file(weights, str(tmp / "model.safetensors"), metadata={"format": "pt"}))
-        byte_tokenizer().save_pretrained(str(tmp))
+        run_tokenizer(run_dir).save_pretrained(str(tmp))
         lineage = meta.extended_from.to_dict() if meta.extended_from else None
         source = {"format": "posx-export/1", "run": str(run_dir), "step": meta.step, "rope": meta.rope.to_dict(),
                   "train_context": meta.train_context, "extended_from": lineage}
