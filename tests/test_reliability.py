@@ -1,21 +1,18 @@
 """Colliding sweeps and killed reports: two sweeps started at the same instant both finish with
-every run intact; a report killed at any moment leaves no partial report behind, and the same
+every run intact; a report killed while it writes leaves no partial report behind, and the same
 --out works on the next try."""
 
 from __future__ import annotations
 
-import os
-import random
 import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
-
-from conftest import REPO, TINY
+from conftest import REPO, TINY, run_posx
+from helpers.cli import start_posx
 
 pytestmark = pytest.mark.slow  # several CLI processes each
 
@@ -23,14 +20,8 @@ FIXTURE = REPO / "tests" / "fixtures" / "premove"
 REPORT_FILES = {"summary.csv", "summary.md", "missing.csv"}
 
 
-def _env() -> dict:
-    pythonpath = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
-    return {**os.environ, "PYTHONPATH": pythonpath, "OMP_NUM_THREADS": "1", "COLUMNS": "200"}
-
-
 def _posx(*args: str, cwd: Path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "posx", *args], cwd=cwd, env=_env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return start_posx(*args, cwd=cwd, OMP_NUM_THREADS="1")
 
 
 def test_two_sweeps_started_together_both_finish_with_every_run_intact(tmp_path, text_corpus):
@@ -47,26 +38,28 @@ def test_two_sweeps_started_together_both_finish_with_every_run_intact(tmp_path,
             assert (sweep / job / "model.json").is_file() and (sweep / job / "model.safetensors").is_file()
 
 
-def test_a_killed_report_leaves_no_partial_report(tmp_path):
+def _staged(tmp_path: Path, out: str, name: str) -> bool:
+    """Whether the staging directory of report ``out`` holds ``name`` (or exists, for ``""``)."""
+    return any((staging / name).exists() for staging in tmp_path.glob(f".{out}.*.tmp"))
+
+
+@pytest.mark.parametrize("cue", ["", "summary.md"], ids=["just-staged", "tables-written"])
+def test_a_killed_report_leaves_no_partial_report(tmp_path, cue):
+    """SIGKILL a report once its staging directory holds ``cue`` (the figures come after it):
+    nothing is published, only a hidden staging directory stays, and the same --out works."""
     shutil.copytree(FIXTURE, tmp_path, dirs_exist_ok=True)
-    rng = random.Random(0)
-    left_whole = killed = 0
-    for i in range(6):
-        out = tmp_path / f"rep{i}"
-        proc = _posx("report", "runs/old-rope", "runs/old-rope-yarn", "--out", str(out), cwd=tmp_path)
-        time.sleep(rng.uniform(0.5, 6.0))
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGKILL)
-            killed += 1
-        proc.communicate(timeout=120)
-        if out.exists():  # published: then whole
-            assert REPORT_FILES <= {p.name for p in out.iterdir()}, list(out.iterdir())
-            left_whole += 1
-        else:  # not published: the same --out works now
-            again = _posx("report", "runs/old-rope", "--out", str(out), cwd=tmp_path)
-            _, err = again.communicate(timeout=300)
-            assert again.returncode == 0, err
-            assert REPORT_FILES <= {p.name for p in out.iterdir()}
-    stale = [p for p in tmp_path.iterdir() if p.name.startswith(".rep")]
-    assert killed >= 1, "no report was killed mid-way; the timings need another seed"
-    assert all(p.name.endswith(".tmp") for p in stale)  # a killed one leaves only a hidden staging dir
+    out = tmp_path / "rep"
+    proc = _posx("report", "runs/old-rope", "runs/old-rope-yarn", "--out", str(out), cwd=tmp_path)
+    deadline = time.monotonic() + 120
+    while not _staged(tmp_path, out.name, cue) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.001)
+    assert proc.poll() is None, f"the report ended before its staging directory held {cue!r}"
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=120)
+    assert proc.returncode == -signal.SIGKILL
+    assert not out.exists()  # killed before the publishing rename
+    stale = [p.name for p in tmp_path.iterdir() if p.name.startswith(f".{out.name}")]
+    assert stale and all(name.endswith(".tmp") for name in stale), stale
+    run_posx("report", "runs/old-rope", "--out", str(out), cwd=tmp_path)
+    assert REPORT_FILES <= {p.name for p in out.iterdir()}
+    assert "old-rope" in (out / "summary.md").read_text(encoding="utf-8")
