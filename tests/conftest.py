@@ -39,8 +39,13 @@ def pytest_cmdline_main(config):
         config.option.numprocesses = CI_WORKERS
 
 
+@pytest.hookimpl(trylast=True)  # after the terminal reporter exists
 def pytest_configure(config):
-    """No forced terminal; and the fast set (``-m "not slow"``) for a plain run off CI."""
+    """The test environment (pytest's own output keeps the terminal's width); and the fast set
+    (``-m "not slow"``) for a plain run off CI."""
+    if config.pluginmanager.has_plugin("terminalreporter"):  # pin its width before COLUMNS changes
+        writer = config.get_terminal_writer()
+        writer.fullwidth = writer.fullwidth
     isolate()
     explicit = config.args_source == pytest.Config.ArgsSource.ARGS
     if not on_ci() and not explicit and not config.option.markexpr:

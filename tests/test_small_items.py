@@ -79,6 +79,7 @@ def test_train_refuses_an_existing_name_and_writes_nothing(trained_runs, tiny_ar
     assert sorted(p.name for p in (work / "results" / "runs").iterdir()) == before
 
 
+@pytest.mark.slow
 def test_frequencies_takes_head_dim_base_and_t_from_a_run_and_never_cuts_a_value(tmp_path, monkeypatch):
     import json
 

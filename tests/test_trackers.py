@@ -47,6 +47,7 @@ def test_tensorboard_records_training_and_evaluation_scalars(tmp_path):
     assert scalars["eval/none/ppl"] == [(64, 5.0)] and scalars["eval/none/ppl_hi"] == [(64, 5.5)]
 
 
+@pytest.mark.slow
 def test_wandb_offline_writes_a_local_run(tmp_path, monkeypatch):
     monkeypatch.setenv("WANDB_SILENT", "true")
     logger = OmegaConf.structured(LoggerConfig(name="wandb"))

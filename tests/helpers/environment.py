@@ -9,18 +9,20 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 
-# Given to every posx the tests run (in process or not): wide enough that no line the tests
-# read is wrapped (rich reads COLUMNS), no colour. pytest's own output keeps the terminal's.
-POSX_ENV = {"COLUMNS": "200", "NO_COLOR": "1", "HYDRA_FULL_ERROR": "0"}
-# Each of these makes rich draw for a terminal (colour, a live bar instead of progress lines);
-# removed from this process's environment, so no child a test starts inherits them.
+# The environment of every posx the tests run (in process or not): wide enough that no line
+# the tests read is wrapped (rich reads COLUMNS), no colour, and no network (the Hugging Face
+# libraries read HF_HUB_OFFLINE when first imported; then they neither wait nor retry).
+POSX_ENV = {"COLUMNS": "200", "NO_COLOR": "1", "HYDRA_FULL_ERROR": "0", "HF_HUB_OFFLINE": "1"}
+# Each of these makes rich draw for a terminal (colour, a live bar instead of progress lines).
 REMOVED = ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "CLICOLOR_FORCE")
 
 
 def isolate() -> None:
-    """Remove what would make rich draw for a terminal from ``os.environ``."""
+    """Set ``POSX_ENV`` in ``os.environ`` and remove ``REMOVED``: then Typer's test runner,
+    posx in process and every child a test starts see them too."""
     for name in REMOVED:
         os.environ.pop(name, None)
+    os.environ.update(POSX_ENV)
 
 
 def child_env(**extra: str) -> dict[str, str]:
