@@ -35,7 +35,8 @@ def on_ci() -> bool:
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config):
     """On CI, run over ``CI_WORKERS`` processes unless ``-n`` was given (before xdist reads it)."""
-    if on_ci() and config.pluginmanager.hasplugin("xdist") and config.option.numprocesses is None:
+    worker = hasattr(config, "workerinput")  # an xdist worker runs this hook too
+    if on_ci() and not worker and config.pluginmanager.hasplugin("xdist") and config.option.numprocesses is None:
         config.option.numprocesses = CI_WORKERS
 
 
