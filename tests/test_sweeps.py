@@ -1,32 +1,44 @@
-"""Colliding sweeps and killed reports: two sweeps started at the same instant both finish with
-every run intact; a report killed while it writes leaves no partial report behind, and the same
---out works on the next try."""
+"""Sweeps (``posx train -m``): jobs run in parallel (joblib) each write their own complete run
+and together one complete table; two sweeps started at the same instant both finish with
+every run intact."""
 
 from __future__ import annotations
 
-import shutil
-import signal
-import subprocess
-import time
-from pathlib import Path
-
+import pandas as pd
 import pytest
-from conftest import REPO, TINY, run_posx
+from conftest import TINY, run_posx
 from helpers.cli import start_posx
 
-pytestmark = pytest.mark.slow  # several CLI processes each
+from posx.runs.rundir import load_run
 
-FIXTURE = REPO / "tests" / "fixtures" / "premove"
-REPORT_FILES = {"summary.csv", "summary.md", "missing.csv"}
+pytestmark = pytest.mark.slow  # every test here trains several runs
 
 
-def _posx(*args: str, cwd: Path) -> subprocess.Popen:
-    return start_posx(*args, cwd=cwd, OMP_NUM_THREADS="1")
+def test_parallel_sweep_jobs_write_their_own_files_and_a_complete_table(tmp_path, tiny_args):
+    sweep = tmp_path / "sweep"
+    run_posx("train", "-m", "pos=absolute,rope", "seed=0,1", "eval.after_train=true", "eval.factors=[1,2]",
+             "eval.methods=[none,pi]", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2",
+             f"hydra.sweep.dir={sweep}", *tiny_args, cwd=tmp_path)
+    jobs = sorted(p for p in sweep.iterdir() if p.is_dir())
+    assert [j.name for j in jobs] == ["0_absolute_s0", "1_absolute_s1", "2_rope_s0", "3_rope_s1"]
+    for job in jobs:  # every job wrote a complete run of its own config into its own directory
+        model, meta = load_run(job)
+        assert meta.model.pos == job.name.split("_")[1]
+        assert f"seed: {job.name[-1]}" in (job / "config.yaml").read_text()
+        assert len(pd.read_csv(job / "extrapolation.csv")) == 4
+    table = pd.read_csv(sweep / "sweep.csv")
+    assert sorted(table["job"].unique()) == [j.name for j in jobs] and len(table) == 16
+    # the combined table is exactly the jobs' tables: nothing lost, nothing mixed up
+    for job in jobs:
+        mine = table[table["job"] == job.name].drop(columns="job").reset_index(drop=True)
+        pd.testing.assert_frame_equal(mine, pd.read_csv(job / "extrapolation.csv"))
+    leftovers = [p for p in tmp_path.rglob("*") if p.name.endswith(".tmp")]
+    assert not leftovers, leftovers
 
 
 def test_two_sweeps_started_together_both_finish_with_every_run_intact(tmp_path, text_corpus):
     args = ["train", "-m", "seed=0,1", *TINY, "train.steps=2", "data=text", f"data.path={text_corpus}"]
-    first, second = _posx(*args, cwd=tmp_path), _posx(*args, cwd=tmp_path)  # the same second, the same config
+    first, second = (start_posx(*args, cwd=tmp_path, OMP_NUM_THREADS="1") for _ in range(2))  # the same second, the same config
     outs = [p.communicate(timeout=600) for p in (first, second)]
     assert first.returncode == 0 and second.returncode == 0, outs
     sweeps = sorted((tmp_path / "results" / "sweeps").iterdir())
@@ -36,30 +48,3 @@ def test_two_sweeps_started_together_both_finish_with_every_run_intact(tmp_path,
         assert jobs == ["0_rope_s0", "1_rope_s1"]
         for job in jobs:
             assert (sweep / job / "model.json").is_file() and (sweep / job / "model.safetensors").is_file()
-
-
-def _staged(tmp_path: Path, out: str, name: str) -> bool:
-    """Whether the staging directory of report ``out`` holds ``name`` (or exists, for ``""``)."""
-    return any((staging / name).exists() for staging in tmp_path.glob(f".{out}.*.tmp"))
-
-
-@pytest.mark.parametrize("cue", ["", "summary.md"], ids=["just-staged", "tables-written"])
-def test_a_killed_report_leaves_no_partial_report(tmp_path, cue):
-    """SIGKILL a report once its staging directory holds ``cue`` (the figures come after it):
-    nothing is published, only a hidden staging directory stays, and the same --out works."""
-    shutil.copytree(FIXTURE, tmp_path, dirs_exist_ok=True)
-    out = tmp_path / "rep"
-    proc = _posx("report", "runs/old-rope", "runs/old-rope-yarn", "--out", str(out), cwd=tmp_path)
-    deadline = time.monotonic() + 120
-    while not _staged(tmp_path, out.name, cue) and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.001)
-    assert proc.poll() is None, f"the report ended before its staging directory held {cue!r}"
-    proc.send_signal(signal.SIGKILL)
-    proc.communicate(timeout=120)
-    assert proc.returncode == -signal.SIGKILL
-    assert not out.exists()  # killed before the publishing rename
-    stale = [p.name for p in tmp_path.iterdir() if p.name.startswith(f".{out.name}")]
-    assert stale and all(name.endswith(".tmp") for name in stale), stale
-    run_posx("report", "runs/old-rope", "--out", str(out), cwd=tmp_path)
-    assert REPORT_FILES <= {p.name for p in out.iterdir()}
-    assert "old-rope" in (out / "summary.md").read_text(encoding="utf-8")
