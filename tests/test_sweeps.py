@@ -22,7 +22,7 @@ def test_parallel_sweep_jobs_write_their_own_files_and_a_complete_table(tmp_path
     jobs = sorted(p for p in sweep.iterdir() if p.is_dir())
     assert [j.name for j in jobs] == ["0_absolute_s0", "1_absolute_s1", "2_rope_s0", "3_rope_s1"]
     for job in jobs:  # every job wrote a complete run of its own config into its own directory
-        model, meta = load_run(job)
+        _, meta = load_run(job)
         assert meta.model.pos == job.name.split("_")[1]
         assert f"seed: {job.name[-1]}" in (job / "config.yaml").read_text()
         assert len(pd.read_csv(job / "extrapolation.csv")) == 4
