@@ -127,7 +127,8 @@ def test_a_run_missing_a_table_is_listed_not_dropped(two_seeds, tmp_path):
     assert all(int(r["n_seeds"]) == 1 for r in read(out / "summary.csv"))
     assert "positions.png: not drawn" in proc.stdout
     assert not (out / "positions.png").exists()  # no run has positions.csv
-    assert (out / "ppl_vs_length.png").is_file() and (out / "passkey.png").is_file()
+    for figure in ("ppl_vs_length.png", "passkey.png"):
+        assert (out / figure).read_bytes().startswith(b"\x89PNG\r\n\x1a\n"), figure
 
 
 def test_a_report_is_never_overwritten_and_bad_paths_are_one_line(two_seeds, tmp_path):

@@ -47,4 +47,5 @@ def test_two_sweeps_started_together_both_finish_with_every_run_intact(tmp_path,
         jobs = sorted(p.name for p in sweep.iterdir() if p.is_dir())
         assert jobs == ["0_rope_s0", "1_rope_s1"]
         for job in jobs:
-            assert (sweep / job / "model.json").is_file() and (sweep / job / "model.safetensors").is_file()
+            _, meta = load_run(sweep / job)  # whole: its weights match their checksum
+            assert meta.step == 2 and f"seed: {job[-1]}" in (sweep / job / "config.yaml").read_text()
