@@ -82,9 +82,10 @@ def test_eval_extrapolate_help_shows_its_example_intact(tmp_path):
 
 
 def test_python_dash_m_and_help_show_examples(tmp_path):
-    for command in ("train", "eval-extrapolate"):
-        proc = run_posx_process(command, "--help", cwd=tmp_path)
-        assert "Examples" in proc.stdout and "posx " + command in proc.stdout
+    proc = run_posx_process("train", "--help", cwd=tmp_path)  # python -m posx: a process
+    assert "Examples" in proc.stdout and "posx train" in proc.stdout
+    proc = run_posx("eval-extrapolate", "--help", cwd=tmp_path)
+    assert "Examples" in proc.stdout and "posx eval-extrapolate" in proc.stdout
 
 
 def _run_copy(tmp, request) -> Path:
