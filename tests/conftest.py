@@ -1,24 +1,56 @@
-"""Shared fixtures: a tiny config and a trained tiny run, both on small local data."""
+"""Test session setup and the shared fixtures.
+
+Which tests run:
+
+* ``python -m pytest -q`` (no paths, no ``-m``) runs the fast set: every test not marked
+  ``slow``. With ``CI`` set (``CI=true``, as on the CI machine) the same command runs
+  everything, spread over worker processes (pytest-xdist, ``-n 2``) when xdist is installed.
+* Naming test files or tests (``pytest tests/test_resume.py``) or passing ``-m`` runs what
+  was named or selected, slow tests included; ``-n`` and ``-p no:xdist`` are honoured as given.
+
+Every posx a test runs, in process or as a child, gets the environment of
+``helpers.environment`` (wide, colourless output), so no test depends on the terminal it was
+started from."""
 
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
+from helpers.cli import run_posx, stop_with_sigterm
+from helpers.environment import REPO, isolate
+from helpers.runs import TINY, write_text_corpus
 
-REPO = Path(__file__).resolve().parents[1]
+__all__ = ["REPO", "TINY", "run_posx", "stop_with_sigterm"]  # imported by test files as before
 
-# Overrides that make a run take seconds on a CPU.
-TINY = [
-    "model.n_layer=2", "model.n_head=2", "model.d_model=32",
-    "train.context_length=32", "train.steps=6", "train.batch_size=4",
-    "train.eval_every=3", "train.eval_batches=1", "train.warmup_steps=2",
-    "eval.tokens=512", "eval.batch_tokens=512", "device=cpu",
-]
+CI_WORKERS = 2  # the CI machine has 2 cores
+
+
+def on_ci() -> bool:
+    return os.environ.get("CI", "").lower() not in ("", "0", "false", "no")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config):
+    """On CI, run over ``CI_WORKERS`` processes unless ``-n`` was given (before xdist reads it)."""
+    worker = hasattr(config, "workerinput")  # an xdist worker runs this hook too
+    if on_ci() and not worker and config.pluginmanager.hasplugin("xdist") and config.option.numprocesses is None:
+        config.option.numprocesses = CI_WORKERS
+
+
+@pytest.hookimpl(trylast=True)  # after the terminal reporter exists
+def pytest_configure(config):
+    """The test environment (pytest's own output keeps the terminal's width); and the fast set
+    (``-m "not slow"``) for a plain run off CI."""
+    if config.pluginmanager.has_plugin("terminalreporter"):  # pin its width before COLUMNS changes
+        writer = config.get_terminal_writer()
+        writer.fullwidth = writer.fullwidth
+    isolate()
+    explicit = config.args_source == pytest.Config.ArgsSource.ARGS
+    if not on_ci() and not explicit and not config.option.markexpr:
+        config.option.markexpr = "not slow"
 
 
 def pytest_collection_modifyitems(config, items):
@@ -27,46 +59,14 @@ def pytest_collection_modifyitems(config, items):
         return
     skip = pytest.mark.skip(reason="needs CUDA (run scripts/gpu_check.sh on a GPU machine)")
     for item in items:
-        if "cuda" in item.keywords:
+        if item.get_closest_marker("cuda"):  # the mark, not a test id that says cuda
             item.add_marker(skip)
 
 
 @pytest.fixture(scope="session")
 def text_corpus(tmp_path_factory) -> Path:
     """A small deterministic UTF-8 corpus: many files of Python-like text."""
-    root = tmp_path_factory.mktemp("corpus")
-    for i in range(40):
-        lines = [f"def f{i}_{j}(x):\n    return x * {j} + {i}  # line {j}\n" for j in range(30)]
-        (root / f"mod{i:02d}.py").write_text("".join(lines), encoding="utf-8")
-    return root
-
-
-def run_posx(*args: str, cwd: Path, check: bool = True, timeout: int = 300) -> subprocess.CompletedProcess:
-    """Run the real CLI in a subprocess, the way a user does."""
-    # PYTHONPATH pins the checkout under test, whichever posx is installed.
-    pythonpath = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
-    env = {**os.environ, "COLUMNS": "200", "HYDRA_FULL_ERROR": "0", "PYTHONPATH": pythonpath}
-    proc = subprocess.run([sys.executable, "-m", "posx", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=timeout)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"posx {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
-    return proc
-
-
-def stop_with_sigterm(*args: str, cwd: Path) -> tuple[int, str]:
-    """Start `posx ARGS`, send SIGTERM once its training loop prints progress; (exit code, stderr)."""
-    import signal
-
-    pythonpath = os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))
-    env = {**os.environ, "PYTHONPATH": pythonpath, "COLUMNS": "200"}
-    proc = subprocess.Popen([sys.executable, "-m", "posx", *args], cwd=cwd, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    for line in proc.stdout:  # a progress line means the loop is running
-        if line.startswith("train "):
-            break
-    proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=120)
-    return proc.returncode, err
+    return write_text_corpus(tmp_path_factory.mktemp("corpus"))
 
 
 @pytest.fixture(scope="session")

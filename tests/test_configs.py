@@ -37,15 +37,6 @@ def test_every_experiment_composes(experiment):
     check_config(cfg)
 
 
-def test_defaults_are_the_documented_ones():
-    cfg = compose([])
-    assert cfg.pos.name == "rope" and cfg.pos.base == 10000.0
-    assert cfg.device == "auto" and cfg.seed == 0
-    assert list(cfg.eval.factors) == [1, 2, 4, 8]
-    assert list(cfg.eval.methods) == ["none", "pi", "ntk", "yarn", "abf"]
-    assert cfg.model.name == "tiny" and cfg.train.context_length == 128
-
-
 def test_small_preset_is_tens_of_millions_of_parameters():
     from posx.model.gpt import GPT
     from posx.train.loop import gpt_config

@@ -195,15 +195,13 @@ def test_a_stop_on_one_rank_is_agreed_and_resumes_on_another_rank_count(tmp_path
 @pytest.mark.slow
 def test_a_sweep_under_torchrun_is_refused_in_one_line(tmp_path, tiny_args):
     ranks = {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "2"}
-    proc = subprocess.run([sys.executable, "-m", "posx", "train", "-m", *tiny_args, "seed=0,1"], cwd=tmp_path,
-                          env={**env(), **ranks}, capture_output=True, text=True, timeout=120)
+    proc = run_posx("train", "-m", *tiny_args, "seed=0,1", cwd=tmp_path, check=False, env=ranks)
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "tasks_per_node" in lines[0] and "Traceback" not in proc.stderr
     assert not (tmp_path / "results").exists()
     # evaluation writes a run's tables from one process: under torchrun it is refused too
-    proc = subprocess.run([sys.executable, "-m", "posx", "eval-extrapolate", "--latest"], cwd=tmp_path,
-                          env={**env(), **ranks}, capture_output=True, text=True, timeout=120)
+    proc = run_posx("eval-extrapolate", "--latest", cwd=tmp_path, check=False, env=ranks)
     assert proc.returncode == 2 and proc.stderr.strip().count("\n") == 0 and "without torchrun" in proc.stderr
 
 

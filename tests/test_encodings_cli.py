@@ -4,22 +4,26 @@ the new config keys' bad values, and `posx frequencies`."""
 from __future__ import annotations
 
 import io
+import json
 import math
 import re
 
 import pandas as pd
 import pytest
 import torch
-from rich.console import Console
-
 from conftest import run_posx
+from rich.console import Console
+from typer.testing import CliRunner
 
 from posx import rope
-from posx.report import frequencies as freqplot
+from posx.cli import app
 from posx.config.compose import compose
-from posx.model.encodings import ENCODINGS
 from posx.core.errors import PosxError
 from posx.eval.run import evaluate_run
+from posx.model.config import GPTConfig
+from posx.model.encodings import ENCODINGS
+from posx.report import frequencies as freqplot
+from posx.runs.records import RunMeta
 
 ALL_METHODS = "[" + ",".join(rope.METHODS) + "]"
 
@@ -131,3 +135,22 @@ def test_frequency_table_columns_follow_the_methods():
     torch.testing.assert_close(torch.tensor(df["pi"].values), 8 * torch.tensor(df["none"].values))
     assert (df["ntk_by_parts"] == df["yarn"]).all()
     assert attention["yarn"] == pytest.approx(0.1 * math.log(8) + 1) and attention["ntk_by_parts"] == 1.0
+
+
+@pytest.mark.slow
+def test_frequencies_takes_head_dim_base_and_t_from_a_run_and_never_cuts_a_value(tmp_path, monkeypatch):
+    run = tmp_path / "results" / "runs" / "r"
+    run.mkdir(parents=True)
+    meta = RunMeta(GPTConfig(n_head=2, d_model=32, rope_base=500.0), train_context=16, data={}, step=1)
+    (run / "model.json").write_text(json.dumps(meta.to_dict()))
+    monkeypatch.chdir(tmp_path)
+    out = CliRunner().invoke(app, ["frequencies", "r", "--factor", "2"], env={"COLUMNS": "80"})
+    assert out.exit_code == 0, out.output
+    assert "head_dim=16, base=500, T=16, s=2 (from r)" in out.output
+    assert "…" not in out.output and "(1/" in out.output  # split over tables, not truncated
+    assert "coincide here" in out.output
+    assert (tmp_path / "results" / "frequencies.png").is_file()
+    again = CliRunner().invoke(app, ["frequencies", "--methods", "none,pi"])
+    assert again.exit_code == 0 and (tmp_path / "results" / "frequencies-2.png").is_file()
+    taken = CliRunner().invoke(app, ["frequencies", "--out", "results/frequencies.png"])
+    assert taken.exit_code == 2 and "already exists" in taken.output

@@ -90,6 +90,7 @@ def test_an_old_checkpoint_only_extension_resumes_as_an_extension(old, tmp_path)
     assert meta.rope.inv_freq == pytest.approx(frequencies("pi", meta.model.head_dim, factor=2.0)[0].tolist())
 
 
+@pytest.mark.slow
 def test_report_reads_old_runs(old, tmp_path):
     out = report([old / "old-rope", old / "old-rope-yarn"], out=tmp_path / "rep")
     summary = pd.read_csv(out / "summary.csv")

@@ -5,6 +5,7 @@ OmegaConf's config errors) — never anything else, and never allocates from a b
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import shutil
@@ -13,6 +14,7 @@ from dataclasses import fields, is_dataclass
 from pathlib import Path
 
 import pytest
+import torch
 from hydra.errors import HydraException
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -24,6 +26,7 @@ from posx.config.compose import compose
 from posx.config.schema import Config
 from posx.core.errors import PosxError
 from posx.runs.checkpoint import saved_extras
+from posx.runs.records import TrainExtras
 from posx.runs.rundir import load_run, read_meta
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "premove" / "runs"
@@ -86,6 +89,12 @@ def test_a_config_value_is_accepted_or_refused_with_a_user_error(base_cfg, key, 
         assert v is None or isinstance(v, (bool, str)) or math.isfinite(v), (key, value, accepted)
 
 
+@functools.cache
+def trained_weights() -> dict[str, torch.Tensor]:
+    """The parameters of the undamaged run."""
+    return dict(load_run(FIXTURE / "old-rope")[0].named_parameters())
+
+
 META_FIELDS = ["model.vocab_size", "model.n_layer", "model.n_head", "model.d_model", "model.mlp_ratio",
                "model.dropout", "model.pos", "model.rope_base", "model.max_positions", "model.t5_num_buckets",
                "model.t5_max_distance", "model.t5_per_layer", "train_context", "step", "rope", "rope.method",
@@ -112,10 +121,17 @@ def test_a_damaged_model_json_loads_or_is_refused_with_a_user_error(tmp_path_fac
     _set(meta, field, value)
     (run / "model.json").write_text(json.dumps(meta, allow_nan=True))
     try:
-        read_meta(run)
-        load_run(run)
+        meta = read_meta(run)
+        model, loaded = load_run(run)
     except PosxError:
         return
+    # accepted: sizes that make sense, the run's own weights, and finite positions (buffers)
+    assert loaded.train_context >= 1 and meta.model.vocab_size >= 1, (field, value)
+    reference = trained_weights()
+    for name, param in model.named_parameters():
+        assert torch.equal(param, reference[name]), (field, value, name)
+    for name, buffer in model.named_buffers():
+        assert not buffer.is_floating_point() or torch.isfinite(buffer).all(), (field, value, name)
 
 
 CHECKPOINT_FIELDS = ["val_loss", "data_sha256", "rope", "rope.method", "rope.factor", "rope.inv_freq",
@@ -133,6 +149,10 @@ def test_a_damaged_checkpoint_state_reads_or_is_refused_with_a_user_error(tmp_pa
     _set(state["extra"], field, value)
     path.write_text(json.dumps(state, allow_nan=True))
     try:
-        saved_extras(run)
+        extras = saved_extras(run)
     except PosxError:
         return
+    # accepted: typed extras that a resumed run writes again, and that then read back
+    assert isinstance(extras, TrainExtras), (field, value)
+    again = TrainExtras.from_dict(json.loads(json.dumps(extras.to_dict())), str(path))
+    assert isinstance(again, TrainExtras), (field, value)

@@ -5,14 +5,16 @@ from __future__ import annotations
 import csv
 import json
 import shutil
+import signal
 import statistics
 import struct
+import time
 from collections import defaultdict
 from pathlib import Path
 
 import pytest
-
-from conftest import run_posx
+from conftest import REPO, run_posx
+from helpers.cli import start_posx
 
 from posx.model.config import GPTConfig
 from posx.report.summary import report
@@ -125,7 +127,8 @@ def test_a_run_missing_a_table_is_listed_not_dropped(two_seeds, tmp_path):
     assert all(int(r["n_seeds"]) == 1 for r in read(out / "summary.csv"))
     assert "positions.png: not drawn" in proc.stdout
     assert not (out / "positions.png").exists()  # no run has positions.csv
-    assert (out / "ppl_vs_length.png").is_file() and (out / "passkey.png").is_file()
+    for figure in ("ppl_vs_length.png", "passkey.png"):
+        assert (out / figure).read_bytes().startswith(b"\x89PNG\r\n\x1a\n"), figure
 
 
 def test_a_report_is_never_overwritten_and_bad_paths_are_one_line(two_seeds, tmp_path):
@@ -181,3 +184,34 @@ def test_report_groups_extended_runs_by_parent_and_stage(tmp_path):
     assert int(ext["n_seeds"]) == 2
     assert float(summary[("rope-T128", "yarn (zero-shot)", 4.0)]["ppl_mean"]) == pytest.approx(6.0)
     assert float(ext["ratio_to_1x"]) == pytest.approx(3.5 / 3.0)
+
+
+FIXTURE = REPO / "tests" / "fixtures" / "premove"
+REPORT_FILES = {"summary.csv", "summary.md", "missing.csv"}
+
+
+def _staged(tmp_path: Path, out: str, name: str) -> bool:
+    """Whether the staging directory of report ``out`` holds ``name`` (or exists, for ``""``)."""
+    return any((staging / name).exists() for staging in tmp_path.glob(f".{out}.*.tmp"))
+
+
+@pytest.mark.parametrize("cue", ["", "summary.md"], ids=["just-staged", "tables-written"])
+def test_a_killed_report_leaves_no_partial_report(tmp_path, cue):
+    """SIGKILL a report once its staging directory holds ``cue`` (the figures come after it):
+    nothing is published, only a hidden staging directory stays, and the same --out works."""
+    shutil.copytree(FIXTURE, tmp_path, dirs_exist_ok=True)
+    out = tmp_path / "rep"
+    proc = start_posx("report", "runs/old-rope", "runs/old-rope-yarn", "--out", str(out), cwd=tmp_path)
+    deadline = time.monotonic() + 120
+    while not _staged(tmp_path, out.name, cue) and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.001)
+    assert proc.poll() is None, f"the report ended before its staging directory held {cue!r}"
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=120)
+    assert proc.returncode == -signal.SIGKILL
+    assert not out.exists()  # killed before the publishing rename
+    stale = [p.name for p in tmp_path.iterdir() if p.name.startswith(f".{out.name}")]
+    assert stale and all(name.endswith(".tmp") for name in stale), stale
+    run_posx("report", "runs/old-rope", "--out", str(out), cwd=tmp_path)
+    assert REPORT_FILES <= {p.name for p in out.iterdir()}
+    assert "old-rope" in (out / "summary.md").read_text(encoding="utf-8")

@@ -85,6 +85,7 @@ def test_a_repeated_seed_counts_once_and_is_listed(tmp_path):
     assert "Duplicate seeds" in md and "- `a1` (seed 1)" in md and str(tmp_path) not in md
 
 
+@pytest.mark.slow
 def test_one_seed_shows_its_interval_and_legacy_tables_group_by_what_they_record(tmp_path):
     runs = tmp_path / "runs"
     _run(runs, "one", 0, 10.0, lo_hi=(9.5, 10.6))

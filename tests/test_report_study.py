@@ -70,6 +70,7 @@ def _summary(out: Path) -> pd.DataFrame:
     return pd.read_csv(out / "summary.csv", keep_default_na=False, na_values=[""])
 
 
+@pytest.mark.slow
 def test_every_kept_evaluation_is_read_and_absolute_ways_past_the_table_are_methods(tmp_path):
     values = {}
     for seed in range(3):
@@ -125,6 +126,7 @@ def _extension_family(root: Path, zero: dict, extended: dict, val: dict) -> None
             _evaluate(child, {"m": 2}, rows)
 
 
+@pytest.mark.slow
 def test_extensions_of_seeds_pool_into_an_extension_table_and_curve(tmp_path):
     zero = {"pi": [12.0, 13.0, 14.0], "yarn": [5.0, 5.5, 6.0]}
     extended = {"pi": [4.4, 4.5, 4.6], "yarn": [3.7, 3.8, 3.9]}
@@ -146,6 +148,7 @@ def test_extensions_of_seeds_pool_into_an_extension_table_and_curve(tmp_path):
     assert "## Extension" in (out / "summary.md").read_text()
 
 
+@pytest.mark.slow
 def test_two_extensions_of_one_parent_with_one_seed_are_duplicates(tmp_path):
     _extension_family(tmp_path / "runs", {"pi": [12.0] * 3}, {"pi": [4.0] * 3}, {"pi": {20: [5.0] * 3}})
     twin = tmp_path / "runs" / "rope-s1-pi-again"
@@ -159,6 +162,7 @@ def test_two_extensions_of_one_parent_with_one_seed_are_duplicates(tmp_path):
     assert pd.read_csv(out / "extension.csv")["n_seeds"].tolist() == [3]
 
 
+@pytest.mark.slow
 def test_an_extension_whose_parent_is_gone_keeps_the_parent_name(tmp_path):
     _extension_family(tmp_path / "runs", {"pi": [12.0] * 3}, {"pi": [4.0] * 3}, {"pi": {20: [5.0] * 3}})
     for seed in range(3):

@@ -10,7 +10,6 @@ import signal
 import stat
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pandas as pd
@@ -104,8 +103,8 @@ def test_the_slurm_batch_script_carries_the_configured_resources(tmp_path, tiny_
          "hydra.launcher.array_parallelism=2", f"hydra.sweep.dir={sweep}"],
         cwd=tmp_path, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        wait_for(lambda: (tmp_path / "batch.sh").is_file() or proc.poll() is not None, 120, "sbatch")
-        time.sleep(0.5)  # the copy is complete by the time sbatch has answered
+        # the fake sbatch writes sbatch.args after its copy of the batch script is complete
+        wait_for(lambda: (tmp_path / "sbatch.args").is_file() or proc.poll() is not None, 120, "sbatch")
     finally:
         proc.kill()
         out, err = proc.communicate(timeout=60)

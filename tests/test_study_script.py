@@ -30,6 +30,7 @@ def _args(tmp_path: Path, preset: str = "cpu", seeds=(0, 1, 2)) -> argparse.Name
                               extend_eval_every=20, set=[], extend_set=[], eval_set=[])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("preset", ["cpu", "gpu"])
 def test_the_grid_is_complete_and_every_training_composes(study, tmp_path, preset):
     tasks = study.plan(_args(tmp_path, preset))

@@ -1,6 +1,7 @@
-"""posx.train.steps.train_step, the optimizer step the loop, `posx extend` and the benchmarks
-share: gradient accumulation over micro-batches is the full batch's step, clipping bounds the
-gradient it applied, and the loss it returns is the batch's mean loss."""
+"""posx.train.steps: train_step, the optimizer step the loop, `posx extend` and the benchmarks
+share (accumulation over micro-batches is the full batch's step, clipping bounds the gradient it
+applied, the loss it returns is the batch's mean loss); and data too small for the evaluation
+after training stops a run before its first step."""
 
 from __future__ import annotations
 
@@ -8,10 +9,13 @@ import copy
 
 import pytest
 import torch
+from conftest import run_posx
 
+from posx.config.compose import compose
+from posx.core.errors import PosxError
 from posx.model.config import GPTConfig
 from posx.model.gpt import GPT
-from posx.train.steps import train_step
+from posx.train.steps import check_eval_fits, train_step
 
 CPU = torch.device("cpu")
 
@@ -50,3 +54,19 @@ def test_clipping_bounds_the_gradient_norm_of_the_step():
     train_step(model, optimizer, x, y, CPU, grad_clip=unclipped / 10)
     clipped = torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in model.parameters()])).item()
     assert clipped == pytest.approx(unclipped / 10, rel=1e-4)
+
+
+def test_data_too_small_for_the_evaluation_after_training_is_caught_before_training():
+    cfg = compose(["eval.after_train=true", "train.context_length=32", "eval.tokens=512"])
+    check_eval_fits(cfg, torch.zeros(512 + 1, dtype=torch.uint8), None)  # 512 targets need 513 tokens
+    with pytest.raises(PosxError, match="eval.after_train would read 513.*before training"):
+        check_eval_fits(cfg, torch.zeros(512, dtype=torch.uint8), None)
+
+
+@pytest.mark.slow
+def test_train_with_too_little_data_for_its_evaluation_stops_before_any_step(tmp_path, tiny_args):
+    proc = run_posx("train", "name=small", "eval.after_train=true", *tiny_args, "eval.tokens=1000000",
+                    cwd=tmp_path, check=False)
+    assert proc.returncode == 2 and "before training" in proc.stderr and "Traceback" not in proc.stderr
+    assert "train 1/" not in proc.stdout
+    assert not (tmp_path / "results" / "runs" / "small").exists()

@@ -1,0 +1,50 @@
+"""posx.eval.run: a run's evaluation, nothing lost or silently wrong: non-finite weights give
+a non-finite status, and re-evaluating replaces the tables and leaves the weights."""
+
+from __future__ import annotations
+
+import math
+import shutil
+
+import pandas as pd
+import pytest
+import torch
+
+from posx.config.compose import compose
+from posx.core import files
+from posx.eval.run import evaluate_run
+from posx.runs.rundir import load_run, read_meta, save_run
+
+
+@pytest.mark.slow
+def test_inf_weights_give_status_nonfinite_not_a_number(trained_runs, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(trained_runs["rope"], run)
+    model, meta = load_run(run)
+    with torch.no_grad():
+        model.tok_emb.weight[7, 0] = float("inf")  # byte 7 does not occur; every row meets a NaN anyway
+        model.blocks[0].mlp.up.weight[0, 0] = float("inf")
+    save_run(run, model, meta)
+    cfg = compose(["device=cpu", "eval.tokens=512", "eval.factors=[1,2]", "eval.methods=[none,yarn]",
+                   f"data.cache_dir={trained_runs['work'] / 'results' / 'cache'}"])
+    df = evaluate_run(run, cfg).table
+    assert (df["status"] == "nonfinite").all(), df
+    assert df["nll"].map(math.isnan).all() and df["ppl"].map(math.isnan).all()
+    table = pd.read_csv(run / "extrapolation.csv")
+    assert (table["status"] == "nonfinite").all() and table["ppl"].isna().all()
+
+
+@pytest.mark.slow
+def test_reevaluation_replaces_the_tables_and_leaves_the_weights(trained_runs, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(trained_runs["rope"], run)
+    weights = run / "model.safetensors"
+    before = (files.sha256_file(weights), weights.stat().st_mtime_ns)
+    cache = f"data.cache_dir={trained_runs['work'] / 'results' / 'cache'}"
+    evaluate_run(run, compose(["device=cpu", "eval.tokens=512", "eval.methods=[none]", cache]))
+    assert len(pd.read_csv(run / "extrapolation.csv")) == 4
+    evaluate_run(run, compose(["device=cpu", "eval.tokens=512", "eval.methods=[none,pi]", "eval.factors=[1]", cache]))
+    assert pd.read_csv(run / "extrapolation.csv")["method"].tolist() == ["none", "pi"]
+    assert (files.sha256_file(weights), weights.stat().st_mtime_ns) == before
+    assert read_meta(run).weights_sha256 == before[0]
+    assert not [p for p in run.iterdir() if p.name.endswith(".tmp")]
