@@ -26,7 +26,7 @@ def test_safetensors_weights_load(tmp_path):
     model_dir = _tiny(tmp_path / "safe", safe=True)
     assert list(model_dir.glob("*.safetensors"))
     model, meta = hf_checkpoint.load_hf(model_dir, torch.device("cpu"))
-    assert meta.train_context == 32 and model(torch.zeros(1, 4, dtype=torch.long)).shape == (1, 4, 256)
+    assert meta.train_context == 32 and model(torch.zeros(1, 4, dtype=torch.long))[0].shape == (1, 4, 256)
 
 
 def test_pickled_weights_are_refused_before_torch_load(tmp_path, monkeypatch):
