@@ -23,8 +23,9 @@ importing torch does not hide a smaller peak, and a warm-up call on a single win
 pages in the code and thread pools, which would otherwise count ~100 MiB to whichever case
 runs first. The subprocess runs with MALLOC_MMAP_THRESHOLD_=65536, so glibc serves every
 block of 64 KiB or more by mmap and returns it on free: the peak then follows the live
-tensors (run to run within 0.1 MiB) instead of glibc's heap reuse (about +-20 MiB of noise). It counts everything the call touches (torch's
-allocator, oneDNN scratch, the cached ALiBi mask), which is what a user's machine has to hold.
+tensors (run to run within 0.1 MiB) instead of glibc's heap reuse (about +-20 MiB of noise).
+It counts everything the call touches (torch's allocator, oneDNN scratch, the cached ALiBi
+mask), which is what a user's machine has to hold.
 On CUDA it is torch.cuda.max_memory_allocated minus the allocation before the call.
 Learned absolute is measured past its table with eval.absolute_beyond=clamp.
 """
@@ -48,7 +49,7 @@ from posx.config.schema import Config
 from posx.eval.extrapolate import window_nll
 from posx.model.encodings import ENCODINGS
 from posx.model.gpt import GPT
-from posx.train.loop import gpt_config
+from posx.train.state import gpt_config
 
 REPO = Path(__file__).resolve().parents[1]  # where ``python -m benchmarks.bench_encodings`` runs
 
@@ -79,9 +80,15 @@ def train_throughput(args) -> dict[str, dict]:
     interleaved(steps, 2, device, order="fixed")  # warm-up: first-call allocations and kernel choice
     cases = {pos: partial(repeat, step, args.steps) for pos, step in steps.items()}
     times = interleaved(cases, args.rounds, device, order="shuffle")
-    return {pos: {"tokens_per_s": r["per_s"], "vs_rope": r["vs_ref"], "ratio_min": r["ratio_min"],
-                  "ratio_max": r["ratio_max"]}
-            for pos, r in summary(times, "rope", args.steps * args.batch_size * args.context).items()}
+    return {
+        pos: {
+            "tokens_per_s": r["per_s"],
+            "vs_rope": r["vs_ref"],
+            "ratio_min": r["ratio_min"],
+            "ratio_max": r["ratio_max"],
+        }
+        for pos, r in summary(times, "rope", args.steps * args.batch_size * args.context).items()
+    }
 
 
 def _status_kib(field: str) -> int:
@@ -127,20 +134,41 @@ def memory_case(pos: str, factor: int, args) -> dict:
     else:
         peak = _status_kib("VmHWM") * 1024 - before
     H = model.config.n_head
-    return {"pos": pos, "factor": factor, "length": L, "batch": n_windows, "peak_bytes": peak,
-            "seconds": seconds, "mask_bytes": H * L * L * 4 if pos in ("alibi", "t5") and args.attention == "sdpa" else 0,
-            "per_batch_scores_bytes": n_windows * H * L * L * 4}
+    return {
+        "pos": pos,
+        "factor": factor,
+        "length": L,
+        "batch": n_windows,
+        "peak_bytes": peak,
+        "seconds": seconds,
+        "mask_bytes": H * L * L * 4 if pos in ("alibi", "t5") and args.attention == "sdpa" else 0,
+        "per_batch_scores_bytes": n_windows * H * L * L * 4,
+    }
 
 
 def memory(args) -> list[dict]:
     rows = []
     for pos in ENCODINGS:
         for factor in args.factors:
-            cmd = [sys.executable, "-m", "benchmarks.bench_encodings", "--memory-case", pos, str(factor),
-                   "--device", args.device,
-                   *(["--threads", str(args.threads)] if args.threads else []),
-                   "--model", args.model, "--context", str(args.context), "--attention", args.attention,
-                   "--batch-tokens", str(args.batch_tokens)]
+            cmd = [
+                sys.executable,
+                "-m",
+                "benchmarks.bench_encodings",
+                "--memory-case",
+                pos,
+                str(factor),
+                "--device",
+                args.device,
+                *(["--threads", str(args.threads)] if args.threads else []),
+                "--model",
+                args.model,
+                "--context",
+                str(args.context),
+                "--attention",
+                args.attention,
+                "--batch-tokens",
+                str(args.batch_tokens),
+            ]
             env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536"}
             proc = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env, cwd=REPO)
             if proc.returncode != 0:
@@ -159,12 +187,20 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=10)
     p.add_argument("--steps", type=int, default=1, help="training steps per encoding per round")
     p.add_argument("--factors", type=int, nargs="+", default=[1, 8])
-    p.add_argument("--attention", choices=["sdpa", "flex"], default="sdpa",
-                   help="model.attention (flex: FlexAttention for alibi and t5, compiled on CUDA)")
+    p.add_argument(
+        "--attention",
+        choices=["sdpa", "flex"],
+        default="sdpa",
+        help="model.attention (flex: FlexAttention for alibi and t5, compiled on CUDA)",
+    )
     p.add_argument("--memory-case", nargs=2, metavar=("POS", "FACTOR"), help=argparse.SUPPRESS)
     p.add_argument("--skip-train", action="store_true")
-    p.add_argument("--threads", type=int, default=None,
-                   help="torch threads (default: torch's); 1 is steadier on a loaded shared CPU")
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="torch threads (default: torch's); 1 is steadier on a loaded shared CPU",
+    )
     args = p.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -172,22 +208,32 @@ def main() -> None:
         print(json.dumps(memory_case(args.memory_case[0], int(args.memory_case[1]), args)))
         return
 
-    print(f"torch {torch.__version__}, device {args.device}, threads {torch.get_num_threads()}, "
-          f"model {args.model} {PRESETS[args.model]}, T={args.context}, attention {args.attention}")
+    print(
+        f"torch {torch.__version__}, device {args.device}, threads {torch.get_num_threads()}, "
+        f"model {args.model} {PRESETS[args.model]}, T={args.context}, attention {args.attention}"
+    )
     if not args.skip_train:
-        print(f"\ntrain throughput: batch {args.batch_size} x T={args.context}, {args.rounds} rounds x "
-              f"{args.steps} steps, interleaved")
+        print(
+            f"\ntrain throughput: batch {args.batch_size} x T={args.context}, {args.rounds} rounds x "
+            f"{args.steps} steps, interleaved"
+        )
         print(f"{'encoding':>11} {'tokens/s':>10} {'vs rope':>8} {'(min..max)':>14}")
         for pos, r in train_throughput(args).items():
-            print(f"{pos:>11} {r['tokens_per_s']:>10,.0f} {r['vs_rope']:>8.3f} "
-                  f"({r['ratio_min']:.2f}..{r['ratio_max']:.2f})")
+            print(
+                f"{pos:>11} {r['tokens_per_s']:>10,.0f} {r['vs_rope']:>8.3f} "
+                f"({r['ratio_min']:.2f}..{r['ratio_max']:.2f})"
+            )
     print(f"\nevaluation peak memory: one batch of eval.batch_tokens={args.batch_tokens}, fresh process each")
-    print(f"{'encoding':>11} {'factor':>6} {'L':>6} {'B':>4} {'peak MiB':>9} {'seconds':>8} "
-          f"{'mask MiB':>9} {'(B,H,L,L) MiB':>14}")
+    print(
+        f"{'encoding':>11} {'factor':>6} {'L':>6} {'B':>4} {'peak MiB':>9} {'seconds':>8} "
+        f"{'mask MiB':>9} {'(B,H,L,L) MiB':>14}"
+    )
     mib = 1 << 20
     for r in memory(args):
-        print(f"{r['pos']:>11} {r['factor']:>5}x {r['length']:>6} {r['batch']:>4} {r['peak_bytes'] / mib:>9.1f} "
-              f"{r['seconds']:>8.2f} {r['mask_bytes'] / mib:>9.1f} {r['per_batch_scores_bytes'] / mib:>14.1f}")
+        print(
+            f"{r['pos']:>11} {r['factor']:>5}x {r['length']:>6} {r['batch']:>4} {r['peak_bytes'] / mib:>9.1f} "
+            f"{r['seconds']:>8.2f} {r['mask_bytes'] / mib:>9.1f} {r['per_batch_scores_bytes'] / mib:>14.1f}"
+        )
 
 
 if __name__ == "__main__":

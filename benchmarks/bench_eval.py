@@ -24,7 +24,7 @@ from posx.data import store
 from posx.eval.extrapolate import evaluate
 from posx.model.gpt import GPT
 from posx.runs.records import RunMeta
-from posx.train.loop import gpt_config
+from posx.train.state import gpt_config
 
 VARIANTS = {
     "perplexity only (passkey off)": ["eval.passkey.enabled=false"],
@@ -48,8 +48,10 @@ def main() -> None:
     model = GPT(gpt_config(base)).eval()
     meta = RunMeta(model.config, base.train.context_length, {}, 0)
     val = store.load(base.data, base.data.cache_dir).val
-    print(f"torch threads {torch.get_num_threads()}, T={meta.train_context}, "
-          f"methods {list(base.eval.methods)}, factors {list(base.eval.factors)}")
+    print(
+        f"torch threads {torch.get_num_threads()}, T={meta.train_context}, "
+        f"methods {list(base.eval.methods)}, factors {list(base.eval.factors)}"
+    )
     cases = {}
     for name, overrides in VARIANTS.items():
         ev = compose(["device=cpu", *args.overrides, *overrides]).eval

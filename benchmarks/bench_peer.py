@@ -47,7 +47,7 @@ from posx.data import store
 from posx.eval import scoring
 from posx.model.gpt import GPT, lm_loss
 from posx.model.rescale import method_frequencies, rescaled
-from posx.train.loop import gpt_config
+from posx.train.state import gpt_config
 from posx.train.steps import lr_at, set_lr, train_step
 
 try:
@@ -80,10 +80,19 @@ def llama_config(cfg, hidden: int, rope_type: str = "default", factor: float = 1
         rope["factor"] = float(factor)
     if rope_type == "yarn":
         rope["original_max_position_embeddings"] = T
-    return LlamaConfig(vocab_size=data_mod.VOCAB_SIZE, hidden_size=m.d_model, intermediate_size=hidden,
-                       num_hidden_layers=m.n_layer, num_attention_heads=m.n_head, num_key_value_heads=m.n_head,
-                       max_position_embeddings=T, rope_parameters=rope, tie_word_embeddings=True,
-                       use_cache=False, attn_implementation="sdpa")
+    return LlamaConfig(
+        vocab_size=data_mod.VOCAB_SIZE,
+        hidden_size=m.d_model,
+        intermediate_size=hidden,
+        num_hidden_layers=m.n_layer,
+        num_attention_heads=m.n_head,
+        num_key_value_heads=m.n_head,
+        max_position_embeddings=T,
+        rope_parameters=rope,
+        tie_word_embeddings=True,
+        use_cache=False,
+        attn_implementation="sdpa",
+    )
 
 
 def matched_llama(cfg, target: int) -> tuple[LlamaForCausalLM, int]:
@@ -103,8 +112,9 @@ class Logits(torch.nn.Module):
         super().__init__()
         self.hf = hf
 
-    def forward(self, idx: torch.Tensor,
-                targets: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def forward(
+        self, idx: torch.Tensor, targets: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         logits = self.hf(input_ids=idx).logits
         return logits, None if targets is None else lm_loss(logits, targets)
 
@@ -124,8 +134,10 @@ class Side:
 def matrix_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
     """posx's AdamW grouping (``make_optimizer``): decay on matrices, none on vectors."""
     params = list(model.parameters())
-    return [{"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
-            {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0}]
+    return [
+        {"params": [p for p in params if p.dim() >= 2], "weight_decay": weight_decay},
+        {"params": [p for p in params if p.dim() < 2], "weight_decay": 0.0},
+    ]
 
 
 def flops_per_token(n_params: int, cfg) -> float:
@@ -148,31 +160,43 @@ def train_both(cfg, sides: dict[str, Side], train: torch.Tensor, device: torch.d
     t = cfg.train
     fused = {"fused": True} if device.type == "cuda" else {}
     for side in sides.values():
-        side.optimizer = torch.optim.AdamW(matrix_groups(side.module, t.weight_decay), lr=t.lr,
-                                           betas=(t.beta1, t.beta2), **fused)
+        side.optimizer = torch.optim.AdamW(
+            matrix_groups(side.module, t.weight_decay), lr=t.lr, betas=(t.beta1, t.beta2), **fused
+        )
     gen = torch.Generator().manual_seed(0)
-    batches = [tuple(b.to(device) for b in data_mod.get_batch(train, t.batch_size, t.context_length, gen))
-               for _ in range(t.steps)]
-    cases = {name: partial(side_step, cfg, side, torch.compile(side.call) if args.compile else side.call, batches,
-                           device)
-             for name, side in sides.items()}
+    batches = [
+        tuple(b.to(device) for b in data_mod.get_batch(train, t.batch_size, t.context_length, gen))
+        for _ in range(t.steps)
+    ]
+    cases = {
+        name: partial(side_step, cfg, side, torch.compile(side.call) if args.compile else side.call, batches, device)
+        for name, side in sides.items()
+    }
     times = interleaved(cases, t.steps, device, order="alternate")  # who steps first alternates
     skip = min(args.warmup, t.steps - 1)  # first steps: allocation, autotuning, compilation
     tokens = t.batch_size * t.context_length
     ratios = speedups(times, "posx", "transformers", skip)
     peak = bf16_peak_flops(device)
-    out = {"ratio_posx_over_transformers": statistics.median(ratios),
-           "ratio_min": min(ratios), "ratio_max": max(ratios), "timed_steps": len(ratios)}
+    out = {
+        "ratio_posx_over_transformers": statistics.median(ratios),
+        "ratio_min": min(ratios),
+        "ratio_max": max(ratios),
+        "timed_steps": len(ratios),
+    }
     for name, side in sides.items():
         tok_s = tokens / statistics.median(times[name][skip:])
-        out[name] = {"tokens_per_s": tok_s, "final_loss": side.losses[-1].item(),
-                     "peak_memory_mib": side.peak / 2**20 if device.type == "cuda" else None,
-                     "mfu": None if peak is None else tok_s * side.flops_per_token / peak}
+        out[name] = {
+            "tokens_per_s": tok_s,
+            "final_loss": side.losses[-1].item(),
+            "peak_memory_mib": side.peak / 2**20 if device.type == "cuda" else None,
+            "mfu": None if peak is None else tok_s * side.flops_per_token / peak,
+        }
     return out
 
 
-def evaluate_both(cfg, posx_model: GPT, hf: LlamaForCausalLM, hidden: int, val: torch.Tensor,
-                  device: torch.device, args) -> dict:
+def evaluate_both(
+    cfg, posx_model: GPT, hf: LlamaForCausalLM, hidden: int, val: torch.Tensor, device: torch.device, args
+) -> dict:
     T = cfg.train.context_length
     lengths = [f * T for f in args.factors]
     n_tokens = scoring.tokens_for("nonoverlapping", args.eval_tokens, lengths, lengths)
@@ -202,9 +226,12 @@ def evaluate_both(cfg, posx_model: GPT, hf: LlamaForCausalLM, hidden: int, val: 
             rows.append(row)
     hf.model.rotary_emb = original_rotary
     cells = len(rows)
-    return {"rows": rows, "tokens_per_cell": n_tokens,
-            "eval_tokens_per_s": {n: cells * n_tokens / sec for n, sec in seconds.items()},
-            "eval_ratio_posx_over_transformers": seconds["transformers"] / seconds["posx"]}
+    return {
+        "rows": rows,
+        "tokens_per_cell": n_tokens,
+        "eval_tokens_per_s": {n: cells * n_tokens / sec for n, sec in seconds.items()},
+        "eval_ratio_posx_over_transformers": seconds["transformers"] / seconds["posx"],
+    }
 
 
 def main() -> None:
@@ -238,12 +265,22 @@ def main() -> None:
     hf = hf.to(device)
     n_hf = hf.num_parameters()
     assert abs(n_hf - n_posx) <= 0.01 * n_posx, (n_hf, n_posx)
-    sides = {"posx": Side(posx_model, posx_model, posx_model.flops_per_token(args.context)),
-             "transformers": Side(hf, Logits(hf), flops_per_token(n_hf, cfg))}
-    result = {"device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
-              "torch": torch.__version__, "threads": torch.get_num_threads(), "args": vars(args),
-              "params": {"posx": n_posx, "transformers": n_hf, "llama_intermediate_size": hidden,
-                         "relative_difference": n_hf / n_posx - 1}}
+    sides = {
+        "posx": Side(posx_model, posx_model, posx_model.flops_per_token(args.context)),
+        "transformers": Side(hf, Logits(hf), flops_per_token(n_hf, cfg)),
+    }
+    result = {
+        "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+        "args": vars(args),
+        "params": {
+            "posx": n_posx,
+            "transformers": n_hf,
+            "llama_intermediate_size": hidden,
+            "relative_difference": n_hf / n_posx - 1,
+        },
+    }
     result["train"] = train_both(cfg, sides, corpus.train, device, args)
     result["eval"] = evaluate_both(cfg, posx_model, hf, hidden, corpus.val, device, args)
     print(json.dumps(result, indent=1))

@@ -36,7 +36,7 @@ from benchmarks.harness import interleaved, posx, repeat, speedups, stepper
 from posx.config.compose import compose
 from posx.model.gpt import GPT
 from posx.runs.rundir import load_run
-from posx.train.loop import gpt_config
+from posx.train.state import gpt_config
 
 METHODS = "none,pi,ntk,dynamic_ntk,yarn,dynamic_yarn,ntk_by_parts,abf,llama3,longrope"
 PRESETS = {"gpt2": "tiny", "llama": "llama_tiny"}
@@ -62,9 +62,16 @@ def throughput(rounds: int, steps: int) -> list[dict]:
     times = interleaved({block: partial(repeat, step, steps) for block, step in cases.items()}, rounds, device)
     ratio = statistics.median(speedups(times, "llama", "gpt2"))
     per_round = {block: [steps * B * T / s for s in seconds] for block, seconds in times.items()}
-    return [{"block": block, "tokens_per_s_median": round(statistics.median(v)), "min": round(min(v)),
-             "max": round(max(v)), "ratio_to_gpt2": round(ratio, 3) if block == "llama" else 1.0}
-            for block, v in per_round.items()]
+    return [
+        {
+            "block": block,
+            "tokens_per_s_median": round(statistics.median(v)),
+            "min": round(min(v)),
+            "max": round(max(v)),
+            "ratio_to_gpt2": round(ratio, 3) if block == "llama" else 1.0,
+        }
+        for block, v in per_round.items()
+    ]
 
 
 def main() -> None:
@@ -79,8 +86,10 @@ def main() -> None:
     args = ap.parse_args()
     if args.throughput_rounds:
         rows = throughput(args.throughput_rounds, args.throughput_steps)
-        print(f"interleaved throughput, {args.throughput_rounds} rounds x {args.throughput_steps} steps, "
-              f"{torch.get_num_threads()} threads\n")
+        print(
+            f"interleaved throughput, {args.throughput_rounds} rounds x {args.throughput_steps} steps, "
+            f"{torch.get_num_threads()} threads\n"
+        )
         print(pd.DataFrame(rows).to_markdown(index=False) + "\n")
     if args.throughput_only:
         return
@@ -94,15 +103,24 @@ def main() -> None:
         elif run.exists():  # stopped part-way: continue it from its checkpoint
             wall = posx("train", "--resume", str(run), f"results_dir={results}")
         else:
-            wall = posx("train", f"model={preset}", f"name={name}", f"train.steps={args.steps}",
-                        f"results_dir={results}")
+            wall = posx(
+                "train", f"model={preset}", f"name={name}", f"train.steps={args.steps}", f"results_dir={results}"
+            )
         eval_wall = posx("eval-extrapolate", str(run), f"eval.methods=[{args.methods}]", f"results_dir={results}")
         metrics = pd.read_csv(run / "metrics.csv")
         val = metrics.dropna(subset=["val_loss"])["val_loss"].iloc[-1]
-        summary.append({"block": block, "preset": preset, "params": params_of(run), "val_loss": round(val, 4),
-                        "val_ppl": round(math.exp(val), 3),
-                        "train_tokens_per_s": round(metrics["tokens_per_s"].iloc[5:].median()),
-                        "train_wall_s": round(wall, 1), "eval_wall_s": round(eval_wall, 1)})
+        summary.append(
+            {
+                "block": block,
+                "preset": preset,
+                "params": params_of(run),
+                "val_loss": round(val, 4),
+                "val_ppl": round(math.exp(val), 3),
+                "train_tokens_per_s": round(metrics["tokens_per_s"].iloc[5:].median()),
+                "train_wall_s": round(wall, 1),
+                "eval_wall_s": round(eval_wall, 1),
+            }
+        )
         df = pd.read_csv(run / "extrapolation.csv")
         df["cell"] = df["ppl"].map(lambda p: f"{p:.3f}")
         table = df.pivot(index="method", columns="factor", values="cell").reindex(args.methods.split(","))

@@ -64,8 +64,15 @@ def main() -> None:
         posx("train", f"name={args.name}", *common)
         args.parent = str(Path(args.results_dir) / "runs" / args.name)
     parent_dir = resolve_run(args.parent, args.results_dir)
-    cfg = compose([*common, "eval.factors=[1]", f"eval.tokens={args.tokens}", f"eval.batch_tokens={args.tokens}",
-                   f"eval.methods=[none,{args.methods}]"])
+    cfg = compose(
+        [
+            *common,
+            "eval.factors=[1]",
+            f"eval.tokens={args.tokens}",
+            f"eval.batch_tokens={args.tokens}",
+            f"eval.methods=[none,{args.methods}]",
+        ]
+    )
     device = pick_device(cfg.device)
     parent_model, parent_meta = load_run(parent_dir, device=device)
     T = parent_meta.train_context
@@ -81,8 +88,16 @@ def main() -> None:
     stamp = time.strftime("%Y%m%d-%H%M%S")
     for method in args.methods.split(","):
         name = f"{parent_dir.name}-{method}-x{args.factor:g}-s{args.steps}-{stamp}"
-        wall = posx("extend", str(parent_dir), f"method={method}", f"factor={args.factor}", f"name={name}",
-                    f"extend.steps={args.steps}", f"extend.eval_every={args.eval_every}", *common)
+        wall = posx(
+            "extend",
+            str(parent_dir),
+            f"method={method}",
+            f"factor={args.factor}",
+            f"name={name}",
+            f"extend.steps={args.steps}",
+            f"extend.eval_every={args.eval_every}",
+            *common,
+        )
         child = Path(args.results_dir) / "runs" / name
         model, meta = load_run(child, device=device)
         df = evaluate_extended(model, meta, val, cfg.eval, cfg.results_dir, device, child.name).table
@@ -90,18 +105,29 @@ def main() -> None:
         L = round(args.factor * T)
         metrics = pd.read_csv(child / "metrics.csv")
         step = within(metrics, target)
-        rows.append({"method": method,
-                     "zero-shot 1x": ppl[("zero-shot", T)], f"zero-shot {args.factor:g}x": ppl[("zero-shot", L)],
-                     "extended 1x": ppl[("extended", T)], f"extended {args.factor:g}x": ppl[("extended", L)],
-                     "steps to 1.1x ppl(1x)": step if step is not None else f">{args.steps}",
-                     "extend wall s": round(wall)})
+        rows.append(
+            {
+                "method": method,
+                "zero-shot 1x": ppl[("zero-shot", T)],
+                f"zero-shot {args.factor:g}x": ppl[("zero-shot", L)],
+                "extended 1x": ppl[("extended", T)],
+                f"extended {args.factor:g}x": ppl[("extended", L)],
+                "steps to 1.1x ppl(1x)": step if step is not None else f">{args.steps}",
+                "extend wall s": round(wall),
+            }
+        )
         curve = metrics.dropna(subset=["val_loss"])
-        print(f"  {method}: val ppl at {L} by step: " +
-              ", ".join(f"{int(s)}:{math.exp(v):.2f}" for s, v in zip(curve["step"], curve["val_loss"])), flush=True)
+        print(
+            f"  {method}: val ppl at {L} by step: "
+            + ", ".join(f"{int(s)}:{math.exp(v):.2f}" for s, v in zip(curve["step"], curve["val_loss"])),
+            flush=True,
+        )
     table = pd.DataFrame(rows)
-    print(f"\nparent {parent_dir.name}, T={T}, factor {args.factor:g} (L={round(args.factor * T)}), "
-          f"{args.steps} steps each; plain RoPE ppl at 1x = {ppl_1x:.3f}; "
-          f"target val ppl {math.exp(target):.3f} (1.1 x {math.exp(parent_val):.3f})")
+    print(
+        f"\nparent {parent_dir.name}, T={T}, factor {args.factor:g} (L={round(args.factor * T)}), "
+        f"{args.steps} steps each; plain RoPE ppl at 1x = {ppl_1x:.3f}; "
+        f"target val ppl {math.exp(target):.3f} (1.1 x {math.exp(parent_val):.3f})"
+    )
     print(table.to_markdown(index=False, floatfmt=".3f"))
 
 

@@ -45,8 +45,9 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def interleaved(cases: dict[str, Callable[[int], object]], rounds: int, device: torch.device,
-                order: str = "shuffle", seed: int = 0) -> dict[str, list[float]]:
+def interleaved(
+    cases: dict[str, Callable[[int], object]], rounds: int, device: torch.device, order: str = "shuffle", seed: int = 0
+) -> dict[str, list[float]]:
     """Seconds of each case in each round; ``cases[name](round)`` does one round's work.
 
     ``order``: ``shuffle`` (a new random order each round, seeded), ``alternate`` (the given order,
@@ -85,13 +86,23 @@ def summary(times: dict[str, list[float]], ref: str, work: float, skip: int = 0)
     out = {}
     for name, seconds in times.items():
         ratios = speedups(times, name, ref, skip)
-        out[name] = {"per_s": work / statistics.median(seconds[skip:]), "vs_ref": statistics.median(ratios),
-                     "ratio_min": min(ratios), "ratio_max": max(ratios)}
+        out[name] = {
+            "per_s": work / statistics.median(seconds[skip:]),
+            "vs_ref": statistics.median(ratios),
+            "ratio_min": min(ratios),
+            "ratio_max": max(ratios),
+        }
     return out
 
 
-def stepper(model: torch.nn.Module, cfg: DictConfig, x: torch.Tensor, y: torch.Tensor, device: torch.device,
-            grad_clip: float = 0.0) -> Callable[[int], torch.Tensor]:
+def stepper(
+    model: torch.nn.Module,
+    cfg: DictConfig,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    device: torch.device,
+    grad_clip: float = 0.0,
+) -> Callable[[int], torch.Tensor]:
     """A case for ``interleaved``: one posx ``train_step`` of ``model`` on (x, y) with posx's AdamW
     (``make_optimizer`` of ``cfg``); returns the step's loss."""
     optimizer = make_optimizer(model, cfg, device)

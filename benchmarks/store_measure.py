@@ -33,8 +33,7 @@ import numpy as np
 
 from benchmarks.harness import posx_command
 
-TRAIN = ["train.steps=30", "train.eval_every=30", "train.eval_batches=2", "train.checkpoint_every=0",
-         "device=cpu"]
+TRAIN = ["train.steps=30", "train.eval_every=30", "train.eval_batches=2", "train.checkpoint_every=0", "device=cpu"]
 
 
 def generate(root: Path, total_mb: float, file_mb: float = 8.0, seed: int = 0) -> Path:
@@ -53,7 +52,7 @@ def generate(root: Path, total_mb: float, file_mb: float = 8.0, seed: int = 0) -
     for i in range(n_files):
         picks = rng.choice(len(words), per_file // 6, p=p)
         text = " ".join(words[j] for j in picks)
-        lines = [text[k:k + 100] for k in range(0, len(text), 100)]
+        lines = [text[k : k + 100] for k in range(0, len(text), 100)]
         (root / f"part{i:04d}.txt").write_text("\n".join(lines)[:per_file] + "\n", encoding="utf-8")
     done.write_text("ok\n")
     return root
@@ -86,13 +85,21 @@ def measured(args: list[str], cwd: Path) -> tuple[float, dict, str]:
     that polls its /proc status every 50 ms: peak VmRSS (``ru_maxrss``), and the peaks of
     RssAnon (its own memory) and RssFile (file pages mapped, the memmapped store's included)."""
     env = {**os.environ, "COLUMNS": "300", "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}
-    proc = subprocess.run([sys.executable, "-c", WRAPPER, *posx_command(*args)], cwd=cwd, env=env,
-                          capture_output=True, text=True, check=True)
+    proc = subprocess.run(
+        [sys.executable, "-c", WRAPPER, *posx_command(*args)],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     result = json.loads(proc.stdout)
     if result["rc"] != 0:
         raise SystemExit(f"posx {' '.join(args)} failed:\n{result['out']}")
-    memory = {"peak_rss_mb": round(result["maxrss_kb"] / 1024),
-              **{f"peak_{k}_mb": round(v / 1024) for k, v in result["peak_kb"].items() if k != "VmRSS"}}
+    memory = {
+        "peak_rss_mb": round(result["maxrss_kb"] / 1024),
+        **{f"peak_{k}_mb": round(v / 1024) for k, v in result["peak_kb"].items() if k != "VmRSS"},
+    }
     return result["s"], memory, result["out"]
 
 
@@ -114,8 +121,11 @@ def main() -> None:
     t = time.perf_counter()
     small = generate(work / "small", args.small_mb, file_mb=1.0, seed=1)
     large = generate(work / "large", args.large_mb, file_mb=8.0, seed=2)
-    print(f"generated corpora in {time.perf_counter() - t:.0f} s: {small} ({args.small_mb} MB), "
-          f"{large} ({args.large_mb} MB)", flush=True)
+    print(
+        f"generated corpora in {time.perf_counter() - t:.0f} s: {small} ({args.small_mb} MB), "
+        f"{large} ({args.large_mb} MB)",
+        flush=True,
+    )
 
     rows = []
     phases = args.phases.split(",")
@@ -124,23 +134,53 @@ def main() -> None:
         s, rss, out = measured(["data", "prepare", *data], work)
         rows.append({"step": f"prepare byte {name}", "seconds": round(s, 1), **rss, "built": built_line(out)})
         print(rows[-1], flush=True)
-    for name, data in (("small", ["data=text", f"data.path={small}"]), ("stdlib", ["data=stdlib"])) if "bpe" in phases else ():
+    for name, data in (
+        (("small", ["data=text", f"data.path={small}"]), ("stdlib", ["data=stdlib"])) if "bpe" in phases else ()
+    ):
         bpe = [*data, cache, "data.tokenizer=bpe", f"data.vocab_size={args.vocab}"]
         s, rss, out = measured(["data", "prepare", *bpe], work)
-        rows.append({"step": f"prepare bpe {name} (train BPE + tokenize)", "seconds": round(s, 1),
-                     **rss, "built": built_line(out)})
+        rows.append(
+            {
+                "step": f"prepare bpe {name} (train BPE + tokenize)",
+                "seconds": round(s, 1),
+                **rss,
+                "built": built_line(out),
+            }
+        )
         print(rows[-1], flush=True)
         store_dir = re.search(r"token store (\S+):", " ".join(out.split())).group(1)
         user = [*data, cache, f"data.tokenizer={Path(store_dir) / 'tokenizer.json'}"]
         s, rss, out = measured(["data", "prepare", *user], work)
-        rows.append({"step": f"prepare {name} with that tokenizer.json (tokenize only)", "seconds": round(s, 1),
-                     **rss, "built": built_line(out)})
+        rows.append(
+            {
+                "step": f"prepare {name} with that tokenizer.json (tokenize only)",
+                "seconds": round(s, 1),
+                **rss,
+                "built": built_line(out),
+            }
+        )
         print(rows[-1], flush=True)
     for name, root in (("small", small), ("large", large)) if "train" in phases else ():
-        s, rss, out = measured(["train", "data=text", f"data.path={root}", cache, f"name=measure-{name}",
-                                f"results_dir={work / 'results'}", *TRAIN], work)
-        rows.append({"step": f"train 30 steps on the {name} byte store", "seconds": round(s, 1),
-                     **rss, "built": built_line(out)})
+        s, rss, out = measured(
+            [
+                "train",
+                "data=text",
+                f"data.path={root}",
+                cache,
+                f"name=measure-{name}",
+                f"results_dir={work / 'results'}",
+                *TRAIN,
+            ],
+            work,
+        )
+        rows.append(
+            {
+                "step": f"train 30 steps on the {name} byte store",
+                "seconds": round(s, 1),
+                **rss,
+                "built": built_line(out),
+            }
+        )
         print(rows[-1], flush=True)
     (work / f"measure-{'-'.join(phases)}.json").write_text(json.dumps(rows, indent=1) + "\n")
     print(json.dumps(rows, indent=1))

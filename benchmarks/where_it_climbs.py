@@ -35,8 +35,10 @@ def main() -> None:
     print(f"{args.run.name}: {args.method} at {args.factor:g}x (T={T}), baseline NLL over [T/2, T) {base:.3f}")
     for r in curve.itertuples():
         mark = "  <- first bucket past T above baseline + threshold" if r.bucket_start == first else ""
-        print(f"  positions {r.bucket_start:5d}-{r.bucket_end - 1:5d} ({r.bucket_start / T:5.2f} T)  "
-              f"NLL {r.nll:.3f}  ({r.nll - base:+.3f}){mark}")
+        print(
+            f"  positions {r.bucket_start:5d}-{r.bucket_end - 1:5d} ({r.bucket_start / T:5.2f} T)  "
+            f"NLL {r.nll:.3f}  ({r.nll - base:+.3f}){mark}"
+        )
     print("loss starts to climb at position", first if first is not None else "never (within this factor)")
 
 

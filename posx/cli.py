@@ -14,6 +14,17 @@ import typer
 from rich.console import Console
 
 from posx import __version__, jobs
+from posx.cli_examples import (
+    COMPARE_EPILOG,
+    EVAL_EPILOG,
+    EXPORT_EPILOG,
+    EXTEND_EPILOG,
+    FREQ_EPILOG,
+    PREPARE_EPILOG,
+    REPORT_EPILOG,
+    RUNS_EPILOG,
+    TRAIN_EPILOG,
+)
 from posx.config.compose import compose, to_yaml
 from posx.config.evalsettings import eval_config
 from posx.core import distributed, files
@@ -41,28 +52,15 @@ app = typer.Typer(
 PASS_THROUGH = {"allow_extra_args": True, "ignore_unknown_options": True}
 
 
-TRAIN_EPILOG = """[bold]Examples[/]
-
-  posx train                                      [dim]# RoPE GPT on the built-in corpus[/]
-  posx train pos=absolute train.context_length=64 [dim]# Hydra overrides[/]
-  posx train experiment=quick                     [dim]# a smoke run in seconds[/]
-  posx train -m pos=absolute,rope seed=0,1,2      [dim]# a sweep into results/sweeps/<time>/[/]
-  posx train -m pos=absolute,rope hydra/launcher=joblib   [dim]# jobs in parallel[/]
-  posx train --cfg job                            [dim]# print the composed config[/]
-  posx train --resume results/runs/<name>         [dim]# continue a stopped or killed run[/]
-  torchrun --standalone --nproc_per_node=8 -m posx train experiment=gpu_small   [dim]# one run, 8 GPUs[/]
-  posx train -m experiment=gpu_small hydra/launcher=submitit_slurm hydra.launcher.tasks_per_node=4 \\
-    hydra.launcher.gpus_per_node=4                [dim]# SLURM jobs of 4 GPUs each[/]
-"""
-
-
 @app.command(context_settings=PASS_THROUGH, epilog=TRAIN_EPILOG)
 def train(
     overrides: Optional[List[str]] = typer.Argument(
         None, help="Hydra overrides and flags (key=value, -m, --cfg job, hydra/launcher=...)."
     ),
     resume: Optional[str] = typer.Option(
-        None, "--resume", metavar="RUN",
+        None,
+        "--resume",
+        metavar="RUN",
         help="Continue RUN (a path or a name under results/runs) from its last checkpoint, with its saved "
         "config; overrides may only change device, checkpoint/validation frequency and eval.*.",
     ),
@@ -78,17 +76,6 @@ def train(
             jobs.resume(resume, args)
         return
     jobs.run_hydra(jobs.train_job, "config", args)
-
-
-EXTEND_EPILOG = """[bold]Examples[/]
-
-  posx extend results/runs/base method=yarn factor=4      [dim]# YaRN to 4x T, 200 steps[/]
-  posx extend base method=abf new_base=1e6 extend.steps=400
-  posx extend base method=pi factor=2 eval.after_train=true
-  posx extend base -m method=pi,yarn,abf factor=2,4       [dim]# a sweep into results/sweeps/<time>/[/]
-  posx extend results/runs/absolute-... method=interpolate factor=2   [dim]# learned absolute[/]
-  posx extend base method=pi factor=2 --cfg job           [dim]# print the config that will run[/]
-"""
 
 
 @app.command(context_settings=PASS_THROUGH, epilog=EXTEND_EPILOG)
@@ -114,13 +101,6 @@ def extend(
     jobs.run_hydra(jobs.extend_job, "extend", overrides)
 
 
-EXPORT_EPILOG = """[bold]Examples[/]
-
-  posx export results/runs/<name> --out exported/<name>   [dim]# a LlamaForCausalLM directory[/]
-  posx eval-extrapolate exported/<name>                   [dim]# evaluated through transformers[/]
-"""
-
-
 @app.command("export", epilog=EXPORT_EPILOG)
 def export(
     run: str = typer.Argument(..., help="A llama-block RoPE run: a directory, or a run name under results/runs."),
@@ -137,31 +117,24 @@ def _cfg_job(overrides: list[str]) -> bool:
     """``posx extend RUN --cfg job``: print the config the extension will actually run (the
     parent's model and corpus, the extend.* schedule in train.*), not the composed extend.yaml."""
     flags = [i for i, a in enumerate(overrides) if a in ("--cfg", "-c")]
-    if not flags or flags[0] + 1 >= len(overrides) or overrides[flags[0] + 1] != "job" or "-m" in overrides \
-            or "--multirun" in overrides:
+    if (
+        not flags
+        or flags[0] + 1 >= len(overrides)
+        or overrides[flags[0] + 1] != "job"
+        or "-m" in overrides
+        or "--multirun" in overrides
+    ):
         return False
-    rest = overrides[:flags[0]] + overrides[flags[0] + 2:]
+    rest = overrides[: flags[0]] + overrides[flags[0] + 2 :]
     with user_errors():
         cfg = compose(rest, config_name="extend")
         ext = prepare_extension(cfg, rest)
-        print(f"# the config this extension will run: {ext.parent_dir} -> {Path(cfg.results_dir) / 'runs' / ext.name}\n"
-              + to_yaml(ext.config), end="")
+        print(
+            f"# the config this extension will run: {ext.parent_dir} -> {Path(cfg.results_dir) / 'runs' / ext.name}\n"
+            + to_yaml(ext.config),
+            end="",
+        )
     return True
-
-
-EVAL_EPILOG = """[bold]Examples[/]
-
-  posx eval-extrapolate --latest                          [dim]# the most recent run[/]
-  posx eval-extrapolate results/runs/rope-T128-s0-...     [dim]# a run by path (or by name)[/]
-  posx eval-extrapolate --latest eval.methods=\\[none,yarn] eval.factors=\\[1,4]
-  posx eval-extrapolate --latest eval.tokens=65536 device=cpu
-  posx eval-extrapolate exported/<name>                   [dim]# a local transformers checkpoint[/]
-  posx eval-extrapolate --latest --force                  [dim]# evaluate again with the same settings[/]
-
-Settings start from the run's own (its last evaluation, else the config it trained with);
-overrides apply on top. Each evaluation is kept under RUN/eval/<id>/, the current one also at
-RUN's top level; the same settings again show the stored tables unless --force.
-"""
 
 
 @app.command("eval-extrapolate", context_settings=PASS_THROUGH, epilog=EVAL_EPILOG)
@@ -169,10 +142,12 @@ def eval_extrapolate(
     run: Optional[str] = typer.Argument(None, help="Run directory, or a run name under results/runs."),
     overrides: Optional[List[str]] = typer.Argument(None, help="Overrides of eval.*, device, results_dir."),
     latest: bool = typer.Option(False, "--latest", help="Evaluate the most recently trained run."),
-    force: bool = typer.Option(False, "--force", help="Evaluate again even when the run already holds an "
-                               "evaluation with these settings."),
-    defaults: bool = typer.Option(False, "--defaults", help="Start from the default evaluation settings "
-                                  "instead of the run's own."),
+    force: bool = typer.Option(
+        False, "--force", help="Evaluate again even when the run already holds an evaluation with these settings."
+    ),
+    defaults: bool = typer.Option(
+        False, "--defaults", help="Start from the default evaluation settings instead of the run's own."
+    ),
 ) -> None:
     """Perplexity at 1x, 2x, 4x, 8x the training length, for each RoPE rescaling method.
 
@@ -191,35 +166,40 @@ def eval_extrapolate(
             return
         if not defaults:
             cfg, source = eval_config(run_dir, cfg, overrides)
-            console.print(f"evaluation settings: from {source}" + (", with the overrides on top" if overrides else ""),
-                          highlight=False)
+            console.print(
+                f"evaluation settings: from {source}" + (", with the overrides on top" if overrides else ""),
+                highlight=False,
+            )
         evaluate_run(run_dir, cfg, console, force=force)
-
-
-FREQ_EPILOG = """[bold]Examples[/]
-
-  posx frequencies                                        [dim]# the default model: head_dim 32, T=128, s=8[/]
-  posx frequencies results/runs/rope-T128-s0-...          [dim]# head_dim, base and T of a run[/]
-  posx frequencies --head-dim 64 --context 128 --factor 4 --methods none,pi,ntk,yarn
-  posx frequencies --out results/freq.png eval.llama3.high_freq_factor=8
-"""
 
 
 @app.command("frequencies", context_settings=PASS_THROUGH, epilog=FREQ_EPILOG)
 def frequencies(
-    overrides: Optional[List[str]] = typer.Argument(None, metavar="[RUN] [OVERRIDES]...",
-                                                    help="A run (head_dim, base and T come from it), then overrides "
-                                                    "of eval.* (method parameters)."),
-    head_dim: Optional[int] = typer.Option(None, "--head-dim", help="Rotary dimension d (d_model / n_head); "
-                                           "default: the run's, else 32 (the default model's)."),
+    overrides: Optional[List[str]] = typer.Argument(
+        None,
+        metavar="[RUN] [OVERRIDES]...",
+        help="A run (head_dim, base and T come from it), then overrides of eval.* (method parameters).",
+    ),
+    head_dim: Optional[int] = typer.Option(
+        None,
+        "--head-dim",
+        help="Rotary dimension d (d_model / n_head); default: the run's, else 32 (the default model's).",
+    ),
     base: Optional[float] = typer.Option(None, "--base", help="RoPE base b; default: the run's, else 10000."),
     context: Optional[int] = typer.Option(None, "--context", help="Training length T; default: the run's, else 128."),
     factor: float = typer.Option(8.0, "--factor", help="Scale s; the target length is s x T."),
-    methods: str = typer.Option(",".join(["none", "pi", "ntk", "dynamic_ntk", "yarn", "dynamic_yarn",
-                                          "ntk_by_parts", "abf", "llama3", "longrope"]),
-                                "--methods", help="Comma-separated RoPE methods."),
-    out: Optional[Path] = typer.Option(None, "--out", help="Where to write the PNG (a new file); default "
-                                       "results/frequencies.png, or -2, -3 ... when taken."),
+    methods: str = typer.Option(
+        ",".join(
+            ["none", "pi", "ntk", "dynamic_ntk", "yarn", "dynamic_yarn", "ntk_by_parts", "abf", "llama3", "longrope"]
+        ),
+        "--methods",
+        help="Comma-separated RoPE methods.",
+    ),
+    out: Optional[Path] = typer.Option(
+        None,
+        "--out",
+        help="Where to write the PNG (a new file); default results/frequencies.png, or -2, -3 ... when taken.",
+    ),
 ) -> None:
     """Each RoPE method's wavelength per rotary pair against T and s x T: a table and a PNG."""
     args = list(overrides or [])
@@ -251,42 +231,35 @@ def frequencies(
         console.print(f"wrote {out}")
 
 
-REPORT_EPILOG = """[bold]Examples[/]
-
-  posx report results/runs/rope-T128-s0-... results/runs/absolute-T128-s0-...
-  posx report results/sweeps/2025-01-01_12-00-00      [dim]# every run of a sweep[/]
-  posx report results/runs --out results/reports/all  [dim]# every single run[/]
-  posx report results/sweeps/... --factor 4            [dim]# per-position curves at 4x[/]
-  posx report results/runs --evaluations all           [dim]# every kept evaluation of each run[/]
-"""
-
-
 @app.command("report", epilog=REPORT_EPILOG)
 def report(
     paths: List[Path] = typer.Argument(..., help="Run directories and/or directories of runs (sweeps)."),
-    out: Optional[Path] = typer.Option(None, "--out", help="Report directory (new or empty); "
-                                       "default results/reports/<time>/."),
-    factor: Optional[float] = typer.Option(None, "--factor", help="Factor of the per-position plot "
-                                           "(default: the largest each encoding has)."),
+    out: Optional[Path] = typer.Option(
+        None, "--out", help="Report directory (new or empty); default results/reports/<time>/."
+    ),
+    factor: Optional[float] = typer.Option(
+        None, "--factor", help="Factor of the per-position plot (default: the largest each encoding has)."
+    ),
     results_dir: Path = typer.Option(Path("results"), "--results-dir", help="Where reports/ goes by default."),
-    smooth: int = typer.Option(1, "--smooth", help="Per-position curves: a centred moving mean over this many buckets."),
-    evaluations: str = typer.Option("current", "--evaluations",
-                                    help="current: each run's last evaluation; all: every evaluation it keeps."),
+    smooth: int = typer.Option(
+        1, "--smooth", help="Per-position curves: a centred moving mean over this many buckets."
+    ),
+    evaluations: str = typer.Option(
+        "current", "--evaluations", help="current: each run's last evaluation; all: every evaluation it keeps."
+    ),
 ) -> None:
     """Summary tables and plots from evaluated runs, runs pooled as seeds only when all else is equal."""
     with user_errors():
         distributed.single_process("posx report")
-        build_report(paths, out=out, results_dir=results_dir, factor=factor, console=Console(), smooth=smooth,
-                     evaluations=evaluations)
-
-
-RUNS_EPILOG = """[bold]Examples[/]
-
-  posx runs                                   [dim]# every run under results/[/]
-  posx runs results/sweeps/2025-01-01_12-00-00
-  posx runs --csv runs.csv                    [dim]# also write the list as CSV[/]
-  posx runs --csv -                           [dim]# CSV on stdout instead of the table[/]
-"""
+        build_report(
+            paths,
+            out=out,
+            results_dir=results_dir,
+            factor=factor,
+            console=Console(),
+            smooth=smooth,
+            evaluations=evaluations,
+        )
 
 
 def _write_csv(df, csv: str, console: Console) -> None:
@@ -315,17 +288,12 @@ def runs(
             _write_csv(df, csv, console)
 
 
-COMPARE_EPILOG = """[bold]Examples[/]
-
-  posx compare rope-T128-s0-... absolute-T128-s0-...   [dim]# names under results/runs, or paths[/]
-  posx compare base base-yarn-x4 --csv cmp.csv
-"""
-
-
 @app.command("compare", epilog=COMPARE_EPILOG)
 def compare(
     run_args: List[str] = typer.Argument(..., metavar="RUN RUN...", help="Runs (paths or names under results/runs)."),
-    csv: Optional[str] = typer.Option(None, "--csv", help="Also write the comparison as CSV to this new file ('-': stdout)."),
+    csv: Optional[str] = typer.Option(
+        None, "--csv", help="Also write the comparison as CSV to this new file ('-': stdout)."
+    ),
     results_dir: Path = typer.Option(Path("results"), "--results-dir", help="Where run names are looked up."),
 ) -> None:
     """The runs' current perplexity tables side by side, with ratios to the first run."""
@@ -347,22 +315,22 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def root(
-    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version and exit."),
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
 ) -> None:
     """Train small GPTs with different positional encodings and measure how they hold up past the
     length they trained at."""
 
 
-data_app = typer.Typer(name="data", help="Token stores: prepare a corpus once, train and evaluate from it.",
-                       no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
+data_app = typer.Typer(
+    name="data",
+    help="Token stores: prepare a corpus once, train and evaluate from it.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
 app.add_typer(data_app)
-PREPARE_EPILOG = """[bold]Examples[/]
-
-  posx data prepare                                        [dim]# the built-in corpus, bytes[/]
-  posx data prepare data=text data.path='corpus/**/*.txt' data.tokenizer=bpe data.vocab_size=8192
-  posx data prepare data=datasets data.name=json data.data_files=pg19_sample.jsonl
-  posx data prepare data.tokenizer=path/to/tokenizer.json
-"""
 
 
 @data_app.command("prepare", context_settings=PASS_THROUGH, epilog=PREPARE_EPILOG)
@@ -374,10 +342,13 @@ def data_prepare(
         cfg = compose(list(overrides or []))
         found = store.load(cfg.data, cfg.data.cache_dir, console=Console())
         fp = found.fingerprint
-        Console().print(f"token store {found.path}: {fp['train_tokens']:,} train + {fp['val_tokens']:,} val tokens, "
-                        f"{fp['documents']['train']} + {fp['documents']['val']} documents, "
-                        f"{fp['tokenizer']['kind']} vocab {fp['tokenizer']['vocab_size']} ({fp['dtype']})",
-                        markup=False, highlight=False)
+        Console().print(
+            f"token store {found.path}: {fp['train_tokens']:,} train + {fp['val_tokens']:,} val tokens, "
+            f"{fp['documents']['train']} + {fp['documents']['val']} documents, "
+            f"{fp['tokenizer']['kind']} vocab {fp['tokenizer']['vocab_size']} ({fp['dtype']})",
+            markup=False,
+            highlight=False,
+        )
 
 
 def main() -> None:

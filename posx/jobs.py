@@ -41,7 +41,8 @@ from posx.report.sweep import update_sweep_table
 from posx.runs import checkpoint
 from posx.runs.rundir import CONFIG, is_run, new_named_run_dir, new_run_dir, read_meta, resolve_run
 from posx.train import extend as extension
-from posx.train.loop import Fresh, Resume, Start, train
+from posx.train.loop import train
+from posx.train.state import Fresh, Resume, Start
 
 err = Console(stderr=True, soft_wrap=True)
 
@@ -63,13 +64,20 @@ def user_errors() -> Iterator[None]:
         err.print(f"[bold red]error:[/] {message}", highlight=False)
         raise SystemExit(2) from None
     except FileExistsError as exc:  # mkdir(exist_ok=True) met a file
-        err.print(f"[bold red]error:[/] {exc.filename} exists and is not a directory; move it or choose "
-                  "another path", markup=True, highlight=False)
+        err.print(
+            f"[bold red]error:[/] {exc.filename} exists and is not a directory; move it or choose another path",
+            markup=True,
+            highlight=False,
+        )
         raise SystemExit(2) from None
     except OSError as exc:  # the operating system said no: a path, a permission, a full disk
         where = f" {exc.filename}" if exc.filename else ""
-        err.print(f"[bold red]error:[/] cannot use{where}: {exc.strerror or exc}; check the path, its "
-                  "permissions and free space", markup=True, highlight=False)
+        err.print(
+            f"[bold red]error:[/] cannot use{where}: {exc.strerror or exc}; check the path, its "
+            "permissions and free space",
+            markup=True,
+            highlight=False,
+        )
         raise SystemExit(2) from None
     except KeyboardInterrupt:
         err.print("[yellow]interrupted[/]")
@@ -79,8 +87,10 @@ def user_errors() -> Iterator[None]:
 def check_launcher(args: list[str]) -> None:
     """The SLURM launcher off a cluster fails here in one line, before Hydra makes a sweep directory."""
     if any(a.replace(" ", "") == "hydra/launcher=submitit_slurm" for a in args) and shutil.which("srun") is None:
-        raise PosxError("hydra/launcher=submitit_slurm needs SLURM, and there is no srun on this machine; run it "
-                        "on the cluster's login node, or use hydra/launcher=joblib (or submitit_local) here")
+        raise PosxError(
+            "hydra/launcher=submitit_slurm needs SLURM, and there is no srun on this machine; run it "
+            "on the cluster's login node, or use hydra/launcher=joblib (or submitit_local) here"
+        )
 
 
 def run_hydra(task: Callable[[DictConfig], None], config_name: str, args: list[str]) -> None:
@@ -93,15 +103,19 @@ def run_hydra(task: Callable[[DictConfig], None], config_name: str, args: list[s
         register_configs()
         parsed = command_line.parse(args)
         if parsed.multirun and distributed.env_world_size() > 1:
-            raise PosxError(f"-m cannot run under torchrun ({distributed.env_world_size()} ranks): run the sweep "
-                            "with hydra/launcher=submitit_slurm hydra.launcher.tasks_per_node=N instead "
-                            "(each sweep job then trains on N ranks)")
+            raise PosxError(
+                f"-m cannot run under torchrun ({distributed.env_world_size()} ranks): run the sweep "
+                "with hydra/launcher=submitit_slurm hydra.launcher.tasks_per_node=N instead "
+                "(each sweep job then trains on N ranks)"
+            )
         modes = command_line.modes(parsed)
         if len(modes) > 1:
             raise PosxError(f"{' and '.join(modes)} cannot go together; give one of them")
         if parsed.experimental_rerun is not None:
-            raise PosxError("--experimental-rerun loads a pickle and runs what it holds; posx refuses it — "
-                            "re-run with the overrides instead (they are in the run's config.yaml)")
+            raise PosxError(
+                "--experimental-rerun loads a pickle and runs what it holds; posx refuses it — "
+                "re-run with the overrides instead (they are in the run's config.yaml)"
+            )
         # Compose the sweep's jobs here (every value of every sweep at least once), so a typo'd
         # key, a wrong type or a missing group option is one line and exit 2, not Hydra's
         # multi-line report from inside the sweep.
@@ -137,8 +151,10 @@ def job_run_dir(cfg: DictConfig, name: str) -> JobDir:
         changed = differences(saved_config(run_dir), cfg)
         if changed:
             held = "a trained run" if is_run(run_dir) else "a checkpoint"
-            raise PosxError(f"{run_dir} holds {held} of another config (differs in {', '.join(changed[:5])}); "
-                            "use a new hydra.sweep.dir")
+            raise PosxError(
+                f"{run_dir} holds {held} of another config (differs in {', '.join(changed[:5])}); "
+                "use a new hydra.sweep.dir"
+            )
         # A requeued job (preempted, timed out): resume its checkpoint, or (a submitit job
         # stopped while it evaluated) only evaluate the run it finished.
         return JobDir(run_dir, created=False, start=Resume(), finished=is_run(run_dir))
@@ -148,8 +164,10 @@ def job_run_dir(cfg: DictConfig, name: str) -> JobDir:
     files.real_dir(run_dir, "the sweep job directory")
     found = {p.name for p in run_dir.iterdir()}
     if found - {LOCK_NAME, CONFIG}:
-        raise PosxError(f"{run_dir} already holds files of something else ({', '.join(sorted(found)[:3])}); "
-                        "use a new hydra.sweep.dir (posx never writes into a directory it did not make)")
+        raise PosxError(
+            f"{run_dir} already holds files of something else ({', '.join(sorted(found)[:3])}); "
+            "use a new hydra.sweep.dir (posx never writes into a directory it did not make)"
+        )
     if CONFIG in found and differences(saved_config(run_dir), cfg):
         raise PosxError(f"{run_dir} holds the config of another job; use a new hydra.sweep.dir")
     return JobDir(run_dir, created=not found, start=Fresh())
@@ -164,8 +182,7 @@ def cleanup_on_failure(job: JobDir) -> Iterator[None]:
     except Busy:
         raise  # another process holds the directory: nothing in it is this job's to remove
     except BaseException:
-        if (job.created and distributed.is_main() and not is_run(job.path)
-                and not checkpoint.exists(job.path)):
+        if job.created and distributed.is_main() and not is_run(job.path) and not checkpoint.exists(job.path):
             shutil.rmtree(job.path, ignore_errors=True)
         raise
 
@@ -204,8 +221,11 @@ def extend_job(cfg: DictConfig) -> None:
         ext = extension.prepare(cfg, list(HydraConfig.get().overrides.task))
         job = distributed.on_main(lambda: job_run_dir(ext.config, ext.name), share=True)
         T0, T1 = ext.parent.train_context, ext.config.train.context_length
-        console.print(f"[bold]posx extend[/] {ext.parent_dir} -> {job.path}: {cfg.method} x{cfg.factor:g}, "
-                      f"T {T0} -> {T1}, {cfg.extend.steps} steps", highlight=False)
+        console.print(
+            f"[bold]posx extend[/] {ext.parent_dir} -> {job.path}: {cfg.method} x{cfg.factor:g}, "
+            f"T {T0} -> {T1}, {cfg.extend.steps} steps",
+            highlight=False,
+        )
         start = job.start if isinstance(job.start, Resume) else ext.start
         if not job.finished:
             with cleanup_on_failure(job):
@@ -221,8 +241,10 @@ def resume(run: str, overrides: list[str]) -> None:
     with distributed.session(cfg.device):
         console = _console()
         if is_run(run_dir) and read_meta(run_dir).step >= cfg.train.steps:
-            console.print(f"{run_dir} already finished ({cfg.train.steps} steps); nothing to resume "
-                          "(evaluate it with `posx eval-extrapolate`)")
+            console.print(
+                f"{run_dir} already finished ({cfg.train.steps} steps); nothing to resume "
+                "(evaluate it with `posx eval-extrapolate`)"
+            )
             return
         if not checkpoint.exists(run_dir):
             console.print(f"[yellow]{run_dir} has no checkpoint yet; training it from step 0[/]")

@@ -48,11 +48,11 @@ import torch
 
 from posx.core.errors import PosxError
 
-__all__ = ["METHODS", "DYNAMIC_METHODS", "base_inv_freq", "check_params", "frequencies", "method_params",
-           "wavelengths"]
+__all__ = ["METHODS", "DYNAMIC_METHODS", "base_inv_freq", "check_params", "frequencies", "method_params", "wavelengths"]
 
 
 # --------------------------------------------------------------------------- helpers
+
 
 def _theta(head_dim: int, base: float) -> torch.Tensor:
     """theta_i = base^(-2i/d) in float64."""
@@ -72,8 +72,7 @@ def _current_length(length, original_context: int) -> int:
     if length is None:
         return original_context
     if not _is_int(length) or length < 1:
-        raise PosxError(f"RoPE length must be a positive integer, got {length!r}; "
-                        "pass the current sequence length")
+        raise PosxError(f"RoPE length must be a positive integer, got {length!r}; pass the current sequence length")
     return int(length)
 
 
@@ -83,15 +82,19 @@ MAX_BETA = 1e9  # rotations over the trained context; far past any published ram
 
 def _check_betas(beta_fast: float, beta_slow: float) -> None:
     if not (_is_real(beta_fast) and _is_real(beta_slow) and 0 < beta_slow < beta_fast <= MAX_BETA):
-        raise PosxError(f"YaRN needs 0 < beta_slow < beta_fast <= {MAX_BETA:g}, got beta_slow={beta_slow!r}, "
-                        f"beta_fast={beta_fast!r}; the published values are 1 and 32")
+        raise PosxError(
+            f"YaRN needs 0 < beta_slow < beta_fast <= {MAX_BETA:g}, got beta_slow={beta_slow!r}, "
+            f"beta_fast={beta_fast!r}; the published values are 1 and 32"
+        )
 
 
 def _given_attention(value, method: str) -> float:
     """A user-given attention factor: a finite positive number."""
     if not _is_real(value) or not (0 < value < math.inf):
-        raise PosxError(f"{method} attention_factor must be a finite positive number (or null for the "
-                        f"method's formula), got {value!r}")
+        raise PosxError(
+            f"{method} attention_factor must be a finite positive number (or null for the "
+            f"method's formula), got {value!r}"
+        )
     return float(value)
 
 
@@ -99,8 +102,9 @@ def _yarn_attention(s: float) -> float:
     return 0.1 * math.log(s) + 1.0 if s > 1 else 1.0
 
 
-def _yarn_inv_freq(head_dim: int, base: float, s: float, original_context: int,
-                   beta_fast: float, beta_slow: float, truncate: bool) -> torch.Tensor:
+def _yarn_inv_freq(
+    head_dim: int, base: float, s: float, original_context: int, beta_fast: float, beta_slow: float, truncate: bool
+) -> torch.Tensor:
     """YaRN's "NTK-by-parts" ramp between pure PI (low frequencies) and theta (high)."""
     theta = _theta(head_dim, base)
     if s == 1:
@@ -126,6 +130,7 @@ def _yarn_inv_freq(head_dim: int, base: float, s: float, original_context: int,
 # --------------------------------------------------------------------------- methods
 # Each returns (float64 inverse frequencies, attention factor).
 
+
 def _none(head_dim, base, factor, original_context):
     return _theta(head_dim, base), 1.0
 
@@ -146,25 +151,26 @@ def _dynamic_ntk(head_dim, base, factor, original_context, length=None):
     return _theta(head_dim, base * scale ** (head_dim / (head_dim - 2))), 1.0
 
 
-def _yarn(head_dim, base, factor, original_context, beta_fast=32.0, beta_slow=1.0,
-          truncate=True, attention_factor=None):
+def _yarn(
+    head_dim, base, factor, original_context, beta_fast=32.0, beta_slow=1.0, truncate=True, attention_factor=None
+):
     inv = _yarn_inv_freq(head_dim, base, factor, original_context, beta_fast, beta_slow, truncate)
     attention = _yarn_attention(factor) if attention_factor is None else float(attention_factor)
     return inv, attention
 
 
-def _dynamic_yarn(head_dim, base, factor, original_context, length=None, beta_fast=32.0,
-                  beta_slow=1.0, truncate=True):
+def _dynamic_yarn(head_dim, base, factor, original_context, length=None, beta_fast=32.0, beta_slow=1.0, truncate=True):
     if factor != 1:
-        raise PosxError(f"dynamic_yarn takes its scale from length / original_context, got "
-                        f"factor={factor!r}; leave factor at 1 and pass length")
+        raise PosxError(
+            f"dynamic_yarn takes its scale from length / original_context, got "
+            f"factor={factor!r}; leave factor at 1 and pass length"
+        )
     s = max(1.0, _current_length(length, original_context) / original_context)
     inv = _yarn_inv_freq(head_dim, base, s, original_context, beta_fast, beta_slow, truncate)
     return inv, _yarn_attention(s)
 
 
-def _ntk_by_parts(head_dim, base, factor, original_context, beta_fast=32.0, beta_slow=1.0,
-                  truncate=True):
+def _ntk_by_parts(head_dim, base, factor, original_context, beta_fast=32.0, beta_slow=1.0, truncate=True):
     inv = _yarn_inv_freq(head_dim, base, factor, original_context, beta_fast, beta_slow, truncate)
     return inv, 1.0
 
@@ -178,7 +184,7 @@ def _llama3(head_dim, base, factor, original_context, low_freq_factor=1.0, high_
     if factor == 1:
         return theta, 1.0
     wavelength = 2 * math.pi / theta
-    long_wavelength = original_context / low_freq_factor    # longer than this: divide by s
+    long_wavelength = original_context / low_freq_factor  # longer than this: divide by s
     short_wavelength = original_context / high_freq_factor  # shorter than this: keep
     band = high_freq_factor - low_freq_factor
     smooth = (original_context / wavelength - low_freq_factor) / band  # 0 at long, 1 at short end
@@ -188,20 +194,24 @@ def _llama3(head_dim, base, factor, original_context, low_freq_factor=1.0, high_
     return inv, 1.0
 
 
-def _longrope(head_dim, base, factor, original_context, short_factor=None, long_factor=None,
-              length=None, attention_factor=None):
+def _longrope(
+    head_dim, base, factor, original_context, short_factor=None, long_factor=None, length=None, attention_factor=None
+):
     is_long = _current_length(length, original_context) > original_context
     name, ext = ("long_factor", long_factor) if is_long else ("short_factor", short_factor)
     theta = _theta(head_dim, base)
     if ext is not None:
         ext = [float(x) for x in ext]  # checked by _check_longrope
         if len(ext) != head_dim // 2:
-            raise PosxError(f"longrope {name} has {len(ext)} entries, expected head_dim // 2 = "
-                            f"{head_dim // 2}; give one factor per rotary pair")
+            raise PosxError(
+                f"longrope {name} has {len(ext)} entries, expected head_dim // 2 = "
+                f"{head_dim // 2}; give one factor per rotary pair"
+            )
         theta = theta / torch.tensor(ext, dtype=torch.float64)
     if attention_factor is None:
-        attention = (math.sqrt(1 + math.log(factor) / math.log(original_context))
-                     if factor > 1 and original_context > 1 else 1.0)
+        attention = (
+            math.sqrt(1 + math.log(factor) / math.log(original_context)) if factor > 1 and original_context > 1 else 1.0
+        )
     else:
         attention = float(attention_factor)  # checked by _check_longrope
     return theta, attention
@@ -210,6 +220,7 @@ def _longrope(head_dim, base, factor, original_context, short_factor=None, long_
 # --------------------------------------------------------------------------- parameter checks
 # One per method, of the parameters alone (no head_dim needed), so a config can be checked
 # before any model exists; ``frequencies`` runs the same check first.
+
 
 def _check_none(**params) -> None:
     pass
@@ -231,9 +242,11 @@ def _check_abf(new_base=500000.0) -> None:
 
 def _check_llama3(low_freq_factor=1.0, high_freq_factor=4.0) -> None:
     if not (_is_real(low_freq_factor) and _is_real(high_freq_factor) and 0 < low_freq_factor < high_freq_factor):
-        raise PosxError(f"llama3 needs 0 < low_freq_factor < high_freq_factor, got "
-                        f"{low_freq_factor!r} and {high_freq_factor!r}; "
-                        "the published values are 1 and 4")
+        raise PosxError(
+            f"llama3 needs 0 < low_freq_factor < high_freq_factor, got "
+            f"{low_freq_factor!r} and {high_freq_factor!r}; "
+            "the published values are 1 and 4"
+        )
 
 
 def _check_longrope(short_factor=None, long_factor=None, length=None, attention_factor=None) -> None:
@@ -252,6 +265,7 @@ def _check_longrope(short_factor=None, long_factor=None, length=None, attention_
 
 # --------------------------------------------------------------------------- registry
 
+
 class _Method(NamedTuple):
     fn: Callable[..., tuple[torch.Tensor, float]]
     params: Mapping[str, object]  # extra parameters and their published defaults
@@ -265,19 +279,22 @@ def _method(fn, needs_context: bool = False, check=_check_none, **params) -> _Me
 
 _YARN_BETAS = dict(beta_fast=32.0, beta_slow=1.0, truncate=True)
 
-_REGISTRY: Mapping[str, _Method] = MappingProxyType({
-    "none": _method(_none),
-    "pi": _method(_pi),
-    "ntk": _method(_ntk),
-    "dynamic_ntk": _method(_dynamic_ntk, True, length=None),
-    "yarn": _method(_yarn, True, _check_yarn, **_YARN_BETAS, attention_factor=None),
-    "dynamic_yarn": _method(_dynamic_yarn, True, _check_ramp, length=None, **_YARN_BETAS),
-    "ntk_by_parts": _method(_ntk_by_parts, True, _check_ramp, **_YARN_BETAS),
-    "abf": _method(_abf, check=_check_abf, new_base=500000.0),
-    "llama3": _method(_llama3, True, _check_llama3, low_freq_factor=1.0, high_freq_factor=4.0),
-    "longrope": _method(_longrope, True, _check_longrope, short_factor=None, long_factor=None, length=None,
-                        attention_factor=None),
-})
+_REGISTRY: Mapping[str, _Method] = MappingProxyType(
+    {
+        "none": _method(_none),
+        "pi": _method(_pi),
+        "ntk": _method(_ntk),
+        "dynamic_ntk": _method(_dynamic_ntk, True, length=None),
+        "yarn": _method(_yarn, True, _check_yarn, **_YARN_BETAS, attention_factor=None),
+        "dynamic_yarn": _method(_dynamic_yarn, True, _check_ramp, length=None, **_YARN_BETAS),
+        "ntk_by_parts": _method(_ntk_by_parts, True, _check_ramp, **_YARN_BETAS),
+        "abf": _method(_abf, check=_check_abf, new_base=500000.0),
+        "llama3": _method(_llama3, True, _check_llama3, low_freq_factor=1.0, high_freq_factor=4.0),
+        "longrope": _method(
+            _longrope, True, _check_longrope, short_factor=None, long_factor=None, length=None, attention_factor=None
+        ),
+    }
+)
 
 METHODS: tuple[str, ...] = tuple(_REGISTRY)
 DYNAMIC_METHODS: frozenset[str] = frozenset({"dynamic_ntk", "dynamic_yarn", "longrope"})
@@ -285,16 +302,15 @@ DYNAMIC_METHODS: frozenset[str] = frozenset({"dynamic_ntk", "dynamic_yarn", "lon
 
 # --------------------------------------------------------------------------- public API
 
+
 def _check_head_dim(head_dim) -> None:
     if not _is_int(head_dim) or head_dim < 2 or head_dim % 2:
-        raise PosxError(f"RoPE head_dim must be an even integer >= 2, got {head_dim!r}; "
-                        "pick n_embd / n_head even")
+        raise PosxError(f"RoPE head_dim must be an even integer >= 2, got {head_dim!r}; pick n_embd / n_head even")
 
 
 def _check_base(base, what: str = "RoPE base", usual: str = "10000") -> None:
     if not _is_real(base) or not (1 < base < math.inf):
-        raise PosxError(f"{what} must be a finite number > 1, got {base!r}; "
-                        f"the usual value is {usual}")
+        raise PosxError(f"{what} must be a finite number > 1, got {base!r}; the usual value is {usual}")
 
 
 def _lookup(method: str) -> _Method:
@@ -328,16 +344,23 @@ def check_params(method: str, factor: float = 1.0, **params) -> None:
     unknown = sorted(set(params) - set(spec.params))
     if unknown:
         accepted = ", ".join(spec.params) or "none"
-        raise PosxError(f"unknown parameter {unknown[0]!r} for RoPE method {method!r}; "
-                        f"accepted: {accepted}")
+        raise PosxError(f"unknown parameter {unknown[0]!r} for RoPE method {method!r}; accepted: {accepted}")
     if not _is_real(factor) or not (1 <= factor <= MAX_FACTOR):
-        raise PosxError(f"RoPE factor must be a finite number from 1 to {MAX_FACTOR:g}, got {factor!r}; "
-                        "use eval_length / original_context, or 1 for no scaling")
+        raise PosxError(
+            f"RoPE factor must be a finite number from 1 to {MAX_FACTOR:g}, got {factor!r}; "
+            "use eval_length / original_context, or 1 for no scaling"
+        )
     spec.check(**{**spec.params, **params})
 
 
-def frequencies(method: str, head_dim: int, base: float = 10000.0, factor: float = 1.0,
-                original_context: int | None = None, **params) -> tuple[torch.Tensor, float]:
+def frequencies(
+    method: str,
+    head_dim: int,
+    base: float = 10000.0,
+    factor: float = 1.0,
+    original_context: int | None = None,
+    **params,
+) -> tuple[torch.Tensor, float]:
     """Inverse frequencies, float32, shape (head_dim // 2,), and the attention factor.
 
     The attention factor multiplies both cos and sin (i.e. q and k), so the attention logits
@@ -349,14 +372,17 @@ def frequencies(method: str, head_dim: int, base: float = 10000.0, factor: float
     _check_head_dim(head_dim)
     _check_base(base)
     if original_context is not None and (not _is_int(original_context) or original_context < 1):
-        raise PosxError(f"original_context must be a positive integer, got "
-                        f"{original_context!r}; pass the context length the model was trained at")
+        raise PosxError(
+            f"original_context must be a positive integer, got "
+            f"{original_context!r}; pass the context length the model was trained at"
+        )
     if spec.needs_context and original_context is None:
-        raise PosxError(f"RoPE method {method!r} needs original_context (the trained context "
-                        "length); pass original_context=<block size used in training>")
+        raise PosxError(
+            f"RoPE method {method!r} needs original_context (the trained context "
+            "length); pass original_context=<block size used in training>"
+        )
     context = None if original_context is None else int(original_context)
-    inv, attention = spec.fn(int(head_dim), float(base), float(factor), context,
-                             **{**spec.params, **params})
+    inv, attention = spec.fn(int(head_dim), float(base), float(factor), context, **{**spec.params, **params})
     return inv.to(torch.float32), float(attention)
 
 

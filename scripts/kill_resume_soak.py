@@ -41,13 +41,24 @@ from posx.eval.tables import TABLE_COLUMNS, read_table
 from posx.model.gpt import GPT
 from posx.runs import checkpoint
 from posx.runs.rundir import load_run
-from posx.train.loop import gpt_config, make_optimizer
+from posx.train.state import gpt_config
+from posx.train.steps import make_optimizer
 
 REPORT_FILES = {"summary.csv", "summary.md", "missing.csv"}
 
-TINY = ["model.n_layer=2", "model.n_head=2", "model.d_model=32", "model.dropout=0.1",
-        "train.context_length=32", "train.batch_size=4", "train.eval_every=5", "train.eval_batches=1",
-        "train.warmup_steps=2", "train.checkpoint_every=1", "device=cpu"]
+TINY = [
+    "model.n_layer=2",
+    "model.n_head=2",
+    "model.d_model=32",
+    "model.dropout=0.1",
+    "train.context_length=32",
+    "train.batch_size=4",
+    "train.eval_every=5",
+    "train.eval_batches=1",
+    "train.warmup_steps=2",
+    "train.checkpoint_every=1",
+    "device=cpu",
+]
 
 
 def _env() -> dict:
@@ -55,8 +66,14 @@ def _env() -> dict:
 
 
 def _posx(args: list[str], cwd: Path) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "posx", *args], cwd=cwd, env=_env(),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "posx", *args],
+        cwd=cwd,
+        env=_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
 def check_loadable(run_dir: Path) -> int:
@@ -75,8 +92,7 @@ def check_loadable(run_dir: Path) -> int:
     return state.step
 
 
-def soak(work: Path, corpus: Path, kills: int, steps: int, seed: int = 0, max_delay: float = 0.4,
-         log=print) -> dict:
+def soak(work: Path, corpus: Path, kills: int, steps: int, seed: int = 0, max_delay: float = 0.4, log=print) -> dict:
     """Run the loop; returns counts and whether the final weights equal the reference."""
     rng = random.Random(seed)
     args = [*TINY, f"train.steps={steps}", "data=text", f"data.path={corpus}", f"seed={seed}"]
@@ -115,8 +131,12 @@ def soak(work: Path, corpus: Path, kills: int, steps: int, seed: int = 0, max_de
     b = load_file(str(run_dir / "model.safetensors"))
     diff = max((a[k] - b[k]).abs().max().item() for k in a)
     steps_logged = pd.read_csv(run_dir / "metrics.csv")["step"].tolist()
-    return {**counts, "max_abs_diff": diff, "equal": set(a) == set(b) and diff <= 1e-6,
-            "metrics_complete": steps_logged == list(range(1, steps + 1))}
+    return {
+        **counts,
+        "max_abs_diff": diff,
+        "equal": set(a) == set(b) and diff <= 1e-6,
+        "metrics_complete": steps_logged == list(range(1, steps + 1)),
+    }
 
 
 def kill_other(work: Path, run_dir: Path, phase: str, kills: int, seed: int = 0, log=print) -> dict:
@@ -126,8 +146,11 @@ def kill_other(work: Path, run_dir: Path, phase: str, kills: int, seed: int = 0,
     counts = {f"{phase}_kills": 0, f"{phase}_partial": 0, f"{phase}_finished_before_kill": 0}
     for i in range(kills):
         out = work / f"report-{i}"
-        args = (["eval-extrapolate", str(run_dir), "device=cpu", "eval.tokens=512", "eval.batch_tokens=512"]
-                if phase == "eval" else ["report", str(run_dir), "--out", str(out)])
+        args = (
+            ["eval-extrapolate", str(run_dir), "device=cpu", "eval.tokens=512", "eval.batch_tokens=512"]
+            if phase == "eval"
+            else ["report", str(run_dir), "--out", str(out)]
+        )
         proc = _posx(args, work)
         time.sleep(rng.uniform(0.5, 8.0))
         if proc.poll() is None:
@@ -177,8 +200,14 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="posx-soak-"))
     try:
         start = time.perf_counter()
-        result = soak(work, _corpus(work / "corpus"), opts.kills if "train" in phases else 0, opts.steps,
-                      opts.seed, opts.max_delay)
+        result = soak(
+            work,
+            _corpus(work / "corpus"),
+            opts.kills if "train" in phases else 0,
+            opts.steps,
+            opts.seed,
+            opts.max_delay,
+        )
         run_dir = work / "results" / "runs" / "killed"
         for phase in ("eval", "report"):
             if phase in phases:

@@ -51,8 +51,11 @@ EXTEND_METHODS = ["pi", "yarn", "abf", "none"]  # none: plain continued training
 BEYOND = ["none", "clamp", "interpolate"]  # learned absolute past its table
 PRESETS = {  # block -> model config, plus what every command gets
     "cpu": {"models": {"gpt2": "tiny", "llama": "llama_tiny"}, "train": [], "eval": []},
-    "gpu": {"models": {"gpt2": "small", "llama": "llama_small"}, "train": ["experiment=gpu_small"],
-            "eval": ["eval.tokens=65536", "eval.batch_tokens=65536"]},
+    "gpu": {
+        "models": {"gpt2": "small", "llama": "llama_small"},
+        "train": ["experiment=gpu_small"],
+        "eval": ["eval.tokens=65536", "eval.batch_tokens=65536"],
+    },
 }
 
 
@@ -79,8 +82,16 @@ def plan(args) -> list[Task]:
         if is_run_dir(run) and not is_run(run):  # stopped or killed: continue from its checkpoint
             cmd = ["train", "--resume", str(run), f"threads={args.threads}"]
         else:
-            cmd = ["train", *preset["train"], *overrides, f"name={name}", f"threads={args.threads}",
-                   "eval.after_train=false", *args.set, *common]
+            cmd = [
+                "train",
+                *preset["train"],
+                *overrides,
+                f"name={name}",
+                f"threads={args.threads}",
+                "eval.after_train=false",
+                *args.set,
+                *common,
+            ]
         tasks.append(Task(f"train-{name}", 1, cmd, lambda: is_run(run)))
 
     def evaluate(name: str, label: str, overrides: list[str], phase: int = 2) -> None:
@@ -93,11 +104,14 @@ def plan(args) -> list[Task]:
     trained += [("rope", "llama", f"llama-rope-s{s}", s) for s in args.seeds]
     for enc, block, name, seed in trained:
         train(name, [f"model={preset['models'][block]}", f"pos={enc}", f"seed={seed}"])
-    for enc, block, name, seed in trained:
+    for enc, _block, name, _seed in trained:
         if enc == "rope":
             evaluate(name, "main", [f"eval.methods={list_arg(ALL_METHODS)}"])
-            evaluate(name, "sliding", [f"eval.methods={list_arg(MAIN_METHODS)}", "eval.protocol=sliding",
-                                       "eval.passkey.enabled=false"])
+            evaluate(
+                name,
+                "sliding",
+                [f"eval.methods={list_arg(MAIN_METHODS)}", "eval.protocol=sliding", "eval.passkey.enabled=false"],
+            )
         elif enc == "absolute":
             for beyond in BEYOND:
                 evaluate(name, f"main-{beyond}", ["eval.methods=[none]", f"eval.absolute_beyond={beyond}"])
@@ -113,9 +127,21 @@ def plan(args) -> list[Task]:
             if is_run_dir(child) and not is_run(child):
                 cmd = ["train", "--resume", str(child), f"threads={args.threads}"]
             else:
-                cmd = ["extend", str(parent), f"method={method}", f"factor={args.factor:g}", f"seed={seed}",
-                       f"name={name}", f"threads={args.threads}", f"extend.eval_every={args.extend_eval_every}",
-                       "eval.after_train=false", *preset["train"], *args.set, *args.extend_set, *common]
+                cmd = [
+                    "extend",
+                    str(parent),
+                    f"method={method}",
+                    f"factor={args.factor:g}",
+                    f"seed={seed}",
+                    f"name={name}",
+                    f"threads={args.threads}",
+                    f"extend.eval_every={args.extend_eval_every}",
+                    "eval.after_train=false",
+                    *preset["train"],
+                    *args.set,
+                    *args.extend_set,
+                    *common,
+                ]
             tasks.append(Task(f"extend-{name}", 2, cmd, lambda child=child: is_run(child)))
             evaluate(name, "main", [], phase=3)
     return tasks
@@ -150,11 +176,19 @@ def run_task(task: Task, args, log: Log, counter: list, total: int) -> int:
     with logfile.open("w") as out:
         out.write("$ python -m posx " + " ".join(task.args) + "\n")
         out.flush()
-        rc = subprocess.run([sys.executable, "-m", "posx", *task.args], env=env, stdout=out,
-                            stderr=subprocess.STDOUT, cwd=REPO).returncode
+        rc = subprocess.run(
+            [sys.executable, "-m", "posx", *task.args], env=env, stdout=out, stderr=subprocess.STDOUT, cwd=REPO
+        ).returncode
     seconds = time.time() - start
-    log.add({"key": task.key, "phase": task.phase, "seconds": round(seconds, 1), "rc": rc,
-             "finished": time.strftime("%Y-%m-%d %H:%M:%S")})
+    log.add(
+        {
+            "key": task.key,
+            "phase": task.phase,
+            "seconds": round(seconds, 1),
+            "rc": rc,
+            "finished": time.strftime("%Y-%m-%d %H:%M:%S"),
+        }
+    )
     counter[0] += 1
     tail = logfile.read_text().strip().splitlines()[-1:] if rc else []
     status = "ok" if rc == 0 else f"FAILED (exit {rc}): {tail[0] if tail else ''} -- see {logfile}"
@@ -173,12 +207,27 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=None, help="torch threads per task (default: cores / jobs)")
     parser.add_argument("--work", type=Path, help="where runs go (default: results/study/<name>)")
     parser.add_argument("--out", type=Path, help="the committed outputs (default: results/reference/<name>)")
-    parser.add_argument("--set", nargs="*", default=[], metavar="KEY=VALUE",
-                        help="extra overrides for every train and extend (a smoke study: train.steps=20)")
-    parser.add_argument("--extend-set", nargs="*", default=[], metavar="KEY=VALUE",
-                        help="extra overrides for every extend (extend.steps=10)")
-    parser.add_argument("--eval-set", nargs="*", default=[], metavar="KEY=VALUE",
-                        help="extra overrides for every evaluation (eval.tokens=2048)")
+    parser.add_argument(
+        "--set",
+        nargs="*",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra overrides for every train and extend (a smoke study: train.steps=20)",
+    )
+    parser.add_argument(
+        "--extend-set",
+        nargs="*",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra overrides for every extend (extend.steps=10)",
+    )
+    parser.add_argument(
+        "--eval-set",
+        nargs="*",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra overrides for every evaluation (eval.tokens=2048)",
+    )
     parser.add_argument("--plan", action="store_true", help="list the tasks and which are done; run nothing")
     args = parser.parse_args()
     args.name = args.name or {"cpu": "cpu-tiny", "gpu": "gpu-small"}[args.preset]
@@ -189,8 +238,11 @@ def main() -> None:
     log = Log(args.work / "tasks.jsonl")
     tasks = plan(args)
     todo = [t for t in tasks if t.key not in log.done and not t.done()]
-    print(f"study {args.name}: {len(tasks)} tasks, {len(tasks) - len(todo)} done, {len(todo)} to run "
-          f"({args.jobs} at a time, {args.threads} thread(s) each); runs in {args.work}", flush=True)
+    print(
+        f"study {args.name}: {len(tasks)} tasks, {len(tasks) - len(todo)} done, {len(todo)} to run "
+        f"({args.jobs} at a time, {args.threads} thread(s) each); runs in {args.work}",
+        flush=True,
+    )
     if args.plan:
         for t in tasks:
             print(f"  {'done' if t not in todo else 'todo'}  {t.key}: python -m posx {' '.join(t.args)}")
@@ -203,13 +255,27 @@ def main() -> None:
             codes = list(pool.map(lambda t: run_task(t, args, log, counter, len(todo)), batch))
         failed += [t.key for t, rc in zip(batch, codes) if rc]
         if failed:
-            sys.exit(f"{len(failed)} task(s) failed: {', '.join(failed)}; fix the cause and run the same "
-                     "command again (finished tasks are kept)")
+            sys.exit(
+                f"{len(failed)} task(s) failed: {', '.join(failed)}; fix the cause and run the same "
+                "command again (finished tasks are kept)"
+            )
     elapsed = time.time() - started
     command = " ".join(["python", "scripts/reference_study.py", *sys.argv[1:]])
     # the outputs are written by their own script, read when this point is reached
-    notes = [sys.executable, str(REPO / "scripts" / "study_notes.py"), "--work", str(args.work), "--out", str(args.out),
-             "--command", command, "--elapsed", f"{elapsed:.0f}", "--preset", args.preset]
+    notes = [
+        sys.executable,
+        str(REPO / "scripts" / "study_notes.py"),
+        "--work",
+        str(args.work),
+        "--out",
+        str(args.out),
+        "--command",
+        command,
+        "--elapsed",
+        f"{elapsed:.0f}",
+        "--preset",
+        args.preset,
+    ]
     sys.exit(subprocess.run(notes, check=False).returncode)
 
 

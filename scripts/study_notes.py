@@ -35,19 +35,19 @@ REPO = Path(__file__).resolve().parents[1]  # the git checkout the notes describ
 
 CAPTIONS = {
     "encodings.png": "Perplexity against evaluation length (log-log; T = the training length, dashed). Left: each "
-                     "encoding on its own (learned absolute past its table with clamp, dashed, and interpolate, "
-                     "dotted; plain absolute cannot score past T). Right: the RoPE models with each rescaling method, "
-                     "zero-shot (solid: gpt2 block, dashed: llama block). Top row non-overlapping windows, bottom row "
-                     "sliding windows (every token scored with at least half a window of context). Mean over seeds, "
-                     "band ± std over seeds.",
+    "encoding on its own (learned absolute past its table with clamp, dashed, and interpolate, "
+    "dotted; plain absolute cannot score past T). Right: the RoPE models with each rescaling method, "
+    "zero-shot (solid: gpt2 block, dashed: llama block). Top row non-overlapping windows, bottom row "
+    "sliding windows (every token scored with at least half a window of context). Mean over seeds, "
+    "band ± std over seeds.",
     "positions_by_encoding.png": "Mean loss by token position inside windows of 8 T (non-overlapping), moving mean "
-                                 "over 3 buckets of T/8 positions; where each encoding's loss starts to climb past T. "
-                                 "Band ± std over seeds.",
+    "over 3 buckets of T/8 positions; where each encoding's loss starts to climb past T. "
+    "Band ± std over seeds.",
     "passkey.png": "Passkey retrieval by evaluation length: exact-match accuracy (top) and the mean NLL of the key "
-                   "digits (bottom; chance is ln 10), for the prompt and copy variants, mean ± std over seeds.",
+    "digits (bottom; chance is ln 10), for the prompt and copy variants, mean ± std over seeds.",
     "extension.png": "Perplexity at the new length (4 T) against fine-tuning steps of `posx extend` for PI, YaRN, "
-                     "ABF and plain continued training. Step 0 (hollow) is the zero-shot evaluation; later points "
-                     "are the validation estimates logged during training. Mean, band ± std over the 3 parent seeds.",
+    "ABF and plain continued training. Step 0 (hollow) is the zero-shot evaluation; later points "
+    "are the validation estimates logged during training. Mean, band ± std over the 3 parent seeds.",
     "ppl_vs_length.png": "Every line of the summary on one axis (posx report's default figure).",
     "positions.png": "Loss by position, one panel per group (posx report's default figure).",
     "training.png": "Training and validation loss of every run.",
@@ -55,27 +55,27 @@ CAPTIONS = {
 # Why a claim may not hold here; printed only under a claim that was not reproduced.
 REASONS = {
     "sinusoidal": "under the sliding protocol every scored token sees at least half a window of context, so plain "
-                  "RoPE also meets unseen distances on every token and blows up too; both are far above their 1x "
-                  "values and the seeds spread widely at 8x, so the gap between them stays inside 2 sigma.",
+    "RoPE also meets unseen distances on every token and blows up too; both are far above their 1x "
+    "values and the seeds spread widely at 8x, so the gap between them stays inside 2 sigma.",
     "the T5 bias": "the ordering holds in the means at 4x and 8x in both protocols, but RoPE's spread over three "
-                   "seeds at 8x is wide (± 1.9 non-overlapping), so the gap to T5 sits just inside 2 sigma "
-                   "(4.03 against 4.08 non-overlapping). More seeds would likely call it.",
+    "seeds at 8x is wide (± 1.9 non-overlapping), so the gap to T5 sits just inside 2 sigma "
+    "(4.03 against 4.08 non-overlapping). More seeds would likely call it.",
     "zero-shot YaRN beats NTK": "at 2x NTK is level with YaRN. The tiny model has head_dim 32, so 16 rotary pairs, "
-                                "and at T = 128 only a few of them turn fewer than beta_slow times over T. At "
-                                "small s, NTK's base change and YaRN's ramp then move nearly the same pairs, and "
-                                "YaRN's attention temperature (1.07 at s = 2) costs a little. YaRN's lead grows "
-                                "with s: it is called at 8x non-overlapping and at 4x sliding, but NTK's seed "
-                                "spread hides it elsewhere. This is scale and T, not byte tokens.",
+    "and at T = 128 only a few of them turn fewer than beta_slow times over T. At "
+    "small s, NTK's base change and YaRN's ramp then move nearly the same pairs, and "
+    "YaRN's attention temperature (1.07 at s = 2) costs a little. YaRN's lead grows "
+    "with s: it is called at 8x non-overlapping and at 4x sliding, but NTK's seed "
+    "spread hides it elsewhere. This is scale and T, not byte tokens.",
     "a short fine-tune": "200 steps take PI from 12.96 to 4.46 at 4x, but not to within 10% of the parent at T "
-                         "(4.33), and PI also loses accuracy at T (4.59 against 3.94). Interpolation squeezes "
-                         "positions 4x, and a byte-level model leans on fine positional resolution over short "
-                         "distances, which it has to relearn. The PI paper fine-tuned for 1000 steps on 7B-65B "
-                         "models; posx's own extend measurement needed about 140 steps to come within 10% on the "
-                         "validation estimator, so PI is slow rather than broken here.",
+    "(4.33), and PI also loses accuracy at T (4.59 against 3.94). Interpolation squeezes "
+    "positions 4x, and a byte-level model leans on fine positional resolution over short "
+    "distances, which it has to relearn. The PI paper fine-tuned for 1000 steps on 7B-65B "
+    "models; posx's own extend measurement needed about 140 steps to come within 10% on the "
+    "validation estimator, so PI is slow rather than broken here.",
     "fine-tuned YaRN": "YaRN beats fine-tuned PI clearly. It is level, within 2 sigma, with ABF and with plain "
-                       "continued training at 512: at this scale 200 steps at the new length are enough for any "
-                       "method that does not compress positions. The paper's advantage comes from 7B/13B models "
-                       "fine-tuned on a small share of their training tokens.",
+    "continued training at 512: at this scale 200 steps at the new length are enough for any "
+    "method that does not compress positions. The paper's advantage comes from 7B/13B models "
+    "fine-tuned on a small share of their training tokens.",
 }
 
 
@@ -84,11 +84,23 @@ def git(*args: str) -> str:
 
 
 def machine() -> str:
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), platform.processor()) if Path("/proc/cpuinfo").is_file() else ""
+    cpu = (
+        next(
+            (
+                line.split(":", 1)[1].strip()
+                for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")
+            ),
+            platform.processor(),
+        )
+        if Path("/proc/cpuinfo").is_file()
+        else ""
+    )
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no GPU"
-    return (f"{cpu or 'unknown CPU'}, {os.cpu_count()} cores, {gpu}; {platform.platform()}; Python "
-            f"{platform.python_version()}, torch {torch.__version__}")
+    return (
+        f"{cpu or 'unknown CPU'}, {os.cpu_count()} cores, {gpu}; {platform.platform()}; Python "
+        f"{platform.python_version()}, torch {torch.__version__}"
+    )
 
 
 def shown(path: Path) -> str:
@@ -126,10 +138,17 @@ def orderings(summary: pd.DataFrame, groups: dict) -> pd.DataFrame:
         rope = g[(g["encoding"] == "rope") & (g["group"] == groups["rope"])]
         llama = g[(g["encoding"] == "rope") & (g["group"] == groups.get("llama", ""))]
         rank = lambda frame, labels: " < ".join(  # noqa: E731
-            f"{n} {m:.3g}" for n, m in sorted(zip(labels, frame["ppl_mean"]), key=lambda t: t[1]))
-        rows.append({"protocol": protocol, "factor": f"{factor:g}x", "encodings (no rescaling), best first":
-                     rank(enc, names), "RoPE methods, gpt2 block": rank(rope, rope["method"]),
-                     "RoPE methods, llama block": rank(llama, llama["method"])})
+            f"{n} {m:.3g}" for n, m in sorted(zip(labels, frame["ppl_mean"]), key=lambda t: t[1])
+        )
+        rows.append(
+            {
+                "protocol": protocol,
+                "factor": f"{factor:g}x",
+                "encodings (no rescaling), best first": rank(enc, names),
+                "RoPE methods, gpt2 block": rank(rope, rope["method"]),
+                "RoPE methods, llama block": rank(llama, llama["method"]),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -163,10 +182,13 @@ def study_md(args, report: Path, claims: pd.DataFrame, order: pd.DataFrame, ext_
     span = (ends.max() - (ends - pd.to_timedelta(times["seconds"], unit="s")).min()).total_seconds()
     counts = claims["verdict"].value_counts()
     lines = [
-        f"# Reference study: {args.out.name}", "",
+        f"# Reference study: {args.out.name}",
+        "",
         "Every positional encoding and RoPE rescaling method of posx, 3 seeds each, evaluated from 1x to 8x the "
-        "training length, with the papers' claims checked. Regenerate it from a clean clone with:", "",
-        f"```bash\n{args.command}\n```", "",
+        "training length, with the papers' claims checked. Regenerate it from a clean clone with:",
+        "",
+        f"```bash\n{args.command}\n```",
+        "",
         f"- commit: `{git('rev-parse', 'HEAD')}`{dirty}",
         f"- machine: {machine()}",
         f"- finished: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
@@ -174,14 +196,17 @@ def study_md(args, report: Path, claims: pd.DataFrame, order: pd.DataFrame, ext_
         f"invocation (resumes included); {total / 60:.0f} min of task time summed over parallel jobs "
         f"({', '.join(f'phase {p}: {s / 60:.0f} min' for p, s in phases.items())}), {len(times)} tasks; "
         f"the last invocation took {float(args.elapsed) / 60:.0f} min",
-        (f"- runs: `{shown(args.work)}` (not committed: weights and checkpoints); "
-         "every task's log is in its `logs/`"), "",
-        "## The papers' claims", "",
+        (f"- runs: `{shown(args.work)}` (not committed: weights and checkpoints); every task's log is in its `logs/`"),
+        "",
+        "## The papers' claims",
+        "",
         "A claim is *reproduced* when every comparison it makes goes the paper's way by more than two standard "
         "deviations of the difference (2·sqrt(std_a² + std_b²), std over seeds), *reversed* when one goes the "
         "other way by that much, and *not reproduced* otherwise (`posx/report/claims.py`). "
-        f"Verdicts: {', '.join(f'{n} {v}' for v, n in counts.items())}.", "",
-        claims.drop(columns=["numbers"]).to_markdown(index=False), "",
+        f"Verdicts: {', '.join(f'{n} {v}' for v, n in counts.items())}.",
+        "",
+        claims.drop(columns=["numbers"]).to_markdown(index=False),
+        "",
     ]
     unmet = claims[claims["verdict"] != "reproduced"]
     if not unmet.empty:
@@ -192,16 +217,32 @@ def study_md(args, report: Path, claims: pd.DataFrame, order: pd.DataFrame, ext_
         lines.append("")
     lines += ["### The numbers behind each verdict", ""]
     lines += [f"- {r.claim} ({r.block}, {r.protocol}): {r.numbers}" for r in claims.itertuples()] + [""]
-    lines += ["## Orderings", "", "Mean perplexity over seeds at each length, best first.", "",
-              order.to_markdown(index=False), "", "## Extension", "", ext_md, "", "## Figures", ""]
+    lines += [
+        "## Orderings",
+        "",
+        "Mean perplexity over seeds at each length, best first.",
+        "",
+        order.to_markdown(index=False),
+        "",
+        "## Extension",
+        "",
+        ext_md,
+        "",
+        "## Figures",
+        "",
+    ]
     for name, caption in CAPTIONS.items():
         if (report / name).is_file():
             lines += [f"### {name}", "", f"![{name}](report/{name})", "", caption, ""]
-    lines += ["## Files", "",
-              "- `report/`: `posx report --evaluations all` over every run (summary.md/.csv, groups.csv, "
-              "passkey_summary.csv, extension.csv and the PNGs)",
-              "- `sweep.csv`: every evaluation table of every run stacked (`job` = run name)",
-              "- `claims.csv`: the verdicts above with their numbers", ""]
+    lines += [
+        "## Files",
+        "",
+        "- `report/`: `posx report --evaluations all` over every run (summary.md/.csv, groups.csv, "
+        "passkey_summary.csv, extension.csv and the PNGs)",
+        "- `sweep.csv`: every evaluation table of every run stacked (`job` = run name)",
+        "- `claims.csv`: the verdicts above with their numbers",
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -231,19 +272,47 @@ def main() -> None:
     staging = Path(tempfile.mkdtemp(prefix=f".{args.out.name}.new-", dir=args.out.parent))
     try:
         report = staging / "report"
-        subprocess.run([sys.executable, "-m", "posx", "report", str(args.work / "runs"), "--evaluations", "all",
-                        "--smooth", "3", "--out", str(report), "--results-dir", str(args.work)],
-                       check=True, cwd=REPO, stdout=subprocess.DEVNULL)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "posx",
+                "report",
+                str(args.work / "runs"),
+                "--evaluations",
+                "all",
+                "--smooth",
+                "3",
+                "--out",
+                str(report),
+                "--results-dir",
+                str(args.work),
+            ],
+            check=True,
+            cwd=REPO,
+            stdout=subprocess.DEVNULL,
+        )
         sweep_table(args.work / "runs").to_csv(staging / "sweep.csv", index=False)
-        summary = pd.read_csv(report / "summary.csv", keep_default_na=False, na_values=[""],
-                              dtype={"parent": str, "group": str})
+        summary = pd.read_csv(
+            report / "summary.csv", keep_default_na=False, na_values=[""], dtype={"parent": str, "group": str}
+        )
         summary["parent"] = summary["parent"].fillna("")
         ext = pd.read_csv(report / "extension.csv") if (report / "extension.csv").is_file() else None
         groups = rope_groups(report)
         claims = claims_table(summary, ext, groups)
         claims.to_csv(staging / "claims.csv", index=False)
-        ext_md = "\n".join(l for l in (report / "summary.md").read_text().split("## Extension", 1)[-1]
-                           .split("\n## ", 1)[0].splitlines()) if ext is not None else "(no extension runs)"
+        ext_md = (
+            "\n".join(
+                line
+                for line in (report / "summary.md")
+                .read_text()
+                .split("## Extension", 1)[-1]
+                .split("\n## ", 1)[0]
+                .splitlines()
+            )
+            if ext is not None
+            else "(no extension runs)"
+        )
         (staging / "extension.md").write_text("# Extension\n" + ext_md + "\n")
         order = orderings(summary, groups)
         (staging / "STUDY.md").write_text(study_md(args, report, claims, order, ext_md.strip(), task_times(args.work)))

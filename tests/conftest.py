@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 import torch
+
 from helpers.cli import run_posx, stop_with_sigterm
 from helpers.environment import REPO, isolate
 from helpers.runs import TINY, write_text_corpus

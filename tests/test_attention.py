@@ -16,27 +16,38 @@ import pytest
 import torch
 import torch.nn.attention.flex_attention as torch_flex
 
-from posx.model import attention
-
-pytestmark = pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")
-
 from posx.core.errors import PosxError
+from posx.model import attention
 from posx.model.config import GPTConfig
 from posx.model.gpt import GPT
+
+pytestmark = pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")
 
 T = 40  # training length of the tiny models, not a multiple of 128
 FACTORS = (1, 2, 4, 8)
 # The fast set keeps one case (T5 per layer: a learned table's gradient, 3 heads, 1x-8x);
 # eager flex on the CPU costs seconds per case, so the others are in the slow set.
-CASES = [pytest.param("alibi", 3, False, marks=pytest.mark.slow), pytest.param("alibi", 5, False, marks=pytest.mark.slow),
-         pytest.param("t5", 3, False, marks=pytest.mark.slow), ("t5", 3, True)]
+CASES = [
+    pytest.param("alibi", 3, False, marks=pytest.mark.slow),
+    pytest.param("alibi", 5, False, marks=pytest.mark.slow),
+    pytest.param("t5", 3, False, marks=pytest.mark.slow),
+    ("t5", 3, True),
+]
 
 
 def pair(pos: str, n_head: int, per_layer: bool, device: str = "cpu") -> tuple[GPT, GPT]:
     """The same weights twice: once attending through SDPA, once through FlexAttention."""
     torch.manual_seed(0)
-    cfg = GPTConfig(n_layer=2, n_head=n_head, d_model=8 * n_head, pos=pos, max_positions=T,
-                    t5_num_buckets=8, t5_max_distance=24, t5_per_layer=per_layer)
+    cfg = GPTConfig(
+        n_layer=2,
+        n_head=n_head,
+        d_model=8 * n_head,
+        pos=pos,
+        max_positions=T,
+        t5_num_buckets=8,
+        t5_max_distance=24,
+        t5_per_layer=per_layer,
+    )
     sdpa = GPT(cfg).to(device)
     if pos == "t5":  # a learned table is zero-free after training; give it structure to compare
         with torch.no_grad():

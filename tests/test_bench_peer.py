@@ -13,7 +13,7 @@ pytest.importorskip("transformers")
 from benchmarks import bench_peer  # the repository root is on pytest's pythonpath (pyproject.toml)
 from posx.model.gpt import GPT
 from posx.model.rescale import method_frequencies
-from posx.train.loop import gpt_config
+from posx.train.state import gpt_config
 
 
 @pytest.fixture(scope="module")
@@ -32,7 +32,10 @@ def test_llama_matches_posx_within_one_percent(bench, preset, context):
     hf, _ = bench.matched_llama(cfg, posx.num_params())
     c = hf.config
     assert (c.hidden_size, c.num_hidden_layers, c.num_attention_heads) == (
-        cfg.model.d_model, cfg.model.n_layer, cfg.model.n_head)
+        cfg.model.d_model,
+        cfg.model.n_layer,
+        cfg.model.n_head,
+    )
     assert abs(hf.num_parameters() / posx.num_params() - 1) < 0.01
 
 

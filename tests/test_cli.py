@@ -10,10 +10,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import torch
-from conftest import run_posx
-from helpers.cli import run_posx_process
 
 from posx.eval.tables import COLUMNS
+
+from conftest import run_posx
+from helpers.cli import run_posx_process
 
 pytestmark = pytest.mark.slow  # every test here trains or runs the CLI
 
@@ -65,8 +66,15 @@ def test_absolute_past_its_table_is_out_of_range_not_a_crash(trained_runs):
 
 def test_latest_picks_the_newest_run(trained_runs):
     work = trained_runs["work"]
-    proc = run_posx("eval-extrapolate", "--latest", "eval.factors=[1,2]", "eval.methods=[none]",
-                    "eval.tokens=512", "device=cpu", cwd=work)
+    proc = run_posx(
+        "eval-extrapolate",
+        "--latest",
+        "eval.factors=[1,2]",
+        "eval.methods=[none]",
+        "eval.tokens=512",
+        "device=cpu",
+        cwd=work,
+    )
     assert "absolute" in proc.stdout  # trained second
 
 
@@ -162,8 +170,10 @@ BAD = [
     (["train", "data=text", "data.path=/nonexistent/corpus"], "does not exist"),
     (["train", "model.d_model=30", "model.n_head=4"], "not divisible"),
     (["train", "train.micro_batch_size=0"], "train.micro_batch_size must be positive"),
-    (["train", "train.batch_size=4", "train.micro_batch_size=3", "train.steps=1", "device=cpu"],
-     "train.micro_batch_size=3 must divide the per-rank batch"),
+    (
+        ["train", "train.batch_size=4", "train.micro_batch_size=3", "train.steps=1", "device=cpu"],
+        "train.micro_batch_size=3 must divide the per-rank batch",
+    ),
     (["eval-extrapolate", "no-such-run"], "not found"),
     (["eval-extrapolate", "--latest"], "no runs under"),
     (["eval-extrapolate", "--latest", "eval.bogus=1"], "bogus"),
@@ -175,17 +185,26 @@ BAD = [
     (["train", "data=text", "data.path={tmp}/empty.txt"], "holds 0 byte(s)", "empty_file"),
     (["train", "data=text", "data.path={tmp}/latin1.txt"], "is not UTF-8", "latin1_file"),
     (["train", "data=text", "data.path={tmp}/dangling"], "does not exist", "dangling_link"),
-    (["train", "data=text", "data.path={tmp}/small.txt", "train.context_length=64", "device=cpu"],
-     "fewer than the 65 needed", "small_file"),
-    (["train", "data=text", "data.path={tmp}/small.txt", "data.val_fraction=0.9"], "data.val_fraction must be in",
-     "small_file"),
+    (
+        ["train", "data=text", "data.path={tmp}/small.txt", "train.context_length=64", "device=cpu"],
+        "fewer than the 65 needed",
+        "small_file",
+    ),
+    (
+        ["train", "data=text", "data.path={tmp}/small.txt", "data.val_fraction=0.9"],
+        "data.val_fraction must be in",
+        "small_file",
+    ),
     (["eval-extrapolate", "{tmp}/empty"], "has no model.json", "empty_dir"),
     (["eval-extrapolate", "{tmp}/run", "device=cpu"], "holds no weights", "unfinished_run"),
     (["eval-extrapolate", "{tmp}/run", "device=cpu"], "is corrupt: its checksum differs", "truncated_weights"),
     (["eval-extrapolate", "{tmp}/run", "device=cpu"], "is truncated or corrupt", "truncated_weights_no_checksum"),
     (["eval-extrapolate", "{tmp}/run", "device=cpu"], "is corrupt: its checksum differs", "flipped_weight"),
-    (["eval-extrapolate", "{tmp}/run", "device=cpu"], "size mismatch lm_head.weight: (256, 32) vs (300, 32)",
-     "vocab_mismatch"),
+    (
+        ["eval-extrapolate", "{tmp}/run", "device=cpu"],
+        "size mismatch lm_head.weight: (256, 32) vs (300, 32)",
+        "vocab_mismatch",
+    ),
     (["eval-extrapolate", "{tmp}/run", "device=cpu"], "missing ['blocks.2", "layers_mismatch"),
     (["eval-extrapolate", "{tmp}/run", "device=cpu"], "model.json is unreadable", "meta_not_json"),
     (["eval-extrapolate", "{tmp}/run", "eval.factors=[0.5]"], "at least 1", "run"),
@@ -199,8 +218,9 @@ BAD = [
 
 
 def _files(root: Path) -> dict[str, tuple[int, int]]:
-    return {str(p.relative_to(root)): (p.lstat().st_size, p.lstat().st_mtime_ns)
-            for p in root.rglob("*") if not p.is_dir()}
+    return {
+        str(p.relative_to(root)): (p.lstat().st_size, p.lstat().st_mtime_ns) for p in root.rglob("*") if not p.is_dir()
+    }
 
 
 @pytest.mark.parametrize("case", BAD, ids=[" ".join(c[0]) + (f" [{c[2]}]" if len(c) > 2 else "") for c in BAD])

@@ -41,8 +41,11 @@ def float_keys(node=Config, prefix: str = "") -> list[tuple[str, bool]]:
     return out
 
 
-NONFINITE = [(["train", f"{key}=[{v}]" if is_list else f"{key}={v}"], "must be a finite number")
-             for key, is_list in float_keys() for v in ("nan", "inf", "-inf")]
+NONFINITE = [
+    (["train", f"{key}=[{v}]" if is_list else f"{key}={v}"], "must be a finite number")
+    for key, is_list in float_keys()
+    for v in ("nan", "inf", "-inf")
+]
 
 RANGE = [
     (["train", "model.n_layer=0"], "model.n_layer must be positive"),
@@ -161,9 +164,9 @@ DAMAGE = {
     "meta_no_format": lambda run: _set_meta(run, lambda m: m.pop("format")),
     "meta_model_list": lambda run: _set_meta(run, lambda m: m.update(model=[1])),
     "meta_model_missing": lambda run: _set_meta(run, lambda m: m.pop("model")),
-    "meta_layers_huge": _model(n_layer=10 ** 9),
-    "meta_width_huge": _model(d_model=10 ** 12),
-    "meta_vocab_huge": _model(vocab_size=2 ** 40),
+    "meta_layers_huge": _model(n_layer=10**9),
+    "meta_width_huge": _model(d_model=10**12),
+    "meta_vocab_huge": _model(vocab_size=2**40),
     "meta_layers_zero": _model(n_layer=0),
     "meta_layers_string": _model(n_layer="4"),
     "meta_layers_float": _model(n_layer=1.5),
@@ -178,8 +181,9 @@ DAMAGE = {
     "meta_rope_list": lambda run: _set_meta(run, lambda m: m.update(rope=[1])),
     "meta_rope_no_method": lambda run: _set_meta(run, lambda m: m.update(rope={"factor": 2})),
     "meta_rope_unknown_method": lambda run: _set_meta(run, lambda m: m.update(rope={"method": "bogus"})),
-    "meta_rope_bad_params": lambda run: _set_meta(run, lambda m: m.update(rope={"method": "yarn", "factor": 2.0,
-                                                                              "params": {"beta_slow": 99}})),
+    "meta_rope_bad_params": lambda run: _set_meta(
+        run, lambda m: m.update(rope={"method": "yarn", "factor": 2.0, "params": {"beta_slow": 99}})
+    ),
     "meta_inv_freq_short": lambda run: _set_meta(run, lambda m: m.update(rope={"method": "pi", "inv_freq": [1.0]})),
     "meta_inv_freq_text": lambda run: _set_meta(run, lambda m: m.update(rope={"method": "pi", "inv_freq": ["a"]})),
     "meta_lineage_list": lambda run: _set_meta(run, lambda m: m.update(extended_from=[1])),
@@ -190,21 +194,37 @@ DAMAGE = {
     "weights_dir": lambda run: ((run / "model.safetensors").unlink(), (run / "model.safetensors").mkdir()),
 }
 DAMAGE_NEEDLE = {
-    "meta_list": "is not posx run metadata", "meta_string": "is not posx run metadata",
-    "meta_no_format": "is not posx run metadata", "meta_model_list": "not a mapping",
-    "meta_model_missing": "is incomplete or corrupt", "meta_layers_huge": "n_layer=1000000000 is not a valid int",
-    "meta_width_huge": "d_model=1000000000000 is not a valid int", "meta_vocab_huge": "vocab_size=",
-    "meta_layers_zero": "n_layer=0 is not a valid int", "meta_layers_string": "n_layer='4' is not a valid int",
-    "meta_layers_float": "n_layer=1.5 is not a valid int", "meta_layers_bool": "n_layer=True is not a valid int",
-    "meta_heads_indivisible": "is inconsistent", "meta_dropout_nan": "dropout=nan is not a valid float",
-    "meta_base_one": "is inconsistent", "meta_pos_unknown": "pos='bogus' is not one of",
-    "meta_unknown_key": "unknown keys ['secret']", "meta_context_string": "is incomplete or corrupt",
-    "meta_data_list": "is incomplete or corrupt", "meta_rope_list": "rope record", "meta_rope_no_method": "rope record",
-    "meta_rope_unknown_method": "unknown RoPE method 'bogus'", "meta_rope_bad_params": "beta_slow < beta_fast",
-    "meta_inv_freq_short": "holds 1 frequencies", "meta_inv_freq_text": "rope record",
-    "meta_lineage_list": "extended_from record", "meta_lineage_partial": "extended_from record",
-    "weights_empty": "is corrupt: its checksum differs", "weights_garbage": "is corrupt: its checksum differs",
-    "weights_missing": "holds no weights", "weights_dir": "model.safetensors",
+    "meta_list": "is not posx run metadata",
+    "meta_string": "is not posx run metadata",
+    "meta_no_format": "is not posx run metadata",
+    "meta_model_list": "not a mapping",
+    "meta_model_missing": "is incomplete or corrupt",
+    "meta_layers_huge": "n_layer=1000000000 is not a valid int",
+    "meta_width_huge": "d_model=1000000000000 is not a valid int",
+    "meta_vocab_huge": "vocab_size=",
+    "meta_layers_zero": "n_layer=0 is not a valid int",
+    "meta_layers_string": "n_layer='4' is not a valid int",
+    "meta_layers_float": "n_layer=1.5 is not a valid int",
+    "meta_layers_bool": "n_layer=True is not a valid int",
+    "meta_heads_indivisible": "is inconsistent",
+    "meta_dropout_nan": "dropout=nan is not a valid float",
+    "meta_base_one": "is inconsistent",
+    "meta_pos_unknown": "pos='bogus' is not one of",
+    "meta_unknown_key": "unknown keys ['secret']",
+    "meta_context_string": "is incomplete or corrupt",
+    "meta_data_list": "is incomplete or corrupt",
+    "meta_rope_list": "rope record",
+    "meta_rope_no_method": "rope record",
+    "meta_rope_unknown_method": "unknown RoPE method 'bogus'",
+    "meta_rope_bad_params": "beta_slow < beta_fast",
+    "meta_inv_freq_short": "holds 1 frequencies",
+    "meta_inv_freq_text": "rope record",
+    "meta_lineage_list": "extended_from record",
+    "meta_lineage_partial": "extended_from record",
+    "weights_empty": "is corrupt: its checksum differs",
+    "weights_garbage": "is corrupt: its checksum differs",
+    "weights_missing": "holds no weights",
+    "weights_dir": "model.safetensors",
 }
 RUNS = [(["eval-extrapolate", "runs/dmg", "device=cpu"], DAMAGE_NEEDLE[name], name) for name in DAMAGE]
 
@@ -212,7 +232,9 @@ CONFIG_DAMAGE = {
     "config_interpolation": lambda run: (run / "config.yaml").write_text("seed: ${oc.env:HOME}\n"),
     "config_list": lambda run: (run / "config.yaml").write_text("- 1\n- 2\n"),
     "config_not_yaml": lambda run: (run / "config.yaml").write_text("seed: [unclosed\n"),
-    "config_python_tag": lambda run: (run / "config.yaml").write_text("seed: !!python/object/apply:os.system ['true']\n"),
+    "config_python_tag": lambda run: (run / "config.yaml").write_text(
+        "seed: !!python/object/apply:os.system ['true']\n"
+    ),
     "config_wrong_type": lambda run: (run / "config.yaml").write_text("train:\n  steps: many\n"),
     "checkpoint_state_garbage": lambda run: (run / "checkpoint" / "step-00000004" / "state.json").write_text("{"),
     "checkpoint_latest_list": lambda run: (run / "checkpoint" / "latest.json").write_text("[1]"),
@@ -220,10 +242,14 @@ CONFIG_DAMAGE = {
     "checkpoint_rope_string": lambda run: _edit_state(run, lambda s: s["extra"].update(rope="pi")),
 }
 CONFIG_NEEDLE = {
-    "config_interpolation": "contains the interpolation", "config_list": "does not hold a config mapping",
-    "config_not_yaml": "config.yaml is unreadable", "config_python_tag": "config.yaml is unreadable",
-    "config_wrong_type": "does not fit the config schema", "checkpoint_state_garbage": "is incomplete or corrupt",
-    "checkpoint_latest_list": "latest.json is unreadable", "checkpoint_extra_list": "is incomplete or corrupt",
+    "config_interpolation": "contains the interpolation",
+    "config_list": "does not hold a config mapping",
+    "config_not_yaml": "config.yaml is unreadable",
+    "config_python_tag": "config.yaml is unreadable",
+    "config_wrong_type": "does not fit the config schema",
+    "checkpoint_state_garbage": "is incomplete or corrupt",
+    "checkpoint_latest_list": "latest.json is unreadable",
+    "checkpoint_extra_list": "is incomplete or corrupt",
     "checkpoint_rope_string": "rope record",
 }
 
@@ -270,12 +296,15 @@ OS_ERRORS = [
     (["report", "runs/old-rope", "--out", "afile/rep"], "afile exists and is not a directory", None),
 ]
 
-CASES = ([(*c, None) for c in NONFINITE + RANGE + HYDRA + FREQUENCIES] + RUNS + RESUMES + REPORTS + OS_ERRORS)
+CASES = [(*c, None) for c in NONFINITE + RANGE + HYDRA + FREQUENCIES] + RUNS + RESUMES + REPORTS + OS_ERRORS
 
 
 def _snapshot(root: Path) -> dict[str, tuple[int, int]]:
-    return {str(p.relative_to(root)): (p.lstat().st_size, p.lstat().st_mtime_ns)
-            for p in root.rglob("*") if not p.is_dir() and "cache" not in p.parts}
+    return {
+        str(p.relative_to(root)): (p.lstat().st_size, p.lstat().st_mtime_ns)
+        for p in root.rglob("*")
+        if not p.is_dir() and "cache" not in p.parts
+    }
 
 
 @pytest.fixture
@@ -299,8 +328,9 @@ def _prepare(work: Path, setup: str | None) -> None:
         TABLE_DAMAGE[setup](work / "runs" / "tab" / "extrapolation.csv")
 
 
-@pytest.mark.parametrize("args, needle, setup", CASES,
-                         ids=[" ".join(a)[:80] + (f" [{s}]" if s else "") for a, _, s in CASES])
+@pytest.mark.parametrize(
+    "args, needle, setup", CASES, ids=[" ".join(a)[:80] + (f" [{s}]" if s else "") for a, _, s in CASES]
+)
 def test_hostile_input_is_one_line_exit_2_and_changes_nothing(work, args, needle, setup):
     _prepare(work, setup)
     before = _snapshot(work)

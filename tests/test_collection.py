@@ -24,18 +24,36 @@ from posx.runs.records import Lineage, RunMeta
 def _run(root: Path, name: str, ppl: float, finished: bool = True, parent: str | None = None) -> Path:
     run = root / name
     run.mkdir(parents=True)
-    (run / "config.yaml").write_text(yaml.safe_dump({"seed": 0, "pos": {"name": "rope"},
-                                                     "train": {"context_length": 32, "steps": 6}}))
-    (run / "metrics.csv").write_text(f"step,train_loss,val_loss,lr,tokens_per_s\n3,5,{math.log(ppl + 1)},1,1\n"
-                                     f"6,4,{math.log(ppl)},1,1\n7,4,,1,1\n")
+    (run / "config.yaml").write_text(
+        yaml.safe_dump({"seed": 0, "pos": {"name": "rope"}, "train": {"context_length": 32, "steps": 6}})
+    )
+    (run / "metrics.csv").write_text(
+        f"step,train_loss,val_loss,lr,tokens_per_s\n3,5,{math.log(ppl + 1)},1,1\n6,4,{math.log(ppl)},1,1\n7,4,,1,1\n"
+    )
     if finished:
-        lineage = Lineage(parent=parent, parent_path="", method="yarn", factor=2.0, steps=1, train_context=16,
-                          parent_step=1) if parent else None
+        lineage = (
+            Lineage(parent=parent, parent_path="", method="yarn", factor=2.0, steps=1, train_context=16, parent_step=1)
+            if parent
+            else None
+        )
         meta = RunMeta(GPTConfig(), train_context=32, data={}, step=6, extended_from=lineage)
         (run / "model.json").write_text(json.dumps(meta.to_dict()))
-        rows = [{"pos": "rope", "train_context": 32, "method": m, "factor": float(f), "eval_context": 32 * f,
-                 "ppl": ppl * f, "status": "ok",
-                 "stage": "zero-shot", "ppl_lo": ppl * f - 1, "ppl_hi": ppl * f + 1} for m in ("none", "pi") for f in (1, 2)]
+        rows = [
+            {
+                "pos": "rope",
+                "train_context": 32,
+                "method": m,
+                "factor": float(f),
+                "eval_context": 32 * f,
+                "ppl": ppl * f,
+                "status": "ok",
+                "stage": "zero-shot",
+                "ppl_lo": ppl * f - 1,
+                "ppl_hi": ppl * f + 1,
+            }
+            for m in ("none", "pi")
+            for f in (1, 2)
+        ]
         with open(run / "extrapolation.csv", "w", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=list(rows[0]))
             writer.writeheader()

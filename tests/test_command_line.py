@@ -29,7 +29,11 @@ def test_a_malformed_command_line_exits_2():
 
 def test_probes_use_every_value_of_every_sweep_once_beside_the_first_of_the_others():
     assert command_line.probes(["a=1,2", "b=3,4,5", "c=x"]) == [
-        ["a=1", "b=3", "c=x"], ["a=2", "b=3", "c=x"], ["a=1", "b=4", "c=x"], ["a=1", "b=5", "c=x"]]
+        ["a=1", "b=3", "c=x"],
+        ["a=2", "b=3", "c=x"],
+        ["a=1", "b=4", "c=x"],
+        ["a=1", "b=5", "c=x"],
+    ]
     assert command_line.probes(["pos=rope"]) == [["pos=rope"]]
 
 
@@ -42,6 +46,10 @@ def test_argv_is_restored_after_hydra_reads_it():
 
 def test_posx_uses_only_public_hydra():
     private = "hydra." + "_internal"
-    found = [str(p.relative_to(REPO)) for folder in ("posx", "scripts", "tests") for p in (REPO / folder).rglob("*.py")
-             if private in p.read_text(encoding="utf-8")]
+    found = [
+        str(p.relative_to(REPO))
+        for folder in ("posx", "scripts", "tests")
+        for p in (REPO / folder).rglob("*.py")
+        if private in p.read_text(encoding="utf-8")
+    ]
     assert not found

@@ -17,14 +17,14 @@ import torch
 from safetensors.torch import load_file
 from torch._dynamo.utils import counters
 
+from posx import rope
 from posx.config.compose import compose
 from posx.core.device import BF16_PEAK, bf16_peak_flops, use_compile
 from posx.core.errors import PosxError
 from posx.model.config import GPTConfig
 from posx.model.gpt import GPT
 from posx.model.rescale import rescaled
-from posx import rope
-from posx.train import loop
+from posx.train import loop, state, steps
 from tests.conftest import TINY
 
 pytestmark = pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")
@@ -69,8 +69,9 @@ def check_graphs(pos: str, attention: str, device: str, backend, atol: float) ->
         after_first = graphs()
         for method in ("none", "pi", "yarn", "dynamic_ntk", "longrope"):
             extra = {"length": 2 * T} if method in ("dynamic_ntk", "longrope") else {}
-            inv_freq, attn = rope.frequencies(method, model.config.head_dim, base=10000.0, factor=2.0,
-                                              original_context=T, **extra)
+            inv_freq, attn = rope.frequencies(
+                method, model.config.head_dim, base=10000.0, factor=2.0, original_context=T, **extra
+            )
             with rescaled(model, inv_freq.to(device), attn):
                 got, _ = fwd(x)
                 want, _ = model(x)  # the eager module, same state
@@ -78,8 +79,9 @@ def check_graphs(pos: str, attention: str, device: str, backend, atol: float) ->
     assert graphs() == after_first, f"{pos}: a RoPE method change recompiled"
 
 
-@pytest.mark.parametrize("pos", ["rope", pytest.param("alibi", marks=pytest.mark.slow),
-                                 pytest.param("t5", marks=pytest.mark.slow)])
+@pytest.mark.parametrize(
+    "pos", ["rope", pytest.param("alibi", marks=pytest.mark.slow), pytest.param("t5", marks=pytest.mark.slow)]
+)
 def test_one_graph_for_training_and_one_per_eval_length_whatever_the_method(pos):
     check_graphs(pos, "sdpa", "cpu", "eager", 1e-5)
 
@@ -123,8 +125,8 @@ def test_mfu_formula_and_peaks():
     model = GPT(GPTConfig(n_layer=4, n_head=4, d_model=128, pos="t5"))
     n = model.num_params() - sum(p.numel() for p in model.pos.parameters())
     assert model.flops_per_token(128) == 6 * n + 12 * 4 * 4 * 32 * 128
-    assert loop.mfu(1000.0, 1e9, 4e12) == pytest.approx(0.25)
-    assert loop.mfu(1000.0, 1e9, None) is None
+    assert steps.mfu(1000.0, 1e9, 4e12) == pytest.approx(0.25)
+    assert steps.mfu(1000.0, 1e9, None) is None
     assert bf16_peak_flops(torch.device("cpu")) is None
     names = [k for k, _ in BF16_PEAK]
     assert names.index("H100 PCIe") < names.index("H100") and {"H200", "H100", "A100"} <= set(names)
@@ -138,14 +140,23 @@ def test_train_with_compile_on_the_cpu(tmp_path, text_corpus, monkeypatch):
     torch._dynamo.reset()
     runs = {}
     for setting in ("false", "true"):
-        cfg = compose([*TINY, "data=text", f"data.path={text_corpus}", f"results_dir={tmp_path}",
-                       "pos=alibi", f"train.compile={setting}", "train.steps=4"])
+        cfg = compose(
+            [
+                *TINY,
+                "data=text",
+                f"data.path={text_corpus}",
+                f"results_dir={tmp_path}",
+                "pos=alibi",
+                f"train.compile={setting}",
+                "train.steps=4",
+            ]
+        )
         run = tmp_path / setting
         run.mkdir()
-        loop.train(cfg, run, loop.Fresh())
+        loop.train(cfg, run, state.Fresh())
         runs[setting] = pd.read_csv(run / "metrics.csv")
     a, b = runs["false"], runs["true"]
-    assert list(b.columns) == loop.COLUMNS and b["mfu"].isna().all()
+    assert list(b.columns) == steps.COLUMNS and b["mfu"].isna().all()
     assert all(math.isclose(x, y, rel_tol=1e-4) for x, y in zip(a["train_loss"], b["train_loss"]))
     assert loop.COMPILE_BACKEND.graphs >= 1
     saved = load_file(str(tmp_path / "true" / "model.safetensors"))

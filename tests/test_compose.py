@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from conftest import run_posx
 
 from posx.config.compose import compose
 from posx.core.errors import PosxError
+
+from conftest import run_posx
 
 
 @pytest.mark.parametrize("override", ["+foo=1", "++train.bogus=2", "+eval.x=3"])

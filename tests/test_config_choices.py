@@ -56,20 +56,25 @@ def test_a_choice_is_its_string():
     name = cfg.pos.name
     assert isinstance(name, Encoding) and name == "absolute" and f"{name}-T{128}" == "absolute-T128"
     assert ENCODINGS[name] is ENCODINGS["absolute"]
-    assert json.dumps({"pos": name, "methods": list(cfg.eval.methods)}) == \
-        '{"pos": "absolute", "methods": ["none", "yarn"]}'
+    assert (
+        json.dumps({"pos": name, "methods": list(cfg.eval.methods)})
+        == '{"pos": "absolute", "methods": ["none", "yarn"]}'
+    )
     saved = yaml.safe_load(to_yaml(cfg))  # safe_load: plain strings only, no Python tags
     assert saved["pos"]["name"] == "absolute" and saved["eval"]["methods"] == ["none", "yarn"]
     assert all(m in METHODS for m in cfg.eval.methods) and Method.yarn in ["yarn"]
 
 
-@pytest.mark.parametrize("override,needle", [
-    ("pos.name=bogus", "pos.name=bogus is unknown; choose one of absolute, rope, sinusoidal"),
-    ("model.block=gpt3", "model.block=gpt3 is unknown; choose one of gpt2, llama"),
-    ("eval.methods=[none,bogus]", "eval.methods has unknown value 'bogus'; choose from none, pi"),
-    ("eval.protocol=strided", "eval.protocol=strided is unknown; choose one of nonoverlapping, sliding"),
-    ("logger.mode=cloud", "logger.mode=cloud is unknown; choose one of offline, online, disabled"),
-])
+@pytest.mark.parametrize(
+    "override,needle",
+    [
+        ("pos.name=bogus", "pos.name=bogus is unknown; choose one of absolute, rope, sinusoidal"),
+        ("model.block=gpt3", "model.block=gpt3 is unknown; choose one of gpt2, llama"),
+        ("eval.methods=[none,bogus]", "eval.methods has unknown value 'bogus'; choose from none, pi"),
+        ("eval.protocol=strided", "eval.protocol=strided is unknown; choose one of nonoverlapping, sliding"),
+        ("logger.mode=cloud", "logger.mode=cloud is unknown; choose one of offline, online, disabled"),
+    ],
+)
 def test_an_unknown_choice_is_refused_at_composition_with_the_accepted_values(override, needle):
     with pytest.raises(PosxError) as raised:
         compose([override])

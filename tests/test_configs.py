@@ -39,7 +39,7 @@ def test_every_experiment_composes(experiment):
 
 def test_small_preset_is_tens_of_millions_of_parameters():
     from posx.model.gpt import GPT
-    from posx.train.loop import gpt_config
+    from posx.train.state import gpt_config
 
     n = GPT(gpt_config(compose(["experiment=gpu_small"]))).num_params()
     assert 10e6 < n < 100e6
@@ -57,8 +57,9 @@ def test_meaningless_values_fail_the_check():
         compose(["eval.factors=[0.5]"])
 
 
-@pytest.mark.parametrize("overrides", [[], ["pos=t5", "pos.per_layer=true"], ["model=llama_tiny"],
-                                       ["pos=absolute", "pos.max_positions=256"]])
+@pytest.mark.parametrize(
+    "overrides", [[], ["pos=t5", "pos.per_layer=true"], ["model=llama_tiny"], ["pos=absolute", "pos.max_positions=256"]]
+)
 def test_the_model_config_conversion_round_trips(overrides):
     """cfg -> GPTConfig -> the run-config values -> GPTConfig again is the identity (one table,
     posx.model.config.RUN_KEYS, serves both directions)."""
@@ -112,12 +113,35 @@ def test_the_restated_default_check_finds_a_restated_value():
 def test_presets_compose_to_the_values_they_had_when_their_files_restated_defaults():
     gpu = compose(["experiment=gpu_small", "model=llama_small"])
     assert OmegaConf.to_container(gpu.train) == {
-        "context_length": 512, "steps": 5000, "batch_size": 64, "micro_batch_size": None, "lr": 1e-3,
-        "min_lr_ratio": 0.1, "warmup_steps": 200, "weight_decay": 0.1, "beta1": 0.9, "beta2": 0.95, "grad_clip": 1.0,
-        "eval_every": 250, "eval_batches": 16, "checkpoint_every": 500, "compile": "auto", "tf32": True}
+        "context_length": 512,
+        "steps": 5000,
+        "batch_size": 64,
+        "micro_batch_size": None,
+        "lr": 1e-3,
+        "min_lr_ratio": 0.1,
+        "warmup_steps": 200,
+        "weight_decay": 0.1,
+        "beta1": 0.9,
+        "beta2": 0.95,
+        "grad_clip": 1.0,
+        "eval_every": 250,
+        "eval_batches": 16,
+        "checkpoint_every": 500,
+        "compile": "auto",
+        "tf32": True,
+    }
     assert OmegaConf.to_container(gpu.model, enum_to_str=True) == {
-        "name": "llama_small", "n_layer": 8, "n_head": 8, "d_model": 512, "mlp_ratio": 4, "dropout": 0.0,
-        "block": "llama", "multiple_of": 8, "tie_embeddings": True, "attention": "sdpa"}
+        "name": "llama_small",
+        "n_layer": 8,
+        "n_head": 8,
+        "d_model": 512,
+        "mlp_ratio": 4,
+        "dropout": 0.0,
+        "block": "llama",
+        "multiple_of": 8,
+        "tie_embeddings": True,
+        "attention": "sdpa",
+    }
     assert (gpu.eval.tokens, gpu.eval.batch_tokens, gpu.eval.after_train) == (65536, 65536, True)
     tiny = compose(["model=llama_tiny", "pos=t5"])
     model = tiny.model

@@ -246,9 +246,7 @@ def test_changed_file_changes_the_store(tmp_path, text_dir):
 
 
 def test_get_batch_shapes_and_shift():
-    tokens = torch.randint(0, 256, (1000,), generator=torch.Generator().manual_seed(1)).to(
-        torch.uint8
-    )
+    tokens = torch.randint(0, 256, (1000,), generator=torch.Generator().manual_seed(1)).to(torch.uint8)
     x, y = get_batch(tokens, 8, 32, torch.Generator().manual_seed(0))
     assert x.shape == y.shape == (8, 32)
     assert x.dtype == y.dtype == torch.int64

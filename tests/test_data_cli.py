@@ -14,16 +14,32 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from conftest import REPO, TINY, run_posx
-
 from posx.data import tokenizer
 from posx.eval import passkey
 
+from conftest import REPO, TINY, run_posx
+
 FIXTURE = REPO / "tests" / "fixtures" / "premove"
-OLD_ROPE = ["name=again", "device=cpu", "model.n_layer=1", "model.n_head=2", "model.d_model=16",
-            "train.context_length=16", "train.steps=4", "train.batch_size=2", "train.lr=0.003",
-            "train.warmup_steps=1", "train.eval_every=2", "train.eval_batches=1", "data=text", "data.path=corpus",
-            "eval.tokens=128", "eval.batch_tokens=128", "eval.passkey.trials=4", "eval.after_train=true"]
+OLD_ROPE = [
+    "name=again",
+    "device=cpu",
+    "model.n_layer=1",
+    "model.n_head=2",
+    "model.d_model=16",
+    "train.context_length=16",
+    "train.steps=4",
+    "train.batch_size=2",
+    "train.lr=0.003",
+    "train.warmup_steps=1",
+    "train.eval_every=2",
+    "train.eval_batches=1",
+    "data=text",
+    "data.path=corpus",
+    "eval.tokens=128",
+    "eval.batch_tokens=128",
+    "eval.passkey.trials=4",
+    "eval.after_train=true",
+]
 
 
 def test_byte_path_gives_exactly_the_numbers_of_posx_before_token_stores(tmp_path, monkeypatch):
@@ -77,8 +93,9 @@ def test_bpe_prepare_train_reuse_eval_within_documents_report(tmp_path, long_doc
     meta = json.loads((run / "model.json").read_text())
     assert meta["model"]["vocab_size"] == meta["data"]["tokenizer"]["vocab_size"] <= 320
     assert meta["data"]["config"]["tokenizer"] == "bpe" and (run / "tokenizer.json").is_file()
-    proc = run_posx("eval-extrapolate", "bpe", "eval.tokens=512", "device=cpu", "eval.within_documents=true",
-                    cwd=tmp_path)
+    proc = run_posx(
+        "eval-extrapolate", "bpe", "eval.tokens=512", "device=cpu", "eval.within_documents=true", cwd=tmp_path
+    )
     assert "within documents: 1x:" in proc.stdout
     df = pd.read_csv(run / "extrapolation.csv")
     assert df["within_documents"].all() and (df["status"] == "ok").all()
@@ -87,8 +104,17 @@ def test_bpe_prepare_train_reuse_eval_within_documents_report(tmp_path, long_doc
     assert set(pk["status"]) <= {"ok", "too_short"} and pk.loc[pk["status"] == "ok", "trials"].sum() > 0
     report = run_posx("report", str(run), "--out", str(tmp_path / "report"), cwd=tmp_path)
     assert (tmp_path / "report").is_dir() and report.returncode == 0
-    run_posx("extend", "bpe", "method=yarn", "factor=2", "extend.steps=2", "extend.warmup_steps=1",
-             "extend.eval_every=1", "device=cpu", cwd=tmp_path)  # the child keeps the parent's tokenizer
+    run_posx(
+        "extend",
+        "bpe",
+        "method=yarn",
+        "factor=2",
+        "extend.steps=2",
+        "extend.warmup_steps=1",
+        "extend.eval_every=1",
+        "device=cpu",
+        cwd=tmp_path,
+    )  # the child keeps the parent's tokenizer
     child = json.loads((tmp_path / "results" / "runs" / "bpe-yarn-x2" / "model.json").read_text())
     assert child["model"]["vocab_size"] == meta["model"]["vocab_size"]
     assert child["data"]["tokenizer"]["sha256"] == meta["data"]["tokenizer"]["sha256"]
@@ -118,11 +144,11 @@ def test_passkey_plants_and_scores_the_keys_bpe_tokens():
         for t in passkey.make_trials(val, 96, variant, 8, 5, 4, 0, tok):
             key = tok.encode(t.key)
             assert len(t.tokens) == 96 and t.tokens.dtype == np.int64
-            assert np.array_equal(t.tokens[t.key_start:t.key_start + len(key)], key)
-            assert np.array_equal(t.tokens[-len(key):], key)
+            assert np.array_equal(t.tokens[t.key_start : t.key_start + len(key)], key)
+            assert np.array_equal(t.tokens[-len(key) :], key)
             assert t.scored == (len(key) if variant == "prompt" else len(key) - 1) >= 1
             if variant == "prompt":
-                assert np.array_equal(t.tokens[-len(key) - len(mark):-len(key)], mark)
+                assert np.array_equal(t.tokens[-len(key) - len(mark) : -len(key)], mark)
 
 
 def _one_line_exit_2(proc, needle):
@@ -140,8 +166,9 @@ BAD = [
 ]
 
 
-@pytest.mark.parametrize("args, needle", BAD, ids=["small-vocab", "bad-tokenizer", "empty-dataset",
-                                                   "missing-column", "hub-offline"])
+@pytest.mark.parametrize(
+    "args, needle", BAD, ids=["small-vocab", "bad-tokenizer", "empty-dataset", "missing-column", "hub-offline"]
+)
 def test_bad_data_input_is_one_line_exit_2(tmp_path, monkeypatch, args, needle):
     if "data=datasets" in args:
         pytest.importorskip("datasets")
@@ -160,7 +187,15 @@ def test_bad_data_input_is_one_line_exit_2(tmp_path, monkeypatch, args, needle):
 @pytest.mark.slow
 def test_too_few_documents_for_within_documents_is_one_line(trained_runs):
     work, run = trained_runs["work"], trained_runs["rope"]
-    proc = run_posx("eval-extrapolate", str(run), "eval.tokens=512", "device=cpu", "eval.within_documents=true",
-                    "eval.min_document_tokens=100000", cwd=work, check=False)
+    proc = run_posx(
+        "eval-extrapolate",
+        str(run),
+        "eval.tokens=512",
+        "device=cpu",
+        "eval.within_documents=true",
+        "eval.min_document_tokens=100000",
+        cwd=work,
+        check=False,
+    )
     _one_line_exit_2(proc, "eval.within_documents: 0 held-out documents")
     assert os.path.exists(run / "model.json")

@@ -19,14 +19,14 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from conftest import REPO, TINY, run_posx, stop_with_sigterm
-
+from posx.config.compose import compose
 from posx.core import distributed
 from posx.core.errors import PosxError
 from posx.core.signals import StopSignals
 from posx.runs import checkpoint
-from posx.config.compose import compose
-from posx.train.loop import batch_layout
+from posx.train.steps import batch_layout
+
+from conftest import REPO, TINY, run_posx, stop_with_sigterm
 
 TOL = 1e-5
 # 40 steps, a checkpoint every 5: long enough to be stopped between two checkpoints.
@@ -39,8 +39,7 @@ def env() -> dict:
 
 
 def torchrun_cmd(n: int, *args: str) -> list[str]:
-    return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={n}",
-            "-m", "posx", *args]
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={n}", "-m", "posx", *args]
 
 
 def torchrun(n: int, *args: str, cwd: Path) -> subprocess.CompletedProcess:
@@ -62,8 +61,7 @@ def weight_diff(a: Path, b: Path) -> float:
 def loss_diff(a: Path, b: Path) -> float:
     ma, mb = pd.read_csv(a / "metrics.csv"), pd.read_csv(b / "metrics.csv")
     assert list(ma["step"]) == list(mb["step"])
-    return float(max((ma["train_loss"] - mb["train_loss"]).abs().max(),
-                     (ma["val_loss"] - mb["val_loss"]).abs().max()))
+    return float(max((ma["train_loss"] - mb["train_loss"]).abs().max(), (ma["val_loss"] - mb["val_loss"]).abs().max()))
 
 
 def ranks_of(parent: int) -> dict[int, int]:
@@ -148,9 +146,11 @@ def test_two_ranks_equal_one_process_and_gradient_accumulation(tmp_path, tiny_ar
     assert proc.stdout.count("posx train ") == 1 and proc.stdout.count("done ") == 1  # rank 0 alone prints
     assert "ranks=2" in proc.stdout
     assert not [p for p in runs.rglob("*") if p.name.endswith(".tmp")]  # no writer left anything behind
-    pairs = {"2 ranks vs 1 process": ("ddp", "single"),
-             "2 ranks vs 1 process accumulating 2x2": ("ddp", "accum2"),
-             "2 ranks accumulating 2x1 vs 1 process accumulating 4x1": ("ddp_accum1", "accum1")}
+    pairs = {
+        "2 ranks vs 1 process": ("ddp", "single"),
+        "2 ranks vs 1 process accumulating 2x2": ("ddp", "accum2"),
+        "2 ranks accumulating 2x1 vs 1 process accumulating 4x1": ("ddp_accum1", "accum1"),
+    }
     for name, (a, b) in pairs.items():
         dl, dw = loss_diff(runs / a, runs / b), weight_diff(runs / a, runs / b)
         print(f"{name}: max |loss diff| {dl:.3g}, max |weight diff| {dw:.3g}")
@@ -164,10 +164,18 @@ def test_a_stop_on_one_rank_is_agreed_and_resumes_on_another_rank_count(tmp_path
     runs = tmp_path / "results" / "runs"
 
     # 2 ranks, SIGTERM to rank 1 alone once the first checkpoint exists: every rank stops there.
-    proc = subprocess.Popen(torchrun_cmd(2, "train", *args, "name=two"), cwd=tmp_path, env=env(),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    wait_for(lambda: (runs / "two" / "checkpoint" / "latest.json").is_file() or proc.poll() is not None,
-             what="the first checkpoint")
+    proc = subprocess.Popen(
+        torchrun_cmd(2, "train", *args, "name=two"),
+        cwd=tmp_path,
+        env=env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    wait_for(
+        lambda: (runs / "two" / "checkpoint" / "latest.json").is_file() or proc.poll() is not None,
+        what="the first checkpoint",
+    )
     workers = ranks_of(proc.pid)
     assert set(workers) == {0, 1}, workers
     os.kill(workers[1], signal.SIGTERM)
@@ -212,13 +220,28 @@ def _failing_rank(rank: int, port: int, corpus: str, work: str, case: str) -> No
     """One of 2 gloo ranks training a tiny run in which one rank fails; writes what it raised."""
     import posx.train.loop as loop
     from posx.model.gpt import GPT
-    from posx.train.loop import Fresh, train
+    from posx.train.loop import train
+    from posx.train.state import Fresh
 
-    os.environ.update(RANK=str(rank), LOCAL_RANK=str(rank), WORLD_SIZE="2", MASTER_ADDR="127.0.0.1",
-                      MASTER_PORT=str(port), OMP_NUM_THREADS="1")
+    os.environ.update(
+        RANK=str(rank),
+        LOCAL_RANK=str(rank),
+        WORLD_SIZE="2",
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+        OMP_NUM_THREADS="1",
+    )
     torch.set_num_threads(1)
-    cfg = compose([*TINY, "data=text", f"data.path={corpus}", f"results_dir={work}/results",
-                   "train.steps=6", "train.checkpoint_every=1"])
+    cfg = compose(
+        [
+            *TINY,
+            "data=text",
+            f"data.path={corpus}",
+            f"results_dir={work}/results",
+            "train.steps=6",
+            "train.checkpoint_every=1",
+        ]
+    )
     if case == "nonfinite" and rank == 1:  # rank 1's 4th training forward returns a NaN loss
         forward, calls = GPT.forward, {"n": 0}
 
@@ -229,6 +252,7 @@ def _failing_rank(rank: int, port: int, corpus: str, work: str, case: str) -> No
                 if calls["n"] == 4:
                     return logits * float("nan"), loss * float("nan")
             return logits, loss
+
         GPT.forward = poisoned
     if case == "diskfull" and rank == 0:  # rank 0's checkpoint at step 3 finds the disk full
         save = checkpoint.save
@@ -237,6 +261,7 @@ def _failing_rank(rank: int, port: int, corpus: str, work: str, case: str) -> No
             if step == 3:
                 raise PosxError(f"disk full while writing the step-{step} checkpoint")
             return save(run_dir, step, *args, **kwargs)
+
         loop.checkpoint.save = full
     run = Path(work) / case
     outcome = "finished"
@@ -262,8 +287,13 @@ def test_a_failure_on_one_rank_stops_every_rank_at_the_step_boundary(tmp_path, t
     import torch.multiprocessing as mp
 
     (tmp_path / case).mkdir()
-    mp.start_processes(_failing_rank, args=(_free_port(), str(text_corpus), str(tmp_path), case), nprocs=2,
-                       join=True, start_method="spawn")  # returns: no rank is left hanging
+    mp.start_processes(
+        _failing_rank,
+        args=(_free_port(), str(text_corpus), str(tmp_path), case),
+        nprocs=2,
+        join=True,
+        start_method="spawn",
+    )  # returns: no rank is left hanging
     rank0, rank1 = ((tmp_path / f"{case}.rank{r}").read_text() for r in (0, 1))
     run = tmp_path / case
     assert not (run / "model.json").exists()
@@ -275,4 +305,3 @@ def test_a_failure_on_one_rank_stops_every_rank_at_the_step_boundary(tmp_path, t
         assert rank0.startswith("PosxError: disk full while writing the step-3 checkpoint")
         assert rank1.startswith("PeerFailed: rank 0 stopped with an error")
         assert checkpoint.latest_step(run) == 2
-

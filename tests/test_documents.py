@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 import torch
 
-from posx.eval import documents, scoring
 from posx.core.errors import PosxError
+from posx.eval import documents, scoring
 
 
 def _layout(lengths, sep=1):

@@ -11,7 +11,6 @@ import re
 import pandas as pd
 import pytest
 import torch
-from conftest import run_posx
 from rich.console import Console
 from typer.testing import CliRunner
 
@@ -25,6 +24,8 @@ from posx.model.encodings import ENCODINGS
 from posx.report import frequencies as freqplot
 from posx.runs.records import RunMeta
 
+from conftest import run_posx
+
 ALL_METHODS = "[" + ",".join(rope.METHODS) + "]"
 
 
@@ -32,8 +33,16 @@ ALL_METHODS = "[" + ",".join(rope.METHODS) + "]"
 @pytest.mark.parametrize("pos", ENCODINGS)
 def test_every_encoding_trains_and_evaluates_end_to_end(tmp_path, tiny_args, pos):
     methods = ALL_METHODS if pos == "rope" else "[none,pi]"
-    run_posx("train", f"pos={pos}", f"name={pos}", "eval.after_train=true", "eval.factors=[1,8]",
-             f"eval.methods={methods}", *tiny_args, cwd=tmp_path)
+    run_posx(
+        "train",
+        f"pos={pos}",
+        f"name={pos}",
+        "eval.after_train=true",
+        "eval.factors=[1,8]",
+        f"eval.methods={methods}",
+        *tiny_args,
+        cwd=tmp_path,
+    )
     df = pd.read_csv(tmp_path / "results" / "runs" / pos / "extrapolation.csv")
     assert (df["pos"] == pos).all()
     none = df[df["method"] == "none"].set_index("factor")
@@ -65,8 +74,7 @@ def test_absolute_clamp_and_interpolate_give_finite_perplexity_at_8x(trained_run
     work, run = trained_runs["work"], trained_runs["absolute"]
     ppl = {}
     for mode in ("clamp", "interpolate"):
-        _evaluate_in_process(run, work, f"eval.absolute_beyond={mode}", "eval.factors=[1,8]",
-                             "eval.methods=[none]")
+        _evaluate_in_process(run, work, f"eval.absolute_beyond={mode}", "eval.factors=[1,8]", "eval.methods=[none]")
         df = pd.read_csv(run / "extrapolation.csv").set_index("factor")
         assert (df["status"] == "ok").all() and (df["absolute_beyond"] == mode).all()
         assert math.isfinite(df.loc[8.0, "ppl"])
@@ -107,8 +115,20 @@ def test_longrope_list_of_the_wrong_length_fails_before_any_row(trained_runs):
 @pytest.mark.slow
 def test_frequencies_prints_the_table_and_writes_a_png(tmp_path):
     out = tmp_path / "plots" / "freq.png"
-    proc = run_posx("frequencies", "--head-dim", "16", "--context", "64", "--factor", "4",
-                    "--methods", "none,pi,yarn,llama3", "--out", str(out), cwd=tmp_path)
+    proc = run_posx(
+        "frequencies",
+        "--head-dim",
+        "16",
+        "--context",
+        "64",
+        "--factor",
+        "4",
+        "--methods",
+        "none,pi,yarn,llama3",
+        "--out",
+        str(out),
+        cwd=tmp_path,
+    )
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 10_000
     lines = proc.stdout.splitlines()
     assert any("head_dim=16" in line and "T=64" in line for line in lines)

@@ -9,23 +9,33 @@ import pytest
 import yaml
 from omegaconf import OmegaConf
 
-from conftest import run_posx
-
 from posx.config.compose import compose
 from posx.config.evalsettings import eval_config
 from posx.eval import history
 from posx.eval.tables import COLUMNS, Evaluation
 
+from conftest import run_posx
+
 
 def _evaluation(ppl: float) -> Evaluation:
     row = dict.fromkeys(COLUMNS, "")
-    row.update(method="none", factor=1.0, eval_context=8, ppl=ppl, status="ok", protocol="nonoverlapping",
-               reference_context=8, stage="zero-shot")
+    row.update(
+        method="none",
+        factor=1.0,
+        eval_context=8,
+        ppl=ppl,
+        status="ok",
+        protocol="nonoverlapping",
+        reference_context=8,
+        stage="zero-shot",
+    )
     return Evaluation(table=pd.DataFrame([row], columns=COLUMNS))
 
 
 def test_the_id_ignores_memory_knobs_and_key_order_and_int_vs_float():
-    a = history.settings_of(OmegaConf.create({"tokens": 512, "factors": [1, 2], "batch_tokens": 1, "after_train": True}))
+    a = history.settings_of(
+        OmegaConf.create({"tokens": 512, "factors": [1, 2], "batch_tokens": 1, "after_train": True})
+    )
     b = history.settings_of({"factors": [1.0, 2.0], "tokens": 512, "batch_tokens": 99})
     assert history.eval_id(a) == history.eval_id(b)
     assert history.eval_id({**b, "tokens": 1024}) != history.eval_id(b)
@@ -68,8 +78,11 @@ def test_tables_from_before_the_store_are_moved_aside_not_overwritten(tmp_path):
 def test_eval_settings_start_from_the_run_and_overrides_win_even_at_their_default(tmp_path):
     run = tmp_path / "run"
     run.mkdir()
-    (run / "config.yaml").write_text(yaml.safe_dump({"seed": 0, "eval": {"tokens": 512, "factors": [1, 2],
-                                                                         "batch_tokens": 7, "protocol": "sliding"}}))
+    (run / "config.yaml").write_text(
+        yaml.safe_dump(
+            {"seed": 0, "eval": {"tokens": 512, "factors": [1, 2], "batch_tokens": 7, "protocol": "sliding"}}
+        )
+    )
     cfg, source = eval_config(run, compose([]), [])
     assert "trained with" in source
     assert cfg.eval.tokens == 512 and list(cfg.eval.factors) == [1, 2] and cfg.eval.protocol == "sliding"
@@ -85,8 +98,11 @@ def test_eval_settings_start_from_the_run_and_overrides_win_even_at_their_defaul
 @pytest.mark.slow
 def test_re_evaluating_is_a_no_op_unless_forced_and_every_evaluation_is_kept(trained_runs, tmp_path):
     work, run = trained_runs["work"], tmp_path / "rope"
-    shutil.copytree(trained_runs["rope"], run,  # the shared run stays as it is; the copy starts unevaluated
-                    ignore=shutil.ignore_patterns("extrapolation.*", "positions.csv", "passkey.csv", "eval.yaml", "eval"))
+    shutil.copytree(
+        trained_runs["rope"],
+        run,  # the shared run stays as it is; the copy starts unevaluated
+        ignore=shutil.ignore_patterns("extrapolation.*", "positions.csv", "passkey.csv", "eval.yaml", "eval"),
+    )
     run_posx("eval-extrapolate", str(run), "eval.methods=[none]", "eval.passkey.enabled=false", cwd=work)
     first = pd.read_csv(run / "extrapolation.csv")
     assert first["eval_id"].nunique() == 1 and len(first) == 4

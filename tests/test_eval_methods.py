@@ -25,8 +25,9 @@ def ev(**over):
 
 
 def freqs(method, cfg=None, scale=1.0, length=T, head_dim=D):
-    return method_frequencies(method, cfg or ev(), head_dim=head_dim, base=BASE, train_context=T,
-                              scale=scale, length=length)
+    return method_frequencies(
+        method, cfg or ev(), head_dim=head_dim, base=BASE, train_context=T, scale=scale, length=length
+    )
 
 
 def test_the_table_covers_every_method_exactly():

@@ -25,8 +25,15 @@ def test_inf_weights_give_status_nonfinite_not_a_number(trained_runs, tmp_path):
         model.tok_emb.weight[7, 0] = float("inf")  # byte 7 does not occur; every row meets a NaN anyway
         model.blocks[0].mlp.up.weight[0, 0] = float("inf")
     save_run(run, model, meta)
-    cfg = compose(["device=cpu", "eval.tokens=512", "eval.factors=[1,2]", "eval.methods=[none,yarn]",
-                   f"data.cache_dir={trained_runs['work'] / 'results' / 'cache'}"])
+    cfg = compose(
+        [
+            "device=cpu",
+            "eval.tokens=512",
+            "eval.factors=[1,2]",
+            "eval.methods=[none,yarn]",
+            f"data.cache_dir={trained_runs['work'] / 'results' / 'cache'}",
+        ]
+    )
     df = evaluate_run(run, cfg).table
     assert (df["status"] == "nonfinite").all(), df
     assert df["nll"].map(math.isnan).all() and df["ppl"].map(math.isnan).all()

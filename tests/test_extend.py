@@ -14,15 +14,21 @@ import pytest
 import torch
 import yaml
 
-from conftest import run_posx
-
 from posx import rope
-from posx.runs.lineage import interpolate_table
 from posx.model.encodings import Rotary
+from posx.runs.lineage import interpolate_table
 from posx.runs.rundir import load_run
 
-EXT = ["extend.steps=2", "extend.warmup_steps=1", "extend.eval_every=1", "device=cpu",
-       "eval.tokens=512", "eval.batch_tokens=512"]
+from conftest import run_posx
+
+EXT = [
+    "extend.steps=2",
+    "extend.warmup_steps=1",
+    "extend.eval_every=1",
+    "device=cpu",
+    "eval.tokens=512",
+    "eval.batch_tokens=512",
+]
 
 
 def digest(run: Path) -> dict[str, str]:
@@ -34,12 +40,16 @@ def work(tmp_path_factory, trained_runs) -> Path:
     """A results dir of its own holding copies of the tiny parents (so --latest elsewhere is unaffected)."""
     work = tmp_path_factory.mktemp("extend")
     for pos in ("rope", "absolute"):
-        shutil.copytree(trained_runs[pos], work / "results" / "runs" / pos,
-                        ignore=shutil.ignore_patterns("extrapolation.*", "eval.yaml", "eval"))  # no evaluation
+        shutil.copytree(
+            trained_runs[pos],
+            work / "results" / "runs" / pos,
+            ignore=shutil.ignore_patterns("extrapolation.*", "eval.yaml", "eval"),
+        )  # no evaluation
     return work
 
 
 # --------------------------------------------------------------------------- units
+
 
 def test_interpolate_table_is_linear_between_rows():
     table = torch.arange(4 * 3, dtype=torch.float32).reshape(4, 3) ** 2  # (T=4, C=3), not linear in rows
@@ -64,6 +74,7 @@ def test_reset_restores_the_trained_frequencies_not_plain_ones():
 
 
 # --------------------------------------------------------------------------- end to end
+
 
 @pytest.mark.slow
 @pytest.mark.parametrize("method, factor", [("yarn", 2), ("abf", 2)])
@@ -138,8 +149,16 @@ def test_plain_eval_adds_columns_only(work):
 def test_absolute_extends_by_interpolating_its_table(work):
     parent = work / "results" / "runs" / "absolute"
     before = digest(parent)
-    run_posx("extend", "absolute", "method=interpolate", "factor=2", *EXT, "eval.after_train=true",
-             "eval.factors=[1,2]", cwd=work)
+    run_posx(
+        "extend",
+        "absolute",
+        "method=interpolate",
+        "factor=2",
+        *EXT,
+        "eval.after_train=true",
+        "eval.factors=[1,2]",
+        cwd=work,
+    )
     assert digest(parent) == before
     child = work / "results" / "runs" / "absolute-interpolate-x2"
     model, meta = load_run(child)
@@ -154,8 +173,18 @@ def test_absolute_extends_by_interpolating_its_table(work):
 @pytest.mark.slow
 def test_extend_sweep_runs_every_combination(work, tmp_path):
     sweep = tmp_path / "sweep"
-    run_posx("extend", "rope", "-m", "method=pi,abf", "factor=2", *EXT, "eval.after_train=true",
-             "eval.factors=[1,2]", f"hydra.sweep.dir={sweep}", cwd=work)
+    run_posx(
+        "extend",
+        "rope",
+        "-m",
+        "method=pi,abf",
+        "factor=2",
+        *EXT,
+        "eval.after_train=true",
+        "eval.factors=[1,2]",
+        f"hydra.sweep.dir={sweep}",
+        cwd=work,
+    )
     jobs = sorted(p.name for p in sweep.iterdir() if p.is_dir())
     assert jobs == ["0_pi_x2.0", "1_abf_x2.0"]
     for job, method in zip(jobs, ("pi", "abf")):
@@ -206,8 +235,7 @@ def test_extend_help_and_cfg_job_write_nothing(work):
 def test_a_stopped_extension_resumes_with_its_frequencies_and_parent(work):
     from conftest import stop_with_sigterm
 
-    args = ["rope", "method=yarn", "factor=2", "name=stopped", "extend.steps=40", "train.checkpoint_every=0",
-            *EXT[1:]]
+    args = ["rope", "method=yarn", "factor=2", "name=stopped", "extend.steps=40", "train.checkpoint_every=0", *EXT[1:]]
     code, err = stop_with_sigterm("extend", *args, cwd=work)
     assert code == 75, err
     child = work / "results" / "runs" / "stopped"

@@ -39,8 +39,8 @@ def test_window_nll_is_the_token_weighted_mean_and_independent_of_batching():
     ref = 0.0
     with torch.no_grad():
         for w in range(4):
-            x = tokens[w * 24:(w + 1) * 24].long()[None]
-            y = tokens[w * 24 + 1:(w + 1) * 24 + 1].long()
+            x = tokens[w * 24 : (w + 1) * 24].long()[None]
+            y = tokens[w * 24 + 1 : (w + 1) * 24 + 1].long()
             logp = F.log_softmax(model(x)[0][0].double(), dim=-1)
             ref -= logp[torch.arange(24), y].sum().item()
     for batch_tokens in (24, 48, 1000):
@@ -68,8 +68,9 @@ def test_absolute_rows_past_the_table_and_rope_methods_are_statuses():
     model = _model("absolute")
     meta = RunMeta(model=model.config, train_context=16, data={}, step=0)
     ev = OmegaConf.structured(EvalConfig(factors=[1, 2], methods=["none", "ntk"], tokens=32))
-    df = evaluate(model, meta, torch.randint(0, 256, (100,), dtype=torch.uint8), ev,
-                  torch.device("cpu"), "r").table.set_index(["method", "factor"])
+    df = evaluate(
+        model, meta, torch.randint(0, 256, (100,), dtype=torch.uint8), ev, torch.device("cpu"), "r"
+    ).table.set_index(["method", "factor"])
     assert df.loc[("none", 1.0), "status"] == "ok"
     assert df.loc[("none", 2.0), "status"] == "out_of_range"
     assert set(df.loc["ntk", "status"]) == {"not_applicable"}

@@ -10,14 +10,20 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
-from posx.core.errors import PosxError
-from posx.hf import checkpoint as hf_checkpoint
+from posx.core.errors import PosxError  # noqa: E402
+from posx.hf import checkpoint as hf_checkpoint  # noqa: E402
 
 
 def _tiny(model_dir: Path, safe: bool) -> Path:
     torch.manual_seed(0)
-    config = transformers.LlamaConfig(vocab_size=256, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-                                      num_attention_heads=2, max_position_embeddings=32)
+    config = transformers.LlamaConfig(
+        vocab_size=256,
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        max_position_embeddings=32,
+    )
     transformers.LlamaForCausalLM(config).save_pretrained(model_dir, safe_serialization=safe)
     return model_dir
 

@@ -19,21 +19,21 @@ transformers = pytest.importorskip("transformers")
 from tokenizers import Tokenizer, models  # noqa: E402  (a transformers dependency)
 
 from posx import rope  # noqa: E402
-from posx.hf import export as hf_export  # noqa: E402
-from posx.model.blocks import swiglu_hidden  # noqa: E402
-from posx.config.schema import EvalConfig, ExtendRootConfig  # noqa: E402
-from posx.model.rescale import RopeRecord, install_trained, method_frequencies  # noqa: E402
-from posx.runs.lineage import new_context  # noqa: E402
-from posx.train.extend import rope_record  # noqa: E402
 from posx.config.compose import compose  # noqa: E402
+from posx.config.schema import EvalConfig, ExtendRootConfig  # noqa: E402
 from posx.core.errors import PosxError  # noqa: E402
 from posx.data import store  # noqa: E402
 from posx.hf import checkpoint as hf_checkpoint  # noqa: E402
+from posx.hf import export as hf_export  # noqa: E402
 from posx.hf.checkpoint import HFCausalLM, evaluate_hf_dir  # noqa: E402
+from posx.model.blocks import swiglu_hidden  # noqa: E402
 from posx.model.config import GPTConfig  # noqa: E402
 from posx.model.gpt import GPT  # noqa: E402
+from posx.model.rescale import RopeRecord, install_trained, method_frequencies  # noqa: E402
+from posx.runs.lineage import new_context  # noqa: E402
 from posx.runs.records import RunMeta  # noqa: E402
 from posx.runs.rundir import load_run, save_run  # noqa: E402
+from posx.train.extend import rope_record  # noqa: E402
 
 from conftest import run_posx  # noqa: E402
 
@@ -43,10 +43,11 @@ T, HEAD_DIM, BASE = 32, 16, 100.0  # a small base puts YaRN's ramp and llama3's 
 def random_llama(tie: bool = False) -> GPT:
     """A llama-block posx model with weights far from init, so logits vary a lot."""
     torch.manual_seed(0)
-    m = GPT(GPTConfig(n_layer=2, n_head=2, d_model=2 * HEAD_DIM, rope_base=BASE, block="llama",
-                      tie_embeddings=tie)).eval()
+    m = GPT(
+        GPTConfig(n_layer=2, n_head=2, d_model=2 * HEAD_DIM, rope_base=BASE, block="llama", tie_embeddings=tie)
+    ).eval()
     with torch.no_grad():
-        for name, p in m.named_parameters():
+        for _name, p in m.named_parameters():
             p.copy_(1 + 0.3 * torch.randn_like(p) if p.dim() == 1 else 0.15 * torch.randn_like(p))
     return m
 
@@ -55,10 +56,17 @@ def hf_twin(m: GPT, rope_parameters: dict, max_positions: int) -> torch.nn.Modul
     """transformers' LlamaForCausalLM with m's weights and the given rope_parameters."""
     meta = RunMeta(m.config, T, {}, 0)
     config = transformers.LlamaConfig(
-        vocab_size=256, hidden_size=m.config.d_model, intermediate_size=swiglu_hidden(m.config.d_model, 4, 8),
-        num_hidden_layers=m.config.n_layer, num_attention_heads=m.config.n_head, head_dim=HEAD_DIM,
-        max_position_embeddings=max_positions, rms_norm_eps=1e-6, tie_word_embeddings=m.config.tie_embeddings,
-        rope_parameters={"rope_theta": BASE, **rope_parameters})
+        vocab_size=256,
+        hidden_size=m.config.d_model,
+        intermediate_size=swiglu_hidden(m.config.d_model, 4, 8),
+        num_hidden_layers=m.config.n_layer,
+        num_attention_heads=m.config.n_head,
+        head_dim=HEAD_DIM,
+        max_position_embeddings=max_positions,
+        rms_norm_eps=1e-6,
+        tie_word_embeddings=m.config.tie_embeddings,
+        rope_parameters={"rope_theta": BASE, **rope_parameters},
+    )
     hf = transformers.LlamaForCausalLM(config).eval()
     missing, unexpected = hf.load_state_dict(hf_export.hf_state_dict(m, meta), strict=False)
     assert not unexpected and set(missing) <= {"lm_head.weight"}
@@ -71,8 +79,16 @@ HF_TYPES = {
     "pi": lambda s: ({"rope_type": "linear", "factor": s}, T),
     "dynamic_ntk": lambda s: ({"rope_type": "dynamic", "factor": s}, T),
     "yarn": lambda s: ({"rope_type": "yarn", "factor": s, "original_max_position_embeddings": T}, int(s * T)),
-    "llama3": lambda s: ({"rope_type": "llama3", "factor": s, "original_max_position_embeddings": T,
-                          "low_freq_factor": 1.0, "high_freq_factor": 4.0}, int(s * T)),
+    "llama3": lambda s: (
+        {
+            "rope_type": "llama3",
+            "factor": s,
+            "original_max_position_embeddings": T,
+            "low_freq_factor": 1.0,
+            "high_freq_factor": 4.0,
+        },
+        int(s * T),
+    ),
 }
 
 
@@ -128,8 +144,9 @@ def test_every_extension_exports_exactly(method, tmp_path):
 def test_inexpressible_frequencies_are_refused(tmp_path):
     m = random_llama()
     ntk, _ = rope.frequencies("ntk", HEAD_DIM, BASE, factor=2.0)
-    record = RopeRecord(method="pi", factor=2.0, original_context=T, inv_freq=ntk.tolist(),
-                        attention_factor=1.0)  # numbers that are not pi's
+    record = RopeRecord(
+        method="pi", factor=2.0, original_context=T, inv_freq=ntk.tolist(), attention_factor=1.0
+    )  # numbers that are not pi's
     (tmp_path / "run").mkdir()
     save_run(tmp_path / "run", m, RunMeta(m.config, 2 * T, {}, 1, record))
     with pytest.raises(hf_export.PosxError, match="transformers cannot express"):
@@ -204,12 +221,20 @@ def test_random_transformers_llama_evaluates_end_to_end(tmp_path, tiny_args):
     """A Llama saved with save_pretrained (nothing downloaded; grouped-query attention, no
     tokenizer, byte-sized vocabulary) goes through posx eval-extrapolate."""
     torch.manual_seed(0)
-    config = transformers.LlamaConfig(vocab_size=256, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32)
+    config = transformers.LlamaConfig(
+        vocab_size=256,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=32,
+    )
     transformers.LlamaForCausalLM(config).save_pretrained(tmp_path / "rand")
     args = [a for a in tiny_args if a.startswith(("eval.", "data", "device"))]
-    proc = run_posx("eval-extrapolate", str(tmp_path / "rand"), *args, "eval.methods=[none,yarn,dynamic_ntk]",
-                    cwd=tmp_path)
+    proc = run_posx(
+        "eval-extrapolate", str(tmp_path / "rand"), *args, "eval.methods=[none,yarn,dynamic_ntk]", cwd=tmp_path
+    )
     assert "transformers llama T=32" in proc.stdout
     df = pd.read_csv(tmp_path / "rand" / "extrapolation.csv")
     assert (df["status"] == "ok").all() and len(df) == 3 * 4 and (df["train_context"] == 32).all()
@@ -218,8 +243,9 @@ def test_random_transformers_llama_evaluates_end_to_end(tmp_path, tiny_args):
 
 @pytest.mark.slow
 def test_models_without_reachable_rope_are_refused(tmp_path, tiny_args):
-    transformers.GPT2LMHeadModel(transformers.GPT2Config(n_layer=1, n_embd=16, n_head=2, vocab_size=256)) \
-        .save_pretrained(tmp_path / "gpt2")
+    transformers.GPT2LMHeadModel(
+        transformers.GPT2Config(n_layer=1, n_embd=16, n_head=2, vocab_size=256)
+    ).save_pretrained(tmp_path / "gpt2")
     args = [a for a in tiny_args if a.startswith(("eval.", "data", "device"))]
     proc = run_posx("eval-extrapolate", str(tmp_path / "gpt2"), *args, cwd=tmp_path, check=False)
     assert proc.returncode == 2 and proc.stderr.strip().count("\n") == 0
@@ -234,11 +260,18 @@ def char_llama(model_dir: Path, eod: str | None = "</s>") -> transformers.PreTra
     if eod is not None:
         vocab[eod] = len(vocab)
     tok = transformers.PreTrainedTokenizerFast(
-        tokenizer_object=Tokenizer(models.BPE(vocab=vocab, merges=[], unk_token="[UNK]")), unk_token="[UNK]")
+        tokenizer_object=Tokenizer(models.BPE(vocab=vocab, merges=[], unk_token="[UNK]")), unk_token="[UNK]"
+    )
     assert tok.encode("ab", add_special_tokens=False) == [vocab["a"], vocab["b"]]
     torch.manual_seed(0)
-    config = transformers.LlamaConfig(vocab_size=len(vocab), hidden_size=32, intermediate_size=64,
-                                      num_hidden_layers=1, num_attention_heads=2, max_position_embeddings=32)
+    config = transformers.LlamaConfig(
+        vocab_size=len(vocab),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        max_position_embeddings=32,
+    )
     transformers.LlamaForCausalLM(config).save_pretrained(model_dir)
     tok.save_pretrained(model_dir)
     return tok
@@ -260,9 +293,21 @@ def test_a_non_byte_tokenizer_retokenizes_the_held_out_text(tmp_path, tiny_args)
 def _datasets_cfg(tmp_path: Path, rows: list[str]):
     jsonl = tmp_path / "docs.jsonl"
     jsonl.write_text("".join(json.dumps({"text": r}) + "\n" for r in rows), encoding="utf-8")
-    return compose(["device=cpu", "data=datasets", "data.name=json", f"data.data_files={jsonl}",
-                    "data.val_fraction=0.2", f"data.cache_dir={tmp_path / 'cache'}", "eval.tokens=256",
-                    "eval.batch_tokens=256", "eval.factors=[1,2]", "eval.methods=[none,yarn]", "eval.passkey.trials=4"])
+    return compose(
+        [
+            "device=cpu",
+            "data=datasets",
+            "data.name=json",
+            f"data.data_files={jsonl}",
+            "data.val_fraction=0.2",
+            f"data.cache_dir={tmp_path / 'cache'}",
+            "eval.tokens=256",
+            "eval.batch_tokens=256",
+            "eval.factors=[1,2]",
+            "eval.methods=[none,yarn]",
+            "eval.passkey.trials=4",
+        ]
+    )
 
 
 def test_a_checkpoint_reads_a_datasets_source_in_its_own_tokens(tmp_path):
@@ -282,7 +327,7 @@ def test_a_checkpoint_reads_a_datasets_source_in_its_own_tokens(tmp_path):
     df = result.table
     assert (df["status"] == "ok").all() and (df["tokens"] == 256).all()
     hf = transformers.AutoModelForCausalLM.from_pretrained(tmp_path / "chars", local_files_only=True).eval()
-    windows = torch.as_tensor(np.asarray(corpus.val[:256 + 1], dtype=np.int64))
+    windows = torch.as_tensor(np.asarray(corpus.val[: 256 + 1], dtype=np.int64))
     x, y = windows[:-1].view(8, 32), windows[1:].view(8, 32)  # eight windows of T=32, as the protocol reads
     with torch.no_grad():
         reference = torch.nn.functional.cross_entropy(hf(x).logits.flatten(0, 1), y.flatten()).item()

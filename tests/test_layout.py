@@ -9,7 +9,22 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "posx"
 # Lowest first: a package may import only itself and those before it.
-LAYERS = ["core", "rope", "model", "data", "runs", "eval", "hf", "config", "train", "report", "jobs", "cli", "__main__"]
+LAYERS = [
+    "core",
+    "rope",
+    "model",
+    "data",
+    "runs",
+    "eval",
+    "hf",
+    "config",
+    "train",
+    "report",
+    "jobs",
+    "cli_examples",
+    "cli",
+    "__main__",
+]
 
 
 def modules() -> dict[str, Path]:
@@ -59,7 +74,7 @@ def find_cycle(edges: dict[str, set[str]]) -> list[str] | None:
         path.append(node)
         for nxt in sorted(edges.get(node, ())):
             if state.get(nxt) == 1:
-                return path[path.index(nxt):] + [nxt]
+                return path[path.index(nxt) :] + [nxt]
             if nxt not in state and (cycle := visit(nxt)):
                 return cycle
         path.pop()
@@ -98,8 +113,13 @@ def test_packages_import_only_downward():
     def layer(module: str) -> int:
         return LAYERS.index(module.split(".")[1]) if module.count(".") else -1
 
-    upward = [(a, b) for a, targets in graph().items() if a.count(".") for b in targets
-              if b.count(".") and layer(b) > layer(a)]
+    upward = [
+        (a, b)
+        for a, targets in graph().items()
+        if a.count(".")
+        for b in targets
+        if b.count(".") and layer(b) > layer(a)
+    ]
     assert not upward, upward
 
 
@@ -117,8 +137,14 @@ def test_no_module_is_longer_than_about_400_lines():
 
 def test_nothing_cites_files_that_are_not_in_the_repository():
     root = PACKAGE.parent
-    sources = [*PACKAGE.rglob("*.py"), *(root / "tests").glob("*.py"), *(root / "scripts").glob("*.py"),
-               *(root / "benchmarks").glob("*.py"), *(root / "configs").rglob("*.yaml"), root / "README.md"]
+    sources = [
+        *PACKAGE.rglob("*.py"),
+        *(root / "tests").glob("*.py"),
+        *(root / "scripts").glob("*.py"),
+        *(root / "benchmarks").glob("*.py"),
+        *(root / "configs").rglob("*.yaml"),
+        root / "README.md",
+    ]
     needle = "shared/" + "references"  # split, so this file does not cite it
     citing = [str(p) for p in sources if needle in p.read_text(encoding="utf-8")]
     assert not citing, citing

@@ -10,14 +10,14 @@ import pytest
 import torch
 from hydra import compose, initialize_config_dir
 
-from posx.model import blocks
 from posx.config.compose import config_dir, register_configs
 from posx.core.errors import PosxError
+from posx.model import blocks
 from posx.model.config import GPTConfig
-from posx.model.gpt import GPT
 from posx.model.encodings import ENCODINGS
+from posx.model.gpt import GPT
 from posx.runs.rundir import load_run
-from posx.train.loop import gpt_config
+from posx.train.state import gpt_config
 
 from conftest import REPO, run_posx
 
@@ -97,8 +97,15 @@ def test_old_gpt2_run_gives_its_recorded_table(tmp_path):
     recorded = pd.read_csv(tmp_path / "old-rope" / "extrapolation.csv")
     model, meta = load_run(tmp_path / "old-rope")
     assert meta.model.block == "gpt2" and meta.model.tie_embeddings
-    run_posx("eval-extrapolate", "old-rope", "eval.tokens=128", "eval.batch_tokens=128", "device=cpu",
-             f"results_dir={tmp_path / 'results'}", cwd=tmp_path)
+    run_posx(
+        "eval-extrapolate",
+        "old-rope",
+        "eval.tokens=128",
+        "eval.batch_tokens=128",
+        "device=cpu",
+        f"results_dir={tmp_path / 'results'}",
+        cwd=tmp_path,
+    )
     again = pd.read_csv(tmp_path / "old-rope" / "extrapolation.csv")
     pd.testing.assert_series_equal(again["nll"], recorded["nll"], rtol=1e-6)
 

@@ -8,8 +8,8 @@ import torch
 from posx import rope
 from posx.core.errors import PosxError
 from posx.model.config import GPTConfig
-from posx.model.gpt import GPT
 from posx.model.encodings import ENCODINGS, PositionOutOfRange, Rotary, rotate_pairs
+from posx.model.gpt import GPT
 
 
 # --- the background article's RoPE code, verbatim in behaviour, as a reference ---------------
@@ -49,8 +49,12 @@ def test_article_exercise_rope_scores_depend_only_on_offset(same_vector):
     rotary = Rotary(head_dim=8, base=10000.0)
     q = torch.randn(8)
     k = q.clone() if same_vector else torch.randn(8)
-    assert _score(rotary, q, k, 3, 3) == pytest.approx(_score(rotary, q, k, 13, 13), rel=1e-5, abs=1e-6)  # float32 angles
-    assert _score(rotary, q, k, 3, 103) == pytest.approx(_score(rotary, q, k, 13, 113), rel=1e-5, abs=1e-6)  # float32 angles
+    assert _score(rotary, q, k, 3, 3) == pytest.approx(
+        _score(rotary, q, k, 13, 13), rel=1e-5, abs=1e-6
+    )  # float32 angles
+    assert _score(rotary, q, k, 3, 103) == pytest.approx(
+        _score(rotary, q, k, 13, 113), rel=1e-5, abs=1e-6
+    )  # float32 angles
     # and the two distances really give different scores, so the check can fail
     assert _score(rotary, q, k, 3, 3) != pytest.approx(_score(rotary, q, k, 3, 103), rel=1e-3)
 

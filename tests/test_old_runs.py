@@ -14,13 +14,13 @@ import torch
 from posx.config.compose import compose
 from posx.config.resume import saved_config
 from posx.eval.run import evaluate_run
+from posx.jobs import resume
 from posx.model.rescale import RopeRecord
 from posx.report.summary import report
 from posx.rope import frequencies
 from posx.runs import checkpoint
 from posx.runs.lineage import find_parent, zero_shot_model
 from posx.runs.rundir import lineage_of, load_run, read_meta
-from posx.jobs import resume
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "premove"
 
@@ -66,14 +66,16 @@ def test_an_old_extension_finds_its_parent_by_name_and_rebuilds_the_zero_shot_mo
 
 def test_old_runs_evaluate_to_the_tables_they_wrote(old, tmp_path):
     """Re-evaluating with the settings the old posx used gives the numbers it wrote."""
-    cfg = compose(["device=cpu", "eval.tokens=128", "eval.batch_tokens=128", "eval.passkey.trials=4",
-                   f"results_dir={tmp_path}"])
+    cfg = compose(
+        ["device=cpu", "eval.tokens=128", "eval.batch_tokens=128", "eval.passkey.trials=4", f"results_dir={tmp_path}"]
+    )
     for name in ("old-rope", "old-rope-yarn"):
         before = pd.read_csv(old / name / "extrapolation.csv")
         after = evaluate_run(old / name, cfg).table
         # the columns the old posx wrote are unchanged; issue 15 adds the interval and eval_id after them
-        pd.testing.assert_frame_equal(after[list(before.columns)].reset_index(drop=True), before,
-                                      check_dtype=False, rtol=1e-5)
+        pd.testing.assert_frame_equal(
+            after[list(before.columns)].reset_index(drop=True), before, check_dtype=False, rtol=1e-5
+        )
         ok = after[(after["status"] == "ok") & (after["windows"] > 1)]  # one window: no interval
         assert ((ok["ppl_lo"] < ok["ppl"]) & (ok["ppl"] < ok["ppl_hi"])).all() and (after["eval_id"] != "").all()
         assert (old / name / "eval" / "legacy" / "extrapolation.csv").is_file()  # the old table is kept

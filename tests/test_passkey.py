@@ -33,11 +33,11 @@ def test_the_key_is_planted_where_the_trial_says(val, variant, length):
         seq = t.tokens.tobytes()
         assert len(seq) == length
         assert len(t.key) == digits and t.key.isdigit()
-        assert seq[t.key_start:t.key_start + digits] == t.key.encode()
+        assert seq[t.key_start : t.key_start + digits] == t.key.encode()
         if variant == "prompt":
-            assert seq[t.key_start - len(MARK):t.key_start] == MARK.encode()
-            assert seq[t.key_start + digits:t.key_start + digits + 1] == b"\n"
-            assert seq[-digits - len(MARK):] == (MARK + t.key).encode()
+            assert seq[t.key_start - len(MARK) : t.key_start] == MARK.encode()
+            assert seq[t.key_start + digits : t.key_start + digits + 1] == b"\n"
+            assert seq[-digits - len(MARK) :] == (MARK + t.key).encode()
             assert t.scored == digits
             planted_at, planted_len = t.key_start - len(MARK), len(MARK) + digits + 1
         else:
@@ -45,8 +45,8 @@ def test_the_key_is_planted_where_the_trial_says(val, variant, length):
             assert t.scored == digits - 1  # the repeat's first digit is the cue
             planted_at, planted_len = t.key_start, digits
         # what is left once the planted statement and the tail are cut out is held-out text
-        filler = seq[:planted_at] + seq[planted_at + planted_len:length - (planted_len - (variant == "prompt"))]
-        assert filler == source[t.filler_offset:t.filler_offset + filler_len]
+        filler = seq[:planted_at] + seq[planted_at + planted_len : length - (planted_len - (variant == "prompt"))]
+        assert filler == source[t.filler_offset : t.filler_offset + filler_len]
         # the depth says where the key went, and lies in its bucket
         assert planted_at == int(t.depth * filler_len)
         assert t.depth_bucket / 4 <= t.depth < (t.depth_bucket + 1) / 4
@@ -128,7 +128,7 @@ def greedy(model, prefix: torch.Tensor, n: int) -> list[int]:
     seq = prefix.tolist()
     for _ in range(n):
         seq.append(int(model(torch.tensor([seq]))[0][0, -1].argmax()))
-    return seq[len(prefix):]
+    return seq[len(prefix) :]
 
 
 def test_teacher_forced_exact_match_is_greedy_decoding(val):
@@ -137,9 +137,9 @@ def test_teacher_forced_exact_match_is_greedy_decoding(val):
         trials = passkey.make_trials(val, 72, variant, 8, 3, 2, seed=5)
         _, exact = passkey.score_trials(model, trials, 1000, CPU)
         for t, hit in zip(trials, exact):
-            prompt = torch.from_numpy(t.tokens[:-t.scored]).long()
+            prompt = torch.from_numpy(t.tokens[: -t.scored]).long()
             generated = greedy(model, prompt, t.scored)
-            assert (generated == t.tokens[-t.scored:].tolist()) == bool(hit)
+            assert (generated == t.tokens[-t.scored :].tolist()) == bool(hit)
             outcomes.append(bool(hit))
     assert any(outcomes) and not all(outcomes)  # both outcomes occur: the check can fail
 

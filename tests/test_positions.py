@@ -7,22 +7,30 @@ import math
 
 import pytest
 import torch
-import torch.nn.functional as F
 
 from posx.config.compose import compose, config_dir
 from posx.core.errors import PosxError
 from posx.model.config import GPTConfig
+from posx.model.encodings import (
+    ENCODINGS,
+    ALiBi,
+    LearnedAbsolute,
+    PositionOutOfRange,
+    Sinusoidal,
+    T5Bias,
+    alibi_slopes,
+    causal_toeplitz,
+    t5_buckets,
+)
 from posx.model.gpt import GPT
-from posx.model.encodings import (ENCODINGS, ALiBi, LearnedAbsolute, PositionOutOfRange, Sinusoidal,
-                            T5Bias, alibi_slopes, causal_toeplitz, t5_buckets)
 
-# Press et al.'s slopes (arXiv 2108.12409, section 3 and its reference code get_slopes): 2^(-8h/n) for powers of two; for 6 and 12 heads
-# the 4 / 8 power-of-two slopes followed by every other slope of the 8 / 16 set.
+# Press et al.'s slopes (arXiv 2108.12409, section 3 and its reference code get_slopes): 2^(-8h/n)
+# for powers of two; for 6 and 12 heads the 4 / 8 power-of-two slopes followed by every other slope of the 8 / 16 set.
 SLOPES = {
-    4: [2 ** -2, 2 ** -4, 2 ** -6, 2 ** -8],
-    6: [2 ** -2, 2 ** -4, 2 ** -6, 2 ** -8, 2 ** -1, 2 ** -3],
-    8: [2 ** -h for h in range(1, 9)],
-    12: [2 ** -h for h in range(1, 9)] + [0.707107, 0.353553, 0.176777, 0.088388],
+    4: [2**-2, 2**-4, 2**-6, 2**-8],
+    6: [2**-2, 2**-4, 2**-6, 2**-8, 2**-1, 2**-3],
+    8: [2**-h for h in range(1, 9)],
+    12: [2**-h for h in range(1, 9)] + [0.707107, 0.353553, 0.176777, 0.088388],
 }
 
 # T5 causal buckets, 32 buckets, max_distance 128 (Raffel et al. 2020; transformers
@@ -125,8 +133,11 @@ def test_biased_attention_equals_explicit_softmax(pos):
         got = attn(x, model.pos, torch.arange(L), mask)
         q, k, v = attn.qkv(x).split(C, dim=2)
         q, k, v = (t.view(B, L, H, C // H).transpose(1, 2).double() for t in (q, k, v))  # (B, H, L, hd)
-        bias = torch.stack([model.pos.distance_bias(0, L)[:, max(i - j, 0)] for i in range(L) for j in range(L)],
-                           dim=-1).view(H, L, L).double()
+        bias = (
+            torch.stack([model.pos.distance_bias(0, L)[:, max(i - j, 0)] for i in range(L) for j in range(L)], dim=-1)
+            .view(H, L, L)
+            .double()
+        )
         future = torch.ones(L, L, dtype=torch.bool).triu(1)
         scores = (q @ k.transpose(-1, -2)) / math.sqrt(C // H) + bias
         y = scores.masked_fill(future, float("-inf")).softmax(-1) @ v  # (B, H, L, hd)

@@ -34,10 +34,11 @@ USER_ERRORS = (PosxError, HydraException, OmegaConfBaseException)
 EXAMPLES = 25  # per key or field
 
 HOSTILE = st.one_of(
-    st.sampled_from([math.nan, math.inf, -math.inf, 0, -1, 1e308, -1e308, 2 ** 63, 10 ** 30, 0.5, 1, True, "", "x",
-                     "nan", None]),
+    st.sampled_from(
+        [math.nan, math.inf, -math.inf, 0, -1, 1e308, -1e308, 2**63, 10**30, 0.5, 1, True, "", "x", "nan", None]
+    ),
     st.floats(allow_nan=True, allow_infinity=True),
-    st.integers(min_value=-(2 ** 70), max_value=2 ** 70),
+    st.integers(min_value=-(2**70), max_value=2**70),
     st.text(max_size=5),
     st.lists(st.floats(allow_nan=True, allow_infinity=True), max_size=3),
 )
@@ -67,8 +68,15 @@ def base_cfg():
 
 
 def test_the_keys_cover_the_schema():
-    assert {"train.lr", "train.steps", "model.d_model", "eval.factors", "eval.yarn.beta_fast",
-            "eval.passkey.trials", "data.val_fraction"} <= set(KEYS)
+    assert {
+        "train.lr",
+        "train.steps",
+        "model.d_model",
+        "eval.factors",
+        "eval.yarn.beta_fast",
+        "eval.passkey.trials",
+        "data.val_fraction",
+    } <= set(KEYS)
 
 
 @pytest.mark.parametrize("key", KEYS)
@@ -85,7 +93,7 @@ def test_a_config_value_is_accepted_or_refused_with_a_user_error(base_cfg, key, 
     accepted = OmegaConf.to_container(cfg, resolve=True)
     for part in key.split("."):
         accepted = accepted[part]
-    for v in (accepted if isinstance(accepted, list) else [accepted]):
+    for v in accepted if isinstance(accepted, list) else [accepted]:
         assert v is None or isinstance(v, (bool, str)) or math.isfinite(v), (key, value, accepted)
 
 
@@ -95,11 +103,33 @@ def trained_weights() -> dict[str, torch.Tensor]:
     return dict(load_run(FIXTURE / "old-rope")[0].named_parameters())
 
 
-META_FIELDS = ["model.vocab_size", "model.n_layer", "model.n_head", "model.d_model", "model.mlp_ratio",
-               "model.dropout", "model.pos", "model.rope_base", "model.max_positions", "model.t5_num_buckets",
-               "model.t5_max_distance", "model.t5_per_layer", "train_context", "step", "rope", "rope.method",
-               "rope.factor", "rope.params", "rope.inv_freq", "rope.attention_factor", "extended_from", "data",
-               "data.config", "weights_sha256", "format"]
+META_FIELDS = [
+    "model.vocab_size",
+    "model.n_layer",
+    "model.n_head",
+    "model.d_model",
+    "model.mlp_ratio",
+    "model.dropout",
+    "model.pos",
+    "model.rope_base",
+    "model.max_positions",
+    "model.t5_num_buckets",
+    "model.t5_max_distance",
+    "model.t5_per_layer",
+    "train_context",
+    "step",
+    "rope",
+    "rope.method",
+    "rope.factor",
+    "rope.params",
+    "rope.inv_freq",
+    "rope.attention_factor",
+    "extended_from",
+    "data",
+    "data.config",
+    "weights_sha256",
+    "format",
+]
 
 
 def _set(tree: dict, dotted: str, value) -> None:
@@ -134,8 +164,18 @@ def test_a_damaged_model_json_loads_or_is_refused_with_a_user_error(tmp_path_fac
         assert not buffer.is_floating_point() or torch.isfinite(buffer).all(), (field, value, name)
 
 
-CHECKPOINT_FIELDS = ["val_loss", "data_sha256", "rope", "rope.method", "rope.factor", "rope.inv_freq",
-                     "extended_from", "extended_from.factor", "extended_from.train_context", "tokenizer_sha256"]
+CHECKPOINT_FIELDS = [
+    "val_loss",
+    "data_sha256",
+    "rope",
+    "rope.method",
+    "rope.factor",
+    "rope.inv_freq",
+    "extended_from",
+    "extended_from.factor",
+    "extended_from.train_context",
+    "tokenizer_sha256",
+]
 
 
 @pytest.mark.parametrize("field", CHECKPOINT_FIELDS)

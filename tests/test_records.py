@@ -50,15 +50,36 @@ def _one_line_naming(info, path: Path, field: str) -> None:
 
 
 META_DAMAGE = [
-    ("rope.attention_factor", math.nan), ("rope.attention_factor", -1.0), ("rope.attention_factor", "1.0"),
-    ("rope.factor", math.inf), ("rope.factor", 0), ("rope.method", "warp"), ("rope.original_context", 16.5),
-    ("rope.original_context", 0), ("rope.inv_freq.1", math.nan), ("rope.inv_freq.0", -1.0),
-    ("rope.inv_freq", "1.0"), ("rope.params.beta_fast", math.nan), ("rope.params", [1]),
-    ("step", -1), ("step", 2.5), ("step", True), ("train_context", 1e308), ("train_context", 0),
-    ("train_context", "32"), ("weights_sha256", 5), ("weights_sha256", ""),
-    ("extended_from.factor", math.nan), ("extended_from.factor", -2.0), ("extended_from.train_context", 1e308),
-    ("extended_from.steps", -1), ("extended_from.parent_step", "4"), ("extended_from.parent", ""),
-    ("extended_from.method", None), ("data.bytes", math.inf), ("data", [1]),
+    ("rope.attention_factor", math.nan),
+    ("rope.attention_factor", -1.0),
+    ("rope.attention_factor", "1.0"),
+    ("rope.factor", math.inf),
+    ("rope.factor", 0),
+    ("rope.method", "warp"),
+    ("rope.original_context", 16.5),
+    ("rope.original_context", 0),
+    ("rope.inv_freq.1", math.nan),
+    ("rope.inv_freq.0", -1.0),
+    ("rope.inv_freq", "1.0"),
+    ("rope.params.beta_fast", math.nan),
+    ("rope.params", [1]),
+    ("step", -1),
+    ("step", 2.5),
+    ("step", True),
+    ("train_context", 1e308),
+    ("train_context", 0),
+    ("train_context", "32"),
+    ("weights_sha256", 5),
+    ("weights_sha256", ""),
+    ("extended_from.factor", math.nan),
+    ("extended_from.factor", -2.0),
+    ("extended_from.train_context", 1e308),
+    ("extended_from.steps", -1),
+    ("extended_from.parent_step", "4"),
+    ("extended_from.parent", ""),
+    ("extended_from.method", None),
+    ("data.bytes", math.inf),
+    ("data", [1]),
 ]
 
 
@@ -67,8 +88,11 @@ def test_a_damaged_model_json_field_is_refused_naming_it(run, field, value):
     _damage_json(run / "model.json", field, value)
     with pytest.raises(PosxError) as info:
         read_meta(run)
-    _one_line_naming(info, run / "model.json", field.split(".")[0] if field.startswith("data") else
-                     field.rsplit(".", 1)[0] if field[-1].isdigit() else field)
+    _one_line_naming(
+        info,
+        run / "model.json",
+        field.split(".")[0] if field.startswith("data") else field.rsplit(".", 1)[0] if field[-1].isdigit() else field,
+    )
 
 
 @pytest.mark.parametrize("absent", [True, False])
@@ -84,10 +108,18 @@ def test_model_json_without_a_checksum_still_loads(run, absent):
 
 
 STATE_DAMAGE = [
-    ("step", -1), ("step", 1e308), ("step", None), ("sha256.model.safetensors", None),
-    ("sha256.model.safetensors", 7), ("extra.val_loss", math.nan), ("extra.val_loss", -1.0),
-    ("extra.data_sha256", 5), ("extra.rope.attention_factor", math.nan), ("extra.rope.factor", -1.0),
-    ("extra.extended_from.train_context", 1e308), ("extra.extended_from.factor", math.inf),
+    ("step", -1),
+    ("step", 1e308),
+    ("step", None),
+    ("sha256.model.safetensors", None),
+    ("sha256.model.safetensors", 7),
+    ("extra.val_loss", math.nan),
+    ("extra.val_loss", -1.0),
+    ("extra.data_sha256", 5),
+    ("extra.rope.attention_factor", math.nan),
+    ("extra.rope.factor", -1.0),
+    ("extra.extended_from.train_context", 1e308),
+    ("extra.extended_from.factor", math.inf),
 ]
 
 
@@ -122,15 +154,26 @@ def test_a_damaged_latest_json_step_is_refused(run, value):
     _one_line_naming(info, path, "step")
 
 
-EVAL_DAMAGE = [("id", "../../x"), ("id", None), ("settings.factors.1", math.nan), ("settings.batch_size", math.inf),
-               ("device", 3), ("device", ""), ("weights_sha256", 12)]
+EVAL_DAMAGE = [
+    ("id", "../../x"),
+    ("id", None),
+    ("settings.factors.1", math.nan),
+    ("settings.batch_size", math.inf),
+    ("device", 3),
+    ("device", ""),
+    ("weights_sha256", 12),
+]
 
 
 @pytest.mark.parametrize("field, value", EVAL_DAMAGE, ids=[f"{f}={v!r}" for f, v in EVAL_DAMAGE])
 def test_a_damaged_evaluation_record_is_refused_naming_it(tmp_path, field, value):
     path = tmp_path / "eval.yaml"
-    record = {"id": "0123456789", "settings": {"factors": [1, 2, 4], "batch_size": 8}, "device": "cpu",
-              "weights_sha256": "ab" * 32}
+    record = {
+        "id": "0123456789",
+        "settings": {"factors": [1, 2, 4], "batch_size": 8},
+        "device": "cpu",
+        "weights_sha256": "ab" * 32,
+    }
     _set(record, field, value)
     path.write_text(yaml.safe_dump(record), encoding="utf-8")
     with pytest.raises(PosxError) as info:
@@ -149,9 +192,9 @@ def test_the_fixture_records_load(run):
 # ---------------------------------------------------------------- what is accepted is valid
 
 HOSTILE = st.one_of(
-    st.sampled_from([math.nan, math.inf, -math.inf, 0, -1, 1e308, 2 ** 63, 0.5, 1, True, "", "x", "nan", None]),
+    st.sampled_from([math.nan, math.inf, -math.inf, 0, -1, 1e308, 2**63, 0.5, 1, True, "", "x", "nan", None]),
     st.floats(allow_nan=True, allow_infinity=True),
-    st.integers(min_value=-(2 ** 70), max_value=2 ** 70),
+    st.integers(min_value=-(2**70), max_value=2**70),
     st.text(max_size=5),
     st.lists(st.floats(allow_nan=True, allow_infinity=True), max_size=3),
 )
@@ -188,14 +231,31 @@ def _assert_valid_rope(rope) -> None:
 
 
 def _valid_lineage(lineage: Lineage) -> bool:
-    return (math.isfinite(lineage.factor) and lineage.factor > 0 and lineage.train_context >= 1
-            and lineage.steps >= 0 and lineage.parent_step >= 0 and bool(lineage.parent) and bool(lineage.method)
-            and all(isinstance(v, int) and not isinstance(v, bool)
-                    for v in (lineage.steps, lineage.train_context, lineage.parent_step)))
+    return (
+        math.isfinite(lineage.factor)
+        and lineage.factor > 0
+        and lineage.train_context >= 1
+        and lineage.steps >= 0
+        and lineage.parent_step >= 0
+        and bool(lineage.parent)
+        and bool(lineage.method)
+        and all(
+            isinstance(v, int) and not isinstance(v, bool)
+            for v in (lineage.steps, lineage.train_context, lineage.parent_step)
+        )
+    )
 
 
-@pytest.mark.parametrize("field", ["step", "train_context", "weights_sha256", *(f"rope.{f}" for f in ROPE_FIELDS),
-                                   *(f"extended_from.{f}" for f in LINEAGE_FIELDS)])
+@pytest.mark.parametrize(
+    "field",
+    [
+        "step",
+        "train_context",
+        "weights_sha256",
+        *(f"rope.{f}" for f in ROPE_FIELDS),
+        *(f"extended_from.{f}" for f in LINEAGE_FIELDS),
+    ],
+)
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(value=HOSTILE)
 def test_an_accepted_model_json_is_valid(field, value):
@@ -210,8 +270,16 @@ def test_an_accepted_model_json_is_valid(field, value):
     assert meta.weights_sha256 is None or (isinstance(meta.weights_sha256, str) and meta.weights_sha256)
 
 
-@pytest.mark.parametrize("field", ["val_loss", "data_sha256", "tokenizer_sha256", *(f"rope.{f}" for f in ROPE_FIELDS),
-                                   *(f"extended_from.{f}" for f in LINEAGE_FIELDS)])
+@pytest.mark.parametrize(
+    "field",
+    [
+        "val_loss",
+        "data_sha256",
+        "tokenizer_sha256",
+        *(f"rope.{f}" for f in ROPE_FIELDS),
+        *(f"extended_from.{f}" for f in LINEAGE_FIELDS),
+    ],
+)
 @settings(max_examples=30, deadline=None)
 @given(value=HOSTILE)
 def test_an_accepted_checkpoint_record_is_valid(field, value):

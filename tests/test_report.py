@@ -13,25 +13,30 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
-from conftest import REPO, run_posx
-from helpers.cli import start_posx
 
 from posx.model.config import GPTConfig
 from posx.report.summary import report
 from posx.runs.records import Lineage, RunMeta
 
+from conftest import REPO, run_posx
+from helpers.cli import start_posx
+
 pytestmark = pytest.mark.slow  # every test here runs the CLI in a subprocess or trains
 
-EVAL = ["eval.factors=[1,2,4]", "eval.methods=[none,pi]", "eval.passkey.digits=3",
-        "eval.passkey.trials=4", "eval.passkey.depth_buckets=2"]
+EVAL = [
+    "eval.factors=[1,2,4]",
+    "eval.methods=[none,pi]",
+    "eval.passkey.digits=3",
+    "eval.passkey.trials=4",
+    "eval.passkey.depth_buckets=2",
+]
 
 
 @pytest.fixture(scope="module")
 def two_seeds(tmp_path_factory, tiny_args) -> dict[str, Path]:
     work = tmp_path_factory.mktemp("report")
     for seed in (0, 1):
-        run_posx("train", f"seed={seed}", f"name=rope-s{seed}", "eval.after_train=true", *EVAL, *tiny_args,
-                 cwd=work)
+        run_posx("train", f"seed={seed}", f"name=rope-s{seed}", "eval.after_train=true", *EVAL, *tiny_args, cwd=work)
     runs = work / "results" / "runs"
     return {"work": work, "a": runs / "rope-s0", "b": runs / "rope-s1"}
 
@@ -113,7 +118,10 @@ def test_report_mean_and_std_over_two_seeds(two_seeds, tmp_path):
 def test_a_run_missing_a_table_is_listed_not_dropped(two_seeds, tmp_path):
     work = two_seeds["work"]
     sweep = tmp_path / "sweep"
-    for name, drop in (("0_rope_s0", ["positions.csv", "passkey.csv"]), ("1_rope_s1", ["extrapolation.csv", "positions.csv"])):
+    for name, drop in (
+        ("0_rope_s0", ["positions.csv", "passkey.csv"]),
+        ("1_rope_s1", ["extrapolation.csv", "positions.csv"]),
+    ):
         shutil.copytree(two_seeds["a" if name.startswith("0") else "b"], sweep / name)
         for table in drop:
             (sweep / name / table).unlink()
@@ -121,8 +129,12 @@ def test_a_run_missing_a_table_is_listed_not_dropped(two_seeds, tmp_path):
     reports = sorted((work / "results" / "reports").iterdir())
     out = reports[-1]
     missing = {(Path(r["run"]).name, r["missing"]) for r in read(out / "missing.csv")}
-    assert missing == {("0_rope_s0", "positions.csv"), ("0_rope_s0", "passkey.csv"),
-                       ("1_rope_s1", "extrapolation.csv"), ("1_rope_s1", "positions.csv")}
+    assert missing == {
+        ("0_rope_s0", "positions.csv"),
+        ("0_rope_s0", "passkey.csv"),
+        ("1_rope_s1", "extrapolation.csv"),
+        ("1_rope_s1", "positions.csv"),
+    }
     assert "missing" in proc.stdout and "1_rope_s1" in proc.stdout.replace("\n", "")
     assert all(int(r["n_seeds"]) == 1 for r in read(out / "summary.csv"))
     assert "positions.png: not drawn" in proc.stdout
@@ -136,9 +148,11 @@ def test_a_report_is_never_overwritten_and_bad_paths_are_one_line(two_seeds, tmp
     out = tmp_path / "taken"
     out.mkdir()
     (out / "summary.csv").write_text("keep me\n")
-    for args, needle in (([str(two_seeds["a"]), "--out", str(out)], "already exists"),
-                         ([str(tmp_path / "nowhere")], "not a directory"),
-                         ([str(tmp_path)], "neither a run directory")):
+    for args, needle in (
+        ([str(two_seeds["a"]), "--out", str(out)], "already exists"),
+        ([str(tmp_path / "nowhere")], "not a directory"),
+        ([str(tmp_path)], "neither a run directory"),
+    ):
         proc = run_posx("report", *args, cwd=work, check=False)
         assert proc.returncode != 0 and needle in proc.stderr and "Traceback" not in proc.stderr
     assert (out / "summary.csv").read_text() == "keep me\n"
@@ -149,8 +163,11 @@ def _fake_run(root: Path, name: str, rows: list[dict], seed: int, parent: str | 
     run = root / name
     run.mkdir()
     (run / "config.yaml").write_text(f"seed: {seed}\n")
-    lineage = Lineage(parent=parent, parent_path="", method="yarn", factor=4.0, steps=1, train_context=128,
-                      parent_step=1) if parent else None
+    lineage = (
+        Lineage(parent=parent, parent_path="", method="yarn", factor=4.0, steps=1, train_context=128, parent_step=1)
+        if parent
+        else None
+    )
     meta = RunMeta(GPTConfig(), train_context=512 if parent else 128, data={}, step=1, extended_from=lineage)
     (run / "model.json").write_text(json.dumps(meta.to_dict()))
     with open(run / "extrapolation.csv", "w", newline="") as f:
@@ -162,17 +179,35 @@ def _fake_run(root: Path, name: str, rows: list[dict], seed: int, parent: str | 
 
 def test_report_groups_extended_runs_by_parent_and_stage(tmp_path):
     def row(method, factor, ppl, stage):
-        return {"run": "r", "pos": "rope", "train_context": 128, "eval_context": int(128 * factor),
-                "factor": factor, "method": method, "ppl": ppl, "status": "ok",
-                "protocol": "nonoverlapping", "stage": stage}
+        return {
+            "run": "r",
+            "pos": "rope",
+            "train_context": 128,
+            "eval_context": int(128 * factor),
+            "factor": factor,
+            "method": method,
+            "ppl": ppl,
+            "status": "ok",
+            "protocol": "nonoverlapping",
+            "stage": stage,
+        }
 
     runs = tmp_path / "runs"
     runs.mkdir()
     _fake_run(runs, "base", [row("yarn", 1.0, 4.0, "zero-shot"), row("yarn", 4.0, 5.0, "zero-shot")], 0)
     for i, (zs, ext) in enumerate([(5.0, 3.0), (7.0, 4.0)]):
-        _fake_run(runs, f"base-yarn-x4-{i}", [row("yarn", 1.0, 4.0, "zero-shot"), row("yarn", 4.0, zs, "zero-shot"),
-                                              row("yarn", 1.0, 3.0, "extended"), row("yarn", 4.0, ext, "extended")],
-                  seed=i, parent="base")
+        _fake_run(
+            runs,
+            f"base-yarn-x4-{i}",
+            [
+                row("yarn", 1.0, 4.0, "zero-shot"),
+                row("yarn", 4.0, zs, "zero-shot"),
+                row("yarn", 1.0, 3.0, "extended"),
+                row("yarn", 4.0, ext, "extended"),
+            ],
+            seed=i,
+            parent="base",
+        )
     out = report([runs], out=tmp_path / "rep")
     summary = {(r["parent"], r["method"], float(r["factor"])): r for r in read(out / "summary.csv")}
     # the plain run stands alone; the two extensions of `base` (a RoPE run at T=128) group

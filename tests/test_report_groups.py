@@ -21,20 +21,47 @@ def read(path: Path) -> list[dict]:
         return list(csv.DictReader(f))
 
 
-def _run(root: Path, name: str, seed: int, ppl: float, T: int = 32, steps: int = 6, tokens: int | None = 512,
-         pos: str = "rope", lo_hi=(None, None)) -> Path:
+def _run(
+    root: Path,
+    name: str,
+    seed: int,
+    ppl: float,
+    T: int = 32,
+    steps: int = 6,
+    tokens: int | None = 512,
+    pos: str = "rope",
+    lo_hi=(None, None),
+) -> Path:
     run = root / name
     run.mkdir(parents=True)
-    (run / "config.yaml").write_text(yaml.safe_dump({"seed": seed, "name": name, "device": "cpu",
-                                                     "train": {"context_length": T, "steps": steps, "lr": 0.003}}))
+    (run / "config.yaml").write_text(
+        yaml.safe_dump(
+            {"seed": seed, "name": name, "device": "cpu", "train": {"context_length": T, "steps": steps, "lr": 0.003}}
+        )
+    )
     meta = RunMeta(GPTConfig(pos=pos, max_positions=T), train_context=T, data={"sha256": "ab" * 32}, step=steps)
     (run / "model.json").write_text(json.dumps(meta.to_dict()))
     (run / "metrics.csv").write_text("step,train_loss,val_loss,lr,tokens_per_s\n1,5.0,,1,1\n2,4.0,4.5,1,1\n")
     if tokens is not None:  # a table that records its settings
         (run / "eval.yaml").write_text(yaml.safe_dump({"id": "x", "settings": {"tokens": tokens, "factors": [1, 2]}}))
-    rows = [{"run": name, "pos": pos, "train_context": T, "eval_context": T * f, "factor": float(f), "method": "none",
-             "ppl": ppl * f, "status": "ok", "tokens": tokens or 512, "protocol": "nonoverlapping", "stage": "zero-shot",
-             "ppl_lo": lo_hi[0] or "", "ppl_hi": lo_hi[1] or ""} for f in (1, 2)]
+    rows = [
+        {
+            "run": name,
+            "pos": pos,
+            "train_context": T,
+            "eval_context": T * f,
+            "factor": float(f),
+            "method": "none",
+            "ppl": ppl * f,
+            "status": "ok",
+            "tokens": tokens or 512,
+            "protocol": "nonoverlapping",
+            "stage": "zero-shot",
+            "ppl_lo": lo_hi[0] or "",
+            "ppl_hi": lo_hi[1] or "",
+        }
+        for f in (1, 2)
+    ]
     with open(run / "extrapolation.csv", "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
         writer.writeheader()
@@ -59,7 +86,7 @@ def test_unlike_runs_are_never_pooled_and_groups_are_labelled_by_what_differs(tm
     pooled = next(label for label, g in groups.items() if g["runs"] == "2")
     assert groups[pooled]["seeds"] == "0,1" and "T=32" in pooled and "eval.tokens=512" in pooled
     assert float(summary[(pooled, "rope", 1.0)]["ppl_mean"]) == pytest.approx(11.0)
-    assert float(summary[(pooled, "rope", 1.0)]["ppl_lo"]) == pytest.approx(11.0 - 2 ** 0.5)
+    assert float(summary[(pooled, "rope", 1.0)]["ppl_lo"]) == pytest.approx(11.0 - 2**0.5)
     assert summary[(pooled, "rope", 1.0)]["band"] == "± std over seeds"
     long = next(label for label in groups if "T=64" in label)
     assert "steps=60" in long and int(summary[(long, "rope", 1.0)]["n_seeds"]) == 1
@@ -104,11 +131,24 @@ def test_position_curves_carry_their_spread_and_can_be_smoothed():
 
     from posx.report.plots import position_curves
 
-    rows = [{"group": "-", "parent": "", "encoding": "rope", "method": "none", "factor": 1.0, "train_context": 4,
-             "bucket_start": b, "bucket_end": b + 1, "nll": float(b % 2) + run, "run_dir": str(run)}
-            for run in (0, 1) for b in range(6)]
+    rows = [
+        {
+            "group": "-",
+            "parent": "",
+            "encoding": "rope",
+            "method": "none",
+            "factor": 1.0,
+            "train_context": 4,
+            "bucket_start": b,
+            "bucket_end": b + 1,
+            "nll": float(b % 2) + run,
+            "run_dir": str(run),
+        }
+        for run in (0, 1)
+        for b in range(6)
+    ]
     curves, _ = position_curves(pd.DataFrame(rows), None)
     assert curves["nll"].tolist() == [0.5, 1.5] * 3
-    assert curves["nll_std"].tolist() == pytest.approx([2 ** -0.5] * 6)
+    assert curves["nll_std"].tolist() == pytest.approx([2**-0.5] * 6)
     smoothed, _ = position_curves(pd.DataFrame(rows), None, smooth=3)
     assert smoothed["nll"].tolist() == pytest.approx([1.0, 5 / 6, 7 / 6, 5 / 6, 7 / 6, 1.0])

@@ -34,19 +34,46 @@ def _table(path: Path, rows: list[dict]) -> None:
 
 
 def _rows(name, pos, ppl: dict, protocol="nonoverlapping", beyond="none", stage="zero-shot", method="none"):
-    return [{"run": name, "pos": pos, "train_context": T, "eval_context": int(T * f), "factor": float(f),
-             "method": method, "ppl": p, "status": "ok", "tokens": 512, "protocol": protocol, "stage": stage,
-             "absolute_beyond": beyond} for f, p in ppl.items()]
+    return [
+        {
+            "run": name,
+            "pos": pos,
+            "train_context": T,
+            "eval_context": int(T * f),
+            "factor": float(f),
+            "method": method,
+            "ppl": p,
+            "status": "ok",
+            "tokens": 512,
+            "protocol": protocol,
+            "stage": stage,
+            "absolute_beyond": beyond,
+        }
+        for f, p in ppl.items()
+    ]
 
 
-def _run(root: Path, name: str, seed: int, pos: str = "rope", sha: str = "w0", lineage: Lineage | None = None,
-         metrics: str = "step,train_loss,val_loss,lr,tokens_per_s\n1,5.0,,1,1\n") -> Path:
+def _run(
+    root: Path,
+    name: str,
+    seed: int,
+    pos: str = "rope",
+    sha: str = "w0",
+    lineage: Lineage | None = None,
+    metrics: str = "step,train_loss,val_loss,lr,tokens_per_s\n1,5.0,,1,1\n",
+) -> Path:
     run = root / name
     run.mkdir(parents=True)
     (run / "config.yaml").write_text(yaml.safe_dump({"seed": seed, "name": name, "train": {"context_length": T}}))
     context = T * (4 if lineage else 1)
-    meta = RunMeta(GPTConfig(pos=pos, max_positions=context), train_context=context, data={"sha256": "ab" * 32},
-                   step=6, weights_sha256=sha, extended_from=lineage)
+    meta = RunMeta(
+        GPTConfig(pos=pos, max_positions=context),
+        train_context=context,
+        data={"sha256": "ab" * 32},
+        step=6,
+        weights_sha256=sha,
+        extended_from=lineage,
+    )
     (run / "model.json").write_text(json.dumps(meta.to_dict()))
     (run / "metrics.csv").write_text(metrics)
     return run
@@ -58,8 +85,9 @@ def _evaluate(run: Path, settings: dict, rows: list[dict], sha: str = "w0", when
     folder = run / "eval" / eid
     folder.mkdir(parents=True)
     _table(folder / "extrapolation.csv", rows)
-    (folder / "eval.yaml").write_text(yaml.safe_dump({"id": eid, "settings": settings, "device": "cpu",
-                                                      "weights_sha256": sha}))
+    (folder / "eval.yaml").write_text(
+        yaml.safe_dump({"id": eid, "settings": settings, "device": "cpu", "weights_sha256": sha})
+    )
     for name in ("extrapolation.csv", "eval.yaml"):
         (run / name).write_bytes((folder / name).read_bytes())
     if when is not None:
@@ -78,10 +106,15 @@ def test_every_kept_evaluation_is_read_and_absolute_ways_past_the_table_are_meth
         for i, beyond in enumerate(("none", "clamp", "interpolate")):
             ppl = {1: 4.0 + seed, 2: 10.0 * (i + 1) + seed}
             values[(beyond, seed)] = ppl
-            _evaluate(run, {"absolute_beyond": beyond}, _rows(run.name, "absolute", ppl, beyond=beyond),
-                      when=1_000_000 + i)
-        _evaluate(run, {"protocol": "sliding"}, _rows(run.name, "absolute", {1: 3.0, 2: 3.5}, protocol="sliding"),
-                  when=1_000_010)
+            _evaluate(
+                run, {"absolute_beyond": beyond}, _rows(run.name, "absolute", ppl, beyond=beyond), when=1_000_000 + i
+            )
+        _evaluate(
+            run,
+            {"protocol": "sliding"},
+            _rows(run.name, "absolute", {1: 3.0, 2: 3.5}, protocol="sliding"),
+            when=1_000_010,
+        )
     out = report([tmp_path / "runs"], out=tmp_path / "all", evaluations="all")
     s = _summary(out)
     got = {(r.method, r.protocol, r.factor): r for r in s.itertuples()}
@@ -115,14 +148,26 @@ def _extension_family(root: Path, zero: dict, extended: dict, val: dict) -> None
         parent = _run(root, f"rope-s{seed}", seed)
         _evaluate(parent, {"m": 1}, _rows(parent.name, "rope", {1: 4.0 + 0.1 * seed, 4: 6.0}))
         for method in zero:
-            lineage = Lineage(parent=parent.name, parent_path=str(parent), method=method, factor=4.0, steps=40,
-                              train_context=T, parent_step=6)
+            lineage = Lineage(
+                parent=parent.name,
+                parent_path=str(parent),
+                method=method,
+                factor=4.0,
+                steps=40,
+                train_context=T,
+                parent_step=6,
+            )
             curve = "".join(f"{step},3.0,{math.log(v[seed])},1,1\n" for step, v in val[method].items())
-            child = _run(root, f"rope-s{seed}-{method}", 0, lineage=lineage,
-                         metrics="step,train_loss,val_loss,lr,tokens_per_s\n" + curve)
-            rows = (_rows(child.name, "rope", {4: zero[method][seed]}, method=method)
-                    + _rows(child.name, "rope", {1: 4.5, 4: extended[method][seed], 8: 7.0}, stage="extended",
-                            method=method))
+            child = _run(
+                root,
+                f"rope-s{seed}-{method}",
+                0,
+                lineage=lineage,
+                metrics="step,train_loss,val_loss,lr,tokens_per_s\n" + curve,
+            )
+            rows = _rows(child.name, "rope", {4: zero[method][seed]}, method=method) + _rows(
+                child.name, "rope", {1: 4.5, 4: extended[method][seed], 8: 7.0}, stage="extended", method=method
+            )
             _evaluate(child, {"m": 2}, rows)
 
 
@@ -157,8 +202,10 @@ def test_two_extensions_of_one_parent_with_one_seed_are_duplicates(tmp_path):
         (shutil.copytree if item.is_dir() else shutil.copy2)(item, twin / item.name)
     out = report([tmp_path / "runs"], out=tmp_path / "rep", evaluations="all")
     dup = pd.read_csv(out / "duplicates.csv")
-    assert len(dup) == 1 and {Path(dup["run"][0]).name, Path(dup["counted"][0]).name} == {"rope-s1-pi",
-                                                                                         "rope-s1-pi-again"}
+    assert len(dup) == 1 and {Path(dup["run"][0]).name, Path(dup["counted"][0]).name} == {
+        "rope-s1-pi",
+        "rope-s1-pi-again",
+    }
     assert pd.read_csv(out / "extension.csv")["n_seeds"].tolist() == [3]
 
 
@@ -183,18 +230,42 @@ def test_a_difference_is_called_only_past_two_standard_deviations():
 
 
 def _summary_of(cells: dict) -> pd.DataFrame:
-    return pd.DataFrame([{"group": "-", "parent": "", "encoding": e, "method": m, "protocol": "nonoverlapping",
-                          "factor": float(f), "ppl_mean": mean, "ppl_std": std, "n_seeds": 3}
-                         for (e, m, f), (mean, std) in cells.items()])
+    return pd.DataFrame(
+        [
+            {
+                "group": "-",
+                "parent": "",
+                "encoding": e,
+                "method": m,
+                "protocol": "nonoverlapping",
+                "factor": float(f),
+                "ppl_mean": mean,
+                "ppl_std": std,
+                "n_seeds": 3,
+            }
+            for (e, m, f), (mean, std) in cells.items()
+        ]
+    )
 
 
 def test_the_alibi_paper_orderings_reproduce_reverse_and_fail_as_the_numbers_say():
-    cells = {("sinusoidal", "none", 1): (4.0, 0.1), ("sinusoidal", "none", 2): (40.0, 5.0),
-             ("sinusoidal", "none", 8): (900.0, 50.0), ("rope", "none", 1): (4.0, 0.1),
-             ("rope", "none", 8): (60.0, 5.0), ("t5", "none", 1): (4.0, 0.1), ("t5", "none", 8): (8.0, 0.5),
-             ("alibi", "none", 1): (4.0, 0.1), ("alibi", "none", 8): (3.9, 0.1)}
-    verdicts = dict(zip(check(Numbers(_summary_of(cells)))["claim"].str.split(" ").str[0],
-                        check(Numbers(_summary_of(cells)))["verdict"]))
+    cells = {
+        ("sinusoidal", "none", 1): (4.0, 0.1),
+        ("sinusoidal", "none", 2): (40.0, 5.0),
+        ("sinusoidal", "none", 8): (900.0, 50.0),
+        ("rope", "none", 1): (4.0, 0.1),
+        ("rope", "none", 8): (60.0, 5.0),
+        ("t5", "none", 1): (4.0, 0.1),
+        ("t5", "none", 8): (8.0, 0.5),
+        ("alibi", "none", 1): (4.0, 0.1),
+        ("alibi", "none", 8): (3.9, 0.1),
+    }
+    verdicts = dict(
+        zip(
+            check(Numbers(_summary_of(cells)))["claim"].str.split(" ").str[0],
+            check(Numbers(_summary_of(cells)))["verdict"],
+        )
+    )
     assert verdicts["sinusoidal"] == verdicts["rotary"] == verdicts["ALiBi"] == "reproduced"
     assert verdicts["the"] == "reproduced"  # the T5 bias degrades slowly
     cells[("alibi", "none", 8)] = (6.0, 0.1)  # worse far out than at T: not flat

@@ -17,23 +17,25 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from conftest import REPO, TINY, run_posx, stop_with_sigterm
-
-from posx.runs import checkpoint
-from posx.config.compose import compose
-from posx.config.compose import to_yaml
-from posx.core.errors import Preempted, PosxError
-from posx.model.gpt import GPT
-from posx.core.progress import Reporter
+from posx.config.compose import compose, to_yaml
 from posx.config.resume import differences, resume_config, saved_config
-from posx.train.loop import Fresh, Resume, gpt_config, make_optimizer, train
+from posx.core.errors import PosxError, Preempted
+from posx.core.progress import Reporter
+from posx.model.gpt import GPT
+from posx.runs import checkpoint
+from posx.train.loop import train
+from posx.train.state import Fresh, Resume, gpt_config
+from posx.train.steps import make_optimizer
+
+from conftest import REPO, TINY, run_posx, stop_with_sigterm
 
 pytestmark = pytest.mark.slow  # every test here runs the CLI in a subprocess or trains
 
 
 def tiny_cfg(tmp_path: Path, corpus: Path, *extra: str):
-    return compose([*TINY, "data=text", f"data.path={corpus}", f"results_dir={tmp_path / 'results'}",
-                    "model.dropout=0.1", *extra])
+    return compose(
+        [*TINY, "data=text", f"data.path={corpus}", f"results_dir={tmp_path / 'results'}", "model.dropout=0.1", *extra]
+    )
 
 
 def signal_at(monkeypatch, step: int, sig=signal.SIGTERM) -> None:
@@ -123,9 +125,18 @@ def test_a_second_process_cannot_train_into_a_locked_run(tmp_path, text_corpus):
     run = tmp_path / "run"
     run.mkdir()
     child = subprocess.Popen(  # another process holds the run's lock
-        [sys.executable, "-c", "import sys, time; sys.path.insert(0, sys.argv[1]);"
-         "from posx.core.lock import exclusive\nwith exclusive(sys.argv[2]):\n print('held', flush=True); time.sleep(60)",
-         str(REPO), str(run)], stdout=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-c",
+            "import sys, time; sys.path.insert(0, sys.argv[1]);"
+            "from posx.core.lock import exclusive\n"
+            "with exclusive(sys.argv[2]):\n print('held', flush=True); time.sleep(60)",
+            str(REPO),
+            str(run),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert child.stdout.readline().strip() == "held"
         with pytest.raises(PosxError, match="being trained by another posx process"):
@@ -166,8 +177,13 @@ def test_disk_full_while_checkpointing_keeps_the_previous_checkpoint(tmp_path, t
 def test_disk_full_on_a_real_tiny_filesystem(tmp_path, text_corpus):
     mount = tmp_path / "small"
     mount.mkdir()
-    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=600k", "tmpfs", str(mount)],
-                                           capture_output=True).returncode != 0:
+    if (
+        os.geteuid() != 0
+        or subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=600k", "tmpfs", str(mount)], capture_output=True
+        ).returncode
+        != 0
+    ):
         pytest.skip("needs root and permission to mount a tmpfs")
     try:
         # one checkpoint of this model is ~0.4 MB: the first fits, the second cannot sit beside it
@@ -207,8 +223,9 @@ def test_nonfinite_loss_names_the_step_and_keeps_the_last_good_checkpoint(tmp_pa
 
 
 def test_nonfinite_loss_through_the_cli_exits_nonzero_and_keeps_the_run(tmp_path, tiny_args):
-    proc = run_posx("train", *tiny_args, "name=boom", "train.lr=1e30", "train.checkpoint_every=1",
-                    cwd=tmp_path, check=False)
+    proc = run_posx(
+        "train", *tiny_args, "name=boom", "train.lr=1e30", "train.checkpoint_every=1", cwd=tmp_path, check=False
+    )
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
     assert "training loss is nan at step" in proc.stderr or "is non-finite at step" in proc.stderr
     run = tmp_path / "results" / "runs" / "boom"
@@ -254,8 +271,11 @@ def test_resume_accepts_safe_overrides_and_refuses_the_rest(tmp_path, text_corpu
     run = tmp_path / "run"
     run.mkdir()
     (run / "config.yaml").write_text(to_yaml(cfg))
-    ok = resume_config(run, ["train.checkpoint_every=7", "eval.tokens=1024", "train.steps=2"],
-                       compose(["train.checkpoint_every=7", "eval.tokens=1024", "train.steps=2"]))
+    ok = resume_config(
+        run,
+        ["train.checkpoint_every=7", "eval.tokens=1024", "train.steps=2"],
+        compose(["train.checkpoint_every=7", "eval.tokens=1024", "train.steps=2"]),
+    )
     assert ok.train.checkpoint_every == 7 and ok.eval.tokens == 1024 and ok.model.d_model == 32
     for bad in (["train.steps=3"], ["train.lr=0.01"], ["pos=absolute"], ["seed=1"]):
         with pytest.raises(PosxError, match="would change the resumed run"):
@@ -275,8 +295,7 @@ def test_a_requeued_sweep_job_resumes_its_checkpoint(tmp_path, tiny_args, monkey
         signal_at(m, 5)
         with pytest.raises(Preempted):
             train(cfg, job, Fresh())
-    other = run_posx("train", "-m", *overrides, "train.lr=0.01", f"hydra.sweep.dir={sweep}", cwd=tmp_path,
-                     check=False)
+    other = run_posx("train", "-m", *overrides, "train.lr=0.01", f"hydra.sweep.dir={sweep}", cwd=tmp_path, check=False)
     assert other.returncode != 0 and "holds a checkpoint of another config (differs in train.lr)" in other.stderr
     assert checkpoint.latest_step(job) == 5
     proc = run_posx("train", "-m", *overrides, f"hydra.sweep.dir={sweep}", cwd=tmp_path)

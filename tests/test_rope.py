@@ -8,8 +8,7 @@ import pytest
 import torch
 
 from posx.core.errors import PosxError
-from posx.rope import (DYNAMIC_METHODS, METHODS, base_inv_freq, frequencies, method_params,
-                       wavelengths)
+from posx.rope import DYNAMIC_METHODS, METHODS, base_inv_freq, frequencies, method_params, wavelengths
 
 D, B, L = 64, 10000.0, 256  # the setting of the reference table
 RTOL = 1e-6
@@ -21,15 +20,19 @@ def freqs(method, factor=1.0, d=D, original_context=L, **params):
 
 # --------------------------------------------------------------------------- reference table
 
-@pytest.mark.parametrize("method, factor, params, total, at8, attention", [
-    ("none", 1.0, {}, 3.9979082, 1.000000e-1, 1.0),
-    ("pi", 4.0, {}, 0.9994771, 2.500000e-2, 1.0),
-    ("dynamic_ntk", 4.0, {"length": 1024}, 3.2293802, None, 1.0),
-    ("yarn", 2.0, {}, 3.5479591, None, 1.069315),
-    ("yarn", 4.0, {}, 3.3229845, 5.384615e-2, 1.138629),
-    ("yarn", 8.0, {}, 3.2104972, None, 1.207944),
-    ("llama3", 4.0, {}, 3.8398706, None, 1.0),
-])
+
+@pytest.mark.parametrize(
+    "method, factor, params, total, at8, attention",
+    [
+        ("none", 1.0, {}, 3.9979082, 1.000000e-1, 1.0),
+        ("pi", 4.0, {}, 0.9994771, 2.500000e-2, 1.0),
+        ("dynamic_ntk", 4.0, {"length": 1024}, 3.2293802, None, 1.0),
+        ("yarn", 2.0, {}, 3.5479591, None, 1.069315),
+        ("yarn", 4.0, {}, 3.3229845, 5.384615e-2, 1.138629),
+        ("yarn", 8.0, {}, 3.2104972, None, 1.207944),
+        ("llama3", 4.0, {}, 3.8398706, None, 1.0),
+    ],
+)
 def test_reference_values(method, factor, params, total, at8, attention):
     inv, att = freqs(method, factor, **params)
     assert inv.dtype == torch.float32 and inv.shape == (D // 2,)
@@ -51,13 +54,11 @@ def test_dynamic_ntk_reference_base():
 
 def test_method_params_defaults_and_copy():
     assert method_params("none") == {}
-    assert method_params("yarn") == {"beta_fast": 32.0, "beta_slow": 1.0, "truncate": True,
-                                     "attention_factor": None}
+    assert method_params("yarn") == {"beta_fast": 32.0, "beta_slow": 1.0, "truncate": True, "attention_factor": None}
     assert method_params("ntk_by_parts") == {"beta_fast": 32.0, "beta_slow": 1.0, "truncate": True}
     assert method_params("abf") == {"new_base": 500000.0}
     assert method_params("llama3") == {"low_freq_factor": 1.0, "high_freq_factor": 4.0}
-    assert set(method_params("longrope")) == {"short_factor", "long_factor", "length",
-                                              "attention_factor"}
+    assert set(method_params("longrope")) == {"short_factor", "long_factor", "length", "attention_factor"}
     for m in DYNAMIC_METHODS:
         assert "length" in method_params(m)
     before = method_params("yarn")
@@ -83,6 +84,7 @@ def test_output_type(method):
 
 # --------------------------------------------------------------------------- invariants
 
+
 @pytest.mark.parametrize("method", METHODS)
 @pytest.mark.parametrize("d, original_context", [(32, 128), (64, 256), (128, 2048)])
 def test_factor_one_is_none(method, d, original_context):
@@ -93,8 +95,7 @@ def test_factor_one_is_none(method, d, original_context):
     assert att == 1.0
 
 
-@pytest.mark.parametrize("method, factor", [("dynamic_ntk", 4.0), ("dynamic_yarn", 1.0),
-                                            ("longrope", 4.0)])
+@pytest.mark.parametrize("method, factor", [("dynamic_ntk", 4.0), ("dynamic_yarn", 1.0), ("longrope", 4.0)])
 @pytest.mark.parametrize("length", [1, 100, L - 1, L])
 def test_dynamic_methods_up_to_original_context_are_none(method, factor, length):
     params = {"length": length}
@@ -110,9 +111,9 @@ def test_dynamic_methods_up_to_original_context_are_none(method, factor, length)
 def test_pi_divides_positions(s):
     inv, att = freqs("pi", s)
     positions = torch.arange(4 * L, dtype=torch.float32)
-    torch.testing.assert_close(torch.outer(positions, inv),
-                               torch.outer(positions / s, base_inv_freq(D, B)),
-                               rtol=RTOL, atol=1e-6)
+    torch.testing.assert_close(
+        torch.outer(positions, inv), torch.outer(positions / s, base_inv_freq(D, B)), rtol=RTOL, atol=1e-6
+    )
     assert att == 1.0
 
 
@@ -183,7 +184,7 @@ def test_llama3_bands(s):
     inv, att = freqs("llama3", s)
     lam = wavelengths(theta.double())
     short = lam < L / 4.0  # high_freq_factor
-    long = lam > L / 1.0   # low_freq_factor
+    long = lam > L / 1.0  # low_freq_factor
     assert short.any() and long.any()
     assert torch.equal(inv[short], theta[short])
     torch.testing.assert_close(inv[long], theta[long] / s, rtol=RTOL, atol=0)
@@ -216,8 +217,7 @@ def test_longrope_picks_factor_list_by_length():
     theta = base_inv_freq(D, B).double()
     for length, ext in [(L, short), (L + 1, long)]:
         inv, att = freqs("longrope", 4.0, short_factor=short, long_factor=long, length=length)
-        torch.testing.assert_close(inv.double(), theta / torch.tensor(ext, dtype=torch.float64),
-                                   rtol=RTOL, atol=0)
+        torch.testing.assert_close(inv.double(), theta / torch.tensor(ext, dtype=torch.float64), rtol=RTOL, atol=0)
         assert att == pytest.approx(math.sqrt(1 + math.log(4.0) / math.log(L)), rel=1e-12)
     # without factor lists it is `none` in frequencies
     assert torch.equal(freqs("longrope", 4.0, length=4 * L)[0], base_inv_freq(D, B))
@@ -226,6 +226,7 @@ def test_longrope_picks_factor_list_by_length():
 
 # --------------------------------------------------------------------------- independent YaRN
 
+
 def yarn_reference(d, base, original_context, s, beta_fast=32.0, beta_slow=1.0):
     """YaRN written from its description (Peng et al. 2023, arXiv 2309.00071, section 3), plain Python.
 
@@ -233,6 +234,7 @@ def yarn_reference(d, base, original_context, s, beta_fast=32.0, beta_slow=1.0):
     index at which r equals beta is found by solving L / (2*pi*base^(2i/d)) = beta for i;
     the ramp runs linearly in pair index from floor(i at beta_fast) to ceil(i at beta_slow).
     """
+
     def pair_where_rotations_are(beta):
         return math.log(original_context / (2 * math.pi * beta)) / math.log(base) * d / 2
 
@@ -255,43 +257,46 @@ def yarn_reference(d, base, original_context, s, beta_fast=32.0, beta_slow=1.0):
 def test_yarn_matches_independent_reference(d, original_context, s):
     expected, attention = yarn_reference(d, B, original_context, s)
     inv, att = freqs("yarn", s, d=d, original_context=original_context)
-    torch.testing.assert_close(inv.double(), torch.tensor(expected, dtype=torch.float64),
-                               rtol=RTOL, atol=0)
+    torch.testing.assert_close(inv.double(), torch.tensor(expected, dtype=torch.float64), rtol=RTOL, atol=0)
     assert att == pytest.approx(attention, rel=1e-12)
 
 
 # --------------------------------------------------------------------------- errors
 
-@pytest.mark.parametrize("call, needle", [
-    (lambda: frequencies("rope2", D), "'rope2'"),
-    (lambda: frequencies("yarn", D, original_context=L, beta=3), "'beta'"),
-    (lambda: frequencies("none", D, wobble=1), "'wobble'"),
-    (lambda: frequencies("pi", D, factor=0.5), "0.5"),
-    (lambda: frequencies("pi", D, factor=float("nan")), "nan"),
-    (lambda: frequencies("none", 63), "63"),
-    (lambda: frequencies("none", 0), "0"),
-    (lambda: frequencies("none", 1), "1"),
-    (lambda: base_inv_freq(7, B), "7"),
-    (lambda: frequencies("none", D, base=1.0), "1.0"),
-    (lambda: frequencies("none", D, base=-5.0), "-5.0"),
-    (lambda: base_inv_freq(D, 0.5), "0.5"),
-    (lambda: frequencies("yarn", D, factor=4.0), "'yarn'"),
-    (lambda: frequencies("dynamic_ntk", D, factor=4.0, length=1024), "'dynamic_ntk'"),
-    (lambda: frequencies("dynamic_yarn", D, length=1024), "'dynamic_yarn'"),
-    (lambda: frequencies("ntk_by_parts", D, factor=2.0), "'ntk_by_parts'"),
-    (lambda: frequencies("llama3", D, factor=4.0), "'llama3'"),
-    (lambda: frequencies("longrope", D, factor=4.0), "'longrope'"),
-    (lambda: frequencies("none", D, original_context=0), "0"),
-    (lambda: frequencies("dynamic_ntk", D, B, 4.0, L, length=-3), "-3"),
-    (lambda: frequencies("dynamic_yarn", D, B, 4.0, L, length=1024), "4.0"),
-    (lambda: frequencies("longrope", D, B, 4.0, L, short_factor=[1.0] * 5), "5 entries"),
-    (lambda: frequencies("longrope", D, B, 4.0, L, long_factor=[1.0] * 33, length=2 * L), "33"),
-    (lambda: frequencies("longrope", D, B, 4.0, L, short_factor=[0.0] * 32), "0.0"),
-    (lambda: frequencies("abf", D, new_base=1.0), "1.0"),
-    (lambda: frequencies("yarn", D, B, 2.0, L, beta_fast=1.0, beta_slow=32.0), "32.0"),
-    (lambda: frequencies("llama3", D, B, 2.0, L, low_freq_factor=4.0), "4.0"),
-    (lambda: method_params("alibi"), "'alibi'"),
-])
+
+@pytest.mark.parametrize(
+    "call, needle",
+    [
+        (lambda: frequencies("rope2", D), "'rope2'"),
+        (lambda: frequencies("yarn", D, original_context=L, beta=3), "'beta'"),
+        (lambda: frequencies("none", D, wobble=1), "'wobble'"),
+        (lambda: frequencies("pi", D, factor=0.5), "0.5"),
+        (lambda: frequencies("pi", D, factor=float("nan")), "nan"),
+        (lambda: frequencies("none", 63), "63"),
+        (lambda: frequencies("none", 0), "0"),
+        (lambda: frequencies("none", 1), "1"),
+        (lambda: base_inv_freq(7, B), "7"),
+        (lambda: frequencies("none", D, base=1.0), "1.0"),
+        (lambda: frequencies("none", D, base=-5.0), "-5.0"),
+        (lambda: base_inv_freq(D, 0.5), "0.5"),
+        (lambda: frequencies("yarn", D, factor=4.0), "'yarn'"),
+        (lambda: frequencies("dynamic_ntk", D, factor=4.0, length=1024), "'dynamic_ntk'"),
+        (lambda: frequencies("dynamic_yarn", D, length=1024), "'dynamic_yarn'"),
+        (lambda: frequencies("ntk_by_parts", D, factor=2.0), "'ntk_by_parts'"),
+        (lambda: frequencies("llama3", D, factor=4.0), "'llama3'"),
+        (lambda: frequencies("longrope", D, factor=4.0), "'longrope'"),
+        (lambda: frequencies("none", D, original_context=0), "0"),
+        (lambda: frequencies("dynamic_ntk", D, B, 4.0, L, length=-3), "-3"),
+        (lambda: frequencies("dynamic_yarn", D, B, 4.0, L, length=1024), "4.0"),
+        (lambda: frequencies("longrope", D, B, 4.0, L, short_factor=[1.0] * 5), "5 entries"),
+        (lambda: frequencies("longrope", D, B, 4.0, L, long_factor=[1.0] * 33, length=2 * L), "33"),
+        (lambda: frequencies("longrope", D, B, 4.0, L, short_factor=[0.0] * 32), "0.0"),
+        (lambda: frequencies("abf", D, new_base=1.0), "1.0"),
+        (lambda: frequencies("yarn", D, B, 2.0, L, beta_fast=1.0, beta_slow=32.0), "32.0"),
+        (lambda: frequencies("llama3", D, B, 2.0, L, low_freq_factor=4.0), "4.0"),
+        (lambda: method_params("alibi"), "'alibi'"),
+    ],
+)
 def test_errors_name_the_bad_value(call, needle):
     with pytest.raises(PosxError) as info:
         call()
@@ -312,7 +317,7 @@ def test_unknown_parameter_lists_accepted_ones():
 
 def test_accepts_numpy_scalars():
     import numpy as np
-    inv, att = frequencies("dynamic_yarn", np.int64(D), np.float64(B), 1, np.int64(L),
-                           length=np.int64(4 * L))
+
+    inv, att = frequencies("dynamic_yarn", np.int64(D), np.float64(B), 1, np.int64(L), length=np.int64(4 * L))
     static, att_static = freqs("yarn", 4.0)
     assert torch.equal(inv, static) and att == att_static

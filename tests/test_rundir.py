@@ -7,10 +7,11 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import run_posx
 
 from posx.core.errors import PosxError
 from posx.runs.rundir import new_named_run_dir, new_run_dir, resolve_run, run_names
+
+from conftest import run_posx
 
 
 def test_a_chosen_name_that_exists_is_refused_with_a_hint(tmp_path):
@@ -38,6 +39,7 @@ def test_a_run_name_is_never_reused(tmp_path):
     third = new_run_dir(tmp_path, "same")
     assert [p.name for p in (first, second, third)] == ["same", "same-2", "same-3"]
     assert (first / "model.json").read_text() == "{}"
+
 
 def _results(tmp_path: Path) -> Path:
     results = tmp_path / "results"

@@ -6,8 +6,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from posx.eval import scoring
 from posx.core.errors import PosxError
+from posx.eval import scoring
 from posx.model.config import GPTConfig
 from posx.model.gpt import GPT
 
@@ -32,8 +32,8 @@ def _windows_reference(model, tokens, L, n_windows):
     total = 0.0
     with torch.no_grad():
         for w in range(n_windows):
-            x = tokens[w * L:(w + 1) * L].long()[None]
-            y = tokens[w * L + 1:(w + 1) * L + 1].long()
+            x = tokens[w * L : (w + 1) * L].long()[None]
+            y = tokens[w * L + 1 : (w + 1) * L + 1].long()
             total -= F.log_softmax(model(x)[0][0].double(), dim=-1)[torch.arange(L), y].sum().item()
     return total, n_windows * L
 
@@ -69,7 +69,7 @@ def brute_force_sliding(model, tokens, L, stride, n_tokens):
     scored = {}
     start = 0
     while len(scored) < n_tokens:
-        window = tokens[start:start + L + 1].long()
+        window = tokens[start : start + L + 1].long()
         logits = model(window[None, :-1])[0][0]  # (L, vocab)
         nll = F.cross_entropy(logits, window[1:], reduction="none")
         for p in range(L - stride, L):
@@ -103,7 +103,7 @@ def test_a_sliding_token_depends_only_on_its_context(model, tokens):
     ref = 0.0
     for k in range(4):  # windows start at 0, 10, 20, 30; targets at k*10 + 31 .. k*10 + 40
         for target in range(k * stride + L - stride + 1, k * stride + L + 1):
-            ctx = tokens[k * stride:target].long()
+            ctx = tokens[k * stride : target].long()
             logit = model(ctx[None])[0][0, -1]
             ref += F.cross_entropy(logit[None], tokens[target].long()[None]).item()
     assert scores.total == pytest.approx(ref, rel=1e-5)

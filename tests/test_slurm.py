@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from test_distributed import LONG, TOL, env, wait_for, weight_diff
 
 from conftest import run_posx
-from test_distributed import LONG, TOL, env, wait_for, weight_diff
 
 pytest.importorskip("submitit")
 pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
@@ -27,8 +27,11 @@ EVAL = ["eval.after_train=true", "eval.factors=[1,2]", "eval.methods=[none,pi]",
 
 def submitit_task(sweep: Path, job_dir_name: str, rank: int) -> int | None:
     """The pid of task ``rank`` of the submitit_local job training into ``job_dir_name``."""
-    job_ids = [log.name.split("_")[0] for log in (sweep / ".submitit").glob("*/*_0_log.out")
-               if f"{job_dir_name} " in log.read_text(errors="replace")]
+    job_ids = [
+        log.name.split("_")[0]
+        for log in (sweep / ".submitit").glob("*/*_0_log.out")
+        if f"{job_dir_name} " in log.read_text(errors="replace")
+    ]
     if not job_ids:
         return None
     for entry in Path("/proc").iterdir():
@@ -39,8 +42,11 @@ def submitit_task(sweep: Path, job_dir_name: str, rank: int) -> int | None:
             environ = set((entry / "environ").read_bytes().split(b"\0"))
         except OSError:
             continue
-        if (b"submitit.core._submit" in cmdline and f"SUBMITIT_LOCAL_JOB_ID={job_ids[0]}".encode() in environ
-                and f"SUBMITIT_LOCAL_GLOBALID={rank}".encode() in environ):
+        if (
+            b"submitit.core._submit" in cmdline
+            and f"SUBMITIT_LOCAL_JOB_ID={job_ids[0]}".encode() in environ
+            and f"SUBMITIT_LOCAL_GLOBALID={rank}".encode() in environ
+        ):
             return int(entry.name)
     return None
 
@@ -49,13 +55,31 @@ def test_a_submitit_local_sweep_is_requeued_on_usr2_and_finishes_like_an_uninter
     args = [*tiny_args, *LONG, *EVAL]
     run_posx("train", *args, "name=reference", cwd=tmp_path)  # uninterrupted, one process
     sweep = tmp_path / "sweep"
-    proc = subprocess.Popen([sys.executable, "-m", "posx", "train", "-m", *args, "pos=rope,alibi",
-                             "hydra/launcher=submitit_local", "hydra.launcher.tasks_per_node=2",
-                             f"hydra.sweep.dir={sweep}"],
-                            cwd=tmp_path, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "posx",
+            "train",
+            "-m",
+            *args,
+            "pos=rope,alibi",
+            "hydra/launcher=submitit_local",
+            "hydra.launcher.tasks_per_node=2",
+            f"hydra.sweep.dir={sweep}",
+        ],
+        cwd=tmp_path,
+        env=env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     job = sweep / "0_rope_s0"
-    wait_for(lambda: (job / "checkpoint" / "latest.json").is_file() or proc.poll() is not None, 300,
-             "the first checkpoint of the sweep's first job")
+    wait_for(
+        lambda: (job / "checkpoint" / "latest.json").is_file() or proc.poll() is not None,
+        300,
+        "the first checkpoint of the sweep's first job",
+    )
     pid = submitit_task(sweep, job.name, rank=0)
     assert pid is not None, "the job's rank-0 task was not found"
     os.kill(pid, signal.SIGUSR2)
@@ -79,7 +103,7 @@ def test_a_submitit_local_sweep_is_requeued_on_usr2_and_finishes_like_an_uninter
 FAKE = {
     # sbatch: keep the batch script, answer like sbatch does.
     "sbatch": 'for a in "$@"; do last="$a"; done\ncp "$last" "$FAKE_SLURM/batch.sh"\n'
-              'echo "$@" > "$FAKE_SLURM/sbatch.args"\necho "Submitted batch job 4242"\n',
+    'echo "$@" > "$FAKE_SLURM/sbatch.args"\necho "Submitted batch job 4242"\n',
     # srun: would run the tasks; the batch script is never executed here, so it only records.
     "srun": 'echo "$@" >> "$FAKE_SLURM/srun.args"\n',
     # sacct: every task of the array is still pending.
@@ -97,11 +121,30 @@ def test_the_slurm_batch_script_carries_the_configured_resources(tmp_path, tiny_
     environment = {**env(), "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}", "FAKE_SLURM": str(tmp_path)}
     sweep = tmp_path / "sweep"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "posx", "train", "-m", *tiny_args, "pos=rope,alibi,nope", "hydra/launcher=submitit_slurm",
-         "hydra.launcher.partition=gpu", "hydra.launcher.gpus_per_node=4", "hydra.launcher.tasks_per_node=4",
-         "hydra.launcher.timeout_min=120", "hydra.launcher.signal_delay_s=90", "hydra.launcher.max_num_timeout=3",
-         "hydra.launcher.array_parallelism=2", f"hydra.sweep.dir={sweep}"],
-        cwd=tmp_path, env=environment, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            "-m",
+            "posx",
+            "train",
+            "-m",
+            *tiny_args,
+            "pos=rope,alibi,nope",
+            "hydra/launcher=submitit_slurm",
+            "hydra.launcher.partition=gpu",
+            "hydra.launcher.gpus_per_node=4",
+            "hydra.launcher.tasks_per_node=4",
+            "hydra.launcher.timeout_min=120",
+            "hydra.launcher.signal_delay_s=90",
+            "hydra.launcher.max_num_timeout=3",
+            "hydra.launcher.array_parallelism=2",
+            f"hydra.sweep.dir={sweep}",
+        ],
+        cwd=tmp_path,
+        env=environment,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         # the fake sbatch writes sbatch.args after its copy of the batch script is complete
         wait_for(lambda: (tmp_path / "sbatch.args").is_file() or proc.poll() is not None, 120, "sbatch")
@@ -110,8 +153,15 @@ def test_the_slurm_batch_script_carries_the_configured_resources(tmp_path, tiny_
         out, err = proc.communicate(timeout=60)
     assert (tmp_path / "batch.sh").is_file(), f"{out}\n{err}"
     script = (tmp_path / "batch.sh").read_text()
-    for line in ("#SBATCH --partition=gpu", "#SBATCH --gpus-per-node=4", "#SBATCH --ntasks-per-node=4",
-                 "#SBATCH --time=120", "#SBATCH --signal=USR2@90", "#SBATCH --array=0-2%2", "#SBATCH --nodes=1"):
+    for line in (
+        "#SBATCH --partition=gpu",
+        "#SBATCH --gpus-per-node=4",
+        "#SBATCH --ntasks-per-node=4",
+        "#SBATCH --time=120",
+        "#SBATCH --signal=USR2@90",
+        "#SBATCH --array=0-2%2",
+        "#SBATCH --nodes=1",
+    ):
         assert line in script.splitlines(), f"{line} missing from:\n{script}"
     assert "srun" in script and "submitit.core._submit" in script
     assert not (sweep / "0_rope_s0").exists()  # nothing ran: the jobs were only submitted

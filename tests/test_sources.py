@@ -95,12 +95,16 @@ def test_posx_outputs_inside_the_data_path_are_not_read(tmp_path, monkeypatch):
     assert second.fingerprint["files"] == 5 and second.fingerprint["bytes"] == first.fingerprint["bytes"]
 
 
-@pytest.mark.parametrize("rows, match", [
-    ([{"text": "a b"}, {"text": None}, {"text": "c"}, {"text": None}], "row 1 of column 'text' is null \\(2 rows"),
-    ([{"text": 1}, {"text": 2}], "row 0 of column 'text' is int64"),
-    ([{"text": "a"}, {"text": "b"}, {"text": 5.5}], "row 2 of column 'text' is a float"),
-    ([{"text": ["a"]}, {"text": ["b"]}], "row 0 of column 'text' is a list"),
-], ids=["nulls", "numbers", "mixed", "lists"])
+@pytest.mark.parametrize(
+    "rows, match",
+    [
+        ([{"text": "a b"}, {"text": None}, {"text": "c"}, {"text": None}], "row 1 of column 'text' is null \\(2 rows"),
+        ([{"text": 1}, {"text": 2}], "row 0 of column 'text' is int64"),
+        ([{"text": "a"}, {"text": "b"}, {"text": 5.5}], "row 2 of column 'text' is a float"),
+        ([{"text": ["a"]}, {"text": ["b"]}], "row 0 of column 'text' is a list"),
+    ],
+    ids=["nulls", "numbers", "mixed", "lists"],
+)
 def test_a_dataset_row_that_is_not_text_is_refused_naming_it(tmp_path, rows, match):
     pytest.importorskip("datasets")
     path = tmp_path / "rows.jsonl"

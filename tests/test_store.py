@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
+from posx.core.errors import PosxError
 from posx.data import corpus as data
 from posx.data import sources, store
-from posx.core.errors import PosxError
 
 PREMOVE = Path(__file__).resolve().parent / "fixtures" / "premove"
 
@@ -79,13 +79,23 @@ def test_byte_store_holds_the_bytes_old_runs_trained_on(tmp_path):
 
 def test_bpe_store_dtype_offsets_and_documents(tmp_path):
     root, names, is_val = _text_dir(tmp_path / "c")
-    st = store.load({"source": "text", "path": str(root), "val_fraction": 0.2, "tokenizer": "bpe",
-                     "vocab_size": 600}, tmp_path / "cache")
+    st = store.load(
+        {"source": "text", "path": str(root), "val_fraction": 0.2, "tokenizer": "bpe", "vocab_size": 600},
+        tmp_path / "cache",
+    )
     assert st.train.dtype == np.uint16 and st.fingerprint["dtype"] == "uint16"
-    assert sorted(p.name for p in st.path.iterdir()) == ["docs.npz", "store.json", "tokenizer.json", "train.bin", "val.bin"]
+    assert sorted(p.name for p in st.path.iterdir()) == [
+        "docs.npz",
+        "store.json",
+        "tokenizer.json",
+        "train.bin",
+        "val.bin",
+    ]
     tok = st.tokenizer
-    for split, tokens, starts, wanted in (("train", st.train, st.train_docs, [n for n, v in zip(names, is_val) if not v]),
-                                          ("val", st.val, st.val_docs, [n for n, v in zip(names, is_val) if v])):
+    for split, tokens, starts, wanted in (
+        ("train", st.train, st.train_docs, [n for n, v in zip(names, is_val) if not v]),
+        ("val", st.val, st.val_docs, [n for n, v in zip(names, is_val) if v]),
+    ):
         assert len(starts) == len(wanted) == st.fingerprint["documents"][split]
         assert starts[0] == 0 and (np.diff(starts) > 0).all()
         assert (np.asarray(tokens) == tok.eod).sum() == len(wanted) - 1  # one separator between documents
@@ -98,8 +108,10 @@ def test_bpe_store_dtype_offsets_and_documents(tmp_path):
 
 def test_bpe_is_trained_on_the_training_split_only(tmp_path):
     root, _, _ = _text_dir(tmp_path / "c", unique_in_val="zyzzyvaquux")
-    st = store.load({"source": "text", "path": str(root), "val_fraction": 0.2, "tokenizer": "bpe",
-                     "vocab_size": 2000}, tmp_path / "cache")
+    st = store.load(
+        {"source": "text", "path": str(root), "val_fraction": 0.2, "tokenizer": "bpe", "vocab_size": 2000},
+        tmp_path / "cache",
+    )
     vocab = st.tokenizer.hf.get_vocab()
     assert not any("zyzzyva" in t for t in vocab)  # would be merged had the BPE seen the held-out files
     assert len(st.tokenizer.encode("zyzzyvaquux")) > 3
@@ -108,8 +120,10 @@ def test_bpe_is_trained_on_the_training_split_only(tmp_path):
 def test_bpe_tail_split_of_one_file(tmp_path):
     f = tmp_path / "one.txt"
     f.write_text("".join(f"sentence number {i} héllo\n" for i in range(400)), encoding="utf-8")
-    st = store.load({"source": "text", "path": str(f), "val_fraction": 0.1, "tokenizer": "bpe", "vocab_size": 300},
-                    tmp_path / "cache")
+    st = store.load(
+        {"source": "text", "path": str(f), "val_fraction": 0.1, "tokenizer": "bpe", "vocab_size": 300},
+        tmp_path / "cache",
+    )
     assert st.fingerprint["split"] == "bytes" and len(st.val) > 0
     text = st.tokenizer.decode(st.train) + st.tokenizer.decode(st.val)
     assert text == f.read_text(encoding="utf-8")
@@ -151,27 +165,36 @@ def test_datasets_json_store(tmp_path):
     pytest.importorskip("datasets")
     rows = [{"text": f"document {i}: " + "word " * (20 + i), "id": i} for i in range(30)]
     f = _jsonl(tmp_path / "docs.jsonl", rows)
-    st = store.load({"source": "datasets", "name": "json", "data_files": str(f), "tokenizer": "bpe",
-                     "vocab_size": 300}, tmp_path / "cache")
+    st = store.load(
+        {"source": "datasets", "name": "json", "data_files": str(f), "tokenizer": "bpe", "vocab_size": 300},
+        tmp_path / "cache",
+    )
     fp = st.fingerprint
     assert fp["source"] == "datasets" and fp["files"] == 30
     assert fp["documents"]["train"] + fp["documents"]["val"] == 30
-    assert st.tokenizer.decode(st.train[st.train_docs[0]:st.train_docs[1] - 1]) in {r["text"] for r in rows}
+    assert st.tokenizer.decode(st.train[st.train_docs[0] : st.train_docs[1] - 1]) in {r["text"] for r in rows}
 
 
-@pytest.mark.parametrize("case, match", [
-    ("empty", "no rows|is empty"),
-    ("column", "has no column 'body'"),
-    ("missing", "does not exist"),
-    ("no-files", "set data.data_files"),
-])
+@pytest.mark.parametrize(
+    "case, match",
+    [
+        ("empty", "no rows|is empty"),
+        ("column", "has no column 'body'"),
+        ("missing", "does not exist"),
+        ("no-files", "set data.data_files"),
+    ],
+)
 def test_bad_datasets_input_is_one_line(tmp_path, case, match):
     pytest.importorskip("datasets")
     f = _jsonl(tmp_path / "docs.jsonl", [{"text": "a b c"}]) if case != "empty" else tmp_path / "empty.jsonl"
     if case == "empty":
         f.write_text("")
-    dcfg = {"source": "datasets", "name": "json", "data_files": str(f),
-            "text_column": "body" if case == "column" else "text"}
+    dcfg = {
+        "source": "datasets",
+        "name": "json",
+        "data_files": str(f),
+        "text_column": "body" if case == "column" else "text",
+    }
     if case == "missing":
         dcfg["data_files"] = str(tmp_path / "nope.jsonl")
     if case == "no-files":

@@ -26,8 +26,17 @@ def study():
 
 
 def _args(tmp_path: Path, preset: str = "cpu", seeds=(0, 1, 2)) -> argparse.Namespace:
-    return argparse.Namespace(preset=preset, work=tmp_path, seeds=list(seeds), threads=1, factor=4.0,
-                              extend_eval_every=20, set=[], extend_set=[], eval_set=[])
+    return argparse.Namespace(
+        preset=preset,
+        work=tmp_path,
+        seeds=list(seeds),
+        threads=1,
+        factor=4.0,
+        extend_eval_every=20,
+        set=[],
+        extend_set=[],
+        eval_set=[],
+    )
 
 
 @pytest.mark.slow

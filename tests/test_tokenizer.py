@@ -5,8 +5,8 @@ import pytest
 from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import models, pre_tokenizers
 
-from posx.data import tokenizer as tok
 from posx.core.errors import PosxError
+from posx.data import tokenizer as tok
 
 TEXTS = [f"def f{i}(x):\n    return x * {i}  # héllo wörld, 日本語 {i}\n" * 5 for i in range(60)]
 

@@ -7,12 +7,12 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from conftest import run_posx
-
 from posx.config.compose import compose
 from posx.config.schema import LoggerConfig
 from posx.core.errors import PosxError
 from posx.core.trackers import Tracker, open_tracker
+
+from conftest import run_posx
 
 
 def _scalars(log_dir: Path) -> dict:
@@ -39,8 +39,20 @@ def test_tensorboard_records_training_and_evaluation_scalars(tmp_path):
     with open_tracker(logger, tmp_path, "r", {"seed": 0}, "seed: 0") as tracker:
         tracker.log({"train/loss": 2.0, "val/loss": float("nan")}, 1)
         tracker.log({"train/loss": 1.5, "val/loss": 1.7}, 2)
-        tracker.log_eval([{"method": "none", "stage": "zero-shot", "eval_context": 64, "factor": 2.0, "ppl": 5.0,
-                           "ppl_lo": 4.5, "ppl_hi": 5.5, "status": "ok"}])
+        tracker.log_eval(
+            [
+                {
+                    "method": "none",
+                    "stage": "zero-shot",
+                    "eval_context": 64,
+                    "factor": 2.0,
+                    "ppl": 5.0,
+                    "ppl_lo": 4.5,
+                    "ppl_hi": 5.5,
+                    "status": "ok",
+                }
+            ]
+        )
     scalars = _scalars(tmp_path / "logs")
     assert scalars["train/loss"] == [(1, 2.0), (2, 1.5)]
     assert scalars["val/loss"] == [(2, pytest.approx(1.7))]  # a NaN is not logged
@@ -53,8 +65,20 @@ def test_wandb_offline_writes_a_local_run(tmp_path, monkeypatch):
     logger = OmegaConf.structured(LoggerConfig(name="wandb"))
     with open_tracker(logger, tmp_path, "r", {"seed": 0}, "seed: 0") as tracker:
         tracker.log({"train/loss": 2.0}, 1)
-        tracker.log_eval([{"method": "none", "stage": "zero-shot", "eval_context": 64, "factor": 2.0, "ppl": 5.0,
-                           "ppl_lo": 4.5, "ppl_hi": 5.5, "status": "ok"}])
+        tracker.log_eval(
+            [
+                {
+                    "method": "none",
+                    "stage": "zero-shot",
+                    "eval_context": 64,
+                    "factor": 2.0,
+                    "ppl": 5.0,
+                    "ppl_lo": 4.5,
+                    "ppl_hi": 5.5,
+                    "status": "ok",
+                }
+            ]
+        )
     runs = list((tmp_path / "wandb").glob("offline-run-*"))
     assert len(runs) == 1
     logged = b"".join(p.read_bytes() for p in runs[0].glob("*.wandb"))  # the run's records, for a later sync
@@ -63,8 +87,16 @@ def test_wandb_offline_writes_a_local_run(tmp_path, monkeypatch):
 
 @pytest.mark.slow
 def test_train_and_evaluate_log_to_tensorboard(tmp_path, tiny_args):
-    run_posx("train", "name=tb", "logger=tensorboard", "eval.after_train=true", "eval.methods=[none]",
-             "eval.passkey.enabled=false", *tiny_args, cwd=tmp_path)
+    run_posx(
+        "train",
+        "name=tb",
+        "logger=tensorboard",
+        "eval.after_train=true",
+        "eval.methods=[none]",
+        "eval.passkey.enabled=false",
+        *tiny_args,
+        cwd=tmp_path,
+    )
     scalars = _scalars(tmp_path / "results" / "runs" / "tb" / "logs")
     assert [s for s, _ in scalars["train/loss"]] == list(range(1, 7))
     assert [s for s, _ in scalars["val/loss"]] == [3, 6]

@@ -9,13 +9,14 @@ import copy
 
 import pytest
 import torch
-from conftest import run_posx
 
 from posx.config.compose import compose
 from posx.core.errors import PosxError
 from posx.model.config import GPTConfig
 from posx.model.gpt import GPT
 from posx.train.steps import check_eval_fits, train_step
+
+from conftest import run_posx
 
 CPU = torch.device("cpu")
 
@@ -65,8 +66,9 @@ def test_data_too_small_for_the_evaluation_after_training_is_caught_before_train
 
 @pytest.mark.slow
 def test_train_with_too_little_data_for_its_evaluation_stops_before_any_step(tmp_path, tiny_args):
-    proc = run_posx("train", "name=small", "eval.after_train=true", *tiny_args, "eval.tokens=1000000",
-                    cwd=tmp_path, check=False)
+    proc = run_posx(
+        "train", "name=small", "eval.after_train=true", *tiny_args, "eval.tokens=1000000", cwd=tmp_path, check=False
+    )
     assert proc.returncode == 2 and "before training" in proc.stderr and "Traceback" not in proc.stderr
     assert "train 1/" not in proc.stdout
     assert not (tmp_path / "results" / "runs" / "small").exists()

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import math
-from pathlib import Path
 import statistics
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -36,8 +36,8 @@ def test_window_sums_add_up_and_the_interval_is_the_t_interval_of_window_means()
     means = []
     with torch.no_grad():
         for w in range(n // L):
-            x = tokens[w * L:(w + 1) * L].long()[None]
-            y = tokens[w * L + 1:(w + 1) * L + 1].long()
+            x = tokens[w * L : (w + 1) * L].long()[None]
+            y = tokens[w * L + 1 : (w + 1) * L + 1].long()
             means.append(-F.log_softmax(model(x)[0][0].double(), -1)[torch.arange(L), y].mean().item())
     assert len(scores.window_sum) == 10
     np.testing.assert_allclose(scores.window_sum / L, means, rtol=1e-5)

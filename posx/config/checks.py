@@ -54,8 +54,9 @@ def _in_range(value, low, high, key: str, closed_high: bool = False) -> None:
 
 def check_config(cfg: DictConfig | Config) -> None:
     """Reject well-typed but meaningless values, with a one-line message naming the key."""
-    container = OmegaConf.to_container(OmegaConf.structured(cfg) if not isinstance(cfg, DictConfig) else cfg,
-                                       resolve=True)
+    container = OmegaConf.to_container(
+        OmegaConf.structured(cfg) if not isinstance(cfg, DictConfig) else cfg, resolve=True
+    )
     container.pop("hydra", None)
     _finite(container)
     check_device(cfg.device)
@@ -67,9 +68,7 @@ def check_config(cfg: DictConfig | Config) -> None:
     if str(cfg.train.compile).lower() not in COMPILE:
         raise PosxError(f"train.compile={cfg.train.compile} is unknown; choose one of {', '.join(COMPILE)}")
     if cfg.model.d_model % cfg.model.n_head:
-        raise PosxError(
-            f"model.d_model={cfg.model.d_model} is not divisible by model.n_head={cfg.model.n_head}"
-        )
+        raise PosxError(f"model.d_model={cfg.model.d_model} is not divisible by model.n_head={cfg.model.n_head}")
     head_dim = cfg.model.d_model // cfg.model.n_head
     if cfg.pos.name == "rope" and head_dim % 2:
         raise PosxError(f"RoPE needs an even head_dim, got d_model/n_head = {head_dim}")
@@ -78,8 +77,10 @@ def check_config(cfg: DictConfig | Config) -> None:
     if cfg.pos.num_buckets < 2:
         raise PosxError(f"pos.num_buckets={cfg.pos.num_buckets} must be at least 2")
     if cfg.pos.max_distance <= cfg.pos.num_buckets // 2:
-        raise PosxError(f"pos.max_distance={cfg.pos.max_distance} must exceed pos.num_buckets / 2 "
-                        f"({cfg.pos.num_buckets // 2}), where the log-spaced buckets start")
+        raise PosxError(
+            f"pos.max_distance={cfg.pos.max_distance} must exceed pos.num_buckets / 2 "
+            f"({cfg.pos.num_buckets // 2}), where the log-spaced buckets start"
+        )
     if not 0.0 <= cfg.model.dropout < 1.0:
         raise PosxError(f"model.dropout={cfg.model.dropout} must be in [0, 1)")
     if cfg.pos.base <= 1.0:
@@ -107,8 +108,10 @@ def check_config(cfg: DictConfig | Config) -> None:
         raise PosxError("eval.factors is empty; give at least one factor, e.g. eval.factors=[1,2,4,8]")
     for factor in cfg.eval.factors:
         if not 1 <= factor <= MAX_EVAL_FACTOR:
-            raise PosxError(f"eval.factors has {factor}; every factor must be at least 1 (and at most "
-                            f"{MAX_EVAL_FACTOR}: the evaluation allocates factor x T positions)")
+            raise PosxError(
+                f"eval.factors has {factor}; every factor must be at least 1 (and at most "
+                f"{MAX_EVAL_FACTOR}: the evaluation allocates factor x T positions)"
+            )
     if not cfg.eval.methods:
         raise PosxError("eval.methods is empty; give at least one, e.g. eval.methods=[none,pi]")
     if cfg.eval.scale is not None and cfg.eval.scale < 1:
@@ -126,8 +129,10 @@ def check_config(cfg: DictConfig | Config) -> None:
 def _check_data(cfg) -> None:
     """data.vocab_size (bpe) and eval.min_document_tokens."""
     if cfg.data.tokenizer == "bpe" and cfg.data.vocab_size < 257:
-        raise PosxError(f"data.vocab_size={cfg.data.vocab_size} is smaller than the byte alphabet of a byte-level "
-                        "BPE (256 bytes + 1 end-of-document token); set data.vocab_size to at least 257")
+        raise PosxError(
+            f"data.vocab_size={cfg.data.vocab_size} is smaller than the byte alphabet of a byte-level "
+            "BPE (256 bytes + 1 end-of-document token); set data.vocab_size to at least 257"
+        )
     if cfg.eval.min_document_tokens < 0:
         raise PosxError(f"eval.min_document_tokens={cfg.eval.min_document_tokens} must be 0 or more")
 
@@ -138,8 +143,7 @@ def check_extend_config(cfg: DictConfig | ExtendRootConfig) -> None:
     if not cfg.parent:
         raise PosxError("name the run to extend: posx extend RUN method=<method> factor=<factor>")
     if not (math.isfinite(cfg.factor) and cfg.factor >= 1):
-        raise PosxError(f"factor={cfg.factor} must be a finite number of at least 1 "
-                        "(the new context is factor x T)")
+        raise PosxError(f"factor={cfg.factor} must be a finite number of at least 1 (the new context is factor x T)")
     if cfg.new_base <= 1:
         raise PosxError(f"new_base={cfg.new_base} must be greater than 1 (ABF uses 500000)")
     for key in ("steps", "lr"):
@@ -163,14 +167,16 @@ def _check_scoring(ev) -> None:
     for key in ("trials", "digits", "depth_buckets"):
         _positive(pk[key], f"eval.passkey.{key}")
     if pk.enabled and not pk.variants:
-        raise PosxError("eval.passkey.variants is empty; give prompt, copy or both, "
-                        "or set eval.passkey.enabled=false")
+        raise PosxError("eval.passkey.variants is empty; give prompt, copy or both, or set eval.passkey.enabled=false")
     if "copy" in pk.variants and pk.digits < 2:
-        raise PosxError(f"eval.passkey.digits={pk.digits}: the copy variant needs at least 2 digits "
-                        "(the first is the cue)")
+        raise PosxError(
+            f"eval.passkey.digits={pk.digits}: the copy variant needs at least 2 digits (the first is the cue)"
+        )
     if pk.trials < pk.depth_buckets:
-        raise PosxError(f"eval.passkey.trials={pk.trials} is fewer than eval.passkey.depth_buckets="
-                        f"{pk.depth_buckets}; every depth bucket needs a trial")
+        raise PosxError(
+            f"eval.passkey.trials={pk.trials} is fewer than eval.passkey.depth_buckets="
+            f"{pk.depth_buckets}; every depth bucket needs a trial"
+        )
 
 
 def check_train_config(cfg) -> None:
@@ -181,9 +187,10 @@ def check_train_config(cfg) -> None:
     T = cfg.train.context_length
     shortest = round(min(cfg.eval.factors) * T)
     if cfg.eval.protocol == "sliding" and cfg.eval.stride is not None and cfg.eval.stride > shortest:
-        raise PosxError(f"eval.stride={cfg.eval.stride} exceeds the shortest evaluation length {shortest} "
-                        f"(train.context_length={T}); a sliding window scores at most its own length")
+        raise PosxError(
+            f"eval.stride={cfg.eval.stride} exceeds the shortest evaluation length {shortest} "
+            f"(train.context_length={T}); a sliding window scores at most its own length"
+        )
     if cfg.pos.name == "rope":
         rows = [(float(cfg.eval.scale or f), round(f * T)) for f in cfg.eval.factors]
         check_methods(cfg.eval, cfg.eval.methods, cfg.model.d_model // cfg.model.n_head, cfg.pos.base, T, rows)
-

@@ -23,12 +23,24 @@ def parser() -> argparse.ArgumentParser:
     """Hydra's application flags; ``--help`` and ``--version`` are left to Hydra."""
     p = argparse.ArgumentParser(prog="posx", add_help=False, description="Hydra overrides and flags")
     p.add_argument("overrides", nargs="*")
-    for flags in (("--help", "-h"), ("--hydra-help",), ("--version",), ("--resolve",), ("--run", "-r"),
-                  ("--multirun", "-m"), ("--shell-completion", "-sc")):
+    for flags in (
+        ("--help", "-h"),
+        ("--hydra-help",),
+        ("--version",),
+        ("--resolve",),
+        ("--run", "-r"),
+        ("--multirun", "-m"),
+        ("--shell-completion", "-sc"),
+    ):
         p.add_argument(*flags, action="store_true")
     p.add_argument("--cfg", "-c", choices=["job", "hydra", "all"])
-    for flags in (("--package", "-p"), ("--config-path", "-cp"), ("--config-name", "-cn"),
-                  ("--config-dir", "-cd"), ("--experimental-rerun",)):
+    for flags in (
+        ("--package", "-p"),
+        ("--config-path", "-cp"),
+        ("--config-name", "-cn"),
+        ("--config-dir", "-cd"),
+        ("--experimental-rerun",),
+    ):
         p.add_argument(*flags)
     p.add_argument("--info", "-i", const="all", nargs="?", choices=INFO)
     return p
@@ -41,9 +53,17 @@ def parse(args: list[str]) -> argparse.Namespace:
 
 def modes(parsed: argparse.Namespace) -> list[str]:
     """The mutually exclusive modes ``parsed`` asks for (a run, a sweep, printing the config, ...)."""
-    return [flag for flag, on in (("-m/--multirun", parsed.multirun), ("--cfg", parsed.cfg),
-                                  ("--info", parsed.info), ("--run", parsed.run),
-                                  ("--shell-completion", parsed.shell_completion)) if on]
+    return [
+        flag
+        for flag, on in (
+            ("-m/--multirun", parsed.multirun),
+            ("--cfg", parsed.cfg),
+            ("--info", parsed.info),
+            ("--run", parsed.run),
+            ("--shell-completion", parsed.shell_completion),
+        )
+        if on
+    ]
 
 
 def probes(overrides: list[str]) -> list[list[str]]:
@@ -54,14 +74,17 @@ def probes(overrides: list[str]) -> list[list[str]]:
     values = [list(o.sweep_string_iterator()) if o.is_sweep_override() else [None] for o in parsed]
 
     def line(choice: list[int]) -> list[str]:
-        return [o.input_line if v[i] is None else f"{o.get_key_element()}={v[i]}"
-                for o, v, i in zip(parsed, values, choice) if v]
+        return [
+            o.input_line if v[i] is None else f"{o.get_key_element()}={v[i]}"
+            for o, v, i in zip(parsed, values, choice)
+            if v
+        ]
 
     first = [0] * len(parsed)
     found = [line(first)]
     for k, v in enumerate(values):
         for i in range(1, len(v)):
-            found.append(line([*first[:k], i, *first[k + 1:]]))
+            found.append(line([*first[:k], i, *first[k + 1 :]]))
     return found
 
 

@@ -44,8 +44,10 @@ def refuse_additions(overrides: list[str]) -> None:
     for item in overrides:
         if item.startswith("+"):
             key = item.lstrip("+").split("=", 1)[0]
-            raise PosxError(f"'{item}': posx's config has a fixed schema, so a key cannot be added; "
-                            f"set an existing key as {key}=<value> (posx train --cfg job lists them)")
+            raise PosxError(
+                f"'{item}': posx's config has a fixed schema, so a key cannot be added; "
+                f"set an existing key as {key}=<value> (posx train --cfg job lists them)"
+            )
 
 
 SCHEMAS = {"config": Config, "extend": ExtendRootConfig}  # the root configs and their schemas
@@ -86,7 +88,7 @@ def compose(overrides: list[str], config_name: str = "config") -> DictConfig:
         with initialize_config_dir(version_base="1.3", config_dir=str(config_dir()), job_name="posx"):
             cfg = hydra_compose(config_name=config_name, overrides=overrides)
     except ConfigCompositionException as exc:
-        raise unknown_choice(exc, overrides, SCHEMAS.get(config_name, Config)) or exc
+        raise unknown_choice(exc, overrides, SCHEMAS.get(config_name, Config)) or exc from None
     check_config(cfg)
     return cfg
 

@@ -50,8 +50,10 @@ def eval_config(run_dir: Path, composed: DictConfig, overrides: list[str]) -> tu
     try:
         ev = OmegaConf.merge(OmegaConf.structured(EvalConfig), kept)
     except (OmegaConfBaseException, ValueError) as exc:
-        raise PosxError(f"the evaluation settings of {run_dir} ({source}) do not fit the schema "
-                        f"({' '.join(str(exc).split())}); pass --defaults to start from the defaults") from None
+        raise PosxError(
+            f"the evaluation settings of {run_dir} ({source}) do not fit the schema "
+            f"({' '.join(str(exc).split())}); pass --defaults to start from the defaults"
+        ) from None
     for name in history.NOT_IDENTITY:
         ev[name] = composed.eval[name]
     cfg = composed.copy()

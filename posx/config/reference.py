@@ -36,11 +36,17 @@ the keys its file in `configs/` names.
 def comments(cls: type) -> dict[str, str]:
     """Field name -> the comment at the end of its line, for the fields ``cls`` itself defines."""
     source = textwrap.dedent(inspect.getsource(cls))
-    by_line = {tok.start[0]: tok.string.lstrip("#").strip()
-               for tok in tokenize.generate_tokens(io.StringIO(source).readline) if tok.type == tokenize.COMMENT}
+    by_line = {
+        tok.start[0]: tok.string.lstrip("#").strip()
+        for tok in tokenize.generate_tokens(io.StringIO(source).readline)
+        if tok.type == tokenize.COMMENT
+    }
     body = ast.parse(source).body[0].body
-    return {node.target.id: by_line[node.end_lineno] for node in body
-            if isinstance(node, ast.AnnAssign) and node.end_lineno in by_line}
+    return {
+        node.target.id: by_line[node.end_lineno]
+        for node in body
+        if isinstance(node, ast.AnnAssign) and node.end_lineno in by_line
+    }
 
 
 def _owner(cls: type, name: str) -> type:
@@ -131,8 +137,16 @@ def render_markdown() -> str:
     """The configuration reference as Markdown: every key of ``Config`` (``posx train``,
     ``posx eval-extrapolate``) and the keys ``ExtendRootConfig`` adds (``posx extend``)."""
     train = {key for key, *_ in keys(Config)}
-    lines = [INTRO, "## posx train", "", *_sections(Config, set()), "",
-             "## posx extend", "",
-             "`posx extend` takes every key above (the model and positional encoding come from the parent run) "
-             "and these:", "", *_sections(ExtendRootConfig, train)]
+    lines = [
+        INTRO,
+        "## posx train",
+        "",
+        *_sections(Config, set()),
+        "",
+        "## posx extend",
+        "",
+        "`posx extend` takes every key above (the model and positional encoding come from the parent run) and these:",
+        "",
+        *_sections(ExtendRootConfig, train),
+    ]
     return "\n".join(lines) + "\n"

@@ -24,8 +24,20 @@ from posx.core.errors import PosxError
 from posx.runs.rundir import CONFIG, lineage_of, read_config
 
 # Keys (and every key below them) a resumed run may change.
-SAFE = ("device", "threads", "logger", "results_dir", "data.cache_dir", "train.checkpoint_every", "train.eval_every",
-        "train.eval_batches", "train.compile", "train.tf32", "train.micro_batch_size", "eval")
+SAFE = (
+    "device",
+    "threads",
+    "logger",
+    "results_dir",
+    "data.cache_dir",
+    "train.checkpoint_every",
+    "train.eval_every",
+    "train.eval_batches",
+    "train.compile",
+    "train.tf32",
+    "train.micro_batch_size",
+    "eval",
+)
 _ABSENT = object()
 
 
@@ -63,13 +75,17 @@ def resume_config(run_dir: Path, overrides: list[str], composed: DictConfig) -> 
     cfg = saved_config(run_dir)
     for override in overrides:
         if override.startswith("-"):
-            raise PosxError(f"--resume takes key=value overrides only, not '{override}' (a sweep cannot be resumed "
-                            "as a whole: resume each job directory)")
+            raise PosxError(
+                f"--resume takes key=value overrides only, not '{override}' (a sweep cannot be resumed "
+                "as a whole: resume each job directory)"
+            )
         key = override_key(override)
         new = _value(composed, key)
         if new is _ABSENT or _value(cfg, key) is _ABSENT or override.startswith(("+", "~")):
-            raise PosxError(f"'{override}' cannot be applied to a resumed run (it is not a config key); "
-                            f"--resume accepts {', '.join(SAFE)}")
+            raise PosxError(
+                f"'{override}' cannot be applied to a resumed run (it is not a config key); "
+                f"--resume accepts {', '.join(SAFE)}"
+            )
         if new == _value(cfg, key):
             continue
         if not is_safe(key):

@@ -47,10 +47,16 @@ def _choice(name: str, values: str, doc: str) -> type[Choice]:
 Encoding = _choice("Encoding", "absolute rope sinusoidal alibi t5 nope", "pos.name: posx.model.encodings.ENCODINGS")
 Block = _choice("Block", "gpt2 llama", "model.block: posx.model.blocks.BLOCKS")
 Attention = _choice("Attention", "sdpa flex", "model.attention: posx.model.attention.ATTENTION")
-Method = _choice("Method", "none pi ntk dynamic_ntk yarn dynamic_yarn ntk_by_parts abf llama3 longrope",
-                 "eval.methods: posx.rope.METHODS")
-ExtendMethod = _choice("ExtendMethod", " ".join(Method) + " interpolate",
-                       "posx extend's method: posx.rope.METHODS, or interpolate (learned absolute)")
+Method = _choice(
+    "Method",
+    "none pi ntk dynamic_ntk yarn dynamic_yarn ntk_by_parts abf llama3 longrope",
+    "eval.methods: posx.rope.METHODS",
+)
+ExtendMethod = _choice(
+    "ExtendMethod",
+    " ".join(Method) + " interpolate",
+    "posx extend's method: posx.rope.METHODS, or interpolate (learned absolute)",
+)
 Beyond = _choice("Beyond", "none clamp interpolate", "eval.absolute_beyond: posx.model.encodings.BEYOND")
 Protocol = _choice("Protocol", "nonoverlapping sliding", "eval.protocol: posx.eval.scoring.PROTOCOLS")
 Variant = _choice("Variant", "prompt copy", "eval.passkey.variants: posx.eval.passkey.VARIANTS")

@@ -4,9 +4,8 @@ Training, evaluation and the model all take these from here."""
 
 from __future__ import annotations
 
-from contextlib import nullcontext
-
 import re
+from contextlib import nullcontext
 
 import torch
 
@@ -19,6 +18,8 @@ def check_device(requested: str) -> None:
     """auto, cpu, cuda or cuda:N (N a GPU index), else a one-line error."""
     if requested not in DEVICES[:3] and not re.fullmatch(r"cuda:\d+", str(requested)):
         raise PosxError(f"device={requested} is not one of {', '.join(DEVICES)}")
+
+
 COMPILE = ("auto", "true", "false")  # train.compile (Hydra may hand true/false over as booleans)
 
 
@@ -32,8 +33,10 @@ def pick_device(requested: str) -> torch.device:
         raise PosxError(f"device={requested} but CUDA is not available here; use device=cpu or device=auto")
     device = torch.device(requested)
     if device.index is not None and device.index >= torch.cuda.device_count():
-        raise PosxError(f"device={requested} but this machine has {torch.cuda.device_count()} GPU(s) "
-                        f"(cuda:0 to cuda:{torch.cuda.device_count() - 1})")
+        raise PosxError(
+            f"device={requested} but this machine has {torch.cuda.device_count()} GPU(s) "
+            f"(cuda:0 to cuda:{torch.cuda.device_count() - 1})"
+        )
     return device
 
 

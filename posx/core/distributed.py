@@ -50,8 +50,9 @@ def env_world_size() -> int:
 def single_process(command: str) -> None:
     """Refuse a command that runs in one process when a launcher started several."""
     if env_world_size() > 1:
-        raise PosxError(f"{command} runs in one process; run it without torchrun "
-                        f"(WORLD_SIZE={env_world_size()} is set)")
+        raise PosxError(
+            f"{command} runs in one process; run it without torchrun (WORLD_SIZE={env_world_size()} is set)"
+        )
 
 
 def requested() -> bool:
@@ -120,8 +121,10 @@ def session(requested_device: str) -> Iterator[None]:
         dist.init_process_group(backend, **({"device_id": dev} if dev.type == "cuda" else {}))
     except (RuntimeError, ValueError) as exc:
         message = " ".join(str(exc).split())[:300]
-        raise PosxError(f"cannot join the process group ({backend}, rank {os.environ.get('RANK')} of "
-                        f"{os.environ.get('WORLD_SIZE')}): {message}") from exc
+        raise PosxError(
+            f"cannot join the process group ({backend}, rank {os.environ.get('RANK')} of "
+            f"{os.environ.get('WORLD_SIZE')}): {message}"
+        ) from exc
     _state["device"] = dev
     _state["control"] = dist.new_group(backend="gloo", timeout=CONTROL_TIMEOUT) if backend != "gloo" else None
     try:

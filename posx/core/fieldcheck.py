@@ -37,8 +37,9 @@ def integer(value, name: str, where, fix: str, lo: int = 0, hi: int = MAX_STEPS)
     return value
 
 
-def number(value, name: str, where, fix: str, lo: float = -math.inf, hi: float = math.inf,
-           positive: bool = False) -> float:
+def number(
+    value, name: str, where, fix: str, lo: float = -math.inf, hi: float = math.inf, positive: bool = False
+) -> float:
     """A finite number in [lo, hi] (with ``positive``: above 0 too)."""
     if not is_number(value) or not lo <= value <= hi or (positive and value <= 0):
         raise refuse(where, name, value, f"a finite number in {'(0' if positive else f'[{lo:g}'}, {hi:g}]", fix)

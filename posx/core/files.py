@@ -42,7 +42,9 @@ def atomic_path(target: str | Path) -> Iterator[Path]:
     except OSError as exc:
         tmp_path.unlink(missing_ok=True)
         if exc.errno == errno.ENOSPC:
-            raise PosxError(f"disk full while writing {target}; free space and retry (the previous file is intact)") from exc
+            raise PosxError(
+                f"disk full while writing {target}; free space and retry (the previous file is intact)"
+            ) from exc
         raise
     except BaseException:
         tmp_path.unlink(missing_ok=True)
@@ -68,8 +70,9 @@ def real_dir(path: str | Path, what: str) -> Path:
     symbolic link (posx never writes, or deletes, through a link inside what it owns)."""
     path = Path(path)
     if path.is_symlink():
-        raise PosxError(f"{what} {path} is a symbolic link; posx does not write through links — "
-                        "replace it with a real directory")
+        raise PosxError(
+            f"{what} {path} is a symbolic link; posx does not write through links — replace it with a real directory"
+        )
     try:
         path.mkdir(parents=True, exist_ok=True)
     except FileExistsError:
@@ -103,8 +106,9 @@ def staged_dir(final: Path | None, parent: Path, name: str) -> Iterator[tuple[Pa
                 if exc.errno in (errno.ENOTEMPTY, errno.EEXIST) and final is None:
                     continue
                 if exc.errno in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOTDIR):
-                    raise PosxError(f"{candidate} already exists and is not empty; choose a new one "
-                                    "(outputs are never overwritten)") from None
+                    raise PosxError(
+                        f"{candidate} already exists and is not empty; choose a new one (outputs are never overwritten)"
+                    ) from None
                 raise
             fsync_dir(target_parent)
             published.append(candidate)

@@ -31,8 +31,9 @@ def exclusive(directory: str | Path, busy: str | None = None) -> Iterator[None]:
     try:  # O_NOFOLLOW: a link planted as the lock file is refused, never followed
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
     except OSError as exc:
-        raise PosxError(f"cannot open the lock file {path} ({exc.strerror}); it must be a plain file "
-                        "in a writable directory") from None
+        raise PosxError(
+            f"cannot open the lock file {path} ({exc.strerror}); it must be a plain file in a writable directory"
+        ) from None
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | (0 if busy is None else fcntl.LOCK_NB))

@@ -20,9 +20,13 @@ class Reporter:
         self.bar: Progress | None = None
         if console.is_terminal:
             self.bar = Progress(
-                TextColumn("[progress.description]{task.description}"), BarColumn(),
-                TextColumn("{task.completed}/{task.total}"), TextColumn("{task.fields[stats]}"),
-                TimeElapsedColumn(), TimeRemainingColumn(), console=console,
+                TextColumn("[progress.description]{task.description}"),
+                BarColumn(),
+                TextColumn("{task.completed}/{task.total}"),
+                TextColumn("{task.fields[stats]}"),
+                TimeElapsedColumn(),
+                TimeRemainingColumn(),
+                console=console,
             )
             self.task = self.bar.add_task(description, total=total, stats="")
 

@@ -26,8 +26,9 @@ def check_logger(name: str) -> None:
         raise PosxError(f"logger={name} is unknown; choose one of {', '.join(LOGGERS)}")
     package = PACKAGES.get(name)
     if package and importlib.util.find_spec(package) is None:
-        raise PosxError(f"logger={name} needs the {package} package: pip install 'posx[trackers]' "
-                        f"(or pip install {package})")
+        raise PosxError(
+            f"logger={name} needs the {package} package: pip install 'posx[trackers]' (or pip install {package})"
+        )
 
 
 class Tracker:
@@ -85,8 +86,7 @@ class Wandb(Tracker):
         self.wandb = wandb
         where = Path(log_dir) if log_dir else Path(run_dir)
         where.mkdir(parents=True, exist_ok=True)
-        self.run = wandb.init(project=project, name=name, dir=str(where), mode=mode, config=config,
-                              reinit="create_new")
+        self.run = wandb.init(project=project, name=name, dir=str(where), mode=mode, config=config, reinit="create_new")
 
     def log(self, values: dict, step: int) -> None:
         self.run.log(_finite(values), step=step)

@@ -19,8 +19,7 @@ def require_tokens(tokens: torch.Tensor, needed: int, what: str) -> None:
     n = len(tokens)  # a 1-D tensor or a numpy array (a token store's memmap)
     if n < needed:
         raise PosxError(
-            f"{what} has {n} tokens, fewer than the {needed} needed; "
-            "use more data or a shorter context length"
+            f"{what} has {n} tokens, fewer than the {needed} needed; use more data or a shorter context length"
         )
 
 

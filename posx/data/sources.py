@@ -101,7 +101,8 @@ def _posx_output(path: Path) -> bool:
     if (path / "store.json").is_file():
         return True
     return (path / "config.yaml").is_file() and any(
-        (path / name).exists() for name in ("model.json", "metrics.csv", "checkpoint"))
+        (path / name).exists() for name in ("model.json", "metrics.csv", "checkpoint")
+    )
 
 
 def looks_binary(path: Path) -> bool:
@@ -129,13 +130,17 @@ def _skip_binary(root: Path, rels: list[str], exclude: Path | None) -> tuple[lis
 
 def _stdlib_files(path: str | None) -> tuple[Path, list[str]]:
     if path:
-        raise PosxError(f"data.path '{path}' is set but data.source is 'stdlib'; "
-                        "set data.source=text to use it, or remove data.path")
+        raise PosxError(
+            f"data.path '{path}' is set but data.source is 'stdlib'; "
+            "set data.source=text to use it, or remove data.path"
+        )
     root = Path(sysconfig.get_paths()["stdlib"]).resolve()
     rels = _walk(root, lambda d: d not in _STDLIB_SKIP, lambda f: f.endswith(".py"))
     if not rels:
-        raise PosxError(f"found no .py files in the standard library at '{root}'; "
-                        "use data.source=text with data.path pointing at some text")
+        raise PosxError(
+            f"found no .py files in the standard library at '{root}'; "
+            "use data.source=text with data.path pointing at some text"
+        )
     return root, rels
 
 
@@ -151,18 +156,22 @@ def _text_files(path: str | None, exclude: Path | None = None) -> tuple[Path, li
         found = _walk(root, lambda d: not d.startswith("."), lambda f: not f.startswith("."))
         rels, skipped = _skip_binary(root, found, exclude)
         if not rels:
-            raise PosxError(f"data.path '{path}' is a directory with no (non-hidden) files"
-                            f"{f' besides {skipped} binary or cache files (skipped)' if skipped else ''}; "
-                            "put UTF-8 text files in it or point data.path elsewhere")
+            raise PosxError(
+                f"data.path '{path}' is a directory with no (non-hidden) files"
+                f"{f' besides {skipped} binary or cache files (skipped)' if skipped else ''}; "
+                "put UTF-8 text files in it or point data.path elsewhere"
+            )
         return root, rels, skipped
     if any(c in expanded for c in "*?["):
         matches = sorted({Path(m).resolve() for m in glob.glob(expanded, recursive=True) if os.path.isfile(m)})
         root = Path(os.path.commonpath([str(m.parent) for m in matches])) if matches else Path()
         rels, skipped = _skip_binary(root, [m.relative_to(root).as_posix() for m in matches], exclude)
         if not rels:
-            raise PosxError(f"data.path glob '{path}' matches no files"
-                            f"{f' besides {skipped} binary or cache files (skipped)' if skipped else ''}; fix the "
-                            "pattern or point data.path at a UTF-8 text file or directory")
+            raise PosxError(
+                f"data.path glob '{path}' matches no files"
+                f"{f' besides {skipped} binary or cache files (skipped)' if skipped else ''}; fix the "
+                "pattern or point data.path at a UTF-8 text file or directory"
+            )
         return root, rels, skipped
     raise PosxError(f"data.path '{path}' does not exist; point data.path at a UTF-8 text file, directory or glob")
 
@@ -182,8 +191,9 @@ def select_files(source: str, path: str | None = None, exclude: Path | None = No
 
 
 def unreadable(path: Path, e: OSError) -> PosxError:
-    return PosxError(f"cannot read data file '{path}': {e.strerror or e}; "
-                     "fix its permissions or leave it out of data.path")
+    return PosxError(
+        f"cannot read data file '{path}': {e.strerror or e}; fix its permissions or leave it out of data.path"
+    )
 
 
 def _file_chunks(path: Path, check_utf8: bool) -> Iterator[bytes]:
@@ -195,6 +205,7 @@ def _file_chunks(path: Path, check_utf8: bool) -> Iterator[bytes]:
     except OSError as e:
         raise unreadable(path, e) from None
     with f:
+
         def blocks() -> Iterator[bytes]:
             nonlocal offset
             while True:
@@ -206,8 +217,10 @@ def _file_chunks(path: Path, check_utf8: bool) -> Iterator[bytes]:
                     try:
                         decoder.decode(block, final=not block)
                     except UnicodeDecodeError as e:
-                        raise PosxError(f"data file '{path}' is not UTF-8 ({e.reason} at byte {offset + e.start}); "
-                                        "convert it to UTF-8 or leave it out of data.path") from None
+                        raise PosxError(
+                            f"data file '{path}' is not UTF-8 ({e.reason} at byte {offset + e.start}); "
+                            "convert it to UTF-8 or leave it out of data.path"
+                        ) from None
                 if not block:
                     return
                 offset += len(block)
@@ -256,12 +269,15 @@ def _local_files(data_files: Any) -> list[str]:
     return [str(f) for f in data_files]
 
 
-def datasets_source(name: str | None, config_name: str | None, data_files: Any, split: str,
-                    text_column: str, cache_dir: str | Path) -> Source:
+def datasets_source(
+    name: str | None, config_name: str | None, data_files: Any, split: str, text_column: str, cache_dir: str | Path
+) -> Source:
     """A ``datasets`` dataset, one document per row of ``text_column``."""
     if not name:
-        raise PosxError("data.source 'datasets' needs data.name: a hub dataset (e.g. wikitext) or a local "
-                        "builder (json, csv, parquet, text) with data.data_files")
+        raise PosxError(
+            "data.source 'datasets' needs data.name: a hub dataset (e.g. wikitext) or a local "
+            "builder (json, csv, parquet, text) with data.data_files"
+        )
     try:
         import datasets
     except ImportError:
@@ -273,26 +289,35 @@ def datasets_source(name: str | None, config_name: str | None, data_files: Any, 
     for pattern in _local_files(data_files) if local else []:
         if not any(c in pattern for c in "*?[") and not Path(os.path.expanduser(pattern)).exists():
             raise PosxError(f"data.data_files '{pattern}' does not exist; point it at local {name} files")
-    files = None if data_files is None else (
-        [os.path.expanduser(f) for f in data_files] if isinstance(data_files, (list, tuple)) else data_files)
+    files = (
+        None
+        if data_files is None
+        else ([os.path.expanduser(f) for f in data_files] if isinstance(data_files, (list, tuple)) else data_files)
+    )
     what = f"dataset '{name}'" + (f" ({config_name})" if config_name else "")
     try:
-        ds = datasets.load_dataset(name, config_name, data_files=files, split=split,
-                                   cache_dir=str(Path(cache_dir) / "hf-datasets"))
+        ds = datasets.load_dataset(
+            name, config_name, data_files=files, split=split, cache_dir=str(Path(cache_dir) / "hf-datasets")
+        )
     except (ConnectionError, OSError) as exc:
         if local:
             raise PosxError(f"cannot read {what}: {' '.join(str(exc).split())[:200]}") from None
-        raise PosxError(f"cannot load {what} from the Hugging Face hub: not reachable and not cached here "
-                        f"({exc.__class__.__name__}); download it where the hub is reachable, or point posx at "
-                        "local files: data.name=json data.data_files=corpus.jsonl (or parquet, text)") from None
+        raise PosxError(
+            f"cannot load {what} from the Hugging Face hub: not reachable and not cached here "
+            f"({exc.__class__.__name__}); download it where the hub is reachable, or point posx at "
+            "local files: data.name=json data.data_files=corpus.jsonl (or parquet, text)"
+        ) from None
     except StopIteration:
         raise PosxError(f"{what} is empty: data.data_files holds no rows") from None
     except Exception as exc:  # datasets raises many types (ValueError, DatasetNotFoundError, ...)
-        raise PosxError(f"cannot load {what} (split {split}): {exc.__class__.__name__}: "
-                        f"{' '.join(str(exc).split())[:200]}") from None
+        raise PosxError(
+            f"cannot load {what} (split {split}): {exc.__class__.__name__}: {' '.join(str(exc).split())[:200]}"
+        ) from None
     if text_column not in ds.column_names:
-        raise PosxError(f"{what} has no column '{text_column}' (it has: {', '.join(ds.column_names)}); "
-                        "set data.text_column to the text column")
+        raise PosxError(
+            f"{what} has no column '{text_column}' (it has: {', '.join(ds.column_names)}); "
+            "set data.text_column to the text column"
+        )
     if len(ds) == 0:
         raise PosxError(f"{what} split '{split}' has no rows; point data.data_files at non-empty files")
     ds = ds.select_columns([text_column])
@@ -306,8 +331,15 @@ def datasets_source(name: str | None, config_name: str | None, data_files: Any, 
     def sizes() -> list[int]:
         return [len(t.encode("utf-8")) for b in ds.iter(batch_size=1024) for t in b[text_column]]
 
-    info = {"source": "datasets", "root": what, "files": len(ds), "dataset": name, "config_name": config_name,
-            "split": split, "text_column": text_column}
+    info = {
+        "source": "datasets",
+        "root": what,
+        "files": len(ds),
+        "dataset": name,
+        "config_name": config_name,
+        "split": split,
+        "text_column": text_column,
+    }
     key = [name, config_name, repr(files), split, text_column, ds._fingerprint]
     return Source("datasets", what, [str(i) for i in range(len(ds))], key, info, documents, sizes)
 
@@ -325,8 +357,10 @@ def _first_non_text(datasets, ds, column: str) -> tuple[int, str] | None:
 
         return pc.index(pc.is_null(values), True).as_py(), f"null ({values.null_count} rows are)"
     rows = (t for batch in ds.iter(batch_size=1024) for t in batch[column])  # mixed values: read them
-    return next(((i, "null" if t is None else f"a {type(t).__name__}")
-                 for i, t in enumerate(rows) if not isinstance(t, str)), None)
+    return next(
+        ((i, "null" if t is None else f"a {type(t).__name__}") for i, t in enumerate(rows) if not isinstance(t, str)),
+        None,
+    )
 
 
 def check_text_column(datasets, ds, column: str, what: str) -> None:
@@ -334,8 +368,10 @@ def check_text_column(datasets, ds, column: str, what: str) -> None:
     found = _first_non_text(datasets, ds, column)
     if found is not None:
         row, bad = found
-        raise PosxError(f"{what}: row {row} of column '{column}' is {bad}, not text; posx reads every row's text "
-                        "as a string: filter those rows out of the data, or set data.text_column to the text column")
+        raise PosxError(
+            f"{what}: row {row} of column '{column}' is {bad}, not text; posx reads every row's text "
+            "as a string: filter those rows out of the data, or set data.text_column to the text column"
+        )
 
 
 def open_source(dcfg: Any, cache_dir: str | Path) -> Source:
@@ -344,6 +380,12 @@ def open_source(dcfg: Any, cache_dir: str | Path) -> Source:
     if kind in ("stdlib", "text"):
         return file_source(kind, dcfg.get("path"), Path(cache_dir).resolve())
     if kind == "datasets":
-        return datasets_source(dcfg.get("name"), dcfg.get("config_name"), dcfg.get("data_files"),
-                               dcfg.get("split") or "train", dcfg.get("text_column") or "text", cache_dir)
+        return datasets_source(
+            dcfg.get("name"),
+            dcfg.get("config_name"),
+            dcfg.get("data_files"),
+            dcfg.get("split") or "train",
+            dcfg.get("text_column") or "text",
+            cache_dir,
+        )
     raise PosxError(f"unknown data.source '{kind}'; choose one of: " + ", ".join(SOURCES))

@@ -50,11 +50,27 @@ from posx.data import sources
 from posx.data import tokenizer as tok_mod
 
 STORE_FORMAT = 1  # bump when the layout or the construction changes
-DATA_KEYS = ("source", "path", "val_fraction", "tokenizer", "vocab_size", "name", "config_name",
-             "data_files", "split", "text_column")
+DATA_KEYS = (
+    "source",
+    "path",
+    "val_fraction",
+    "tokenizer",
+    "vocab_size",
+    "name",
+    "config_name",
+    "data_files",
+    "split",
+    "text_column",
+)
 # what a run recorded before these keys existed (posx.config.DataConfig's defaults)
-DEFAULTS = {"source": "stdlib", "val_fraction": 0.05, "tokenizer": tok_mod.BYTE, "vocab_size": 8192,
-            "split": "train", "text_column": "text"}
+DEFAULTS = {
+    "source": "stdlib",
+    "val_fraction": 0.05,
+    "tokenizer": tok_mod.BYTE,
+    "vocab_size": 8192,
+    "split": "train",
+    "text_column": "text",
+}
 BATCH_BYTES = 8 << 20  # text per tokenizer batch
 
 
@@ -77,10 +93,15 @@ def data_config(dcfg: Any) -> dict:
 
 
 def check_val_fraction(val_fraction) -> float:
-    if (isinstance(val_fraction, bool) or not isinstance(val_fraction, (int, float))
-            or not math.isfinite(val_fraction) or not 0 < val_fraction <= 0.5):
-        raise PosxError(f"data.val_fraction must be in (0, 0.5], got {val_fraction!r}; "
-                        "set data.val_fraction to e.g. 0.05")
+    if (
+        isinstance(val_fraction, bool)
+        or not isinstance(val_fraction, (int, float))
+        or not math.isfinite(val_fraction)
+        or not 0 < val_fraction <= 0.5
+    ):
+        raise PosxError(
+            f"data.val_fraction must be in (0, 0.5], got {val_fraction!r}; set data.val_fraction to e.g. 0.05"
+        )
     return float(val_fraction)
 
 
@@ -128,8 +149,9 @@ class _SplitFile:
         self.f.close()
 
 
-def _elements(source: sources.Source, is_val: list[bool], cut: int | None,
-              exact_cut: bool, counts: dict) -> Iterator[tuple[int, str, bytes]]:
+def _elements(
+    source: sources.Source, is_val: list[bool], cut: int | None, exact_cut: bool, counts: dict
+) -> Iterator[tuple[int, str, bytes]]:
     """(split 0 train / 1 val, op, chunk): ``begin`` a document, a ``sep`` between two, ``text``.
 
     With ``cut`` (the tail split), the joined stream goes to train up to byte ``cut`` and to val
@@ -192,8 +214,9 @@ def _write_splits(source, tok, is_val, cut, tmp: Path, progress: Reporter) -> tu
     def flush() -> None:
         encoded = None  # the byte tokenizer writes the chunks as they are
         if tok.hf is not None:
-            encoded = iter(tok.encode_batch([c.decode("utf-8", errors="replace") for _, op, c in pending
-                                             if op == "text"]))
+            encoded = iter(
+                tok.encode_batch([c.decode("utf-8", errors="replace") for _, op, c in pending if op == "text"])
+            )
         for side, op, chunk in pending:
             if op == "begin":
                 files[side].begin()
@@ -235,16 +258,20 @@ def _build(source: sources.Source, dcfg: dict, key: str, tmp: Path, console: Con
     if not source.ids or all(is_val) or not any(is_val):  # a split is empty: hold out the tail
         total = sum(source.sizes()) + max(0, len(source.ids) - 1)
         if total < 2:
-            raise PosxError(f"{source.where} holds {total} byte(s) of text, too few to split into "
-                            "train and validation; add more text")
+            raise PosxError(
+                f"{source.where} holds {total} byte(s) of text, too few to split into "
+                "train and validation; add more text"
+            )
         cut = total - max(1, int(total * val_fraction))
     tok = _make_tokenizer(dcfg["tokenizer"], dcfg["vocab_size"], source, is_val, cut)
     with Reporter(console, "prepare", max(1, len(source.ids))) as progress:
         files, counts = _write_splits(source, tok, is_val, cut, tmp, progress)
     train, val = files
     if train.n < 1 or val.n < 1:
-        raise PosxError(f"{source.where} gives {train.n} training and {val.n} held-out tokens; "
-                        "both splits need tokens: add more text or raise data.val_fraction")
+        raise PosxError(
+            f"{source.where} gives {train.n} training and {val.n} held-out tokens; "
+            "both splits need tokens: add more text or raise data.val_fraction"
+        )
     with open(tmp / "docs.npz", "wb") as f:
         np.savez(f, train=np.asarray(train.starts, dtype=np.int64), val=np.asarray(val.starts, dtype=np.int64))
     if tok.hf is not None:
@@ -276,8 +303,11 @@ def open_store(path: Path, key: str | None = None) -> Store | None:
         if fp["tokenizer"]["kind"] == tok_mod.BYTE:
             tok = tok_mod.byte_tokenizer()
         else:
-            tok = tok_mod.from_json((path / "tokenizer.json").read_text(encoding="utf-8"), fp["tokenizer"]["kind"],
-                                    str(path / "tokenizer.json"))
+            tok = tok_mod.from_json(
+                (path / "tokenizer.json").read_text(encoding="utf-8"),
+                fp["tokenizer"]["kind"],
+                str(path / "tokenizer.json"),
+            )
         if tok.sha256 != fp["tokenizer"]["sha256"]:
             return None
         dtype = np.dtype(fp["dtype"])
@@ -295,8 +325,14 @@ def open_store(path: Path, key: str | None = None) -> Store | None:
 
 
 def store_key(source: sources.Source, dcfg: dict) -> str:
-    head = [STORE_FORMAT, source.kind, source.key, repr(dcfg["val_fraction"]), platform.python_version(),
-            tok_mod.spec(dcfg["tokenizer"], dcfg["vocab_size"])]
+    head = [
+        STORE_FORMAT,
+        source.kind,
+        source.key,
+        repr(dcfg["val_fraction"]),
+        platform.python_version(),
+        tok_mod.spec(dcfg["tokenizer"], dcfg["vocab_size"]),
+    ]
     return hashlib.sha1(json.dumps(head, sort_keys=True, default=str).encode()).hexdigest()[:20]
 
 
@@ -318,8 +354,10 @@ def load(dcfg: Any, cache_dir: str | Path, console: Console | None = None) -> St
         meta = _build(source, dcfg, key, tmp, console)
         _install(tmp, final)
     except OSError as e:
-        raise PosxError(f"cannot write the token store in '{cache_dir}': {e.strerror or e}; "
-                        "set data.cache_dir to a writable directory with free space") from None
+        raise PosxError(
+            f"cannot write the token store in '{cache_dir}': {e.strerror or e}; "
+            "set data.cache_dir to a writable directory with free space"
+        ) from None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     store = open_store(final, key)
@@ -334,7 +372,9 @@ def load(dcfg: Any, cache_dir: str | Path, console: Console | None = None) -> St
         f"{fp['tokens']:,} {fp['tokenizer']['kind']} tokens (vocab {fp['tokenizer']['vocab_size']}, "
         f"val {fp['val_tokens']:,}, split by {fp['split']}) in {seconds:.2f} s "
         f"({fp['bytes'] / 1e6 / max(seconds, 1e-9):.1f} MB/s, {fp['tokens'] / max(seconds, 1e-9):,.0f} tokens/s)",
-        markup=False, highlight=False)
+        markup=False,
+        highlight=False,
+    )
     return store
 
 

@@ -90,8 +90,9 @@ def _wrap(hf: HFTokenizer, kind: str) -> Tokenizer:
         hf.add_special_tokens([EOD])
         eod = hf.token_to_id(EOD)
     text = hf.to_str()
-    return Tokenizer(kind, hf.get_vocab_size(with_added_tokens=True), eod,
-                     hashlib.sha256(text.encode("utf-8")).hexdigest(), hf)
+    return Tokenizer(
+        kind, hf.get_vocab_size(with_added_tokens=True), eod, hashlib.sha256(text.encode("utf-8")).hexdigest(), hf
+    )
 
 
 def from_json(text: str, kind: str, where: str) -> Tokenizer:
@@ -100,8 +101,10 @@ def from_json(text: str, kind: str, where: str) -> Tokenizer:
         hf = HFTokenizer.from_str(text)
     except Exception as exc:  # tokenizers raises a bare Exception on a bad file
         detail = " ".join(str(exc).split())[:160]
-        raise PosxError(f"{where} is not a Hugging Face tokenizer.json ({detail}); "
-                        "point data.tokenizer at a tokenizer.json, or use byte or bpe") from None
+        raise PosxError(
+            f"{where} is not a Hugging Face tokenizer.json ({detail}); "
+            "point data.tokenizer at a tokenizer.json, or use byte or bpe"
+        ) from None
     return _wrap(hf, kind)
 
 
@@ -113,15 +116,18 @@ def from_file(path: str) -> Tokenizer:
     try:
         text = full.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        raise PosxError(f"cannot read data.tokenizer '{path}' ({exc.__class__.__name__}); "
-                        "point it at a readable tokenizer.json") from None
+        raise PosxError(
+            f"cannot read data.tokenizer '{path}' ({exc.__class__.__name__}); point it at a readable tokenizer.json"
+        ) from None
     return from_json(text, "file", f"data.tokenizer '{path}'")
 
 
 def check_vocab_size(vocab_size: int) -> None:
     if vocab_size < MIN_BPE_VOCAB:
-        raise PosxError(f"data.vocab_size={vocab_size} is smaller than the byte alphabet of a byte-level BPE "
-                        f"(256 bytes + 1 end-of-document token); set data.vocab_size to at least {MIN_BPE_VOCAB}")
+        raise PosxError(
+            f"data.vocab_size={vocab_size} is smaller than the byte alphabet of a byte-level BPE "
+            f"(256 bytes + 1 end-of-document token); set data.vocab_size to at least {MIN_BPE_VOCAB}"
+        )
 
 
 def train_bpe(texts: Iterator[str], vocab_size: int) -> Tokenizer:
@@ -131,8 +137,12 @@ def train_bpe(texts: Iterator[str], vocab_size: int) -> Tokenizer:
     hf = HFTokenizer(models.BPE())
     hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     hf.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=[EOD], show_progress=False,
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=[EOD],
+        show_progress=False,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
     hf.train_from_iterator(texts, trainer=trainer)
     return _wrap(hf, BPE)
 

@@ -39,8 +39,9 @@ def spans(doc_starts: np.ndarray, n_tokens: int, separator: int = 1) -> tuple[np
     return starts, np.maximum(ends, starts)
 
 
-def plan(doc_starts: np.ndarray, n_tokens: int, length: int, stride: int, scored: int,
-         min_document_tokens: int = 0) -> Plan:
+def plan(
+    doc_starts: np.ndarray, n_tokens: int, length: int, stride: int, scored: int, min_document_tokens: int = 0
+) -> Plan:
     """Windows of ``length`` every ``stride`` tokens inside documents, scoring ``scored`` tokens."""
     needed = scored // stride  # windows
     starts, ends = spans(doc_starts, n_tokens)
@@ -60,7 +61,8 @@ def plan(doc_starts: np.ndarray, n_tokens: int, length: int, stride: int, scored
     raise PosxError(
         f"eval.within_documents: {usable} held-out documents have at least {shortest} tokens and give "
         f"{len(out) * stride} of the {scored} tokens eval.tokens asks for at length {length}; lower eval.tokens, "
-        "eval.factors or eval.min_document_tokens, or use a corpus with longer documents")
+        "eval.factors or eval.min_document_tokens, or use a corpus with longer documents"
+    )
 
 
 def check_windows(doc_starts: np.ndarray, n_tokens: int, starts: list[int], length: int) -> None:

@@ -35,14 +35,14 @@ from posx.runs.lineage import INTERPOLATE, find_parent, zero_shot_model
 from posx.runs.records import RunMeta
 
 
-
 def lengths_for(reference: int, new: int, factors) -> list[int]:
     """factor x the parent's T and factor x the new T, sorted, without duplicates."""
     return sorted({round(f * reference) for f in factors} | {round(f * new) for f in factors})
 
 
-def _score(model: GPT, val: torch.Tensor, L: int, stride: int, n_tokens: int, batch_tokens: int,
-           device: torch.device) -> tuple[str, scoring.Scores | None]:
+def _score(
+    model: GPT, val: torch.Tensor, L: int, stride: int, n_tokens: int, batch_tokens: int, device: torch.device
+) -> tuple[str, scoring.Scores | None]:
     """(status, scores) of ``model`` at length L; no scores when it cannot be scored."""
     limit = model.pos.max_length()
     if limit is not None and L > limit:
@@ -54,8 +54,16 @@ def _score(model: GPT, val: torch.Tensor, L: int, stride: int, n_tokens: int, ba
     return ("ok" if math.isfinite(scores.total) else "nonfinite"), scores
 
 
-def evaluate_extended(model: GPT, meta: RunMeta, val: torch.Tensor, ev, results_dir: str | Path,
-                      device: torch.device, run_name: str, console: Console | None = None) -> Evaluation:
+def evaluate_extended(
+    model: GPT,
+    meta: RunMeta,
+    val: torch.Tensor,
+    ev,
+    results_dir: str | Path,
+    device: torch.device,
+    run_name: str,
+    console: Console | None = None,
+) -> Evaluation:
     """One row per (stage, length); the zero-shot stage is left out when the parent is gone."""
     lineage = meta.extended_from
     T0, T1 = lineage.train_context, meta.train_context
@@ -65,15 +73,18 @@ def evaluate_extended(model: GPT, meta: RunMeta, val: torch.Tensor, ev, results_
     n_tokens = scoring.tokens_for(ev.protocol, ev.tokens, lengths, list(strides.values()))
     needed = max(scoring.tokens_needed(L, s, n_tokens) for (_, L), s in strides.items())
     if len(val) < needed:
-        raise PosxError(f"the held-out split has {len(val)} tokens but eval.tokens asks for {n_tokens} "
-                        f"at each length ({needed} read); lower eval.tokens or use more data")
+        raise PosxError(
+            f"the held-out split has {len(val)} tokens but eval.tokens asks for {n_tokens} "
+            f"at each length ({needed} read); lower eval.tokens or use more data"
+        )
     width = scoring.bucket_width_for(ev.bucket_width, T0)
     stages: list[tuple[str, GPT, int]] = []
     parent_dir = find_parent(meta, results_dir)
     if parent_dir is None:
         if console is not None:
-            console.print(f"[yellow]warning:[/] parent run {lineage.parent} not found; "
-                          "evaluating the extended model alone")
+            console.print(
+                f"[yellow]warning:[/] parent run {lineage.parent} not found; evaluating the extended model alone"
+            )
     else:
         stages.append(("zero-shot", zero_shot_model(meta, parent_dir, device), T0))
     stages.append(("extended", model, T1))
@@ -88,21 +99,52 @@ def evaluate_extended(model: GPT, meta: RunMeta, val: torch.Tensor, ev, results_
             status, scores = _score(m, val, L, stride, n_tokens, ev.batch_tokens, device)
             nll = scores.total / scores.tokens if status == "ok" else math.nan
             ci = scores.interval() if status == "ok" else scoring.Interval(math.nan, math.nan, math.nan, 0)
-            row = {"run": run_name, "pos": meta.model.pos, "train_context": trained_at,
-                   "eval_context": L, "factor": L / T0, "method": lineage.method, "scale": scale,
-                   "attention_factor": attention, "nll": nll, "ppl": math.exp(nll),
-                   "tokens": scores.tokens if scores is not None else 0, "status": status,
-                   "protocol": ev.protocol, "stride": stride, "reference_context": T0, "stage": stage,
-                   "absolute_beyond": "none", "within_documents": False, "documents": math.nan, "nll_se": ci.nll_se, "ppl_lo": ci.ppl_lo, "ppl_hi": ci.ppl_hi,
-                   "windows": ci.windows, "eval_id": ""}
+            row = {
+                "run": run_name,
+                "pos": meta.model.pos,
+                "train_context": trained_at,
+                "eval_context": L,
+                "factor": L / T0,
+                "method": lineage.method,
+                "scale": scale,
+                "attention_factor": attention,
+                "nll": nll,
+                "ppl": math.exp(nll),
+                "tokens": scores.tokens if scores is not None else 0,
+                "status": status,
+                "protocol": ev.protocol,
+                "stride": stride,
+                "reference_context": T0,
+                "stage": stage,
+                "absolute_beyond": "none",
+                "within_documents": False,
+                "documents": math.nan,
+                "nll_se": ci.nll_se,
+                "ppl_lo": ci.ppl_lo,
+                "ppl_hi": ci.ppl_hi,
+                "windows": ci.windows,
+                "eval_id": "",
+            }
             rows.append(row)
             if status != "ok":
                 continue
             keys = {k: row[k] for k in ("run", "pos", "train_context", "eval_context", "factor", "method")}
             for start, end, total, count in scoring.buckets(scores, width):
-                positions.append({**keys, "protocol": ev.protocol, "bucket_start": start, "bucket_end": end,
-                                  "tokens": count, "nll": total / count, "stage": stage})
+                positions.append(
+                    {
+                        **keys,
+                        "protocol": ev.protocol,
+                        "bucket_start": start,
+                        "bucket_end": end,
+                        "tokens": count,
+                        "nll": total / count,
+                        "stage": stage,
+                    }
+                )
             if console is not None:
-                console.print(f"  {lineage.method:>12} {stage:>9} {L / T0:g}x (L={L}): ppl {math.exp(nll):.3f} "
-                              f"[{ci.ppl_lo:.3f}, {ci.ppl_hi:.3f}]", highlight=False)
+                console.print(
+                    f"  {lineage.method:>12} {stage:>9} {L / T0:g}x (L={L}): ppl {math.exp(nll):.3f} "
+                    f"[{ci.ppl_lo:.3f}, {ci.ppl_hi:.3f}]",
+                    highlight=False,
+                )
     return Evaluation(table=pd.DataFrame(rows, columns=COLUMNS), positions=positions)

@@ -31,19 +31,27 @@ from posx.model.rescale import absolute_beyond, check_methods, method_frequencie
 from posx.runs.records import RunMeta
 
 
-
-
-def window_nll(model: GPT, tokens: torch.Tensor, length: int, n_windows: int, batch_tokens: int,
-               device: torch.device) -> tuple[float, int]:
+def window_nll(
+    model: GPT, tokens: torch.Tensor, length: int, n_windows: int, batch_tokens: int, device: torch.device
+) -> tuple[float, int]:
     """Summed NLL and token count over n_windows consecutive windows of ``length``: the
     non-overlapping protocol of ``scoring.score`` (stride = length)."""
     scores = scoring.score(model, tokens, length, length, n_windows * length, batch_tokens, device)
     return scores.total, scores.tokens
 
 
-def evaluate(model: GPT, meta: RunMeta, val: torch.Tensor, ev, device: torch.device, run_name: str,
-             console: Console | None = None, long_tables: bool = False, val_docs=None,
-             tokenizer=None) -> Evaluation:
+def evaluate(
+    model: GPT,
+    meta: RunMeta,
+    val: torch.Tensor,
+    ev,
+    device: torch.device,
+    run_name: str,
+    console: Console | None = None,
+    long_tables: bool = False,
+    val_docs=None,
+    tokenizer=None,
+) -> Evaluation:
     """One row per (factor, method); with ``long_tables``, also the per-position buckets and
     (eval.passkey.enabled) the passkey rows. The model's trained frequencies stay installed.
     ``val_docs``: where each held-out document starts (eval.within_documents needs it);
@@ -54,19 +62,30 @@ def evaluate(model: GPT, meta: RunMeta, val: torch.Tensor, ev, device: torch.dev
     n_tokens = scoring.tokens_for(ev.protocol, ev.tokens, lengths, strides)
     needed = max(scoring.tokens_needed(L, s, n_tokens) for L, s in zip(lengths, strides))
     within = bool(ev.within_documents)
-    plans = {L: documents.plan(val_docs, len(val), L, s, n_tokens, ev.min_document_tokens)
-             for L, s in zip(lengths, strides)} if within else {}  # too few documents: one line, here
+    plans = (
+        {
+            L: documents.plan(val_docs, len(val), L, s, n_tokens, ev.min_document_tokens)
+            for L, s in zip(lengths, strides)
+        }
+        if within
+        else {}
+    )  # too few documents: one line, here
     if not within and len(val) < needed:
-        raise PosxError(f"the held-out split has {len(val)} tokens but eval.tokens asks for {n_tokens} "
-                        f"at each length ({needed} read); lower eval.tokens or use more data")
+        raise PosxError(
+            f"the held-out split has {len(val)} tokens but eval.tokens asks for {n_tokens} "
+            f"at each length ({needed} read); lower eval.tokens or use more data"
+        )
     scales = [float(ev.scale) if ev.scale is not None else L / T for L in lengths]
     rope_args = {"head_dim": meta.model.head_dim, "base": meta.model.rope_base, "train_context": T}
     if model.pos.uses_rope:  # bad method parameters fail here, before any row is computed
         check_methods(ev, ev.methods, rows=list(zip(scales, lengths)), **rope_args)
     pk = ev.passkey
     variants = list(pk.variants) if long_tables and pk.enabled else []
-    trials = {(L, v): passkey.make_trials(val, L, v, pk.trials, pk.digits, pk.depth_buckets, pk.seed, tokenizer)
-              for L in lengths for v in variants}
+    trials = {
+        (L, v): passkey.make_trials(val, L, v, pk.trials, pk.digits, pk.depth_buckets, pk.seed, tokenizer)
+        for L in lengths
+        for v in variants
+    }
     width = scoring.bucket_width_for(ev.bucket_width, T)
     beyond = ev.absolute_beyond if model.pos.kind == "absolute" else "none"  # no table, no patch
     positions: list[dict] = []
@@ -76,12 +95,32 @@ def evaluate(model: GPT, meta: RunMeta, val: torch.Tensor, ev, device: torch.dev
     cells = [(m, f, L, s, sc) for m in ev.methods for f, L, s, sc in zip(ev.factors, lengths, strides, scales)]
     with absolute_beyond(model, beyond), Reporter(console or Console(quiet=True), "eval", len(cells)) as progress:
         for method, factor, L, stride, scale in cells:
-            row = {"run": run_name, "pos": meta.model.pos, "train_context": T, "eval_context": L,
-                   "factor": float(factor), "method": method, "scale": scale, "attention_factor": 1.0,
-                   "nll": math.nan, "ppl": math.nan, "tokens": 0, "status": "ok", "protocol": ev.protocol,
-                   "stride": stride, "reference_context": T, "stage": "zero-shot", "absolute_beyond": beyond,
-                   "within_documents": within, "documents": plans[L].documents if within else math.nan,
-                   "nll_se": math.nan, "ppl_lo": math.nan, "ppl_hi": math.nan, "windows": 0, "eval_id": ""}
+            row = {
+                "run": run_name,
+                "pos": meta.model.pos,
+                "train_context": T,
+                "eval_context": L,
+                "factor": float(factor),
+                "method": method,
+                "scale": scale,
+                "attention_factor": 1.0,
+                "nll": math.nan,
+                "ppl": math.nan,
+                "tokens": 0,
+                "status": "ok",
+                "protocol": ev.protocol,
+                "stride": stride,
+                "reference_context": T,
+                "stage": "zero-shot",
+                "absolute_beyond": beyond,
+                "within_documents": within,
+                "documents": plans[L].documents if within else math.nan,
+                "nll_se": math.nan,
+                "ppl_lo": math.nan,
+                "ppl_hi": math.nan,
+                "windows": 0,
+                "eval_id": "",
+            }
             rows.append(row)
             cell_trials = {v: trials[(L, v)] for v in variants}
             starts = plans[L].starts if within else None
@@ -89,19 +128,37 @@ def evaluate(model: GPT, meta: RunMeta, val: torch.Tensor, ev, device: torch.dev
             keys = {k: row[k] for k in ("run", "pos", "train_context", "eval_context", "factor", "method")}
             if long_tables and row["status"] == "ok":
                 for start, end, total, count in scoring.buckets(scores, width):
-                    positions.append({**keys, "protocol": ev.protocol, "bucket_start": start,
-                                      "bucket_end": end, "tokens": count, "nll": total / count,
-                                      "stage": "zero-shot"})
+                    positions.append(
+                        {
+                            **keys,
+                            "protocol": ev.protocol,
+                            "bucket_start": start,
+                            "bucket_end": end,
+                            "tokens": count,
+                            "nll": total / count,
+                            "stage": "zero-shot",
+                        }
+                    )
             for v in variants:
                 for r in _passkey_rows(row["status"], cell_trials[v], results.get(v), pk.depth_buckets):
                     passkey_rows.append({**keys, "variant": v, **r})
-            progress.advance(f"{method} {factor:g}x (L={L}) " +
-                             (f"ppl {row['ppl']:.3f}" if row["status"] == "ok" else row["status"]))
+            progress.advance(
+                f"{method} {factor:g}x (L={L}) " + (f"ppl {row['ppl']:.3f}" if row["status"] == "ok" else row["status"])
+            )
     return Evaluation(table=pd.DataFrame(rows, columns=COLUMNS), positions=positions, passkey=passkey_rows)
 
 
-def _score_cell(model: GPT, val: torch.Tensor, ev, device: torch.device, row: dict, n_tokens: int,
-                trials: dict, rope_args: dict, starts: list[int] | None) -> tuple[scoring.Scores | None, dict]:
+def _score_cell(
+    model: GPT,
+    val: torch.Tensor,
+    ev,
+    device: torch.device,
+    row: dict,
+    n_tokens: int,
+    trials: dict,
+    rope_args: dict,
+    starts: list[int] | None,
+) -> tuple[scoring.Scores | None, dict]:
     """Fill one row (method at one length) in place; returns its scores and passkey results."""
     L, method = row["eval_context"], row["method"]
     if method != "none" and not model.pos.uses_rope:
@@ -136,6 +193,15 @@ def _score_cell(model: GPT, val: torch.Tensor, ev, device: torch.device, row: di
 def _passkey_rows(status: str, trials: list, result, depth_buckets: int) -> list[dict]:
     """Passkey rows of one cell; a cell that was not scored gets its status in every row."""
     if result is None:
-        return [{"depth_lo": b / depth_buckets, "depth_hi": (b + 1) / depth_buckets, "trials": 0,
-                 "accuracy": math.nan, "key_nll": math.nan, "status": status} for b in range(depth_buckets)]
+        return [
+            {
+                "depth_lo": b / depth_buckets,
+                "depth_hi": (b + 1) / depth_buckets,
+                "trials": 0,
+                "accuracy": math.nan,
+                "key_nll": math.nan,
+                "status": status,
+            }
+            for b in range(depth_buckets)
+        ]
     return passkey.summarize(trials, *result, depth_buckets)

@@ -38,6 +38,7 @@ def settings_of(ev) -> dict:
 
 def eval_id(settings: dict) -> str:
     """A short stable hash of the settings (key order does not matter; 1 and 1.0 are equal)."""
+
     def norm(value):
         if isinstance(value, dict):
             return {str(k): norm(v) for k, v in sorted(value.items())}
@@ -57,7 +58,9 @@ def read_record(path: Path) -> dict:
     try:
         record = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise PosxError(f"{path} is unreadable ({exc.__class__.__name__}); remove it or re-evaluate with --force") from None
+        raise PosxError(
+            f"{path} is unreadable ({exc.__class__.__name__}); remove it or re-evaluate with --force"
+        ) from None
     fix = "remove it or re-evaluate with --force"
     if not isinstance(record, dict) or not isinstance(record.get("settings"), dict):
         raise PosxError(f"{path} is not a posx evaluation record; {fix}")
@@ -147,7 +150,6 @@ def load(folder: Path) -> Evaluation:
     passkey = folder / "passkey.csv"
     return Evaluation(
         table=read_table(folder / "extrapolation.csv"),
-        positions=read_table(positions).to_dict("records")
-        if positions.is_file() else [],
+        positions=read_table(positions).to_dict("records") if positions.is_file() else [],
         passkey=read_table(passkey).to_dict("records") if passkey.is_file() else [],
     )

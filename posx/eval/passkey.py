@@ -1,8 +1,9 @@
 """Passkey retrieval sized for small byte-level models (after Mohtashami & Jaggi 2023).
 
 Each trial is one sequence of exactly L tokens (bytes with the byte tokenizer; with another,
-the mark and the key are encoded on their own and the key's tokens are planted and scored): filler text cut from the held-out split with a
-random key of ``digits`` digits planted at a depth that varies over trials. Two variants:
+the mark and the key are encoded on their own and the key's tokens are planted and scored):
+filler text cut from the held-out split with a random key of ``digits`` digits planted at a
+depth that varies over trials. Two variants:
 
 * ``prompt``: the filler holds the statement ``\\npasskey = <key>\\n``; the sequence ends by
   asking ``\\npasskey = `` and the model must answer with the key.
@@ -32,8 +33,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from posx.core.errors import PosxError
 from posx.core.device import autocast
+from posx.core.errors import PosxError
 
 VARIANTS = ("prompt", "copy")
 MARK = "\npasskey = "  # the statement and the question both start with it
@@ -64,8 +65,16 @@ def _parts(variant: str, key_ids: np.ndarray, mark: np.ndarray, newline: np.ndar
     return key_ids, key_ids, 0, len(key_ids) - 1
 
 
-def make_trials(val: torch.Tensor, length: int, variant: str, trials: int, digits: int,
-                depth_buckets: int, seed: int, tokenizer=None) -> list[Trial]:
+def make_trials(
+    val: torch.Tensor,
+    length: int,
+    variant: str,
+    trials: int,
+    digits: int,
+    depth_buckets: int,
+    seed: int,
+    tokenizer=None,
+) -> list[Trial]:
     """``trials`` sequences of ``length`` tokens; empty when the length cannot hold any filler.
 
     Seeded by (seed, length, variant): every method evaluated at a length sees the same trials.
@@ -89,10 +98,12 @@ def make_trials(val: torch.Tensor, length: int, variant: str, trials: int, digit
         planted, tail, key_at, scored = _parts(variant, encode(key), mark, newline)
         filler_len = length - len(planted) - len(tail)
         if len(source) < filler_len:
-            raise PosxError(f"the held-out split has {len(source)} tokens, too few for passkey filler of "
-                            f"{filler_len}; use more data or set eval.passkey.enabled=false")
+            raise PosxError(
+                f"the held-out split has {len(source)} tokens, too few for passkey filler of "
+                f"{filler_len}; use more data or set eval.passkey.enabled=false"
+            )
         offset = int(rng.integers(0, len(source) - filler_len + 1))
-        filler = np.asarray(source[offset:offset + filler_len])
+        filler = np.asarray(source[offset : offset + filler_len])
         cut = min(filler_len, int(depth * filler_len))
         seq = np.concatenate([filler[:cut], planted, filler[cut:], tail]).astype(dtype)  # (L,)
         assert len(seq) == length, (len(seq), length)
@@ -101,8 +112,7 @@ def make_trials(val: torch.Tensor, length: int, variant: str, trials: int, digit
 
 
 @torch.no_grad()
-def score_trials(model, trials: list[Trial], batch_tokens: int,
-                 device: torch.device) -> tuple[np.ndarray, np.ndarray]:
+def score_trials(model, trials: list[Trial], batch_tokens: int, device: torch.device) -> tuple[np.ndarray, np.ndarray]:
     """Per trial: mean NLL of the scored key tokens (nats) and whether greedy reproduces them."""
     nlls, exact = [], []
     if not trials:
@@ -110,30 +120,35 @@ def score_trials(model, trials: list[Trial], batch_tokens: int,
     length = len(trials[0].tokens)
     per_batch = max(1, batch_tokens // length)
     for b in range(0, len(trials), per_batch):
-        batch = trials[b:b + per_batch]
+        batch = trials[b : b + per_batch]
         x = torch.stack([torch.from_numpy(t.tokens).long() for t in batch]).to(device)  # (B, L)
         with autocast(device):
             logits = model(x)[0].float()  # (B, L, vocab)
         k = max(t.scored for t in batch)
         # logits at positions L-k-1 .. L-2 predict tokens L-k .. L-1
-        pred = logits[:, length - k - 1:length - 1]  # (B, k, vocab)
-        target = x[:, length - k:]  # (B, k)
+        pred = logits[:, length - k - 1 : length - 1]  # (B, k, vocab)
+        target = x[:, length - k :]  # (B, k)
         nll = F.cross_entropy(pred.flatten(0, 1), target.flatten(), reduction="none").view(len(batch), k)
         hit = pred.argmax(-1) == target  # (B, k)
         for i, t in enumerate(batch):
-            nlls.append(nll[i, k - t.scored:].mean().item())
-            exact.append(bool(hit[i, k - t.scored:].all()))
+            nlls.append(nll[i, k - t.scored :].mean().item())
+            exact.append(bool(hit[i, k - t.scored :].all()))
     return np.array(nlls), np.array(exact)
 
 
-def summarize(trials: list[Trial], nll: np.ndarray, exact: np.ndarray,
-              depth_buckets: int) -> list[dict]:
+def summarize(trials: list[Trial], nll: np.ndarray, exact: np.ndarray, depth_buckets: int) -> list[dict]:
     """One dict per depth bucket: trials, accuracy, key_nll, status."""
     rows = []
     for bucket in range(depth_buckets):
         idx = [i for i, t in enumerate(trials) if t.depth_bucket == bucket]
-        row = {"depth_lo": bucket / depth_buckets, "depth_hi": (bucket + 1) / depth_buckets,
-               "trials": len(idx), "accuracy": math.nan, "key_nll": math.nan, "status": "ok"}
+        row = {
+            "depth_lo": bucket / depth_buckets,
+            "depth_hi": (bucket + 1) / depth_buckets,
+            "trials": len(idx),
+            "accuracy": math.nan,
+            "key_nll": math.nan,
+            "status": "ok",
+        }
         if not idx:
             row["status"] = "too_short" if not trials else "no_trials"
         elif not np.isfinite(nll[idx]).all():

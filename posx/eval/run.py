@@ -21,9 +21,9 @@ from posx.core.errors import PosxError
 from posx.core.trackers import open_tracker
 from posx.data import store
 from posx.data.tokenizer import Tokenizer
+from posx.eval import history
 from posx.eval.extended import evaluate_extended
 from posx.eval.extrapolate import evaluate
-from posx.eval import history
 from posx.eval.tables import Evaluation, passkey_table, rich_table
 from posx.model.gpt import GPT
 from posx.runs.records import RunMeta
@@ -51,11 +51,15 @@ def load(run_dir: Path, cfg: DictConfig, console: Console) -> Loaded:
     corpus = store.load(meta.data_config, cfg.data.cache_dir, console=console)
     trained_with = (meta.data.get("tokenizer") or {}).get("sha256")
     if trained_with and trained_with != corpus.tokenizer.sha256:
-        raise PosxError(f"the corpus's tokenizer ({corpus.tokenizer.sha256[:12]}) is not the one {run_dir} trained "
-                        f"with ({trained_with[:12]}); rebuild its token store or evaluate another run")
+        raise PosxError(
+            f"the corpus's tokenizer ({corpus.tokenizer.sha256[:12]}) is not the one {run_dir} trained "
+            f"with ({trained_with[:12]}); rebuild its token store or evaluate another run"
+        )
     if meta.data.get("sha256") and corpus.fingerprint.get("sha256") != meta.data["sha256"]:
-        console.print("[yellow]warning:[/] the corpus differs from the one this run trained on "
-                      "(different files or Python version); numbers are not comparable")
+        console.print(
+            "[yellow]warning:[/] the corpus differs from the one this run trained on "
+            "(different files or Python version); numbers are not comparable"
+        )
     return Loaded(Path(run_dir), model, meta, corpus.val, corpus.val_docs, corpus.tokenizer, device)
 
 
@@ -67,30 +71,52 @@ def evaluate_loaded(run: Loaded, cfg: DictConfig, console: Console) -> Evaluatio
     if meta.extended_from is not None:
         if cfg.eval.within_documents:
             console.print("[yellow]note:[/] eval.within_documents is not applied to an extended run")
-        return evaluate_extended(run.model, meta, run.val, cfg.eval, cfg.results_dir, run.device,
-                                 run.run_dir.name, console)
-    return evaluate(run.model, meta, run.val, cfg.eval, run.device, run.run_dir.name, console, long_tables=True,
-                    val_docs=run.val_docs, tokenizer=run.tokenizer)
+        return evaluate_extended(
+            run.model, meta, run.val, cfg.eval, cfg.results_dir, run.device, run.run_dir.name, console
+        )
+    return evaluate(
+        run.model,
+        meta,
+        run.val,
+        cfg.eval,
+        run.device,
+        run.run_dir.name,
+        console,
+        long_tables=True,
+        val_docs=run.val_docs,
+        tokenizer=run.tokenizer,
+    )
 
 
 def show(result: Evaluation, run_dir: Path, written: list[Path], console: Console, verb: str = "wrote") -> None:
     df = result.table
     reference = int(df["reference_context"].iloc[0])  # T that the factors multiply
     eid = f", eval {df['eval_id'].iloc[0]}" if df["eval_id"].iloc[0] else ""
-    console.print(rich_table(df, f"perplexity ± half the 95% interval over windows, {run_dir.name} "
-                                 f"(T={reference}, {df['protocol'].iloc[0]}{eid})"))
+    console.print(
+        rich_table(
+            df,
+            f"perplexity ± half the 95% interval over windows, {run_dir.name} "
+            f"(T={reference}, {df['protocol'].iloc[0]}{eid})",
+        )
+    )
     if df["within_documents"].fillna(False).astype(bool).any():
         per_length = df.drop_duplicates("eval_context")
-        console.print("within documents: " + "; ".join(
-            f"{r.factor:g}x: {int(r.documents)} documents, {int(r.tokens)} tokens" for r in per_length.itertuples()))
+        console.print(
+            "within documents: "
+            + "; ".join(
+                f"{r.factor:g}x: {int(r.documents)} documents, {int(r.tokens)} tokens" for r in per_length.itertuples()
+            )
+        )
     if result.passkey:
         pk = result.passkey_frame
         ok = pk[pk["status"] == "ok"]
         if len(ok) and (ok["accuracy"] == 0).all():  # a model too small to retrieve: one line, not a table of 0s
             nll = (ok["key_nll"] * ok["trials"]).sum() / ok["trials"].sum()
-            console.print(f"passkey: 0 of {int(ok['trials'].sum())} trials retrieved at every length, method and "
-                          f"variant (mean key NLL {nll:.3f}, chance ln 10 = 2.303; passkey.csv has the rows)",
-                          highlight=False)
+            console.print(
+                f"passkey: 0 of {int(ok['trials'].sum())} trials retrieved at every length, method and "
+                f"variant (mean key NLL {nll:.3f}, chance ln 10 = 2.303; passkey.csv has the rows)",
+                highlight=False,
+            )
         else:
             console.print(passkey_table(pk, f"passkey accuracy, {run_dir.name}"))
     console.print(f"{verb} " + ", ".join(str(p) for p in written))
@@ -107,8 +133,11 @@ def evaluate_run(run_dir: Path, cfg: DictConfig, console: Console | None = None,
     run = load(run_dir, cfg, console)
     folder = None if force else history.stored(run_dir, eid, run.meta.weights_sha256)
     if folder is not None:
-        console.print(f"{run_dir} was already evaluated with these settings ({folder}); nothing computed "
-                      "(pass --force to evaluate again)", highlight=False)
+        console.print(
+            f"{run_dir} was already evaluated with these settings ({folder}); nothing computed "
+            "(pass --force to evaluate again)",
+            highlight=False,
+        )
         result = history.load(folder)
         show(result, run_dir, history.make_current(run_dir, folder), console, verb="current again:")
         return result

@@ -33,9 +33,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from posx.data.corpus import as_long, require_tokens
-from posx.core.errors import PosxError
 from posx.core.device import autocast
+from posx.core.errors import PosxError
+from posx.data.corpus import as_long, require_tokens
 
 PROTOCOLS = ("nonoverlapping", "sliding")
 
@@ -63,9 +63,38 @@ class Scores:
 
 # Two-sided 95% quantiles of Student's t with 1..30 degrees of freedom (windows - 1); past 30, the
 # normal 1.96. With few windows (long lengths at a small eval.tokens) the interval widens honestly.
-T95 = [12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228, 2.201, 2.179, 2.160, 2.145,
-       2.131, 2.120, 2.110, 2.101, 2.093, 2.086, 2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048,
-       2.045, 2.042]
+T95 = [
+    12.706,
+    4.303,
+    3.182,
+    2.776,
+    2.571,
+    2.447,
+    2.365,
+    2.306,
+    2.262,
+    2.228,
+    2.201,
+    2.179,
+    2.160,
+    2.145,
+    2.131,
+    2.120,
+    2.110,
+    2.101,
+    2.093,
+    2.086,
+    2.080,
+    2.074,
+    2.069,
+    2.064,
+    2.060,
+    2.056,
+    2.052,
+    2.048,
+    2.045,
+    2.042,
+]
 
 
 def t95(windows: int) -> float:
@@ -101,8 +130,10 @@ def stride_for(protocol: str, stride: int | None, train_context: int, length: in
         raise PosxError(f"eval.protocol={protocol} is unknown; choose one of {', '.join(PROTOCOLS)}")
     s = stride if stride is not None else max(1, train_context // 2)
     if not 1 <= s <= length:
-        raise PosxError(f"eval.stride={s} must be between 1 and the evaluation length {length}; "
-                        f"use a stride of at most T={train_context}")
+        raise PosxError(
+            f"eval.stride={s} must be between 1 and the evaluation length {length}; "
+            f"use a stride of at most T={train_context}"
+        )
     return s
 
 
@@ -112,8 +143,10 @@ def tokens_for(protocol: str, requested: int, lengths: list[int], strides: list[
     step = math.lcm(*steps)
     tokens = -(-requested // step) * step
     if tokens > 64 * max(requested, max(steps)):
-        raise PosxError(f"the window steps {steps} have a common multiple ({step}) far above eval.tokens; "
-                        "use factors (or an eval.stride) whose lengths share divisors, e.g. [1,2,4,8]")
+        raise PosxError(
+            f"the window steps {steps} have a common multiple ({step}) far above eval.tokens; "
+            "use factors (or an eval.stride) whose lengths share divisors, e.g. [1,2,4,8]"
+        )
     return tokens
 
 
@@ -122,8 +155,9 @@ def tokens_needed(length: int, stride: int, n_tokens: int) -> int:
     return n_tokens - stride + length + 1
 
 
-def held_out_needed(protocol: str, stride: int | None, requested: int, train_context: int,
-                    lengths: list[int]) -> tuple[int, int]:
+def held_out_needed(
+    protocol: str, stride: int | None, requested: int, train_context: int, lengths: list[int]
+) -> tuple[int, int]:
     """(scored tokens per length, held-out tokens read) of an evaluation at ``lengths``."""
     strides = [stride_for(protocol, stride, train_context, L) for L in lengths]
     n_tokens = tokens_for(protocol, requested, lengths, strides)
@@ -131,8 +165,16 @@ def held_out_needed(protocol: str, stride: int | None, requested: int, train_con
 
 
 @torch.no_grad()
-def score(model, tokens: torch.Tensor, length: int, stride: int, n_tokens: int, batch_tokens: int,
-          device: torch.device, starts: list[int] | None = None) -> Scores:
+def score(
+    model,
+    tokens: torch.Tensor,
+    length: int,
+    stride: int,
+    n_tokens: int,
+    batch_tokens: int,
+    device: torch.device,
+    starts: list[int] | None = None,
+) -> Scores:
     """Score ``n_tokens`` targets of ``tokens`` with windows of ``length`` every ``stride`` tokens.
 
     Window k covers tokens[k*S : k*S + L] and scores its positions L-S .. L-1, whose targets
@@ -154,15 +196,15 @@ def score(model, tokens: torch.Tensor, length: int, stride: int, n_tokens: int, 
     count = torch.zeros(length, dtype=torch.int64)
     window_sum = torch.zeros(len(starts), dtype=torch.float64)
     for b in range(0, len(starts), per_batch):
-        batch = starts[b:b + per_batch]
-        w = torch.stack([as_long(tokens[s:s + length + 1]) for s in batch])  # (B, L + 1)
+        batch = starts[b : b + per_batch]
+        w = torch.stack([as_long(tokens[s : s + length + 1]) for s in batch])  # (B, L + 1)
         x, y = w[:, :-1].to(device), w[:, 1:].to(device)  # (B, L) each
         with autocast(device):
             logits, _ = model(x)  # (B, L, vocab)
         nll = F.cross_entropy(logits.float().flatten(0, 1), y.flatten(), reduction="none")  # (B*L,)
         nll = nll.view(len(batch), length)[:, first:]  # (B, S): the scored positions only
         nll_sum[first:] += nll.double().sum(0).cpu()
-        window_sum[b:b + len(batch)] = nll.double().sum(1).cpu()
+        window_sum[b : b + len(batch)] = nll.double().sum(1).cpu()
         count[first:] += len(batch)
     return Scores(nll_sum.numpy(), count.numpy(), window_sum.numpy())
 

@@ -18,21 +18,78 @@ from rich.table import Table
 from posx.core import files
 from posx.core.errors import PosxError
 
-COLUMNS = ["run", "pos", "train_context", "eval_context", "factor", "method", "scale",
-           "attention_factor", "nll", "ppl", "tokens", "status", "protocol", "stride", "reference_context",
-           "stage", "absolute_beyond", "within_documents", "documents", "nll_se", "ppl_lo", "ppl_hi", "windows", "eval_id"]
+COLUMNS = [
+    "run",
+    "pos",
+    "train_context",
+    "eval_context",
+    "factor",
+    "method",
+    "scale",
+    "attention_factor",
+    "nll",
+    "ppl",
+    "tokens",
+    "status",
+    "protocol",
+    "stride",
+    "reference_context",
+    "stage",
+    "absolute_beyond",
+    "within_documents",
+    "documents",
+    "nll_se",
+    "ppl_lo",
+    "ppl_hi",
+    "windows",
+    "eval_id",
+]
 # nll_se: standard error of the mean NLL over the scored windows; ppl_lo/ppl_hi: the 95% interval
 # exp(nll -/+ q nll_se), q Student's t (posx.eval.scoring.interval); eval_id: the identity of the evaluation
 # settings (posx.eval.history), the name of the eval/<eval_id>/ folder that keeps this table.
-POSITION_COLUMNS = ["run", "pos", "train_context", "eval_context", "factor", "method", "protocol",
-                    "bucket_start", "bucket_end", "tokens", "nll", "stage"]
-PASSKEY_COLUMNS = ["run", "pos", "train_context", "eval_context", "factor", "method", "variant",
-                   "depth_lo", "depth_hi", "trials", "accuracy", "key_nll", "status"]
+POSITION_COLUMNS = [
+    "run",
+    "pos",
+    "train_context",
+    "eval_context",
+    "factor",
+    "method",
+    "protocol",
+    "bucket_start",
+    "bucket_end",
+    "tokens",
+    "nll",
+    "stage",
+]
+PASSKEY_COLUMNS = [
+    "run",
+    "pos",
+    "train_context",
+    "eval_context",
+    "factor",
+    "method",
+    "variant",
+    "depth_lo",
+    "depth_hi",
+    "trials",
+    "accuracy",
+    "key_nll",
+    "status",
+]
 DEFAULT_PROTOCOL = "nonoverlapping"  # eval.protocol's default, and that of tables written before it existed
 # Columns added to extrapolation.csv after its first version, with the value an older table implies.
-ADDED_COLUMNS = {"protocol": DEFAULT_PROTOCOL, "stage": "zero-shot", "absolute_beyond": "none",
-                 "within_documents": False, "documents": float("nan"),
-                 "nll_se": math.nan, "ppl_lo": math.nan, "ppl_hi": math.nan, "windows": math.nan, "eval_id": ""}
+ADDED_COLUMNS = {
+    "protocol": DEFAULT_PROTOCOL,
+    "stage": "zero-shot",
+    "absolute_beyond": "none",
+    "within_documents": False,
+    "documents": float("nan"),
+    "nll_se": math.nan,
+    "ppl_lo": math.nan,
+    "ppl_hi": math.nan,
+    "windows": math.nan,
+    "eval_id": "",
+}
 
 
 @dataclass
@@ -49,17 +106,39 @@ class Evaluation:
 
 
 # Numeric columns of the tables; a value there that is not a number is a damaged table.
-NUMERIC = {"documents", "train_context", "eval_context", "factor", "scale", "attention_factor", "nll", "ppl",
-           "tokens", "stride", "reference_context", "bucket_start", "bucket_end", "depth_lo", "depth_hi", "trials",
-           "accuracy", "key_nll", "nll_se", "ppl_lo", "ppl_hi", "windows"}
+NUMERIC = {
+    "documents",
+    "train_context",
+    "eval_context",
+    "factor",
+    "scale",
+    "attention_factor",
+    "nll",
+    "ppl",
+    "tokens",
+    "stride",
+    "reference_context",
+    "bucket_start",
+    "bucket_end",
+    "depth_lo",
+    "depth_hi",
+    "trials",
+    "accuracy",
+    "key_nll",
+    "nll_se",
+    "ppl_lo",
+    "ppl_hi",
+    "windows",
+}
 TABLE_COLUMNS = {"extrapolation.csv": COLUMNS, "positions.csv": POSITION_COLUMNS, "passkey.csv": PASSKEY_COLUMNS}
 # Per table: the columns added after its first version, with the value an older table implies.
 OPTIONAL = {"extrapolation.csv": ADDED_COLUMNS, "positions.csv": {"stage": "zero-shot"}, "passkey.csv": {}}
 # Per table: what every version has and reading it needs; any other column of today's may be absent (empty).
-REQUIRED = {"extrapolation.csv": ["pos", "train_context", "eval_context", "factor", "method", "ppl", "status"],
-            "positions.csv": ["pos", "eval_context", "factor", "method", "bucket_start", "bucket_end", "tokens", "nll"],
-            "passkey.csv": ["pos", "eval_context", "factor", "method", "variant", "trials", "accuracy", "key_nll",
-                            "status"]}
+REQUIRED = {
+    "extrapolation.csv": ["pos", "train_context", "eval_context", "factor", "method", "ppl", "status"],
+    "positions.csv": ["pos", "eval_context", "factor", "method", "bucket_start", "bucket_end", "tokens", "nll"],
+    "passkey.csv": ["pos", "eval_context", "factor", "method", "variant", "trials", "accuracy", "key_nll", "status"],
+}
 
 
 def read_table(path: Path) -> pd.DataFrame:
@@ -72,11 +151,14 @@ def read_table(path: Path) -> pd.DataFrame:
     try:
         df = pd.read_csv(path)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, OSError) as exc:
-        raise PosxError(f"{path} cannot be read as CSV ({exc.__class__.__name__}); re-run posx eval-extrapolate") from None
+        raise PosxError(
+            f"{path} cannot be read as CSV ({exc.__class__.__name__}); re-run posx eval-extrapolate"
+        ) from None
     missing = [c for c in REQUIRED[name] if c not in df.columns]
     if missing:
-        raise PosxError(f"{path} lacks the column(s) {', '.join(missing)}; it is not a posx table "
-                        "(re-run posx eval-extrapolate)")
+        raise PosxError(
+            f"{path} lacks the column(s) {', '.join(missing)}; it is not a posx table (re-run posx eval-extrapolate)"
+        )
     df = df.reindex(columns=list(dict.fromkeys([*columns, *df.columns])))
     for column, implied in OPTIONAL[name].items():  # per column: a string default on an all-empty float column
         if df[column].isna().any():
@@ -98,8 +180,10 @@ def write_tables(result: Evaluation, run_dir: Path) -> list[Path]:
         df.to_csv(tmp, index=False)
     files.write_text(run_dir / "extrapolation.md", df.to_markdown(index=False, floatfmt=".4g") + "\n")
     written = [run_dir / "extrapolation.csv", run_dir / "extrapolation.md"]
-    for name, rows, columns in (("positions.csv", result.positions, POSITION_COLUMNS),
-                                ("passkey.csv", result.passkey, PASSKEY_COLUMNS)):
+    for name, rows, columns in (
+        ("positions.csv", result.positions, POSITION_COLUMNS),
+        ("passkey.csv", result.passkey, PASSKEY_COLUMNS),
+    ):
         if rows:
             with files.atomic_path(run_dir / name) as tmp:
                 pd.DataFrame(rows, columns=columns).to_csv(tmp, index=False)

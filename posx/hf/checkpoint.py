@@ -67,8 +67,10 @@ class HFRotary:
 
     def set_frequencies(self, inv_freq: torch.Tensor, attention_factor: float = 1.0) -> None:
         if inv_freq.shape != self.trained_inv_freq.shape:
-            raise PosxError(f"frequencies of shape {tuple(inv_freq.shape)} do not fit the model's rotary "
-                            f"embedding of {self.trained_inv_freq.numel()} pairs")
+            raise PosxError(
+                f"frequencies of shape {tuple(inv_freq.shape)} do not fit the model's rotary "
+                f"embedding of {self.trained_inv_freq.numel()} pairs"
+            )
         self.module.inv_freq = inv_freq.to(device=self.module.inv_freq.device, dtype=torch.float32)
         self.module.attention_scaling = self.attention_factor = float(attention_factor)
 
@@ -88,8 +90,9 @@ class HFCausalLM(torch.nn.Module):
         self.hf = model
         self.pos = HFRotary(rotary)
 
-    def forward(self, idx: torch.Tensor, targets: torch.Tensor | None = None,
-                offset: int = 0) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def forward(
+        self, idx: torch.Tensor, targets: torch.Tensor | None = None, offset: int = 0
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         B, T = idx.shape
         positions = torch.arange(offset, offset + T, device=idx.device).expand(B, T)  # (B, T)
         logits = self.hf(input_ids=idx, position_ids=positions, use_cache=False).logits  # (B, T, vocab)
@@ -100,20 +103,29 @@ def _rope_params(config, where: Path) -> dict:
     params = getattr(config, "rope_parameters", None)
     model_type = getattr(config, "model_type", "unknown")
     if not isinstance(params, dict) or "rope_theta" not in params:
-        raise PosxError(f"{where} is a {model_type} model without RoPE (no flat rope_parameters in config.json); "
-                        "posx evaluates RoPE models (Llama, Mistral, Qwen2, ...)")
+        raise PosxError(
+            f"{where} is a {model_type} model without RoPE (no flat rope_parameters in config.json); "
+            "posx evaluates RoPE models (Llama, Mistral, Qwen2, ...)"
+        )
     return params
 
 
 def _rotary(model: torch.nn.Module, head_dim: int, where: Path) -> torch.nn.Module:
-    found = [m for m in model.modules()
-             if isinstance(getattr(m, "inv_freq", None), torch.Tensor) and hasattr(m, "attention_scaling")]
+    found = [
+        m
+        for m in model.modules()
+        if isinstance(getattr(m, "inv_freq", None), torch.Tensor) and hasattr(m, "attention_scaling")
+    ]
     if len(found) != 1:
-        raise PosxError(f"{where}: posx needs exactly one rotary embedding with inv_freq and attention_scaling, "
-                        f"found {len(found)}; this model's RoPE cannot be rescaled by posx")
+        raise PosxError(
+            f"{where}: posx needs exactly one rotary embedding with inv_freq and attention_scaling, "
+            f"found {len(found)}; this model's RoPE cannot be rescaled by posx"
+        )
     if found[0].inv_freq.numel() != head_dim // 2:
-        raise PosxError(f"{where}: the rotary embedding rotates {2 * found[0].inv_freq.numel()} of "
-                        f"{head_dim} head dimensions (partial rotary); posx rescales full-head RoPE only")
+        raise PosxError(
+            f"{where}: the rotary embedding rotates {2 * found[0].inv_freq.numel()} of "
+            f"{head_dim} head dimensions (partial rotary); posx rescales full-head RoPE only"
+        )
     return found[0]
 
 
@@ -127,9 +139,11 @@ def check_weights_format(model_dir: Path) -> None:
         return
     pickled = sorted(p.name for pattern in PICKLED for p in Path(model_dir).glob(pattern))
     if pickled:
-        raise PosxError(f"{model_dir} holds its weights as pickles ({', '.join(pickled[:3])}), which posx does not "
-                        "load (unpickling can run code); convert them to safetensors where you trust them "
-                        "(model.save_pretrained(dir, safe_serialization=True)) and point posx at that directory")
+        raise PosxError(
+            f"{model_dir} holds its weights as pickles ({', '.join(pickled[:3])}), which posx does not "
+            "load (unpickling can run code); convert them to safetensors where you trust them "
+            "(model.save_pretrained(dir, safe_serialization=True)) and point posx at that directory"
+        )
     raise PosxError(f"{model_dir} holds no weights (*.safetensors); save the model there with save_pretrained")
 
 
@@ -149,16 +163,23 @@ def load_hf(model_dir: Path, device: torch.device) -> tuple[HFCausalLM, RunMeta]
     dtype = torch.bfloat16 if device.type == "cuda" else (getattr(config, "dtype", None) or torch.float32)
     check_weights_format(model_dir)
     try:
-        model = transformers.AutoModelForCausalLM.from_pretrained(model_dir, local_files_only=True, dtype=dtype,
-                                                                  use_safetensors=True)
+        model = transformers.AutoModelForCausalLM.from_pretrained(
+            model_dir, local_files_only=True, dtype=dtype, use_safetensors=True
+        )
     except (OSError, ValueError, KeyError) as exc:
         first = (str(exc).strip().splitlines() or [exc.__class__.__name__])[0]
         raise PosxError(f"{model_dir} does not load as a transformers causal LM ({first})") from exc
     rotary = _rotary(model, head_dim, model_dir)
     T = int(params.get("original_max_position_embeddings") or config.max_position_embeddings)
-    spec = GPTConfig(vocab_size=config.vocab_size, n_layer=config.num_hidden_layers, n_head=n_head,
-                     d_model=n_head * head_dim, pos="rope", rope_base=float(params["rope_theta"]),
-                     block="llama")  # describes the RoPE only: head_dim and base are what evaluate() reads
+    spec = GPTConfig(
+        vocab_size=config.vocab_size,
+        n_layer=config.num_hidden_layers,
+        n_head=n_head,
+        d_model=n_head * head_dim,
+        pos="rope",
+        rope_base=float(params["rope_theta"]),
+        block="llama",
+    )  # describes the RoPE only: head_dim and base are what evaluate() reads
     meta = RunMeta(spec, T, {}, 0)
     return HFCausalLM(model, rotary).to(device), meta
 
@@ -172,15 +193,21 @@ def checkpoint_tokenizer(model_dir: Path, vocab_size: int, cache_dir: str | Path
         tok = None
     if tok is None or tok.encode(PROBE, add_special_tokens=False) == list(PROBE.encode()):
         if vocab_size < VOCAB_SIZE:
-            raise PosxError(f"{model_dir} has no tokenizer posx can load and a vocabulary of {vocab_size}, "
-                            f"fewer than posx's {VOCAB_SIZE} bytes; add its tokenizer files")
+            raise PosxError(
+                f"{model_dir} has no tokenizer posx can load and a vocabulary of {vocab_size}, "
+                f"fewer than posx's {VOCAB_SIZE} bytes; add its tokenizer files"
+            )
         return tok_mod.BYTE
     if not tok.is_fast:
-        raise PosxError(f"{model_dir}'s tokenizer ({type(tok).__name__}) has no tokenizer.json form; posx reads "
-                        "text with Hugging Face tokenizers: save a fast tokenizer into the checkpoint")
+        raise PosxError(
+            f"{model_dir}'s tokenizer ({type(tok).__name__}) has no tokenizer.json form; posx reads "
+            "text with Hugging Face tokenizers: save a fast tokenizer into the checkpoint"
+        )
     if not any(tok.backend_tokenizer.token_to_id(t) is not None for t in tok_mod.EOD_CANDIDATES):
-        raise PosxError(f"{model_dir}'s tokenizer has none of the end-of-document tokens posx joins documents "
-                        f"with ({', '.join(tok_mod.EOD_CANDIDATES)}); add one to its tokenizer")
+        raise PosxError(
+            f"{model_dir}'s tokenizer has none of the end-of-document tokens posx joins documents "
+            f"with ({', '.join(tok_mod.EOD_CANDIDATES)}); add one to its tokenizer"
+        )
     text = tok.backend_tokenizer.to_str()
     path = Path(cache_dir) / "tokenizers" / f"{hashlib.sha256(text.encode()).hexdigest()[:20]}.json"
     if not path.is_file():
@@ -188,8 +215,9 @@ def checkpoint_tokenizer(model_dir: Path, vocab_size: int, cache_dir: str | Path
             path.parent.mkdir(parents=True, exist_ok=True)
             files.write_text(path, text)
         except OSError as e:
-            raise PosxError(f"cannot write {path}: {e.strerror or e}; set data.cache_dir to a writable "
-                            "directory") from None
+            raise PosxError(
+                f"cannot write {path}: {e.strerror or e}; set data.cache_dir to a writable directory"
+            ) from None
     return str(path)
 
 
@@ -198,11 +226,15 @@ def load_data(model_dir: Path, vocab_size: int, cfg: DictConfig, console: Consol
     tokenizer = checkpoint_tokenizer(model_dir, vocab_size, cfg.data.cache_dir)
     corpus = store.load({**store.data_config(cfg.data), "tokenizer": tokenizer}, cfg.data.cache_dir, console)
     if corpus.tokenizer.vocab_size > vocab_size:
-        raise PosxError(f"{model_dir}'s tokenizer has {corpus.tokenizer.vocab_size} tokens, more than the model's "
-                        f"vocabulary of {vocab_size}; its tokenizer files do not belong to this model")
+        raise PosxError(
+            f"{model_dir}'s tokenizer has {corpus.tokenizer.vocab_size} tokens, more than the model's "
+            f"vocabulary of {vocab_size}; its tokenizer files do not belong to this model"
+        )
     if tokenizer != tok_mod.BYTE:
-        console.print(f"[yellow]note:[/] {model_dir}'s tokenizer is not byte-level; the corpus is read in its "
-                      f"tokens ({corpus.fingerprint['val_tokens']:,} held out)")
+        console.print(
+            f"[yellow]note:[/] {model_dir}'s tokenizer is not byte-level; the corpus is read in its "
+            f"tokens ({corpus.fingerprint['val_tokens']:,} held out)"
+        )
     return corpus
 
 
@@ -214,12 +246,26 @@ def evaluate_hf_dir(model_dir: Path, cfg: DictConfig, console: Console | None = 
     rope_type = model.hf.config.rope_parameters.get("rope_type", "default")
     corpus = load_data(model_dir, model.hf.config.vocab_size, cfg, console)
     if rope_type != "default":
-        console.print(f"[yellow]warning:[/] {model_dir} already rescales RoPE ({rope_type}); every row rescales "
-                      f"plain RoPE of base {meta.model.rope_base:g} from T={meta.train_context}, so `none` is "
-                      "not the checkpoint's own scaling")
-    console.print(f"[bold]posx eval-extrapolate[/] {model_dir}  transformers {model.hf.config.model_type} "
-                  f"T={meta.train_context} dtype={next(model.parameters()).dtype}")
-    result = evaluate(model, meta, corpus.val, cfg.eval, device, model_dir.name, console, long_tables=True,
-                      val_docs=corpus.val_docs, tokenizer=corpus.tokenizer)
+        console.print(
+            f"[yellow]warning:[/] {model_dir} already rescales RoPE ({rope_type}); every row rescales "
+            f"plain RoPE of base {meta.model.rope_base:g} from T={meta.train_context}, so `none` is "
+            "not the checkpoint's own scaling"
+        )
+    console.print(
+        f"[bold]posx eval-extrapolate[/] {model_dir}  transformers {model.hf.config.model_type} "
+        f"T={meta.train_context} dtype={next(model.parameters()).dtype}"
+    )
+    result = evaluate(
+        model,
+        meta,
+        corpus.val,
+        cfg.eval,
+        device,
+        model_dir.name,
+        console,
+        long_tables=True,
+        val_docs=corpus.val_docs,
+        tokenizer=corpus.tokenizer,
+    )
     show(result, model_dir, write_tables(result, model_dir), console)
     return result

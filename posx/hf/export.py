@@ -75,8 +75,12 @@ def rope_parameters(meta: RunMeta) -> dict:
     s = float(record.factor)
     T0 = record.original_context if record.original_context is not None else meta.train_context
     length = int(params.get("length") or T0)
-    yarn_keys = {"original_max_position_embeddings": T0, "beta_fast": float(params.get("beta_fast", 32.0)),
-                 "beta_slow": float(params.get("beta_slow", 1.0)), "truncate": bool(params.get("truncate", True))}
+    yarn_keys = {
+        "original_max_position_embeddings": T0,
+        "beta_fast": float(params.get("beta_fast", 32.0)),
+        "beta_slow": float(params.get("beta_slow", 1.0)),
+        "truncate": bool(params.get("truncate", True)),
+    }
     if method == "none":
         return _default(base)
     if method == "pi":
@@ -96,28 +100,55 @@ def rope_parameters(meta: RunMeta) -> dict:
             out["attention_factor"] = float(attention)
         return out
     if method == "llama3":
-        return {"rope_type": "llama3", "rope_theta": base, "factor": s, "original_max_position_embeddings": T0,
-                "low_freq_factor": float(params.get("low_freq_factor", 1.0)),
-                "high_freq_factor": float(params.get("high_freq_factor", 4.0))}
+        return {
+            "rope_type": "llama3",
+            "rope_theta": base,
+            "factor": s,
+            "original_max_position_embeddings": T0,
+            "low_freq_factor": float(params.get("low_freq_factor", 1.0)),
+            "high_freq_factor": float(params.get("high_freq_factor", 4.0)),
+        }
     if method == "longrope":
         ext = params.get("long_factor") if length > T0 else params.get("short_factor")
         ext = [1.0] * (d // 2) if ext is None else [float(x) for x in ext]
         _, attention = _trained(meta)
-        return {"rope_type": "longrope", "rope_theta": base, "factor": s, "original_max_position_embeddings": T0,
-                "short_factor": ext, "long_factor": ext, "attention_factor": float(attention)}
-    raise PosxError(f"the run's RoPE method {method!r} has no transformers rope type; "
-                    "export plain or pi/ntk/abf/dynamic_ntk/yarn/dynamic_yarn/ntk_by_parts/llama3/longrope runs")
+        return {
+            "rope_type": "longrope",
+            "rope_theta": base,
+            "factor": s,
+            "original_max_position_embeddings": T0,
+            "short_factor": ext,
+            "long_factor": ext,
+            "attention_factor": float(attention),
+        }
+    raise PosxError(
+        f"the run's RoPE method {method!r} has no transformers rope type; "
+        "export plain or pi/ntk/abf/dynamic_ntk/yarn/dynamic_yarn/ntk_by_parts/llama3/longrope runs"
+    )
 
 
 def llama_config(meta: RunMeta, hidden: int):
     """The ``transformers.LlamaConfig`` of a llama-block run."""
     m = meta.model
     config = require_transformers().LlamaConfig(
-        vocab_size=m.vocab_size, hidden_size=m.d_model, intermediate_size=hidden, num_hidden_layers=m.n_layer,
-        num_attention_heads=m.n_head, num_key_value_heads=m.n_head, head_dim=m.head_dim, hidden_act="silu",
-        max_position_embeddings=meta.train_context, rms_norm_eps=RMS_EPS, tie_word_embeddings=m.tie_embeddings,
-        rope_parameters=rope_parameters(meta), attention_bias=False, mlp_bias=False,
-        bos_token_id=None, eos_token_id=None, pad_token_id=None)
+        vocab_size=m.vocab_size,
+        hidden_size=m.d_model,
+        intermediate_size=hidden,
+        num_hidden_layers=m.n_layer,
+        num_attention_heads=m.n_head,
+        num_key_value_heads=m.n_head,
+        head_dim=m.head_dim,
+        hidden_act="silu",
+        max_position_embeddings=meta.train_context,
+        rms_norm_eps=RMS_EPS,
+        tie_word_embeddings=m.tie_embeddings,
+        rope_parameters=rope_parameters(meta),
+        attention_bias=False,
+        mlp_bias=False,
+        bos_token_id=None,
+        eos_token_id=None,
+        pad_token_id=None,
+    )
     config.architectures = ["LlamaForCausalLM"]
     config.dtype = "float32"
     return config
@@ -130,10 +161,12 @@ def check_expressible(config, meta: RunMeta, where: str) -> None:
     theirs = rotary.inv_freq.double()
     off = ((theirs - inv_freq.double()).abs() / inv_freq.double()).max().item()
     if theirs.shape != inv_freq.shape or off > FREQ_RTOL or abs(rotary.attention_scaling - attention) > 1e-6:
-        raise PosxError(f"transformers cannot express the RoPE frequencies {where} trained with "
-                        f"({meta.rope.method}): its {config.rope_parameters['rope_type']} rope type gives "
-                        f"frequencies off by {off:.1e} and attention factor {rotary.attention_scaling:.6g} "
-                        f"against {attention:.6g}; this run cannot be exported")
+        raise PosxError(
+            f"transformers cannot express the RoPE frequencies {where} trained with "
+            f"({meta.rope.method}): its {config.rope_parameters['rope_type']} rope type gives "
+            f"frequencies off by {off:.1e} and attention factor {rotary.attention_scaling:.6g} "
+            f"against {attention:.6g}; this run cannot be exported"
+        )
 
 
 def head_permutation(n_head: int, head_dim: int) -> torch.Tensor:
@@ -153,17 +186,19 @@ def hf_state_dict(model, meta: RunMeta) -> dict[str, torch.Tensor]:
     for i in range(m.n_layer):
         p, h = f"blocks.{i}.", f"model.layers.{i}."
         q, k, v = sd[p + "attn.qkv.weight"].split(m.d_model, dim=0)  # (C, C) each
-        out.update({
-            h + "input_layernorm.weight": sd[p + "ln1.weight"],
-            h + "self_attn.q_proj.weight": q[perm],
-            h + "self_attn.k_proj.weight": k[perm],
-            h + "self_attn.v_proj.weight": v,
-            h + "self_attn.o_proj.weight": sd[p + "attn.proj.weight"],
-            h + "post_attention_layernorm.weight": sd[p + "ln2.weight"],
-            h + "mlp.gate_proj.weight": sd[p + "mlp.gate.weight"],
-            h + "mlp.up_proj.weight": sd[p + "mlp.up.weight"],
-            h + "mlp.down_proj.weight": sd[p + "mlp.down.weight"],
-        })
+        out.update(
+            {
+                h + "input_layernorm.weight": sd[p + "ln1.weight"],
+                h + "self_attn.q_proj.weight": q[perm],
+                h + "self_attn.k_proj.weight": k[perm],
+                h + "self_attn.v_proj.weight": v,
+                h + "self_attn.o_proj.weight": sd[p + "attn.proj.weight"],
+                h + "post_attention_layernorm.weight": sd[p + "ln2.weight"],
+                h + "mlp.gate_proj.weight": sd[p + "mlp.gate.weight"],
+                h + "mlp.up_proj.weight": sd[p + "mlp.up.weight"],
+                h + "mlp.down_proj.weight": sd[p + "mlp.down.weight"],
+            }
+        )
     return {k: v.contiguous() for k, v in out.items()}
 
 
@@ -185,8 +220,12 @@ def byte_tokenizer():
     ``transformers.PreTrainedTokenizerFast``."""
     transformers = require_transformers()
     tokenizers = importlib.import_module("tokenizers")  # a dependency of transformers
-    Tokenizer, decoders, models, pre_tokenizers = (tokenizers.Tokenizer, tokenizers.decoders, tokenizers.models,
-                                                   tokenizers.pre_tokenizers)
+    Tokenizer, decoders, models, pre_tokenizers = (
+        tokenizers.Tokenizer,
+        tokenizers.decoders,
+        tokenizers.models,
+        tokenizers.pre_tokenizers,
+    )
     chars = _bytes_to_unicode()
     tok = Tokenizer(models.BPE(vocab={chars[b]: b for b in range(256)}, merges=[]))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
@@ -221,8 +260,10 @@ def export_run(run_dir: Path, out: Path) -> Path:
     model, meta = load_run(run_dir)
     m = meta.model
     if m.block != "llama" or m.pos != "rope":
-        raise PosxError(f"{run_dir} is a {m.block}-block {m.pos} run; posx exports llama-block RoPE runs only "
-                        "(train one with model=llama_tiny or model.block=llama pos=rope)")
+        raise PosxError(
+            f"{run_dir} is a {m.block}-block {m.pos} run; posx exports llama-block RoPE runs only "
+            "(train one with model=llama_tiny or model.block=llama pos=rope)"
+        )
     if out.is_symlink() or out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise PosxError(f"{out} already exists and is not an empty directory; choose a new --out")
     hidden = model.blocks[0].mlp.gate.out_features
@@ -234,7 +275,13 @@ def export_run(run_dir: Path, out: Path) -> Path:
         files.safetensors_write(lambda: save_file(weights, str(tmp / "model.safetensors"), metadata={"format": "pt"}))
         run_tokenizer(run_dir).save_pretrained(str(tmp))
         lineage = meta.extended_from.to_dict() if meta.extended_from else None
-        source = {"format": "posx-export/1", "run": str(run_dir), "step": meta.step, "rope": meta.rope.to_dict(),
-                  "train_context": meta.train_context, "extended_from": lineage}
+        source = {
+            "format": "posx-export/1",
+            "run": str(run_dir),
+            "step": meta.step,
+            "rope": meta.rope.to_dict(),
+            "train_context": meta.train_context,
+            "extended_from": lineage,
+        }
         (tmp / "posx_export.json").write_text(json.dumps(source, indent=2) + "\n")
     return out

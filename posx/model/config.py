@@ -13,17 +13,33 @@ from posx.model.encodings import ENCODINGS
 
 # Largest value model.json may give an integer field: far beyond what posx trains, small
 # enough that a crafted file cannot make it allocate without bound.
-_MAX_INT = {"vocab_size": 1 << 22, "n_layer": 1024, "n_head": 1024, "d_model": 1 << 16, "mlp_ratio": 64,
-            "multiple_of": 1 << 16}
+_MAX_INT = {
+    "vocab_size": 1 << 22,
+    "n_layer": 1024,
+    "n_head": 1024,
+    "d_model": 1 << 16,
+    "mlp_ratio": 64,
+    "multiple_of": 1 << 16,
+}
 
 
 # GPTConfig field -> the run-config key it comes from: the one table both conversions read.
 RUN_KEYS = {
-    "n_layer": "model.n_layer", "n_head": "model.n_head", "d_model": "model.d_model",
-    "mlp_ratio": "model.mlp_ratio", "dropout": "model.dropout", "block": "model.block",
-    "multiple_of": "model.multiple_of", "tie_embeddings": "model.tie_embeddings", "attention": "model.attention",
-    "pos": "pos.name", "rope_base": "pos.base", "max_positions": "pos.max_positions",
-    "t5_num_buckets": "pos.num_buckets", "t5_max_distance": "pos.max_distance", "t5_per_layer": "pos.per_layer",
+    "n_layer": "model.n_layer",
+    "n_head": "model.n_head",
+    "d_model": "model.d_model",
+    "mlp_ratio": "model.mlp_ratio",
+    "dropout": "model.dropout",
+    "block": "model.block",
+    "multiple_of": "model.multiple_of",
+    "tie_embeddings": "model.tie_embeddings",
+    "attention": "model.attention",
+    "pos": "pos.name",
+    "rope_base": "pos.base",
+    "max_positions": "pos.max_positions",
+    "t5_num_buckets": "pos.num_buckets",
+    "t5_max_distance": "pos.max_distance",
+    "t5_per_layer": "pos.per_layer",
 }
 
 
@@ -81,7 +97,11 @@ class GPTConfig:
             if kind == "bool":
                 ok = isinstance(value, bool)
             elif kind == "int":
-                ok = isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= _MAX_INT.get(f.name, 1 << 24)
+                ok = (
+                    isinstance(value, int)
+                    and not isinstance(value, bool)
+                    and 1 <= value <= _MAX_INT.get(f.name, 1 << 24)
+                )
             elif kind == "float":
                 ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
             else:
@@ -90,8 +110,10 @@ class GPTConfig:
                 limit = f" from 1 to {_MAX_INT.get(f.name, 1 << 24)}" if kind == "int" else ""
                 raise PosxError(f"{where}: {f.name}={value!r} is not a valid {kind}{limit}")
         if not 0 <= self.dropout < 1 or self.rope_base <= 1 or self.d_model % self.n_head:
-            raise PosxError(f"{where} is inconsistent (dropout={self.dropout}, rope_base={self.rope_base}, "
-                            f"d_model={self.d_model} over n_head={self.n_head})")
+            raise PosxError(
+                f"{where} is inconsistent (dropout={self.dropout}, rope_base={self.rope_base}, "
+                f"d_model={self.d_model} over n_head={self.n_head})"
+            )
         if self.pos not in ENCODINGS:
             raise PosxError(f"{where}: pos={self.pos!r} is not one of {', '.join(ENCODINGS)}")
         if self.attention not in ATTENTION:

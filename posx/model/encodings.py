@@ -55,8 +55,7 @@ class PositionalEncoding(nn.Module):
     def distance_bias(self, layer: int, length: int) -> Tensor | None:
         return None  # else (H, length): the logit bias at query - key distance 0 .. length-1
 
-    def attn_masks(self, length: int, n_layer: int, dtype: torch.dtype,
-                   device: torch.device) -> list[Tensor | None]:
+    def attn_masks(self, length: int, n_layer: int, dtype: torch.dtype, device: torch.device) -> list[Tensor | None]:
         """Per layer: None (plain causal attention) or the additive mask (1, H, L, L).
 
         Layers that share the bias get the same tensor object, built once.
@@ -204,8 +203,7 @@ class ALiBi(PositionalEncoding):
     def _alibi_score(self, score: Tensor, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
         return score - (self.slopes[h] * (q_idx - kv_idx)).to(score.dtype)
 
-    def attn_masks(self, length: int, n_layer: int, dtype: torch.dtype,
-                   device: torch.device) -> list[Tensor | None]:
+    def attn_masks(self, length: int, n_layer: int, dtype: torch.dtype, device: torch.device) -> list[Tensor | None]:
         if torch.compiler.is_compiling():  # inside a graph the mask is traced, not cached
             return super().attn_masks(length, 1, dtype, device) * n_layer
         key = (length, dtype, str(device), torch.is_inference_mode_enabled())
@@ -235,12 +233,15 @@ class T5Bias(PositionalEncoding):
 
     kind = "t5"
 
-    def __init__(self, n_head: int, n_layer: int, num_buckets: int = 32, max_distance: int = 128,
-                 per_layer: bool = False):
+    def __init__(
+        self, n_head: int, n_layer: int, num_buckets: int = 32, max_distance: int = 128, per_layer: bool = False
+    ):
         super().__init__()
         if num_buckets < 2 or max_distance <= num_buckets // 2:
-            raise PosxError(f"T5 bias needs num_buckets >= 2 and max_distance > num_buckets / 2, "
-                            f"got num_buckets={num_buckets}, max_distance={max_distance}")
+            raise PosxError(
+                f"T5 bias needs num_buckets >= 2 and max_distance > num_buckets / 2, "
+                f"got num_buckets={num_buckets}, max_distance={max_distance}"
+            )
         self.num_buckets, self.max_distance = num_buckets, max_distance
         self.bias_per_layer = per_layer
         self.tables = nn.ModuleList(nn.Embedding(num_buckets, n_head) for _ in range(n_layer if per_layer else 1))
@@ -306,9 +307,7 @@ class Rotary(PositionalEncoding):
 
     def set_frequencies(self, inv_freq: Tensor, attention_factor: float = 1.0) -> None:
         if inv_freq.shape != self.inv_freq.shape:
-            raise PosxError(
-                f"frequencies of shape {tuple(inv_freq.shape)} do not fit head_dim {self.head_dim}"
-            )
+            raise PosxError(f"frequencies of shape {tuple(inv_freq.shape)} do not fit head_dim {self.head_dim}")
         with torch.no_grad():
             self.inv_freq.copy_(inv_freq.to(device=self.inv_freq.device, dtype=torch.float32))
             self.attn_factor.fill_(float(attention_factor))

@@ -119,8 +119,7 @@ class GPT(nn.Module):
         ``flex_applies``: no dropout, no CPU backward)."""
         n = len(self.blocks)
         dropout = self.config.dropout if self.training else 0.0
-        if (self.config.attention == "flex" and self.pos.score_mod(0) is not None
-                and flex_applies(device, dropout)):
+        if self.config.attention == "flex" and self.pos.score_mod(0) is not None and flex_applies(device, dropout):
             block_mask = causal_block_mask(T, device)
             return [FlexBias(self.pos.score_mod(layer), block_mask) for layer in range(n)]
         return self.pos.attn_masks(T, n, dtype, device)

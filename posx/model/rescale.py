@@ -37,22 +37,38 @@ METHOD_ARGS: dict[str, Callable[[object, float, int], tuple[float, dict]]] = {
     "none": lambda ev, s, L: (s, {}),  # ignores the factor
     "pi": lambda ev, s, L: (s, {}),
     "ntk": lambda ev, s, L: (s, {}),
-    "dynamic_ntk": lambda ev, s, L: (s if ev.dynamic_ntk.factor is None else float(ev.dynamic_ntk.factor),
-                                     {"length": L}),
+    "dynamic_ntk": lambda ev, s, L: (
+        s if ev.dynamic_ntk.factor is None else float(ev.dynamic_ntk.factor),
+        {"length": L},
+    ),
     "yarn": lambda ev, s, L: (s, {**_ramp(ev), "attention_factor": ev.yarn.attention_factor}),
     "dynamic_yarn": lambda ev, s, L: (1.0, {**_ramp(ev), "length": L}),  # s = max(1, L / T) inside
     "ntk_by_parts": lambda ev, s, L: (s, _ramp(ev)),
     "abf": lambda ev, s, L: (s, {"new_base": ev.abf_base}),  # ignores the factor
-    "llama3": lambda ev, s, L: (s, {"low_freq_factor": ev.llama3.low_freq_factor,
-                                    "high_freq_factor": ev.llama3.high_freq_factor}),
-    "longrope": lambda ev, s, L: (s, {"short_factor": _listed(ev.longrope.short_factor),
-                                      "long_factor": _listed(ev.longrope.long_factor),
-                                      "attention_factor": ev.longrope.attention_factor, "length": L}),
+    "llama3": lambda ev, s, L: (
+        s,
+        {"low_freq_factor": ev.llama3.low_freq_factor, "high_freq_factor": ev.llama3.high_freq_factor},
+    ),
+    "longrope": lambda ev, s, L: (
+        s,
+        {
+            "short_factor": _listed(ev.longrope.short_factor),
+            "long_factor": _listed(ev.longrope.long_factor),
+            "attention_factor": ev.longrope.attention_factor,
+            "length": L,
+        },
+    ),
 }
 # The config group each method reads its parameters from, named in error messages.
-_GROUP = {"dynamic_ntk": "eval.dynamic_ntk.factor", "yarn": "eval.yarn", "dynamic_yarn": "eval.yarn",
-          "ntk_by_parts": "eval.yarn", "abf": "eval.abf_base", "llama3": "eval.llama3",
-          "longrope": "eval.longrope"}
+_GROUP = {
+    "dynamic_ntk": "eval.dynamic_ntk.factor",
+    "yarn": "eval.yarn",
+    "dynamic_yarn": "eval.yarn",
+    "ntk_by_parts": "eval.yarn",
+    "abf": "eval.abf_base",
+    "llama3": "eval.llama3",
+    "longrope": "eval.longrope",
+}
 
 
 def method_args(method: str, ev, scale: float, length: int) -> tuple[float, dict]:
@@ -74,20 +90,19 @@ def check_params(ev, methods) -> None:
             raise PosxError(f"{group}: {exc}" if group else str(exc)) from None
 
 
-def method_frequencies(method: str, ev, head_dim: int, base: float, train_context: int,
-                       scale: float, length: int) -> tuple[torch.Tensor, float]:
+def method_frequencies(
+    method: str, ev, head_dim: int, base: float, train_context: int, scale: float, length: int
+) -> tuple[torch.Tensor, float]:
     """Inverse frequencies and attention factor of ``method`` for one (scale, length) row."""
     factor, params = method_args(method, ev, scale, length)
     try:
-        return rope.frequencies(method, head_dim, base=base, factor=factor, original_context=train_context,
-                                **params)
+        return rope.frequencies(method, head_dim, base=base, factor=factor, original_context=train_context, **params)
     except PosxError as exc:
         group = _GROUP.get(method)
         raise PosxError(f"{group}: {exc}" if group else str(exc)) from None
 
 
-def check_methods(ev, methods, head_dim: int, base: float, train_context: int,
-                  rows: list[tuple[float, int]]) -> None:
+def check_methods(ev, methods, head_dim: int, base: float, train_context: int, rows: list[tuple[float, int]]) -> None:
     """Compute every method at every (scale, length) row once, so a bad parameter fails
     before any work (``posx.rope`` raises, naming the parameter)."""
     for method in methods:
@@ -140,8 +155,10 @@ class RopeRecord:
         if not isinstance(data, dict):
             raise fieldcheck.refuse(where, "rope", data, "a mapping", fix)
         if data.get("method") not in rope.METHODS:
-            raise PosxError(f"{where} names an unknown RoPE method {data.get('method')!r} (rope.method); "
-                            f"posx knows {', '.join(rope.METHODS)}; {fix}")
+            raise PosxError(
+                f"{where} names an unknown RoPE method {data.get('method')!r} (rope.method); "
+                f"posx knows {', '.join(rope.METHODS)}; {fix}"
+            )
         params = data.get("params") or {}
         if not isinstance(params, dict):
             raise fieldcheck.refuse(where, "rope.params", params, "a mapping", fix)
@@ -150,27 +167,35 @@ class RopeRecord:
             raise fieldcheck.refuse(where, "rope.inv_freq", inv_freq, "a list of frequencies", fix)
         return cls(
             method=data["method"],
-            factor=fieldcheck.number(data.get("factor", 1.0), "rope.factor", where, fix, hi=rope.MAX_FACTOR,
-                                     positive=True),
+            factor=fieldcheck.number(
+                data.get("factor", 1.0), "rope.factor", where, fix, hi=rope.MAX_FACTOR, positive=True
+            ),
             params=fieldcheck.finite_tree(dict(params), "rope.params", where, fix),
-            original_context=None if original is None else fieldcheck.integer(
-                original, "rope.original_context", where, fix, lo=1, hi=fieldcheck.MAX_CONTEXT),
-            inv_freq=None if inv_freq is None else [
-                fieldcheck.number(v, f"rope.inv_freq[{i}]", where, fix, lo=0.0) for i, v in enumerate(inv_freq)],
-            attention_factor=None if attention is None else fieldcheck.number(
-                attention, "rope.attention_factor", where, fix, hi=rope.MAX_FACTOR, positive=True))
+            original_context=None
+            if original is None
+            else fieldcheck.integer(original, "rope.original_context", where, fix, lo=1, hi=fieldcheck.MAX_CONTEXT),
+            inv_freq=None
+            if inv_freq is None
+            else [fieldcheck.number(v, f"rope.inv_freq[{i}]", where, fix, lo=0.0) for i, v in enumerate(inv_freq)],
+            attention_factor=None
+            if attention is None
+            else fieldcheck.number(attention, "rope.attention_factor", where, fix, hi=rope.MAX_FACTOR, positive=True),
+        )
 
     def frequencies(self, head_dim: int, base: float, train_context: int, where: str) -> tuple[torch.Tensor, float]:
         """(inv_freq, attention_factor): the recorded numbers, else the recipe recomputed."""
         if self.inv_freq is not None:
             inv_freq = torch.tensor(self.inv_freq, dtype=torch.float32)
             if inv_freq.shape != (head_dim // 2,):
-                raise PosxError(f"the rope record in {where} holds {inv_freq.numel()} frequencies, "
-                                f"expected head_dim // 2 = {head_dim // 2}; re-run the extension")
+                raise PosxError(
+                    f"the rope record in {where} holds {inv_freq.numel()} frequencies, "
+                    f"expected head_dim // 2 = {head_dim // 2}; re-run the extension"
+                )
             return inv_freq, 1.0 if self.attention_factor is None else self.attention_factor
         original = self.original_context if self.original_context is not None else train_context
-        return rope.frequencies(self.method, head_dim, base=base, factor=self.factor,
-                                original_context=original, **self.params)
+        return rope.frequencies(
+            self.method, head_dim, base=base, factor=self.factor, original_context=original, **self.params
+        )
 
 
 def install_trained(model: GPT, record: RopeRecord, train_context: int, where: str) -> None:
@@ -179,8 +204,10 @@ def install_trained(model: GPT, record: RopeRecord, train_context: int, where: s
         cfg = model.config
         model.pos.set_trained_frequencies(*record.frequencies(cfg.head_dim, cfg.rope_base, train_context, where))
     elif not record.is_identity:
-        raise PosxError(f"{where} records RoPE method {record.method!r} but its model "
-                        f"({model.config.pos}) has no RoPE; it is inconsistent")
+        raise PosxError(
+            f"{where} records RoPE method {record.method!r} but its model "
+            f"({model.config.pos}) has no RoPE; it is inconsistent"
+        )
 
 
 @contextlib.contextmanager

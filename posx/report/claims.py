@@ -35,8 +35,12 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-ALIBI, PI, YARN, ABF = ("Press et al. 2022 (ALiBi)", "Chen et al. 2023 (PI)", "Peng et al. 2023 (YaRN)",
-                        "Xiong et al. 2023 (Llama 2 Long, ABF)")
+ALIBI, PI, YARN, ABF = (
+    "Press et al. 2022 (ALiBi)",
+    "Chen et al. 2023 (PI)",
+    "Peng et al. 2023 (YaRN)",
+    "Xiong et al. 2023 (Llama 2 Long, ABF)",
+)
 RECOVERED = 1.10  # "fixed": the extended model at s·T within 10% of the parent's perplexity at T
 
 
@@ -78,8 +82,13 @@ class Numbers:
     what) for the extension table. ``groups`` names, per encoding, the group to read where an
     encoding has several (e.g. the gpt2 and the llama block)."""
 
-    def __init__(self, summary: pd.DataFrame, extension: pd.DataFrame | None = None, groups: dict | None = None,
-                 protocol: str = "nonoverlapping"):
+    def __init__(
+        self,
+        summary: pd.DataFrame,
+        extension: pd.DataFrame | None = None,
+        groups: dict | None = None,
+        protocol: str = "nonoverlapping",
+    ):
         trained = summary[(summary["parent"].fillna("") == "") & (summary["protocol"] == protocol)]
         for enc, group in (groups or {}).items():
             trained = trained[(trained["encoding"] != enc) | (trained["group"] == group)]
@@ -87,8 +96,12 @@ class Numbers:
         self.extension = extension if extension is not None else pd.DataFrame()
 
     def ppl(self, encoding: str, method: str, factor: float) -> Cell:
-        row = self.trained[(self.trained["encoding"] == encoding) & (self.trained["method"] == method)
-                           & np.isclose(self.trained["factor"], factor) & (self.trained["n_seeds"] > 0)]
+        row = self.trained[
+            (self.trained["encoding"] == encoding)
+            & (self.trained["method"] == method)
+            & np.isclose(self.trained["factor"], factor)
+            & (self.trained["n_seeds"] > 0)
+        ]
         label = f"{encoding}/{method} at {factor:g}x"
         if len(row) != 1:
             return Cell(label, math.nan, math.nan)
@@ -97,8 +110,11 @@ class Numbers:
     def extended(self, method: str, column: str) -> Cell:
         """``column``: zero_shot or extended (at s·T), extended_1x."""
         rows = self.extension[self.extension["method"] == method] if not self.extension.empty else self.extension
-        label = {"zero_shot": f"{method} zero-shot at s·T", "extended": f"{method} fine-tuned at s·T",
-                 "extended_1x": f"{method} fine-tuned at T"}[column]
+        label = {
+            "zero_shot": f"{method} zero-shot at s·T",
+            "extended": f"{method} fine-tuned at s·T",
+            "extended_1x": f"{method} fine-tuned at T",
+        }[column]
         if len(rows) != 1:
             return Cell(label, math.nan, math.nan)
         return Cell(label, float(rows[column].iloc[0]), float(rows[f"{column}_std"].iloc[0]))
@@ -123,35 +139,66 @@ def check(numbers: Numbers, longest: float = 8.0) -> pd.DataFrame:
     """Every claim whose cells the report has (the extension claims need an extension table)."""
     n = numbers
     rows = [
-        _claim(ALIBI, "sinusoidal blows up past T (worse at 2x than at T, and worse than rotary far out)",
-               [(n.ppl("sinusoidal", "none", 1), n.ppl("sinusoidal", "none", 2)),
-                (n.ppl("rope", "none", longest), n.ppl("sinusoidal", "none", longest))]),
+        _claim(
+            ALIBI,
+            "sinusoidal blows up past T (worse at 2x than at T, and worse than rotary far out)",
+            [
+                (n.ppl("sinusoidal", "none", 1), n.ppl("sinusoidal", "none", 2)),
+                (n.ppl("rope", "none", longest), n.ppl("sinusoidal", "none", longest)),
+            ],
+        ),
         _claim(ALIBI, "rotary degrades past T", [(n.ppl("rope", "none", 1), n.ppl("rope", "none", longest))]),
-        _claim(ALIBI, "the T5 bias degrades slowly (worse than at T, better than rotary)",
-               [(n.ppl("t5", "none", 1), n.ppl("t5", "none", longest)),
-                (n.ppl("t5", "none", longest), n.ppl("rope", "none", longest))]),
-        _claim(ALIBI, "ALiBi stays flat (no worse than at T, and better than the T5 bias far out)",
-               [(n.ppl("alibi", "none", longest), n.ppl("t5", "none", longest))],
-               flat=[(n.ppl("alibi", "none", longest), n.ppl("alibi", "none", 1))]),
+        _claim(
+            ALIBI,
+            "the T5 bias degrades slowly (worse than at T, better than rotary)",
+            [
+                (n.ppl("t5", "none", 1), n.ppl("t5", "none", longest)),
+                (n.ppl("t5", "none", longest), n.ppl("rope", "none", longest)),
+            ],
+        ),
+        _claim(
+            ALIBI,
+            "ALiBi stays flat (no worse than at T, and better than the T5 bias far out)",
+            [(n.ppl("alibi", "none", longest), n.ppl("t5", "none", longest))],
+            flat=[(n.ppl("alibi", "none", longest), n.ppl("alibi", "none", 1))],
+        ),
     ]
     lengths = (2, 4, longest)
-    rows += [_claim(YARN, f"zero-shot YaRN beats {name} (at {', '.join(f'{f:g}x' for f in lengths)})",
-                    [(n.ppl("rope", "yarn", f), n.ppl("rope", method, f)) for f in lengths])
-             for method, name in (("pi", "PI"), ("ntk", "NTK"))]
+    rows += [
+        _claim(
+            YARN,
+            f"zero-shot YaRN beats {name} (at {', '.join(f'{f:g}x' for f in lengths)})",
+            [(n.ppl("rope", "yarn", f), n.ppl("rope", method, f)) for f in lengths],
+        )
+        for method, name in (("pi", "PI"), ("ntk", "NTK"))
+    ]
     if not n.extension.empty:
         s = n.factor()
         parent = n.ppl("rope", "none", 1)
         target = Cell(f"{RECOVERED:g} x rope/none at 1x", parent.mean * RECOVERED, parent.std * RECOVERED)
         rows += [
-            _claim(PI, f"zero-shot PI is poor at s·T = {s:g}x (worse than the parent at T)",
-                   [(parent, n.extended("pi", "zero_shot"))]),
-            _claim(PI, f"a short fine-tune fixes PI (better than zero-shot, within {RECOVERED - 1:.0%} of the parent at T)",
-                   [(n.extended("pi", "extended"), n.extended("pi", "zero_shot")),
-                    (n.extended("pi", "extended"), target)]),
-            _claim(YARN, "fine-tuned YaRN is the best extension",
-                   [(n.extended("yarn", "extended"), n.extended(m, "extended")) for m in ("pi", "abf", "none")]),
-            _claim(ABF, "ABF needs training (zero-shot worse than fine-tuned, and worse than the parent at T)",
-                   [(n.extended("abf", "extended"), n.extended("abf", "zero_shot")),
-                    (parent, n.extended("abf", "zero_shot"))]),
+            _claim(
+                PI,
+                f"zero-shot PI is poor at s·T = {s:g}x (worse than the parent at T)",
+                [(parent, n.extended("pi", "zero_shot"))],
+            ),
+            _claim(
+                PI,
+                f"a short fine-tune fixes PI (better than zero-shot, within {RECOVERED - 1:.0%} of the parent at T)",
+                [(n.extended("pi", "extended"), n.extended("pi", "zero_shot")), (n.extended("pi", "extended"), target)],
+            ),
+            _claim(
+                YARN,
+                "fine-tuned YaRN is the best extension",
+                [(n.extended("yarn", "extended"), n.extended(m, "extended")) for m in ("pi", "abf", "none")],
+            ),
+            _claim(
+                ABF,
+                "ABF needs training (zero-shot worse than fine-tuned, and worse than the parent at T)",
+                [
+                    (n.extended("abf", "extended"), n.extended("abf", "zero_shot")),
+                    (parent, n.extended("abf", "zero_shot")),
+                ],
+            ),
         ]
     return pd.DataFrame(rows, columns=["paper", "claim", "verdict", "numbers"])

@@ -94,13 +94,20 @@ def list_runs(path: Path) -> pd.DataFrame:
 def runs_table(df: pd.DataFrame, title: str) -> Table:
     table = Table(title=title)
     for column in RUN_COLUMNS[:-1]:
-        table.add_column(column, justify="right" if column in ("T", "steps", "val_ppl") else "left",
-                         overflow="fold")
+        table.add_column(column, justify="right" if column in ("T", "steps", "val_ppl") else "left", overflow="fold")
     colours = {"finished": "green", "stopped": "yellow", "running": "cyan"}
     for row in df.itertuples(index=False):
         ppl = "" if row.val_ppl != row.val_ppl else f"{row.val_ppl:.3f}"
-        table.add_row(row.name, row.encoding, str(row.T), str(row.steps), ppl, row.evaluated_lengths,
-                      row.parent, f"[{colours[row.status]}]{row.status}[/]")
+        table.add_row(
+            row.name,
+            row.encoding,
+            str(row.T),
+            str(row.steps),
+            ppl,
+            row.evaluated_lengths,
+            row.parent,
+            f"[{colours[row.status]}]{row.status}[/]",
+        )
     return table
 
 
@@ -120,7 +127,8 @@ def compare(run_dirs: list[Path]) -> tuple[pd.DataFrame, list[str]]:
         t = read_table(path)
         t = t.assign(ppl=t["ppl"].where(t["status"] == "ok"))
         t = t[["method", "stage", "factor", "ppl", "ppl_lo", "ppl_hi"]].rename(
-            columns={"ppl": name, "ppl_lo": f"{name} lo", "ppl_hi": f"{name} hi"})
+            columns={"ppl": name, "ppl_lo": f"{name} lo", "ppl_hi": f"{name} hi"}
+        )
         merged = t if merged is None else merged.merge(t, on=["method", "stage", "factor"], how="outer")
     for name in names[1:]:
         merged[f"{name} / {names[0]}"] = merged[name] / merged[names[0]]
@@ -134,8 +142,9 @@ def compare_table(df: pd.DataFrame, names: list[str]) -> Table:
     for name in names:
         table.add_column(name, justify="right", overflow="fold")
     for name in names[1:]:
-        table.add_column(f"/ {names[0]}" if len(names) == 2 else f"{name} / {names[0]}", justify="right",
-                         overflow="fold")
+        table.add_column(
+            f"/ {names[0]}" if len(names) == 2 else f"{name} / {names[0]}", justify="right", overflow="fold"
+        )
 
     def cell(row, name):
         v, lo, hi = row[name], row[f"{name} lo"], row[f"{name} hi"]
@@ -145,6 +154,11 @@ def compare_table(df: pd.DataFrame, names: list[str]) -> Table:
 
     for _, row in df.iterrows():
         ratios = [row[f"{n} / {names[0]}"] for n in names[1:]]
-        table.add_row(row["method"], row["stage"], f"{row['factor']:g}x", *(cell(row, n) for n in names),
-                      *("" if r != r else f"{r:.3f}" for r in ratios))
+        table.add_row(
+            row["method"],
+            row["stage"],
+            f"{row['factor']:g}x",
+            *(cell(row, n) for n in names),
+            *("" if r != r else f"{r:.3f}" for r in ratios),
+        )
     return table

@@ -23,14 +23,32 @@ from posx.core import files
 from posx.report.plots import colors_for, legend_order, log_ticks
 
 KEY = ["group", "parent", "encoding", "method"]
-COLUMNS = [*KEY, "factor", "steps", "zero_shot", "zero_shot_std", "extended", "extended_std", "extended_1x",
-           "extended_1x_std", "extended_2x_new", "extended_2x_new_std", "n_seeds", "seeds"]
+COLUMNS = [
+    *KEY,
+    "factor",
+    "steps",
+    "zero_shot",
+    "zero_shot_std",
+    "extended",
+    "extended_std",
+    "extended_1x",
+    "extended_1x_std",
+    "extended_2x_new",
+    "extended_2x_new_std",
+    "n_seeds",
+    "seeds",
+]
 
 
 def _cell(summary: pd.DataFrame, key: tuple, method: str, factor: float) -> tuple[float, float]:
     g, parent, enc, _ = key
-    row = summary[(summary["group"] == g) & (summary["parent"] == parent) & (summary["encoding"] == enc)
-                  & (summary["method"] == method) & np.isclose(summary["factor"], factor)]
+    row = summary[
+        (summary["group"] == g)
+        & (summary["parent"] == parent)
+        & (summary["encoding"] == enc)
+        & (summary["method"] == method)
+        & np.isclose(summary["factor"], factor)
+    ]
     if row.empty or row["n_seeds"].iloc[0] == 0:
         return math.nan, math.nan
     return float(row["ppl_mean"].iloc[0]), float(row["ppl_std"].iloc[0])
@@ -45,14 +63,32 @@ def extension_table(summary: pd.DataFrame, extended: dict) -> pd.DataFrame:
         ext = _cell(summary, key, f"{method} (extended)", factor)
         one = _cell(summary, key, f"{method} (extended)", 1.0)
         past = _cell(summary, key, f"{method} (extended)", 2 * factor)
-        seeds = summary[(summary["group"] == group) & (summary["parent"] == parent)
-                        & (summary["method"] == f"{method} (extended)") & np.isclose(summary["factor"], factor)]
-        rows.append({"group": group, "parent": parent, "encoding": enc, "method": method, "factor": factor,
-                     "steps": steps, "zero_shot": zs[0], "zero_shot_std": zs[1], "extended": ext[0],
-                     "extended_std": ext[1], "extended_1x": one[0], "extended_1x_std": one[1],
-                     "extended_2x_new": past[0], "extended_2x_new_std": past[1],
-                     "n_seeds": int(seeds["n_seeds"].iloc[0]) if not seeds.empty else 0,
-                     "seeds": seeds["seeds"].iloc[0] if not seeds.empty else ""})
+        seeds = summary[
+            (summary["group"] == group)
+            & (summary["parent"] == parent)
+            & (summary["method"] == f"{method} (extended)")
+            & np.isclose(summary["factor"], factor)
+        ]
+        rows.append(
+            {
+                "group": group,
+                "parent": parent,
+                "encoding": enc,
+                "method": method,
+                "factor": factor,
+                "steps": steps,
+                "zero_shot": zs[0],
+                "zero_shot_std": zs[1],
+                "extended": ext[0],
+                "extended_std": ext[1],
+                "extended_1x": one[0],
+                "extended_1x_std": one[1],
+                "extended_2x_new": past[0],
+                "extended_2x_new_std": past[1],
+                "n_seeds": int(seeds["n_seeds"].iloc[0]) if not seeds.empty else 0,
+                "seeds": seeds["seeds"].iloc[0] if not seeds.empty else "",
+            }
+        )
     return pd.DataFrame(rows, columns=COLUMNS).sort_values(KEY, kind="stable").reset_index(drop=True)
 
 
@@ -71,8 +107,12 @@ def extension_curves(metrics: pd.DataFrame, table: pd.DataFrame, extended: dict)
         curve = per_step.reset_index().rename(columns={"mean": "ppl_mean", "std": "ppl_std", "size": "n_seeds"})
         zero = table[(table["group"] == group) & (table["parent"] == parent) & (table["method"] == method)]
         if not zero.empty and math.isfinite(zero["zero_shot"].iloc[0]):
-            start = {"step": 0, "ppl_mean": zero["zero_shot"].iloc[0], "ppl_std": zero["zero_shot_std"].iloc[0],
-                     "n_seeds": zero["n_seeds"].iloc[0]}
+            start = {
+                "step": 0,
+                "ppl_mean": zero["zero_shot"].iloc[0],
+                "ppl_std": zero["zero_shot_std"].iloc[0],
+                "n_seeds": zero["n_seeds"].iloc[0],
+            }
             curve = pd.concat([pd.DataFrame([start]), curve], ignore_index=True)
         frames.append(curve.assign(group=group, parent=parent, encoding=enc, method=method, factor=factor))
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
@@ -98,13 +138,32 @@ def plot_extension(curves: pd.DataFrame, path: Path) -> Path | None:
             ax.plot(trained["step"], trained["ppl_mean"], color=color, marker=".", linewidth=1.6, label=label)
             band = trained[trained["ppl_std"].notna()]
             if not band.empty:
-                ax.fill_between(band["step"], band["ppl_mean"] - band["ppl_std"], band["ppl_mean"] + band["ppl_std"],
-                                color=color, alpha=0.18, linewidth=0)
+                ax.fill_between(
+                    band["step"],
+                    band["ppl_mean"] - band["ppl_std"],
+                    band["ppl_mean"] + band["ppl_std"],
+                    color=color,
+                    alpha=0.18,
+                    linewidth=0,
+                )
             if not zero.empty and not trained.empty:
-                ax.plot([0, trained["step"].iloc[0]], [zero["ppl_mean"].iloc[0], trained["ppl_mean"].iloc[0]],
-                        color=color, linestyle=":", linewidth=1)
-                ax.errorbar([0], zero["ppl_mean"], yerr=zero["ppl_std"].fillna(0), color=color, marker="o",
-                            markerfacecolor="white", capsize=3, linestyle="none")
+                ax.plot(
+                    [0, trained["step"].iloc[0]],
+                    [zero["ppl_mean"].iloc[0], trained["ppl_mean"].iloc[0]],
+                    color=color,
+                    linestyle=":",
+                    linewidth=1,
+                )
+                ax.errorbar(
+                    [0],
+                    zero["ppl_mean"],
+                    yerr=zero["ppl_std"].fillna(0),
+                    color=color,
+                    marker="o",
+                    markerfacecolor="white",
+                    capsize=3,
+                    linestyle="none",
+                )
         ax.set_yscale("log")
         low = (mine["ppl_mean"] - mine["ppl_std"].fillna(0)).clip(lower=mine["ppl_mean"].min() / 2)
         log_ticks(ax, float(low.min()), float((mine["ppl_mean"] + mine["ppl_std"].fillna(0)).max()))
@@ -119,8 +178,9 @@ def plot_extension(curves: pd.DataFrame, path: Path) -> Path | None:
         for handle, label in zip(*ax.get_legend_handles_labels()):
             entries.setdefault(label, handle)
     fig.legend(entries.values(), entries.keys(), loc="upper left", bbox_to_anchor=(1.0, 0.93), fontsize=9)
-    fig.suptitle("Extension: perplexity at the new length during continued training (mean, band ± std over seeds)",
-                 fontsize=11)
+    fig.suptitle(
+        "Extension: perplexity at the new length during continued training (mean, band ± std over seeds)", fontsize=11
+    )
     fig.tight_layout()
     with files.atomic_path(path) as tmp:
         fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight")

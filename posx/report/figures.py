@@ -45,13 +45,20 @@ def plot_encodings(summary: pd.DataFrame, path: Path) -> Path | None:
         mine = data.assign(line=lines)[data["protocol"] == protocol]
         left = mine[mine["method"].isin(NATIVE)]
         for (line, method), g in left.groupby(["line", "method"], sort=True):
-            _band_line(axes[row][0], g, enc_colors[line], STYLES[NATIVE.index(method)],
-                       line if method == "none" else f"{line}, {method} past T")
+            _band_line(
+                axes[row][0],
+                g,
+                enc_colors[line],
+                STYLES[NATIVE.index(method)],
+                line if method == "none" else f"{line}, {method} past T",
+            )
         axes[row][0].set_title(f"encodings, no rescaling ({protocol} windows)", fontsize=11)
         if panels == 2:
             right = mine[mine["encoding"] == "rope"]
-            for (group, method), g in sorted(right.groupby(["group", "method"], sort=False),
-                                             key=lambda kv: (rope_groups.index(kv[0][0]), legend_order(kv[0][1]))):
+            for (group, method), g in sorted(
+                right.groupby(["group", "method"], sort=False),
+                key=lambda kv: (rope_groups.index(kv[0][0]), legend_order(kv[0][1])),
+            ):
                 i = rope_groups.index(group)  # one legend entry per method, one per line style
                 _band_line(axes[row][1], g, method_colors[method], STYLES[i % 4], method if i == 0 else None)
             for i, group in enumerate(rope_groups if len(rope_groups) > 1 else []):
@@ -96,21 +103,32 @@ def plot_position_encodings(positions: pd.DataFrame, path: Path, smooth: int = 1
     factor = float(per_run.min())  # the longest factor every trained run has
     data = data[data["factor"] == factor]
     data = data.assign(x=(data["bucket_start"] + data["bucket_end"]) / 2 / data["train_context"])
-    curves = data.groupby(["group", "encoding", "method", "x"], sort=False)["nll"].agg(
-        nll="mean", nll_std="std").reset_index().sort_values(["group", "encoding", "method", "x"])
+    curves = (
+        data.groupby(["group", "encoding", "method", "x"], sort=False)["nll"]
+        .agg(nll="mean", nll_std="std")
+        .reset_index()
+        .sort_values(["group", "encoding", "method", "x"])
+    )
     if smooth > 1:
         curves[["nll", "nll_std"]] = curves.groupby(["group", "encoding", "method"], sort=False)[
-            ["nll", "nll_std"]].transform(lambda c: c.rolling(smooth, center=True, min_periods=1).mean())
+            ["nll", "nll_std"]
+        ].transform(lambda c: c.rolling(smooth, center=True, min_periods=1).mean())
     left, right, colors = _panels(curves)
     fig = Figure(figsize=(13, 5.0))
     axes = fig.subplots(1, 2)
     for (line, method), g in left.groupby(["line", "method"], sort=True):
-        _band(axes[0], g, colors[line], STYLES[NATIVE.index(method)],
-              line if method == "none" else f"{line}, {method} past T")
+        _band(
+            axes[0],
+            g,
+            colors[line],
+            STYLES[NATIVE.index(method)],
+            line if method == "none" else f"{line}, {method} past T",
+        )
     groups = list(dict.fromkeys(right["group"]))
     method_colors = colors_for(right["method"])
-    for (group, method), g in sorted(right.groupby(["group", "method"], sort=False),
-                                     key=lambda kv: (groups.index(kv[0][0]), legend_order(kv[0][1]))):
+    for (group, method), g in sorted(
+        right.groupby(["group", "method"], sort=False), key=lambda kv: (groups.index(kv[0][0]), legend_order(kv[0][1]))
+    ):
         i = groups.index(group)
         _band(axes[1], g, method_colors[method], STYLES[i % 4], method if i == 0 else None)
     for i, group in enumerate(groups if len(groups) > 1 else []):
@@ -139,5 +157,4 @@ def _band(ax, g: pd.DataFrame, color, style: str, label: str | None) -> None:
     g = g.sort_values("x")
     ax.plot(g["x"], g["nll"], color=color, linestyle=style, linewidth=1.4, label=label)
     if g["nll_std"].notna().any():
-        ax.fill_between(g["x"], g["nll"] - g["nll_std"], g["nll"] + g["nll_std"], color=color, alpha=0.15,
-                        linewidth=0)
+        ax.fill_between(g["x"], g["nll"] - g["nll_std"], g["nll"] + g["nll_std"], color=color, alpha=0.15, linewidth=0)

@@ -28,8 +28,9 @@ MAX_CONTEXT = 1 << 24
 MAX_FACTOR = 1024.0
 
 
-def wavelength_table(ev: DictConfig, methods: list[str], head_dim: int, base: float, context: int,
-                     factor: float) -> tuple[pd.DataFrame, dict[str, float]]:
+def wavelength_table(
+    ev: DictConfig, methods: list[str], head_dim: int, base: float, context: int, factor: float
+) -> tuple[pd.DataFrame, dict[str, float]]:
     """Wavelengths (rows: pair index, columns: methods) and each method's attention factor."""
     if not (math.isfinite(factor) and 1 <= factor <= MAX_FACTOR):
         raise PosxError(f"--factor {factor} must be a finite number from 1 to {MAX_FACTOR}")
@@ -45,8 +46,9 @@ def wavelength_table(ev: DictConfig, methods: list[str], head_dim: int, base: fl
     target = round(factor * context)
     columns, attention = {}, {}
     for method in methods:
-        inv, attn = method_frequencies(method, ev, head_dim=head_dim, base=base, train_context=context,
-                                       scale=factor, length=target)
+        inv, attn = method_frequencies(
+            method, ev, head_dim=head_dim, base=base, train_context=context, scale=factor, length=target
+        )
         columns[method] = rope.wavelengths(inv.double()).numpy()
         attention[method] = attn
     df = pd.DataFrame(columns)
@@ -76,8 +78,9 @@ def coinciding(df: pd.DataFrame, attention: dict[str, float]) -> list[list[str]]
     return [s for s in sets if len(s) > 1]
 
 
-def rich_tables(df: pd.DataFrame, attention: dict[str, float], context: int, target: int,
-                title: str, width: int) -> list[Table]:
+def rich_tables(
+    df: pd.DataFrame, attention: dict[str, float], context: int, target: int, title: str, width: int
+) -> list[Table]:
     """Pairs by rows, methods by columns; colours mark wavelengths past T and past L. Methods
     are split over several tables when one would not fit ``width`` columns: no value is cut."""
     cells = {m: [f"{v:,.4g}" for v in df[m]] + [f"{attention[m]:.4g}"] for m in df.columns}
@@ -95,8 +98,11 @@ def rich_tables(df: pd.DataFrame, attention: dict[str, float], context: int, tar
     tables = []
     for i, methods in enumerate(chunks):
         part = f" ({i + 1}/{len(chunks)})" if len(chunks) > 1 else ""
-        table = Table(title=title + part, caption=f"[yellow]yellow[/]: longer than T={context} (never a full turn "
-                                                  f"in training); [red]red[/]: longer than L={target}{note}")
+        table = Table(
+            title=title + part,
+            caption=f"[yellow]yellow[/]: longer than T={context} (never a full turn "
+            f"in training); [red]red[/]: longer than L={target}{note}",
+        )
         table.add_column("pair", justify="right", no_wrap=True)
         for method in methods:
             table.add_column(method, justify="right", no_wrap=True, min_width=need[method] - 3)
@@ -121,14 +127,26 @@ def plot(df: pd.DataFrame, context: int, target: int, title: str, path: Path) ->
     hidden = {m for s in same.values() for m in s[1:]}
     for i, method in enumerate(m for m in df.columns if m not in hidden):
         label = " = ".join(same[method]) + " (same wavelengths)" if method in same else method
-        ax.plot(df.index, df[method], linestyle=_STYLES[i % len(_STYLES)],
-                marker=_MARKERS[i % len(_MARKERS)], markersize=3.5, linewidth=1.2, label=label)
+        ax.plot(
+            df.index,
+            df[method],
+            linestyle=_STYLES[i % len(_STYLES)],
+            marker=_MARKERS[i % len(_MARKERS)],
+            markersize=3.5,
+            linewidth=1.2,
+            label=label,
+        )
     ax.axhline(context, color="black", linewidth=1.0, linestyle="--")
     ax.axhline(target, color="firebrick", linewidth=1.0, linestyle=":")
-    ax.annotate(f"training length T = {context}", (0, context), xytext=(2, 3),
-                textcoords="offset points", fontsize=8)
-    ax.annotate(f"target length L = {target}", (0, target), xytext=(2, 3),
-                textcoords="offset points", fontsize=8, color="firebrick")
+    ax.annotate(f"training length T = {context}", (0, context), xytext=(2, 3), textcoords="offset points", fontsize=8)
+    ax.annotate(
+        f"target length L = {target}",
+        (0, target),
+        xytext=(2, 3),
+        textcoords="offset points",
+        fontsize=8,
+        color="firebrick",
+    )
     ax.set_yscale("log")
     ax.set_xlabel("rotary pair index i")
     ax.set_ylabel("wavelength 2π / θᵢ (positions, log scale)")

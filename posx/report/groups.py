@@ -35,14 +35,33 @@ from posx.eval import history
 from posx.runs.records import RunMeta
 
 # Keys of config.yaml that never separate runs: where and how a run ran, not what it is.
-IGNORED = ("seed", "name", "device", "threads", "logger", "results_dir", "parent", "data.cache_dir", "train.eval_every",
-           "train.eval_batches", "train.checkpoint_every", "model.name", "extend.eval_every", "hydra")
+IGNORED = (
+    "seed",
+    "name",
+    "device",
+    "threads",
+    "logger",
+    "results_dir",
+    "parent",
+    "data.cache_dir",
+    "train.eval_every",
+    "train.eval_batches",
+    "train.checkpoint_every",
+    "model.name",
+    "extend.eval_every",
+    "hydra",
+)
 RENAMED = {"train.context_length": "T", "train.steps": "steps"}
 COLUMN_KEYS = ("pos.name", "parent")
 ONLY_EXTENDED = ("parent.", "extend.", "new_base")  # keys only an extended run has
 # Encoding parameters that only some encodings read (others record a value they never use).
-ONLY_FOR = {"pos.base": {"rope"}, "pos.max_positions": {"absolute"}, "pos.num_buckets": {"t5"},
-            "pos.max_distance": {"t5"}, "pos.per_layer": {"t5"}}  # shown as the encoding and parent columns, not in labels
+ONLY_FOR = {
+    "pos.base": {"rope"},
+    "pos.max_positions": {"absolute"},
+    "pos.num_buckets": {"t5"},
+    "pos.max_distance": {"t5"},
+    "pos.per_layer": {"t5"},
+}  # shown as the encoding and parent columns, not in labels
 
 
 @dataclass
@@ -81,8 +100,14 @@ def _text(value) -> str:
     return json.dumps(value) if isinstance(value, (dict, type(None))) else str(value)
 
 
-def identity(config: dict | None, meta: RunMeta | None, run_dir: Path, table: pd.DataFrame | None,
-             evaluations: list[dict] | None = None, parent: dict | None = None) -> dict:
+def identity(
+    config: dict | None,
+    meta: RunMeta | None,
+    run_dir: Path,
+    table: pd.DataFrame | None,
+    evaluations: list[dict] | None = None,
+    parent: dict | None = None,
+) -> dict:
     """The run's identity as {key: text}; see the module docstring. ``evaluations``: the settings
     of every evaluation its tables come from (``[]``: leave the evaluation out; None: its current
     one). ``parent``: an extended run's parent's identity, which then stands for the parent."""
@@ -101,8 +126,14 @@ def identity(config: dict | None, meta: RunMeta | None, run_dir: Path, table: pd
             found.pop("data.source", None)
         lineage = meta.extended_from
         if lineage is not None:
-            found.update({"parent": lineage.parent, "extend.method": lineage.method,
-                          "extend.factor": lineage.factor, "extend.parent_T": lineage.train_context})
+            found.update(
+                {
+                    "parent": lineage.parent,
+                    "extend.method": lineage.method,
+                    "extend.factor": lineage.factor,
+                    "extend.parent_T": lineage.train_context,
+                }
+            )
             if parent is not None:  # what the parent is, not what it is called
                 found["parent"] = f"{parent['pos.name']}-T{parent['T']}"
                 found.update({f"parent.{k}": v for k, v in parent.items()})
@@ -165,34 +196,60 @@ def group_runs(members: list[Member]) -> Grouping:
         counted: dict = {}
         for m in sorted(runs, key=lambda m: m.evaluated_at, reverse=True):
             if m.seed is not None and m.replicate in counted:
-                duplicates.append({"run": names[str(m.path)], "seed": m.seed, "group": f"g{i}",
-                                   "counted": names[str(counted[m.replicate].path)]})
+                duplicates.append(
+                    {
+                        "run": names[str(m.path)],
+                        "seed": m.seed,
+                        "group": f"g{i}",
+                        "counted": names[str(counted[m.replicate].path)],
+                    }
+                )
                 continue
             counted[m.replicate if m.seed is not None else id(m)] = m
             labels[m.path] = label
         kept = sorted(counted.values(), key=lambda m: str(m.path))
-        groups.append({"group": f"g{i}", "encoding": ident.get("pos.name", "—"), "parent": ident.get("parent", ""),
-                       "label": label, "runs": len(kept), "seeds": ",".join(str(m.seed) for m in kept),
-                       "run_dirs": " ".join(m.path.name for m in kept)})
+        groups.append(
+            {
+                "group": f"g{i}",
+                "encoding": ident.get("pos.name", "—"),
+                "parent": ident.get("parent", ""),
+                "label": label,
+                "runs": len(kept),
+                "seeds": ",".join(str(m.seed) for m in kept),
+                "run_dirs": " ".join(m.path.name for m in kept),
+            }
+        )
     # an encoding parameter absent where it does not apply, or an extension's key absent from a
     # trained run, is not a difference of its own
-    varying = [k for k in _varying(identities)
-               if not (k in ONLY_FOR or k.startswith(ONLY_EXTENDED)) or len({i[k] for i in identities if k in i}) > 1]
+    varying = [
+        k
+        for k in _varying(identities)
+        if not (k in ONLY_FOR or k.startswith(ONLY_EXTENDED)) or len({i[k] for i in identities if k in i}) > 1
+    ]
     return Grouping(labels, groups, duplicates, varying)
 
 
 def explain(grouping: Grouping, runs: int) -> list[str]:
     """Markdown lines: what was grouped and why."""
-    lines = ["## Groups", "",
-             f"{runs} run(s) form {len(grouping.groups)} group(s). Runs are pooled as seeds of one experiment only "
-             "when everything but the seed is equal: model size and encoding, T, training steps and settings, "
-             "the corpus fingerprint, the evaluation settings (tokens, protocol, stride, methods and their "
-             "parameters) and, for extended runs, parent, method and factor (posx/report/groups.py lists the keys)."]
+    lines = [
+        "## Groups",
+        "",
+        f"{runs} run(s) form {len(grouping.groups)} group(s). Runs are pooled as seeds of one experiment only "
+        "when everything but the seed is equal: model size and encoding, T, training steps and settings, "
+        "the corpus fingerprint, the evaluation settings (tokens, protocol, stride, methods and their "
+        "parameters) and, for extended runs, parent, method and factor (posx/report/groups.py lists the keys).",
+    ]
     if grouping.varying:
         lines += ["", "The groups differ in: " + ", ".join(f"`{k}`" for k in grouping.varying) + "."]
     lines += ["", pd.DataFrame(grouping.groups).to_markdown(index=False), ""]
     if grouping.duplicates:
-        lines += ["### Duplicate seeds", "",
-                  "These runs repeat a seed of their group (the same experiment twice); each is counted once, "
-                  "as the run evaluated last:", "", pd.DataFrame(grouping.duplicates).to_markdown(index=False), ""]
+        lines += [
+            "### Duplicate seeds",
+            "",
+            "These runs repeat a seed of their group (the same experiment twice); each is counted once, "
+            "as the run evaluated last:",
+            "",
+            pd.DataFrame(grouping.duplicates).to_markdown(index=False),
+            "",
+        ]
     return lines

@@ -31,8 +31,19 @@ STYLES = ["-", "--", ":", "-."]
 MARKERS = ["o", "s", "^", "D", "v", "P"]
 
 
-METHOD_ORDER = ["none", "pi", "ntk", "yarn", "abf", "dynamic_ntk", "dynamic_yarn", "ntk_by_parts", "llama3",
-                "longrope", "interpolate"]
+METHOD_ORDER = [
+    "none",
+    "pi",
+    "ntk",
+    "yarn",
+    "abf",
+    "dynamic_ntk",
+    "dynamic_yarn",
+    "ntk_by_parts",
+    "llama3",
+    "longrope",
+    "interpolate",
+]
 
 
 def legend_order(name: str) -> tuple:
@@ -110,8 +121,7 @@ def plot_ppl(summary: pd.DataFrame, path: Path) -> Path | None:
         i = groups.index((group, parent))
         label = _line_label(enc, method, group, parent, len(groups) > 1) + (f" · {protocol}" if several else "")
         color = colors[f"{enc} · {method}"]
-        ax.plot(g["factor"], g["ppl_mean"], label=label, color=color, linestyle=STYLES[i % 4],
-                marker=MARKERS[i % 6])
+        ax.plot(g["factor"], g["ppl_mean"], label=label, color=color, linestyle=STYLES[i % 4], marker=MARKERS[i % 6])
         band = g[g["ppl_lo"].notna() & g["ppl_hi"].notna()]
         if not band.empty:
             ax.fill_between(band["factor"], band["ppl_lo"], band["ppl_hi"], color=color, alpha=0.15, linewidth=0)
@@ -123,12 +133,17 @@ def plot_ppl(summary: pd.DataFrame, path: Path) -> Path | None:
     ax.set_yscale("log")
     lo = data["ppl_lo"].where(data["ppl_lo"].notna(), data["ppl_mean"])
     log_ticks(ax, float(lo.min()), hi_all)
-    lengths = {f: g.iloc[0] for f, g in summary.groupby("factor")["eval_context"] if g.astype(str).nunique() == 1
-               and "," not in str(g.iloc[0])}
+    lengths = {
+        f: g.iloc[0]
+        for f, g in summary.groupby("factor")["eval_context"]
+        if g.astype(str).nunique() == 1 and "," not in str(g.iloc[0])
+    }
     factor_axis(ax, sorted(summary["factor"].unique()), lengths)
     ts = set(",".join(summary["train_context"].astype(str)).split(","))
-    ax.set_xlabel("evaluation length (multiples of the training length T" + (f" = {ts.pop()})" if len(ts) == 1 else
-                                                                               f"; T = {', '.join(sorted(ts, key=int))})"))
+    ax.set_xlabel(
+        "evaluation length (multiples of the training length T"
+        + (f" = {ts.pop()})" if len(ts) == 1 else f"; T = {', '.join(sorted(ts, key=int))})")
+    )
     ax.set_ylabel("perplexity (log scale)")
     seeds = int(data["n_seeds"].max())
     band = "band: ± std over seeds" if seeds > 1 else "band: 95% interval over windows"
@@ -168,7 +183,8 @@ def position_curves(positions: pd.DataFrame, factor: float | None, smooth: int =
     if smooth > 1:
         curves = curves.sort_values([*PANEL, "method", "x"])
         rolled = curves.groupby([*PANEL, "method"], sort=False)[["nll", "nll_std"]].transform(
-            lambda c: c.rolling(smooth, center=True, min_periods=1).mean())
+            lambda c: c.rolling(smooth, center=True, min_periods=1).mean()
+        )
         curves[["nll", "nll_std"]] = rolled
     return curves, chosen
 
@@ -183,7 +199,7 @@ def plot_positions(positions: pd.DataFrame, path: Path, factor: float | None, sm
     rows = -(-len(panels) // cols)
     fig = Figure(figsize=(5.0 * cols + 1.5, 3.9 * rows))
     axes = fig.subplots(rows, cols, squeeze=False).reshape(1, -1)
-    for ax in axes[0][len(panels):]:
+    for ax in axes[0][len(panels) :]:
         ax.set_visible(False)
     several = len({p[:2] for p in panels}) > 1
     for ax, panel in zip(axes[0], panels):
@@ -192,8 +208,14 @@ def plot_positions(positions: pd.DataFrame, path: Path, factor: float | None, sm
             g = mine[mine["method"] == method].sort_values("x")
             ax.plot(g["x"], g["nll"], label=method, color=colors[method], marker=".", linewidth=1.5)
             if g["nll_std"].notna().any():  # spread over seeds
-                ax.fill_between(g["x"], g["nll"] - g["nll_std"], g["nll"] + g["nll_std"], color=colors[method],
-                                alpha=0.15, linewidth=0)
+                ax.fill_between(
+                    g["x"],
+                    g["nll"] - g["nll_std"],
+                    g["nll"] + g["nll_std"],
+                    color=colors[method],
+                    alpha=0.15,
+                    linewidth=0,
+                )
         ax.axvline(1.0, color="gray", linestyle="--", linewidth=1, label="training length T")
         group, parent, enc = panel
         where = (f" from {parent}" if parent else "") + (f"\n{group}" if several and group not in ("", "-") else "")
@@ -201,7 +223,7 @@ def plot_positions(positions: pd.DataFrame, path: Path, factor: float | None, sm
         ax.set_xlabel("position in the window (multiples of T)")
         ax.set_ylabel("mean NLL (nats per token)")
         ax.grid(True, alpha=0.3)
-    _figure_legend(fig, axes[0][:len(panels)])
+    _figure_legend(fig, axes[0][: len(panels)])
     smoothed = f", moving mean over {smooth} buckets" if smooth > 1 else ""
     fig.suptitle(f"Loss by token position (mean over the seeds of each group, band ± std over seeds{smoothed})")
     fig.tight_layout()
@@ -226,12 +248,17 @@ def plot_passkey(pk_summary: pd.DataFrame, path: Path) -> Path | None:
         axes = [Figure().subplots(1, len(variants), squeeze=False)[0], axes[0]]
     for col, variant in enumerate(variants):
         top, bottom = axes[0][col], axes[1][col]
-        for (group, enc, method), g in data[data["variant"] == variant].groupby(["group", "encoding", "method"],
-                                                                                 sort=False):
+        for (group, enc, method), g in data[data["variant"] == variant].groupby(
+            ["group", "encoding", "method"], sort=False
+        ):
             g = g.sort_values("factor")
             i = groups.index(group)
-            style = dict(label=_line_label(enc, method, group, "", len(groups) > 1), color=colors[f"{enc} · {method}"],
-                         linestyle=STYLES[i % 4], marker=MARKERS[i % 6])
+            style = dict(
+                label=_line_label(enc, method, group, "", len(groups) > 1),
+                color=colors[f"{enc} · {method}"],
+                linestyle=STYLES[i % 4],
+                marker=MARKERS[i % 6],
+            )
             top.errorbar(g["factor"], g["accuracy_mean"], yerr=g["accuracy_std"].fillna(0), capsize=3, **style)
             bottom.plot(g["factor"], g["key_nll_mean"], **style)
         for ax in (top, bottom):
@@ -255,12 +282,16 @@ def plot_training(metrics: pd.DataFrame, path: Path) -> Path | None:
     """Training and validation loss by step, one line per run, one colour per group x encoding."""
     if metrics.empty:
         return None
-    metrics = metrics.assign(line=[" · ".join(x for x in (e, f"from {p}" if p else "", "" if g == "-" else g) if x)
-                                   for e, g, p in zip(metrics["encoding"], metrics["group"], metrics["parent"])])
+    metrics = metrics.assign(
+        line=[
+            " · ".join(x for x in (e, f"from {p}" if p else "", "" if g == "-" else g) if x)
+            for e, g, p in zip(metrics["encoding"], metrics["group"], metrics["parent"])
+        ]
+    )
     colors = colors_for(metrics["line"])
     fig = Figure(figsize=(13, 4.5))
     axes = fig.subplots(1, 2, squeeze=False)[0]
-    for (line, run), g in metrics.groupby(["line", "run_dir"], sort=False):
+    for (line, _run), g in metrics.groupby(["line", "run_dir"], sort=False):
         g = g.sort_values("step")
         label = f"{line} (seed {g['seed'].iloc[0]})"
         axes[0].plot(g["step"], g["train_loss"], color=colors[line], linewidth=1, alpha=0.8, label=label)
@@ -277,9 +308,15 @@ def plot_training(metrics: pd.DataFrame, path: Path) -> Path | None:
     return save(fig, path)
 
 
-def draw_all(summary: pd.DataFrame, positions: pd.DataFrame, pk_summary: pd.DataFrame, out_dir: Path,
-             factor: float | None = None, metrics: pd.DataFrame | None = None,
-             smooth: int = 1) -> dict[str, Path | None]:
+def draw_all(
+    summary: pd.DataFrame,
+    positions: pd.DataFrame,
+    pk_summary: pd.DataFrame,
+    out_dir: Path,
+    factor: float | None = None,
+    metrics: pd.DataFrame | None = None,
+    smooth: int = 1,
+) -> dict[str, Path | None]:
     """Every plot there is data for; a name maps to None when its data is missing everywhere."""
     return {
         "ppl_vs_length.png": plot_ppl(summary, out_dir / "ppl_vs_length.png"),

@@ -38,9 +38,11 @@ TABLES = ("extrapolation.csv", "positions.csv", "passkey.csv")
 OPTIONAL = ("metrics.csv",)  # read when there; a run without it is not "missing" a table
 EVALUATIONS = ("current", "all")
 # The cell of each table that one evaluation scores once; in --evaluations all the newest wins.
-CELL = {"extrapolation.csv": ["method", "protocol", "absolute_beyond", "factor", "stage"],
-        "positions.csv": ["method", "protocol", "absolute_beyond", "factor", "stage", "bucket_start"],
-        "passkey.csv": ["method", "absolute_beyond", "factor", "variant", "depth_lo"]}
+CELL = {
+    "extrapolation.csv": ["method", "protocol", "absolute_beyond", "factor", "stage"],
+    "positions.csv": ["method", "protocol", "absolute_beyond", "factor", "stage", "bucket_start"],
+    "passkey.csv": ["method", "absolute_beyond", "factor", "variant", "depth_lo"],
+}
 
 
 @dataclass
@@ -67,8 +69,10 @@ def find_run_dirs(paths: list[str | Path]) -> list[Path]:
             continue
         children = sorted(c for c in path.iterdir() if c.is_dir() and is_run_dir(c))
         if not children:
-            raise PosxError(f"{path} is neither a run directory nor a directory of runs "
-                            f"(no {', '.join(RUN_MARKERS)} in it or its subdirectories)")
+            raise PosxError(
+                f"{path} is neither a run directory nor a directory of runs "
+                f"(no {', '.join(RUN_MARKERS)} in it or its subdirectories)"
+            )
         found.update((c.resolve(), None) for c in children)
     return list(found)
 
@@ -91,8 +95,9 @@ def _parent(path: Path, meta) -> tuple[dict | None, int | None]:
         if candidate is not None and candidate.resolve() != path.resolve() and is_run(candidate):
             saved = _config(candidate) or {}
             seed = saved.get("seed")
-            return identity(saved, read_meta(candidate), candidate, None, evaluations=[]), \
-                (int(seed) if seed is not None else None)
+            return identity(saved, read_meta(candidate), candidate, None, evaluations=[]), (
+                int(seed) if seed is not None else None
+            )
     return None, None
 
 
@@ -123,16 +128,18 @@ def _all_tables(run: RunTables, weights: str | None) -> list[dict]:
     if not stored:
         return []
     for name in TABLES:
-        frames = [_tagged(read_table(folder / name), settings) for folder, settings in stored
-                  if (folder / name).is_file()]
+        frames = [
+            _tagged(read_table(folder / name), settings) for folder, settings in stored if (folder / name).is_file()
+        ]
         if not frames:
             run.missing.append(name)
             continue
         stacked = pd.concat(frames, ignore_index=True)
         kept = stacked.drop_duplicates(CELL[name], keep="last").reset_index(drop=True)
         if name == "extrapolation.csv" and len(kept) < len(stacked):
-            run.notes.append(f"{len(stacked) - len(kept)} row(s) scored by more than one evaluation; "
-                             "the newest evaluation's count")
+            run.notes.append(
+                f"{len(stacked) - len(kept)} row(s) scored by more than one evaluation; the newest evaluation's count"
+            )
         run.tables[name] = kept
     return [settings or {"record": "legacy"} for _, settings in stored]
 
@@ -169,7 +176,11 @@ def load_run_tables(path: Path, evaluations: str = "current") -> RunTables:
             except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError):
                 pass  # a damaged metrics.csv costs the training plot only
     table = run.tables.get("extrapolation.csv")
-    run.member = Member(path, run.seed, identity(saved, meta, path, table, evaluations=settings, parent=parent),
-                        (path / "extrapolation.csv").stat().st_mtime if (path / "extrapolation.csv").is_file() else 0.0,
-                        parent_seed)
+    run.member = Member(
+        path,
+        run.seed,
+        identity(saved, meta, path, table, evaluations=settings, parent=parent),
+        (path / "extrapolation.csv").stat().st_mtime if (path / "extrapolation.csv").is_file() else 0.0,
+        parent_seed,
+    )
     return run

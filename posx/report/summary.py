@@ -38,16 +38,31 @@ from posx.report.runtables import EVALUATIONS, RunTables, find_run_dirs, load_ru
 # "<method> (zero-shot)" after the table's stage.
 GROUP = ["group", "parent", "encoding", "method", "protocol", "factor"]
 KEYS = GROUP[:-1]  # a curve: everything but the factor
-SUMMARY_COLUMNS = [*GROUP, "train_context", "eval_context", "ppl_mean", "ppl_std", "ppl_lo", "ppl_hi", "band",
-                   "n_seeds", "seeds", "ratio_to_1x", "status"]
+SUMMARY_COLUMNS = [
+    *GROUP,
+    "train_context",
+    "eval_context",
+    "ppl_mean",
+    "ppl_std",
+    "ppl_lo",
+    "ppl_hi",
+    "band",
+    "n_seeds",
+    "seeds",
+    "ratio_to_1x",
+    "status",
+]
 PASSKEY_GROUP = ["group", "encoding", "method", "variant", "factor"]
 BAND_SEEDS, BAND_WINDOWS = "± std over seeds", "95% interval over windows (one seed)"
 
 
 def _combined(runs: list[RunTables], name: str) -> pd.DataFrame:
     """One table over all runs that have it, with run_dir and seed columns."""
-    frames = [r.tables[name].assign(run_dir=str(r.path), seed=r.seed, parent=r.parent, group=r.group)
-              for r in runs if name in r.tables]
+    frames = [
+        r.tables[name].assign(run_dir=str(r.path), seed=r.seed, parent=r.parent, group=r.group)
+        for r in runs
+        if name in r.tables
+    ]
     if not frames:
         return pd.DataFrame()
     df = pd.concat(frames, ignore_index=True).rename(columns={"pos": "encoding"})
@@ -81,16 +96,21 @@ def summarize(ext: pd.DataFrame) -> pd.DataFrame:
         mean = sum(ppl) / len(ppl) if ppl else math.nan
         std = pd.Series(ppl).std(ddof=1) if len(ppl) > 1 else math.nan
         one = len(ppl) == 1
-        rows.append({
-            **dict(zip(GROUP, key)),
-            "train_context": _joined(g["train_context"]), "eval_context": _joined(g["eval_context"]),
-            "ppl_mean": mean, "ppl_std": std,
-            "ppl_lo": float(ok["ppl_lo"].iloc[0]) if one else mean - std,
-            "ppl_hi": float(ok["ppl_hi"].iloc[0]) if one else mean + std,
-            "band": (BAND_WINDOWS if one else BAND_SEEDS) if ppl else "",
-            "n_seeds": len(ppl), "seeds": _joined(int(s) for s in ok["seed"] if pd.notna(s)),
-            "status": _statuses(g["status"]),
-        })
+        rows.append(
+            {
+                **dict(zip(GROUP, key)),
+                "train_context": _joined(g["train_context"]),
+                "eval_context": _joined(g["eval_context"]),
+                "ppl_mean": mean,
+                "ppl_std": std,
+                "ppl_lo": float(ok["ppl_lo"].iloc[0]) if one else mean - std,
+                "ppl_hi": float(ok["ppl_hi"].iloc[0]) if one else mean + std,
+                "band": (BAND_WINDOWS if one else BAND_SEEDS) if ppl else "",
+                "n_seeds": len(ppl),
+                "seeds": _joined(int(s) for s in ok["seed"] if pd.notna(s)),
+                "status": _statuses(g["status"]),
+            }
+        )
     summary = pd.DataFrame(rows, columns=[c for c in SUMMARY_COLUMNS if c != "ratio_to_1x"])
     base = summary[summary["factor"] == 1.0].set_index(KEYS)["ppl_mean"]
     summary["ratio_to_1x"] = [
@@ -104,18 +124,30 @@ def summarize_passkey(pk: pd.DataFrame) -> pd.DataFrame:
     """Accuracy over all depths per run, then mean and sample std over runs."""
     if pk.empty:
         return pd.DataFrame()
-    ok = pk[pk["status"] == "ok"].assign(hits=lambda d: d["accuracy"] * d["trials"],
-                                         nll_sum=lambda d: d["key_nll"] * d["trials"])
-    per_run = ok.groupby([*PASSKEY_GROUP, "run_dir"]).agg(
-        hits=("hits", "sum"), trials=("trials", "sum"), nll_sum=("nll_sum", "sum")).reset_index()
+    ok = pk[pk["status"] == "ok"].assign(
+        hits=lambda d: d["accuracy"] * d["trials"], nll_sum=lambda d: d["key_nll"] * d["trials"]
+    )
+    per_run = (
+        ok.groupby([*PASSKEY_GROUP, "run_dir"])
+        .agg(hits=("hits", "sum"), trials=("trials", "sum"), nll_sum=("nll_sum", "sum"))
+        .reset_index()
+    )
     per_run["accuracy"] = per_run["hits"] / per_run["trials"]
     per_run["key_nll"] = per_run["nll_sum"] / per_run["trials"]
     stats = per_run.groupby(PASSKEY_GROUP).agg(
-        accuracy_mean=("accuracy", "mean"), accuracy_std=("accuracy", "std"),  # std: n - 1
-        key_nll_mean=("key_nll", "mean"), trials_per_run=("trials", _joined), n_seeds=("accuracy", "size"))
+        accuracy_mean=("accuracy", "mean"),
+        accuracy_std=("accuracy", "std"),  # std: n - 1
+        key_nll_mean=("key_nll", "mean"),
+        trials_per_run=("trials", _joined),
+        n_seeds=("accuracy", "size"),
+    )
     # one status per run and group (its depth buckets share it unless some are too short)
-    status = (pk.drop_duplicates([*PASSKEY_GROUP, "run_dir", "status"])
-              .groupby(PASSKEY_GROUP)["status"].agg(_statuses).rename("status"))
+    status = (
+        pk.drop_duplicates([*PASSKEY_GROUP, "run_dir", "status"])
+        .groupby(PASSKEY_GROUP)["status"]
+        .agg(_statuses)
+        .rename("status")
+    )
     out = stats.join(status, how="right").reset_index()
     out["n_seeds"] = out["n_seeds"].fillna(0).astype(int)
     return out
@@ -152,44 +184,82 @@ def check_out(out: str | Path | None) -> None:
     if out is not None:
         out = Path(out)
         if out.is_symlink() or out.exists() and (not out.is_dir() or any(out.iterdir())):
-            raise PosxError(f"{out} already exists and is not empty; choose a new --out "
-                            "(a report is never overwritten)")
+            raise PosxError(
+                f"{out} already exists and is not empty; choose a new --out (a report is never overwritten)"
+            )
 
 
-def markdown(summary: pd.DataFrame, pk_summary: pd.DataFrame, missing: pd.DataFrame, runs: list[RunTables],
-             grouping, ext_table: pd.DataFrame | None, names: dict[str, str]) -> str:
+def markdown(
+    summary: pd.DataFrame,
+    pk_summary: pd.DataFrame,
+    missing: pd.DataFrame,
+    runs: list[RunTables],
+    grouping,
+    ext_table: pd.DataFrame | None,
+    names: dict[str, str],
+) -> str:
     """summary.md; ``names`` maps each run's path to the relative path the report writes."""
     summary = _applicable(summary, KEYS)
     pk_summary = _applicable(pk_summary, PASSKEY_GROUP[:4])
     table = summary.assign(ppl=[ppl_cell(r) for _, r in summary.iterrows()])
     table = table[[*GROUP, "train_context", "ppl", "n_seeds", "seeds", "ratio_to_1x", "status"]]
-    lines = ["# posx report", "",
-             f"{len(runs)} run(s) in {len(grouping.groups)} group(s) (see Groups below). Perplexity is the mean "
-             "± sample standard deviation (n − 1) over the runs of a group, one run per seed; for a single seed "
-             "it is the run's perplexity [95% interval over its scored windows]. `ratio_to_1x` is the mean "
-             "perplexity over the mean at 1x of the same group, encoding, method and protocol. Methods that do "
-             "not apply to an encoding (RoPE rescalings of a model without RoPE) are left out here; summary.csv "
-             "has every row.", "",
-             table.to_markdown(index=False, floatfmt=".4g"), "", *explain(grouping, len(runs))]
+    lines = [
+        "# posx report",
+        "",
+        f"{len(runs)} run(s) in {len(grouping.groups)} group(s) (see Groups below). Perplexity is the mean "
+        "± sample standard deviation (n − 1) over the runs of a group, one run per seed; for a single seed "
+        "it is the run's perplexity [95% interval over its scored windows]. `ratio_to_1x` is the mean "
+        "perplexity over the mean at 1x of the same group, encoding, method and protocol. Methods that do "
+        "not apply to an encoding (RoPE rescalings of a model without RoPE) are left out here; summary.csv "
+        "has every row.",
+        "",
+        table.to_markdown(index=False, floatfmt=".4g"),
+        "",
+        *explain(grouping, len(runs)),
+    ]
     if not pk_summary.empty:
-        pk = pk_summary.assign(accuracy=[mean_std(m, s, 2) for m, s in
-                                         zip(pk_summary["accuracy_mean"], pk_summary["accuracy_std"])])
-        lines += ["## Passkey retrieval", "", "Exact-match accuracy over all depths, mean ± std over runs.", "",
-                  pk[[*PASSKEY_GROUP, "accuracy", "key_nll_mean", "trials_per_run", "n_seeds", "status"]]
-                  .to_markdown(index=False, floatfmt=".4g"), ""]
+        pk = pk_summary.assign(
+            accuracy=[mean_std(m, s, 2) for m, s in zip(pk_summary["accuracy_mean"], pk_summary["accuracy_std"])]
+        )
+        lines += [
+            "## Passkey retrieval",
+            "",
+            "Exact-match accuracy over all depths, mean ± std over runs.",
+            "",
+            pk[[*PASSKEY_GROUP, "accuracy", "key_nll_mean", "trials_per_run", "n_seeds", "status"]].to_markdown(
+                index=False, floatfmt=".4g"
+            ),
+            "",
+        ]
     if ext_table is not None and not ext_table.empty:
-        shown = pd.DataFrame({
-            "parent": ext_table["parent"], "method": ext_table["method"], "factor": ext_table["factor"],
-            "steps": ext_table["steps"],
-            "zero-shot at s·T": [mean_std(m, s) for m, s in zip(ext_table["zero_shot"], ext_table["zero_shot_std"])],
-            "extended at s·T": [mean_std(m, s) for m, s in zip(ext_table["extended"], ext_table["extended_std"])],
-            "extended at T": [mean_std(m, s) for m, s in zip(ext_table["extended_1x"], ext_table["extended_1x_std"])],
-            "extended at 2s·T": [mean_std(m, s) for m, s in zip(ext_table["extended_2x_new"],
-                                                                 ext_table["extended_2x_new_std"])],
-            "n_seeds": ext_table["n_seeds"]})
-        lines += ["## Extension", "", "Perplexity of each `posx extend` experiment (mean ± std over seeds): "
-                  "zero-shot is the parent with the method's frequencies and no training.", "",
-                  shown.to_markdown(index=False), ""]
+        shown = pd.DataFrame(
+            {
+                "parent": ext_table["parent"],
+                "method": ext_table["method"],
+                "factor": ext_table["factor"],
+                "steps": ext_table["steps"],
+                "zero-shot at s·T": [
+                    mean_std(m, s) for m, s in zip(ext_table["zero_shot"], ext_table["zero_shot_std"])
+                ],
+                "extended at s·T": [mean_std(m, s) for m, s in zip(ext_table["extended"], ext_table["extended_std"])],
+                "extended at T": [
+                    mean_std(m, s) for m, s in zip(ext_table["extended_1x"], ext_table["extended_1x_std"])
+                ],
+                "extended at 2s·T": [
+                    mean_std(m, s) for m, s in zip(ext_table["extended_2x_new"], ext_table["extended_2x_new_std"])
+                ],
+                "n_seeds": ext_table["n_seeds"],
+            }
+        )
+        lines += [
+            "## Extension",
+            "",
+            "Perplexity of each `posx extend` experiment (mean ± std over seeds): "
+            "zero-shot is the parent with the method's frequencies and no training.",
+            "",
+            shown.to_markdown(index=False),
+            "",
+        ]
     if not missing.empty:
         lines += ["## Runs missing tables", "", missing.to_markdown(index=False), ""]
     lines += ["## Runs", ""] + [f"- `{names[str(r.path)]}` (seed {r.seed})" for r in runs]
@@ -231,13 +301,22 @@ def _extensions(runs: list[RunTables]) -> dict:
         ident = r.member.identity
         if r.parent and "extend.method" in ident:
             found[(r.group, r.parent, ident.get("pos.name", ""))] = (
-                ident["extend.method"], float(ident["extend.factor"]), int(float(ident.get("steps", 0))))
+                ident["extend.method"],
+                float(ident["extend.factor"]),
+                int(float(ident.get("steps", 0))),
+            )
     return found
 
 
-def report(paths: list[str | Path], out: str | Path | None = None, results_dir: str | Path = "results",
-           factor: float | None = None, console: Console | None = None, smooth: int = 1,
-           evaluations: str = "current") -> Path:
+def report(
+    paths: list[str | Path],
+    out: str | Path | None = None,
+    results_dir: str | Path = "results",
+    factor: float | None = None,
+    console: Console | None = None,
+    smooth: int = 1,
+    evaluations: str = "current",
+) -> Path:
     """Build the report; returns its directory."""
     console = console or Console()
     if smooth < 1:
@@ -250,12 +329,14 @@ def report(paths: list[str | Path], out: str | Path | None = None, results_dir: 
         r.group = grouping.labels.get(r.member.path, "")
     runs = [r for r in loaded if r.member.path in grouping.labels]  # duplicates of a seed count once
     names = relative_names([r.path for r in loaded])
-    missing = pd.DataFrame([{"run": names[str(r.path)], "missing": name} for r in runs for name in r.missing],
-                           columns=["run", "missing"])
+    missing = pd.DataFrame(
+        [{"run": names[str(r.path)], "missing": name} for r in runs for name in r.missing], columns=["run", "missing"]
+    )
     ext = _combined(runs, "extrapolation.csv")
     if ext.empty:
-        raise PosxError(f"none of the {len(runs)} run(s) has extrapolation.csv; "
-                        "evaluate them first with posx eval-extrapolate")
+        raise PosxError(
+            f"none of the {len(runs)} run(s) has extrapolation.csv; evaluate them first with posx eval-extrapolate"
+        )
     check_out(out)
     summary = summarize(ext)
     pk_summary = summarize_passkey(_combined(runs, "passkey.csv"))
@@ -266,36 +347,50 @@ def report(paths: list[str | Path], out: str | Path | None = None, results_dir: 
         metrics["encoding"] = [encodings.get(Path(p), "") for p in metrics["run_dir"]]
     extended = _extensions(runs)
     ext_table = extension.extension_table(summary, extended)
-    with files.staged_dir(None if out is None else Path(out), Path(results_dir) / "reports",
-                          time.strftime("%Y%m%d-%H%M%S")) as (staging, published):
+    with files.staged_dir(
+        None if out is None else Path(out), Path(results_dir) / "reports", time.strftime("%Y%m%d-%H%M%S")
+    ) as (staging, published):
         summary.to_csv(staging / "summary.csv", index=False)
         missing.to_csv(staging / "missing.csv", index=False)
         pd.DataFrame(grouping.groups).to_csv(staging / "groups.csv", index=False)
         pd.DataFrame(grouping.duplicates, columns=["run", "seed", "group", "counted"]).to_csv(
-            staging / "duplicates.csv", index=False)
+            staging / "duplicates.csv", index=False
+        )
         if not pk_summary.empty:
             pk_summary.to_csv(staging / "passkey_summary.csv", index=False)
         if not ext_table.empty:
             ext_table.to_csv(staging / "extension.csv", index=False)
-        (staging / "summary.md").write_text(markdown(summary, pk_summary, missing, runs, grouping, ext_table,
-                                                     names),
-                                            encoding="utf-8")
+        (staging / "summary.md").write_text(
+            markdown(summary, pk_summary, missing, runs, grouping, ext_table, names), encoding="utf-8"
+        )
         positions = _combined(runs, "positions.csv")
         drawn = plots.draw_all(summary, positions, pk_summary, staging, factor, metrics, smooth)
         drawn["encodings.png"] = figures.plot_encodings(summary, staging / "encodings.png")
-        drawn["positions_by_encoding.png"] = figures.plot_position_encodings(positions, staging /
-                                                                             "positions_by_encoding.png", smooth)
-        drawn["extension.png"] = extension.plot_extension(
-            extension.extension_curves(metrics, ext_table, extended), staging / "extension.png") if extended else None
+        drawn["positions_by_encoding.png"] = figures.plot_position_encodings(
+            positions, staging / "positions_by_encoding.png", smooth
+        )
+        drawn["extension.png"] = (
+            extension.plot_extension(
+                extension.extension_curves(metrics, ext_table, extended), staging / "extension.png"
+            )
+            if extended
+            else None
+        )
     out_dir = published[0]
     pngs = {name: None if path is None else out_dir / path.name for name, path in drawn.items()}
     console.print(rich_summary(summary))
     varying = f"; they differ in {', '.join(grouping.varying)}" if grouping.varying else ""
-    console.print(f"{len(runs)} run(s) in {len(grouping.groups)} group(s) of equal settings but the seed{varying} "
-                  f"(groups.csv, summary.md)", highlight=False)
+    console.print(
+        f"{len(runs)} run(s) in {len(grouping.groups)} group(s) of equal settings but the seed{varying} "
+        f"(groups.csv, summary.md)",
+        highlight=False,
+    )
     for d in grouping.duplicates:
-        console.print(f"[yellow]duplicate seed[/] {d['seed']} in {d['group']}: {d['run']} is the same experiment "
-                      f"as {d['counted']}; counted once", highlight=False)
+        console.print(
+            f"[yellow]duplicate seed[/] {d['seed']} in {d['group']}: {d['run']} is the same experiment "
+            f"as {d['counted']}; counted once",
+            highlight=False,
+        )
     for r in runs:
         if r.missing:
             console.print(f"[yellow]missing[/] {', '.join(r.missing)} in {r.path}", highlight=False)

@@ -72,16 +72,25 @@ def exists(run_dir: Path) -> bool:
 # ---------------------------------------------------------------- saving
 
 
-def save(run_dir: Path, step: int, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
-         generator: torch.Generator, metrics: list[dict] | None = None, extras: TrainExtras | None = None) -> Path:
+def save(
+    run_dir: Path,
+    step: int,
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    generator: torch.Generator,
+    metrics: list[dict] | None = None,
+    extras: TrainExtras | None = None,
+) -> Path:
     """Write a checkpoint of ``step`` and make it the latest; returns its directory.
 
     Refuses non-finite weights, so a good checkpoint is never replaced by a broken one.
     """
     for name, tensor in model.state_dict().items():
         if tensor.is_floating_point() and not torch.isfinite(tensor).all():
-            raise PosxError(f"weight {name} is non-finite at step {step}; not checkpointing it "
-                            f"(the previous checkpoint is kept); lower train.lr or check the data")
+            raise PosxError(
+                f"weight {name} is non-finite at step {step}; not checkpointing it "
+                f"(the previous checkpoint is kept); lower train.lr or check the data"
+            )
     ckpt_root = files.real_dir(root(run_dir), "the checkpoint directory")
     name = f"step-{step:08d}"
     final = ckpt_root / name
@@ -100,9 +109,15 @@ def save(run_dir: Path, step: int, model: torch.nn.Module, optimizer: torch.opti
     except OSError as exc:
         shutil.rmtree(tmp, ignore_errors=True)
         if exc.errno == errno.ENOSPC:
-            kept = f"the previous checkpoint (step {previous['step']}) is intact" if previous else "no earlier checkpoint exists"
-            raise PosxError(f"disk full while writing the step-{step} checkpoint in {ckpt_root}; {kept}; "
-                            "free space and continue with `posx train --resume`") from exc
+            kept = (
+                f"the previous checkpoint (step {previous['step']}) is intact"
+                if previous
+                else "no earlier checkpoint exists"
+            )
+            raise PosxError(
+                f"disk full while writing the step-{step} checkpoint in {ckpt_root}; {kept}; "
+                "free space and continue with `posx train --resume`"
+            ) from exc
         raise
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -120,8 +135,13 @@ def _write_files(where: Path, step: int, model, optimizer, generator, metrics: l
     if metrics:
         pd.DataFrame(metrics).to_csv(where / "metrics.csv", index=False)
     names = sorted(p.name for p in where.iterdir())
-    state = {"format": FORMAT, "step": step, "extra": extra, "optimizer": opt_json,
-             "sha256": {f: files.sha256_file(where / f) for f in names}}
+    state = {
+        "format": FORMAT,
+        "step": step,
+        "extra": extra,
+        "optimizer": opt_json,
+        "sha256": {f: files.sha256_file(where / f) for f in names},
+    }
     (where / "state.json").write_text(json.dumps(state, indent=1) + "\n", encoding="utf-8")
     for f in [*names, "state.json"]:
         _fsync_file(where / f)
@@ -224,8 +244,13 @@ def saved_extras(run_dir: Path) -> TrainExtras | None:
     return TrainExtras.from_dict(extra or {}, str(where / "state.json"))
 
 
-def load(run_dir: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer,
-         generator: torch.Generator, device: torch.device | str = "cpu") -> TrainState:
+def load(
+    run_dir: Path,
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    generator: torch.Generator,
+    device: torch.device | str = "cpu",
+) -> TrainState:
     """Restore model, optimizer, torch RNGs and ``generator`` from the latest checkpoint."""
     ckpt_root = root(run_dir)
     info = _read_latest(ckpt_root)
@@ -234,8 +259,10 @@ def load(run_dir: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer
     for fname, expected in state["sha256"].items():
         path = where / fname
         if not path.is_file() or files.sha256_file(path) != expected:
-            raise PosxError(f"checkpoint file {path} is missing or corrupt (checksum mismatch); "
-                            "it cannot be resumed — start a new run")
+            raise PosxError(
+                f"checkpoint file {path} is missing or corrupt (checksum mismatch); "
+                "it cannot be resumed — start a new run"
+            )
     load_weights(model, where / "model.safetensors", "the checkpoint's model", device)
     try:
         _restore_optimizer(optimizer, load_file(str(where / "optimizer.safetensors")), state["optimizer"])
@@ -246,8 +273,10 @@ def load(run_dir: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer
         if cuda and torch.cuda.is_available() and len(cuda) == torch.cuda.device_count():
             torch.cuda.set_rng_state_all(cuda)
     except (SafetensorError, KeyError, ValueError, RuntimeError) as exc:
-        raise PosxError(f"checkpoint {where} does not fit this model or optimizer ({exc}); "
-                        "the run's config.yaml may have been edited — start a new run") from exc
+        raise PosxError(
+            f"checkpoint {where} does not fit this model or optimizer ({exc}); "
+            "the run's config.yaml may have been edited — start a new run"
+        ) from exc
     metrics_path = where / "metrics.csv"
     metrics = pd.read_csv(metrics_path).to_dict("records") if metrics_path.is_file() else []
     extras = TrainExtras.from_dict(state.get("extra") or {}, str(where / "state.json"))

@@ -42,15 +42,20 @@ def interpolate_table(table: torch.Tensor, rows: int, factor: float) -> torch.Te
 def check_method(method: str, pos: str, where: str) -> None:
     """RoPE runs take RoPE methods; learned-absolute runs take only interpolate."""
     if pos == "rope" and method == INTERPOLATE:
-        raise PosxError(f"{where} uses RoPE; interpolate is for learned-absolute tables. "
-                        f"Choose a RoPE method: {', '.join(rope.METHODS)}")
+        raise PosxError(
+            f"{where} uses RoPE; interpolate is for learned-absolute tables. "
+            f"Choose a RoPE method: {', '.join(rope.METHODS)}"
+        )
     if pos != "rope" and method != INTERPOLATE:
-        raise PosxError(f"{where} has {pos} positions, which extend only with method=interpolate "
-                        f"(the table stretched to factor x T); method={method} needs RoPE")
+        raise PosxError(
+            f"{where} has {pos} positions, which extend only with method=interpolate "
+            f"(the table stretched to factor x T); method={method} needs RoPE"
+        )
 
 
-def extended_model(parent_model: GPT, parent: RunMeta, method: str, factor: float,
-                   record: RopeRecord | None, where: str) -> GPT:
+def extended_model(
+    parent_model: GPT, parent: RunMeta, method: str, factor: float, record: RopeRecord | None, where: str
+) -> GPT:
     """The parent's weights with the extension applied, before any training: RoPE frequencies
     installed in place, or a new model with the stretched absolute table."""
     if method != INTERPOLATE:
@@ -80,5 +85,6 @@ def zero_shot_model(meta: RunMeta, parent_dir: Path, device) -> GPT:
     parent_model, parent = load_run(parent_dir, device="cpu")
     lineage = meta.extended_from
     record = meta.rope if lineage.method != INTERPOLATE else None
-    return extended_model(parent_model, parent, lineage.method, lineage.factor, record,
-                          f"{parent_dir / META}").to(device)
+    return extended_model(parent_model, parent, lineage.method, lineage.factor, record, f"{parent_dir / META}").to(
+        device
+    )

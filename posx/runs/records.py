@@ -46,16 +46,21 @@ class Lineage:
         for key in ("parent", "method", "factor", "train_context"):
             if key not in data:
                 raise PosxError(f"{where} is incomplete: it has no {key}; {fix}")
-        return cls(parent=fieldcheck.text(data["parent"], "extended_from.parent", where, fix),
-                   parent_path=fieldcheck.text(data.get("parent_path", ""), "extended_from.parent_path", where, fix,
-                                               empty=True),
-                   method=fieldcheck.text(data["method"], "extended_from.method", where, fix),
-                   factor=fieldcheck.number(data["factor"], "extended_from.factor", where, fix,
-                                            hi=rope.MAX_FACTOR, positive=True),
-                   steps=fieldcheck.integer(data.get("steps", 0), "extended_from.steps", where, fix),
-                   train_context=fieldcheck.integer(data["train_context"], "extended_from.train_context", where, fix,
-                                                    lo=1, hi=fieldcheck.MAX_CONTEXT),
-                   parent_step=fieldcheck.integer(data.get("parent_step", 0), "extended_from.parent_step", where, fix))
+        return cls(
+            parent=fieldcheck.text(data["parent"], "extended_from.parent", where, fix),
+            parent_path=fieldcheck.text(
+                data.get("parent_path", ""), "extended_from.parent_path", where, fix, empty=True
+            ),
+            method=fieldcheck.text(data["method"], "extended_from.method", where, fix),
+            factor=fieldcheck.number(
+                data["factor"], "extended_from.factor", where, fix, hi=rope.MAX_FACTOR, positive=True
+            ),
+            steps=fieldcheck.integer(data.get("steps", 0), "extended_from.steps", where, fix),
+            train_context=fieldcheck.integer(
+                data["train_context"], "extended_from.train_context", where, fix, lo=1, hi=fieldcheck.MAX_CONTEXT
+            ),
+            parent_step=fieldcheck.integer(data.get("parent_step", 0), "extended_from.parent_step", where, fix),
+        )
 
 
 @dataclass
@@ -102,14 +107,17 @@ class RunMeta:
             model = GPTConfig.from_dict(d["model"])
         except PosxError as exc:
             raise PosxError(f"{where}: {exc}; {fix}") from None
-        return cls(model,
-                   fieldcheck.integer(d["train_context"], "train_context", where, fix, lo=1, hi=fieldcheck.MAX_CONTEXT),
-                   fieldcheck.finite_tree(data, "data", where, fix),
-                   fieldcheck.integer(d.get("step", 0), "step", where, fix),
-                   rope=RopeRecord.from_dict(d.get("rope"), str(where)),
-                   extended_from=Lineage.from_dict(d.get("extended_from"), str(where)),
-                   weights_sha256=None if d.get("weights_sha256") is None else fieldcheck.text(
-                       d["weights_sha256"], "weights_sha256", where, fix))  # compared with the weights' own on load
+        return cls(
+            model,
+            fieldcheck.integer(d["train_context"], "train_context", where, fix, lo=1, hi=fieldcheck.MAX_CONTEXT),
+            fieldcheck.finite_tree(data, "data", where, fix),
+            fieldcheck.integer(d.get("step", 0), "step", where, fix),
+            rope=RopeRecord.from_dict(d.get("rope"), str(where)),
+            extended_from=Lineage.from_dict(d.get("extended_from"), str(where)),
+            weights_sha256=None
+            if d.get("weights_sha256") is None
+            else fieldcheck.text(d["weights_sha256"], "weights_sha256", where, fix),
+        )  # compared with the weights' own on load
 
     @property
     def data_config(self) -> dict:
@@ -118,8 +126,12 @@ class RunMeta:
         recorded = self.data.get("config") or {}
         if not isinstance(recorded, dict):
             raise PosxError(f"model.json: data.config is a {type(recorded).__name__}, not a mapping; re-train the run")
-        return {"source": "stdlib", "path": None, "val_fraction": 0.05,
-                **{k: v for k, v in recorded.items() if v is not None}}
+        return {
+            "source": "stdlib",
+            "path": None,
+            "val_fraction": 0.05,
+            **{k: v for k, v in recorded.items() if v is not None},
+        }
 
 
 @dataclass
@@ -133,9 +145,13 @@ class TrainExtras:
     tokenizer_sha256: str | None = None  # the tokenizer the ids mean (None: a checkpoint from before stores)
 
     def to_dict(self) -> dict:
-        return {"val_loss": self.val_loss, "data_sha256": self.data_sha256, "rope": self.rope.to_dict(),
-                "extended_from": self.extended_from.to_dict() if self.extended_from else None,
-                "tokenizer_sha256": self.tokenizer_sha256}
+        return {
+            "val_loss": self.val_loss,
+            "data_sha256": self.data_sha256,
+            "rope": self.rope.to_dict(),
+            "extended_from": self.extended_from.to_dict() if self.extended_from else None,
+            "tokenizer_sha256": self.tokenizer_sha256,
+        }
 
     @classmethod
     def from_dict(cls, d, where: str) -> "TrainExtras":
@@ -143,10 +159,12 @@ class TrainExtras:
         if not isinstance(d, dict):
             raise PosxError(f"checkpoint {where} is incomplete or corrupt (extra is a {type(d).__name__}); {fix}")
         val_loss = d.get("val_loss")
-        return cls(val_loss=None if val_loss is None else fieldcheck.number(val_loss, "extra.val_loss", where, fix,
-                                                                            lo=0.0),
-                   data_sha256=fieldcheck.sha256(d.get("data_sha256"), "extra.data_sha256", where, fix, optional=True),
-                   rope=RopeRecord.from_dict(d.get("rope"), where),
-                   extended_from=Lineage.from_dict(d.get("extended_from"), where),
-                   tokenizer_sha256=fieldcheck.sha256(d.get("tokenizer_sha256"), "extra.tokenizer_sha256", where, fix,
-                                                      optional=True))
+        return cls(
+            val_loss=None if val_loss is None else fieldcheck.number(val_loss, "extra.val_loss", where, fix, lo=0.0),
+            data_sha256=fieldcheck.sha256(d.get("data_sha256"), "extra.data_sha256", where, fix, optional=True),
+            rope=RopeRecord.from_dict(d.get("rope"), where),
+            extended_from=Lineage.from_dict(d.get("extended_from"), where),
+            tokenizer_sha256=fieldcheck.sha256(
+                d.get("tokenizer_sha256"), "extra.tokenizer_sha256", where, fix, optional=True
+            ),
+        )

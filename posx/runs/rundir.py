@@ -59,8 +59,10 @@ def read_config(run_dir: Path) -> dict:
         raise PosxError(f"{path} does not hold a config mapping (found {type(data).__name__})")
     found = _interpolation(data)
     if found is not None:
-        raise PosxError(f"{path} contains the interpolation {found!r}; posx writes resolved configs and "
-                        "reads them as data — remove it")
+        raise PosxError(
+            f"{path} contains the interpolation {found!r}; posx writes resolved configs and "
+            "reads them as data — remove it"
+        )
     return data
 
 
@@ -77,8 +79,10 @@ def new_named_run_dir(results_dir: str | Path, name: str) -> Path:
     try:
         (root / name).mkdir()
     except FileExistsError:
-        raise PosxError(f"{root / name} already exists; choose another name= (continue a stopped run with "
-                        f"`posx train --resume {name}`, evaluate it with `posx eval-extrapolate {name}`)") from None
+        raise PosxError(
+            f"{root / name} already exists; choose another name= (continue a stopped run with "
+            f"`posx train --resume {name}`, evaluate it with `posx eval-extrapolate {name}`)"
+        ) from None
     return root / name
 
 
@@ -108,13 +112,17 @@ def load_run(run_dir: str | Path, device: str | torch.device = "cpu") -> tuple[G
     meta = read_meta(run_dir)
     weights = run_dir / WEIGHTS
     if not weights.is_file():
-        raise PosxError(f"{run_dir} holds no weights ({WEIGHTS}); the run did not finish — "
-                        f"continue it with `posx train --resume {run_dir}` or re-train it")
+        raise PosxError(
+            f"{run_dir} holds no weights ({WEIGHTS}); the run did not finish — "
+            f"continue it with `posx train --resume {run_dir}` or re-train it"
+        )
     if meta.weights_sha256 and files.sha256_file(weights) != meta.weights_sha256:
         raise PosxError(f"{weights} is corrupt: its checksum differs from the one in {META}; re-train the run")
     m = meta.model
-    described = (f"{META} (vocab_size={m.vocab_size}, n_layer={m.n_layer}, d_model={m.d_model}, "
-                 f"mlp_ratio={m.mlp_ratio}, block={m.block}, pos={m.pos}, max_positions={m.max_positions})")
+    described = (
+        f"{META} (vocab_size={m.vocab_size}, n_layer={m.n_layer}, d_model={m.d_model}, "
+        f"mlp_ratio={m.mlp_ratio}, block={m.block}, pos={m.pos}, max_positions={m.max_positions})"
+    )
     with torch.device("meta"):  # shapes only: nothing is allocated before the file agrees
         check_shapes(weights, expected_shapes(GPT(m)), described)
     model = GPT(m)
@@ -164,8 +172,10 @@ def resolve_run(run: str | None, results_dir: str | Path, latest: bool = False) 
             return candidate
     close = difflib.get_close_matches(run, run_names(results_dir), n=3, cutoff=0.6)
     listing = "`posx runs`" if Path(results_dir) == Path("results") else f"`posx runs {results_dir}`"
-    raise PosxError(f"run '{run}' not found (looked for it as a path and under {results_dir}/runs)"
-                    f"{'; closest names: ' + ', '.join(close) if close else ''}; list runs with {listing}")
+    raise PosxError(
+        f"run '{run}' not found (looked for it as a path and under {results_dir}/runs)"
+        f"{'; closest names: ' + ', '.join(close) if close else ''}; list runs with {listing}"
+    )
 
 
 def run_names(results_dir: str | Path) -> list[str]:

@@ -11,8 +11,7 @@ from safetensors.torch import load_model
 from posx.core.errors import PosxError
 
 
-def load_weights(model: torch.nn.Module, weights: Path, described_by: str,
-                 device: str | torch.device = "cpu") -> None:
+def load_weights(model: torch.nn.Module, weights: Path, described_by: str, device: str | torch.device = "cpu") -> None:
     """Load safetensors ``weights`` into ``model``; any mismatch is a PosxError naming it."""
     try:
         missing, unexpected = load_model(model, str(weights), strict=False, device=str(device))
@@ -51,8 +50,10 @@ def check_shapes(weights: Path, expected: list[tuple[tuple[str, ...], tuple[int,
     missing = [names[0] for names, _ in expected if not any(n in found for n in names)]
     unexpected = sorted(found.keys() - shape_of.keys())
     if missing or unexpected:
-        raise PosxError(f"{weights} does not match {described_by}: missing {missing[:3]}, unexpected "
-                        f"{unexpected[:3]} (different n_layer or positional encoding?)")
+        raise PosxError(
+            f"{weights} does not match {described_by}: missing {missing[:3]}, unexpected "
+            f"{unexpected[:3]} (different n_layer or positional encoding?)"
+        )
     wrong = [f"{k}: {found[k]} vs {shape_of[k]}" for k in sorted(found) if found[k] != shape_of[k]]
     if wrong:
         raise PosxError(f"{weights} does not match {described_by}: size mismatch {'; '.join(wrong[:3])}")

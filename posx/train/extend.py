@@ -31,7 +31,7 @@ from posx.model.rescale import RopeRecord, method_args
 from posx.runs.lineage import INTERPOLATE, check_method, extended_model, new_context
 from posx.runs.records import Lineage, RunMeta
 from posx.runs.rundir import CONFIG, load_run, read_config, read_meta, resolve_run
-from posx.train.loop import FromParent
+from posx.train.state import FromParent
 
 
 def rope_record(cfg: DictConfig, parent: RunMeta) -> RopeRecord:
@@ -72,8 +72,9 @@ def forbid_model_overrides(overrides: list[str]) -> None:
     for item in overrides:
         key = item.lstrip("+~").split("=", 1)[0]
         if key in ("model", "pos") or key.startswith(("model.", "pos.")):
-            raise PosxError(f"{item}: an extension keeps its parent's model and positions "
-                            "(from its model.json); drop the override")
+            raise PosxError(
+                f"{item}: an extension keeps its parent's model and positions (from its model.json); drop the override"
+            )
 
 
 @dataclass
@@ -95,8 +96,10 @@ def prepare(cfg: DictConfig, overrides: list[str]) -> Extension:
     parent = read_meta(parent_dir)
     check_method(cfg.method, parent.model.pos, f"run {parent_dir}")
     if parent.extended_from:
-        raise PosxError(f"{parent_dir} is itself an extension of {parent.extended_from.parent}; "
-                        "extend that run with the larger factor instead")
+        raise PosxError(
+            f"{parent_dir} is itself an extension of {parent.extended_from.parent}; "
+            "extend that run with the larger factor instead"
+        )
     T1 = new_context(parent.train_context, cfg.factor)
     record = rope_record(cfg, parent) if cfg.method != INTERPOLATE else None
     parent_model, _ = load_run(parent_dir, device="cpu")
@@ -104,10 +107,21 @@ def prepare(cfg: DictConfig, overrides: list[str]) -> Extension:
     if record is not None:  # the numbers themselves, besides the recipe that gives them
         record.inv_freq = model.pos.trained_inv_freq.tolist()
         record.attention_factor = model.pos.trained_attention_factor
-    lineage = Lineage(parent=parent_dir.name, parent_path=str(parent_dir.resolve()), method=cfg.method,
-                      factor=float(cfg.factor), steps=int(cfg.extend.steps), train_context=parent.train_context,
-                      parent_step=parent.step)
+    lineage = Lineage(
+        parent=parent_dir.name,
+        parent_path=str(parent_dir.resolve()),
+        method=cfg.method,
+        factor=float(cfg.factor),
+        steps=int(cfg.extend.steps),
+        train_context=parent.train_context,
+        parent_step=parent.step,
+    )
     start = FromParent(model=model, rope=record or RopeRecord.identity(), lineage=lineage)
     config = child_config(cfg, parent_dir, parent, model.config, T1)
-    return Extension(parent_dir=parent_dir, parent=parent, config=config, start=start,
-                     name=cfg.name or f"{parent_dir.name}-{cfg.method}-x{cfg.factor:g}")
+    return Extension(
+        parent_dir=parent_dir,
+        parent=parent,
+        config=config,
+        start=start,
+        name=cfg.name or f"{parent_dir.name}-{cfg.method}-x{cfg.factor:g}",
+    )

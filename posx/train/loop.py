@@ -38,7 +38,6 @@ import math
 import signal
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
@@ -58,14 +57,13 @@ from posx.core.signals import StopSignals
 from posx.core.trackers import Tracker, open_tracker
 from posx.data import corpus as data_mod
 from posx.data import store
-from posx.model.config import GPTConfig
 from posx.model.gpt import GPT
-from posx.model.rescale import RopeRecord, install_trained
+from posx.model.rescale import install_trained
 from posx.runs import checkpoint
-from posx.runs.records import Lineage, RunMeta, TrainExtras
+from posx.runs.records import RunMeta, TrainExtras
 from posx.runs.rundir import CONFIG, save_run
+from posx.train.state import FromParent, LoopState, Resume, Start, gpt_config
 from posx.train.steps import (
-    COLUMNS,
     batch_layout,
     check_eval_fits,
     estimate_val_loss,
@@ -78,65 +76,7 @@ from posx.train.steps import (
 )
 
 COMPILE_BACKEND = "inductor"  # torch.compile's backend (tests use "eager" to check graphs without codegen)
-__all__ = ["COLUMNS", "COMPILE_BACKEND", "Fresh", "FromParent", "LoopState", "Resume", "Start", "batch_layout",
-           "estimate_val_loss", "gpt_config", "lr_at", "make_optimizer", "mfu", "train", "train_step",
-           "write_metrics"]
-
-
-@dataclass
-class Fresh:
-    """A new model, initialised from ``seed``."""
-
-
-@dataclass
-class Resume:
-    """Continue from the run's latest checkpoint; from step 0 when it has none yet."""
-
-
-@dataclass
-class FromParent:
-    """An extension: start from ``model`` (the parent's weights, already extended), train
-    with ``rope``'s frequencies, and record ``lineage``."""
-
-    model: GPT
-    rope: RopeRecord = field(default_factory=RopeRecord.identity)
-    lineage: Lineage | None = None
-
-
-Start = Fresh | Resume | FromParent
-
-
-def gpt_config(cfg: DictConfig, vocab_size: int = data_mod.VOCAB_SIZE) -> GPTConfig:
-    """The model a run config describes, on the corpus tokenizer's vocabulary (256: bytes)."""
-    return GPTConfig.from_run_config(cfg, vocab_size)
-
-
-@dataclass
-class LoopState:
-    """Everything the loop carries from one step to the next. ``rows``, ``val_loss`` and
-    ``t_last`` are rank 0's log (the other ranks leave them as they are)."""
-
-    cfg: DictConfig
-    run_dir: Path
-    console: Console
-    device: torch.device
-    corpus: store.Store
-    model: GPT  # the module itself: what is clipped, checkpointed and saved
-    optimizer: torch.optim.AdamW
-    gen: torch.Generator  # the same on every rank: it draws the global batch
-    extras: TrainExtras
-    local: int  # sequences per rank of the global batch
-    micro: int  # sequences per forward pass
-    fwd: Callable  # the training forward: the model, DDP-wrapped and/or compiled
-    val_fwd: Callable  # the validation forward: never DDP (no collective on rank 0 alone)
-    ddp: DistributedDataParallel | None  # the DDP wrapper under torchrun (no_sync, gradient all-reduce)
-    compiled: bool
-    flops_per_token: float
-    peak: float | None  # the GPU's bf16 peak FLOP/s (None: unknown or CPU)
-    step: int = 0  # optimizer steps done
-    rows: list[dict] = field(default_factory=list)  # metrics.csv
-    val_loss: float = float("nan")  # the latest validation estimate
-    t_last: float = 0.0  # when the last step's timing ended (validation and checkpoints excluded)
+__all__ = ["COMPILE_BACKEND", "train"]
 
 
 def train(cfg: DictConfig, run_dir: Path, start: Start, console: Console | None = None) -> Path:
@@ -184,8 +124,9 @@ def load_data(cfg: DictConfig, start: Start, console: Console) -> store.Store:
     return corpus
 
 
-def forwards(model: GPT, device: torch.device,
-             compiled: bool) -> tuple[DistributedDataParallel | None, Callable, Callable]:
+def forwards(
+    model: GPT, device: torch.device, compiled: bool
+) -> tuple[DistributedDataParallel | None, Callable, Callable]:
     """(the DDP wrapper or None, the training forward, the validation forward). Under DDP rank 0's
     parameters are broadcast here; validation runs on the module itself (no collective), compiled
     once more."""
@@ -204,18 +145,33 @@ def set_up(cfg: DictConfig, run_dir: Path, start: Start, console: Console, devic
     torch.manual_seed(cfg.seed)
     local, micro = batch_layout(cfg, distributed.world_size())
     corpus = load_data(cfg, start, console)
-    model = (start.model if isinstance(start, FromParent) else
-             GPT(gpt_config(cfg, corpus.tokenizer.vocab_size))).to(device)
+    model = (start.model if isinstance(start, FromParent) else GPT(gpt_config(cfg, corpus.tokenizer.vocab_size))).to(
+        device
+    )
     use_tf32(device, cfg.train.tf32)
     compiled = use_compile(cfg.train.compile, device)
     extras = TrainExtras(data_sha256=corpus.fingerprint.get("sha256"), tokenizer_sha256=corpus.tokenizer.sha256)
     if isinstance(start, FromParent):
         extras.rope, extras.extended_from = start.rope, start.lineage
-    state = LoopState(cfg=cfg, run_dir=run_dir, console=console, device=device, corpus=corpus, model=model,
-                      optimizer=make_optimizer(model, cfg, device), gen=torch.Generator().manual_seed(cfg.seed),
-                      extras=extras, local=local, micro=micro, fwd=model, val_fwd=model, ddp=None,
-                      compiled=compiled, flops_per_token=model.flops_per_token(cfg.train.context_length),
-                      peak=bf16_peak_flops(device))
+    state = LoopState(
+        cfg=cfg,
+        run_dir=run_dir,
+        console=console,
+        device=device,
+        corpus=corpus,
+        model=model,
+        optimizer=make_optimizer(model, cfg, device),
+        gen=torch.Generator().manual_seed(cfg.seed),
+        extras=extras,
+        local=local,
+        micro=micro,
+        fwd=model,
+        val_fwd=model,
+        ddp=None,
+        compiled=compiled,
+        flops_per_token=model.flops_per_token(cfg.train.context_length),
+        peak=bf16_peak_flops(device),
+    )
     resuming = isinstance(start, Resume)
     if resuming and checkpoint.exists(run_dir):
         resume(state)
@@ -233,11 +189,15 @@ def resume(state: LoopState) -> None:
     cfg, run_dir, tok_sha = state.cfg, state.run_dir, state.extras.tokenizer_sha256
     saved = checkpoint.load(run_dir, state.model, state.optimizer, state.gen, state.device)
     if saved.extras.data_sha256 != state.extras.data_sha256:
-        raise PosxError(f"the corpus differs from the one {run_dir} was training on (other files or "
-                        "Python version); resuming would not continue the same run — start a new one")
+        raise PosxError(
+            f"the corpus differs from the one {run_dir} was training on (other files or "
+            "Python version); resuming would not continue the same run — start a new one"
+        )
     if saved.extras.tokenizer_sha256 not in (None, tok_sha):  # None: a checkpoint from before stores
-        raise PosxError(f"the tokenizer differs from the one {run_dir} was training with; resuming would not "
-                        "continue the same run — start a new one")
+        raise PosxError(
+            f"the tokenizer differs from the one {run_dir} was training with; resuming would not "
+            "continue the same run — start a new one"
+        )
     if saved.step > cfg.train.steps:
         raise PosxError(f"{run_dir} has a checkpoint at step {saved.step}, past train.steps={cfg.train.steps}")
     state.step, state.rows, state.extras = saved.step, saved.metrics, saved.extras
@@ -253,8 +213,7 @@ def announce(state: LoopState, resuming: bool) -> None:
     state.console.print(
         f"[bold]posx train[/] {state.run_dir}  pos={cfg.pos.name} T={cfg.train.context_length} "
         f"params={model.num_params() / 1e6:.2f}M device={state.device}{ranks} attention={model.config.attention}"
-        f"{' compiled' if state.compiled else ''}"
-        + (f"  [cyan]resuming at step {state.step}[/]" if resuming else "")
+        f"{' compiled' if state.compiled else ''}" + (f"  [cyan]resuming at step {state.step}[/]" if resuming else "")
     )
 
 
@@ -297,9 +256,10 @@ def step(state: LoopState, lr: float) -> float:
     cfg, rank, local = state.cfg, distributed.rank(), state.local
     set_lr(state.optimizer, lr)
     x, y = data_mod.get_batch(state.corpus.train, cfg.train.batch_size, cfg.train.context_length, state.gen)
-    x, y = x[rank * local:(rank + 1) * local], y[rank * local:(rank + 1) * local]
-    loss = train_step(state.model, state.optimizer, x, y, state.device, state.micro, cfg.train.grad_clip,
-                      state.fwd, state.ddp)
+    x, y = x[rank * local : (rank + 1) * local], y[rank * local : (rank + 1) * local]
+    loss = train_step(
+        state.model, state.optimizer, x, y, state.device, state.micro, cfg.train.grad_clip, state.fwd, state.ddp
+    )
     state.step += 1
     return distributed.mean(loss.item())
 
@@ -312,8 +272,11 @@ def check_finite(state: LoopState, train_loss: float) -> None:
     if not distributed.is_main():
         raise distributed.PeerFailed(f"training loss is {train_loss} at step {done} (mean over ranks)")
     last = checkpoint.latest_step(state.run_dir)
-    kept = (f"the last good checkpoint (step {last}) is kept in {checkpoint.root(state.run_dir)}"
-            if last is not None else "no checkpoint was written before it")
+    kept = (
+        f"the last good checkpoint (step {last}) is kept in {checkpoint.root(state.run_dir)}"
+        if last is not None
+        else "no checkpoint was written before it"
+    )
     raise PosxError(f"training loss is {train_loss} at step {done}; {kept}; lower train.lr or check the data")
 
 
@@ -326,10 +289,25 @@ def record(state: LoopState, train_loss: float, lr: float, tracker: Tracker, pro
     validating = done % cfg.train.eval_every == 0 or done == cfg.train.steps
     if validating:
         validate(state)
-    state.rows.append({"step": done, "train_loss": train_loss, "val_loss": state.val_loss if validating else math.nan,
-                       "lr": lr, "tokens_per_s": tok_s, "mfu": mfu(tok_s, state.flops_per_token, state.peak)})
-    tracker.log({"train/loss": train_loss, "train/lr": lr, "train/tokens_per_s": tok_s,
-                 **({"val/loss": state.val_loss} if validating else {})}, done)
+    state.rows.append(
+        {
+            "step": done,
+            "train_loss": train_loss,
+            "val_loss": state.val_loss if validating else math.nan,
+            "lr": lr,
+            "tokens_per_s": tok_s,
+            "mfu": mfu(tok_s, state.flops_per_token, state.peak),
+        }
+    )
+    tracker.log(
+        {
+            "train/loss": train_loss,
+            "train/lr": lr,
+            "train/tokens_per_s": tok_s,
+            **({"val/loss": state.val_loss} if validating else {}),
+        },
+        done,
+    )
     progress.advance(f"loss {train_loss:.3f} val {state.val_loss:.3f} lr {lr:.1e} {tok_s / 1e3:.1f}k tok/s")
 
 
@@ -354,8 +332,11 @@ def stop_here(state: LoopState, stop: StopSignals, signum: int) -> None:
     name = stop.received or f"{signal.Signals(signum).name} (on another rank)"
     message = f"{name} at step {state.step}/{state.cfg.train.steps}; checkpoint saved"
     if stop.chains(signum):
-        state.console.print(f"[yellow]stopped: {message}; passing {signal.Signals(signum).name} to the "
-                            "handler posx found (a submitit job: requeue)[/]", highlight=False)
+        state.console.print(
+            f"[yellow]stopped: {message}; passing {signal.Signals(signum).name} to the "
+            "handler posx found (a submitit job: requeue)[/]",
+            highlight=False,
+        )
         stop.chain(signum)  # submitit's handler requeues the job and exits on rank 0
     raise Preempted(f"{message}; continue with `posx train --resume {state.run_dir}`")
 
@@ -369,13 +350,17 @@ def finish(state: LoopState) -> None:
     write_metrics(run_dir, state.rows)
     if corpus.tokenizer.hf is not None:  # the run carries the tokenizer its ids mean
         files.write_text(run_dir / "tokenizer.json", corpus.tokenizer.to_json())
-    meta = RunMeta(model=gpt_config(cfg, corpus.tokenizer.vocab_size), train_context=cfg.train.context_length,
-                   data={**corpus.fingerprint, "config": store.data_config(cfg.data)},
-                   step=cfg.train.steps, rope=state.extras.rope, extended_from=state.extras.extended_from)
+    meta = RunMeta(
+        model=gpt_config(cfg, corpus.tokenizer.vocab_size),
+        train_context=cfg.train.context_length,
+        data={**corpus.fingerprint, "config": store.data_config(cfg.data)},
+        step=cfg.train.steps,
+        rope=state.extras.rope,
+        extended_from=state.extras.extended_from,
+    )
     save_run(run_dir, state.model.cpu(), meta)
     metrics = pd.DataFrame(state.rows)
-    steady = (metrics["tokens_per_s"].iloc[min(5, len(metrics) - 1):].median() if len(metrics)
-              else float("nan"))
+    steady = metrics["tokens_per_s"].iloc[min(5, len(metrics) - 1) :].median() if len(metrics) else float("nan")
     steady_mfu = mfu(steady, state.flops_per_token, state.peak)
     state.console.print(
         f"[green]done[/] {run_dir}: val loss {state.val_loss:.4f} (ppl {math.exp(state.val_loss):.2f}), "

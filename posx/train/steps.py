@@ -41,8 +41,7 @@ def make_optimizer(model: GPT, cfg: DictConfig, device: torch.device) -> torch.o
     """AdamW; weight decay on matrices (linear layers, embeddings), none on norms."""
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
-    groups = [{"params": decay, "weight_decay": cfg.train.weight_decay},
-              {"params": no_decay, "weight_decay": 0.0}]
+    groups = [{"params": decay, "weight_decay": cfg.train.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
     extra = {"fused": True} if device.type == "cuda" else {}
     return torch.optim.AdamW(groups, lr=cfg.train.lr, betas=(cfg.train.beta1, cfg.train.beta2), **extra)
 
@@ -51,13 +50,16 @@ def batch_layout(cfg: DictConfig, world: int) -> tuple[int, int]:
     """(sequences per rank, sequences per micro-batch) of the global ``train.batch_size``."""
     B = cfg.train.batch_size
     if B % world:
-        raise PosxError(f"train.batch_size={B} (the global batch) is not divisible by the {world} ranks; "
-                        f"use a multiple of {world}")
+        raise PosxError(
+            f"train.batch_size={B} (the global batch) is not divisible by the {world} ranks; use a multiple of {world}"
+        )
     local = B // world
     micro = cfg.train.micro_batch_size or local
     if micro > local or local % micro:
-        raise PosxError(f"train.micro_batch_size={micro} must divide the per-rank batch "
-                        f"(train.batch_size / ranks = {B} / {world} = {local})")
+        raise PosxError(
+            f"train.micro_batch_size={micro} must divide the per-rank batch "
+            f"(train.batch_size / ranks = {B} / {world} = {local})"
+        )
     return local, micro
 
 
@@ -67,9 +69,17 @@ def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
         group["lr"] = lr
 
 
-def train_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, x: Tensor, y: Tensor,
-               device: torch.device, micro: int | None = None, grad_clip: float = 0.0,
-               fwd: Callable | None = None, ddp: DistributedDataParallel | None = None) -> Tensor:
+def train_step(
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    x: Tensor,
+    y: Tensor,
+    device: torch.device,
+    micro: int | None = None,
+    grad_clip: float = 0.0,
+    fwd: Callable | None = None,
+    ddp: DistributedDataParallel | None = None,
+) -> Tensor:
     """One optimizer step on inputs ``x`` and targets ``y`` (B, T), on the CPU or on ``device``.
 
     The batch runs in micro-batches of ``micro`` sequences (None: all at once) under autocast, each
@@ -86,8 +96,8 @@ def train_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, x: Tens
     optimizer.zero_grad(set_to_none=True)
     total = torch.zeros((), device=device)
     for i in range(n_micro):
-        xm = x[i * micro:(i + 1) * micro].to(device, non_blocking=True)
-        ym = y[i * micro:(i + 1) * micro].to(device, non_blocking=True)
+        xm = x[i * micro : (i + 1) * micro].to(device, non_blocking=True)
+        ym = y[i * micro : (i + 1) * micro].to(device, non_blocking=True)
         last = i == n_micro - 1
         with contextlib.nullcontext() if last or ddp is None else ddp.no_sync():
             with autocast(device):
@@ -115,7 +125,7 @@ def estimate_val_loss(model, val, cfg: DictConfig, device: torch.device, chunk: 
         x, y = data_mod.get_batch(val, B, cfg.train.context_length, gen)
         parts = []
         for i in range(0, B, chunk):
-            xc, yc = x[i:i + chunk].to(device), y[i:i + chunk].to(device)
+            xc, yc = x[i : i + chunk].to(device), y[i : i + chunk].to(device)
             with autocast(device):
                 _, loss = model(xc, yc)
             parts.append(loss.item())
@@ -133,9 +143,11 @@ def check_eval_fits(cfg: DictConfig, val, parent_context: int | None) -> None:
         lengths += [round(f * parent_context) for f in ev.factors]
     n_tokens, needed = scoring.held_out_needed(ev.protocol, ev.stride, ev.tokens, T, sorted(set(lengths)))
     if len(val) < needed:
-        raise PosxError(f"the held-out split has {len(val)} tokens but eval.after_train would read {needed} "
-                        f"({n_tokens} scored at each of lengths up to {max(lengths)}); lower eval.tokens or "
-                        "eval.factors, or use more data (checked before training, so no step was lost)")
+        raise PosxError(
+            f"the held-out split has {len(val)} tokens but eval.after_train would read {needed} "
+            f"({n_tokens} scored at each of lengths up to {max(lengths)}); lower eval.tokens or "
+            "eval.factors, or use more data (checked before training, so no step was lost)"
+        )
 
 
 def mfu(tokens_per_s: float, flops_per_token: float, peak: float | None) -> float | None:

@@ -18,12 +18,14 @@ from pathlib import Path
 import torch
 from typer.testing import CliRunner
 
-from helpers.environment import POSX_ENV, child_env
 from posx.cli import app
 
+from helpers.environment import POSX_ENV, child_env
 
-def run_posx(*args: str, cwd: Path, check: bool = True, env: dict[str, str] | None = None
-             ) -> subprocess.CompletedProcess:
+
+def run_posx(
+    *args: str, cwd: Path, check: bool = True, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
     """``posx ARGS`` in this process, in ``cwd``, with ``POSX_ENV`` and ``env`` added to the
     environment.
 
@@ -60,15 +62,29 @@ def run_posx(*args: str, cwd: Path, check: bool = True, env: dict[str, str] | No
 
 def start_posx(*args: str, cwd: Path, **env: str) -> subprocess.Popen:
     """``python -m posx ARGS`` started as a child process, its output piped as text."""
-    return subprocess.Popen([sys.executable, "-m", "posx", *args], cwd=cwd, env=child_env(**env),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "posx", *args],
+        cwd=cwd,
+        env=child_env(**env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
 
 
-def run_posx_process(*args: str, cwd: Path, check: bool = True, timeout: int = 300, **env: str
-                     ) -> subprocess.CompletedProcess:
+def run_posx_process(
+    *args: str, cwd: Path, check: bool = True, timeout: int = 300, **env: str
+) -> subprocess.CompletedProcess:
     """``python -m posx ARGS`` in a child process, the way a user runs it."""
-    proc = subprocess.run([sys.executable, "-m", "posx", *args], cwd=cwd, env=child_env(**env),
-                          capture_output=True, text=True, timeout=timeout, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-m", "posx", *args],
+        cwd=cwd,
+        env=child_env(**env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
     if check and proc.returncode != 0:
         raise AssertionError(f"posx {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
     return proc

@@ -5,10 +5,18 @@ from __future__ import annotations
 from pathlib import Path
 
 TINY = [
-    "model.n_layer=2", "model.n_head=2", "model.d_model=32",
-    "train.context_length=32", "train.steps=6", "train.batch_size=4",
-    "train.eval_every=3", "train.eval_batches=1", "train.warmup_steps=2",
-    "eval.tokens=512", "eval.batch_tokens=512", "device=cpu",
+    "model.n_layer=2",
+    "model.n_head=2",
+    "model.d_model=32",
+    "train.context_length=32",
+    "train.steps=6",
+    "train.batch_size=4",
+    "train.eval_every=3",
+    "train.eval_batches=1",
+    "train.warmup_steps=2",
+    "eval.tokens=512",
+    "eval.batch_tokens=512",
+    "device=cpu",
 ]
 
 

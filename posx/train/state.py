@@ -1,0 +1,77 @@
+"""What a training run starts from (``Fresh``, ``Resume``, ``FromParent``), the model its
+config describes (``gpt_config``), and the state the loop (``posx.train.loop``) carries from one
+step to the next (``LoopState``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from omegaconf import DictConfig
+from rich.console import Console
+from torch.nn.parallel import DistributedDataParallel
+
+from posx.data import corpus as data_mod
+from posx.data import store
+from posx.model.config import GPTConfig
+from posx.model.gpt import GPT
+from posx.model.rescale import RopeRecord
+from posx.runs.records import Lineage, TrainExtras
+
+
+@dataclass
+class Fresh:
+    """A new model, initialised from ``seed``."""
+
+
+@dataclass
+class Resume:
+    """Continue from the run's latest checkpoint; from step 0 when it has none yet."""
+
+
+@dataclass
+class FromParent:
+    """An extension: start from ``model`` (the parent's weights, already extended), train
+    with ``rope``'s frequencies, and record ``lineage``."""
+
+    model: GPT
+    rope: RopeRecord = field(default_factory=RopeRecord.identity)
+    lineage: Lineage | None = None
+
+
+Start = Fresh | Resume | FromParent
+
+
+def gpt_config(cfg: DictConfig, vocab_size: int = data_mod.VOCAB_SIZE) -> GPTConfig:
+    """The model a run config describes, on the corpus tokenizer's vocabulary (256: bytes)."""
+    return GPTConfig.from_run_config(cfg, vocab_size)
+
+
+@dataclass
+class LoopState:
+    """Everything the loop carries from one step to the next. ``rows``, ``val_loss`` and
+    ``t_last`` are rank 0's log (the other ranks leave them as they are)."""
+
+    cfg: DictConfig
+    run_dir: Path
+    console: Console
+    device: torch.device
+    corpus: store.Store
+    model: GPT  # the module itself: what is clipped, checkpointed and saved
+    optimizer: torch.optim.AdamW
+    gen: torch.Generator  # the same on every rank: it draws the global batch
+    extras: TrainExtras
+    local: int  # sequences per rank of the global batch
+    micro: int  # sequences per forward pass
+    fwd: Callable  # the training forward: the model, DDP-wrapped and/or compiled
+    val_fwd: Callable  # the validation forward: never DDP (no collective on rank 0 alone)
+    ddp: DistributedDataParallel | None  # the DDP wrapper under torchrun (no_sync, gradient all-reduce)
+    compiled: bool
+    flops_per_token: float
+    peak: float | None  # the GPU's bf16 peak FLOP/s (None: unknown or CPU)
+    step: int = 0  # optimizer steps done
+    rows: list[dict] = field(default_factory=list)  # metrics.csv
+    val_loss: float = float("nan")  # the latest validation estimate
+    t_last: float = 0.0  # when the last step's timing ended (validation and checkpoints excluded)
