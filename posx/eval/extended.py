@@ -28,7 +28,7 @@ from rich.console import Console
 
 from posx.core.errors import PosxError
 from posx.eval import scoring
-from posx.eval.tables import COLUMNS, Evaluation
+from posx.eval.tables import COLUMNS, Evaluation, position_rows
 from posx.model.encodings import PositionOutOfRange
 from posx.model.gpt import GPT
 from posx.runs.lineage import INTERPOLATE, find_parent, zero_shot_model
@@ -100,47 +100,17 @@ def evaluate_extended(
             nll = scores.total / scores.tokens if status == "ok" else math.nan
             ci = scores.interval() if status == "ok" else scoring.Interval(math.nan, math.nan, math.nan, 0)
             row = {
-                "run": run_name,
-                "pos": meta.model.pos,
-                "train_context": trained_at,
-                "eval_context": L,
-                "factor": L / T0,
-                "method": lineage.method,
-                "scale": scale,
-                "attention_factor": attention,
-                "nll": nll,
-                "ppl": math.exp(nll),
-                "tokens": scores.tokens if scores is not None else 0,
-                "status": status,
-                "protocol": ev.protocol,
-                "stride": stride,
-                "reference_context": T0,
-                "stage": stage,
-                "absolute_beyond": "none",
-                "within_documents": False,
-                "documents": math.nan,
-                "nll_se": ci.nll_se,
-                "ppl_lo": ci.ppl_lo,
-                "ppl_hi": ci.ppl_hi,
-                "windows": ci.windows,
-                "eval_id": "",
-            }
+                "run": run_name, "pos": meta.model.pos, "train_context": trained_at, "eval_context": L,
+                "factor": L / T0, "method": lineage.method, "scale": scale, "attention_factor": attention,
+                "nll": nll, "ppl": math.exp(nll), "tokens": scores.tokens if scores is not None else 0,
+                "status": status, "protocol": ev.protocol, "stride": stride, "reference_context": T0,
+                "stage": stage, "absolute_beyond": "none", "within_documents": False, "documents": math.nan,
+                "nll_se": ci.nll_se, "ppl_lo": ci.ppl_lo, "ppl_hi": ci.ppl_hi, "windows": ci.windows, "eval_id": "",
+            }  # fmt: skip
             rows.append(row)
             if status != "ok":
                 continue
-            keys = {k: row[k] for k in ("run", "pos", "train_context", "eval_context", "factor", "method")}
-            for start, end, total, count in scoring.buckets(scores, width):
-                positions.append(
-                    {
-                        **keys,
-                        "protocol": ev.protocol,
-                        "bucket_start": start,
-                        "bucket_end": end,
-                        "tokens": count,
-                        "nll": total / count,
-                        "stage": stage,
-                    }
-                )
+            positions.extend(position_rows(row, scoring.buckets(scores, width), stage))
             if console is not None:
                 console.print(
                     f"  {lineage.method:>12} {stage:>9} {L / T0:g}x (L={L}): ppl {math.exp(nll):.3f} "

@@ -24,7 +24,7 @@ from rich.console import Console
 from posx.core.errors import PosxError
 from posx.core.progress import Reporter
 from posx.eval import documents, passkey, scoring
-from posx.eval.tables import COLUMNS, Evaluation
+from posx.eval.tables import COLUMNS, KEYS, Evaluation, position_rows
 from posx.model.encodings import PositionOutOfRange
 from posx.model.gpt import GPT
 from posx.model.rescale import absolute_beyond, check_methods, method_frequencies, rescaled
@@ -38,6 +38,22 @@ def window_nll(
     non-overlapping protocol of ``scoring.score`` (stride = length)."""
     scores = scoring.score(model, tokens, length, length, n_windows * length, batch_tokens, device)
     return scores.total, scores.tokens
+
+
+def _new_row(
+    run_name: str, meta: RunMeta, ev, factor, L: int, method: str, scale: float, stride: int, beyond: str, plan
+) -> dict:
+    """The table row of one (method, length) cell before it is scored (``plan``: its documents
+    when eval.within_documents, else None)."""
+    T = meta.train_context
+    return {
+        "run": run_name, "pos": meta.model.pos, "train_context": T, "eval_context": L, "factor": float(factor),
+        "method": method, "scale": scale, "attention_factor": 1.0, "nll": math.nan, "ppl": math.nan, "tokens": 0,
+        "status": "ok", "protocol": ev.protocol, "stride": stride, "reference_context": T, "stage": "zero-shot",
+        "absolute_beyond": beyond, "within_documents": plan is not None,
+        "documents": plan.documents if plan is not None else math.nan, "nll_se": math.nan, "ppl_lo": math.nan,
+        "ppl_hi": math.nan, "windows": 0, "eval_id": "",
+    }  # fmt: skip
 
 
 def evaluate(
@@ -95,50 +111,14 @@ def evaluate(
     cells = [(m, f, L, s, sc) for m in ev.methods for f, L, s, sc in zip(ev.factors, lengths, strides, scales)]
     with absolute_beyond(model, beyond), Reporter(console or Console(quiet=True), "eval", len(cells)) as progress:
         for method, factor, L, stride, scale in cells:
-            row = {
-                "run": run_name,
-                "pos": meta.model.pos,
-                "train_context": T,
-                "eval_context": L,
-                "factor": float(factor),
-                "method": method,
-                "scale": scale,
-                "attention_factor": 1.0,
-                "nll": math.nan,
-                "ppl": math.nan,
-                "tokens": 0,
-                "status": "ok",
-                "protocol": ev.protocol,
-                "stride": stride,
-                "reference_context": T,
-                "stage": "zero-shot",
-                "absolute_beyond": beyond,
-                "within_documents": within,
-                "documents": plans[L].documents if within else math.nan,
-                "nll_se": math.nan,
-                "ppl_lo": math.nan,
-                "ppl_hi": math.nan,
-                "windows": 0,
-                "eval_id": "",
-            }
+            row = _new_row(run_name, meta, ev, factor, L, method, scale, stride, beyond, plans.get(L))
             rows.append(row)
             cell_trials = {v: trials[(L, v)] for v in variants}
             starts = plans[L].starts if within else None
             scores, results = _score_cell(model, val, ev, device, row, n_tokens, cell_trials, rope_args, starts)
-            keys = {k: row[k] for k in ("run", "pos", "train_context", "eval_context", "factor", "method")}
+            keys = {k: row[k] for k in KEYS}
             if long_tables and row["status"] == "ok":
-                for start, end, total, count in scoring.buckets(scores, width):
-                    positions.append(
-                        {
-                            **keys,
-                            "protocol": ev.protocol,
-                            "bucket_start": start,
-                            "bucket_end": end,
-                            "tokens": count,
-                            "nll": total / count,
-                            "stage": "zero-shot",
-                        }
-                    )
+                positions.extend(position_rows(row, scoring.buckets(scores, width), "zero-shot"))
             for v in variants:
                 for r in _passkey_rows(row["status"], cell_trials[v], results.get(v), pk.depth_buckets):
                     passkey_rows.append({**keys, "variant": v, **r})

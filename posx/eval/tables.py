@@ -141,6 +141,20 @@ REQUIRED = {
 }
 
 
+KEYS = ("run", "pos", "train_context", "eval_context", "factor", "method")  # what a positions row repeats
+
+
+def position_rows(row: dict, buckets, stage: str) -> list[dict]:
+    """positions.csv rows of one scored cell ``row``: the mean NLL of each bucket
+    ``(start, end, total, count)`` of ``posx.eval.scoring.buckets``."""
+    keys = {k: row[k] for k in KEYS}
+    return [
+        {**keys, "protocol": row["protocol"], "bucket_start": start, "bucket_end": end, "tokens": count,
+         "nll": total / count, "stage": stage}
+        for start, end, total, count in buckets
+    ]  # fmt: skip
+
+
 def read_table(path: Path) -> pd.DataFrame:
     """One of a run's tables (named by its file name), of any posx version, checked: the
     columns reading it needs, every column of today's table (those an older table lacks hold
