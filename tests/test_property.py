@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from posx import rope
 from posx.config.checks import check_train_config
 from posx.config.compose import compose
 from posx.config.schema import Config
@@ -155,8 +156,11 @@ def test_a_damaged_model_json_loads_or_is_refused_with_a_user_error(tmp_path_fac
         model, loaded = load_run(run)
     except PosxError:
         return
-    # accepted: sizes that make sense, the run's own weights, and finite positions (buffers)
+    # accepted: sizes that make sense, a record that writes back as strict JSON (no NaN or inf
+    # anywhere), the run's own weights, and finite positions (buffers)
     assert loaded.train_context >= 1 and meta.model.vocab_size >= 1, (field, value)
+    assert math.isfinite(loaded.rope.factor) and math.isfinite(loaded.rope.attention_factor or 1.0), (field, value)
+    json.dumps(loaded.to_dict(), allow_nan=False)
     reference = trained_weights()
     for name, param in model.named_parameters():
         assert torch.equal(param, reference[name]), (field, value, name)
@@ -192,7 +196,10 @@ def test_a_damaged_checkpoint_state_reads_or_is_refused_with_a_user_error(tmp_pa
         extras = saved_extras(run)
     except PosxError:
         return
-    # accepted: typed extras that a resumed run writes again, and that then read back
+    # accepted: typed extras with a known method and finite numbers, that a resumed run writes
+    # again as strict JSON and that then read back as themselves
     assert isinstance(extras, TrainExtras), (field, value)
-    again = TrainExtras.from_dict(json.loads(json.dumps(extras.to_dict())), str(path))
-    assert isinstance(again, TrainExtras), (field, value)
+    assert extras.rope.method in rope.METHODS and math.isfinite(extras.rope.factor), (field, value)
+    assert extras.data_sha256 is None or isinstance(extras.data_sha256, str), (field, value)
+    again = TrainExtras.from_dict(json.loads(json.dumps(extras.to_dict(), allow_nan=False)), str(path))
+    assert again.to_dict() == extras.to_dict(), (field, value)
