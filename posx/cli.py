@@ -28,6 +28,7 @@ from posx.cli_examples import (
 from posx.config.compose import compose, to_yaml
 from posx.config.evalsettings import eval_config
 from posx.core import distributed, files
+from posx.core.console import new_console
 from posx.core.errors import PosxError
 from posx.data import store
 from posx.eval.run import evaluate_run
@@ -110,7 +111,7 @@ def export(
     """Write a run as a transformers LlamaForCausalLM directory (config.json, safetensors, tokenizer)."""
     with user_errors():
         written = export_run(resolve_run(run, results_dir), out)
-        Console().print(f"wrote {written} (load it with transformers.AutoModelForCausalLM.from_pretrained)")
+        new_console().print(f"wrote {written} (load it with transformers.AutoModelForCausalLM.from_pretrained)")
 
 
 def _cfg_job(overrides: list[str]) -> bool:
@@ -160,7 +161,7 @@ def eval_extrapolate(
         distributed.single_process("posx eval-extrapolate")
         cfg = compose(overrides)
         run_dir = resolve_run(run, cfg.results_dir, latest=latest)
-        console = Console()
+        console = new_console()
         if (run_dir / "config.json").is_file() and not (run_dir / "model.json").is_file():
             evaluate_hf_dir(run_dir, cfg, console)  # a transformers checkpoint: the composed settings
             return
@@ -220,7 +221,7 @@ def frequencies(
         df, attention = freqplot.wavelength_table(cfg.eval, names, head_dim, base, context, factor)
         target = round(factor * context)
         title = freqplot.title(head_dim, base, context, factor) + (f" (from {runs[0]})" if runs else "")
-        console = Console()
+        console = new_console()
         for table in freqplot.rich_tables(df, attention, context, target, title, console.width):
             console.print(table)
         if out is not None and out.exists():
@@ -256,7 +257,7 @@ def report(
             out=out,
             results_dir=results_dir,
             factor=factor,
-            console=Console(),
+            console=new_console(),
             smooth=smooth,
             evaluations=evaluations,
         )
@@ -281,7 +282,7 @@ def runs(
     """List runs: name, encoding, T, steps, validation perplexity, evaluated lengths, parent, status."""
     with user_errors():
         df = collection.list_runs(path)
-        console = Console()
+        console = new_console()
         if csv != "-":
             console.print(collection.runs_table(df, f"{len(df)} run(s) under {path}"))
         if csv is not None:
@@ -300,7 +301,7 @@ def compare(
     with user_errors():
         dirs = [resolve_run(r, results_dir) for r in run_args]
         df, names = collection.compare(dirs)
-        console = Console()
+        console = new_console()
         if csv != "-":
             console.print(collection.compare_table(df, names))
         if csv is not None:
@@ -340,9 +341,9 @@ def data_prepare(
     """Build the token store of a data config (posx train would build it on first use)."""
     with user_errors():
         cfg = compose(list(overrides or []))
-        found = store.load(cfg.data, cfg.data.cache_dir, console=Console())
+        found = store.load(cfg.data, cfg.data.cache_dir, console=new_console())
         fp = found.fingerprint
-        Console().print(
+        new_console().print(
             f"token store {found.path}: {fp['train_tokens']:,} train + {fp['val_tokens']:,} val tokens, "
             f"{fp['documents']['train']} + {fp['documents']['val']} documents, "
             f"{fp['tokenizer']['kind']} vocab {fp['tokenizer']['vocab_size']} ({fp['dtype']})",

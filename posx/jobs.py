@@ -34,6 +34,7 @@ from posx.config.checks import check_train_config
 from posx.config.compose import compose, config_dir, refuse_additions, register_configs
 from posx.config.resume import differences, resume_config, saved_config
 from posx.core import distributed, files
+from posx.core.console import new_console, say
 from posx.core.errors import PosxError, Preempted
 from posx.core.lock import LOCK_NAME, Busy
 from posx.eval.run import evaluate_run
@@ -44,7 +45,7 @@ from posx.train import extend as extension
 from posx.train.loop import train
 from posx.train.state import Fresh, Resume, Start
 
-err = Console(stderr=True, soft_wrap=True)
+err = new_console(stderr=True)
 
 
 @contextlib.contextmanager
@@ -54,33 +55,21 @@ def user_errors() -> Iterator[None]:
     try:
         yield
     except Preempted as exc:
-        err.print(f"[bold yellow]stopped:[/] {exc}", markup=True, highlight=False)
+        say(err, "stopped", "bold yellow", str(exc))
         raise SystemExit(Preempted.EXIT_CODE) from None
-    except PosxError as exc:
-        err.print(f"[bold red]error:[/] {exc}", markup=True, highlight=False)
-        raise SystemExit(2) from None
-    except (HydraException, OmegaConfBaseException) as exc:
-        message = " ".join(str(exc).split())
-        err.print(f"[bold red]error:[/] {message}", highlight=False)
+    except (PosxError, HydraException, OmegaConfBaseException) as exc:
+        say(err, "error", "bold red", str(exc))
         raise SystemExit(2) from None
     except FileExistsError as exc:  # mkdir(exist_ok=True) met a file
-        err.print(
-            f"[bold red]error:[/] {exc.filename} exists and is not a directory; move it or choose another path",
-            markup=True,
-            highlight=False,
-        )
+        say(err, "error", "bold red", f"{exc.filename} exists and is not a directory; move it or choose another path")
         raise SystemExit(2) from None
     except OSError as exc:  # the operating system said no: a path, a permission, a full disk
         where = f" {exc.filename}" if exc.filename else ""
-        err.print(
-            f"[bold red]error:[/] cannot use{where}: {exc.strerror or exc}; check the path, its "
-            "permissions and free space",
-            markup=True,
-            highlight=False,
-        )
+        say(err, "error", "bold red",
+            f"cannot use{where}: {exc.strerror or exc}; check the path, its permissions and free space")  # fmt: skip
         raise SystemExit(2) from None
     except KeyboardInterrupt:
-        err.print("[yellow]interrupted[/]")
+        say(err, "interrupted", "yellow", "")
         raise SystemExit(130) from None
 
 
@@ -198,7 +187,7 @@ def _after_train(run_dir: Path, cfg: DictConfig, console: Console) -> None:
 
 def _console() -> Console:
     """Rank 0 prints; the other ranks are quiet."""
-    return Console(quiet=not distributed.is_main())
+    return new_console(quiet=not distributed.is_main())
 
 
 def train_job(cfg: DictConfig) -> None:

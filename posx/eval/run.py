@@ -16,6 +16,7 @@ import yaml
 from omegaconf import DictConfig
 from rich.console import Console
 
+from posx.core.console import new_console
 from posx.core.device import pick_device, set_threads
 from posx.core.errors import PosxError
 from posx.core.trackers import open_tracker
@@ -126,7 +127,7 @@ def evaluate_run(run_dir: Path, cfg: DictConfig, console: Console | None = None,
     """Load a run, evaluate it with ``cfg.eval`` on ``cfg.device``, keep and show its tables.
     An evaluation with the same settings already stored is shown again, not recomputed,
     unless ``force`` (the run is loaded either way: bad weights or device fail the same)."""
-    console = console or Console()
+    console = console or new_console()
     run_dir = Path(run_dir)
     settings = history.settings_of(cfg.eval)
     eid = history.eval_id(settings)

@@ -36,6 +36,7 @@ from omegaconf import DictConfig
 from rich.console import Console
 
 from posx.core import files
+from posx.core.console import new_console
 from posx.core.device import pick_device
 from posx.core.errors import PosxError
 from posx.data import store
@@ -240,7 +241,7 @@ def load_data(model_dir: Path, vocab_size: int, cfg: DictConfig, console: Consol
 
 def evaluate_hf_dir(model_dir: Path, cfg: DictConfig, console: Console | None = None) -> Evaluation:
     """Load a transformers checkpoint, evaluate it with ``cfg.eval`` on ``cfg.data``, write its tables."""
-    console = console or Console()
+    console = console or new_console()
     device = pick_device(cfg.device)
     model, meta = load_hf(model_dir, device)
     rope_type = model.hf.config.rope_parameters.get("rope_type", "default")

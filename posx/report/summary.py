@@ -28,6 +28,7 @@ from rich.console import Console
 from rich.table import Table
 
 from posx.core import files
+from posx.core.console import new_console
 from posx.core.errors import PosxError
 from posx.report import extension, figures, plots
 from posx.report.groups import explain, group_runs, relative_names
@@ -318,7 +319,7 @@ def report(
     evaluations: str = "current",
 ) -> Path:
     """Build the report; returns its directory."""
-    console = console or Console()
+    console = console or new_console()
     if smooth < 1:
         raise PosxError(f"--smooth {smooth} must be at least 1 (buckets in the moving mean)")
     if evaluations not in EVALUATIONS:

@@ -50,6 +50,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from posx.config.compose import to_yaml
 from posx.core import distributed, files, lock
+from posx.core.console import new_console
 from posx.core.device import bf16_peak_flops, set_threads, use_compile, use_tf32
 from posx.core.errors import PosxError, Preempted
 from posx.core.progress import Reporter
@@ -86,7 +87,7 @@ def train(cfg: DictConfig, run_dir: Path, start: Start, console: Console | None 
     ``PosxError`` naming the step when the loss turns non-finite (the last good checkpoint stays).
     Every rank calls it; rank 0 holds the run's lock.
     """
-    console = console or Console()
+    console = console or new_console()
     if not distributed.is_main():
         console = Console(quiet=True)
     device = distributed.device(cfg.device)
