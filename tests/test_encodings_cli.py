@@ -167,10 +167,25 @@ def test_frequencies_takes_head_dim_base_and_t_from_a_run_and_never_cuts_a_value
     out = CliRunner().invoke(app, ["frequencies", "r", "--factor", "2"], env={"COLUMNS": "80"})
     assert out.exit_code == 0, out.output
     assert "head_dim=16, base=500, T=16, s=2 (from r)" in out.output
-    assert "…" not in out.output and "(1/" in out.output  # split over tables, not truncated
+    # not a terminal: one table as wide as its cells, no value cut
+    assert "…" not in out.output and "(1/" not in out.output
+    assert all(method in out.output for method in rope.METHODS)
     assert "coincide here" in out.output
     assert (tmp_path / "results" / "frequencies.png").is_file()
     again = CliRunner().invoke(app, ["frequencies", "--methods", "none,pi"])
     assert again.exit_code == 0 and (tmp_path / "results" / "frequencies-2.png").is_file()
     taken = CliRunner().invoke(app, ["frequencies", "--out", "results/frequencies.png"])
     assert taken.exit_code == 2 and "already exists" in taken.output
+
+
+def test_frequency_tables_split_over_a_narrow_terminal_and_cut_no_value():
+    cfg = compose(["device=cpu"])
+    df, attention = freqplot.wavelength_table(cfg.eval, list(rope.METHODS), 16, 500.0, 16, 2.0)
+    tables = freqplot.rich_tables(df, attention, 16, 32, "title", width=80)
+    assert len(tables) > 1
+    out = Console(file=io.StringIO(), width=80)
+    for table in tables:
+        out.print(table)
+    text = out.file.getvalue()
+    assert "…" not in text and "(1/" in text
+    assert max(len(line) for line in text.splitlines()) <= 80
