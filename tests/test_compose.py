@@ -18,3 +18,20 @@ def test_adding_a_key_is_refused_like_an_unknown_key(override, tmp_path):
         out = run_posx(*command, cwd=tmp_path, check=False)
         assert out.returncode == 2 and "fixed schema" in out.stderr and "Traceback" not in out.stderr
     assert list(tmp_path.iterdir()) == []  # refused before anything was written
+
+
+@pytest.mark.parametrize(
+    "override, says",
+    [
+        ("train.steps=abc", r"train.steps=abc: Value 'abc' of type 'str' could not be converted to Integer"),
+        ("eval.factors=[1,2,x]", r"eval.factors=\[1,2,x\]: Value 'x' .* could not be converted to Float"),
+        ("train.stepz=100", r"^train.stepz is not a key of posx's config; did you mean train.steps\b"),
+        ("model=bogus", r"Could not find 'model/bogus'; choose one of llama_small, llama_tiny, small, tiny$"),
+        ("seed=-1", r"^seed=-1 is out of range; use a seed from 0 to 9223372036854775807$"),
+        ("seed=18446744073709551616", r"^seed=18446744073709551616 is out of range"),
+    ],
+)
+def test_a_composition_error_is_one_line_that_keeps_its_reason(override, says):
+    with pytest.raises(PosxError, match=says) as info:
+        compose([override])
+    assert "\n" not in str(info.value)

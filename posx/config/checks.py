@@ -61,6 +61,8 @@ def check_config(cfg: DictConfig | Config) -> None:
     _finite(container)
     check_device(cfg.device)
     check_logger(cfg.logger.name)
+    if not 0 <= cfg.seed < 2**63:  # torch.manual_seed takes 64 bits; posx adds small offsets to it
+        raise PosxError(f"seed={cfg.seed} is out of range; use a seed from 0 to {2**63 - 1}")
     if cfg.threads is not None and cfg.threads < 1:
         raise PosxError(f"threads={cfg.threads} must be at least 1 (or null for torch's default)")
     for key in ("n_layer", "n_head", "d_model", "mlp_ratio", "multiple_of"):

@@ -3,6 +3,7 @@ without a Hydra job, and the YAML a run directory keeps."""
 
 from __future__ import annotations
 
+import difflib
 import re
 import typing
 from enum import Enum
@@ -12,11 +13,12 @@ from hydra import compose as hydra_compose
 from hydra import initialize_config_dir
 from hydra.core.config_store import ConfigStore
 from hydra.core.override_parser.overrides_parser import OverridesParser
-from hydra.errors import ConfigCompositionException
+from hydra.errors import ConfigCompositionException, MissingConfigException
 from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import ValidationError
+from omegaconf.errors import OmegaConfBaseException, ValidationError
 
 from posx.config.checks import check_config
+from posx.config.reference import keys
 from posx.config.schema import Config, ExtendRootConfig
 from posx.core.errors import PosxError
 
@@ -38,16 +40,23 @@ def config_dir() -> Path:
     raise PosxError(f"posx configs not found next to {here}; reinstall posx (pip install .)")
 
 
+def key_hint(key: str, schema: type = ExtendRootConfig) -> str:
+    """What to do about ``key``: set it plainly when the schema has it, else the closest keys."""
+    known = [k for k, *_ in keys(schema)]
+    if key in known:
+        return f"set it as {key}=<value>"
+    close = difflib.get_close_matches(key, known, n=3, cutoff=0.6)
+    guess = f"; did you mean {' or '.join(close)}?" if close else ""
+    return f"{key} is not a key of posx's config{guess} (posx train --cfg job lists every key)"
+
+
 def refuse_additions(overrides: list[str]) -> None:
     """``+key=value`` (and ``++key=value``) would add a key the schema does not have, which no
     code reads: refused like any unknown key."""
     for item in overrides:
         if item.startswith("+"):
             key = item.lstrip("+").split("=", 1)[0]
-            raise PosxError(
-                f"'{item}': posx's config has a fixed schema, so a key cannot be added; "
-                f"set an existing key as {key}=<value> (posx train --cfg job lists them)"
-            )
+            raise PosxError(f"'{item}': posx's config has a fixed schema, so a key cannot be added; {key_hint(key)}")
 
 
 SCHEMAS = {"config": Config, "extend": ExtendRootConfig}  # the root configs and their schemas
@@ -80,6 +89,25 @@ def unknown_choice(exc: ConfigCompositionException, overrides: list[str], schema
     return PosxError(f"{key}={value} is unknown; choose one of {accepted}")
 
 
+def composition_error(exc: Exception, schema: type) -> PosxError:
+    """Hydra's composition error as one line that keeps its reason: an unknown key names the
+    closest keys of the schema, a value that does not fit its field says why (OmegaConf's
+    reason), a missing group option lists the options."""
+    text = str(exc)
+    unknown = re.match(r"Could not override '([^']+)'", text)
+    if unknown:
+        return PosxError(key_hint(unknown.group(1), schema))
+    if isinstance(exc, MissingConfigException):
+        head, _, rest = text.partition("Available options")
+        options = ", ".join(rest.split("Config search path")[0].split()[2:]) if rest else ""
+        return PosxError(" ".join(head.split()) + (f"; choose one of {options}" if options else ""))
+    cause = exc.__cause__
+    if isinstance(cause, OmegaConfBaseException):
+        reason = str(cause).splitlines()[0]
+        return PosxError(f"{' '.join(text.split())}: {reason}")
+    return PosxError(" ".join(text.split()))
+
+
 def compose(overrides: list[str], config_name: str = "config") -> DictConfig:
     """The composed (and checked) config with overrides, without running a Hydra job."""
     refuse_additions(overrides)
@@ -87,8 +115,9 @@ def compose(overrides: list[str], config_name: str = "config") -> DictConfig:
     try:
         with initialize_config_dir(version_base="1.3", config_dir=str(config_dir()), job_name="posx"):
             cfg = hydra_compose(config_name=config_name, overrides=overrides)
-    except ConfigCompositionException as exc:
-        raise unknown_choice(exc, overrides, SCHEMAS.get(config_name, Config)) or exc from None
+    except (ConfigCompositionException, MissingConfigException) as exc:
+        schema = SCHEMAS.get(config_name, Config)
+        raise (unknown_choice(exc, overrides, schema) or composition_error(exc, schema)) from None
     check_config(cfg)
     return cfg
 
