@@ -16,7 +16,9 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+import tempfile
 import time
+import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,7 +53,8 @@ err = new_console(stderr=True)
 @contextlib.contextmanager
 def user_errors() -> Iterator[None]:
     """PosxError, Hydra/OmegaConf config errors and operating-system errors -> one line on
-    stderr, exit 2; ``Preempted`` -> exit 75; Ctrl-C -> exit 130."""
+    stderr, exit 2; ``Preempted`` -> exit 75; Ctrl-C -> exit 130; any other exception -> one
+    ``internal error`` line naming a file that holds its traceback, exit 3."""
     try:
         yield
     except Preempted as exc:
@@ -71,6 +74,20 @@ def user_errors() -> Iterator[None]:
     except KeyboardInterrupt:
         say(err, "interrupted", "yellow", "")
         raise SystemExit(130) from None
+    except Exception as exc:  # a bug, in posx or below it: one line, the traceback kept in a file
+        if os.environ.get("POSX_DEBUG") == "1":
+            raise
+        say(err, "internal error", "bold red", f"{type(exc).__name__}: {exc} (traceback in {keep_traceback()}; "
+            "POSX_DEBUG=1 prints it instead)")  # fmt: skip
+        raise SystemExit(3) from None
+
+
+def keep_traceback() -> str:
+    """Write the exception being handled to a new file in the temporary directory; its path."""
+    fd, path = tempfile.mkstemp(prefix="posx-traceback-", suffix=".txt")
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        out.write(traceback.format_exc())
+    return path
 
 
 def check_launcher(args: list[str]) -> None:

@@ -1,8 +1,10 @@
-"""posx.jobs: the checks made before Hydra launches anything."""
+"""posx.jobs: the checks made before Hydra launches anything, and the one boundary every
+failure passes."""
 
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -15,3 +17,22 @@ def test_the_slurm_launcher_off_a_cluster_is_one_line(monkeypatch):
     with pytest.raises(PosxError, match="needs SLURM, and there is no srun"):
         jobs.check_launcher(["-m", "hydra/launcher=submitit_slurm", "seed=0,1"])
     jobs.check_launcher(["-m", "hydra/launcher=joblib"])
+
+
+def test_an_unexpected_exception_is_one_internal_error_line_with_its_traceback_kept(capsys, monkeypatch):
+    monkeypatch.delenv("POSX_DEBUG", raising=False)
+    with pytest.raises(SystemExit) as stop, jobs.user_errors():
+        raise ValueError("the [bad] thing")
+    assert stop.value.code == 3
+    line = capsys.readouterr().err
+    assert line.startswith("internal error: ValueError: the [bad] thing (traceback in ") and line.count("\n") == 1
+    kept = Path(line.split("traceback in ", 1)[1].split(";", 1)[0])
+    text = kept.read_text(encoding="utf-8")
+    kept.unlink()
+    assert "Traceback (most recent call last)" in text and "ValueError: the [bad] thing" in text
+
+
+def test_posx_debug_lets_the_traceback_through(monkeypatch):
+    monkeypatch.setenv("POSX_DEBUG", "1")
+    with pytest.raises(ValueError, match="the bad thing"), jobs.user_errors():
+        raise ValueError("the bad thing")
