@@ -68,8 +68,9 @@ def train(
 ) -> None:
     """Train a GPT; writes results/runs/<name>/ (config, metrics, checkpoint, weights).
 
-    Exit status: 0 done, 2 bad input or a failed run, 75 stopped by SIGTERM/SIGUSR2 after
-    saving a checkpoint (resume it with --resume).
+    Exit status: 0 done, 2 bad input or a failed run, 3 an internal error (its line names the
+    file holding the traceback), 75 stopped by SIGTERM/SIGUSR2 after saving a checkpoint
+    (resume it with --resume).
     """
     args = list(overrides or [])
     if resume is not None:
