@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -81,7 +82,14 @@ def test_wandb_offline_writes_a_local_run(tmp_path, monkeypatch):
         )
     runs = list((tmp_path / "wandb").glob("offline-run-*"))
     assert len(runs) == 1
-    logged = b"".join(p.read_bytes() for p in runs[0].glob("*.wandb"))  # the run's records, for a later sync
+    # the run's records, for a later sync; wandb's service may still be writing them after finish
+    deadline = time.monotonic() + 60
+    logged = b""
+    while time.monotonic() < deadline:
+        logged = b"".join(p.read_bytes() for p in runs[0].glob("*.wandb"))
+        if b"train/loss" in logged and b"eval/none/ppl" in logged:
+            break
+        time.sleep(0.2)
     assert b"train/loss" in logged and b"eval/none/ppl" in logged
 
 
