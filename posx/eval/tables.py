@@ -18,13 +18,9 @@ from rich.table import Table
 from posx.core import files
 from posx.core.errors import PosxError
 
+KEYS = ("run", "pos", "train_context", "eval_context", "factor", "method")  # the cell every table row belongs to
 COLUMNS = [
-    "run",
-    "pos",
-    "train_context",
-    "eval_context",
-    "factor",
-    "method",
+    *KEYS,
     "scale",
     "attention_factor",
     "nll",
@@ -48,12 +44,7 @@ COLUMNS = [
 # exp(nll -/+ q nll_se), q Student's t (posx.eval.scoring.interval); eval_id: the identity of the evaluation
 # settings (posx.eval.history), the name of the eval/<eval_id>/ folder that keeps this table.
 POSITION_COLUMNS = [
-    "run",
-    "pos",
-    "train_context",
-    "eval_context",
-    "factor",
-    "method",
+    *KEYS,
     "protocol",
     "bucket_start",
     "bucket_end",
@@ -62,12 +53,7 @@ POSITION_COLUMNS = [
     "stage",
 ]
 PASSKEY_COLUMNS = [
-    "run",
-    "pos",
-    "train_context",
-    "eval_context",
-    "factor",
-    "method",
+    *KEYS,
     "variant",
     "depth_lo",
     "depth_hi",
@@ -139,9 +125,6 @@ REQUIRED = {
     "positions.csv": ["pos", "eval_context", "factor", "method", "bucket_start", "bucket_end", "tokens", "nll"],
     "passkey.csv": ["pos", "eval_context", "factor", "method", "variant", "trials", "accuracy", "key_nll", "status"],
 }
-
-
-KEYS = ("run", "pos", "train_context", "eval_context", "factor", "method")  # what a positions row repeats
 
 
 def position_rows(row: dict, buckets, stage: str) -> list[dict]:
