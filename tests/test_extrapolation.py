@@ -74,3 +74,26 @@ def test_absolute_rows_past_the_table_and_rope_methods_are_statuses():
     assert df.loc[("none", 1.0), "status"] == "ok"
     assert df.loc[("none", 2.0), "status"] == "out_of_range"
     assert set(df.loc["ntk", "status"]) == {"not_applicable"}
+
+
+def test_methods_that_share_frequencies_at_a_length_run_the_model_once():
+    """At 1x every interpolation (pi, yarn) installs plain RoPE's frequencies: those cells are
+    scored once and share the numbers; at 2x each method runs the model itself."""
+    model = _model()
+    meta = RunMeta(model=model.config, train_context=8, data={}, step=0)
+    val = torch.randint(0, 256, (500,), dtype=torch.uint8)
+    calls = []
+    model.register_forward_hook(lambda *_: calls.append(1))
+
+    def passes(methods, factors):
+        calls.clear()
+        ev = OmegaConf.structured(EvalConfig(factors=factors, methods=methods, tokens=64, batch_tokens=16))
+        return evaluate(model, meta, val, ev, torch.device("cpu"), "r").table, len(calls)
+
+    one = {f: passes(["none"], [f])[1] for f in (1, 2)}  # forward passes of one cell per length
+    table, n = passes(["none", "pi", "yarn"], [1, 2])
+    assert n == one[1] + 3 * one[2]  # 1x: one cell for three methods; 2x: three cells
+    at1 = table[table["factor"] == 1].set_index("method")
+    assert at1.loc["pi", "nll"] == at1.loc["none", "nll"] == at1.loc["yarn", "nll"]
+    at2 = table[table["factor"] == 2].set_index("method")
+    assert at2.loc["pi", "nll"] != at2.loc["none", "nll"]

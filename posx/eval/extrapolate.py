@@ -15,6 +15,7 @@ a plain run is ``zero-shot``.
 
 from __future__ import annotations
 
+import hashlib
 import math
 
 import pandas as pd
@@ -107,6 +108,7 @@ def evaluate(
     positions: list[dict] = []
     passkey_rows: list[dict] = []
     rows = []
+    memo: dict = {}  # cells that share a length and frequencies are scored once (``cell_key``)
     model.eval()
     cells = [(m, f, L, s, sc) for m in ev.methods for f, L, s, sc in zip(ev.factors, lengths, strides, scales)]
     with absolute_beyond(model, beyond), Reporter(console or Console(quiet=True), "eval", len(cells)) as progress:
@@ -115,7 +117,7 @@ def evaluate(
             rows.append(row)
             cell_trials = {v: trials[(L, v)] for v in variants}
             starts = plans[L].starts if within else None
-            scores, results = _score_cell(model, val, ev, device, row, n_tokens, cell_trials, rope_args, starts)
+            scores, results = _score_cell(model, val, ev, device, row, n_tokens, cell_trials, rope_args, starts, memo)
             keys = {k: row[k] for k in KEYS}
             if long_tables and row["status"] == "ok":
                 positions.extend(position_rows(row, scoring.buckets(scores, width), "zero-shot"))
@@ -138,8 +140,11 @@ def _score_cell(
     trials: dict,
     rope_args: dict,
     starts: list[int] | None,
+    memo: dict,
 ) -> tuple[scoring.Scores | None, dict]:
-    """Fill one row (method at one length) in place; returns its scores and passkey results."""
+    """Fill one row (method at one length) in place; returns its scores and passkey results.
+    ``memo``: what cells scored so far computed, by ``cell_key``; a cell whose length, stride and
+    frequencies equal an earlier one's reuses its scores instead of running the model again."""
     L, method = row["eval_context"], row["method"]
     if method != "none" and not model.pos.uses_rope:
         row["status"] = "not_applicable"
@@ -152,10 +157,14 @@ def _score_cell(
     if model.pos.uses_rope:
         inv_freq, row["attention_factor"] = method_frequencies(method, ev, scale=row["scale"], length=L, **rope_args)
         inv_freq = inv_freq.to(device)
+    key = cell_key(L, row["stride"], inv_freq, row["attention_factor"])
     try:
-        with rescaled(model, inv_freq, row["attention_factor"]):
-            scores = scoring.score(model, val, L, row["stride"], n_tokens, ev.batch_tokens, device, starts)
-            results = {v: passkey.score_trials(model, t, ev.batch_tokens, device) for v, t in trials.items()}
+        if key not in memo:
+            with rescaled(model, inv_freq, row["attention_factor"]):
+                scores = scoring.score(model, val, L, row["stride"], n_tokens, ev.batch_tokens, device, starts)
+                results = {v: passkey.score_trials(model, t, ev.batch_tokens, device) for v, t in trials.items()}
+            memo[key] = scores, results
+        scores, results = memo[key]
     except PositionOutOfRange:
         row["status"] = "out_of_range"
         return None, {}
@@ -168,6 +177,15 @@ def _score_cell(
     ci = scores.interval()
     row.update(nll_se=ci.nll_se, ppl_lo=ci.ppl_lo, ppl_hi=ci.ppl_hi, windows=ci.windows)
     return scores, results
+
+
+def cell_key(length: int, stride: int, inv_freq: torch.Tensor | None, attention_factor: float) -> tuple:
+    """What a cell's scores depend on besides the model and the data: its length, stride, and
+    the exact frequencies and attention factor installed (a hash of their bytes; None: the
+    model's own encoding, no RoPE). Methods that coincide at a length (every interpolation at
+    1x equals plain RoPE) share a key and are computed once."""
+    freq = None if inv_freq is None else hashlib.sha256(inv_freq.detach().cpu().numpy().tobytes()).hexdigest()
+    return length, stride, freq, float(attention_factor)
 
 
 def _passkey_rows(status: str, trials: list, result, depth_buckets: int) -> list[dict]:
