@@ -10,7 +10,8 @@ import torch
 
 from posx.core.errors import PosxError
 from posx.data import corpus as data
-from posx.data import sources, store
+from posx.data import sources, splitfiles, store
+from tests.test_tokenizer import HARD
 
 PREMOVE = Path(__file__).resolve().parent / "fixtures" / "premove"
 
@@ -224,3 +225,30 @@ def test_bad_tokenizer_file_through_the_store(tmp_path):
     bad.write_text("not json at all")
     with pytest.raises(PosxError, match="not a Hugging Face tokenizer.json"):
         store.load({"source": "text", "path": str(root), "tokenizer": str(bad)}, tmp_path / "cache")
+
+
+def test_bpe_store_ids_equal_each_document_encoded_whole(tmp_path, monkeypatch):
+    """Small read chunks, pieces and batches, so documents are cut into many pieces, pieces carry
+    over chunk and batch ends, and a line is longer than a piece: every document's ids are still
+    those of the whole document (CRLF, blank-line runs, no newline at all included)."""
+    monkeypatch.setattr(sources, "CHUNK", 50)
+    monkeypatch.setattr(splitfiles, "BATCH_BYTES", 300)
+    monkeypatch.setattr(store.tok_mod, "PIECE_CHARS", 16)
+    root = tmp_path / "c"
+    root.mkdir()
+    names = [f"doc{i:02d}.txt" for i in range(2 * len(HARD))]
+    for i, name in enumerate(names):
+        (root / name).write_bytes((HARD[i % len(HARD)] * (1 + i % 3)).encode("utf-8"))
+    st = store.load(
+        {"source": "text", "path": str(root), "val_fraction": 0.2, "tokenizer": "bpe", "vocab_size": 400},
+        tmp_path / "cache",
+    )
+    is_val = store.split_by_file(names, 0.2)
+    for tokens, starts, wanted in (
+        (st.train, st.train_docs, [n for n, v in zip(names, is_val) if not v]),
+        (st.val, st.val_docs, [n for n, v in zip(names, is_val) if v]),
+    ):
+        ends = list(starts[1:] - 1) + [len(tokens)]
+        for name, a, b in zip(wanted, starts, ends, strict=True):
+            text = (root / name).read_bytes().decode("utf-8")
+            assert np.asarray(tokens[a:b]).tolist() == st.tokenizer.encode(text).tolist(), name

@@ -80,3 +80,45 @@ def test_dtype_for():
     assert tok.dtype_for(256) == np.uint8
     assert tok.dtype_for(257) == np.uint16 and tok.dtype_for(65536) == np.uint16
     assert tok.dtype_for(65537) == np.uint32
+
+
+# Texts where a careless cut changes the ids: a line longer than a piece, CRLF line ends, runs of
+# blank lines (GPT-2's regex merges whitespace runs), trailing spaces and tabs before a newline,
+# Unicode whitespace, a contraction right after a newline, and no newline at all.
+HARD = [
+    "x = 1\n" + "y" * 300 + " tail\nz = 2\n",
+    "first line\r\nsecond\r\n\r\nthird\r\n",
+    "a\n\n\n\nb\n \n\tc\n\n",
+    "trailing   \nspaces\t\t\nand tabs  \n\n  indented\n",
+    "nbsp\u00a0\nline\u2028sep\u2029par\x1cfs\n\x85next\nend",
+    "it\n's\n't here\n'll\n",
+    "no newline at all, just one long line of words " * 20,
+    "\n\nleading blank lines\nthen text\n\n\n",
+]
+
+
+@pytest.mark.parametrize("size", [1, 8, 64])
+def test_pieces_join_to_the_text_and_encode_as_the_whole(bpe, size):
+    assert bpe.cuts_at_lines
+    for text in [*HARD, *TEXTS[:2]]:
+        parts = tok.pieces(text, size)
+        assert "".join(parts) == text
+        ids = np.concatenate(bpe.encode_batch(parts))
+        assert ids.tolist() == bpe.encode(text).tolist(), (text, parts)
+        for part in parts[1:]:  # every cut is right before a newline that non-whitespace follows
+            assert part[0] == "\n" and len(part) > 1 and not part[1].isspace()
+
+
+def test_a_line_longer_than_a_piece_is_not_cut():
+    text = "short\n" + "L" * 100 + "\nnext\n"
+    assert tok.pieces(text, 10) == ["short", "\n" + "L" * 100, "\nnext\n"]
+    assert tok.pieces("x" * 50, 10) == ["x" * 50]
+
+
+def test_only_a_plain_byte_level_pre_tokenizer_cuts_at_lines(bpe):
+    hf = HFTokenizer.from_str(bpe.to_json())
+    hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=True)
+    assert not tok.from_json(hf.to_str(), "file", "t").cuts_at_lines
+    hf.pre_tokenizer = pre_tokenizers.Whitespace()
+    assert not tok.from_json(hf.to_str(), "file", "t").cuts_at_lines
+    assert not tok.byte_tokenizer().cuts_at_lines

@@ -16,9 +16,11 @@ with the same data config finds the store and reads nothing else; a store that d
 check out is rebuilt, never trusted. It is built in a temporary directory renamed into place.
 
 Building streams (``posx.data.sources``): documents are read in chunks, tokenized in batches (a
-Hugging Face tokenizer encodes a batch on all cores) and appended to the split files; the
-corpus is never one string in memory. Within a split, documents are joined by the
-tokenizer's separator (``b"\\n"`` for byte, the end-of-document token otherwise). The split is
+Hugging Face tokenizer encodes a batch on all cores; text is cut into pieces of about 4 KiB
+where the pre-tokenizer allows it, ``posx.data.splitfiles``) and appended to the split files;
+the ids are those of each document encoded whole, and the corpus is never one string in memory.
+Within a split, documents are joined by the tokenizer's separator (``b"\\n"`` for byte, the
+end-of-document token otherwise). The split is
 by document, from a hash of its id (``split_by_file``); when that leaves a split empty, the
 last ``val_fraction`` of the joined stream is held out instead. With the byte tokenizer (the
 default) a store holds the files' bytes themselves: the same tokens, split and fingerprint
@@ -46,7 +48,7 @@ from rich.console import Console
 
 from posx.core.errors import PosxError
 from posx.core.progress import Reporter
-from posx.data import sources
+from posx.data import sources, splitfiles
 from posx.data import tokenizer as tok_mod
 
 STORE_FORMAT = 1  # bump when the layout or the construction changes
@@ -71,7 +73,6 @@ DEFAULTS = {
     "split": "train",
     "text_column": "text",
 }
-BATCH_BYTES = 8 << 20  # text per tokenizer batch
 
 
 @dataclass
@@ -112,41 +113,6 @@ def split_by_file(ids: list[str], val_fraction: float) -> list[bool]:
     """Whether each document is held out: a hash of its id (a file's relative path) below ``val_fraction``."""
     limit = val_fraction * 10_000
     return [int(hashlib.sha1(i.encode()).hexdigest(), 16) % 10_000 < limit for i in ids]
-
-
-class _SplitFile:
-    """One split being written: token ids appended to a file, document starts recorded."""
-
-    def __init__(self, path: Path, dtype: np.dtype, separator: np.ndarray):
-        self.path, self.dtype, self.separator = path, dtype, separator.astype(dtype)
-        self.f = open(path, "wb")
-        self.n = 0  # tokens written
-        self.starts: list[int] = []  # document starts
-        self.text_bytes = 0  # source bytes behind the tokens (separators count 1)
-
-    def _open_doc(self) -> None:
-        if not self.starts:
-            self.starts.append(self.n)
-
-    def begin(self) -> None:
-        self.starts.append(self.n)
-
-    def sep(self) -> None:
-        self._open_doc()
-        self.f.write(self.separator.tobytes())
-        self.n += len(self.separator)
-        self.text_bytes += 1
-
-    def write(self, ids: np.ndarray, n_bytes: int) -> None:
-        self._open_doc()
-        self.f.write(ids.astype(self.dtype).tobytes())
-        self.n += len(ids)
-        self.text_bytes += n_bytes
-
-    def close(self) -> None:
-        self.f.flush()
-        os.fsync(self.f.fileno())
-        self.f.close()
 
 
 def _elements(
@@ -204,37 +170,15 @@ def _make_tokenizer(spec: str, vocab_size: int, source, is_val, cut) -> tok_mod.
     return tok_mod.from_file(spec)
 
 
-def _write_splits(source, tok, is_val, cut, tmp: Path, progress: Reporter) -> tuple[list[_SplitFile], dict]:
+def _write_splits(source, tok, is_val, cut, tmp: Path, progress: Reporter) -> tuple[list, dict]:
+    """Both split files written (train, val) and the documents of each."""
     dtype = tok_mod.dtype_for(tok.vocab_size)
-    files = [_SplitFile(tmp / "train.bin", dtype, tok.separator), _SplitFile(tmp / "val.bin", dtype, tok.separator)]
+    files = [splitfiles.SplitFile(tmp / name, dtype, tok.separator) for name in ("train.bin", "val.bin")]
     counts = {"train": 0, "val": 0}
-    pending: list[tuple[int, str, bytes]] = []
-    size = 0
-
-    def flush() -> None:
-        encoded = None  # the byte tokenizer writes the chunks as they are
-        if tok.hf is not None:
-            encoded = iter(
-                tok.encode_batch([c.decode("utf-8", errors="replace") for _, op, c in pending if op == "text"])
-            )
-        for side, op, chunk in pending:
-            if op == "begin":
-                files[side].begin()
-                progress.update(progress.done + 1, f"{sum(f.text_bytes for f in files) / 1e6:.1f} MB")
-            elif op == "sep":
-                files[side].sep()
-            else:
-                ids = next(encoded) if encoded is not None else np.frombuffer(chunk, dtype=np.uint8)
-                files[side].write(ids, len(chunk))
-        pending.clear()
-
+    encoder = splitfiles.Encoder(tok, files, progress)
     for element in _elements(source, is_val, cut, tok.hf is None, counts):
-        pending.append(element)
-        size += len(element[2])
-        if size >= BATCH_BYTES:
-            flush()
-            size = 0
-    flush()
+        encoder.add(*element)
+    encoder.flush(last=True)
     for f in files:
         f.close()
     return files, counts
