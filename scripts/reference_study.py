@@ -50,7 +50,8 @@ MAIN_METHODS = ["none", "pi", "ntk", "yarn", "abf"]  # the sliding protocol's
 EXTEND_METHODS = ["pi", "yarn", "abf", "none"]  # none: plain continued training at the new length
 BEYOND = ["none", "clamp", "interpolate"]  # learned absolute past its table
 PRESETS = {  # block -> model config, plus what every command gets
-    "cpu": {"models": {"gpt2": "tiny", "llama": "llama_tiny"}, "train": [], "eval": []},
+    # eager training on the CPU, as the study was made (train.compile=auto may compile a long llama run)
+    "cpu": {"models": {"gpt2": "tiny", "llama": "llama_tiny"}, "train": ["train.compile=false"], "eval": []},
     "gpu": {
         "models": {"gpt2": "small", "llama": "llama_small"},
         "train": ["experiment=gpu_small"],

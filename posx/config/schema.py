@@ -120,7 +120,7 @@ class TrainConfig:
     eval_every: int = 100  # validation loss every N steps (and at the end)
     eval_batches: int = 8  # batches per validation estimate
     checkpoint_every: int = 100  # resumable checkpoint every N steps (0: only at the end and on SIGTERM/SIGUSR2)
-    compile: str = "auto"  # torch.compile the training model: auto (on for CUDA, off on the CPU) | true | false
+    compile: str = "auto"  # torch.compile the training model: auto (CUDA; the CPU where it pays) | true | false
     tf32: bool = True  # TF32 matmuls and convolutions on CUDA (no effect on the CPU)
 
 

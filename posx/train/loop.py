@@ -23,7 +23,8 @@ checkpoint to resume), ``step`` (one optimizer step, ``posx.train.steps.train_st
 ``finish`` (rank 0: the run's files).
 
 On CUDA it runs with TF32 matmuls (train.tf32) and a ``torch.compile``d model
-(train.compile=auto; as nanoGPT's train.py does); the uncompiled module is what is saved. The
+(train.compile=auto; as nanoGPT's train.py does; on the CPU where it pays,
+``posx.train.compiling``); the uncompiled module is what is saved. The
 model keeps no Python-number state that changes between calls, so one graph serves training
 and one serves validation. metrics.csv has ``mfu``: achieved FLOP/s (``GPT.flops_per_token``
 times tokens/s) over the GPU's bf16 peak (``posx.core.device.BF16_PEAK``); empty on the CPU
@@ -51,7 +52,7 @@ from torch.nn.parallel import DistributedDataParallel
 from posx.config.compose import to_yaml
 from posx.core import distributed, files, lock
 from posx.core.console import new_console
-from posx.core.device import bf16_peak_flops, set_threads, use_compile, use_tf32
+from posx.core.device import bf16_peak_flops, set_threads, use_tf32
 from posx.core.errors import PosxError, Preempted
 from posx.core.progress import Reporter
 from posx.core.signals import StopSignals
@@ -63,6 +64,7 @@ from posx.model.rescale import install_trained
 from posx.runs import checkpoint
 from posx.runs.records import RunMeta, TrainExtras
 from posx.runs.rundir import CONFIG, save_run
+from posx.train.compiling import compile_seconds, decide_compile
 from posx.train.state import FromParent, LoopState, Resume, Start, gpt_config
 from posx.train.steps import (
     batch_layout,
@@ -150,7 +152,8 @@ def set_up(cfg: DictConfig, run_dir: Path, start: Start, console: Console, devic
         device
     )
     use_tf32(device, cfg.train.tf32)
-    compiled = use_compile(cfg.train.compile, device)
+    work = (local * cfg.train.context_length, cfg.train.steps)  # tokens per step on this rank, steps
+    compiled = decide_compile(cfg.train.compile, device, cfg.model.block, cfg.model.n_layer, model.num_params(), work)
     extras = TrainExtras(data_sha256=corpus.fingerprint.get("sha256"), tokenizer_sha256=corpus.tokenizer.sha256)
     if isinstance(start, FromParent):
         extras.rope, extras.extended_from = start.rope, start.lineage
@@ -216,6 +219,11 @@ def announce(state: LoopState, resuming: bool) -> None:
         f"params={model.num_params() / 1e6:.2f}M device={state.device}{ranks} attention={model.config.attention}"
         f"{' compiled' if state.compiled else ''}" + (f"  [cyan]resuming at step {state.step}[/]" if resuming else "")
     )
+    if state.compiled and state.device.type == "cpu":
+        state.console.print(
+            f"compiling the model: the first step takes about {compile_seconds(cfg.model.n_layer):.0f} s more "
+            "(train.compile=false skips it)"
+        )
 
 
 # ---------------------------------------------------------------- the steps

@@ -1,0 +1,62 @@
+"""When ``torch.compile`` pays on the CPU: ``train.compile=auto``'s rule.
+
+On CUDA ``auto`` always compiles (``posx.core.device.use_compile``). On the CPU compiling costs
+tens of seconds before the first step and gains little per step for posx's small models, so
+``auto`` compiles only when the estimated time saved over the run exceeds the estimated
+compile time:
+
+    saved  = steps x eager_step_s x (1 - 1 / speedup[block])
+    eager_step_s = 6 x params x tokens_per_step / CPU_FLOPS
+    cost   = COMPILE_BASE_S + COMPILE_PER_LAYER_S x n_layer
+
+The constants are measured with ``benchmarks/compile_measure.py`` (docs/measurements.md, "Compile
+on the CPU"): the speed-up of a compiled training step over eager per block, the seconds the
+first compiled step took, and a float32 rate the eager step reaches; each is rounded towards
+not compiling (a lower speed-up and rate, a longer compile), since a wrong "on" costs a wait
+the user sees and a wrong "off" only forgoes a small gain. The same rule, on forward passes
+(``forward_compile_pays``), says whether evaluation at one length would gain from a compile.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from posx.core.device import use_compile
+
+# Median speed-up of a compiled CPU training step over eager, per model.block (rounded down).
+CPU_TRAIN_SPEEDUP = {"gpt2": 1.0, "llama": 1.2}
+CPU_FORWARD_SPEEDUP = 1.1  # no-grad forward (evaluation), either block
+CPU_FLOPS = 40e9  # float32 FLOP/s of an eager training step on the CPU (rounded up: steps seem shorter)
+COMPILE_BASE_S = 10.0  # seconds the first compiled step takes beyond an eager one, at least
+COMPILE_PER_LAYER_S = 7.5  # and per layer
+
+
+def compile_seconds(n_layer: int) -> float:
+    """Estimated seconds of compiling a model of ``n_layer`` blocks on the CPU."""
+    return COMPILE_BASE_S + COMPILE_PER_LAYER_S * n_layer
+
+
+def saved_seconds(speedup: float, flops: float) -> float:
+    """Seconds a compile saves on work of ``flops`` FLOPs that compiled runs ``speedup`` times faster."""
+    return flops / CPU_FLOPS * (1.0 - 1.0 / speedup) if speedup > 1.0 else 0.0
+
+
+def train_compile_pays(block: str, n_layer: int, params: int, tokens_per_step: int, steps: int) -> bool:
+    """Whether compiling pays for ``steps`` CPU training steps of ``tokens_per_step`` tokens."""
+    flops = 6.0 * params * tokens_per_step * steps
+    return saved_seconds(CPU_TRAIN_SPEEDUP.get(block, 1.0), flops) > compile_seconds(n_layer)
+
+
+def forward_compile_pays(n_layer: int, params: int, tokens: int) -> bool:
+    """Whether compiling pays for no-grad forward passes over ``tokens`` tokens at one length
+    (a new length is a new graph, so the cost is paid per length)."""
+    return saved_seconds(CPU_FORWARD_SPEEDUP, 2.0 * params * tokens) > compile_seconds(n_layer)
+
+
+def decide_compile(setting: object, device: torch.device, block: str, n_layer: int, params: int, work: tuple) -> bool:
+    """train.compile: ``true``/``false`` decide; ``auto`` compiles on CUDA, and on the CPU when
+    ``train_compile_pays`` for ``work`` = (tokens per step, steps left)."""
+    chosen = use_compile(setting, device)  # checks the setting; auto: CUDA only
+    if str(setting).lower() != "auto" or device.type != "cpu":
+        return chosen
+    return train_compile_pays(block, n_layer, params, *work)
