@@ -4,6 +4,7 @@ From the repository root:
 
     pip install -e '.[bench]'                                        # posx and transformers
     python -m benchmarks.bench_peer --steps 40                       # tiny preset, CPU
+    python -m benchmarks.bench_peer --block llama --profile 3        # posx's llama block; where time goes
     python -m benchmarks.bench_peer --device cuda --model small --context 512 --compile --out peer.json
 
 Both models have the same width, depth and heads and parameter counts within 1% (Llama's
@@ -12,7 +13,11 @@ embeddings). They train in one process on the same batches (posx's ``get_batch``
 stdlib corpus), with the same AdamW (decay on matrices only), warmup-cosine schedule
 (``posx.train.steps.lr_at``), clipping and loss code (each step is posx's ``train_step``),
 alternating which model steps first every step (``benchmarks.harness.interleaved``), so a noisy
-machine affects both alike. Reported: median tokens/s of each and the
+machine affects both alike. posx runs with its own defaults: ``--block`` (gpt2, or llama: the
+peer's own architecture) and ``--posx-compile`` (auto: ``train.compile=auto``'s rule,
+``posx.train.compiling``, for ``--steps`` steps; ``--compile`` compiles both sides instead).
+``--profile N`` profiles N more steps of each side and splits their CPU time into attention,
+MLP, norm, embedding, loss, optimizer and other (``benchmarks.step_split``). Reported: median tokens/s of each and the
 median of the per-step ratios, the peak CUDA memory of each model's steps, MFU on CUDA (6N +
 12·L·H·Q·T FLOPs per token for both, against ``posx.core.device.BF16_PEAK``).
 
@@ -39,6 +44,7 @@ from pathlib import Path
 import torch
 from omegaconf import OmegaConf
 
+from benchmarks import step_split
 from benchmarks.harness import interleaved, speedups, synchronize
 from posx.config.schema import Config
 from posx.core.device import bf16_peak_flops, use_tf32
@@ -47,6 +53,7 @@ from posx.data import store
 from posx.eval import scoring
 from posx.model.gpt import GPT, lm_loss
 from posx.model.rescale import method_frequencies, rescaled
+from posx.train.compiling import decide_compile
 from posx.train.state import gpt_config
 from posx.train.steps import lr_at, set_lr, train_step
 
@@ -70,6 +77,7 @@ def run_config(args) -> OmegaConf:
     cfg.train.warmup_steps = max(1, args.steps // 10)
     for key, value in PRESETS[args.model].items():
         cfg.model[key] = value
+    cfg.model.block = args.block
     return cfg
 
 
@@ -156,9 +164,21 @@ def side_step(cfg, side: Side, fwd, batches: list, device: torch.device, step: i
         side.peak = max(side.peak, torch.cuda.max_memory_allocated())
 
 
+def calls(cfg, sides: dict[str, Side], device: torch.device, args) -> dict:
+    """What each side steps through: both compiled with ``--compile``; else the transformers model
+    eager and posx as ``--posx-compile`` decides (auto: posx's rule for this run's steps)."""
+    if args.compile:
+        return {name: torch.compile(side.call) for name, side in sides.items()}
+    posx = sides["posx"].module
+    work = (cfg.train.batch_size * cfg.train.context_length, cfg.train.steps)
+    on = decide_compile(args.posx_compile, device, cfg.model.block, cfg.model.n_layer, posx.num_params(), work)
+    return {"posx": torch.compile(posx) if on else posx, "transformers": sides["transformers"].call}
+
+
 def train_both(cfg, sides: dict[str, Side], train: torch.Tensor, device: torch.device, args) -> dict:
     t = cfg.train
-    fused = {"fused": True} if device.type == "cuda" else {}
+    # the same AdamW for both: fused on CUDA, foreach (the same numbers as the loop) on the CPU
+    fused = {"fused": True} if device.type == "cuda" else {"foreach": True}
     for side in sides.values():
         side.optimizer = torch.optim.AdamW(
             matrix_groups(side.module, t.weight_decay), lr=t.lr, betas=(t.beta1, t.beta2), **fused
@@ -168,10 +188,8 @@ def train_both(cfg, sides: dict[str, Side], train: torch.Tensor, device: torch.d
         tuple(b.to(device) for b in data_mod.get_batch(train, t.batch_size, t.context_length, gen))
         for _ in range(t.steps)
     ]
-    cases = {
-        name: partial(side_step, cfg, side, torch.compile(side.call) if args.compile else side.call, batches, device)
-        for name, side in sides.items()
-    }
+    fwds = calls(cfg, sides, device, args)
+    cases = {name: partial(side_step, cfg, side, fwds[name], batches, device) for name, side in sides.items()}
     times = interleaved(cases, t.steps, device, order="alternate")  # who steps first alternates
     skip = min(args.warmup, t.steps - 1)  # first steps: allocation, autotuning, compilation
     tokens = t.batch_size * t.context_length
@@ -182,6 +200,7 @@ def train_both(cfg, sides: dict[str, Side], train: torch.Tensor, device: torch.d
         "ratio_min": min(ratios),
         "ratio_max": max(ratios),
         "timed_steps": len(ratios),
+        "posx_compiled": fwds["posx"] is not sides["posx"].module,
     }
     for name, side in sides.items():
         tok_s = tokens / statistics.median(times[name][skip:])
@@ -191,7 +210,24 @@ def train_both(cfg, sides: dict[str, Side], train: torch.Tensor, device: torch.d
             "peak_memory_mib": side.peak / 2**20 if device.type == "cuda" else None,
             "mfu": None if peak is None else tok_s * side.flops_per_token / peak,
         }
+    if args.profile:  # after the figures above: these steps go on training
+        out["profile"] = {n: profile_side(cfg, s, fwds[n], batches, device, args.profile) for n, s in sides.items()}
     return out
+
+
+def profile_side(cfg, side: Side, fwd, batches: list, device: torch.device, steps: int) -> dict:
+    """Share of each part in ``steps`` more training steps of ``side`` (``benchmarks.step_split``)
+    and the profiled milliseconds per step (the profiler adds its own overhead)."""
+    handles = step_split.label_modules(side.module)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+        for step in range(steps):
+            side_step(cfg, side, fwd, batches, device, step % len(batches))
+    for handle in handles:
+        handle.remove()
+    seconds = step_split.split(prof)
+    total = sum(seconds.values())
+    shares = {part: round(s / total, 4) for part, s in sorted(seconds.items(), key=lambda kv: -kv[1])}
+    return {"ms_per_step": 1e3 * total / steps, "shares": shares}
 
 
 def evaluate_both(
@@ -243,6 +279,11 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=40)
     parser.add_argument("--warmup", type=int, default=5, help="first steps left out of the timing")
     parser.add_argument("--compile", action="store_true", help="torch.compile both models (same settings)")
+    parser.add_argument("--block", choices=["gpt2", "llama"], default="gpt2", help="posx's model.block")
+    parser.add_argument(
+        "--posx-compile", default="auto", choices=["auto", "true", "false"], help="posx's train.compile (not --compile)"
+    )
+    parser.add_argument("--profile", type=int, default=0, help="profile this many more steps of each side")
     parser.add_argument("--factors", type=int, nargs="+", default=[1, 2, 4, 8])
     parser.add_argument("--eval-tokens", type=int, default=8192)
     parser.add_argument("--batch-tokens", type=int, default=8192)

@@ -10,7 +10,7 @@ import torch
 
 pytest.importorskip("transformers")
 
-from benchmarks import bench_peer  # the repository root is on pytest's pythonpath (pyproject.toml)
+from benchmarks import bench_peer, step_split  # the repository root is on pytest's pythonpath (pyproject.toml)
 from posx.model.gpt import GPT
 from posx.model.rescale import method_frequencies
 from posx.train.state import gpt_config
@@ -22,7 +22,7 @@ def bench():
 
 
 def args(model: str, context: int):
-    return type("Args", (), {"model": model, "context": context, "batch_size": 4, "steps": 10})()
+    return type("Args", (), {"model": model, "context": context, "batch_size": 4, "steps": 10, "block": "gpt2"})()
 
 
 @pytest.mark.parametrize("preset,context", [("tiny", 128), pytest.param("small", 512, marks=pytest.mark.slow)])
@@ -47,3 +47,28 @@ def test_paired_rope_types_give_posx_frequencies(bench, method):
     rotary = bench.LlamaRotaryEmbedding(bench.llama_config(cfg, 8, bench.PAIRS[method], L / T))
     assert torch.allclose(rotary.inv_freq.float(), want.float(), rtol=1e-5)
     assert rotary.attention_scaling == pytest.approx(attn)
+
+
+@pytest.mark.parametrize("block", ["gpt2", "llama"])
+def test_step_split_gives_every_op_one_part_on_both_sides(bench, block):
+    """The parts of a profiled step add up to all its ops' self time, and the labelled modules
+    (attention, MLP, norm), their backward included, outweigh what is left unlabelled."""
+    a = args("tiny", 32)
+    a.block = block
+    cfg = bench.run_config(a)
+    posx = GPT(gpt_config(cfg))
+    hf, _ = bench.matched_llama(cfg, posx.num_params())
+    x = torch.randint(0, 256, (2, 32))
+    for model, call in ((posx, posx), (hf, bench.Logits(hf))):
+        handles = step_split.label_modules(model)
+        opt = torch.optim.AdamW(model.parameters())
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+            call(x, x)[1].backward()
+            opt.step()
+        for h in handles:
+            h.remove()
+        parts = step_split.split(prof)
+        ops = [e for e in prof.events() if not e.name.startswith(step_split.PREFIX)]
+        assert sum(parts.values()) == pytest.approx(sum(e.self_cpu_time_total for e in ops) / 1e6)
+        assert {"attention", "mlp", "norm", "optimizer", "loss"} <= set(parts)
+        assert parts["attention"] + parts["mlp"] + parts["norm"] > parts["other"]

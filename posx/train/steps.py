@@ -42,7 +42,8 @@ def make_optimizer(model: GPT, cfg: DictConfig, device: torch.device) -> torch.o
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
     groups = [{"params": decay, "weight_decay": cfg.train.weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
-    extra = {"fused": True} if device.type == "cuda" else {}
+    # CUDA: one fused kernel; CPU: the foreach (multi-tensor) path, the for-loop's exact numbers in fewer ops
+    extra = {"fused": True} if device.type == "cuda" else {"foreach": True}
     return torch.optim.AdamW(groups, lr=cfg.train.lr, betas=(cfg.train.beta1, cfg.train.beta2), **extra)
 
 
