@@ -8,9 +8,15 @@ downloaded), then, each in a fresh process:
 2. ``posx data prepare`` with ``bpe`` (training included) and with that BPE's tokenizer.json
    as a user tokenizer (tokenizing only), on the small corpus and on the standard library;
 3. ``posx train`` for a few steps on the small and on the large byte store (already prepared):
-   peak RSS of the training process, which reads the store through memmap.
+   peak RSS of the training process, which reads the store through memmap;
+4. ``vs-hand`` (needs the ``bpe`` phase's stdlib tokenizer.json): in one process, in alternating
+   rounds, posx building a store of the standard library with that tokenizer.json against the
+   same work done by hand with Hugging Face ``tokenizers`` (read every file, ``encode_batch`` of
+   whole documents in batches of about 8 MB); the median per-round ratio hand / posx (above 1:
+   posx is faster) and each side's MB/s.
 
     python -m benchmarks.store_measure --work /tmp/posx-measure [--large-mb 1100]   # from the repository root
+    python -m benchmarks.store_measure --phases bpe,vs-hand --small-mb 1 --large-mb 1 --vocab 4096
 
 Peak RSS is the child's ``ru_maxrss`` (its own high-water mark, file-backed pages it touched
 included), read by a wrapper process per measurement, which also polls the child's
@@ -30,8 +36,11 @@ import time
 from pathlib import Path
 
 import numpy as np
+import torch
+from tokenizers import Tokenizer as HFTokenizer
 
-from benchmarks.harness import posx_command
+from benchmarks.harness import interleaved, posx_command, speedups
+from posx.data import sources, store
 
 TRAIN = ["train.steps=30", "train.eval_every=30", "train.eval_batches=2", "train.checkpoint_every=0", "device=cpu"]
 
@@ -108,13 +117,51 @@ def built_line(out: str) -> str:
     return found.group(0) if found else "(reused)"
 
 
+def by_hand(hf: HFTokenizer, root: Path, rels: list[str], batch_bytes: int = 8 << 20) -> int:
+    """Tokens of every file encoded whole, ``encode_batch`` over batches of about ``batch_bytes``."""
+    tokens, batch, size = 0, [], 0
+    for rel in rels:
+        batch.append((root / rel).read_bytes().decode("utf-8", errors="replace"))
+        size += len(batch[-1])
+        if size >= batch_bytes or rel == rels[-1]:
+            tokens += sum(len(e.ids) for e in hf.encode_batch(batch, add_special_tokens=False))
+            batch, size = [], 0
+    return tokens
+
+
+def versus_by_hand(work: Path, tokenizer: Path, rounds: int, path: Path | None) -> dict:
+    """posx's store of the standard library (or the text files under ``path``) with ``tokenizer``
+    against the same encoding by hand, alternating in one process; a fresh cache directory per
+    posx round (nothing reused)."""
+    kind = "stdlib" if path is None else "text"
+    root, rels = sources.select_files(kind, None if path is None else str(path))
+    total = sum((root / r).stat().st_size for r in rels)
+    hf = HFTokenizer.from_file(str(tokenizer))
+    dcfg = {"source": kind, "path": None if path is None else str(path), "tokenizer": str(tokenizer)}
+    cases = {
+        "posx": lambda r: store.load(dcfg, work / f"vs-hand-cache-{r}"),
+        "hand": lambda r: by_hand(hf, root, rels),
+    }
+    times = interleaved(cases, rounds, torch.device("cpu"), order="alternate")
+    return {
+        "step": f"{path or 'stdlib'} with {tokenizer}: posx store vs by hand (encode_batch of whole files)",
+        "megabytes": round(total / 1e6, 1),
+        **{f"{n}_mb_per_s": round(total / 1e6 / float(np.median(t)), 2) for n, t in times.items()},
+        "ratio_hand_over_posx": round(float(np.median(speedups(times, "posx", "hand"))), 3),
+        "rounds": rounds,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--work", type=Path, default=Path("/tmp/posx-measure"))
     parser.add_argument("--small-mb", type=float, default=10)
     parser.add_argument("--large-mb", type=float, default=1100)
     parser.add_argument("--vocab", type=int, default=8192)
-    parser.add_argument("--phases", default="prepare,bpe,train", help="comma-separated: prepare, bpe, train")
+    parser.add_argument("--phases", default="prepare,bpe,train", help="comma-separated: prepare, bpe, train, vs-hand")
+    parser.add_argument("--rounds", type=int, default=3, help="vs-hand: rounds of each side")
+    parser.add_argument("--vs-hand-tokenizer", type=Path, default=None, help="vs-hand: a tokenizer.json (else bpe's)")
+    parser.add_argument("--vs-hand-path", type=Path, default=None, help="vs-hand: text files instead of the stdlib")
     args = parser.parse_args()
     work = args.work.resolve()
     cache = f"data.cache_dir={work / 'cache'}"
@@ -129,6 +176,7 @@ def main() -> None:
 
     rows = []
     phases = args.phases.split(",")
+    stdlib_tokenizer = None  # the bpe phase's, trained on the standard library
     for name, root in (("small", small), ("large", large)) if "prepare" in phases else ():
         data = ["data=text", f"data.path={root}", cache]
         s, rss, out = measured(["data", "prepare", *data], work)
@@ -149,6 +197,8 @@ def main() -> None:
         )
         print(rows[-1], flush=True)
         store_dir = re.search(r"token store (\S+):", " ".join(out.split())).group(1)
+        if name == "stdlib":
+            stdlib_tokenizer = Path(store_dir) / "tokenizer.json"
         user = [*data, cache, f"data.tokenizer={Path(store_dir) / 'tokenizer.json'}"]
         s, rss, out = measured(["data", "prepare", *user], work)
         rows.append(
@@ -181,6 +231,10 @@ def main() -> None:
                 "built": built_line(out),
             }
         )
+        print(rows[-1], flush=True)
+    if "vs-hand" in phases:
+        tokenizer = args.vs_hand_tokenizer or stdlib_tokenizer
+        rows.append(versus_by_hand(work, tokenizer, args.rounds, args.vs_hand_path))
         print(rows[-1], flush=True)
     (work / f"measure-{'-'.join(phases)}.json").write_text(json.dumps(rows, indent=1) + "\n")
     print(json.dumps(rows, indent=1))
