@@ -113,6 +113,8 @@ class Encoder:
         self._report()
 
     def _report(self) -> None:
-        mb = sum(f.text_bytes for f in self.files) / 1e6
-        rate = mb / max(time.perf_counter() - self.start, 1e-9)
-        self.progress.update(sum(len(f.starts) for f in self.files), f"{mb:.1f} MB  {rate:.2f} MB/s")
+        """Documents done, megabytes, MB/s, and the time left at this rate of documents."""
+        seconds = max(time.perf_counter() - self.start, 1e-9)
+        mb, done = sum(f.text_bytes for f in self.files) / 1e6, sum(len(f.starts) for f in self.files)
+        left = seconds * max(self.progress.total - done, 0) / max(done, 1)
+        self.progress.update(done, f"{mb:.1f} MB  {mb / seconds:.2f} MB/s  about {left:.0f} s left")
