@@ -19,7 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 from posx.config.schema import Config, ExtendRootConfig
 from posx.core.device import COMPILE, check_device
 from posx.core.errors import PosxError
-from posx.core.trackers import check_logger
+from posx.core.trackers import check_tracker
 from posx.data.corpus import VOCAB_SIZE
 from posx.model.config import GPTConfig
 from posx.model.rescale import check_methods, check_params
@@ -60,7 +60,7 @@ def check_config(cfg: DictConfig | Config) -> None:
     container.pop("hydra", None)
     _finite(container)
     check_device(cfg.device)
-    check_logger(cfg.logger.name)
+    check_tracker(cfg.logger)
     if not 0 <= cfg.seed < 2**63:  # torch.manual_seed takes 64 bits; posx adds small offsets to it
         raise PosxError(f"seed={cfg.seed} is out of range; use a seed from 0 to {2**63 - 1}")
     if cfg.threads is not None and cfg.threads < 1:
