@@ -18,7 +18,7 @@ from rich.table import Table
 from posx.core import lock
 from posx.core.errors import PosxError
 from posx.eval.tables import read_table
-from posx.runs.rundir import CONFIG, META, is_run_dir, lineage_of, read_meta
+from posx.runs.rundir import CONFIG, META, display_name, is_run_dir, lineage_of, read_meta
 
 RUN_COLUMNS = ["name", "encoding", "T", "steps", "val_ppl", "evaluated_lengths", "parent", "status", "path"]
 SKIP = {"eval", "checkpoint", "cache", "reports"}  # folders that never hold runs
@@ -72,7 +72,7 @@ def describe(run_dir: Path) -> dict:
         lengths = ",".join(str(int(v)) for v in sorted(set(table.loc[table["status"] == "ok", "eval_context"])))
     train = config.get("train") or {}
     return {
-        "name": run_dir.name,
+        "name": display_name(run_dir),
         "encoding": meta.model.pos if meta else (config.get("pos") or {}).get("name", ""),
         "T": meta.train_context if meta else train.get("context_length", ""),
         "steps": meta.step if meta else train.get("steps", ""),
