@@ -101,3 +101,11 @@ def test_runs_and_compare_through_the_cli(tmp_path, monkeypatch):
     one = runner.invoke(app, ["compare", "a"])
     assert one.exit_code == 2 and "at least two" in one.output
     assert runner.invoke(app, ["--version"]).output.strip() == f"posx {__version__}"
+
+
+@pytest.mark.parametrize("config", [b"\xc5\xff not utf-8", b"- a list\n", b"train: 5\npos: [x]\n"])
+def test_a_damaged_config_is_listed_without_its_settings(tmp_path, config):
+    run = _run(tmp_path / "runs", "damaged", 10.0, finished=False)
+    (run / "config.yaml").write_bytes(config)
+    row = collection.list_runs(tmp_path).iloc[0]
+    assert (row["status"], row["encoding"], row["T"]) == ("stopped", "", "")

@@ -56,13 +56,18 @@ def _val_ppl(run_dir: Path) -> float:
     return math.exp(float(losses.iloc[-1])) if len(losses) else math.nan
 
 
+def mapping(node) -> dict:
+    """A config node read from a file that may be damaged: itself when a mapping, else empty."""
+    return node if isinstance(node, dict) else {}
+
+
 def describe(run_dir: Path) -> dict:
     """One row of ``posx runs``."""
     config = {}
     if (run_dir / CONFIG).is_file():
         try:
-            config = yaml.safe_load((run_dir / CONFIG).read_text()) or {}
-        except yaml.YAMLError:
+            config = mapping(yaml.safe_load((run_dir / CONFIG).read_text(encoding="utf-8")))
+        except (yaml.YAMLError, UnicodeDecodeError):
             config = {}
     meta = read_meta(run_dir) if (run_dir / META).is_file() else None
     lineage = lineage_of(run_dir)
@@ -70,10 +75,10 @@ def describe(run_dir: Path) -> dict:
     if (run_dir / "extrapolation.csv").is_file():
         table = read_table(run_dir / "extrapolation.csv")
         lengths = ",".join(str(int(v)) for v in sorted(set(table.loc[table["status"] == "ok", "eval_context"])))
-    train = config.get("train") or {}
+    train = mapping(config.get("train"))
     return {
         "name": display_name(run_dir),
-        "encoding": meta.model.pos if meta else (config.get("pos") or {}).get("name", ""),
+        "encoding": meta.model.pos if meta else mapping(config.get("pos")).get("name", ""),
         "T": meta.train_context if meta else train.get("context_length", ""),
         "steps": meta.step if meta else train.get("steps", ""),
         "val_ppl": _val_ppl(run_dir),
