@@ -30,6 +30,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 from omegaconf.errors import OmegaConfBaseException
 from rich.console import Console
+from rich.text import Text
 
 from posx.config import command_line
 from posx.config.checks import check_train_config
@@ -222,7 +223,7 @@ def _after_train(run_dir: Path, cfg: DictConfig, console: Console) -> None:
         return
     evaluate_run(run_dir, cfg, console)
     if HydraConfig.get().mode == RunMode.MULTIRUN:
-        console.print(f"sweep table: {update_sweep_table(run_dir.parent)}")
+        console.print(f"sweep table: {update_sweep_table(run_dir.parent)}", markup=False, highlight=False)
 
 
 def _console() -> Console:
@@ -251,10 +252,10 @@ def extend_job(cfg: DictConfig) -> None:
         job = distributed.on_main(lambda: job_run_dir(ext.config, ext.name), share=True)
         T0, T1 = ext.parent.train_context, ext.config.train.context_length
         console.print(
-            f"[bold]posx extend[/] {ext.parent_dir} -> {job.path}: {cfg.method} x{cfg.factor:g}, "
-            f"T {T0} -> {T1}, {cfg.extend.steps} steps",
+            Text.assemble(("posx extend", "bold"), f" {ext.parent_dir} -> {job.path}: {cfg.method} x{cfg.factor:g}, "
+                          f"T {T0} -> {T1}, {cfg.extend.steps} steps"),  # paths print as written
             highlight=False,
-        )
+        )  # fmt: skip
         start = job.start if isinstance(job.start, Resume) else ext.start
         if not job.finished:
             with cleanup_on_failure(job):
@@ -272,11 +273,12 @@ def resume(run: str, overrides: list[str]) -> None:
         if is_run(run_dir) and read_meta(run_dir).step >= cfg.train.steps:
             console.print(
                 f"{run_dir} already finished ({cfg.train.steps} steps); nothing to resume "
-                "(evaluate it with `posx eval-extrapolate`)"
+                "(evaluate it with `posx eval-extrapolate`)",
+                markup=False,
             )
             return
         if not checkpoint.exists(run_dir):
-            console.print(f"[yellow]{run_dir} has no checkpoint yet; training it from step 0[/]")
+            console.print(Text(f"{run_dir} has no checkpoint yet; training it from step 0", style="yellow"))
         train(cfg, run_dir, Resume(), console)
         if cfg.eval.after_train:
             distributed.on_main(lambda: evaluate_run(run_dir, cfg, console))
