@@ -100,29 +100,24 @@ def _walk(root: Path, keep_dir, keep_file) -> list[str]:
 RESULTS_PARTS = ("runs", "sweeps", "reports", "cache")  # what posx writes under a results directory
 REPORT_MARKERS = ("summary.csv", "missing.csv", "groups.csv")  # every report directory holds all three
 SWEEP_MARKERS = ("multirun.yaml", "sweep.csv")  # Hydra's record of a sweep, posx's sweep table
+RUN_MARKERS = ("model.json", "metrics.csv", "checkpoint")  # any of them beside a config.yaml
 
 
 def _posx_output(path: Path) -> bool:
     """A directory posx wrote, by its marker files: a token store, a run, a report, a sweep, or a
     results directory (one whose runs/, sweeps/, reports/ or cache/ holds any of those)."""
-    if _posx_leaf(path):
-        return True
-    return any(
+    return _posx_leaf(path) or any(
         (path / part).is_dir() and any(_posx_leaf(child) for child in (path / part).iterdir() if child.is_dir())
         for part in RESULTS_PARTS
     )
 
 
 def _posx_leaf(path: Path) -> bool:
-    """A token store, a run directory (its config.yaml beside its model.json, metrics.csv or
-    checkpoint), a report directory or a sweep directory."""
-    if (path / "store.json").is_file() or all((path / name).is_file() for name in REPORT_MARKERS):
-        return True
-    if any((path / name).is_file() for name in SWEEP_MARKERS):
-        return True
-    return (path / "config.yaml").is_file() and any(
-        (path / name).exists() for name in ("model.json", "metrics.csv", "checkpoint")
-    )
+    def has(names: tuple[str, ...]) -> list[bool]:
+        return [(path / name).exists() for name in names]
+
+    run = (path / "config.yaml").is_file() and any(has(RUN_MARKERS))
+    return (path / "store.json").is_file() or all(has(REPORT_MARKERS)) or any(has(SWEEP_MARKERS)) or run
 
 
 def looks_binary(path: Path) -> bool:
