@@ -107,3 +107,14 @@ def test_an_error_outside_the_job_in_a_sweep_is_one_line_too(tmp_path):
     proc = run_posx("train", "-m", "seed=0,1", "results_dir=afile", cwd=tmp_path, check=False)
     assert proc.returncode == 2 and proc.stderr.startswith("error: cannot use afile/sweeps/")
     assert proc.stderr.count("\n") == 1 and "HYDRA_FULL_ERROR" not in proc.stderr
+
+
+def test_a_failed_submitit_job_is_its_own_line_and_where_its_logs_are():
+    utils = pytest.importorskip("submitit.core.utils")
+    exc = utils.UncompletedJobError(
+        "Job 7 (task: 0) with path sweep/.submitit/7/7_0_result.pkl\nhas not produced any output (state: FINISHED)\n"
+        "Error stream produced:\n----\nerror: data file 'a.txt' is not UTF-8; convert it to UTF-8\n"
+    )
+    assert advice(exc) == (
+        "a sweep job failed (its logs: sweep/.submitit/7): data file 'a.txt' is not UTF-8; convert it to UTF-8"
+    )

@@ -11,7 +11,8 @@ message, where a library raises a builtin type (the CPU allocator's ``RuntimeErr
 What is translated (docs/reliability.md lists the same): running out of memory (torch, CUDA and
 CPU), damaged weights files (safetensors, torch.load), data the tokenizers or datasets/pyarrow
 libraries cannot read, wandb failing to start or log in, TensorBoard's protobuf clash,
-distributed start-up (NCCL, gloo, torchrun's rendezvous), a missing package, and the operating
+distributed start-up (NCCL, gloo, torchrun's rendezvous), a submitit sweep job that failed (its
+own line, from its error stream), a missing package, and the operating
 system's full disk, refused permission and paths that are not what they should be. Anything
 else stays an internal error (exit 3).
 """
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
@@ -31,6 +33,7 @@ TORCHRUN = (
     "check torchrun's environment (MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE, LOCAL_RANK), that every "
     "rank reaches MASTER_ADDR:MASTER_PORT, and device= (NCCL needs one GPU per rank; on CPUs gloo is used)"
 )
+JOB_LINES = ("error:", "internal error:", "stopped:")  # how a job's own one line starts
 WEIGHTS = (".safetensors", ".bin", ".pt", ".pth", ".ckpt")
 OS_ERRORS = ("builtins.OSError",)
 
@@ -101,6 +104,18 @@ def _protobuf(exc: BaseException) -> str:
 
 def _distributed(exc: BaseException) -> str:
     return f"distributed start-up failed ({first_line(exc)}); {TORCHRUN}"
+
+
+def _sweep_job(exc: BaseException) -> str:
+    """A submitit job that failed: the job's own posx line (it printed one to its error stream)
+    and where its logs are."""
+    text = str(exc)
+    said = [line.strip() for line in text.splitlines() if line.strip().startswith(JOB_LINES)]
+    logs = re.search(r"with path (\S+)/[^/\s]+_result\.pkl", text)
+    where = f" (its logs: {logs.group(1)})" if logs else ""
+    if said:
+        return f"a sweep job failed{where}: {said[-1].removeprefix('error:').strip()}"
+    return f"a sweep job failed{where}: {first_line(exc)}; its log says why"
 
 
 def _missing(exc: BaseException) -> str:
@@ -174,6 +189,7 @@ KNOWN = (
     Known("torch.distributed", ("torch.distributed.DistError",), _distributed),
     Known("torch.distributed", ("builtins.RuntimeError",), _distributed, _says("NCCL", "ProcessGroup", "Gloo")),
     Known("torch.distributed", ("builtins.ValueError",), _distributed, _says("rendezvous", "MASTER_ADDR")),
+    Known("submitit", ("submitit.core.utils.UncompletedJobError",), _sweep_job),
     Known("python", ("builtins.ImportError",), _missing),
     Known("operating system", OS_ERRORS, _disk_full, _errno(errno.ENOSPC, errno.EDQUOT)),
     Known("operating system", OS_ERRORS, _permission, _errno(errno.EACCES, errno.EPERM, errno.EROFS)),
