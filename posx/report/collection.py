@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 from rich.table import Table
+from rich.text import Text
 
 from posx.core import lock
 from posx.core.errors import PosxError
@@ -103,15 +104,15 @@ def runs_table(df: pd.DataFrame, title: str) -> Table:
     colours = {"finished": "green", "stopped": "yellow", "running": "cyan"}
     for row in df.itertuples(index=False):
         ppl = "" if row.val_ppl != row.val_ppl else f"{row.val_ppl:.3f}"
-        table.add_row(
-            row.name,
-            row.encoding,
+        table.add_row(  # Text: a name or a parent with [brackets] prints as written
+            Text(row.name),
+            Text(str(row.encoding)),
             str(row.T),
             str(row.steps),
             ppl,
             row.evaluated_lengths,
-            row.parent,
-            f"[{colours[row.status]}]{row.status}[/]",
+            Text(str(row.parent)),
+            Text(row.status, style=colours[row.status]),
         )
     return table
 
