@@ -30,6 +30,7 @@ from posx.config.evalsettings import eval_config
 from posx.core import distributed, files
 from posx.core.console import new_console
 from posx.core.errors import PosxError
+from posx.core.usage import OneLineUsageErrors
 from posx.data import store
 from posx.eval.run import evaluate_run
 from posx.hf.checkpoint import evaluate_hf_dir
@@ -42,6 +43,7 @@ from posx.runs.rundir import read_meta, resolve_run
 from posx.train.extend import prepare as prepare_extension
 
 app = typer.Typer(
+    cls=OneLineUsageErrors,
     name="posx",
     help="Train small GPTs with different positional encodings and measure how they hold up "
     "past the length they trained at.",
@@ -326,6 +328,7 @@ def root(
 
 
 data_app = typer.Typer(
+    cls=OneLineUsageErrors,
     name="data",
     help="Token stores: prepare a corpus once, train and evaluate from it.",
     no_args_is_help=True,

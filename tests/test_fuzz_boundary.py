@@ -127,14 +127,12 @@ def changed_files(before: dict[Path, str], after: dict[Path, str], evaluated: se
 
 
 def outcome(proc) -> str:
-    """The case's class: exit0, exit2, exit3, usage (Click's own usage error), or what went wrong."""
+    """The case's class: exit0, exit2, exit3, or what went wrong."""
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     if "Traceback" in proc.stdout + proc.stderr:
         return "traceback"
     if proc.returncode == 0:
         return "exit0"
-    if proc.returncode == 2 and lines and lines[0].startswith(("Usage:", "╭─ Error")):  # Click's, Typer-drawn
-        return "usage"
     if proc.returncode in (2, 3) and len(lines) == 1 and lines[0].startswith(("error: ", "internal error: ")):
         return f"exit{proc.returncode}"
     return f"bad output (exit {proc.returncode})"
@@ -155,7 +153,7 @@ def run_cases(chunk: int, bases: dict[str, Path], tmp: Path, corpus: Path) -> Co
         kind = outcome(proc)
         tally[kind] += 1
         changed = changed_files(before, snapshot(work), evaluated)
-        if kind not in ("exit0", "exit2", "usage") or changed:
+        if kind not in ("exit0", "exit2") or changed:
             failures.append(f"{args}: {kind}, changed {changed}\n{proc.stderr[-2000:]}")
         shutil.rmtree(work)
     assert snapshot(corpus) == corpus_before
