@@ -114,7 +114,9 @@ def export(
     """Write a run as a transformers LlamaForCausalLM directory (config.json, safetensors, tokenizer)."""
     with user_errors():
         written = export_run(resolve_run(run, results_dir), out)
-        new_console().print(f"wrote {written} (load it with transformers.AutoModelForCausalLM.from_pretrained)")
+        new_console().print(
+            f"wrote {written} (load it with transformers.AutoModelForCausalLM.from_pretrained)", markup=False
+        )
 
 
 def _cfg_job(overrides: list[str]) -> bool:
@@ -232,7 +234,7 @@ def frequencies(
         if out is None:
             out = next(p for p in files.numbered(Path(cfg.results_dir), "frequencies", ".png") if not p.exists())
         freqplot.plot(df, context, target, title, out)
-        console.print(f"wrote {out}")
+        console.print(f"wrote {out}", markup=False)
 
 
 @app.command("report", epilog=REPORT_EPILOG)
@@ -274,7 +276,7 @@ def _write_csv(df, csv: str, console: Console) -> None:
     if path.exists():
         raise PosxError(f"{path} already exists; choose another --csv (nothing is overwritten)")
     files.write_text(path, df.to_csv(index=False))
-    console.print(f"wrote {path}", highlight=False)
+    console.print(f"wrote {path}", markup=False, highlight=False)
 
 
 @app.command("runs", epilog=RUNS_EPILOG)
