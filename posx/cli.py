@@ -30,6 +30,7 @@ from posx.config.evalsettings import eval_config
 from posx.core import distributed, files
 from posx.core.console import new_console
 from posx.core.errors import PosxError
+from posx.core.usage import OneLineUsageErrors
 from posx.data import store
 from posx.eval.run import evaluate_run
 from posx.hf.checkpoint import evaluate_hf_dir
@@ -42,6 +43,7 @@ from posx.runs.rundir import read_meta, resolve_run
 from posx.train.extend import prepare as prepare_extension
 
 app = typer.Typer(
+    cls=OneLineUsageErrors,
     name="posx",
     help="Train small GPTs with different positional encodings and measure how they hold up "
     "past the length they trained at.",
@@ -112,7 +114,9 @@ def export(
     """Write a run as a transformers LlamaForCausalLM directory (config.json, safetensors, tokenizer)."""
     with user_errors():
         written = export_run(resolve_run(run, results_dir), out)
-        new_console().print(f"wrote {written} (load it with transformers.AutoModelForCausalLM.from_pretrained)")
+        new_console().print(
+            f"wrote {written} (load it with transformers.AutoModelForCausalLM.from_pretrained)", markup=False
+        )
 
 
 def _cfg_job(overrides: list[str]) -> bool:
@@ -230,7 +234,7 @@ def frequencies(
         if out is None:
             out = next(p for p in files.numbered(Path(cfg.results_dir), "frequencies", ".png") if not p.exists())
         freqplot.plot(df, context, target, title, out)
-        console.print(f"wrote {out}")
+        console.print(f"wrote {out}", markup=False)
 
 
 @app.command("report", epilog=REPORT_EPILOG)
@@ -272,7 +276,7 @@ def _write_csv(df, csv: str, console: Console) -> None:
     if path.exists():
         raise PosxError(f"{path} already exists; choose another --csv (nothing is overwritten)")
     files.write_text(path, df.to_csv(index=False))
-    console.print(f"wrote {path}", highlight=False)
+    console.print(f"wrote {path}", markup=False, highlight=False)
 
 
 @app.command("runs", epilog=RUNS_EPILOG)
@@ -326,6 +330,7 @@ def root(
 
 
 data_app = typer.Typer(
+    cls=OneLineUsageErrors,
     name="data",
     help="Token stores: prepare a corpus once, train and evaluate from it.",
     no_args_is_help=True,

@@ -30,12 +30,13 @@ from hydra.types import RunMode
 from omegaconf import DictConfig
 from omegaconf.errors import OmegaConfBaseException
 from rich.console import Console
+from rich.text import Text
 
 from posx.config import command_line
 from posx.config.checks import check_train_config
 from posx.config.compose import compose, config_dir, refuse_additions, register_configs
 from posx.config.resume import differences, resume_config, saved_config
-from posx.core import distributed, files
+from posx.core import distributed, files, library_errors
 from posx.core.console import new_console, say
 from posx.core.errors import PosxError, Preempted
 from posx.core.lock import LOCK_NAME, Busy
@@ -52,9 +53,10 @@ err = new_console(stderr=True)
 
 @contextlib.contextmanager
 def user_errors() -> Iterator[None]:
-    """PosxError, Hydra/OmegaConf config errors and operating-system errors -> one line on
-    stderr, exit 2; ``Preempted`` -> exit 75; Ctrl-C -> exit 130; any other exception -> one
-    ``internal error`` line naming a file that holds its traceback, exit 3."""
+    """PosxError and Hydra/OmegaConf config errors -> one line on stderr, exit 2; a known
+    library or operating-system failure (``posx.core.library_errors``) -> its advice line, exit 2;
+    ``Preempted`` -> exit 75; Ctrl-C -> exit 130; any other exception -> one ``internal error``
+    line naming a file that holds its traceback, exit 3."""
     try:
         yield
     except Preempted as exc:
@@ -63,30 +65,36 @@ def user_errors() -> Iterator[None]:
     except (PosxError, HydraException, OmegaConfBaseException) as exc:
         say(err, "error", "bold red", str(exc))
         raise SystemExit(2) from None
-    except FileExistsError as exc:  # mkdir(exist_ok=True) met a file
-        say(err, "error", "bold red", f"{exc.filename} exists and is not a directory; move it or choose another path")
-        raise SystemExit(2) from None
-    except OSError as exc:  # the operating system said no: a path, a permission, a full disk
-        where = f" {exc.filename}" if exc.filename else ""
-        say(err, "error", "bold red",
-            f"cannot use{where}: {exc.strerror or exc}; check the path, its permissions and free space")  # fmt: skip
-        raise SystemExit(2) from None
     except KeyboardInterrupt:
         say(err, "interrupted", "yellow", "")
         raise SystemExit(130) from None
-    except Exception as exc:  # a bug, in posx or below it: one line, the traceback kept in a file
-        if os.environ.get("POSX_DEBUG") == "1":
+    except Exception as exc:  # a library's failure, or a bug in posx or below it
+        fail(exc)
+    except BaseException as exc:  # a Rust library's panic is a BaseException; SystemExit goes on
+        if library_errors.advice(exc) is None:
             raise
-        say(err, "internal error", "bold red", f"{type(exc).__name__}: {exc} (traceback in {keep_traceback()}; "
-            "POSX_DEBUG=1 prints it instead)")  # fmt: skip
-        raise SystemExit(3) from None
+        fail(exc)
 
 
-def keep_traceback() -> str:
-    """Write the exception being handled to a new file in the temporary directory; its path."""
+def fail(exc: BaseException) -> None:
+    """Exit 2 with the advice for a known library failure, else exit 3 with one ``internal
+    error`` line naming a file that holds the traceback (POSX_DEBUG=1 lets it through)."""
+    advice = library_errors.advice(exc)
+    if advice is not None:
+        say(err, "error", "bold red", advice)
+        raise SystemExit(2) from None
+    if os.environ.get("POSX_DEBUG") == "1":
+        raise exc
+    say(err, "internal error", "bold red", f"{type(exc).__name__}: {exc} (traceback in {keep_traceback(exc)}; "
+        "POSX_DEBUG=1 prints it instead)")  # fmt: skip
+    raise SystemExit(3) from None
+
+
+def keep_traceback(exc: BaseException) -> str:
+    """Write the exception's traceback to a new file in the temporary directory; its path."""
     fd, path = tempfile.mkstemp(prefix="posx-traceback-", suffix=".txt")
     with os.fdopen(fd, "w", encoding="utf-8") as out:
-        out.write(traceback.format_exc())
+        out.write("".join(traceback.format_exception(exc)))
     return path
 
 
@@ -128,8 +136,24 @@ def run_hydra(task: Callable[[DictConfig], None], config_name: str, args: list[s
         for overrides in command_line.probes(parsed.overrides):
             compose(overrides, config_name)
     main = hydra.main(version_base="1.3", config_path=str(config_dir()), config_name=config_name)(task)
-    with command_line.argv(args):
+    with user_errors(), command_line.argv(args), hydra_raises():
         main()
+
+
+@contextlib.contextmanager
+def hydra_raises() -> Iterator[None]:
+    """Inside, Hydra lets an exception from outside the job (a launcher's, a sweep directory it
+    cannot make) go on to ``user_errors`` instead of printing its own multi-line report: the
+    documented ``HYDRA_FULL_ERROR=1``, set for the call and put back after it."""
+    saved = os.environ.get("HYDRA_FULL_ERROR")
+    os.environ["HYDRA_FULL_ERROR"] = "1"
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("HYDRA_FULL_ERROR", None)
+        else:
+            os.environ["HYDRA_FULL_ERROR"] = saved
 
 
 @dataclass
@@ -199,7 +223,7 @@ def _after_train(run_dir: Path, cfg: DictConfig, console: Console) -> None:
         return
     evaluate_run(run_dir, cfg, console)
     if HydraConfig.get().mode == RunMode.MULTIRUN:
-        console.print(f"sweep table: {update_sweep_table(run_dir.parent)}")
+        console.print(f"sweep table: {update_sweep_table(run_dir.parent)}", markup=False, highlight=False)
 
 
 def _console() -> Console:
@@ -228,10 +252,10 @@ def extend_job(cfg: DictConfig) -> None:
         job = distributed.on_main(lambda: job_run_dir(ext.config, ext.name), share=True)
         T0, T1 = ext.parent.train_context, ext.config.train.context_length
         console.print(
-            f"[bold]posx extend[/] {ext.parent_dir} -> {job.path}: {cfg.method} x{cfg.factor:g}, "
-            f"T {T0} -> {T1}, {cfg.extend.steps} steps",
+            Text.assemble(("posx extend", "bold"), f" {ext.parent_dir} -> {job.path}: {cfg.method} x{cfg.factor:g}, "
+                          f"T {T0} -> {T1}, {cfg.extend.steps} steps"),  # paths print as written
             highlight=False,
-        )
+        )  # fmt: skip
         start = job.start if isinstance(job.start, Resume) else ext.start
         if not job.finished:
             with cleanup_on_failure(job):
@@ -249,11 +273,12 @@ def resume(run: str, overrides: list[str]) -> None:
         if is_run(run_dir) and read_meta(run_dir).step >= cfg.train.steps:
             console.print(
                 f"{run_dir} already finished ({cfg.train.steps} steps); nothing to resume "
-                "(evaluate it with `posx eval-extrapolate`)"
+                "(evaluate it with `posx eval-extrapolate`)",
+                markup=False,
             )
             return
         if not checkpoint.exists(run_dir):
-            console.print(f"[yellow]{run_dir} has no checkpoint yet; training it from step 0[/]")
+            console.print(Text(f"{run_dir} has no checkpoint yet; training it from step 0", style="yellow"))
         train(cfg, run_dir, Resume(), console)
         if cfg.eval.after_train:
             distributed.on_main(lambda: evaluate_run(run_dir, cfg, console))

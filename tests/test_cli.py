@@ -241,3 +241,19 @@ def test_bad_input_is_one_clear_line_and_a_nonzero_exit(tmp_path, request, case)
     after = _files(tmp_path)
     changed = [f for f in after if before.get(f) != after[f] and not f.startswith("results/cache")]
     assert not changed and set(before) <= set(after), changed
+
+
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (["compare"], "Missing argument 'RUN RUN...'. (`posx compare --help` lists what it takes)"),
+        (["bogus"], "No such command 'bogus'."),
+        (["runs", "--nope"], "No such option: --nope"),
+        (["frequencies", "--head-dim", "x"], "Invalid value for '--head-dim'"),
+        (["data", "bogus"], "No such command 'bogus'."),
+    ],
+)
+def test_a_command_line_the_parser_cannot_read_is_one_line(tmp_path, args, says):
+    proc = run_posx(*args, cwd=tmp_path, check=False)
+    assert proc.returncode == 2 and proc.stderr.startswith("error: ") and says in proc.stderr
+    assert proc.stderr.count("\n") == 1 and "Usage:" not in proc.stderr

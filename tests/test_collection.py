@@ -61,7 +61,8 @@ def _run(root: Path, name: str, ppl: float, finished: bool = True, parent: str |
     return run
 
 
-def test_runs_lists_status_val_ppl_lengths_and_parent(tmp_path):
+def test_runs_lists_status_val_ppl_lengths_and_parent(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # names are short under ./results, the results directory commands look in
     results = tmp_path / "results"
     _run(results / "runs", "done", 10.0)
     _run(results / "runs", "halted", 12.0, finished=False)
@@ -74,7 +75,7 @@ def test_runs_lists_status_val_ppl_lengths_and_parent(tmp_path):
     assert df.loc["live", "status"] == "running"
     assert df.loc["done", "val_ppl"] == pytest.approx(10.0)
     assert df.loc["done", "evaluated_lengths"] == "32,64" and df.loc["halted", "evaluated_lengths"] == ""
-    assert df.loc["0_rope_s0", "parent"] == "done"
+    assert df.loc["sweeps/s1/0_rope_s0", "parent"] == "done"
     assert not (results / "runs" / "done" / LOCK_NAME).exists()  # looking creates no lock file
 
 
@@ -100,3 +101,11 @@ def test_runs_and_compare_through_the_cli(tmp_path, monkeypatch):
     one = runner.invoke(app, ["compare", "a"])
     assert one.exit_code == 2 and "at least two" in one.output
     assert runner.invoke(app, ["--version"]).output.strip() == f"posx {__version__}"
+
+
+@pytest.mark.parametrize("config", [b"\xc5\xff not utf-8", b"- a list\n", b"train: 5\npos: [x]\n"])
+def test_a_damaged_config_is_listed_without_its_settings(tmp_path, config):
+    run = _run(tmp_path / "runs", "damaged", 10.0, finished=False)
+    (run / "config.yaml").write_bytes(config)
+    row = collection.list_runs(tmp_path).iloc[0]
+    assert (row["status"], row["encoding"], row["T"]) == ("stopped", "", "")

@@ -35,3 +35,16 @@ def test_a_composition_error_is_one_line_that_keeps_its_reason(override, says):
     with pytest.raises(PosxError, match=says) as info:
         compose([override])
     assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "override, says",
+    [
+        ("eval=-1", "a config group (model, pos, data, train, eval, logger, experiment) takes the name"),
+        ("eval.longrope='${oc.env:HOME}'", "eval.longrope='"),  # an interpolation in place of a group
+    ],
+)
+def test_a_group_given_one_value_is_one_line(override, says):
+    with pytest.raises(PosxError, match=None) as info:
+        compose([override])
+    assert says in str(info.value) and "\n" not in str(info.value)

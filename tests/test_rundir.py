@@ -3,13 +3,16 @@ and the run lookup: a run that is not found names `posx runs` and the closest na
 
 from __future__ import annotations
 
+import csv
+import io
 import re
+import shutil
 from pathlib import Path
 
 import pytest
 
 from posx.core.errors import PosxError
-from posx.runs.rundir import new_named_run_dir, new_run_dir, resolve_run, run_names
+from posx.runs.rundir import display_name, new_named_run_dir, new_run_dir, resolve_run, run_names
 
 from conftest import run_posx
 
@@ -75,3 +78,38 @@ def test_every_suggested_name_resolves(tmp_path):
     assert names == ["alibi-s0", "rope-s0", "rope-s1", "sweeps/sw1/0_rope_s0"]
     for name in names:
         assert resolve_run(name, results).is_dir()
+
+
+def test_sweep_jobs_of_the_same_name_get_names_that_tell_them_apart(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    results = _results(tmp_path)
+    (results / "sweeps" / "sw2" / "0_rope_s0").mkdir(parents=True)
+    (results / "sweeps" / "sw2" / "0_rope_s0" / "config.yaml").write_text("seed: 0\n", encoding="utf-8")
+    (results / "sweeps" / "sw2" / "1_rope_s1").mkdir()
+    (results / "sweeps" / "sw2" / "1_rope_s1" / "model.json").write_text("{}", encoding="utf-8")
+    names = run_names("results")
+    assert len(set(names)) == len(names) and "sweeps/sw2/0_rope_s0" in names
+    for name in names:
+        assert display_name(resolve_run(name, "results")) == name
+    with pytest.raises(PosxError) as info:
+        resolve_run("0_rope_s0", "results")
+    assert str(info.value) == (
+        "run '0_rope_s0' is a job of 2 sweeps; name one of them: sweeps/sw1/0_rope_s0, sweeps/sw2/0_rope_s0"
+    )
+    assert resolve_run("1_rope_s1", "results") == Path("results/sweeps/sw2/1_rope_s1")  # one sweep has it
+    assert display_name(tmp_path / "elsewhere" / "run") == str(tmp_path / "elsewhere" / "run")
+
+
+@pytest.mark.slow
+def test_every_name_posx_runs_prints_is_taken_by_eval_and_compare(trained_runs, tmp_path):
+    """Two sweeps with the same job names: `posx runs` prints names that evaluate and compare."""
+    results = tmp_path / "results"
+    for where in ("runs/rope", "sweeps/a/0_rope_s0", "sweeps/b/0_rope_s0"):
+        shutil.copytree(trained_runs["rope"], results / where, ignore=shutil.ignore_patterns("checkpoint"))
+    listed = run_posx("runs", "--csv", "-", cwd=tmp_path).stdout
+    names = [row["name"] for row in csv.DictReader(io.StringIO(listed))]
+    assert sorted(names) == ["rope", "sweeps/a/0_rope_s0", "sweeps/b/0_rope_s0"]
+    for name in names:
+        run_posx("eval-extrapolate", name, "eval.factors=[1]", "eval.passkey.enabled=false", cwd=tmp_path)
+    compared = run_posx("compare", *names, "--csv", "-", cwd=tmp_path).stdout
+    assert len(list(csv.DictReader(io.StringIO(compared)))) > 0

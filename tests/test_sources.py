@@ -95,6 +95,28 @@ def test_posx_outputs_inside_the_data_path_are_not_read(tmp_path, monkeypatch):
     assert second.fingerprint["files"] == 5 and second.fingerprint["bytes"] == first.fingerprint["bytes"]
 
 
+def test_reports_sweeps_and_the_whole_results_directory_are_not_read(tmp_path, monkeypatch):
+    """data.path=. beside results/ with a report, a sweep and a stray text file of posx's (a
+    runs CSV): none of it is read; the same folders without their markers are read."""
+    root = tmp_path / "proj"
+    (root / "src").mkdir(parents=True)
+    (root / "src" / "a.py").write_text("x = 1\n" * 40, encoding="utf-8")
+    report = root / "results" / "reports" / "2026-01-01"
+    report.mkdir(parents=True)
+    for name in ("summary.csv", "missing.csv", "groups.csv", "summary.md"):
+        (report / name).write_text("a,b\n1,2\n", encoding="utf-8")
+    (root / "results" / "runs.csv").write_text("name\nr1\n", encoding="utf-8")
+    sweep = root / "elsewhere" / "sweep"
+    sweep.mkdir(parents=True)
+    (sweep / "multirun.yaml").write_text("hydra: {}\n", encoding="utf-8")
+    (sweep / "sweep.md").write_text("| a |\n", encoding="utf-8")
+    (root / "notes" / "reports" / "draft").mkdir(parents=True)
+    (root / "notes" / "reports" / "draft" / "summary.csv").write_text("mine\n", encoding="utf-8")
+    monkeypatch.chdir(root)
+    _, rels = sources.select_files("text", ".", (tmp_path / "cache").resolve())
+    assert rels == ["notes/reports/draft/summary.csv", "src/a.py"]
+
+
 @pytest.mark.parametrize(
     "rows, match",
     [

@@ -109,3 +109,19 @@ def test_train_and_evaluate_log_to_tensorboard(tmp_path, tiny_args):
     assert [s for s, _ in scalars["train/loss"]] == list(range(1, 7))
     assert [s for s, _ in scalars["val/loss"]] == [3, 6]
     assert [s for s, _ in scalars["eval/none/ppl"]] == [32, 64, 128, 256]
+
+
+@pytest.mark.slow
+def test_wandb_online_without_a_key_fails_before_any_model_is_built(tmp_path, tiny_args, monkeypatch):
+    """No network is touched: the key is looked for (WANDB_API_KEY, the netrc) before wandb starts."""
+    pytest.importorskip("wandb")
+    monkeypatch.delenv("WANDB_API_KEY", raising=False)
+    monkeypatch.setenv("NETRC", str(tmp_path / "no-netrc"))
+    for args in (["logger=wandb", "logger.mode=online"], ["-m", "seed=0,1", "logger=wandb", "logger.mode=online"]):
+        proc = run_posx("train", *args, *tiny_args, cwd=tmp_path, check=False)
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+        assert "logger.mode=offline" in proc.stderr and "logger=none" in proc.stderr
+    assert not (tmp_path / "results").exists()  # nothing built: no run, no token store
+    (tmp_path / "netrc").write_text("machine api.wandb.ai\n  login user\n  password 0123456789abcdef\n")
+    monkeypatch.setenv("NETRC", str(tmp_path / "netrc"))
+    compose(["logger=wandb", "logger.mode=online"])  # a key from `wandb login` is enough to start

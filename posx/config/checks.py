@@ -11,15 +11,17 @@ the tracker's package by ``posx.core.trackers``, RoPE method parameters by ``pos
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from posx.config.reference import keys
 from posx.config.schema import Config, ExtendRootConfig
 from posx.core.device import COMPILE, check_device
 from posx.core.errors import PosxError
-from posx.core.trackers import check_logger
+from posx.core.trackers import check_tracker
 from posx.data.corpus import VOCAB_SIZE
 from posx.model.config import GPTConfig
 from posx.model.rescale import check_methods, check_params
@@ -52,15 +54,27 @@ def _in_range(value, low, high, key: str, closed_high: bool = False) -> None:
         raise PosxError(f"{key}={value} must be in [{low}, {high}{bound}")
 
 
+def _groups_are_mappings(container: dict) -> None:
+    """Each group of settings (``eval.longrope``, ``train``, ...) is still a mapping: an
+    interpolation assigned to one (``eval.longrope='${oc.env:HOME}'``) resolves to a single value."""
+    for key, _, _, hint in keys(ExtendRootConfig):
+        node: Any = container
+        for part in key.split("."):
+            node = node.get(part, {}) if isinstance(node, dict) else {}
+        if dataclasses.is_dataclass(hint) and not isinstance(node, dict):
+            raise PosxError(f"{key}={node!r} must be a group of settings ({key}.<name>=<value>), not one value")
+
+
 def check_config(cfg: DictConfig | Config) -> None:
     """Reject well-typed but meaningless values, with a one-line message naming the key."""
     container = OmegaConf.to_container(
         OmegaConf.structured(cfg) if not isinstance(cfg, DictConfig) else cfg, resolve=True
     )
     container.pop("hydra", None)
+    _groups_are_mappings(container)
     _finite(container)
     check_device(cfg.device)
-    check_logger(cfg.logger.name)
+    check_tracker(cfg.logger)
     if not 0 <= cfg.seed < 2**63:  # torch.manual_seed takes 64 bits; posx adds small offsets to it
         raise PosxError(f"seed={cfg.seed} is out of range; use a seed from 0 to {2**63 - 1}")
     if cfg.threads is not None and cfg.threads < 1:

@@ -16,12 +16,21 @@ from collections.abc import Iterator
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
+from posx.core.errors import PosxError
+
 INFO = ("all", "config", "defaults", "defaults-tree", "plugins", "searchpath")
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """A malformed line is a ``PosxError`` (one line, exit 2), not argparse's usage text."""
+
+    def error(self, message: str):  # type: ignore[override]
+        raise PosxError(f"{message} (--help lists the flags and overrides)")
 
 
 def parser() -> argparse.ArgumentParser:
     """Hydra's application flags; ``--help`` and ``--version`` are left to Hydra."""
-    p = argparse.ArgumentParser(prog="posx", add_help=False, description="Hydra overrides and flags")
+    p = OneLineParser(prog="posx", add_help=False, description="Hydra overrides and flags")
     p.add_argument("overrides", nargs="*")
     for flags in (
         ("--help", "-h"),
@@ -47,7 +56,7 @@ def parser() -> argparse.ArgumentParser:
 
 
 def parse(args: list[str]) -> argparse.Namespace:
-    """The flags and overrides of ``args``; a malformed line exits 2 with argparse's usage line."""
+    """The flags and overrides of ``args``; a malformed line is one ``PosxError`` line."""
     return parser().parse_args(args)
 
 

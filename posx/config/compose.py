@@ -60,6 +60,7 @@ def refuse_additions(overrides: list[str]) -> None:
 
 
 SCHEMAS = {"config": Config, "extend": ExtendRootConfig}  # the root configs and their schemas
+GROUPS = ("model", "pos", "data", "train", "eval", "logger", "experiment")  # the config groups (configs/<group>/)
 
 
 def choices_of(schema: type, key: str) -> type[Enum] | None:
@@ -118,6 +119,11 @@ def compose(overrides: list[str], config_name: str = "config") -> DictConfig:
     except (ConfigCompositionException, MissingConfigException) as exc:
         schema = SCHEMAS.get(config_name, Config)
         raise (unknown_choice(exc, overrides, schema) or composition_error(exc, schema)) from None
+    except ValueError as exc:  # Hydra's own: a config group given a number, a mapping or null
+        raise PosxError(
+            f"{' '.join(str(exc).split())}; a config group ({', '.join(GROUPS)}) takes the name of one "
+            "of its files, e.g. pos=rope"
+        ) from None
     check_config(cfg)
     return cfg
 

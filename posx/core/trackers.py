@@ -4,20 +4,31 @@ Off by default (``logger=none``). ``logger=tensorboard`` writes event files unde
 ``<run>/logs/`` (or ``logger.dir``); ``logger=wandb`` logs a W&B run, offline by default
 (``logger.mode=offline``: files under ``<run>/wandb/``, no network; ``wandb sync`` uploads them
 later). Training logs its loss, learning rate and throughput by step, and its validation loss;
-an evaluation logs each method's perplexity (and 95% interval) by evaluation length. A tracker
-that is asked for but not installed is a one-line error before any work.
+an evaluation logs each method's perplexity (and 95% interval) by evaluation length.
+
+A tracker that cannot start is a one-line error when the config is checked, before any model is
+built (``check_tracker``): one whose package is not installed or does not import, and a wandb run
+in ``logger.mode=online`` without an API key (``WANDB_API_KEY``, or the netrc entry ``wandb login``
+writes). The key is looked for here, without any network: wandb itself would ask for one
+interactively or wait on the network.
 """
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import math
+import netrc
+import os
 from pathlib import Path
+from urllib.parse import urlparse
 
 from posx.core.errors import PosxError
 
 LOGGERS = ("none", "tensorboard", "wandb")
 PACKAGES = {"tensorboard": "tensorboard", "wandb": "wandb"}
+MODULES = {"tensorboard": "torch.utils.tensorboard", "wandb": "wandb"}  # what each tracker imports
+WANDB_HOST = "https://api.wandb.ai"  # wandb's server unless WANDB_BASE_URL names another
 
 
 def check_logger(name: str) -> None:
@@ -29,6 +40,43 @@ def check_logger(name: str) -> None:
         raise PosxError(
             f"logger={name} needs the {package} package: pip install 'posx[trackers]' (or pip install {package})"
         )
+
+
+def check_tracker(logger) -> None:
+    """The tracker ``logger`` (the config's ``logger`` node) asks for can start: its package is
+    installed and imports, and a wandb run online has an API key. Else one line naming the
+    setting to change."""
+    check_logger(logger.name)
+    module = MODULES.get(logger.name)
+    if module is None:
+        return
+    try:
+        importlib.import_module(module)
+    except Exception as exc:  # a broken install fails in many ways (ImportError, protobuf's TypeError)
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise PosxError(
+            f"logger={logger.name} cannot start: importing {module} failed ({first}); reinstall it "
+            f"(pip install -U {PACKAGES[logger.name]}) or use logger=none"
+        ) from None
+    if logger.name == "wandb" and logger.mode == "online" and not wandb_key_present():
+        raise PosxError(
+            "logger=wandb logger.mode=online needs a W&B API key and none is set (WANDB_API_KEY, or "
+            "`wandb login`); use logger.mode=offline (sync later with `wandb sync`), or logger=none"
+        )
+
+
+def wandb_key_present() -> bool:
+    """An API key for wandb's server: WANDB_API_KEY, or a netrc entry for its host (the file
+    ``wandb login`` writes: $NETRC, else ~/.netrc)."""
+    if os.environ.get("WANDB_API_KEY"):
+        return True
+    host = urlparse(os.environ.get("WANDB_BASE_URL") or WANDB_HOST).hostname or ""
+    path = Path(os.environ.get("NETRC") or Path.home() / ".netrc")
+    try:
+        entry = netrc.netrc(str(path)).authenticators(host) if path.is_file() else None
+    except (OSError, netrc.NetrcParseError):
+        return False
+    return bool(entry and entry[2])
 
 
 class Tracker:
@@ -107,7 +155,7 @@ class Wandb(Tracker):
 
 def open_tracker(logger, run_dir: Path, name: str, config: dict, config_text: str) -> Tracker:
     """The tracker ``logger`` (the config's ``logger`` node) asks for, writing beside ``run_dir``."""
-    check_logger(logger.name)
+    check_tracker(logger)
     log_dir = Path(logger.dir) if logger.dir else None
     if logger.name == "tensorboard":
         return TensorBoard(log_dir or Path(run_dir) / "logs", config_text)

@@ -7,8 +7,10 @@
   glob pattern; one document per file, as ``stdlib``. From a directory or a glob, what is not
   text is skipped and counted (``skipped`` in the store's record, shown when the store is
   built): files under ``__pycache__``, ``.pyc``/``.pyo`` files and files whose first bytes hold
-  a NUL. Left out without counting: hidden entries (``.git``) and posx's own outputs
-  (``data.cache_dir``, token stores, run directories) when they lie inside the path. A file
+  a NUL. Left out without counting: hidden entries (``.git``) and posx's own outputs when they
+  lie inside the path (``data.cache_dir``; token stores, runs, sweeps and reports, known by
+  their marker files; and a results directory holding any of them, so ``data.path=.`` never
+  reads ``results/``). A file
   that passes as text but is not UTF-8 stops the build, naming the file.
 * ``datasets``: a Hugging Face ``datasets`` dataset (``data.name``, ``data.config_name``,
   ``data.data_files``, ``data.split``, ``data.text_column``), one document per row. The
@@ -95,14 +97,27 @@ def _walk(root: Path, keep_dir, keep_file) -> list[str]:
     return sorted(rels)
 
 
+RESULTS_PARTS = ("runs", "sweeps", "reports", "cache")  # what posx writes under a results directory
+REPORT_MARKERS = ("summary.csv", "missing.csv", "groups.csv")  # every report directory holds all three
+SWEEP_MARKERS = ("multirun.yaml", "sweep.csv")  # Hydra's record of a sweep, posx's sweep table
+RUN_MARKERS = ("model.json", "metrics.csv", "checkpoint")  # any of them beside a config.yaml
+
+
 def _posx_output(path: Path) -> bool:
-    """A directory posx wrote: a token store or a run directory (its config.yaml beside its
-    model.json, metrics.csv or checkpoint)."""
-    if (path / "store.json").is_file():
-        return True
-    return (path / "config.yaml").is_file() and any(
-        (path / name).exists() for name in ("model.json", "metrics.csv", "checkpoint")
+    """A directory posx wrote, by its marker files: a token store, a run, a report, a sweep, or a
+    results directory (one whose runs/, sweeps/, reports/ or cache/ holds any of those)."""
+    return _posx_leaf(path) or any(
+        (path / part).is_dir() and any(_posx_leaf(child) for child in (path / part).iterdir() if child.is_dir())
+        for part in RESULTS_PARTS
     )
+
+
+def _posx_leaf(path: Path) -> bool:
+    def has(names: tuple[str, ...]) -> list[bool]:
+        return [(path / name).exists() for name in names]
+
+    run = (path / "config.yaml").is_file() and any(has(RUN_MARKERS))
+    return (path / "store.json").is_file() or all(has(REPORT_MARKERS)) or any(has(SWEEP_MARKERS)) or run
 
 
 def looks_binary(path: Path) -> bool:

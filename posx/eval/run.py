@@ -15,6 +15,7 @@ import torch
 import yaml
 from omegaconf import DictConfig
 from rich.console import Console
+from rich.text import Text
 
 from posx.core.console import new_console
 from posx.core.device import pick_device, set_threads
@@ -68,7 +69,8 @@ def evaluate_loaded(run: Loaded, cfg: DictConfig, console: Console) -> Evaluatio
     """A plain run: every method at every factor; an extended run: zero-shot and extended."""
     meta = run.meta
     beyond = f" absolute_beyond={cfg.eval.absolute_beyond}" if meta.model.pos == "absolute" else ""
-    console.print(f"[bold]posx eval-extrapolate[/] {run.run_dir}  pos={meta.model.pos} T={meta.train_context}{beyond}")
+    heading = f" {run.run_dir}  pos={meta.model.pos} T={meta.train_context}{beyond}"
+    console.print(Text.assemble(("posx eval-extrapolate", "bold"), heading))  # the path as written
     if meta.extended_from is not None:
         if cfg.eval.within_documents:
             console.print("[yellow]note:[/] eval.within_documents is not applied to an extended run")
@@ -120,7 +122,7 @@ def show(result: Evaluation, run_dir: Path, written: list[Path], console: Consol
             )
         else:
             console.print(passkey_table(pk, f"passkey accuracy, {run_dir.name}"))
-    console.print(f"{verb} " + ", ".join(str(p) for p in written))
+    console.print(f"{verb} " + ", ".join(str(p) for p in written), markup=False)
 
 
 def evaluate_run(run_dir: Path, cfg: DictConfig, console: Console | None = None, force: bool = False) -> Evaluation:

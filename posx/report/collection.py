@@ -14,11 +14,12 @@ from pathlib import Path
 import pandas as pd
 import yaml
 from rich.table import Table
+from rich.text import Text
 
 from posx.core import lock
 from posx.core.errors import PosxError
 from posx.eval.tables import read_table
-from posx.runs.rundir import CONFIG, META, is_run_dir, lineage_of, read_meta
+from posx.runs.rundir import CONFIG, META, display_name, is_run_dir, lineage_of, read_meta
 
 RUN_COLUMNS = ["name", "encoding", "T", "steps", "val_ppl", "evaluated_lengths", "parent", "status", "path"]
 SKIP = {"eval", "checkpoint", "cache", "reports"}  # folders that never hold runs
@@ -56,13 +57,18 @@ def _val_ppl(run_dir: Path) -> float:
     return math.exp(float(losses.iloc[-1])) if len(losses) else math.nan
 
 
+def mapping(node) -> dict:
+    """A config node read from a file that may be damaged: itself when a mapping, else empty."""
+    return node if isinstance(node, dict) else {}
+
+
 def describe(run_dir: Path) -> dict:
     """One row of ``posx runs``."""
     config = {}
     if (run_dir / CONFIG).is_file():
         try:
-            config = yaml.safe_load((run_dir / CONFIG).read_text()) or {}
-        except yaml.YAMLError:
+            config = mapping(yaml.safe_load((run_dir / CONFIG).read_text(encoding="utf-8")))
+        except (yaml.YAMLError, UnicodeDecodeError):
             config = {}
     meta = read_meta(run_dir) if (run_dir / META).is_file() else None
     lineage = lineage_of(run_dir)
@@ -70,10 +76,10 @@ def describe(run_dir: Path) -> dict:
     if (run_dir / "extrapolation.csv").is_file():
         table = read_table(run_dir / "extrapolation.csv")
         lengths = ",".join(str(int(v)) for v in sorted(set(table.loc[table["status"] == "ok", "eval_context"])))
-    train = config.get("train") or {}
+    train = mapping(config.get("train"))
     return {
-        "name": run_dir.name,
-        "encoding": meta.model.pos if meta else (config.get("pos") or {}).get("name", ""),
+        "name": display_name(run_dir),
+        "encoding": meta.model.pos if meta else mapping(config.get("pos")).get("name", ""),
         "T": meta.train_context if meta else train.get("context_length", ""),
         "steps": meta.step if meta else train.get("steps", ""),
         "val_ppl": _val_ppl(run_dir),
@@ -98,15 +104,15 @@ def runs_table(df: pd.DataFrame, title: str) -> Table:
     colours = {"finished": "green", "stopped": "yellow", "running": "cyan"}
     for row in df.itertuples(index=False):
         ppl = "" if row.val_ppl != row.val_ppl else f"{row.val_ppl:.3f}"
-        table.add_row(
-            row.name,
-            row.encoding,
+        table.add_row(  # Text: a name or a parent with [brackets] prints as written
+            Text(row.name),
+            Text(str(row.encoding)),
             str(row.T),
             str(row.steps),
             ppl,
             row.evaluated_lengths,
-            row.parent,
-            f"[{colours[row.status]}]{row.status}[/]",
+            Text(str(row.parent)),
+            Text(row.status, style=colours[row.status]),
         )
     return table
 

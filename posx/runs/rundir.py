@@ -14,6 +14,7 @@ Nothing is ever unpickled from a run directory.
 from __future__ import annotations
 
 import difflib
+import glob
 import json
 from pathlib import Path
 
@@ -158,8 +159,26 @@ def find_runs(results_dir: str | Path) -> list[Path]:
     return sorted(found, key=lambda p: (p / META).stat().st_mtime)
 
 
+def display_name(run_dir: str | Path, results_dir: str | Path = "results") -> str:
+    """The name ``posx runs`` prints for ``run_dir``, one ``resolve_run`` takes back with the same
+    ``results_dir``: a run under ``<results_dir>/runs/`` by its directory name, a sweep job by
+    ``sweeps/<sweep>/<job>`` (every sweep reuses its job names, so the sweep is part of the name),
+    and a run anywhere else by its path."""
+    run_dir, root = Path(run_dir), Path(results_dir)
+    try:
+        below = run_dir.resolve().relative_to(root.resolve()).parts
+    except ValueError:
+        return str(run_dir)
+    if len(below) == 2 and below[0] == "runs":
+        return below[1]
+    if len(below) == 3 and below[0] == "sweeps":
+        return "/".join(below)
+    return str(run_dir)
+
+
 def resolve_run(run: str | None, results_dir: str | Path, latest: bool = False) -> Path:
-    """A run given as a path or a name under results/runs, or the most recent one."""
+    """A run given as a path, a name under results/runs, a ``sweeps/<sweep>/<job>`` name, or a
+    sweep job's name alone when one sweep has it; or the most recent run (``latest``)."""
     if latest:
         runs = find_runs(results_dir)
         if not runs:
@@ -170,17 +189,40 @@ def resolve_run(run: str | None, results_dir: str | Path, latest: bool = False) 
     for candidate in (Path(run), Path(results_dir) / "runs" / run, Path(results_dir) / run):
         if candidate.is_dir():
             return candidate
-    close = difflib.get_close_matches(run, run_names(results_dir), n=3, cutoff=0.6)
     listing = "`posx runs`" if Path(results_dir) == Path("results") else f"`posx runs {results_dir}`"
+    jobs = sweep_jobs(run, results_dir) if "/" not in run else []
+    if len(jobs) == 1:
+        return jobs[0]
+    if jobs:
+        names = ", ".join(display_name(j, results_dir) for j in jobs)
+        raise PosxError(f"run '{run}' is a job of {len(jobs)} sweeps; name one of them: {names}")
+    close = closest_names(run, run_names(results_dir))
     raise PosxError(
-        f"run '{run}' not found (looked for it as a path and under {results_dir}/runs)"
+        f"run '{run}' not found (looked for it as a path and under {results_dir}/runs and {results_dir}/sweeps)"
         f"{'; closest names: ' + ', '.join(close) if close else ''}; list runs with {listing}"
     )
 
 
+def closest_names(run: str, names: list[str]) -> list[str]:
+    """Up to three of ``names`` closest to ``run``: by the whole name, or (more strictly) by the
+    last part, so a sweep job's name alone finds the ``sweeps/<sweep>/<job>`` names near it."""
+    last = Path(run).name
+    scored = [(max(similarity(run, n), similarity(last, Path(n).name) - 0.2), n) for n in names]
+    return [n for score, n in sorted(scored, key=lambda sn: -sn[0]) if score >= 0.6][:3]
+
+
+def similarity(a: str, b: str) -> float:
+    return difflib.SequenceMatcher(None, a, b).ratio()
+
+
+def sweep_jobs(name: str, results_dir: str | Path) -> list[Path]:
+    """The sweep job directories under ``<results_dir>/sweeps/`` called ``name``."""
+    return [p for p in sorted(Path(results_dir).glob(f"sweeps/*/{glob.escape(name)}")) if is_run_dir(p)]
+
+
 def run_names(results_dir: str | Path) -> list[str]:
     """What ``resolve_run`` accepts for each run directory under ``results_dir``: its name under
-    runs/, its path below ``results_dir`` under sweeps/."""
+    runs/, ``sweeps/<sweep>/<job>`` for a sweep job (``display_name``)."""
     root = Path(results_dir)
-    names = [p.name for p in sorted(root.glob("runs/*")) if is_run_dir(p)]
-    return names + [p.relative_to(root).as_posix() for p in sorted(root.glob("sweeps/*/*")) if is_run_dir(p)]
+    found = [p for p in sorted(root.glob("runs/*")) + sorted(root.glob("sweeps/*/*")) if is_run_dir(p)]
+    return [display_name(p, root) for p in found]
