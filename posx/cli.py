@@ -35,6 +35,7 @@ from posx.eval.run import evaluate_run
 from posx.hf.checkpoint import evaluate_hf_dir
 from posx.hf.export import export_run
 from posx.jobs import user_errors
+from posx.model.encodings import ROTARY
 from posx.report import collection
 from posx.report import frequencies as freqplot
 from posx.report.summary import report as build_report
@@ -211,7 +212,7 @@ def frequencies(
         if len(runs) > 1:
             raise PosxError(f"posx frequencies takes at most one run, got {', '.join(runs)}")
         model = read_meta(resolve_run(runs[0], cfg.results_dir)) if runs else None
-        if model is not None and not model.model.pos == "rope":
+        if model is not None and model.model.pos not in ROTARY:
             raise PosxError(f"{runs[0]} uses pos={model.model.pos}, not RoPE; it has no rotary frequencies")
         head_dim = head_dim if head_dim is not None else (model.model.head_dim if model else 32)
         base = base if base is not None else (model.model.rope_base if model else 10000.0)

@@ -22,6 +22,7 @@ from posx.core.errors import PosxError
 from posx.core.trackers import check_logger
 from posx.data.corpus import VOCAB_SIZE
 from posx.model.config import GPTConfig
+from posx.model.encodings import ROTARY
 from posx.model.rescale import check_methods, check_params
 from posx.rope import METHODS
 
@@ -72,8 +73,9 @@ def check_config(cfg: DictConfig | Config) -> None:
     if cfg.model.d_model % cfg.model.n_head:
         raise PosxError(f"model.d_model={cfg.model.d_model} is not divisible by model.n_head={cfg.model.n_head}")
     head_dim = cfg.model.d_model // cfg.model.n_head
-    if cfg.pos.name == "rope" and head_dim % 2:
+    if cfg.pos.name in ROTARY and head_dim % 2:
         raise PosxError(f"RoPE needs an even head_dim, got d_model/n_head = {head_dim}")
+    _check_options(cfg)
     if cfg.pos.name == "sinusoidal" and cfg.model.d_model % 2:
         raise PosxError(f"sinusoidal positions need an even model.d_model, got {cfg.model.d_model}")
     if cfg.pos.num_buckets < 2:
@@ -126,6 +128,25 @@ def check_config(cfg: DictConfig | Config) -> None:
     _check_data(cfg)
     # the same bounds as a model.json read back: sizes posx can allocate
     GPTConfig.from_run_config(cfg, VOCAB_SIZE).validate("the model config (model.*, pos.*, train.context_length)")
+
+
+def _check_options(cfg) -> None:
+    """pos.rotary_fraction, pos.xpos_scale_base, pos.fire_*, model.nope_every, model.attn_scale_length."""
+    p, m = cfg.pos, cfg.model
+    _in_range(p.rotary_fraction, 0.0, 1.0, "pos.rotary_fraction", closed_high=True)
+    if p.rotary_fraction != 1 and p.name not in ROTARY:
+        raise PosxError(f"pos.rotary_fraction={p.rotary_fraction} applies to {' and '.join(ROTARY)}, not pos={p.name}")
+    for key in ("xpos_scale_base", "fire_threshold", "fire_hidden"):
+        _positive(p[key], f"pos.{key}")
+    if m.nope_every < 0:
+        raise PosxError(f"model.nope_every={m.nope_every} must be 0 (no NoPE layers) or more")
+    if m.nope_every and p.name in ("absolute", "sinusoidal"):
+        raise PosxError(
+            f"model.nope_every={m.nope_every} needs positions inside attention (rope, xpos, alibi, t5, fire); "
+            f"pos={p.name} adds them to the embeddings, which every layer sees"
+        )
+    if m.attn_scale_length is not None and m.attn_scale_length < 2:
+        raise PosxError(f"model.attn_scale_length={m.attn_scale_length} must be at least 2 (or null for T)")
 
 
 def _check_data(cfg) -> None:
@@ -193,6 +214,6 @@ def check_train_config(cfg) -> None:
             f"eval.stride={cfg.eval.stride} exceeds the shortest evaluation length {shortest} "
             f"(train.context_length={T}); a sliding window scores at most its own length"
         )
-    if cfg.pos.name == "rope":
+    if cfg.pos.name in ROTARY:
         rows = [(float(cfg.eval.scale or f), round(f * T)) for f in cfg.eval.factors]
         check_methods(cfg.eval, cfg.eval.methods, cfg.model.d_model // cfg.model.n_head, cfg.pos.base, T, rows)

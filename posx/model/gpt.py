@@ -17,7 +17,7 @@ from torch import Tensor, nn
 
 from posx.core.device import compute_dtype
 from posx.core.errors import PosxError
-from posx.model import blocks
+from posx.model import blocks, scaling
 from posx.model.attention import ATTENTION, FlexBias, attend, causal_block_mask, flex_applies
 from posx.model.config import GPTConfig
 from posx.model.encodings import PositionalEncoding, build_encoding
@@ -31,6 +31,8 @@ class CausalSelfAttention(nn.Module):
         self.qkv = nn.Linear(config.d_model, 3 * config.d_model, bias=False)
         self.proj = nn.Linear(config.d_model, config.d_model, bias=False)
         self.dropout = config.dropout
+        self.positional = not scaling.is_nope_layer(layer, config.nope_every)  # False: no rotation, no bias
+        self.logit_scale = scaling.make_scale(config)  # None, or model.attn_scale's query scale
 
     def forward(self, x: Tensor, pos: PositionalEncoding, positions: Tensor, mask: Tensor | FlexBias | None) -> Tensor:
         """mask: None (plain causal), the additive (1, H, T, T) mask from ``pos.attn_masks``,
@@ -40,7 +42,10 @@ class CausalSelfAttention(nn.Module):
         q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, H, T, hd)
         k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, H, T, hd)
         v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, H, T, hd)
-        q, k = pos.rotate(q, k, positions)
+        if self.positional:
+            q, k = pos.rotate(q, k, positions)
+        if self.logit_scale is not None:
+            q = self.logit_scale(q)
         dropout = self.dropout if self.training else 0.0
         y = attend(q, k, v, mask, dropout)  # (B, H, T, hd)
         y = y.transpose(1, 2).contiguous().view(B, T, C)  # (B, T, C)
@@ -134,7 +139,7 @@ class GPT(nn.Module):
         # Bias masks are built once per forward (ALiBi: once per length) and shared by layers.
         masks = self._biases(T, compute_dtype(x), x.device)
         for block, mask in zip(self.blocks, masks):
-            x = block(x, self.pos, positions, mask)
+            x = block(x, self.pos, positions, mask if block.attn.positional else None)
         logits = self.lm_head(self.ln_f(x))  # (B, T, vocab)
         return logits, None if targets is None else lm_loss(logits, targets)
 
