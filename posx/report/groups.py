@@ -56,11 +56,15 @@ COLUMN_KEYS = ("pos.name", "parent")
 ONLY_EXTENDED = ("parent.", "extend.", "new_base")  # keys only an extended run has
 # Encoding parameters that only some encodings read (others record a value they never use).
 ONLY_FOR = {
-    "pos.base": {"rope"},
+    "pos.base": {"rope", "xpos"},
     "pos.max_positions": {"absolute"},
     "pos.num_buckets": {"t5"},
     "pos.max_distance": {"t5"},
     "pos.per_layer": {"t5"},
+    "pos.rotary_fraction": {"rope", "xpos"},
+    "pos.xpos_scale_base": {"xpos"},
+    "pos.fire_threshold": {"fire"},
+    "pos.fire_hidden": {"fire"},
 }  # shown as the encoding and parent columns, not in labels
 
 
@@ -140,6 +144,8 @@ def identity(
     for key, encodings in ONLY_FOR.items():
         if found.get("pos.name") not in encodings:
             found.pop(key, None)
+    if str(found.get("model.attn_scale", "none")) == "none":  # its T is read only by a logit scale
+        found.pop("model.attn_scale_length", None)
     if evaluations is not None:
         if evaluations:
             found["eval.ids"] = sorted(history.eval_id(e) for e in evaluations)
