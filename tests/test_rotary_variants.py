@@ -12,6 +12,7 @@ from posx.model import xpos
 from posx.model.config import GPTConfig
 from posx.model.encodings import Rotary, XPos
 from posx.model.gpt import GPT
+from posx.model.randomized import random_positions
 
 HD, BASE = 16, 10000.0
 
@@ -147,3 +148,27 @@ def test_resonance_methods_through_the_registry():
     assert torch.equal(res[keep], yarn[keep])
     with pytest.raises(Exception, match="original_context"):
         rope.frequencies("resonance", 32)
+
+
+# --------------------------------------------------------------------------- randomized positions
+
+
+def test_randomized_positions_are_a_sorted_subset_drawn_from_the_seed():
+    torch.manual_seed(5)
+    a = random_positions(32, 256, torch.device("cpu"))
+    torch.manual_seed(5)
+    b = random_positions(32, 256, torch.device("cpu"))
+    assert torch.equal(a, b) and len(set(a.tolist())) == 32
+    assert (a[1:] > a[:-1]).all() and a.min() >= 0 and a.max() < 256
+
+
+@pytest.mark.parametrize("pos", ["rope", "xpos", "sinusoidal", "absolute"])
+def test_randomized_training_draws_positions_and_evaluation_uses_plain_ones(pos):
+    idx = torch.randint(0, 256, (2, 24))
+    plain = _model(pos=pos, max_positions=256)
+    rand = _model(pos=pos, max_positions=256, randomized=True, randomized_max=256)
+    _same_weights(plain, rand)
+    with torch.no_grad():
+        assert torch.equal(rand(idx)[0], plain(idx)[0])  # eval: positions 0 .. n-1
+        rand.train(), plain.train()
+        assert not torch.equal(rand(idx)[0], plain(idx)[0])  # training: a random subset

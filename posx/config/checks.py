@@ -23,6 +23,7 @@ from posx.core.trackers import check_logger
 from posx.data.corpus import VOCAB_SIZE
 from posx.model.config import GPTConfig
 from posx.model.encodings import ROTARY
+from posx.model.randomized import TAKES_POSITIONS
 from posx.model.rescale import check_methods, check_params
 from posx.rope import METHODS
 
@@ -145,6 +146,14 @@ def _check_options(cfg) -> None:
             f"model.nope_every={m.nope_every} needs positions inside attention (rope, xpos, alibi, t5, fire); "
             f"pos={p.name} adds them to the embeddings, which every layer sees"
         )
+    if p.randomized and p.name not in TAKES_POSITIONS:
+        raise PosxError(f"pos.randomized applies to {', '.join(TAKES_POSITIONS)}; pos={p.name} reads no positions")
+    T = cfg.train.context_length
+    limit = p.randomized_max if p.randomized_max is not None else round(max(cfg.eval.factors, default=1) * T)
+    if p.randomized and limit < T:
+        raise PosxError(f"pos.randomized_max={limit} must be at least train.context_length={T}")
+    if p.randomized and p.name == "absolute" and (p.max_positions or T) < limit:
+        raise PosxError(f"pos.randomized with pos=absolute needs pos.max_positions >= {limit} (pos.randomized_max)")
     if m.attn_scale_length is not None and m.attn_scale_length < 2:
         raise PosxError(f"model.attn_scale_length={m.attn_scale_length} must be at least 2 (or null for T)")
 

@@ -97,6 +97,8 @@ class PosConfig:
     xpos_scale_base: float = 512.0  # xpos: B of the per-pair scale zeta^(n/B) (torchscale's scale_base)
     fire_threshold: float = 512.0  # fire: initial L of psi(i-j)/psi(max(L, i)), learned (the paper's code: 512)
     fire_hidden: int = 32  # fire: hidden width of the MLP f (the paper: 32)
+    randomized: bool = False  # training windows take a sorted random subset of [0, randomized_max) as positions
+    randomized_max: Optional[int] = None  # randomized: L_max; null: the longest evaluated length, max(eval.factors) x T
 
 
 @dataclass

@@ -50,6 +50,8 @@ RUN_KEYS = {
     "attn_scale": "model.attn_scale",
     "attn_scale_length": "model.attn_scale_length",
     "nope_every": "model.nope_every",
+    "randomized": "pos.randomized",
+    "randomized_max": "pos.randomized_max",
 }
 
 
@@ -85,6 +87,8 @@ class GPTConfig:
     attn_scale: str = "none"  # none | logn | ssmax (posx.model.scaling.ATTN_SCALES)
     attn_scale_length: int = 128  # T of attn_scale: the trained length
     nope_every: int = 0  # layers with (layer + 1) % nope_every == 0 attend without positions; 0: none
+    randomized: bool = False  # training positions: a sorted random subset of [0, randomized_max)
+    randomized_max: int = 1024  # randomized: L_max
 
     @property
     def head_dim(self) -> int:
@@ -153,6 +157,8 @@ class GPTConfig:
             values["max_positions"] = cfg.train.context_length
         if values["attn_scale_length"] is None:  # attn_scale's T: the trained length
             values["attn_scale_length"] = cfg.train.context_length
+        if values["randomized_max"] is None:  # L_max: the longest evaluated length
+            values["randomized_max"] = round(max(cfg.eval.factors) * cfg.train.context_length)
         return cls(vocab_size=vocab_size, **values)
 
     def run_config_values(self) -> dict[str, object]:

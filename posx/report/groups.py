@@ -146,6 +146,8 @@ def identity(
             found.pop(key, None)
     if str(found.get("model.attn_scale", "none")) == "none":  # its T is read only by a logit scale
         found.pop("model.attn_scale_length", None)
+    if found.get("pos.randomized") is not True:  # L_max is read only by randomized positions
+        found.pop("pos.randomized_max", None)
     if evaluations is not None:
         if evaluations:
             found["eval.ids"] = sorted(history.eval_id(e) for e in evaluations)
