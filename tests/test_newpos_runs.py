@@ -1,0 +1,63 @@
+"""The newer positional options through training: a stopped run resumes to the uninterrupted
+weights (the learned FIRE and SSMax parameters and the random positions included), and an
+xPos run extends with a RoPE method."""
+
+from __future__ import annotations
+
+import signal
+
+import pytest
+import torch
+from test_resume import max_diff, signal_at, tiny_cfg, weights
+
+from posx.core.errors import Preempted
+from posx.runs import checkpoint
+from posx.runs.rundir import load_run
+from posx.train.loop import train
+from posx.train.state import Fresh, Resume
+
+from conftest import run_posx
+
+pytestmark = pytest.mark.slow  # each test trains
+
+OPTIONS = {
+    "fire": ["pos=fire"],
+    "xpos-partial": ["pos=xpos", "pos.rotary_fraction=0.5"],
+    "ssmax": ["model.attn_scale=ssmax"],
+    "logn-nope-layers": ["model.attn_scale=logn", "model.nope_every=2", "pos=alibi"],
+    "randomized": ["pos.randomized=true", "pos.randomized_max=256"],
+}
+
+
+@pytest.mark.parametrize("name", OPTIONS)
+def test_stop_then_resume_ends_with_the_uninterrupted_weights(tmp_path, text_corpus, monkeypatch, name):
+    cfg = tiny_cfg(tmp_path, text_corpus, "train.steps=6", "train.checkpoint_every=0", *OPTIONS[name])
+    whole, parts = tmp_path / "whole", tmp_path / "parts"
+    whole.mkdir(), parts.mkdir()
+    train(cfg, whole, Fresh())
+    with monkeypatch.context() as m:
+        signal_at(m, 3, signal.SIGTERM)
+        with pytest.raises(Preempted):
+            train(cfg, parts, Fresh())
+    assert checkpoint.latest_step(parts) == 3
+    train(cfg, parts, Resume())
+    assert max_diff(weights(whole), weights(parts)) <= 1e-6
+
+
+def test_an_xpos_run_extends_with_resonance_yarn(tmp_path, tiny_args):
+    run_posx("train", "pos=xpos", "name=xp", *tiny_args, cwd=tmp_path)
+    run_posx(
+        "extend",
+        "xp",
+        "method=resonance_yarn",
+        "factor=2",
+        "extend.steps=2",
+        "extend.warmup_steps=1",
+        "device=cpu",
+        cwd=tmp_path,
+    )
+    model, meta = load_run(tmp_path / "results" / "runs" / "xp-resonance_yarn-x2")
+    assert model.pos.kind == "xpos" and meta.rope.method == "resonance_yarn" and meta.train_context == 64
+    wavelengths = 2 * torch.pi / model.pos.inv_freq.double()
+    short = wavelengths < 32
+    torch.testing.assert_close(wavelengths[short], wavelengths[short].round(), rtol=0, atol=1e-3)
