@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import pandas as pd
 
+from posx.model.config import GPTConfig
 from posx.report.claims import Numbers, check, method_claims, parse_label
+from posx.report.groups import identity
+from posx.runs.records import RunMeta
 
 
 def _summary(cells: dict) -> pd.DataFrame:
@@ -98,3 +101,13 @@ def test_labels_parse_into_keys_and_values():
         "model.attn_scale": "logn",
         "pos.rotary_fraction": "0.5",
     }
+
+
+def test_keys_a_model_never_reads_do_not_split_groups(tmp_path):
+    """A run written before the newer options (model.json without them: GPTConfig's defaults)
+    and a new run with the same settings have one identity."""
+    old = RunMeta(GPTConfig(), 64, {}, 10)
+    new = RunMeta(GPTConfig(attn_scale_length=64, randomized_max=512), 64, {}, 10)
+    assert identity({}, old, tmp_path, None, []) == identity({}, new, tmp_path, None, [])
+    scaled = RunMeta(GPTConfig(attn_scale="logn", attn_scale_length=64), 64, {}, 10)
+    assert identity({}, scaled, tmp_path, None, [])["model.attn_scale_length"] == "64"
