@@ -105,6 +105,8 @@ RANGE = [
     (["train", "pos=alibi", "pos.randomized=true"], "pos.randomized applies to rope"),
     (["train", "pos.randomized=true", "pos.randomized_max=8"], "pos.randomized_max=8 must be at least"),
     (["train", "pos=absolute", "pos.randomized=true"], "needs pos.max_positions >= 1024"),
+    (["train", "pos=alibi", "pos.pose_length=512"], "pos.pose_length=512 needs pos= one of rope"),
+    (["train", "pos.pose_length=8"], "and at least train.context_length=128"),
     (["train", "name=."], "must be a plain directory name"),
     (["train", "name=a/b"], "must be a plain directory name"),
     (["train", "seed=abc"], "seed"),

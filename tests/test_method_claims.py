@@ -86,10 +86,10 @@ def test_scales_randomized_and_nope_layers_against_plain_rope():
 def test_resonance_improves_yarn_in_the_extension_table():
     ext = pd.DataFrame(
         [
-            {"method": "yarn", "factor": 4.0, "extended": 5.0, "extended_std": 0.1},
-            {"method": "resonance_yarn", "factor": 4.0, "extended": 4.5, "extended_std": 0.1},
+            {"group": "-", "method": "yarn", "factor": 4.0, "extended": 5.0, "extended_std": 0.1},
+            {"group": "-", "method": "resonance_yarn", "factor": 4.0, "extended": 4.5, "extended_std": 0.1},
         ]
-    )
+    ).assign(zero_shot=9.0, zero_shot_std=0.2)
     assert _verdicts(BASE, ext)["Resonance RoPE"] == "reproduced"
     ext.loc[1, "extended"] = 5.05
     assert _verdicts(BASE, ext)["Resonance RoPE"] == "not reproduced"
@@ -111,3 +111,16 @@ def test_keys_a_model_never_reads_do_not_split_groups(tmp_path):
     assert identity({}, old, tmp_path, None, []) == identity({}, new, tmp_path, None, [])
     scaled = RunMeta(GPTConfig(attn_scale="logn", attn_scale_length=64), 64, {}, 10)
     assert identity({}, scaled, tmp_path, None, [])["model.attn_scale_length"] == "64"
+
+
+def test_pose_comes_close_to_fine_tuning_at_the_new_length():
+    def row(pose: bool, extended: float, zero: float) -> dict:
+        group = "extend.pose=True" if pose else "extend.pose=False"
+        return {"group": group, "method": "yarn", "factor": 4.0, "extended": extended, "extended_std": 0.1,
+                "zero_shot": zero, "zero_shot_std": 0.2}  # fmt: skip
+
+    ext = pd.DataFrame([row(False, 5.0, 9.0), row(True, 5.2, 9.0)])
+    assert _verdicts(BASE, ext)["PoSE"] == "reproduced"  # 5.2 < 1.1 x 5.0 and < 9.0
+    ext = pd.DataFrame([row(False, 5.0, 9.0), row(True, 7.0, 9.0)])
+    assert _verdicts(BASE, ext)["PoSE"] == "reversed"  # far from the fine-tune
+    assert "PoSE" not in _verdicts(BASE, pd.DataFrame([row(False, 5.0, 9.0)]))  # no PoSE run: no claim

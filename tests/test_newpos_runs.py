@@ -1,13 +1,15 @@
 """The newer positional options through training: a stopped run resumes to the uninterrupted
-weights (the learned FIRE and SSMax parameters and the random positions included), and an
-xPos run extends with a RoPE method."""
+weights (the learned FIRE and SSMax parameters and the random positions included), an xPos run
+extends with a RoPE method, and a PoSE extension trains at T for the new length."""
 
 from __future__ import annotations
 
 import signal
 
+import pandas as pd
 import pytest
 import torch
+import yaml
 from test_resume import max_diff, signal_at, tiny_cfg, weights
 
 from posx.core.errors import Preempted
@@ -61,3 +63,25 @@ def test_an_xpos_run_extends_with_resonance_yarn(tmp_path, tiny_args):
     wavelengths = 2 * torch.pi / model.pos.inv_freq.double()
     short = wavelengths < 32
     torch.testing.assert_close(wavelengths[short], wavelengths[short].round(), rtol=0, atol=1e-3)
+
+
+def test_a_pose_extension_trains_at_t_with_ids_covering_the_new_length(tmp_path, tiny_args):
+    run_posx("train", "pos=rope", "name=r", *tiny_args, cwd=tmp_path)
+    ext = ["extend.steps=2", "extend.warmup_steps=1", "extend.pose=true", "device=cpu"]
+    run_posx("extend", "r", "method=yarn", "factor=4", *ext, cwd=tmp_path)
+    child = tmp_path / "results" / "runs" / "r-yarn-x4-pose"
+    model, meta = load_run(child)
+    assert meta.train_context == 32 and meta.model.pose_length == 128  # trained at T, ids up to 4T
+    assert meta.rope.method == "yarn" and meta.rope.factor == 4.0 and meta.extended_from.factor == 4.0
+    config = yaml.safe_load((child / "config.yaml").read_text())
+    assert config["train"]["batch_size"] == 32 and config["extend"]["pose"] is True  # the tokens of a step at T
+    run_posx("eval-extrapolate", str(child), "eval.factors=[1,4]", "eval.tokens=512", "device=cpu", cwd=tmp_path)
+    table = pd.read_csv(child / "extrapolation.csv")
+    done = table[(table["stage"] == "extended") & (table["status"] == "ok")]
+    assert sorted(done["factor"]) == [1.0, 4.0]
+
+
+def test_pose_needs_an_encoding_that_reads_positions(tmp_path, tiny_args):
+    run_posx("train", "pos=alibi", "name=a", *tiny_args, cwd=tmp_path)
+    proc = run_posx("extend", "a", "method=interpolate", "extend.pose=true", "device=cpu", cwd=tmp_path, check=False)
+    assert proc.returncode == 2 and "extend.pose needs an encoding that reads positions" in proc.stderr

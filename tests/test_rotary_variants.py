@@ -12,7 +12,7 @@ from posx.model import xpos
 from posx.model.config import GPTConfig
 from posx.model.encodings import Rotary, XPos
 from posx.model.gpt import GPT
-from posx.model.randomized import random_positions
+from posx.model.randomized import pose_positions, random_positions
 
 HD, BASE = 16, 10000.0
 
@@ -172,3 +172,36 @@ def test_randomized_training_draws_positions_and_evaluation_uses_plain_ones(pos)
         assert torch.equal(rand(idx)[0], plain(idx)[0])  # eval: positions 0 .. n-1
         rand.train(), plain.train()
         assert not torch.equal(rand(idx)[0], plain(idx)[0])  # training: a random subset
+
+
+# --------------------------------------------------------------------------- PoSE
+
+
+@pytest.mark.parametrize("length, target", [(32, 128), (33, 64), (2, 9), (16, 16)])
+def test_pose_ids_are_two_contiguous_chunks_with_a_skip_inside_the_target(length, target):
+    torch.manual_seed(6)
+    firsts, skips, largest = set(), set(), 0
+    for _ in range(2000):  # each end of the skip range has probability 1/97 per draw at most
+        ids = pose_positions(length, target, torch.device("cpu"))
+        steps = ids[1:] - ids[:-1]
+        jumps = (steps != 1).nonzero().flatten()
+        assert len(ids) == length and ids[0] == 0 and (steps >= 1).all() and ids[-1] < target
+        assert len(jumps) <= 1  # two chunks, each contiguous
+        first = int(jumps[0]) + 1 if len(jumps) else None
+        skip = int(steps[jumps[0]]) - 1 if len(jumps) else 0
+        assert first is None or 1 <= first <= (length + 1) // 2  # l_0 ~ U{1 .. ceil(T/2)}
+        assert 0 <= skip <= target - length  # u ~ U{0 .. L_t - T}
+        firsts.add(first), skips.add(skip)
+        largest = max(largest, int(ids[-1]))
+    assert largest == target - 1  # the ids reach the end of [0, L_t)
+    if target > length:
+        assert 0 in skips and target - length in skips  # both ends of the skip's range occur
+
+
+def test_pose_changes_training_only():
+    idx = torch.randint(0, 256, (2, 24))
+    plain = _model(pos="rope")
+    pose = _model(pos="rope", pose_length=96)
+    _same_weights(plain, pose)
+    with torch.no_grad():
+        assert torch.equal(pose(idx)[0], plain(idx)[0])

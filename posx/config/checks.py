@@ -154,6 +154,13 @@ def _check_options(cfg) -> None:
         raise PosxError(f"pos.randomized_max={limit} must be at least train.context_length={T}")
     if p.randomized and p.name == "absolute" and (p.max_positions or T) < limit:
         raise PosxError(f"pos.randomized with pos=absolute needs pos.max_positions >= {limit} (pos.randomized_max)")
+    if p.pose_length and (p.name not in TAKES_POSITIONS or p.randomized or p.pose_length < T):
+        raise PosxError(
+            f"pos.pose_length={p.pose_length} needs pos= one of {', '.join(TAKES_POSITIONS)}, no pos.randomized, "
+            f"and at least train.context_length={T}"
+        )
+    if p.pose_length and p.name == "absolute" and (p.max_positions or T) < p.pose_length:
+        raise PosxError(f"pos.pose_length with pos=absolute needs pos.max_positions >= {p.pose_length}")
     if m.attn_scale_length is not None and m.attn_scale_length < 2:
         raise PosxError(f"model.attn_scale_length={m.attn_scale_length} must be at least 2 (or null for T)")
 

@@ -99,6 +99,7 @@ class PosConfig:
     fire_hidden: int = 32  # fire: hidden width of the MLP f (the paper: 32)
     randomized: bool = False  # training windows take a sorted random subset of [0, randomized_max) as positions
     randomized_max: Optional[int] = None  # randomized: L_max; null: the longest evaluated length, max(eval.factors) x T
+    pose_length: int = 0  # PoSE: training position ids in two chunks with a skip, covering [0, pose_length); 0: off
 
 
 @dataclass
@@ -225,6 +226,7 @@ class ExtendConfig:
     min_lr_ratio: float = 0.1  # cosine decays to lr * min_lr_ratio at the last step
     batch_size: Optional[int] = None  # sequences per step; null: train.batch_size * T / (factor * T)
     eval_every: Optional[int] = None  # validation at factor x T every N steps; null: train.eval_every
+    pose: bool = False  # PoSE: continue at the parent's T with position ids covering factor x T (pos.pose_length)
 
 
 @dataclass

@@ -23,7 +23,7 @@ _MAX_INT = {
     "multiple_of": 1 << 16,
 }
 
-_MIN_INT = {"nope_every": 0}  # 0: off; every other integer field is at least 1
+_MIN_INT = {"nope_every": 0, "pose_length": 0}  # 0: off; every other integer field is at least 1
 
 
 # GPTConfig field -> the run-config key it comes from: the one table both conversions read.
@@ -52,6 +52,7 @@ RUN_KEYS = {
     "nope_every": "model.nope_every",
     "randomized": "pos.randomized",
     "randomized_max": "pos.randomized_max",
+    "pose_length": "pos.pose_length",
 }
 
 
@@ -89,6 +90,7 @@ class GPTConfig:
     nope_every: int = 0  # layers with (layer + 1) % nope_every == 0 attend without positions; 0: none
     randomized: bool = False  # training positions: a sorted random subset of [0, randomized_max)
     randomized_max: int = 1024  # randomized: L_max
+    pose_length: int = 0  # PoSE: training ids cover [0, pose_length); 0: off
 
     @property
     def head_dim(self) -> int:

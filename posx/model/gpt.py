@@ -21,7 +21,7 @@ from posx.model import blocks, scaling
 from posx.model.attention import ATTENTION, FlexBias, attend, causal_block_mask, flex_applies
 from posx.model.config import GPTConfig
 from posx.model.encodings import PositionalEncoding, build_encoding
-from posx.model.randomized import random_positions
+from posx.model.randomized import pose_positions, random_positions
 
 
 class CausalSelfAttention(nn.Module):
@@ -138,6 +138,8 @@ class GPT(nn.Module):
         positions = torch.arange(offset, offset + T, device=idx.device)  # (T,)
         if self.training and self.config.randomized:  # posx.model.randomized
             positions = random_positions(T, self.config.randomized_max, idx.device)
+        elif self.training and self.config.pose_length:
+            positions = pose_positions(T, self.config.pose_length, idx.device)
         x = self.pos.embed(self.tok_emb(idx), positions)  # (B, T, C)
         # Bias masks are built once per forward (ALiBi: once per length) and shared by layers.
         masks = self._biases(T, compute_dtype(x), x.device)

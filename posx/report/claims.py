@@ -39,7 +39,9 @@ has a run of its method, so a report without them keeps its table:
 * Yang et al. 2025, arXiv 2501.18795 (and Llama 4): NoPE every K-th layer extrapolates better
   than RoPE in every layer;
 * Wang et al., ACL 2024 Findings (Resonance RoPE), arXiv 2403.00071: Resonance improves YaRN
-  (both fine-tuned, at s·T).
+  (both fine-tuned, at s·T);
+* Zhu et al., ICLR 2024 (PoSE), arXiv 2309.10400: trained at T with skipped position ids, an
+  extension comes close to fine-tuning at s·T (within 10%) and beats zero-shot.
 
 A run with one of the options (``pos.rotary_fraction``, ``model.attn_scale``, ...) is found by its
 group label (``posx.report.groups``): a key the label does not name counts as at its default.
@@ -60,7 +62,7 @@ ALIBI, PI, YARN, ABF = (
     "Peng et al. 2023 (YaRN)",
     "Xiong et al. 2023 (Llama 2 Long, ABF)",
 )
-FIRE, XPOS, PROPE, RANDOMIZED, LOGN, SSMAX, HYBRID, RESONANCE = (
+FIRE, XPOS, PROPE, RANDOMIZED, LOGN, SSMAX, HYBRID, RESONANCE, POSE = (
     "Li et al. 2024 (FIRE)",
     "Sun et al. 2023 (xPos)",
     "Barbero et al. 2025 (p-RoPE)",
@@ -69,6 +71,7 @@ FIRE, XPOS, PROPE, RANDOMIZED, LOGN, SSMAX, HYBRID, RESONANCE = (
     "Nakanishi 2025 (Scalable-Softmax)",
     "Yang et al. 2025 (hybrid NoPE layers)",
     "Wang et al. 2024 (Resonance RoPE)",
+    "Zhu et al. 2024 (PoSE)",
 )
 # The options the newer claims compare, as group labels write them, with their defaults.
 OPTION_DEFAULTS = {
@@ -164,12 +167,15 @@ class Numbers:
         """Every value ``key`` takes in a group label of the report."""
         return {parse_label(str(g)).get(key) for g in self.trained["group"]} - {None}
 
-    def extended(self, method: str, column: str) -> Cell:
-        """``column``: zero_shot or extended (at s·T), extended_1x."""
+    def extended(self, method: str, column: str, pose: bool = False) -> Cell:
+        """``column``: zero_shot or extended (at s·T), extended_1x; ``pose``: of the extension
+        with ``extend.pose`` (its group label says extend.pose=True) or of the one without."""
         rows = self.extension[self.extension["method"] == method] if not self.extension.empty else self.extension
+        if len(rows):
+            rows = rows[[parse_label(str(g)).get("extend.pose", "False") == str(pose) for g in rows["group"]]]
         label = {
             "zero_shot": f"{method} zero-shot at s·T",
-            "extended": f"{method} fine-tuned at s·T",
+            "extended": f"{method} {'PoSE-trained at T' if pose else 'fine-tuned at s·T'}, at s·T",
             "extended_1x": f"{method} fine-tuned at T",
         }[column]
         if len(rows) != 1:
@@ -319,4 +325,9 @@ def method_claims(n: Numbers, longest: float = 8.0) -> list[dict]:
     if not n.extension.empty:
         pair = (n.extended("resonance_yarn", "extended"), n.extended("yarn", "extended"))
         found.append((RESONANCE, "Resonance improves YaRN (both fine-tuned, at s·T)", [pair], []))
+        for method in sorted(set(n.extension["method"])):
+            pose, full = n.extended(method, "extended", pose=True), n.extended(method, "extended")
+            near = Cell(f"{RECOVERED:g} x {full.label}", full.mean * RECOVERED, full.std * RECOVERED)
+            claim = f"{method} with PoSE at T comes within {RECOVERED - 1:.0%} of fine-tuning at s·T, beating zero-shot"
+            found.append((POSE, claim, [(pose, near), (pose, n.extended(method, "zero_shot"))], []))
     return [_claim(paper, claim, pairs, flat) for paper, claim, pairs, flat in found if math.isfinite(pairs[0][0].mean)]
