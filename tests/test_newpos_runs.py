@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 import torch
 import yaml
+from test_distributed import TOL, loss_diff, torchrun
 from test_resume import max_diff, signal_at, tiny_cfg, weights
 
 from posx.core.errors import Preempted
@@ -85,3 +86,24 @@ def test_pose_needs_an_encoding_that_reads_positions(tmp_path, tiny_args):
     run_posx("train", "pos=alibi", "name=a", *tiny_args, cwd=tmp_path)
     proc = run_posx("extend", "a", "method=interpolate", "extend.pose=true", "device=cpu", cwd=tmp_path, check=False)
     assert proc.returncode == 2 and "extend.pose needs an encoding that reads positions" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        ["pos=xpos", "pos.randomized=true", "pos.randomized_max=128", "model.attn_scale=ssmax", "model.nope_every=2"],
+        ["pos=fire"],
+    ],
+    ids=["xpos-randomized-ssmax-nope", "fire"],
+)
+def test_two_ranks_equal_one_process(tmp_path, tiny_args, options):
+    """The options keep no state of their own: under DDP each rank draws the same positions
+    from the seeded generator, and the learned parameters are all-reduced like any other.
+    FIRE's output bias is a per-head constant on every logit of a row, which the softmax
+    ignores: its gradient is rounding noise, which Adam turns into steps, so it is left out."""
+    run_posx("train", *tiny_args, *options, "name=single", cwd=tmp_path)
+    torchrun(2, "train", *tiny_args, *options, "name=ddp", cwd=tmp_path)
+    runs = tmp_path / "results" / "runs"
+    assert loss_diff(runs / "ddp", runs / "single") <= TOL
+    a, b = weights(runs / "ddp"), weights(runs / "single")
+    assert max_diff(*({k: w[k] for k in w if k != "pos.fire.down.bias"} for w in (a, b))) <= TOL
