@@ -13,7 +13,7 @@ from typing import List, Optional
 import typer
 from rich.console import Console
 
-from posx import __version__, jobs
+from posx import __version__, jobs, rope
 from posx.cli_examples import (
     COMPARE_EPILOG,
     EVAL_EPILOG,
@@ -192,9 +192,7 @@ def frequencies(
     context: Optional[int] = typer.Option(None, "--context", help="Training length T; default: the run's, else 128."),
     factor: float = typer.Option(8.0, "--factor", help="Scale s; the target length is s x T."),
     methods: str = typer.Option(
-        ",".join(
-            ["none", "pi", "ntk", "dynamic_ntk", "yarn", "dynamic_yarn", "ntk_by_parts", "abf", "llama3", "longrope"]
-        ),
+        ",".join(rope.METHODS),
         "--methods",
         help="Comma-separated RoPE methods.",
     ),
