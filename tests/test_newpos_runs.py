@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 import torch
 import yaml
+from test_compile import check_graphs
 from test_distributed import TOL, loss_diff, torchrun
 from test_resume import max_diff, signal_at, tiny_cfg, weights
 
@@ -107,3 +108,8 @@ def test_two_ranks_equal_one_process(tmp_path, tiny_args, options):
     assert loss_diff(runs / "ddp", runs / "single") <= TOL
     a, b = weights(runs / "ddp"), weights(runs / "single")
     assert max_diff(*({k: w[k] for k in w if k != "pos.fire.down.bias"} for w in (a, b))) <= TOL
+
+
+@pytest.mark.parametrize("pos", ["xpos", "fire"])
+def test_one_graph_for_training_and_one_per_eval_length(pos):
+    check_graphs(pos, "sdpa", "cpu", "eager", 1e-5)
