@@ -95,6 +95,12 @@ def test_resonance_improves_yarn_in_the_extension_table():
     assert _verdicts(BASE, ext)["Resonance RoPE"] == "not reproduced"
 
 
+def test_a_run_without_an_option_key_counts_as_its_default():
+    cells = {**BASE, ("rope", "model.attn_scale=logn", 8): (30.0, 1.0)}
+    cells[("rope", "model.attn_scale=—", 8)] = cells.pop(("rope", "-", 8))  # a run written before the key
+    assert _verdicts(cells)["log-n scaling"] == "reproduced"
+
+
 def test_labels_parse_into_keys_and_values():
     assert parse_label("-") == {}
     assert parse_label("model.attn_scale=logn, pos.rotary_fraction=0.5") == {

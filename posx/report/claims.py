@@ -193,7 +193,9 @@ def parse_label(label: str) -> dict[str, str]:
 
 
 def _matches(label: str, wanted: dict[str, str]) -> bool:
-    found = parse_label(label)
+    """Whether a group label has ``wanted``; a key it does not name, or names as "—" (a run
+    without the key), counts as at its default."""
+    found = {k: v for k, v in parse_label(label).items() if v != "—"}
     return all(found.get(k, OPTION_DEFAULTS.get(k)) == v for k, v in wanted.items())
 
 
