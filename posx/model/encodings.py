@@ -7,7 +7,9 @@ Every encoding is a ``PositionalEncoding`` with three hooks, each a no-op by def
 * ``distance_bias(layer, length)``  a bias on the logits by query-key distance (ALiBi, T5)
 
 The attention block calls them and never asks which encoding it has, so a new encoding is
-a new subclass plus one line in ``ENCODINGS``.
+a new subclass plus one line in ``ENCODINGS``. xPos is RoPE's ``rotate`` with a per-pair
+scale (``posx.model.xpos``); FIRE, whose bias also depends on the query position, overrides
+``attn_masks`` and ``score_mod`` instead of ``distance_bias`` (``posx.model.fire``).
 
 With ``model.attention=flex`` the bias encodings give a ``score_mod(layer)`` instead
 (``posx.model.attention``): a function of the head and the distance, the same for every
