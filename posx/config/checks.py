@@ -139,8 +139,8 @@ def _check_options(cfg) -> None:
         raise PosxError(f"pos.rotary_fraction={p.rotary_fraction} applies to {' and '.join(ROTARY)}, not pos={p.name}")
     for key in ("xpos_scale_base", "fire_threshold", "fire_hidden"):
         _positive(p[key], f"pos.{key}")
-    if m.nope_every < 0:
-        raise PosxError(f"model.nope_every={m.nope_every} must be 0 (no NoPE layers) or more")
+    if m.nope_every < 0 or m.nope_every == 1:
+        raise PosxError(f"model.nope_every={m.nope_every} must be 0 (no NoPE layers) or at least 2 (1: use pos=nope)")
     if m.nope_every and p.name in ("absolute", "sinusoidal"):
         raise PosxError(
             f"model.nope_every={m.nope_every} needs positions inside attention (rope, xpos, alibi, t5, fire); "
