@@ -5,6 +5,7 @@ From the repository root, with posx installed (``pip install -e .``):
 
     python -m benchmarks.bench_encodings                  # tiny preset, CPU, all encodings
     python -m benchmarks.bench_encodings --threads 1       # steadier ratios on a loaded CPU
+    python -m benchmarks.bench_encodings --variants        # also RoPE with each newer option
     python -m benchmarks.bench_encodings --device cuda --model small --context 512
     python -m benchmarks.bench_encodings --device cuda --model small --context 512 --attention flex
 
@@ -54,11 +55,21 @@ from posx.train.state import gpt_config
 REPO = Path(__file__).resolve().parents[1]  # where ``python -m benchmarks.bench_encodings`` runs
 
 PRESETS = {"tiny": {"n_layer": 4, "n_head": 4, "d_model": 128}, "small": {"n_layer": 8, "n_head": 8, "d_model": 512}}
+# --variants: RoPE with each of the newer options, timed beside the encodings (name -> overrides).
+VARIANTS = {
+    "rope-p0.25": {"pos.rotary_fraction": 0.25},
+    "rope-logn": {"model.attn_scale": "logn"},
+    "rope-ssmax": {"model.attn_scale": "ssmax"},
+    "rope-nope2": {"model.nope_every": 2},
+    "rope-random": {"pos.randomized": True},
+}
 
 
-def config(pos: str, args) -> OmegaConf:
+def config(pos: str, args, overrides: dict | None = None) -> OmegaConf:
     cfg = OmegaConf.structured(Config)
     cfg.pos.name = pos
+    for key, value in (overrides or {}).items():
+        OmegaConf.update(cfg, key, value, merge=False)
     cfg.train.context_length = args.context
     cfg.train.batch_size = args.batch_size
     for key, value in PRESETS[args.model].items():
@@ -72,11 +83,13 @@ def train_throughput(args) -> dict[str, dict]:
     gen = torch.Generator().manual_seed(0)
     x = torch.randint(0, 256, (args.batch_size, args.context + 1), generator=gen).to(device)
     steps = {}
-    for pos in ENCODINGS:
-        cfg = config(pos, args)
+    cases = {pos: (pos, {}) for pos in ENCODINGS}
+    cases.update({name: ("rope", overrides) for name, overrides in VARIANTS.items()} if args.variants else {})
+    for name, (pos, overrides) in cases.items():
+        cfg = config(pos, args, overrides)
         torch.manual_seed(0)
         model = GPT(gpt_config(cfg)).to(device).train()
-        steps[pos] = stepper(model, cfg, x[:, :-1], x[:, 1:], device)
+        steps[name] = stepper(model, cfg, x[:, :-1], x[:, 1:], device)
     interleaved(steps, 2, device, order="fixed")  # warm-up: first-call allocations and kernel choice
     cases = {pos: partial(repeat, step, args.steps) for pos, step in steps.items()}
     times = interleaved(cases, args.rounds, device, order="shuffle")
@@ -195,6 +208,7 @@ def main() -> None:
     )
     p.add_argument("--memory-case", nargs=2, metavar=("POS", "FACTOR"), help=argparse.SUPPRESS)
     p.add_argument("--skip-train", action="store_true")
+    p.add_argument("--variants", action="store_true", help="also time RoPE with each newer option (VARIANTS)")
     p.add_argument(
         "--threads",
         type=int,
@@ -217,10 +231,10 @@ def main() -> None:
             f"\ntrain throughput: batch {args.batch_size} x T={args.context}, {args.rounds} rounds x "
             f"{args.steps} steps, interleaved"
         )
-        print(f"{'encoding':>11} {'tokens/s':>10} {'vs rope':>8} {'(min..max)':>14}")
+        print(f"{'encoding':>12} {'tokens/s':>10} {'vs rope':>8} {'(min..max)':>14}")
         for pos, r in train_throughput(args).items():
             print(
-                f"{pos:>11} {r['tokens_per_s']:>10,.0f} {r['vs_rope']:>8.3f} "
+                f"{pos:>12} {r['tokens_per_s']:>10,.0f} {r['vs_rope']:>8.3f} "
                 f"({r['ratio_min']:.2f}..{r['ratio_max']:.2f})"
             )
     print(f"\nevaluation peak memory: one batch of eval.batch_tokens={args.batch_tokens}, fresh process each")

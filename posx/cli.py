@@ -13,7 +13,7 @@ from typing import List, Optional
 import typer
 from rich.console import Console
 
-from posx import __version__, jobs
+from posx import __version__, jobs, rope
 from posx.cli_examples import (
     COMPARE_EPILOG,
     EVAL_EPILOG,
@@ -36,6 +36,7 @@ from posx.eval.run import evaluate_run
 from posx.hf.checkpoint import evaluate_hf_dir
 from posx.hf.export import export_run
 from posx.jobs import user_errors
+from posx.model.encodings import ROTARY
 from posx.report import collection
 from posx.report import frequencies as freqplot
 from posx.report.summary import report as build_report
@@ -195,9 +196,7 @@ def frequencies(
     context: Optional[int] = typer.Option(None, "--context", help="Training length T; default: the run's, else 128."),
     factor: float = typer.Option(8.0, "--factor", help="Scale s; the target length is s x T."),
     methods: str = typer.Option(
-        ",".join(
-            ["none", "pi", "ntk", "dynamic_ntk", "yarn", "dynamic_yarn", "ntk_by_parts", "abf", "llama3", "longrope"]
-        ),
+        ",".join(rope.METHODS),
         "--methods",
         help="Comma-separated RoPE methods.",
     ),
@@ -215,7 +214,7 @@ def frequencies(
         if len(runs) > 1:
             raise PosxError(f"posx frequencies takes at most one run, got {', '.join(runs)}")
         model = read_meta(resolve_run(runs[0], cfg.results_dir)) if runs else None
-        if model is not None and not model.model.pos == "rope":
+        if model is not None and model.model.pos not in ROTARY:
             raise PosxError(f"{runs[0]} uses pos={model.model.pos}, not RoPE; it has no rotary frequencies")
         head_dim = head_dim if head_dim is not None else (model.model.head_dim if model else 32)
         base = base if base is not None else (model.model.rope_base if model else 10000.0)

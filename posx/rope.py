@@ -19,6 +19,8 @@ b = base, L = original_context (the length the model was trained at), s = factor
     abf           theta_i computed with new_base                 (Xiong et al. 2023)
     llama3        wavelength bands against L                     (transformers)
     longrope      theta_i / ext_i, ext = long_factor if length > L else short_factor
+    resonance     theta_i = 2*pi / round(2*pi / theta_i) where 2*pi / theta_i < L  (Wang et al. 2024)
+    resonance_yarn  resonance applied to yarn's frequencies, yarn's attention factor
 
 Decisions where the published definitions leave room:
   * ``none`` and ``abf`` ignore ``factor`` (it is still checked to be >= 1).
@@ -29,8 +31,13 @@ Decisions where the published definitions leave room:
   * The YaRN ramp follows the authors' code and transformers (linear in pair index between
     floor/ceil of the dimensions where a pair turns beta_fast and beta_slow times over L),
     not the paper's text, which ramps linearly in the rotation count itself.
-  * original_context is required by dynamic_ntk, yarn, dynamic_yarn, ntk_by_parts, llama3
-    and longrope; the others accept and ignore it.
+  * original_context is required by dynamic_ntk, yarn, dynamic_yarn, ntk_by_parts, llama3,
+    longrope, resonance and resonance_yarn; the others accept and ignore it.
+  * ``resonance`` rounds only the wavelengths below L (the paper's "pre-critical" pairs,
+    whose phases the model sees repeat within the trained context); the authors' code
+    (sheryc/resonance_rope) rounds every pair, which moves a wavelength >= L by less than
+    0.5 / L of itself. ``resonance`` ignores ``factor``; ``resonance_yarn`` takes yarn's.
+    A wavelength that rounds to 0 cannot occur (the shortest is 2*pi).
   * Where a method reduces to the identity (s = 1, or a dynamic method at length <= L) it
     returns theta itself, so the result is bit-identical to ``none``.
 
@@ -217,6 +224,26 @@ def _longrope(
     return theta, attention
 
 
+def resonance_round(inv_freq: torch.Tensor, original_context: int) -> torch.Tensor:
+    """Resonance RoPE (Wang et al., ACL 2024 Findings, arXiv 2403.00071): each pair whose
+    wavelength 2*pi/theta is below ``original_context`` gets the nearest integer wavelength, so
+    its phase at position p + lambda equals that at p exactly; longer wavelengths are kept."""
+    wavelength = 2 * math.pi / inv_freq
+    rounded = 2 * math.pi / torch.round(wavelength)
+    return torch.where(wavelength < original_context, rounded, inv_freq)
+
+
+def _resonance(head_dim, base, factor, original_context):
+    return resonance_round(_theta(head_dim, base), original_context), 1.0
+
+
+def _resonance_yarn(
+    head_dim, base, factor, original_context, beta_fast=32.0, beta_slow=1.0, truncate=True, attention_factor=None
+):
+    inv, attention = _yarn(head_dim, base, factor, original_context, beta_fast, beta_slow, truncate, attention_factor)
+    return resonance_round(inv, original_context), attention
+
+
 # --------------------------------------------------------------------------- parameter checks
 # One per method, of the parameters alone (no head_dim needed), so a config can be checked
 # before any model exists; ``frequencies`` runs the same check first.
@@ -293,6 +320,8 @@ _REGISTRY: Mapping[str, _Method] = MappingProxyType(
         "longrope": _method(
             _longrope, True, _check_longrope, short_factor=None, long_factor=None, length=None, attention_factor=None
         ),
+        "resonance": _method(_resonance, True),
+        "resonance_yarn": _method(_resonance_yarn, True, _check_yarn, **_YARN_BETAS, attention_factor=None),
     }
 )
 

@@ -12,6 +12,7 @@ import yaml
 from posx.config.compose import compose, to_yaml
 from posx.config.schema import (
     Attention,
+    AttnScale,
     Beyond,
     Block,
     Encoding,
@@ -31,6 +32,7 @@ REGISTRIES = {
     Encoding: ("posx.model.encodings", "ENCODINGS"),
     Block: ("posx.model.blocks", "BLOCKS"),
     Attention: ("posx.model.attention", "ATTENTION"),
+    AttnScale: ("posx.model.scaling", "ATTN_SCALES"),
     Method: ("posx.rope", "METHODS"),
     Beyond: ("posx.model.encodings", "BEYOND"),
     Protocol: ("posx.eval.scoring", "PROTOCOLS"),

@@ -77,7 +77,7 @@ def test_reset_restores_the_trained_frequencies_not_plain_ones():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("method, factor", [("yarn", 2), ("abf", 2)])
+@pytest.mark.parametrize("method, factor", [("yarn", 2), ("abf", 2), ("resonance_yarn", 2)])
 def test_extend_records_its_frequencies_and_leaves_the_parent_alone(work, method, factor):
     parent = work / "results" / "runs" / "rope"
     before = digest(parent)

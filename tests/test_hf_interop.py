@@ -120,7 +120,8 @@ def test_posx_rescaling_gives_transformers_logits(method, s):
     torch.testing.assert_close(installed, ref, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("method", rope.METHODS)
+# Resonance's integer wavelengths have no transformers rope type: refused (test below).
+@pytest.mark.parametrize("method", [m for m in rope.METHODS if not m.startswith("resonance")])
 def test_every_extension_exports_exactly(method, tmp_path):
     """The rope record of an extension by each method maps onto a transformers rope type whose
     frequencies are the ones the run trained with; the exported model's logits are posx's."""
@@ -138,6 +139,31 @@ def test_every_extension_exports_exactly(method, tmp_path):
     x = torch.randint(0, 256, (1, 2 * T), generator=torch.Generator().manual_seed(2))
     with torch.no_grad():
         torch.testing.assert_close(m(x)[0], hf(x).logits, rtol=0, atol=1e-5)
+
+
+@pytest.mark.parametrize("method", ["resonance", "resonance_yarn"])
+def test_resonance_extensions_are_refused_in_one_line(method, tmp_path):
+    m = random_llama()
+    record = RopeRecord(method=method, factor=2.0, original_context=T)
+    (tmp_path / "run").mkdir()
+    save_run(tmp_path / "run", m, RunMeta(m.config, 2 * T, {}, 1, record))
+    with pytest.raises(hf_export.PosxError, match=f"RoPE method '{method}' has no transformers rope type"):
+        hf_export.export_run(tmp_path / "run", tmp_path / "hf")
+    assert not (tmp_path / "hf").exists()
+
+
+@pytest.mark.parametrize(
+    "option", [{"rotary_fraction": 0.5}, {"attn_scale": "logn"}, {"attn_scale": "ssmax"}, {"nope_every": 2}]
+)
+def test_options_llama_cannot_hold_are_refused_in_one_line(option, tmp_path):
+    m = random_llama()
+    config = GPTConfig(**{**m.config.to_dict(), **option})
+    (tmp_path / "run").mkdir()
+    save_run(tmp_path / "run", GPT(config), RunMeta(config, T, {}, 1))
+    name = next(iter(option))
+    with pytest.raises(hf_export.PosxError, match=f"trains with {name}=.*cannot be exported"):
+        hf_export.export_run(tmp_path / "run", tmp_path / "hf")
+    assert not (tmp_path / "hf").exists()
 
 
 @pytest.mark.slow

@@ -85,7 +85,8 @@ def test_output_type(method):
 # --------------------------------------------------------------------------- invariants
 
 
-@pytest.mark.parametrize("method", METHODS)
+# Resonance rounds wavelengths at every factor, by definition (tests/test_rotary_variants.py).
+@pytest.mark.parametrize("method", [m for m in METHODS if not m.startswith("resonance")])
 @pytest.mark.parametrize("d, original_context", [(32, 128), (64, 256), (128, 2048)])
 def test_factor_one_is_none(method, d, original_context):
     params = {"new_base": B} if method == "abf" else {}

@@ -24,6 +24,8 @@ from posx.core.errors import PosxError
 from posx.core.trackers import check_tracker
 from posx.data.corpus import VOCAB_SIZE
 from posx.model.config import GPTConfig
+from posx.model.encodings import ROTARY
+from posx.model.randomized import TAKES_POSITIONS
 from posx.model.rescale import check_methods, check_params
 from posx.rope import METHODS
 
@@ -86,8 +88,9 @@ def check_config(cfg: DictConfig | Config) -> None:
     if cfg.model.d_model % cfg.model.n_head:
         raise PosxError(f"model.d_model={cfg.model.d_model} is not divisible by model.n_head={cfg.model.n_head}")
     head_dim = cfg.model.d_model // cfg.model.n_head
-    if cfg.pos.name == "rope" and head_dim % 2:
+    if cfg.pos.name in ROTARY and head_dim % 2:
         raise PosxError(f"RoPE needs an even head_dim, got d_model/n_head = {head_dim}")
+    _check_options(cfg)
     if cfg.pos.name == "sinusoidal" and cfg.model.d_model % 2:
         raise PosxError(f"sinusoidal positions need an even model.d_model, got {cfg.model.d_model}")
     if cfg.pos.num_buckets < 2:
@@ -140,6 +143,40 @@ def check_config(cfg: DictConfig | Config) -> None:
     _check_data(cfg)
     # the same bounds as a model.json read back: sizes posx can allocate
     GPTConfig.from_run_config(cfg, VOCAB_SIZE).validate("the model config (model.*, pos.*, train.context_length)")
+
+
+def _check_options(cfg) -> None:
+    """pos.rotary_fraction, pos.xpos_scale_base, pos.fire_*, model.nope_every, model.attn_scale_length."""
+    p, m = cfg.pos, cfg.model
+    _in_range(p.rotary_fraction, 0.0, 1.0, "pos.rotary_fraction", closed_high=True)
+    if p.rotary_fraction != 1 and p.name not in ROTARY:
+        raise PosxError(f"pos.rotary_fraction={p.rotary_fraction} applies to {' and '.join(ROTARY)}, not pos={p.name}")
+    for key in ("xpos_scale_base", "fire_threshold", "fire_hidden"):
+        _positive(p[key], f"pos.{key}")
+    if m.nope_every < 0 or m.nope_every == 1:
+        raise PosxError(f"model.nope_every={m.nope_every} must be 0 (no NoPE layers) or at least 2 (1: use pos=nope)")
+    if m.nope_every and p.name in ("absolute", "sinusoidal"):
+        raise PosxError(
+            f"model.nope_every={m.nope_every} needs positions inside attention (rope, xpos, alibi, t5, fire); "
+            f"pos={p.name} adds them to the embeddings, which every layer sees"
+        )
+    if p.randomized and p.name not in TAKES_POSITIONS:
+        raise PosxError(f"pos.randomized applies to {', '.join(TAKES_POSITIONS)}; pos={p.name} reads no positions")
+    T = cfg.train.context_length
+    limit = p.randomized_max if p.randomized_max is not None else round(max(cfg.eval.factors, default=1) * T)
+    if p.randomized and limit < T:
+        raise PosxError(f"pos.randomized_max={limit} must be at least train.context_length={T}")
+    if p.randomized and p.name == "absolute" and (p.max_positions or T) < limit:
+        raise PosxError(f"pos.randomized with pos=absolute needs pos.max_positions >= {limit} (pos.randomized_max)")
+    if p.pose_length and (p.name not in TAKES_POSITIONS or p.randomized or p.pose_length < T):
+        raise PosxError(
+            f"pos.pose_length={p.pose_length} needs pos= one of {', '.join(TAKES_POSITIONS)}, no pos.randomized, "
+            f"and at least train.context_length={T}"
+        )
+    if p.pose_length and p.name == "absolute" and (p.max_positions or T) < p.pose_length:
+        raise PosxError(f"pos.pose_length with pos=absolute needs pos.max_positions >= {p.pose_length}")
+    if m.attn_scale_length is not None and m.attn_scale_length < 2:
+        raise PosxError(f"model.attn_scale_length={m.attn_scale_length} must be at least 2 (or null for T)")
 
 
 def _check_data(cfg) -> None:
@@ -207,6 +244,6 @@ def check_train_config(cfg) -> None:
             f"eval.stride={cfg.eval.stride} exceeds the shortest evaluation length {shortest} "
             f"(train.context_length={T}); a sliding window scores at most its own length"
         )
-    if cfg.pos.name == "rope":
+    if cfg.pos.name in ROTARY:
         rows = [(float(cfg.eval.scale or f), round(f * T)) for f in cfg.eval.factors]
         check_methods(cfg.eval, cfg.eval.methods, cfg.model.d_model // cfg.model.n_head, cfg.pos.base, T, rows)

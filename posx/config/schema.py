@@ -44,12 +44,15 @@ def _choice(name: str, values: str, doc: str) -> type[Choice]:
     return made
 
 
-Encoding = _choice("Encoding", "absolute rope sinusoidal alibi t5 nope", "pos.name: posx.model.encodings.ENCODINGS")
+Encoding = _choice(
+    "Encoding", "absolute rope sinusoidal alibi t5 nope xpos fire", "pos.name: posx.model.encodings.ENCODINGS"
+)
 Block = _choice("Block", "gpt2 llama", "model.block: posx.model.blocks.BLOCKS")
 Attention = _choice("Attention", "sdpa flex", "model.attention: posx.model.attention.ATTENTION")
+AttnScale = _choice("AttnScale", "none logn ssmax", "model.attn_scale: posx.model.scaling.ATTN_SCALES")
 Method = _choice(
     "Method",
-    "none pi ntk dynamic_ntk yarn dynamic_yarn ntk_by_parts abf llama3 longrope",
+    "none pi ntk dynamic_ntk yarn dynamic_yarn ntk_by_parts abf llama3 longrope resonance resonance_yarn",
     "eval.methods: posx.rope.METHODS",
 )
 ExtendMethod = _choice(
@@ -76,7 +79,10 @@ class ModelConfig:
     block: Block = Block.gpt2  # gpt2: LayerNorm + GELU MLP; llama: RMSNorm + SwiGLU, no biases
     multiple_of: int = 8  # llama: SwiGLU hidden = int(2/3 * mlp_ratio * d_model) rounded up to this
     tie_embeddings: bool = True  # output layer shares the token embedding matrix
-    attention: Attention = Attention.sdpa  # flex: FlexAttention for alibi and t5 (no L x L mask); others use SDPA
+    attention: Attention = Attention.sdpa  # flex: FlexAttention for alibi, t5 and fire (no L x L mask); others use SDPA
+    attn_scale: AttnScale = AttnScale.none  # logn: q x max(1, ln(n+1)/ln T); ssmax: q x s_h ln(n+1), s learned per head
+    attn_scale_length: Optional[int] = None  # T of attn_scale (logn's threshold, ssmax's s = 1/ln T at init); null: T
+    nope_every: int = 0  # layers i with (i+1) % K == 0 attend without positions (Llama 4's interleaved NoPE); 0: none
 
 
 @dataclass
@@ -87,6 +93,13 @@ class PosConfig:
     num_buckets: int = 32  # t5: relative-distance buckets (half exact, half log-spaced)
     max_distance: int = 128  # t5: distances from here on share the last bucket
     per_layer: bool = False  # t5: one bias table per layer (T5 itself shares one)
+    rotary_fraction: float = 1.0  # rope, xpos: share of pairs that rotate, highest frequencies first (p-RoPE); 0: NoPE
+    xpos_scale_base: float = 512.0  # xpos: B of the per-pair scale zeta^(n/B) (torchscale's scale_base)
+    fire_threshold: float = 512.0  # fire: initial L of psi(i-j)/psi(max(L, i)), learned (the paper's code: 512)
+    fire_hidden: int = 32  # fire: hidden width of the MLP f (the paper: 32)
+    randomized: bool = False  # training windows take a sorted random subset of [0, randomized_max) as positions
+    randomized_max: Optional[int] = None  # randomized: L_max; null: the longest evaluated length, max(eval.factors) x T
+    pose_length: int = 0  # PoSE: training position ids in two chunks with a skip, covering [0, pose_length); 0: off
 
 
 @dataclass
@@ -213,6 +226,7 @@ class ExtendConfig:
     min_lr_ratio: float = 0.1  # cosine decays to lr * min_lr_ratio at the last step
     batch_size: Optional[int] = None  # sequences per step; null: train.batch_size * T / (factor * T)
     eval_every: Optional[int] = None  # validation at factor x T every N steps; null: train.eval_every
+    pose: bool = False  # PoSE: continue at the parent's T with position ids covering factor x T (pos.pose_length)
 
 
 @dataclass

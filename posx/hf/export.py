@@ -254,6 +254,20 @@ def config_json(config) -> dict:
     return data
 
 
+# Model options LlamaForCausalLM has no equivalent of, with the value that means "off".
+PLAIN = {"rotary_fraction": 1.0, "attn_scale": "none", "nope_every": 0}
+
+
+def check_plain(m, run_dir: Path) -> None:
+    """A run with partial rotation, a logit scale or NoPE layers is refused in one line."""
+    for name, plain in PLAIN.items():
+        if getattr(m, name) != plain:
+            raise PosxError(
+                f"{run_dir} trains with {name}={getattr(m, name)}, which transformers' Llama cannot hold "
+                f"(only {name}={plain}); this run cannot be exported"
+            )
+
+
 def export_run(run_dir: Path, out: Path) -> Path:
     """Write the transformers directory of ``run_dir`` to ``out`` (new or empty), atomically."""
     require_transformers()
@@ -264,6 +278,7 @@ def export_run(run_dir: Path, out: Path) -> Path:
             f"{run_dir} is a {m.block}-block {m.pos} run; posx exports llama-block RoPE runs only "
             "(train one with model=llama_tiny or model.block=llama pos=rope)"
         )
+    check_plain(m, run_dir)
     if out.is_symlink() or out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise PosxError(f"{out} already exists and is not an empty directory; choose a new --out")
     hidden = model.blocks[0].mlp.gate.out_features

@@ -10,6 +10,7 @@ from posx.core.errors import PosxError
 from posx.model.attention import ATTENTION
 from posx.model.blocks import BLOCKS
 from posx.model.encodings import ENCODINGS
+from posx.model.scaling import ATTN_SCALES
 
 # Largest value model.json may give an integer field: far beyond what posx trains, small
 # enough that a crafted file cannot make it allocate without bound.
@@ -21,6 +22,8 @@ _MAX_INT = {
     "mlp_ratio": 64,
     "multiple_of": 1 << 16,
 }
+
+_MIN_INT = {"nope_every": 0, "pose_length": 0}  # 0: off; every other integer field is at least 1
 
 
 # GPTConfig field -> the run-config key it comes from: the one table both conversions read.
@@ -40,6 +43,16 @@ RUN_KEYS = {
     "t5_num_buckets": "pos.num_buckets",
     "t5_max_distance": "pos.max_distance",
     "t5_per_layer": "pos.per_layer",
+    "rotary_fraction": "pos.rotary_fraction",
+    "xpos_scale_base": "pos.xpos_scale_base",
+    "fire_threshold": "pos.fire_threshold",
+    "fire_hidden": "pos.fire_hidden",
+    "attn_scale": "model.attn_scale",
+    "attn_scale_length": "model.attn_scale_length",
+    "nope_every": "model.nope_every",
+    "randomized": "pos.randomized",
+    "randomized_max": "pos.randomized_max",
+    "pose_length": "pos.pose_length",
 }
 
 
@@ -68,6 +81,16 @@ class GPTConfig:
     multiple_of: int = 8  # llama: SwiGLU hidden rounded up to a multiple of this
     tie_embeddings: bool = True  # lm_head shares the token embedding matrix
     attention: str = "sdpa"  # sdpa | flex: how the bias encodings attend (posx.model.attention)
+    rotary_fraction: float = 1.0  # rope, xpos: share of pairs that rotate (p-RoPE), highest frequencies first
+    xpos_scale_base: float = 512.0  # xpos: B of zeta^(n/B)
+    fire_threshold: float = 512.0  # fire: initial threshold L (learned)
+    fire_hidden: int = 32  # fire: MLP hidden width
+    attn_scale: str = "none"  # none | logn | ssmax (posx.model.scaling.ATTN_SCALES)
+    attn_scale_length: int = 128  # T of attn_scale: the trained length
+    nope_every: int = 0  # layers with (layer + 1) % nope_every == 0 attend without positions; 0: none
+    randomized: bool = False  # training positions: a sorted random subset of [0, randomized_max)
+    randomized_max: int = 1024  # randomized: L_max
+    pose_length: int = 0  # PoSE: training ids cover [0, pose_length); 0: off
 
     @property
     def head_dim(self) -> int:
@@ -100,14 +123,14 @@ class GPTConfig:
                 ok = (
                     isinstance(value, int)
                     and not isinstance(value, bool)
-                    and 1 <= value <= _MAX_INT.get(f.name, 1 << 24)
+                    and _MIN_INT.get(f.name, 1) <= value <= _MAX_INT.get(f.name, 1 << 24)
                 )
             elif kind == "float":
                 ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
             else:
                 ok = isinstance(value, str)
             if not ok:
-                limit = f" from 1 to {_MAX_INT.get(f.name, 1 << 24)}" if kind == "int" else ""
+                limit = f" from {_MIN_INT.get(f.name, 1)} to {_MAX_INT.get(f.name, 1 << 24)}" if kind == "int" else ""
                 raise PosxError(f"{where}: {f.name}={value!r} is not a valid {kind}{limit}")
         if not 0 <= self.dropout < 1 or self.rope_base <= 1 or self.d_model % self.n_head:
             raise PosxError(
@@ -118,6 +141,13 @@ class GPTConfig:
             raise PosxError(f"{where}: pos={self.pos!r} is not one of {', '.join(ENCODINGS)}")
         if self.attention not in ATTENTION:
             raise PosxError(f"{where}: attention={self.attention!r} is not one of {', '.join(ATTENTION)}")
+        if self.attn_scale not in ATTN_SCALES:
+            raise PosxError(f"{where}: attn_scale={self.attn_scale!r} is not one of {', '.join(ATTN_SCALES)}")
+        if not 0 <= self.rotary_fraction <= 1 or self.xpos_scale_base <= 0 or self.fire_threshold <= 0:
+            raise PosxError(
+                f"{where} is inconsistent (rotary_fraction={self.rotary_fraction} must be in [0, 1], "
+                f"xpos_scale_base={self.xpos_scale_base} and fire_threshold={self.fire_threshold} positive)"
+            )
         if self.block not in BLOCKS:
             raise PosxError(f"{where}: block={self.block!r} is not one of {', '.join(BLOCKS)}")
 
@@ -127,6 +157,10 @@ class GPTConfig:
         values = {name: _select(cfg, key) for name, key in RUN_KEYS.items()}
         if values["max_positions"] is None:  # the learned table's default: one row per trained position
             values["max_positions"] = cfg.train.context_length
+        if values["attn_scale_length"] is None:  # attn_scale's T: the trained length
+            values["attn_scale_length"] = cfg.train.context_length
+        if values["randomized_max"] is None:  # L_max: the longest evaluated length
+            values["randomized_max"] = round(max(cfg.eval.factors) * cfg.train.context_length)
         return cls(vocab_size=vocab_size, **values)
 
     def run_config_values(self) -> dict[str, object]:

@@ -7,7 +7,9 @@ Every encoding is a ``PositionalEncoding`` with three hooks, each a no-op by def
 * ``distance_bias(layer, length)``  a bias on the logits by query-key distance (ALiBi, T5)
 
 The attention block calls them and never asks which encoding it has, so a new encoding is
-a new subclass plus one line in ``ENCODINGS``.
+a new subclass plus one line in ``ENCODINGS``. xPos is RoPE's ``rotate`` with a per-pair
+scale (``posx.model.xpos``); FIRE, whose bias also depends on the query position, overrides
+``attn_masks`` and ``score_mod`` instead of ``distance_bias`` (``posx.model.fire``).
 
 With ``model.attention=flex`` the bias encodings give a ``score_mod(layer)`` instead
 (``posx.model.attention``): a function of the head and the distance, the same for every
@@ -32,6 +34,7 @@ from torch import Tensor, nn
 
 from posx import rope
 from posx.core.errors import PosxError
+from posx.model import fire, xpos
 
 
 class PositionOutOfRange(PosxError):
@@ -290,10 +293,14 @@ class Rotary(PositionalEncoding):
     kind = "rope"
     uses_rope = True
 
-    def __init__(self, head_dim: int, base: float):
+    def __init__(self, head_dim: int, base: float, rotary_fraction: float = 1.0):
         super().__init__()
         self.head_dim = head_dim
         self.base = base
+        # p-RoPE (posx.model.xpos): 1 for the pairs that rotate; None when all do (plain RoPE,
+        # whose forward is then untouched). Applied after any rescaling, in cos_sin.
+        mask = None if rotary_fraction == 1 else xpos.rotation_mask(head_dim, rotary_fraction)
+        self.register_buffer("rotating", mask, persistent=False)  # (hd/2,) or None
         inv_freq, attention_factor = rope.frequencies("none", head_dim, base=base)
         self.register_buffer("inv_freq", inv_freq, persistent=False)
         # The factor the forward reads: a 0-d float32 buffer (what multiplying float32 cos/sin
@@ -330,7 +337,8 @@ class Rotary(PositionalEncoding):
     def cos_sin(self, positions: Tensor) -> tuple[Tensor, Tensor]:
         # Angles in float32 even under bf16 autocast: p * theta loses all precision in bf16.
         with torch.autocast(device_type=positions.device.type, enabled=False):
-            angles = torch.outer(positions.float(), self.inv_freq)  # (T, hd/2)
+            inv_freq = self.inv_freq if self.rotating is None else self.inv_freq * self.rotating
+            angles = torch.outer(positions.float(), inv_freq)  # (T, hd/2)
             return angles.cos() * self.attn_factor, angles.sin() * self.attn_factor
 
     def rotate(self, q: Tensor, k: Tensor, positions: Tensor) -> tuple[Tensor, Tensor]:
@@ -339,16 +347,61 @@ class Rotary(PositionalEncoding):
         return rotate_pairs(q, cos, sin), rotate_pairs(k, cos, sin)
 
 
+class XPos(Rotary):
+    """xPos: RoPE whose query is scaled by zeta^(n/B) and key by zeta^(-m/B) per pair
+    (Sun et al., ACL 2023; torchscale's XPOS; the formulas in ``posx.model.xpos``). The
+    frequencies are RoPE's and take the same rescaling methods."""
+
+    kind = "xpos"
+
+    def __init__(self, head_dim: int, base: float, rotary_fraction: float = 1.0, scale_base: float = xpos.SCALE_BASE):
+        super().__init__(head_dim, base, rotary_fraction)
+        log_zeta = xpos.xpos_zeta(head_dim).log().float() * xpos.rotation_mask(head_dim, rotary_fraction)
+        self.register_buffer("log_zeta", log_zeta, persistent=False)  # (hd/2,), 0 where a pair does not rotate
+        self.scale_base = float(scale_base)
+
+    def rotate(self, q: Tensor, k: Tensor, positions: Tensor) -> tuple[Tensor, Tensor]:
+        cos, sin = self.cos_sin(positions)
+        with torch.autocast(device_type=positions.device.type, enabled=False):
+            scale = xpos.xpos_scales(self.log_zeta, positions, self.scale_base)  # (T, hd/2)
+        up = [(t * scale).to(q.dtype) for t in (cos, sin)]
+        down = [(t / scale).to(k.dtype) for t in (cos, sin)]
+        return rotate_pairs(q, *up), rotate_pairs(k, *down)
+
+
+class Fire(PositionalEncoding):
+    """FIRE: a learned bias f(psi(i - j) / psi(max(L, i))), one for all layers (Li et al.,
+    ICLR 2024; ``posx.model.fire``). It depends on the query position as well as the distance,
+    so the SDPA mask is built whole, (1, H, L, L), at every forward (never cached: it is learned)."""
+
+    kind = "fire"
+
+    def __init__(self, n_head: int, hidden: int, threshold: float):
+        super().__init__()
+        self.fire = fire.FireMLP(n_head, hidden, threshold)
+        self._score_mod = self.fire.score  # bound once, as ALiBi's
+
+    def score_mod(self, layer: int):
+        return self._score_mod
+
+    def attn_masks(self, length: int, n_layer: int, dtype: torch.dtype, device: torch.device) -> list[Tensor | None]:
+        return [self.fire.causal_bias(length, device).to(dtype)] * n_layer
+
+
 # Name -> maker. A maker takes the model's config (posx.model.config.GPTConfig) and returns the
 # component; configs and run files hold only the name.
 ENCODINGS = {
     "absolute": lambda c: LearnedAbsolute(c.max_positions, c.d_model),
-    "rope": lambda c: Rotary(c.d_model // c.n_head, c.rope_base),
+    "rope": lambda c: Rotary(c.d_model // c.n_head, c.rope_base, c.rotary_fraction),
     "sinusoidal": lambda c: Sinusoidal(c.d_model),
     "alibi": lambda c: ALiBi(c.n_head),
     "t5": lambda c: T5Bias(c.n_head, c.n_layer, c.t5_num_buckets, c.t5_max_distance, c.t5_per_layer),
     "nope": lambda c: PositionalEncoding(),
+    "xpos": lambda c: XPos(c.d_model // c.n_head, c.rope_base, c.rotary_fraction, c.xpos_scale_base),
+    "fire": lambda c: Fire(c.n_head, c.fire_hidden, c.fire_threshold),
 }
+
+ROTARY = ("rope", "xpos")  # the encodings that rotate q and k: RoPE rescaling methods apply
 
 
 def build_encoding(config) -> PositionalEncoding:

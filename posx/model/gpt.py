@@ -17,10 +17,11 @@ from torch import Tensor, nn
 
 from posx.core.device import compute_dtype
 from posx.core.errors import PosxError
-from posx.model import blocks
+from posx.model import blocks, scaling
 from posx.model.attention import ATTENTION, FlexBias, attend, causal_block_mask, flex_applies
 from posx.model.config import GPTConfig
 from posx.model.encodings import PositionalEncoding, build_encoding
+from posx.model.randomized import pose_positions, random_positions
 
 
 class CausalSelfAttention(nn.Module):
@@ -31,6 +32,8 @@ class CausalSelfAttention(nn.Module):
         self.qkv = nn.Linear(config.d_model, 3 * config.d_model, bias=False)
         self.proj = nn.Linear(config.d_model, config.d_model, bias=False)
         self.dropout = config.dropout
+        self.positional = not scaling.is_nope_layer(layer, config.nope_every)  # False: no rotation, no bias
+        self.logit_scale = scaling.make_scale(config)  # None, or model.attn_scale's query scale
 
     def forward(self, x: Tensor, pos: PositionalEncoding, positions: Tensor, mask: Tensor | FlexBias | None) -> Tensor:
         """mask: None (plain causal), the additive (1, H, T, T) mask from ``pos.attn_masks``,
@@ -40,7 +43,10 @@ class CausalSelfAttention(nn.Module):
         q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, H, T, hd)
         k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, H, T, hd)
         v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, H, T, hd)
-        q, k = pos.rotate(q, k, positions)
+        if self.positional:
+            q, k = pos.rotate(q, k, positions)
+        if self.logit_scale is not None:
+            q = self.logit_scale(q)
         dropout = self.dropout if self.training else 0.0
         y = attend(q, k, v, mask, dropout)  # (B, H, T, hd)
         y = y.transpose(1, 2).contiguous().view(B, T, C)  # (B, T, C)
@@ -130,11 +136,15 @@ class GPT(nn.Module):
         targets (as nanoGPT's model does)."""
         B, T = idx.shape
         positions = torch.arange(offset, offset + T, device=idx.device)  # (T,)
+        if self.training and self.config.randomized:  # posx.model.randomized
+            positions = random_positions(T, self.config.randomized_max, idx.device)
+        elif self.training and self.config.pose_length:
+            positions = pose_positions(T, self.config.pose_length, idx.device)
         x = self.pos.embed(self.tok_emb(idx), positions)  # (B, T, C)
         # Bias masks are built once per forward (ALiBi: once per length) and shared by layers.
         masks = self._biases(T, compute_dtype(x), x.device)
         for block, mask in zip(self.blocks, masks):
-            x = block(x, self.pos, positions, mask)
+            x = block(x, self.pos, positions, mask if block.attn.positional else None)
         logits = self.lm_head(self.ln_f(x))  # (B, T, vocab)
         return logits, None if targets is None else lm_loss(logits, targets)
 

@@ -58,6 +58,8 @@ METHOD_ARGS: dict[str, Callable[[object, float, int], tuple[float, dict]]] = {
             "length": L,
         },
     ),
+    "resonance": lambda ev, s, L: (s, {}),  # ignores the factor
+    "resonance_yarn": lambda ev, s, L: (s, {**_ramp(ev), "attention_factor": ev.yarn.attention_factor}),
 }
 # The config group each method reads its parameters from, named in error messages.
 _GROUP = {
@@ -68,6 +70,7 @@ _GROUP = {
     "abf": "eval.abf_base",
     "llama3": "eval.llama3",
     "longrope": "eval.longrope",
+    "resonance_yarn": "eval.yarn",
 }
 
 

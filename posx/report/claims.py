@@ -25,11 +25,32 @@ otherwise. The claims, with the papers they come from:
   YaRN is the best of the extensions;
 * Xiong et al. 2023, "Effective Long-Context Scaling of Foundation Models" (Llama 2 Long), arXiv
   2309.16039: a raised base (ABF) needs continued training.
+
+The claims of the newer positional methods (``method_claims``), each listed only when the report
+has a run of its method, so a report without them keeps its table:
+
+* Li et al., ICLR 2024 (FIRE), arXiv 2310.04418: FIRE beats ALiBi and the T5 bias far past T;
+* Sun et al., ACL 2023 (xPos), arXiv 2212.10554: xPos beats RoPE past T;
+* Barbero et al., ICLR 2025 (p-RoPE), arXiv 2410.06205: rotating a fraction of the pairs is no
+  worse than RoPE at T and better past it;
+* Ruoss et al., ACL 2023, arXiv 2305.16843: randomized positions improve length generalisation;
+* Chiang & Cholak, ACL 2022, arXiv 2202.12172: log-n scaling helps past T; Nakanishi 2025
+  (Scalable-Softmax), arXiv 2501.19399: SSMax helps past T;
+* Yang et al. 2025, arXiv 2501.18795 (and Llama 4): NoPE every K-th layer extrapolates better
+  than RoPE in every layer;
+* Wang et al., ACL 2024 Findings (Resonance RoPE), arXiv 2403.00071: Resonance improves YaRN
+  (both fine-tuned, at s·T);
+* Zhu et al., ICLR 2024 (PoSE), arXiv 2309.10400: trained at T with skipped position ids, an
+  extension comes close to fine-tuning at s·T (within 10%) and beats zero-shot.
+
+A run with one of the options (``pos.rotary_fraction``, ``model.attn_scale``, ...) is found by its
+group label (``posx.report.groups``): a key the label does not name counts as at its default.
 """
 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -41,6 +62,24 @@ ALIBI, PI, YARN, ABF = (
     "Peng et al. 2023 (YaRN)",
     "Xiong et al. 2023 (Llama 2 Long, ABF)",
 )
+FIRE, XPOS, PROPE, RANDOMIZED, LOGN, SSMAX, HYBRID, RESONANCE, POSE = (
+    "Li et al. 2024 (FIRE)",
+    "Sun et al. 2023 (xPos)",
+    "Barbero et al. 2025 (p-RoPE)",
+    "Ruoss et al. 2023 (randomized positions)",
+    "Chiang & Cholak 2022 (log-n scaling)",
+    "Nakanishi 2025 (Scalable-Softmax)",
+    "Yang et al. 2025 (hybrid NoPE layers)",
+    "Wang et al. 2024 (Resonance RoPE)",
+    "Zhu et al. 2024 (PoSE)",
+)
+# The options the newer claims compare, as group labels write them, with their defaults.
+OPTION_DEFAULTS = {
+    "pos.rotary_fraction": "1",
+    "model.attn_scale": "none",
+    "model.nope_every": "0",
+    "pos.randomized": "False",
+}
 RECOVERED = 1.10  # "fixed": the extended model at s·T within 10% of the parent's perplexity at T
 
 
@@ -107,12 +146,36 @@ class Numbers:
             return Cell(label, math.nan, math.nan)
         return Cell(label, float(row["ppl_mean"].iloc[0]), float(row["ppl_std"].iloc[0]))
 
-    def extended(self, method: str, column: str) -> Cell:
-        """``column``: zero_shot or extended (at s·T), extended_1x."""
+    def option(self, encoding: str, factor: float, settings: dict | None = None) -> Cell:
+        """The encoding's own cell (method none) of the group with ``settings`` (group-label keys
+        and values) and every other option of OPTION_DEFAULTS at its default."""
+        settings = settings or {}
+        wanted = {**OPTION_DEFAULTS, **settings}
+        label = " ".join([encoding, *(f"{k}={v}" for k, v in settings.items()), f"at {factor:g}x"])
+        rows = self.trained[
+            (self.trained["encoding"] == encoding)
+            & (self.trained["method"] == "none")
+            & np.isclose(self.trained["factor"], factor)
+            & (self.trained["n_seeds"] > 0)
+        ]
+        rows = rows[[_matches(str(g), wanted) for g in rows["group"]]]
+        if len(rows) != 1:
+            return Cell(label, math.nan, math.nan)
+        return Cell(label, float(rows["ppl_mean"].iloc[0]), float(rows["ppl_std"].iloc[0]))
+
+    def labelled(self, key: str) -> set[str]:
+        """Every value ``key`` takes in a group label of the report."""
+        return {parse_label(str(g)).get(key) for g in self.trained["group"]} - {None}
+
+    def extended(self, method: str, column: str, pose: bool = False) -> Cell:
+        """``column``: zero_shot or extended (at s·T), extended_1x; ``pose``: of the extension
+        with ``extend.pose`` (its group label says extend.pose=True) or of the one without."""
         rows = self.extension[self.extension["method"] == method] if not self.extension.empty else self.extension
+        if len(rows):
+            rows = rows[[parse_label(str(g)).get("extend.pose", "False") == str(pose) for g in rows["group"]]]
         label = {
             "zero_shot": f"{method} zero-shot at s·T",
-            "extended": f"{method} fine-tuned at s·T",
+            "extended": f"{method} {'PoSE-trained at T' if pose else 'fine-tuned at s·T'}, at s·T",
             "extended_1x": f"{method} fine-tuned at T",
         }[column]
         if len(rows) != 1:
@@ -121,6 +184,19 @@ class Numbers:
 
     def factor(self) -> float:
         return float(self.extension["factor"].iloc[0]) if not self.extension.empty else math.nan
+
+
+def parse_label(label: str) -> dict[str, str]:
+    """A group label "k=v, k2=v2" (``posx.report.groups``) as a dict; "-" is empty."""
+    parts = re.split(r", (?=[\w.]+=)", label) if label not in ("", "-") else []
+    return dict(p.split("=", 1) for p in parts if "=" in p)
+
+
+def _matches(label: str, wanted: dict[str, str]) -> bool:
+    """Whether a group label has ``wanted``; a key it does not name, or names as "—" (a run
+    without the key), counts as at its default."""
+    found = {k: v for k, v in parse_label(label).items() if v != "—"}
+    return all(found.get(k, OPTION_DEFAULTS.get(k)) == v for k, v in wanted.items())
 
 
 def _claim(paper: str, claim: str, pairs: list[tuple[Cell, Cell]], flat: list[tuple[Cell, Cell]] = ()) -> dict:
@@ -201,4 +277,59 @@ def check(numbers: Numbers, longest: float = 8.0) -> pd.DataFrame:
                 ],
             ),
         ]
+    rows += method_claims(n, longest)
     return pd.DataFrame(rows, columns=["paper", "claim", "verdict", "numbers"])
+
+
+def method_claims(n: Numbers, longest: float = 8.0) -> list[dict]:
+    """The newer methods' claims (module docstring), each only where the report has a run of
+    the method: (paper, claim, pairs where the first is the method's cell, flat pairs)."""
+    rope_t, rope_far = n.option("rope", 1), n.option("rope", longest)
+    past = (2, 4, longest)
+    at = ", ".join(f"{f:g}x" for f in past)
+    found = [
+        (
+            FIRE,
+            f"FIRE beats ALiBi and the T5 bias far past T ({longest:g}x)",
+            [(n.option("fire", longest), n.option(other, longest)) for other in ("alibi", "t5")],
+            [],
+        ),
+        (XPOS, f"xPos beats RoPE past T (at {at})", [(n.option("xpos", f), n.option("rope", f)) for f in past], []),
+    ]
+    for p in sorted(n.labelled("pos.rotary_fraction") - {OPTION_DEFAULTS["pos.rotary_fraction"]}):
+        part = {"pos.rotary_fraction": p}
+        found.append(
+            (
+                PROPE,
+                f"RoPE rotating a fraction {p} of its pairs is no worse at T and better at {longest:g}x",
+                [(n.option("rope", longest, part), rope_far)],
+                [(n.option("rope", 1, part), rope_t)],
+            )
+        )
+    for paper, key, value, what in (
+        (RANDOMIZED, "pos.randomized", "True", "randomized positions"),
+        (LOGN, "model.attn_scale", "logn", "log-n scaling"),
+        (SSMAX, "model.attn_scale", "ssmax", "Scalable-Softmax"),
+    ):
+        found.append(
+            (
+                paper,
+                f"{what} improve RoPE far past T ({longest:g}x)",
+                [(n.option("rope", longest, {key: value}), rope_far)],
+                [],
+            )
+        )
+    for k in sorted(n.labelled("model.nope_every") - {OPTION_DEFAULTS["model.nope_every"]}):
+        cell = n.option("rope", longest, {"model.nope_every": k})
+        found.append(
+            (HYBRID, f"NoPE every {k}th layer extrapolates better than RoPE in every layer", [(cell, rope_far)], [])
+        )
+    if not n.extension.empty:
+        pair = (n.extended("resonance_yarn", "extended"), n.extended("yarn", "extended"))
+        found.append((RESONANCE, "Resonance improves YaRN (both fine-tuned, at s·T)", [pair], []))
+        for method in sorted(set(n.extension["method"])):
+            pose, full = n.extended(method, "extended", pose=True), n.extended(method, "extended")
+            near = Cell(f"{RECOVERED:g} x {full.label}", full.mean * RECOVERED, full.std * RECOVERED)
+            claim = f"{method} with PoSE at T comes within {RECOVERED - 1:.0%} of fine-tuning at s·T, beating zero-shot"
+            found.append((POSE, claim, [(pose, near), (pose, n.extended(method, "zero_shot"))], []))
+    return [_claim(paper, claim, pairs, flat) for paper, claim, pairs, flat in found if math.isfinite(pairs[0][0].mean)]

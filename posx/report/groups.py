@@ -56,11 +56,15 @@ COLUMN_KEYS = ("pos.name", "parent")
 ONLY_EXTENDED = ("parent.", "extend.", "new_base")  # keys only an extended run has
 # Encoding parameters that only some encodings read (others record a value they never use).
 ONLY_FOR = {
-    "pos.base": {"rope"},
+    "pos.base": {"rope", "xpos"},
     "pos.max_positions": {"absolute"},
     "pos.num_buckets": {"t5"},
     "pos.max_distance": {"t5"},
     "pos.per_layer": {"t5"},
+    "pos.rotary_fraction": {"rope", "xpos"},
+    "pos.xpos_scale_base": {"xpos"},
+    "pos.fire_threshold": {"fire"},
+    "pos.fire_hidden": {"fire"},
 }  # shown as the encoding and parent columns, not in labels
 
 
@@ -100,6 +104,18 @@ def _text(value) -> str:
     return json.dumps(value) if isinstance(value, (dict, type(None))) else str(value)
 
 
+def _drop_unread(found: dict) -> None:
+    """Remove the keys the run's model never reads (``ONLY_FOR``; a logit scale's T without a
+    logit scale; L_max without randomized positions), so they never split groups."""
+    for key, encodings in ONLY_FOR.items():
+        if found.get("pos.name") not in encodings:
+            found.pop(key, None)
+    if str(found.get("model.attn_scale", "none")) == "none":
+        found.pop("model.attn_scale_length", None)
+    if found.get("pos.randomized") is not True:
+        found.pop("pos.randomized_max", None)
+
+
 def identity(
     config: dict | None,
     meta: RunMeta | None,
@@ -137,9 +153,7 @@ def identity(
             if parent is not None:  # what the parent is, not what it is called
                 found["parent"] = f"{parent['pos.name']}-T{parent['T']}"
                 found.update({f"parent.{k}": v for k, v in parent.items()})
-    for key, encodings in ONLY_FOR.items():
-        if found.get("pos.name") not in encodings:
-            found.pop(key, None)
+    _drop_unread(found)
     if evaluations is not None:
         if evaluations:
             found["eval.ids"] = sorted(history.eval_id(e) for e in evaluations)

@@ -17,6 +17,7 @@ import torch
 from posx import rope
 from posx.core.errors import PosxError
 from posx.model.config import GPTConfig
+from posx.model.encodings import ROTARY
 from posx.model.gpt import GPT
 from posx.model.rescale import RopeRecord, install_trained
 from posx.runs.records import RunMeta
@@ -41,12 +42,12 @@ def interpolate_table(table: torch.Tensor, rows: int, factor: float) -> torch.Te
 
 def check_method(method: str, pos: str, where: str) -> None:
     """RoPE runs take RoPE methods; learned-absolute runs take only interpolate."""
-    if pos == "rope" and method == INTERPOLATE:
+    if pos in ROTARY and method == INTERPOLATE:
         raise PosxError(
             f"{where} uses RoPE; interpolate is for learned-absolute tables. "
             f"Choose a RoPE method: {', '.join(rope.METHODS)}"
         )
-    if pos != "rope" and method != INTERPOLATE:
+    if pos not in ROTARY and method != INTERPOLATE:
         raise PosxError(
             f"{where} has {pos} positions, which extend only with method=interpolate "
             f"(the table stretched to factor x T); method={method} needs RoPE"

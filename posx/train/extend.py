@@ -14,11 +14,17 @@ is only read. What the child's model.json records:
 
 The dynamic methods (dynamic_ntk, dynamic_yarn, longrope) are frozen at the new length, the
 only length they train at.
+
+``extend.pose=true`` (PoSE, Zhu et al., ICLR 2024) keeps the parent's T as the training length
+and batch, and makes the child's model draw position ids covering [0, factor x T) in training
+(``pos.pose_length``); its frequencies are the method's at factor x T as without PoSE, and its
+model.json records T as the length it trained at.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,6 +33,7 @@ from omegaconf import DictConfig, OmegaConf
 from posx.config.checks import check_extend_config
 from posx.core.errors import PosxError
 from posx.model.config import GPTConfig
+from posx.model.randomized import TAKES_POSITIONS
 from posx.model.rescale import RopeRecord, method_args
 from posx.runs.lineage import INTERPOLATE, check_method, extended_model, new_context
 from posx.runs.records import Lineage, RunMeta
@@ -68,6 +75,19 @@ def child_config(cfg: DictConfig, parent_dir: Path, parent: RunMeta, child: GPTC
     return out
 
 
+def pose_window(cfg: DictConfig, parent: RunMeta, T1: int) -> int:
+    """The length the child trains at: T1, or with ``extend.pose`` the parent's T (its model
+    then draws PoSE position ids over [0, T1): ``posx.model.randomized.pose_positions``)."""
+    if not cfg.extend.pose:
+        return T1
+    if parent.model.pos not in TAKES_POSITIONS:
+        raise PosxError(
+            f"extend.pose needs an encoding that reads positions ({', '.join(TAKES_POSITIONS)}); "
+            f"the parent has pos={parent.model.pos}"
+        )
+    return parent.train_context
+
+
 def forbid_model_overrides(overrides: list[str]) -> None:
     for item in overrides:
         key = item.lstrip("+~").split("=", 1)[0]
@@ -101,9 +121,12 @@ def prepare(cfg: DictConfig, overrides: list[str]) -> Extension:
             "extend that run with the larger factor instead"
         )
     T1 = new_context(parent.train_context, cfg.factor)
+    window = pose_window(cfg, parent, T1)
     record = rope_record(cfg, parent) if cfg.method != INTERPOLATE else None
     parent_model, _ = load_run(parent_dir, device="cpu")
     model = extended_model(parent_model, parent, cfg.method, float(cfg.factor), record, f"run {parent_dir}")
+    if window != T1:  # PoSE: training ids cover the new length
+        model.config = dataclasses.replace(model.config, pose_length=T1)
     if record is not None:  # the numbers themselves, besides the recipe that gives them
         record.inv_freq = model.pos.trained_inv_freq.tolist()
         record.attention_factor = model.pos.trained_attention_factor
@@ -117,11 +140,11 @@ def prepare(cfg: DictConfig, overrides: list[str]) -> Extension:
         parent_step=parent.step,
     )
     start = FromParent(model=model, rope=record or RopeRecord.identity(), lineage=lineage)
-    config = child_config(cfg, parent_dir, parent, model.config, T1)
+    config = child_config(cfg, parent_dir, parent, model.config, window)
     return Extension(
         parent_dir=parent_dir,
         parent=parent,
         config=config,
         start=start,
-        name=cfg.name or f"{parent_dir.name}-{cfg.method}-x{cfg.factor:g}",
+        name=cfg.name or f"{parent_dir.name}-{cfg.method}-x{cfg.factor:g}" + ("-pose" if cfg.extend.pose else ""),
     )

@@ -1,0 +1,64 @@
+"""FIRE, functional interpolation for relative positions (Li, Zaheer, Kumar, Sanghai, ...,
+Bhojanapalli, "Functional Interpolation for Relative Positions Improves Long Context
+Transformers", ICLR 2024, arXiv 2310.04418).
+
+A learned bias added to the logit of query i and key j <= i:
+
+    b(i, j) = f(psi(i - j) / psi(max(L, i))),      psi(x) = ln(|c x| + 1),
+
+f an MLP from one input to one output per head (hidden width 32, ReLU), c and the threshold L
+learned. This follows the PyTorch code in the paper's appendix: c starts at 0.1, L is
+|multiplier · L0| with the multiplier learned from 1 and L0 fixed (512 there;
+``pos.fire_threshold``), and the normaliser gets eps = 1e-6. Dividing by psi(max(L, i)) maps
+every distance a query can see into [0, 1], so a longer context is an interpolation of the
+trained inputs, not an extrapolation; for i < L the normaliser is a constant and the bias
+depends on i - j alone.
+
+Choices of posx: one FIRE for all layers (as T5 shares its table); i and j are indices in the
+window (as ALiBi and T5 read them, and as FlexAttention's q_idx, kv_idx are).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from posx.core.errors import PosxError
+
+C_INIT = 0.1  # the paper's code: init_c
+EPS = 1e-6  # added to the normaliser
+
+
+class FireMLP(nn.Module):
+    """f, c and L of FIRE; ``causal_bias`` for SDPA, ``score`` for FlexAttention's score_mod."""
+
+    def __init__(self, n_head: int, hidden: int = 32, threshold: float = 512.0):
+        super().__init__()
+        if hidden < 1 or not threshold > 0:
+            raise PosxError(f"FIRE needs pos.fire_hidden >= 1 and pos.fire_threshold > 0, got {hidden}, {threshold}")
+        self.up = nn.Linear(1, hidden)
+        self.down = nn.Linear(hidden, n_head)
+        self.c = nn.Parameter(torch.tensor(C_INIT))
+        self.multiplier = nn.Parameter(torch.tensor(1.0))
+        self.register_buffer("threshold", torch.tensor(float(threshold)), persistent=False)  # L0
+
+    def normalized(self, i: Tensor, j: Tensor) -> Tensor:
+        """psi(i - j) / psi(max(L, i)) for float positions i (query) and j (key), broadcast."""
+        limit = (self.multiplier * self.threshold).abs()
+        num = torch.log((self.c * (i - j).clamp(min=0)).abs() + 1)
+        return num / (torch.log((self.c * torch.maximum(i, limit)).abs() + 1) + EPS)
+
+    def causal_bias(self, length: int, device: torch.device) -> Tensor:
+        """(1, H, L, L) float32: b(i, j) for j <= i, -inf above the diagonal."""
+        pos = torch.arange(length, device=device, dtype=torch.float32)
+        x = self.normalized(pos[:, None], pos[None, :])  # (L, L)
+        bias = self.down(F.relu(self.up(x.unsqueeze(-1)))).permute(2, 0, 1)  # (H, L, L)
+        future = torch.ones(length, length, dtype=torch.bool, device=device).triu(1)
+        return bias.masked_fill(future, float("-inf")).unsqueeze(0)
+
+    def score(self, score: Tensor, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
+        """FlexAttention score_mod: score + b(q_idx, kv_idx) at head h (the causal mask is separate)."""
+        x = self.normalized(q_idx.float(), kv_idx.float())
+        hidden = F.relu(self.up.weight[:, 0] * x + self.up.bias)  # (hidden,)
+        return score + ((self.down.weight[h] * hidden).sum() + self.down.bias[h]).to(score.dtype)

@@ -1,0 +1,59 @@
+"""xPos and partial rotation: the pure functions behind ``pos=xpos`` and ``pos.rotary_fraction``.
+
+xPos (Sun et al., "A Length-Extrapolatable Transformer", ACL 2023, arXiv 2212.10554; the
+authors' code: microsoft/torchscale, ``torchscale/component/xpos_relative_position.py``) is RoPE
+with a per-pair scale: with d the head dim, pair i < d/2 has
+
+    zeta_i = (2i + gamma*d) / ((1 + gamma)*d),      gamma = 0.4,
+
+and the query at position n is multiplied by zeta^(n/B), the key at m by zeta^(-m/B), B = 512
+(``scale_base``). A logit then carries zeta_i^((n - m)/B) on pair i: a decay with the relative
+distance, the same for every n, m at the same distance. As torchscale does, the exponent is
+taken about the window's centre c (n - c and m - c), which leaves the logits as they are and
+keeps the factors near 1; the rotation itself uses the positions as given.
+
+Partial rotation (p-RoPE: Barbero et al., "Round and Round We Go! What makes Rotary Positional
+Encodings useful?", ICLR 2025, arXiv 2410.06205): only the highest-frequency fraction p of the
+pairs rotate; the others get frequency 0 (no rotation) and, under xPos, scale 1, so they carry
+no position at all. p = 1 is the encoding itself, p = 0 is NoPE exactly.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from posx.core.errors import PosxError
+
+GAMMA = 0.4  # torchscale's XPOS: (arange(0, d, 2) + 0.4 * d) / (1.4 * d)
+SCALE_BASE = 512.0  # torchscale's scale_base
+
+
+def rotating_pairs(head_dim: int, fraction: float) -> int:
+    """How many pairs rotate: round(fraction * head_dim / 2), the highest frequencies first."""
+    if not 0.0 <= fraction <= 1.0:
+        raise PosxError(f"pos.rotary_fraction={fraction} must be in [0, 1] (1: every pair rotates, 0: NoPE)")
+    return round(fraction * (head_dim // 2))
+
+
+def rotation_mask(head_dim: int, fraction: float) -> Tensor:
+    """(head_dim // 2,) float32: 1 for the pairs that rotate (pair 0 has the highest frequency), 0 else."""
+    mask = torch.zeros(head_dim // 2)
+    mask[: rotating_pairs(head_dim, fraction)] = 1.0
+    return mask
+
+
+def xpos_zeta(head_dim: int, gamma: float = GAMMA) -> Tensor:
+    """zeta_i = (2i + gamma*d) / ((1 + gamma)*d) for the d/2 pairs, float64, each in (0, 1)."""
+    return (torch.arange(0, head_dim, 2, dtype=torch.float64) + gamma * head_dim) / ((1 + gamma) * head_dim)
+
+
+def xpos_scales(log_zeta: Tensor, positions: Tensor, scale_base: float) -> Tensor:
+    """(T, d/2) float32: zeta^((n - c)/B) for each position n, c the window's centre.
+
+    ``log_zeta`` is ln(zeta) (float32, 0 for pairs that do not rotate). The query takes this
+    factor, the key its inverse, so the logit of (n, m) carries zeta^((n - m)/B).
+    """
+    centre = torch.div(positions[0] + positions[-1], 2, rounding_mode="floor")
+    offset = (positions - centre).float() / scale_base  # (T,)
+    return torch.exp(torch.outer(offset, log_zeta))  # (T, d/2)
