@@ -85,3 +85,20 @@ def trained_runs(tmp_path_factory, tiny_args) -> dict[str, Path]:
         runs[pos] = work / "results" / "runs" / pos
     runs["work"] = work
     return runs
+
+
+@pytest.fixture
+def ieee_fp32():
+    """float32 matmuls and convolutions without TF32 for one test (the CUDA comparisons); the
+    process-wide settings are put back afterwards."""
+    matmul, cudnn = torch.backends.cuda.matmul, torch.backends.cudnn
+    if hasattr(cudnn, "conv"):  # the fp32_precision API (posx.core.device.use_tf32)
+        targets = [(matmul, "fp32_precision", "ieee"), (cudnn.conv, "fp32_precision", "ieee")]
+    else:
+        targets = [(matmul, "allow_tf32", False), (cudnn, "allow_tf32", False)]
+    saved = [getattr(obj, name) for obj, name, _ in targets]
+    for obj, name, value in targets:
+        setattr(obj, name, value)
+    yield
+    for (obj, name, _), value in zip(targets, saved):
+        setattr(obj, name, value)

@@ -99,9 +99,8 @@ def test_flex_matches_sdpa_on_cpu(pos, n_head, per_layer, cpu_flex_backward):
 
 @pytest.mark.cuda
 @pytest.mark.parametrize("pos,n_head,per_layer", CASES)
-def test_flex_matches_sdpa_on_cuda(pos, n_head, per_layer):
+def test_flex_matches_sdpa_on_cuda(pos, n_head, per_layer, ieee_fp32):
     """The compiled (fused) FlexAttention kernel against SDPA in float32 on the GPU."""
-    torch.backends.cuda.matmul.allow_tf32 = False
     check(pos, n_head, per_layer, "cuda", 2e-3)
 
 
