@@ -89,16 +89,12 @@ def trained_runs(tmp_path_factory, tiny_args) -> dict[str, Path]:
 
 @pytest.fixture
 def ieee_fp32():
-    """float32 matmuls and convolutions without TF32 for one test (the CUDA comparisons); the
-    process-wide settings are put back afterwards."""
-    matmul, cudnn = torch.backends.cuda.matmul, torch.backends.cudnn
-    if hasattr(cudnn, "conv"):  # the fp32_precision API (posx.core.device.use_tf32)
-        targets = [(matmul, "fp32_precision", "ieee"), (cudnn.conv, "fp32_precision", "ieee")]
-    else:
-        targets = [(matmul, "allow_tf32", False), (cudnn, "allow_tf32", False)]
-    saved = [getattr(obj, name) for obj, name, _ in targets]
-    for obj, name, value in targets:
-        setattr(obj, name, value)
+    """float32 matmuls and convolutions without TF32 for one test (the CUDA comparisons), set
+    as posx.core.device.use_tf32 sets them; the process-wide settings are put back afterwards."""
+    settings = (torch.backends.cuda.matmul, torch.backends.cudnn.conv)
+    saved = [s.fp32_precision for s in settings]
+    for s in settings:
+        s.fp32_precision = "ieee"
     yield
-    for (obj, name, _), value in zip(targets, saved):
-        setattr(obj, name, value)
+    for s, value in zip(settings, saved):
+        s.fp32_precision = value

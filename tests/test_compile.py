@@ -215,8 +215,6 @@ def test_tf32_is_set_through_fp32_precision_and_restored(ieee_fp32):
     allow_tf32 flags, whose mixing with the new API torch refuses); setting them needs no GPU.
     The fixture puts the process-wide values back after the test."""
     matmul, cudnn = torch.backends.cuda.matmul, torch.backends.cudnn
-    if not hasattr(cudnn, "conv"):
-        pytest.skip(f"torch {torch.__version__} has no fp32_precision API; use_tf32 sets allow_tf32 there")
     use_tf32(torch.device("cuda"), True)
     assert (matmul.fp32_precision, cudnn.conv.fp32_precision) == ("tf32", "tf32")
     use_tf32(torch.device("cuda"), False)

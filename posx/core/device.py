@@ -64,15 +64,12 @@ def use_tf32(device: torch.device, enabled: bool) -> None:
     """TF32 for float32 matmuls and convolutions on CUDA (train.tf32); nothing on the CPU.
     Under bf16 autocast it covers what stays float32 (e.g. the loss's log-softmax inputs).
 
-    Set through the ``fp32_precision`` settings (``"tf32"`` or ``"ieee"``) that inductor reads;
-    the older ``allow_tf32`` flags are deprecated and are used only by a torch without them."""
-    if device.type != "cuda":
-        return
-    matmul, conv = torch.backends.cuda.matmul, torch.backends.cudnn
-    if hasattr(conv, "conv"):  # torch >= 2.9: the per-backend fp32_precision API
-        matmul.fp32_precision = conv.conv.fp32_precision = "tf32" if enabled else "ieee"
-    else:
-        matmul.allow_tf32 = conv.allow_tf32 = enabled
+    Set through the ``fp32_precision`` settings (``"tf32"`` or ``"ieee"``), the ones inductor
+    reads; the older ``allow_tf32`` flags are deprecated, and torch refuses to mix the two."""
+    if device.type == "cuda":
+        precision = "tf32" if enabled else "ieee"
+        torch.backends.cuda.matmul.fp32_precision = precision
+        torch.backends.cudnn.conv.fp32_precision = precision
 
 
 def use_compile(setting: object, device: torch.device) -> bool:
