@@ -254,10 +254,9 @@ class T5Bias(PositionalEncoding):
         self.register_buffer("bucket_of", bucket_of, persistent=False)  # (max_distance + 1,)
 
     def score_mod(self, layer: int):
-        """``t5_score`` bound to this layer's bias by distance, a (max_distance + 1, H) tensor
-        gathered from its table (so gradients reach the table)."""
-        table = self.tables[layer if self.bias_per_layer else 0].weight  # (num_buckets, H)
-        return functools.partial(t5_score, table[self.bucket_of])
+        """``t5_score`` bound to this layer's table and the bucket of each distance, both
+        tensors the module holds (graph inputs, not values computed in the graph)."""
+        return functools.partial(t5_score, self.tables[layer if self.bias_per_layer else 0].weight, self.bucket_of)
 
     def distance_bias(self, layer: int, length: int) -> Tensor:
         table = self.tables[layer if self.bias_per_layer else 0]
@@ -266,11 +265,13 @@ class T5Bias(PositionalEncoding):
         return table(buckets).T  # (L, H) -> (H, L)
 
 
-def t5_score(by_distance: Tensor, score: Tensor, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
-    """T5's score_mod: the bias at distance q - k (masked future pairs read distance 0), every
-    distance past the table's last row read from it (the last bucket)."""
-    n = (q_idx - kv_idx).clamp(0, by_distance.shape[0] - 1)
-    return score + by_distance[n, h].to(score.dtype)
+def t5_score(
+    table: Tensor, bucket_of: Tensor, score: Tensor, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor
+) -> Tensor:
+    """T5's score_mod: ``table`` (num_buckets, H) at the bucket of the distance q - k (masked
+    future pairs read distance 0; every distance past ``bucket_of``'s last entry has its bucket)."""
+    n = (q_idx - kv_idx).clamp(0, bucket_of.shape[0] - 1)
+    return score + table[bucket_of[n], h].to(score.dtype)
 
 
 def rotate_pairs(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
