@@ -50,7 +50,8 @@ print(json.dumps({"name": n, "status": s, "rc": int(rc), "seconds": int(t), "lim
 # step NAME LIMIT_S COMMAND...: run it under timeout -k, its output into OUT/logs/NAME.log
 step() {
   local name=$1 limit=$2; shift 2
-  local left=$((DEADLINE_S - ($(date +%s) - START))) log="logs/$1.log" t0 rc status
+  local left=$((DEADLINE_S - ($(date +%s) - START))) log t0 rc status
+  log="logs/$(printf '%s' "$name" | tr -c 'A-Za-z0-9' '-').log"
   echo "== $name (limit ${limit}s, ${left}s left)" >&2
   if [ "$DRY" = 1 ]; then record "$name" dry-run 0 0 "$limit" "" "$@"; return 0; fi
   if [ "$limit" -gt "$left" ]; then

@@ -21,10 +21,11 @@ import warnings
 
 import pytest
 import torch
+from torch.nn.attention.flex_attention import flex_attention
 
-from posx.model.attention import FlexFallbackWarning
+from posx.model.attention import FlexFallbackWarning, causal_block_mask
 from posx.model.config import GPTConfig
-from posx.model.encodings import ENCODINGS
+from posx.model.encodings import ENCODINGS, T5Bias
 from posx.model.gpt import GPT
 from tests.test_compile import Compiles
 
@@ -80,3 +81,28 @@ def test_t5_flex_trains_a_step_under_cpu_bf16_autocast_and_evaluates_through_fle
         sdpa, _ = model(idx[:, :-1])
     assert flex.dtype == torch.bfloat16
     torch.testing.assert_close(flex.float(), sdpa.float(), atol=3e-2, rtol=3e-2)
+
+
+@pytest.mark.slow
+def test_standalone_compiled_flex_shares_one_graph_across_t5_layers():
+    """What posx compiles on CUDA outside a compiled model (posx.model.attention._flex_fn):
+    ``flex_attention`` compiled once, fullgraph. Per-layer T5 tables at three lengths and two
+    batch sizes take at most one graph per length: the layers' score_mods differ only in the
+    tensors they hold (a score_mod bound to a Python layer number recompiled per layer and
+    passed dynamo's recompile limit here)."""
+    torch._dynamo.reset()
+    enc = T5Bias(n_head=2, n_layer=3, per_layer=True)
+    compiled = torch.compile(flex_attention, fullgraph=True)
+    compiles = Compiles()
+    lengths = (16, 32, 64)
+    with torch.no_grad():
+        for length in lengths:
+            block_mask = causal_block_mask(length, torch.device("cpu"))
+            for batch in BATCHES:
+                q, k, v = (torch.randn(batch, 2, length, 16) for _ in range(3))
+                for layer in range(3):
+                    with compiles:
+                        got = compiled(q, k, v, score_mod=enc.score_mod(layer), block_mask=block_mask)
+                    want = flex_attention(q, k, v, score_mod=enc.score_mod(layer), block_mask=block_mask)
+                    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
+    assert 1 <= compiles.count <= len(lengths), compiles.count
