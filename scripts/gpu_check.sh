@@ -29,6 +29,10 @@ if [ $# -lt 1 ] || [ -z "$1" ] || [ "${1#-}" != "$1" ]; then
   exit 2
 fi
 OUT=$1
+if [ -e "$OUT/steps.jsonl" ]; then
+  echo "gpu_check.sh: $OUT already holds a check (steps.jsonl); give a new directory" >&2
+  exit 2
+fi
 DRY=0
 [ "${2:-}" = "--dry-run" ] && DRY=1
 PY=${PYTHON:-python3}
