@@ -8,7 +8,7 @@
 #   PYTHON=...      the interpreter (default python3)
 #   WHEELS=DIR      the wheels of scripts/wheelhouse.sh (default .wheelhouse): installed with
 #                   pip --no-index, and only when an import posx needs is missing
-#   DEADLINE_S=N    the steps' budget in seconds (default 520: with the kill grace and the report,
+#   DEADLINE_S=N    the steps' budget in seconds (default 510: with the kill grace and the report,
 #                   9 minutes at most); a step whose limit does
 #                   not fit in what is left is skipped and reported as such
 #
@@ -38,7 +38,7 @@ DRY=0
 [ "${2:-}" = "--dry-run" ] && DRY=1
 PY=${PYTHON:-python3}
 WHEELS=${WHEELS:-.wheelhouse}
-DEADLINE_S=${DEADLINE_S:-520}
+DEADLINE_S=${DEADLINE_S:-510}
 export COLUMNS=200 OMP_NUM_THREADS=${OMP_NUM_THREADS:-8} PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 mkdir -p "$OUT/logs"
 : >"$OUT/steps.jsonl"
