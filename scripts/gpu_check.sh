@@ -24,20 +24,21 @@
 #   7. posx eval-extrapolate of a transformers Llama built from a config and saved here, bf16.
 # Nothing is downloaded: the corpus is the interpreter's standard library.
 set -u -o pipefail
-cd "$(dirname "$0")/.."
 if [ $# -lt 1 ] || [ -z "$1" ] || [ "${1#-}" != "$1" ]; then
   echo "gpu_check.sh: give the directory for the report, e.g. bash scripts/gpu_check.sh gpu-check-out" >&2
   exit 2
 fi
-OUT=$1
-if [ -e "$OUT/steps.jsonl" ]; then
-  echo "gpu_check.sh: $OUT already holds a check (steps.jsonl); give a new directory" >&2
+if [ -e "$1/steps.jsonl" ]; then
+  echo "gpu_check.sh: $1 already holds a check (steps.jsonl); give a new directory" >&2
   exit 2
 fi
+mkdir -p "$1" && OUT=$(cd "$1" && pwd)  # absolute: the steps run from the repository root
+WHEELS=${WHEELS:-$(dirname "$0")/../.wheelhouse}
+[ -d "$WHEELS" ] && WHEELS=$(cd "$WHEELS" && pwd)
+cd "$(dirname "$0")/.."
 DRY=0
 [ "${2:-}" = "--dry-run" ] && DRY=1
 PY=${PYTHON:-python3}
-WHEELS=${WHEELS:-.wheelhouse}
 DEADLINE_S=${DEADLINE_S:-510}
 export COLUMNS=200 OMP_NUM_THREADS=${OMP_NUM_THREADS:-8} PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 mkdir -p "$OUT/logs"
