@@ -83,7 +83,7 @@ def train_throughput(args) -> dict[str, dict]:
     gen = torch.Generator().manual_seed(0)
     x = torch.randint(0, 256, (args.batch_size, args.context + 1), generator=gen).to(device)
     steps = {}
-    cases = {pos: (pos, {}) for pos in ENCODINGS}
+    cases = {pos: (pos, {}) for pos in args.encodings}
     cases.update({name: ("rope", overrides) for name, overrides in VARIANTS.items()} if args.variants else {})
     for name, (pos, overrides) in cases.items():
         cfg = config(pos, args, overrides)
@@ -111,6 +111,12 @@ def _status_kib(field: str) -> int:
     raise RuntimeError(f"{field} not in /proc/self/status")
 
 
+def element_bytes(device: torch.device) -> int:
+    """Bytes of one mask or score value: evaluation runs under posx.core.device.autocast, bf16
+    on CUDA, float32 on the CPU."""
+    return (torch.bfloat16 if device.type == "cuda" else torch.float32).itemsize
+
+
 def memory_case(pos: str, factor: int, args) -> dict:
     """Runs inside the fresh subprocess: one evaluation batch at L = factor x T."""
     device = torch.device(args.device)
@@ -127,9 +133,9 @@ def memory_case(pos: str, factor: int, args) -> dict:
     # small, so replacing it does not hide the measured call's own mask.
     window_nll(model, tokens, max(2, L // 8), 1, args.batch_tokens, device)
     if device.type == "cuda" and args.attention == "flex":
-        # compiled FlexAttention: one graph per length, compiled here and not in the timing;
-        # flex keeps no mask, so this hides nothing from the measured call
-        window_nll(model, tokens, L, 1, args.batch_tokens, device)
+        # compiled FlexAttention: compiled here, at the measured call's own shape (batch and
+        # length), so the timing holds no compile; flex keeps no mask, so this hides nothing
+        window_nll(model, tokens, L, n_windows, args.batch_tokens, device)
     if device.type == "cuda":
         torch.cuda.synchronize()
         before = torch.cuda.memory_allocated()
@@ -147,6 +153,7 @@ def memory_case(pos: str, factor: int, args) -> dict:
     else:
         peak = _status_kib("VmHWM") * 1024 - before
     H = model.config.n_head
+    element = element_bytes(device)
     return {
         "pos": pos,
         "factor": factor,
@@ -154,14 +161,14 @@ def memory_case(pos: str, factor: int, args) -> dict:
         "batch": n_windows,
         "peak_bytes": peak,
         "seconds": seconds,
-        "mask_bytes": H * L * L * 4 if pos in ("alibi", "t5") and args.attention == "sdpa" else 0,
-        "per_batch_scores_bytes": n_windows * H * L * L * 4,
+        "mask_bytes": H * L * L * element if pos in ("alibi", "t5") and args.attention == "sdpa" else 0,
+        "per_batch_scores_bytes": n_windows * H * L * L * element,
     }
 
 
 def memory(args) -> list[dict]:
     rows = []
-    for pos in ENCODINGS:
+    for pos in args.encodings:
         for factor in args.factors:
             cmd = [
                 sys.executable,
@@ -206,6 +213,8 @@ def main() -> None:
         default="sdpa",
         help="model.attention (flex: FlexAttention for alibi and t5, compiled on CUDA)",
     )
+    p.add_argument("--encodings", nargs="+", choices=list(ENCODINGS), default=list(ENCODINGS))
+    p.add_argument("--out", default=None, help="write the memory rows (and throughput) as JSON here")
     p.add_argument("--memory-case", nargs=2, metavar=("POS", "FACTOR"), help=argparse.SUPPRESS)
     p.add_argument("--skip-train", action="store_true")
     p.add_argument("--variants", action="store_true", help="also time RoPE with each newer option (VARIANTS)")
@@ -226,13 +235,15 @@ def main() -> None:
         f"torch {torch.__version__}, device {args.device}, threads {torch.get_num_threads()}, "
         f"model {args.model} {PRESETS[args.model]}, T={args.context}, attention {args.attention}"
     )
+    result = {"torch": torch.__version__, "device": args.device, "attention": args.attention}
     if not args.skip_train:
+        result["train"] = train_throughput(args)
         print(
             f"\ntrain throughput: batch {args.batch_size} x T={args.context}, {args.rounds} rounds x "
             f"{args.steps} steps, interleaved"
         )
         print(f"{'encoding':>12} {'tokens/s':>10} {'vs rope':>8} {'(min..max)':>14}")
-        for pos, r in train_throughput(args).items():
+        for pos, r in result["train"].items():
             print(
                 f"{pos:>12} {r['tokens_per_s']:>10,.0f} {r['vs_rope']:>8.3f} "
                 f"({r['ratio_min']:.2f}..{r['ratio_max']:.2f})"
@@ -243,7 +254,10 @@ def main() -> None:
         f"{'mask MiB':>9} {'(B,H,L,L) MiB':>14}"
     )
     mib = 1 << 20
-    for r in memory(args):
+    result["memory"] = memory(args)
+    if args.out:
+        Path(args.out).write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    for r in result["memory"]:
         print(
             f"{r['pos']:>11} {r['factor']:>5}x {r['length']:>6} {r['batch']:>4} {r['peak_bytes'] / mib:>9.1f} "
             f"{r['seconds']:>8.2f} {r['mask_bytes'] / mib:>9.1f} {r['per_batch_scores_bytes'] / mib:>14.1f}"

@@ -1,87 +1,121 @@
 #!/usr/bin/env bash
-# Everything posx needs a CUDA GPU for, in one command on one GPU, under 8 minutes, with what
-# it measured written to one file (default results/gpu_check-<UTC time>.md):
+# Everything posx needs a CUDA GPU for, in one command on one GPU, with no network: about
+# 9 minutes on one H200, compiles included. Writes OUT/report.md and OUT/summary.json.
 #
-#   bash scripts/gpu_check.sh [OUT]          # PYTHON=... to pick the interpreter
+#   bash scripts/gpu_check.sh OUT               # on the GPU box, from a checkout of posx
+#   bash scripts/gpu_check.sh OUT --dry-run     # list the steps and write the report; run nothing
 #
-#   1. the tests marked `cuda` (flex vs sdpa on CUDA, inductor compiles once per length)
-#   2. experiment=gpu_small, short: RoPE with train.compile=true and =false, ALiBi with
-#      model.attention=flex compiled; each followed by eval-extrapolate (1x-8x)
-#   3. benchmarks/bench_peer.py on CUDA (small preset, T=512, both models compiled)
-#   4. benchmarks/bench_encodings.py on CUDA, attention flex (throughput and eval memory 1x/8x)
-#   5. the fast test set (-m "not slow") with the CUDA tests enabled
-#   6. torchrun, one rank: gpu_small RoPE under DistributedDataParallel
+#   PYTHON=...      the interpreter (default python3)
+#   WHEELS=DIR      the wheels of scripts/wheelhouse.sh (default .wheelhouse): installed with
+#                   pip --no-index, and only when an import posx needs is missing
+#   DEADLINE_S=N    the steps' budget in seconds (default 510: with the kill grace and the report,
+#                   9 minutes at most); a step whose limit does
+#                   not fit in what is left is skipped and reported as such
 #
-# Every step has its own time limit and the whole run a deadline (DEADLINE_S, 460 s by
-# default): a step that would not fit is skipped and says so in the file. Needs posx installed
-# with the dev and bench extras (pip install -e ".[dev,bench]": pytest, transformers). Nothing
-# is downloaded: the corpus is the interpreter's own standard library, the Llama is built from
-# a config.
+# posx itself is not installed: it runs from the checkout (python -m posx). The box's torch
+# is never touched: the install pins the installed torch with a constraint and installs only
+# what is missing. The steps, each under `timeout -k`:
+#   1. the tests marked `cuda` (flex against SDPA, inductor graph counts per length);
+#   2. experiment=gpu_small RoPE, compiled and eager: tokens/s, MFU, loss curves;
+#   3. torchrun --standalone --nproc_per_node=1 against the single (eager) process: losses;
+#   4. ALiBi and T5 with model.attention=flex, compiled, bf16 training and 1x-8x evaluation;
+#   5. evaluation peak memory at 1x and 8x for ALiBi and T5 flex (bench_encodings);
+#   6. bench_peer: posx against the transformers Llama of equal size, eager and compiled;
+#   7. posx eval-extrapolate of a transformers Llama built from a config and saved here, bf16.
+# Nothing is downloaded: the corpus is the interpreter's standard library.
 set -u -o pipefail
-cd "$(dirname "$0")/.."
-PY=${PYTHON:-python}
-OUT=${1:-results/gpu_check-$(date -u +%Y%m%dT%H%M%SZ).md}
-DEADLINE_S=${DEADLINE_S:-460}
-WORK=$(mktemp -d)
-export COLUMNS=200 OMP_NUM_THREADS=${OMP_NUM_THREADS:-8}
-mkdir -p "$(dirname "$OUT")"
-if ! "$PY" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"; then
-  echo "gpu_check.sh: no CUDA GPU visible to $PY (torch.cuda.is_available() is false); nothing run" >&2
+if [ $# -lt 1 ] || [ -z "$1" ] || [ "${1#-}" != "$1" ]; then
+  echo "gpu_check.sh: give the directory for the report, e.g. bash scripts/gpu_check.sh gpu-check-out" >&2
   exit 2
 fi
+if [ -e "$1/steps.jsonl" ]; then
+  echo "gpu_check.sh: $1 already holds a check (steps.jsonl); give a new directory" >&2
+  exit 2
+fi
+mkdir -p "$1" && OUT=$(cd "$1" && pwd)  # absolute: the steps run from the repository root
+WHEELS=${WHEELS:-$(dirname "$0")/../.wheelhouse}
+[ -d "$WHEELS" ] && WHEELS=$(cd "$WHEELS" && pwd)
+cd "$(dirname "$0")/.."
+DRY=0
+[ "${2:-}" = "--dry-run" ] && DRY=1
+PY=${PYTHON:-python3}
+DEADLINE_S=${DEADLINE_S:-510}
+export COLUMNS=200 OMP_NUM_THREADS=${OMP_NUM_THREADS:-8} PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+mkdir -p "$OUT/logs"
+: >"$OUT/steps.jsonl"
 START=$(date +%s)
 
-# step NAME LIMIT_S COMMAND...: run it with a limit, its output (last 150 lines) into $OUT
-step() {
-  local name=$1 limit=$2; shift 2
-  local left=$((DEADLINE_S - ($(date +%s) - START)))
-  echo "== $name" >&2
-  {
-    echo; echo "## $name"; echo
-    if [ "$left" -lt 20 ]; then echo "SKIPPED: ${left}s left of the ${DEADLINE_S}s deadline"; return 0; fi
-    [ "$limit" -gt "$left" ] && limit=$left
-    echo '```'; echo "\$ $*"
-  } >>"$OUT"
-  local t0=$(date +%s) rc
-  timeout "$limit" "$@" >"$WORK/step.log" 2>&1; rc=$?
-  { tail -n 150 "$WORK/step.log"; echo '```'
-    echo "exit $rc$([ $rc -eq 124 ] && echo ' (TIMED OUT)') after $(( $(date +%s) - t0 ))s (limit ${limit}s)"; } >>"$OUT"
+# record NAME STATUS RC SECONDS LIMIT LOG COMMAND...: one line of OUT/steps.jsonl
+record() {
+  local name=$1 status=$2 rc=$3 secs=$4 limit=$5 log=$6; shift 6
+  "$PY" -c 'import json, sys; n, s, rc, t, lim, log, *cmd = sys.argv[1:]
+print(json.dumps({"name": n, "status": s, "rc": int(rc), "seconds": int(t), "limit": int(lim), "log": log,
+                  "command": " ".join(cmd)}))' "$name" "$status" "$rc" "$secs" "$limit" "$log" "$@" >>"$OUT/steps.jsonl"
 }
 
-{
-  echo "# posx GPU check, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-  echo; echo '```'
-  git log --oneline -1 2>/dev/null
-  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>&1
-  "$PY" -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name(0))" 2>&1
-  "$PY" -c "import torch; from posx.core.device import bf16_peak_flops as p; print('bf16 peak (posx table):', p(torch.device('cuda')))" 2>&1
-  echo '```'
-} >"$OUT"
+# step NAME LIMIT_S COMMAND...: run it under timeout -k, its output into OUT/logs/NAME.log
+step() {
+  local name=$1 limit=$2; shift 2
+  local left=$((DEADLINE_S - ($(date +%s) - START))) log t0 rc status
+  log="logs/$(printf '%s' "$name" | tr -c 'A-Za-z0-9' '-').log"
+  echo "== $name (limit ${limit}s, ${left}s left)" >&2
+  if [ "$DRY" = 1 ]; then record "$name" dry-run 0 0 "$limit" "" "$@"; return 0; fi
+  if [ "$limit" -gt "$left" ]; then
+    record "$name" "skipped: needs ${limit}s, ${left}s left" 0 0 "$limit" "" "$@"; return 0
+  fi
+  t0=$(date +%s)
+  timeout -k 15 "$limit" "$@" >"$OUT/$log" 2>&1; rc=$?
+  case $rc in 0) status=ok ;; 124|137) status=timeout ;; *) status=failed ;; esac
+  record "$name" "$status" "$rc" $(($(date +%s) - t0)) "$limit" "$log" "$@"
+}
 
+RUN=(experiment=gpu_small "results_dir=$OUT" train.steps=100 train.eval_every=50 train.checkpoint_every=0
+     eval.tokens=16384 eval.batch_tokens=65536 "eval.methods=[none,yarn]" eval.passkey.enabled=false)
+PEER=(--device cuda --model small --context 512 --batch-size 32 --steps 30 --factors 1 8 --eval-tokens 16384
+      --batch-tokens 65536 --cache-dir "$OUT/cache")
+# A transformers Llama built from a config (nothing downloaded), saved under OUT, then evaluated.
+LLAMA='import sys, torch, transformers as t
+torch.manual_seed(0)
+config = t.LlamaConfig(vocab_size=256, hidden_size=256, intermediate_size=688, num_hidden_layers=4,
+                       num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256)
+t.LlamaForCausalLM(config).save_pretrained(sys.argv[1])'
+NEEDED="import hydra, omegaconf, antlr4, tabulate, yaml, pytest"
+
+if [ "$DRY" = 0 ]; then
+  # Install from the wheelhouse only what is missing; never torch (pinned), never posx itself.
+  if ! "$PY" -c "$NEEDED" 2>/dev/null; then
+    PIN="$OUT/installed-torch.txt"
+    "$PY" -c "import torch; print('torch==' + torch.__version__)" >"$PIN" || exit 2
+    step "install from the wheelhouse" 120 "$PY" -m pip install --no-index --find-links "$WHEELS" --constraint "$PIN" \
+      "hydra-core>=1.3.2,<1.4" "omegaconf>=2.3" "antlr4-python3-runtime==4.9.*" "tabulate>=0.9" "pyyaml>=6" "pytest>=7.4"
+  fi
+  if ! "$PY" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"; then
+    echo "gpu_check.sh: no CUDA GPU visible to $PY (torch.cuda.is_available() is false); nothing run" >&2
+    exit 2
+  fi
+fi
 step "cuda tests" 120 "$PY" -m pytest -q -m cuda -p no:cacheprovider tests
+step "gpu_small rope compiled" 75 "$PY" -m posx train "${RUN[@]}" pos=rope train.compile=true name=rope-compiled
+step "gpu_small rope eager" 40 "$PY" -m posx train "${RUN[@]}" pos=rope train.compile=false name=rope-eager
+step "torchrun, one rank" 45 "$PY" -m torch.distributed.run --standalone --nproc_per_node=1 -m posx train \
+  "${RUN[@]}" pos=rope train.compile=false name=rope-torchrun
+step "alibi flex compiled" 70 "$PY" -m posx train "${RUN[@]}" pos=alibi model.attention=flex train.compile=true \
+  name=alibi-flex
+step "t5 flex compiled" 70 "$PY" -m posx train "${RUN[@]}" pos=t5 model.attention=flex train.compile=true name=t5-flex
+step "transformers llama saved" 20 "$PY" -c "$LLAMA" "$OUT/llama"
+step "transformers llama eval-extrapolate bf16" 30 "$PY" -m posx eval-extrapolate "$OUT/llama" device=cuda \
+  eval.tokens=8192 "eval.methods=[none,yarn]" eval.passkey.enabled=false
+step "eval memory 1x/8x, flex" 45 "$PY" -m benchmarks.bench_encodings --device cuda --model small --context 512 \
+  --attention flex --encodings alibi t5 --factors 1 8 --batch-tokens 65536 --skip-train --out "$OUT/encodings-flex.json"
+step "bench_peer eager" 40 "$PY" -m benchmarks.bench_peer "${PEER[@]}" --out "$OUT/peer-eager.json"
+step "bench_peer compiled" 75 "$PY" -m benchmarks.bench_peer "${PEER[@]}" --compile --out "$OUT/peer-compiled.json"
 
-TRAIN=(experiment=gpu_small "results_dir=$WORK/results" train.steps=200 train.eval_every=100
-       train.checkpoint_every=0 eval.tokens=16384 "eval.methods=[none,pi,yarn]" eval.passkey.enabled=false)
-step "gpu_small rope, compile on" 90 "$PY" -m posx train "${TRAIN[@]}" pos=rope train.compile=true name=rope-compiled
-step "gpu_small rope, compile off" 45 "$PY" -m posx train "${TRAIN[@]}" pos=rope train.compile=false name=rope-eager
-step "gpu_small alibi, flex, compile on" 75 "$PY" -m posx train "${TRAIN[@]}" pos=alibi model.attention=flex \
-  train.compile=true name=alibi-flex
-
-step "bench_peer (small, T=512, compiled)" 150 "$PY" -m benchmarks.bench_peer --device cuda --model small --context 512 \
-  --batch-size 32 --steps 40 --compile --eval-tokens 16384 --batch-tokens 65536 --out "$WORK/peer.json"
-[ -f "$WORK/peer.json" ] && { echo; echo "### bench_peer.json"; echo '```json'; cat "$WORK/peer.json"; echo '```'; } >>"$OUT"
-
-step "bench_encodings (small, T=512, flex)" 60 "$PY" -m benchmarks.bench_encodings --device cuda --model small \
-  --context 512 --attention flex --rounds 3 --batch-size 32 --factors 1 8 --batch-tokens 65536
-
-step "fast test set with CUDA tests enabled" 90 "$PY" -m pytest -q -m "not slow" -p no:cacheprovider tests
-
-step "torchrun, one rank" 60 "$PY" -m torch.distributed.run --standalone --nproc_per_node=1 -m posx train \
-  "${TRAIN[@]}" pos=rope train.compile=false name=rope-torchrun
-
-{ echo; echo "## summary"; echo; echo '```'
-  grep -h -E "^done |tokens/s, mfu" "$OUT" | sed 's/\x1b\[[0-9;]*m//g'
-  grep -h -E "^exit " "$OUT" | sort | uniq -c
-  echo "total $(( $(date +%s) - START ))s"; echo '```'; } >>"$OUT"
-rm -rf "$WORK"
-echo "wrote $OUT"
+HEADER=$("$PY" -c 'import json, subprocess, sys, torch
+def out(*cmd):
+    try: return subprocess.run(cmd, capture_output=True, text=True, timeout=20).stdout.strip()
+    except OSError: return None
+cuda = torch.cuda.is_available()
+print(json.dumps({"commit": out("git", "log", "--oneline", "-1"), "python": sys.version.split()[0],
+  "torch": torch.__version__, "cuda": torch.version.cuda, "gpu": torch.cuda.get_device_name(0) if cuda else None,
+  "total_s": int(sys.argv[1]), "deadline_s": int(sys.argv[2])}))' $(($(date +%s) - START)) "$DEADLINE_S")
+"$PY" -m benchmarks.gpu_report "$OUT" --header "$HEADER"

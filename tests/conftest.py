@@ -85,3 +85,16 @@ def trained_runs(tmp_path_factory, tiny_args) -> dict[str, Path]:
         runs[pos] = work / "results" / "runs" / pos
     runs["work"] = work
     return runs
+
+
+@pytest.fixture
+def ieee_fp32():
+    """float32 matmuls and convolutions without TF32 for one test (the CUDA comparisons), set
+    as posx.core.device.use_tf32 sets them; the process-wide settings are put back afterwards."""
+    settings = (torch.backends.cuda.matmul, torch.backends.cudnn.conv)
+    saved = [s.fp32_precision for s in settings]
+    for s in settings:
+        s.fp32_precision = "ieee"
+    yield
+    for s, value in zip(settings, saved):
+        s.fp32_precision = value

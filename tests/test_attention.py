@@ -19,6 +19,7 @@ import torch.nn.attention.flex_attention as torch_flex
 from posx.core.errors import PosxError
 from posx.model import attention
 from posx.model.config import GPTConfig
+from posx.model.encodings import ALiBi
 from posx.model.gpt import GPT
 
 pytestmark = pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")
@@ -99,9 +100,8 @@ def test_flex_matches_sdpa_on_cpu(pos, n_head, per_layer, cpu_flex_backward):
 
 @pytest.mark.cuda
 @pytest.mark.parametrize("pos,n_head,per_layer", CASES)
-def test_flex_matches_sdpa_on_cuda(pos, n_head, per_layer):
+def test_flex_matches_sdpa_on_cuda(pos, n_head, per_layer, ieee_fp32):
     """The compiled (fused) FlexAttention kernel against SDPA in float32 on the GPU."""
-    torch.backends.cuda.matmul.allow_tf32 = False
     check(pos, n_head, per_layer, "cuda", 2e-3)
 
 
@@ -153,3 +153,20 @@ def test_a_deep_copy_attends_with_its_own_bias():
         ref = GPT(GPTConfig(**{**twin.config.to_dict(), "attention": "sdpa"})).eval()
         ref.load_state_dict(twin.state_dict())
         assert torch.allclose(twin(x)[0], ref(x)[0], atol=1e-5)
+
+
+def test_a_failed_flex_compile_falls_back_to_eager_flex_loudly(monkeypatch):
+    """Where compiled FlexAttention raises (past dynamo's recompile limit, with fullgraph), the
+    eager flex runs instead and a FlexFallbackWarning names the shape and the cause."""
+
+    def refuses(*args, **kwargs):
+        raise RuntimeError("recompile limit reached\nmore detail")
+
+    monkeypatch.setattr(attention, "_compiled", [refuses])
+    torch.manual_seed(0)
+    q, k, v = (torch.randn(1, 2, 8, 4) for _ in range(3))
+    block_mask = attention.causal_block_mask(8, torch.device("cpu"))
+    alibi = ALiBi(2).score_mod(0)
+    with pytest.warns(attention.FlexFallbackWarning, match=r"shape \(1, 2, 8, 4\) \(RuntimeError: recompile limit"):
+        got = attention._compiled_or_loud(q, k, v, alibi, block_mask)
+    torch.testing.assert_close(got, torch_flex.flex_attention(q, k, v, score_mod=alibi, block_mask=block_mask))

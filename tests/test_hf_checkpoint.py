@@ -59,3 +59,12 @@ def test_a_directory_without_weights_is_one_line(tmp_path):
     with pytest.raises(PosxError, match="holds no weights") as info:
         hf_checkpoint.check_weights_format(model_dir)
     assert "\n" not in str(info.value)
+
+
+def test_evaluation_batches_are_sized_by_logits_bytes():
+    """A large vocabulary lowers eval.batch_tokens so one batch's float32 logits fit LOGITS_BYTES."""
+    logits_batch_tokens, LOGITS_BYTES = hf_checkpoint.logits_batch_tokens, hf_checkpoint.LOGITS_BYTES
+    assert logits_batch_tokens(16384, 256) == 16384  # a byte vocabulary: unchanged
+    big = logits_batch_tokens(16384, 128_256)
+    assert big < 16384 and big * 128_256 * 4 <= LOGITS_BYTES < (big + 1) * 128_256 * 4
+    assert logits_batch_tokens(16384, 10**12) == 1

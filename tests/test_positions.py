@@ -12,6 +12,7 @@ from posx.config.compose import compose, config_dir
 from posx.core.errors import PosxError
 from posx.model.config import GPTConfig
 from posx.model.encodings import (
+    BEYOND,
     ENCODINGS,
     ALiBi,
     LearnedAbsolute,
@@ -178,9 +179,7 @@ def test_absolute_clamp_and_interpolate_past_the_table():
     enc = LearnedAbsolute(8, 4)
     x = torch.zeros(1, 20, 4)
     rows = enc.table.weight
-    with pytest.raises(PositionOutOfRange):
-        enc.embed(x, torch.arange(20))
-    assert enc.max_length() == 8
+    assert enc.max_length() == 8  # the bound GPT.forward checks before embedding
     with torch.no_grad():
         enc.set_beyond("clamp")
         assert enc.max_length() is None
@@ -197,3 +196,23 @@ def test_absolute_clamp_and_interpolate_past_the_table():
         torch.testing.assert_close(enc.embed(x[:, :8], torch.arange(8))[0], rows)
     with pytest.raises(PosxError, match="absolute_beyond=bogus"):
         enc.set_beyond("bogus")
+
+
+def test_absolute_bound_is_checked_from_python_numbers_and_embed_never_syncs():
+    """The table's bound is checked from the offset and the length before the forward (also
+    at an offset); embed itself is tensor operations only: it compiles as one graph with no
+    break (``int(positions.max())`` would be a graph break and a device sync), in every mode."""
+    model = tiny("absolute")
+    rows = model.pos.max_length()
+    with torch.no_grad(), pytest.raises(PositionOutOfRange, match=f"position {rows} is past the learned table"):
+        model(torch.zeros(1, 10, dtype=torch.long), offset=rows - 9)
+    x = torch.randn(2, rows + 5, 4)
+    for mode in BEYOND[1:]:
+        enc = LearnedAbsolute(rows, 4)
+        enc.set_beyond(mode)
+        torch._dynamo.reset()
+        compiled = torch.compile(enc.embed, backend="eager", fullgraph=True)
+        with torch.no_grad():
+            for length in (rows // 2, rows + 5):  # inside the table and past it
+                positions = torch.arange(length)
+                torch.testing.assert_close(compiled(x[:, :length], positions), enc.embed(x[:, :length], positions))

@@ -124,3 +124,15 @@ def test_stride_and_token_rules():
     assert scoring.tokens_for("nonoverlapping", 1000, [128, 256], [128, 256]) == 1024
     assert scoring.tokens_for("sliding", 1000, [128, 256], [64, 64]) == 1024
     assert scoring.bucket_width_for(None, 128) == 16 and scoring.bucket_width_for(5, 128) == 5
+
+
+def test_chunked_nll_equals_the_nll_of_one_call():
+    """token_nll upcasts a few positions at a time; each position's NLL is the unchunked one."""
+    torch.manual_seed(0)
+    logits = (4 * torch.randn(3, 50, 1000)).to(torch.bfloat16)
+    targets = torch.randint(0, 1000, (3, 50))
+    whole = F.cross_entropy(logits.float().flatten(0, 1), targets.flatten(), reduction="none")
+    for chunk in (1, 7, 64, 150, 10_000):
+        got = scoring.token_nll(logits, targets, chunk=chunk)
+        assert got.dtype == torch.float32 and got.shape == (150,)
+        torch.testing.assert_close(got, whole, rtol=1e-6, atol=1e-6)

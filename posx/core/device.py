@@ -62,10 +62,14 @@ def compute_dtype(x: torch.Tensor) -> torch.dtype:
 
 def use_tf32(device: torch.device, enabled: bool) -> None:
     """TF32 for float32 matmuls and convolutions on CUDA (train.tf32); nothing on the CPU.
-    Under bf16 autocast it covers what stays float32 (e.g. the loss's log-softmax inputs)."""
+    Under bf16 autocast it covers what stays float32 (e.g. the loss's log-softmax inputs).
+
+    Set through the ``fp32_precision`` settings (``"tf32"`` or ``"ieee"``), the ones inductor
+    reads; the older ``allow_tf32`` flags are deprecated, and torch refuses to mix the two."""
     if device.type == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = enabled
-        torch.backends.cudnn.allow_tf32 = enabled
+        precision = "tf32" if enabled else "ieee"
+        torch.backends.cuda.matmul.fp32_precision = precision
+        torch.backends.cudnn.conv.fp32_precision = precision
 
 
 def use_compile(setting: object, device: torch.device) -> bool:
@@ -77,22 +81,45 @@ def use_compile(setting: object, device: torch.device) -> bool:
     return device.type == "cuda" if value == "auto" else value == "true"
 
 
-# Dense bf16 tensor-core peak, FLOP/s, by a substring of torch.cuda.get_device_name (first
-# match wins, so the specific names come first). From NVIDIA's data sheets, without sparsity.
-BF16_PEAK = (
-    ("H200", 989e12),
-    ("H100 PCIe", 756e12),
-    ("H100 NVL", 835e12),
-    ("H100", 989e12),  # SXM
-    ("A100", 312e12),
-    ("L40S", 362e12),
-    ("L4", 121e12),
-)
+# Dense bf16 tensor-core peak, FLOP/s, by GPU model, from NVIDIA's data sheets without
+# sparsity. A device name (torch.cuda.get_device_name, e.g. "NVIDIA H100 80GB HBM3") is
+# matched word by word: a key matches when its words appear in the name as whole words, in
+# order, and the key with the most words wins (so "H100 NVL" beats "H100", and "L40S" never
+# matches "L4"). Names no key matches, or two equally specific keys match, have no peak.
+BF16_PEAK = {
+    "H200": 989e12,  # SXM
+    "H200 NVL": 835e12,
+    "H100": 989e12,  # SXM (HBM3)
+    "H100 NVL": 835e12,
+    "H100 PCIe": 756e12,
+    "A100": 312e12,
+    "L40S": 362e12,
+    "L40": 181e12,
+    "L4": 121e12,
+}
+
+
+def peak_for_name(name: str) -> float | None:
+    """The bf16 peak of the GPU called ``name`` from ``BF16_PEAK``; None when no key, or more
+    than one key of the same length, matches."""
+    words = re.findall(r"[A-Za-z0-9]+", name.upper())
+    matches = [key for key in BF16_PEAK if _in_order(key.upper().split(), words)]
+    if not matches:
+        return None
+    longest = max(len(key.split()) for key in matches)
+    best = {BF16_PEAK[key] for key in matches if len(key.split()) == longest}
+    return best.pop() if len(best) == 1 else None
+
+
+def _in_order(needle: list[str], words: list[str]) -> bool:
+    """Whether ``needle``'s words appear among ``words`` as whole words, in order, adjacent."""
+    n = len(needle)
+    return any(words[i : i + n] == needle for i in range(len(words) - n + 1))
 
 
 def bf16_peak_flops(device: torch.device) -> float | None:
-    """The device's bf16 peak from ``BF16_PEAK``; None on the CPU and for GPUs not listed."""
+    """One device's bf16 peak from ``BF16_PEAK``; None on the CPU and for GPUs not listed
+    (MFU is then reported as unknown, never against a guessed peak)."""
     if device.type != "cuda":
         return None
-    name = torch.cuda.get_device_name(device)
-    return next((peak for key, peak in BF16_PEAK if key in name), None)
+    return peak_for_name(torch.cuda.get_device_name(device))

@@ -164,6 +164,19 @@ def held_out_needed(
     return n_tokens, max(tokens_needed(L, s, n_tokens) for L, s in zip(lengths, strides))
 
 
+NLL_CHUNK = 8192  # positions whose logits are upcast to float32 at once (token_nll)
+
+
+def token_nll(logits: torch.Tensor, targets: torch.Tensor, chunk: int = NLL_CHUNK) -> torch.Tensor:
+    """Float32 NLL of every position, (B*L,), of logits (B, L, vocab) against targets (B, L).
+    Computed over ``chunk`` positions at a time, so the float32 copy of the logits is at most
+    chunk x vocab (a large-vocabulary checkpoint's bf16 logits upcast at once would double
+    and then some); each position's value is the same as in one call."""
+    flat, y = logits.flatten(0, 1), targets.flatten()
+    spans = range(0, len(y), chunk)
+    return torch.cat([F.cross_entropy(flat[i : i + chunk].float(), y[i : i + chunk], reduction="none") for i in spans])
+
+
 @torch.no_grad()
 def score(
     model,
@@ -201,7 +214,7 @@ def score(
         x, y = w[:, :-1].to(device), w[:, 1:].to(device)  # (B, L) each
         with autocast(device):
             logits, _ = model(x)  # (B, L, vocab)
-        nll = F.cross_entropy(logits.float().flatten(0, 1), y.flatten(), reduction="none")  # (B*L,)
+        nll = token_nll(logits, y)  # (B*L,)
         nll = nll.view(len(batch), length)[:, first:]  # (B, S): the scored positions only
         nll_sum[first:] += nll.double().sum(0).cpu()
         window_sum[b : b + len(batch)] = nll.double().sum(1).cpu()

@@ -32,7 +32,7 @@ import hashlib
 from pathlib import Path
 
 import torch
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
 
 from posx.core import files
@@ -49,6 +49,17 @@ from posx.hf.export import require_transformers
 from posx.model.config import GPTConfig
 from posx.model.gpt import lm_loss
 from posx.runs.records import RunMeta
+
+# One evaluation batch's logits at most, counted at 4 bytes a value: with a large vocabulary
+# (e.g. 128k) eval.batch_tokens' default would otherwise make (B, L, vocab) logits of gigabytes.
+LOGITS_BYTES = 2 * 1024**3
+
+
+def logits_batch_tokens(batch_tokens: int, vocab_size: int) -> int:
+    """eval.batch_tokens lowered so one batch's logits stay within ``LOGITS_BYTES``
+    (``posx.eval.scoring.score`` still takes at least one window per batch)."""
+    return max(1, min(batch_tokens, LOGITS_BYTES // (4 * vocab_size)))
+
 
 PROBE = "posx byte probe: é ☃ \n\t"  # a byte-level tokenizer encodes this to its UTF-8 bytes
 
@@ -256,11 +267,13 @@ def evaluate_hf_dir(model_dir: Path, cfg: DictConfig, console: Console | None = 
         f"[bold]posx eval-extrapolate[/] {model_dir}  transformers {model.hf.config.model_type} "
         f"T={meta.train_context} dtype={next(model.parameters()).dtype}"
     )
+    vocab = model.hf.config.vocab_size
+    ev = OmegaConf.merge(cfg.eval, {"batch_tokens": logits_batch_tokens(cfg.eval.batch_tokens, vocab)})
     result = evaluate(
         model,
         meta,
         corpus.val,
-        cfg.eval,
+        ev,
         device,
         model_dir.name,
         console,

@@ -78,14 +78,38 @@ def causal_block_mask(length: int, device: torch.device) -> BlockMask:
 _compiled: list = []  # torch.compile(flex_attention), made on first CUDA use
 
 
+class FlexFallbackWarning(UserWarning):
+    """Compiled FlexAttention failed for a call, which then ran the eager (unfused) flex."""
+
+
 def _flex_fn(device: torch.device):
-    """The fused kernel on CUDA (compiled once, one graph per length); eager elsewhere, and
-    the plain function inside a graph that is already being compiled."""
+    """The fused kernel on CUDA, compiled once: automatic dynamic shapes (a second batch size
+    or length makes that dimension symbolic, so graphs stay few whatever the lengths), and
+    one graph for every layer (score_mods differ between layers only in tensors they hold).
+    Eager elsewhere, and the plain function inside a graph that is already being compiled."""
     if device.type != "cuda" or torch.compiler.is_compiling():
         return flex_attention
     if not _compiled:
-        _compiled.append(torch.compile(flex_attention, dynamic=False))
-    return _compiled[0]
+        # fullgraph: past dynamo's recompile limit, or on a graph break, the call raises
+        # instead of running eager flex unnoticed; _compiled_or_loud catches and says so.
+        _compiled.append(torch.compile(flex_attention, fullgraph=True))
+    return _compiled_or_loud
+
+
+def _compiled_or_loud(q: Tensor, k: Tensor, v: Tensor, score_mod: ScoreMod, block_mask: BlockMask) -> Tensor:
+    """Compiled FlexAttention; where compiling fails, the eager flex with a warning that names
+    the cause (the eager path materialises (B, H, L, L) scores: slow, and large at long L)."""
+    try:
+        return _compiled[0](q, k, v, score_mod=score_mod, block_mask=block_mask)
+    except Exception as exc:  # any compile failure: fall back, but never silently
+        cause = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+        warnings.warn(
+            f"compiled FlexAttention failed at shape {tuple(q.shape)} ({type(exc).__name__}: {cause}); "
+            "running eager flex_attention, which materialises the (B, H, L, L) scores",
+            FlexFallbackWarning,
+            stacklevel=2,
+        )
+        return flex_attention(q, k, v, score_mod=score_mod, block_mask=block_mask)
 
 
 def attend(q: Tensor, k: Tensor, v: Tensor, bias: Tensor | FlexBias | None, dropout: float) -> Tensor:

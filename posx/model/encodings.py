@@ -72,8 +72,9 @@ class PositionalEncoding(nn.Module):
 
     def score_mod(self, layer: int):
         """None, or FlexAttention's score_mod(score, b, h, q_idx, kv_idx) adding the same bias
-        as ``distance_bias`` (the causal mask is separate). Made once per layer and reused, so a
-        compiled FlexAttention sees the same function at every call and length."""
+        as ``distance_bias`` (the causal mask is separate). One function for every layer and
+        length: what differs between layers enters as a tensor (a ``functools.partial`` of a
+        module-level function), so a compiled FlexAttention shares one graph across layers."""
         return None
 
     def max_length(self) -> int | None:
@@ -122,14 +123,16 @@ class LearnedAbsolute(PositionalEncoding):
         return self.table.num_embeddings if self.beyond == "none" else None
 
     def embed(self, x: Tensor, positions: Tensor) -> Tensor:
+        """Tensor operations only (no device sync, no graph break): the bound for ``none`` is
+        checked before the forward, against ``max_length`` (``GPT.forward``)."""
         rows = self.table.num_embeddings
-        last = int(positions.max())
-        if last < rows:
-            return x + self.table(positions)  # (B, T, C) + (T, C)
         if self.beyond == "none":
-            raise PositionOutOfRange(f"position {last} is past the learned table of {rows} rows")
+            return x + self.table(positions)  # (B, T, C) + (T, C)
         if self.beyond == "clamp":
             return x + self.table(positions.clamp(max=rows - 1))
+        # Positions 0..last onto rows 0..rows-1; inside the table the factor is exactly 1 and the
+        # weight 0, so the plain lookup comes out unchanged.
+        last = positions.max().clamp(min=rows - 1).double()
         scaled = positions.double() * ((rows - 1) / last)  # (T,) in [0, rows - 1]
         low = scaled.floor().long().clamp(max=rows - 1)
         high = (low + 1).clamp(max=rows - 1)
@@ -252,22 +255,26 @@ class T5Bias(PositionalEncoding):
         # so this small table serves every length (FlexAttention indexes it by distance).
         bucket_of = t5_buckets(torch.arange(max_distance + 1), num_buckets, max_distance)
         self.register_buffer("bucket_of", bucket_of, persistent=False)  # (max_distance + 1,)
-        # One per table, made here (a compiled graph must not be what creates them); partials
-        # of a bound method, so a deep copy of the model binds them to the copy.
-        self._score_mods = [functools.partial(self._t5_score, i) for i in range(len(self.tables))]
 
     def score_mod(self, layer: int):
-        return self._score_mods[layer if self.bias_per_layer else 0]
-
-    def _t5_score(self, index: int, score: Tensor, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
-        n = (q_idx - kv_idx).clamp(0, self.max_distance)  # masked (future) pairs read distance 0
-        return score + self.tables[index].weight[self.bucket_of[n], h].to(score.dtype)
+        """``t5_score`` bound to this layer's table and the bucket of each distance, both
+        tensors the module holds (graph inputs, not values computed in the graph)."""
+        return functools.partial(t5_score, self.tables[layer if self.bias_per_layer else 0].weight, self.bucket_of)
 
     def distance_bias(self, layer: int, length: int) -> Tensor:
         table = self.tables[layer if self.bias_per_layer else 0]
         distance = torch.arange(length, device=table.weight.device)  # (L,)
         buckets = t5_buckets(distance, self.num_buckets, self.max_distance)  # (L,)
         return table(buckets).T  # (L, H) -> (H, L)
+
+
+def t5_score(
+    table: Tensor, bucket_of: Tensor, score: Tensor, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor
+) -> Tensor:
+    """T5's score_mod: ``table`` (num_buckets, H) at the bucket of the distance q - k (masked
+    future pairs read distance 0; every distance past ``bucket_of``'s last entry has its bucket)."""
+    n = (q_idx - kv_idx).clamp(0, bucket_of.shape[0] - 1)
+    return score + table[bucket_of[n], h].to(score.dtype)
 
 
 def rotate_pairs(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:

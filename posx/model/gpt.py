@@ -20,7 +20,7 @@ from posx.core.errors import PosxError
 from posx.model import blocks, scaling
 from posx.model.attention import ATTENTION, FlexBias, attend, causal_block_mask, flex_applies
 from posx.model.config import GPTConfig
-from posx.model.encodings import PositionalEncoding, build_encoding
+from posx.model.encodings import PositionalEncoding, PositionOutOfRange, build_encoding
 from posx.model.randomized import pose_positions, random_positions
 
 
@@ -125,9 +125,11 @@ class GPT(nn.Module):
         ``flex_applies``: no dropout, no CPU backward)."""
         n = len(self.blocks)
         dropout = self.config.dropout if self.training else 0.0
-        if self.config.attention == "flex" and self.pos.score_mod(0) is not None and flex_applies(device, dropout):
-            block_mask = causal_block_mask(T, device)
-            return [FlexBias(self.pos.score_mod(layer), block_mask) for layer in range(n)]
+        if self.config.attention == "flex" and flex_applies(device, dropout):
+            mods = [self.pos.score_mod(layer) for layer in range(n)]
+            if mods[0] is not None:
+                block_mask = causal_block_mask(T, device)
+                return [FlexBias(mod, block_mask) for mod in mods]
         return self.pos.attn_masks(T, n, dtype, device)
 
     def forward(self, idx: Tensor, targets: Tensor | None = None, offset: int = 0) -> tuple[Tensor, Tensor | None]:
@@ -135,6 +137,9 @@ class GPT(nn.Module):
         loss: the mean cross-entropy against ``targets`` (B, T), computed in float32; None without
         targets (as nanoGPT's model does)."""
         B, T = idx.shape
+        limit = self.pos.max_length()  # a Python int: checked without reading the device
+        if limit is not None and offset + T > limit:
+            raise PositionOutOfRange(f"position {offset + T - 1} is past the learned table of {limit} rows")
         positions = torch.arange(offset, offset + T, device=idx.device)  # (T,)
         if self.training and self.config.randomized:  # posx.model.randomized
             positions = random_positions(T, self.config.randomized_max, idx.device)

@@ -27,8 +27,9 @@ On CUDA it runs with TF32 matmuls (train.tf32) and a ``torch.compile``d model
 ``posx.train.compiling``); the uncompiled module is what is saved. The
 model keeps no Python-number state that changes between calls, so one graph serves training
 and one serves validation. metrics.csv has ``mfu``: achieved FLOP/s (``GPT.flops_per_token``
-times tokens/s) over the GPU's bf16 peak (``posx.core.device.BF16_PEAK``); empty on the CPU
-and on GPUs not in that table. The data is a token store (``posx.data.store``), read through
+times the global batch's tokens/s) over the bf16 peak of all ranks' GPUs
+(``posx.core.device.BF16_PEAK`` times the world size); empty on the CPU and on GPUs not in
+that table. The data is a token store (``posx.data.store``), read through
 memmap; the model's vocabulary is its tokenizer's.
 """
 
@@ -73,6 +74,7 @@ from posx.train.steps import (
     lr_at,
     make_optimizer,
     mfu,
+    run_peak,
     set_lr,
     train_step,
     write_metrics,
@@ -135,7 +137,10 @@ def forwards(
     once more."""
     ddp = None
     if distributed.enabled():
-        ddp = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+        # broadcast_buffers=False: the buffers (RoPE frequencies, ALiBi slopes, T5 buckets) are
+        # made the same on every rank, so re-sending rank 0's before every forward is waste.
+        ids = [device.index] if device.type == "cuda" else None
+        ddp = DistributedDataParallel(model, device_ids=ids, broadcast_buffers=False)
     wrapped = model if ddp is None else ddp
     fwd = torch.compile(wrapped, backend=COMPILE_BACKEND) if compiled else wrapped  # same parameters
     val_fwd = fwd if ddp is None else (torch.compile(model, backend=COMPILE_BACKEND) if compiled else model)
@@ -174,7 +179,7 @@ def set_up(cfg: DictConfig, run_dir: Path, start: Start, console: Console, devic
         ddp=None,
         compiled=compiled,
         flops_per_token=model.flops_per_token(cfg.train.context_length),
-        peak=bf16_peak_flops(device),
+        peak=run_peak(bf16_peak_flops(device), distributed.world_size()),
     )
     resuming = isinstance(start, Resume)
     if resuming and checkpoint.exists(run_dir):

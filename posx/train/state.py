@@ -70,7 +70,7 @@ class LoopState:
     ddp: DistributedDataParallel | None  # the DDP wrapper under torchrun (no_sync, gradient all-reduce)
     compiled: bool
     flops_per_token: float
-    peak: float | None  # the GPU's bf16 peak FLOP/s (None: unknown or CPU)
+    peak: float | None  # bf16 peak FLOP/s of all ranks' GPUs together (None: unknown or CPU)
     step: int = 0  # optimizer steps done
     rows: list[dict] = field(default_factory=list)  # metrics.csv
     val_loss: float = float("nan")  # the latest validation estimate

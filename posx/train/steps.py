@@ -152,8 +152,16 @@ def check_eval_fits(cfg: DictConfig, val, parent_context: int | None) -> None:
 
 
 def mfu(tokens_per_s: float, flops_per_token: float, peak: float | None) -> float | None:
-    """Model FLOPs utilisation: achieved training FLOP/s over the peak; None without a peak."""
+    """Model FLOPs utilisation: achieved training FLOP/s over the peak; None without a peak.
+    ``tokens_per_s`` and ``peak`` must cover the same GPUs (``run_peak``)."""
     return None if peak is None else tokens_per_s * flops_per_token / peak
+
+
+def run_peak(device_peak: float | None, ranks: int) -> float | None:
+    """The peak of every GPU a run trains on: one device's peak times the ranks. The tokens/s
+    that MFU divides is the global batch's, so dividing by one GPU's peak under DDP would
+    overstate MFU by the number of ranks. None stays None (unknown GPU, or the CPU)."""
+    return None if device_peak is None else device_peak * ranks
 
 
 def write_metrics(run_dir: Path, rows: list[dict]) -> None:

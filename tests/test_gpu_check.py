@@ -1,0 +1,85 @@
+"""scripts/gpu_check.sh without a GPU: the scripts parse, the dry run lists every step and
+writes the report and the summary, and the summary's figures and goals come out right from
+files shaped as the steps write them (benchmarks/gpu_report.py)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from benchmarks import gpu_report
+
+from conftest import REPO
+
+SCRIPTS = ["gpu_check.sh", "wheelhouse.sh", "compat.sh"]
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+def test_scripts_parse_and_refuse_a_missing_argument_in_one_line(script, tmp_path):
+    subprocess.run(["bash", "-n", str(REPO / "scripts" / script)], check=True)
+    if script != "wheelhouse.sh":  # its argument has a default
+        proc = subprocess.run(["bash", str(REPO / "scripts" / script)], capture_output=True, text=True, cwd=tmp_path)
+        assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+@pytest.mark.slow
+def test_dry_run_lists_every_step_and_writes_report_and_summary(tmp_path):
+    out = tmp_path / "check"
+    env = {"PATH": "/usr/bin:/bin", "PYTHON": sys.executable, "HOME": str(tmp_path)}
+    proc = subprocess.run(
+        ["bash", str(REPO / "scripts" / "gpu_check.sh"), str(out), "--dry-run"], env=env, capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    names = [s["name"] for s in summary["steps"]]
+    assert {s["status"] for s in summary["steps"]} == {"dry-run"}
+    wanted = ["cuda tests", "gpu_small rope compiled", "torchrun, one rank", "t5 flex compiled", "bench_peer compiled"]
+    assert set(wanted) <= set(names)
+    assert all(g["met"] is None for g in summary["goals"].values())  # nothing measured
+    assert "| cuda tests | dry-run |" in (out / "report.md").read_text()
+
+
+def write_run(root, name, losses, tok_s, mfu):
+    run = root / "runs" / name
+    run.mkdir(parents=True)
+    n = len(losses)
+    pd.DataFrame(
+        {
+            "step": range(1, n + 1),
+            "train_loss": losses,
+            "val_loss": [float("nan")] * (n - 1) + [losses[-1]],
+            "lr": [1e-3] * n,
+            "tokens_per_s": tok_s,
+            "mfu": mfu,
+        }
+    ).to_csv(run / "metrics.csv", index=False)
+
+
+def test_summary_figures_and_goals_from_the_steps_files(tmp_path):
+    losses = [5.0 - 0.1 * i for i in range(10)]
+    write_run(tmp_path, "rope-compiled", losses, [1.0] * 5 + [100.0] * 5, [0.01] * 5 + [0.45] * 5)
+    write_run(tmp_path, "rope-eager", [x * 1.01 for x in losses], [50.0] * 10, [0.2] * 10)
+    write_run(tmp_path, "rope-torchrun", [x * 1.05 for x in losses], [50.0] * 10, [0.2] * 10)
+    (tmp_path / "peer-compiled.json").write_text(json.dumps({"train": {"ratio_posx_over_transformers": 1.1}}))
+    mib = 2**20
+    rows = [{"pos": "alibi", "factor": f, "peak_bytes": m * mib} for f, m in ((1, 100), (8, 110))]
+    (tmp_path / "encodings-flex.json").write_text(json.dumps({"memory": rows}))
+    (tmp_path / "steps.jsonl").write_text(
+        json.dumps({"name": "a", "status": "ok", "rc": 0, "seconds": 3, "limit": 9, "log": "", "command": "x"}) + "\n"
+    )
+    s = gpu_report.summary(tmp_path)
+    fig, goals = s["figures"], s["goals"]
+    assert fig["runs"]["rope-compiled"]["tokens_per_s"] == 100.0  # the first five steps left out
+    assert fig["compiled_vs_eager"]["within"] and fig["compiled_vs_eager"]["max_rel_diff"] == pytest.approx(1 / 101)
+    assert not fig["torchrun_vs_single"]["within"]
+    assert goals["mfu_gpu_small_compiled"]["met"] is True and goals["mfu_gpu_small_compiled"]["value"] == 0.45
+    assert goals["peer_train_ratio_compiled"]["met"] is False
+    alibi = goals["eval_memory_8x_over_1x_alibi"]
+    assert alibi["value"] == pytest.approx(1.1) and alibi["met"]
+    assert goals["eval_memory_8x_over_1x_t5"]["met"] is None  # not measured: unjudged
+    assert s["counts"] == {"ok": 1}
+    assert "| bf16 MFU of gpu_small, compiled | >= 0.4 | 0.45 | True |" in gpu_report.markdown(s, tmp_path)
