@@ -190,8 +190,9 @@ def group_runs(members: list[Member]) -> Grouping:
         clusters.setdefault(tuple(ident.get(k, "") for k in COLUMN_KEYS), []).append(ident)
     labels, groups, duplicates = {}, [], []
     names = relative_names([m.path for m in members])
+    differ = {cluster: [k for k in _varying(idents) if k not in COLUMN_KEYS] for cluster, idents in clusters.items()}
     for i, (ident, runs) in enumerate(zip(identities, by_identity.values()), 1):
-        shown = [k for k in _varying(clusters[tuple(ident.get(k, "") for k in COLUMN_KEYS)]) if k not in COLUMN_KEYS]
+        shown = differ[tuple(ident.get(k, "") for k in COLUMN_KEYS)]
         label = ", ".join(f"{k}={ident.get(k, '—')}" for k in shown) or "-"
         counted: dict = {}
         for m in sorted(runs, key=lambda m: m.evaluated_at, reverse=True):
