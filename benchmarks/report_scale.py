@@ -16,6 +16,7 @@ code before a change, over the same runs.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import subprocess
@@ -26,7 +27,7 @@ from pathlib import Path
 
 import yaml
 
-from posx.report.digest import refresh
+from posx.report import digest
 
 BASE = [
     "pos=rope,absolute",
@@ -71,30 +72,36 @@ def base_sweep(work: Path) -> list[Path]:
     return sorted(p.parent for p in root.glob("results/sweeps/*/*/extrapolation.csv"))
 
 
-def copy_run(source: Path, target: Path, seed: int, lr: float) -> None:
-    """``source`` without its weights, as a run of ``seed`` and learning rate ``lr``."""
+def copy_run(source: Path, target: Path, config: dict, record: dict, seed: int, lr: float) -> None:
+    """``source`` without its weights, as a run of ``seed`` and learning rate ``lr``, with the
+    digest the run would have written (``record``, the source's, with the two values changed)."""
     shutil.copytree(source, target, ignore=lambda _d, names: [n for n in names if n in SKIPPED])
-    config = yaml.safe_load((target / "config.yaml").read_text(encoding="utf-8"))
-    config["seed"], config["name"] = seed, target.name
-    config["train"]["lr"] = lr
-    (target / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
-    refresh(target)  # what the run itself writes at the end of its training and evaluation
+    config = {**config, "seed": seed, "name": target.name, "train": {**config["train"], "lr": lr}}
+    (target / "config.yaml").write_text(yaml.dump(config, Dumper=yaml.CSafeDumper, sort_keys=False), encoding="utf-8")
+    record = {**record, "seed": seed, "identity": {**record["identity"], "train.lr": f"{lr:g}"}}
+    record["stamp"] = digest.stamp(target)
+    (target / digest.DIGEST).write_text(json.dumps(record, separators=(",", ":")) + "\n", encoding="utf-8")
 
 
 def build(base: list[Path], out: Path, start: int, stop: int, seeds: int) -> None:
-    """Runs ``start`` .. ``stop`` - 1 of a synthetic sweep under ``out``."""
+    """Runs ``start`` .. ``stop`` - 1 of a synthetic sweep under ``out``. The first copy of each
+    base run is checked against the digest computed from its files, as the run computes it."""
     out.mkdir(parents=True, exist_ok=True)
+    configs = [yaml.safe_load((b / "config.yaml").read_text(encoding="utf-8")) for b in base]
+    records = [digest.compute(b) for b in base]
     for k in range(start, stop):
-        source = base[k % len(base)]
-        copy = k // len(base)  # the how-many-th copy of this base run
-        config = yaml.safe_load((source / "config.yaml").read_text(encoding="utf-8"))
-        seed = int(config["seed"]) + 3 * (copy % seeds)
-        lr = float(config["train"]["lr"]) * (1 + (copy // seeds) / 1000)
-        copy_run(source, out / f"run{k:05d}", seed, lr)
+        i, copy = k % len(base), k // len(base)  # the how-many-th copy of which base run
+        seed = int(configs[i]["seed"]) + 3 * (copy % seeds)
+        lr = float(configs[i]["train"]["lr"]) * (1 + (copy // seeds) / 1000)
+        copy_run(base[i], out / f"run{k:05d}", configs[i], records[i], seed, lr)
+        target = out / f"run{k:05d}"
+        if k - start < len(base) and digest.written(target, digest.stamp(target)) != digest.compute(target):
+            raise SystemExit(f"the digest written for {target} is not the one its files give")
 
 
-def measure(command: list[str], env: dict, cwd: Path) -> tuple[float, float]:
-    """(wall seconds, peak RSS in MB) of one subprocess."""
+def measure(command: list[str], env: dict, cwd: Path) -> tuple[float, float, float]:
+    """(wall seconds, CPU seconds (user + system), peak RSS in MB) of one subprocess. On a shared
+    machine the CPU time is the steadier of the two times."""
     start = time.perf_counter()
     proc = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _, status, usage = os.wait4(proc.pid, 0)
@@ -102,19 +109,16 @@ def measure(command: list[str], env: dict, cwd: Path) -> tuple[float, float]:
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(command)} failed:\n{proc.stderr.read().decode()[-2000:]}")
-    return wall, usage.ru_maxrss / 1024
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
 
 
 def time_both(sweep: Path, work: Path, env: dict, label: str) -> None:
     posx = [sys.executable, "-m", "posx"]
     runs = measure([*posx, "runs", str(sweep)], env, work)
-    out = work / f"report-{label}-{time.strftime('%H%M%S')}"
-    results = str(work / "results")
-    report = measure([*posx, "report", str(sweep), "--out", str(out), "--results-dir", results], env, work)
-    print(
-        f"| {label} | {runs[0]:.1f} s | {runs[1]:.0f} MB | {report[0]:.1f} s | {report[1]:.0f} MB |",
-        flush=True,
-    )
+    out = work / "reports" / f"{sweep.name}-{time.strftime('%H%M%S')}"  # its cache: work/reports/.cache
+    report = measure([*posx, "report", str(sweep), "--out", str(out)], env, work)
+    cells = " | ".join(f"{wall:.1f} s | {cpu:.1f} s | {rss:.0f} MB" for wall, cpu, rss in (runs, report))
+    print(f"| {label} | {cells} |", flush=True)
 
 
 def main() -> None:
@@ -125,6 +129,7 @@ def main() -> None:
     parser.add_argument("--again", action=argparse.BooleanOptionalAction, default=True, help="report twice")
     parser.add_argument("--work", type=Path, default=None, help="keep the runs here (default: a temporary folder)")
     parser.add_argument("--posx-path", type=Path, default=None, help="time this checkout's posx instead")
+    parser.add_argument("--build-only", action="store_true", help="build the runs, time nothing")
     args = parser.parse_args()
     work = args.work or Path(tempfile.mkdtemp(prefix="report-scale-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -132,14 +137,21 @@ def main() -> None:
     if args.posx_path is not None:
         env["PYTHONPATH"] = str(args.posx_path.resolve())
     base = base_sweep(work)
-    print("| runs | posx runs | runs peak RSS | posx report | report peak RSS |\n|---|---|---|---|---|", flush=True)
+    print("| runs | `posx runs` wall | CPU | peak RSS | `posx report` wall | CPU | peak RSS |", flush=True)
+    print("|---|---|---|---|---|---|---|", flush=True)
     for n in args.runs:
         sweep = work / f"sweep-{n}"
-        have = len([p for p in sweep.iterdir() if p.is_dir()]) if sweep.is_dir() else 0
-        if have != n:
-            shutil.rmtree(sweep, ignore_errors=True)
-            build(base, sweep, 0, n, args.seeds)
-        shutil.rmtree(work / "results", ignore_errors=True)  # the first report starts without a cache
+        have = sorted(p for p in sweep.iterdir() if p.is_dir()) if sweep.is_dir() else []
+        if len(have) > n:
+            shutil.rmtree(sweep)
+            have = []
+        if len(have) < n:
+            if have:  # the last one may be half copied
+                shutil.rmtree(have[-1])
+            build(base, sweep, max(len(have) - 1, 0), n, args.seeds)
+        if args.build_only:
+            continue
+        shutil.rmtree(work / "reports" / ".cache", ignore_errors=True)  # the first report starts without a cache
         time_both(sweep, work, env, f"{n:,}")
         if args.again:
             time_both(sweep, work, env, f"{n:,} again (cached)")

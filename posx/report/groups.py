@@ -32,6 +32,7 @@ from pathlib import Path
 import pandas as pd
 
 from posx.eval import history
+from posx.report.mdtable import md_table
 from posx.runs.records import RunMeta
 
 # Keys of config.yaml that never separate runs: where and how a run ran, not what it is.
@@ -173,8 +174,9 @@ def relative_names(paths: list[Path]) -> dict[str, str]:
     writes, so that it names no absolute path of the machine it was made on."""
     if not paths:
         return {}
-    root = Path(os.path.commonpath([Path(p).parent for p in paths]))
-    return {str(p): Path(p).relative_to(root).as_posix() for p in paths}
+    texts = [str(p) for p in paths]
+    root = os.path.commonpath([os.path.dirname(p) for p in texts])
+    return {p: Path(os.path.relpath(p, root)).as_posix() for p in texts}
 
 
 def group_runs(members: list[Member]) -> Grouping:
@@ -242,7 +244,7 @@ def explain(grouping: Grouping, runs: int) -> list[str]:
     ]
     if grouping.varying:
         lines += ["", "The groups differ in: " + ", ".join(f"`{k}`" for k in grouping.varying) + "."]
-    lines += ["", pd.DataFrame(grouping.groups).to_markdown(index=False), ""]
+    lines += ["", md_table(pd.DataFrame(grouping.groups)), ""]
     if grouping.duplicates:
         lines += [
             "### Duplicate seeds",
@@ -250,7 +252,7 @@ def explain(grouping: Grouping, runs: int) -> list[str]:
             "These runs repeat a seed of their group (the same experiment twice); each is counted once, "
             "as the run evaluated last:",
             "",
-            pd.DataFrame(grouping.duplicates).to_markdown(index=False),
+            md_table(pd.DataFrame(grouping.duplicates)),
             "",
         ]
     return lines

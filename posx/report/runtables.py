@@ -27,6 +27,7 @@ name stands in, as before.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -74,14 +75,23 @@ def find_run_dirs(paths: list[str | Path]) -> list[Path]:
         if is_run_dir(path):
             found[path.resolve()] = None
             continue
-        children = sorted(c for c in path.iterdir() if c.is_dir() and is_run_dir(c))
+        children = _run_children(path)
         if not children:
             raise PosxError(
                 f"{path} is neither a run directory nor a directory of runs "
                 f"(no {', '.join(RUN_MARKERS)} in it or its subdirectories)"
             )
-        found.update((c.resolve(), None) for c in children)
+        found.update(dict.fromkeys(children))
     return list(found)
+
+
+def _run_children(path: Path) -> list[Path]:
+    """The run directories right below ``path``, resolved, sorted: one scandir, a link resolved alone."""
+    root = path.resolve()
+    with os.scandir(root) as entries:
+        dirs = [e for e in entries if e.is_dir()]
+    runs = [e for e in dirs if any(os.path.isfile(os.path.join(e.path, m)) for m in RUN_MARKERS)]
+    return sorted(Path(e.path).resolve() if e.is_symlink() else root / e.name for e in runs)
 
 
 def _parent(path: Path, meta) -> tuple[dict | None, int | None]:

@@ -13,6 +13,7 @@ import pandas as pd
 from rich.table import Table
 
 from posx.report.groups import explain
+from posx.report.mdtable import md_table
 from posx.report.queries import PASSKEY_KEYS as PASSKEY_GROUP
 from posx.report.runtables import RunTables
 
@@ -71,7 +72,7 @@ def markdown(
         "not apply to an encoding (RoPE rescalings of a model without RoPE) are left out here; summary.csv "
         "has every row.",
         "",
-        table.to_markdown(index=False, floatfmt=".4g"),
+        md_table(table, ".4g"),
         "",
         *explain(grouping, len(runs)),
     ]
@@ -84,9 +85,7 @@ def markdown(
             "",
             "Exact-match accuracy over all depths, mean ± std over runs.",
             "",
-            pk[[*PASSKEY_GROUP, "accuracy", "key_nll_mean", "trials_per_run", "n_seeds", "status"]].to_markdown(
-                index=False, floatfmt=".4g"
-            ),
+            md_table(pk[[*PASSKEY_GROUP, "accuracy", "key_nll_mean", "trials_per_run", "n_seeds", "status"]], ".4g"),
             "",
         ]
     if ext_table is not None and not ext_table.empty:
@@ -115,11 +114,11 @@ def markdown(
             "Perplexity of each `posx extend` experiment (mean ± std over seeds): "
             "zero-shot is the parent with the method's frequencies and no training.",
             "",
-            shown.to_markdown(index=False),
+            md_table(shown),
             "",
         ]
     if not missing.empty:
-        lines += ["## Runs missing tables", "", missing.to_markdown(index=False), ""]
+        lines += ["## Runs missing tables", "", md_table(missing), ""]
     lines += ["## Runs", ""] + [f"- `{names[str(r.path)]}` (seed {r.seed})" for r in runs]
     return "\n".join(lines) + "\n"
 
