@@ -9,8 +9,8 @@ run, its own ``train.lr`` (so the copies form N / (3 x --seeds) x 2 groups of se
 resident memory of that process (``os.wait4``). A second report over the same runs shows what
 the report cache saves; ``--grow`` runs more are then added and reported again.
 
-``--posx-path DIR`` times another checkout's posx (its package first on PYTHONPATH), e.g. the
-code before a change, over the same runs.
+The subprocesses run the posx this script imports (its checkout first on PYTHONPATH);
+``--posx-path DIR`` times another checkout's, e.g. the code before a change, over the same runs.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from pathlib import Path
 
 import yaml
 
+import posx
 from posx.report import digest
 
 BASE = [
@@ -133,9 +134,8 @@ def main() -> None:
     args = parser.parse_args()
     work = args.work or Path(tempfile.mkdtemp(prefix="report-scale-"))
     work.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    if args.posx_path is not None:
-        env["PYTHONPATH"] = str(args.posx_path.resolve())
+    checkout = args.posx_path or Path(posx.__file__).resolve().parents[1]  # default: the posx imported here
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(checkout.resolve())}
     base = base_sweep(work)
     print("| runs | `posx runs` wall | CPU | peak RSS | `posx report` wall | CPU | peak RSS |", flush=True)
     print("|---|---|---|---|---|---|---|", flush=True)
