@@ -235,15 +235,20 @@ def _register(con, loaded: list[RunTables]) -> None:
         con.register(view, pd.concat(frames, ignore_index=True).reindex(columns=columns))
 
 
-def collect(run_dirs: list[Path], evaluations: str, cache: Path) -> tuple[list[RunTables], object]:
-    """Every run (seed, identity, missing tables) and a DuckDB connection holding their tables."""
+def collect(run_dirs: list[Path], evaluations: str, cache: Path) -> tuple[list[RunTables], store.Gathered]:
+    """Every run (seed, identity, missing tables) and what was gathered: the DuckDB connection
+    holding their tables, and the new cache shard (``store.keep`` once the report is published)."""
     if evaluations not in EVALUATIONS:
         raise PosxError(f"--evaluations {evaluations} is not one of {', '.join(EVALUATIONS)}")
     if evaluations == "all":
         loaded = [load_run_tables(p, evaluations) for p in run_dirs]
         con = store.connect()
         _register(con, loaded)
-        return loaded, con
+        return loaded, store.Gathered({}, con, cache)
     gathered = store.gather(run_dirs, cache)
     known = {path.resolve(): d for path, d in gathered.digests.items()}
-    return [from_digest(path, d, known) for path, d in gathered.digests.items()], gathered.con
+    try:
+        return [from_digest(path, d, known) for path, d in gathered.digests.items()], gathered
+    except BaseException:
+        store.discard(gathered)
+        raise

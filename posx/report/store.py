@@ -11,10 +11,11 @@ after; so any number of reports, on any number of machines sharing the folder, m
 add shards at once without a lock. A run's entry counts while its stamp (``posx.report.digest``:
 the size and mtime of each file it was made from) is the run's stamp now; a run whose files
 changed is read again into the new shard, and the newest shard holding the current stamp wins.
-When there are more than ``MAX_SHARDS`` shards, a report merges each run's newest entry into
-one new shard before it reads, and removes the merged shards older than ``GRACE`` (a report
-reading one of them now is long done; younger ones stay until a later merge, their entries
-shadowed by the newer merged shard).
+A report's new shard joins the cache only once the report is published (``keep``): a report
+that fails, or is refused, leaves the cache as it was. When there are more than ``MAX_SHARDS``
+shards, a published report merges each run's newest entry into one new shard and removes the
+merged shards older than ``GRACE`` (a report reading one of them now is long done; younger ones
+stay until a later merge, their entries shadowed by the newer merged shard).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import tempfile
 import time
 import uuid
 from dataclasses import dataclass
@@ -53,6 +55,8 @@ class Gathered:
 
     digests: dict  # run path -> digest
     con: duckdb.DuckDBPyConnection
+    cache: Path  # the cache folder
+    pending: Path | None = None  # the new shard until ``keep`` or ``discard``
 
 
 def connect() -> duckdb.DuckDBPyConnection:
@@ -92,11 +96,10 @@ def _batches(fresh: dict[str, dict], name: str) -> dict[tuple, list[Path]]:
     return batches
 
 
-def _write_shard(con, cache: Path, fresh: dict[str, dict], stamps: dict[str, str]) -> str:
-    """A new shard of the ``fresh`` runs' digests and tables; returns its folder."""
-    name = f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    staging = files.real_dir(cache, "the report cache") / f".{name}.tmp"
-    staging.mkdir()
+def _write_shard(con, fresh: dict[str, dict], stamps: dict[str, str]) -> Path:
+    """A new shard of the ``fresh`` runs' digests and tables, in a temporary folder (it joins the
+    cache with ``keep`` once the report is published: a failed report changes nothing)."""
+    staging = Path(tempfile.mkdtemp(prefix="posx-shard-"))
     try:
         for table in TABLES:
             scan(con, table, _batches(fresh, table), staging / table.replace(".csv", ".parquet"))
@@ -106,12 +109,35 @@ def _write_shard(con, cache: Path, fresh: dict[str, dict], stamps: dict[str, str
         con.register("fresh_digests", frame)
         con.execute(f"COPY fresh_digests TO '{staging / 'digests.parquet'}' (FORMAT parquet)")
         con.unregister("fresh_digests")
-        os.rename(staging, cache / name)
-        files.fsync_dir(cache)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    return str(cache / name)
+    return staging
+
+
+def keep(gathered: Gathered) -> None:
+    """The report is published: its new shard joins the cache (built aside, renamed into place),
+    and past MAX_SHARDS shards they are merged."""
+    if gathered.pending is None:
+        return
+    name = f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    cache = files.real_dir(gathered.cache, "the report cache")
+    staging = cache / f".{name}.tmp"
+    try:
+        shutil.copytree(gathered.pending, staging)
+        os.rename(staging, cache / name)
+        files.fsync_dir(cache)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+        discard(gathered)
+    compact(gathered.con, cache)
+
+
+def discard(gathered: Gathered) -> None:
+    """The new shard of a report that was not published goes."""
+    if gathered.pending is not None:
+        shutil.rmtree(gathered.pending, ignore_errors=True)
+        gathered.pending = None
 
 
 def _views(con, live: dict[str, str], found: dict[str, dict]) -> None:
@@ -142,16 +168,14 @@ def gather(run_dirs: list[Path], cache: Path, tries: int = 2) -> Gathered:
     stamps = {str(p): digests.stamp(p) for p in run_dirs}
     con = connect()
     try:
-        compact(con, cache)
         known = _cached(con, _shards(cache), stamps)
         fresh = {run: digests.load(Path(run), stamps[run]) for run in stamps if run not in known}
         live = {run: shard for run, (_, shard) in known.items()}
-        if fresh:
-            shard = _write_shard(con, cache, fresh, stamps)
-            live.update(dict.fromkeys(fresh, shard))
+        pending = _write_shard(con, fresh, stamps) if fresh else None
+        live.update(dict.fromkeys(fresh, str(pending)))
         found = {**{run: d for run, (d, _) in known.items()}, **fresh}
         _views(con, live, found)
-        return Gathered({Path(run): found[run] for run in stamps}, con)
+        return Gathered({Path(run): found[run] for run in stamps}, con, cache, pending)
     except duckdb.IOException:
         if tries <= 1:
             raise

@@ -95,25 +95,30 @@ def _extensions(runs: list[RunTables]) -> dict:
 def _load(paths: list[str | Path], evaluations: str, reports: Path):
     """(every run, the counted runs, their grouping, the connection with their tables and ``runs``);
     the cache lives in ``reports``, the folder the report goes into."""
-    loaded, con = collect(find_run_dirs(paths), evaluations, reports / store.CACHE)
-    grouping = group_runs([r.member for r in loaded])
-    for r in loaded:
-        r.group = grouping.labels.get(r.member.path, "")
-    runs = [r for r in loaded if r.member.path in grouping.labels]  # duplicates of a seed count once
-    con.register(
-        "runs",
-        pd.DataFrame(
-            {
-                "run": [str(r.path) for r in runs],
-                "group": [r.group for r in runs],
-                "seed": pd.array([r.seed for r in runs], dtype="Int64"),
-                "parent": [r.parent for r in runs],
-                "encoding": [r.member.identity.get("pos.name", "") for r in runs],
-            }
-        ),
-    )
-    queries.extrapolation_rows(con)
-    return loaded, runs, grouping, con
+    loaded, gathered = collect(find_run_dirs(paths), evaluations, reports / store.CACHE)
+    try:
+        con = gathered.con
+        grouping = group_runs([r.member for r in loaded])
+        for r in loaded:
+            r.group = grouping.labels.get(r.member.path, "")
+        runs = [r for r in loaded if r.member.path in grouping.labels]  # duplicates of a seed count once
+        con.register(
+            "runs",
+            pd.DataFrame(
+                {
+                    "run": [str(r.path) for r in runs],
+                    "group": [r.group for r in runs],
+                    "seed": pd.array([r.seed for r in runs], dtype="Int64"),
+                    "parent": [r.parent for r in runs],
+                    "encoding": [r.member.identity.get("pos.name", "") for r in runs],
+                }
+            ),
+        )
+        queries.extrapolation_rows(con)
+    except BaseException:
+        store.discard(gathered)
+        raise
+    return loaded, runs, grouping, gathered
 
 
 def _write(staging: Path, tables: dict, runs, grouping, names, factor, smooth) -> dict:
@@ -170,23 +175,9 @@ def _tell(console: Console, summary: pd.DataFrame, runs: list[RunTables], groupi
     console.print(f"wrote {out_dir}", highlight=False)
 
 
-def report(
-    paths: list[str | Path],
-    out: str | Path | None = None,
-    results_dir: str | Path = "results",
-    factor: float | None = None,
-    console: Console | None = None,
-    smooth: int = 1,
-    evaluations: str = "current",
-) -> Path:
-    """Build the report; returns its directory."""
-    console = console or new_console()
-    if smooth < 1:
-        raise PosxError(f"--smooth {smooth} must be at least 1 (buckets in the moving mean)")
-    if evaluations not in EVALUATIONS:
-        raise PosxError(f"--evaluations {evaluations} is not one of {', '.join(EVALUATIONS)}")
-    reports = Path(out).parent if out is not None else Path(results_dir) / "reports"
-    loaded, runs, grouping, con = _load(paths, evaluations, reports)
+def _publish(loaded, runs, grouping, con, out, results_dir, factor, smooth):
+    """Compute every table, write the report into a staging folder and publish it whole; returns
+    (its directory, the summary, the PNGs drawn)."""
     names = relative_names([r.path for r in loaded])
     missing = pd.DataFrame(
         [{"run": names[str(r.path)], "missing": name} for r in runs for name in r.missing], columns=["run", "missing"]
@@ -195,7 +186,6 @@ def report(
         raise PosxError(
             f"none of the {len(runs)} run(s) has extrapolation.csv; evaluate them first with posx eval-extrapolate"
         )
-    check_out(out)
     summary = summarize(con)
     extended = _extensions(runs)
     tables = {
@@ -213,7 +203,33 @@ def report(
         None if out is None else Path(out), Path(results_dir) / "reports", time.strftime("%Y%m%d-%H%M%S")
     ) as (staging, published):
         drawn = _write(staging, tables, runs, grouping, names, factor, smooth)
-    out_dir = published[0]
+    return published[0], summary, drawn
+
+
+def report(
+    paths: list[str | Path],
+    out: str | Path | None = None,
+    results_dir: str | Path = "results",
+    factor: float | None = None,
+    console: Console | None = None,
+    smooth: int = 1,
+    evaluations: str = "current",
+) -> Path:
+    """Build the report; returns its directory."""
+    console = console or new_console()
+    if smooth < 1:
+        raise PosxError(f"--smooth {smooth} must be at least 1 (buckets in the moving mean)")
+    if evaluations not in EVALUATIONS:
+        raise PosxError(f"--evaluations {evaluations} is not one of {', '.join(EVALUATIONS)}")
+    check_out(out)
+    reports = Path(out).parent if out is not None else Path(results_dir) / "reports"
+    loaded, runs, grouping, gathered = _load(paths, evaluations, reports)
+    try:
+        out_dir, summary, drawn = _publish(loaded, runs, grouping, gathered.con, out, results_dir, factor, smooth)
+    except BaseException:
+        store.discard(gathered)
+        raise
+    store.keep(gathered)
     pngs = {name: None if path is None else out_dir / path.name for name, path in drawn.items()}
     _tell(console, summary, runs, grouping, pngs, out_dir)
     return out_dir
