@@ -26,6 +26,7 @@ def _summary(out: Path) -> pd.DataFrame:
     return pd.read_csv(out / "summary.csv")
 
 
+@pytest.mark.slow  # four reports
 def test_a_report_reads_only_the_runs_it_has_not_read(tmp_path):
     runs = tmp_path / "runs"
     for seed, ppl in enumerate((10.0, 12.0, 14.0)):
@@ -70,6 +71,7 @@ def test_runs_lists_from_the_digest_without_reading_the_config(tmp_path):
     assert (row["encoding"], row["status"], row["evaluated_lengths"]) == ("as-recorded", "finished", "32,64")
 
 
+@pytest.mark.slow  # fourteen groups drawn
 def test_a_figure_with_more_groups_than_it_can_show_pools_them_and_says_so(tmp_path):
     runs = tmp_path / "runs"
     for steps in range(6, 20):  # 14 groups of one seed each: more lines than ppl_vs_length.png shows
