@@ -129,26 +129,33 @@ def test_one_seed_shows_its_interval_and_legacy_tables_group_by_what_they_record
 def test_position_curves_carry_their_spread_and_can_be_smoothed():
     import pandas as pd
 
+    from posx.report import queries, store
     from posx.report.plots import position_curves
 
     rows = [
         {
-            "group": "-",
-            "parent": "",
-            "encoding": "rope",
+            "run": str(run),
+            "pos": "rope",
             "method": "none",
             "factor": 1.0,
             "train_context": 4,
+            "protocol": "nonoverlapping",
+            "stage": "zero-shot",
+            "absolute_beyond": "none",
             "bucket_start": b,
             "bucket_end": b + 1,
             "nll": float(b % 2) + run,
-            "run_dir": str(run),
         }
         for run in (0, 1)
         for b in range(6)
     ]
-    curves, _ = position_curves(pd.DataFrame(rows), None)
+    con = store.connect()  # the two runs' positions.csv rows, pooled by the report's query
+    con.register("pos", pd.DataFrame(rows))
+    runs = {"run": ["0", "1"], "group": "-", "seed": [0, 1], "parent": "", "encoding": "rope"}
+    con.register("runs", pd.DataFrame(runs))
+    cells = queries.positions(con)
+    curves, _ = position_curves(cells, None)
     assert curves["nll"].tolist() == [0.5, 1.5] * 3
     assert curves["nll_std"].tolist() == pytest.approx([2**-0.5] * 6)
-    smoothed, _ = position_curves(pd.DataFrame(rows), None, smooth=3)
+    smoothed, _ = position_curves(cells, None, smooth=3)
     assert smoothed["nll"].tolist() == pytest.approx([1.0, 5 / 6, 7 / 6, 5 / 6, 7 / 6, 1.0])

@@ -92,19 +92,23 @@ def extension_table(summary: pd.DataFrame, extended: dict) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=COLUMNS).sort_values(KEY, kind="stable").reset_index(drop=True)
 
 
-def extension_curves(metrics: pd.DataFrame, table: pd.DataFrame, extended: dict) -> pd.DataFrame:
-    """Validation perplexity at the new length by step, mean and std over the runs of each group;
-    step 0 is the zero-shot perplexity from ``table``."""
-    if metrics.empty or not extended:
+def extension_curves(training: pd.DataFrame, table: pd.DataFrame, extended: dict) -> pd.DataFrame:
+    """Validation perplexity at the new length by step, mean and std over the runs of each group
+    (``training``: ``posx.report.queries.training``); step 0 is the zero-shot perplexity from ``table``."""
+    if training.empty or not extended:
         return pd.DataFrame()
-    val = metrics.dropna(subset=["val_loss"])
+    val = training[training["val_n"] > 0]
     frames = []
     for (group, parent, enc), (method, factor, _) in extended.items():
         mine = val[(val["group"] == group) & (val["parent"] == parent) & (val["encoding"] == enc)]
         if mine.empty:
             continue
-        per_step = mine.assign(ppl=np.exp(mine["val_loss"])).groupby("step")["ppl"].agg(["mean", "std", "size"])
-        curve = per_step.reset_index().rename(columns={"mean": "ppl_mean", "std": "ppl_std", "size": "n_seeds"})
+        curve = (
+            mine[["step", "val_ppl", "val_ppl_std", "val_n"]]
+            .rename(columns={"val_ppl": "ppl_mean", "val_ppl_std": "ppl_std", "val_n": "n_seeds"})
+            .sort_values("step")
+            .reset_index(drop=True)
+        )
         zero = table[(table["group"] == group) & (table["parent"] == parent) & (table["method"] == method)]
         if not zero.empty and math.isfinite(zero["zero_shot"].iloc[0]):
             start = {

@@ -8,7 +8,9 @@
 * ``positions_by_encoding.png``: mean NLL by position in the window at the longest factor all
   trained runs share, non-overlapping windows, the same two panels (band ± std over seeds).
 
-Trained runs only; extended runs have extension.png (``posx.report.extension``).
+Trained runs only; extended runs have extension.png (``posx.report.extension``). Past
+``MAX_LINES`` lines in a panel, or more groups of RoPE runs than line styles, the groups are
+pooled (``posx.report.crowd``) and the figure says so.
 """
 
 from __future__ import annotations
@@ -18,18 +20,33 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.figure import Figure
 
+from posx.report.crowd import MAX_LINES, TITLE, note, pool
 from posx.report.plots import STYLES, colors_for, factor_axis, legend_order, log_ticks, save
 
 NATIVE = ["none", "clamp", "interpolate"]  # an encoding on its own (absolute: three ways past its table)
 
 
-def plot_encodings(summary: pd.DataFrame, path: Path) -> Path | None:
+def _crowded(data: pd.DataFrame) -> bool:
+    """More lines on the left than MAX_LINES, or more RoPE groups on the right than line styles."""
+    left = data[data["method"].isin(NATIVE)].drop_duplicates(["group", "encoding", "method", "protocol"])
+    rope = data[data["encoding"] == "rope"]["group"].nunique()
+    return len(left) > MAX_LINES * data["protocol"].nunique() or rope > len(STYLES)
+
+
+def plot_encodings(summary: pd.DataFrame, path: Path, notes: list[str]) -> Path | None:
     """The paper figure: one row per protocol; left, every encoding without rescaling (one colour
     per encoding; learned absolute's clamp and interpolate dashed and dotted); right, the RoPE
     runs with each rescaling method zero-shot (one colour per method, one line style per group)."""
     data = summary[(summary["n_seeds"] > 0) & (summary["parent"] == "")]
     if data.empty:
         return None
+    train_context = _t(data)
+    pooled = _crowded(data)
+    if pooled:
+        notes.append(note(path.name, data, "lines", MAX_LINES))
+        seeds = int(data["n_seeds"].max())
+        data = pool(data, ["group", "encoding", "method", "protocol"], "factor", "ppl_mean", "ppl_lo", "ppl_hi")
+        data = data.assign(n_seeds=seeds, parent="")
     protocols = sorted(data["protocol"].unique(), key=lambda p: (p != "nonoverlapping", p))
     rope = data[data["encoding"] == "rope"]
     panels = 2 if not rope.empty and (rope["method"] != "none").any() else 1
@@ -68,12 +85,13 @@ def plot_encodings(summary: pd.DataFrame, path: Path) -> Path | None:
             ax.set_yscale("log")
             log_ticks(ax, low, top)
             factor_axis(ax, sorted(data["factor"].unique()))
-            ax.set_xlabel(f"evaluation length (multiples of {_t(data)}, log scale)")
+            ax.set_xlabel(f"evaluation length (multiples of {train_context}, log scale)")
             ax.set_ylabel("perplexity (log scale)")
             ax.legend(fontsize=8.5, loc="best", ncol=2 if len(ax.get_legend_handles_labels()[1]) > 7 else 1)
             ax.tick_params(labelsize=10)
     seeds = int(data["n_seeds"].max())
-    fig.suptitle(f"Perplexity vs evaluation length: mean over {seeds} seed(s), band ± std over seeds", fontsize=11)
+    band = TITLE if pooled else "band ± std over seeds"
+    fig.suptitle(f"Perplexity vs evaluation length: mean over {seeds} seed(s), {band}", fontsize=11)
     fig.tight_layout()
     return save(fig, path)
 
@@ -93,26 +111,34 @@ def _panels(data: pd.DataFrame):
     return data[data["method"].isin(NATIVE)], data[data["encoding"] == "rope"], colors_for(lines)
 
 
-def plot_position_encodings(positions: pd.DataFrame, path: Path, smooth: int = 1) -> Path | None:
-    if positions.empty:
-        return None
-    data = positions[(positions["parent"].fillna("") == "") & (positions["protocol"] == "nonoverlapping")]
-    if data.empty:
-        return None
-    per_run = data.groupby(["run_dir"])["factor"].max()
-    factor = float(per_run.min())  # the longest factor every trained run has
+def _position_curves(cells: pd.DataFrame, factor: float, smooth: int, notes: list[str], name: str):
+    """Trained runs' curves at ``factor`` (non-overlapping windows), band ± std over seeds; pooled
+    over groups when crowded. Returns (curves with lo/hi, whether pooled)."""
+    data = cells[(cells["parent"].fillna("") == "") & (cells["protocol"] == "nonoverlapping")]
     data = data[data["factor"] == factor]
-    data = data.assign(x=(data["bucket_start"] + data["bucket_end"]) / 2 / data["train_context"])
-    curves = (
-        data.groupby(["group", "encoding", "method", "x"], sort=False)["nll"]
-        .agg(nll="mean", nll_std="std")
-        .reset_index()
-        .sort_values(["group", "encoding", "method", "x"])
-    )
+    keys = ["group", "encoding", "method"]
+    curves = data[[*keys, "x", "nll", "nll_std"]].sort_values([*keys, "x"]).reset_index(drop=True)
     if smooth > 1:
-        curves[["nll", "nll_std"]] = curves.groupby(["group", "encoding", "method"], sort=False)[
-            ["nll", "nll_std"]
-        ].transform(lambda c: c.rolling(smooth, center=True, min_periods=1).mean())
+        curves[["nll", "nll_std"]] = curves.groupby(keys, sort=False)[["nll", "nll_std"]].transform(
+            lambda c: c.rolling(smooth, center=True, min_periods=1).mean()
+        )
+    if not _crowded(curves.assign(protocol="nonoverlapping")):
+        return curves.assign(lo=curves["nll"] - curves["nll_std"], hi=curves["nll"] + curves["nll_std"]), False
+    notes.append(note(name, curves, "lines", MAX_LINES))
+    return pool(curves, keys, "x", "nll", "lo", "hi").assign(nll_std=float("nan")), True
+
+
+def plot_position_encodings(
+    cells: pd.DataFrame, factor: float | None, path: Path, smooth: int, notes: list[str]
+) -> Path | None:
+    """``cells``: ``posx.report.queries.positions``; ``factor``: the longest every trained run has
+    (``posx.report.queries.shared_factor``; None: no trained run has per-position rows)."""
+    if cells.empty or factor is None:
+        return None
+    train_context = _t(cells[cells["parent"].fillna("") == ""])
+    curves, pooled = _position_curves(cells, factor, smooth, notes, path.name)
+    if curves.empty:
+        return None
     left, right, colors = _panels(curves)
     fig = Figure(figsize=(13, 5.0))
     axes = fig.subplots(1, 2)
@@ -136,13 +162,14 @@ def plot_position_encodings(positions: pd.DataFrame, path: Path, smooth: int = 1
     for ax, title in zip(axes, ("encodings, no rescaling", "RoPE + rescaling, zero-shot")):
         ax.axvline(1.0, color="gray", linestyle="--", linewidth=1, label="training length T")
         ax.set_title(f"{title}: windows of {factor:g} x T", fontsize=11)
-        ax.set_xlabel(f"position in the window (multiples of {_t(data)})")
+        ax.set_xlabel(f"position in the window (multiples of {train_context})")
         ax.set_ylabel("mean NLL (nats per token)")
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=8.5, loc="best", ncol=2 if len(ax.get_legend_handles_labels()[1]) > 7 else 1)
         ax.tick_params(labelsize=10)
     smoothed = f", moving mean over {smooth} buckets" if smooth > 1 else ""
-    fig.suptitle(f"Loss by token position (mean over seeds, band ± std over seeds{smoothed})", fontsize=11)
+    band = TITLE if pooled else "mean over seeds, band ± std over seeds"
+    fig.suptitle(f"Loss by token position ({band}{smoothed})", fontsize=11)
     fig.tight_layout()
     return save(fig, path)
 
@@ -156,5 +183,5 @@ def _t(data: pd.DataFrame) -> str:
 def _band(ax, g: pd.DataFrame, color, style: str, label: str | None) -> None:
     g = g.sort_values("x")
     ax.plot(g["x"], g["nll"], color=color, linestyle=style, linewidth=1.4, label=label)
-    if g["nll_std"].notna().any():
-        ax.fill_between(g["x"], g["nll"] - g["nll_std"], g["nll"] + g["nll_std"], color=color, alpha=0.15, linewidth=0)
+    if g["lo"].notna().any():
+        ax.fill_between(g["x"], g["lo"], g["hi"], color=color, alpha=0.15, linewidth=0)

@@ -32,6 +32,7 @@ from pathlib import Path
 import pandas as pd
 
 from posx.eval import history
+from posx.report.mdtable import md_table
 from posx.runs.records import RunMeta
 
 # Keys of config.yaml that never separate runs: where and how a run ran, not what it is.
@@ -187,8 +188,9 @@ def relative_names(paths: list[Path]) -> dict[str, str]:
     writes, so that it names no absolute path of the machine it was made on."""
     if not paths:
         return {}
-    root = Path(os.path.commonpath([Path(p).parent for p in paths]))
-    return {str(p): Path(p).relative_to(root).as_posix() for p in paths}
+    texts = [str(p) for p in paths]
+    root = os.path.commonpath([os.path.dirname(p) for p in texts])
+    return {p: Path(os.path.relpath(p, root)).as_posix() for p in texts}
 
 
 def group_runs(members: list[Member]) -> Grouping:
@@ -204,8 +206,9 @@ def group_runs(members: list[Member]) -> Grouping:
         clusters.setdefault(tuple(ident.get(k, "") for k in COLUMN_KEYS), []).append(ident)
     labels, groups, duplicates = {}, [], []
     names = relative_names([m.path for m in members])
+    differ = {cluster: [k for k in _varying(idents) if k not in COLUMN_KEYS] for cluster, idents in clusters.items()}
     for i, (ident, runs) in enumerate(zip(identities, by_identity.values()), 1):
-        shown = [k for k in _varying(clusters[tuple(ident.get(k, "") for k in COLUMN_KEYS)]) if k not in COLUMN_KEYS]
+        shown = differ[tuple(ident.get(k, "") for k in COLUMN_KEYS)]
         label = ", ".join(f"{k}={ident.get(k, '—')}" for k in shown) or "-"
         counted: dict = {}
         for m in sorted(runs, key=lambda m: m.evaluated_at, reverse=True):
@@ -255,7 +258,7 @@ def explain(grouping: Grouping, runs: int) -> list[str]:
     ]
     if grouping.varying:
         lines += ["", "The groups differ in: " + ", ".join(f"`{k}`" for k in grouping.varying) + "."]
-    lines += ["", pd.DataFrame(grouping.groups).to_markdown(index=False), ""]
+    lines += ["", md_table(pd.DataFrame(grouping.groups)), ""]
     if grouping.duplicates:
         lines += [
             "### Duplicate seeds",
@@ -263,7 +266,7 @@ def explain(grouping: Grouping, runs: int) -> list[str]:
             "These runs repeat a seed of their group (the same experiment twice); each is counted once, "
             "as the run evaluated last:",
             "",
-            pd.DataFrame(grouping.duplicates).to_markdown(index=False),
+            md_table(pd.DataFrame(grouping.duplicates)),
             "",
         ]
     return lines

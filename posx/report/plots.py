@@ -7,10 +7,13 @@ backend switch, no display needed).
   Lengths a line could not score (out of range, non-finite) are marked with an x on the axis.
 * ``positions.png``: mean NLL by position in the window (in multiples of T) at one factor,
   one panel per group x encoding (x parent), one line per method.
-* ``training.png``: training and validation loss by step from each run's metrics.csv.
+* ``training.png``: training and validation loss by step from the runs' metrics.csv, one line
+  per group x encoding (x parent), the mean over its runs with a band of ± std over them.
 * ``passkey.png``: passkey exact-match accuracy and key NLL by evaluation length, one column
   per variant.
 
+Every figure draws groups, never runs: its cost does not grow with the seeds. A figure with more
+lines or panels than can be told apart pools its groups (``posx.report.crowd``) and says so.
 The training length is marked in every plot by a dashed vertical line at 1x.
 """
 
@@ -26,6 +29,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from posx.core import files
+from posx.report.crowd import MAX_LINES, MAX_PANELS, TITLE, crowded, note, pool, pooled_label
 
 STYLES = ["-", "--", ":", "-."]
 MARKERS = ["o", "s", "^", "D", "v", "P"]
@@ -102,17 +106,25 @@ def _line_label(enc: str, method: str, group: str, parent: str, extras: bool) ->
     return label + (f" · {group}" if extras and group not in ("", "-") else "")
 
 
-def plot_ppl(summary: pd.DataFrame, path: Path) -> Path | None:
+LINE = ["group", "parent", "encoding", "method", "protocol"]  # one line of ppl_vs_length.png
+
+
+def plot_ppl(summary: pd.DataFrame, path: Path, notes: list[str]) -> Path | None:
     data = summary[summary["n_seeds"] > 0]
     if data.empty:
         return None
+    seeds = int(data["n_seeds"].max())
+    pooled = crowded(data, LINE)
+    if pooled:
+        notes.append(note(path.name, data, "lines", MAX_LINES))
+        data = pool(data, LINE, "factor", "ppl_mean", "ppl_lo", "ppl_hi").assign(n_seeds=seeds)
     several = data["protocol"].nunique() > 1
     groups = list(dict.fromkeys(zip(data["group"], data["parent"])))
     data = data.assign(line=[f"{e} · {m}" for e, m in zip(data["encoding"], data["method"])])
     colors = colors_for(data["line"])
     fig = Figure(figsize=(10, 5.5))
     ax = fig.subplots()
-    keys = ["group", "parent", "encoding", "method", "protocol"]
+    keys = LINE
     order = sorted(data.groupby(keys, sort=False).groups, key=lambda k: (groups.index(k[:2]), k[2], legend_order(k[3])))
     hi_all = float(data["ppl_hi"].max(skipna=True)) if data["ppl_hi"].notna().any() else float(data["ppl_mean"].max())
     for key in order:
@@ -145,10 +157,10 @@ def plot_ppl(summary: pd.DataFrame, path: Path) -> Path | None:
         + (f" = {ts.pop()})" if len(ts) == 1 else f"; T = {', '.join(sorted(ts, key=int))})")
     )
     ax.set_ylabel("perplexity (log scale)")
-    seeds = int(data["n_seeds"].max())
     band = "band: ± std over seeds" if seeds > 1 else "band: 95% interval over windows"
     if seeds > 1 and (data["n_seeds"] == 1).any():
         band += " (one-seed lines: 95% interval over windows)"
+    band = f"{groups[0][0]}: {TITLE}" if pooled else band
     ax.set_title(f"Perplexity vs evaluation length ({'mean over seeds, ' if seeds > 1 else ''}{band})")
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
     return save(fig, path)
@@ -157,31 +169,28 @@ def plot_ppl(summary: pd.DataFrame, path: Path) -> Path | None:
 PANEL = ["group", "parent", "encoding"]
 
 
-def position_curves(positions: pd.DataFrame, factor: float | None, smooth: int = 1) -> tuple[pd.DataFrame, dict]:
-    """Mean NLL per (group, parent, encoding, method, position/T) over runs, at ``factor`` for
-    each panel (group x parent x encoding; default: the largest factor it has); returns the
-    curves and the factor used per panel. Each curve has its spread over runs (``nll_std``, sample
-    std; NaN for one run) and, with ``smooth`` > 1, is a centred moving mean over that many buckets.
-    Where the tables hold both protocols, the non-overlapping windows' positions are drawn (sliding
-    windows score only their last tokens)."""
-    if positions.empty:
-        return positions, {}
-    if "protocol" in positions and positions["protocol"].nunique() > 1:  # one protocol's positions per curve
-        positions = positions[positions["protocol"] == "nonoverlapping"]
-    df = positions.assign(x=(positions["bucket_start"] + positions["bucket_end"]) / 2 / positions["train_context"])
-    for column in PANEL:
-        if column not in df:
-            df[column] = ""
-    df[PANEL] = df[PANEL].fillna("")
+def position_curves(cells: pd.DataFrame, factor: float | None, smooth: int = 1) -> tuple[pd.DataFrame, dict]:
+    """The per-position curves to draw from ``cells`` (``posx.report.queries.positions``: mean NLL
+    and its std over runs per group x parent x encoding x method x protocol x factor x position/T):
+    per panel (group x parent x encoding) the cells at ``factor`` (default: the largest factor it
+    has); returns the curves (``nll``, ``nll_std``) and the factor used per panel. With ``smooth``
+    > 1 a curve is a centred moving mean over that many buckets. Where the tables hold both
+    protocols, the non-overlapping windows' positions are drawn (sliding windows score only their
+    last tokens)."""
+    if cells.empty:
+        return cells, {}
+    if cells["protocol"].nunique() > 1:  # one protocol's positions per curve
+        cells = cells[cells["protocol"] == "nonoverlapping"]
+    df = cells.assign(**{c: cells[c].fillna("") for c in PANEL})
     chosen = {}
-    for panel, g in df.groupby(PANEL, sort=False):
-        have = sorted(g["factor"].unique())
+    for panel, have in df.groupby(PANEL, sort=True)["factor"]:
+        have = sorted(have.unique())
         fits = [f for f in have if factor is None or f <= factor]
         chosen[panel] = fits[-1] if fits else have[0]
-    keep = df[[chosen[tuple(p)] == f for p, f in zip(df[PANEL].itertuples(index=False), df["factor"])]]
-    curves = keep.groupby([*PANEL, "method", "x"], sort=False)["nll"].agg(nll="mean", nll_std="std").reset_index()
+    picked = pd.DataFrame([(*p, f) for p, f in chosen.items()], columns=[*PANEL, "factor"])
+    curves = df.merge(picked, on=[*PANEL, "factor"])[[*PANEL, "method", "x", "nll", "nll_std"]]
+    curves = curves.sort_values([*PANEL, "method", "x"]).reset_index(drop=True)
     if smooth > 1:
-        curves = curves.sort_values([*PANEL, "method", "x"])
         rolled = curves.groupby([*PANEL, "method"], sort=False)[["nll", "nll_std"]].transform(
             lambda c: c.rolling(smooth, center=True, min_periods=1).mean()
         )
@@ -189,11 +198,26 @@ def position_curves(positions: pd.DataFrame, factor: float | None, smooth: int =
     return curves, chosen
 
 
-def plot_positions(positions: pd.DataFrame, path: Path, factor: float | None, smooth: int = 1) -> Path | None:
-    curves, chosen = position_curves(positions, factor, smooth)
+def _position_panels(curves: pd.DataFrame, chosen: dict, notes: list[str], name: str):
+    """(curves with a band lo..hi, panel -> title's factor text): per group, or, past MAX_PANELS
+    panels, pooled over groups (``posx.report.crowd``)."""
+    if len(chosen) <= MAX_PANELS:
+        band = curves.assign(lo=curves["nll"] - curves["nll_std"], hi=curves["nll"] + curves["nll_std"])
+        return band, {panel: f"{f:g}x" for panel, f in chosen.items()}
+    notes.append(note(name, curves, "panels", MAX_PANELS))
+    pooled = pool(curves, [*PANEL, "method"], "x", "nll", "lo", "hi").assign(nll_std=float("nan"))
+    factors: dict = {}
+    for (_group, parent, enc), f in chosen.items():
+        factors.setdefault((pooled["group"].iloc[0], parent, enc), set()).add(f)
+    return pooled, {panel: ", ".join(f"{f:g}x" for f in sorted(fs)) for panel, fs in factors.items()}
+
+
+def plot_positions(cells: pd.DataFrame, path: Path, factor: float | None, smooth: int, notes: list[str]) -> Path | None:
+    curves, chosen = position_curves(cells, factor, smooth)
     if curves.empty:
         return None
-    panels = list(chosen)
+    curves, at = _position_panels(curves, chosen, notes, path.name)
+    panels = list(at)
     colors = colors_for(curves["method"])
     cols = min(len(panels), 4)
     rows = -(-len(panels) // cols)
@@ -201,41 +225,49 @@ def plot_positions(positions: pd.DataFrame, path: Path, factor: float | None, sm
     axes = fig.subplots(rows, cols, squeeze=False).reshape(1, -1)
     for ax in axes[0][len(panels) :]:
         ax.set_visible(False)
-    several = len({p[:2] for p in panels}) > 1
+    several = len({p[:2] for p in panels}) > 1 or len(panels) < len(chosen)
     for ax, panel in zip(axes[0], panels):
         mine = curves[(curves[PANEL] == pd.Series(panel, index=PANEL)).all(axis=1)]
         for method in sorted(mine["method"].unique(), key=legend_order):
             g = mine[mine["method"] == method].sort_values("x")
             ax.plot(g["x"], g["nll"], label=method, color=colors[method], marker=".", linewidth=1.5)
-            if g["nll_std"].notna().any():  # spread over seeds
-                ax.fill_between(
-                    g["x"],
-                    g["nll"] - g["nll_std"],
-                    g["nll"] + g["nll_std"],
-                    color=colors[method],
-                    alpha=0.15,
-                    linewidth=0,
-                )
+            if g["lo"].notna().any():  # spread over seeds (or over groups, pooled)
+                ax.fill_between(g["x"], g["lo"], g["hi"], color=colors[method], alpha=0.15, linewidth=0)
         ax.axvline(1.0, color="gray", linestyle="--", linewidth=1, label="training length T")
         group, parent, enc = panel
         where = (f" from {parent}" if parent else "") + (f"\n{group}" if several and group not in ("", "-") else "")
-        ax.set_title(f"{enc}{where}: at {chosen[panel]:g}x T", fontsize=10)
+        ax.set_title(f"{enc}{where}: at {at[panel]} T", fontsize=10)
         ax.set_xlabel("position in the window (multiples of T)")
         ax.set_ylabel("mean NLL (nats per token)")
         ax.grid(True, alpha=0.3)
     _figure_legend(fig, axes[0][: len(panels)])
     smoothed = f", moving mean over {smooth} buckets" if smooth > 1 else ""
-    fig.suptitle(f"Loss by token position (mean over the seeds of each group, band ± std over seeds{smoothed})")
+    what = TITLE if len(panels) < len(chosen) else "mean over the seeds of each group, band ± std over seeds"
+    fig.suptitle(f"Loss by token position ({what}{smoothed})")
     fig.tight_layout()
     return save(fig, path)
 
 
-def plot_passkey(pk_summary: pd.DataFrame, path: Path) -> Path | None:
+def _pooled_passkey(data: pd.DataFrame) -> pd.DataFrame:
+    """Past MAX_LINES lines: per encoding x method x variant x factor, the median over groups."""
+    keys = ["encoding", "method", "variant", "factor"]
+    pooled = data.groupby(keys, sort=False).agg(
+        accuracy_mean=("accuracy_mean", "median"), key_nll_mean=("key_nll_mean", "median"), n_seeds=("n_seeds", "max")
+    )
+    return pooled.reset_index().assign(accuracy_std=float("nan"), group=pooled_label(data))
+
+
+def plot_passkey(pk_summary: pd.DataFrame, path: Path, notes: list[str]) -> Path | None:
     """Top row: exact-match accuracy; bottom row: mean NLL of the key digits (chance: ln 10).
     When no run retrieved a single key, only the key NLL row is drawn (the title says so)."""
     if pk_summary.empty or (pk_summary["n_seeds"] == 0).all():
         return None
     data = pk_summary[pk_summary["n_seeds"] > 0]
+    pooled = crowded(data, ["group", "encoding", "method"])
+    if pooled:
+        said = note(path.name, data, "lines", MAX_LINES)
+        notes.append(said.replace("band from the lowest to the highest group mean", "no band"))
+        data = _pooled_passkey(data)
     variants = list(dict.fromkeys(data["variant"]))
     groups = list(dict.fromkeys(data["group"]))
     data = data.assign(line=[f"{e} · {m}" for e, m in zip(data["encoding"], data["method"])])
@@ -272,38 +304,62 @@ def plot_passkey(pk_summary: pd.DataFrame, path: Path) -> Path | None:
         bottom.set_ylabel("mean NLL of the key digits (nats)")
     _figure_legend(fig, list(axes[1]))
     spread = " (mean ± std over seeds)" if data["n_seeds"].max() > 1 else " (one seed)"
+    spread = f" ({data['group'].iloc[0]}: median over groups)" if pooled else spread
     nothing = "; exact match 0 everywhere, so only the key NLL is shown" if none_found else ""
     fig.suptitle(f"Passkey retrieval by evaluation length{spread}{nothing}")
     fig.tight_layout()
     return save(fig, path)
 
 
-def plot_training(metrics: pd.DataFrame, path: Path) -> Path | None:
-    """Training and validation loss by step, one line per run, one colour per group x encoding."""
-    if metrics.empty:
+TRAINING_LINE = ["group", "parent", "encoding"]
+
+
+def _training_lines(training: pd.DataFrame, notes: list[str], name: str) -> tuple[pd.DataFrame, bool]:
+    """Per group (mean over its runs, band ± std), or past MAX_LINES pooled over groups."""
+    if not crowded(training, TRAINING_LINE):
+        return training.assign(
+            train_lo=training["train_loss"] - training["train_std"],
+            train_hi=training["train_loss"] + training["train_std"],
+            val_lo=training["val_loss"] - training["val_std"],
+            val_hi=training["val_loss"] + training["val_std"],
+        ), False
+    notes.append(note(name, training, "lines", MAX_LINES))
+    train = pool(training, TRAINING_LINE, "step", "train_loss", "train_lo", "train_hi")
+    val = pool(training.dropna(subset=["val_loss"]), TRAINING_LINE, "step", "val_loss", "val_lo", "val_hi")
+    return train.merge(val.drop(columns=["n_groups"]), on=["group", "parent", "encoding", "step"], how="left"), True
+
+
+def plot_training(training: pd.DataFrame, path: Path, notes: list[str]) -> Path | None:
+    """Training and validation loss by step (``posx.report.queries.training``): one line per
+    group x encoding (x parent), the mean over its runs with a band of ± std over them."""
+    if training.empty:
         return None
-    metrics = metrics.assign(
+    data, pooled = _training_lines(training, notes, path.name)
+    data = data.assign(
         line=[
             " · ".join(x for x in (e, f"from {p}" if p else "", "" if g == "-" else g) if x)
-            for e, g, p in zip(metrics["encoding"], metrics["group"], metrics["parent"])
+            for e, g, p in zip(data["encoding"], data["group"], data["parent"])
         ]
     )
-    colors = colors_for(metrics["line"])
+    colors = colors_for(data["line"])
     fig = Figure(figsize=(13, 4.5))
     axes = fig.subplots(1, 2, squeeze=False)[0]
-    for (line, _run), g in metrics.groupby(["line", "run_dir"], sort=False):
+    for line, g in data.groupby("line", sort=False):
         g = g.sort_values("step")
-        label = f"{line} (seed {g['seed'].iloc[0]})"
-        axes[0].plot(g["step"], g["train_loss"], color=colors[line], linewidth=1, alpha=0.8, label=label)
         val = g.dropna(subset=["val_loss"])
-        axes[1].plot(val["step"], val["val_loss"], color=colors[line], marker=".", linewidth=1.2, label=label)
+        for ax, part, what, marker in ((axes[0], g, "train", None), (axes[1], val, "val", ".")):
+            ax.plot(part["step"], part[f"{what}_loss"], color=colors[line], marker=marker, linewidth=1.2, label=line)
+            band = part.dropna(subset=[f"{what}_lo", f"{what}_hi"])
+            if not band.empty:
+                ax.fill_between(band["step"], band[f"{what}_lo"], band[f"{what}_hi"], color=colors[line], alpha=0.15)
     for ax, what in zip(axes, ("training loss", "validation loss")):
         ax.set_xlabel("optimizer step")
         ax.set_ylabel(f"{what} (nats per token)")
         ax.set_title(what)
         ax.grid(True, alpha=0.3)
     _figure_legend(fig, axes)
-    fig.suptitle("Training curves (metrics.csv), one line per run")
+    spread = TITLE if pooled else "one line per group: mean over its runs, band ± std over them"
+    fig.suptitle(f"Training curves (metrics.csv), {spread}")
     fig.tight_layout()
     return save(fig, path)
 
@@ -313,14 +369,17 @@ def draw_all(
     positions: pd.DataFrame,
     pk_summary: pd.DataFrame,
     out_dir: Path,
-    factor: float | None = None,
-    metrics: pd.DataFrame | None = None,
-    smooth: int = 1,
+    factor: float | None,
+    training: pd.DataFrame,
+    smooth: int,
+    notes: list[str],
 ) -> dict[str, Path | None]:
-    """Every plot there is data for; a name maps to None when its data is missing everywhere."""
+    """Every plot there is data for; a name maps to None when its data is missing everywhere.
+    ``positions`` and ``training`` are per-group cells (``posx.report.queries``); ``notes`` gets a
+    line for each figure that pooled its groups."""
     return {
-        "ppl_vs_length.png": plot_ppl(summary, out_dir / "ppl_vs_length.png"),
-        "positions.png": plot_positions(positions, out_dir / "positions.png", factor, smooth),
-        "passkey.png": plot_passkey(pk_summary, out_dir / "passkey.png"),
-        "training.png": plot_training(metrics if metrics is not None else pd.DataFrame(), out_dir / "training.png"),
+        "ppl_vs_length.png": plot_ppl(summary, out_dir / "ppl_vs_length.png", notes),
+        "positions.png": plot_positions(positions, out_dir / "positions.png", factor, smooth, notes),
+        "passkey.png": plot_passkey(pk_summary, out_dir / "passkey.png", notes),
+        "training.png": plot_training(training, out_dir / "training.png", notes),
     }

@@ -1,5 +1,10 @@
 """What ``posx report`` reads of each run: its seed, its identity and its tables.
 
+With ``current`` evaluations (the default) a run is read through its digest
+(``posx.report.digest``) and its tables through the report cache and one scan of every run's
+CSVs (``posx.report.store``); ``--evaluations all`` reads each run's kept evaluations here, one
+run at a time, and hands the stacked tables to the same queries.
+
 Which evaluation's tables (``--evaluations``):
 
 * ``current`` (default): the tables at the run's top level, its last evaluation;
@@ -22,16 +27,19 @@ name stands in, as before.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
-import yaml
 
 from posx.core.errors import PosxError
 from posx.eval import history
 from posx.eval.tables import read_table
+from posx.report import digest as digests
+from posx.report import store
 from posx.report.groups import Member, identity
+from posx.report.scan import COLUMNS
 from posx.runs.rundir import CONFIG, META, RUN_MARKERS, is_run, is_run_dir, read_meta
 
 TABLES = ("extrapolation.csv", "positions.csv", "passkey.csv")
@@ -67,25 +75,23 @@ def find_run_dirs(paths: list[str | Path]) -> list[Path]:
         if is_run_dir(path):
             found[path.resolve()] = None
             continue
-        children = sorted(c for c in path.iterdir() if c.is_dir() and is_run_dir(c))
+        children = _run_children(path)
         if not children:
             raise PosxError(
                 f"{path} is neither a run directory nor a directory of runs "
                 f"(no {', '.join(RUN_MARKERS)} in it or its subdirectories)"
             )
-        found.update((c.resolve(), None) for c in children)
+        found.update(dict.fromkeys(children))
     return list(found)
 
 
-def _config(path: Path) -> dict | None:
-    config = path / CONFIG
-    if not config.is_file():
-        return None
-    try:
-        saved = yaml.safe_load(config.read_text(encoding="utf-8"))
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise PosxError(f"{config} is not valid YAML ({exc.__class__.__name__}); fix or remove it") from None
-    return saved if isinstance(saved, dict) else {}
+def _run_children(path: Path) -> list[Path]:
+    """The run directories right below ``path``, resolved, sorted: one scandir, a link resolved alone."""
+    root = path.resolve()
+    with os.scandir(root) as entries:
+        dirs = [e for e in entries if e.is_dir()]
+    runs = [e for e in dirs if any(os.path.isfile(os.path.join(e.path, m)) for m in RUN_MARKERS)]
+    return sorted(Path(e.path).resolve() if e.is_symlink() else root / e.name for e in runs)
 
 
 def _parent(path: Path, meta) -> tuple[dict | None, int | None]:
@@ -93,7 +99,7 @@ def _parent(path: Path, meta) -> tuple[dict | None, int | None]:
     lineage = meta.extended_from
     for candidate in (Path(lineage.parent_path) if lineage.parent_path else None, path.parent / lineage.parent):
         if candidate is not None and candidate.resolve() != path.resolve() and is_run(candidate):
-            saved = _config(candidate) or {}
+            saved = digests.read_config(candidate) or {}
             seed = saved.get("seed")
             return identity(saved, read_meta(candidate), candidate, None, evaluations=[]), (
                 int(seed) if seed is not None else None
@@ -149,7 +155,7 @@ def load_run_tables(path: Path, evaluations: str = "current") -> RunTables:
     if evaluations not in EVALUATIONS:
         raise PosxError(f"--evaluations {evaluations} is not one of {', '.join(EVALUATIONS)}")
     run = RunTables(path=path, seed=None)
-    saved = _config(path)
+    saved = digests.read_config(path)
     if saved is None:
         run.missing.append(CONFIG)
     seed = (saved or {}).get("seed")
@@ -184,3 +190,65 @@ def load_run_tables(path: Path, evaluations: str = "current") -> RunTables:
         parent_seed,
     )
     return run
+
+
+def _parent_digest(path: Path, lineage: dict, known: dict) -> dict | None:
+    """The digest of an extended run's parent, when its directory is there (``known``: digests at hand)."""
+    named = Path(lineage["parent_path"]) if lineage.get("parent_path") else None
+    for candidate in (named, path.parent / lineage["parent"]):
+        if candidate is None or candidate.resolve() == path.resolve() or not is_run(candidate):
+            continue
+        key = candidate.resolve()
+        if key not in known:
+            known[key] = digests.load(candidate)
+        return known[key]
+    return None
+
+
+def from_digest(path: Path, digest: dict, known: dict) -> RunTables:
+    """A run's seed, identity and missing tables from its digest (its tables are in the store's views)."""
+    run = RunTables(path=path, seed=digest["seed"])
+    run.missing = ([] if digest["config"] else [CONFIG]) + [n for n in TABLES if n not in digest["columns"]]
+    found = dict(digest["identity"])
+    parent_seed = None
+    if digest["lineage"] is not None:
+        parent = _parent_digest(path, digest["lineage"], known)
+        run.parent = digest["lineage"]["parent"]
+        if parent is not None:  # what the parent is, not what it is called (posx.report.groups)
+            ident = parent["identity"]
+            run.parent = found["parent"] = f"{ident['pos.name']}-T{ident['T']}"
+            found.update({f"parent.{k}": v for k, v in ident.items()})
+            parent_seed = parent["seed"]
+    found.update(digest["eval"])
+    run.member = Member(path, run.seed, found, digest["evaluated_at"], parent_seed)
+    return run
+
+
+def _register(con, loaded: list[RunTables]) -> None:
+    """The stacked tables of ``--evaluations all`` as the views the queries read."""
+    for name, view in store.TABLES.items():
+        frames = [r.tables[name].assign(run=str(r.path)) for r in loaded if name in r.tables]
+        if not frames:
+            con.execute(f"CREATE OR REPLACE TEMP VIEW {view} AS {store.no_rows(name)}")
+            continue
+        columns = ["run", *COLUMNS[name]] + (["absolute_beyond"] if name in store.TAGGED else [])
+        con.register(view, pd.concat(frames, ignore_index=True).reindex(columns=columns))
+
+
+def collect(run_dirs: list[Path], evaluations: str, cache: Path) -> tuple[list[RunTables], store.Gathered]:
+    """Every run (seed, identity, missing tables) and what was gathered: the DuckDB connection
+    holding their tables, and the new cache shard (``store.keep`` once the report is published)."""
+    if evaluations not in EVALUATIONS:
+        raise PosxError(f"--evaluations {evaluations} is not one of {', '.join(EVALUATIONS)}")
+    if evaluations == "all":
+        loaded = [load_run_tables(p, evaluations) for p in run_dirs]
+        con = store.connect()
+        _register(con, loaded)
+        return loaded, store.Gathered({}, con, cache)
+    gathered = store.gather(run_dirs, cache)
+    known = {path.resolve(): d for path, d in gathered.digests.items()}
+    try:
+        return [from_digest(path, d, known) for path, d in gathered.digests.items()], gathered
+    except BaseException:
+        store.discard(gathered)
+        raise

@@ -1,8 +1,10 @@
 """``posx report``: summary tables and plots from the tables runs wrote (no model is loaded).
 
 Inputs are run directories, or directories holding runs (a sweep, or results/runs). Each
-run contributes its ``extrapolation.csv``, ``positions.csv`` and ``passkey.csv``; its seed
-comes from its ``config.yaml`` and its encoding from the ``pos`` column of its tables. Runs are
+run contributes its ``extrapolation.csv``, ``positions.csv`` and ``passkey.csv``; its seed and
+identity come from its digest (``posx.report.digest``), its tables from one scan of every
+run's CSVs kept in the report cache (``posx.report.store``), and the numbers from SQL over all
+of them (``posx.report.queries``). Runs are
 pooled only with runs of the same experimental identity (``posx.report.groups``: everything but
 the seed equal); within a group, rows line up by method x protocol x factor, and a row's
 perplexity is the mean and the sample standard deviation (n - 1) over its runs, one run per
@@ -19,26 +21,20 @@ report is never overwritten.
 
 from __future__ import annotations
 
-import math
 import time
 from pathlib import Path
 
 import pandas as pd
 from rich.console import Console
-from rich.table import Table
 
 from posx.core import files
 from posx.core.console import new_console
 from posx.core.errors import PosxError
-from posx.report import extension, figures, plots
-from posx.report.groups import explain, group_runs, relative_names
-from posx.report.runtables import EVALUATIONS, RunTables, find_run_dirs, load_run_tables
+from posx.report import extension, figures, plots, queries, store
+from posx.report.groups import group_runs, relative_names
+from posx.report.runtables import EVALUATIONS, RunTables, collect, find_run_dirs
+from posx.report.writeup import GROUP, KEYS, figure_notes, markdown, rich_summary
 
-# parent is "" for a trained run and the parent for a `posx extend` run (posx.report.runtables), so
-# extended runs are grouped by what they came from; their method reads "<method> (extended)" or
-# "<method> (zero-shot)" after the table's stage.
-GROUP = ["group", "parent", "encoding", "method", "protocol", "factor"]
-KEYS = GROUP[:-1]  # a curve: everything but the factor
 SUMMARY_COLUMNS = [
     *GROUP,
     "train_context",
@@ -53,131 +49,23 @@ SUMMARY_COLUMNS = [
     "ratio_to_1x",
     "status",
 ]
-PASSKEY_GROUP = ["group", "encoding", "method", "variant", "factor"]
+TERMINAL_LINES = 20  # duplicates, missing tables and notes printed; the files list every one
 BAND_SEEDS, BAND_WINDOWS = "± std over seeds", "95% interval over windows (one seed)"
 
 
-def _combined(runs: list[RunTables], name: str) -> pd.DataFrame:
-    """One table over all runs that have it, with run_dir and seed columns."""
-    frames = [
-        r.tables[name].assign(run_dir=str(r.path), seed=r.seed, parent=r.parent, group=r.group)
-        for r in runs
-        if name in r.tables
-    ]
-    if not frames:
-        return pd.DataFrame()
-    df = pd.concat(frames, ignore_index=True).rename(columns={"pos": "encoding"})
-    if "absolute_beyond" in df:  # learned absolute past its table: clamp and interpolate are methods of their own
-        beyond = (df["encoding"] == "absolute") & (df["method"] == "none") & ~df["absolute_beyond"].isin(["none", ""])
-        df.loc[beyond, "method"] = df.loc[beyond, "absolute_beyond"]
-    if name in ("extrapolation.csv", "positions.csv"):  # read_table gives both a stage column
-        extended = df["parent"] != ""
-        df.loc[extended, "method"] = df.loc[extended, "method"] + " (" + df.loc[extended, "stage"] + ")"
-    return df
-
-
-def _joined(values) -> str:
-    return ",".join(str(v) for v in sorted(set(values), key=lambda v: (str(type(v)), v)))
-
-
-def _statuses(series: pd.Series) -> str:
-    counts = series.value_counts()
-    if list(counts.index) == ["ok"]:
-        return "ok"
-    return ", ".join(f"{status} {n}" for status, n in counts.items())
-
-
-def summarize(ext: pd.DataFrame) -> pd.DataFrame:
+def summarize(con) -> pd.DataFrame:
     """Perplexity mean and sample std over the runs of a group per method x protocol x factor,
     and its band: mean ± std over seeds, or the one run's interval over windows."""
-    rows = []
-    for key, g in ext.groupby(GROUP, sort=True):
-        ok = g[g["status"] == "ok"]
-        ppl = ok["ppl"].tolist()
-        mean = sum(ppl) / len(ppl) if ppl else math.nan
-        std = pd.Series(ppl).std(ddof=1) if len(ppl) > 1 else math.nan
-        one = len(ppl) == 1
-        rows.append(
-            {
-                **dict(zip(GROUP, key)),
-                "train_context": _joined(g["train_context"]),
-                "eval_context": _joined(g["eval_context"]),
-                "ppl_mean": mean,
-                "ppl_std": std,
-                "ppl_lo": float(ok["ppl_lo"].iloc[0]) if one else mean - std,
-                "ppl_hi": float(ok["ppl_hi"].iloc[0]) if one else mean + std,
-                "band": (BAND_WINDOWS if one else BAND_SEEDS) if ppl else "",
-                "n_seeds": len(ppl),
-                "seeds": _joined(int(s) for s in ok["seed"] if pd.notna(s)),
-                "status": _statuses(g["status"]),
-            }
-        )
-    summary = pd.DataFrame(rows, columns=[c for c in SUMMARY_COLUMNS if c != "ratio_to_1x"])
-    base = summary[summary["factor"] == 1.0].set_index(KEYS)["ppl_mean"]
-    summary["ratio_to_1x"] = [
-        row.ppl_mean / base.get((row.group, row.parent, row.encoding, row.method, row.protocol), math.nan)
-        for row in summary.itertuples()
-    ]
-    return summary[SUMMARY_COLUMNS]
-
-
-def summarize_passkey(pk: pd.DataFrame) -> pd.DataFrame:
-    """Accuracy over all depths per run, then mean and sample std over runs."""
-    if pk.empty:
-        return pd.DataFrame()
-    ok = pk[pk["status"] == "ok"].assign(
-        hits=lambda d: d["accuracy"] * d["trials"], nll_sum=lambda d: d["key_nll"] * d["trials"]
-    )
-    per_run = (
-        ok.groupby([*PASSKEY_GROUP, "run_dir"])
-        .agg(hits=("hits", "sum"), trials=("trials", "sum"), nll_sum=("nll_sum", "sum"))
-        .reset_index()
-    )
-    per_run["accuracy"] = per_run["hits"] / per_run["trials"]
-    per_run["key_nll"] = per_run["nll_sum"] / per_run["trials"]
-    stats = per_run.groupby(PASSKEY_GROUP).agg(
-        accuracy_mean=("accuracy", "mean"),
-        accuracy_std=("accuracy", "std"),  # std: n - 1
-        key_nll_mean=("key_nll", "mean"),
-        trials_per_run=("trials", _joined),
-        n_seeds=("accuracy", "size"),
-    )
-    # one status per run and group (its depth buckets share it unless some are too short)
-    status = (
-        pk.drop_duplicates([*PASSKEY_GROUP, "run_dir", "status"])
-        .groupby(PASSKEY_GROUP)["status"]
-        .agg(_statuses)
-        .rename("status")
-    )
-    out = stats.join(status, how="right").reset_index()
-    out["n_seeds"] = out["n_seeds"].fillna(0).astype(int)
-    return out
-
-
-def _inapplicable(g: pd.DataFrame) -> bool:
-    """Every cell of the group is not_applicable (a RoPE method on a model without RoPE)."""
-    return bool(g["status"].str.startswith("not_applicable").all() and (g["n_seeds"] == 0).all())
-
-
-def _applicable(summary: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
-    """The summary without groups that are not_applicable at every factor."""
-    if summary.empty:
-        return summary
-    na = summary["status"].str.startswith("not_applicable") & (summary["n_seeds"] == 0)
-    return summary[~na.groupby([summary[k] for k in keys]).transform("all")]
-
-
-def mean_std(mean: float, std: float, digits: int = 3) -> str:
-    if mean != mean:
-        return "—"
-    return f"{mean:.{digits}f}" if std != std else f"{mean:.{digits}f} ± {std:.{digits}f}"
-
-
-def ppl_cell(row, digits: int = 3) -> str:
-    """``mean ± std`` over seeds, or ``ppl [lo, hi]`` (the 95% interval) for one seed."""
-    if row["n_seeds"] == 1 and row["ppl_lo"] == row["ppl_lo"]:
-        return f"{row['ppl_mean']:.{digits}f} [{row['ppl_lo']:.{digits}f}, {row['ppl_hi']:.{digits}f}]"
-    return mean_std(row["ppl_mean"], row["ppl_std"], digits)
+    summary = queries.summary(con)
+    one = summary["n_seeds"] == 1
+    summary["ppl_lo"] = summary["one_lo"].where(one, summary["ppl_mean"] - summary["ppl_std"])
+    summary["ppl_hi"] = summary["one_hi"].where(one, summary["ppl_mean"] + summary["ppl_std"])
+    summary["band"] = [(BAND_WINDOWS if n == 1 else BAND_SEEDS) if n else "" for n in summary["n_seeds"]]
+    summary["n_seeds"] = summary["n_seeds"].astype(int)
+    base = summary[summary["factor"] == 1.0][[*KEYS, "ppl_mean"]].rename(columns={"ppl_mean": "base"})
+    summary = summary.merge(base, on=KEYS, how="left")
+    summary["ratio_to_1x"] = summary["ppl_mean"] / summary["base"]
+    return summary[SUMMARY_COLUMNS].astype({"ppl_mean": float, "ppl_std": float, "ppl_lo": float, "ppl_hi": float})
 
 
 def check_out(out: str | Path | None) -> None:
@@ -188,111 +76,6 @@ def check_out(out: str | Path | None) -> None:
             raise PosxError(
                 f"{out} already exists and is not empty; choose a new --out (a report is never overwritten)"
             )
-
-
-def markdown(
-    summary: pd.DataFrame,
-    pk_summary: pd.DataFrame,
-    missing: pd.DataFrame,
-    runs: list[RunTables],
-    grouping,
-    ext_table: pd.DataFrame | None,
-    names: dict[str, str],
-) -> str:
-    """summary.md; ``names`` maps each run's path to the relative path the report writes."""
-    summary = _applicable(summary, KEYS)
-    pk_summary = _applicable(pk_summary, PASSKEY_GROUP[:4])
-    table = summary.assign(ppl=[ppl_cell(r) for _, r in summary.iterrows()])
-    table = table[[*GROUP, "train_context", "ppl", "n_seeds", "seeds", "ratio_to_1x", "status"]]
-    lines = [
-        "# posx report",
-        "",
-        f"{len(runs)} run(s) in {len(grouping.groups)} group(s) (see Groups below). Perplexity is the mean "
-        "± sample standard deviation (n − 1) over the runs of a group, one run per seed; for a single seed "
-        "it is the run's perplexity [95% interval over its scored windows]. `ratio_to_1x` is the mean "
-        "perplexity over the mean at 1x of the same group, encoding, method and protocol. Methods that do "
-        "not apply to an encoding (RoPE rescalings of a model without RoPE) are left out here; summary.csv "
-        "has every row.",
-        "",
-        table.to_markdown(index=False, floatfmt=".4g"),
-        "",
-        *explain(grouping, len(runs)),
-    ]
-    if not pk_summary.empty:
-        pk = pk_summary.assign(
-            accuracy=[mean_std(m, s, 2) for m, s in zip(pk_summary["accuracy_mean"], pk_summary["accuracy_std"])]
-        )
-        lines += [
-            "## Passkey retrieval",
-            "",
-            "Exact-match accuracy over all depths, mean ± std over runs.",
-            "",
-            pk[[*PASSKEY_GROUP, "accuracy", "key_nll_mean", "trials_per_run", "n_seeds", "status"]].to_markdown(
-                index=False, floatfmt=".4g"
-            ),
-            "",
-        ]
-    if ext_table is not None and not ext_table.empty:
-        shown = pd.DataFrame(
-            {
-                "parent": ext_table["parent"],
-                "method": ext_table["method"],
-                "factor": ext_table["factor"],
-                "steps": ext_table["steps"],
-                "zero-shot at s·T": [
-                    mean_std(m, s) for m, s in zip(ext_table["zero_shot"], ext_table["zero_shot_std"])
-                ],
-                "extended at s·T": [mean_std(m, s) for m, s in zip(ext_table["extended"], ext_table["extended_std"])],
-                "extended at T": [
-                    mean_std(m, s) for m, s in zip(ext_table["extended_1x"], ext_table["extended_1x_std"])
-                ],
-                "extended at 2s·T": [
-                    mean_std(m, s) for m, s in zip(ext_table["extended_2x_new"], ext_table["extended_2x_new_std"])
-                ],
-                "n_seeds": ext_table["n_seeds"],
-            }
-        )
-        lines += [
-            "## Extension",
-            "",
-            "Perplexity of each `posx extend` experiment (mean ± std over seeds): "
-            "zero-shot is the parent with the method's frequencies and no training.",
-            "",
-            shown.to_markdown(index=False),
-            "",
-        ]
-    if not missing.empty:
-        lines += ["## Runs missing tables", "", missing.to_markdown(index=False), ""]
-    lines += ["## Runs", ""] + [f"- `{names[str(r.path)]}` (seed {r.seed})" for r in runs]
-    return "\n".join(lines) + "\n"
-
-
-def rich_summary(summary: pd.DataFrame) -> Table:
-    """Encoding x method (x protocol, when several) by rows, factors by columns."""
-    factors = sorted(summary["factor"].unique())
-    keys = [k for k in KEYS if summary[k].nunique() > 1 or k in ("encoding", "method")]
-    protocol = "" if "protocol" in keys else f", {summary['protocol'].iloc[0]}"
-    table = Table(title=f"perplexity, mean ± std over seeds or [95% interval] of one seed{protocol}")
-    for name in keys:
-        table.add_column(name)
-    table.add_column("n", justify="right")
-    for f in factors:
-        table.add_column(f"{f:g}x", justify="right")
-    for key, g in summary.groupby(keys, sort=True):
-        if _inapplicable(g):
-            continue
-        cells = []
-        for f in factors:
-            r = g[g["factor"] == f]
-            if r.empty:
-                cells.append("")
-            elif r["n_seeds"].iloc[0] == 0:
-                status = r["status"].iloc[0].split()[0].replace("not_applicable", "n/a")
-                cells.append(f"[dim]{status}[/]")
-            else:
-                cells.append(ppl_cell(r.iloc[0]).replace(" ± ", "±"))
-        table.add_row(*key, str(g["n_seeds"].max()), *cells)
-    return table
 
 
 def _extensions(runs: list[RunTables]) -> dict:
@@ -307,6 +90,120 @@ def _extensions(runs: list[RunTables]) -> dict:
                 int(float(ident.get("steps", 0))),
             )
     return found
+
+
+def _load(paths: list[str | Path], evaluations: str, reports: Path):
+    """(every run, the counted runs, their grouping, the connection with their tables and ``runs``);
+    the cache lives in ``reports``, the folder the report goes into."""
+    loaded, gathered = collect(find_run_dirs(paths), evaluations, reports / store.CACHE)
+    try:
+        con = gathered.con
+        grouping = group_runs([r.member for r in loaded])
+        for r in loaded:
+            r.group = grouping.labels.get(r.member.path, "")
+        runs = [r for r in loaded if r.member.path in grouping.labels]  # duplicates of a seed count once
+        con.register(
+            "runs",
+            pd.DataFrame(
+                {
+                    "run": [str(r.path) for r in runs],
+                    "group": [r.group for r in runs],
+                    "seed": pd.array([r.seed for r in runs], dtype="Int64"),
+                    "parent": [r.parent for r in runs],
+                    "encoding": [r.member.identity.get("pos.name", "") for r in runs],
+                }
+            ),
+        )
+        queries.extrapolation_rows(con)
+    except BaseException:
+        store.discard(gathered)
+        raise
+    return loaded, runs, grouping, gathered
+
+
+def _write(staging: Path, tables: dict, runs, grouping, names, factor, smooth) -> dict:
+    """Every file of the report into ``staging``; returns the PNGs drawn (name -> path or None)."""
+    summary, pk_summary, missing, ext_table = (tables[k] for k in ("summary", "passkey", "missing", "extension"))
+    summary.to_csv(staging / "summary.csv", index=False)
+    missing.to_csv(staging / "missing.csv", index=False)
+    pd.DataFrame(grouping.groups).to_csv(staging / "groups.csv", index=False)
+    pd.DataFrame(grouping.duplicates, columns=["run", "seed", "group", "counted"]).to_csv(
+        staging / "duplicates.csv", index=False
+    )
+    if not pk_summary.empty:
+        pk_summary.to_csv(staging / "passkey_summary.csv", index=False)
+    if not ext_table.empty:
+        ext_table.to_csv(staging / "extension.csv", index=False)
+    text = markdown(summary, pk_summary, missing, runs, grouping, ext_table, names)
+    (staging / "summary.md").write_text(text, encoding="utf-8")  # the figures come after it
+    notes: list[str] = []
+    drawn = plots.draw_all(summary, tables["positions"], pk_summary, staging, factor, tables["training"], smooth, notes)
+    drawn["encodings.png"] = figures.plot_encodings(summary, staging / "encodings.png", notes)
+    drawn["positions_by_encoding.png"] = figures.plot_position_encodings(
+        tables["positions"], tables["shared_factor"], staging / "positions_by_encoding.png", smooth, notes
+    )
+    curves = extension.extension_curves(tables["training"], ext_table, tables["extended"])
+    drawn["extension.png"] = extension.plot_extension(curves, staging / "extension.png") if tables["extended"] else None
+    with open(staging / "summary.md", "a", encoding="utf-8") as f:
+        f.write(figure_notes(notes))
+    return drawn
+
+
+def _tell(console: Console, summary: pd.DataFrame, runs: list[RunTables], grouping, pngs: dict, out_dir: Path) -> None:
+    """What the report prints: the summary's first rows, the groups, duplicates, missing tables, files."""
+    console.print(rich_summary(summary))
+    varying = f"; they differ in {', '.join(grouping.varying)}" if grouping.varying else ""
+    console.print(
+        f"{len(runs)} run(s) in {len(grouping.groups)} group(s) of equal settings but the seed{varying} "
+        f"(groups.csv, summary.md)",
+        highlight=False,
+    )
+    said = [
+        f"[yellow]duplicate seed[/] {d['seed']} in {d['group']}: {d['run']} is the same experiment "
+        f"as {d['counted']}; counted once"
+        for d in grouping.duplicates
+    ]
+    for r in runs:
+        said += [f"[yellow]missing[/] {', '.join(r.missing)} in {r.path}"] if r.missing else []
+        said += [f"[yellow]note[/] {r.path}: {note}" for note in r.notes]
+    for line in said[:TERMINAL_LINES]:
+        console.print(line, highlight=False)
+    if len(said) > TERMINAL_LINES:
+        console.print(f"... and {len(said) - TERMINAL_LINES} more (duplicates.csv, missing.csv)", highlight=False)
+    for name, path in pngs.items():
+        console.print(f"{name}: {path}" if path else f"[yellow]{name}: not drawn[/] (no data)", highlight=False)
+    console.print(f"wrote {out_dir}", highlight=False)
+
+
+def _publish(loaded, runs, grouping, con, out, results_dir, factor, smooth):
+    """Compute every table, write the report into a staging folder and publish it whole; returns
+    (its directory, the summary, the PNGs drawn)."""
+    names = relative_names([r.path for r in loaded])
+    missing = pd.DataFrame(
+        [{"run": names[str(r.path)], "missing": name} for r in runs for name in r.missing], columns=["run", "missing"]
+    )
+    if con.execute("SELECT count(*) FROM ext_rows").fetchone()[0] == 0:
+        raise PosxError(
+            f"none of the {len(runs)} run(s) has extrapolation.csv; evaluate them first with posx eval-extrapolate"
+        )
+    summary = summarize(con)
+    extended = _extensions(runs)
+    tables = {
+        "summary": summary,
+        "passkey": queries.passkey(con),
+        "missing": missing,
+        "positions": queries.positions(con),
+        "shared_factor": queries.shared_factor(con),
+        "training": queries.training(con),
+        "extended": extended,
+        "extension": extension.extension_table(summary, extended),
+    }
+    # Written into a staging directory that becomes the report only when complete.
+    with files.staged_dir(
+        None if out is None else Path(out), Path(results_dir) / "reports", time.strftime("%Y%m%d-%H%M%S")
+    ) as (staging, published):
+        drawn = _write(staging, tables, runs, grouping, names, factor, smooth)
+    return published[0], summary, drawn
 
 
 def report(
@@ -324,80 +221,15 @@ def report(
         raise PosxError(f"--smooth {smooth} must be at least 1 (buckets in the moving mean)")
     if evaluations not in EVALUATIONS:
         raise PosxError(f"--evaluations {evaluations} is not one of {', '.join(EVALUATIONS)}")
-    loaded = [load_run_tables(p, evaluations) for p in find_run_dirs(paths)]
-    grouping = group_runs([r.member for r in loaded])
-    for r in loaded:
-        r.group = grouping.labels.get(r.member.path, "")
-    runs = [r for r in loaded if r.member.path in grouping.labels]  # duplicates of a seed count once
-    names = relative_names([r.path for r in loaded])
-    missing = pd.DataFrame(
-        [{"run": names[str(r.path)], "missing": name} for r in runs for name in r.missing], columns=["run", "missing"]
-    )
-    ext = _combined(runs, "extrapolation.csv")
-    if ext.empty:
-        raise PosxError(
-            f"none of the {len(runs)} run(s) has extrapolation.csv; evaluate them first with posx eval-extrapolate"
-        )
     check_out(out)
-    summary = summarize(ext)
-    pk_summary = summarize_passkey(_combined(runs, "passkey.csv"))
-    # Written into a staging directory that becomes the report only when complete.
-    metrics = _combined(runs, "metrics.csv")
-    if not metrics.empty:
-        encodings = {r.path: r.member.identity.get("pos.name", "") for r in runs}
-        metrics["encoding"] = [encodings.get(Path(p), "") for p in metrics["run_dir"]]
-    extended = _extensions(runs)
-    ext_table = extension.extension_table(summary, extended)
-    with files.staged_dir(
-        None if out is None else Path(out), Path(results_dir) / "reports", time.strftime("%Y%m%d-%H%M%S")
-    ) as (staging, published):
-        summary.to_csv(staging / "summary.csv", index=False)
-        missing.to_csv(staging / "missing.csv", index=False)
-        pd.DataFrame(grouping.groups).to_csv(staging / "groups.csv", index=False)
-        pd.DataFrame(grouping.duplicates, columns=["run", "seed", "group", "counted"]).to_csv(
-            staging / "duplicates.csv", index=False
-        )
-        if not pk_summary.empty:
-            pk_summary.to_csv(staging / "passkey_summary.csv", index=False)
-        if not ext_table.empty:
-            ext_table.to_csv(staging / "extension.csv", index=False)
-        (staging / "summary.md").write_text(
-            markdown(summary, pk_summary, missing, runs, grouping, ext_table, names), encoding="utf-8"
-        )
-        positions = _combined(runs, "positions.csv")
-        drawn = plots.draw_all(summary, positions, pk_summary, staging, factor, metrics, smooth)
-        drawn["encodings.png"] = figures.plot_encodings(summary, staging / "encodings.png")
-        drawn["positions_by_encoding.png"] = figures.plot_position_encodings(
-            positions, staging / "positions_by_encoding.png", smooth
-        )
-        drawn["extension.png"] = (
-            extension.plot_extension(
-                extension.extension_curves(metrics, ext_table, extended), staging / "extension.png"
-            )
-            if extended
-            else None
-        )
-    out_dir = published[0]
+    reports = Path(out).parent if out is not None else Path(results_dir) / "reports"
+    loaded, runs, grouping, gathered = _load(paths, evaluations, reports)
+    try:
+        out_dir, summary, drawn = _publish(loaded, runs, grouping, gathered.con, out, results_dir, factor, smooth)
+    except BaseException:
+        store.discard(gathered)
+        raise
+    store.keep(gathered)
     pngs = {name: None if path is None else out_dir / path.name for name, path in drawn.items()}
-    console.print(rich_summary(summary))
-    varying = f"; they differ in {', '.join(grouping.varying)}" if grouping.varying else ""
-    console.print(
-        f"{len(runs)} run(s) in {len(grouping.groups)} group(s) of equal settings but the seed{varying} "
-        f"(groups.csv, summary.md)",
-        highlight=False,
-    )
-    for d in grouping.duplicates:
-        console.print(
-            f"[yellow]duplicate seed[/] {d['seed']} in {d['group']}: {d['run']} is the same experiment "
-            f"as {d['counted']}; counted once",
-            highlight=False,
-        )
-    for r in runs:
-        if r.missing:
-            console.print(f"[yellow]missing[/] {', '.join(r.missing)} in {r.path}", highlight=False)
-        for note in r.notes:
-            console.print(f"[yellow]note[/] {r.path}: {note}", highlight=False)
-    for name, path in pngs.items():
-        console.print(f"{name}: {path}" if path else f"[yellow]{name}: not drawn[/] (no data)", highlight=False)
-    console.print(f"wrote {out_dir}", highlight=False)
+    _tell(console, summary, runs, grouping, pngs, out_dir)
     return out_dir

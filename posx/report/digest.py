@@ -1,0 +1,147 @@
+"""A run's digest: the small record of what ``posx report`` and ``posx runs`` read of a run.
+
+A run writes ``digest.json`` once at the end of its training and again at the end of each
+evaluation (``refresh``): its seed, its identity (``posx.report.groups``: the model, training,
+data and evaluation settings, as text), an extended run's parent, what ``posx runs`` lists
+(encoding, T, steps, validation perplexity, evaluated lengths) and the header of each of its
+tables. It is stamped with the size and modification time of every file it was made from
+(``SOURCES``); a digest whose stamp no longer matches those files (a table rewritten, a config
+edited, a run made before digests existed) is not trusted: ``load`` then computes the digest
+from the files again, as the run would have, and the report caches it (``posx.report.store``).
+So a report or a listing reads one small JSON per run instead of parsing its YAML and tables.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+from posx.core import files
+from posx.core.errors import PosxError
+from posx.eval.tables import read_table
+from posx.report.groups import identity
+from posx.runs.rundir import CONFIG, META, lineage_of, read_meta
+
+DIGEST = "digest.json"
+FORMAT = "posx-digest/1"
+TABLES = ("extrapolation.csv", "positions.csv", "passkey.csv")
+METRICS = "metrics.csv"
+# Every file a digest is made from; a change to any of them (size or mtime) makes it stale.
+SOURCES = (CONFIG, META, "eval.yaml", *TABLES, METRICS)
+
+
+def stamp(run_dir: Path) -> str:
+    """A short hash of the size and modification time of each of the run's ``SOURCES`` (stat only)."""
+    parts, folder = [], str(run_dir)
+    for name in SOURCES:
+        try:
+            st = os.stat(os.path.join(folder, name))  # strings: a Path per file costs more than the stat
+        except OSError:
+            parts.append(f"{name}:-")
+            continue
+        parts.append(f"{name}:{st.st_size}:{st.st_mtime_ns}")
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:20]
+
+
+def read_config(path: Path) -> dict | None:
+    """config.yaml as a mapping; None when the run has none; invalid YAML is a one-line PosxError."""
+    config = path / CONFIG
+    if not config.is_file():
+        return None
+    try:
+        saved = yaml.load(config.read_text(encoding="utf-8"), Loader=yaml.CSafeLoader)
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise PosxError(f"{config} is not valid YAML ({exc.__class__.__name__}); fix or remove it") from None
+    return saved if isinstance(saved, dict) else {}
+
+
+def _header(path: Path) -> list[str]:
+    with open(path, encoding="utf-8", errors="replace") as f:
+        return [c.strip() for c in f.readline().strip().split(",") if c.strip()]
+
+
+def _val_ppl(path: Path) -> float | None:
+    """exp of the last validation loss in metrics.csv (None when there is none)."""
+    if not path.is_file():
+        return None
+    try:
+        losses = pd.read_csv(path, usecols=["val_loss"])["val_loss"].dropna()
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError, UnicodeDecodeError):
+        return None
+    value = math.exp(float(losses.iloc[-1])) if len(losses) else None
+    return value if value is not None and math.isfinite(value) else None
+
+
+def _listing(path: Path, config: dict, meta, table: pd.DataFrame | None) -> dict:
+    """What ``posx runs`` shows of the run (its status is looked up when it lists)."""
+    train = config.get("train") or {}
+    lengths = ""
+    if table is not None:
+        ok = table.loc[table["status"] == "ok", "eval_context"]
+        lengths = ",".join(str(int(v)) for v in sorted(set(ok)))
+    lineage = meta.extended_from if meta is not None else lineage_of(path)  # unfinished: its checkpoint's
+    return {
+        "encoding": meta.model.pos if meta else str((config.get("pos") or {}).get("name", "")),
+        "T": meta.train_context if meta else train.get("context_length", ""),
+        "steps": meta.step if meta else train.get("steps", ""),
+        "val_ppl": _val_ppl(path / METRICS),
+        "evaluated_lengths": lengths,
+        "parent": lineage.parent if lineage else "",
+    }
+
+
+def compute(run_dir: Path) -> dict:
+    """The digest of ``run_dir`` from its files (config.yaml, model.json, eval.yaml, its tables)."""
+    path = Path(run_dir)
+    when = stamp(path)
+    saved = read_config(path)
+    meta = read_meta(path) if (path / META).is_file() else None
+    table = read_table(path / TABLES[0]) if (path / TABLES[0]).is_file() else None
+    base = identity(saved, meta, path, None, evaluations=[])
+    full = identity(saved, meta, path, table)
+    seed = (saved or {}).get("seed")
+    lineage = meta.extended_from if meta is not None else None
+    return {
+        "format": FORMAT,
+        "stamp": when,
+        "seed": int(seed) if seed is not None else None,
+        "config": saved is not None,
+        "finished": meta is not None,
+        "identity": base,
+        "eval": {k: v for k, v in full.items() if k not in base},
+        "lineage": None if lineage is None else {"parent": lineage.parent, "parent_path": lineage.parent_path},
+        "evaluated_at": (path / TABLES[0]).stat().st_mtime if table is not None else 0.0,
+        "columns": {n: _header(path / n) for n in (*TABLES, METRICS) if (path / n).is_file()},
+        "listing": _listing(path, saved or {}, meta, table),
+    }
+
+
+def refresh(run_dir: Path) -> dict:
+    """Write the run's digest.json (atomically) from its files; returns it. Called by the run itself
+    when its training ends and when an evaluation ends."""
+    digest = compute(run_dir)
+    files.write_text(Path(run_dir) / DIGEST, json.dumps(digest, separators=(",", ":")) + "\n")
+    return digest
+
+
+def written(run_dir: Path, when: str) -> dict | None:
+    """The digest.json the run wrote, when it is there and its stamp is ``when``; else None."""
+    try:
+        digest = json.loads((Path(run_dir) / DIGEST).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    if not isinstance(digest, dict) or digest.get("format") != FORMAT or digest.get("stamp") != when:
+        return None
+    return digest
+
+
+def load(run_dir: Path, when: str | None = None) -> dict:
+    """The run's digest: its own digest.json when it is current, else computed from its files."""
+    when = stamp(run_dir) if when is None else when
+    return written(run_dir, when) or compute(run_dir)

@@ -1,0 +1,115 @@
+"""Every run's tables in one scan: DuckDB reads all the ``positions.csv`` (say) of a report at once,
+gives each row its run directory (the file's folder), and writes the rows, in today's columns,
+to one Parquet file.
+
+The runs' tables come from several posx versions, so files are read in batches of one header
+(each run's digest records its tables' headers, ``posx.report.digest``): each batch is one
+``read_csv`` with the columns named and typed, no sniffing per file. A column a version lacks
+holds the value it implies (``posx.eval.tables.OPTIONAL``), as ``read_table`` does. A table
+that lacks a column reading needs, or holds a non-number where a number belongs, is a
+one-line PosxError naming the file (found by reading that batch's files one by one).
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import duckdb
+
+from posx.core.errors import PosxError
+from posx.eval.tables import NUMERIC, OPTIONAL, REQUIRED, TABLE_COLUMNS, read_table
+
+METRICS = "metrics.csv"
+METRIC_COLUMNS = ["step", "train_loss", "val_loss"]  # what the report draws of metrics.csv
+# Numeric columns that hold counts and lengths: read as integers, so they print as posx wrote them.
+INTEGER = {"train_context", "eval_context", "bucket_start", "bucket_end", "trials", "depth_lo", "depth_hi", "step"}
+COLUMNS = {**TABLE_COLUMNS, METRICS: METRIC_COLUMNS}
+
+
+def sql_type(column: str) -> str:
+    if column in INTEGER:
+        return "BIGINT"
+    return "DOUBLE" if column in NUMERIC or column in METRIC_COLUMNS else "VARCHAR"
+
+
+def _literal(value, column: str) -> str:
+    """A SQL literal of the value an older table implies for ``column``."""
+    if isinstance(value, float) and math.isnan(value):
+        return f"NULL::{sql_type(column)}"
+    if isinstance(value, bool) or isinstance(value, str):
+        return "'" + str(value).replace("'", "''") + "'"
+    return f"{value}::{sql_type(column)}"
+
+
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _files(paths: list[Path]) -> str:
+    return "[" + ", ".join("'" + _sql_path(p) + "'" for p in paths) + "]"
+
+
+def _select(name: str, header: tuple[str, ...], paths: list[Path]) -> str:
+    """Today's columns of table ``name`` from files with ``header``, and ``run``: the file's folder."""
+    implied = OPTIONAL.get(name, {})
+    exprs = ["parse_dirpath(filename) AS run"]
+    for column in COLUMNS[name]:
+        if column in header:
+            value = f"{_quoted(column)}"
+            if column in implied:
+                value = f"COALESCE({value}, {_literal(implied[column], column)})"
+        else:
+            value = _literal(implied[column], column) if column in implied else f"NULL::{sql_type(column)}"
+        exprs.append(f"{value} AS {_quoted(column)}")
+    columns = ", ".join(f"'{c.replace(chr(39), chr(39) * 2)}': '{sql_type(c)}'" for c in header)
+    lenient = ", ignore_errors=true" if name == METRICS else ""  # a damaged metrics.csv costs the training plot only
+    return (
+        f"SELECT {', '.join(exprs)} FROM read_csv({_files(paths)}, header=true, auto_detect=false, filename=true, "
+        f"columns={{{columns}}}{lenient})"
+    )
+
+
+def _check(name: str, header: tuple[str, ...], paths: list[Path]) -> None:
+    """A batch lacking a column reading needs: read_table's error for its first file."""
+    if name != METRICS and any(c not in header for c in REQUIRED[name]):
+        read_table(paths[0])
+
+
+def _find_damage(name: str, paths: list[Path], exc: Exception) -> PosxError:
+    """The batch did not convert: the first file read_table refuses, else the engine's message."""
+    if name != METRICS:
+        for path in paths:
+            read_table(path)  # raises the one-line error of the damaged file
+    first = str(exc).splitlines()[0]
+    return PosxError(f"{name} of {len(paths)} run(s) cannot be read ({first}); re-run posx eval-extrapolate")
+
+
+def empty(name: str) -> str:
+    """A query of no rows with the columns of ``name``."""
+    columns = ", ".join(f"NULL::{sql_type(c)} AS {_quoted(c)}" for c in COLUMNS[name])
+    return f"SELECT NULL::VARCHAR AS run, {columns} WHERE false"
+
+
+def scan(con: duckdb.DuckDBPyConnection, name: str, batches: dict[tuple, list[Path]], target: Path) -> None:
+    """Write table ``name`` of every file in ``batches`` (header -> files) to the Parquet file ``target``."""
+    if not batches:
+        con.execute(f"COPY ({empty(name)}) TO '{_sql_path(target)}' (FORMAT parquet)")
+        return
+    parts = []
+    for header, paths in batches.items():
+        _check(name, header, paths)
+        parts.append(_select(name, header, paths))
+    try:
+        con.execute(f"COPY ({' UNION ALL '.join(parts)}) TO '{_sql_path(target)}' (FORMAT parquet)")
+    except duckdb.Error as exc:
+        for header, paths in batches.items():
+            try:
+                con.execute(f"SELECT count(*) FROM ({_select(name, header, paths)})")
+            except duckdb.Error as one:
+                raise _find_damage(name, paths, one) from None
+        raise _find_damage(name, [], exc) from None
+
+
+def _sql_path(path: Path) -> str:
+    return str(path).replace("'", "''")

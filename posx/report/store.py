@@ -1,0 +1,211 @@
+"""The report cache: what earlier reports read of each run, so a report over a sweep that grew by
+ten runs reads ten runs.
+
+It lives in ``.cache/`` in the folder reports are written to (``results/reports/.cache/``, or the
+folder holding ``--out``) as shards: each report that read runs the cache
+did not hold writes one shard, a folder with those runs' digests (``digests.parquet``:
+run, stamp, digest) and their rows of each table (``extrapolation.parquet``,
+``positions.parquet``, ``passkey.parquet``, ``metrics.parquet``: ``posx.report.scan``). A shard
+is built in a hidden folder and renamed into place, whole or not at all, and never changes
+after; so any number of reports, on any number of machines sharing the folder, may read and
+add shards at once without a lock. A run's entry counts while its stamp (``posx.report.digest``:
+the size and mtime of each file it was made from) is the run's stamp now; a run whose files
+changed is read again into the new shard, and the newest shard holding the current stamp wins.
+A report's new shard joins the cache only once the report is published (``keep``): a report
+that fails, or is refused, leaves the cache as it was. When there are more than ``MAX_SHARDS``
+shards, a published report merges each run's newest entry into one new shard and removes the
+merged shards older than ``GRACE`` (a report reading one of them now is long done; younger ones
+stay until a later merge, their entries shadowed by the newer merged shard).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+import pandas as pd
+
+from posx.core import files
+from posx.report import digest as digests
+from posx.report.scan import COLUMNS, METRICS, empty, scan
+
+CACHE = ".cache"
+MAX_SHARDS = 16
+GRACE = 600  # seconds a merged shard stays before it is removed (no report takes that long)
+TABLES = {"extrapolation.csv": "ext", "positions.csv": "pos", "passkey.csv": "pk", METRICS: "met"}  # file -> view
+TAGGED = ("positions.csv", "passkey.csv")  # tables whose view adds the evaluation's absolute_beyond
+
+
+def no_rows(table: str) -> str:
+    """A query of no rows with the columns of ``table``'s view."""
+    return f"SELECT *, NULL::VARCHAR AS absolute_beyond FROM ({empty(table)})" if table in TAGGED else empty(table)
+
+
+@dataclass
+class Gathered:
+    """Every run's digest, and a DuckDB connection with one view per table (``TABLES``) holding
+    the rows of every run (``run``: its directory)."""
+
+    digests: dict  # run path -> digest
+    con: duckdb.DuckDBPyConnection
+    cache: Path  # the cache folder
+    pending: Path | None = None  # the new shard until ``keep`` or ``discard``
+
+
+def connect() -> duckdb.DuckDBPyConnection:
+    con = duckdb.connect()
+    con.execute("SET preserve_insertion_order = false")  # lets the engine stream: less memory
+    return con
+
+
+def _shards(cache: Path) -> list[Path]:
+    if not cache.is_dir():
+        return []
+    return sorted(p for p in cache.iterdir() if not p.name.startswith(".") and (p / "digests.parquet").is_file())
+
+
+def _cached(con, shards: list[Path], stamps: dict[str, str]) -> dict[str, tuple[dict, str]]:
+    """run -> (digest, shard) for each run whose current stamp a shard holds (the newest shard wins)."""
+    if not shards:
+        return {}
+    listed = ", ".join(f"'{str(s / 'digests.parquet')}'" for s in shards)
+    rows = con.execute(
+        f"SELECT run, stamp, digest, parse_dirpath(filename) FROM read_parquet([{listed}], filename=true)"
+    )
+    found: dict[str, tuple[dict, str]] = {}
+    for run, stamp, text, shard in rows.fetchall():
+        if stamps.get(run) == stamp and (run not in found or shard > found[run][1]):
+            found[run] = (text, shard)
+    return {run: (json.loads(text), shard) for run, (text, shard) in found.items()}
+
+
+def _batches(fresh: dict[str, dict], name: str) -> dict[tuple, list[Path]]:
+    """The runs' files of table ``name``, by header."""
+    batches: dict[tuple, list[Path]] = {}
+    for run, digest in fresh.items():
+        header = digest["columns"].get(name)
+        if header is not None:
+            batches.setdefault(tuple(header), []).append(Path(run) / name)
+    return batches
+
+
+def _write_shard(con, fresh: dict[str, dict], stamps: dict[str, str]) -> Path:
+    """A new shard of the ``fresh`` runs' digests and tables, in a temporary folder (it joins the
+    cache with ``keep`` once the report is published: a failed report changes nothing)."""
+    staging = Path(tempfile.mkdtemp(prefix="posx-shard-"))
+    try:
+        for table in TABLES:
+            scan(con, table, _batches(fresh, table), staging / table.replace(".csv", ".parquet"))
+        frame = pd.DataFrame(
+            {"run": list(fresh), "stamp": [stamps[r] for r in fresh], "digest": [json.dumps(d) for d in fresh.values()]}
+        )
+        con.register("fresh_digests", frame)
+        con.execute(f"COPY fresh_digests TO '{staging / 'digests.parquet'}' (FORMAT parquet)")
+        con.unregister("fresh_digests")
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return staging
+
+
+def keep(gathered: Gathered) -> None:
+    """The report is published: its new shard joins the cache (built aside, renamed into place),
+    and past MAX_SHARDS shards they are merged."""
+    if gathered.pending is None:
+        return
+    name = f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    cache = files.real_dir(gathered.cache, "the report cache")
+    staging = cache / f".{name}.tmp"
+    try:
+        shutil.copytree(gathered.pending, staging)
+        os.rename(staging, cache / name)
+        files.fsync_dir(cache)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+        discard(gathered)
+    compact(gathered.con, cache)
+
+
+def discard(gathered: Gathered) -> None:
+    """The new shard of a report that was not published goes."""
+    if gathered.pending is not None:
+        shutil.rmtree(gathered.pending, ignore_errors=True)
+        gathered.pending = None
+
+
+def _views(con, live: dict[str, str], found: dict[str, dict]) -> None:
+    """One view per table: the rows of each run from the shard its entry counts in. positions and
+    passkey rows carry the ``absolute_beyond`` of the evaluation that wrote them (extrapolation.csv has it)."""
+    beyond = [str(found[run]["eval"].get("eval.absolute_beyond", "none")) for run in live]
+    con.register("live", pd.DataFrame({"run": list(live), "shard": list(live.values()), "beyond": beyond}))
+    shards = sorted(set(live.values()))
+    for table, view in TABLES.items():
+        parquet = table.replace(".csv", ".parquet")
+        if not shards:
+            con.execute(f"CREATE OR REPLACE TEMP VIEW {view} AS {no_rows(table)}")
+            continue
+        listed = ", ".join(f"'{s}/{parquet}'" for s in shards)
+        columns = ", ".join(f't."{c}"' for c in COLUMNS[table])
+        if table in TAGGED:
+            columns += ", l.beyond AS absolute_beyond"
+        con.execute(
+            f"CREATE OR REPLACE TEMP VIEW {view} AS SELECT t.run, {columns} "
+            f"FROM read_parquet([{listed}], filename=true) t JOIN live l "
+            "ON t.run = l.run AND parse_dirpath(t.filename) = l.shard"
+        )
+
+
+def gather(run_dirs: list[Path], cache: Path, tries: int = 2) -> Gathered:
+    """Every run's digest and tables, from the cache where it holds the run's current stamp and
+    read in one scan (into a new shard) where not."""
+    stamps = {str(p): digests.stamp(p) for p in run_dirs}
+    con = connect()
+    try:
+        known = _cached(con, _shards(cache), stamps)
+        fresh = {run: digests.load(Path(run), stamps[run]) for run in stamps if run not in known}
+        live = {run: shard for run, (_, shard) in known.items()}
+        pending = _write_shard(con, fresh, stamps) if fresh else None
+        live.update(dict.fromkeys(fresh, str(pending)))
+        found = {**{run: d for run, (d, _) in known.items()}, **fresh}
+        _views(con, live, found)
+        return Gathered({Path(run): found[run] for run in stamps}, con, cache, pending)
+    except duckdb.IOException:
+        if tries <= 1:
+            raise
+        return gather(run_dirs, cache, tries - 1)  # a shard went away while listed (merged): list again
+
+
+def compact(con, cache: Path) -> None:
+    """Past MAX_SHARDS shards: one shard of each run's newest entry, the others removed."""
+    shards = _shards(cache)
+    if len(shards) <= MAX_SHARDS:
+        return
+    listed = ", ".join(f"'{str(s / 'digests.parquet')}'" for s in shards)
+    newest = con.execute(
+        f"SELECT run, max(parse_dirpath(filename)) FROM read_parquet([{listed}], filename=true) GROUP BY run"
+    ).fetchall()
+    name = f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    staging = cache / f".{name}.tmp"
+    staging.mkdir()
+    try:
+        con.register("newest", pd.DataFrame(newest, columns=["run", "shard"]))
+        for parquet in ("digests.parquet", *(t.replace(".csv", ".parquet") for t in TABLES)):
+            sources = ", ".join(f"'{s / parquet}'" for s in shards)
+            con.execute(
+                f"COPY (SELECT t.* EXCLUDE (filename) FROM read_parquet([{sources}], filename=true) t JOIN newest n "
+                f"ON t.run = n.run AND parse_dirpath(t.filename) = n.shard) TO '{staging / parquet}' (FORMAT parquet)"
+            )
+        os.rename(staging, cache / name)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    for shard in shards:  # a shard made in the last GRACE seconds may be in use by a report now: it stays
+        if time.time() - shard.stat().st_mtime > GRACE:
+            shutil.rmtree(shard, ignore_errors=True)

@@ -1,0 +1,162 @@
+"""The words of a report: ``summary.md`` and the table printed in the terminal.
+
+``summary.md`` holds every row of the summary (methods that do not apply to an encoding left
+out; summary.csv has them), the groups and why, passkey, extension, missing tables, the runs,
+and what each figure leaves out when a sweep has more groups than a figure can show
+(``posx.report.plots``). The terminal shows the first ``TERMINAL_ROWS`` rows and says where
+the rest are.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+from rich.table import Table
+
+from posx.report.groups import explain
+from posx.report.mdtable import md_table
+from posx.report.queries import PASSKEY_KEYS as PASSKEY_GROUP
+from posx.report.runtables import RunTables
+
+GROUP = ["group", "parent", "encoding", "method", "protocol", "factor"]
+KEYS = GROUP[:-1]  # a curve: everything but the factor
+TERMINAL_ROWS = 40  # rows of the terminal table; summary.md and summary.csv have every row
+
+
+def _inapplicable(g: pd.DataFrame) -> bool:
+    """Every cell of the group is not_applicable (a RoPE method on a model without RoPE)."""
+    return bool(g["status"].str.startswith("not_applicable").all() and (g["n_seeds"] == 0).all())
+
+
+def _applicable(summary: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """The summary without groups that are not_applicable at every factor."""
+    if summary.empty:
+        return summary
+    na = summary["status"].str.startswith("not_applicable") & (summary["n_seeds"] == 0)
+    return summary[~na.groupby([summary[k] for k in keys]).transform("all")]
+
+
+def mean_std(mean: float, std: float, digits: int = 3) -> str:
+    if mean != mean:
+        return "—"
+    return f"{mean:.{digits}f}" if std != std else f"{mean:.{digits}f} ± {std:.{digits}f}"
+
+
+def ppl_cell(row, digits: int = 3) -> str:
+    """``mean ± std`` over seeds, or ``ppl [lo, hi]`` (the 95% interval) for one seed."""
+    if row["n_seeds"] == 1 and row["ppl_lo"] == row["ppl_lo"]:
+        return f"{row['ppl_mean']:.{digits}f} [{row['ppl_lo']:.{digits}f}, {row['ppl_hi']:.{digits}f}]"
+    return mean_std(row["ppl_mean"], row["ppl_std"], digits)
+
+
+def markdown(
+    summary: pd.DataFrame,
+    pk_summary: pd.DataFrame,
+    missing: pd.DataFrame,
+    runs: list[RunTables],
+    grouping,
+    ext_table: pd.DataFrame | None,
+    names: dict[str, str],
+) -> str:
+    """summary.md; ``names`` maps each run's path to the relative path the report writes."""
+    summary = _applicable(summary, KEYS)
+    pk_summary = _applicable(pk_summary, PASSKEY_GROUP[:4])
+    table = summary.assign(ppl=[ppl_cell(r) for r in summary.to_dict("records")])
+    table = table[[*GROUP, "train_context", "ppl", "n_seeds", "seeds", "ratio_to_1x", "status"]]
+    lines = [
+        "# posx report",
+        "",
+        f"{len(runs)} run(s) in {len(grouping.groups)} group(s) (see Groups below). Perplexity is the mean "
+        "± sample standard deviation (n − 1) over the runs of a group, one run per seed; for a single seed "
+        "it is the run's perplexity [95% interval over its scored windows]. `ratio_to_1x` is the mean "
+        "perplexity over the mean at 1x of the same group, encoding, method and protocol. Methods that do "
+        "not apply to an encoding (RoPE rescalings of a model without RoPE) are left out here; summary.csv "
+        "has every row.",
+        "",
+        md_table(table, ".4g"),
+        "",
+        *explain(grouping, len(runs)),
+    ]
+    if not pk_summary.empty:
+        pk = pk_summary.assign(
+            accuracy=[mean_std(m, s, 2) for m, s in zip(pk_summary["accuracy_mean"], pk_summary["accuracy_std"])]
+        )
+        lines += [
+            "## Passkey retrieval",
+            "",
+            "Exact-match accuracy over all depths, mean ± std over runs.",
+            "",
+            md_table(pk[[*PASSKEY_GROUP, "accuracy", "key_nll_mean", "trials_per_run", "n_seeds", "status"]], ".4g"),
+            "",
+        ]
+    if ext_table is not None and not ext_table.empty:
+        shown = pd.DataFrame(
+            {
+                "parent": ext_table["parent"],
+                "method": ext_table["method"],
+                "factor": ext_table["factor"],
+                "steps": ext_table["steps"],
+                "zero-shot at s·T": [
+                    mean_std(m, s) for m, s in zip(ext_table["zero_shot"], ext_table["zero_shot_std"])
+                ],
+                "extended at s·T": [mean_std(m, s) for m, s in zip(ext_table["extended"], ext_table["extended_std"])],
+                "extended at T": [
+                    mean_std(m, s) for m, s in zip(ext_table["extended_1x"], ext_table["extended_1x_std"])
+                ],
+                "extended at 2s·T": [
+                    mean_std(m, s) for m, s in zip(ext_table["extended_2x_new"], ext_table["extended_2x_new_std"])
+                ],
+                "n_seeds": ext_table["n_seeds"],
+            }
+        )
+        lines += [
+            "## Extension",
+            "",
+            "Perplexity of each `posx extend` experiment (mean ± std over seeds): "
+            "zero-shot is the parent with the method's frequencies and no training.",
+            "",
+            md_table(shown),
+            "",
+        ]
+    if not missing.empty:
+        lines += ["## Runs missing tables", "", md_table(missing), ""]
+    lines += ["## Runs", ""] + [f"- `{names[str(r.path)]}` (seed {r.seed})" for r in runs]
+    return "\n".join(lines) + "\n"
+
+
+def figure_notes(notes: list[str]) -> str:
+    """The section summary.md ends with when figures pooled their groups (``posx.report.crowd``)."""
+    return "\n".join(["", "## Figures", "", *(f"- {note}" for note in notes)]) + "\n" if notes else ""
+
+
+def rich_summary(summary: pd.DataFrame) -> Table:
+    """Encoding x method (x protocol, when several) by rows, factors by columns."""
+    factors = sorted(summary["factor"].unique())
+    keys = [k for k in KEYS if summary[k].nunique() > 1 or k in ("encoding", "method")]
+    protocol = "" if "protocol" in keys else f", {summary['protocol'].iloc[0]}"
+    table = Table(title=f"perplexity, mean ± std over seeds or [95% interval] of one seed{protocol}")
+    for name in keys:
+        table.add_column(name)
+    table.add_column("n", justify="right")
+    for f in factors:
+        table.add_column(f"{f:g}x", justify="right")
+    shown = 0
+    for key, g in summary.groupby(keys, sort=True):
+        if _inapplicable(g):
+            continue
+        shown += 1
+        if shown > TERMINAL_ROWS:
+            continue
+        cells = []
+        for f in factors:
+            r = g[g["factor"] == f]
+            if r.empty:
+                cells.append("")
+            elif r["n_seeds"].iloc[0] == 0:
+                status = r["status"].iloc[0].split()[0].replace("not_applicable", "n/a")
+                cells.append(f"[dim]{status}[/]")
+            else:
+                cells.append(ppl_cell(r.iloc[0]).replace(" ± ", "±"))
+        table.add_row(*key, str(g["n_seeds"].max()), *cells)
+    if shown > TERMINAL_ROWS:
+        table.caption = f"the first {TERMINAL_ROWS} of {shown} rows; summary.md and summary.csv have all of them"
+    return table

@@ -1,0 +1,84 @@
+"""What makes reports scale: each run read once through its digest, the report cache that reads
+only runs it has not read, and figures that pool their groups past what a reader can tell
+apart (fake run directories, built as in test_report_groups; nothing is trained)."""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+from test_report_groups import _run
+
+from posx.report import collection, digest, store
+from posx.report.summary import report
+
+
+def _shards(cache: Path) -> list[pd.DataFrame]:
+    """Each shard's digests table, oldest first."""
+    return [pd.read_parquet(s / "digests.parquet") for s in sorted(cache.iterdir()) if not s.name.startswith(".")]
+
+
+def _summary(out: Path) -> pd.DataFrame:
+    return pd.read_csv(out / "summary.csv")
+
+
+@pytest.mark.slow  # four reports
+def test_a_report_reads_only_the_runs_it_has_not_read(tmp_path):
+    runs = tmp_path / "runs"
+    for seed, ppl in enumerate((10.0, 12.0, 14.0)):
+        _run(runs, f"a{seed}", seed, ppl)
+    cache = tmp_path / store.CACHE
+    first = report([runs], out=tmp_path / "r1")
+    assert [len(s) for s in _shards(cache)] == [3]
+    again = report([runs], out=tmp_path / "r2")
+    assert [len(s) for s in _shards(cache)] == [3]  # nothing new: nothing read
+    pd.testing.assert_frame_equal(_summary(first), _summary(again))
+    _run(runs, "a3", 3, 16.0)  # the sweep grew by one run
+    grown = report([runs], out=tmp_path / "r3")
+    assert [len(s) for s in _shards(cache)] == [3, 1]
+    one = _summary(grown).query("factor == 1.0").iloc[0]
+    assert one["n_seeds"] == 4 and one["ppl_mean"] == pytest.approx(13.0)
+    table = runs / "a0" / "extrapolation.csv"  # a run evaluated again: its new numbers count
+    table.write_text(table.read_text().replace("10.0,", "18.0,", 1))
+    changed = report([runs], out=tmp_path / "r4")
+    assert [len(s) for s in _shards(cache)] == [3, 1, 1] and list(_shards(cache)[-1]["run"]) == [str(runs / "a0")]
+    assert _summary(changed).query("factor == 1.0").iloc[0]["ppl_mean"] == pytest.approx(15.0)
+
+
+def test_a_digest_counts_only_while_its_files_are_unchanged(tmp_path):
+    run = _run(tmp_path / "runs", "a0", 0, 10.0)
+    written = digest.refresh(run)
+    assert digest.written(run, digest.stamp(run)) == written
+    assert written["seed"] == 0 and written["identity"]["T"] == "32" and written["eval"]["eval.tokens"] == "512"
+    listing = written["listing"]
+    assert listing["evaluated_lengths"] == "32,64" and listing["val_ppl"] == pytest.approx(90.0171)  # exp(4.5)
+    config = yaml.safe_load((run / "config.yaml").read_text())
+    (run / "config.yaml").write_text(yaml.safe_dump({**config, "seed": 7}))  # edited after the digest
+    assert digest.written(run, digest.stamp(run)) is None
+    assert digest.load(run)["seed"] == 7  # read from its files again
+
+
+def test_runs_lists_from_the_digest_without_reading_the_config(tmp_path):
+    run = _run(tmp_path / "runs", "a0", 0, 10.0)
+    record = digest.refresh(run)
+    record["listing"]["encoding"] = "as-recorded"  # what the listing shows comes from here
+    (run / digest.DIGEST).write_text(json.dumps(record))  # config.yaml and model.json say rope
+    row = collection.list_runs(tmp_path / "runs").iloc[0]
+    assert (row["encoding"], row["status"], row["evaluated_lengths"]) == ("as-recorded", "finished", "32,64")
+
+
+@pytest.mark.slow  # fourteen groups drawn
+def test_a_figure_with_more_groups_than_it_can_show_pools_them_and_says_so(tmp_path):
+    runs = tmp_path / "runs"
+    for steps in range(6, 20):  # 14 groups of one seed each: more lines than ppl_vs_length.png shows
+        _run(runs, f"s{steps}", 0, 10.0 + steps, steps=steps)
+    out = report([runs], out=tmp_path / "rep")
+    md = (out / "summary.md").read_text()
+    assert "## Figures" in md and "`ppl_vs_length.png`: 14 groups" in md
+    with open(out / "groups.csv", newline="") as f:
+        assert len(list(csv.DictReader(f))) == 14  # every group is still in the tables
+    assert (out / "ppl_vs_length.png").is_file() and (out / "training.png").is_file()
