@@ -120,6 +120,8 @@ def show(result: Evaluation, run_dir: Path, written: list[Path], console: Consol
             )
         else:
             console.print(passkey_table(pk, f"passkey accuracy, {run_dir.name}"))
+    if result.tasks:
+        console.print(passkey_table(result.tasks_frame, f"task suite, exact answers, {run_dir.name}", by="task"))
     console.print(f"{verb} " + ", ".join(str(p) for p in written))
 
 
