@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from omegaconf import OmegaConf
 from torch import nn
 
 from posx.config.schema import TaskOptions
@@ -16,7 +17,7 @@ from posx.tasks.base import byte_encode
 from posx.tasks.variable_tracking import chain
 
 CPU = torch.device("cpu")
-OPTS = TaskOptions()
+OPTS = OmegaConf.structured(TaskOptions())  # as evaluation passes it (a DictConfig)
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +63,7 @@ def test_niah_answer_is_the_queried_needles_value_at_the_stated_depth(val, task)
 def test_niah_multivalue_answers_every_value_in_order(val):
     for s in samples(val, "niah_multivalue"):
         needles = [n.strip("\n").split("=") for n in planted(s)]
-        assert len({k for k, _ in needles}) == 1 and len({v for _, v in needles}) == OPTS.values
+        assert len({k for k, _ in needles}) == 1 and len({v for _, v in needles}) == OPTS.answers
         tail = text(s.tokens[s.answer[0] :])
         assert tail.split(",") == [v for _, v in needles]
         assert text(s.tokens[s.answer]) == "".join(v for _, v in needles)

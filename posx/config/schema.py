@@ -177,7 +177,7 @@ class TaskOptions:
     digits: int = 5  # digits of a value (niah, variable_tracking, mqar) and of the passkey
     key_letters: int = 4  # letters of a key or variable name
     distractors: int = 3  # niah_multikey: needles with other keys
-    values: int = 3  # niah_multivalue: values of the one key; selective_copy: words to copy
+    answers: int = 3  # niah_multivalue: values of the one key; selective_copy: words to copy
     hops: int = 3  # variable_tracking: assignments in the chain (and in the distractor chain)
     queries: int = 4  # mqar: keys asked for at the end
     span: int = 16  # copy: letters of the copied span

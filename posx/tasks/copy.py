@@ -5,7 +5,7 @@
   given and the rest scored. Random letters cannot be predicted from the text around them, so
   only a model that finds the earlier occurrence (an induction head, Olsson et al. 2022) and
   copies from it scores well. The passkey's copy variant is the case of digits with one cue token.
-* ``selective_copy``: ``values`` random words, each marked ``@<word>``, are planted at
+* ``selective_copy``: ``answers`` random words, each marked ``@<word>``, are planted at
   increasing depths (the first at the sample's depth); the sequence ends with ``\\n@@`` and the
   words in order, separated by spaces (scored: the words). The model must pick the marked words
   out of the haystack and keep their order, as in the selective-copying task of Gu & Dao 2023
@@ -29,8 +29,8 @@ def copy(ctx: Context, length: int, trial: int, opts, buckets: int) -> Sample | 
 
 def selective_copy(ctx: Context, length: int, trial: int, opts, buckets: int) -> Sample | None:
     depth, bucket = depth_of(ctx.rng, trial, buckets)
-    items = words(ctx.rng, opts.values, opts.key_letters)
-    depths = [depth, *later_depths(ctx.rng, depth, opts.values - 1)]
+    items = words(ctx.rng, opts.answers, opts.key_letters)
+    depths = [depth, *later_depths(ctx.rng, depth, opts.answers - 1)]
     needles = [(d, np.concatenate([ctx.encode("@"), ctx.encode(w)])) for d, w in zip(depths, items)]
     tail = [(ctx.encode("\n@@"), False)]
     for i, w in enumerate(items):

@@ -8,7 +8,7 @@ tokens are scored. RULER's needles are sentences ("One of the special magic numb
 * ``niah``: one needle, at the sample's depth.
 * ``niah_multikey``: that needle and ``distractors`` more with other keys and other values at
   random depths; the question asks for the first one's key.
-* ``niah_multivalue``: ``values`` needles with one key and distinct values, the first at the
+* ``niah_multivalue``: ``answers`` needles with one key and distinct values, the first at the
   sample's depth and the others after it; the answer is every value, in the order they appear,
   separated by commas (the commas are given, the values scored).
 """
@@ -48,8 +48,8 @@ def niah_multikey(ctx: Context, length: int, trial: int, opts, buckets: int) -> 
 
 def niah_multivalue(ctx: Context, length: int, trial: int, opts, buckets: int) -> Sample | None:
     depth, bucket = depth_of(ctx.rng, trial, buckets)
-    key, values = words(ctx.rng, 1, opts.key_letters)[0], numbers(ctx.rng, opts.values, opts.digits)
-    depths = [depth, *later_depths(ctx.rng, depth, opts.values - 1)]
+    key, values = words(ctx.rng, 1, opts.key_letters)[0], numbers(ctx.rng, opts.answers, opts.digits)
+    depths = [depth, *later_depths(ctx.rng, depth, opts.answers - 1)]
     needles = [(d, needle(ctx, key, v)) for d, v in zip(depths, values)]
     tail = [(question(ctx, key), False)]
     for i, v in enumerate(values):
