@@ -8,6 +8,9 @@ tokens are scored. RULER's needles are sentences ("One of the special magic numb
 * ``niah``: one needle, at the sample's depth.
 * ``niah_multikey``: that needle and ``distractors`` more with other keys and other values at
   random depths; the question asks for the first one's key.
+* ``passkey`` (as generated for the training mix): the passkey's prompt format
+  (``posx.eval.passkey``), ``MARK<key>\n`` planted and ``MARK`` asked; the evaluation scores the
+  passkey's own trials instead (``posx.tasks.registry``).
 * ``niah_multivalue``: ``answers`` needles with one key and distinct values, the first at the
   sample's depth and the others after it; the answer is every value, in the order they appear,
   separated by commas (the commas are given, the values scored).
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from posx.eval.passkey import MARK
 from posx.tasks.base import Context, Sample, depth_of, later_depths, numbers, sample, words
 
 
@@ -57,3 +61,10 @@ def niah_multivalue(ctx: Context, length: int, trial: int, opts, buckets: int) -
             tail.append((ctx.encode(","), False))
         tail.append((ctx.encode(v), True))
     return sample(ctx, length, needles, tail, depth, bucket)
+
+
+def passkey(ctx: Context, length: int, trial: int, opts, buckets: int) -> Sample | None:
+    depth, bucket = depth_of(ctx.rng, trial, buckets)
+    key, mark = ctx.encode(numbers(ctx.rng, 1, opts.digits)[0]), ctx.encode(MARK)
+    planted = np.concatenate([mark, key, ctx.encode("\n")])
+    return sample(ctx, length, [(depth, planted)], [(mark, False), (key, True)], depth, bucket)

@@ -3,7 +3,7 @@
 A generator is ``f(ctx, length, trial, opts, depth_buckets) -> Sample | None`` (None: the
 length cannot hold the task). ``opts`` is ``eval.task_options`` (``TaskOptions`` in
 ``posx.config.schema``), shared by evaluation and by the training mix (``posx.tasks.mix``).
-``passkey`` is the prompt variant of ``posx.eval.passkey`` with the same trials (the same
+In an evaluation ``passkey`` is the prompt variant of ``posx.eval.passkey`` with the same trials (the same
 seed gives the same keys, depths and filler), so its tasks.csv rows match passkey.csv's
 prompt rows; its key has ``digits`` digits.
 """
@@ -28,6 +28,7 @@ def passkey_samples(source, length: int, trials: int, opts, buckets: int, seed: 
 
 
 GENERATORS = {
+    "passkey": niah.passkey,  # the training mix's; the evaluation scores passkey_samples
     "niah": niah.niah,
     "niah_multikey": niah.niah_multikey,
     "niah_multivalue": niah.niah_multivalue,
@@ -36,7 +37,7 @@ GENERATORS = {
     "copy": copy.copy,
     "selective_copy": copy.selective_copy,
 }
-TASKS = ("passkey", *GENERATORS)  # eval.tasks: posx.config.schema.Task lists these
+TASKS = tuple(GENERATORS)  # eval.tasks: posx.config.schema.Task lists these
 
 
 def make_samples(task: str, source, length: int, trials: int, opts, seed: int, tokenizer=None) -> list[Sample]:

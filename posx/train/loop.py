@@ -63,6 +63,7 @@ from posx.model.rescale import install_trained
 from posx.runs import checkpoint
 from posx.runs.records import RunMeta, TrainExtras
 from posx.runs.rundir import CONFIG, save_run
+from posx.tasks.mix import mix_batch
 from posx.train.state import FromParent, LoopState, Resume, Start, gpt_config
 from posx.train.steps import (
     batch_layout,
@@ -257,6 +258,7 @@ def step(state: LoopState, lr: float) -> float:
     cfg, rank, local = state.cfg, distributed.rank(), state.local
     set_lr(state.optimizer, lr)
     x, y = data_mod.get_batch(state.corpus.train, cfg.train.batch_size, cfg.train.context_length, state.gen)
+    x, y, _ = mix_batch(x, y, cfg.data, state.corpus.train, cfg.seed, state.step, state.corpus.tokenizer)
     x, y = x[rank * local : (rank + 1) * local], y[rank * local : (rank + 1) * local]
     loss = train_step(
         state.model, state.optimizer, x, y, state.device, state.micro, cfg.train.grad_clip, state.fwd, state.ddp
