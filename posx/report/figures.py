@@ -5,8 +5,10 @@
   ``interpolate`` past its table dashed and dotted); right, the RoPE runs with each rescaling
   method zero-shot (one colour per method, one line style per group, e.g. per block). Mean over
   seeds with a band of ± std over seeds (one seed: its 95% interval over windows).
-* ``positions_by_encoding.png``: mean NLL by position in the window at the longest factor all
-  trained runs share, non-overlapping windows, the same two panels (band ± std over seeds).
+* ``positions_by_encoding.png``: mean NLL by position in the window at the longest factor of
+  the report, non-overlapping windows, the same two panels (band ± std over seeds); a run that
+  has no window that long (learned absolute past its table) is drawn at its own longest, and a
+  note under the figure says so.
 
 Trained runs only; extended runs have extension.png (``posx.report.extension``).
 """
@@ -93,15 +95,23 @@ def _panels(data: pd.DataFrame):
     return data[data["method"].isin(NATIVE)], data[data["encoding"] == "rope"], colors_for(lines)
 
 
+def longest_per_run(data: pd.DataFrame) -> tuple[pd.DataFrame, float, str]:
+    """(each run's rows at its own longest factor, the longest factor of all, a note naming the
+    encodings drawn shorter: "" when every run reaches the longest)."""
+    per_run = data.groupby("run_dir")["factor"].max()
+    factor = float(per_run.max())
+    data = data[data["factor"] == data["run_dir"].map(per_run)]
+    shorter = data[data["factor"] < factor].drop_duplicates(["encoding", "factor"])
+    return data, factor, "; ".join(f"{r.encoding} only to {r.factor:g} x T" for r in shorter.itertuples())
+
+
 def plot_position_encodings(positions: pd.DataFrame, path: Path, smooth: int = 1) -> Path | None:
     if positions.empty:
         return None
     data = positions[(positions["parent"].fillna("") == "") & (positions["protocol"] == "nonoverlapping")]
     if data.empty:
         return None
-    per_run = data.groupby(["run_dir"])["factor"].max()
-    factor = float(per_run.min())  # the longest factor every trained run has
-    data = data[data["factor"] == factor]
+    data, factor, left_out = longest_per_run(data)
     data = data.assign(x=(data["bucket_start"] + data["bucket_end"]) / 2 / data["train_context"])
     curves = (
         data.groupby(["group", "encoding", "method", "x"], sort=False)["nll"]
@@ -135,7 +145,7 @@ def plot_position_encodings(positions: pd.DataFrame, path: Path, smooth: int = 1
         axes[1].plot([], [], color="gray", linestyle=STYLES[i % 4], label=f"line style: {group}")
     for ax, title in zip(axes, ("encodings, no rescaling", "RoPE + rescaling, zero-shot")):
         ax.axvline(1.0, color="gray", linestyle="--", linewidth=1, label="training length T")
-        ax.set_title(f"{title}: windows of {factor:g} x T", fontsize=11)
+        ax.set_title(f"{title}: windows of {factor:g} x T" + (" (or shorter, below)" if left_out else ""), fontsize=11)
         ax.set_xlabel(f"position in the window (multiples of {_t(data)})")
         ax.set_ylabel("mean NLL (nats per token)")
         ax.grid(True, alpha=0.3)
@@ -144,6 +154,8 @@ def plot_position_encodings(positions: pd.DataFrame, path: Path, smooth: int = 1
     smoothed = f", moving mean over {smooth} buckets" if smooth > 1 else ""
     fig.suptitle(f"Loss by token position (mean over seeds, band ± std over seeds{smoothed})", fontsize=11)
     fig.tight_layout()
+    if left_out:  # what a run cannot show is said, not silently dropped
+        fig.text(0.5, -0.02, f"no longer windows: {left_out} (the rest is out of range)", ha="center", fontsize=9)
     return save(fig, path)
 
 

@@ -30,7 +30,7 @@ from rich.table import Table
 from posx.core import files
 from posx.core.console import new_console
 from posx.core.errors import PosxError
-from posx.report import extension, figures, plots
+from posx.report import extension, figures, output, plots, task_figures
 from posx.report.groups import explain, group_runs, relative_names
 from posx.report.runtables import EVALUATIONS, RunTables, find_run_dirs, load_run_tables
 
@@ -47,6 +47,7 @@ SUMMARY_COLUMNS = [
     "ppl_std",
     "ppl_lo",
     "ppl_hi",
+    "bpb_mean",
     "band",
     "n_seeds",
     "seeds",
@@ -106,6 +107,7 @@ def summarize(ext: pd.DataFrame) -> pd.DataFrame:
                 "ppl_std": std,
                 "ppl_lo": float(ok["ppl_lo"].iloc[0]) if one else mean - std,
                 "ppl_hi": float(ok["ppl_hi"].iloc[0]) if one else mean + std,
+                "bpb_mean": float(ok["bpb"].mean()) if "bpb" in ok and ppl else math.nan,  # bits per byte
                 "band": (BAND_WINDOWS if one else BAND_SEEDS) if ppl else "",
                 "n_seeds": len(ppl),
                 "seeds": _joined(int(s) for s in ok["seed"] if pd.notna(s)),
@@ -317,9 +319,11 @@ def report(
     console: Console | None = None,
     smooth: int = 1,
     evaluations: str = "current",
+    formats: str = "png,pdf",
 ) -> Path:
-    """Build the report; returns its directory."""
+    """Build the report; returns its directory. ``formats``: the figure formats kept (``posx.report.output``)."""
     console = console or new_console()
+    output.parse_formats(formats)  # a bad --format fails before any work
     if smooth < 1:
         raise PosxError(f"--smooth {smooth} must be at least 1 (buckets in the moving mean)")
     if evaluations not in EVALUATIONS:
@@ -370,6 +374,7 @@ def report(
         drawn["positions_by_encoding.png"] = figures.plot_position_encodings(
             positions, staging / "positions_by_encoding.png", smooth
         )
+        drawn.update(task_figures.draw(_combined(runs, "tasks.csv"), staging))
         drawn["extension.png"] = (
             extension.plot_extension(
                 extension.extension_curves(metrics, ext_table, extended), staging / "extension.png"
@@ -377,6 +382,7 @@ def report(
             if extended
             else None
         )
+        output.keep_formats(staging, output.parse_formats(formats))
     out_dir = published[0]
     pngs = {name: None if path is None else out_dir / path.name for name, path in drawn.items()}
     console.print(rich_summary(summary))
@@ -386,6 +392,9 @@ def report(
         f"(groups.csv, summary.md)",
         highlight=False,
     )
+    note = task_figures.tokenizer_note([r.member.identity for r in runs])
+    if note:
+        console.print(f"[yellow]note[/] {note}", highlight=False)
     for d in grouping.duplicates:
         console.print(
             f"[yellow]duplicate seed[/] {d['seed']} in {d['group']}: {d['run']} is the same experiment "
