@@ -73,7 +73,7 @@ def evaluate_loaded(run: Loaded, cfg: DictConfig, console: Console) -> Evaluatio
         if cfg.eval.within_documents:
             console.print("[yellow]note:[/] eval.within_documents is not applied to an extended run")
         return evaluate_extended(
-            run.model, meta, run.val, cfg.eval, cfg.results_dir, run.device, run.run_dir.name, console
+            run.model, meta, run.val, cfg.eval, cfg.results_dir, run.device, run.run_dir.name, console, run.tokenizer
         )
     return evaluate(
         run.model,
