@@ -10,8 +10,12 @@ import torch
 from omegaconf import OmegaConf
 from torch import nn
 
-from posx.config.schema import TaskOptions
-from posx.eval import passkey
+from posx.config.schema import EvalConfig, TaskOptions
+from posx.eval import history, passkey
+from posx.eval.extrapolate import evaluate
+from posx.model.config import GPTConfig
+from posx.model.gpt import GPT
+from posx.runs.records import RunMeta
 from posx.tasks import registry, scoring
 from posx.tasks.base import byte_encode
 from posx.tasks.variable_tracking import chain
@@ -186,3 +190,30 @@ def test_summary_rows_and_wilson_interval(val):
     assert scoring.wilson(0, 10) == pytest.approx((0.0, 0.2775), abs=1e-4)
     assert scoring.wilson(10, 10) == pytest.approx((0.7225, 1.0), abs=1e-4)
     assert all(r["status"] == "out_of_range" for r in scoring.summarize(made, None, 4, "out_of_range"))
+
+
+def test_evaluate_writes_task_rows_for_every_cell_and_history_keeps_them(val, tmp_path):
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(n_layer=1, n_head=2, d_model=16, pos="rope")).eval()
+    meta = RunMeta(model=model.config, train_context=64, data={}, step=0)
+    ev = OmegaConf.structured(EvalConfig(factors=[1, 2], methods=["none", "pi"], tokens=256,
+                                         tasks=["passkey", "niah", "mqar"]))  # fmt: skip
+    ev.task_options.trials = 8
+    ev.passkey.trials = 8
+    ev.passkey.variants = ["prompt"]
+    result = evaluate(model, meta, val, ev, CPU, "r", long_tables=True)
+    tasks = result.tasks_frame
+    assert len(tasks) == 2 * 2 * 3 * OPTS.depth_buckets  # method x factor x task x bucket
+    assert set(tasks[tasks["task"] == "mqar"].query("factor == 1")["status"]) == {"too_short"}  # 64 tokens
+    ok = tasks[tasks["status"] == "ok"]
+    assert ok["answer_nll"].gt(0).all() and (ok[ok["task"] != "mqar"]["trials"] == 2).all()  # stratified
+    # the passkey task scores passkey.csv's prompt trials: the same accuracy and NLL per bucket
+    pk = result.passkey_frame.sort_values(["method", "factor", "depth_lo"]).reset_index(drop=True)
+    mine = tasks[tasks["task"] == "passkey"].sort_values(["method", "factor", "depth_lo"]).reset_index(drop=True)
+    assert mine["accuracy"].tolist() == pk["accuracy"].tolist()
+    assert mine["answer_nll"].tolist() == pytest.approx(pk["key_nll"].tolist(), rel=1e-5)
+    folder = tmp_path / "run"
+    folder.mkdir()
+    history.save(result, folder, history.settings_of(ev), "cpu", None)
+    back = history.load(folder / "eval" / history.eval_id(history.settings_of(ev)))
+    assert len(back.tasks) == len(tasks) and (folder / "tasks.csv").is_file()
