@@ -90,3 +90,11 @@ def test_frequencies_png_keeps_its_title_and_a_full_width_plot(tmp_path):
 def test_a_bad_figure_format_is_one_line(tmp_path):
     proc = run_posx("report", str(tmp_path), "--format", "gif", cwd=tmp_path, check=False)
     assert proc.returncode == 2 and "--format gif" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_the_report_says_when_tokenizers_differ():
+    byte, bpe = {"data.tokenizer": "byte"}, {"data.tokenizer": "bpe", "data.vocab_size": "512"}
+    assert task_figures.tokenizer_note([byte, byte]) is None
+    note = task_figures.tokenizer_note([byte, bpe])
+    assert "bpe, byte" in note and "bits per byte" in note
+    assert "vocabularies 1024, 512" in task_figures.tokenizer_note([bpe, {**bpe, "data.vocab_size": "1024"}])

@@ -20,6 +20,7 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.figure import Figure
 
+from posx.report.palette import marker_of
 from posx.report.plots import STYLES, colors_for, factor_axis, legend_order, log_ticks, save
 
 NATIVE = ["none", "clamp", "interpolate"]  # an encoding on its own (absolute: three ways past its table)
@@ -82,7 +83,9 @@ def plot_encodings(summary: pd.DataFrame, path: Path) -> Path | None:
 
 def _band_line(ax, g: pd.DataFrame, color, style: str, label: str | None) -> None:
     g = g.sort_values("factor")
-    ax.plot(g["factor"], g["ppl_mean"], color=color, linestyle=style, marker=".", linewidth=1.6, label=label)
+    marker = marker_of(label or "")  # lines that coincide stay told apart by their markers
+    ax.plot(g["factor"], g["ppl_mean"], color=color, linestyle=style, marker=marker, markersize=4, linewidth=1.6,
+            label=label)  # fmt: skip
     band = g[g["ppl_lo"].notna() & g["ppl_hi"].notna()]
     if not band.empty:
         ax.fill_between(band["factor"], band["ppl_lo"], band["ppl_hi"], color=color, alpha=0.15, linewidth=0)
