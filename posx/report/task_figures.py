@@ -25,7 +25,7 @@ from matplotlib.figure import Figure
 
 from posx.report.output import save
 from posx.report.palette import color_of, marker_of
-from posx.report.plots import factor_axis, legend_order
+from posx.report.plots import STYLES, factor_axis, legend_order
 from posx.tasks.scoring import wilson
 
 TASK_GROUP = ["group", "encoding", "method", "task", "factor"]
@@ -36,12 +36,19 @@ def summarize_tasks(tasks: pd.DataFrame) -> pd.DataFrame:
     """Accuracy over all depths per run, then mean and std over runs (see the module docstring)."""
     if tasks.empty:
         return pd.DataFrame()
-    ok = tasks[tasks["status"] == "ok"].assign(hits=lambda d: d["accuracy"] * d["trials"])
-    per_run = ok.groupby([*TASK_GROUP, "run_dir"]).agg(hits=("hits", "sum"), trials=("trials", "sum")).reset_index()
+    ok = tasks[tasks["status"] == "ok"].assign(
+        hits=lambda d: d["accuracy"] * d["trials"], nll_sum=lambda d: d["answer_nll"] * d["trials"]
+    )
+    per_run = ok.groupby([*TASK_GROUP, "run_dir"]).agg(
+        hits=("hits", "sum"), trials=("trials", "sum"), nll_sum=("nll_sum", "sum")
+    ).reset_index()
     per_run["accuracy"] = per_run["hits"] / per_run["trials"]
+    per_run["answer_nll"] = per_run["nll_sum"] / per_run["trials"]
     out = per_run.groupby(TASK_GROUP).agg(
         accuracy_mean=("accuracy", "mean"),
         accuracy_std=("accuracy", "std"),
+        answer_nll_mean=("answer_nll", "mean"),
+        answer_nll_std=("answer_nll", "std"),
         hits=("hits", "sum"),
         trials=("trials", "sum"),
         n_seeds=("accuracy", "size"),
@@ -63,46 +70,57 @@ def _line(row) -> str:
 
 
 def plot_task_curves(summary: pd.DataFrame, path: Path) -> Path | None:
-    """``tasks_vs_length.png``: accuracy by length, one panel per task (see the module docstring)."""
+    """``tasks_vs_length.png``: per task, accuracy (top) and answer NLL (below) by length."""
     if summary.empty:
         return None
     data = summary.assign(line=[_line(r) for r in summary.itertuples()])
     tasks = list(dict.fromkeys(data["task"]))
     lines = sorted(dict.fromkeys(data["line"]), key=lambda n: (n.split(" · ")[0], legend_order(n.split(" · ")[1])))
+    groups = list(dict.fromkeys(data["group"]))
     cols = min(4, len(tasks))
     rows = math.ceil(len(tasks) / cols)
-    fig = Figure(figsize=(3.6 * cols + 0.4, 3.0 * rows + 0.9), layout="constrained")
-    axes = fig.subplots(rows, cols, squeeze=False, sharey=True)
+    fig = Figure(figsize=(3.6 * cols + 0.4, 5.2 * rows + 0.9), layout="constrained")
+    axes = fig.subplots(2 * rows, cols, squeeze=False)
     factors = sorted(data["factor"].unique())
-    for ax, task in zip(axes.flat, tasks):
+    for k, task in enumerate(tasks):
+        top, below = axes[2 * (k // cols)][k % cols], axes[2 * (k // cols) + 1][k % cols]
         mine = data[data["task"] == task]
         for i, line in enumerate(lines):
             g = mine[mine["line"] == line].sort_values("factor")
-            if g.empty:
-                continue
             x = g["factor"] * (1 + DODGE * (i - (len(lines) - 1) / 2))  # side by side, not on top
-            ax.plot(x, g["accuracy_mean"], color=color_of(line), marker=marker_of(line), markersize=4,
-                    linewidth=1.3, label=line)  # fmt: skip
-            ax.fill_between(x, g["accuracy_lo"], g["accuracy_hi"], color=color_of(line), alpha=0.12, linewidth=0)
-        factor_axis(ax, factors)
-        ax.set_ylim(-0.04, 1.04)
-        ax.set_title(task, fontsize=10)
-        ax.tick_params(labelsize=8)
-    for ax in axes.flat[len(tasks) :]:
-        ax.set_visible(False)
-    for ax in axes[:, 0]:
-        ax.set_ylabel("exact-answer accuracy")
-    for ax in axes[-1, :]:
-        ax.set_xlabel("evaluation length (x T, log scale)")
-    handles, labels = axes.flat[0].get_legend_handles_labels()
+            style = STYLES[groups.index(g["group"].iloc[0]) % len(STYLES)] if len(g) else "-"
+            _points(top, x, g["accuracy_mean"], g["accuracy_lo"], g["accuracy_hi"], line, style)
+            sd = g["answer_nll_std"].fillna(0)
+            _points(below, x, g["answer_nll_mean"], g["answer_nll_mean"] - sd, g["answer_nll_mean"] + sd, line, style)
+        top.set_ylim(-0.04, 1.04)
+        top.set_title(task, fontsize=10)
+        top.set_ylabel("exact-answer accuracy", fontsize=8)
+        below.set_ylabel("answer NLL (nats/token)", fontsize=8)
+        below.set_xlabel("evaluation length (x T, log scale)", fontsize=8)
+        for ax in (top, below):
+            factor_axis(ax, factors)
+            ax.tick_params(labelsize=8)
+    for k in range(len(tasks), rows * cols):  # empty cells of the last row
+        axes[2 * (k // cols)][k % cols].set_visible(False)
+        axes[2 * (k // cols) + 1][k % cols].set_visible(False)
+    handles, labels = axes[0][0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncol=min(4, len(labels)), fontsize=8, frameon=False)
-    seeds = int(data["n_seeds"].max())
     fig.suptitle(
-        f"Task accuracy vs evaluation length: mean over {seeds} seed(s), band {data['band'].iloc[0]}; "
-        f"lines offset sideways by {DODGE:.0%} of a factor each so equal values stay visible",
+        f"Tasks vs evaluation length: mean over {int(data['n_seeds'].max())} seed(s); bars: accuracy "
+        f"{data['band'].iloc[0]}, NLL ± std over seeds; lines offset sideways by {DODGE:.0%} of a factor each "
+        "so equal values stay visible; line style: group",
         fontsize=9,
     )
     return save(fig, path)
+
+
+def _points(ax, x, y, lo, hi, line: str, style: str) -> None:
+    """One line with a vertical bar lo-hi at each point, in the line's colour and marker."""
+    if len(x) == 0:
+        return
+    color = color_of(line)
+    ax.plot(x, y, color=color, marker=marker_of(line), markersize=4, linewidth=1.2, linestyle=style, label=line)
+    ax.vlines(x, lo, hi, color=color, linewidth=0.8, alpha=0.5)
 
 
 def heatmap_task(tasks: pd.DataFrame) -> str | None:
