@@ -10,7 +10,7 @@ from omegaconf import OmegaConf
 from posx.config.compose import compose
 from posx.config.schema import DataConfig
 from posx.report import groups
-from posx.tasks.mix import mix_batch, mix_rows
+from posx.train.taskmix import mix_batch, mix_rows
 
 TRAIN = np.frombuffer(("".join(f"x = {i} * y  # line {i}\n" for i in range(2000))).encode(), dtype=np.uint8)
 

@@ -11,7 +11,7 @@ from omegaconf import OmegaConf
 from torch import nn
 
 from posx.config.schema import EvalConfig, TaskOptions
-from posx.eval import history, passkey
+from posx.eval import history, passkey, suite
 from posx.eval.extrapolate import evaluate
 from posx.model.config import GPTConfig
 from posx.model.gpt import GPT
@@ -115,9 +115,16 @@ def test_copy_answer_equals_the_planted_span(val, task):
 
 
 def test_passkey_task_is_the_prompt_passkey(val):
-    made = registry.make_samples("passkey", val, 128, 8, OPTS, seed=0)
+    opts = OmegaConf.structured(TaskOptions(trials=8))
+    made = suite.samples_of("passkey", val, 128, opts, None)
     trials = passkey.make_trials(val, 128, "prompt", 8, OPTS.digits, OPTS.depth_buckets, 0)
     assert [text(s.tokens[s.answer]) for s in made] == [t.key for t in trials]
+    assert all((s.tokens == t.tokens).all() for s, t in zip(made, trials))
+    # the training mix's passkey is the same format, drawn like the other tasks
+    for s in samples(val, "passkey"):
+        (needle,) = planted(s)
+        assert needle == passkey.MARK + text(s.tokens[s.answer]) + "\n"
+        assert text(s.tokens[s.answer[0] - len(passkey.MARK) :]) == passkey.MARK + text(s.tokens[s.answer])
 
 
 @pytest.mark.parametrize("task", registry.TASKS)

@@ -107,7 +107,7 @@ class DataConfig:
     data_files: Any = None  # datasets: local file(s): a path, a glob, a list, or {split: paths}
     split: str = "train"  # datasets: the split read (posx holds out its own validation documents)
     text_column: str = "text"  # datasets: the column holding each document's text
-    task_mix: float = 0.0  # share of training sequences replaced by generated task sequences (posx/tasks/mix.py)
+    task_mix: float = 0.0  # share of training sequences replaced by generated task sequences (posx/train/taskmix.py)
     mix_tasks: List[Task] = field(
         default_factory=lambda: ["niah", "niah_multikey", "variable_tracking", "mqar", "copy"]
     )  # task_mix: the tasks drawn from, each equally often (options: eval.task_options' defaults)

@@ -9,19 +9,38 @@ tasks.csv row per (task, depth bucket). A cell that was not scored (``out_of_ran
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
+from posx.eval import passkey
 from posx.tasks import registry, scoring
+from posx.tasks.base import Sample
+
+
+def passkey_samples(source, length: int, opts, tokenizer) -> list[Sample]:
+    """The passkey's prompt trials (``posx.eval.passkey.make_trials``) as samples: with the same
+    trials, digits, depth buckets and seed as ``eval.passkey``, the very trials of passkey.csv."""
+    made = passkey.make_trials(
+        source, length, "prompt", opts.trials, opts.digits, opts.depth_buckets, opts.seed, tokenizer
+    )
+    return [
+        Sample(t.tokens.astype(np.int64), np.arange(length - t.scored, length), t.depth, t.depth_bucket,
+               [(t.key_start, t.tokens[t.key_start : t.key_start + t.scored].astype(np.int64))])
+        for t in made
+    ]  # fmt: skip
+
+
+def samples_of(task: str, val, length: int, opts, tokenizer) -> list[Sample]:
+    """The samples of one task at one length; the passkey's are its own trials."""
+    if task == "passkey":
+        return passkey_samples(val, length, opts, tokenizer)
+    return registry.make_samples(task, val, length, opts.trials, opts, opts.seed, tokenizer)
 
 
 def make_suite(val, lengths: list[int], ev, tokenizer) -> dict:
     """{(length, task): [Sample]} for every length and task of ``eval.tasks``."""
     opts = ev.task_options
-    return {
-        (L, str(task)): registry.make_samples(str(task), val, L, opts.trials, opts, opts.seed, tokenizer)
-        for L in lengths
-        for task in ev.tasks
-    }
+    return {(L, str(task)): samples_of(str(task), val, L, opts, tokenizer) for L in lengths for task in ev.tasks}
 
 
 def score_suite(model, suite: dict, length: int, batch_tokens: int, device: torch.device) -> dict:

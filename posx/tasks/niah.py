@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from posx.eval.passkey import MARK
 from posx.tasks.base import Context, Sample, depth_of, later_depths, numbers, sample, words
+
+PASSKEY_MARK = "\npasskey = "  # the passkey's statement and question start with it (posx.eval.passkey)
 
 
 def needle(ctx: Context, key: str, value: str) -> np.ndarray:
@@ -65,6 +66,6 @@ def niah_multivalue(ctx: Context, length: int, trial: int, opts, buckets: int) -
 
 def passkey(ctx: Context, length: int, trial: int, opts, buckets: int) -> Sample | None:
     depth, bucket = depth_of(ctx.rng, trial, buckets)
-    key, mark = ctx.encode(numbers(ctx.rng, 1, opts.digits)[0]), ctx.encode(MARK)
+    key, mark = ctx.encode(numbers(ctx.rng, 1, opts.digits)[0]), ctx.encode(PASSKEY_MARK)
     planted = np.concatenate([mark, key, ctx.encode("\n")])
     return sample(ctx, length, [(depth, planted)], [(mark, False), (key, True)], depth, bucket)

@@ -2,33 +2,21 @@
 
 A generator is ``f(ctx, length, trial, opts, depth_buckets) -> Sample | None`` (None: the
 length cannot hold the task). ``opts`` is ``eval.task_options`` (``TaskOptions`` in
-``posx.config.schema``), shared by evaluation and by the training mix (``posx.tasks.mix``).
-In an evaluation ``passkey`` is the prompt variant of ``posx.eval.passkey`` with the same trials (the same
-seed gives the same keys, depths and filler), so its tasks.csv rows match passkey.csv's
-prompt rows; its key has ``digits`` digits.
+``posx.config.schema``), shared by evaluation and by the training mix (``posx.train.taskmix``).
+``passkey`` here is the passkey's prompt format drawn like the other tasks (the training mix
+uses it); an evaluation scores the trials of ``posx.eval.passkey`` instead
+(``posx.eval.suite``), so its tasks.csv rows match passkey.csv's prompt rows.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from posx.eval import passkey as passkey_mod
 from posx.tasks import copy, mqar, niah, variable_tracking
 from posx.tasks.base import Context, Sample, encoder
 
-
-def passkey_samples(source, length: int, trials: int, opts, buckets: int, seed: int, tokenizer) -> list[Sample]:
-    """The passkey prompt trials as samples (``posx.eval.passkey.make_trials``)."""
-    made = passkey_mod.make_trials(source, length, "prompt", trials, opts.digits, buckets, seed, tokenizer)
-    return [
-        Sample(t.tokens.astype(np.int64), np.arange(length - t.scored, length), t.depth, t.depth_bucket,
-               [(t.key_start, t.tokens[t.key_start : t.key_start + t.scored].astype(np.int64))])
-        for t in made
-    ]  # fmt: skip
-
-
 GENERATORS = {
-    "passkey": niah.passkey,  # the training mix's; the evaluation scores passkey_samples
+    "passkey": niah.passkey,  # the training mix's; an evaluation scores posx.eval.passkey's trials
     "niah": niah.niah,
     "niah_multikey": niah.niah_multikey,
     "niah_multivalue": niah.niah_multivalue,
@@ -44,8 +32,6 @@ def make_samples(task: str, source, length: int, trials: int, opts, seed: int, t
     """``trials`` samples of ``task`` at ``length`` from ``source`` (token ids), seeded by (seed,
     length, task); [] when the length cannot hold the task."""
     buckets = opts.depth_buckets
-    if task == "passkey":
-        return passkey_samples(source, length, trials, opts, buckets, seed, tokenizer)
     generate = GENERATORS[task]
     rng = np.random.default_rng([seed, length, TASKS.index(task)])
     ctx = Context(np.asarray(source), encoder(tokenizer), rng)

@@ -63,7 +63,6 @@ from posx.model.rescale import install_trained
 from posx.runs import checkpoint
 from posx.runs.records import RunMeta, TrainExtras
 from posx.runs.rundir import CONFIG, save_run
-from posx.tasks.mix import mix_batch
 from posx.train.state import FromParent, LoopState, Resume, Start, gpt_config
 from posx.train.steps import (
     batch_layout,
@@ -76,6 +75,7 @@ from posx.train.steps import (
     train_step,
     write_metrics,
 )
+from posx.train.taskmix import mix_batch
 
 COMPILE_BACKEND = "inductor"  # torch.compile's backend (tests use "eager" to check graphs without codegen)
 __all__ = ["COMPILE_BACKEND", "train"]
