@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 from omegaconf import OmegaConf
@@ -11,6 +12,8 @@ from posx.config.compose import compose
 from posx.config.schema import DataConfig
 from posx.report import groups
 from posx.train.taskmix import mix_batch, mix_rows
+
+from conftest import run_posx
 
 TRAIN = np.frombuffer(("".join(f"x = {i} * y  # line {i}\n" for i in range(2000))).encode(), dtype=np.uint8)
 
@@ -70,3 +73,15 @@ def test_the_mix_is_part_of_the_runs_identity(tmp_path):
         "data.task_mix=0.5", "data.mix_tasks=[copy]"
     )
     assert ident("seed=3") == ident()
+
+
+@pytest.mark.slow
+def test_training_with_the_mix_is_reproducible_and_differs_from_training_without(tiny_args, tmp_path):
+    def losses(name, *overrides):
+        run_posx("train", f"name={name}", *tiny_args, *overrides, cwd=tmp_path)
+        metrics = pd.read_csv(tmp_path / "results" / "runs" / name / "metrics.csv")
+        return metrics["train_loss"].tolist()
+
+    mix = ("data.task_mix=0.5", "data.mix_tasks=[niah,copy]")
+    a, b, plain = losses("a", *mix), losses("b", *mix), losses("plain")
+    assert a == b and a != plain
