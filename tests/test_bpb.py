@@ -59,3 +59,18 @@ def test_scored_bytes_follow_the_scored_targets():
         tokens[51:59].sum() + tokens[101:109].sum()
     )
     assert math.isnan(bytecount.bits_per_byte(1.0, 0))
+
+
+def test_a_bpe_rows_bytes_are_those_of_the_text_its_scored_tokens_decode_to():
+    tok = train_bpe(iter(DOCS), 300)
+    val = torch.from_numpy(tok.encode("".join(DOCS * 3)))
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(n_layer=1, n_head=2, d_model=16, pos="rope", vocab_size=tok.vocab_size)).eval()
+    meta = RunMeta(model=model.config, train_context=16, data={}, step=0)
+    ev = OmegaConf.structured(EvalConfig(factors=[1, 2], methods=["none"], tokens=64))
+    df = evaluate(model, meta, val, ev, torch.device("cpu"), "r", tokenizer=tok).table
+    text_bytes = len(tok.decode(val[1:65].tolist()).encode("utf-8"))  # targets 1..64 of the non-overlapping windows
+    assert (df["bytes"] == text_bytes).all() and text_bytes > 64
+    for r in df.itertuples():
+        assert r.bpb == pytest.approx(r.nll * r.tokens / r.bytes / math.log(2), rel=1e-12)
+        assert r.bpb < r.nll / math.log(2)  # a token covers more than a byte
