@@ -59,6 +59,7 @@ def test_one_colour_per_encoding_and_method_whatever_else_is_drawn():
     assert alone["rope · yarn"] == crowded["rope · yarn"] == palette.color_of("yarn")
     assert alone["rope · none"] == crowded["rope · none (llama)"] == palette.color_of("rope")
     assert palette.color_of("absolute · clamp") == palette.color_of("absolute")
+    assert palette.color_of("rope · data.task_mix=0.5") == palette.color_of("rope")  # a group, not a method
     every = [*palette.ENCODING_COLORS, *[m for m in palette.METHOD_COLORS if m != "none"]]
     assert len({palette.color_of(n) for n in every}) == len(every)  # all distinct
     assert palette.color_of("fire") == palette.color_of("fire · none")  # an unknown name: stable

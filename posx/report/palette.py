@@ -3,7 +3,8 @@
 Colours are fixed by name, not by the order in which a figure meets its lines, so RoPE is the
 same blue and YaRN the same olive in every figure of every report. A line named
 ``<encoding> · <method>`` takes its method's colour when it rescales (any method but ``none``)
-and its encoding's otherwise: ``rope · none`` is RoPE itself (learned absolute's ``clamp`` and
+and its encoding's otherwise (also when what follows the dot is no method, e.g. a group in the
+training curves): ``rope · none`` is RoPE itself (learned absolute's ``clamp`` and
 ``interpolate`` past its table keep the encoding's colour; figures tell them by line style).
 A name outside the tables (an encoding or method added later) gets a colour from a hash of the
 name, stable across figures and runs, until it is given one here. Markers follow the same
@@ -48,7 +49,9 @@ def _key(name: str) -> str:
     if " · " in name:
         encoding, method = name.split(" · ", 1)
         method = method.split(" ")[0]  # a stage suffix
-        return encoding if method in NATIVE else method
+        if method in METHOD_COLORS and method not in NATIVE:
+            return method
+        return encoding if encoding in ENCODING_COLORS or method in NATIVE else method
     return name
 
 

@@ -276,7 +276,8 @@ def plot_passkey(pk_summary: pd.DataFrame, path: Path) -> Path | None:
 
 
 def plot_training(metrics: pd.DataFrame, path: Path) -> Path | None:
-    """Training and validation loss by step, one line per run, one colour per group x encoding."""
+    """Training and validation loss by step, one line per run, one colour per encoding, one line
+    style per group."""
     if metrics.empty:
         return None
     metrics = metrics.assign(
@@ -288,12 +289,16 @@ def plot_training(metrics: pd.DataFrame, path: Path) -> Path | None:
     colors = colors_for(metrics["line"])
     fig = Figure(figsize=(13, 4.5))
     axes = fig.subplots(1, 2, squeeze=False)[0]
+    groups = list(dict.fromkeys(metrics["group"]))  # one colour per encoding, one line style per group
     for (line, _run), g in metrics.groupby(["line", "run_dir"], sort=False):
         g = g.sort_values("step")
         label = f"{line} (seed {g['seed'].iloc[0]})"
-        axes[0].plot(g["step"], g["train_loss"], color=colors[line], linewidth=1, alpha=0.8, label=label)
+        style = STYLES[groups.index(g["group"].iloc[0]) % len(STYLES)]
+        axes[0].plot(g["step"], g["train_loss"], color=colors[line], linestyle=style, linewidth=1, alpha=0.8,
+                     label=label)  # fmt: skip
         val = g.dropna(subset=["val_loss"])
-        axes[1].plot(val["step"], val["val_loss"], color=colors[line], marker=".", linewidth=1.2, label=label)
+        axes[1].plot(val["step"], val["val_loss"], color=colors[line], linestyle=style, marker=".", linewidth=1.2,
+                     label=label)  # fmt: skip
     for ax, what in zip(axes, ("training loss", "validation loss")):
         ax.set_xlabel("optimizer step")
         ax.set_ylabel(f"{what} (nats per token)")
