@@ -11,6 +11,7 @@ from omegaconf import OmegaConf
 from torch import nn
 
 from posx.config.schema import EvalConfig, TaskOptions
+from posx.core.errors import PosxError
 from posx.eval import history, passkey, suite
 from posx.eval.extrapolate import evaluate
 from posx.model.config import GPTConfig
@@ -224,3 +225,13 @@ def test_evaluate_writes_task_rows_for_every_cell_and_history_keeps_them(val, tm
     history.save(result, folder, history.settings_of(ev), "cpu", None)
     back = history.load(folder / "eval" / history.eval_id(history.settings_of(ev)))
     assert len(back.tasks) == len(tasks) and (folder / "tasks.csv").is_file()
+
+
+def test_small_alphabets_are_refused_or_capped_never_a_hang(val):
+    tight = OmegaConf.structured(TaskOptions(key_letters=1, digits=1, trials=4))
+    made = registry.make_samples("mqar", val, 1024, 4, tight, seed=0)  # at most 26 one-letter keys
+    assert made and all(len(s.needles) <= 26 for s in made)
+    with pytest.raises(PosxError, match="raise eval.task_options.key_letters"):
+        registry.make_samples("niah_multikey", val, 256, 4, OmegaConf.merge(tight, {"distractors": 30}), seed=0)
+    with pytest.raises(PosxError, match="raise eval.task_options.digits"):
+        registry.make_samples("niah_multivalue", val, 256, 4, OmegaConf.merge(tight, {"answers": 11}), seed=0)

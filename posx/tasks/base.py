@@ -57,14 +57,26 @@ def encoder(tokenizer) -> Encode:
 
 def words(rng: np.random.Generator, n: int, letters: int) -> list[str]:
     """``n`` distinct random lowercase words of ``letters`` letters."""
+    if n > len(LETTERS) ** letters:
+        raise PosxError(
+            f"a task needs {n} distinct words of {letters} letters, more than there are; "
+            "raise eval.task_options.key_letters"
+        )
     out: dict[str, None] = {}
     while len(out) < n:
         out["".join(rng.choice(LETTERS, letters))] = None
     return list(out)
 
 
-def numbers(rng: np.random.Generator, n: int, digits: int) -> list[str]:
-    """``n`` distinct random numbers of ``digits`` digits (leading zeros allowed)."""
+def numbers(rng: np.random.Generator, n: int, digits: int, distinct: bool = True) -> list[str]:
+    """``n`` random numbers of ``digits`` digits (leading zeros allowed), distinct unless not ``distinct``."""
+    if not distinct:
+        return ["".join(str(d) for d in rng.integers(0, 10, digits)) for _ in range(n)]
+    if n > 10**digits:
+        raise PosxError(
+            f"a task needs {n} distinct values of {digits} digits, more than there are; "
+            "raise eval.task_options.digits"
+        )
     out: dict[str, None] = {}
     while len(out) < n:
         out["".join(str(d) for d in rng.integers(0, 10, digits))] = None

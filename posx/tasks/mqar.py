@@ -1,8 +1,9 @@
 """Multi-query associative recall, after zoology (Arora et al., ICLR 2024, arXiv 2312.04927).
 
 The sequence is key-value pairs ``<key>:<value> `` (keys distinct lowercase words, values
-numbers) as many as fit, then ``queries`` of them again: each query gives the key and the colon,
-and the value's tokens are scored. There is no haystack: the pairs are the context, so a longer
+random numbers, repeats allowed) as many as fit (and as there are keys of ``key_letters``),
+then ``queries`` of them again: each query gives the key and the colon, and the value's tokens
+are scored. There is no haystack: the pairs are the context, so a longer
 sequence holds more pairs and each query has more to choose from (the zoology setting, with the
 number of pairs growing with the length). The first query asks for the pair at the sample's
 depth (its index over the number of pairs; with few pairs that index moves the depth into
@@ -25,8 +26,8 @@ def pair(ctx: Context, key: str, value: str) -> tuple[np.ndarray, np.ndarray]:
 def pairs_that_fit(ctx: Context, length: int, opts) -> list[tuple[np.ndarray, np.ndarray]]:
     """Pairs, drawn until one more (and the queries' room) would not fit; fewer than ``queries``: []."""
     out, used, longest = [], 0, 0
-    budget = max(1, length // (opts.key_letters + opts.digits + 2))
-    keys, values = words(ctx.rng, budget, opts.key_letters), numbers(ctx.rng, budget, opts.digits)
+    budget = min(max(1, length // (opts.key_letters + opts.digits + 2)), 26**opts.key_letters)  # keys are distinct
+    keys, values = words(ctx.rng, budget, opts.key_letters), numbers(ctx.rng, budget, opts.digits, distinct=False)
     for key, value in zip(keys, values):
         head, rest = pair(ctx, key, value)
         size = len(head) + len(rest)
