@@ -24,6 +24,7 @@ def tasks_frame(seeds=(0, 1)) -> pd.DataFrame:
                         acc = 1.0 if (enc == "alibi" or factor == 1.0) else 0.25 * b
                         rows.append({"group": "", "encoding": enc, "method": "none", "task": task, "factor": factor,
                                      "depth_lo": b / 4, "depth_hi": (b + 1) / 4, "trials": 4, "accuracy": acc,
+                                     "answer_nll": 2.0 + b,
                                      "status": "ok", "run_dir": f"{enc}-{seed}", "seed": seed})  # fmt: skip
     return pd.DataFrame(rows)
 
@@ -33,6 +34,7 @@ def test_task_summary_pools_depths_per_run_then_seeds():
     rope4 = summary[(summary["encoding"] == "rope") & (summary["factor"] == 4.0) & (summary["task"] == "niah")].iloc[0]
     assert rope4["accuracy_mean"] == pytest.approx(0.375) and rope4["trials"] == 32 and rope4["n_seeds"] == 2
     assert rope4["accuracy_std"] == 0 and rope4["accuracy_lo"] == rope4["accuracy_hi"] == pytest.approx(0.375)
+    assert rope4["answer_nll_mean"] == pytest.approx(3.5)  # trial-weighted over the four buckets
     one = task_figures.summarize_tasks(tasks_frame(seeds=(0,)))
     row = one[(one["encoding"] == "rope") & (one["factor"] == 4.0) & (one["task"] == "niah")].iloc[0]
     assert (row["accuracy_lo"], row["accuracy_hi"]) == pytest.approx(task_figures.wilson(6, 16))
