@@ -39,9 +39,11 @@ def summarize_tasks(tasks: pd.DataFrame) -> pd.DataFrame:
     ok = tasks[tasks["status"] == "ok"].assign(
         hits=lambda d: d["accuracy"] * d["trials"], nll_sum=lambda d: d["answer_nll"] * d["trials"]
     )
-    per_run = ok.groupby([*TASK_GROUP, "run_dir"]).agg(
-        hits=("hits", "sum"), trials=("trials", "sum"), nll_sum=("nll_sum", "sum")
-    ).reset_index()
+    per_run = (
+        ok.groupby([*TASK_GROUP, "run_dir"])
+        .agg(hits=("hits", "sum"), trials=("trials", "sum"), nll_sum=("nll_sum", "sum"))
+        .reset_index()
+    )
     per_run["accuracy"] = per_run["hits"] / per_run["trials"]
     per_run["answer_nll"] = per_run["nll_sum"] / per_run["trials"]
     out = per_run.groupby(TASK_GROUP).agg(

@@ -74,8 +74,7 @@ def numbers(rng: np.random.Generator, n: int, digits: int, distinct: bool = True
         return ["".join(str(d) for d in rng.integers(0, 10, digits)) for _ in range(n)]
     if n > 10**digits:
         raise PosxError(
-            f"a task needs {n} distinct values of {digits} digits, more than there are; "
-            "raise eval.task_options.digits"
+            f"a task needs {n} distinct values of {digits} digits, more than there are; raise eval.task_options.digits"
         )
     out: dict[str, None] = {}
     while len(out) < n:

@@ -56,4 +56,3 @@ def mix_batch(x: torch.Tensor, y: torch.Tensor, data_cfg, source, seed: int, ste
         x[i], y[i] = seq[:-1].to(x.device), seq[1:].to(y.device)
         replaced += 1
     return x, y, replaced
-
