@@ -252,6 +252,7 @@ def report(
     evaluations: str = typer.Option(
         "current", "--evaluations", help="current: each run's last evaluation; all: every evaluation it keeps."
     ),
+    formats: str = typer.Option("png,pdf", "--format", help="Figure formats to write: png (200 dpi), pdf, or both."),
 ) -> None:
     """Summary tables and plots from evaluated runs, runs pooled as seeds only when all else is equal."""
     with user_errors():
@@ -264,6 +265,7 @@ def report(
             console=new_console(),
             smooth=smooth,
             evaluations=evaluations,
+            formats=formats,
         )
 
 

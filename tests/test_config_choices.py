@@ -21,6 +21,7 @@ from posx.config.schema import (
     Method,
     Protocol,
     Source,
+    Task,
     Variant,
 )
 from posx.core.errors import PosxError
@@ -38,6 +39,7 @@ REGISTRIES = {
     Protocol: ("posx.eval.scoring", "PROTOCOLS"),
     Variant: ("posx.eval.passkey", "VARIANTS"),
     Source: ("posx.data.sources", "SOURCES"),
+    Task: ("posx.tasks.registry", "TASKS"),
     Logger: ("posx.core.trackers", "LOGGERS"),
 }
 

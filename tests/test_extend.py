@@ -121,6 +121,7 @@ def test_extend_then_evaluate_shows_zero_shot_and_extended(work):
         assert (rows["status"] == "ok").all() and (rows["method"] == "pi").all()
     assert (df["reference_context"] == 32).all()
     assert df[df["stage"] == "extended"]["train_context"].eq(64).all()
+    assert df["bpb"].tolist() == pytest.approx((df["nll"] / math.log(2)).tolist(), rel=1e-12)  # byte tokens
     # The zero-shot stage is the parent rescaled by PI s=2: at L = 2T it must reproduce the
     # parent's own eval-extrapolate row for pi at 2x (same frequencies, same windows).
     parent = work / "results" / "runs" / "rope"

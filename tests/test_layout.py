@@ -14,6 +14,7 @@ LAYERS = [
     "rope",
     "model",
     "data",
+    "tasks",
     "runs",
     "eval",
     "hf",

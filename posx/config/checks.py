@@ -140,6 +140,7 @@ def check_config(cfg: DictConfig | Config) -> None:
     _positive(cfg.eval.abf_base, "eval.abf_base")
     check_params(cfg.eval, METHODS)  # every method's, as before: a bad value is wrong even if unused
     _check_scoring(cfg.eval)
+    _check_tasks(cfg)
     _check_data(cfg)
     # the same bounds as a model.json read back: sizes posx can allocate
     GPTConfig.from_run_config(cfg, VOCAB_SIZE).validate("the model config (model.*, pos.*, train.context_length)")
@@ -230,6 +231,25 @@ def _check_scoring(ev) -> None:
             f"eval.passkey.trials={pk.trials} is fewer than eval.passkey.depth_buckets="
             f"{pk.depth_buckets}; every depth bucket needs a trial"
         )
+
+
+def _check_tasks(cfg) -> None:
+    """eval.task_options.* and data.task_mix."""
+    opts = cfg.eval.task_options
+    for key in ("trials", "depth_buckets", "digits", "key_letters", "answers", "hops", "queries", "span", "cue"):
+        _positive(opts[key], f"eval.task_options.{key}")
+    if opts.distractors < 0:
+        raise PosxError(f"eval.task_options.distractors={opts.distractors} must be 0 or more")
+    if opts.trials < opts.depth_buckets:
+        raise PosxError(
+            f"eval.task_options.trials={opts.trials} is fewer than eval.task_options.depth_buckets="
+            f"{opts.depth_buckets}; every depth bucket needs a sample"
+        )
+    if opts.span < 2:
+        raise PosxError(f"eval.task_options.span={opts.span} must be at least 2 (a cue and a scored letter)")
+    _in_range(cfg.data.task_mix, 0.0, 1.0, "data.task_mix", closed_high=True)
+    if cfg.data.task_mix > 0 and not cfg.data.mix_tasks:
+        raise PosxError("data.mix_tasks is empty; name the tasks to mix in, or set data.task_mix=0")
 
 
 def check_train_config(cfg) -> None:

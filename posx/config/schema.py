@@ -63,6 +63,11 @@ ExtendMethod = _choice(
 Beyond = _choice("Beyond", "none clamp interpolate", "eval.absolute_beyond: posx.model.encodings.BEYOND")
 Protocol = _choice("Protocol", "nonoverlapping sliding", "eval.protocol: posx.eval.scoring.PROTOCOLS")
 Variant = _choice("Variant", "prompt copy", "eval.passkey.variants: posx.eval.passkey.VARIANTS")
+Task = _choice(
+    "Task",
+    "passkey niah niah_multikey niah_multivalue variable_tracking mqar copy selective_copy",
+    "eval.tasks, data.mix_tasks: posx.tasks.registry.TASKS",
+)
 Source = _choice("Source", "stdlib text datasets", "data.source: posx.data.sources.SOURCES")
 Logger = _choice("Logger", "none tensorboard wandb", "logger.name: posx.core.trackers.LOGGERS")
 LoggerMode = _choice("LoggerMode", "offline online disabled", "logger.mode: wandb's modes")
@@ -115,6 +120,10 @@ class DataConfig:
     data_files: Any = None  # datasets: local file(s): a path, a glob, a list, or {split: paths}
     split: str = "train"  # datasets: the split read (posx holds out its own validation documents)
     text_column: str = "text"  # datasets: the column holding each document's text
+    task_mix: float = 0.0  # share of training sequences replaced by generated task sequences (posx/train/taskmix.py)
+    mix_tasks: List[Task] = field(
+        default_factory=lambda: ["niah", "niah_multikey", "variable_tracking", "mqar", "copy"]
+    )  # task_mix: the tasks drawn from, each equally often (options: eval.task_options' defaults)
 
 
 @dataclass
@@ -174,6 +183,21 @@ class PasskeyConfig:
 
 
 @dataclass
+class TaskOptions:
+    trials: int = 16  # samples per (length, task), the same ones for every method
+    depth_buckets: int = 4  # samples are spread evenly over this many depth ranges
+    seed: int = 0  # seeds keys, values, depths and haystack offsets
+    digits: int = 5  # digits of a value (niah, variable_tracking, mqar) and of the passkey
+    key_letters: int = 4  # letters of a key or variable name
+    distractors: int = 3  # niah_multikey: needles with other keys
+    answers: int = 3  # niah_multivalue: values of the one key; selective_copy: words to copy
+    hops: int = 3  # variable_tracking: assignments in the chain (and in the distractor chain)
+    queries: int = 4  # mqar: keys asked for at the end
+    span: int = 16  # copy: letters of the copied span
+    cue: int = 4  # copy: tokens of the repeat that are given before scoring starts
+
+
+@dataclass
 class EvalConfig:
     factors: List[float] = field(default_factory=lambda: [1.0, 2.0, 4.0, 8.0])  # lengths as multiples of T
     methods: List[Method] = field(default_factory=lambda: ["none", "pi", "ntk", "yarn", "abf"])  # RoPE methods scored
@@ -191,6 +215,8 @@ class EvalConfig:
     stride: Optional[int] = None  # sliding: tokens scored per window; null: T/2
     bucket_width: Optional[int] = None  # positions.csv bucket width in tokens; null: T/8
     passkey: PasskeyConfig = field(default_factory=PasskeyConfig)  # passkey retrieval (passkey.csv)
+    tasks: List[Task] = field(default_factory=lambda: ["passkey"])  # synthetic tasks scored into tasks.csv
+    task_options: TaskOptions = field(default_factory=TaskOptions)  # the tasks' sizes and seed (posx/tasks/)
     within_documents: bool = False  # windows never cross a document boundary (posx/eval/documents.py)
     min_document_tokens: int = 0  # within_documents: skip documents shorter than this (and than a window)
 

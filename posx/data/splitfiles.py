@@ -55,7 +55,6 @@ class SplitFile:
         self.f.close()
 
 
-
 class Encoder:
     """Collects a split's elements and writes their ids in batches of about ``BATCH_BYTES``.
 

@@ -27,7 +27,7 @@ import torch
 from rich.console import Console
 
 from posx.core.errors import PosxError
-from posx.eval import scoring
+from posx.eval import bytecount, scoring
 from posx.eval.tables import COLUMNS, Evaluation, position_rows
 from posx.model.encodings import PositionOutOfRange
 from posx.model.gpt import GPT
@@ -54,6 +54,13 @@ def _score(
     return ("ok" if math.isfinite(scores.total) else "nonfinite"), scores
 
 
+def _per_byte(row: dict, n_bytes: int) -> dict:
+    """bytes, bpb and its interval of a row (``posx.eval.bytecount``); NaN when not scored."""
+    per_byte = row["tokens"] / n_bytes / bytecount.LN2 if n_bytes > 0 and row["status"] == "ok" else math.nan
+    lo, hi = (math.log(row[k]) * per_byte if row[k] > 0 else math.nan for k in ("ppl_lo", "ppl_hi"))
+    return {"bytes": n_bytes, "bpb": row["nll"] * per_byte, "bpb_lo": lo, "bpb_hi": hi}
+
+
 def evaluate_extended(
     model: GPT,
     meta: RunMeta,
@@ -63,8 +70,10 @@ def evaluate_extended(
     device: torch.device,
     run_name: str,
     console: Console | None = None,
+    tokenizer=None,
 ) -> Evaluation:
-    """One row per (stage, length); the zero-shot stage is left out when the parent is gone."""
+    """One row per (stage, length); the zero-shot stage is left out when the parent is gone.
+    ``tokenizer`` (None: bytes) says how many bytes each token covers (bits per byte)."""
     lineage = meta.extended_from
     T0, T1 = lineage.train_context, meta.train_context
     lengths = lengths_for(T0, T1, ev.factors)
@@ -78,6 +87,7 @@ def evaluate_extended(
             f"at each length ({needed} read); lower eval.tokens or use more data"
         )
     width = scoring.bucket_width_for(ev.bucket_width, T0)
+    counts = bytecount.token_bytes(tokenizer)
     stages: list[tuple[str, GPT, int]] = []
     parent_dir = find_parent(meta, results_dir)
     if parent_dir is None:
@@ -106,7 +116,9 @@ def evaluate_extended(
                 "status": status, "protocol": ev.protocol, "stride": stride, "reference_context": T0,
                 "stage": stage, "absolute_beyond": "none", "within_documents": False, "documents": math.nan,
                 "nll_se": ci.nll_se, "ppl_lo": ci.ppl_lo, "ppl_hi": ci.ppl_hi, "windows": ci.windows, "eval_id": "",
+                "window_start": "stream", "normalisation": "token",
             }  # fmt: skip
+            row.update(_per_byte(row, bytecount.scored_bytes(val, L, stride, n_tokens, counts)))
             rows.append(row)
             if status != "ok":
                 continue

@@ -3,10 +3,13 @@
 Protocol (eval.protocol, ``posx.eval.scoring``): non-overlapping windows of length
 L = factor x T taken in order from the held-out split, or sliding windows scoring the last
 eval.stride tokens of each; every length scores the same number of tokens; the NLL is the
-mean over tokens. Beside the main table an evaluation has the per-position buckets and the
-passkey rows (``posx.eval.passkey``). Rows that cannot be computed say why in ``status``
-instead of crashing: ``out_of_range`` (learned absolute past its table), ``not_applicable``
-(a RoPE method on a model without RoPE), ``nonfinite`` (the model produced inf/NaN logits).
+mean over tokens, and every row also gives it in bits per byte (``posx.eval.bytecount``) with
+the facts that make protocols differ (window, stride, within documents, what starts a window,
+the normalisation). Beside the main table an evaluation has the per-position buckets, the
+passkey rows (``posx.eval.passkey``) and the task suite's rows (``posx.eval.suite``). Rows
+that cannot be computed say why in ``status`` instead of crashing: ``out_of_range`` (learned
+absolute past its table), ``not_applicable`` (a RoPE method on a model without RoPE),
+``nonfinite`` (the model produced inf/NaN logits).
 
 ``factor`` is relative to ``reference_context``: T for a plain run, the parent's T for an
 extended run (``posx extend``), which ``posx.eval.extended`` evaluates instead. Every row of
@@ -24,7 +27,7 @@ from rich.console import Console
 
 from posx.core.errors import PosxError
 from posx.core.progress import Reporter
-from posx.eval import documents, passkey, scoring
+from posx.eval import bytecount, documents, passkey, scoring, suite
 from posx.eval.tables import COLUMNS, KEYS, Evaluation, position_rows
 from posx.model.encodings import PositionOutOfRange
 from posx.model.gpt import GPT
@@ -53,7 +56,8 @@ def _new_row(
         "status": "ok", "protocol": ev.protocol, "stride": stride, "reference_context": T, "stage": "zero-shot",
         "absolute_beyond": beyond, "within_documents": plan is not None,
         "documents": plan.documents if plan is not None else math.nan, "nll_se": math.nan, "ppl_lo": math.nan,
-        "ppl_hi": math.nan, "windows": 0, "eval_id": "",
+        "ppl_hi": math.nan, "windows": 0, "eval_id": "", "bytes": math.nan, "bpb": math.nan, "bpb_lo": math.nan,
+        "bpb_hi": math.nan, "window_start": "documents" if plan is not None else "stream", "normalisation": "token",
     }  # fmt: skip
 
 
@@ -103,10 +107,17 @@ def evaluate(
         for L in lengths
         for v in variants
     }
+    tasks = suite.make_suite(val, lengths, ev, tokenizer) if long_tables else {}
+    counts = bytecount.token_bytes(tokenizer)
+    n_bytes = {
+        L: bytecount.scored_bytes(val, L, s, n_tokens, counts, plans[L].starts if within else None)
+        for L, s in zip(lengths, strides)
+    }
     width = scoring.bucket_width_for(ev.bucket_width, T)
     beyond = ev.absolute_beyond if model.pos.kind == "absolute" else "none"  # no table, no patch
     positions: list[dict] = []
     passkey_rows: list[dict] = []
+    task_rows: list[dict] = []
     rows = []
     memo: dict = {}  # cells that share a length and frequencies are scored once (``cell_key``)
     model.eval()
@@ -117,8 +128,13 @@ def evaluate(
             rows.append(row)
             cell_trials = {v: trials[(L, v)] for v in variants}
             starts = plans[L].starts if within else None
-            scores, results = _score_cell(model, val, ev, device, row, n_tokens, cell_trials, rope_args, starts, memo)
+            row["bytes"] = n_bytes[L]
+            trials = {"passkey": cell_trials, "tasks": tasks}
+            scores, results = _score_cell(model, val, ev, device, row, n_tokens, trials, rope_args, starts, memo)
             keys = {k: row[k] for k in KEYS}
+            task_rows += suite.suite_rows(
+                keys, row["status"], tasks, L, results.get("tasks"), ev.task_options.depth_buckets
+            )
             if long_tables and row["status"] == "ok":
                 positions.extend(position_rows(row, scoring.buckets(scores, width), "zero-shot"))
             for v in variants:
@@ -127,7 +143,9 @@ def evaluate(
             progress.advance(
                 f"{method} {factor:g}x (L={L}) " + (f"ppl {row['ppl']:.3f}" if row["status"] == "ok" else row["status"])
             )
-    return Evaluation(table=pd.DataFrame(rows, columns=COLUMNS), positions=positions, passkey=passkey_rows)
+    return Evaluation(
+        table=pd.DataFrame(rows, columns=COLUMNS), positions=positions, passkey=passkey_rows, tasks=task_rows
+    )
 
 
 def _score_cell(
@@ -142,7 +160,8 @@ def _score_cell(
     starts: list[int] | None,
     memo: dict,
 ) -> tuple[scoring.Scores | None, dict]:
-    """Fill one row (method at one length) in place; returns its scores and passkey results.
+    """Fill one row (method at one length) in place; returns its scores and the results of
+    ``trials`` ({"passkey": {variant: trials}, "tasks": the suite}): {variant: ..., "tasks": {task: ...}}.
     ``memo``: what cells scored so far computed, by ``cell_key``; a cell whose length, stride and
     frequencies equal an earlier one's reuses its scores instead of running the model again."""
     L, method = row["eval_context"], row["method"]
@@ -162,7 +181,10 @@ def _score_cell(
         if key not in memo:
             with rescaled(model, inv_freq, row["attention_factor"]):
                 scores = scoring.score(model, val, L, row["stride"], n_tokens, ev.batch_tokens, device, starts)
-                results = {v: passkey.score_trials(model, t, ev.batch_tokens, device) for v, t in trials.items()}
+                results = {
+                    v: passkey.score_trials(model, t, ev.batch_tokens, device) for v, t in trials["passkey"].items()
+                }
+                results["tasks"] = suite.score_suite(model, trials["tasks"], L, ev.batch_tokens, device)
             memo[key] = scores, results
         scores, results = memo[key]
     except PositionOutOfRange:
@@ -176,6 +198,8 @@ def _score_cell(
     row["ppl"] = math.exp(row["nll"])
     ci = scores.interval()
     row.update(nll_se=ci.nll_se, ppl_lo=ci.ppl_lo, ppl_hi=ci.ppl_hi, windows=ci.windows)
+    per_byte = scores.tokens / row["bytes"] / bytecount.LN2 if row["bytes"] > 0 else math.nan  # bits/byte per nat/token
+    row.update(bpb=row["nll"] * per_byte, bpb_lo=math.log(ci.ppl_lo) * per_byte, bpb_hi=math.log(ci.ppl_hi) * per_byte)
     return scores, results
 
 

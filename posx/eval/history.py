@@ -1,7 +1,7 @@
 """Evaluations are kept, not replaced: each one's tables live under the identity of its settings.
 
 A run directory holds every evaluation it had under ``eval/<id>/`` (extrapolation.csv and .md,
-positions.csv, passkey.csv and ``eval.yaml``: the settings, the device and the weights they
+positions.csv, passkey.csv, tasks.csv and ``eval.yaml``: the settings, the device and the weights they
 scored), and the current one (the last evaluated, or the one asked for again) as copies at
 its top level, where ``posx report`` and older tools read them. ``<id>`` is a hash of the
 settings that change the numbers: every ``eval.*`` key but ``after_train`` and
@@ -26,7 +26,7 @@ from posx.eval.tables import Evaluation, read_table, write_tables
 
 EVAL_DIR = "eval"
 SETTINGS = "eval.yaml"
-TABLE_FILES = ("extrapolation.csv", "extrapolation.md", "positions.csv", "passkey.csv")
+TABLE_FILES = ("extrapolation.csv", "extrapolation.md", "positions.csv", "passkey.csv", "tasks.csv")
 NOT_IDENTITY = ("after_train", "batch_tokens")  # eval.* keys that do not change the numbers
 
 
@@ -146,10 +146,13 @@ def make_current(run_dir: Path, folder: Path) -> list[Path]:
 
 def load(folder: Path) -> Evaluation:
     """A stored evaluation read back."""
-    positions = folder / "positions.csv"
-    passkey = folder / "passkey.csv"
+
+    def rows(name: str) -> list:
+        return read_table(folder / name).to_dict("records") if (folder / name).is_file() else []
+
     return Evaluation(
         table=read_table(folder / "extrapolation.csv"),
-        positions=read_table(positions).to_dict("records") if positions.is_file() else [],
-        passkey=read_table(passkey).to_dict("records") if passkey.is_file() else [],
+        positions=rows("positions.csv"),
+        passkey=rows("passkey.csv"),
+        tasks=rows("tasks.csv"),
     )

@@ -35,9 +35,10 @@ import torch.nn.functional as F
 
 from posx.core.device import autocast
 from posx.core.errors import PosxError
+from posx.tasks.niah import PASSKEY_MARK
 
 VARIANTS = ("prompt", "copy")
-MARK = "\npasskey = "  # the statement and the question both start with it
+MARK = PASSKEY_MARK  # the statement and the question both start with it
 
 
 @dataclass

@@ -76,7 +76,7 @@ def evaluate_loaded(run: Loaded, cfg: DictConfig, console: Console) -> Evaluatio
         if cfg.eval.within_documents:
             console.print("[yellow]note:[/] eval.within_documents is not applied to an extended run")
         return evaluate_extended(
-            run.model, meta, run.val, cfg.eval, cfg.results_dir, run.device, run.run_dir.name, console
+            run.model, meta, run.val, cfg.eval, cfg.results_dir, run.device, run.run_dir.name, console, run.tokenizer
         )
     return evaluate(
         run.model,
@@ -123,6 +123,8 @@ def show(result: Evaluation, run_dir: Path, written: list[Path], console: Consol
             )
         else:
             console.print(passkey_table(pk, f"passkey accuracy, {run_dir.name}"))
+    if result.tasks:
+        console.print(passkey_table(result.tasks_frame, f"task suite, exact answers, {run_dir.name}", by="task"))
     console.print(f"{verb} " + ", ".join(str(p) for p in written), markup=False)
 
 

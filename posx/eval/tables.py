@@ -2,7 +2,8 @@
 
 ``extrapolation.csv`` (and .md): one row per (method, length), or per (stage, length) for
 an extended run. ``positions.csv``: mean NLL per bucket of window positions. ``passkey.csv``:
-passkey retrieval per (method, length, variant, depth range). An evaluation is an
+passkey retrieval per (method, length, variant, depth range). ``tasks.csv``: the synthetic
+tasks (``posx.tasks``) per (method, length, task, depth range). An evaluation is an
 ``Evaluation``; ``write_tables`` writes all of it, each file replaced atomically.
 """
 
@@ -39,7 +40,16 @@ COLUMNS = [
     "ppl_hi",
     "windows",
     "eval_id",
+    "bytes",
+    "bpb",
+    "bpb_lo",
+    "bpb_hi",
+    "window_start",
+    "normalisation",
 ]
+# bytes: UTF-8 bytes of the text the scored tokens cover; bpb: bits per byte, nll x tokens / ln 2 / bytes, with
+# its 95% interval (posx.eval.bytecount); window_start: what starts a window (stream: every stride tokens of the
+# held-out text, documents: a document start); normalisation: how the NLL averages (token: over scored tokens).
 # nll_se: standard error of the mean NLL over the scored windows; ppl_lo/ppl_hi: the 95% interval
 # exp(nll -/+ q nll_se), q Student's t (posx.eval.scoring.interval); eval_id: the identity of the evaluation
 # settings (posx.eval.history), the name of the eval/<eval_id>/ folder that keeps this table.
@@ -62,6 +72,24 @@ PASSKEY_COLUMNS = [
     "key_nll",
     "status",
 ]
+TASK_COLUMNS = [
+    *KEYS,
+    "task",
+    "depth_lo",
+    "depth_hi",
+    "trials",
+    "accuracy",
+    "accuracy_lo",
+    "accuracy_hi",
+    "token_accuracy",
+    "answer_nll",
+    "answer_nll_se",
+    "answer_tokens",
+    "status",
+]
+# accuracy: share of samples whose every answer token is the argmax (exact), accuracy_lo/hi its 95% Wilson
+# interval; token_accuracy: mean share of right answer tokens; answer_nll: mean NLL per answer token (nats),
+# answer_nll_se its standard error over samples (posx.tasks.scoring).
 DEFAULT_PROTOCOL = "nonoverlapping"  # eval.protocol's default, and that of tables written before it existed
 # Columns added to extrapolation.csv after its first version, with the value an older table implies.
 ADDED_COLUMNS = {
@@ -75,6 +103,12 @@ ADDED_COLUMNS = {
     "ppl_hi": math.nan,
     "windows": math.nan,
     "eval_id": "",
+    "bytes": math.nan,
+    "bpb": math.nan,
+    "bpb_lo": math.nan,
+    "bpb_hi": math.nan,
+    "window_start": "",
+    "normalisation": "token",
 }
 
 
@@ -85,10 +119,15 @@ class Evaluation:
     table: pd.DataFrame  # extrapolation.csv, columns COLUMNS
     positions: list = field(default_factory=list)  # positions.csv rows (dicts)
     passkey: list = field(default_factory=list)  # passkey.csv rows (dicts)
+    tasks: list = field(default_factory=list)  # tasks.csv rows (dicts)
 
     @property
     def passkey_frame(self) -> pd.DataFrame:
         return pd.DataFrame(self.passkey, columns=PASSKEY_COLUMNS)
+
+    @property
+    def tasks_frame(self) -> pd.DataFrame:
+        return pd.DataFrame(self.tasks, columns=TASK_COLUMNS)
 
 
 # Numeric columns of the tables; a value there that is not a number is a damaged table.
@@ -115,15 +154,36 @@ NUMERIC = {
     "ppl_lo",
     "ppl_hi",
     "windows",
+    "bytes",
+    "bpb",
+    "bpb_lo",
+    "bpb_hi",
+    "accuracy_lo",
+    "accuracy_hi",
+    "token_accuracy",
+    "answer_nll",
+    "answer_nll_se",
+    "answer_tokens",
 }
-TABLE_COLUMNS = {"extrapolation.csv": COLUMNS, "positions.csv": POSITION_COLUMNS, "passkey.csv": PASSKEY_COLUMNS}
+TABLE_COLUMNS = {
+    "extrapolation.csv": COLUMNS,
+    "positions.csv": POSITION_COLUMNS,
+    "passkey.csv": PASSKEY_COLUMNS,
+    "tasks.csv": TASK_COLUMNS,
+}
 # Per table: the columns added after its first version, with the value an older table implies.
-OPTIONAL = {"extrapolation.csv": ADDED_COLUMNS, "positions.csv": {"stage": "zero-shot"}, "passkey.csv": {}}
+OPTIONAL = {
+    "extrapolation.csv": ADDED_COLUMNS,
+    "positions.csv": {"stage": "zero-shot"},
+    "passkey.csv": {},
+    "tasks.csv": {},
+}
 # Per table: what every version has and reading it needs; any other column of today's may be absent (empty).
 REQUIRED = {
     "extrapolation.csv": ["pos", "train_context", "eval_context", "factor", "method", "ppl", "status"],
     "positions.csv": ["pos", "eval_context", "factor", "method", "bucket_start", "bucket_end", "tokens", "nll"],
     "passkey.csv": ["pos", "eval_context", "factor", "method", "variant", "trials", "accuracy", "key_nll", "status"],
+    "tasks.csv": ["pos", "eval_context", "factor", "method", "task", "trials", "accuracy", "answer_nll", "status"],
 }
 
 
@@ -169,8 +229,8 @@ def read_table(path: Path) -> pd.DataFrame:
 
 
 def write_tables(result: Evaluation, run_dir: Path) -> list[Path]:
-    """extrapolation.csv and .md, positions.csv and passkey.csv, each replaced atomically.
-    A positions.csv or passkey.csv left by an earlier evaluation is removed when this one has
+    """extrapolation.csv and .md, positions.csv, passkey.csv and tasks.csv, each replaced atomically.
+    A positions.csv, passkey.csv or tasks.csv left by an earlier evaluation is removed when this one has
     none, so no table describes another evaluation than its neighbours."""
     df = result.table
     with files.atomic_path(run_dir / "extrapolation.csv") as tmp:
@@ -180,6 +240,7 @@ def write_tables(result: Evaluation, run_dir: Path) -> list[Path]:
     for name, rows, columns in (
         ("positions.csv", result.positions, POSITION_COLUMNS),
         ("passkey.csv", result.passkey, PASSKEY_COLUMNS),
+        ("tasks.csv", result.tasks, TASK_COLUMNS),
     ):
         if rows:
             with files.atomic_path(run_dir / name) as tmp:
@@ -216,15 +277,16 @@ def _half_width(row) -> str:
     return f" [dim]±{(hi - lo) / 2:.3f}[/]" if lo == lo and hi == hi else ""
 
 
-def passkey_table(pk: pd.DataFrame, title: str) -> Table:
-    """Method x variant by rows, factors by columns, accuracy over all depths in the cells."""
+def passkey_table(pk: pd.DataFrame, title: str, by: str = "variant") -> Table:
+    """Method x ``by`` (the passkey variant, or the task of tasks.csv) by rows, factors by
+    columns, exact answers over all depths in the cells."""
     factors = sorted(pk["factor"].unique())
     table = Table(title=title)
     table.add_column("method")
-    table.add_column("variant")
+    table.add_column(by)
     for f in factors:
         table.add_column(f"{f:g}x", justify="right")
-    for (method, variant), group in pk.groupby(["method", "variant"], sort=False):
+    for (method, variant), group in pk.groupby(["method", by], sort=False):
         if (group["status"] == "not_applicable").all():
             continue  # a RoPE method on a model without RoPE: the perplexity table says so
         cells = []

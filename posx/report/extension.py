@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from posx.core import files
+from posx.report import output
 from posx.report.plots import colors_for, legend_order, log_ticks
 
 KEY = ["group", "parent", "encoding", "method"]
@@ -186,6 +186,4 @@ def plot_extension(curves: pd.DataFrame, path: Path) -> Path | None:
         "Extension: perplexity at the new length during continued training (mean, band ± std over seeds)", fontsize=11
     )
     fig.tight_layout()
-    with files.atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight")
-    return path
+    return output.save(fig, path)

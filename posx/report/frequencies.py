@@ -22,6 +22,8 @@ from posx import rope
 from posx.core import files
 from posx.core.errors import PosxError
 from posx.model.rescale import method_frequencies
+from posx.report.output import DPI
+from posx.report.palette import color_of
 
 MAX_HEAD_DIM = 4096  # beyond any model's head; keeps the table a table
 MAX_CONTEXT = 1 << 24
@@ -120,8 +122,10 @@ _MARKERS = ["o", "s", "^", "v", "D", "x", "+", "*", "<", ">"]
 
 
 def plot(df: pd.DataFrame, context: int, target: int, title: str, path: Path) -> Path:
-    """A PNG of wavelength (log scale) by pair index, one line per method, T and L marked."""
-    fig = Figure(figsize=(9, 5.5), dpi=120)
+    """Wavelength (log scale) by pair index, one line per method (methods with the same curve share
+    one line and one legend entry), T and L marked; the legend sits under the axes so the plot
+    keeps the figure's width. PNG at 200 dpi, or PDF when ``path`` ends in .pdf."""
+    fig = Figure(figsize=(9, 6.5), layout="constrained")
     ax = fig.subplots()
     same = {s[0]: s for s in coinciding(df, {m: 0.0 for m in df.columns})}  # same curves, one line
     hidden = {m for s in same.values() for m in s[1:]}
@@ -135,6 +139,7 @@ def plot(df: pd.DataFrame, context: int, target: int, title: str, path: Path) ->
             markersize=3.5,
             linewidth=1.2,
             label=label,
+            color=color_of(method),
         )
     ax.axhline(context, color="black", linewidth=1.0, linestyle="--")
     ax.axhline(target, color="firebrick", linewidth=1.0, linestyle=":")
@@ -152,10 +157,10 @@ def plot(df: pd.DataFrame, context: int, target: int, title: str, path: Path) ->
     ax.set_ylabel("wavelength 2π / θᵢ (positions, log scale)")
     ax.set_title(title, fontsize=10)
     ax.grid(True, which="major", alpha=0.3)
-    ax.legend(fontsize=8, ncol=2, loc="upper left", bbox_to_anchor=(1.01, 1.0))
-    fig.tight_layout()
+    ax.legend(fontsize=8, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.12), frameon=False)
+    fmt = "pdf" if Path(path).suffix.lower() == ".pdf" else "png"
     with files.atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png")
+        fig.savefig(tmp, format=fmt, dpi=DPI, bbox_inches="tight")
     return path
 
 

@@ -24,11 +24,10 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from matplotlib import colormaps
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
-from posx.core import files
+from posx.report import output, palette
 from posx.report.crowd import MAX_LINES, MAX_PANELS, TITLE, crowded, note, pool, pooled_label
 
 STYLES = ["-", "--", ":", "-."]
@@ -57,9 +56,8 @@ def legend_order(name: str) -> tuple:
 
 
 def colors_for(names) -> dict:
-    """One colour per name (encoding x method), the same in every plot of a report."""
-    cmap = colormaps["tab20"] if len(set(names)) > 10 else colormaps["tab10"]
-    return {name: cmap(i % cmap.N) for i, name in enumerate(sorted(set(names), key=legend_order))}
+    """One colour per name (encoding x method), the same in every figure (``posx.report.palette``)."""
+    return palette.colors_for(sorted(set(names), key=legend_order))
 
 
 def log_ticks(ax, lo: float, hi: float) -> None:
@@ -94,9 +92,8 @@ def _figure_legend(fig, axes) -> None:
 
 
 def save(fig, path: Path) -> Path:
-    with files.atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight")
-    return path
+    """PNG (200 dpi) and PDF (``posx.report.output``)."""
+    return output.save(fig, path)
 
 
 def _line_label(enc: str, method: str, group: str, parent: str, extras: bool) -> str:

@@ -51,7 +51,7 @@ def extrapolation_rows(con) -> None:
     con.execute(
         'CREATE OR REPLACE TEMP VIEW ext_rows AS SELECT r."group", r.parent, t.pos AS encoding, '
         f"{STAGED} AS method, t.protocol, t.factor, t.train_context, t.eval_context, t.ppl, t.ppl_lo, t.ppl_hi, "
-        "t.status, r.seed, t.run AS run_dir FROM ext t JOIN runs r ON t.run = r.run"
+        "t.status, t.bpb, r.seed, t.run AS run_dir FROM ext t JOIN runs r ON t.run = r.run"
     )
 
 
@@ -61,7 +61,8 @@ def summary(con) -> pd.DataFrame:
     return con.execute(
         f"WITH cells AS (SELECT {keys}, {_joined('train_context')} AS train_context, "
         f"{_joined('eval_context')} AS eval_context, avg(ppl) FILTER (WHERE {ok}) AS ppl_mean, "
-        f"stddev_samp(ppl) FILTER (WHERE {ok}) AS ppl_std, count(*) FILTER (WHERE {ok}) AS n_seeds, "
+        f"stddev_samp(ppl) FILTER (WHERE {ok}) AS ppl_std, avg(bpb) FILTER (WHERE {ok}) AS bpb_mean, "
+        f"count(*) FILTER (WHERE {ok}) AS n_seeds, "
         f"any_value(ppl_lo) FILTER (WHERE {ok}) AS one_lo, any_value(ppl_hi) FILTER (WHERE {ok}) AS one_hi, "
         f"{_joined('seed', ok)} AS seeds FROM ext_rows GROUP BY ALL), "
         f"st AS ({_statuses(SUMMARY_KEYS, 'ext_rows')}) "

@@ -43,7 +43,7 @@ from posx.report.scan import COLUMNS
 from posx.runs.rundir import CONFIG, META, RUN_MARKERS, is_run, is_run_dir, read_meta
 
 TABLES = ("extrapolation.csv", "positions.csv", "passkey.csv")
-OPTIONAL = ("metrics.csv",)  # read when there; a run without it is not "missing" a table
+OPTIONAL = ("metrics.csv", "tasks.csv")  # read when there; a run without it is not "missing" a table
 EVALUATIONS = ("current", "all")
 # The cell of each table that one evaluation scores once; in --evaluations all the newest wins.
 CELL = {

@@ -30,7 +30,8 @@ from rich.console import Console
 from posx.core import files
 from posx.core.console import new_console
 from posx.core.errors import PosxError
-from posx.report import extension, figures, plots, queries, store
+from posx.eval.tables import read_table
+from posx.report import extension, figures, output, plots, queries, store, task_figures
 from posx.report.groups import group_runs, relative_names
 from posx.report.runtables import EVALUATIONS, RunTables, collect, find_run_dirs
 from posx.report.writeup import GROUP, KEYS, figure_notes, markdown, rich_summary
@@ -43,6 +44,7 @@ SUMMARY_COLUMNS = [
     "ppl_std",
     "ppl_lo",
     "ppl_hi",
+    "bpb_mean",  # bits per byte: comparable across tokenizers
     "band",
     "n_seeds",
     "seeds",
@@ -65,7 +67,9 @@ def summarize(con) -> pd.DataFrame:
     base = summary[summary["factor"] == 1.0][[*KEYS, "ppl_mean"]].rename(columns={"ppl_mean": "base"})
     summary = summary.merge(base, on=KEYS, how="left")
     summary["ratio_to_1x"] = summary["ppl_mean"] / summary["base"]
-    return summary[SUMMARY_COLUMNS].astype({"ppl_mean": float, "ppl_std": float, "ppl_lo": float, "ppl_hi": float})
+    return summary[SUMMARY_COLUMNS].astype(
+        {"ppl_mean": float, "ppl_std": float, "ppl_lo": float, "ppl_hi": float, "bpb_mean": float}
+    )
 
 
 def check_out(out: str | Path | None) -> None:
@@ -121,6 +125,16 @@ def _load(paths: list[str | Path], evaluations: str, reports: Path):
     return loaded, runs, grouping, gathered
 
 
+def _tasks(runs: list[RunTables]) -> pd.DataFrame:
+    """Every counted run's tasks.csv (an optional table, read per run) with its group, seed and parent."""
+    frames = [
+        read_table(r.path / "tasks.csv").assign(run_dir=str(r.path), seed=r.seed, parent=r.parent, group=r.group)
+        for r in runs
+        if (r.path / "tasks.csv").is_file()
+    ]
+    return pd.concat(frames, ignore_index=True).rename(columns={"pos": "encoding"}) if frames else pd.DataFrame()
+
+
 def _write(staging: Path, tables: dict, runs, grouping, names, factor, smooth) -> dict:
     """Every file of the report into ``staging``; returns the PNGs drawn (name -> path or None)."""
     summary, pk_summary, missing, ext_table = (tables[k] for k in ("summary", "passkey", "missing", "extension"))
@@ -144,6 +158,7 @@ def _write(staging: Path, tables: dict, runs, grouping, names, factor, smooth) -
     )
     curves = extension.extension_curves(tables["training"], ext_table, tables["extended"])
     drawn["extension.png"] = extension.plot_extension(curves, staging / "extension.png") if tables["extended"] else None
+    drawn.update(task_figures.draw(_tasks(runs), staging))
     with open(staging / "summary.md", "a", encoding="utf-8") as f:
         f.write(figure_notes(notes))
     return drawn
@@ -175,7 +190,7 @@ def _tell(console: Console, summary: pd.DataFrame, runs: list[RunTables], groupi
     console.print(f"wrote {out_dir}", highlight=False)
 
 
-def _publish(loaded, runs, grouping, con, out, results_dir, factor, smooth):
+def _publish(loaded, runs, grouping, con, out, results_dir, factor, smooth, formats):
     """Compute every table, write the report into a staging folder and publish it whole; returns
     (its directory, the summary, the PNGs drawn)."""
     names = relative_names([r.path for r in loaded])
@@ -203,6 +218,7 @@ def _publish(loaded, runs, grouping, con, out, results_dir, factor, smooth):
         None if out is None else Path(out), Path(results_dir) / "reports", time.strftime("%Y%m%d-%H%M%S")
     ) as (staging, published):
         drawn = _write(staging, tables, runs, grouping, names, factor, smooth)
+        output.keep_formats(staging, formats)
     return published[0], summary, drawn
 
 
@@ -214,22 +230,27 @@ def report(
     console: Console | None = None,
     smooth: int = 1,
     evaluations: str = "current",
+    formats: str = "png,pdf",
 ) -> Path:
-    """Build the report; returns its directory."""
+    """Build the report; returns its directory. ``formats``: the figure formats kept (``posx.report.output``)."""
     console = console or new_console()
     if smooth < 1:
         raise PosxError(f"--smooth {smooth} must be at least 1 (buckets in the moving mean)")
     if evaluations not in EVALUATIONS:
         raise PosxError(f"--evaluations {evaluations} is not one of {', '.join(EVALUATIONS)}")
+    kept = output.parse_formats(formats)  # a bad --format fails before any work
     check_out(out)
     reports = Path(out).parent if out is not None else Path(results_dir) / "reports"
     loaded, runs, grouping, gathered = _load(paths, evaluations, reports)
     try:
-        out_dir, summary, drawn = _publish(loaded, runs, grouping, gathered.con, out, results_dir, factor, smooth)
+        out_dir, summary, drawn = _publish(loaded, runs, grouping, gathered.con, out, results_dir, factor, smooth, kept)
     except BaseException:
         store.discard(gathered)
         raise
     store.keep(gathered)
     pngs = {name: None if path is None else out_dir / path.name for name, path in drawn.items()}
     _tell(console, summary, runs, grouping, pngs, out_dir)
+    note = task_figures.tokenizer_note([r.member.identity for r in runs])
+    if note:
+        console.print(f"[yellow]note[/] {note}", highlight=False)
     return out_dir

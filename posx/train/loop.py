@@ -80,6 +80,7 @@ from posx.train.steps import (
     train_step,
     write_metrics,
 )
+from posx.train.taskmix import mix_batch
 
 COMPILE_BACKEND = "inductor"  # torch.compile's backend (tests use "eager" to check graphs without codegen)
 __all__ = ["COMPILE_BACKEND", "train"]
@@ -271,6 +272,7 @@ def step(state: LoopState, lr: float) -> float:
     cfg, rank, local = state.cfg, distributed.rank(), state.local
     set_lr(state.optimizer, lr)
     x, y = data_mod.get_batch(state.corpus.train, cfg.train.batch_size, cfg.train.context_length, state.gen)
+    x, y, _ = mix_batch(x, y, cfg.data, state.corpus.train, cfg.seed, state.step, state.corpus.tokenizer)
     x, y = x[rank * local : (rank + 1) * local], y[rank * local : (rank + 1) * local]
     loss = train_step(
         state.model, state.optimizer, x, y, state.device, state.micro, cfg.train.grad_clip, state.fwd, state.ddp

@@ -1,0 +1,61 @@
+"""Bits per byte: a perplexity that does not depend on the tokenizer.
+
+A per-token NLL means different things for a byte tokenizer and a BPE (a BPE token covers
+several bytes), so runs of different tokenizers compare in bits per byte: the NLL summed over
+the scored tokens, in bits (/ ln 2), over the UTF-8 bytes of the text those tokens cover. With
+the byte tokenizer every token is one byte and bpb = nll / ln 2.
+
+Bytes per token (``token_bytes``): one for the byte tokenizer; for a byte-level BPE (GPT-2's
+byte alphabet, ``tokenizers``' ByteLevel decoder) the number of alphabet symbols in the token,
+each one byte; the end-of-document token counts one byte, the ``\\n`` that separates documents
+for the byte tokenizer, so both score the same text. A tokenizer.json with another decoder
+counts the UTF-8 bytes of each token decoded on its own, which can differ from the text's bytes
+for a token that splits a character (the count is then approximate).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from tokenizers import decoders
+
+LN2 = math.log(2)
+
+
+def token_bytes(tokenizer) -> np.ndarray:
+    """(vocab_size,) int64: bytes of text each token id covers."""
+    hf = None if tokenizer is None else tokenizer.hf
+    if hf is None:
+        return np.ones(256, dtype=np.int64)
+    counts = np.zeros(tokenizer.vocab_size, dtype=np.int64)
+    byte_level = isinstance(hf.decoder, decoders.ByteLevel)
+    added = {i for i in hf.get_added_tokens_decoder()}
+    for i in range(tokenizer.vocab_size):
+        piece = hf.id_to_token(i) or ""
+        if i == tokenizer.eod:
+            counts[i] = 1
+        elif byte_level and i not in added:
+            counts[i] = len(piece)
+        else:
+            counts[i] = len(hf.decode([i], skip_special_tokens=False).encode("utf-8"))
+    return counts
+
+
+def scored_bytes(
+    tokens, length: int, stride: int, n_tokens: int, counts: np.ndarray, starts: list[int] | None = None
+) -> int:
+    """Bytes covered by the targets ``posx.eval.scoring.score`` scores with the same arguments:
+    window k (offset ``starts[k]``, else k x stride) scores targets offset + length - stride + 1 ..
+    offset + length."""
+    offsets = starts if starts is not None else range(0, n_tokens, stride)
+    total = 0
+    for s in offsets:
+        targets = np.asarray(tokens[s + length - stride + 1 : s + length + 1], dtype=np.int64)
+        total += int(counts[targets].sum())
+    return total
+
+
+def bits_per_byte(nll_total: float, n_bytes: int) -> float:
+    """Summed NLL (nats) in bits per byte; NaN without bytes."""
+    return nll_total / LN2 / n_bytes if n_bytes > 0 else math.nan

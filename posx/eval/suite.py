@@ -1,0 +1,64 @@
+"""The synthetic task suite in an evaluation: samples per (length, task), scored per cell.
+
+Each task of ``eval.tasks`` gets ``eval.task_options.trials`` samples at every length, built
+from the held-out split (``posx.tasks.registry``), the same for every method; each cell
+(method at a length) scores them teacher-forced (``posx.tasks.scoring``) and writes one
+tasks.csv row per (task, depth bucket). A cell that was not scored (``out_of_range``,
+``not_applicable``, ...) writes its status in each of its rows.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from posx.eval import passkey
+from posx.tasks import registry, scoring
+from posx.tasks.base import Sample
+
+
+def passkey_samples(source, length: int, opts, tokenizer) -> list[Sample]:
+    """The passkey's prompt trials (``posx.eval.passkey.make_trials``) as samples: with the same
+    trials, digits, depth buckets and seed as ``eval.passkey``, the very trials of passkey.csv."""
+    made = passkey.make_trials(
+        source, length, "prompt", opts.trials, opts.digits, opts.depth_buckets, opts.seed, tokenizer
+    )
+    return [
+        Sample(t.tokens.astype(np.int64), np.arange(length - t.scored, length), t.depth, t.depth_bucket,
+               [(t.key_start, t.tokens[t.key_start : t.key_start + t.scored].astype(np.int64))])
+        for t in made
+    ]  # fmt: skip
+
+
+def samples_of(task: str, val, length: int, opts, tokenizer) -> list[Sample]:
+    """The samples of one task at one length; the passkey's are its own trials."""
+    if task == "passkey":
+        return passkey_samples(val, length, opts, tokenizer)
+    return registry.make_samples(task, val, length, opts.trials, opts, opts.seed, tokenizer)
+
+
+def make_suite(val, lengths: list[int], ev, tokenizer) -> dict:
+    """{(length, task): [Sample]} for every length and task of ``eval.tasks``."""
+    opts = ev.task_options
+    return {(L, str(task)): samples_of(str(task), val, L, opts, tokenizer) for L in lengths for task in ev.tasks}
+
+
+def score_suite(model, suite: dict, length: int, batch_tokens: int, device: torch.device) -> dict:
+    """{task: per-sample results} of the samples at ``length`` (run inside the cell's rescaling)."""
+    return {
+        task: scoring.score_samples(model, samples, batch_tokens, device)
+        for (L, task), samples in suite.items()
+        if L == length
+    }
+
+
+def suite_rows(keys: dict, status: str, suite: dict, length: int, results: dict | None, buckets: int) -> list[dict]:
+    """tasks.csv rows of one cell; ``results`` None when the cell was not scored (``status`` says why)."""
+    rows = []
+    for (L, task), samples in suite.items():
+        if L != length:
+            continue
+        result = None if results is None else results.get(task)
+        for r in scoring.summarize(samples, result, buckets, status):
+            rows.append({**keys, "task": task, **r})
+    return rows

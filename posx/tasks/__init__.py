@@ -1,0 +1,1 @@
+"""Synthetic long-context tasks: generators (one module per family), their registry and scoring."""

@@ -1,0 +1,140 @@
+"""What every task generator shares: a sample, the text it is built from, and how it is assembled.
+
+A sample is a sequence of exactly L token ids assembled from pieces, each encoded on its own
+(as the passkey does, ``posx.eval.passkey``): haystack text cut from a token split, needles
+planted into it at chosen depths, and a tail that asks the question and holds the answer.
+Encoding each piece on its own makes the answer's token positions exact with any tokenizer (a
+BPE cannot merge an answer with the text around it), at the price of a tokenisation the
+tokenizer would not choose for the whole string; the needle and the answer are tokenised alike.
+
+Depth is the share of the haystack before the needle a sample is about (0: at the start of the
+sequence, farthest from the question; near 1: right before it). Samples are stratified over
+``depth_buckets`` equal depth ranges, as the passkey trials are. Every random choice comes from
+a numpy generator seeded by (seed, length, task), so every method at a length sees the same
+samples, and a training batch drawn at (seed, step) is the same on every run of that seed.
+"""
+
+from __future__ import annotations
+
+import string
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from posx.core.errors import PosxError
+
+Encode = Callable[[str], np.ndarray]  # text -> (n,) int64 ids
+LETTERS = np.array(list(string.ascii_lowercase))
+
+
+@dataclass
+class Sample:
+    tokens: np.ndarray  # (L,) int64 ids of the whole sequence
+    answer: np.ndarray  # (k,) int64 indices into tokens of the scored answer tokens, ascending, all >= 1
+    depth: float  # share of the haystack before the needle the sample is about, in [0, 1)
+    depth_bucket: int  # 0 .. depth_buckets - 1
+    needles: list  # (start, ids) of every planted needle, in sequence order (tests check them)
+
+
+@dataclass
+class Context:
+    """What a generator draws from: the haystack split, the encoder and the random generator."""
+
+    source: np.ndarray  # token ids of the haystack split (held-out for evaluation, training for the mix)
+    encode: Encode
+    rng: np.random.Generator
+
+
+def byte_encode(text: str) -> np.ndarray:
+    return np.frombuffer(text.encode("utf-8"), dtype=np.uint8).astype(np.int64)
+
+
+def encoder(tokenizer) -> Encode:
+    """The pieces' encoder: bytes when ``tokenizer`` is None, else its ``encode``."""
+    return byte_encode if tokenizer is None else tokenizer.encode
+
+
+def words(rng: np.random.Generator, n: int, letters: int) -> list[str]:
+    """``n`` distinct random lowercase words of ``letters`` letters."""
+    if n > len(LETTERS) ** letters:
+        raise PosxError(
+            f"a task needs {n} distinct words of {letters} letters, more than there are; "
+            "raise eval.task_options.key_letters"
+        )
+    out: dict[str, None] = {}
+    while len(out) < n:
+        out["".join(rng.choice(LETTERS, letters))] = None
+    return list(out)
+
+
+def numbers(rng: np.random.Generator, n: int, digits: int, distinct: bool = True) -> list[str]:
+    """``n`` random numbers of ``digits`` digits (leading zeros allowed), distinct unless not ``distinct``."""
+    if not distinct:
+        return ["".join(str(d) for d in rng.integers(0, 10, digits)) for _ in range(n)]
+    if n > 10**digits:
+        raise PosxError(
+            f"a task needs {n} distinct values of {digits} digits, more than there are; raise eval.task_options.digits"
+        )
+    out: dict[str, None] = {}
+    while len(out) < n:
+        out["".join(str(d) for d in rng.integers(0, 10, digits))] = None
+    return list(out)
+
+
+def depth_of(rng: np.random.Generator, trial: int, buckets: int) -> tuple[float, int]:
+    """The stratified depth of trial ``trial``: uniform inside bucket ``trial % buckets``."""
+    bucket = trial % buckets
+    return (bucket + rng.random()) / buckets, bucket
+
+
+def later_depths(rng: np.random.Generator, first: float, n: int) -> list[float]:
+    """``n`` depths drawn uniformly in [first, 1), ascending: needles that come after the first."""
+    return sorted(float(d) for d in first + (1 - first) * rng.random(n))
+
+
+def assemble(ctx: Context, length: int, needles: list, tail: list) -> tuple[np.ndarray, np.ndarray, list] | None:
+    """Haystack with ``needles`` [(depth, ids)] planted in depth order, then ``tail`` [(ids, scored)].
+
+    Returns (tokens (L,), answer indices, [(start, ids)] of the needles), or None when the needles
+    and tail leave no room for haystack at this length.
+    """
+    fixed = sum(len(ids) for _, ids in needles) + sum(len(ids) for ids, _ in tail)
+    filler_len = length - fixed
+    if filler_len < 1:
+        return None
+    if len(ctx.source) < filler_len:
+        raise PosxError(
+            f"the haystack split has {len(ctx.source)} tokens, too few for {filler_len} tokens of filler; "
+            "use more data or take the task out of eval.tasks"
+        )
+    offset = int(ctx.rng.integers(0, len(ctx.source) - filler_len + 1))
+    filler = np.asarray(ctx.source[offset : offset + filler_len], dtype=np.int64)
+    parts, planted, at, prev = [], [], 0, 0
+    for depth, ids in sorted(needles, key=lambda n: n[0]):  # stable: equal depths keep their order
+        cut = min(filler_len, max(prev, int(depth * filler_len)))
+        parts.append(filler[prev:cut])
+        at += cut - prev
+        planted.append((at, ids))
+        parts.append(ids)
+        at, prev = at + len(ids), cut
+    parts.append(filler[prev:])
+    at += filler_len - prev
+    answer = []
+    for ids, scored in tail:
+        if scored:
+            answer.extend(range(at, at + len(ids)))
+        parts.append(ids)
+        at += len(ids)
+    tokens = np.concatenate(parts).astype(np.int64)
+    assert len(tokens) == length, (len(tokens), length)
+    return tokens, np.asarray(answer, dtype=np.int64), planted
+
+
+def sample(ctx: Context, length: int, needles: list, tail: list, depth: float, bucket: int) -> Sample | None:
+    """``assemble`` as a Sample (None when it does not fit)."""
+    made = assemble(ctx, length, needles, tail)
+    if made is None:
+        return None
+    tokens, answer, planted = made
+    return Sample(tokens, answer, depth, bucket, planted)

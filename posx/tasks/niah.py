@@ -1,0 +1,71 @@
+"""Needle in a haystack with key-value needles, after RULER (Hsieh et al. 2024, arXiv 2404.06654).
+
+A needle is the statement ``\\n<key>=<value>\\n`` (key: lowercase letters, value: digits), planted
+in held-out text; the sequence ends with the question ``\\n<key>=`` and the answer's value
+tokens are scored. RULER's needles are sentences ("One of the special magic numbers for ... is:
+..."); these are short enough for a model trained at 128 bytes.
+
+* ``niah``: one needle, at the sample's depth.
+* ``niah_multikey``: that needle and ``distractors`` more with other keys and other values at
+  random depths; the question asks for the first one's key.
+* ``passkey`` (as generated for the training mix): the passkey's prompt format
+  (``posx.eval.passkey``), ``MARK<key>\n`` planted and ``MARK`` asked; the evaluation scores the
+  passkey's own trials instead (``posx.tasks.registry``).
+* ``niah_multivalue``: ``answers`` needles with one key and distinct values, the first at the
+  sample's depth and the others after it; the answer is every value, in the order they appear,
+  separated by commas (the commas are given, the values scored).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from posx.tasks.base import Context, Sample, depth_of, later_depths, numbers, sample, words
+
+PASSKEY_MARK = "\npasskey = "  # the passkey's statement and question start with it (posx.eval.passkey)
+
+
+def needle(ctx: Context, key: str, value: str) -> np.ndarray:
+    e = ctx.encode
+    return np.concatenate([e("\n"), e(key), e("="), e(value), e("\n")])
+
+
+def question(ctx: Context, key: str) -> np.ndarray:
+    return np.concatenate([ctx.encode("\n"), ctx.encode(key), ctx.encode("=")])
+
+
+def niah(ctx: Context, length: int, trial: int, opts, buckets: int) -> Sample | None:
+    depth, bucket = depth_of(ctx.rng, trial, buckets)
+    key, value = words(ctx.rng, 1, opts.key_letters)[0], numbers(ctx.rng, 1, opts.digits)[0]
+    tail = [(question(ctx, key), False), (ctx.encode(value), True)]
+    return sample(ctx, length, [(depth, needle(ctx, key, value))], tail, depth, bucket)
+
+
+def niah_multikey(ctx: Context, length: int, trial: int, opts, buckets: int) -> Sample | None:
+    depth, bucket = depth_of(ctx.rng, trial, buckets)
+    n = 1 + opts.distractors
+    keys, values = words(ctx.rng, n, opts.key_letters), numbers(ctx.rng, n, opts.digits)
+    needles = [(depth, needle(ctx, keys[0], values[0]))]
+    needles += [(float(ctx.rng.random()), needle(ctx, k, v)) for k, v in zip(keys[1:], values[1:])]
+    tail = [(question(ctx, keys[0]), False), (ctx.encode(values[0]), True)]
+    return sample(ctx, length, needles, tail, depth, bucket)
+
+
+def niah_multivalue(ctx: Context, length: int, trial: int, opts, buckets: int) -> Sample | None:
+    depth, bucket = depth_of(ctx.rng, trial, buckets)
+    key, values = words(ctx.rng, 1, opts.key_letters)[0], numbers(ctx.rng, opts.answers, opts.digits)
+    depths = [depth, *later_depths(ctx.rng, depth, opts.answers - 1)]
+    needles = [(d, needle(ctx, key, v)) for d, v in zip(depths, values)]
+    tail = [(question(ctx, key), False)]
+    for i, v in enumerate(values):
+        if i:
+            tail.append((ctx.encode(","), False))
+        tail.append((ctx.encode(v), True))
+    return sample(ctx, length, needles, tail, depth, bucket)
+
+
+def passkey(ctx: Context, length: int, trial: int, opts, buckets: int) -> Sample | None:
+    depth, bucket = depth_of(ctx.rng, trial, buckets)
+    key, mark = ctx.encode(numbers(ctx.rng, 1, opts.digits)[0]), ctx.encode(PASSKEY_MARK)
+    planted = np.concatenate([mark, key, ctx.encode("\n")])
+    return sample(ctx, length, [(depth, planted)], [(mark, False), (key, True)], depth, bucket)

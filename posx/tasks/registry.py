@@ -1,0 +1,44 @@
+"""The task registry: name -> generator, and drawing a task's samples.
+
+A generator is ``f(ctx, length, trial, opts, depth_buckets) -> Sample | None`` (None: the
+length cannot hold the task). ``opts`` is ``eval.task_options`` (``TaskOptions`` in
+``posx.config.schema``), shared by evaluation and by the training mix (``posx.train.taskmix``).
+``passkey`` here is the passkey's prompt format drawn like the other tasks (the training mix
+uses it); an evaluation scores the trials of ``posx.eval.passkey`` instead
+(``posx.eval.suite``), so its tasks.csv rows match passkey.csv's prompt rows.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from posx.tasks import copy, mqar, niah, variable_tracking
+from posx.tasks.base import Context, Sample, encoder
+
+GENERATORS = {
+    "passkey": niah.passkey,  # the training mix's; an evaluation scores posx.eval.passkey's trials
+    "niah": niah.niah,
+    "niah_multikey": niah.niah_multikey,
+    "niah_multivalue": niah.niah_multivalue,
+    "variable_tracking": variable_tracking.variable_tracking,
+    "mqar": mqar.mqar,
+    "copy": copy.copy,
+    "selective_copy": copy.selective_copy,
+}
+TASKS = tuple(GENERATORS)  # eval.tasks: posx.config.schema.Task lists these
+
+
+def make_samples(task: str, source, length: int, trials: int, opts, seed: int, tokenizer=None) -> list[Sample]:
+    """``trials`` samples of ``task`` at ``length`` from ``source`` (token ids), seeded by (seed,
+    length, task); [] when the length cannot hold the task."""
+    buckets = opts.depth_buckets
+    generate = GENERATORS[task]
+    rng = np.random.default_rng([seed, length, TASKS.index(task)])
+    ctx = Context(np.asarray(source), encoder(tokenizer), rng)
+    out = []
+    for t in range(trials):
+        made = generate(ctx, length, t, opts, buckets)
+        if made is None:
+            return []
+        out.append(made)
+    return out

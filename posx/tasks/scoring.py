@@ -1,0 +1,87 @@
+"""Teacher-forced scoring of task samples, and their summary per depth bucket.
+
+One forward pass per sample: the logits at position p - 1 predict the token at p, for every
+scored answer position p. Per sample: the mean NLL of its answer tokens (nats), the share of
+answer tokens whose argmax is right (token accuracy), and whether all are (exact: what greedy
+decoding would reproduce when the separators between answer parts are given, the argument of
+``posx.eval.passkey``). A bucket's accuracy is the share of exact samples with its 95% Wilson
+score interval (Wilson 1927); its NLL is the mean over samples with the standard error over samples.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from posx.core.device import autocast
+from posx.tasks.base import Sample
+
+Z95 = 1.959964
+
+
+@torch.no_grad()
+def score_samples(model, samples: list[Sample], batch_tokens: int, device: torch.device) -> dict:
+    """{"nll", "token_accuracy", "exact"}: one value per sample (arrays)."""
+    nll, token_acc, exact = [], [], []
+    if samples:
+        length = len(samples[0].tokens)
+        per_batch = max(1, batch_tokens // length)
+        for b in range(0, len(samples), per_batch):
+            batch = samples[b : b + per_batch]
+            x = torch.stack([torch.from_numpy(s.tokens) for s in batch]).to(device)  # (B, L)
+            with autocast(device):
+                logits = model(x)[0].float()  # (B, L, vocab)
+            for i, s in enumerate(batch):
+                at = torch.from_numpy(s.answer).to(device)  # (k,)
+                pred, target = logits[i, at - 1], x[i, at]  # (k, vocab), (k,)
+                hit = pred.argmax(-1) == target
+                nll.append(F.cross_entropy(pred, target).item())
+                token_acc.append(hit.float().mean().item())
+                exact.append(bool(hit.all()))
+    return {"nll": np.array(nll), "token_accuracy": np.array(token_acc), "exact": np.array(exact, dtype=bool)}
+
+
+def wilson(hits: float, n: int) -> tuple[float, float]:
+    """The 95% Wilson score interval of a proportion hits / n."""
+    if n == 0:
+        return math.nan, math.nan
+    p = hits / n
+    centre = (p + Z95**2 / (2 * n)) / (1 + Z95**2 / n)
+    half = Z95 * math.sqrt(p * (1 - p) / n + Z95**2 / (4 * n * n)) / (1 + Z95**2 / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def empty_row(bucket: int, buckets: int, status: str) -> dict:
+    return {
+        "depth_lo": bucket / buckets, "depth_hi": (bucket + 1) / buckets, "trials": 0, "accuracy": math.nan,
+        "accuracy_lo": math.nan, "accuracy_hi": math.nan, "token_accuracy": math.nan, "answer_nll": math.nan,
+        "answer_nll_se": math.nan, "answer_tokens": math.nan, "status": status,
+    }  # fmt: skip
+
+
+def summarize(samples: list[Sample], result: dict | None, buckets: int, status: str = "ok") -> list[dict]:
+    """One row per depth bucket; ``result`` None (a cell that was not scored): ``status`` in every row."""
+    rows = []
+    for bucket in range(buckets):
+        idx = [i for i, s in enumerate(samples) if s.depth_bucket == bucket]
+        if result is None or not idx:
+            why = status if result is None else "too_short" if not samples else "no_trials"
+            rows.append(empty_row(bucket, buckets, why))
+            continue
+        nll = result["nll"][idx]
+        if not np.isfinite(nll).all():
+            rows.append(empty_row(bucket, buckets, "nonfinite"))
+            continue
+        hits, n = float(result["exact"][idx].sum()), len(idx)
+        lo, hi = wilson(hits, n)
+        se = float(nll.std(ddof=1) / math.sqrt(n)) if n > 1 else math.nan
+        rows.append({
+            **empty_row(bucket, buckets, "ok"), "trials": n, "accuracy": hits / n, "accuracy_lo": lo,
+            "accuracy_hi": hi, "token_accuracy": float(result["token_accuracy"][idx].mean()),
+            "answer_nll": float(nll.mean()), "answer_nll_se": se,
+            "answer_tokens": float(np.mean([len(samples[i].answer) for i in idx])),
+        })  # fmt: skip
+    return rows

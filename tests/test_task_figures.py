@@ -1,0 +1,103 @@
+"""Report figures of the task suite, the shared palette, figure formats and the fixed figures."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from PIL import Image
+
+from posx.report import output, palette, task_figures
+from posx.report.figures import longest_per_run
+from posx.report.plots import colors_for
+
+from conftest import run_posx
+
+
+def tasks_frame(seeds=(0, 1)) -> pd.DataFrame:
+    rows = []
+    for seed in seeds:
+        for enc in ("rope", "alibi"):
+            for factor in (1.0, 2.0, 4.0):
+                for task in ("niah", "copy"):
+                    for b in range(4):
+                        acc = 1.0 if (enc == "alibi" or factor == 1.0) else 0.25 * b
+                        rows.append({"group": "", "encoding": enc, "method": "none", "task": task, "factor": factor,
+                                     "depth_lo": b / 4, "depth_hi": (b + 1) / 4, "trials": 4, "accuracy": acc,
+                                     "answer_nll": 2.0 + b,
+                                     "status": "ok", "run_dir": f"{enc}-{seed}", "seed": seed})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_task_summary_pools_depths_per_run_then_seeds():
+    summary = task_figures.summarize_tasks(tasks_frame())
+    rope4 = summary[(summary["encoding"] == "rope") & (summary["factor"] == 4.0) & (summary["task"] == "niah")].iloc[0]
+    assert rope4["accuracy_mean"] == pytest.approx(0.375) and rope4["trials"] == 32 and rope4["n_seeds"] == 2
+    assert rope4["accuracy_std"] == 0 and rope4["accuracy_lo"] == rope4["accuracy_hi"] == pytest.approx(0.375)
+    assert rope4["answer_nll_mean"] == pytest.approx(3.5)  # trial-weighted over the four buckets
+    one = task_figures.summarize_tasks(tasks_frame(seeds=(0,)))
+    row = one[(one["encoding"] == "rope") & (one["factor"] == 4.0) & (one["task"] == "niah")].iloc[0]
+    assert (row["accuracy_lo"], row["accuracy_hi"]) == pytest.approx(task_figures.wilson(6, 16))
+
+
+@pytest.mark.slow
+def test_task_figures_are_png_at_200_dpi_and_pdf(tmp_path):
+    drawn = task_figures.draw(tasks_frame(), tmp_path)
+    for name in ("tasks_vs_length", "niah_heatmap"):
+        assert drawn[f"{name}.png"] == tmp_path / f"{name}.png"
+        assert (tmp_path / f"{name}.pdf").read_bytes()[:4] == b"%PDF"
+        with Image.open(tmp_path / f"{name}.png") as im:
+            assert round(im.info["dpi"][0]) == output.DPI
+    assert (tmp_path / "tasks_summary.csv").is_file()
+    output.keep_formats(tmp_path, output.parse_formats("png"))
+    assert not list(tmp_path.glob("*.pdf")) and list(tmp_path.glob("*.png"))
+    nothing = task_figures.draw(pd.DataFrame(), tmp_path / "none")
+    assert nothing == {"tasks_vs_length.png": None, "niah_heatmap.png": None}
+
+
+def test_one_colour_per_encoding_and_method_whatever_else_is_drawn():
+    alone = colors_for(["rope · none", "rope · yarn"])
+    crowded = colors_for(["alibi · none", "nope · none", "rope · pi", "rope · yarn", "rope · none (llama)"])
+    assert alone["rope · yarn"] == crowded["rope · yarn"] == palette.color_of("yarn")
+    assert alone["rope · none"] == crowded["rope · none (llama)"] == palette.color_of("rope")
+    assert palette.color_of("absolute · clamp") == palette.color_of("absolute")
+    assert palette.color_of("rope · data.task_mix=0.5") == palette.color_of("rope")  # a group, not a method
+    every = [*palette.ENCODING_COLORS, *[m for m in palette.METHOD_COLORS if m != "none"]]
+    assert len({palette.color_of(n) for n in every}) == len(every)  # all distinct
+    assert palette.color_of("fire") == palette.color_of("fire · none")  # an unknown name: stable
+    assert palette.marker_of("rope · none") == palette.marker_of("rope")
+
+
+def test_positions_by_encoding_draws_each_run_at_its_longest_and_says_so():
+    data = pd.DataFrame({"run_dir": list("aarrr"), "encoding": ["absolute"] * 2 + ["rope"] * 3,
+                         "factor": [1.0, 1.0, 1.0, 2.0, 4.0], "nll": np.arange(5.0)})  # fmt: skip
+    kept, factor, note = longest_per_run(data)
+    assert factor == 4.0 and list(kept["factor"]) == [1.0, 1.0, 4.0]
+    assert note == "absolute only to 1 x T"
+    assert longest_per_run(data[data["run_dir"] == "r"])[2] == ""
+
+
+@pytest.mark.slow
+def test_frequencies_png_keeps_its_title_and_a_full_width_plot(tmp_path):
+    out = tmp_path / "f.png"
+    run_posx("frequencies", "--out", str(out), cwd=tmp_path)
+    with Image.open(out) as im:
+        width, height = im.size
+        assert round(im.info["dpi"][0]) == output.DPI
+        pixels = np.asarray(im.convert("L"))
+    assert width / height < 1.6  # the legend sits under the plot, not beside it
+    dark_columns = np.flatnonzero((pixels < 128).any(axis=0))
+    assert dark_columns.max() - dark_columns.min() > 0.9 * width  # the drawing spans the width
+
+
+def test_a_bad_figure_format_is_one_line(tmp_path):
+    proc = run_posx("report", str(tmp_path), "--format", "gif", cwd=tmp_path, check=False)
+    assert proc.returncode == 2 and "--format gif" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_the_report_says_when_tokenizers_differ():
+    byte, bpe = {"data.tokenizer": "byte"}, {"data.tokenizer": "bpe", "data.vocab_size": "512"}
+    assert task_figures.tokenizer_note([byte, byte]) is None
+    note = task_figures.tokenizer_note([byte, bpe])
+    assert "bpe, byte" in note and "bits per byte" in note
+    assert "vocabularies 1024, 512" in task_figures.tokenizer_note([bpe, {**bpe, "data.vocab_size": "1024"}])

@@ -1,0 +1,237 @@
+"""Task generators: each one's defining property, determinism, and teacher-forced scoring."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from omegaconf import OmegaConf
+from torch import nn
+
+from posx.config.schema import EvalConfig, TaskOptions
+from posx.core.errors import PosxError
+from posx.eval import history, passkey, suite
+from posx.eval.extrapolate import evaluate
+from posx.model.config import GPTConfig
+from posx.model.gpt import GPT
+from posx.runs.records import RunMeta
+from posx.tasks import registry, scoring
+from posx.tasks.base import byte_encode
+from posx.tasks.variable_tracking import chain
+
+CPU = torch.device("cpu")
+OPTS = OmegaConf.structured(TaskOptions())  # as evaluation passes it (a DictConfig)
+
+
+@pytest.fixture(scope="module")
+def val() -> torch.Tensor:
+    text = "".join(f"def f{i}(x):\n    return x + {i}  # comment\n" for i in range(400)).encode()
+    return torch.from_numpy(np.frombuffer(text, dtype=np.uint8).copy())
+
+
+def text(ids) -> str:
+    return bytes(np.asarray(ids, dtype=np.uint8)).decode()
+
+
+def samples(val, task, length=256, trials=8):
+    made = registry.make_samples(task, val, length, trials, OPTS, seed=3)
+    assert len(made) == trials
+    for s in made:
+        assert len(s.tokens) == length and (s.answer >= 1).all() and (np.diff(s.answer) > 0).all()
+        assert s.depth_bucket / OPTS.depth_buckets <= s.depth < (s.depth_bucket + 1) / OPTS.depth_buckets
+    return made
+
+
+def planted(s) -> list[str]:
+    """The planted needles' texts, checked to sit in the sequence where the sample says."""
+    for start, ids in s.needles:
+        assert (s.tokens[start : start + len(ids)] == ids).all()
+    return [text(ids) for _, ids in s.needles]
+
+
+@pytest.mark.parametrize("task", ["niah", "niah_multikey"])
+def test_niah_answer_is_the_queried_needles_value_at_the_stated_depth(val, task):
+    for s in samples(val, task):
+        needles = [n.strip("\n").split("=") for n in planted(s)]
+        key = text(s.tokens[s.answer[0] - OPTS.key_letters - 1 : s.answer[0] - 1])
+        assert dict(needles)[key] == text(s.tokens[s.answer])
+        assert len({k for k, _ in needles}) == len({v for _, v in needles}) == len(needles)  # distractors distinct
+        assert len(needles) == (1 if task == "niah" else 1 + OPTS.distractors)
+        haystack = 256 - sum(len(ids) for _, ids in s.needles) - (len(s.answer) + OPTS.key_letters + 2)
+        start = next(st for st, ids in s.needles if text(ids).startswith(f"\n{key}="))
+        before = sum(len(ids) for st, ids in s.needles if st < start)  # needle tokens ahead of it
+        assert start - before == int(s.depth * haystack)  # the needle sits at the stated depth
+
+
+def test_niah_multivalue_answers_every_value_in_order(val):
+    for s in samples(val, "niah_multivalue"):
+        needles = [n.strip("\n").split("=") for n in planted(s)]
+        assert len({k for k, _ in needles}) == 1 and len({v for _, v in needles}) == OPTS.answers
+        tail = text(s.tokens[s.answer[0] :])
+        assert tail.split(",") == [v for _, v in needles]
+        assert text(s.tokens[s.answer]) == "".join(v for _, v in needles)
+
+
+def resolve(bound: dict, name: str) -> str:
+    while name in bound:
+        name = bound[name]
+    return name
+
+
+def test_variable_tracking_chains_bind_the_value(val):
+    assert chain(["a", "b", "c"], "7") == [("a", "7"), ("b", "a"), ("c", "b")]
+    for s in samples(val, "variable_tracking"):
+        bound = dict(n.strip("\n").split("=") for n in planted(s))
+        value = text(s.tokens[: s.answer[0]]).rsplit("?", 1)[1].rstrip(":")
+        names = text(s.tokens[s.answer[0] :]).split(" ")
+        assert len(names) == OPTS.hops and len(bound) == 2 * OPTS.hops
+        assert {n for n in bound if resolve(bound, n) == value} == set(names)  # exactly the chain, not the distractor
+        assert [bound[n] for n in names] == [value, *names[:-1]]  # in assignment order
+
+
+def test_mqar_queries_ask_for_the_values_the_pairs_bind(val):
+    for s in samples(val, "mqar", length=512):
+        pairs = dict(p.strip().split(":") for p in planted(s))
+        assert len(pairs) == len(s.needles)  # keys distinct
+        queries = text(s.tokens[sum(len(ids) for _, ids in s.needles) + s.needles[0][0] :]).split()
+        assert len(queries) == OPTS.queries
+        asked = [q.split(":") for q in queries]
+        assert all(pairs[k] == v for k, v in asked)
+        assert text(s.tokens[s.answer]) == "".join(v for _, v in asked)
+        keys = list(pairs)
+        assert keys.index(asked[0][0]) / len(keys) == s.depth
+
+
+@pytest.mark.parametrize("task", ["copy", "selective_copy"])
+def test_copy_answer_equals_the_planted_span(val, task):
+    for s in samples(val, task):
+        spans = planted(s)
+        if task == "copy":
+            (span,) = spans
+            assert text(s.tokens[-len(span) :]) == span and text(s.tokens[s.answer]) == span[OPTS.cue :]
+        else:
+            assert [w.lstrip("@") for w in spans] == text(s.tokens[s.answer[0] :]).split(" ")
+
+
+def test_passkey_task_is_the_prompt_passkey(val):
+    opts = OmegaConf.structured(TaskOptions(trials=8))
+    made = suite.samples_of("passkey", val, 128, opts, None)
+    trials = passkey.make_trials(val, 128, "prompt", 8, OPTS.digits, OPTS.depth_buckets, 0)
+    assert [text(s.tokens[s.answer]) for s in made] == [t.key for t in trials]
+    assert all((s.tokens == t.tokens).all() for s, t in zip(made, trials))
+    # the training mix's passkey is the same format, drawn like the other tasks
+    for s in samples(val, "passkey"):
+        (needle,) = planted(s)
+        assert needle == passkey.MARK + text(s.tokens[s.answer]) + "\n"
+        assert text(s.tokens[s.answer[0] - len(passkey.MARK) :]) == passkey.MARK + text(s.tokens[s.answer])
+
+
+@pytest.mark.parametrize("task", registry.TASKS)
+def test_samples_are_seeded_and_too_short_lengths_get_none(val, task):
+    a = registry.make_samples(task, val, 200, 4, OPTS, seed=1)
+    b = registry.make_samples(task, val, 200, 4, OPTS, seed=1)
+    c = registry.make_samples(task, val, 200, 4, OPTS, seed=2)
+    assert [s.tokens.tolist() for s in a] == [s.tokens.tolist() for s in b]
+    assert [s.tokens.tolist() for s in a] != [s.tokens.tolist() for s in c]
+    assert registry.make_samples(task, val, 8, 4, OPTS, seed=1) == []
+
+
+def test_pieces_are_encoded_alike_by_any_encoder(val):
+    """A tokenizer other than bytes: ids of two bytes per letter; the answer still reads back."""
+
+    def wide(s: str) -> np.ndarray:
+        return np.repeat(byte_encode(s), 2)
+
+    class Wide:
+        encode = staticmethod(wide)
+
+    made = registry.make_samples("niah", np.repeat(val.numpy(), 2), 256, 4, OPTS, seed=0, tokenizer=Wide())
+    for s in made:
+        value = text(s.tokens[s.answer][::2])
+        assert f"={value}\n" in text(s.tokens[::2]) and len(s.answer) == 2 * OPTS.digits
+
+
+class Oracle(nn.Module):
+    """Logit 20 on the true next token except at ``wrong`` positions (then on byte 0)."""
+
+    def __init__(self, wrong=()):
+        super().__init__()
+        self.wrong = list(wrong)
+
+    def forward(self, x):
+        B, L = x.shape
+        logits = torch.zeros(B, L, 256)
+        nxt = torch.cat([x[:, 1:], torch.zeros(B, 1, dtype=torch.long)], dim=1)
+        logits.scatter_(2, nxt[..., None], 20.0)
+        for p in self.wrong:
+            logits[:, p] = 0.0
+            logits[:, p, 0] = 20.0
+        return logits, None
+
+
+def test_scoring_against_a_hand_computed_case(val):
+    made = registry.make_samples("niah_multivalue", val, 128, 4, OPTS, seed=0)
+    k = len(made[0].answer)
+    result = scoring.score_samples(Oracle(), made, batch_tokens=256, device=CPU)
+    assert result["exact"].all() and (result["token_accuracy"] == 1).all()
+    # one wrong prediction: the last answer token; logits 20 on a wrong byte, 0 on the right one among 256
+    wrong = int(made[0].answer[-1]) - 1
+    result = scoring.score_samples(Oracle([wrong]), made, 256, CPU)
+    miss = 20.0 + math.log(math.exp(0) * 255 + math.exp(20.0)) - 20.0  # -log softmax of a 0 logit
+    assert result["nll"] == pytest.approx(np.full(4, miss / k), rel=1e-5)
+    assert not result["exact"].any() and result["token_accuracy"] == pytest.approx(np.full(4, (k - 1) / k))
+    # a separator position (the comma) is not scored
+    comma = int(made[0].answer[OPTS.digits]) - 2
+    assert scoring.score_samples(Oracle([comma]), made, 256, CPU)["exact"].all()
+
+
+def test_summary_rows_and_wilson_interval(val):
+    made = registry.make_samples("niah", val, 128, 8, OPTS, seed=0)
+    result = {"nll": np.arange(8.0), "token_accuracy": np.full(8, 0.5), "exact": np.arange(8) % 8 < 4}
+    rows = scoring.summarize(made, result, OPTS.depth_buckets)
+    assert [r["trials"] for r in rows] == [2, 2, 2, 2] and [r["accuracy"] for r in rows] == [0.5, 0.5, 0.5, 0.5]
+    assert [r["answer_nll"] for r in rows] == [2.0, 3.0, 4.0, 5.0]
+    lo, hi = scoring.wilson(1, 2)
+    assert (lo, hi) == pytest.approx((0.0945, 0.9055), abs=1e-4)  # Wilson's interval of 1/2
+    assert scoring.wilson(0, 10) == pytest.approx((0.0, 0.2775), abs=1e-4)
+    assert scoring.wilson(10, 10) == pytest.approx((0.7225, 1.0), abs=1e-4)
+    assert all(r["status"] == "out_of_range" for r in scoring.summarize(made, None, 4, "out_of_range"))
+
+
+def test_evaluate_writes_task_rows_for_every_cell_and_history_keeps_them(val, tmp_path):
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(n_layer=1, n_head=2, d_model=16, pos="rope")).eval()
+    meta = RunMeta(model=model.config, train_context=64, data={}, step=0)
+    ev = OmegaConf.structured(EvalConfig(factors=[1, 2], methods=["none", "pi"], tokens=256,
+                                         tasks=["passkey", "niah", "mqar"]))  # fmt: skip
+    ev.task_options.trials = 8
+    ev.passkey.trials = 8
+    ev.passkey.variants = ["prompt"]
+    result = evaluate(model, meta, val, ev, CPU, "r", long_tables=True)
+    tasks = result.tasks_frame
+    assert len(tasks) == 2 * 2 * 3 * OPTS.depth_buckets  # method x factor x task x bucket
+    assert set(tasks[tasks["task"] == "mqar"].query("factor == 1")["status"]) == {"too_short"}  # 64 tokens
+    ok = tasks[tasks["status"] == "ok"]
+    assert ok["answer_nll"].gt(0).all() and (ok[ok["task"] != "mqar"]["trials"] == 2).all()  # stratified
+    # the passkey task scores passkey.csv's prompt trials: the same accuracy and NLL per bucket
+    pk = result.passkey_frame.sort_values(["method", "factor", "depth_lo"]).reset_index(drop=True)
+    mine = tasks[tasks["task"] == "passkey"].sort_values(["method", "factor", "depth_lo"]).reset_index(drop=True)
+    assert mine["accuracy"].tolist() == pk["accuracy"].tolist()
+    assert mine["answer_nll"].tolist() == pytest.approx(pk["key_nll"].tolist(), rel=1e-5)
+    folder = tmp_path / "run"
+    folder.mkdir()
+    history.save(result, folder, history.settings_of(ev), "cpu", None)
+    back = history.load(folder / "eval" / history.eval_id(history.settings_of(ev)))
+    assert len(back.tasks) == len(tasks) and (folder / "tasks.csv").is_file()
+
+
+def test_small_alphabets_are_refused_or_capped_never_a_hang(val):
+    tight = OmegaConf.structured(TaskOptions(key_letters=1, digits=1, trials=4))
+    made = registry.make_samples("mqar", val, 1024, 4, tight, seed=0)  # at most 26 one-letter keys
+    assert made and all(len(s.needles) <= 26 for s in made)
+    with pytest.raises(PosxError, match="raise eval.task_options.key_letters"):
+        registry.make_samples("niah_multikey", val, 256, 4, OmegaConf.merge(tight, {"distractors": 30}), seed=0)
+    with pytest.raises(PosxError, match="raise eval.task_options.digits"):
+        registry.make_samples("niah_multivalue", val, 256, 4, OmegaConf.merge(tight, {"answers": 11}), seed=0)
