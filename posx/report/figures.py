@@ -112,11 +112,14 @@ def _panels(data: pd.DataFrame):
 
 
 def _position_curves(cells: pd.DataFrame, factor: float, smooth: int, notes: list[str], name: str):
-    """Trained runs' curves at ``factor`` (non-overlapping windows), band ± std over seeds; pooled
-    over groups when crowded. Returns (curves with lo/hi, whether pooled)."""
+    """Trained runs' curves at ``factor`` (non-overlapping windows), band ± std over seeds; a line
+    with no window that long (learned absolute past its table) at its own longest, named in
+    ``notes``; pooled over groups when crowded. Returns (curves with lo/hi, whether pooled)."""
     data = cells[(cells["parent"].fillna("") == "") & (cells["protocol"] == "nonoverlapping")]
-    data = data[data["factor"] == factor]
     keys = ["group", "encoding", "method"]
+    data = data[data["factor"] == data.groupby(keys)["factor"].transform("max").clip(upper=factor)]
+    shorter = data[data["factor"] < factor].drop_duplicates(["encoding", "factor"])
+    notes.extend(f"{name}: {r.encoding} drawn at {r.factor:g} x T, its longest" for r in shorter.itertuples())
     curves = data[[*keys, "x", "nll", "nll_std"]].sort_values([*keys, "x"]).reset_index(drop=True)
     if smooth > 1:
         curves[["nll", "nll_std"]] = curves.groupby(keys, sort=False)[["nll", "nll_std"]].transform(
@@ -131,12 +134,14 @@ def _position_curves(cells: pd.DataFrame, factor: float, smooth: int, notes: lis
 def plot_position_encodings(
     cells: pd.DataFrame, factor: float | None, path: Path, smooth: int, notes: list[str]
 ) -> Path | None:
-    """``cells``: ``posx.report.queries.positions``; ``factor``: the longest every trained run has
-    (``posx.report.queries.shared_factor``; None: no trained run has per-position rows)."""
+    """``cells``: ``posx.report.queries.positions``; ``factor``: the longest a trained run has
+    (``posx.report.queries.longest_factor``; None: no trained run has per-position rows)."""
     if cells.empty or factor is None:
         return None
     train_context = _t(cells[cells["parent"].fillna("") == ""])
+    said = len(notes)
     curves, pooled = _position_curves(cells, factor, smooth, notes, path.name)
+    shorter = " (or a run's longest: notes)" if any("its longest" in n for n in notes[said:]) else ""
     if curves.empty:
         return None
     left, right, colors = _panels(curves)
@@ -161,7 +166,7 @@ def plot_position_encodings(
         axes[1].plot([], [], color="gray", linestyle=STYLES[i % 4], label=f"line style: {group}")
     for ax, title in zip(axes, ("encodings, no rescaling", "RoPE + rescaling, zero-shot")):
         ax.axvline(1.0, color="gray", linestyle="--", linewidth=1, label="training length T")
-        ax.set_title(f"{title}: windows of {factor:g} x T", fontsize=11)
+        ax.set_title(f"{title}: windows of {factor:g} x T{shorter}", fontsize=11)
         ax.set_xlabel(f"position in the window (multiples of {train_context})")
         ax.set_ylabel("mean NLL (nats per token)")
         ax.grid(True, alpha=0.3)

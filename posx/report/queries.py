@@ -98,10 +98,10 @@ def positions(con) -> pd.DataFrame:
     ).df()
 
 
-def shared_factor(con) -> float | None:
-    """The longest factor every trained run has per-position rows at (non-overlapping windows)."""
+def longest_factor(con) -> float | None:
+    """The longest factor a trained run has per-position rows at (non-overlapping windows)."""
     found = con.execute(
-        "SELECT min(longest) FROM (SELECT t.run, max(t.factor) AS longest FROM pos t JOIN runs r ON t.run = r.run "
+        "SELECT max(longest) FROM (SELECT t.run, max(t.factor) AS longest FROM pos t JOIN runs r ON t.run = r.run "
         "WHERE r.parent = '' AND t.protocol = 'nonoverlapping' GROUP BY t.run)"
     ).fetchone()[0]
     return None if found is None else float(found)

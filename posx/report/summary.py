@@ -154,7 +154,7 @@ def _write(staging: Path, tables: dict, runs, grouping, names, factor, smooth) -
     drawn = plots.draw_all(summary, tables["positions"], pk_summary, staging, factor, tables["training"], smooth, notes)
     drawn["encodings.png"] = figures.plot_encodings(summary, staging / "encodings.png", notes)
     drawn["positions_by_encoding.png"] = figures.plot_position_encodings(
-        tables["positions"], tables["shared_factor"], staging / "positions_by_encoding.png", smooth, notes
+        tables["positions"], tables["longest_factor"], staging / "positions_by_encoding.png", smooth, notes
     )
     curves = extension.extension_curves(tables["training"], ext_table, tables["extended"])
     drawn["extension.png"] = extension.plot_extension(curves, staging / "extension.png") if tables["extended"] else None
@@ -208,7 +208,7 @@ def _publish(loaded, runs, grouping, con, out, results_dir, factor, smooth, form
         "passkey": queries.passkey(con),
         "missing": missing,
         "positions": queries.positions(con),
-        "shared_factor": queries.shared_factor(con),
+        "longest_factor": queries.longest_factor(con),
         "training": queries.training(con),
         "extended": extended,
         "extension": extension.extension_table(summary, extended),
