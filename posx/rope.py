@@ -85,12 +85,13 @@ def _current_length(length, original_context: int) -> int:
 
 MAX_FACTOR = 1e6  # a context a million times the trained one: past any use, short of overflow
 MAX_BETA = 1e9  # rotations over the trained context; far past any published ramp (1 and 32)
+MIN_BETA = 1e-9  # and the fewest: a wavelength 1e9 contexts long (smaller overflows the ramp's log)
 
 
 def _check_betas(beta_fast: float, beta_slow: float) -> None:
-    if not (_is_real(beta_fast) and _is_real(beta_slow) and 0 < beta_slow < beta_fast <= MAX_BETA):
+    if not (_is_real(beta_fast) and _is_real(beta_slow) and MIN_BETA <= beta_slow < beta_fast <= MAX_BETA):
         raise PosxError(
-            f"YaRN needs 0 < beta_slow < beta_fast <= {MAX_BETA:g}, got beta_slow={beta_slow!r}, "
+            f"YaRN needs {MIN_BETA:g} <= beta_slow < beta_fast <= {MAX_BETA:g}, got beta_slow={beta_slow!r}, "
             f"beta_fast={beta_fast!r}; the published values are 1 and 32"
         )
 

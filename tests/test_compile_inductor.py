@@ -17,6 +17,7 @@ through flex under autocast.
 
 from __future__ import annotations
 
+import os
 import warnings
 
 import pytest
@@ -33,7 +34,12 @@ T = 16
 FACTORS = (1, 2, 4, 8)
 BATCHES = (2, 3)  # not 1: dynamo always specialises a size of 1
 FLEX = [pos for pos in ENCODINGS if GPT(GPTConfig(n_layer=1, n_head=2, d_model=16, pos=pos)).pos.score_mod(0)]
-CASES = [(pos, "sdpa") for pos in ENCODINGS] + [(pos, "flex") for pos in FLEX]
+ALL_CASES = [(pos, "sdpa") for pos in ENCODINGS] + [(pos, "flex") for pos in FLEX]
+# Each case compiles for minutes on a 2-core CPU, so the suite runs one of each kind: RoPE (the
+# frequencies), learned absolute (its table bound) and T5 through flex (a per-layer table in a
+# score_mod). POSX_COMPILE_ALL=1 runs every encoding with each attention it has.
+SAMPLE = [("rope", "sdpa"), ("absolute", "sdpa"), ("t5", "flex")]
+CASES = ALL_CASES if os.environ.get("POSX_COMPILE_ALL") == "1" else SAMPLE
 
 
 def tiny(pos: str, attention: str) -> GPT:

@@ -24,13 +24,16 @@ evaluated last counts, the other is listed as a duplicate.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
+from omegaconf import OmegaConf
 
+from posx.config.schema import Config, EvalConfig, ExtendRootConfig
 from posx.eval import history
 from posx.report.mdtable import md_table
 from posx.runs.records import RunMeta
@@ -97,6 +100,13 @@ def _flat(data, prefix: str = "") -> dict:
     return out
 
 
+@functools.cache
+def _defaults(schema: type) -> tuple:
+    """The schema's defaults as flat (key, value) pairs: a key a run's record lacks (written before
+    the key existed) takes its default, which is what that posx did, so old and new runs group."""
+    return tuple(_flat(OmegaConf.to_container(OmegaConf.structured(schema), enum_to_str=True)).items())
+
+
 def _text(value) -> str:
     if isinstance(value, float):
         return f"{value:g}"
@@ -129,7 +139,13 @@ def identity(
     of every evaluation its tables come from (``[]``: leave the evaluation out; None: its current
     one). ``parent``: an extended run's parent's identity, which then stands for the parent."""
     found: dict = {}
-    for key, value in _flat({k: v for k, v in (config or {}).items() if k != "eval"}).items():
+    extended = meta is not None and meta.extended_from is not None
+    given = _flat({k: v for k, v in config.items() if k != "eval"}) if config else {}
+    filled = {
+        **{k: v for k, v in _defaults(ExtendRootConfig if extended else Config) if not k.startswith("eval.")},
+        **given,
+    }
+    for key, value in (filled if config else {}).items():
         if not any(key == i or key.startswith(i + ".") for i in IGNORED):
             found[RENAMED.get(key, key)] = value
     if meta is not None:
@@ -161,7 +177,8 @@ def identity(
         return {key: _text(value) for key, value in found.items()}
     record = history.current(run_dir) if (run_dir / history.SETTINGS).is_file() else None
     if record is not None:
-        found.update({f"eval.{k}": v for k, v in _flat(record["settings"]).items()})
+        settings = {**dict(_defaults(EvalConfig)), **_flat(record["settings"])}
+        found.update({f"eval.{k}": v for k, v in settings.items()})
     elif table is not None and not table.empty:
         ok = table[table["status"] == "ok"]
         found["eval.record"] = "none"

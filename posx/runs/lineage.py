@@ -41,7 +41,13 @@ def interpolate_table(table: torch.Tensor, rows: int, factor: float) -> torch.Te
 
 
 def check_method(method: str, pos: str, where: str) -> None:
-    """RoPE runs take RoPE methods; learned-absolute runs take only interpolate."""
+    """RoPE runs take RoPE methods; learned-absolute runs take only interpolate; other encodings
+    (ALiBi, T5, FIRE, sinusoidal, NoPE) have no frequencies or table to rescale."""
+    if pos not in ROTARY and pos != "absolute":
+        raise PosxError(
+            f"{where} has {pos} positions, which have nothing posx extend can rescale: it extends RoPE "
+            f"runs (a RoPE method) and learned-absolute runs (method=interpolate)"
+        )
     if pos in ROTARY and method == INTERPOLATE:
         raise PosxError(
             f"{where} uses RoPE; interpolate is for learned-absolute tables. "

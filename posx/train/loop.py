@@ -48,6 +48,7 @@ import torch
 import yaml
 from omegaconf import DictConfig
 from rich.console import Console
+from rich.markup import escape
 from torch.nn.parallel import DistributedDataParallel
 
 from posx.config.compose import to_yaml
@@ -222,7 +223,7 @@ def announce(state: LoopState, resuming: bool) -> None:
     cfg, model = state.cfg, state.model
     ranks = f" ranks={distributed.world_size()} micro_batch={state.micro}" if distributed.enabled() else ""
     state.console.print(
-        f"[bold]posx train[/] {state.run_dir}  pos={cfg.pos.name} T={cfg.train.context_length} "
+        f"[bold]posx train[/] {escape(str(state.run_dir))}  pos={cfg.pos.name} T={cfg.train.context_length} "
         f"params={model.num_params() / 1e6:.2f}M device={state.device}{ranks} attention={model.config.attention}"
         f"{' compiled' if state.compiled else ''}" + (f"  [cyan]resuming at step {state.step}[/]" if resuming else "")
     )
@@ -381,6 +382,6 @@ def finish(state: LoopState) -> None:
     steady = metrics["tokens_per_s"].iloc[min(5, len(metrics) - 1) :].median() if len(metrics) else float("nan")
     steady_mfu = mfu(steady, state.flops_per_token, state.peak)
     state.console.print(
-        f"[green]done[/] {run_dir}: val loss {state.val_loss:.4f} (ppl {math.exp(state.val_loss):.2f}), "
+        f"[green]done[/] {escape(str(run_dir))}: val loss {state.val_loss:.4f} (ppl {math.exp(state.val_loss):.2f}), "
         f"{steady:,.0f} tokens/s, mfu " + ("n/a" if steady_mfu is None else f"{steady_mfu:.1%}")
     )
