@@ -37,7 +37,7 @@ from posx.hf.checkpoint import evaluate_hf_dir
 from posx.hf.export import export_run
 from posx.jobs import user_errors
 from posx.model.encodings import ROTARY
-from posx.report import collection
+from posx.report import collection, digest
 from posx.report import frequencies as freqplot
 from posx.report.summary import report as build_report
 from posx.runs.rundir import read_meta, resolve_run
@@ -178,6 +178,7 @@ def eval_extrapolate(
                 highlight=False,
             )
         evaluate_run(run_dir, cfg, console, force=force)
+        digest.refresh(run_dir)  # what posx report and posx runs read of the run
 
 
 @app.command("frequencies", context_settings=PASS_THROUGH, epilog=FREQ_EPILOG)

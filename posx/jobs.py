@@ -41,6 +41,7 @@ from posx.core.console import new_console, say
 from posx.core.errors import PosxError, Preempted
 from posx.core.lock import LOCK_NAME, Busy
 from posx.eval.run import evaluate_run
+from posx.report import digest
 from posx.report.sweep import update_sweep_table
 from posx.runs import checkpoint
 from posx.runs.rundir import CONFIG, is_run, new_named_run_dir, new_run_dir, read_meta, resolve_run
@@ -218,10 +219,13 @@ def cleanup_on_failure(job: JobDir) -> Iterator[None]:
 
 
 def _after_train(run_dir: Path, cfg: DictConfig, console: Console) -> None:
-    """eval.after_train: evaluate the run; in a sweep, rebuild the sweep table."""
+    """The run's digest (what posx report and posx runs read of it); eval.after_train: evaluate
+    the run; in a sweep, rebuild the sweep table."""
+    digest.refresh(run_dir)
     if not cfg.eval.after_train:
         return
     evaluate_run(run_dir, cfg, console)
+    digest.refresh(run_dir)
     if HydraConfig.get().mode == RunMode.MULTIRUN:
         console.print(f"sweep table: {update_sweep_table(run_dir.parent)}", markup=False, highlight=False)
 
@@ -280,5 +284,7 @@ def resume(run: str, overrides: list[str]) -> None:
         if not checkpoint.exists(run_dir):
             console.print(Text(f"{run_dir} has no checkpoint yet; training it from step 0", style="yellow"))
         train(cfg, run_dir, Resume(), console)
+        distributed.on_main(lambda: digest.refresh(run_dir))
         if cfg.eval.after_train:
             distributed.on_main(lambda: evaluate_run(run_dir, cfg, console))
+            distributed.on_main(lambda: digest.refresh(run_dir))

@@ -84,8 +84,7 @@ def _current_length(length, original_context: int) -> int:
 
 
 MAX_FACTOR = 1e6  # a context a million times the trained one: past any use, short of overflow
-MAX_BETA = 1e9  # rotations over the trained context; far past any published ramp (1 and 32)
-MIN_BETA = 1e-9  # and the fewest: a wavelength 1e9 contexts long (smaller overflows the ramp's log)
+MIN_BETA, MAX_BETA = 1e-9, 1e9  # rotations over the trained context, far past the published 1 and 32 both ways
 
 
 def _check_betas(beta_fast: float, beta_slow: float) -> None:

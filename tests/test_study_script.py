@@ -72,7 +72,8 @@ def test_finished_work_is_skipped_and_a_stopped_run_resumes(study, tmp_path):
     tasks = {t.key: t for t in study.plan(_args(tmp_path))}
     assert tasks["train-rope-s0"].args[:3] == ["train", "--resume", str(runs / "rope-s0")]
     assert not tasks["train-rope-s0"].done()
-    assert tasks["train-alibi-s1"].done() and tasks["train-alibi-s1"].args[:2] == ["train", "model=tiny"]
+    alibi = tasks["train-alibi-s1"]
+    assert alibi.done() and alibi.args[0] == "train" and "model=tiny" in alibi.args
     log = study.Log(tmp_path / "tasks.jsonl")
     log.add({"key": "eval-alibi-s1-main", "rc": 0})
     log.add({"key": "eval-alibi-s1-sliding", "rc": 1})

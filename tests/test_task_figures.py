@@ -8,7 +8,7 @@ import pytest
 from PIL import Image
 
 from posx.report import output, palette, task_figures
-from posx.report.figures import longest_per_run
+from posx.report.figures import longest_per_line
 from posx.report.plots import colors_for
 
 from conftest import run_posx
@@ -69,12 +69,12 @@ def test_one_colour_per_encoding_and_method_whatever_else_is_drawn():
 
 
 def test_positions_by_encoding_draws_each_run_at_its_longest_and_says_so():
-    data = pd.DataFrame({"run_dir": list("aarrr"), "encoding": ["absolute"] * 2 + ["rope"] * 3,
+    data = pd.DataFrame({"group": [""] * 5, "encoding": ["absolute"] * 2 + ["rope"] * 3, "method": ["none"] * 5,
                          "factor": [1.0, 1.0, 1.0, 2.0, 4.0], "nll": np.arange(5.0)})  # fmt: skip
-    kept, factor, note = longest_per_run(data)
-    assert factor == 4.0 and list(kept["factor"]) == [1.0, 1.0, 4.0]
-    assert note == "absolute only to 1 x T"
-    assert longest_per_run(data[data["run_dir"] == "r"])[2] == ""
+    kept, shorter = longest_per_line(data, ["group", "encoding", "method"], 4.0)
+    assert list(kept["factor"]) == [1.0, 1.0, 4.0] and list(kept["nll"]) == [0.0, 1.0, 4.0]
+    assert shorter == ["absolute drawn at 1 x T, its longest"]
+    assert longest_per_line(data[data["encoding"] == "rope"], ["encoding"], 4.0)[1] == []
 
 
 @pytest.mark.slow

@@ -129,8 +129,8 @@ def evaluate(
             cell_trials = {v: trials[(L, v)] for v in variants}
             starts = plans[L].starts if within else None
             row["bytes"] = n_bytes[L]
-            trials = {"passkey": cell_trials, "tasks": tasks}
-            scores, results = _score_cell(model, val, ev, device, row, n_tokens, trials, rope_args, starts, memo)
+            asked = {"passkey": cell_trials, "tasks": tasks}
+            scores, results = _score_cell(model, val, ev, device, row, n_tokens, asked, rope_args, starts, memo)
             keys = {k: row[k] for k in KEYS}
             task_rows += suite.suite_rows(
                 keys, row["status"], tasks, L, results.get("tasks"), ev.task_options.depth_buckets

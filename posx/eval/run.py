@@ -28,7 +28,6 @@ from posx.eval.extended import evaluate_extended
 from posx.eval.extrapolate import evaluate
 from posx.eval.tables import Evaluation, passkey_table, rich_table
 from posx.model.gpt import GPT
-from posx.report import digest
 from posx.runs.records import RunMeta
 from posx.runs.rundir import load_run
 
@@ -146,11 +145,9 @@ def evaluate_run(run_dir: Path, cfg: DictConfig, console: Console | None = None,
         )
         result = history.load(folder)
         show(result, run_dir, history.make_current(run_dir, folder), console, verb="current again:")
-        digest.refresh(run_dir)  # what posx report and posx runs read of the run
         return result
     result = evaluate_loaded(run, cfg, console)
     written = history.save(result, run_dir, settings, str(run.device), run.meta.weights_sha256)
-    digest.refresh(run_dir)  # what posx report and posx runs read of the run
     show(result, run.run_dir, written, console)
     if cfg.logger.name != "none":
         record = {"eval_id": eid, "settings": settings}

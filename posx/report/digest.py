@@ -23,7 +23,6 @@ import pandas as pd
 import yaml
 
 from posx.core import files
-from posx.core.errors import PosxError
 from posx.eval.tables import read_table
 from posx.report.groups import identity
 from posx.runs.rundir import CONFIG, META, lineage_of, read_meta
@@ -50,14 +49,16 @@ def stamp(run_dir: Path) -> str:
 
 
 def read_config(path: Path) -> dict | None:
-    """config.yaml as a mapping; None when the run has none; invalid YAML is a one-line PosxError."""
+    """config.yaml as a mapping; None when the run has none; empty when it is damaged (not UTF-8,
+    not YAML, not a mapping): the run is then listed without its settings and the report names
+    its config.yaml as missing."""
     config = path / CONFIG
     if not config.is_file():
         return None
     try:
         saved = yaml.load(config.read_text(encoding="utf-8"), Loader=yaml.CSafeLoader)
-    except (yaml.YAMLError, UnicodeDecodeError) as exc:
-        raise PosxError(f"{config} is not valid YAML ({exc.__class__.__name__}); fix or remove it") from None
+    except (yaml.YAMLError, UnicodeDecodeError):
+        return {}
     return saved if isinstance(saved, dict) else {}
 
 
@@ -78,16 +79,21 @@ def _val_ppl(path: Path) -> float | None:
     return value if value is not None and math.isfinite(value) else None
 
 
+def _mapping(node) -> dict:
+    """A node of a config that may be damaged: itself when a mapping, else empty."""
+    return node if isinstance(node, dict) else {}
+
+
 def _listing(path: Path, config: dict, meta, table: pd.DataFrame | None) -> dict:
     """What ``posx runs`` shows of the run (its status is looked up when it lists)."""
-    train = config.get("train") or {}
+    train = _mapping(config.get("train"))
     lengths = ""
     if table is not None:
         ok = table.loc[table["status"] == "ok", "eval_context"]
         lengths = ",".join(str(int(v)) for v in sorted(set(ok)))
     lineage = meta.extended_from if meta is not None else lineage_of(path)  # unfinished: its checkpoint's
     return {
-        "encoding": meta.model.pos if meta else str((config.get("pos") or {}).get("name", "")),
+        "encoding": meta.model.pos if meta else str(_mapping(config.get("pos")).get("name", "")),
         "T": meta.train_context if meta else train.get("context_length", ""),
         "steps": meta.step if meta else train.get("steps", ""),
         "val_ppl": _val_ppl(path / METRICS),

@@ -111,15 +111,22 @@ def _panels(data: pd.DataFrame):
     return data[data["method"].isin(NATIVE)], data[data["encoding"] == "rope"], colors_for(lines)
 
 
+def longest_per_line(data: pd.DataFrame, keys: list[str], factor: float) -> tuple[pd.DataFrame, list[str]]:
+    """Each line's rows at ``factor``, or at its own longest where it has none that long (learned
+    absolute past its table); and what was drawn shorter, one phrase per encoding and factor."""
+    data = data[data["factor"] == data.groupby(keys)["factor"].transform("max").clip(upper=factor)]
+    shorter = data[data["factor"] < factor].drop_duplicates(["encoding", "factor"])
+    return data, [f"{r.encoding} drawn at {r.factor:g} x T, its longest" for r in shorter.itertuples()]
+
+
 def _position_curves(cells: pd.DataFrame, factor: float, smooth: int, notes: list[str], name: str):
     """Trained runs' curves at ``factor`` (non-overlapping windows), band ± std over seeds; a line
     with no window that long (learned absolute past its table) at its own longest, named in
     ``notes``; pooled over groups when crowded. Returns (curves with lo/hi, whether pooled)."""
     data = cells[(cells["parent"].fillna("") == "") & (cells["protocol"] == "nonoverlapping")]
     keys = ["group", "encoding", "method"]
-    data = data[data["factor"] == data.groupby(keys)["factor"].transform("max").clip(upper=factor)]
-    shorter = data[data["factor"] < factor].drop_duplicates(["encoding", "factor"])
-    notes.extend(f"{name}: {r.encoding} drawn at {r.factor:g} x T, its longest" for r in shorter.itertuples())
+    data, shorter = longest_per_line(data, keys, factor)
+    notes.extend(f"{name}: {said}" for said in shorter)
     curves = data[[*keys, "x", "nll", "nll_std"]].sort_values([*keys, "x"]).reset_index(drop=True)
     if smooth > 1:
         curves[["nll", "nll_std"]] = curves.groupby(keys, sort=False)[["nll", "nll_std"]].transform(

@@ -63,7 +63,6 @@ from posx.data import corpus as data_mod
 from posx.data import store
 from posx.model.gpt import GPT
 from posx.model.rescale import install_trained
-from posx.report import digest
 from posx.runs import checkpoint
 from posx.runs.records import RunMeta, TrainExtras
 from posx.runs.rundir import CONFIG, save_run
@@ -377,7 +376,6 @@ def finish(state: LoopState) -> None:
         extended_from=state.extras.extended_from,
     )
     save_run(run_dir, state.model.cpu(), meta)
-    digest.refresh(run_dir)  # what posx report and posx runs read of the run
     metrics = pd.DataFrame(state.rows)
     steady = metrics["tokens_per_s"].iloc[min(5, len(metrics) - 1) :].median() if len(metrics) else float("nan")
     steady_mfu = mfu(steady, state.flops_per_token, state.peak)
