@@ -46,7 +46,9 @@ RECORDS = [
     "model.json", "config.yaml", "model.safetensors", "metrics.csv", "extrapolation.csv", "eval.yaml",
     "checkpoint/latest.json", "checkpoint/step-00000006/state.json", "checkpoint/step-00000006/model.safetensors",
 ]  # fmt: skip
-EVAL_RECORDS = {"extrapolation.csv", "extrapolation.md", "positions.csv", "passkey.csv", "eval.yaml"}
+EVAL_RECORDS = {
+    "extrapolation.csv", "extrapolation.md", "positions.csv", "passkey.csv", "tasks.csv", "eval.yaml", "digest.json",
+}  # fmt: skip
 
 
 def hostile_override(rng: random.Random) -> str:

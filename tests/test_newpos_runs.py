@@ -83,10 +83,11 @@ def test_a_pose_extension_trains_at_t_with_ids_covering_the_new_length(tmp_path,
     assert sorted(done["factor"]) == [1.0, 4.0]
 
 
-def test_pose_needs_an_encoding_that_reads_positions(tmp_path, tiny_args):
+def test_pose_of_an_encoding_without_positions_is_refused_in_one_line(tmp_path, tiny_args):
     run_posx("train", "pos=alibi", "name=a", *tiny_args, cwd=tmp_path)
     proc = run_posx("extend", "a", "method=interpolate", "extend.pose=true", "device=cpu", cwd=tmp_path, check=False)
-    assert proc.returncode == 2 and "extend.pose needs an encoding that reads positions" in proc.stderr
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1
+    assert "alibi positions, which have nothing posx extend can rescale" in proc.stderr
 
 
 @pytest.mark.parametrize(

@@ -119,7 +119,7 @@ def compose(overrides: list[str], config_name: str = "config") -> DictConfig:
     except (ConfigCompositionException, MissingConfigException) as exc:
         schema = SCHEMAS.get(config_name, Config)
         raise (unknown_choice(exc, overrides, schema) or composition_error(exc, schema)) from None
-    except ValueError as exc:  # Hydra's own: a config group given a number, a mapping or null
+    except (ValueError, TypeError) as exc:  # Hydra's own: a config group given a number, a list, a mapping, null
         raise PosxError(
             f"{' '.join(str(exc).split())}; a config group ({', '.join(GROUPS)}) takes the name of one "
             "of its files, e.g. pos=rope"

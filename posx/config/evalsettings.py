@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import yaml
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
@@ -33,7 +34,7 @@ def saved_eval(run_dir: Path) -> tuple[dict | None, str]:
     if path.is_file():
         try:
             saved = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
-        except (OSError, OmegaConfBaseException, ValueError) as exc:
+        except (OSError, OmegaConfBaseException, ValueError, yaml.YAMLError) as exc:
             raise PosxError(f"{path} is unreadable ({' '.join(str(exc).split())}); fix it or remove it") from None
         if isinstance(saved, dict) and isinstance(saved.get("eval"), dict):
             return saved["eval"], f"the config it was trained with ({path})"
