@@ -121,21 +121,20 @@ def longest_per_line(data: pd.DataFrame, keys: list[str], factor: float) -> tupl
 
 def _position_curves(cells: pd.DataFrame, factor: float, smooth: int, notes: list[str], name: str):
     """Trained runs' curves at ``factor`` (non-overlapping windows), band ± std over seeds; a line
-    with no window that long (learned absolute past its table) at its own longest, named in
-    ``notes``; pooled over groups when crowded. Returns (curves with lo/hi, whether pooled)."""
+    with no window that long (learned absolute past its table) at its own longest; pooled over
+    groups when crowded. Returns (curves with lo/hi, whether pooled, what was drawn shorter)."""
     data = cells[(cells["parent"].fillna("") == "") & (cells["protocol"] == "nonoverlapping")]
     keys = ["group", "encoding", "method"]
     data, shorter = longest_per_line(data, keys, factor)
-    notes.extend(f"{name}: {said}" for said in shorter)
     curves = data[[*keys, "x", "nll", "nll_std"]].sort_values([*keys, "x"]).reset_index(drop=True)
     if smooth > 1:
         curves[["nll", "nll_std"]] = curves.groupby(keys, sort=False)[["nll", "nll_std"]].transform(
             lambda c: c.rolling(smooth, center=True, min_periods=1).mean()
         )
     if not _crowded(curves.assign(protocol="nonoverlapping")):
-        return curves.assign(lo=curves["nll"] - curves["nll_std"], hi=curves["nll"] + curves["nll_std"]), False
+        return curves.assign(lo=curves["nll"] - curves["nll_std"], hi=curves["nll"] + curves["nll_std"]), False, shorter
     notes.append(note(name, curves, "lines", MAX_LINES))
-    return pool(curves, keys, "x", "nll", "lo", "hi").assign(nll_std=float("nan")), True
+    return pool(curves, keys, "x", "nll", "lo", "hi").assign(nll_std=float("nan")), True, shorter
 
 
 def plot_position_encodings(
@@ -146,9 +145,9 @@ def plot_position_encodings(
     if cells.empty or factor is None:
         return None
     train_context = _t(cells[cells["parent"].fillna("") == ""])
-    said = len(notes)
-    curves, pooled = _position_curves(cells, factor, smooth, notes, path.name)
-    shorter = " (or a run's longest: notes)" if any("its longest" in n for n in notes[said:]) else ""
+    curves, pooled, drawn_shorter = _position_curves(cells, factor, smooth, notes, path.name)
+    notes.extend(f"{path.name}: {said}" for said in drawn_shorter)
+    shorter = " (or a run's longest: notes)" if drawn_shorter else ""
     if curves.empty:
         return None
     left, right, colors = _panels(curves)

@@ -140,12 +140,9 @@ def identity(
     one). ``parent``: an extended run's parent's identity, which then stands for the parent."""
     found: dict = {}
     extended = meta is not None and meta.extended_from is not None
-    given = _flat({k: v for k, v in config.items() if k != "eval"}) if config else {}
-    filled = {
-        **{k: v for k, v in _defaults(ExtendRootConfig if extended else Config) if not k.startswith("eval.")},
-        **given,
-    }
-    for key, value in (filled if config else {}).items():
+    defaults = {k: v for k, v in _defaults(ExtendRootConfig if extended else Config) if not k.startswith("eval.")}
+    filled = {**defaults, **_flat({k: v for k, v in config.items() if k != "eval"})} if config else {}
+    for key, value in filled.items():
         if not any(key == i or key.startswith(i + ".") for i in IGNORED):
             found[RENAMED.get(key, key)] = value
     if meta is not None:
