@@ -112,6 +112,9 @@ def test_lines_that_coincide_keep_their_own_markers_side_by_side():
     lines = drawn_lines(ax)
     assert_apart(lines["rope · pi"], lines["rope · yarn"])
     assert "offset sideways" in ax.get_title()
+    # dense lines (per position) keep their points: their markers sit on different buckets
+    marked = [set(range(start, 64, step)) for start, step in (palette.stagger(i, 3, 64) for i in range(3))]
+    assert all(len(m) >= 8 for m in marked) and not (marked[0] & marked[1] or marked[1] & marked[2])
 
 
 def test_positions_by_encoding_draws_each_run_at_its_longest_and_says_so():

@@ -125,3 +125,11 @@ def dodge(x, i: int, n: int):
 def dodge_note(n: int) -> str:
     """What a caption says about ``dodge`` (empty for one line)."""
     return f"lines offset sideways by {DODGE:.0%} of a factor each so equal values stay visible" if n > 1 else ""
+
+
+def stagger(i: int, n: int, points: int, marks: int = 8) -> tuple[int, int]:
+    """``markevery`` for the ``i``-th of ``n`` dense lines (``points`` each, on a linear axis):
+    about ``marks`` markers per line, each line's shifted against the others', so lines that
+    coincide show every one's marker without moving any point."""
+    step = max(1, points // marks)
+    return (i * step // max(n, 1)) % step, step

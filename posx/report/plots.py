@@ -6,7 +6,8 @@ backend switch, no display needed).
   mean over seeds with a band: ± std over seeds, or the 95% interval over windows for one seed.
   Lengths a line could not score (out of range, non-finite) are marked with an x on the axis.
 * ``positions.png``: mean NLL by position in the window (in multiples of T) at one factor,
-  one panel per group x encoding (x parent), one line per method.
+  one panel per group x encoding (x parent), one line per method (its hollow marker on every
+  few buckets, staggered between lines, ``palette.stagger``).
 * ``training.png``: training and validation loss by step from the runs' metrics.csv, one line
   per group x encoding (x parent), the mean over its runs with a band of ± std over them.
 * ``passkey.png``: passkey exact-match accuracy and key NLL by evaluation length, one column
@@ -232,7 +233,6 @@ def plot_positions(cells: pd.DataFrame, path: Path, factor: float | None, smooth
         return None
     curves, at = _position_panels(curves, chosen, notes, path.name)
     panels = list(at)
-    colors = colors_for(curves["method"])
     cols = min(len(panels), 4)
     rows = -(-len(panels) // cols)
     fig = Figure(figsize=(5.0 * cols + 1.5, 3.9 * rows))
@@ -242,11 +242,13 @@ def plot_positions(cells: pd.DataFrame, path: Path, factor: float | None, smooth
     several = len({p[:2] for p in panels}) > 1 or len(panels) < len(chosen)
     for ax, panel in zip(axes[0], panels):
         mine = curves[(curves[PANEL] == pd.Series(panel, index=PANEL)).all(axis=1)]
-        for method in sorted(mine["method"].unique(), key=legend_order):
+        methods = sorted(mine["method"].unique(), key=legend_order)
+        for i, method in enumerate(methods):  # markers staggered: lines that coincide show each one's
             g = mine[mine["method"] == method].sort_values("x")
-            ax.plot(g["x"], g["nll"], label=method, color=colors[method], marker=".", linewidth=1.5)
+            every, look = palette.stagger(i, len(methods), len(g)), palette.hollow(method, 4.5)
+            ax.plot(g["x"], g["nll"], label=method, linewidth=1.5, markevery=every, **look)
             if g["lo"].notna().any():  # spread over seeds (or over groups, pooled)
-                ax.fill_between(g["x"], g["lo"], g["hi"], color=colors[method], alpha=0.15, linewidth=0)
+                ax.fill_between(g["x"], g["lo"], g["hi"], color=look["color"], alpha=0.15, linewidth=0)
         ax.axvline(1.0, color="gray", linestyle="--", linewidth=1, label="training length T")
         group, parent, enc = panel
         where = (f" from {parent}" if parent else "") + (f"\n{group}" if several and group not in ("", "-") else "")
