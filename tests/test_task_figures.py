@@ -8,8 +8,8 @@ import pytest
 from PIL import Image
 
 from posx.report import output, palette, task_figures
-from posx.report.figures import longest_per_line
-from posx.report.plots import colors_for
+from posx.report.figures import encodings_figure, longest_per_line
+from posx.report.plots import colors_for, ppl_figure
 
 from conftest import run_posx
 
@@ -66,6 +66,55 @@ def test_one_colour_per_encoding_and_method_whatever_else_is_drawn():
     assert len({palette.color_of(n) for n in every}) == len(every)  # all distinct
     assert palette.color_of("fire") == palette.color_of("fire · none")  # an unknown name: stable
     assert palette.marker_of("rope · none") == palette.marker_of("rope")
+    assert len({palette.marker_of(n) for n in every}) == len(every)  # all distinct, like the colours
+
+
+def ppl_summary() -> pd.DataFrame:
+    """Lines that coincide exactly: pi and yarn, and plain RoPE and ALiBi; one seed."""
+    rows = []
+    for enc, method in (("rope", "none"), ("rope", "pi"), ("rope", "yarn"), ("alibi", "none")):
+        for factor in (1.0, 2.0, 4.0):
+            ppl = 5.0 * factor if method != "none" else 4.0 + factor
+            rows.append({"group": "-", "parent": "", "encoding": enc, "method": method, "protocol": "nonoverlapping",
+                         "factor": factor, "ppl_mean": ppl, "ppl_lo": ppl * 0.9, "ppl_hi": ppl * 1.1, "n_seeds": 1,
+                         "train_context": "32", "eval_context": str(int(32 * factor))})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def drawn_lines(ax) -> dict:
+    """{legend label: Line2D} of the lines an axes draws with data (not the 1x mark or legend-only lines)."""
+    return {line.get_label(): line for line in ax.get_lines() if len(line.get_xdata()) > 1}
+
+
+def assert_apart(one, other) -> None:
+    """Two lines with equal values both stay visible: different markers, hollow, at other x."""
+    assert one.get_marker() != other.get_marker()
+    assert one.get_markerfacecolor() == other.get_markerfacecolor() == "none"
+    np.testing.assert_array_equal(one.get_ydata(), other.get_ydata())  # they do coincide
+    assert not np.isclose(np.asarray(one.get_xdata()), np.asarray(other.get_xdata())).any()
+
+
+def test_lines_that_coincide_keep_their_own_markers_side_by_side():
+    summary = ppl_summary()
+    fig = encodings_figure(summary, [])
+    left, right = fig.axes[:2]
+    methods = drawn_lines(right)
+    assert_apart(methods["pi"], methods["yarn"])
+    assert methods["yarn"].get_marker() == palette.marker_of("yarn")
+    assert methods["yarn"].get_color() == palette.color_of("yarn")
+    encodings = drawn_lines(left)
+    assert_apart(encodings["rope"], encodings["alibi"])  # plain RoPE and ALiBi: equal numbers here too
+    assert encodings["alibi"].get_marker() == palette.marker_of("alibi")
+    assert "offset sideways" in fig.texts[0].get_text()  # the title says the lines were moved
+    handles, labels = right.get_legend_handles_labels()
+    assert handles[labels.index("yarn")].get_marker() == palette.marker_of("yarn")  # the legend shows it
+    ax = ppl_figure(summary, []).axes[0]
+    lines = drawn_lines(ax)
+    assert_apart(lines["rope · pi"], lines["rope · yarn"])
+    assert "offset sideways" in ax.get_title()
+    # dense lines (per position) keep their points: their markers sit on different buckets
+    marked = [set(range(start, 64, step)) for start, step in (palette.stagger(i, 3, 64) for i in range(3))]
+    assert all(len(m) >= 8 for m in marked) and not (marked[0] & marked[1] or marked[1] & marked[2])
 
 
 def test_positions_by_encoding_draws_each_run_at_its_longest_and_says_so():

@@ -227,6 +227,32 @@ def test_evaluate_writes_task_rows_for_every_cell_and_history_keeps_them(val, tm
     assert len(back.tasks) == len(tasks) and (folder / "tasks.csv").is_file()
 
 
+def test_the_prompt_trials_are_scored_once_for_passkey_csv_and_tasks_csv(val):
+    """The suite's passkey task reads the prompt trials' scoring: turning it on adds no forward
+    pass; drawn with other settings (a different seed) its samples are its own and run again."""
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(n_layer=1, n_head=2, d_model=16, pos="rope")).eval()
+    meta = RunMeta(model=model.config, train_context=64, data={}, step=0)
+    calls = []
+    model.register_forward_hook(lambda *_: calls.append(1))
+
+    def passes(tasks, task_seed=0):
+        calls.clear()
+        ev = OmegaConf.structured(EvalConfig(factors=[1, 2], methods=["none", "pi"], tokens=128, tasks=tasks))
+        ev.passkey.trials = ev.task_options.trials = 4
+        ev.task_options.seed = task_seed
+        ev.passkey.variants = ["prompt"]
+        return evaluate(model, meta, val, ev, CPU, "r", long_tables=True), len(calls)
+
+    alone, n_alone = passes([])
+    both, n_both = passes(["passkey"])
+    _, n_apart = passes(["passkey"], task_seed=1)
+    assert n_both == n_alone and n_apart > n_alone
+    assert both.passkey_frame.equals(alone.passkey_frame)  # passkey.csv unchanged by the sharing
+    tasks = both.tasks_frame
+    assert (tasks["status"] == "ok").all() and tasks["accuracy"].tolist() == both.passkey_frame["accuracy"].tolist()
+
+
 def test_small_alphabets_are_refused_or_capped_never_a_hang(val):
     tight = OmegaConf.structured(TaskOptions(key_letters=1, digits=1, trials=4))
     made = registry.make_samples("mqar", val, 1024, 4, tight, seed=0)  # at most 26 one-letter keys

@@ -108,6 +108,7 @@ def evaluate(
         for v in variants
     }
     tasks = suite.make_suite(val, lengths, ev, tokenizer) if long_tables else {}
+    shared = long_tables and suite.shares_passkey(ev)  # the passkey task reads the prompt trials' scoring
     counts = bytecount.token_bytes(tokenizer)
     n_bytes = {
         L: bytecount.scored_bytes(val, L, s, n_tokens, counts, plans[L].starts if within else None)
@@ -129,7 +130,7 @@ def evaluate(
             cell_trials = {v: trials[(L, v)] for v in variants}
             starts = plans[L].starts if within else None
             row["bytes"] = n_bytes[L]
-            asked = {"passkey": cell_trials, "tasks": tasks}
+            asked = {"passkey": cell_trials, "tasks": tasks, "shared": shared}
             scores, results = _score_cell(model, val, ev, device, row, n_tokens, asked, rope_args, starts, memo)
             keys = {k: row[k] for k in KEYS}
             task_rows += suite.suite_rows(
@@ -161,7 +162,9 @@ def _score_cell(
     memo: dict,
 ) -> tuple[scoring.Scores | None, dict]:
     """Fill one row (method at one length) in place; returns its scores and the results of
-    ``trials`` ({"passkey": {variant: trials}, "tasks": the suite}): {variant: ..., "tasks": {task: ...}}.
+    ``trials`` ({"passkey": {variant: trials}, "tasks": the suite, "shared": whether the suite's
+    passkey task is the prompt trials, ``suite.shares_passkey``}): {variant: ``passkey.Scored``,
+    "tasks": {task: ...}}; shared, the passkey task's results are the prompt trials' own.
     ``memo``: what cells scored so far computed, by ``cell_key``; a cell whose length, stride and
     frequencies equal an earlier one's reuses its scores instead of running the model again."""
     L, method = row["eval_context"], row["method"]
@@ -181,10 +184,9 @@ def _score_cell(
         if key not in memo:
             with rescaled(model, inv_freq, row["attention_factor"]):
                 scores = scoring.score(model, val, L, row["stride"], n_tokens, ev.batch_tokens, device, starts)
-                results = {
-                    v: passkey.score_trials(model, t, ev.batch_tokens, device) for v, t in trials["passkey"].items()
-                }
-                results["tasks"] = suite.score_suite(model, trials["tasks"], L, ev.batch_tokens, device)
+                results = {v: passkey.score(model, t, ev.batch_tokens, device) for v, t in trials["passkey"].items()}
+                done = {"passkey": results["prompt"].as_task} if trials["shared"] else {}
+                results["tasks"] = suite.score_suite(model, trials["tasks"], L, ev.batch_tokens, device, done)
             memo[key] = scores, results
         scores, results = memo[key]
     except PositionOutOfRange:
@@ -226,4 +228,4 @@ def _passkey_rows(status: str, trials: list, result, depth_buckets: int) -> list
             }
             for b in range(depth_buckets)
         ]
-    return passkey.summarize(trials, *result, depth_buckets)
+    return passkey.summarize(trials, result.nll, result.exact, depth_buckets)

@@ -21,7 +21,9 @@ whether the argmax at every scored position is the key's token. Greedy decoding 
 the key exactly when, and only when, that holds: if the first i generated tokens are right,
 the context for token i+1 is the teacher-forced one. So the exact match below is what greedy
 decoding would give, without one forward pass per generated token (tests/test_passkey.py
-checks this against real autoregressive decoding).
+checks this against real autoregressive decoding). The same pass also gives the task suite's
+numbers for its ``passkey`` task (``posx.eval.suite``): the prompt trials are scored once per
+cell for passkey.csv and tasks.csv.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ import torch.nn.functional as F
 
 from posx.core.device import autocast
 from posx.core.errors import PosxError
+from posx.tasks import scoring
 from posx.tasks.niah import PASSKEY_MARK
 
 VARIANTS = ("prompt", "copy")
@@ -112,12 +115,29 @@ def make_trials(
     return out
 
 
-@torch.no_grad()
+@dataclass
+class Scored:
+    """The trials of one cell scored once: passkey.csv's numbers and the task suite's."""
+
+    nll: np.ndarray  # (trials,) mean NLL of the scored key tokens (nats)
+    exact: np.ndarray  # (trials,) whether greedy decoding reproduces the key
+    as_task: dict  # the same logits judged as task samples (``posx.tasks.scoring.score_samples``' result)
+
+
 def score_trials(model, trials: list[Trial], batch_tokens: int, device: torch.device) -> tuple[np.ndarray, np.ndarray]:
     """Per trial: mean NLL of the scored key tokens (nats) and whether greedy reproduces them."""
-    nlls, exact = [], []
+    scored = score(model, trials, batch_tokens, device)
+    return scored.nll, scored.exact
+
+
+@torch.no_grad()
+def score(model, trials: list[Trial], batch_tokens: int, device: torch.device) -> Scored:
+    """One forward pass per batch of trials; from its logits both passkey.csv's per-trial numbers
+    and, for the suite's ``passkey`` task (the prompt trials), ``posx.tasks.scoring``'s, so
+    tasks.csv's passkey rows need no second pass over the same sequences."""
+    nlls, exact, task = [], [], ([], [], [])
     if not trials:
-        return np.zeros(0), np.zeros(0, dtype=bool)
+        return Scored(np.zeros(0), np.zeros(0, dtype=bool), scoring.result_of(*task))
     length = len(trials[0].tokens)
     per_batch = max(1, batch_tokens // length)
     for b in range(0, len(trials), per_batch):
@@ -134,7 +154,10 @@ def score_trials(model, trials: list[Trial], batch_tokens: int, device: torch.de
         for i, t in enumerate(batch):
             nlls.append(nll[i, k - t.scored :].mean().item())
             exact.append(bool(hit[i, k - t.scored :].all()))
-    return np.array(nlls), np.array(exact)
+            answer = torch.arange(length - t.scored, length, device=device)  # as the suite indexes a sample
+            for values, value in zip(task, scoring.answer_stats(logits[i, answer - 1], x[i, answer])):
+                values.append(value)
+    return Scored(np.array(nlls), np.array(exact), scoring.result_of(*task))
 
 
 def summarize(trials: list[Trial], nll: np.ndarray, exact: np.ndarray, depth_buckets: int) -> list[dict]:

@@ -3,8 +3,10 @@
 Each task of ``eval.tasks`` gets ``eval.task_options.trials`` samples at every length, built
 from the held-out split (``posx.tasks.registry``), the same for every method; each cell
 (method at a length) scores them teacher-forced (``posx.tasks.scoring``) and writes one
-tasks.csv row per (task, depth bucket). A cell that was not scored (``out_of_range``,
-``not_applicable``, ...) writes its status in each of its rows.
+tasks.csv row per (task, depth bucket). The ``passkey`` task's samples are passkey.csv's prompt
+trials (when ``shares_passkey``): each cell scores them once and both tables read that one
+scoring. A cell that was not scored (``out_of_range``, ``not_applicable``, ...) writes its
+status in each of its rows.
 """
 
 from __future__ import annotations
@@ -18,8 +20,9 @@ from posx.tasks.base import Sample
 
 
 def passkey_samples(source, length: int, opts, tokenizer) -> list[Sample]:
-    """The passkey's prompt trials (``posx.eval.passkey.make_trials``) as samples: with the same
-    trials, digits, depth buckets and seed as ``eval.passkey``, the very trials of passkey.csv."""
+    """The passkey's prompt trials (``posx.eval.passkey.make_trials``) as samples, drawn with
+    ``eval.task_options``' trials, digits, depth buckets and seed: where those equal
+    ``eval.passkey``'s (``shares_passkey``), the very trials of passkey.csv."""
     made = passkey.make_trials(
         source, length, "prompt", opts.trials, opts.digits, opts.depth_buckets, opts.seed, tokenizer
     )
@@ -43,10 +46,20 @@ def make_suite(val, lengths: list[int], ev, tokenizer) -> dict:
     return {(L, str(task)): samples_of(str(task), val, L, opts, tokenizer) for L in lengths for task in ev.tasks}
 
 
-def score_suite(model, suite: dict, length: int, batch_tokens: int, device: torch.device) -> dict:
-    """{task: per-sample results} of the samples at ``length`` (run inside the cell's rescaling)."""
+def shares_passkey(ev) -> bool:
+    """Whether the suite's ``passkey`` samples are passkey.csv's prompt trials (the task is on, the
+    prompt variant is evaluated, and both draw with the same trials, digits, depth buckets and
+    seed): then each cell scores them once, for both tables (``posx.eval.passkey.score``)."""
+    pk, opts = ev.passkey, ev.task_options
+    drawn = [(c.trials, c.digits, c.depth_buckets, c.seed) for c in (pk, opts)]
+    return "passkey" in ev.tasks and pk.enabled and "prompt" in pk.variants and drawn[0] == drawn[1]
+
+
+def score_suite(model, suite: dict, length: int, batch_tokens: int, device: torch.device, done: dict) -> dict:
+    """{task: per-sample results} of the samples at ``length`` (run inside the cell's rescaling);
+    a task in ``done`` ({task: results}, scored already from the same samples) is not run again."""
     return {
-        task: scoring.score_samples(model, samples, batch_tokens, device)
+        task: done[task] if task in done else scoring.score_samples(model, samples, batch_tokens, device)
         for (L, task), samples in suite.items()
         if L == length
     }

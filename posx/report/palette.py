@@ -8,7 +8,10 @@ training curves): ``rope · none`` is RoPE itself (learned absolute's ``clamp`` 
 ``interpolate`` past its table keep the encoding's colour; figures tell them by line style).
 A name outside the tables (an encoding or method added later) gets a colour from a hash of the
 name, stable across figures and runs, until it is given one here. Markers follow the same
-rule, so lines that coincide stay visible by their markers.
+rule (one per encoding and per method, all different), so lines that coincide stay visible by
+their markers: figures draw them hollow (``hollow``), so a different marker under one still
+shows, and where a panel holds several lines against the evaluation length (a log axis) they
+move them a few percent of a factor sideways (``dodge``) and say so in the caption.
 """
 
 from __future__ import annotations
@@ -39,7 +42,28 @@ METHOD_COLORS = {
     "interpolate": "#e7969c",  # rose
     "clamp": "#9c9ede",  # lavender
 }
-MARKERS = ["o", "s", "^", "D", "v", "P", "X", "<", ">", "*"]
+MARKER_OF = {  # a different marker for every encoding and method; none: RoPE's, like its colour
+    "rope": "o",
+    "alibi": "s",
+    "nope": "^",
+    "absolute": "D",
+    "sinusoidal": "v",
+    "t5": "P",
+    "none": "o",
+    "pi": "X",
+    "ntk": "<",
+    "yarn": ">",
+    "abf": "*",
+    "dynamic_ntk": "p",
+    "dynamic_yarn": "h",
+    "ntk_by_parts": "d",
+    "llama3": "8",
+    "longrope": "H",
+    "interpolate": "1",
+    "clamp": "+",
+}
+MARKERS = ["o", "s", "^", "D", "v", "P", "X", "<", ">", "*"]  # names outside MARKER_OF, by a hash
+DODGE = 0.04  # sideways offset between neighbouring lines, as a share of the factor (log axis)
 NATIVE = ("none", "clamp", "interpolate")  # an encoding on its own, not a RoPE rescaling
 
 
@@ -75,6 +99,37 @@ def colors_for(names) -> dict:
 def marker_of(name: str) -> str:
     """A marker per encoding or method, fixed like the colours."""
     key = _key(name)
-    order = [*ENCODING_COLORS, *METHOD_COLORS]
-    index = order.index(key) if key in order else int(hashlib.sha256(key.encode()).hexdigest(), 16)
-    return MARKERS[index % len(MARKERS)]
+    if key in MARKER_OF:
+        return MARKER_OF[key]
+    return MARKERS[int(hashlib.sha256(key.encode()).hexdigest(), 16) % len(MARKERS)]
+
+
+def hollow(name: str, size: float = 5.5) -> dict:
+    """``Axes.plot`` keywords for a line of ``name``: its colour and its marker, drawn hollow so
+    that another line's marker at the same point still shows through it."""
+    return {
+        "color": color_of(name),
+        "marker": marker_of(name),
+        "markersize": size,
+        "markerfacecolor": "none",
+        "markeredgewidth": 1.2,
+    }
+
+
+def dodge(x, i: int, n: int):
+    """Factors ``x`` of the ``i``-th of ``n`` lines on a log axis moved sideways by ``DODGE`` of
+    the factor per line, centred on the true factor, so equal values lie side by side."""
+    return x * (1 + DODGE * (i - (n - 1) / 2))
+
+
+def dodge_note(n: int) -> str:
+    """What a caption says about ``dodge`` (empty for one line)."""
+    return f"lines offset sideways by {DODGE:.0%} of a factor each so equal values stay visible" if n > 1 else ""
+
+
+def stagger(i: int, n: int, points: int, marks: int = 8) -> tuple[int, int]:
+    """``markevery`` for the ``i``-th of ``n`` dense lines (``points`` each, on a linear axis):
+    about ``marks`` markers per line, each line's shifted against the others', so lines that
+    coincide show every one's marker without moving any point."""
+    step = max(1, points // marks)
+    return (i * step // max(n, 1)) % step, step

@@ -6,11 +6,18 @@ backend switch, no display needed).
   mean over seeds with a band: ± std over seeds, or the 95% interval over windows for one seed.
   Lengths a line could not score (out of range, non-finite) are marked with an x on the axis.
 * ``positions.png``: mean NLL by position in the window (in multiples of T) at one factor,
-  one panel per group x encoding (x parent), one line per method.
+  one panel per group x encoding (x parent), one line per method (its hollow marker on every
+  few buckets, staggered between lines, ``palette.stagger``).
 * ``training.png``: training and validation loss by step from the runs' metrics.csv, one line
   per group x encoding (x parent), the mean over its runs with a band of ± std over them.
 * ``passkey.png``: passkey exact-match accuracy and key NLL by evaluation length, one column
   per variant.
+
+Lines against the evaluation length (``ppl_vs_length.png``, ``passkey.png``) carry their
+encoding's or method's colour and marker (``posx.report.palette``), the marker hollow, and
+the lines of one panel sit a few percent of a factor apart (``palette.dodge``): lines that
+coincide (every RoPE method equals plain RoPE at 1x; a model that never retrieves a key) all
+stay visible with their legend entries, and the title says they were moved.
 
 Every figure draws groups, never runs: its cost does not grow with the seeds. A figure with more
 lines or panels than can be told apart pools its groups (``posx.report.crowd``) and says so.
@@ -31,7 +38,6 @@ from posx.report import output, palette
 from posx.report.crowd import MAX_LINES, MAX_PANELS, TITLE, crowded, note, pool, pooled_label
 
 STYLES = ["-", "--", ":", "-."]
-MARKERS = ["o", "s", "^", "D", "v", "P"]
 
 
 METHOD_ORDER = [
@@ -107,38 +113,57 @@ LINE = ["group", "parent", "encoding", "method", "protocol"]  # one line of ppl_
 
 
 def plot_ppl(summary: pd.DataFrame, path: Path, notes: list[str]) -> Path | None:
+    """``ppl_vs_length.png`` (``ppl_figure``) saved as ``path`` (PNG and PDF)."""
+    fig = ppl_figure(summary, notes, path.name)
+    return None if fig is None else save(fig, path)
+
+
+def ppl_figure(summary: pd.DataFrame, notes: list[str], name: str = "ppl_vs_length.png") -> Figure | None:
+    """One line per group x encoding x method (x protocol): its colour and hollow marker
+    (``posx.report.palette``), a line style per group, the lines side by side (``palette.dodge``)."""
     data = summary[summary["n_seeds"] > 0]
     if data.empty:
         return None
     seeds = int(data["n_seeds"].max())
     pooled = crowded(data, LINE)
     if pooled:
-        notes.append(note(path.name, data, "lines", MAX_LINES))
+        notes.append(note(name, data, "lines", MAX_LINES))
         data = pool(data, LINE, "factor", "ppl_mean", "ppl_lo", "ppl_hi").assign(n_seeds=seeds)
     several = data["protocol"].nunique() > 1
     groups = list(dict.fromkeys(zip(data["group"], data["parent"])))
-    data = data.assign(line=[f"{e} · {m}" for e, m in zip(data["encoding"], data["method"])])
-    colors = colors_for(data["line"])
     fig = Figure(figsize=(10, 5.5))
     ax = fig.subplots()
-    keys = LINE
-    order = sorted(data.groupby(keys, sort=False).groups, key=lambda k: (groups.index(k[:2]), k[2], legend_order(k[3])))
+    order = sorted(data.groupby(LINE, sort=False).groups, key=lambda k: (groups.index(k[:2]), k[2], legend_order(k[3])))
     hi_all = float(data["ppl_hi"].max(skipna=True)) if data["ppl_hi"].notna().any() else float(data["ppl_mean"].max())
-    for key in order:
+    for n, key in enumerate(order):
         group, parent, enc, method, protocol = key
-        g = data[(data[keys] == pd.Series(key, index=keys)).all(axis=1)].sort_values("factor")
-        i = groups.index((group, parent))
+        g = data[(data[LINE] == pd.Series(key, index=LINE)).all(axis=1)].sort_values("factor")
         label = _line_label(enc, method, group, parent, len(groups) > 1) + (f" · {protocol}" if several else "")
-        color = colors[f"{enc} · {method}"]
-        ax.plot(g["factor"], g["ppl_mean"], label=label, color=color, linestyle=STYLES[i % 4], marker=MARKERS[i % 6])
-        band = g[g["ppl_lo"].notna() & g["ppl_hi"].notna()]
-        if not band.empty:
-            ax.fill_between(band["factor"], band["ppl_lo"], band["ppl_hi"], color=color, alpha=0.15, linewidth=0)
-        gone = summary[(summary[keys] == pd.Series(key, index=keys)).all(axis=1) & (summary["n_seeds"] == 0)]
+        look = palette.hollow(f"{enc} · {method}")
+        x = palette.dodge(g["factor"], n, len(order))
+        ax.plot(x, g["ppl_mean"], label=label, linestyle=STYLES[groups.index((group, parent)) % 4], **look)
+        band = g["ppl_lo"].notna() & g["ppl_hi"].notna()
+        if band.any():
+            ax.fill_between(x[band], g["ppl_lo"][band], g["ppl_hi"][band], color=look["color"], alpha=0.15, linewidth=0)
+        gone = summary[(summary[LINE] == pd.Series(key, index=LINE)).all(axis=1) & (summary["n_seeds"] == 0)]
         if not gone.empty:  # not scored there: marked at the top, not dropped
-            ax.plot(gone["factor"], [hi_all] * len(gone), linestyle="none", marker="x", color=color, markersize=9)
+            x = palette.dodge(gone["factor"], n, len(order))
+            ax.plot(x, [hi_all] * len(gone), linestyle="none", marker="x", color=look["color"], markersize=9)
     if (summary["n_seeds"] == 0).any():
         ax.plot([], [], linestyle="none", marker="x", color="gray", label="not scored (out of range, non-finite)")
+    _ppl_axes(ax, summary, data, hi_all)
+    band = "band: ± std over seeds" if seeds > 1 else "band: 95% interval over windows"
+    if seeds > 1 and (data["n_seeds"] == 1).any():
+        band += " (one-seed lines: 95% interval over windows)"
+    band = f"{groups[0][0]}: {TITLE}" if pooled else band
+    dodged = f"\n{palette.dodge_note(len(order))}" if len(order) > 1 else ""
+    ax.set_title(f"Perplexity vs evaluation length ({'mean over seeds, ' if seeds > 1 else ''}{band}){dodged}")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
+    return fig
+
+
+def _ppl_axes(ax, summary: pd.DataFrame, data: pd.DataFrame, hi_all: float) -> None:
+    """Log perplexity ticks, the factors (with their length in tokens where one) and the labels."""
     ax.set_yscale("log")
     lo = data["ppl_lo"].where(data["ppl_lo"].notna(), data["ppl_mean"])
     log_ticks(ax, float(lo.min()), hi_all)
@@ -154,13 +179,6 @@ def plot_ppl(summary: pd.DataFrame, path: Path, notes: list[str]) -> Path | None
         + (f" = {ts.pop()})" if len(ts) == 1 else f"; T = {', '.join(sorted(ts, key=int))})")
     )
     ax.set_ylabel("perplexity (log scale)")
-    band = "band: ± std over seeds" if seeds > 1 else "band: 95% interval over windows"
-    if seeds > 1 and (data["n_seeds"] == 1).any():
-        band += " (one-seed lines: 95% interval over windows)"
-    band = f"{groups[0][0]}: {TITLE}" if pooled else band
-    ax.set_title(f"Perplexity vs evaluation length ({'mean over seeds, ' if seeds > 1 else ''}{band})")
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
-    return save(fig, path)
 
 
 PANEL = ["group", "parent", "encoding"]
@@ -215,7 +233,6 @@ def plot_positions(cells: pd.DataFrame, path: Path, factor: float | None, smooth
         return None
     curves, at = _position_panels(curves, chosen, notes, path.name)
     panels = list(at)
-    colors = colors_for(curves["method"])
     cols = min(len(panels), 4)
     rows = -(-len(panels) // cols)
     fig = Figure(figsize=(5.0 * cols + 1.5, 3.9 * rows))
@@ -225,11 +242,13 @@ def plot_positions(cells: pd.DataFrame, path: Path, factor: float | None, smooth
     several = len({p[:2] for p in panels}) > 1 or len(panels) < len(chosen)
     for ax, panel in zip(axes[0], panels):
         mine = curves[(curves[PANEL] == pd.Series(panel, index=PANEL)).all(axis=1)]
-        for method in sorted(mine["method"].unique(), key=legend_order):
+        methods = sorted(mine["method"].unique(), key=legend_order)
+        for i, method in enumerate(methods):  # markers staggered: lines that coincide show each one's
             g = mine[mine["method"] == method].sort_values("x")
-            ax.plot(g["x"], g["nll"], label=method, color=colors[method], marker=".", linewidth=1.5)
+            every, look = palette.stagger(i, len(methods), len(g)), palette.hollow(method, 4.5)
+            ax.plot(g["x"], g["nll"], label=method, linewidth=1.5, markevery=every, **look)
             if g["lo"].notna().any():  # spread over seeds (or over groups, pooled)
-                ax.fill_between(g["x"], g["lo"], g["hi"], color=colors[method], alpha=0.15, linewidth=0)
+                ax.fill_between(g["x"], g["lo"], g["hi"], color=look["color"], alpha=0.15, linewidth=0)
         ax.axvline(1.0, color="gray", linestyle="--", linewidth=1, label="training length T")
         group, parent, enc = panel
         where = (f" from {parent}" if parent else "") + (f"\n{group}" if several and group not in ("", "-") else "")
@@ -267,29 +286,27 @@ def plot_passkey(pk_summary: pd.DataFrame, path: Path, notes: list[str]) -> Path
         data = _pooled_passkey(data)
     variants = list(dict.fromkeys(data["variant"]))
     groups = list(dict.fromkeys(data["group"]))
-    data = data.assign(line=[f"{e} · {m}" for e, m in zip(data["encoding"], data["method"])])
-    colors = colors_for(data["line"])
     factors = sorted(pk_summary["factor"].unique())
     none_found = bool((data["accuracy_mean"].fillna(0) == 0).all())
     fig = Figure(figsize=(5.5 * len(variants) + 2, 4.5 if none_found else 8))
     axes = fig.subplots(1 if none_found else 2, len(variants), squeeze=False)
     if none_found:  # an all-zero accuracy row says nothing: draw into a figure that is not saved
         axes = [Figure().subplots(1, len(variants), squeeze=False)[0], axes[0]]
+    most = 0  # lines in the fullest column
     for col, variant in enumerate(variants):
         top, bottom = axes[0][col], axes[1][col]
-        for (group, enc, method), g in data[data["variant"] == variant].groupby(
-            ["group", "encoding", "method"], sort=False
-        ):
+        lines = list(data[data["variant"] == variant].groupby(["group", "encoding", "method"], sort=False))
+        most = max(most, len(lines))
+        for n, ((group, enc, method), g) in enumerate(lines):
             g = g.sort_values("factor")
-            i = groups.index(group)
+            x = palette.dodge(g["factor"], n, len(lines))  # lines at one value side by side
             style = dict(
                 label=_line_label(enc, method, group, "", len(groups) > 1),
-                color=colors[f"{enc} · {method}"],
-                linestyle=STYLES[i % 4],
-                marker=MARKERS[i % 6],
+                linestyle=STYLES[groups.index(group) % 4],
+                **palette.hollow(f"{enc} · {method}"),
             )
-            top.errorbar(g["factor"], g["accuracy_mean"], yerr=g["accuracy_std"].fillna(0), capsize=3, **style)
-            bottom.plot(g["factor"], g["key_nll_mean"], **style)
+            top.errorbar(x, g["accuracy_mean"], yerr=g["accuracy_std"].fillna(0), capsize=3, **style)
+            bottom.plot(x, g["key_nll_mean"], **style)
         for ax in (top, bottom):
             factor_axis(ax, factors)
             ax.set_xlabel("evaluation length (multiples of T)")
@@ -303,7 +320,8 @@ def plot_passkey(pk_summary: pd.DataFrame, path: Path, notes: list[str]) -> Path
     spread = " (mean ± std over seeds)" if data["n_seeds"].max() > 1 else " (one seed)"
     spread = f" ({data['group'].iloc[0]}: median over groups)" if pooled else spread
     nothing = "; exact match 0 everywhere, so only the key NLL is shown" if none_found else ""
-    fig.suptitle(f"Passkey retrieval by evaluation length{spread}{nothing}")
+    dodged = f"\n{palette.dodge_note(most)}" if most > 1 else ""
+    fig.suptitle(f"Passkey retrieval by evaluation length{spread}{nothing}{dodged}")
     fig.tight_layout()
     return save(fig, path)
 

@@ -4,10 +4,10 @@
   accuracy over all depths, then the mean and sample std over seeds (``n_seeds``), and for one
   seed the 95% Wilson interval of its accuracy (``posx.tasks.scoring``).
 * ``tasks_vs_length.png`` (and .pdf): accuracy by evaluation length, one panel per task, one
-  line per encoding x method in the colours and markers of ``posx.report.palette``, a band of
-  ± std over seeds (one seed: the Wilson interval). Lines that would coincide (a model that
-  never answers scores 0 everywhere) are offset sideways by a few percent of a factor each, so
-  every line stays visible; the caption says so.
+  line per encoding x method in the colours and hollow markers of ``posx.report.palette``, a
+  band of ± std over seeds (one seed: the Wilson interval). Lines that would coincide (a model
+  that never answers scores 0 everywhere) are offset sideways by a few percent of a factor each
+  (``palette.dodge``), so every line stays visible; the caption says so.
 * ``niah_heatmap.png`` (and .pdf): needle depth x evaluation length, the accuracy (mean over
   seeds) in each cell, one panel per encoding x method, for ``niah`` (``passkey`` when the
   runs have no ``niah`` rows): where in the context, and from which length on, retrieval fails
@@ -24,12 +24,11 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from posx.report.output import save
-from posx.report.palette import color_of, marker_of
+from posx.report.palette import color_of, dodge, dodge_note, hollow
 from posx.report.plots import STYLES, factor_axis, legend_order
 from posx.tasks.scoring import wilson
 
 TASK_GROUP = ["group", "encoding", "method", "task", "factor"]
-DODGE = 0.04  # sideways offset between neighbouring lines, as a share of the factor (log axis)
 
 
 def summarize_tasks(tasks: pd.DataFrame) -> pd.DataFrame:
@@ -89,7 +88,7 @@ def plot_task_curves(summary: pd.DataFrame, path: Path) -> Path | None:
         mine = data[data["task"] == task]
         for i, line in enumerate(lines):
             g = mine[mine["line"] == line].sort_values("factor")
-            x = g["factor"] * (1 + DODGE * (i - (len(lines) - 1) / 2))  # side by side, not on top
+            x = dodge(g["factor"], i, len(lines))  # side by side, not on top
             style = STYLES[groups.index(g["group"].iloc[0]) % len(STYLES)] if len(g) else "-"
             _points(top, x, g["accuracy_mean"], g["accuracy_lo"], g["accuracy_hi"], line, style)
             sd = g["answer_nll_std"].fillna(0)
@@ -107,22 +106,19 @@ def plot_task_curves(summary: pd.DataFrame, path: Path) -> Path | None:
         axes[2 * (k // cols) + 1][k % cols].set_visible(False)
     handles, labels = axes[0][0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncol=min(4, len(labels)), fontsize=8, frameon=False)
-    fig.suptitle(
-        f"Tasks vs evaluation length: mean over {int(data['n_seeds'].max())} seed(s); bars: accuracy "
-        f"{data['band'].iloc[0]}, NLL ± std over seeds; lines offset sideways by {DODGE:.0%} of a factor each "
-        "so equal values stay visible; line style: group",
-        fontsize=9,
-    )
+    said = [f"mean over {int(data['n_seeds'].max())} seed(s)", f"bars: accuracy {data['band'].iloc[0]}, NLL ± std "
+            "over seeds", dodge_note(len(lines)), "line style: group"]  # fmt: skip
+    fig.suptitle("Tasks vs evaluation length: " + "; ".join(part for part in said if part), fontsize=9)
     return save(fig, path)
 
 
 def _points(ax, x, y, lo, hi, line: str, style: str) -> None:
-    """One line with a vertical bar lo-hi at each point, in the line's colour and marker."""
+    """One line with a vertical bar lo-hi at each point, in the line's colour and hollow marker."""
     if len(x) == 0:
         return
-    color = color_of(line)
-    ax.plot(x, y, color=color, marker=marker_of(line), markersize=4, linewidth=1.2, linestyle=style, label=line)
-    ax.vlines(x, lo, hi, color=color, linewidth=0.8, alpha=0.5)
+    look = hollow(line, size=4.5)
+    ax.plot(x, y, linewidth=1.2, linestyle=style, label=line, **look)
+    ax.vlines(x, lo, hi, color=look["color"], linewidth=0.8, alpha=0.5)
 
 
 def heatmap_task(tasks: pd.DataFrame) -> str | None:

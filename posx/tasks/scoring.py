@@ -36,12 +36,22 @@ def score_samples(model, samples: list[Sample], batch_tokens: int, device: torch
                 logits = model(x)[0].float()  # (B, L, vocab)
             for i, s in enumerate(batch):
                 at = torch.from_numpy(s.answer).to(device)  # (k,)
-                pred, target = logits[i, at - 1], x[i, at]  # (k, vocab), (k,)
-                hit = pred.argmax(-1) == target
-                nll.append(F.cross_entropy(pred, target).item())
-                token_acc.append(hit.float().mean().item())
-                exact.append(bool(hit.all()))
-    return {"nll": np.array(nll), "token_accuracy": np.array(token_acc), "exact": np.array(exact, dtype=bool)}
+                one = answer_stats(logits[i, at - 1], x[i, at])  # (k, vocab), (k,)
+                for values, value in zip((nll, token_acc, exact), one):
+                    values.append(value)
+    return result_of(nll, token_acc, exact)
+
+
+def answer_stats(pred: torch.Tensor, target: torch.Tensor) -> tuple[float, float, bool]:
+    """One sample's (mean NLL, token accuracy, exact) from the logits ``pred`` (k, vocab) that
+    predict its answer tokens ``target`` (k,)."""
+    hit = pred.argmax(-1) == target
+    return F.cross_entropy(pred, target).item(), hit.float().mean().item(), bool(hit.all())
+
+
+def result_of(nll: list, token_accuracy: list, exact: list) -> dict:
+    """``score_samples``' result from per-sample values."""
+    return {"nll": np.array(nll), "token_accuracy": np.array(token_accuracy), "exact": np.array(exact, dtype=bool)}
 
 
 def wilson(hits: float, n: int) -> tuple[float, float]:
