@@ -15,7 +15,7 @@ import torch
 import yaml
 
 from posx import rope
-from posx.model.encodings import Rotary
+from posx.model.rotary import Rotary
 from posx.runs.lineage import interpolate_table
 from posx.runs.rundir import load_run
 

@@ -8,8 +8,10 @@ import torch
 from posx import rope
 from posx.core.errors import PosxError
 from posx.model.config import GPTConfig
-from posx.model.encodings import ENCODINGS, PositionOutOfRange, Rotary, rotate_pairs
+from posx.model.encodings import ENCODINGS
 from posx.model.gpt import GPT
+from posx.model.positional import PositionOutOfRange
+from posx.model.rotary import Rotary, rotate_pairs
 
 
 # --- the background article's RoPE code, verbatim in behaviour, as a reference ---------------

@@ -16,14 +16,13 @@ from posx.model.encodings import (
     ENCODINGS,
     ALiBi,
     LearnedAbsolute,
-    PositionOutOfRange,
     Sinusoidal,
     T5Bias,
     alibi_slopes,
-    causal_toeplitz,
     t5_buckets,
 )
 from posx.model.gpt import GPT
+from posx.model.positional import PositionOutOfRange, causal_toeplitz
 
 # Press et al.'s slopes (arXiv 2108.12409, section 3 and its reference code get_slopes): 2^(-8h/n)
 # for powers of two; for 6 and 12 heads the 4 / 8 power-of-two slopes followed by every other slope of the 8 / 16 set.

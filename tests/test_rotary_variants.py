@@ -10,9 +10,9 @@ import torch
 from posx import rope
 from posx.model import xpos
 from posx.model.config import GPTConfig
-from posx.model.encodings import Rotary, XPos
 from posx.model.gpt import GPT
 from posx.model.randomized import pose_positions, random_positions
+from posx.model.rotary import Rotary, XPos
 
 HD, BASE = 16, 10000.0
 

@@ -29,8 +29,8 @@ from rich.console import Console
 from posx.core.errors import PosxError
 from posx.eval import bytecount, scoring
 from posx.eval.tables import COLUMNS, Evaluation, position_rows
-from posx.model.encodings import PositionOutOfRange
 from posx.model.gpt import GPT
+from posx.model.positional import PositionOutOfRange
 from posx.runs.lineage import INTERPOLATE, find_parent, zero_shot_model
 from posx.runs.records import RunMeta
 

@@ -29,8 +29,8 @@ from posx.core.errors import PosxError
 from posx.core.progress import Reporter
 from posx.eval import bytecount, documents, passkey, scoring, suite
 from posx.eval.tables import COLUMNS, KEYS, Evaluation, position_rows
-from posx.model.encodings import PositionOutOfRange
 from posx.model.gpt import GPT
+from posx.model.positional import PositionOutOfRange
 from posx.model.rescale import absolute_beyond, check_methods, method_frequencies, rescaled
 from posx.runs.records import RunMeta
 

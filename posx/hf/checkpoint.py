@@ -65,7 +65,7 @@ PROBE = "posx byte probe: é ☃ \n\t"  # a byte-level tokenizer encodes this to
 
 
 class HFRotary:
-    """posx.model.encodings.Rotary's rescaling interface on a transformers rotary embedding."""
+    """posx.model.rotary.Rotary's rescaling interface on a transformers rotary embedding."""
 
     kind = "rope"
     uses_rope = True

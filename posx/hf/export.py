@@ -7,7 +7,7 @@ DIR gets what ``AutoModelForCausalLM.from_pretrained(DIR)`` and ``AutoTokenizer`
   readers that use the transformers 4 spelling it also holds ``rope_theta`` and
   ``rope_scaling`` (null for plain RoPE), which say the same thing.
 * ``model.safetensors``: the weights under transformers' names. posx rotates (even, odd)
-  pairs of a head (``posx.model.encodings.rotate_pairs``, as in RoFormer and Meta's Llama code);
+  pairs of a head (``posx.model.rotary.rotate_pairs``, as in RoFormer and Meta's Llama code);
   transformers rotates dimension i with i + head_dim/2 (``rotate_half``). The q and k rows of
   every head are permuted (even rows first, then odd) so transformers' layout computes the
   same scores: the inverse of the permutation in transformers'

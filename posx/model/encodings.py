@@ -7,9 +7,10 @@ Every encoding is a ``PositionalEncoding`` with three hooks, each a no-op by def
 * ``distance_bias(layer, length)``  a bias on the logits by query-key distance (ALiBi, T5)
 
 The attention block calls them and never asks which encoding it has, so a new encoding is
-a new subclass plus one line in ``ENCODINGS``. xPos is RoPE's ``rotate`` with a per-pair
-scale (``posx.model.xpos``); FIRE, whose bias also depends on the query position, overrides
-``attn_masks`` and ``score_mod`` instead of ``distance_bias`` (``posx.model.fire``).
+a new subclass of ``posx.model.positional.PositionalEncoding`` plus one line in ``ENCODINGS``.
+RoPE and xPos (RoPE's ``rotate`` with a per-pair scale) live in ``posx.model.rotary``; FIRE,
+whose bias also depends on the query position, overrides ``attn_masks`` and ``score_mod``
+instead of ``distance_bias`` (``posx.model.fire``).
 
 With ``model.attention=flex`` the bias encodings give a ``score_mod(layer)`` instead
 (``posx.model.attention``): a function of the head and the distance, the same for every
@@ -32,68 +33,10 @@ import math
 import torch
 from torch import Tensor, nn
 
-from posx import rope
 from posx.core.errors import PosxError
-from posx.model import fire, xpos
-
-
-class PositionOutOfRange(PosxError):
-    """A position past what the encoding can represent (learned absolute past its table)."""
-
-
-class PositionalEncoding(nn.Module):
-    """Base class: no positional signal at all. Subclasses override the hooks they need."""
-
-    kind = "nope"
-    uses_rope = False  # True when RoPE rescaling methods apply
-
-    def embed(self, x: Tensor, positions: Tensor) -> Tensor:
-        return x  # x: (B, T, C), positions: (T,)
-
-    def rotate(self, q: Tensor, k: Tensor, positions: Tensor) -> tuple[Tensor, Tensor]:
-        return q, k  # q, k: (B, H, T, head_dim)
-
-    bias_per_layer = False  # True when distance_bias differs between layers
-
-    def distance_bias(self, layer: int, length: int) -> Tensor | None:
-        return None  # else (H, length): the logit bias at query - key distance 0 .. length-1
-
-    def attn_masks(self, length: int, n_layer: int, dtype: torch.dtype, device: torch.device) -> list[Tensor | None]:
-        """Per layer: None (plain causal attention) or the additive mask (1, H, L, L).
-
-        Layers that share the bias get the same tensor object, built once.
-        """
-        layers = range(n_layer) if self.bias_per_layer else range(1)
-        masks = []
-        for layer in layers:
-            bias = self.distance_bias(layer, length)  # (H, L) or None
-            masks.append(None if bias is None else causal_toeplitz(bias.to(device=device, dtype=dtype)))
-        return masks if self.bias_per_layer else masks * n_layer
-
-    def score_mod(self, layer: int):
-        """None, or FlexAttention's score_mod(score, b, h, q_idx, kv_idx) adding the same bias
-        as ``distance_bias`` (the causal mask is separate). One function for every layer and
-        length: what differs between layers enters as a tensor (a ``functools.partial`` of a
-        module-level function), so a compiled FlexAttention shares one graph across layers."""
-        return None
-
-    def max_length(self) -> int | None:
-        return None  # longest sequence it represents; None: unbounded
-
-
-def causal_toeplitz(by_distance: Tensor) -> Tensor:
-    """(H, L) bias by distance n = i - j  ->  (1, H, L, L) mask: bias[n] for j <= i, -inf above.
-
-    mask[i, j] = w[L - 1 - i + j] with w = (bias[L-1], ..., bias[0], -inf x (L-1)); unfold
-    gives every window w[r : r + L], and flipping the rows puts window L - 1 - i at row i.
-    No (L, L) index tensor is built.
-    """
-    H, L = by_distance.shape
-    future = by_distance.new_full((H, L - 1), float("-inf"))
-    w = torch.cat([by_distance.flip(-1), future], dim=-1)  # (H, 2L - 1)
-    windows = w.unfold(-1, L, 1)  # (H, L, L) view: windows[h, r, j] = w[h, r + j]
-    return windows.flip(1).unsqueeze(0)  # (1, H, L, L), a fresh contiguous tensor
-
+from posx.model import fire
+from posx.model.positional import PositionalEncoding
+from posx.model.rotary import Rotary, XPos
 
 BEYOND = ("none", "clamp", "interpolate")  # learned absolute past its table (eval.absolute_beyond)
 
@@ -275,105 +218,6 @@ def t5_score(
     future pairs read distance 0; every distance past ``bucket_of``'s last entry has its bucket)."""
     n = (q_idx - kv_idx).clamp(0, bucket_of.shape[0] - 1)
     return score + table[bucket_of[n], h].to(score.dtype)
-
-
-def rotate_pairs(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
-    """Rotate each (even, odd) pair of the last dim of x by the given angles.
-
-    x: (..., T, head_dim); cos, sin: (T, head_dim // 2). Pair i of position p is
-    rotated by p * inv_freq[i], as in RoFormer (Su et al. 2021, eq. 34).
-    """
-    x1, x2 = x[..., 0::2], x[..., 1::2]  # (..., T, hd/2) each
-    out = torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)  # (..., T, hd/2, 2)
-    return out.flatten(-2)  # (..., T, hd)
-
-
-class Rotary(PositionalEncoding):
-    """RoPE. The inverse frequencies are a non-persistent buffer: rescaling is a recompute.
-
-    ``set_frequencies`` installs the output of ``posx.rope.frequencies``; the attention
-    factor multiplies both cos and sin, so q and k each carry it once. Both live in buffers
-    changed in place (the factor is a 0-d tensor, not a Python float), so a compiled model
-    sees new values without a guard failing and recompiling.
-    """
-
-    kind = "rope"
-    uses_rope = True
-
-    def __init__(self, head_dim: int, base: float, rotary_fraction: float = 1.0):
-        super().__init__()
-        self.head_dim = head_dim
-        self.base = base
-        # p-RoPE (posx.model.xpos): 1 for the pairs that rotate; None when all do (plain RoPE,
-        # whose forward is then untouched). Applied after any rescaling, in cos_sin.
-        mask = None if rotary_fraction == 1 else xpos.rotation_mask(head_dim, rotary_fraction)
-        self.register_buffer("rotating", mask, persistent=False)  # (hd/2,) or None
-        inv_freq, attention_factor = rope.frequencies("none", head_dim, base=base)
-        self.register_buffer("inv_freq", inv_freq, persistent=False)
-        # The factor the forward reads: a 0-d float32 buffer (what multiplying float32 cos/sin
-        # by the Python float did anyway); the exact float is kept for records and tables.
-        self.register_buffer("attn_factor", torch.tensor(float(attention_factor)), persistent=False)  # ()
-        self._attention_factor = float(attention_factor)
-        # What reset() returns to: the frequencies the weights were trained with (plain RoPE
-        # unless set_trained_frequencies installs others, as for an extended run).
-        self.register_buffer("trained_inv_freq", inv_freq.clone(), persistent=False)
-        self.trained_attention_factor = attention_factor
-
-    def set_frequencies(self, inv_freq: Tensor, attention_factor: float = 1.0) -> None:
-        if inv_freq.shape != self.inv_freq.shape:
-            raise PosxError(f"frequencies of shape {tuple(inv_freq.shape)} do not fit head_dim {self.head_dim}")
-        with torch.no_grad():
-            self.inv_freq.copy_(inv_freq.to(device=self.inv_freq.device, dtype=torch.float32))
-            self.attn_factor.fill_(float(attention_factor))
-        self._attention_factor = float(attention_factor)
-
-    @property
-    def attention_factor(self) -> float:
-        return self._attention_factor  # exact; the forward reads the buffer
-
-    def set_trained_frequencies(self, inv_freq: Tensor, attention_factor: float = 1.0) -> None:
-        """Install frequencies and make them the ones ``reset`` returns to (a trained model's)."""
-        self.set_frequencies(inv_freq, attention_factor)
-        self.trained_inv_freq = self.inv_freq.clone()
-        self.trained_attention_factor = self.attention_factor
-
-    def reset(self) -> None:
-        """Back to the frequencies the model trained with (plain RoPE unless extended)."""
-        self.set_frequencies(self.trained_inv_freq.clone(), self.trained_attention_factor)
-
-    def cos_sin(self, positions: Tensor) -> tuple[Tensor, Tensor]:
-        # Angles in float32 even under bf16 autocast: p * theta loses all precision in bf16.
-        with torch.autocast(device_type=positions.device.type, enabled=False):
-            inv_freq = self.inv_freq if self.rotating is None else self.inv_freq * self.rotating
-            angles = torch.outer(positions.float(), inv_freq)  # (T, hd/2)
-            return angles.cos() * self.attn_factor, angles.sin() * self.attn_factor
-
-    def rotate(self, q: Tensor, k: Tensor, positions: Tensor) -> tuple[Tensor, Tensor]:
-        cos, sin = self.cos_sin(positions)
-        cos, sin = cos.to(q.dtype), sin.to(q.dtype)
-        return rotate_pairs(q, cos, sin), rotate_pairs(k, cos, sin)
-
-
-class XPos(Rotary):
-    """xPos: RoPE whose query is scaled by zeta^(n/B) and key by zeta^(-m/B) per pair
-    (Sun et al., ACL 2023; torchscale's XPOS; the formulas in ``posx.model.xpos``). The
-    frequencies are RoPE's and take the same rescaling methods."""
-
-    kind = "xpos"
-
-    def __init__(self, head_dim: int, base: float, rotary_fraction: float = 1.0, scale_base: float = xpos.SCALE_BASE):
-        super().__init__(head_dim, base, rotary_fraction)
-        log_zeta = xpos.xpos_zeta(head_dim).log().float() * xpos.rotation_mask(head_dim, rotary_fraction)
-        self.register_buffer("log_zeta", log_zeta, persistent=False)  # (hd/2,), 0 where a pair does not rotate
-        self.scale_base = float(scale_base)
-
-    def rotate(self, q: Tensor, k: Tensor, positions: Tensor) -> tuple[Tensor, Tensor]:
-        cos, sin = self.cos_sin(positions)
-        with torch.autocast(device_type=positions.device.type, enabled=False):
-            scale = xpos.xpos_scales(self.log_zeta, positions, self.scale_base)  # (T, hd/2)
-        up = [(t * scale).to(q.dtype) for t in (cos, sin)]
-        down = [(t / scale).to(k.dtype) for t in (cos, sin)]
-        return rotate_pairs(q, *up), rotate_pairs(k, *down)
 
 
 class Fire(PositionalEncoding):

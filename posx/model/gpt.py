@@ -20,7 +20,8 @@ from posx.core.errors import PosxError
 from posx.model import blocks, scaling
 from posx.model.attention import ATTENTION, FlexBias, attend, causal_block_mask, flex_applies
 from posx.model.config import GPTConfig
-from posx.model.encodings import PositionalEncoding, PositionOutOfRange, build_encoding
+from posx.model.encodings import build_encoding
+from posx.model.positional import PositionalEncoding, PositionOutOfRange
 from posx.model.randomized import pose_positions, random_positions
 
 

@@ -1,0 +1,69 @@
+"""The base of every positional encoding: the three hooks, each a no-op (``posx.model.encodings``
+lists the encodings and explains the hooks), the error for a position past what an encoding
+represents, and the causal Toeplitz mask the bias encodings build from a bias by distance.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from posx.core.errors import PosxError
+
+
+class PositionOutOfRange(PosxError):
+    """A position past what the encoding can represent (learned absolute past its table)."""
+
+
+class PositionalEncoding(nn.Module):
+    """Base class: no positional signal at all. Subclasses override the hooks they need."""
+
+    kind = "nope"
+    uses_rope = False  # True when RoPE rescaling methods apply
+
+    def embed(self, x: Tensor, positions: Tensor) -> Tensor:
+        return x  # x: (B, T, C), positions: (T,)
+
+    def rotate(self, q: Tensor, k: Tensor, positions: Tensor) -> tuple[Tensor, Tensor]:
+        return q, k  # q, k: (B, H, T, head_dim)
+
+    bias_per_layer = False  # True when distance_bias differs between layers
+
+    def distance_bias(self, layer: int, length: int) -> Tensor | None:
+        return None  # else (H, length): the logit bias at query - key distance 0 .. length-1
+
+    def attn_masks(self, length: int, n_layer: int, dtype: torch.dtype, device: torch.device) -> list[Tensor | None]:
+        """Per layer: None (plain causal attention) or the additive mask (1, H, L, L).
+
+        Layers that share the bias get the same tensor object, built once.
+        """
+        layers = range(n_layer) if self.bias_per_layer else range(1)
+        masks = []
+        for layer in layers:
+            bias = self.distance_bias(layer, length)  # (H, L) or None
+            masks.append(None if bias is None else causal_toeplitz(bias.to(device=device, dtype=dtype)))
+        return masks if self.bias_per_layer else masks * n_layer
+
+    def score_mod(self, layer: int):
+        """None, or FlexAttention's score_mod(score, b, h, q_idx, kv_idx) adding the same bias
+        as ``distance_bias`` (the causal mask is separate). One function for every layer and
+        length: what differs between layers enters as a tensor (a ``functools.partial`` of a
+        module-level function), so a compiled FlexAttention shares one graph across layers."""
+        return None
+
+    def max_length(self) -> int | None:
+        return None  # longest sequence it represents; None: unbounded
+
+
+def causal_toeplitz(by_distance: Tensor) -> Tensor:
+    """(H, L) bias by distance n = i - j  ->  (1, H, L, L) mask: bias[n] for j <= i, -inf above.
+
+    mask[i, j] = w[L - 1 - i + j] with w = (bias[L-1], ..., bias[0], -inf x (L-1)); unfold
+    gives every window w[r : r + L], and flipping the rows puts window L - 1 - i at row i.
+    No (L, L) index tensor is built.
+    """
+    H, L = by_distance.shape
+    future = by_distance.new_full((H, L - 1), float("-inf"))
+    w = torch.cat([by_distance.flip(-1), future], dim=-1)  # (H, 2L - 1)
+    windows = w.unfold(-1, L, 1)  # (H, L, L) view: windows[h, r, j] = w[h, r + j]
+    return windows.flip(1).unsqueeze(0)  # (1, H, L, L), a fresh contiguous tensor
