@@ -13,7 +13,9 @@ downloaded), then, each in a fresh process:
    rounds, posx building a store of the standard library with that tokenizer.json against the
    same work done by hand with Hugging Face ``tokenizers`` (read every file, ``encode_batch`` of
    whole documents in batches of about 8 MB); the median per-round ratio hand / posx (above 1:
-   posx is faster) and each side's MB/s.
+   posx is faster) and each side's MB/s;
+5. ``user-large`` (needs the ``bpe`` phase or ``--vs-hand-tokenizer``): ``posx data prepare`` of
+   the large corpus with that tokenizer.json (tokenizing only): MB/s and peak RSS at >= 1 GB.
 
     python -m benchmarks.store_measure --work /tmp/posx-measure [--large-mb 1100]   # from the repository root
     python -m benchmarks.store_measure --phases bpe,vs-hand --small-mb 1 --large-mb 1 --vocab 4096
@@ -158,7 +160,9 @@ def main() -> None:
     parser.add_argument("--small-mb", type=float, default=10)
     parser.add_argument("--large-mb", type=float, default=1100)
     parser.add_argument("--vocab", type=int, default=8192)
-    parser.add_argument("--phases", default="prepare,bpe,train", help="comma-separated: prepare, bpe, train, vs-hand")
+    parser.add_argument(
+        "--phases", default="prepare,bpe,train", help="comma-separated: prepare, bpe, train, user-large, vs-hand"
+    )
     parser.add_argument("--rounds", type=int, default=3, help="vs-hand: rounds of each side")
     parser.add_argument("--vs-hand-tokenizer", type=Path, default=None, help="vs-hand: a tokenizer.json (else bpe's)")
     parser.add_argument("--vs-hand-path", type=Path, default=None, help="vs-hand: text files instead of the stdlib")
@@ -231,6 +235,13 @@ def main() -> None:
                 "built": built_line(out),
             }
         )
+        print(rows[-1], flush=True)
+    if "user-large" in phases:
+        tokenizer = args.vs_hand_tokenizer or stdlib_tokenizer
+        user = ["data=text", f"data.path={large}", cache, f"data.tokenizer={tokenizer}"]
+        s, rss, out = measured(["data", "prepare", *user], work)
+        step = "prepare large with a tokenizer.json"
+        rows.append({"step": step, "seconds": round(s, 1), **rss, "built": built_line(out)})
         print(rows[-1], flush=True)
     if "vs-hand" in phases:
         tokenizer = args.vs_hand_tokenizer or stdlib_tokenizer

@@ -24,7 +24,7 @@ def rotate_pairs(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
     """
     # q and k arrive as strided views of the fused projection (B, H, T, hd); one contiguous
     # copy first makes the six half-width ops below run on plain memory. The numbers are the
-    # same; evaluation of the tiny model is 10-17% faster (docs/measurements.md).
+    # same; a forward of the tiny llama model is 9-17% faster (docs/measurements.md).
     x = x.contiguous()
     x1, x2 = x[..., 0::2], x[..., 1::2]  # (..., T, hd/2) each
     out = torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)  # (..., T, hd/2, 2)
