@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -115,6 +117,29 @@ def test_lines_that_coincide_keep_their_own_markers_side_by_side():
     # dense lines (per position) keep their points: their markers sit on different buckets
     marked = [set(range(start, 64, step)) for start, step in (palette.stagger(i, 3, 64) for i in range(3))]
     assert all(len(m) >= 8 for m in marked) and not (marked[0] & marked[1] or marked[1] & marked[2])
+
+
+def test_long_group_labels_are_cut_in_legends_and_kept_apart():
+    """A run with recorded settings beside one without differs in every key: its group label runs to
+    a thousand characters. Legends cut it, keep cut labels apart, and the layout still fits."""
+    common = ", ".join(f"eval.key_{i}=—" for i in range(40))
+    summary = ppl_summary()
+    summary = pd.concat([summary.assign(group=f"{common}, eval.tokens={n}") for n in (512, 1024)], ignore_index=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # matplotlib's "Tight layout not applied" included
+        fig = encodings_figure(summary, [])
+    labels = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    rope = [label for label in labels if label.startswith("rope")]
+    assert len(rope) == 2 and len(set(rope)) == 2  # two groups, told apart
+    assert all(len(label) <= palette.LABEL_LIMIT + 3 for label in labels)
+    assert rope[1].endswith("#2") and rope[0].endswith("…")
+    # a line without a band (a table from before intervals were kept) still gets ticks up to its values
+    unbanded = summary.assign(ppl_mean=summary["ppl_mean"] * 3, ppl_lo=np.nan, ppl_hi=np.nan, group="old")
+    ax = encodings_figure(pd.concat([summary, unbanded], ignore_index=True), []).axes[0]
+    assert max(ax.get_yticks()) >= 0.95 * unbanded["ppl_mean"].max()
+    assert palette.fitted(["a" * 80, "a" * 80, "a" * 79 + "b"]) == [palette.fit("a" * 80)] * 2 + [
+        palette.fit("a" * 80) + " #2"
+    ]
 
 
 def test_positions_by_encoding_draws_each_run_at_its_longest_and_says_so():

@@ -20,6 +20,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from posx.report import output
+from posx.report.palette import legend
 from posx.report.plots import colors_for, legend_order, log_ticks
 
 KEY = ["group", "parent", "encoding", "method"]
@@ -181,7 +182,7 @@ def plot_extension(curves: pd.DataFrame, path: Path) -> Path | None:
     for ax in axes:
         for handle, label in zip(*ax.get_legend_handles_labels()):
             entries.setdefault(label, handle)
-    fig.legend(entries.values(), entries.keys(), loc="upper left", bbox_to_anchor=(1.0, 0.93), fontsize=9)
+    legend(fig, list(entries.values()), list(entries), loc="upper left", bbox_to_anchor=(1.0, 0.93), fontsize=9)
     fig.suptitle(
         "Extension: perplexity at the new length during continued training (mean, band ± std over seeds)", fontsize=11
     )

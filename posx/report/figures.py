@@ -25,7 +25,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from posx.report.crowd import MAX_LINES, TITLE, note, pool
-from posx.report.palette import dodge, dodge_note, hollow, marker_of, stagger
+from posx.report.palette import dodge, dodge_note, hollow, legend, marker_of, stagger
 from posx.report.plots import STYLES, factor_axis, legend_order, log_ticks, save
 
 NATIVE = ["none", "clamp", "interpolate"]  # an encoding on its own (absolute: three ways past its table)
@@ -66,7 +66,7 @@ def encodings_figure(summary: pd.DataFrame, notes: list[str], name: str = "encod
     axes = fig.subplots(len(protocols), panels, squeeze=False)
     data = data.assign(line=[e if g in ("", "-") else f"{e} ({g})" for e, g in zip(data["encoding"], data["group"])])
     rope_groups = list(dict.fromkeys(rope["group"]))
-    top = float(data["ppl_hi"].max(skipna=True))
+    top = float(data["ppl_hi"].where(data["ppl_hi"].notna(), data["ppl_mean"]).max())  # a line without a band too
     low = float(data["ppl_lo"].where(data["ppl_lo"].notna(), data["ppl_mean"]).min())
     most = 0  # lines in the fullest panel
     for row, protocol in enumerate(protocols):
@@ -118,7 +118,8 @@ def _dress(ax, low: float, top: float, factors: list, train_context: str) -> Non
     factor_axis(ax, factors)
     ax.set_xlabel(f"evaluation length (multiples of {train_context}, log scale)")
     ax.set_ylabel("perplexity (log scale)")
-    ax.legend(fontsize=8.5, loc="best", ncol=2 if len(ax.get_legend_handles_labels()[1]) > 7 else 1)
+    handles, labels = ax.get_legend_handles_labels()
+    legend(ax, handles, labels, fontsize=8.5, loc="best", ncol=2 if len(labels) > 7 else 1)
     ax.tick_params(labelsize=10)
 
 
@@ -190,7 +191,8 @@ def plot_position_encodings(
         ax.set_xlabel(f"position in the window (multiples of {train_context})")
         ax.set_ylabel("mean NLL (nats per token)")
         ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=8.5, loc="best", ncol=2 if len(ax.get_legend_handles_labels()[1]) > 7 else 1)
+        handles, labels = ax.get_legend_handles_labels()
+        legend(ax, handles, labels, fontsize=8.5, loc="best", ncol=2 if len(labels) > 7 else 1)
         ax.tick_params(labelsize=10)
     smoothed = f", moving mean over {smooth} buckets" if smooth > 1 else ""
     band = TITLE if pooled else "mean over seeds, band ± std over seeds"

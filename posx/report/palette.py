@@ -133,3 +133,30 @@ def stagger(i: int, n: int, points: int, marks: int = 8) -> tuple[int, int]:
     coincide show every one's marker without moving any point."""
     step = max(1, points // marks)
     return (i * step // max(n, 1)) % step, step
+
+
+LABEL_LIMIT = 60  # characters of a legend entry or panel title; summary.md's Groups table has the whole label
+
+
+def fit(label: str, limit: int = LABEL_LIMIT) -> str:
+    """``label`` cut to ``limit`` characters with '…' (a group label can name dozens of keys:
+    a run with recorded settings beside one without differs in every key)."""
+    return label if len(label) <= limit else label[: limit - 1].rstrip(", ") + "…"
+
+
+def fitted(labels: list[str]) -> list[str]:
+    """Each label ``fit``; different labels that cutting made equal are numbered (#2, #3, ...)."""
+    originals: dict[str, list[str]] = {}
+    out = []
+    for label in labels:
+        seen = originals.setdefault(fit(label), [])
+        if label not in seen:
+            seen.append(label)
+        n = seen.index(label) + 1
+        out.append(fit(label) if n == 1 else f"{fit(label)} #{n}")
+    return out
+
+
+def legend(target, handles: list, labels: list[str], **kwargs):
+    """``target.legend`` (an Axes or a Figure) with every label ``fitted``."""
+    return target.legend(handles, fitted(labels), **kwargs)

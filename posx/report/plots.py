@@ -94,7 +94,7 @@ def _figure_legend(fig, axes) -> None:
     for ax in axes:
         for handle, label in zip(*ax.get_legend_handles_labels()):
             entries.setdefault(label, handle)
-    fig.legend(entries.values(), entries.keys(), loc="upper left", bbox_to_anchor=(1.0, 0.93), fontsize=9)
+    palette.legend(fig, list(entries.values()), list(entries), loc="upper left", bbox_to_anchor=(1.0, 0.93), fontsize=9)
 
 
 def save(fig, path: Path) -> Path:
@@ -134,7 +134,7 @@ def ppl_figure(summary: pd.DataFrame, notes: list[str], name: str = "ppl_vs_leng
     fig = Figure(figsize=(10, 5.5))
     ax = fig.subplots()
     order = sorted(data.groupby(LINE, sort=False).groups, key=lambda k: (groups.index(k[:2]), k[2], legend_order(k[3])))
-    hi_all = float(data["ppl_hi"].max(skipna=True)) if data["ppl_hi"].notna().any() else float(data["ppl_mean"].max())
+    hi_all = float(data["ppl_hi"].where(data["ppl_hi"].notna(), data["ppl_mean"]).max())  # lines without a band too
     for n, key in enumerate(order):
         group, parent, enc, method, protocol = key
         g = data[(data[LINE] == pd.Series(key, index=LINE)).all(axis=1)].sort_values("factor")
@@ -158,7 +158,7 @@ def ppl_figure(summary: pd.DataFrame, notes: list[str], name: str = "ppl_vs_leng
     band = f"{groups[0][0]}: {TITLE}" if pooled else band
     dodged = f"\n{palette.dodge_note(len(order))}" if len(order) > 1 else ""
     ax.set_title(f"Perplexity vs evaluation length ({'mean over seeds, ' if seeds > 1 else ''}{band}){dodged}")
-    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
+    palette.legend(ax, *ax.get_legend_handles_labels(), loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
     return fig
 
 
@@ -251,7 +251,9 @@ def plot_positions(cells: pd.DataFrame, path: Path, factor: float | None, smooth
                 ax.fill_between(g["x"], g["lo"], g["hi"], color=look["color"], alpha=0.15, linewidth=0)
         ax.axvline(1.0, color="gray", linestyle="--", linewidth=1, label="training length T")
         group, parent, enc = panel
-        where = (f" from {parent}" if parent else "") + (f"\n{group}" if several and group not in ("", "-") else "")
+        where = (f" from {parent}" if parent else "") + (
+            f"\n{palette.fit(group)}" if several and group not in ("", "-") else ""
+        )
         ax.set_title(f"{enc}{where}: at {at[panel]} T", fontsize=10)
         ax.set_xlabel("position in the window (multiples of T)")
         ax.set_ylabel("mean NLL (nats per token)")

@@ -24,7 +24,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from posx.report.output import save
-from posx.report.palette import color_of, dodge, dodge_note, hollow
+from posx.report.palette import color_of, dodge, dodge_note, fit, hollow, legend
 from posx.report.plots import STYLES, factor_axis, legend_order
 from posx.tasks.scoring import wilson
 
@@ -105,7 +105,7 @@ def plot_task_curves(summary: pd.DataFrame, path: Path) -> Path | None:
         axes[2 * (k // cols)][k % cols].set_visible(False)
         axes[2 * (k // cols) + 1][k % cols].set_visible(False)
     handles, labels = axes[0][0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="outside lower center", ncol=min(4, len(labels)), fontsize=8, frameon=False)
+    legend(fig, handles, labels, loc="outside lower center", ncol=min(4, len(labels)), fontsize=8, frameon=False)
     said = [f"mean over {int(data['n_seeds'].max())} seed(s)", f"bars: accuracy {data['band'].iloc[0]}, NLL ± std "
             "over seeds", dodge_note(len(lines)), "line style: group"]  # fmt: skip
     fig.suptitle("Tasks vs evaluation length: " + "; ".join(part for part in said if part), fontsize=9)
@@ -154,7 +154,7 @@ def plot_niah_heatmaps(tasks: pd.DataFrame, path: Path) -> Path | None:
         ax.set_xticks(range(len(factors)), [f"{f:g}x" for f in factors], fontsize=8)
         step = 1 / len(depths)
         ax.set_yticks(range(len(depths)), [f"{d:.0%}–{d + step:.0%}" for d in depths], fontsize=8)
-        ax.set_title(line, fontsize=9, color=color_of(line))
+        ax.set_title(fit(line), fontsize=9, color=color_of(line))
         ax.set_xlabel("evaluation length (x T)", fontsize=8)
         ax.set_ylabel("needle depth (share of the text before it)", fontsize=8)
     for ax in axes.flat[len(lines) :]:
