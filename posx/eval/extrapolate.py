@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from dataclasses import dataclass
 
 import pandas as pd
 import torch
@@ -61,6 +62,52 @@ def _new_row(
     }  # fmt: skip
 
 
+@dataclass
+class _Plan:
+    """What every cell of one evaluation shares: the lengths and how each is read."""
+
+    lengths: list[int]  # factor x T
+    strides: list[int]  # tokens scored per window, by length
+    scales: list[float]  # the RoPE scale s of each length
+    n_tokens: int  # scored tokens at every length
+    within: bool  # eval.within_documents
+    plans: dict  # length -> its documents (``documents.plan``) when within, else empty
+    n_bytes: dict  # length -> bytes of the text its scored tokens cover
+    rope_args: dict  # head_dim, base, train_context for ``method_frequencies``
+
+
+def _plan(model: GPT, meta: RunMeta, val: torch.Tensor, ev, val_docs, tokenizer) -> _Plan:
+    """The lengths, strides and scored tokens of an evaluation, checked before any row is
+    computed: too little held-out text, too few documents or bad method parameters are one line."""
+    T = meta.train_context
+    lengths = [round(f * T) for f in ev.factors]
+    strides = [scoring.stride_for(ev.protocol, ev.stride, T, L) for L in lengths]
+    n_tokens = scoring.tokens_for(ev.protocol, ev.tokens, lengths, strides)
+    needed = max(scoring.tokens_needed(L, s, n_tokens) for L, s in zip(lengths, strides))
+    within = bool(ev.within_documents)
+    plans = {}
+    if within:  # too few documents: one line, here
+        plans = {
+            L: documents.plan(val_docs, len(val), L, s, n_tokens, ev.min_document_tokens)
+            for L, s in zip(lengths, strides)
+        }
+    elif len(val) < needed:
+        raise PosxError(
+            f"the held-out split has {len(val)} tokens but eval.tokens asks for {n_tokens} "
+            f"at each length ({needed} read); lower eval.tokens or use more data"
+        )
+    scales = [float(ev.scale) if ev.scale is not None else L / T for L in lengths]
+    rope_args = {"head_dim": meta.model.head_dim, "base": meta.model.rope_base, "train_context": T}
+    if model.pos.uses_rope:  # bad method parameters fail here, before any row is computed
+        check_methods(ev, ev.methods, rows=list(zip(scales, lengths)), **rope_args)
+    counts = bytecount.token_bytes(tokenizer)
+    n_bytes = {
+        L: bytecount.scored_bytes(val, L, s, n_tokens, counts, plans[L].starts if within else None)
+        for L, s in zip(lengths, strides)
+    }
+    return _Plan(lengths, strides, scales, n_tokens, within, plans, n_bytes, rope_args)
+
+
 def evaluate(
     model: GPT,
     meta: RunMeta,
@@ -77,73 +124,41 @@ def evaluate(
     (eval.passkey.enabled) the passkey rows. The model's trained frequencies stay installed.
     ``val_docs``: where each held-out document starts (eval.within_documents needs it);
     ``tokenizer``: encodes the passkey prompt (None: bytes)."""
-    T = meta.train_context
-    lengths = [round(f * T) for f in ev.factors]
-    strides = [scoring.stride_for(ev.protocol, ev.stride, T, L) for L in lengths]
-    n_tokens = scoring.tokens_for(ev.protocol, ev.tokens, lengths, strides)
-    needed = max(scoring.tokens_needed(L, s, n_tokens) for L, s in zip(lengths, strides))
-    within = bool(ev.within_documents)
-    plans = (
-        {
-            L: documents.plan(val_docs, len(val), L, s, n_tokens, ev.min_document_tokens)
-            for L, s in zip(lengths, strides)
-        }
-        if within
-        else {}
-    )  # too few documents: one line, here
-    if not within and len(val) < needed:
-        raise PosxError(
-            f"the held-out split has {len(val)} tokens but eval.tokens asks for {n_tokens} "
-            f"at each length ({needed} read); lower eval.tokens or use more data"
-        )
-    scales = [float(ev.scale) if ev.scale is not None else L / T for L in lengths]
-    rope_args = {"head_dim": meta.model.head_dim, "base": meta.model.rope_base, "train_context": T}
-    if model.pos.uses_rope:  # bad method parameters fail here, before any row is computed
-        check_methods(ev, ev.methods, rows=list(zip(scales, lengths)), **rope_args)
+    p = _plan(model, meta, val, ev, val_docs, tokenizer)
     pk = ev.passkey
     variants = list(pk.variants) if long_tables and pk.enabled else []
     trials = {
         (L, v): passkey.make_trials(val, L, v, pk.trials, pk.digits, pk.depth_buckets, pk.seed, tokenizer)
-        for L in lengths
+        for L in p.lengths
         for v in variants
     }
-    tasks = suite.make_suite(val, lengths, ev, tokenizer) if long_tables else {}
+    tasks = suite.make_suite(val, p.lengths, ev, tokenizer) if long_tables else {}
     shared = long_tables and suite.shares_passkey(ev)  # the passkey task reads the prompt trials' scoring
-    counts = bytecount.token_bytes(tokenizer)
-    n_bytes = {
-        L: bytecount.scored_bytes(val, L, s, n_tokens, counts, plans[L].starts if within else None)
-        for L, s in zip(lengths, strides)
-    }
-    width = scoring.bucket_width_for(ev.bucket_width, T)
+    width = scoring.bucket_width_for(ev.bucket_width, meta.train_context)
     beyond = ev.absolute_beyond if model.pos.kind == "absolute" else "none"  # no table, no patch
-    positions: list[dict] = []
-    passkey_rows: list[dict] = []
-    task_rows: list[dict] = []
-    rows = []
+    rows, positions, passkey_rows, task_rows = [], [], [], []
     memo: dict = {}  # cells that share a length and frequencies are scored once (``cell_key``)
     model.eval()
-    cells = [(m, f, L, s, sc) for m in ev.methods for f, L, s, sc in zip(ev.factors, lengths, strides, scales)]
+    cells = [(m, f, L, s, sc) for m in ev.methods for f, L, s, sc in zip(ev.factors, p.lengths, p.strides, p.scales)]
     with absolute_beyond(model, beyond), Reporter(console or Console(quiet=True), "eval", len(cells)) as progress:
         for method, factor, L, stride, scale in cells:
-            row = _new_row(run_name, meta, ev, factor, L, method, scale, stride, beyond, plans.get(L))
+            row = _new_row(run_name, meta, ev, factor, L, method, scale, stride, beyond, p.plans.get(L))
             rows.append(row)
             cell_trials = {v: trials[(L, v)] for v in variants}
-            starts = plans[L].starts if within else None
-            row["bytes"] = n_bytes[L]
+            row["bytes"] = p.n_bytes[L]
             asked = {"passkey": cell_trials, "tasks": tasks, "shared": shared}
-            scores, results = _score_cell(model, val, ev, device, row, n_tokens, asked, rope_args, starts, memo)
+            starts = p.plans[L].starts if p.within else None
+            scores, results = _score_cell(model, val, ev, device, row, p.n_tokens, asked, p.rope_args, starts, memo)
             keys = {k: row[k] for k in KEYS}
-            task_rows += suite.suite_rows(
-                keys, row["status"], tasks, L, results.get("tasks"), ev.task_options.depth_buckets
-            )
+            depth = ev.task_options.depth_buckets
+            task_rows += suite.suite_rows(keys, row["status"], tasks, L, results.get("tasks"), depth)
             if long_tables and row["status"] == "ok":
                 positions.extend(position_rows(row, scoring.buckets(scores, width), "zero-shot"))
             for v in variants:
                 for r in _passkey_rows(row["status"], cell_trials[v], results.get(v), pk.depth_buckets):
                     passkey_rows.append({**keys, "variant": v, **r})
-            progress.advance(
-                f"{method} {factor:g}x (L={L}) " + (f"ppl {row['ppl']:.3f}" if row["status"] == "ok" else row["status"])
-            )
+            status = f"ppl {row['ppl']:.3f}" if row["status"] == "ok" else row["status"]
+            progress.advance(f"{method} {factor:g}x (L={L}) {status}")
     return Evaluation(
         table=pd.DataFrame(rows, columns=COLUMNS), positions=positions, passkey=passkey_rows, tasks=task_rows
     )
