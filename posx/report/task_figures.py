@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import math
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -154,7 +155,7 @@ def plot_niah_heatmaps(tasks: pd.DataFrame, path: Path) -> Path | None:
         ax.set_xticks(range(len(factors)), [f"{f:g}x" for f in factors], fontsize=8)
         step = 1 / len(depths)
         ax.set_yticks(range(len(depths)), [f"{d:.0%}–{d + step:.0%}" for d in depths], fontsize=8)
-        ax.set_title(fit(line), fontsize=9, color=color_of(line))
+        ax.set_title("\n".join(textwrap.wrap(fit(line), 40)), fontsize=9, color=color_of(line))  # a panel's width
         ax.set_xlabel("evaluation length (x T)", fontsize=8)
         ax.set_ylabel("needle depth (share of the text before it)", fontsize=8)
     for ax in axes.flat[len(lines) :]:
