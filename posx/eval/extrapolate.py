@@ -136,6 +136,7 @@ def evaluate(
     shared = long_tables and suite.shares_passkey(ev)  # the passkey task reads the prompt trials' scoring
     width = scoring.bucket_width_for(ev.bucket_width, meta.train_context)
     beyond = ev.absolute_beyond if model.pos.kind == "absolute" else "none"  # no table, no patch
+    depth = ev.task_options.depth_buckets
     rows, positions, passkey_rows, task_rows = [], [], [], []
     memo: dict = {}  # cells that share a length and frequencies are scored once (``cell_key``)
     model.eval()
@@ -150,7 +151,6 @@ def evaluate(
             starts = p.plans[L].starts if p.within else None
             scores, results = _score_cell(model, val, ev, device, row, p.n_tokens, asked, p.rope_args, starts, memo)
             keys = {k: row[k] for k in KEYS}
-            depth = ev.task_options.depth_buckets
             task_rows += suite.suite_rows(keys, row["status"], tasks, L, results.get("tasks"), depth)
             if long_tables and row["status"] == "ok":
                 positions.extend(position_rows(row, scoring.buckets(scores, width), "zero-shot"))
@@ -199,7 +199,10 @@ def _score_cell(
         if key not in memo:
             with rescaled(model, inv_freq, row["attention_factor"]):
                 scores = scoring.score(model, val, L, row["stride"], n_tokens, ev.batch_tokens, device, starts)
-                results = {v: passkey.score(model, t, ev.batch_tokens, device) for v, t in trials["passkey"].items()}
+                results = {
+                    v: passkey.score(model, t, ev.batch_tokens, device, as_task=trials["shared"] and v == "prompt")
+                    for v, t in trials["passkey"].items()
+                }
                 done = {"passkey": results["prompt"].as_task} if trials["shared"] else {}
                 results["tasks"] = suite.score_suite(model, trials["tasks"], L, ev.batch_tokens, device, done)
             memo[key] = scores, results

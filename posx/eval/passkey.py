@@ -121,7 +121,7 @@ class Scored:
 
     nll: np.ndarray  # (trials,) mean NLL of the scored key tokens (nats)
     exact: np.ndarray  # (trials,) whether greedy decoding reproduces the key
-    as_task: dict  # the same logits judged as task samples (``posx.tasks.scoring.score_samples``' result)
+    as_task: dict | None  # the same logits judged as task samples (``score_samples``' result); None unless asked
 
 
 def score_trials(model, trials: list[Trial], batch_tokens: int, device: torch.device) -> tuple[np.ndarray, np.ndarray]:
@@ -131,13 +131,13 @@ def score_trials(model, trials: list[Trial], batch_tokens: int, device: torch.de
 
 
 @torch.no_grad()
-def score(model, trials: list[Trial], batch_tokens: int, device: torch.device) -> Scored:
-    """One forward pass per batch of trials; from its logits both passkey.csv's per-trial numbers
-    and, for the suite's ``passkey`` task (the prompt trials), ``posx.tasks.scoring``'s, so
-    tasks.csv's passkey rows need no second pass over the same sequences."""
+def score(model, trials: list[Trial], batch_tokens: int, device: torch.device, as_task: bool = False) -> Scored:
+    """One forward pass per batch of trials; from its logits passkey.csv's per-trial numbers and,
+    with ``as_task`` (the suite's ``passkey`` task is these prompt trials), ``posx.tasks.scoring``'s,
+    so tasks.csv's passkey rows need no second pass over the same sequences."""
     nlls, exact, task = [], [], ([], [], [])
     if not trials:
-        return Scored(np.zeros(0), np.zeros(0, dtype=bool), scoring.result_of(*task))
+        return Scored(np.zeros(0), np.zeros(0, dtype=bool), scoring.result_of(*task) if as_task else None)
     length = len(trials[0].tokens)
     per_batch = max(1, batch_tokens // length)
     for b in range(0, len(trials), per_batch):
@@ -154,10 +154,11 @@ def score(model, trials: list[Trial], batch_tokens: int, device: torch.device) -
         for i, t in enumerate(batch):
             nlls.append(nll[i, k - t.scored :].mean().item())
             exact.append(bool(hit[i, k - t.scored :].all()))
-            answer = torch.arange(length - t.scored, length, device=device)  # as the suite indexes a sample
-            for values, value in zip(task, scoring.answer_stats(logits[i, answer - 1], x[i, answer])):
-                values.append(value)
-    return Scored(np.array(nlls), np.array(exact), scoring.result_of(*task))
+            if as_task:
+                answer = torch.arange(length - t.scored, length, device=device)  # as the suite indexes a sample
+                for values, value in zip(task, scoring.answer_stats(logits[i, answer - 1], x[i, answer])):
+                    values.append(value)
+    return Scored(np.array(nlls), np.array(exact), scoring.result_of(*task) if as_task else None)
 
 
 def summarize(trials: list[Trial], nll: np.ndarray, exact: np.ndarray, depth_buckets: int) -> list[dict]:

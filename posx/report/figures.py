@@ -64,7 +64,7 @@ def encodings_figure(summary: pd.DataFrame, notes: list[str], name: str = "encod
     panels = 2 if not rope.empty and (rope["method"] != "none").any() else 1
     fig = Figure(figsize=(6.0 * panels + 1.0, 4.6 * len(protocols)))
     axes = fig.subplots(len(protocols), panels, squeeze=False)
-    data = data.assign(line=[e if g in ("", "-") else f"{e} ({g})" for e, g in zip(data["encoding"], data["group"])])
+    data = _with_lines(data)
     rope_groups = list(dict.fromkeys(rope["group"]))
     top = float(data["ppl_hi"].where(data["ppl_hi"].notna(), data["ppl_mean"]).max())  # a line without a band too
     low = float(data["ppl_lo"].where(data["ppl_lo"].notna(), data["ppl_mean"]).min())
@@ -134,10 +134,14 @@ def _band_line(ax, g: pd.DataFrame, i: int, n: int, look: dict, style: str, labe
         ax.fill_between(x[band], g["ppl_lo"][band], g["ppl_hi"][band], color=look["color"], alpha=0.15, linewidth=0)
 
 
+def _with_lines(data: pd.DataFrame) -> pd.DataFrame:
+    """``data`` with each row's line label: its encoding, and its group where there is one."""
+    return data.assign(line=[e if g in ("", "-") else f"{e} ({g})" for e, g in zip(data["encoding"], data["group"])])
+
+
 def _panels(data: pd.DataFrame):
     """(left rows, right rows): encodings without rescaling vs RoPE methods, with their line labels."""
-    lines = [e if g in ("", "-") else f"{e} ({g})" for e, g in zip(data["encoding"], data["group"])]
-    data = data.assign(line=lines)
+    data = _with_lines(data)
     return data[data["method"].isin(NATIVE)], data[data["encoding"] == "rope"]
 
 
