@@ -17,9 +17,12 @@ machine affects both alike. posx runs with its own defaults: ``--block`` (gpt2, 
 peer's own architecture) and ``--posx-compile`` (auto: ``train.compile=auto``'s rule,
 ``posx.train.compiling``, for ``--steps`` steps; ``--compile`` compiles both sides instead).
 ``--profile N`` profiles N more steps of each side and splits their CPU time into attention,
-MLP, norm, embedding, loss, optimizer and other (``benchmarks.step_split``). Reported: median tokens/s of each and the
-median of the per-step ratios, the peak CUDA memory of each model's steps, MFU on CUDA (6N +
-12·L·H·Q·T FLOPs per token for both, against ``posx.core.device.BF16_PEAK``).
+MLP, norm, embedding, loss, optimizer and other (``benchmarks.step_split``). Reported: median
+tokens/s of each and the median of the per-step ratios; the wall time each side takes to reach
+the same training loss (``benchmarks.harness.to_equal_loss``: the higher of the two final
+losses, each a trailing mean of ``--loss-window`` steps; every step counts, compiling too); the
+peak CUDA memory of each model's steps, MFU on CUDA (6N + 12·L·H·Q·T FLOPs per token for both,
+against ``posx.core.device.BF16_PEAK``).
 
 Then both are scored at 1x-8x the training length with posx's own scoring
 (``posx.eval.scoring.score``, the non-overlapping protocol ``posx eval-extrapolate`` uses),
@@ -45,7 +48,7 @@ import torch
 from omegaconf import OmegaConf
 
 from benchmarks import step_split
-from benchmarks.harness import interleaved, speedups, synchronize
+from benchmarks.harness import interleaved, speedups, synchronize, to_equal_loss
 from posx.config.schema import Config
 from posx.core.device import bf16_peak_flops, use_tf32
 from posx.data import corpus as data_mod
@@ -183,7 +186,7 @@ def train_both(cfg, sides: dict[str, Side], train: torch.Tensor, device: torch.d
         side.optimizer = torch.optim.AdamW(
             matrix_groups(side.module, t.weight_decay), lr=t.lr, betas=(t.beta1, t.beta2), **fused
         )
-    gen = torch.Generator().manual_seed(0)
+    gen = torch.Generator().manual_seed(args.seed)
     batches = [
         tuple(b.to(device) for b in data_mod.get_batch(train, t.batch_size, t.context_length, gen))
         for _ in range(t.steps)
@@ -194,6 +197,7 @@ def train_both(cfg, sides: dict[str, Side], train: torch.Tensor, device: torch.d
     skip = min(args.warmup, t.steps - 1)  # first steps: allocation, autotuning, compilation
     tokens = t.batch_size * t.context_length
     ratios = speedups(times, "posx", "transformers", skip)
+    losses = {name: [loss.item() for loss in side.losses] for name, side in sides.items()}
     peak = bf16_peak_flops(device)
     out = {
         "ratio_posx_over_transformers": statistics.median(ratios),
@@ -201,6 +205,7 @@ def train_both(cfg, sides: dict[str, Side], train: torch.Tensor, device: torch.d
         "ratio_max": max(ratios),
         "timed_steps": len(ratios),
         "posx_compiled": fwds["posx"] is not sides["posx"].module,
+        "to_equal_loss": to_equal_loss(times, losses, "posx", "transformers", args.loss_window),
     }
     for name, side in sides.items():
         tok_s = tokens / statistics.median(times[name][skip:])
@@ -283,11 +288,15 @@ def main() -> None:
     parser.add_argument(
         "--posx-compile", default="auto", choices=["auto", "true", "false"], help="posx's train.compile (not --compile)"
     )
+    parser.add_argument(
+        "--loss-window", type=int, default=20, help="steps in the trailing mean of the time-to-equal-loss figure"
+    )
     parser.add_argument("--profile", type=int, default=0, help="profile this many more steps of each side")
     parser.add_argument("--factors", type=int, nargs="+", default=[1, 2, 4, 8])
     parser.add_argument("--eval-tokens", type=int, default=8192)
     parser.add_argument("--batch-tokens", type=int, default=8192)
     parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--seed", type=int, default=0, help="both models' initialisation and the batches")
     parser.add_argument("--cache-dir", default=str(REPO / "results" / "cache"))
     parser.add_argument("--out", default=None, help="write the figures as JSON here")
     args = parser.parse_args()
@@ -298,10 +307,10 @@ def main() -> None:
     cfg = run_config(args)
     corpus = store.load({"source": "stdlib", "val_fraction": cfg.data.val_fraction}, args.cache_dir)
 
-    torch.manual_seed(0)
+    torch.manual_seed(args.seed)
     posx_model = GPT(gpt_config(cfg)).to(device)
     n_posx = posx_model.num_params()
-    torch.manual_seed(0)
+    torch.manual_seed(args.seed)
     hf, hidden = matched_llama(cfg, n_posx)
     hf = hf.to(device)
     n_hf = hf.num_parameters()

@@ -5,6 +5,8 @@
 * ``interleaved(cases, rounds)`` times several cases in one process, in rounds that alternate
   them (order shuffled, alternated or fixed per round), so a busy machine slows all of them
   alike; ``speedups`` turns the per-round times into per-round ratios against a reference.
+* ``to_equal_loss(times, losses, ...)``: the wall time each of two training runs on the same
+  batches takes to reach the loss the worse of them ends at (time to equal perplexity).
 * ``stepper(model, cfg, x, y, device)``: one posx ``train_step`` (``posx.train.steps``, the step
   the training loop and ``posx extend`` take) with posx's AdamW, on a fixed batch.
 """
@@ -78,6 +80,34 @@ def repeat(case: Callable[[int], object], n: int, round_: int) -> None:
 def speedups(times: dict[str, list[float]], name: str, ref: str, skip: int = 0) -> list[float]:
     """Per round (from round ``skip`` on): how many times faster ``name`` ran than ``ref``."""
     return [b / a for a, b in zip(times[name][skip:], times[ref][skip:], strict=True)]
+
+
+def trailing_mean(values: list[float], window: int) -> list[float]:
+    """At each step, the mean of the last ``window`` values (fewer at the start)."""
+    out, total = [], 0.0
+    for i, value in enumerate(values):
+        total += value - (values[i - window] if i >= window else 0.0)
+        out.append(total / min(i + 1, window))
+    return out
+
+
+def to_equal_loss(
+    times: dict[str, list[float]], losses: dict[str, list[float]], name: str, ref: str, window: int
+) -> dict:
+    """Seconds each of two runs on the same batches takes to reach the same training loss.
+
+    The target is the higher of the two final losses (each a trailing mean over ``window`` steps),
+    so both runs reach it. For each run: the first step whose trailing mean is at or below it, and
+    the wall time up to and including that step (every step counts: warm-up and compiling too).
+    ``speedup``: ``ref``'s seconds over ``name``'s (above 1: ``name`` gets there sooner)."""
+    smooth = {n: trailing_mean(losses[n], window) for n in (name, ref)}
+    target = max(smooth[name][-1], smooth[ref][-1])
+    out: dict = {"target_loss": target, "window": window}
+    for n in (name, ref):
+        step = next(i for i, loss in enumerate(smooth[n]) if loss <= target)
+        out[n] = {"steps": step + 1, "seconds": sum(times[n][: step + 1])}
+    out["speedup"] = out[ref]["seconds"] / out[name]["seconds"]
+    return out
 
 
 def summary(times: dict[str, list[float]], ref: str, work: float, skip: int = 0) -> dict[str, dict]:
