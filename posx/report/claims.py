@@ -213,7 +213,12 @@ def _claim(paper: str, claim: str, pairs: list[tuple[Cell, Cell]], flat: list[tu
 
 def check(numbers: Numbers, longest: float = 8.0) -> pd.DataFrame:
     """Every claim whose cells the report has (the extension claims need an extension table)."""
-    n = numbers
+    rows = [*_trained_claims(numbers, longest), *_extension_claims(numbers), *method_claims(numbers, longest)]
+    return pd.DataFrame(rows, columns=["paper", "claim", "verdict", "numbers"])
+
+
+def _trained_claims(n: Numbers, longest: float) -> list[dict]:
+    """The claims on trained runs: the ALiBi paper's four encodings past T, zero-shot YaRN's lead."""
     rows = [
         _claim(
             ALIBI,
@@ -240,7 +245,7 @@ def check(numbers: Numbers, longest: float = 8.0) -> pd.DataFrame:
         ),
     ]
     lengths = (2, 4, longest)
-    rows += [
+    return rows + [
         _claim(
             YARN,
             f"zero-shot YaRN beats {name} (at {', '.join(f'{f:g}x' for f in lengths)})",
@@ -248,42 +253,51 @@ def check(numbers: Numbers, longest: float = 8.0) -> pd.DataFrame:
         )
         for method, name in (("pi", "PI"), ("ntk", "NTK"))
     ]
-    if not n.extension.empty:
-        s = n.factor()
-        parent = n.ppl("rope", "none", 1)
-        target = Cell(f"{RECOVERED:g} x rope/none at 1x", parent.mean * RECOVERED, parent.std * RECOVERED)
-        rows += [
-            _claim(
-                PI,
-                f"zero-shot PI is poor at s·T = {s:g}x (worse than the parent at T)",
-                [(parent, n.extended("pi", "zero_shot"))],
-            ),
-            _claim(
-                PI,
-                f"a short fine-tune fixes PI (better than zero-shot, within {RECOVERED - 1:.0%} of the parent at T)",
-                [(n.extended("pi", "extended"), n.extended("pi", "zero_shot")), (n.extended("pi", "extended"), target)],
-            ),
-            _claim(
-                YARN,
-                "fine-tuned YaRN is the best extension",
-                [(n.extended("yarn", "extended"), n.extended(m, "extended")) for m in ("pi", "abf", "none")],
-            ),
-            _claim(
-                ABF,
-                "ABF needs training (zero-shot worse than fine-tuned, and worse than the parent at T)",
-                [
-                    (n.extended("abf", "extended"), n.extended("abf", "zero_shot")),
-                    (parent, n.extended("abf", "zero_shot")),
-                ],
-            ),
-        ]
-    rows += method_claims(n, longest)
-    return pd.DataFrame(rows, columns=["paper", "claim", "verdict", "numbers"])
+
+
+def _extension_claims(n: Numbers) -> list[dict]:
+    """The PI, YaRN and ABF claims on the extension table; none without one."""
+    if n.extension.empty:
+        return []
+    s = n.factor()
+    parent = n.ppl("rope", "none", 1)
+    target = Cell(f"{RECOVERED:g} x rope/none at 1x", parent.mean * RECOVERED, parent.std * RECOVERED)
+    return [
+        _claim(
+            PI,
+            f"zero-shot PI is poor at s·T = {s:g}x (worse than the parent at T)",
+            [(parent, n.extended("pi", "zero_shot"))],
+        ),
+        _claim(
+            PI,
+            f"a short fine-tune fixes PI (better than zero-shot, within {RECOVERED - 1:.0%} of the parent at T)",
+            [(n.extended("pi", "extended"), n.extended("pi", "zero_shot")), (n.extended("pi", "extended"), target)],
+        ),
+        _claim(
+            YARN,
+            "fine-tuned YaRN is the best extension",
+            [(n.extended("yarn", "extended"), n.extended(m, "extended")) for m in ("pi", "abf", "none")],
+        ),
+        _claim(
+            ABF,
+            "ABF needs training (zero-shot worse than fine-tuned, and worse than the parent at T)",
+            [
+                (n.extended("abf", "extended"), n.extended("abf", "zero_shot")),
+                (parent, n.extended("abf", "zero_shot")),
+            ],
+        ),
+    ]
 
 
 def method_claims(n: Numbers, longest: float = 8.0) -> list[dict]:
     """The newer methods' claims (module docstring), each only where the report has a run of
     the method: (paper, claim, pairs where the first is the method's cell, flat pairs)."""
+    found = [*_option_comparisons(n, longest), *_extension_comparisons(n)]
+    return [_claim(paper, claim, pairs, flat) for paper, claim, pairs, flat in found if math.isfinite(pairs[0][0].mean)]
+
+
+def _option_comparisons(n: Numbers, longest: float) -> list[tuple]:
+    """(paper, claim, pairs, flat pairs) of the methods trained as an encoding or an option."""
     rope_t, rope_far = n.option("rope", 1), n.option("rope", longest)
     past = (2, 4, longest)
     at = ", ".join(f"{f:g}x" for f in past)
@@ -324,12 +338,18 @@ def method_claims(n: Numbers, longest: float = 8.0) -> list[dict]:
         found.append(
             (HYBRID, f"NoPE every {k}th layer extrapolates better than RoPE in every layer", [(cell, rope_far)], [])
         )
-    if not n.extension.empty:
-        pair = (n.extended("resonance_yarn", "extended"), n.extended("yarn", "extended"))
-        found.append((RESONANCE, "Resonance improves YaRN (both fine-tuned, at s·T)", [pair], []))
-        for method in sorted(set(n.extension["method"])):
-            pose, full = n.extended(method, "extended", pose=True), n.extended(method, "extended")
-            near = Cell(f"{RECOVERED:g} x {full.label}", full.mean * RECOVERED, full.std * RECOVERED)
-            claim = f"{method} with PoSE at T comes within {RECOVERED - 1:.0%} of fine-tuning at s·T, beating zero-shot"
-            found.append((POSE, claim, [(pose, near), (pose, n.extended(method, "zero_shot"))], []))
-    return [_claim(paper, claim, pairs, flat) for paper, claim, pairs, flat in found if math.isfinite(pairs[0][0].mean)]
+    return found
+
+
+def _extension_comparisons(n: Numbers) -> list[tuple]:
+    """(paper, claim, pairs, flat pairs) of Resonance RoPE and PoSE; none without an extension table."""
+    if n.extension.empty:
+        return []
+    pair = (n.extended("resonance_yarn", "extended"), n.extended("yarn", "extended"))
+    found = [(RESONANCE, "Resonance improves YaRN (both fine-tuned, at s·T)", [pair], [])]
+    for method in sorted(set(n.extension["method"])):
+        pose, full = n.extended(method, "extended", pose=True), n.extended(method, "extended")
+        near = Cell(f"{RECOVERED:g} x {full.label}", full.mean * RECOVERED, full.std * RECOVERED)
+        claim = f"{method} with PoSE at T comes within {RECOVERED - 1:.0%} of fine-tuning at s·T, beating zero-shot"
+        found.append((POSE, claim, [(pose, near), (pose, n.extended(method, "zero_shot"))], []))
+    return found

@@ -20,8 +20,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from posx.report import output
-from posx.report.palette import legend
-from posx.report.plots import colors_for, legend_order, log_ticks
+from posx.report.axes import colors_for, figure_legend, legend_order, log_ticks
 
 KEY = ["group", "parent", "encoding", "method"]
 COLUMNS = [
@@ -133,58 +132,64 @@ def plot_extension(curves: pd.DataFrame, path: Path) -> Path | None:
     axes = fig.subplots(1, len(panels), squeeze=False)[0]
     for ax, (parent, factor) in zip(axes, panels):
         mine = curves[(curves["parent"] == parent) & (curves["factor"] == factor)]
-        twice = mine.drop_duplicates(["method", "group"])["method"].duplicated().any()
-        for (method, group), g in sorted(mine.groupby(["method", "group"]), key=lambda kv: legend_order(kv[0][0])):
-            g = g.sort_values("step")
-            color = colors[method]
-            trained, zero = g[g["step"] > 0], g[g["step"] == 0]
-            label = "none (plain RoPE, continued training)" if method == "none" else method
-            label += f" ({group})" if twice else ""
-            ax.plot(trained["step"], trained["ppl_mean"], color=color, marker=".", linewidth=1.6, label=label)
-            band = trained[trained["ppl_std"].notna()]
-            if not band.empty:
-                ax.fill_between(
-                    band["step"],
-                    band["ppl_mean"] - band["ppl_std"],
-                    band["ppl_mean"] + band["ppl_std"],
-                    color=color,
-                    alpha=0.18,
-                    linewidth=0,
-                )
-            if not zero.empty and not trained.empty:
-                ax.plot(
-                    [0, trained["step"].iloc[0]],
-                    [zero["ppl_mean"].iloc[0], trained["ppl_mean"].iloc[0]],
-                    color=color,
-                    linestyle=":",
-                    linewidth=1,
-                )
-                ax.errorbar(
-                    [0],
-                    zero["ppl_mean"],
-                    yerr=zero["ppl_std"].fillna(0),
-                    color=color,
-                    marker="o",
-                    markerfacecolor="white",
-                    capsize=3,
-                    linestyle="none",
-                )
-        ax.set_yscale("log")
-        low = (mine["ppl_mean"] - mine["ppl_std"].fillna(0)).clip(lower=mine["ppl_mean"].min() / 2)
-        log_ticks(ax, float(low.min()), float((mine["ppl_mean"] + mine["ppl_std"].fillna(0)).max()))
-        ax.set_xlabel("fine-tuning steps at the new length")
-        ax.set_ylabel(f"perplexity at {factor:g} x T (log scale)")
-        n = int(mine["n_seeds"].max())
-        ax.set_title(f"{parent} extended to {factor:g}x" + (f" ({n} seeds)" if n > 1 else ""), fontsize=10)
-        ax.grid(True, which="major", alpha=0.3)
+        _extension_panel(ax, mine, colors, f"{parent} extended to {factor:g}x", f"{factor:g} x T")
+    # the legend entry of the hollow step-0 markers, held by the last panel
     ax.plot([], [], color="gray", marker="o", markerfacecolor="white", linestyle="none", label="step 0: zero-shot")
-    entries: dict = {}
-    for ax in axes:
-        for handle, label in zip(*ax.get_legend_handles_labels()):
-            entries.setdefault(label, handle)
-    legend(fig, list(entries.values()), list(entries), loc="upper left", bbox_to_anchor=(1.0, 0.93), fontsize=9)
+    figure_legend(fig, axes)
     fig.suptitle(
         "Extension: perplexity at the new length during continued training (mean, band ± std over seeds)", fontsize=11
     )
     fig.tight_layout()
     return output.save(fig, path)
+
+
+def _extension_panel(ax, mine: pd.DataFrame, colors: dict, title: str, length: str) -> None:
+    """Draws one (parent, factor) panel: a curve per method (and group, where a method has
+    several), on a log axis, with its labels and title."""
+    twice = mine.drop_duplicates(["method", "group"])["method"].duplicated().any()
+    for (method, group), g in sorted(mine.groupby(["method", "group"]), key=lambda kv: legend_order(kv[0][0])):
+        label = "none (plain RoPE, continued training)" if method == "none" else method
+        _method_curve(ax, g.sort_values("step"), colors[method], label + (f" ({group})" if twice else ""))
+    ax.set_yscale("log")
+    low = (mine["ppl_mean"] - mine["ppl_std"].fillna(0)).clip(lower=mine["ppl_mean"].min() / 2)
+    log_ticks(ax, float(low.min()), float((mine["ppl_mean"] + mine["ppl_std"].fillna(0)).max()))
+    ax.set_xlabel("fine-tuning steps at the new length")
+    ax.set_ylabel(f"perplexity at {length} (log scale)")
+    n = int(mine["n_seeds"].max())
+    ax.set_title(title + (f" ({n} seeds)" if n > 1 else ""), fontsize=10)
+    ax.grid(True, which="major", alpha=0.3)
+
+
+def _method_curve(ax, g: pd.DataFrame, color, label: str) -> None:
+    """Draws one curve: the trained steps with a band of ± std, and the zero-shot step 0 hollow,
+    joined to the first trained step by a dotted line."""
+    trained, zero = g[g["step"] > 0], g[g["step"] == 0]
+    ax.plot(trained["step"], trained["ppl_mean"], color=color, marker=".", linewidth=1.6, label=label)
+    band = trained[trained["ppl_std"].notna()]
+    if not band.empty:
+        ax.fill_between(
+            band["step"],
+            band["ppl_mean"] - band["ppl_std"],
+            band["ppl_mean"] + band["ppl_std"],
+            color=color,
+            alpha=0.18,
+            linewidth=0,
+        )
+    if not zero.empty and not trained.empty:
+        ax.plot(
+            [0, trained["step"].iloc[0]],
+            [zero["ppl_mean"].iloc[0], trained["ppl_mean"].iloc[0]],
+            color=color,
+            linestyle=":",
+            linewidth=1,
+        )
+        ax.errorbar(
+            [0],
+            zero["ppl_mean"],
+            yerr=zero["ppl_std"].fillna(0),
+            color=color,
+            marker="o",
+            markerfacecolor="white",
+            capsize=3,
+            linestyle="none",
+        )

@@ -138,50 +138,70 @@ def identity(
     """The run's identity as {key: text}; see the module docstring. ``evaluations``: the settings
     of every evaluation its tables come from (``[]``: leave the evaluation out; None: its current
     one). ``parent``: an extended run's parent's identity, which then stands for the parent."""
-    found: dict = {}
-    extended = meta is not None and meta.extended_from is not None
+    found = _configured(config, extended=meta is not None and meta.extended_from is not None)
+    if meta is not None:
+        _add_recorded(found, meta, parent)
+    _drop_unread(found)
+    if evaluations is None:
+        found.update(_evaluation_keys(run_dir, table))
+    elif evaluations:
+        found["eval.ids"] = sorted(history.eval_id(e) for e in evaluations)
+    return {key: _text(value) for key, value in found.items()}
+
+
+def _configured(config: dict | None, extended: bool) -> dict:
+    """The keys of config.yaml that decide a run's numbers (the schema's defaults filled in, the
+    evaluation left out), renamed where ``RENAMED`` says; empty without a config."""
     defaults = {k: v for k, v in _defaults(ExtendRootConfig if extended else Config) if not k.startswith("eval.")}
     filled = {**defaults, **_flat({k: v for k, v in config.items() if k != "eval"})} if config else {}
-    for key, value in filled.items():
-        if not any(key == i or key.startswith(i + ".") for i in IGNORED):
-            found[RENAMED.get(key, key)] = value
-    if meta is not None:
-        for key, value in meta.model.run_config_values().items():
-            found[key] = value  # the model actually built (pos.max_positions resolved)
-        found["T"] = meta.train_context
-        found.setdefault("steps", meta.step)
-        if meta.data.get("sha256"):
-            found["data"] = str(meta.data["sha256"])[:12]
-            found.pop("data.path", None)
-            found.pop("data.source", None)
-        lineage = meta.extended_from
-        if lineage is not None:
-            found.update(
-                {
-                    "parent": lineage.parent,
-                    "extend.method": lineage.method,
-                    "extend.factor": lineage.factor,
-                    "extend.parent_T": lineage.train_context,
-                }
-            )
-            if parent is not None:  # what the parent is, not what it is called
-                found["parent"] = f"{parent['pos.name']}-T{parent['T']}"
-                found.update({f"parent.{k}": v for k, v in parent.items()})
-    _drop_unread(found)
-    if evaluations is not None:
-        if evaluations:
-            found["eval.ids"] = sorted(history.eval_id(e) for e in evaluations)
-        return {key: _text(value) for key, value in found.items()}
+    return {
+        RENAMED.get(key, key): value
+        for key, value in filled.items()
+        if not any(key == i or key.startswith(i + ".") for i in IGNORED)
+    }
+
+
+def _add_recorded(found: dict, meta: RunMeta, parent: dict | None) -> None:
+    """Adds to ``found`` what model.json records: the model actually built, T, the steps, the
+    corpus fingerprint, and an extended run's lineage (``parent``: its parent's identity)."""
+    for key, value in meta.model.run_config_values().items():
+        found[key] = value  # the model actually built (pos.max_positions resolved)
+    found["T"] = meta.train_context
+    found.setdefault("steps", meta.step)
+    if meta.data.get("sha256"):
+        found["data"] = str(meta.data["sha256"])[:12]
+        found.pop("data.path", None)
+        found.pop("data.source", None)
+    lineage = meta.extended_from
+    if lineage is not None:
+        found.update(
+            {
+                "parent": lineage.parent,
+                "extend.method": lineage.method,
+                "extend.factor": lineage.factor,
+                "extend.parent_T": lineage.train_context,
+            }
+        )
+        if parent is not None:  # what the parent is, not what it is called
+            found["parent"] = f"{parent['pos.name']}-T{parent['T']}"
+            found.update({f"parent.{k}": v for k, v in parent.items()})
+
+
+def _evaluation_keys(run_dir: Path, table: pd.DataFrame | None) -> dict:
+    """The ``eval.*`` keys of the run's current evaluation: its recorded settings, or for a table
+    written before posx kept them what the table records; empty without either."""
     record = history.current(run_dir) if (run_dir / history.SETTINGS).is_file() else None
     if record is not None:
         settings = {**dict(_defaults(EvalConfig)), **_flat(record["settings"])}
-        found.update({f"eval.{k}": v for k, v in settings.items()})
-    elif table is not None and not table.empty:
-        ok = table[table["status"] == "ok"]
-        found["eval.record"] = "none"
-        found["eval.scored_tokens"] = sorted({int(t) for t in ok["tokens"].dropna()})  # empty: not recorded
-        found["eval.protocol"] = ",".join(sorted(set(table["protocol"])))
-    return {key: _text(value) for key, value in found.items()}
+        return {f"eval.{k}": v for k, v in settings.items()}
+    if table is None or table.empty:
+        return {}
+    ok = table[table["status"] == "ok"]
+    return {
+        "eval.record": "none",
+        "eval.scored_tokens": sorted({int(t) for t in ok["tokens"].dropna()}),  # empty: not recorded
+        "eval.protocol": ",".join(sorted(set(table["protocol"]))),
+    }
 
 
 @dataclass
@@ -215,30 +235,16 @@ def group_runs(members: list[Member]) -> Grouping:
     for m in members:
         by_identity.setdefault(tuple(sorted(m.identity.items())), []).append(m)
     identities = [dict(ident) for ident in by_identity]
-    clusters: dict[tuple, list[dict]] = {}
-    for ident in identities:
-        clusters.setdefault(tuple(ident.get(k, "") for k in COLUMN_KEYS), []).append(ident)
+    differ = _label_keys(identities)
     labels, groups, duplicates = {}, [], []
     names = relative_names([m.path for m in members])
-    differ = {cluster: [k for k in _varying(idents) if k not in COLUMN_KEYS] for cluster, idents in clusters.items()}
     for i, (ident, runs) in enumerate(zip(identities, by_identity.values()), 1):
         shown = differ[tuple(ident.get(k, "") for k in COLUMN_KEYS)]
         label = ", ".join(f"{k}={ident.get(k, '—')}" for k in shown) or "-"
-        counted: dict = {}
-        for m in sorted(runs, key=lambda m: m.evaluated_at, reverse=True):
-            if m.seed is not None and m.replicate in counted:
-                duplicates.append(
-                    {
-                        "run": names[str(m.path)],
-                        "seed": m.seed,
-                        "group": f"g{i}",
-                        "counted": names[str(counted[m.replicate].path)],
-                    }
-                )
-                continue
-            counted[m.replicate if m.seed is not None else id(m)] = m
-            labels[m.path] = label
-        kept = sorted(counted.values(), key=lambda m: str(m.path))
+        counted, repeated = _count_seeds(runs, f"g{i}", names)
+        duplicates += repeated
+        labels.update({m.path: label for m in counted})
+        kept = sorted(counted, key=lambda m: str(m.path))
         groups.append(
             {
                 "group": f"g{i}",
@@ -250,14 +256,45 @@ def group_runs(members: list[Member]) -> Grouping:
                 "run_dirs": " ".join(m.path.name for m in kept),
             }
         )
-    # an encoding parameter absent where it does not apply, or an extension's key absent from a
-    # trained run, is not a difference of its own
-    varying = [
+    return Grouping(labels, groups, duplicates, _differences(identities))
+
+
+def _label_keys(identities: list[dict]) -> dict[tuple, list[str]]:
+    """Per (encoding, parent), the keys that differ between its groups: what their labels name."""
+    clusters: dict[tuple, list[dict]] = {}
+    for ident in identities:
+        clusters.setdefault(tuple(ident.get(k, "") for k in COLUMN_KEYS), []).append(ident)
+    return {cluster: [k for k in _varying(idents) if k not in COLUMN_KEYS] for cluster, idents in clusters.items()}
+
+
+def _count_seeds(runs: list[Member], group: str, names: dict[str, str]) -> tuple[list[Member], list[dict]]:
+    """The runs of one group that count, the one evaluated last of each replicate first, and
+    the duplicates set aside (rows of duplicates.csv)."""
+    counted: dict = {}
+    duplicates = []
+    for m in sorted(runs, key=lambda m: m.evaluated_at, reverse=True):
+        if m.seed is not None and m.replicate in counted:
+            duplicates.append(
+                {
+                    "run": names[str(m.path)],
+                    "seed": m.seed,
+                    "group": group,
+                    "counted": names[str(counted[m.replicate].path)],
+                }
+            )
+            continue
+        counted[m.replicate if m.seed is not None else id(m)] = m
+    return list(counted.values()), duplicates
+
+
+def _differences(identities: list[dict]) -> list[str]:
+    """The identity keys that differ between groups. An encoding parameter absent where it does
+    not apply, or an extension's key absent from a trained run, is not a difference of its own."""
+    return [
         k
         for k in _varying(identities)
         if not (k in ONLY_FOR or k.startswith(ONLY_EXTENDED)) or len({i[k] for i in identities if k in i}) > 1
     ]
-    return Grouping(labels, groups, duplicates, varying)
 
 
 def explain(grouping: Grouping, runs: int) -> list[str]:

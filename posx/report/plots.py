@@ -21,7 +21,9 @@ stay visible with their legend entries, and the title says they were moved.
 
 Every figure draws groups, never runs: its cost does not grow with the seeds. A figure with more
 lines or panels than can be told apart pools its groups (``posx.report.crowd``) and says so.
-The training length is marked in every plot by a dashed vertical line at 1x.
+The training length is marked in every plot by a dashed vertical line at 1x. What the axes of
+every report figure share (method order, colours, log ticks, the factor axis, one legend) is in
+``posx.report.axes``.
 """
 
 from __future__ import annotations
@@ -29,72 +31,12 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from posx.report import output, palette
+from posx.report.axes import STYLES, colors_for, factor_axis, figure_legend, legend_order, log_ticks
 from posx.report.crowd import MAX_LINES, MAX_PANELS, TITLE, crowded, note, pool, pooled_label
-
-STYLES = ["-", "--", ":", "-."]
-
-
-METHOD_ORDER = [
-    "none",
-    "pi",
-    "ntk",
-    "yarn",
-    "abf",
-    "dynamic_ntk",
-    "dynamic_yarn",
-    "ntk_by_parts",
-    "llama3",
-    "longrope",
-    "interpolate",
-]
-
-
-def legend_order(name: str) -> tuple:
-    """Legend order: none, pi, ntk, yarn, abf, ... (a stage suffix sorts after its method)."""
-    base = name.split(" ")[0]
-    return (METHOD_ORDER.index(base) if base in METHOD_ORDER else len(METHOD_ORDER), name)
-
-
-def colors_for(names) -> dict:
-    """One colour per name (encoding x method), the same in every figure (``posx.report.palette``)."""
-    return palette.colors_for(sorted(set(names), key=legend_order))
-
-
-def log_ticks(ax, lo: float, hi: float) -> None:
-    """Readable labels on a log axis, also when the data span less than a decade."""
-    lo, hi = max(lo, 1e-12), max(hi, lo * 1.01)
-    for digits in (2, 3, 4, 5):  # enough digits for the ticks to differ over a narrow span
-        ticks = sorted({float(f"{t:.{digits}g}") for t in np.geomspace(lo, hi, 6)})
-        if len(ticks) >= 4:
-            break
-    ax.set_yticks(ticks)
-    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-    ax.yaxis.set_minor_formatter(NullFormatter())
-
-
-def factor_axis(ax, factors, lengths: dict | None = None) -> None:
-    """Factors on a log2 axis; a factor whose rows share one length also shows it in tokens."""
-    ax.set_xscale("log", base=2)
-    ax.set_xticks(factors)
-    ax.set_xticklabels([f"{f:g}x\n(L={lengths[f]})" if lengths and f in lengths else f"{f:g}x" for f in factors])
-    ax.minorticks_off()
-    ax.axvline(1.0, color="gray", linestyle="--", linewidth=1, label="training length T")
-    ax.grid(True, which="major", alpha=0.3)
-
-
-def _figure_legend(fig, axes) -> None:
-    """One legend for all panels, right of the last, each label once."""
-    entries: dict = {}
-    for ax in axes:
-        for handle, label in zip(*ax.get_legend_handles_labels()):
-            entries.setdefault(label, handle)
-    palette.legend(fig, list(entries.values()), list(entries), loc="upper left", bbox_to_anchor=(1.0, 0.93), fontsize=9)
 
 
 def save(fig, path: Path) -> Path:
@@ -258,7 +200,7 @@ def plot_positions(cells: pd.DataFrame, path: Path, factor: float | None, smooth
         ax.set_xlabel("position in the window (multiples of T)")
         ax.set_ylabel("mean NLL (nats per token)")
         ax.grid(True, alpha=0.3)
-    _figure_legend(fig, axes[0][: len(panels)])
+    figure_legend(fig, axes[0][: len(panels)])
     smoothed = f", moving mean over {smooth} buckets" if smooth > 1 else ""
     what = TITLE if len(panels) < len(chosen) else "mean over the seeds of each group, band ± std over seeds"
     fig.suptitle(f"Loss by token position ({what}{smoothed})")
@@ -275,17 +217,22 @@ def _pooled_passkey(data: pd.DataFrame) -> pd.DataFrame:
     return pooled.reset_index().assign(accuracy_std=float("nan"), group=pooled_label(data))
 
 
+def _passkey_lines(pk_summary: pd.DataFrame, notes: list[str], name: str) -> tuple[pd.DataFrame, bool]:
+    """The scored rows to draw, past MAX_LINES pooled over groups, and whether they were pooled."""
+    data = pk_summary[pk_summary["n_seeds"] > 0]
+    if not crowded(data, ["group", "encoding", "method"]):
+        return data, False
+    said = note(name, data, "lines", MAX_LINES)
+    notes.append(said.replace("band from the lowest to the highest group mean", "no band"))
+    return _pooled_passkey(data), True
+
+
 def plot_passkey(pk_summary: pd.DataFrame, path: Path, notes: list[str]) -> Path | None:
     """Top row: exact-match accuracy; bottom row: mean NLL of the key digits (chance: ln 10).
     When no run retrieved a single key, only the key NLL row is drawn (the title says so)."""
     if pk_summary.empty or (pk_summary["n_seeds"] == 0).all():
         return None
-    data = pk_summary[pk_summary["n_seeds"] > 0]
-    pooled = crowded(data, ["group", "encoding", "method"])
-    if pooled:
-        said = note(path.name, data, "lines", MAX_LINES)
-        notes.append(said.replace("band from the lowest to the highest group mean", "no band"))
-        data = _pooled_passkey(data)
+    data, pooled = _passkey_lines(pk_summary, notes, path.name)
     variants = list(dict.fromkeys(data["variant"]))
     groups = list(dict.fromkeys(data["group"]))
     factors = sorted(pk_summary["factor"].unique())
@@ -294,31 +241,11 @@ def plot_passkey(pk_summary: pd.DataFrame, path: Path, notes: list[str]) -> Path
     axes = fig.subplots(1 if none_found else 2, len(variants), squeeze=False)
     if none_found:  # an all-zero accuracy row says nothing: draw into a figure that is not saved
         axes = [Figure().subplots(1, len(variants), squeeze=False)[0], axes[0]]
-    most = 0  # lines in the fullest column
-    for col, variant in enumerate(variants):
-        top, bottom = axes[0][col], axes[1][col]
-        lines = list(data[data["variant"] == variant].groupby(["group", "encoding", "method"], sort=False))
-        most = max(most, len(lines))
-        for n, ((group, enc, method), g) in enumerate(lines):
-            g = g.sort_values("factor")
-            x = palette.dodge(g["factor"], n, len(lines))  # lines at one value side by side
-            style = dict(
-                label=_line_label(enc, method, group, "", len(groups) > 1),
-                linestyle=STYLES[groups.index(group) % 4],
-                **palette.hollow(f"{enc} · {method}"),
-            )
-            top.errorbar(x, g["accuracy_mean"], yerr=g["accuracy_std"].fillna(0), capsize=3, **style)
-            bottom.plot(x, g["key_nll_mean"], **style)
-        for ax in (top, bottom):
-            factor_axis(ax, factors)
-            ax.set_xlabel("evaluation length (multiples of T)")
-        bottom.axhline(math.log(10), color="black", linestyle=":", linewidth=1, label="chance over digits (ln 10)")
-        top.set_ylim(-0.05, 1.05)
-        top.set_title(f"passkey, {variant} variant: exact match")
-        top.set_ylabel("exact-match accuracy")
-        bottom.set_title(f"passkey, {variant} variant: key NLL")
-        bottom.set_ylabel("mean NLL of the key digits (nats)")
-    _figure_legend(fig, list(axes[1]))
+    columns = [list(data[data["variant"] == v].groupby(["group", "encoding", "method"], sort=False)) for v in variants]
+    for col, (variant, lines) in enumerate(zip(variants, columns)):
+        _passkey_column(axes[0][col], axes[1][col], variant, lines, groups, factors)
+    figure_legend(fig, list(axes[1]))
+    most = max(len(lines) for lines in columns)  # lines in the fullest column
     spread = " (mean ± std over seeds)" if data["n_seeds"].max() > 1 else " (one seed)"
     spread = f" ({data['group'].iloc[0]}: median over groups)" if pooled else spread
     nothing = "; exact match 0 everywhere, so only the key NLL is shown" if none_found else ""
@@ -326,6 +253,29 @@ def plot_passkey(pk_summary: pd.DataFrame, path: Path, notes: list[str]) -> Path
     fig.suptitle(f"Passkey retrieval by evaluation length{spread}{nothing}{dodged}")
     fig.tight_layout()
     return save(fig, path)
+
+
+def _passkey_column(top, bottom, variant: str, lines: list, groups: list, factors: list) -> None:
+    """Draws one variant: its accuracy lines into ``top``, its key NLL lines into ``bottom``."""
+    for n, ((group, enc, method), g) in enumerate(lines):
+        g = g.sort_values("factor")
+        x = palette.dodge(g["factor"], n, len(lines))  # lines at one value side by side
+        style = dict(
+            label=_line_label(enc, method, group, "", len(groups) > 1),
+            linestyle=STYLES[groups.index(group) % 4],
+            **palette.hollow(f"{enc} · {method}"),
+        )
+        top.errorbar(x, g["accuracy_mean"], yerr=g["accuracy_std"].fillna(0), capsize=3, **style)
+        bottom.plot(x, g["key_nll_mean"], **style)
+    for ax in (top, bottom):
+        factor_axis(ax, factors)
+        ax.set_xlabel("evaluation length (multiples of T)")
+    bottom.axhline(math.log(10), color="black", linestyle=":", linewidth=1, label="chance over digits (ln 10)")
+    top.set_ylim(-0.05, 1.05)
+    top.set_title(f"passkey, {variant} variant: exact match")
+    top.set_ylabel("exact-match accuracy")
+    bottom.set_title(f"passkey, {variant} variant: key NLL")
+    bottom.set_ylabel("mean NLL of the key digits (nats)")
 
 
 TRAINING_LINE = ["group", "parent", "encoding"]
@@ -374,7 +324,7 @@ def plot_training(training: pd.DataFrame, path: Path, notes: list[str]) -> Path 
         ax.set_ylabel(f"{what} (nats per token)")
         ax.set_title(what)
         ax.grid(True, alpha=0.3)
-    _figure_legend(fig, axes)
+    figure_legend(fig, axes)
     spread = TITLE if pooled else "one line per group: mean over its runs, band ± std over them"
     fig.suptitle(f"Training curves (metrics.csv), {spread}")
     fig.tight_layout()

@@ -58,14 +58,26 @@ def markdown(
     names: dict[str, str],
 ) -> str:
     """summary.md; ``names`` maps each run's path to the relative path the report writes."""
-    summary = _applicable(summary, KEYS)
-    pk_summary = _applicable(pk_summary, PASSKEY_GROUP[:4])
+    lines = [
+        *_summary_section(_applicable(summary, KEYS), len(runs), len(grouping.groups)),
+        *explain(grouping, len(runs)),
+        *_passkey_section(_applicable(pk_summary, PASSKEY_GROUP[:4])),
+        *_extension_section(ext_table),
+    ]
+    if not missing.empty:
+        lines += ["## Runs missing tables", "", md_table(missing), ""]
+    lines += ["## Runs", ""] + [f"- `{names[str(r.path)]}` (seed {r.seed})" for r in runs]
+    return "\n".join(lines) + "\n"
+
+
+def _summary_section(summary: pd.DataFrame, runs: int, groups: int) -> list[str]:
+    """The title, what the numbers are, and the summary table, as markdown lines."""
     table = summary.assign(ppl=[ppl_cell(r) for r in summary.to_dict("records")])
     table = table[[*GROUP, "train_context", "ppl", "n_seeds", "seeds", "ratio_to_1x", "status"]]
-    lines = [
+    return [
         "# posx report",
         "",
-        f"{len(runs)} run(s) in {len(grouping.groups)} group(s) (see Groups below). Perplexity is the mean "
+        f"{runs} run(s) in {groups} group(s) (see Groups below). Perplexity is the mean "
         "± sample standard deviation (n − 1) over the runs of a group, one run per seed; for a single seed "
         "it is the run's perplexity [95% interval over its scored windows]. `ratio_to_1x` is the mean "
         "perplexity over the mean at 1x of the same group, encoding, method and protocol. Methods that do "
@@ -74,53 +86,58 @@ def markdown(
         "",
         md_table(table, ".4g"),
         "",
-        *explain(grouping, len(runs)),
     ]
-    if not pk_summary.empty:
-        pk = pk_summary.assign(
-            accuracy=[mean_std(m, s, 2) for m, s in zip(pk_summary["accuracy_mean"], pk_summary["accuracy_std"])]
-        )
-        lines += [
-            "## Passkey retrieval",
-            "",
-            "Exact-match accuracy over all depths, mean ± std over runs.",
-            "",
-            md_table(pk[[*PASSKEY_GROUP, "accuracy", "key_nll_mean", "trials_per_run", "n_seeds", "status"]], ".4g"),
-            "",
-        ]
-    if ext_table is not None and not ext_table.empty:
-        shown = pd.DataFrame(
-            {
-                "parent": ext_table["parent"],
-                "method": ext_table["method"],
-                "factor": ext_table["factor"],
-                "steps": ext_table["steps"],
-                "zero-shot at s·T": [
-                    mean_std(m, s) for m, s in zip(ext_table["zero_shot"], ext_table["zero_shot_std"])
-                ],
-                "extended at s·T": [mean_std(m, s) for m, s in zip(ext_table["extended"], ext_table["extended_std"])],
-                "extended at T": [
-                    mean_std(m, s) for m, s in zip(ext_table["extended_1x"], ext_table["extended_1x_std"])
-                ],
-                "extended at 2s·T": [
-                    mean_std(m, s) for m, s in zip(ext_table["extended_2x_new"], ext_table["extended_2x_new_std"])
-                ],
-                "n_seeds": ext_table["n_seeds"],
-            }
-        )
-        lines += [
-            "## Extension",
-            "",
-            "Perplexity of each `posx extend` experiment (mean ± std over seeds): "
-            "zero-shot is the parent with the method's frequencies and no training.",
-            "",
-            md_table(shown),
-            "",
-        ]
-    if not missing.empty:
-        lines += ["## Runs missing tables", "", md_table(missing), ""]
-    lines += ["## Runs", ""] + [f"- `{names[str(r.path)]}` (seed {r.seed})" for r in runs]
-    return "\n".join(lines) + "\n"
+
+
+def _passkey_section(pk_summary: pd.DataFrame) -> list[str]:
+    """The passkey section's markdown lines; none without passkey rows."""
+    if pk_summary.empty:
+        return []
+    pk = pk_summary.assign(
+        accuracy=[mean_std(m, s, 2) for m, s in zip(pk_summary["accuracy_mean"], pk_summary["accuracy_std"])]
+    )
+    return [
+        "## Passkey retrieval",
+        "",
+        "Exact-match accuracy over all depths, mean ± std over runs.",
+        "",
+        md_table(pk[[*PASSKEY_GROUP, "accuracy", "key_nll_mean", "trials_per_run", "n_seeds", "status"]], ".4g"),
+        "",
+    ]
+
+
+# The extension section's columns: (heading, mean column, std column) of extension.csv.
+EXTENSION_CELLS = [
+    ("zero-shot at s·T", "zero_shot", "zero_shot_std"),
+    ("extended at s·T", "extended", "extended_std"),
+    ("extended at T", "extended_1x", "extended_1x_std"),
+    ("extended at 2s·T", "extended_2x_new", "extended_2x_new_std"),
+]
+
+
+def _extension_section(ext_table: pd.DataFrame | None) -> list[str]:
+    """The extension section's markdown lines; none without extension experiments."""
+    if ext_table is None or ext_table.empty:
+        return []
+    shown = pd.DataFrame(
+        {
+            **{key: ext_table[key] for key in ("parent", "method", "factor", "steps")},
+            **{
+                heading: [mean_std(m, s) for m, s in zip(ext_table[mean], ext_table[std])]
+                for heading, mean, std in EXTENSION_CELLS
+            },
+            "n_seeds": ext_table["n_seeds"],
+        }
+    )
+    return [
+        "## Extension",
+        "",
+        "Perplexity of each `posx extend` experiment (mean ± std over seeds): "
+        "zero-shot is the parent with the method's frequencies and no training.",
+        "",
+        md_table(shown),
+        "",
+    ]
 
 
 def figure_notes(notes: list[str]) -> str:
