@@ -12,6 +12,8 @@ from posx.config.compose import compose, config_dir
 from posx.config.schema import Config, ExtendRootConfig
 from posx.core.errors import PosxError
 from posx.model.config import GPTConfig
+from posx.model.gpt import GPT
+from posx.train.state import gpt_config
 
 GROUPS = ["model", "pos", "data", "train", "eval", "logger"]
 
@@ -36,9 +38,6 @@ def test_every_experiment_composes(experiment):
 
 
 def test_small_preset_is_tens_of_millions_of_parameters():
-    from posx.model.gpt import GPT
-    from posx.train.state import gpt_config
-
     n = GPT(gpt_config(compose(["experiment=gpu_small"]))).num_params()
     assert 10e6 < n < 100e6
 

@@ -9,6 +9,8 @@ import pytest
 import torch
 from torch import nn
 
+from posx.config.compose import compose
+from posx.core.errors import PosxError
 from posx.eval import passkey
 from posx.eval.passkey import MARK
 
@@ -172,9 +174,6 @@ BAD_EVAL = [
 
 @pytest.mark.parametrize("override,needle", BAD_EVAL, ids=[o for o, _ in BAD_EVAL])
 def test_meaningless_eval_settings_are_rejected(override, needle):
-    from posx.config.compose import compose
-    from posx.core.errors import PosxError
-
     with pytest.raises(PosxError, match=needle.replace("[", r"\[")):
         compose([override])
     compose(["eval.passkey.digits=1", "eval.passkey.variants=[prompt]"])  # prompt alone: 1 digit is fine

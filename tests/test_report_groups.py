@@ -8,10 +8,13 @@ import json
 import os
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 
 from posx.model.config import GPTConfig
+from posx.report import queries, store
+from posx.report.plots import position_curves
 from posx.report.summary import report
 from posx.runs.records import RunMeta
 
@@ -127,11 +130,6 @@ def test_one_seed_shows_its_interval_and_legacy_tables_group_by_what_they_record
 
 
 def test_position_curves_carry_their_spread_and_can_be_smoothed():
-    import pandas as pd
-
-    from posx.report import queries, store
-    from posx.report.plots import position_curves
-
     rows = [
         {
             "run": str(run),
