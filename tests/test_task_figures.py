@@ -10,8 +10,9 @@ import pytest
 from PIL import Image
 
 from posx.report import output, palette, task_figures
+from posx.report.axes import colors_for
 from posx.report.figures import encodings_figure, longest_per_line
-from posx.report.plots import colors_for, ppl_figure
+from posx.report.plots import ppl_figure
 
 from conftest import run_posx
 

@@ -24,9 +24,10 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.figure import Figure
 
+from posx.report.axes import STYLES, factor_axis, legend_order, log_ticks
 from posx.report.crowd import MAX_LINES, TITLE, note, pool
+from posx.report.output import save
 from posx.report.palette import dodge, dodge_note, hollow, legend, marker_of, stagger
-from posx.report.plots import STYLES, factor_axis, legend_order, log_ticks, save
 
 NATIVE = ["none", "clamp", "interpolate"]  # an encoding on its own (absolute: three ways past its table)
 

@@ -39,11 +39,6 @@ from posx.report.axes import STYLES, colors_for, factor_axis, figure_legend, leg
 from posx.report.crowd import MAX_LINES, MAX_PANELS, TITLE, crowded, note, pool, pooled_label
 
 
-def save(fig, path: Path) -> Path:
-    """PNG (200 dpi) and PDF (``posx.report.output``)."""
-    return output.save(fig, path)
-
-
 def _line_label(enc: str, method: str, group: str, parent: str, extras: bool) -> str:
     label = f"{enc} · {method}"
     if parent:
@@ -57,7 +52,7 @@ LINE = ["group", "parent", "encoding", "method", "protocol"]  # one line of ppl_
 def plot_ppl(summary: pd.DataFrame, path: Path, notes: list[str]) -> Path | None:
     """``ppl_vs_length.png`` (``ppl_figure``) saved as ``path`` (PNG and PDF)."""
     fig = ppl_figure(summary, notes, path.name)
-    return None if fig is None else save(fig, path)
+    return None if fig is None else output.save(fig, path)
 
 
 def ppl_figure(summary: pd.DataFrame, notes: list[str], name: str = "ppl_vs_length.png") -> Figure | None:
@@ -205,7 +200,7 @@ def plot_positions(cells: pd.DataFrame, path: Path, factor: float | None, smooth
     what = TITLE if len(panels) < len(chosen) else "mean over the seeds of each group, band ± std over seeds"
     fig.suptitle(f"Loss by token position ({what}{smoothed})")
     fig.tight_layout()
-    return save(fig, path)
+    return output.save(fig, path)
 
 
 def _pooled_passkey(data: pd.DataFrame) -> pd.DataFrame:
@@ -252,7 +247,7 @@ def plot_passkey(pk_summary: pd.DataFrame, path: Path, notes: list[str]) -> Path
     dodged = f"\n{palette.dodge_note(most)}" if most > 1 else ""
     fig.suptitle(f"Passkey retrieval by evaluation length{spread}{nothing}{dodged}")
     fig.tight_layout()
-    return save(fig, path)
+    return output.save(fig, path)
 
 
 def _passkey_column(top, bottom, variant: str, lines: list, groups: list, factors: list) -> None:
@@ -328,7 +323,7 @@ def plot_training(training: pd.DataFrame, path: Path, notes: list[str]) -> Path 
     spread = TITLE if pooled else "one line per group: mean over its runs, band ± std over them"
     fig.suptitle(f"Training curves (metrics.csv), {spread}")
     fig.tight_layout()
-    return save(fig, path)
+    return output.save(fig, path)
 
 
 def draw_all(

@@ -24,9 +24,9 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from posx.report.axes import STYLES, factor_axis, legend_order
 from posx.report.output import save
 from posx.report.palette import color_of, dodge, dodge_note, fit, hollow, legend
-from posx.report.plots import STYLES, factor_axis, legend_order
 from posx.tasks.scoring import wilson
 
 TASK_GROUP = ["group", "encoding", "method", "task", "factor"]
