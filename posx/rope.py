@@ -41,21 +41,45 @@ Decisions where the published definitions leave room:
   * Where a method reduces to the identity (s = 1, or a dynamic method at length <= L) it
     returns theta itself, so the result is bit-identical to ``none``.
 
-All arithmetic is float64; the result is cast to float32 once, at the end.
+All arithmetic is float64; the result is cast to float32 once, at the end. The checks of the
+arguments live in ``posx.ropecheck``: the registry pairs each method with the check of its
+extra parameters, which ``check_params`` runs on its own and ``frequencies`` runs first.
 """
 
 from __future__ import annotations
 
 import math
-import numbers
 from types import MappingProxyType
 from typing import Callable, Mapping, NamedTuple
 
 import torch
 
 from posx.core.errors import PosxError
+from posx.ropecheck import (
+    MAX_FACTOR,
+    check_abf,
+    check_base,
+    check_factor,
+    check_head_dim,
+    check_llama3,
+    check_longrope,
+    check_none,
+    check_original_context,
+    check_ramp,
+    check_yarn,
+    current_length,
+)
 
-__all__ = ["METHODS", "DYNAMIC_METHODS", "base_inv_freq", "check_params", "frequencies", "method_params", "wavelengths"]
+__all__ = [
+    "METHODS",
+    "DYNAMIC_METHODS",
+    "MAX_FACTOR",  # the largest factor accepted, from posx.ropecheck
+    "base_inv_freq",
+    "check_params",
+    "frequencies",
+    "method_params",
+    "wavelengths",
+]
 
 
 # --------------------------------------------------------------------------- helpers
@@ -65,44 +89,6 @@ def _theta(head_dim: int, base: float) -> torch.Tensor:
     """theta_i = base^(-2i/d) in float64."""
     exponents = torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim
     return 1.0 / (float(base) ** exponents)
-
-
-def _is_int(x) -> bool:
-    return isinstance(x, numbers.Integral) and not isinstance(x, bool)
-
-
-def _is_real(x) -> bool:
-    return isinstance(x, numbers.Real) and not isinstance(x, bool)
-
-
-def _current_length(length, original_context: int) -> int:
-    if length is None:
-        return original_context
-    if not _is_int(length) or length < 1:
-        raise PosxError(f"RoPE length must be a positive integer, got {length!r}; pass the current sequence length")
-    return int(length)
-
-
-MAX_FACTOR = 1e6  # a context a million times the trained one: past any use, short of overflow
-MIN_BETA, MAX_BETA = 1e-9, 1e9  # rotations over the trained context, far past the published 1 and 32 both ways
-
-
-def _check_betas(beta_fast: float, beta_slow: float) -> None:
-    if not (_is_real(beta_fast) and _is_real(beta_slow) and MIN_BETA <= beta_slow < beta_fast <= MAX_BETA):
-        raise PosxError(
-            f"YaRN needs {MIN_BETA:g} <= beta_slow < beta_fast <= {MAX_BETA:g}, got beta_slow={beta_slow!r}, "
-            f"beta_fast={beta_fast!r}; the published values are 1 and 32"
-        )
-
-
-def _given_attention(value, method: str) -> float:
-    """A user-given attention factor: a finite positive number."""
-    if not _is_real(value) or not (0 < value < math.inf):
-        raise PosxError(
-            f"{method} attention_factor must be a finite positive number (or null for the "
-            f"method's formula), got {value!r}"
-        )
-    return float(value)
 
 
 def _yarn_attention(s: float) -> float:
@@ -151,7 +137,7 @@ def _ntk(head_dim, base, factor, original_context):
 
 
 def _dynamic_ntk(head_dim, base, factor, original_context, length=None):
-    ell = max(_current_length(length, original_context), original_context)
+    ell = max(current_length(length, original_context), original_context)
     if ell == original_context:
         return _theta(head_dim, base), 1.0
     scale = factor * ell / original_context - (factor - 1)
@@ -172,7 +158,7 @@ def _dynamic_yarn(head_dim, base, factor, original_context, length=None, beta_fa
             f"dynamic_yarn takes its scale from length / original_context, got "
             f"factor={factor!r}; leave factor at 1 and pass length"
         )
-    s = max(1.0, _current_length(length, original_context) / original_context)
+    s = max(1.0, current_length(length, original_context) / original_context)
     inv = _yarn_inv_freq(head_dim, base, s, original_context, beta_fast, beta_slow, truncate)
     return inv, _yarn_attention(s)
 
@@ -204,11 +190,11 @@ def _llama3(head_dim, base, factor, original_context, low_freq_factor=1.0, high_
 def _longrope(
     head_dim, base, factor, original_context, short_factor=None, long_factor=None, length=None, attention_factor=None
 ):
-    is_long = _current_length(length, original_context) > original_context
+    is_long = current_length(length, original_context) > original_context
     name, ext = ("long_factor", long_factor) if is_long else ("short_factor", short_factor)
     theta = _theta(head_dim, base)
     if ext is not None:
-        ext = [float(x) for x in ext]  # checked by _check_longrope
+        ext = [float(x) for x in ext]  # checked by check_longrope
         if len(ext) != head_dim // 2:
             raise PosxError(
                 f"longrope {name} has {len(ext)} entries, expected head_dim // 2 = "
@@ -220,7 +206,7 @@ def _longrope(
             math.sqrt(1 + math.log(factor) / math.log(original_context)) if factor > 1 and original_context > 1 else 1.0
         )
     else:
-        attention = float(attention_factor)  # checked by _check_longrope
+        attention = float(attention_factor)  # checked by check_longrope
     return theta, attention
 
 
@@ -244,52 +230,6 @@ def _resonance_yarn(
     return resonance_round(inv, original_context), attention
 
 
-# --------------------------------------------------------------------------- parameter checks
-# One per method, of the parameters alone (no head_dim needed), so a config can be checked
-# before any model exists; ``frequencies`` runs the same check first.
-
-
-def _check_none(**params) -> None:
-    pass
-
-
-def _check_ramp(beta_fast=32.0, beta_slow=1.0, truncate=True, **_) -> None:
-    _check_betas(beta_fast, beta_slow)
-
-
-def _check_yarn(attention_factor=None, **params) -> None:
-    _check_ramp(**params)
-    if attention_factor is not None:
-        _given_attention(attention_factor, "yarn")
-
-
-def _check_abf(new_base=500000.0) -> None:
-    _check_base(new_base, "abf new_base", "500000 (Llama 2 Long) or 1000000 (Code Llama)")
-
-
-def _check_llama3(low_freq_factor=1.0, high_freq_factor=4.0) -> None:
-    if not (_is_real(low_freq_factor) and _is_real(high_freq_factor) and 0 < low_freq_factor < high_freq_factor):
-        raise PosxError(
-            f"llama3 needs 0 < low_freq_factor < high_freq_factor, got "
-            f"{low_freq_factor!r} and {high_freq_factor!r}; "
-            "the published values are 1 and 4"
-        )
-
-
-def _check_longrope(short_factor=None, long_factor=None, length=None, attention_factor=None) -> None:
-    for name, values in (("short_factor", short_factor), ("long_factor", long_factor)):
-        if values is None:
-            continue
-        try:
-            listed = [float(x) for x in values]
-        except (TypeError, ValueError):
-            raise PosxError(f"longrope {name} must be a list of numbers, got {values!r}") from None
-        if not all(0 < x < math.inf for x in listed):
-            raise PosxError(f"longrope {name} must hold finite positive numbers, got {listed!r}")
-    if attention_factor is not None:
-        _given_attention(attention_factor, "longrope")
-
-
 # --------------------------------------------------------------------------- registry
 
 
@@ -300,7 +240,7 @@ class _Method(NamedTuple):
     check: Callable[..., None]  # validates the extra parameters
 
 
-def _method(fn, needs_context: bool = False, check=_check_none, **params) -> _Method:
+def _method(fn, needs_context: bool = False, check=check_none, **params) -> _Method:
     return _Method(fn, MappingProxyType(params), needs_context, check)
 
 
@@ -312,16 +252,16 @@ _REGISTRY: Mapping[str, _Method] = MappingProxyType(
         "pi": _method(_pi),
         "ntk": _method(_ntk),
         "dynamic_ntk": _method(_dynamic_ntk, True, length=None),
-        "yarn": _method(_yarn, True, _check_yarn, **_YARN_BETAS, attention_factor=None),
-        "dynamic_yarn": _method(_dynamic_yarn, True, _check_ramp, length=None, **_YARN_BETAS),
-        "ntk_by_parts": _method(_ntk_by_parts, True, _check_ramp, **_YARN_BETAS),
-        "abf": _method(_abf, check=_check_abf, new_base=500000.0),
-        "llama3": _method(_llama3, True, _check_llama3, low_freq_factor=1.0, high_freq_factor=4.0),
+        "yarn": _method(_yarn, True, check_yarn, **_YARN_BETAS, attention_factor=None),
+        "dynamic_yarn": _method(_dynamic_yarn, True, check_ramp, length=None, **_YARN_BETAS),
+        "ntk_by_parts": _method(_ntk_by_parts, True, check_ramp, **_YARN_BETAS),
+        "abf": _method(_abf, check=check_abf, new_base=500000.0),
+        "llama3": _method(_llama3, True, check_llama3, low_freq_factor=1.0, high_freq_factor=4.0),
         "longrope": _method(
-            _longrope, True, _check_longrope, short_factor=None, long_factor=None, length=None, attention_factor=None
+            _longrope, True, check_longrope, short_factor=None, long_factor=None, length=None, attention_factor=None
         ),
         "resonance": _method(_resonance, True),
-        "resonance_yarn": _method(_resonance_yarn, True, _check_yarn, **_YARN_BETAS, attention_factor=None),
+        "resonance_yarn": _method(_resonance_yarn, True, check_yarn, **_YARN_BETAS, attention_factor=None),
     }
 )
 
@@ -330,16 +270,6 @@ DYNAMIC_METHODS: frozenset[str] = frozenset({"dynamic_ntk", "dynamic_yarn", "lon
 
 
 # --------------------------------------------------------------------------- public API
-
-
-def _check_head_dim(head_dim) -> None:
-    if not _is_int(head_dim) or head_dim < 2 or head_dim % 2:
-        raise PosxError(f"RoPE head_dim must be an even integer >= 2, got {head_dim!r}; pick n_embd / n_head even")
-
-
-def _check_base(base, what: str = "RoPE base", usual: str = "10000") -> None:
-    if not _is_real(base) or not (1 < base < math.inf):
-        raise PosxError(f"{what} must be a finite number > 1, got {base!r}; the usual value is {usual}")
 
 
 def _lookup(method: str) -> _Method:
@@ -352,8 +282,8 @@ def _lookup(method: str) -> _Method:
 
 def base_inv_freq(head_dim: int, base: float) -> torch.Tensor:
     """theta_i = base^(-2i/head_dim) for i < head_dim // 2, as float32."""
-    _check_head_dim(head_dim)
-    _check_base(base)
+    check_head_dim(head_dim)
+    check_base(base)
     return _theta(head_dim, base).float()
 
 
@@ -374,11 +304,7 @@ def check_params(method: str, factor: float = 1.0, **params) -> None:
     if unknown:
         accepted = ", ".join(spec.params) or "none"
         raise PosxError(f"unknown parameter {unknown[0]!r} for RoPE method {method!r}; accepted: {accepted}")
-    if not _is_real(factor) or not (1 <= factor <= MAX_FACTOR):
-        raise PosxError(
-            f"RoPE factor must be a finite number from 1 to {MAX_FACTOR:g}, got {factor!r}; "
-            "use eval_length / original_context, or 1 for no scaling"
-        )
+    check_factor(factor)
     spec.check(**{**spec.params, **params})
 
 
@@ -398,18 +324,9 @@ def frequencies(
     """
     spec = _lookup(method)
     check_params(method, factor, **params)
-    _check_head_dim(head_dim)
-    _check_base(base)
-    if original_context is not None and (not _is_int(original_context) or original_context < 1):
-        raise PosxError(
-            f"original_context must be a positive integer, got "
-            f"{original_context!r}; pass the context length the model was trained at"
-        )
-    if spec.needs_context and original_context is None:
-        raise PosxError(
-            f"RoPE method {method!r} needs original_context (the trained context "
-            "length); pass original_context=<block size used in training>"
-        )
+    check_head_dim(head_dim)
+    check_base(base)
+    check_original_context(original_context, method, spec.needs_context)
     context = None if original_context is None else int(original_context)
     inv, attention = spec.fn(int(head_dim), float(base), float(factor), context, **{**spec.params, **params})
     return inv.to(torch.float32), float(attention)

@@ -13,14 +13,14 @@
   reads ``results/``). A file
   that passes as text but is not UTF-8 stops the build, naming the file.
 * ``datasets``: a Hugging Face ``datasets`` dataset (``data.name``, ``data.config_name``,
-  ``data.data_files``, ``data.split``, ``data.text_column``), one document per row. The
-  packaged builders (json, csv, parquet, text, arrow) read local files with no network; other
-  names are hub datasets, which load where the hub or its cache is reachable and otherwise
-  fail in one line that says how to use local files instead. Every row's text must be a
-  string: a row whose text is null, a number or anything else is refused before tokenizing,
-  naming the row (``check_text_column``), rather than skipped — a skipped row would change
-  the corpus silently, and a fix (filter the rows, or pick the right data.text_column) is one
-  step for the user.
+  ``data.data_files``, ``data.split``, ``data.text_column``), one document per row, loaded by
+  ``posx.data.hfdatasets``. The packaged builders (json, csv, parquet, text, arrow) read local
+  files with no network; other names are hub datasets, which load where the hub or its cache
+  is reachable and otherwise fail in one line that says how to use local files instead. Every
+  row's text must be a string: a row whose text is null, a number or anything else is refused
+  before tokenizing, naming the row (``hfdatasets.check_text_column``), rather than skipped — a
+  skipped row would change the corpus silently, and a fix (filter the rows, or pick the right
+  data.text_column) is one step for the user.
 
 A source never holds the corpus in memory: ``Source.documents()`` yields each document as an
 iterator of chunks of at most ``CHUNK`` bytes (longer lines excepted), cut after a newline so
@@ -38,10 +38,10 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from posx.core.errors import PosxError
+from posx.data import hfdatasets
 
 SOURCES = ("stdlib", "text", "datasets")
 CHUNK = 1 << 20  # bytes per chunk handed to a tokenizer
-LOCAL_BUILDERS = ("json", "csv", "parquet", "text", "arrow", "pandas")
 _STDLIB_SKIP = frozenset({"site-packages", "dist-packages", "test", "tests", "idle_test", "__pycache__"})
 _SKIP_DIRS = frozenset({"__pycache__"})  # cache directories a text corpus leaves out
 _BINARY_SUFFIXES = frozenset({".pyc", ".pyo"})
@@ -264,79 +264,12 @@ def file_source(kind: str, path: str | None, exclude: Path | None = None) -> Sou
     return Source(kind, where, rels, [str(root), stats], info, documents, lambda: [s[1] for s in stats])
 
 
-def _quiet_hf(datasets) -> None:
-    """No progress bars or retry chatter on stderr: a failure becomes one line."""
-    import logging
-
-    datasets.disable_progress_bars()
-    datasets.logging.set_verbosity_error()
-    for name in ("datasets", "huggingface_hub", "fsspec"):
-        logging.getLogger(name).setLevel(logging.ERROR)
-
-
-def _local_files(data_files: Any) -> list[str]:
-    if data_files is None:
-        return []
-    if isinstance(data_files, str):
-        return [data_files]
-    if isinstance(data_files, dict):
-        return [f for v in data_files.values() for f in _local_files(v)]
-    return [str(f) for f in data_files]
-
-
 def datasets_source(
     name: str | None, config_name: str | None, data_files: Any, split: str, text_column: str, cache_dir: str | Path
 ) -> Source:
-    """A ``datasets`` dataset, one document per row of ``text_column``."""
-    if not name:
-        raise PosxError(
-            "data.source 'datasets' needs data.name: a hub dataset (e.g. wikitext) or a local "
-            "builder (json, csv, parquet, text) with data.data_files"
-        )
-    try:
-        import datasets
-    except ImportError:
-        raise PosxError("data.source 'datasets' needs the datasets package: pip install 'posx[datasets]'") from None
-    _quiet_hf(datasets)
-    local = name in LOCAL_BUILDERS
-    if local and not data_files:
-        raise PosxError(f"data.name={name} reads local files: set data.data_files to a file, a glob or a list")
-    for pattern in _local_files(data_files) if local else []:
-        if not any(c in pattern for c in "*?[") and not Path(os.path.expanduser(pattern)).exists():
-            raise PosxError(f"data.data_files '{pattern}' does not exist; point it at local {name} files")
-    files = (
-        None
-        if data_files is None
-        else ([os.path.expanduser(f) for f in data_files] if isinstance(data_files, (list, tuple)) else data_files)
-    )
-    what = f"dataset '{name}'" + (f" ({config_name})" if config_name else "")
-    try:
-        ds = datasets.load_dataset(
-            name, config_name, data_files=files, split=split, cache_dir=str(Path(cache_dir) / "hf-datasets")
-        )
-    except (ConnectionError, OSError) as exc:
-        if local:
-            raise PosxError(f"cannot read {what}: {' '.join(str(exc).split())[:200]}") from None
-        raise PosxError(
-            f"cannot load {what} from the Hugging Face hub: not reachable and not cached here "
-            f"({exc.__class__.__name__}); download it where the hub is reachable, or point posx at "
-            "local files: data.name=json data.data_files=corpus.jsonl (or parquet, text)"
-        ) from None
-    except StopIteration:
-        raise PosxError(f"{what} is empty: data.data_files holds no rows") from None
-    except Exception as exc:  # datasets raises many types (ValueError, DatasetNotFoundError, ...)
-        raise PosxError(
-            f"cannot load {what} (split {split}): {exc.__class__.__name__}: {' '.join(str(exc).split())[:200]}"
-        ) from None
-    if text_column not in ds.column_names:
-        raise PosxError(
-            f"{what} has no column '{text_column}' (it has: {', '.join(ds.column_names)}); "
-            "set data.text_column to the text column"
-        )
-    if len(ds) == 0:
-        raise PosxError(f"{what} split '{split}' has no rows; point data.data_files at non-empty files")
-    ds = ds.select_columns([text_column])
-    check_text_column(datasets, ds, text_column, what)
+    """A ``datasets`` dataset, one document per row of ``text_column`` (loaded by ``posx.data.hfdatasets``)."""
+    rows = hfdatasets.load_rows(name, config_name, data_files, split, text_column, cache_dir)
+    ds = rows.dataset
 
     def documents() -> Iterator[Iterator[bytes]]:
         for batch in ds.iter(batch_size=1024):
@@ -348,45 +281,15 @@ def datasets_source(
 
     info = {
         "source": "datasets",
-        "root": what,
+        "root": rows.what,
         "files": len(ds),
         "dataset": name,
         "config_name": config_name,
         "split": split,
         "text_column": text_column,
     }
-    key = [name, config_name, repr(files), split, text_column, ds._fingerprint]
-    return Source("datasets", what, [str(i) for i in range(len(ds))], key, info, documents, sizes)
-
-
-def _first_non_text(datasets, ds, column: str) -> tuple[int, str] | None:
-    """The first row of ``column`` that is not a string, and what it is instead; None when all are."""
-    feature = ds.features[column]
-    if isinstance(feature, datasets.Value):
-        if feature.dtype not in ("string", "large_string"):
-            return 0, f"{feature.dtype} (as is the whole column)"
-        values = ds.data.column(column)
-        if not values.null_count:
-            return None
-        import pyarrow.compute as pc  # datasets' own dependency, present whenever datasets is
-
-        return pc.index(pc.is_null(values), True).as_py(), f"null ({values.null_count} rows are)"
-    rows = (t for batch in ds.iter(batch_size=1024) for t in batch[column])  # mixed values: read them
-    return next(
-        ((i, "null" if t is None else f"a {type(t).__name__}") for i, t in enumerate(rows) if not isinstance(t, str)),
-        None,
-    )
-
-
-def check_text_column(datasets, ds, column: str, what: str) -> None:
-    """Every row of ``column`` a string, else a one-line PosxError naming the first row that is not."""
-    found = _first_non_text(datasets, ds, column)
-    if found is not None:
-        row, bad = found
-        raise PosxError(
-            f"{what}: row {row} of column '{column}' is {bad}, not text; posx reads every row's text "
-            "as a string: filter those rows out of the data, or set data.text_column to the text column"
-        )
+    key = [name, config_name, repr(rows.files), split, text_column, ds._fingerprint]
+    return Source("datasets", rows.what, [str(i) for i in range(len(ds))], key, info, documents, sizes)
 
 
 def open_source(dcfg: Any, cache_dir: str | Path) -> Source:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import NamedTuple
 
 import pandas as pd
 import torch
@@ -61,6 +62,60 @@ def _per_byte(row: dict, n_bytes: int) -> dict:
     return {"bytes": n_bytes, "bpb": row["nll"] * per_byte, "bpb_lo": lo, "bpb_hi": hi}
 
 
+class _Lengths(NamedTuple):
+    """The lengths an extended run is scored at, and how each is read."""
+
+    lengths: list[int]  # factor x the parent's T and factor x the new T
+    strides: dict  # (the scored model's T, length) -> stride
+    n_tokens: int  # scored tokens at every length
+
+
+def _lengths(meta: RunMeta, val: torch.Tensor, ev) -> _Lengths:
+    """The lengths, each stage's stride at each and the scored tokens, checked against the held-out split."""
+    T0, T1 = meta.extended_from.train_context, meta.train_context
+    lengths = lengths_for(T0, T1, ev.factors)
+    # sliding: eval.stride, or half of the length the scored model trained at (each stage's own T)
+    strides = {(T, L): scoring.stride_for(ev.protocol, ev.stride, T, L) for T in (T0, T1) for L in lengths}
+    n_tokens = scoring.tokens_for(ev.protocol, ev.tokens, lengths, list(strides.values()))
+    needed = max(scoring.tokens_needed(L, s, n_tokens) for (_, L), s in strides.items())
+    if len(val) < needed:
+        raise PosxError(
+            f"the held-out split has {len(val)} tokens but eval.tokens asks for {n_tokens} "
+            f"at each length ({needed} read); lower eval.tokens or use more data"
+        )
+    return _Lengths(lengths, strides, n_tokens)
+
+
+def _stages(
+    model: GPT, meta: RunMeta, results_dir: str | Path, device: torch.device, console: Console | None
+) -> list[tuple[str, GPT, int]]:
+    """(stage, model, the T it trained at): the zero-shot parent when it is found, then the run itself."""
+    lineage = meta.extended_from
+    stages: list[tuple[str, GPT, int]] = []
+    parent_dir = find_parent(meta, results_dir)
+    if parent_dir is None:
+        if console is not None:
+            console.print(
+                f"[yellow]warning:[/] parent run {lineage.parent} not found; evaluating the extended model alone"
+            )
+    else:
+        stages.append(("zero-shot", zero_shot_model(meta, parent_dir, device), lineage.train_context))
+    stages.append(("extended", model, meta.train_context))
+    return stages
+
+
+def _row(shared: dict, stage: str, trained_at: int, L: int, stride: int, attention: float, status: str, scores) -> dict:
+    """The table row of one (stage, length) from its scores (``shared``: the fields every row has), bytes aside."""
+    nll = scores.total / scores.tokens if status == "ok" else math.nan
+    ci = scores.interval() if status == "ok" else scoring.Interval(math.nan, math.nan, math.nan, 0)
+    return {
+        **shared, "train_context": trained_at, "eval_context": L, "factor": L / shared["reference_context"],
+        "attention_factor": attention, "nll": nll, "ppl": math.exp(nll),
+        "tokens": scores.tokens if scores is not None else 0, "status": status, "stride": stride, "stage": stage,
+        "nll_se": ci.nll_se, "ppl_lo": ci.ppl_lo, "ppl_hi": ci.ppl_hi, "windows": ci.windows,
+    }  # fmt: skip
+
+
 def evaluate_extended(
     model: GPT,
     meta: RunMeta,
@@ -75,58 +130,35 @@ def evaluate_extended(
     """One row per (stage, length); the zero-shot stage is left out when the parent is gone.
     ``tokenizer`` (None: bytes) says how many bytes each token covers (bits per byte)."""
     lineage = meta.extended_from
-    T0, T1 = lineage.train_context, meta.train_context
-    lengths = lengths_for(T0, T1, ev.factors)
-    # sliding: eval.stride, or half of the length the scored model trained at (each stage's own T)
-    strides = {(T, L): scoring.stride_for(ev.protocol, ev.stride, T, L) for T in (T0, T1) for L in lengths}
-    n_tokens = scoring.tokens_for(ev.protocol, ev.tokens, lengths, list(strides.values()))
-    needed = max(scoring.tokens_needed(L, s, n_tokens) for (_, L), s in strides.items())
-    if len(val) < needed:
-        raise PosxError(
-            f"the held-out split has {len(val)} tokens but eval.tokens asks for {n_tokens} "
-            f"at each length ({needed} read); lower eval.tokens or use more data"
-        )
+    T0 = lineage.train_context
+    plan = _lengths(meta, val, ev)
     width = scoring.bucket_width_for(ev.bucket_width, T0)
     counts = bytecount.token_bytes(tokenizer)
-    stages: list[tuple[str, GPT, int]] = []
-    parent_dir = find_parent(meta, results_dir)
-    if parent_dir is None:
-        if console is not None:
-            console.print(
-                f"[yellow]warning:[/] parent run {lineage.parent} not found; evaluating the extended model alone"
-            )
-    else:
-        stages.append(("zero-shot", zero_shot_model(meta, parent_dir, device), T0))
-    stages.append(("extended", model, T1))
+    stages = _stages(model, meta, results_dir, device, console)
     interpolated = lineage.method == INTERPOLATE
-    scale = lineage.factor if interpolated else meta.rope.factor
+    shared = {
+        "run": run_name, "pos": meta.model.pos, "method": lineage.method,
+        "scale": lineage.factor if interpolated else meta.rope.factor, "protocol": ev.protocol,
+        "reference_context": T0, "absolute_beyond": "none", "within_documents": False, "documents": math.nan,
+        "eval_id": "", "window_start": "stream", "normalisation": "token",
+    }  # fmt: skip
     rows, positions = [], []
     for stage, m, trained_at in stages:
         m.eval()
         attention = 1.0 if interpolated else m.pos.attention_factor
-        for L in lengths:
-            stride = strides[(trained_at, L)]
-            status, scores = _score(m, val, L, stride, n_tokens, ev.batch_tokens, device)
-            nll = scores.total / scores.tokens if status == "ok" else math.nan
-            ci = scores.interval() if status == "ok" else scoring.Interval(math.nan, math.nan, math.nan, 0)
-            row = {
-                "run": run_name, "pos": meta.model.pos, "train_context": trained_at, "eval_context": L,
-                "factor": L / T0, "method": lineage.method, "scale": scale, "attention_factor": attention,
-                "nll": nll, "ppl": math.exp(nll), "tokens": scores.tokens if scores is not None else 0,
-                "status": status, "protocol": ev.protocol, "stride": stride, "reference_context": T0,
-                "stage": stage, "absolute_beyond": "none", "within_documents": False, "documents": math.nan,
-                "nll_se": ci.nll_se, "ppl_lo": ci.ppl_lo, "ppl_hi": ci.ppl_hi, "windows": ci.windows, "eval_id": "",
-                "window_start": "stream", "normalisation": "token",
-            }  # fmt: skip
-            row.update(_per_byte(row, bytecount.scored_bytes(val, L, stride, n_tokens, counts)))
+        for L in plan.lengths:
+            stride = plan.strides[(trained_at, L)]
+            status, scores = _score(m, val, L, stride, plan.n_tokens, ev.batch_tokens, device)
+            row = _row(shared, stage, trained_at, L, stride, attention, status, scores)
+            row.update(_per_byte(row, bytecount.scored_bytes(val, L, stride, plan.n_tokens, counts)))
             rows.append(row)
             if status != "ok":
                 continue
             positions.extend(position_rows(row, scoring.buckets(scores, width), stage))
             if console is not None:
                 console.print(
-                    f"  {lineage.method:>12} {stage:>9} {L / T0:g}x (L={L}): ppl {math.exp(nll):.3f} "
-                    f"[{ci.ppl_lo:.3f}, {ci.ppl_hi:.3f}]",
+                    f"  {lineage.method:>12} {stage:>9} {L / T0:g}x (L={L}): ppl {row['ppl']:.3f} "
+                    f"[{row['ppl_lo']:.3f}, {row['ppl_hi']:.3f}]",
                     highlight=False,
                 )
     return Evaluation(table=pd.DataFrame(rows, columns=COLUMNS), positions=positions)

@@ -108,6 +108,17 @@ def _plan(model: GPT, meta: RunMeta, val: torch.Tensor, ev, val_docs, tokenizer)
     return _Plan(lengths, strides, scales, n_tokens, within, plans, n_bytes, rope_args)
 
 
+def _passkey_trials(val: torch.Tensor, lengths: list[int], pk, long_tables: bool, tokenizer) -> tuple[list, dict]:
+    """The passkey variants scored (none without ``long_tables``) and the trials of each (length, variant)."""
+    variants = list(pk.variants) if long_tables and pk.enabled else []
+    trials = {
+        (L, v): passkey.make_trials(val, L, v, pk.trials, pk.digits, pk.depth_buckets, pk.seed, tokenizer)
+        for L in lengths
+        for v in variants
+    }
+    return variants, trials
+
+
 def evaluate(
     model: GPT,
     meta: RunMeta,
@@ -126,12 +137,7 @@ def evaluate(
     ``tokenizer``: encodes the passkey prompt (None: bytes)."""
     p = _plan(model, meta, val, ev, val_docs, tokenizer)
     pk = ev.passkey
-    variants = list(pk.variants) if long_tables and pk.enabled else []
-    trials = {
-        (L, v): passkey.make_trials(val, L, v, pk.trials, pk.digits, pk.depth_buckets, pk.seed, tokenizer)
-        for L in p.lengths
-        for v in variants
-    }
+    variants, trials = _passkey_trials(val, p.lengths, pk, long_tables, tokenizer)
     tasks = suite.make_suite(val, p.lengths, ev, tokenizer) if long_tables else {}
     shared = long_tables and suite.shares_passkey(ev)  # the passkey task reads the prompt trials' scoring
     width = scoring.bucket_width_for(ev.bucket_width, meta.train_context)
@@ -183,12 +189,9 @@ def _score_cell(
     ``memo``: what cells scored so far computed, by ``cell_key``; a cell whose length, stride and
     frequencies equal an earlier one's reuses its scores instead of running the model again."""
     L, method = row["eval_context"], row["method"]
-    if method != "none" and not model.pos.uses_rope:
-        row["status"] = "not_applicable"
-        return None, {}
-    limit = model.pos.max_length()
-    if limit is not None and L > limit:
-        row["status"] = "out_of_range"
+    status = _unscorable(model, method, L)
+    if status is not None:
+        row["status"] = status
         return None, {}
     inv_freq = None
     if model.pos.uses_rope:
@@ -198,29 +201,59 @@ def _score_cell(
     try:
         if key not in memo:
             with rescaled(model, inv_freq, row["attention_factor"]):
-                scores = scoring.score(model, val, L, row["stride"], n_tokens, ev.batch_tokens, device, starts)
-                results = {
-                    v: passkey.score(model, t, ev.batch_tokens, device, as_task=trials["shared"] and v == "prompt")
-                    for v, t in trials["passkey"].items()
-                }
-                done = {"passkey": results["prompt"].as_task} if trials["shared"] else {}
-                results["tasks"] = suite.score_suite(model, trials["tasks"], L, ev.batch_tokens, device, done)
-            memo[key] = scores, results
+                memo[key] = _run_cell(model, val, ev, device, L, row["stride"], n_tokens, trials, starts)
         scores, results = memo[key]
     except PositionOutOfRange:
         row["status"] = "out_of_range"
         return None, {}
+    _fill_scores(row, scores)
+    return scores, results
+
+
+def _unscorable(model: GPT, method: str, L: int) -> str | None:
+    """Why a cell cannot be scored at all (a RoPE method without RoPE, a length past the table), else None."""
+    if method != "none" and not model.pos.uses_rope:
+        return "not_applicable"
+    limit = model.pos.max_length()
+    if limit is not None and L > limit:
+        return "out_of_range"
+    return None
+
+
+def _run_cell(
+    model: GPT,
+    val: torch.Tensor,
+    ev,
+    device: torch.device,
+    L: int,
+    stride: int,
+    n_tokens: int,
+    trials: dict,
+    starts: list[int] | None,
+) -> tuple[scoring.Scores, dict]:
+    """The scores of the model as installed at length L, and the results of ``trials`` (see ``_score_cell``)."""
+    scores = scoring.score(model, val, L, stride, n_tokens, ev.batch_tokens, device, starts)
+    results = {
+        v: passkey.score(model, t, ev.batch_tokens, device, as_task=trials["shared"] and v == "prompt")
+        for v, t in trials["passkey"].items()
+    }
+    done = {"passkey": results["prompt"].as_task} if trials["shared"] else {}
+    results["tasks"] = suite.score_suite(model, trials["tasks"], L, ev.batch_tokens, device, done)
+    return scores, results
+
+
+def _fill_scores(row: dict, scores: scoring.Scores) -> None:
+    """A scored row's tokens, NLL with its interval, and bits per byte; ``nonfinite`` when the NLL is not finite."""
     row["tokens"] = scores.tokens
     if not math.isfinite(scores.total):
         row["status"] = "nonfinite"
-        return scores, results
+        return
     row["nll"] = scores.total / scores.tokens
     row["ppl"] = math.exp(row["nll"])
     ci = scores.interval()
     row.update(nll_se=ci.nll_se, ppl_lo=ci.ppl_lo, ppl_hi=ci.ppl_hi, windows=ci.windows)
     per_byte = scores.tokens / row["bytes"] / bytecount.LN2 if row["bytes"] > 0 else math.nan  # bits/byte per nat/token
     row.update(bpb=row["nll"] * per_byte, bpb_lo=math.log(ci.ppl_lo) * per_byte, bpb_hi=math.log(ci.ppl_hi) * per_byte)
-    return scores, results
 
 
 def cell_key(length: int, stride: int, inv_freq: torch.Tensor | None, attention_factor: float) -> tuple:

@@ -1,0 +1,142 @@
+"""The checks of ``posx.rope``'s arguments: each refuses a bad value with one PosxError line
+that names it and says what would do.
+
+One check per method, of its extra parameters alone (no head_dim needed), so a config can be
+checked before any model exists; ``posx.rope``'s registry pairs each method with its check and
+``posx.rope.check_params`` runs it, with every parameter given (the published defaults, which
+the registry states, under the caller's values). Beside them, the checks of the arguments every
+method shares (head_dim, base, factor, original_context, length), and the bounds they use.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+from posx.core.errors import PosxError
+
+MAX_FACTOR = 1e6  # a context a million times the trained one: past any use, short of overflow
+MIN_BETA, MAX_BETA = 1e-9, 1e9  # rotations over the trained context, far past the published 1 and 32 both ways
+
+
+def _is_int(x) -> bool:
+    return isinstance(x, numbers.Integral) and not isinstance(x, bool)
+
+
+def _is_real(x) -> bool:
+    return isinstance(x, numbers.Real) and not isinstance(x, bool)
+
+
+# --------------------------------------------------------------------------- shared arguments
+
+
+def check_head_dim(head_dim) -> None:
+    """head_dim: an even integer >= 2."""
+    if not _is_int(head_dim) or head_dim < 2 or head_dim % 2:
+        raise PosxError(f"RoPE head_dim must be an even integer >= 2, got {head_dim!r}; pick n_embd / n_head even")
+
+
+def check_base(base, what: str = "RoPE base", usual: str = "10000") -> None:
+    """A rotary base (``what``): a finite number > 1."""
+    if not _is_real(base) or not (1 < base < math.inf):
+        raise PosxError(f"{what} must be a finite number > 1, got {base!r}; the usual value is {usual}")
+
+
+def check_factor(factor) -> None:
+    """The scale factor s: a finite number from 1 to ``MAX_FACTOR``."""
+    if not _is_real(factor) or not (1 <= factor <= MAX_FACTOR):
+        raise PosxError(
+            f"RoPE factor must be a finite number from 1 to {MAX_FACTOR:g}, got {factor!r}; "
+            "use eval_length / original_context, or 1 for no scaling"
+        )
+
+
+def check_original_context(original_context, method: str, needs_context: bool) -> None:
+    """original_context: a positive integer, or None where ``method`` does not need it."""
+    if original_context is not None and (not _is_int(original_context) or original_context < 1):
+        raise PosxError(
+            f"original_context must be a positive integer, got "
+            f"{original_context!r}; pass the context length the model was trained at"
+        )
+    if needs_context and original_context is None:
+        raise PosxError(
+            f"RoPE method {method!r} needs original_context (the trained context "
+            "length); pass original_context=<block size used in training>"
+        )
+
+
+def current_length(length, original_context: int) -> int:
+    """The current sequence length of a dynamic method: ``length``, or ``original_context`` when None."""
+    if length is None:
+        return original_context
+    if not _is_int(length) or length < 1:
+        raise PosxError(f"RoPE length must be a positive integer, got {length!r}; pass the current sequence length")
+    return int(length)
+
+
+def _check_betas(beta_fast: float, beta_slow: float) -> None:
+    if not (_is_real(beta_fast) and _is_real(beta_slow) and MIN_BETA <= beta_slow < beta_fast <= MAX_BETA):
+        raise PosxError(
+            f"YaRN needs {MIN_BETA:g} <= beta_slow < beta_fast <= {MAX_BETA:g}, got beta_slow={beta_slow!r}, "
+            f"beta_fast={beta_fast!r}; the published values are 1 and 32"
+        )
+
+
+def _given_attention(value, method: str) -> float:
+    """A user-given attention factor: a finite positive number."""
+    if not _is_real(value) or not (0 < value < math.inf):
+        raise PosxError(
+            f"{method} attention_factor must be a finite positive number (or null for the "
+            f"method's formula), got {value!r}"
+        )
+    return float(value)
+
+
+# --------------------------------------------------------------------------- one per method
+# Each is called with all of its method's parameters (``posx.rope.check_params``).
+
+
+def check_none(**params) -> None:
+    """No extra parameters to check."""
+
+
+def check_ramp(*, beta_fast, beta_slow, truncate, **_) -> None:
+    """The YaRN ramp's betas (yarn, dynamic_yarn, ntk_by_parts, resonance_yarn)."""
+    _check_betas(beta_fast, beta_slow)
+
+
+def check_yarn(*, attention_factor, **params) -> None:
+    """The ramp, and a given attention factor."""
+    check_ramp(**params)
+    if attention_factor is not None:
+        _given_attention(attention_factor, "yarn")
+
+
+def check_abf(*, new_base) -> None:
+    """ABF's new base."""
+    check_base(new_base, "abf new_base", "500000 (Llama 2 Long) or 1000000 (Code Llama)")
+
+
+def check_llama3(*, low_freq_factor, high_freq_factor) -> None:
+    """Llama 3's band: 0 < low_freq_factor < high_freq_factor."""
+    if not (_is_real(low_freq_factor) and _is_real(high_freq_factor) and 0 < low_freq_factor < high_freq_factor):
+        raise PosxError(
+            f"llama3 needs 0 < low_freq_factor < high_freq_factor, got "
+            f"{low_freq_factor!r} and {high_freq_factor!r}; "
+            "the published values are 1 and 4"
+        )
+
+
+def check_longrope(*, short_factor, long_factor, length, attention_factor) -> None:
+    """LongRoPE's factor lists (finite positive numbers; their length needs head_dim) and attention factor."""
+    for name, values in (("short_factor", short_factor), ("long_factor", long_factor)):
+        if values is None:
+            continue
+        try:
+            listed = [float(x) for x in values]
+        except (TypeError, ValueError):
+            raise PosxError(f"longrope {name} must be a list of numbers, got {values!r}") from None
+        if not all(0 < x < math.inf for x in listed):
+            raise PosxError(f"longrope {name} must hold finite positive numbers, got {listed!r}")
+    if attention_factor is not None:
+        _given_attention(attention_factor, "longrope")
