@@ -40,6 +40,7 @@ from posx.model.encodings import ROTARY
 from posx.report import collection, digest
 from posx.report import frequencies as freqplot
 from posx.report.summary import report as build_report
+from posx.runs.records import RunMeta
 from posx.runs.rundir import read_meta, resolve_run
 from posx.train.extend import prepare as prepare_extension
 
@@ -212,11 +213,7 @@ def frequencies(
     with user_errors():
         cfg = compose([a for a in args if "=" in a])
         runs = [a for a in args if "=" not in a]
-        if len(runs) > 1:
-            raise PosxError(f"posx frequencies takes at most one run, got {', '.join(runs)}")
-        model = read_meta(resolve_run(runs[0], cfg.results_dir)) if runs else None
-        if model is not None and model.model.pos not in ROTARY:
-            raise PosxError(f"{runs[0]} uses pos={model.model.pos}, not RoPE; it has no rotary frequencies")
+        model = _rope_run(runs, cfg.results_dir)
         head_dim = head_dim if head_dim is not None else (model.model.head_dim if model else 32)
         base = base if base is not None else (model.model.rope_base if model else 10000.0)
         context = context if context is not None else (model.train_context if model else 128)
@@ -229,12 +226,27 @@ def frequencies(
         console = new_console()
         for table in freqplot.rich_tables(df, attention, context, target, title, console.width):
             console.print(table)
-        if out is not None and out.exists():
-            raise PosxError(f"{out} already exists; choose another --out (nothing is overwritten)")
-        if out is None:
-            out = next(p for p in files.numbered(Path(cfg.results_dir), "frequencies", ".png") if not p.exists())
-        freqplot.plot(df, context, target, title, out)
-        console.print(f"wrote {out}", markup=False)
+        _write_png(df, context, target, title, out, cfg.results_dir, console)
+
+
+def _rope_run(runs: list[str], results_dir: str) -> RunMeta | None:
+    """The run ``posx frequencies`` takes head_dim, base and T from: at most one, and a RoPE run."""
+    if len(runs) > 1:
+        raise PosxError(f"posx frequencies takes at most one run, got {', '.join(runs)}")
+    model = read_meta(resolve_run(runs[0], results_dir)) if runs else None
+    if model is not None and model.model.pos not in ROTARY:
+        raise PosxError(f"{runs[0]} uses pos={model.model.pos}, not RoPE; it has no rotary frequencies")
+    return model
+
+
+def _write_png(df, context: int, target: int, title: str, out: Path | None, results_dir: str, console: Console) -> None:
+    """The wavelength plot at ``out`` (a new file), else the first free results/frequencies[-N].png."""
+    if out is not None and out.exists():
+        raise PosxError(f"{out} already exists; choose another --out (nothing is overwritten)")
+    if out is None:
+        out = next(p for p in files.numbered(Path(results_dir), "frequencies", ".png") if not p.exists())
+    freqplot.plot(df, context, target, title, out)
+    console.print(f"wrote {out}", markup=False)
 
 
 @app.command("report", epilog=REPORT_EPILOG)

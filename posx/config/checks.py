@@ -77,73 +77,99 @@ def check_config(cfg: DictConfig | Config) -> None:
     _finite(container)
     check_device(cfg.device)
     check_tracker(cfg.logger)
-    if not 0 <= cfg.seed < 2**63:  # torch.manual_seed takes 64 bits; posx adds small offsets to it
-        raise PosxError(f"seed={cfg.seed} is out of range; use a seed from 0 to {2**63 - 1}")
-    if cfg.threads is not None and cfg.threads < 1:
-        raise PosxError(f"threads={cfg.threads} must be at least 1 (or null for torch's default)")
-    for key in ("n_layer", "n_head", "d_model", "mlp_ratio", "multiple_of"):
-        _positive(cfg.model[key], f"model.{key}")
-    if str(cfg.train.compile).lower() not in COMPILE:
-        raise PosxError(f"train.compile={cfg.train.compile} is unknown; choose one of {', '.join(COMPILE)}")
-    if cfg.model.d_model % cfg.model.n_head:
-        raise PosxError(f"model.d_model={cfg.model.d_model} is not divisible by model.n_head={cfg.model.n_head}")
-    head_dim = cfg.model.d_model // cfg.model.n_head
-    if cfg.pos.name in ROTARY and head_dim % 2:
-        raise PosxError(f"RoPE needs an even head_dim, got d_model/n_head = {head_dim}")
-    _check_options(cfg)
-    if cfg.pos.name == "sinusoidal" and cfg.model.d_model % 2:
-        raise PosxError(f"sinusoidal positions need an even model.d_model, got {cfg.model.d_model}")
-    if cfg.pos.num_buckets < 2:
-        raise PosxError(f"pos.num_buckets={cfg.pos.num_buckets} must be at least 2")
-    if cfg.pos.max_distance <= cfg.pos.num_buckets // 2:
-        raise PosxError(
-            f"pos.max_distance={cfg.pos.max_distance} must exceed pos.num_buckets / 2 "
-            f"({cfg.pos.num_buckets // 2}), where the log-spaced buckets start"
-        )
-    if not 0.0 <= cfg.model.dropout < 1.0:
-        raise PosxError(f"model.dropout={cfg.model.dropout} must be in [0, 1)")
-    if cfg.pos.base <= 1.0:
-        raise PosxError(f"pos.base={cfg.pos.base} must be greater than 1")
-    if cfg.pos.max_positions is not None:
-        _positive(cfg.pos.max_positions, "pos.max_positions")
-    for key in ("context_length", "steps", "batch_size", "lr", "eval_every", "eval_batches"):
-        _positive(cfg.train[key], f"train.{key}")
-    if cfg.train.weight_decay < 0:
-        raise PosxError(f"train.weight_decay={cfg.train.weight_decay} must be 0 or more")
-    if cfg.train.grad_clip < 0:
-        raise PosxError(f"train.grad_clip={cfg.train.grad_clip} must be 0 (no clipping) or more")
-    _in_range(cfg.train.min_lr_ratio, 0.0, 1.0, "train.min_lr_ratio", closed_high=True)
-    _in_range(cfg.train.beta1, 0.0, 1.0, "train.beta1")
-    _in_range(cfg.train.beta2, 0.0, 1.0, "train.beta2")
-    if cfg.train.micro_batch_size is not None:
-        _positive(cfg.train.micro_batch_size, "train.micro_batch_size")
-    if cfg.train.checkpoint_every < 0:
-        raise PosxError(f"train.checkpoint_every={cfg.train.checkpoint_every} must be 0 (only at the end) or more")
-    if cfg.name is not None and (not str(cfg.name).strip() or "/" in str(cfg.name) or str(cfg.name) in (".", "..")):
-        raise PosxError(f"name={cfg.name!r} must be a plain directory name (no '/', not '.' or '..')")
-    if cfg.train.warmup_steps < 0:
-        raise PosxError(f"train.warmup_steps={cfg.train.warmup_steps} must be 0 or more")
-    if not cfg.eval.factors:
-        raise PosxError("eval.factors is empty; give at least one factor, e.g. eval.factors=[1,2,4,8]")
-    for factor in cfg.eval.factors:
-        if not 1 <= factor <= MAX_EVAL_FACTOR:
-            raise PosxError(
-                f"eval.factors has {factor}; every factor must be at least 1 (and at most "
-                f"{MAX_EVAL_FACTOR}: the evaluation allocates factor x T positions)"
-            )
-    if not cfg.eval.methods:
-        raise PosxError("eval.methods is empty; give at least one, e.g. eval.methods=[none,pi]")
-    if cfg.eval.scale is not None and cfg.eval.scale < 1:
-        raise PosxError(f"eval.scale={cfg.eval.scale} must be at least 1 (or null for L/T)")
-    _positive(cfg.eval.tokens, "eval.tokens")
-    _positive(cfg.eval.batch_tokens, "eval.batch_tokens")
-    _positive(cfg.eval.abf_base, "eval.abf_base")
-    check_params(cfg.eval, METHODS)  # every method's, as before: a bad value is wrong even if unused
+    _check_top(cfg)
+    _check_model(cfg.model)
+    _check_pos(cfg)
+    _check_train(cfg.train)
+    _check_eval(cfg.eval)
     _check_scoring(cfg.eval)
     _check_tasks(cfg)
     _check_data(cfg)
     # the same bounds as a model.json read back: sizes posx can allocate
     GPTConfig.from_run_config(cfg, VOCAB_SIZE).validate("the model config (model.*, pos.*, train.context_length)")
+
+
+def _check_top(cfg) -> None:
+    """The top-level keys: seed, threads and name."""
+    if not 0 <= cfg.seed < 2**63:  # torch.manual_seed takes 64 bits; posx adds small offsets to it
+        raise PosxError(f"seed={cfg.seed} is out of range; use a seed from 0 to {2**63 - 1}")
+    if cfg.threads is not None and cfg.threads < 1:
+        raise PosxError(f"threads={cfg.threads} must be at least 1 (or null for torch's default)")
+    if cfg.name is not None and (not str(cfg.name).strip() or "/" in str(cfg.name) or str(cfg.name) in (".", "..")):
+        raise PosxError(f"name={cfg.name!r} must be a plain directory name (no '/', not '.' or '..')")
+
+
+def _check_model(m) -> None:
+    """model.*: sizes, heads that divide d_model, dropout."""
+    for key in ("n_layer", "n_head", "d_model", "mlp_ratio", "multiple_of"):
+        _positive(m[key], f"model.{key}")
+    if m.d_model % m.n_head:
+        raise PosxError(f"model.d_model={m.d_model} is not divisible by model.n_head={m.n_head}")
+    if not 0.0 <= m.dropout < 1.0:
+        raise PosxError(f"model.dropout={m.dropout} must be in [0, 1)")
+
+
+def _check_pos(cfg) -> None:
+    """pos.*, against the model's head_dim and d_model it encodes (and ``_check_options``)."""
+    p, d_model = cfg.pos, cfg.model.d_model
+    head_dim = d_model // cfg.model.n_head
+    if p.name in ROTARY and head_dim % 2:
+        raise PosxError(f"RoPE needs an even head_dim, got d_model/n_head = {head_dim}")
+    _check_options(cfg)
+    if p.name == "sinusoidal" and d_model % 2:
+        raise PosxError(f"sinusoidal positions need an even model.d_model, got {d_model}")
+    if p.num_buckets < 2:
+        raise PosxError(f"pos.num_buckets={p.num_buckets} must be at least 2")
+    if p.max_distance <= p.num_buckets // 2:
+        raise PosxError(
+            f"pos.max_distance={p.max_distance} must exceed pos.num_buckets / 2 "
+            f"({p.num_buckets // 2}), where the log-spaced buckets start"
+        )
+    if p.base <= 1.0:
+        raise PosxError(f"pos.base={p.base} must be greater than 1")
+    if p.max_positions is not None:
+        _positive(p.max_positions, "pos.max_positions")
+
+
+def _check_train(t) -> None:
+    """train.*: sizes, the optimizer and schedule, checkpoints, compile mode."""
+    if str(t.compile).lower() not in COMPILE:
+        raise PosxError(f"train.compile={t.compile} is unknown; choose one of {', '.join(COMPILE)}")
+    for key in ("context_length", "steps", "batch_size", "lr", "eval_every", "eval_batches"):
+        _positive(t[key], f"train.{key}")
+    if t.weight_decay < 0:
+        raise PosxError(f"train.weight_decay={t.weight_decay} must be 0 or more")
+    if t.grad_clip < 0:
+        raise PosxError(f"train.grad_clip={t.grad_clip} must be 0 (no clipping) or more")
+    _in_range(t.min_lr_ratio, 0.0, 1.0, "train.min_lr_ratio", closed_high=True)
+    _in_range(t.beta1, 0.0, 1.0, "train.beta1")
+    _in_range(t.beta2, 0.0, 1.0, "train.beta2")
+    if t.micro_batch_size is not None:
+        _positive(t.micro_batch_size, "train.micro_batch_size")
+    if t.checkpoint_every < 0:
+        raise PosxError(f"train.checkpoint_every={t.checkpoint_every} must be 0 (only at the end) or more")
+    if t.warmup_steps < 0:
+        raise PosxError(f"train.warmup_steps={t.warmup_steps} must be 0 or more")
+
+
+def _check_eval(ev) -> None:
+    """eval.factors, eval.methods and their parameters, eval.scale and the token budgets."""
+    if not ev.factors:
+        raise PosxError("eval.factors is empty; give at least one factor, e.g. eval.factors=[1,2,4,8]")
+    for factor in ev.factors:
+        if not 1 <= factor <= MAX_EVAL_FACTOR:
+            raise PosxError(
+                f"eval.factors has {factor}; every factor must be at least 1 (and at most "
+                f"{MAX_EVAL_FACTOR}: the evaluation allocates factor x T positions)"
+            )
+    if not ev.methods:
+        raise PosxError("eval.methods is empty; give at least one, e.g. eval.methods=[none,pi]")
+    if ev.scale is not None and ev.scale < 1:
+        raise PosxError(f"eval.scale={ev.scale} must be at least 1 (or null for L/T)")
+    _positive(ev.tokens, "eval.tokens")
+    _positive(ev.batch_tokens, "eval.batch_tokens")
+    _positive(ev.abf_base, "eval.abf_base")
+    check_params(ev, METHODS)  # every method's, as before: a bad value is wrong even if unused
 
 
 def _check_options(cfg) -> None:

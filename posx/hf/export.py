@@ -75,12 +75,6 @@ def rope_parameters(meta: RunMeta) -> dict:
     s = float(record.factor)
     T0 = record.original_context if record.original_context is not None else meta.train_context
     length = int(params.get("length") or T0)
-    yarn_keys = {
-        "original_max_position_embeddings": T0,
-        "beta_fast": float(params.get("beta_fast", 32.0)),
-        "beta_slow": float(params.get("beta_slow", 1.0)),
-        "truncate": bool(params.get("truncate", True)),
-    }
     if method == "none":
         return _default(base)
     if method == "pi":
@@ -94,37 +88,62 @@ def rope_parameters(meta: RunMeta) -> dict:
         return _default(base * scale ** (d / (d - 2)))
     if method in ("yarn", "dynamic_yarn", "ntk_by_parts"):
         factor = max(1.0, length / T0) if method == "dynamic_yarn" else s
-        out = {"rope_type": "yarn", "rope_theta": base, "factor": factor, **yarn_keys}
-        attention = 1.0 if method == "ntk_by_parts" else params.get("attention_factor")
-        if attention is not None:
-            out["attention_factor"] = float(attention)
-        return out
+        return _yarn(method, params, base, factor, T0)
     if method == "llama3":
-        return {
-            "rope_type": "llama3",
-            "rope_theta": base,
-            "factor": s,
-            "original_max_position_embeddings": T0,
-            "low_freq_factor": float(params.get("low_freq_factor", 1.0)),
-            "high_freq_factor": float(params.get("high_freq_factor", 4.0)),
-        }
+        return _llama3(params, base, s, T0)
     if method == "longrope":
         ext = params.get("long_factor") if length > T0 else params.get("short_factor")
-        ext = [1.0] * (d // 2) if ext is None else [float(x) for x in ext]
-        _, attention = _trained(meta)
-        return {
-            "rope_type": "longrope",
-            "rope_theta": base,
-            "factor": s,
-            "original_max_position_embeddings": T0,
-            "short_factor": ext,
-            "long_factor": ext,
-            "attention_factor": float(attention),
-        }
+        return _longrope(meta, ext, s, T0)
     raise PosxError(
         f"the run's RoPE method {method!r} has no transformers rope type; "
         "export plain or pi/ntk/abf/dynamic_ntk/yarn/dynamic_yarn/ntk_by_parts/llama3/longrope runs"
     )
+
+
+def _yarn(method: str, params: dict, base: float, factor: float, T0: int) -> dict:
+    """transformers' yarn type, for yarn, dynamic_yarn (``factor`` frozen at the length it
+    trained at) and ntk_by_parts (YaRN with attention factor 1)."""
+    out = {
+        "rope_type": "yarn",
+        "rope_theta": base,
+        "factor": factor,
+        "original_max_position_embeddings": T0,
+        "beta_fast": float(params.get("beta_fast", 32.0)),
+        "beta_slow": float(params.get("beta_slow", 1.0)),
+        "truncate": bool(params.get("truncate", True)),
+    }
+    attention = 1.0 if method == "ntk_by_parts" else params.get("attention_factor")
+    if attention is not None:
+        out["attention_factor"] = float(attention)
+    return out
+
+
+def _llama3(params: dict, base: float, s: float, T0: int) -> dict:
+    """transformers' llama3 type: posx's llama3 with its two frequency bands."""
+    return {
+        "rope_type": "llama3",
+        "rope_theta": base,
+        "factor": s,
+        "original_max_position_embeddings": T0,
+        "low_freq_factor": float(params.get("low_freq_factor", 1.0)),
+        "high_freq_factor": float(params.get("high_freq_factor", 4.0)),
+    }
+
+
+def _longrope(meta: RunMeta, ext: list | None, s: float, T0: int) -> dict:
+    """transformers' longrope type with ``ext``, the per-pair factors the run trained with (None:
+    all 1), as both its short and long factors: the run trains at one length."""
+    ext = [1.0] * (meta.model.head_dim // 2) if ext is None else [float(x) for x in ext]
+    _, attention = _trained(meta)
+    return {
+        "rope_type": "longrope",
+        "rope_theta": meta.model.rope_base,
+        "factor": s,
+        "original_max_position_embeddings": T0,
+        "short_factor": ext,
+        "long_factor": ext,
+        "attention_factor": float(attention),
+    }
 
 
 def llama_config(meta: RunMeta, hidden: int):

@@ -85,12 +85,7 @@ def save(
 
     Refuses non-finite weights, so a good checkpoint is never replaced by a broken one.
     """
-    for name, tensor in model.state_dict().items():
-        if tensor.is_floating_point() and not torch.isfinite(tensor).all():
-            raise PosxError(
-                f"weight {name} is non-finite at step {step}; not checkpointing it "
-                f"(the previous checkpoint is kept); lower train.lr or check the data"
-            )
+    _refuse_non_finite(model, step)
     ckpt_root = files.real_dir(root(run_dir), "the checkpoint directory")
     name = f"step-{step:08d}"
     final = ckpt_root / name
@@ -101,29 +96,48 @@ def save(
     tmp.mkdir()
     try:
         _write_files(tmp, step, model, optimizer, generator, metrics or [], (extras or TrainExtras()).to_dict())
-        if final.exists():  # complete but never named by latest.json: a writer was killed
-            shutil.rmtree(final)
-        os.replace(tmp, final)
-        files.fsync_dir(ckpt_root)
-        files.write_text(ckpt_root / LATEST, json.dumps({"format": FORMAT, "step": step, "dir": name}) + "\n")
+        _publish(tmp, final, step)
     except OSError as exc:
         shutil.rmtree(tmp, ignore_errors=True)
         if exc.errno == errno.ENOSPC:
-            kept = (
-                f"the previous checkpoint (step {previous['step']}) is intact"
-                if previous
-                else "no earlier checkpoint exists"
-            )
-            raise PosxError(
-                f"disk full while writing the step-{step} checkpoint in {ckpt_root}; {kept}; "
-                "free space and continue with `posx train --resume`"
-            ) from exc
+            raise _disk_full(step, ckpt_root, previous) from exc
         raise
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     _prune(ckpt_root, keep=name)
     return final
+
+
+def _refuse_non_finite(model: torch.nn.Module, step: int) -> None:
+    """A NaN or infinite weight is refused before anything is written: the previous checkpoint stays the latest."""
+    for name, tensor in model.state_dict().items():
+        if tensor.is_floating_point() and not torch.isfinite(tensor).all():
+            raise PosxError(
+                f"weight {name} is non-finite at step {step}; not checkpointing it "
+                f"(the previous checkpoint is kept); lower train.lr or check the data"
+            )
+
+
+def _publish(tmp: Path, final: Path, step: int) -> None:
+    """Rename the complete ``tmp`` to ``final``, then name it in latest.json (replaced atomically)."""
+    ckpt_root = final.parent
+    if final.exists():  # complete but never named by latest.json: a writer was killed
+        shutil.rmtree(final)
+    os.replace(tmp, final)
+    files.fsync_dir(ckpt_root)
+    files.write_text(ckpt_root / LATEST, json.dumps({"format": FORMAT, "step": step, "dir": final.name}) + "\n")
+
+
+def _disk_full(step: int, ckpt_root: Path, previous: dict | None) -> PosxError:
+    """The one-line error of a checkpoint the disk had no room for, saying what is still intact."""
+    kept = (
+        f"the previous checkpoint (step {previous['step']}) is intact" if previous else "no earlier checkpoint exists"
+    )
+    return PosxError(
+        f"disk full while writing the step-{step} checkpoint in {ckpt_root}; {kept}; "
+        "free space and continue with `posx train --resume`"
+    )
 
 
 def _write_files(where: Path, step: int, model, optimizer, generator, metrics: list[dict], extra: dict) -> None:
