@@ -2,6 +2,7 @@
 
 import hashlib
 import json
+import os
 from pathlib import Path
 
 import numpy as np
@@ -174,6 +175,22 @@ def test_datasets_json_store(tmp_path):
     assert fp["source"] == "datasets" and fp["files"] == 30
     assert fp["documents"]["train"] + fp["documents"]["val"] == 30
     assert st.tokenizer.decode(st.train[st.train_docs[0] : st.train_docs[1] - 1]) in {r["text"] for r in rows}
+
+
+def test_datasets_store_is_reused_until_its_data_changes(tmp_path):
+    """The store's key follows the loaded rows (posx.data.hfdatasets.data_key): the same file
+    loads the same store; an edited file builds a new one with the new text."""
+    pytest.importorskip("datasets")
+    f = _jsonl(tmp_path / "docs.jsonl", [{"text": f"first version {i} " * 8} for i in range(12)])
+    dcfg = {"source": "datasets", "name": "json", "data_files": str(f)}
+    first = store.load(dcfg, tmp_path / "cache")
+    assert store.load(dcfg, tmp_path / "cache").path == first.path
+    _jsonl(f, [{"text": f"second text {i} " * 8} for i in range(12)])
+    os.utime(f, ns=(f.stat().st_atime_ns, f.stat().st_mtime_ns + 10**9))  # a later edit, whatever the clock
+    second = store.load(dcfg, tmp_path / "cache")
+    assert second.path != first.path
+    text = bytes(second.train.tolist()).decode("utf-8")
+    assert "second text" in text and "first version" not in text
 
 
 @pytest.mark.parametrize(

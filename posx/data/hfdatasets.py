@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 from pathlib import Path
@@ -15,6 +16,7 @@ from typing import Any, NamedTuple
 from posx.core.errors import PosxError
 
 LOCAL_BUILDERS = ("json", "csv", "parquet", "text", "arrow", "pandas")
+CACHE = "hf-datasets"  # datasets' own cache, under posx's cache directory
 
 
 class Rows(NamedTuple):
@@ -99,7 +101,7 @@ def _load(datasets, name: str, config_name: str | None, files: Any, split: str, 
     """``datasets.load_dataset`` of one split, its failures as one PosxError line each."""
     try:
         return datasets.load_dataset(
-            name, config_name, data_files=files, split=split, cache_dir=str(Path(cache_dir) / "hf-datasets")
+            name, config_name, data_files=files, split=split, cache_dir=str(Path(cache_dir) / CACHE)
         )
     except (ConnectionError, OSError) as exc:
         if local:
@@ -145,3 +147,19 @@ def check_text_column(datasets, ds, column: str, what: str) -> None:
             f"{what}: row {row} of column '{column}' is {bad}, not text; posx reads every row's text "
             "as a string: filter those rows out of the data, or set data.text_column to the text column"
         )
+
+
+def data_key(ds, column: str, cache_dir: str | Path) -> list:
+    """What changes when the loaded rows do: the split's Arrow cache files (relative to the cache)
+    and their sizes. ``datasets`` names the directory of those files after a hash of the data
+    files (a local file's modification time, a hub dataset's revision), so new data means new
+    names. A dataset held in memory has no cache files: then a SHA-256 of the column's text."""
+    root = Path(cache_dir) / CACHE
+    files = [f["filename"] for f in ds.cache_files]
+    if files:
+        return [[os.path.relpath(f, root), os.path.getsize(f)] for f in files]
+    digest = hashlib.sha256()
+    for batch in ds.iter(batch_size=1024):
+        for text in batch[column]:
+            digest.update(text.encode("utf-8") + b"\0")
+    return [digest.hexdigest()]

@@ -288,7 +288,7 @@ def datasets_source(
         "split": split,
         "text_column": text_column,
     }
-    key = [name, config_name, repr(rows.files), split, text_column, ds._fingerprint]
+    key = [name, config_name, repr(rows.files), split, text_column, hfdatasets.data_key(ds, text_column, cache_dir)]
     return Source("datasets", rows.what, [str(i) for i in range(len(ds))], key, info, documents, sizes)
 
 
