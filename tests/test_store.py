@@ -11,7 +11,7 @@ import torch
 
 from posx.core.errors import PosxError
 from posx.data import corpus as data
-from posx.data import sources, splitfiles, store
+from posx.data import hfdatasets, sources, splitfiles, store
 from tests.test_tokenizer import HARD
 
 PREMOVE = Path(__file__).resolve().parent / "fixtures" / "premove"
@@ -191,6 +191,14 @@ def test_datasets_store_is_reused_until_its_data_changes(tmp_path):
     assert second.path != first.path
     text = bytes(second.train.tolist()).decode("utf-8")
     assert "second text" in text and "first version" not in text
+
+
+def test_datasets_key_of_rows_held_in_memory_is_their_text(tmp_path):
+    datasets = pytest.importorskip("datasets")
+    a, b = (datasets.Dataset.from_dict({"text": texts}) for texts in (["one", "two"], ["one", "tw", "o"]))
+    assert a.cache_files == []  # nothing on disk: the key reads the text
+    assert hfdatasets.data_key(a, "text", tmp_path) == hfdatasets.data_key(a, "text", tmp_path)
+    assert hfdatasets.data_key(a, "text", tmp_path) != hfdatasets.data_key(b, "text", tmp_path)
 
 
 @pytest.mark.parametrize(
