@@ -70,7 +70,8 @@ def rope_parameters(meta: RunMeta) -> dict:
     """transformers' ``rope_parameters`` for the frequencies recorded in ``meta.rope``."""
     record = meta.rope
     method = record.method
-    params = dict(record.params)
+    defaults = rope.method_params(method) if method in rope.METHODS else {}
+    params = {**defaults, **record.params}  # the published defaults where the record is silent
     base, d = meta.model.rope_base, meta.model.head_dim
     s = float(record.factor)
     T0 = record.original_context if record.original_context is not None else meta.train_context
@@ -82,7 +83,7 @@ def rope_parameters(meta: RunMeta) -> dict:
     if method == "ntk":
         return _default(base * s ** (d / (d - 2)))
     if method == "abf":
-        return _default(float(params.get("new_base", rope.method_params("abf")["new_base"])))
+        return _default(float(params["new_base"]))
     if method == "dynamic_ntk":  # frozen at the length it trained at (posx.extend)
         scale = s * max(length, T0) / T0 - (s - 1)
         return _default(base * scale ** (d / (d - 2)))
@@ -108,9 +109,9 @@ def _yarn(method: str, params: dict, base: float, factor: float, T0: int) -> dic
         "rope_theta": base,
         "factor": factor,
         "original_max_position_embeddings": T0,
-        "beta_fast": float(params.get("beta_fast", 32.0)),
-        "beta_slow": float(params.get("beta_slow", 1.0)),
-        "truncate": bool(params.get("truncate", True)),
+        "beta_fast": float(params["beta_fast"]),
+        "beta_slow": float(params["beta_slow"]),
+        "truncate": bool(params["truncate"]),
     }
     attention = 1.0 if method == "ntk_by_parts" else params.get("attention_factor")
     if attention is not None:
@@ -125,8 +126,8 @@ def _llama3(params: dict, base: float, s: float, T0: int) -> dict:
         "rope_theta": base,
         "factor": s,
         "original_max_position_embeddings": T0,
-        "low_freq_factor": float(params.get("low_freq_factor", 1.0)),
-        "high_freq_factor": float(params.get("high_freq_factor", 4.0)),
+        "low_freq_factor": float(params["low_freq_factor"]),
+        "high_freq_factor": float(params["high_freq_factor"]),
     }
 
 
