@@ -187,15 +187,20 @@ def frequencies(
     overrides: Optional[List[str]] = typer.Argument(
         None,
         metavar="[RUN] [OVERRIDES]...",
-        help="A run (head_dim, base and T come from it), then overrides of eval.* (method parameters).",
+        help=(
+            "A run (head_dim, base and T come from it), then overrides: eval.* (method parameters); "
+            "with no run, also pos.base, model.* and train.context_length."
+        ),
     ),
     head_dim: Optional[int] = typer.Option(
         None,
         "--head-dim",
-        help="Rotary dimension d (d_model / n_head); default: the run's, else 32 (the default model's).",
+        help="Rotary dimension d (d_model / n_head); default: the run's, else the configured model's.",
     ),
-    base: Optional[float] = typer.Option(None, "--base", help="RoPE base b; default: the run's, else 10000."),
-    context: Optional[int] = typer.Option(None, "--context", help="Training length T; default: the run's, else 128."),
+    base: Optional[float] = typer.Option(None, "--base", help="RoPE base b; default: the run's, else pos.base."),
+    context: Optional[int] = typer.Option(
+        None, "--context", help="Training length T; default: the run's, else train.context_length."
+    ),
     factor: float = typer.Option(8.0, "--factor", help="Scale s; the target length is s x T."),
     methods: str = typer.Option(
         ",".join(rope.METHODS),
@@ -214,9 +219,7 @@ def frequencies(
         cfg = compose([a for a in args if "=" in a])
         runs = [a for a in args if "=" not in a]
         model = _rope_run(runs, cfg.results_dir)
-        head_dim = head_dim if head_dim is not None else (model.model.head_dim if model else 32)
-        base = base if base is not None else (model.model.rope_base if model else 10000.0)
-        context = context if context is not None else (model.train_context if model else 128)
+        head_dim, base, context = _rope_geometry((head_dim, base, context), model, cfg)
         freqplot.check_head_dim(head_dim)
         freqplot.check_out(out)
         names = [m.strip() for m in methods.split(",") if m.strip()]
@@ -227,6 +230,15 @@ def frequencies(
         for table in freqplot.rich_tables(df, attention, context, target, title, console.width):
             console.print(table)
         _write_png(df, context, target, title, out, cfg.results_dir, console)
+
+
+def _rope_geometry(given: tuple, model: RunMeta | None, cfg) -> tuple[int, float, int]:
+    """head_dim, base and T: each as given, else the run's, else the configured model's."""
+    if model is not None:
+        fallback = (model.model.head_dim, model.model.rope_base, model.train_context)
+    else:
+        fallback = (cfg.model.d_model // cfg.model.n_head, cfg.pos.base, cfg.train.context_length)
+    return tuple(value if value is not None else default for value, default in zip(given, fallback))
 
 
 def _rope_run(runs: list[str], results_dir: str) -> RunMeta | None:

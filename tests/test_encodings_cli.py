@@ -178,6 +178,21 @@ def test_frequencies_takes_head_dim_base_and_t_from_a_run_and_never_cuts_a_value
     assert taken.exit_code == 2 and "already exists" in taken.output
 
 
+def test_frequencies_without_a_run_read_the_configured_model(tmp_path, monkeypatch):
+    """No run: head_dim, base and T are the composed config's, so overrides of it count."""
+    monkeypatch.chdir(tmp_path)
+    cfg = compose([])
+    default = CliRunner().invoke(app, ["frequencies", "--methods", "none", "--out", "a.png"])
+    assert default.exit_code == 0, default.output
+    want = f"head_dim={cfg.model.d_model // cfg.model.n_head}, base={cfg.pos.base:g}, T={cfg.train.context_length}"
+    assert want in default.output
+    changed = CliRunner().invoke(
+        app, ["frequencies", "pos.base=500000", "model.n_head=2", "train.context_length=64", "--methods", "none"]
+    )
+    assert changed.exit_code == 0, changed.output
+    assert f"head_dim={cfg.model.d_model // 2}, base=500000, T=64" in changed.output
+
+
 def test_frequency_tables_split_over_a_narrow_terminal_and_cut_no_value():
     cfg = compose(["device=cpu"])
     df, attention = freqplot.wavelength_table(cfg.eval, list(rope.METHODS), 16, 500.0, 16, 2.0)
