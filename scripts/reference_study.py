@@ -229,7 +229,8 @@ def run_task(task: Task, args, log: Log, counter: list, total: int) -> int:
     return rc
 
 
-def main() -> None:
+def build_parser() -> argparse.ArgumentParser:
+    """The study's command line."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--preset", choices=sorted(PRESETS), default="cpu")
     parser.add_argument("--name", help="study name (default: cpu-tiny or gpu-small)")
@@ -262,25 +263,21 @@ def main() -> None:
         help="extra overrides for every evaluation (eval.tokens=2048)",
     )
     parser.add_argument("--plan", action="store_true", help="list the tasks and which are done; run nothing")
-    args = parser.parse_args()
+    return parser
+
+
+def parse_args() -> argparse.Namespace:
+    """The command line, with the defaults that follow from the preset, the name and the cores filled in."""
+    args = build_parser().parse_args()
     args.name = args.name or {"cpu": "cpu-tiny", "gpu": "gpu-small"}[args.preset]
     args.work = (args.work or REPO / "results" / "study" / args.name).resolve()
     args.out = (args.out or REPO / "results" / "reference" / args.name).resolve()
     args.threads = args.threads or max(1, (os.cpu_count() or 1) // args.jobs)
-    (args.work / "logs").mkdir(parents=True, exist_ok=True)
-    log = Log(args.work / "tasks.jsonl")
-    tasks = plan(args)
-    todo = [t for t in tasks if t.key not in log.done and not t.done()]
-    print(
-        f"study {args.name}: {len(tasks)} tasks, {len(tasks) - len(todo)} done, {len(todo)} to run "
-        f"({args.jobs} at a time, {args.threads} thread(s) each); runs in {args.work}",
-        flush=True,
-    )
-    if args.plan:
-        for t in tasks:
-            print(f"  {'done' if t not in todo else 'todo'}  {t.key}: python -m posx {' '.join(t.args)}")
-        return
-    started = time.time()
+    return args
+
+
+def run_phases(todo: list[Task], args, log: Log) -> None:
+    """Run the unfinished tasks phase by phase, ``--jobs`` at a time; stop after a phase with a failure."""
     counter, failed = [0], []
     for phase in (0, 1, 2, 3):
         batch = [t for t in todo if t.phase == phase]
@@ -292,7 +289,10 @@ def main() -> None:
                 f"{len(failed)} task(s) failed: {', '.join(failed)}; fix the cause and run the same "
                 "command again (finished tasks are kept)"
             )
-    elapsed = time.time() - started
+
+
+def write_notes(args, elapsed: float) -> int:
+    """Run ``scripts/study_notes.py`` over the finished runs; its exit code."""
     command = " ".join(["python", "scripts/reference_study.py", *sys.argv[1:]])
     # the outputs are written by their own script, read when this point is reached
     notes = [
@@ -309,7 +309,28 @@ def main() -> None:
         "--preset",
         args.preset,
     ]
-    sys.exit(subprocess.run(notes, check=False).returncode)
+    return subprocess.run(notes, check=False).returncode
+
+
+def main() -> None:
+    """Plan the study, list it (``--plan``) or run what is not done, then write its notes."""
+    args = parse_args()
+    (args.work / "logs").mkdir(parents=True, exist_ok=True)
+    log = Log(args.work / "tasks.jsonl")
+    tasks = plan(args)
+    todo = [t for t in tasks if t.key not in log.done and not t.done()]
+    print(
+        f"study {args.name}: {len(tasks)} tasks, {len(tasks) - len(todo)} done, {len(todo)} to run "
+        f"({args.jobs} at a time, {args.threads} thread(s) each); runs in {args.work}",
+        flush=True,
+    )
+    if args.plan:
+        for t in tasks:
+            print(f"  {'done' if t not in todo else 'todo'}  {t.key}: python -m posx {' '.join(t.args)}")
+        return
+    started = time.time()
+    run_phases(todo, args, log)
+    sys.exit(write_notes(args, time.time() - started))
 
 
 if __name__ == "__main__":
