@@ -174,14 +174,14 @@ def claims_table(summary: pd.DataFrame, ext: pd.DataFrame | None, groups: dict) 
     return pd.concat(frames, ignore_index=True)[["paper", "claim", "block", "protocol", "verdict", "numbers"]]
 
 
-def study_md(args, report: Path, claims: pd.DataFrame, order: pd.DataFrame, ext_md: str, times: pd.DataFrame) -> str:
+def header_lines(args, times: pd.DataFrame) -> list[str]:
+    """The title, the command that regenerates the study, and the commit, machine and time it took."""
     dirty = " (with uncommitted changes)" if git("status", "--porcelain", "--untracked-files=no") else ""
     phases = times.groupby("phase")["seconds"].sum()
     total = times["seconds"].sum()
     ends = pd.to_datetime(times["finished"])
     span = (ends.max() - (ends - pd.to_timedelta(times["seconds"], unit="s")).min()).total_seconds()
-    counts = claims["verdict"].value_counts()
-    lines = [
+    return [
         f"# Reference study: {args.out.name}",
         "",
         "Every positional encoding and RoPE rescaling method of posx, 3 seeds each, evaluated from 1x to 8x the "
@@ -198,6 +198,13 @@ def study_md(args, report: Path, claims: pd.DataFrame, order: pd.DataFrame, ext_
         f"the last invocation took {float(args.elapsed) / 60:.0f} min",
         (f"- runs: `{shown(args.work)}` (not committed: weights and checkpoints); every task's log is in its `logs/`"),
         "",
+    ]
+
+
+def claims_lines(claims: pd.DataFrame) -> list[str]:
+    """The papers' claims: the verdicts, the likely reason where one does not hold, the numbers behind each."""
+    counts = claims["verdict"].value_counts()
+    lines = [
         "## The papers' claims",
         "",
         "A claim is *reproduced* when every comparison it makes goes the paper's way by more than two standard "
@@ -216,7 +223,21 @@ def study_md(args, report: Path, claims: pd.DataFrame, order: pd.DataFrame, ext_
             lines.append(f"- **{claim}**: {reason or 'see the numbers below.'}")
         lines.append("")
     lines += ["### The numbers behind each verdict", ""]
-    lines += [f"- {r.claim} ({r.block}, {r.protocol}): {r.numbers}" for r in claims.itertuples()] + [""]
+    return lines + [f"- {r.claim} ({r.block}, {r.protocol}): {r.numbers}" for r in claims.itertuples()] + [""]
+
+
+def figure_lines(report: Path) -> list[str]:
+    """Each figure the report drew, in CAPTIONS' order, with its caption."""
+    lines = []
+    for name, caption in CAPTIONS.items():
+        if (report / name).is_file():
+            lines += [f"### {name}", "", f"![{name}](report/{name})", "", caption, ""]
+    return lines
+
+
+def study_md(args, report: Path, claims: pd.DataFrame, order: pd.DataFrame, ext_md: str, times: pd.DataFrame) -> str:
+    """STUDY.md: how the study ran, the claims checked, the orderings, the extension table, figures and files."""
+    lines = header_lines(args, times) + claims_lines(claims)
     lines += [
         "## Orderings",
         "",
@@ -230,11 +251,7 @@ def study_md(args, report: Path, claims: pd.DataFrame, order: pd.DataFrame, ext_
         "",
         "## Figures",
         "",
-    ]
-    for name, caption in CAPTIONS.items():
-        if (report / name).is_file():
-            lines += [f"### {name}", "", f"![{name}](report/{name})", "", caption, ""]
-    lines += [
+        *figure_lines(report),
         "## Files",
         "",
         "- `report/`: `posx report --evaluations all` over every run (summary.md/.csv, groups.csv, "
