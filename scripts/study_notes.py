@@ -276,7 +276,8 @@ def publish(staging: Path, out: Path) -> None:
         shutil.rmtree(old)
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
+    """The command line, with --work and --out made absolute."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--work", type=Path, required=True)
     parser.add_argument("--out", type=Path, required=True)
@@ -285,54 +286,73 @@ def main() -> None:
     parser.add_argument("--preset", default="cpu")
     args = parser.parse_args()
     args.work, args.out = args.work.resolve(), args.out.resolve()
+    return args
+
+
+def run_report(work: Path, report: Path) -> None:
+    """``posx report --evaluations all`` over every run of the study, written to ``report``."""
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "posx",
+            "report",
+            str(work / "runs"),
+            "--evaluations",
+            "all",
+            "--smooth",
+            "3",
+            "--out",
+            str(report),
+            "--results-dir",
+            str(work),
+        ],
+        check=True,
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+    )
+
+
+def read_summary(report: Path) -> pd.DataFrame:
+    """The report's summary.csv; ``parent`` is empty for a run trained from scratch."""
+    summary = pd.read_csv(
+        report / "summary.csv", keep_default_na=False, na_values=[""], dtype={"parent": str, "group": str}
+    )
+    summary["parent"] = summary["parent"].fillna("")
+    return summary
+
+
+def extension_md(report: Path, ext: pd.DataFrame | None) -> str:
+    """The Extension section of the report's summary.md, without its heading; a note when nothing was extended."""
+    if ext is None:
+        return "(no extension runs)"
+    section = (report / "summary.md").read_text().split("## Extension", 1)[-1].split("\n## ", 1)[0]
+    return "\n".join(line for line in section.splitlines())
+
+
+def write_outputs(args, staging: Path) -> None:
+    """Every output of the study into ``staging``: report/, sweep.csv, claims.csv, extension.md and STUDY.md."""
+    report = staging / "report"
+    run_report(args.work, report)
+    sweep_table(args.work / "runs").to_csv(staging / "sweep.csv", index=False)
+    summary = read_summary(report)
+    ext = pd.read_csv(report / "extension.csv") if (report / "extension.csv").is_file() else None
+    groups = rope_groups(report)
+    claims = claims_table(summary, ext, groups)
+    claims.to_csv(staging / "claims.csv", index=False)
+    ext_md = extension_md(report, ext)
+    (staging / "extension.md").write_text("# Extension\n" + ext_md + "\n")
+    order = orderings(summary, groups)
+    (staging / "STUDY.md").write_text(study_md(args, report, claims, order, ext_md.strip(), task_times(args.work)))
+
+
+def main() -> None:
+    """Build the outputs beside ``--out`` and swap them in whole."""
+    args = parse_args()
     args.out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{args.out.name}.new-", dir=args.out.parent))
     try:
-        report = staging / "report"
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "posx",
-                "report",
-                str(args.work / "runs"),
-                "--evaluations",
-                "all",
-                "--smooth",
-                "3",
-                "--out",
-                str(report),
-                "--results-dir",
-                str(args.work),
-            ],
-            check=True,
-            cwd=REPO,
-            stdout=subprocess.DEVNULL,
-        )
-        sweep_table(args.work / "runs").to_csv(staging / "sweep.csv", index=False)
-        summary = pd.read_csv(
-            report / "summary.csv", keep_default_na=False, na_values=[""], dtype={"parent": str, "group": str}
-        )
-        summary["parent"] = summary["parent"].fillna("")
-        ext = pd.read_csv(report / "extension.csv") if (report / "extension.csv").is_file() else None
-        groups = rope_groups(report)
-        claims = claims_table(summary, ext, groups)
-        claims.to_csv(staging / "claims.csv", index=False)
-        ext_md = (
-            "\n".join(
-                line
-                for line in (report / "summary.md")
-                .read_text()
-                .split("## Extension", 1)[-1]
-                .split("\n## ", 1)[0]
-                .splitlines()
-            )
-            if ext is not None
-            else "(no extension runs)"
-        )
-        (staging / "extension.md").write_text("# Extension\n" + ext_md + "\n")
-        order = orderings(summary, groups)
-        (staging / "STUDY.md").write_text(study_md(args, report, claims, order, ext_md.strip(), task_times(args.work)))
+        write_outputs(args, staging)
         publish(staging, args.out)
     finally:
         if staging.exists():
