@@ -72,79 +72,111 @@ def list_arg(values) -> str:
     return "[" + ",".join(values) + "]"
 
 
-def plan(args) -> list[Task]:
+def common(args) -> list[str]:
+    """The override every posx command of the study gets: where its runs and stores go."""
+    return [f"results_dir={args.work}"]
+
+
+def stopped(run: Path) -> bool:
+    """A run that started and did not finish: it continues from its checkpoint."""
+    return is_run_dir(run) and not is_run(run)
+
+
+def resume(run: Path, args) -> list[str]:
+    """The command that continues a stopped run from its checkpoint."""
+    return ["train", "--resume", str(run), f"threads={args.threads}"]
+
+
+def trained_runs(seeds: list[int]) -> list[tuple[str, str, str, int]]:
+    """(encoding, block, run name, seed) of every run trained from scratch: six encodings, then llama RoPE."""
+    trained = [(enc, "gpt2", f"{enc}-s{s}", s) for enc in ENCODINGS for s in seeds]
+    return trained + [("rope", "llama", f"llama-rope-s{s}", s) for s in seeds]
+
+
+def train_task(args, name: str, overrides: list[str]) -> Task:
+    """Phase 1: train one run at the preset's size, or resume it if it was stopped."""
+    run = args.work / "runs" / name
+    if stopped(run):
+        cmd = resume(run, args)
+    else:
+        cmd = [
+            "train",
+            *PRESETS[args.preset]["train"],
+            *overrides,
+            f"name={name}",
+            f"threads={args.threads}",
+            "eval.after_train=false",
+            *args.set,
+            *common(args),
+        ]
+    return Task(f"train-{name}", 1, cmd, lambda: is_run(run))
+
+
+def eval_task(args, name: str, label: str, overrides: list[str], phase: int = 2) -> Task:
+    """One evaluation of a run: ``--defaults``, the preset's settings, then the study's."""
     preset = PRESETS[args.preset]
-    runs = args.work / "runs"
-    common = [f"results_dir={args.work}"]
-    tasks: list[Task] = []
+    run = args.work / "runs" / name
+    cmd = ["eval-extrapolate", str(run), "--defaults", *preset["eval"], *overrides, *args.eval_set, *common(args)]
+    return Task(f"eval-{name}-{label}", phase, cmd)
 
-    def train(name: str, overrides: list[str]) -> None:
-        run = runs / name
-        if is_run_dir(run) and not is_run(run):  # stopped or killed: continue from its checkpoint
-            cmd = ["train", "--resume", str(run), f"threads={args.threads}"]
-        else:
-            cmd = [
-                "train",
-                *preset["train"],
-                *overrides,
-                f"name={name}",
-                f"threads={args.threads}",
-                "eval.after_train=false",
-                *args.set,
-                *common,
-            ]
-        tasks.append(Task(f"train-{name}", 1, cmd, lambda: is_run(run)))
 
-    def evaluate(name: str, label: str, overrides: list[str], phase: int = 2) -> None:
-        cmd = ["eval-extrapolate", str(runs / name), "--defaults", *preset["eval"], *overrides, *args.eval_set, *common]
-        tasks.append(Task(f"eval-{name}-{label}", phase, cmd))
+def eval_tasks(args, enc: str, name: str) -> list[Task]:
+    """Phase 2 for one trained run: every method its encoding has at 1x-8x, then the sliding protocol."""
+    sliding = ["eval.protocol=sliding", "eval.passkey.enabled=false"]
+    if enc == "rope":
+        return [
+            eval_task(args, name, "main", [f"eval.methods={list_arg(ALL_METHODS)}"]),
+            eval_task(args, name, "sliding", [f"eval.methods={list_arg(MAIN_METHODS)}", *sliding]),
+        ]
+    if enc == "absolute":
+        beyond = [
+            eval_task(args, name, f"main-{b}", ["eval.methods=[none]", f"eval.absolute_beyond={b}"]) for b in BEYOND
+        ]
+        return [*beyond, eval_task(args, name, "sliding", ["eval.methods=[none]", *sliding])]
+    return [
+        eval_task(args, name, "main", ["eval.methods=[none]"]),
+        eval_task(args, name, "sliding", ["eval.methods=[none]", *sliding]),
+    ]
 
+
+def extension_tasks(args, seed: int, method: str) -> list[Task]:
+    """Phase 2 extends a RoPE seed to factor x T with one method (or resumes it); phase 3 evaluates it."""
+    name = f"rope-s{seed}-{method}-x{args.factor:g}"
+    child = args.work / "runs" / name
+    if stopped(child):
+        cmd = resume(child, args)
+    else:
+        cmd = [
+            "extend",
+            str(args.work / "runs" / f"rope-s{seed}"),
+            f"method={method}",
+            f"factor={args.factor:g}",
+            f"seed={seed}",
+            f"name={name}",
+            f"threads={args.threads}",
+            f"extend.eval_every={args.extend_eval_every}",
+            "eval.after_train=false",
+            *PRESETS[args.preset]["train"],
+            *args.set,
+            *args.extend_set,
+            *common(args),
+        ]
+    return [Task(f"extend-{name}", 2, cmd, lambda: is_run(child)), eval_task(args, name, "main", [], phase=3)]
+
+
+def plan(args) -> list[Task]:
+    """Every task of the study in the order it runs, each with the files that say it is done."""
+    preset = PRESETS[args.preset]
     # the token store is built once, before any training could build it twice at the same time
-    tasks.append(Task("data-prepare", 0, ["data", "prepare", *preset["train"], *args.set, *common]))
-    trained = [(enc, "gpt2", f"{enc}-s{s}", s) for enc in ENCODINGS for s in args.seeds]
-    trained += [("rope", "llama", f"llama-rope-s{s}", s) for s in args.seeds]
+    tasks = [Task("data-prepare", 0, ["data", "prepare", *preset["train"], *args.set, *common(args)])]
+    trained = trained_runs(args.seeds)
     for enc, block, name, seed in trained:
-        train(name, [f"model={preset['models'][block]}", f"pos={enc}", f"seed={seed}"])
+        tasks.append(train_task(args, name, [f"model={preset['models'][block]}", f"pos={enc}", f"seed={seed}"]))
     for enc, _block, name, _seed in trained:
-        if enc == "rope":
-            evaluate(name, "main", [f"eval.methods={list_arg(ALL_METHODS)}"])
-            evaluate(
-                name,
-                "sliding",
-                [f"eval.methods={list_arg(MAIN_METHODS)}", "eval.protocol=sliding", "eval.passkey.enabled=false"],
-            )
-        elif enc == "absolute":
-            for beyond in BEYOND:
-                evaluate(name, f"main-{beyond}", ["eval.methods=[none]", f"eval.absolute_beyond={beyond}"])
-            evaluate(name, "sliding", ["eval.methods=[none]", "eval.protocol=sliding", "eval.passkey.enabled=false"])
-        else:
-            evaluate(name, "main", ["eval.methods=[none]"])
-            evaluate(name, "sliding", ["eval.methods=[none]", "eval.protocol=sliding", "eval.passkey.enabled=false"])
+        tasks += eval_tasks(args, enc, name)
     for seed in args.seeds:
-        parent = runs / f"rope-s{seed}"
         for method in EXTEND_METHODS:
-            name = f"rope-s{seed}-{method}-x{args.factor:g}"
-            child = runs / name
-            if is_run_dir(child) and not is_run(child):
-                cmd = ["train", "--resume", str(child), f"threads={args.threads}"]
-            else:
-                cmd = [
-                    "extend",
-                    str(parent),
-                    f"method={method}",
-                    f"factor={args.factor:g}",
-                    f"seed={seed}",
-                    f"name={name}",
-                    f"threads={args.threads}",
-                    f"extend.eval_every={args.extend_eval_every}",
-                    "eval.after_train=false",
-                    *preset["train"],
-                    *args.set,
-                    *args.extend_set,
-                    *common,
-                ]
-            tasks.append(Task(f"extend-{name}", 2, cmd, lambda child=child: is_run(child)))
-            evaluate(name, "main", [], phase=3)
+            tasks += extension_tasks(args, seed, method)
     return tasks
 
 
@@ -197,7 +229,8 @@ def run_task(task: Task, args, log: Log, counter: list, total: int) -> int:
     return rc
 
 
-def main() -> None:
+def build_parser() -> argparse.ArgumentParser:
+    """The study's command line."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--preset", choices=sorted(PRESETS), default="cpu")
     parser.add_argument("--name", help="study name (default: cpu-tiny or gpu-small)")
@@ -230,25 +263,21 @@ def main() -> None:
         help="extra overrides for every evaluation (eval.tokens=2048)",
     )
     parser.add_argument("--plan", action="store_true", help="list the tasks and which are done; run nothing")
-    args = parser.parse_args()
+    return parser
+
+
+def parse_args() -> argparse.Namespace:
+    """The command line, with the defaults that follow from the preset, the name and the cores filled in."""
+    args = build_parser().parse_args()
     args.name = args.name or {"cpu": "cpu-tiny", "gpu": "gpu-small"}[args.preset]
     args.work = (args.work or REPO / "results" / "study" / args.name).resolve()
     args.out = (args.out or REPO / "results" / "reference" / args.name).resolve()
     args.threads = args.threads or max(1, (os.cpu_count() or 1) // args.jobs)
-    (args.work / "logs").mkdir(parents=True, exist_ok=True)
-    log = Log(args.work / "tasks.jsonl")
-    tasks = plan(args)
-    todo = [t for t in tasks if t.key not in log.done and not t.done()]
-    print(
-        f"study {args.name}: {len(tasks)} tasks, {len(tasks) - len(todo)} done, {len(todo)} to run "
-        f"({args.jobs} at a time, {args.threads} thread(s) each); runs in {args.work}",
-        flush=True,
-    )
-    if args.plan:
-        for t in tasks:
-            print(f"  {'done' if t not in todo else 'todo'}  {t.key}: python -m posx {' '.join(t.args)}")
-        return
-    started = time.time()
+    return args
+
+
+def run_phases(todo: list[Task], args, log: Log) -> None:
+    """Run the unfinished tasks phase by phase, ``--jobs`` at a time; stop after a phase with a failure."""
     counter, failed = [0], []
     for phase in (0, 1, 2, 3):
         batch = [t for t in todo if t.phase == phase]
@@ -260,7 +289,10 @@ def main() -> None:
                 f"{len(failed)} task(s) failed: {', '.join(failed)}; fix the cause and run the same "
                 "command again (finished tasks are kept)"
             )
-    elapsed = time.time() - started
+
+
+def write_notes(args, elapsed: float) -> int:
+    """Run ``scripts/study_notes.py`` over the finished runs; its exit code."""
     command = " ".join(["python", "scripts/reference_study.py", *sys.argv[1:]])
     # the outputs are written by their own script, read when this point is reached
     notes = [
@@ -277,7 +309,28 @@ def main() -> None:
         "--preset",
         args.preset,
     ]
-    sys.exit(subprocess.run(notes, check=False).returncode)
+    return subprocess.run(notes, check=False).returncode
+
+
+def main() -> None:
+    """Plan the study, list it (``--plan``) or run what is not done, then write its notes."""
+    args = parse_args()
+    (args.work / "logs").mkdir(parents=True, exist_ok=True)
+    log = Log(args.work / "tasks.jsonl")
+    tasks = plan(args)
+    todo = [t for t in tasks if t.key not in log.done and not t.done()]
+    print(
+        f"study {args.name}: {len(tasks)} tasks, {len(tasks) - len(todo)} done, {len(todo)} to run "
+        f"({args.jobs} at a time, {args.threads} thread(s) each); runs in {args.work}",
+        flush=True,
+    )
+    if args.plan:
+        for t in tasks:
+            print(f"  {'done' if t not in todo else 'todo'}  {t.key}: python -m posx {' '.join(t.args)}")
+        return
+    started = time.time()
+    run_phases(todo, args, log)
+    sys.exit(write_notes(args, time.time() - started))
 
 
 if __name__ == "__main__":

@@ -174,14 +174,14 @@ def claims_table(summary: pd.DataFrame, ext: pd.DataFrame | None, groups: dict) 
     return pd.concat(frames, ignore_index=True)[["paper", "claim", "block", "protocol", "verdict", "numbers"]]
 
 
-def study_md(args, report: Path, claims: pd.DataFrame, order: pd.DataFrame, ext_md: str, times: pd.DataFrame) -> str:
+def header_lines(args, times: pd.DataFrame) -> list[str]:
+    """The title, the command that regenerates the study, and the commit, machine and time it took."""
     dirty = " (with uncommitted changes)" if git("status", "--porcelain", "--untracked-files=no") else ""
     phases = times.groupby("phase")["seconds"].sum()
     total = times["seconds"].sum()
     ends = pd.to_datetime(times["finished"])
     span = (ends.max() - (ends - pd.to_timedelta(times["seconds"], unit="s")).min()).total_seconds()
-    counts = claims["verdict"].value_counts()
-    lines = [
+    return [
         f"# Reference study: {args.out.name}",
         "",
         "Every positional encoding and RoPE rescaling method of posx, 3 seeds each, evaluated from 1x to 8x the "
@@ -198,6 +198,13 @@ def study_md(args, report: Path, claims: pd.DataFrame, order: pd.DataFrame, ext_
         f"the last invocation took {float(args.elapsed) / 60:.0f} min",
         (f"- runs: `{shown(args.work)}` (not committed: weights and checkpoints); every task's log is in its `logs/`"),
         "",
+    ]
+
+
+def claims_lines(claims: pd.DataFrame) -> list[str]:
+    """The papers' claims: the verdicts, the likely reason where one does not hold, the numbers behind each."""
+    counts = claims["verdict"].value_counts()
+    lines = [
         "## The papers' claims",
         "",
         "A claim is *reproduced* when every comparison it makes goes the paper's way by more than two standard "
@@ -216,7 +223,21 @@ def study_md(args, report: Path, claims: pd.DataFrame, order: pd.DataFrame, ext_
             lines.append(f"- **{claim}**: {reason or 'see the numbers below.'}")
         lines.append("")
     lines += ["### The numbers behind each verdict", ""]
-    lines += [f"- {r.claim} ({r.block}, {r.protocol}): {r.numbers}" for r in claims.itertuples()] + [""]
+    return lines + [f"- {r.claim} ({r.block}, {r.protocol}): {r.numbers}" for r in claims.itertuples()] + [""]
+
+
+def figure_lines(report: Path) -> list[str]:
+    """Each figure the report drew, in CAPTIONS' order, with its caption."""
+    lines = []
+    for name, caption in CAPTIONS.items():
+        if (report / name).is_file():
+            lines += [f"### {name}", "", f"![{name}](report/{name})", "", caption, ""]
+    return lines
+
+
+def study_md(args, report: Path, claims: pd.DataFrame, order: pd.DataFrame, ext_md: str, times: pd.DataFrame) -> str:
+    """STUDY.md: how the study ran, the claims checked, the orderings, the extension table, figures and files."""
+    lines = header_lines(args, times) + claims_lines(claims)
     lines += [
         "## Orderings",
         "",
@@ -230,11 +251,7 @@ def study_md(args, report: Path, claims: pd.DataFrame, order: pd.DataFrame, ext_
         "",
         "## Figures",
         "",
-    ]
-    for name, caption in CAPTIONS.items():
-        if (report / name).is_file():
-            lines += [f"### {name}", "", f"![{name}](report/{name})", "", caption, ""]
-    lines += [
+        *figure_lines(report),
         "## Files",
         "",
         "- `report/`: `posx report --evaluations all` over every run (summary.md/.csv, groups.csv, "
@@ -259,7 +276,8 @@ def publish(staging: Path, out: Path) -> None:
         shutil.rmtree(old)
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
+    """The command line, with --work and --out made absolute."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--work", type=Path, required=True)
     parser.add_argument("--out", type=Path, required=True)
@@ -268,54 +286,73 @@ def main() -> None:
     parser.add_argument("--preset", default="cpu")
     args = parser.parse_args()
     args.work, args.out = args.work.resolve(), args.out.resolve()
+    return args
+
+
+def run_report(work: Path, report: Path) -> None:
+    """``posx report --evaluations all`` over every run of the study, written to ``report``."""
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "posx",
+            "report",
+            str(work / "runs"),
+            "--evaluations",
+            "all",
+            "--smooth",
+            "3",
+            "--out",
+            str(report),
+            "--results-dir",
+            str(work),
+        ],
+        check=True,
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+    )
+
+
+def read_summary(report: Path) -> pd.DataFrame:
+    """The report's summary.csv; ``parent`` is empty for a run trained from scratch."""
+    summary = pd.read_csv(
+        report / "summary.csv", keep_default_na=False, na_values=[""], dtype={"parent": str, "group": str}
+    )
+    summary["parent"] = summary["parent"].fillna("")
+    return summary
+
+
+def extension_md(report: Path, ext: pd.DataFrame | None) -> str:
+    """The Extension section of the report's summary.md, without its heading; a note when nothing was extended."""
+    if ext is None:
+        return "(no extension runs)"
+    section = (report / "summary.md").read_text().split("## Extension", 1)[-1].split("\n## ", 1)[0]
+    return "\n".join(line for line in section.splitlines())
+
+
+def write_outputs(args, staging: Path) -> None:
+    """Every output of the study into ``staging``: report/, sweep.csv, claims.csv, extension.md and STUDY.md."""
+    report = staging / "report"
+    run_report(args.work, report)
+    sweep_table(args.work / "runs").to_csv(staging / "sweep.csv", index=False)
+    summary = read_summary(report)
+    ext = pd.read_csv(report / "extension.csv") if (report / "extension.csv").is_file() else None
+    groups = rope_groups(report)
+    claims = claims_table(summary, ext, groups)
+    claims.to_csv(staging / "claims.csv", index=False)
+    ext_md = extension_md(report, ext)
+    (staging / "extension.md").write_text("# Extension\n" + ext_md + "\n")
+    order = orderings(summary, groups)
+    (staging / "STUDY.md").write_text(study_md(args, report, claims, order, ext_md.strip(), task_times(args.work)))
+
+
+def main() -> None:
+    """Build the outputs beside ``--out`` and swap them in whole."""
+    args = parse_args()
     args.out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{args.out.name}.new-", dir=args.out.parent))
     try:
-        report = staging / "report"
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "posx",
-                "report",
-                str(args.work / "runs"),
-                "--evaluations",
-                "all",
-                "--smooth",
-                "3",
-                "--out",
-                str(report),
-                "--results-dir",
-                str(args.work),
-            ],
-            check=True,
-            cwd=REPO,
-            stdout=subprocess.DEVNULL,
-        )
-        sweep_table(args.work / "runs").to_csv(staging / "sweep.csv", index=False)
-        summary = pd.read_csv(
-            report / "summary.csv", keep_default_na=False, na_values=[""], dtype={"parent": str, "group": str}
-        )
-        summary["parent"] = summary["parent"].fillna("")
-        ext = pd.read_csv(report / "extension.csv") if (report / "extension.csv").is_file() else None
-        groups = rope_groups(report)
-        claims = claims_table(summary, ext, groups)
-        claims.to_csv(staging / "claims.csv", index=False)
-        ext_md = (
-            "\n".join(
-                line
-                for line in (report / "summary.md")
-                .read_text()
-                .split("## Extension", 1)[-1]
-                .split("\n## ", 1)[0]
-                .splitlines()
-            )
-            if ext is not None
-            else "(no extension runs)"
-        )
-        (staging / "extension.md").write_text("# Extension\n" + ext_md + "\n")
-        order = orderings(summary, groups)
-        (staging / "STUDY.md").write_text(study_md(args, report, claims, order, ext_md.strip(), task_times(args.work)))
+        write_outputs(args, staging)
         publish(staging, args.out)
     finally:
         if staging.exists():
