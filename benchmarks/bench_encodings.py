@@ -197,7 +197,8 @@ def memory(args) -> list[dict]:
     return rows
 
 
-def main() -> None:
+def parser() -> argparse.ArgumentParser:
+    """The command line: model and lengths, rounds and steps, factors, encodings, output."""
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--device", default="cpu")
     p.add_argument("--model", choices=sorted(PRESETS), default="tiny")
@@ -224,7 +225,43 @@ def main() -> None:
         default=None,
         help="torch threads (default: torch's); 1 is steadier on a loaded shared CPU",
     )
-    args = p.parse_args()
+    return p
+
+
+def report_train(args, train: dict[str, dict]) -> None:
+    """Prints the training throughput table: tokens/s and the ratio to RoPE of each encoding."""
+    print(
+        f"\ntrain throughput: batch {args.batch_size} x T={args.context}, {args.rounds} rounds x "
+        f"{args.steps} steps, interleaved"
+    )
+    print(f"{'encoding':>12} {'tokens/s':>10} {'vs rope':>8} {'(min..max)':>14}")
+    for pos, r in train.items():
+        print(
+            f"{pos:>12} {r['tokens_per_s']:>10,.0f} {r['vs_rope']:>8.3f} ({r['ratio_min']:.2f}..{r['ratio_max']:.2f})"
+        )
+
+
+def memory_header(batch_tokens: int) -> None:
+    """Prints the title and the column heads of the memory table (before its cases run)."""
+    print(f"\nevaluation peak memory: one batch of eval.batch_tokens={batch_tokens}, fresh process each")
+    print(
+        f"{'encoding':>11} {'factor':>6} {'L':>6} {'B':>4} {'peak MiB':>9} {'seconds':>8} "
+        f"{'mask MiB':>9} {'(B,H,L,L) MiB':>14}"
+    )
+
+
+def report_memory(rows: list[dict]) -> None:
+    """Prints one line of the memory table per (encoding, factor) case."""
+    mib = 1 << 20
+    for r in rows:
+        print(
+            f"{r['pos']:>11} {r['factor']:>5}x {r['length']:>6} {r['batch']:>4} {r['peak_bytes'] / mib:>9.1f} "
+            f"{r['seconds']:>8.2f} {r['mask_bytes'] / mib:>9.1f} {r['per_batch_scores_bytes'] / mib:>14.1f}"
+        )
+
+
+def main() -> None:
+    args = parser().parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.memory_case:
@@ -238,30 +275,12 @@ def main() -> None:
     result = {"torch": torch.__version__, "device": args.device, "attention": args.attention}
     if not args.skip_train:
         result["train"] = train_throughput(args)
-        print(
-            f"\ntrain throughput: batch {args.batch_size} x T={args.context}, {args.rounds} rounds x "
-            f"{args.steps} steps, interleaved"
-        )
-        print(f"{'encoding':>12} {'tokens/s':>10} {'vs rope':>8} {'(min..max)':>14}")
-        for pos, r in result["train"].items():
-            print(
-                f"{pos:>12} {r['tokens_per_s']:>10,.0f} {r['vs_rope']:>8.3f} "
-                f"({r['ratio_min']:.2f}..{r['ratio_max']:.2f})"
-            )
-    print(f"\nevaluation peak memory: one batch of eval.batch_tokens={args.batch_tokens}, fresh process each")
-    print(
-        f"{'encoding':>11} {'factor':>6} {'L':>6} {'B':>4} {'peak MiB':>9} {'seconds':>8} "
-        f"{'mask MiB':>9} {'(B,H,L,L) MiB':>14}"
-    )
-    mib = 1 << 20
+        report_train(args, result["train"])
+    memory_header(args.batch_tokens)
     result["memory"] = memory(args)
     if args.out:
         Path(args.out).write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
-    for r in result["memory"]:
-        print(
-            f"{r['pos']:>11} {r['factor']:>5}x {r['length']:>6} {r['batch']:>4} {r['peak_bytes'] / mib:>9.1f} "
-            f"{r['seconds']:>8.2f} {r['mask_bytes'] / mib:>9.1f} {r['per_batch_scores_bytes'] / mib:>14.1f}"
-        )
+    report_memory(result["memory"])
 
 
 if __name__ == "__main__":

@@ -275,7 +275,8 @@ def evaluate_both(
     }
 
 
-def main() -> None:
+def parser() -> argparse.ArgumentParser:
+    """The command line: model and lengths, steps and timing, compilation, profiling, evaluation, output."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--model", choices=sorted(PRESETS), default="tiny")
@@ -299,27 +300,26 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0, help="both models' initialisation and the batches")
     parser.add_argument("--cache-dir", default=str(REPO / "results" / "cache"))
     parser.add_argument("--out", default=None, help="write the figures as JSON here")
-    args = parser.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    device = torch.device(args.device)
-    use_tf32(device, True)
-    cfg = run_config(args)
-    corpus = store.load({"source": "stdlib", "val_fraction": cfg.data.val_fraction}, args.cache_dir)
+    return parser
 
-    torch.manual_seed(args.seed)
+
+def both_models(cfg, seed: int, device: torch.device) -> tuple[GPT, LlamaForCausalLM, int]:
+    """posx's model and the Llama of its size, each initialised from ``seed``, and the Llama's
+    SwiGLU hidden size."""
+    torch.manual_seed(seed)
     posx_model = GPT(gpt_config(cfg)).to(device)
     n_posx = posx_model.num_params()
-    torch.manual_seed(args.seed)
+    torch.manual_seed(seed)
     hf, hidden = matched_llama(cfg, n_posx)
     hf = hf.to(device)
     n_hf = hf.num_parameters()
     assert abs(n_hf - n_posx) <= 0.01 * n_posx, (n_hf, n_posx)
-    sides = {
-        "posx": Side(posx_model, posx_model, posx_model.flops_per_token(args.context)),
-        "transformers": Side(hf, Logits(hf), flops_per_token(n_hf, cfg)),
-    }
-    result = {
+    return posx_model, hf, hidden
+
+
+def description(args, device: torch.device, n_posx: int, n_hf: int, hidden: int) -> dict:
+    """The head of the result: the machine, torch, threads, the arguments and both parameter counts."""
+    return {
         "device": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),
@@ -331,6 +331,24 @@ def main() -> None:
             "relative_difference": n_hf / n_posx - 1,
         },
     }
+
+
+def main() -> None:
+    args = parser().parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    device = torch.device(args.device)
+    use_tf32(device, True)
+    cfg = run_config(args)
+    corpus = store.load({"source": "stdlib", "val_fraction": cfg.data.val_fraction}, args.cache_dir)
+
+    posx_model, hf, hidden = both_models(cfg, args.seed, device)
+    n_posx, n_hf = posx_model.num_params(), hf.num_parameters()
+    sides = {
+        "posx": Side(posx_model, posx_model, posx_model.flops_per_token(args.context)),
+        "transformers": Side(hf, Logits(hf), flops_per_token(n_hf, cfg)),
+    }
+    result = description(args, device, n_posx, n_hf, hidden)
     result["train"] = train_both(cfg, sides, corpus.train, device, args)
     result["eval"] = evaluate_both(cfg, posx_model, hf, hidden, corpus.val, device, args)
     print(json.dumps(result, indent=1))

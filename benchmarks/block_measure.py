@@ -74,7 +74,8 @@ def throughput(rounds: int, steps: int) -> list[dict]:
     ]
 
 
-def main() -> None:
+def parser() -> argparse.ArgumentParser:
+    """The command line: where results go, steps, methods, and the interleaved throughput rounds."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--results-dir", default="results/block_measure")
     ap.add_argument("--steps", type=int, default=800)
@@ -83,49 +84,65 @@ def main() -> None:
     ap.add_argument("--throughput-rounds", type=int, default=0, help="interleaved throughput rounds (0: none)")
     ap.add_argument("--throughput-steps", type=int, default=2, help="optimizer steps per block per round")
     ap.add_argument("--throughput-only", action="store_true", help="skip the trainings and evaluations")
-    args = ap.parse_args()
+    return ap
+
+
+def report_throughput(rounds: int, steps: int) -> None:
+    """Measures and prints the interleaved training throughput of both blocks."""
+    rows = throughput(rounds, steps)
+    print(f"interleaved throughput, {rounds} rounds x {steps} steps, {torch.get_num_threads()} threads\n")
+    print(pd.DataFrame(rows).to_markdown(index=False) + "\n")
+
+
+def train_block(run: Path, preset: str, steps: int, results: Path) -> float:
+    """Trains ``run`` with ``preset`` (or continues it from its checkpoint); its wall seconds, NaN
+    when an earlier invocation finished it."""
+    if (run / "model.json").is_file():  # trained by an earlier invocation
+        return math.nan
+    if run.exists():  # stopped part-way: continue it from its checkpoint
+        return posx("train", "--resume", str(run), f"results_dir={results}")
+    return posx("train", f"model={preset}", f"name={run.name}", f"train.steps={steps}", f"results_dir={results}")
+
+
+def block_summary(block: str, preset: str, run: Path, wall: float, eval_wall: float) -> dict:
+    """One block's summary row: parameters, final validation loss, training tokens/s, wall times."""
+    metrics = pd.read_csv(run / "metrics.csv")
+    val = metrics.dropna(subset=["val_loss"])["val_loss"].iloc[-1]
+    return {
+        "block": block,
+        "preset": preset,
+        "params": params_of(run),
+        "val_loss": round(val, 4),
+        "val_ppl": round(math.exp(val), 3),
+        "train_tokens_per_s": round(metrics["tokens_per_s"].iloc[5:].median()),
+        "train_wall_s": round(wall, 1),
+        "eval_wall_s": round(eval_wall, 1),
+    }
+
+
+def ppl_table(run: Path, methods: str) -> pd.DataFrame:
+    """Perplexity per method (rows, in ``methods``' order) and factor (columns) from extrapolation.csv."""
+    df = pd.read_csv(run / "extrapolation.csv")
+    df["cell"] = df["ppl"].map(lambda p: f"{p:.3f}")
+    table = df.pivot(index="method", columns="factor", values="cell").reindex(methods.split(","))
+    table.columns = [f"{f:g}x ({int(f * df['train_context'].iloc[0])})" for f in table.columns]
+    return table
+
+
+def main() -> None:
+    args = parser().parse_args()
     if args.throughput_rounds:
-        rows = throughput(args.throughput_rounds, args.throughput_steps)
-        print(
-            f"interleaved throughput, {args.throughput_rounds} rounds x {args.throughput_steps} steps, "
-            f"{torch.get_num_threads()} threads\n"
-        )
-        print(pd.DataFrame(rows).to_markdown(index=False) + "\n")
+        report_throughput(args.throughput_rounds, args.throughput_steps)
     if args.throughput_only:
         return
     results = Path(args.results_dir)
     summary, tables = [], []
     for block, preset in PRESETS.items():
-        name = f"{args.prefix}-{block}"
-        run = results / "runs" / name
-        if (run / "model.json").is_file():  # trained by an earlier invocation
-            wall = math.nan
-        elif run.exists():  # stopped part-way: continue it from its checkpoint
-            wall = posx("train", "--resume", str(run), f"results_dir={results}")
-        else:
-            wall = posx(
-                "train", f"model={preset}", f"name={name}", f"train.steps={args.steps}", f"results_dir={results}"
-            )
+        run = results / "runs" / f"{args.prefix}-{block}"
+        wall = train_block(run, preset, args.steps, results)
         eval_wall = posx("eval-extrapolate", str(run), f"eval.methods=[{args.methods}]", f"results_dir={results}")
-        metrics = pd.read_csv(run / "metrics.csv")
-        val = metrics.dropna(subset=["val_loss"])["val_loss"].iloc[-1]
-        summary.append(
-            {
-                "block": block,
-                "preset": preset,
-                "params": params_of(run),
-                "val_loss": round(val, 4),
-                "val_ppl": round(math.exp(val), 3),
-                "train_tokens_per_s": round(metrics["tokens_per_s"].iloc[5:].median()),
-                "train_wall_s": round(wall, 1),
-                "eval_wall_s": round(eval_wall, 1),
-            }
-        )
-        df = pd.read_csv(run / "extrapolation.csv")
-        df["cell"] = df["ppl"].map(lambda p: f"{p:.3f}")
-        table = df.pivot(index="method", columns="factor", values="cell").reindex(args.methods.split(","))
-        table.columns = [f"{f:g}x ({int(f * df['train_context'].iloc[0])})" for f in table.columns]
-        tables.append((block, table))
+        summary.append(block_summary(block, preset, run, wall, eval_wall))
+        tables.append((block, ppl_table(run, args.methods)))
     print()
     print(pd.DataFrame(summary).to_markdown(index=False))
     for block, table in tables:

@@ -154,7 +154,8 @@ def versus_by_hand(work: Path, tokenizer: Path, rounds: int, path: Path | None) 
     }
 
 
-def main() -> None:
+def parser() -> argparse.ArgumentParser:
+    """The command line: where to work, corpus sizes, BPE vocabulary, which phases."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--work", type=Path, default=Path("/tmp/posx-measure"))
     parser.add_argument("--small-mb", type=float, default=10)
@@ -166,85 +167,88 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="vs-hand: rounds of each side")
     parser.add_argument("--vs-hand-tokenizer", type=Path, default=None, help="vs-hand: a tokenizer.json (else bpe's)")
     parser.add_argument("--vs-hand-path", type=Path, default=None, help="vs-hand: text files instead of the stdlib")
-    args = parser.parse_args()
-    work = args.work.resolve()
-    cache = f"data.cache_dir={work / 'cache'}"
+    return parser
+
+
+def corpora(work: Path, small_mb: float, large_mb: float) -> tuple[Path, Path]:
+    """The small and the large generated corpus under ``work`` (generated once)."""
     t = time.perf_counter()
-    small = generate(work / "small", args.small_mb, file_mb=1.0, seed=1)
-    large = generate(work / "large", args.large_mb, file_mb=8.0, seed=2)
+    small = generate(work / "small", small_mb, file_mb=1.0, seed=1)
+    large = generate(work / "large", large_mb, file_mb=8.0, seed=2)
     print(
-        f"generated corpora in {time.perf_counter() - t:.0f} s: {small} ({args.small_mb} MB), "
-        f"{large} ({args.large_mb} MB)",
+        f"generated corpora in {time.perf_counter() - t:.0f} s: {small} ({small_mb} MB), {large} ({large_mb} MB)",
         flush=True,
     )
+    return small, large
 
+
+def measured_row(step: str, args: list[str], work: Path) -> tuple[dict, str]:
+    """``python -m posx ARGS`` measured as one row named ``step`` (printed at once), and its output."""
+    s, rss, out = measured(args, work)
+    row = {"step": step, "seconds": round(s, 1), **rss, "built": built_line(out)}
+    print(row, flush=True)
+    return row, out
+
+
+def prepare_phase(small: Path, large: Path, cache: str, work: Path) -> list[dict]:
+    """Byte-tokenizer stores of the small and the large corpus."""
+    return [
+        measured_row(f"prepare byte {name}", ["data", "prepare", "data=text", f"data.path={root}", cache], work)[0]
+        for name, root in (("small", small), ("large", large))
+    ]
+
+
+def bpe_phase(small: Path, cache: str, vocab: int, work: Path) -> tuple[list[dict], Path]:
+    """BPE stores (training included) of the small corpus and the standard library, then the same
+    through each trained tokenizer.json (tokenizing only); the rows and the stdlib tokenizer.json."""
+    rows, tokenizers = [], {}
+    for name, data in (("small", ["data=text", f"data.path={small}"]), ("stdlib", ["data=stdlib"])):
+        bpe = [*data, cache, "data.tokenizer=bpe", f"data.vocab_size={vocab}"]
+        row, out = measured_row(f"prepare bpe {name} (train BPE + tokenize)", ["data", "prepare", *bpe], work)
+        rows.append(row)
+        store_dir = re.search(r"token store (\S+):", " ".join(out.split())).group(1)
+        tokenizers[name] = Path(store_dir) / "tokenizer.json"
+        user = [*data, cache, f"data.tokenizer={tokenizers[name]}"]
+        step = f"prepare {name} with that tokenizer.json (tokenize only)"
+        rows.append(measured_row(step, ["data", "prepare", *user], work)[0])
+    return rows, tokenizers["stdlib"]
+
+
+def train_phase(small: Path, large: Path, cache: str, work: Path) -> list[dict]:
+    """Peak memory of a short training on the small and on the large byte store."""
+    rows = []
+    for name, root in (("small", small), ("large", large)):
+        results = f"results_dir={work / 'results'}"
+        train = ["train", "data=text", f"data.path={root}", cache, f"name=measure-{name}", results, *TRAIN]
+        rows.append(measured_row(f"train 30 steps on the {name} byte store", train, work)[0])
+    return rows
+
+
+def user_large_phase(large: Path, cache: str, tokenizer: Path | None, work: Path) -> dict:
+    """The large corpus's store through a user's tokenizer.json (tokenizing only)."""
+    user = ["data=text", f"data.path={large}", cache, f"data.tokenizer={tokenizer}"]
+    return measured_row("prepare large with a tokenizer.json", ["data", "prepare", *user], work)[0]
+
+
+def main() -> None:
+    args = parser().parse_args()
+    work = args.work.resolve()
+    cache = f"data.cache_dir={work / 'cache'}"
+    small, large = corpora(work, args.small_mb, args.large_mb)
     rows = []
     phases = args.phases.split(",")
     stdlib_tokenizer = None  # the bpe phase's, trained on the standard library
-    for name, root in (("small", small), ("large", large)) if "prepare" in phases else ():
-        data = ["data=text", f"data.path={root}", cache]
-        s, rss, out = measured(["data", "prepare", *data], work)
-        rows.append({"step": f"prepare byte {name}", "seconds": round(s, 1), **rss, "built": built_line(out)})
-        print(rows[-1], flush=True)
-    for name, data in (
-        (("small", ["data=text", f"data.path={small}"]), ("stdlib", ["data=stdlib"])) if "bpe" in phases else ()
-    ):
-        bpe = [*data, cache, "data.tokenizer=bpe", f"data.vocab_size={args.vocab}"]
-        s, rss, out = measured(["data", "prepare", *bpe], work)
-        rows.append(
-            {
-                "step": f"prepare bpe {name} (train BPE + tokenize)",
-                "seconds": round(s, 1),
-                **rss,
-                "built": built_line(out),
-            }
-        )
-        print(rows[-1], flush=True)
-        store_dir = re.search(r"token store (\S+):", " ".join(out.split())).group(1)
-        if name == "stdlib":
-            stdlib_tokenizer = Path(store_dir) / "tokenizer.json"
-        user = [*data, cache, f"data.tokenizer={Path(store_dir) / 'tokenizer.json'}"]
-        s, rss, out = measured(["data", "prepare", *user], work)
-        rows.append(
-            {
-                "step": f"prepare {name} with that tokenizer.json (tokenize only)",
-                "seconds": round(s, 1),
-                **rss,
-                "built": built_line(out),
-            }
-        )
-        print(rows[-1], flush=True)
-    for name, root in (("small", small), ("large", large)) if "train" in phases else ():
-        s, rss, out = measured(
-            [
-                "train",
-                "data=text",
-                f"data.path={root}",
-                cache,
-                f"name=measure-{name}",
-                f"results_dir={work / 'results'}",
-                *TRAIN,
-            ],
-            work,
-        )
-        rows.append(
-            {
-                "step": f"train 30 steps on the {name} byte store",
-                "seconds": round(s, 1),
-                **rss,
-                "built": built_line(out),
-            }
-        )
-        print(rows[-1], flush=True)
+    if "prepare" in phases:
+        rows += prepare_phase(small, large, cache, work)
+    if "bpe" in phases:
+        bpe_rows, stdlib_tokenizer = bpe_phase(small, cache, args.vocab, work)
+        rows += bpe_rows
+    if "train" in phases:
+        rows += train_phase(small, large, cache, work)
+    tokenizer = args.vs_hand_tokenizer or stdlib_tokenizer
     if "user-large" in phases:
-        tokenizer = args.vs_hand_tokenizer or stdlib_tokenizer
-        user = ["data=text", f"data.path={large}", cache, f"data.tokenizer={tokenizer}"]
-        s, rss, out = measured(["data", "prepare", *user], work)
-        step = "prepare large with a tokenizer.json"
-        rows.append({"step": step, "seconds": round(s, 1), **rss, "built": built_line(out)})
-        print(rows[-1], flush=True)
+        rows.append(user_large_phase(large, cache, tokenizer, work))
     if "vs-hand" in phases:
-        tokenizer = args.vs_hand_tokenizer or stdlib_tokenizer
         rows.append(versus_by_hand(work, tokenizer, args.rounds, args.vs_hand_path))
         print(rows[-1], flush=True)
     (work / f"measure-{'-'.join(phases)}.json").write_text(json.dumps(rows, indent=1) + "\n")
