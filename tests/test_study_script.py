@@ -8,6 +8,7 @@ import importlib.util
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from posx.config.checks import check_config
@@ -81,3 +82,23 @@ def test_finished_work_is_skipped_and_a_stopped_run_resumes(study, tmp_path):
         f.write('{"key": "cut by a ki')  # a line cut short by a kill
     done = study.Log(tmp_path / "tasks.jsonl").done
     assert set(done) == {"eval-alibi-s1-main"}
+
+
+@pytest.fixture(scope="module")
+def notes():
+    spec = importlib.util.spec_from_file_location("study_notes", REPO / "scripts" / "study_notes.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_committed_claims_follow_from_the_committed_tables(notes):
+    """claims.csv of the reference study is what today's posx.report.claims writes from the study's
+    own summary.csv and extension.csv: a changed label or rule shows here, not at the next study."""
+    study = REPO / "results" / "reference" / "cpu-tiny"
+    report = study / "report"
+    summary = notes.read_summary(report)
+    claims = notes.claims_table(summary, pd.read_csv(report / "extension.csv"), notes.rope_groups(report))
+    committed = pd.read_csv(study / "claims.csv")
+    assert len(claims) == len(committed) > 0
+    pd.testing.assert_frame_equal(claims.reset_index(drop=True), committed, check_dtype=False)

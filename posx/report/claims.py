@@ -175,7 +175,7 @@ class Numbers:
             rows = rows[[parse_label(str(g)).get("extend.pose", "False") == str(pose) for g in rows["group"]]]
         label = {
             "zero_shot": f"{method} zero-shot at s·T",
-            "extended": f"{method} {'PoSE-trained at T' if pose else 'fine-tuned at s·T'}, at s·T",
+            "extended": f"{method} PoSE-trained at T, at s·T" if pose else f"{method} fine-tuned at s·T",
             "extended_1x": f"{method} fine-tuned at T",
         }[column]
         if len(rows) != 1:
