@@ -26,10 +26,14 @@ from posx.model.gpt import GPT
 from posx.runs.records import RunMeta
 from posx.train.state import gpt_config
 
+# Passkey off means the task suite off too: its default, [passkey], scores the prompt trials itself
+# when passkey.csv is not written.
+OFF = ["eval.passkey.enabled=false", "eval.tasks=[]"]
+PERPLEXITY_ONLY = "perplexity only (passkey off)"
 VARIANTS = {
-    "perplexity only (passkey off)": ["eval.passkey.enabled=false"],
+    PERPLEXITY_ONLY: OFF,
     "default (perplexity + passkey)": [],
-    "sliding, stride T/2, passkey off": ["eval.protocol=sliding", "eval.passkey.enabled=false"],
+    "sliding, stride T/2, passkey off": ["eval.protocol=sliding", *OFF],
 }
 CPU = torch.device("cpu")
 
@@ -57,7 +61,7 @@ def main() -> None:
         ev = compose(["device=cpu", *args.overrides, *overrides]).eval
         cases[name] = partial(evaluate_once, model, meta, val, ev)
     times = interleaved(cases, args.rounds, CPU, order="fixed")
-    ref = statistics.median(times["perplexity only (passkey off)"])
+    ref = statistics.median(times[PERPLEXITY_ONLY])
     for name, ts in times.items():
         med = statistics.median(ts)
         print(f"{name:36s} median {med:7.2f} s  x{med / ref:5.2f}  ({', '.join(f'{t:.1f}' for t in ts)})")
