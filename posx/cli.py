@@ -67,7 +67,9 @@ def train(
         "--resume",
         metavar="RUN",
         help="Continue RUN (a path or a name under results/runs) from its last checkpoint, with its saved "
-        "config; overrides may only change device, checkpoint/validation frequency and eval.*.",
+        "config; overrides may only change where and how it runs (device, threads, logger, results_dir, "
+        "data.cache_dir, train.compile, train.tf32, train.micro_batch_size), checkpoint/validation "
+        "frequency and eval.*.",
     ),
 ) -> None:
     """Train a GPT; writes results/runs/<name>/ (config, metrics, checkpoint, weights).
@@ -148,7 +150,9 @@ def _cfg_job(overrides: list[str]) -> bool:
 @app.command("eval-extrapolate", context_settings=PASS_THROUGH, epilog=EVAL_EPILOG)
 def eval_extrapolate(
     run: Optional[str] = typer.Argument(None, help="Run directory, or a run name under results/runs."),
-    overrides: Optional[List[str]] = typer.Argument(None, help="Overrides of eval.*, device, results_dir."),
+    overrides: Optional[List[str]] = typer.Argument(
+        None, help="Overrides of eval.*, device, threads, logger, results_dir (the model is the run's)."
+    ),
     latest: bool = typer.Option(False, "--latest", help="Evaluate the most recently trained run."),
     force: bool = typer.Option(
         False, "--force", help="Evaluate again even when the run already holds an evaluation with these settings."

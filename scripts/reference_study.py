@@ -1,4 +1,4 @@
-"""The reference study: every encoding and RoPE method, 3 seeds, the papers' orderings checked.
+"""The reference study: six encodings and ten RoPE methods, 3 seeds, the papers' orderings checked.
 
 One command regenerates ``results/reference/<name>/`` from a clean clone:
 
