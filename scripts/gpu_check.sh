@@ -70,7 +70,7 @@ step() {
 }
 
 RUN=(experiment=gpu_small "results_dir=$OUT" train.steps=100 train.eval_every=50 train.checkpoint_every=0
-     eval.tokens=16384 eval.batch_tokens=65536 "eval.methods=[none,yarn]" eval.passkey.enabled=false)
+     eval.tokens=16384 eval.batch_tokens=65536 "eval.methods=[none,yarn]" eval.passkey.enabled=false "eval.tasks=[]")
 PEER=(--device cuda --model small --context 512 --batch-size 32 --steps 30 --factors 1 8 --eval-tokens 16384
       --batch-tokens 65536 --cache-dir "$OUT/cache")
 # A transformers Llama built from a config (nothing downloaded), saved under OUT, then evaluated.
@@ -104,7 +104,7 @@ step "alibi flex compiled" 70 "$PY" -m posx train "${RUN[@]}" pos=alibi model.at
 step "t5 flex compiled" 70 "$PY" -m posx train "${RUN[@]}" pos=t5 model.attention=flex train.compile=true name=t5-flex
 step "transformers llama saved" 20 "$PY" -c "$LLAMA" "$OUT/llama"
 step "transformers llama eval-extrapolate bf16" 30 "$PY" -m posx eval-extrapolate "$OUT/llama" device=cuda \
-  eval.tokens=8192 "eval.methods=[none,yarn]" eval.passkey.enabled=false
+  eval.tokens=8192 "eval.methods=[none,yarn]" eval.passkey.enabled=false "eval.tasks=[]"
 step "eval memory 1x/8x, flex" 45 "$PY" -m benchmarks.bench_encodings --device cuda --model small --context 512 \
   --attention flex --encodings alibi t5 --factors 1 8 --batch-tokens 65536 --skip-train --out "$OUT/encodings-flex.json"
 step "bench_peer eager" 40 "$PY" -m benchmarks.bench_peer "${PEER[@]}" --out "$OUT/peer-eager.json"

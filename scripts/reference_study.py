@@ -122,7 +122,7 @@ def eval_task(args, name: str, label: str, overrides: list[str], phase: int = 2)
 
 def eval_tasks(args, enc: str, name: str) -> list[Task]:
     """Phase 2 for one trained run: every method its encoding has at 1x-8x, then the sliding protocol."""
-    sliding = ["eval.protocol=sliding", "eval.passkey.enabled=false"]
+    sliding = ["eval.protocol=sliding", "eval.passkey.enabled=false", "eval.tasks=[]"]  # perplexity only
     if enc == "rope":
         return [
             eval_task(args, name, "main", [f"eval.methods={list_arg(ALL_METHODS)}"]),
