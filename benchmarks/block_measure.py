@@ -10,12 +10,13 @@ repository root, with posx installed (``pip install -e .``):
     python -m benchmarks.block_measure --steps 200 --results-dir /tmp/bm/results
 
 Prints, as markdown: parameters, final validation loss, median training tokens/s (steps 6 on,
-from metrics.csv), and perplexity per method and factor for each block. Timings are noisy on a
-shared machine; the perplexities are deterministic for a given torch. Because the two trainings
-run one after the other, the machine's load can differ between them; ``--throughput-rounds N``
-also measures both blocks in N interleaved rounds (order shuffled each round, the same random
-batch, posx's ``train_step``), the way benchmarks/bench_encodings.py compares encodings, and
-reports the median tokens/s and the median per-round ratio llama / gpt2.
+all steps of a shorter run, from metrics.csv), and perplexity per method and factor for each
+block. Timings are noisy on a shared machine; the perplexities are deterministic for a given
+torch. Because the two trainings run one after the other, the machine's load can differ between
+them; ``--throughput-rounds N`` also measures both blocks in N interleaved rounds (order
+shuffled each round, the same random batch, posx's ``train_step``), the way
+benchmarks/bench_encodings.py compares encodings, and reports the median tokens/s and the median
+per-round ratio llama / gpt2.
 
     python -m benchmarks.block_measure --throughput-only --throughput-rounds 20
 """
@@ -108,13 +109,15 @@ def block_summary(block: str, preset: str, run: Path, wall: float, eval_wall: fl
     """One block's summary row: parameters, final validation loss, training tokens/s, wall times."""
     metrics = pd.read_csv(run / "metrics.csv")
     val = metrics.dropna(subset=["val_loss"])["val_loss"].iloc[-1]
+    rates = metrics["tokens_per_s"].dropna()
+    rates = rates.iloc[5:] if len(rates) > 5 else rates  # the first steps allocate; a short run keeps all
     return {
         "block": block,
         "preset": preset,
         "params": params_of(run),
         "val_loss": round(val, 4),
         "val_ppl": round(math.exp(val), 3),
-        "train_tokens_per_s": round(metrics["tokens_per_s"].iloc[5:].median()),
+        "train_tokens_per_s": round(rates.median()),
         "train_wall_s": round(wall, 1),
         "eval_wall_s": round(eval_wall, 1),
     }
