@@ -308,13 +308,9 @@ def both_models(cfg, seed: int, device: torch.device) -> tuple[GPT, LlamaForCaus
     SwiGLU hidden size."""
     torch.manual_seed(seed)
     posx_model = GPT(gpt_config(cfg)).to(device)
-    n_posx = posx_model.num_params()
     torch.manual_seed(seed)
-    hf, hidden = matched_llama(cfg, n_posx)
-    hf = hf.to(device)
-    n_hf = hf.num_parameters()
-    assert abs(n_hf - n_posx) <= 0.01 * n_posx, (n_hf, n_posx)
-    return posx_model, hf, hidden
+    hf, hidden = matched_llama(cfg, posx_model.num_params())
+    return posx_model, hf.to(device), hidden
 
 
 def description(args, device: torch.device, n_posx: int, n_hf: int, hidden: int) -> dict:
@@ -344,6 +340,7 @@ def main() -> None:
 
     posx_model, hf, hidden = both_models(cfg, args.seed, device)
     n_posx, n_hf = posx_model.num_params(), hf.num_parameters()
+    assert abs(n_hf - n_posx) <= 0.01 * n_posx, (n_hf, n_posx)
     sides = {
         "posx": Side(posx_model, posx_model, posx_model.flops_per_token(args.context)),
         "transformers": Side(hf, Logits(hf), flops_per_token(n_hf, cfg)),

@@ -172,8 +172,10 @@ def main() -> None:
     cfg = eval_config(args, common)
     device = pick_device(cfg.device)
     parent = measure_parent(parent_dir, cfg, device)
-    T, ppl_1x, parent_val = parent.T, parent.ppl_1x, parent.val_loss
-    print(f"parent {parent_dir}: T={T}, ppl at 1x {ppl_1x:.3f} (eval), {math.exp(parent_val):.3f} (val estimator)")
+    print(
+        f"parent {parent_dir}: T={parent.T}, ppl at 1x {parent.ppl_1x:.3f} (eval), "
+        f"{math.exp(parent.val_loss):.3f} (val estimator)"
+    )
 
     rows = []
     stamp = time.strftime("%Y%m%d-%H%M%S")

@@ -27,6 +27,7 @@ from posx.cli_examples import (
 )
 from posx.config.compose import compose, to_yaml
 from posx.config.evalsettings import eval_config
+from posx.config.resume import SAFE
 from posx.core import distributed, files
 from posx.core.console import new_console
 from posx.core.errors import PosxError
@@ -67,9 +68,7 @@ def train(
         "--resume",
         metavar="RUN",
         help="Continue RUN (a path or a name under results/runs) from its last checkpoint, with its saved "
-        "config; overrides may only change where and how it runs (device, threads, logger, results_dir, "
-        "data.cache_dir, train.compile, train.tf32, train.micro_batch_size), checkpoint/validation "
-        "frequency and eval.*.",
+        "config; overrides may only change " + ", ".join(f"{key}.*" if key == "eval" else key for key in SAFE) + ".",
     ),
 ) -> None:
     """Train a GPT; writes results/runs/<name>/ (config, metrics, checkpoint, weights).

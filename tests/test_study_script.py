@@ -17,13 +17,18 @@ from posx.config.compose import compose
 REPO = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture(scope="module")
-def study():
-    spec = importlib.util.spec_from_file_location("reference_study", REPO / "scripts" / "reference_study.py")
+def _script(name: str):
+    """scripts/<name>.py imported as a module."""
+    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclass resolves annotations through sys.modules
+    sys.modules[spec.name] = module  # a dataclass resolves its annotations through sys.modules
     spec.loader.exec_module(module)
     return module
+
+
+@pytest.fixture(scope="module")
+def study():
+    return _script("reference_study")
 
 
 def _args(tmp_path: Path, preset: str = "cpu", seeds=(0, 1, 2)) -> argparse.Namespace:
@@ -86,10 +91,7 @@ def test_finished_work_is_skipped_and_a_stopped_run_resumes(study, tmp_path):
 
 @pytest.fixture(scope="module")
 def notes():
-    spec = importlib.util.spec_from_file_location("study_notes", REPO / "scripts" / "study_notes.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return _script("study_notes")
 
 
 def test_the_committed_claims_follow_from_the_committed_tables(notes):
