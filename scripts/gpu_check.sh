@@ -7,7 +7,8 @@
 #
 #   PYTHON=...      the interpreter (default python3)
 #   WHEELS=DIR      the wheels of scripts/wheelhouse.sh (default .wheelhouse): installed with
-#                   pip --no-index, and only when an import posx needs is missing
+#                   pip --no-index, and only when an import posx needs is missing; into the
+#                   interpreter's environment, or OUT/site where that is not writable
 #   DEADLINE_S=N    the steps' budget in seconds (default 510: with the kill grace and the report,
 #                   9 minutes at most); a step whose limit does
 #                   not fit in what is left is skipped and reported as such
@@ -80,6 +81,7 @@ config = t.LlamaConfig(vocab_size=256, hidden_size=256, intermediate_size=688, n
                        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256)
 t.LlamaForCausalLM(config).save_pretrained(sys.argv[1])'
 NEEDED="import hydra, omegaconf, antlr4, tabulate, yaml, pytest"
+WANTED=("hydra-core>=1.3.2,<1.4" "omegaconf>=2.3" "antlr4-python3-runtime==4.9.*" "tabulate>=0.9" "pyyaml>=6" "pytest>=7.4")
 
 if [ "$DRY" = 0 ]; then
   # Install from the wheelhouse only what is missing; never torch (pinned), never posx itself.
@@ -87,7 +89,14 @@ if [ "$DRY" = 0 ]; then
     PIN="$OUT/installed-torch.txt"
     "$PY" -c "import torch; print('torch==' + torch.__version__)" >"$PIN" || exit 2
     step "install from the wheelhouse" 120 "$PY" -m pip install --no-index --find-links "$WHEELS" --constraint "$PIN" \
-      "hydra-core>=1.3.2,<1.4" "omegaconf>=2.3" "antlr4-python3-runtime==4.9.*" "tabulate>=0.9" "pyyaml>=6" "pytest>=7.4"
+      "${WANTED[@]}"
+    if ! "$PY" -c "$NEEDED" 2>/dev/null; then
+      # The interpreter's environment is not writable (a shared or system Python): install into
+      # OUT/site instead and put it on the path; the box's own packages stay as they are.
+      step "install from the wheelhouse into OUT/site" 120 "$PY" -m pip install --no-index --find-links "$WHEELS" \
+        --constraint "$PIN" --target "$OUT/site" "${WANTED[@]}"
+      export PYTHONPATH="$PYTHONPATH:$OUT/site"
+    fi
   fi
   if ! "$PY" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"; then
     echo "gpu_check.sh: no CUDA GPU visible to $PY (torch.cuda.is_available() is false); nothing run" >&2
