@@ -16,13 +16,13 @@
 # posx itself is not installed: it runs from the checkout (python -m posx). The box's torch
 # is never touched: the install pins the installed torch with a constraint and installs only
 # what is missing. The steps, each under `timeout -k`:
-#   1. the tests marked `cuda` (flex against SDPA, inductor graph counts per length);
-#   2. experiment=gpu_small RoPE, compiled and eager: tokens/s, MFU, loss curves;
-#   3. torchrun --standalone --nproc_per_node=1 against the single (eager) process: losses;
-#   4. ALiBi and T5 with model.attention=flex, compiled, bf16 training and 1x-8x evaluation;
+#   1. experiment=gpu_small RoPE, compiled and eager: tokens/s, MFU, loss curves;
+#   2. torchrun --standalone --nproc_per_node=1 against the single (eager) process: losses;
+#   3. ALiBi and T5 with model.attention=flex, compiled, bf16 training and 1x-8x evaluation;
+#   4. posx eval-extrapolate of a transformers Llama built from a config and saved here, bf16;
 #   5. evaluation peak memory at 1x and 8x for ALiBi and T5 flex (bench_encodings);
-#   6. bench_peer: posx against the transformers Llama of equal size, eager and compiled;
-#   7. posx eval-extrapolate of a transformers Llama built from a config and saved here, bf16.
+#   6. bench_peer: posx against the transformers Llama of equal size, both eager, both compiled;
+#   7. the tests marked `cuda` (flex against SDPA, inductor graph counts per length).
 # Nothing is downloaded: the corpus is the interpreter's standard library.
 set -u -o pipefail
 if [ $# -lt 1 ] || [ -z "$1" ] || [ "${1#-}" != "$1" ]; then
@@ -80,8 +80,11 @@ torch.manual_seed(0)
 config = t.LlamaConfig(vocab_size=256, hidden_size=256, intermediate_size=688, num_hidden_layers=4,
                        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256)
 t.LlamaForCausalLM(config).save_pretrained(sys.argv[1])'
-NEEDED="import hydra, omegaconf, antlr4, tabulate, yaml, pytest"
-WANTED=("hydra-core>=1.3.2,<1.4" "omegaconf>=2.3" "antlr4-python3-runtime==4.9.*" "tabulate>=0.9" "pyyaml>=6" "pytest>=7.4")
+# What a box typically lacks (scripts/offline-wheels.txt), and a check that every one is installed.
+mapfile -t WANTED < <(grep -v '^#' scripts/offline-wheels.txt | grep .)
+NEEDED='import re, sys, importlib.metadata as m
+for line in open("scripts/offline-wheels.txt"):
+    if line.strip() and not line.startswith("#"): m.version(re.split("[<>=!~ ]", line.strip())[0])' 
 
 if [ "$DRY" = 0 ]; then
   # Install from the wheelhouse only what is missing; never torch (pinned), never posx itself.
@@ -103,21 +106,22 @@ if [ "$DRY" = 0 ]; then
     exit 2
   fi
 fi
-step "cuda tests" 120 "$PY" -m pytest -q -m cuda -p no:cacheprovider tests
-step "gpu_small rope compiled" 75 "$PY" -m posx train "${RUN[@]}" pos=rope train.compile=true name=rope-compiled
+step "gpu_small rope compiled" 100 "$PY" -m posx train "${RUN[@]}" pos=rope train.compile=true name=rope-compiled
 step "gpu_small rope eager" 40 "$PY" -m posx train "${RUN[@]}" pos=rope train.compile=false name=rope-eager
 step "torchrun, one rank" 45 "$PY" -m torch.distributed.run --standalone --nproc_per_node=1 -m posx train \
   "${RUN[@]}" pos=rope train.compile=false name=rope-torchrun
-step "alibi flex compiled" 70 "$PY" -m posx train "${RUN[@]}" pos=alibi model.attention=flex train.compile=true \
+step "alibi flex compiled" 90 "$PY" -m posx train "${RUN[@]}" pos=alibi model.attention=flex train.compile=true \
   name=alibi-flex
-step "t5 flex compiled" 70 "$PY" -m posx train "${RUN[@]}" pos=t5 model.attention=flex train.compile=true name=t5-flex
+step "t5 flex compiled" 90 "$PY" -m posx train "${RUN[@]}" pos=t5 model.attention=flex train.compile=true name=t5-flex
 step "transformers llama saved" 20 "$PY" -c "$LLAMA" "$OUT/llama"
 step "transformers llama eval-extrapolate bf16" 30 "$PY" -m posx eval-extrapolate "$OUT/llama" device=cuda \
   eval.tokens=8192 "eval.methods=[none,yarn]" eval.passkey.enabled=false "eval.tasks=[]"
-step "eval memory 1x/8x, flex" 45 "$PY" -m benchmarks.bench_encodings --device cuda --model small --context 512 \
+step "eval memory 1x/8x, flex" 120 "$PY" -m benchmarks.bench_encodings --device cuda --model small --context 512 \
   --attention flex --encodings alibi t5 --factors 1 8 --batch-tokens 65536 --skip-train --out "$OUT/encodings-flex.json"
-step "bench_peer eager" 40 "$PY" -m benchmarks.bench_peer "${PEER[@]}" --out "$OUT/peer-eager.json"
-step "bench_peer compiled" 75 "$PY" -m benchmarks.bench_peer "${PEER[@]}" --compile --out "$OUT/peer-compiled.json"
+step "bench_peer eager" 60 "$PY" -m benchmarks.bench_peer "${PEER[@]}" --posx-compile false --out "$OUT/peer-eager.json"
+step "bench_peer compiled" 90 "$PY" -m benchmarks.bench_peer "${PEER[@]}" --compile --out "$OUT/peer-compiled.json"
+# The tests last: their compiles take what the measurements leave (each case compiles per length).
+step "cuda tests" 120 "$PY" -m pytest -q -m cuda -p no:cacheprovider tests
 
 HEADER=$("$PY" -c 'import json, subprocess, sys, torch
 def out(*cmd):

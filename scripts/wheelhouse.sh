@@ -4,10 +4,7 @@
 #
 #   bash scripts/wheelhouse.sh [DIR]      # DIR defaults to .wheelhouse (git-ignored)
 #
-# The box is assumed to have Python 3.12, its own CUDA torch and triton, transformers, numpy,
-# pandas, typer, rich, matplotlib, safetensors, tokenizers and pyyaml (transformers needs it);
-# it lacks hydra-core, omegaconf and antlr4-python3-runtime (hydra's grammar runtime), and
-# often tabulate (pandas' to_markdown) and pytest (the CUDA tests). Those, with what they
+# What the box lacks is listed in scripts/offline-wheels.txt; those wheels, with what they
 # depend on, are collected twice: for CPython 3.12 manylinux x86_64 (the box) and for the
 # interpreter running this script (PYTHON=..., default python3), so the same folder also
 # serves a box like this machine. antlr4-python3-runtime 4.9 exists on the index only as a
@@ -16,16 +13,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 DIR=${1:-.wheelhouse}
 PY=${PYTHON:-python3}
-# What the box lacks, at the versions pyproject.toml asks for (hydra pins antlr4 4.9.*).
-WANTED=("hydra-core>=1.3.2,<1.4" "omegaconf>=2.3" "antlr4-python3-runtime==4.9.*" "tabulate>=0.9" "pyyaml>=6" "pytest>=7.4")
+mapfile -t WANTED < <(grep -v '^#' scripts/offline-wheels.txt | grep .)
 mkdir -p "$DIR"
 
 echo "== antlr4-python3-runtime: a wheel built from its source package" >&2
-"$PY" -m pip wheel --quiet --no-deps --wheel-dir "$DIR" "antlr4-python3-runtime==4.9.*"
+"$PY" -m pip wheel --quiet --no-deps --wheel-dir "$DIR" "$(printf '%s\n' "${WANTED[@]}" | grep '^antlr4')"
 
 echo "== CPython 3.12, manylinux x86_64 (the GPU box)" >&2
 "$PY" -m pip download --quiet --dest "$DIR" --find-links "$DIR" --only-binary=:all: \
-  --platform manylinux2014_x86_64 --platform manylinux_2_28_x86_64 --python-version 3.12 --implementation cp \
+  --platform manylinux2014_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_28_x86_64 --python-version 3.12 --implementation cp \
   --abi cp312 --abi abi3 --abi none "${WANTED[@]}"
 
 echo "== $("$PY" -c 'import sys; print(sys.implementation.name, sys.version.split()[0])') (this interpreter)" >&2

@@ -5,6 +5,7 @@ files shaped as the steps write them (benchmarks/gpu_report.py)."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -83,3 +84,23 @@ def test_summary_figures_and_goals_from_the_steps_files(tmp_path):
     assert goals["eval_memory_8x_over_1x_t5"]["met"] is None  # not measured: unjudged
     assert s["counts"] == {"ok": 1}
     assert "| bf16 MFU of gpu_small, compiled | >= 0.4 | 0.45 | True |" in gpu_report.markdown(s, tmp_path)
+
+
+# What scripts/offline-wheels.txt assumes a GPU box already has (its comment says the same).
+ON_THE_BOX = {"torch", "transformers", "numpy", "pandas", "typer", "rich", "matplotlib", "safetensors", "tokenizers"}
+
+
+def requirement_name(line):
+    return re.split(r"[<>=!~ \[;]", line.strip(), maxsplit=1)[0].lower()
+
+
+def test_the_offline_wheels_cover_every_dependency_a_box_lacks():
+    """A dependency added to pyproject.toml and not to the wheel list breaks every command on an
+    offline box (posx would not import); this holds the two together."""
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    deps = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+    lines = (REPO / "scripts" / "offline-wheels.txt").read_text().splitlines()
+    wheels = {requirement_name(x) for x in lines if x.strip() and not x.startswith("#")}
+    missing = {requirement_name(d) for d in deps} - ON_THE_BOX - wheels
+    assert not missing, f"add {sorted(missing)} to scripts/offline-wheels.txt"
+    assert "pytest" in wheels and not wheels & ON_THE_BOX
