@@ -41,7 +41,8 @@ DRY=0
 [ "${2:-}" = "--dry-run" ] && DRY=1
 PY=${PYTHON:-python3}
 DEADLINE_S=${DEADLINE_S:-510}
-export COLUMNS=200 OMP_NUM_THREADS=${OMP_NUM_THREADS:-8} PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+# POSX_DEBUG: a failing posx command prints its whole traceback into the step's log.
+export COLUMNS=200 OMP_NUM_THREADS=${OMP_NUM_THREADS:-8} PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" POSX_DEBUG=1
 mkdir -p "$OUT/logs"
 : >"$OUT/steps.jsonl"
 START=$(date +%s)
@@ -116,12 +117,14 @@ step "t5 flex compiled" 90 "$PY" -m posx train "${RUN[@]}" pos=t5 model.attentio
 step "transformers llama saved" 20 "$PY" -c "$LLAMA" "$OUT/llama"
 step "transformers llama eval-extrapolate bf16" 30 "$PY" -m posx eval-extrapolate "$OUT/llama" device=cuda \
   eval.tokens=8192 "eval.methods=[none,yarn]" eval.passkey.enabled=false "eval.tasks=[]"
-step "eval memory 1x/8x, flex" 120 "$PY" -m benchmarks.bench_encodings --device cuda --model small --context 512 \
+step "eval memory 1x/8x, flex" 90 "$PY" -m benchmarks.bench_encodings --device cuda --model small --context 512 \
   --attention flex --encodings alibi t5 --factors 1 8 --batch-tokens 65536 --skip-train --out "$OUT/encodings-flex.json"
 step "bench_peer eager" 60 "$PY" -m benchmarks.bench_peer "${PEER[@]}" --posx-compile false --out "$OUT/peer-eager.json"
 step "bench_peer compiled" 90 "$PY" -m benchmarks.bench_peer "${PEER[@]}" --compile --out "$OUT/peer-compiled.json"
-# The tests last: their compiles take what the measurements leave (each case compiles per length).
-step "cuda tests" 120 "$PY" -m pytest -q -m cuda -p no:cacheprovider tests
+# The tests last, with whatever time the measurements leave (each case compiles per length);
+# -v names each test as it ends, so a timeout still says which passed.
+REST=$((DEADLINE_S - ($(date +%s) - START) - 5))
+step "cuda tests" $((REST > 60 ? REST : 60)) "$PY" -m pytest -v -m cuda -p no:cacheprovider tests
 
 HEADER=$("$PY" -c 'import json, subprocess, sys, torch
 def out(*cmd):

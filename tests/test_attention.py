@@ -105,6 +105,31 @@ def test_flex_matches_sdpa_on_cuda(pos, n_head, per_layer, ieee_fp32):
     check(pos, n_head, per_layer, "cuda", 2e-3)
 
 
+def test_t5_flex_tiles_fit_torchs_rules():
+    """T5's CUDA tile sizes must divide the BlockMask's blocks, and the backward's pairs must
+    nest as torch's flex lowering requires, or every compiled T5 + flex run stops."""
+    options = GPT(GPTConfig(n_layer=1, n_head=2, d_model=16, pos="t5", attention="flex")).pos.flex_kernel_options
+    q_block, kv_block = attention.causal_block_mask(256, torch.device("cpu")).BLOCK_SIZE
+    for key, block in (("BLOCK_M", q_block), ("BLOCK_N", kv_block), ("BLOCK_M1", q_block), ("BLOCK_N2", kv_block)):
+        assert block % options[key] == 0, key
+    assert options["BLOCK_N1"] % options["BLOCK_M1"] == 0 and options["BLOCK_M2"] % options["BLOCK_N2"] == 0
+
+
+@pytest.mark.cuda
+def test_t5_flex_trains_compiled_in_bf16_at_head_dim_64():
+    """The shape that stopped compiled training on an H200 with torch's default tiles (T5's
+    gathered table needed 272 KiB of shared memory): head dim 64, bf16 autocast, T = 512."""
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(n_layer=2, n_head=8, d_model=512, pos="t5", attention="flex")).cuda()
+    step = torch.compile(model)
+    x = torch.randint(0, 256, (4, 513), device="cuda")
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        _, loss = step(x[:, :-1], x[:, 1:])
+    loss.backward()
+    table = model.pos.tables[0].weight.grad
+    assert torch.isfinite(loss) and table is not None and table.abs().sum() > 0
+
+
 def test_flex_without_a_bias_is_sdpa():
     """Encodings without a bias attend through SDPA's causal path whatever model.attention says."""
     torch.manual_seed(0)

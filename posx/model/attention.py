@@ -40,10 +40,12 @@ ScoreMod = Callable[[Tensor, Tensor, Tensor, Tensor, Tensor], Tensor]
 
 @dataclass
 class FlexBias:
-    """What one layer's flex attention needs: the encoding's score_mod and the causal block mask."""
+    """What one layer's flex attention needs: the encoding's score_mod, the causal block mask,
+    and the encoding's Triton tile sizes for CUDA (None: torch's defaults)."""
 
     score_mod: ScoreMod
     block_mask: BlockMask
+    kernel_options: dict | None = None
 
 
 def _causal(b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
@@ -96,11 +98,13 @@ def _flex_fn(device: torch.device):
     return _compiled_or_loud
 
 
-def _compiled_or_loud(q: Tensor, k: Tensor, v: Tensor, score_mod: ScoreMod, block_mask: BlockMask) -> Tensor:
+def _compiled_or_loud(
+    q: Tensor, k: Tensor, v: Tensor, score_mod: ScoreMod, block_mask: BlockMask, kernel_options: dict | None = None
+) -> Tensor:
     """Compiled FlexAttention; where compiling fails, the eager flex with a warning that names
     the cause (the eager path materialises (B, H, L, L) scores: slow, and large at long L)."""
     try:
-        return _compiled[0](q, k, v, score_mod=score_mod, block_mask=block_mask)
+        return _compiled[0](q, k, v, score_mod=score_mod, block_mask=block_mask, kernel_options=kernel_options)
     except Exception as exc:  # any compile failure: fall back, but never silently
         cause = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
         warnings.warn(
@@ -109,7 +113,7 @@ def _compiled_or_loud(q: Tensor, k: Tensor, v: Tensor, score_mod: ScoreMod, bloc
             FlexFallbackWarning,
             stacklevel=2,
         )
-        return flex_attention(q, k, v, score_mod=score_mod, block_mask=block_mask)
+        return flex_attention(q, k, v, score_mod=score_mod, block_mask=block_mask, kernel_options=kernel_options)
 
 
 def attend(q: Tensor, k: Tensor, v: Tensor, bias: Tensor | FlexBias | None, dropout: float) -> Tensor:
@@ -119,7 +123,9 @@ def attend(q: Tensor, k: Tensor, v: Tensor, bias: Tensor | FlexBias | None, drop
     a ``FlexBias`` (FlexAttention; dropout must be 0 there).
     """
     if isinstance(bias, FlexBias):
-        return _flex_fn(q.device)(q, k, v, score_mod=bias.score_mod, block_mask=bias.block_mask)
+        # Tile sizes are Triton's: on the CPU torch picks its own.
+        options = bias.kernel_options if q.device.type == "cuda" else None
+        return _flex_fn(q.device)(q, k, v, score_mod=bias.score_mod, block_mask=bias.block_mask, kernel_options=options)
     if bias is None:
         return F.scaled_dot_product_attention(q, k, v, is_causal=True, dropout_p=dropout)
     # (1, H, T, T) broadcast over the batch, never expanded

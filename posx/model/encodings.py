@@ -181,6 +181,21 @@ class T5Bias(PositionalEncoding):
     layers as in T5, or one table per layer when ``per_layer``."""
 
     kind = "t5"
+    # The score_mod gathers the table at the bucket of every score. With torch's H100/H200
+    # default forward tiles (128 x 128, 3 pipeline stages) the fused kernel asked for 272 KiB of
+    # shared memory, past the GPU's 227 KiB, and compiled training stopped (torch 2.11, H200).
+    # Half the tiles and no pipelining, a configuration torch itself uses for other shapes:
+    # forward 64 x 64, backward 32/64/64/32 (BLOCK_N1 a multiple of BLOCK_M1, BLOCK_M2 of
+    # BLOCK_N2, all dividing the BlockMask's 128-token blocks, as torch requires).
+    flex_kernel_options = {
+        "BLOCK_M": 64,
+        "BLOCK_N": 64,
+        "BLOCK_M1": 32,
+        "BLOCK_N1": 64,
+        "BLOCK_M2": 64,
+        "BLOCK_N2": 32,
+        "num_stages": 1,
+    }
 
     def __init__(
         self, n_head: int, n_layer: int, num_buckets: int = 32, max_distance: int = 128, per_layer: bool = False

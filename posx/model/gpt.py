@@ -130,7 +130,7 @@ class GPT(nn.Module):
             mods = [self.pos.score_mod(layer) for layer in range(n)]
             if mods[0] is not None:
                 block_mask = causal_block_mask(T, device)
-                return [FlexBias(mod, block_mask) for mod in mods]
+                return [FlexBias(mod, block_mask, self.pos.flex_kernel_options) for mod in mods]
         return self.pos.attn_masks(T, n, dtype, device)
 
     def forward(self, idx: Tensor, targets: Tensor | None = None, offset: int = 0) -> tuple[Tensor, Tensor | None]:

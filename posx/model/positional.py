@@ -51,6 +51,10 @@ class PositionalEncoding(nn.Module):
         module-level function), so a compiled FlexAttention shares one graph across layers."""
         return None
 
+    # FlexAttention's Triton tile sizes on CUDA for this encoding's score_mod; None: torch's
+    # own per-GPU defaults. Passed only on CUDA (posx.model.attention).
+    flex_kernel_options: dict | None = None
+
     def max_length(self) -> int | None:
         return None  # longest sequence it represents; None: unbounded
 
