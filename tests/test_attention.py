@@ -42,7 +42,7 @@ def pair(pos: str, n_head: int, per_layer: bool, device: str = "cpu") -> tuple[G
     cfg = GPTConfig(
         n_layer=2,
         n_head=n_head,
-        d_model=8 * n_head,
+        d_model=16 * n_head,  # head dim 16: Triton's tl.dot wants every dimension >= 16
         pos=pos,
         max_positions=T,
         t5_num_buckets=8,
