@@ -6,6 +6,7 @@ after training stops a run before its first step."""
 from __future__ import annotations
 
 import copy
+import re
 
 import pytest
 import torch
@@ -72,3 +73,12 @@ def test_train_with_too_little_data_for_its_evaluation_stops_before_any_step(tmp
     assert proc.returncode == 2 and "before training" in proc.stderr and "Traceback" not in proc.stderr
     assert "train 1/" not in proc.stdout
     assert not (tmp_path / "results" / "runs" / "small").exists()
+
+
+def test_progress_shows_no_validation_loss_before_the_first_validation(tmp_path, tiny_args):
+    """Until the first validation (train.eval_every=3 in the tiny run) the line says "val -",
+    not "val nan"; after it, the estimate."""
+    proc = run_posx("train", "name=progress", *tiny_args, "eval.after_train=false", cwd=tmp_path)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("train ")]
+    assert lines and " val - " in lines[0] and "nan" not in proc.stdout, proc.stdout
+    assert re.search(r" val \d+\.\d{3} ", lines[-1]), lines[-1]

@@ -325,7 +325,8 @@ def record(state: LoopState, train_loss: float, lr: float, tracker: Tracker, pro
         },
         done,
     )
-    progress.advance(f"loss {train_loss:.3f} val {state.val_loss:.3f} lr {lr:.1e} {tok_s / 1e3:.1f}k tok/s")
+    val = "-" if math.isnan(state.val_loss) else f"{state.val_loss:.3f}"  # "-" until the first validation
+    progress.advance(f"loss {train_loss:.3f} val {val} lr {lr:.1e} {tok_s / 1e3:.1f}k tok/s")
 
 
 def validate(state: LoopState) -> None:
