@@ -15,12 +15,12 @@ round (``benchmarks.harness.interleaved``), so a noisy shared machine affects al
 alike. The figure is the median over rounds of tokens/s, and the ratio is the median of the
 per-round ratios to RoPE.
 
-Memory: each (encoding, factor) runs in a fresh subprocess on the CPU, and in this process on
-CUDA (where the allocator's peak resets exactly and the compiled FlexAttention is reused:
-four fresh processes each compiling it outran the GPU check's two minutes); the case builds
-the model, makes one
-evaluation batch (eval.batch_tokens tokens as windows of L = factor x T, as posx.evaluate
-does), then scores it with the real ``evaluate.window_nll``. On the CPU the figure is the
+Memory: each (encoding, factor) case builds the model, makes one evaluation batch
+(eval.batch_tokens tokens as windows of L = factor x T, as posx.evaluate does), then scores it
+with the real ``evaluate.window_nll``. On the CPU each case runs in a fresh subprocess; on CUDA
+all run in this process, where the allocator's peak resets exactly and the compiled
+FlexAttention is reused (four fresh processes, each compiling it, outran the GPU check's two
+minutes). On the CPU the figure is the
 process's peak resident memory during that call minus its resident memory just before:
 the peak (VmHWM) is reset through /proc/self/clear_refs first, so memory touched while
 importing torch does not hide a smaller peak, and a warm-up call on a single window first

@@ -83,9 +83,9 @@ config = t.LlamaConfig(vocab_size=256, hidden_size=256, intermediate_size=688, n
 t.LlamaForCausalLM(config).save_pretrained(sys.argv[1])'
 # What a box typically lacks (scripts/offline-wheels.txt), and a check that every one is installed.
 mapfile -t WANTED < <(grep -v '^#' scripts/offline-wheels.txt | grep .)
-NEEDED='import re, sys, importlib.metadata as m
+NEEDED='import re, importlib.metadata as m
 for line in open("scripts/offline-wheels.txt"):
-    if line.strip() and not line.startswith("#"): m.version(re.split("[<>=!~ ]", line.strip())[0])' 
+    if line.strip() and not line.startswith("#"): m.version(re.split("[<>=!~ ]", line.strip())[0])'
 
 if [ "$DRY" = 0 ]; then
   # Install from the wheelhouse only what is missing; never torch (pinned), never posx itself.
