@@ -9,6 +9,10 @@
 #   WHEELS=DIR      the wheels of scripts/wheelhouse.sh (default .wheelhouse): installed with
 #                   pip --no-index, and only when an import posx needs is missing; into the
 #                   interpreter's environment, or OUT/site where that is not writable
+#   ONLY=a,b        run only the steps whose names contain one of these parts (the rest are
+#                   reported as skipped), e.g. ONLY="t5 flex,cuda tests" after a fix; a step
+#                   that reads another's output (the Llama evaluation, the loss comparisons)
+#                   needs that one selected too
 #   DEADLINE_S=N    the steps' budget in seconds (default 510: with the kill grace and the report,
 #                   9 minutes at most); a step whose limit does
 #                   not fit in what is left is skipped and reported as such
@@ -41,6 +45,7 @@ DRY=0
 [ "${2:-}" = "--dry-run" ] && DRY=1
 PY=${PYTHON:-python3}
 DEADLINE_S=${DEADLINE_S:-510}
+CHECKING=0  # 1 once the install is done: from there on ONLY selects the steps
 # POSX_DEBUG: a failing posx command prints its whole traceback into the step's log.
 export COLUMNS=200 OMP_NUM_THREADS=${OMP_NUM_THREADS:-8} PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" POSX_DEBUG=1
 mkdir -p "$OUT/logs"
@@ -55,11 +60,23 @@ print(json.dumps({"name": n, "status": s, "rc": int(rc), "seconds": int(t), "lim
                   "command": " ".join(cmd)}))' "$name" "$status" "$rc" "$secs" "$limit" "$log" "$@" >>"$OUT/steps.jsonl"
 }
 
+# selected NAME: whether ONLY (comma-separated parts of step names) is unset or names this step
+selected() {
+  local part parts
+  [ -z "${ONLY:-}" ] && return 0
+  IFS=',' read -ra parts <<<"$ONLY"
+  for part in "${parts[@]}"; do [ -n "$part" ] && [[ "$1" == *"$part"* ]] && return 0; done
+  return 1
+}
+
 # step NAME LIMIT_S COMMAND...: run it under timeout -k, its output into OUT/logs/NAME.log
 step() {
   local name=$1 limit=$2; shift 2
   local left=$((DEADLINE_S - ($(date +%s) - START))) log t0 rc status
   log="logs/$(printf '%s' "$name" | tr -c 'A-Za-z0-9' '-').log"
+  if [ "$CHECKING" = 1 ] && ! selected "$name"; then
+    record "$name" "skipped: not in ONLY" 0 0 "$limit" "" "$@"; return 0
+  fi
   echo "== $name (limit ${limit}s, ${left}s left)" >&2
   if [ "$DRY" = 1 ]; then record "$name" dry-run 0 0 "$limit" "" "$@"; return 0; fi
   if [ "$limit" -gt "$left" ]; then
@@ -107,6 +124,7 @@ if [ "$DRY" = 0 ]; then
     exit 2
   fi
 fi
+CHECKING=1
 step "gpu_small rope compiled" 100 "$PY" -m posx train "${RUN[@]}" pos=rope train.compile=true name=rope-compiled
 step "gpu_small rope eager" 40 "$PY" -m posx train "${RUN[@]}" pos=rope train.compile=false name=rope-eager
 step "torchrun, one rank" 45 "$PY" -m torch.distributed.run --standalone --nproc_per_node=1 -m posx train \

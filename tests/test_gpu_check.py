@@ -44,6 +44,19 @@ def test_dry_run_lists_every_step_and_writes_report_and_summary(tmp_path):
     assert "| cuda tests | dry-run |" in (out / "report.md").read_text()
 
 
+@pytest.mark.slow
+def test_only_runs_the_named_steps_and_reports_the_rest_as_skipped(tmp_path):
+    out = tmp_path / "check"
+    env = {"PATH": "/usr/bin:/bin", "PYTHON": sys.executable, "HOME": str(tmp_path), "ONLY": "t5 flex,cuda tests"}
+    proc = subprocess.run(
+        ["bash", str(REPO / "scripts" / "gpu_check.sh"), str(out), "--dry-run"], env=env, capture_output=True, text=True
+    )
+    assert proc.returncode == 0, proc.stderr
+    status = {s["name"]: s["status"] for s in json.loads((out / "summary.json").read_text())["steps"]}
+    assert {n for n, s in status.items() if s == "dry-run"} == {"t5 flex compiled", "cuda tests"}
+    assert {s for n, s in status.items() if n not in ("t5 flex compiled", "cuda tests")} == {"skipped: not in ONLY"}
+
+
 def write_run(root, name, losses, tok_s, mfu):
     run = root / "runs" / name
     run.mkdir(parents=True)
