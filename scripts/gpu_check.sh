@@ -100,18 +100,17 @@ config = t.LlamaConfig(vocab_size=256, hidden_size=256, intermediate_size=688, n
 t.LlamaForCausalLM(config).save_pretrained(sys.argv[1])'
 # What a box typically lacks (scripts/offline-wheels.txt), and a check that every one is installed.
 mapfile -t WANTED < <(grep -v '^#' scripts/offline-wheels.txt | grep .)
-NEEDED='import re, importlib.metadata as m
-for line in open("scripts/offline-wheels.txt"):
-    if line.strip() and not line.startswith("#"): m.version(re.split("[<>=!~ ]", line.strip())[0])'
+NEEDED='import re, sys, importlib.metadata as m
+for requirement in sys.argv[1:]: m.version(re.split("[<>=!~ ]", requirement)[0])'
 
 if [ "$DRY" = 0 ]; then
   # Install from the wheelhouse only what is missing; never torch (pinned), never posx itself.
-  if ! "$PY" -c "$NEEDED" 2>/dev/null; then
+  if ! "$PY" -c "$NEEDED" "${WANTED[@]}" 2>/dev/null; then
     PIN="$OUT/installed-torch.txt"
     "$PY" -c "import torch; print('torch==' + torch.__version__)" >"$PIN" || exit 2
     step "install from the wheelhouse" 120 "$PY" -m pip install --no-index --find-links "$WHEELS" --constraint "$PIN" \
       "${WANTED[@]}"
-    if ! "$PY" -c "$NEEDED" 2>/dev/null; then
+    if ! "$PY" -c "$NEEDED" "${WANTED[@]}" 2>/dev/null; then
       # The interpreter's environment is not writable (a shared or system Python): install into
       # OUT/site instead and put it on the path; the box's own packages stay as they are.
       step "install from the wheelhouse into OUT/site" 120 "$PY" -m pip install --no-index --find-links "$WHEELS" \
