@@ -25,7 +25,7 @@ from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
-from hydra.errors import HydraException
+from hydra.errors import HydraException, OverrideParseException
 from hydra.types import RunMode
 from omegaconf import DictConfig
 from omegaconf.errors import OmegaConfBaseException
@@ -63,6 +63,9 @@ def user_errors() -> Iterator[None]:
     except Preempted as exc:
         say(err, "stopped", "bold yellow", str(exc))
         raise SystemExit(Preempted.EXIT_CODE) from None
+    except OverrideParseException as exc:
+        say(err, "error", "bold red", command_line.unreadable(exc))
+        raise SystemExit(2) from None
     except (PosxError, HydraException, OmegaConfBaseException) as exc:
         say(err, "error", "bold red", str(exc))
         raise SystemExit(2) from None

@@ -177,6 +177,10 @@ BAD = [
     (["eval-extrapolate", "no-such-run"], "not found"),
     (["eval-extrapolate", "--latest"], "no runs under"),
     (["eval-extrapolate", "--latest", "eval.bogus=1"], "bogus"),
+    (["train", "data=text", "data.path=a[b]"], "cannot read the override data.path=a[b]: mismatched input"),
+    (["train", "-m", "seed=0,1", "eval.methods=[none,yarn"], "cannot read the override eval.methods=[none,yarn"),
+    (["eval-extrapolate", "{tmp}/run", "eval.factors=[1"], "cannot read the override eval.factors=[1", "run"),
+    (["data", "prepare", "data.path=a'b"], "an unclosed quote?"),
     # added with resume and safe loading (issue 5)
     (["train", "pos.name=bogus"], "pos.name=bogus is unknown"),
     (["train", "train.checkpoint_every=-1"], "train.checkpoint_every=-1 must be"),

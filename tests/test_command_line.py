@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import re
 import sys
 from pathlib import Path
 
 import pytest
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import OverrideParseException
 
 from posx.config import command_line
 from posx.core.errors import PosxError
@@ -55,3 +58,28 @@ def test_posx_uses_only_public_hydra():
         if private in p.read_text(encoding="utf-8")
     ]
     assert not found
+
+
+@pytest.mark.parametrize(
+    "override, reason",
+    [
+        ("data.path=a[b]", "mismatched input '['"),
+        ("eval.factors=[1,2", "eval.factors=[1,2"),
+        ("train.steps=1}", "extraneous input '}'"),
+        ("data.path=a'b", "an unclosed quote?"),
+    ],
+)
+def test_an_override_the_grammar_cannot_read_is_named_with_its_reason_and_a_fix_that_parses(override, reason):
+    parser = OverridesParser.create()
+    with pytest.raises(OverrideParseException) as caught:
+        parser.parse_overrides([override])
+    line = command_line.unreadable(caught.value)
+    assert line.startswith(f"cannot read the override {override}: ") and reason in line
+    assert "\n" not in line and "See https://" not in line
+    # the two fixes the line shows are overrides Hydra reads, to the values they promise
+    k = re.escape(override.split("=")[0])
+    fixes = re.findall(rf"\(({k}=\[1,2\])\)|\(({k}='a\[b\],c') or ({k}=\"it's\")\)", line)
+    shown = [f for group in fixes for f in group if f]
+    assert len(shown) == 3, line
+    values = [o.value() for o in parser.parse_overrides(shown)]
+    assert values == [[1, 2], "a[b],c", "it's"]

@@ -15,10 +15,15 @@ import sys
 from collections.abc import Iterator
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import OverrideParseException
 
 from posx.core.errors import PosxError
 
 INFO = ("all", "config", "defaults", "defaults-tree", "plugins", "searchpath")
+GRAMMAR = "https://hydra.cc/docs/advanced/override_grammar/basic/"
+# Lines of Hydra's parse report that are not its reason: the link, the caret under the lexer's
+# stop, and the headers that repeat the override.
+_NOT_REASON = ("See https://", "^", "Error parsing override", "LexerNoViableAltException")
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -53,6 +58,22 @@ def parser() -> argparse.ArgumentParser:
         p.add_argument(*flags)
     p.add_argument("--info", "-i", const="all", nargs="?", choices=INFO)
     return p
+
+
+def unreadable(exc: OverrideParseException) -> str:
+    """One line for an override Hydra's grammar cannot read: which one, the parser's reason,
+    and the two fixes that cover almost every case (close the list's bracket; quote a value that
+    holds grammar characters). Hydra's own message spreads this over several lines and does
+    not always name the override."""
+    lines = (line.strip() for line in exc.message.splitlines())
+    reasons = [line for line in lines if line and not line.startswith(_NOT_REASON)]
+    reason = reasons[0] if reasons else "a character it cannot read (an unclosed quote?)"
+    key = exc.override.split("=", 1)[0].lstrip("+~") or "key"
+    return (
+        f"cannot read the override {exc.override}: {reason}; a list needs its closing bracket ({key}=[1,2]) "
+        f"and a value that holds brackets, braces, commas or quotes needs quoting ({key}='a[b],c' or "
+        f"{key}=\"it's\") (Hydra's override grammar: {GRAMMAR})"
+    )
 
 
 def parse(args: list[str]) -> argparse.Namespace:
