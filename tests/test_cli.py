@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import torch
+import yaml
 
 from posx.eval.tables import COLUMNS
 
@@ -138,6 +139,18 @@ def _killed_run(tmp, request) -> None:
     (run / "model.json").unlink()
 
 
+def _duplicate_in_saved_settings(tmp, request) -> None:
+    """A run never evaluated whose training config lists a method twice (as an older posx let it)."""
+    run = _run_copy(tmp, request)
+    for name in ("eval.yaml", "extrapolation.csv", "extrapolation.md", "positions.csv", "passkey.csv", "tasks.csv"):
+        (run / name).unlink(missing_ok=True)
+    shutil.rmtree(run / "eval", ignore_errors=True)
+    config = run / "config.yaml"
+    cfg = yaml.safe_load(config.read_text())
+    cfg["eval"]["methods"] = ["none", "none"]
+    config.write_text(yaml.safe_dump(cfg))
+
+
 SETUPS = {
     "empty_dir": lambda tmp, request: (tmp / "empty").mkdir(),
     "empty_file": lambda tmp, request: (tmp / "empty.txt").write_bytes(b""),
@@ -153,6 +166,7 @@ SETUPS = {
     "vocab_mismatch": lambda tmp, request: _edit_meta(tmp, request, vocab_size=300),
     "layers_mismatch": lambda tmp, request: _edit_meta(tmp, request, n_layer=3),
     "meta_not_json": lambda tmp, request: (_run_copy(tmp, request) / "model.json").write_text("{not json"),
+    "duplicate_in_saved_settings": _duplicate_in_saved_settings,
 }
 
 # (arguments, text the one-line error must contain[, setup]); {tmp} is the test's directory.
@@ -181,6 +195,16 @@ BAD = [
     (["train", "-m", "seed=0,1", "eval.methods=[none,yarn"], "cannot read the override eval.methods=[none,yarn"),
     (["eval-extrapolate", "{tmp}/run", "eval.factors=[1"], "cannot read the override eval.factors=[1", "run"),
     (["data", "prepare", "data.path=a'b"], "an unclosed quote?"),
+    (["train", "eval.methods=[none,pi,none]"], "eval.methods lists none twice; give each value once"),
+    (["train", "eval.factors=[1,1.001]", "train.steps=1"], "eval.factors 1 and 1.001 both give length 128 at T=128"),
+    (["eval-extrapolate", "{tmp}/run", "eval.factors=[2,2.01]"], "2 and 2.01 both give length 64 at T=32", "run"),
+    (["eval-extrapolate", "{tmp}/run", "eval.tasks=[passkey,passkey]"], "eval.tasks lists passkey twice", "run"),
+    (
+        ["eval-extrapolate", "{tmp}/run"],
+        "eval.methods lists none twice; give each value once (the evaluation settings are those of the config "
+        "it was trained with",
+        "duplicate_in_saved_settings",
+    ),
     # added with resume and safe loading (issue 5)
     (["train", "pos.name=bogus"], "pos.name=bogus is unknown"),
     (["train", "train.checkpoint_every=-1"], "train.checkpoint_every=-1 must be"),

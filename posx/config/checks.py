@@ -23,6 +23,7 @@ from posx.core.device import COMPILE, check_device
 from posx.core.errors import PosxError
 from posx.core.trackers import check_tracker
 from posx.data.corpus import VOCAB_SIZE
+from posx.eval.scoring import eval_lengths
 from posx.model.config import GPTConfig
 from posx.model.encodings import ROTARY
 from posx.model.randomized import TAKES_POSITIONS
@@ -47,6 +48,16 @@ def _finite(node, key: str = "") -> None:
             _finite(v, f"{key}[{i}]")
     elif isinstance(node, float) and not math.isfinite(node):
         raise PosxError(f"{key}={node} must be a finite number")
+
+
+def _each_once(values, key: str) -> None:
+    """A list setting names each value once: a repeat would score (or mix) the same thing twice
+    and give the tables duplicate rows."""
+    seen: set = set()
+    for v in values:
+        if v in seen:
+            raise PosxError(f"{key} lists {v} twice; give each value once")
+        seen.add(v)
 
 
 def _in_range(value, low, high, key: str, closed_high: bool = False) -> None:
@@ -164,6 +175,9 @@ def _check_eval(ev) -> None:
             )
     if not ev.methods:
         raise PosxError("eval.methods is empty; give at least one, e.g. eval.methods=[none,pi]")
+    for values, key in ((ev.factors, "eval.factors"), (ev.methods, "eval.methods"), (ev.tasks, "eval.tasks")):
+        _each_once(values, key)
+    _each_once(ev.passkey.variants, "eval.passkey.variants")
     if ev.scale is not None and ev.scale < 1:
         raise PosxError(f"eval.scale={ev.scale} must be at least 1 (or null for L/T)")
     _positive(ev.tokens, "eval.tokens")
@@ -276,6 +290,7 @@ def _check_tasks(cfg) -> None:
     _in_range(cfg.data.task_mix, 0.0, 1.0, "data.task_mix", closed_high=True)
     if cfg.data.task_mix > 0 and not cfg.data.mix_tasks:
         raise PosxError("data.mix_tasks is empty; name the tasks to mix in, or set data.task_mix=0")
+    _each_once(cfg.data.mix_tasks, "data.mix_tasks")
 
 
 def check_train_config(cfg) -> None:
@@ -284,6 +299,7 @@ def check_train_config(cfg) -> None:
     method's frequencies computable at every factor (a longrope list of the wrong length)."""
     check_config(cfg)
     T = cfg.train.context_length
+    eval_lengths(cfg.eval.factors, T)
     shortest = round(min(cfg.eval.factors) * T)
     if cfg.eval.protocol == "sliding" and cfg.eval.stride is not None and cfg.eval.stride > shortest:
         raise PosxError(

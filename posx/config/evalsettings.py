@@ -63,5 +63,11 @@ def eval_config(run_dir: Path, composed: DictConfig, overrides: list[str]) -> tu
         key = override_key(override)
         if key == "eval" or key.startswith("eval."):
             OmegaConf.update(cfg, key, OmegaConf.select(composed, key), merge=False)
-    check_config(cfg)
+    try:
+        check_config(cfg)
+    except PosxError as exc:  # a value the user did not type may come from the run's settings: say so
+        raise PosxError(
+            f"{exc} (the evaluation settings are those of {source}, with the overrides on top; "
+            "--defaults starts from the defaults instead)"
+        ) from None
     return cfg, source

@@ -80,7 +80,7 @@ def _plan(model: GPT, meta: RunMeta, val: torch.Tensor, ev, val_docs, tokenizer)
     """The lengths, strides and scored tokens of an evaluation, checked before any row is
     computed: too little held-out text, too few documents or bad method parameters are one line."""
     T = meta.train_context
-    lengths = [round(f * T) for f in ev.factors]
+    lengths = scoring.eval_lengths(ev.factors, T)
     strides = [scoring.stride_for(ev.protocol, ev.stride, T, L) for L in lengths]
     n_tokens = scoring.tokens_for(ev.protocol, ev.tokens, lengths, strides)
     needed = max(scoring.tokens_needed(L, s, n_tokens) for L, s in zip(lengths, strides))

@@ -122,6 +122,21 @@ def interval(window_sum: np.ndarray, tokens: int) -> Interval:
     return Interval(se, math.exp(nll - q * se), math.exp(nll + q * se), n)
 
 
+def eval_lengths(factors, train_context: int) -> list[int]:
+    """The evaluated lengths, round(factor x T), in the order of ``factors``; two factors that
+    round to the same length are one line (they would score the same windows twice)."""
+    lengths: dict[int, float] = {}
+    for f in factors:
+        L = round(f * train_context)
+        if L in lengths:
+            raise PosxError(
+                f"eval.factors {lengths[L]:g} and {f:g} both give length {L} at T={train_context}; "
+                "give factors whose lengths differ"
+            )
+        lengths[L] = f
+    return list(lengths)
+
+
 def stride_for(protocol: str, stride: int | None, train_context: int, length: int) -> int:
     """Tokens scored per window: L for nonoverlapping; eval.stride (null: T/2) for sliding."""
     if protocol == "nonoverlapping":
