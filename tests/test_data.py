@@ -105,6 +105,20 @@ def test_console_line_only_when_building(tmp_path, text_dir):
     assert out.getvalue() == built
 
 
+@pytest.mark.parametrize("split", ["files", "bytes"])
+def test_progress_counts_each_document_once_whichever_way_the_split_cuts(tmp_path, text_dir, split):
+    """Split by bytes, the one document is cut between train and val, and begins in both files."""
+    one = tmp_path / "one.txt"
+    one.write_text("a line of text\n" * 200, encoding="utf-8")
+    out = StringIO()
+    path = text_dir if split == "files" else one
+    corpus = _load("text", str(path), val_fraction=0.2, cache_dir=tmp_path / "c", console=Console(file=out))
+    assert corpus.fingerprint["split"] == split
+    files = corpus.fingerprint["files"]
+    progress = [line.split()[1] for line in out.getvalue().splitlines() if line.startswith("prepare ")]
+    assert progress and progress[-1] == f"{files}/{files}", out.getvalue()
+
+
 # ---------------------------------------------------------------- text source
 
 

@@ -69,6 +69,7 @@ class Encoder:
         self.pending: list[tuple[int, str, Any]] = []  # (side, op, bytes or str)
         self.size = 0  # text bytes pending
         self.carry: tuple[int, str] | None = None  # (side, the unfinished tail of a document)
+        self.documents = 0  # source documents begun (a document cut by the byte split counts once)
         self.start = time.perf_counter()
 
     def add(self, side: int, op: str, chunk: bytes) -> None:
@@ -103,6 +104,7 @@ class Encoder:
         for side, op, chunk in self.pending:
             if op == "begin":
                 self.files[side].begin()
+                self.documents += 1
             elif op == "sep":
                 self.files[side].sep()
             else:
@@ -114,6 +116,6 @@ class Encoder:
     def _report(self) -> None:
         """Documents done, megabytes, MB/s, and the time left at this rate of documents."""
         seconds = max(time.perf_counter() - self.start, 1e-9)
-        mb, done = sum(f.text_bytes for f in self.files) / 1e6, sum(len(f.starts) for f in self.files)
+        mb, done = sum(f.text_bytes for f in self.files) / 1e6, self.documents
         left = seconds * max(self.progress.total - done, 0) / max(done, 1)
         self.progress.update(done, f"{mb:.1f} MB  {mb / seconds:.2f} MB/s  about {left:.0f} s left")
