@@ -139,7 +139,7 @@ def test_a_run_missing_a_table_is_listed_not_dropped(two_seeds, tmp_path):
     }
     assert "missing" in proc.stdout and "1_rope_s1" in proc.stdout.replace("\n", "")
     assert all(int(r["n_seeds"]) == 1 for r in read(out / "summary.csv"))
-    assert "positions.png: not drawn" in proc.stdout
+    assert "positions: not drawn" in proc.stdout
     assert not (out / "positions.png").exists()  # no run has positions.csv
     for figure in ("ppl_vs_length.png", "passkey.png"):
         assert (out / figure).read_bytes().startswith(b"\x89PNG\r\n\x1a\n"), figure

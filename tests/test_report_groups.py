@@ -11,6 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
+from rich.console import Console
 
 from posx.model.config import GPTConfig
 from posx.report import queries, store
@@ -157,3 +158,30 @@ def test_position_curves_carry_their_spread_and_can_be_smoothed():
     assert curves["nll_std"].tolist() == pytest.approx([2**-0.5] * 6)
     smoothed, _ = position_curves(cells, None, smooth=3)
     assert smoothed["nll"].tolist() == pytest.approx([1.0, 5 / 6, 7 / 6, 5 / 6, 7 / 6, 1.0])
+
+
+def test_a_run_without_an_evaluation_is_labelled_so_not_by_every_evaluation_setting(tmp_path):
+    runs = tmp_path / "runs"
+    _run(runs, "a0", 0, 10.0)
+    _run(runs, "tok", 1, 11.0, tokens=16384)
+    bare = _run(runs, "bare", 2, 12.0, tokens=None)
+    (bare / "extrapolation.csv").unlink()  # trained, never evaluated
+    out = report([runs], out=tmp_path / "rep")
+    labels = {r["run_dirs"]: r["label"] for r in read(out / "groups.csv")}
+    assert labels["bare"] == "not evaluated"
+    assert labels["a0"] == "eval.tokens=512" and labels["tok"] == "eval.tokens=16384"
+
+
+def test_the_terminal_summary_keeps_brackets_and_names_each_figure_file_kept(tmp_path):
+    runs = tmp_path / "runs"
+    _run(runs, "two", 0, 10.0)
+    four = _run(runs, "four", 1, 11.0)
+    (four / "eval.yaml").write_text(yaml.safe_dump({"id": "y", "settings": {"tokens": 512, "factors": [1, 2, 4]}}))
+    console = Console(record=True, width=400)
+    out = report([runs], out=tmp_path / "rep", console=console, formats="pdf")
+    text = console.export_text()
+    assert "eval.factors=[1,2] " in text and "eval.factors=[1,2,4] " in text  # not read as markup
+    shown = [line.split(": ", 1) for line in text.splitlines() if line.startswith(("ppl_vs_length: ", "training: "))]
+    assert len(shown) == 2
+    for _, path in shown:
+        assert path.endswith(".pdf") and Path(path).is_file() and Path(path).parent == out

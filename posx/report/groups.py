@@ -240,7 +240,8 @@ def group_runs(members: list[Member]) -> Grouping:
     names = relative_names([m.path for m in members])
     for i, (ident, runs) in enumerate(zip(identities, by_identity.values()), 1):
         shown = differ[tuple(ident.get(k, "") for k in COLUMN_KEYS)]
-        label = ", ".join(f"{k}={ident.get(k, '—')}" for k in shown) or "-"
+        named = [f"{k}={ident.get(k, '—')}" for k in shown if _evaluated(ident) or not k.startswith("eval.")]
+        label = ", ".join([*named, *_unevaluated(ident)]) or "-"
         counted, repeated = _count_seeds(runs, f"g{i}", names)
         duplicates += repeated
         labels.update({m.path: label for m in counted})
@@ -260,11 +261,34 @@ def group_runs(members: list[Member]) -> Grouping:
 
 
 def _label_keys(identities: list[dict]) -> dict[tuple, list[str]]:
-    """Per (encoding, parent), the keys that differ between its groups: what their labels name."""
+    """Per (encoding, parent), the keys that differ between its groups: what their labels name.
+    An evaluation setting that differs only because some runs have no evaluation at all is not
+    named (those runs' labels say "not evaluated" instead), or one such run would list them all."""
     clusters: dict[tuple, list[dict]] = {}
     for ident in identities:
         clusters.setdefault(tuple(ident.get(k, "") for k in COLUMN_KEYS), []).append(ident)
-    return {cluster: [k for k in _varying(idents) if k not in COLUMN_KEYS] for cluster, idents in clusters.items()}
+    return {
+        cluster: [k for k in _varying(idents) if k not in COLUMN_KEYS and not _absent_unevaluated(k, idents)]
+        for cluster, idents in clusters.items()
+    }
+
+
+def _evaluated(ident: dict) -> bool:
+    return any(k.startswith("eval.") for k in ident)
+
+
+def _unevaluated(ident: dict) -> list[str]:
+    return [] if _evaluated(ident) else ["not evaluated"]
+
+
+def _absent_unevaluated(key: str, identities: list[dict]) -> bool:
+    """An eval.* key equal wherever it is present and absent only from runs with no evaluation."""
+    present = [i for i in identities if key in i]
+    return (
+        key.startswith("eval.")
+        and len({i[key] for i in present}) <= 1
+        and all(not _evaluated(i) for i in identities if key not in i)
+    )
 
 
 def _count_seeds(runs: list[Member], group: str, names: dict[str, str]) -> tuple[list[Member], list[dict]]:

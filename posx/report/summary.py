@@ -164,7 +164,7 @@ def _write(staging: Path, tables: dict, runs, grouping, names, factor, smooth) -
     return drawn
 
 
-def _tell(console: Console, summary: pd.DataFrame, runs: list[RunTables], grouping, pngs: dict, out_dir: Path) -> None:
+def _tell(console: Console, summary: pd.DataFrame, runs: list[RunTables], grouping, figures: dict, out_dir: Path):
     """What the report prints: the summary's first rows, the groups, duplicates, missing tables, files."""
     console.print(rich_summary(summary))
     varying = f"; they differ in {', '.join(grouping.varying)}" if grouping.varying else ""
@@ -185,8 +185,10 @@ def _tell(console: Console, summary: pd.DataFrame, runs: list[RunTables], groupi
         console.print(line, highlight=False)
     if len(said) > TERMINAL_LINES:
         console.print(f"... and {len(said) - TERMINAL_LINES} more (duplicates.csv, missing.csv)", highlight=False)
-    for name, path in pngs.items():
-        console.print(f"{name}: {path}" if path else f"[yellow]{name}: not drawn[/] (no data)", highlight=False)
+    for name, paths in figures.items():  # the files of each figure, in the formats kept
+        drawn = ", ".join(str(p) for p in paths)
+        stem = Path(name).stem
+        console.print(f"{stem}: {drawn}" if paths else f"[yellow]{stem}: not drawn[/] (no data)", highlight=False)
     console.print(f"wrote {out_dir}", highlight=False)
 
 
@@ -248,8 +250,10 @@ def report(
         store.discard(gathered)
         raise
     store.keep(gathered)
-    pngs = {name: None if path is None else out_dir / path.name for name, path in drawn.items()}
-    _tell(console, summary, runs, grouping, pngs, out_dir)
+    figures = {
+        name: [] if path is None else [out_dir / f"{path.stem}.{fmt}" for fmt in kept] for name, path in drawn.items()
+    }
+    _tell(console, summary, runs, grouping, figures, out_dir)
     note = task_figures.tokenizer_note([r.member.identity for r in runs])
     if note:
         console.print(f"[yellow]note[/] {note}", highlight=False)

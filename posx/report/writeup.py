@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pandas as pd
 from rich.table import Table
+from rich.text import Text
 
 from posx.report.groups import explain
 from posx.report.mdtable import md_table
@@ -173,7 +174,8 @@ def rich_summary(summary: pd.DataFrame) -> Table:
                 cells.append(f"[dim]{status}[/]")
             else:
                 cells.append(ppl_cell(r.iloc[0]).replace(" ± ", "±"))
-        table.add_row(*key, str(g["n_seeds"].max()), *cells)
+        # Text: a group label holds list values such as [none,pi], which markup would swallow
+        table.add_row(*(Text(str(k)) for k in key), str(g["n_seeds"].max()), *cells)
     if shown > TERMINAL_ROWS:
         table.caption = f"the first {TERMINAL_ROWS} of {shown} rows; summary.md and summary.csv have all of them"
     return table
