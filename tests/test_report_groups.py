@@ -185,3 +185,13 @@ def test_the_terminal_summary_keeps_brackets_and_names_each_figure_file_kept(tmp
     assert len(shown) == 2
     for _, path in shown:
         assert path.endswith(".pdf") and Path(path).is_file() and Path(path).parent == out
+
+
+def test_run_paths_with_brackets_print_as_written(tmp_path):
+    runs = tmp_path / "runs"
+    _run(runs, "a[0]", 0, 10.0)
+    _run(runs, "b[red]", 0, 12.0)  # the same seed again: a duplicate, named on the terminal
+    console = Console(record=True, width=400)
+    out = report([runs], out=tmp_path / "rep[1]", console=console)
+    text = console.export_text()
+    assert "a[0]" in text and "b[red]" in text and f"wrote {out}" in text and "[1]" in str(out)

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import pandas as pd
 from rich.console import Console
+from rich.markup import escape
 
 from posx.core import files
 from posx.core.console import new_console
@@ -173,23 +174,24 @@ def _tell(console: Console, summary: pd.DataFrame, runs: list[RunTables], groupi
         f"(groups.csv, summary.md)",
         highlight=False,
     )
+    # escape(): run paths and notes print as written, [brackets] included
     said = [
-        f"[yellow]duplicate seed[/] {d['seed']} in {d['group']}: {d['run']} is the same experiment "
-        f"as {d['counted']}; counted once"
+        f"[yellow]duplicate seed[/] {d['seed']} in {d['group']}: {escape(d['run'])} is the same experiment "
+        f"as {escape(d['counted'])}; counted once"
         for d in grouping.duplicates
     ]
     for r in runs:
-        said += [f"[yellow]missing[/] {', '.join(r.missing)} in {r.path}"] if r.missing else []
-        said += [f"[yellow]note[/] {r.path}: {note}" for note in r.notes]
+        said += [f"[yellow]missing[/] {', '.join(r.missing)} in {escape(str(r.path))}"] if r.missing else []
+        said += [f"[yellow]note[/] {escape(str(r.path))}: {escape(note)}" for note in r.notes]
     for line in said[:TERMINAL_LINES]:
         console.print(line, highlight=False)
     if len(said) > TERMINAL_LINES:
         console.print(f"... and {len(said) - TERMINAL_LINES} more (duplicates.csv, missing.csv)", highlight=False)
     for name, paths in figures.items():  # the files of each figure, in the formats kept
-        drawn = ", ".join(str(p) for p in paths)
+        drawn = escape(", ".join(str(p) for p in paths))
         stem = Path(name).stem
         console.print(f"{stem}: {drawn}" if paths else f"[yellow]{stem}: not drawn[/] (no data)", highlight=False)
-    console.print(f"wrote {out_dir}", highlight=False)
+    console.print(f"wrote {escape(str(out_dir))}", highlight=False)
 
 
 def _publish(loaded, runs, grouping, con, out, results_dir, factor, smooth, formats):
@@ -256,5 +258,5 @@ def report(
     _tell(console, summary, runs, grouping, figures, out_dir)
     note = task_figures.tokenizer_note([r.member.identity for r in runs])
     if note:
-        console.print(f"[yellow]note[/] {note}", highlight=False)
+        console.print(f"[yellow]note[/] {escape(note)}", highlight=False)
     return out_dir
