@@ -50,6 +50,12 @@ from posx.train.loop import train
 from posx.train.state import Fresh, Resume, Start
 
 err = new_console(stderr=True)
+# What Ctrl-C leaves of a training run (or an extension): its checkpoints, or nothing when it
+# had none yet (``cleanup_on_failure``).
+INTERRUPTED = (
+    "stopped by Ctrl-C; a training run continues from its last checkpoint with `posx train --resume RUN` "
+    "(one stopped before its first checkpoint was removed)"
+)
 
 
 @contextlib.contextmanager
@@ -70,7 +76,7 @@ def user_errors() -> Iterator[None]:
         say(err, "error", "bold red", str(exc))
         raise SystemExit(2) from None
     except KeyboardInterrupt:
-        say(err, "interrupted", "yellow", "")
+        say(err, "interrupted", "yellow", INTERRUPTED)
         raise SystemExit(130) from None
     except Exception as exc:  # a library's failure, or a bug in posx or below it
         fail(exc)

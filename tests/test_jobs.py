@@ -36,3 +36,12 @@ def test_posx_debug_lets_the_traceback_through(monkeypatch):
     monkeypatch.setenv("POSX_DEBUG", "1")
     with pytest.raises(ValueError, match="the bad thing"), jobs.user_errors():
         raise ValueError("the bad thing")
+
+
+def test_ctrl_c_is_one_line_that_says_what_it_left_and_exit_130(capsys):
+    with pytest.raises(SystemExit) as stop, jobs.user_errors():
+        raise KeyboardInterrupt
+    assert stop.value.code == 130
+    line = capsys.readouterr().err
+    assert line.startswith("interrupted: stopped by Ctrl-C; ") and "posx train --resume RUN" in line
+    assert line.count("\n") == 1
