@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import io
 
+from rich.console import Console
+
+from posx.core import progress
 from posx.core.console import new_console, say
 
 
@@ -24,3 +27,16 @@ def test_a_message_keeps_its_brackets_and_stays_on_one_line():
     out.file = io.StringIO()
     say(out, "error", "bold red", "set eval.methods=[none,pi]; pip install 'posx[trackers]'\n  [bold]x[/]")
     assert out.file.getvalue() == "error: set eval.methods=[none,pi]; pip install 'posx[trackers]' [bold]x[/]\n"
+
+
+def test_a_log_gets_a_progress_line_every_total_over_lines_steps_and_whenever_it_went_quiet(monkeypatch):
+    now = [1000.0]
+    monkeypatch.setattr(progress.time, "monotonic", lambda: now[0])
+    out = io.StringIO()
+    console = Console(file=out, width=200)  # a file: plain lines, no live bar
+    with progress.Reporter(console, "train", 100, lines=10) as reporter:  # a line every 10 steps
+        for step in range(1, 31):
+            now[0] += 1.0 if step != 13 else progress.QUIET_S  # step 13 takes long
+            reporter.advance(f"s{step}")
+    steps = [line.split()[1] for line in out.getvalue().splitlines()]
+    assert steps == ["10/100", "13/100", "20/100", "30/100"]

@@ -1,13 +1,19 @@
 """Progress for long loops: a rich bar on a terminal, plain periodic lines in a log file.
 
 Sweep jobs on SLURM write to files, where a live bar would print nothing until the end;
-there the reporter prints a line every ``total / lines`` steps instead.
+there the reporter prints a line every ``total / lines`` steps instead, and also whenever
+``QUIET_S`` seconds have passed without one (a large model on a CPU can take minutes for
+``total / lines`` steps, which would look like a hang).
 """
 
 from __future__ import annotations
 
+import time
+
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+QUIET_S = 30.0  # the longest a log goes without a progress line while work goes on
 
 
 class Reporter:
@@ -17,6 +23,7 @@ class Reporter:
         self.total = total
         self.every = max(1, total // lines)
         self.done = 0
+        self.last_line = time.monotonic()
         self.bar: Progress | None = None
         if console.is_terminal:
             self.bar = Progress(
@@ -50,12 +57,19 @@ class Reporter:
         before, self.done = self.done, done
         if self.bar is not None:
             self.bar.update(self.task, completed=done, stats=stats)
-        elif done // self.every > before // self.every or done == self.total:
-            self.console.print(f"{self.description} {done}/{self.total} {stats}", highlight=False)
+        elif done // self.every > before // self.every or done == self.total or self._quiet_too_long():
+            self._line(stats)
 
     def advance(self, stats: str) -> None:
         self.done += 1
         if self.bar is not None:
             self.bar.update(self.task, advance=1, stats=stats)
-        elif self.done % self.every == 0 or self.done == self.total:
-            self.console.print(f"{self.description} {self.done}/{self.total} {stats}", highlight=False)
+        elif self.done % self.every == 0 or self.done == self.total or self._quiet_too_long():
+            self._line(stats)
+
+    def _quiet_too_long(self) -> bool:
+        return time.monotonic() - self.last_line >= QUIET_S
+
+    def _line(self, stats: str) -> None:
+        self.console.print(f"{self.description} {self.done}/{self.total} {stats}", highlight=False)
+        self.last_line = time.monotonic()
