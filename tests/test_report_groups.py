@@ -13,9 +13,11 @@ import pytest
 import yaml
 from rich.console import Console
 
+from posx.core.errors import PosxError
 from posx.model.config import GPTConfig
 from posx.report import queries, store
 from posx.report.plots import position_curves
+from posx.report.runtables import find_run_dirs
 from posx.report.summary import report
 from posx.runs.records import RunMeta
 
@@ -166,10 +168,23 @@ def test_a_run_without_an_evaluation_is_labelled_so_not_by_every_evaluation_sett
     _run(runs, "tok", 1, 11.0, tokens=16384)
     bare = _run(runs, "bare", 2, 12.0, tokens=None)
     (bare / "extrapolation.csv").unlink()  # trained, never evaluated
-    out = report([runs], out=tmp_path / "rep")
+    console = Console(record=True, width=400)
+    out = report([runs], out=tmp_path / "rep", console=console)
     labels = {r["run_dirs"]: r["label"] for r in read(out / "groups.csv")}
     assert labels["bare"] == "not evaluated"
     assert labels["a0"] == "eval.tokens=512" and labels["tok"] == "eval.tokens=16384"
+    assert "3 run(s) in 3 group(s) of equal settings but the seed; they differ in eval.tokens " in console.export_text()
+
+
+def test_a_results_directory_or_a_folder_of_sweeps_is_searched_for_runs(tmp_path):
+    results = tmp_path / "results"
+    trained = _run(results / "runs", "a0", 0, 10.0)
+    job = _run(results / "sweeps" / "2026-01-01_00-00-00", "0_rope_s1", 1, 12.0)
+    (results / "cache" / "store-x").mkdir(parents=True)
+    assert find_run_dirs([results]) == [trained.resolve(), job.resolve()]
+    assert find_run_dirs([results / "sweeps"]) == [job.resolve()]
+    with pytest.raises(PosxError, match="neither a run directory nor a directory of runs"):
+        find_run_dirs([results / "cache"])
 
 
 def test_the_terminal_summary_keeps_brackets_and_names_each_figure_file_kept(tmp_path):

@@ -25,11 +25,10 @@ from posx.core import lock
 from posx.core.errors import PosxError
 from posx.eval.tables import read_table
 from posx.report import digest as digests
-from posx.runs.rundir import display_name, is_run_dir
+from posx.runs.rundir import NOT_RUNS, display_name, is_run_dir
 
 TABLE_ROWS = 200  # longer listings print as plain aligned lines (a rich Table measures every cell)
 RUN_COLUMNS = ["name", "encoding", "T", "steps", "val_ppl", "evaluated_lengths", "parent", "status", "path"]
-SKIP = {"eval", "checkpoint", "cache", "reports"}  # folders that never hold runs
 
 
 def find_all_runs(path: Path, depth: int = 3) -> list[Path]:
@@ -41,7 +40,7 @@ def find_all_runs(path: Path, depth: int = 3) -> list[Path]:
         return [path]
     found = []
     if depth > 0:
-        for child in sorted(p for p in path.iterdir() if p.is_dir() and p.name not in SKIP):
+        for child in sorted(p for p in path.iterdir() if p.is_dir() and p.name not in NOT_RUNS):
             found += find_all_runs(child, depth - 1)
     return found
 

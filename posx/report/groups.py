@@ -313,11 +313,13 @@ def _count_seeds(runs: list[Member], group: str, names: dict[str, str]) -> tuple
 
 def _differences(identities: list[dict]) -> list[str]:
     """The identity keys that differ between groups. An encoding parameter absent where it does
-    not apply, or an extension's key absent from a trained run, is not a difference of its own."""
+    not apply, an extension's key absent from a trained run, or an evaluation setting absent from
+    a run not yet evaluated, is not a difference of its own."""
     return [
         k
         for k in _varying(identities)
-        if not (k in ONLY_FOR or k.startswith(ONLY_EXTENDED)) or len({i[k] for i in identities if k in i}) > 1
+        if (not (k in ONLY_FOR or k.startswith(ONLY_EXTENDED)) or len({i[k] for i in identities if k in i}) > 1)
+        and not _absent_unevaluated(k, identities)
     ]
 
 

@@ -40,7 +40,7 @@ from posx.report import digest as digests
 from posx.report import store
 from posx.report.groups import Member, identity
 from posx.report.scan import COLUMNS
-from posx.runs.rundir import CONFIG, META, RUN_MARKERS, is_run, is_run_dir, read_meta
+from posx.runs.rundir import CONFIG, META, NOT_RUNS, RUN_MARKERS, is_run, is_run_dir, read_meta
 
 TABLES = ("extrapolation.csv", "positions.csv", "passkey.csv")
 OPTIONAL = ("metrics.csv", "tasks.csv")  # read when there; a run without it is not "missing" a table
@@ -66,7 +66,8 @@ class RunTables:
 
 
 def find_run_dirs(paths: list[str | Path]) -> list[Path]:
-    """Run directories named directly, or found one level below a sweep (or runs/) directory."""
+    """Run directories named directly, or found below a folder: one level below a sweep (or
+    runs/), two below a folder of sweeps, three below a results directory (its sweeps' jobs)."""
     found: dict[Path, None] = {}
     for raw in paths:
         path = Path(raw)
@@ -75,7 +76,7 @@ def find_run_dirs(paths: list[str | Path]) -> list[Path]:
         if is_run_dir(path):
             found[path.resolve()] = None
             continue
-        children = _run_children(path)
+        children = _runs_below(path)
         if not children:
             raise PosxError(
                 f"{path} is neither a run directory nor a directory of runs "
@@ -83,6 +84,17 @@ def find_run_dirs(paths: list[str | Path]) -> list[Path]:
             )
         found.update(dict.fromkeys(children))
     return list(found)
+
+
+def _runs_below(path: Path, depth: int = 2) -> list[Path]:
+    """The run directories right below ``path``; where there are none, those below its subfolders
+    (but ``NOT_RUNS``), down to ``depth`` more levels."""
+    runs = _run_children(path)
+    if runs or depth == 0:
+        return runs
+    with os.scandir(path) as entries:
+        subfolders = sorted(e.path for e in entries if e.is_dir() and e.name not in NOT_RUNS)
+    return [run for sub in subfolders for run in _runs_below(Path(sub), depth - 1)]
 
 
 def _run_children(path: Path) -> list[Path]:

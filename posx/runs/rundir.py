@@ -35,6 +35,7 @@ META = "model.json"
 CONFIG = "config.yaml"
 # Any of these makes a directory a run directory (finished or not, evaluated or not).
 RUN_MARKERS = (META, CONFIG, "extrapolation.csv")
+NOT_RUNS = frozenset({"eval", "checkpoint", "cache", "reports"})  # folders that never hold runs
 
 
 def _interpolation(node) -> str | None:
