@@ -175,9 +175,13 @@ def _check_eval(ev) -> None:
             )
     if not ev.methods:
         raise PosxError("eval.methods is empty; give at least one, e.g. eval.methods=[none,pi]")
-    for values, key in ((ev.factors, "eval.factors"), (ev.methods, "eval.methods"), (ev.tasks, "eval.tasks")):
+    for values, key in (
+        (ev.factors, "eval.factors"),
+        (ev.methods, "eval.methods"),
+        (ev.tasks, "eval.tasks"),
+        (ev.passkey.variants, "eval.passkey.variants"),
+    ):
         _each_once(values, key)
-    _each_once(ev.passkey.variants, "eval.passkey.variants")
     if ev.scale is not None and ev.scale < 1:
         raise PosxError(f"eval.scale={ev.scale} must be at least 1 (or null for L/T)")
     _positive(ev.tokens, "eval.tokens")
@@ -299,13 +303,13 @@ def check_train_config(cfg) -> None:
     method's frequencies computable at every factor (a longrope list of the wrong length)."""
     check_config(cfg)
     T = cfg.train.context_length
-    eval_lengths(cfg.eval.factors, T)
-    shortest = round(min(cfg.eval.factors) * T)
+    lengths = eval_lengths(cfg.eval.factors, T)
+    shortest = min(lengths)
     if cfg.eval.protocol == "sliding" and cfg.eval.stride is not None and cfg.eval.stride > shortest:
         raise PosxError(
             f"eval.stride={cfg.eval.stride} exceeds the shortest evaluation length {shortest} "
             f"(train.context_length={T}); a sliding window scores at most its own length"
         )
     if cfg.pos.name in ROTARY:
-        rows = [(float(cfg.eval.scale or f), round(f * T)) for f in cfg.eval.factors]
+        rows = [(float(cfg.eval.scale or f), L) for f, L in zip(cfg.eval.factors, lengths)]
         check_methods(cfg.eval, cfg.eval.methods, cfg.model.d_model // cfg.model.n_head, cfg.pos.base, T, rows)

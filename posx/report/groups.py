@@ -240,8 +240,9 @@ def group_runs(members: list[Member]) -> Grouping:
     names = relative_names([m.path for m in members])
     for i, (ident, runs) in enumerate(zip(identities, by_identity.values()), 1):
         shown = differ[tuple(ident.get(k, "") for k in COLUMN_KEYS)]
-        named = [f"{k}={ident.get(k, '—')}" for k in shown if _evaluated(ident) or not k.startswith("eval.")]
-        label = ", ".join([*named, *_unevaluated(ident)]) or "-"
+        evaluated = _evaluated(ident)
+        named = [f"{k}={ident.get(k, '—')}" for k in shown if evaluated or not k.startswith("eval.")]
+        label = ", ".join(named if evaluated else [*named, "not evaluated"]) or "-"
         counted, repeated = _count_seeds(runs, f"g{i}", names)
         duplicates += repeated
         labels.update({m.path: label for m in counted})
@@ -275,10 +276,6 @@ def _label_keys(identities: list[dict]) -> dict[tuple, list[str]]:
 
 def _evaluated(ident: dict) -> bool:
     return any(k.startswith("eval.") for k in ident)
-
-
-def _unevaluated(ident: dict) -> list[str]:
-    return [] if _evaluated(ident) else ["not evaluated"]
 
 
 def _absent_unevaluated(key: str, identities: list[dict]) -> bool:
