@@ -34,6 +34,8 @@ VARIANTS = {
     PERPLEXITY_ONLY: OFF,
     "default (perplexity + passkey)": [],
     "sliding, stride T/2, passkey off": ["eval.protocol=sliding", *OFF],
+    "none alone, passkey off": ["eval.methods=[none]", *OFF],
+    "self_extend alone, passkey off": ["eval.methods=[self_extend]", *OFF],  # attention in chunks, no fused kernel
 }
 CPU = torch.device("cpu")
 

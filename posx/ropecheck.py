@@ -140,3 +140,13 @@ def check_longrope(*, short_factor, long_factor, length, attention_factor) -> No
             raise PosxError(f"longrope {name} must hold finite positive numbers, got {listed!r}")
     if attention_factor is not None:
         _given_attention(attention_factor, "longrope")
+
+
+def check_self_extend(*, group, window) -> None:
+    """Self-Extend's group size G (an integer >= 1) and neighbour window W (an integer >= 1, or None)."""
+    if not _is_int(group) or group < 1:
+        raise PosxError(f"self_extend group must be an integer >= 1, got {group!r}; posx's default is 16")
+    if window is not None and (not _is_int(window) or window < 1):
+        raise PosxError(
+            f"self_extend window must be an integer >= 1 (or null for half the trained context), got {window!r}"
+        )

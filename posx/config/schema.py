@@ -52,7 +52,7 @@ Attention = _choice("Attention", "sdpa flex", "model.attention: posx.model.atten
 AttnScale = _choice("AttnScale", "none logn ssmax", "model.attn_scale: posx.model.scaling.ATTN_SCALES")
 Method = _choice(
     "Method",
-    "none pi ntk dynamic_ntk yarn dynamic_yarn ntk_by_parts abf llama3 longrope resonance resonance_yarn",
+    "none pi ntk dynamic_ntk yarn dynamic_yarn ntk_by_parts abf llama3 longrope resonance resonance_yarn self_extend",
     "eval.methods: posx.rope.METHODS",
 )
 ExtendMethod = _choice(
@@ -173,6 +173,12 @@ class LongRopeConfig:
 
 
 @dataclass
+class SelfExtendConfig:
+    group: int = 16  # G: past the window, G positions share one (posx.model.selfextend)
+    window: Optional[int] = None  # W: keys nearer than W keep exact positions; null: T / 2
+
+
+@dataclass
 class PasskeyConfig:
     enabled: bool = True  # passkey retrieval in eval-extrapolate (writes passkey.csv)
     variants: List[Variant] = field(default_factory=lambda: ["prompt", "copy"])  # prompt: key asked for; copy: repeated
@@ -209,6 +215,7 @@ class EvalConfig:
     dynamic_ntk: DynamicNTKConfig = field(default_factory=DynamicNTKConfig)  # dynamic_ntk, as transformers has it
     llama3: Llama3Config = field(default_factory=Llama3Config)  # Llama 3.1 (transformers' llama3 rope_type)
     longrope: LongRopeConfig = field(default_factory=LongRopeConfig)  # LongRoPE / Phi-3: one factor per rotary pair
+    self_extend: SelfExtendConfig = field(default_factory=SelfExtendConfig)  # Self-Extend's grouped attention
     absolute_beyond: Beyond = Beyond.none  # learned absolute past its table
     after_train: bool = False  # evaluate at the end of `posx train`
     protocol: Protocol = Protocol.nonoverlapping  # sliding: windows scoring their last eval.stride tokens

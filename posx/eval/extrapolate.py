@@ -32,7 +32,16 @@ from posx.eval import bytecount, documents, passkey, scoring, suite
 from posx.eval.tables import COLUMNS, KEYS, Evaluation, position_rows
 from posx.model.gpt import GPT
 from posx.model.positional import PositionOutOfRange
-from posx.model.rescale import absolute_beyond, check_methods, method_frequencies, rescaled
+from posx.model.rescale import (
+    GROUPED,
+    absolute_beyond,
+    check_methods,
+    method_frequencies,
+    method_grouping,
+    rescaled,
+    self_extended,
+)
+from posx.model.selfextend import Grouping
 from posx.runs.records import RunMeta
 
 
@@ -193,14 +202,15 @@ def _score_cell(
     if status is not None:
         row["status"] = status
         return None, {}
-    inv_freq = None
+    inv_freq, grouping = None, None
     if model.pos.uses_rope:
         inv_freq, row["attention_factor"] = method_frequencies(method, ev, scale=row["scale"], length=L, **rope_args)
         inv_freq = inv_freq.to(device)
-    key = cell_key(L, row["stride"], inv_freq, row["attention_factor"])
+        grouping = method_grouping(method, ev, rope_args["train_context"])
+    key = cell_key(L, row["stride"], inv_freq, row["attention_factor"], grouping)
     try:
         if key not in memo:
-            with rescaled(model, inv_freq, row["attention_factor"]):
+            with rescaled(model, inv_freq, row["attention_factor"]), self_extended(model, grouping):
                 memo[key] = _run_cell(model, val, ev, device, L, row["stride"], n_tokens, trials, starts)
         scores, results = memo[key]
     except PositionOutOfRange:
@@ -213,6 +223,8 @@ def _score_cell(
 def _unscorable(model: GPT, method: str, L: int) -> str | None:
     """Why a cell cannot be scored at all (a RoPE method without RoPE, a length past the table), else None."""
     if method != "none" and not model.pos.uses_rope:
+        return "not_applicable"
+    if method in GROUPED and not model.supports_self_extend:  # a transformers checkpoint attends its own way
         return "not_applicable"
     limit = model.pos.max_length()
     if limit is not None and L > limit:
@@ -256,13 +268,16 @@ def _fill_scores(row: dict, scores: scoring.Scores) -> None:
     row.update(bpb=row["nll"] * per_byte, bpb_lo=math.log(ci.ppl_lo) * per_byte, bpb_hi=math.log(ci.ppl_hi) * per_byte)
 
 
-def cell_key(length: int, stride: int, inv_freq: torch.Tensor | None, attention_factor: float) -> tuple:
-    """What a cell's scores depend on besides the model and the data: its length, stride, and
-    the exact frequencies and attention factor installed (a hash of their bytes; None: the
-    model's own encoding, no RoPE). Methods that coincide at a length (every interpolation at
-    1x equals plain RoPE) share a key and are computed once."""
+def cell_key(
+    length: int, stride: int, inv_freq: torch.Tensor | None, attention_factor: float, grouping: Grouping | None = None
+) -> tuple:
+    """What a cell's scores depend on besides the model and the data: its length, stride, the
+    exact frequencies and attention factor installed (a hash of their bytes; None: the model's
+    own encoding, no RoPE) and Self-Extend's grouping (None: ordinary attention). Methods that
+    coincide at a length (every interpolation at 1x equals plain RoPE) share a key and are
+    computed once."""
     freq = None if inv_freq is None else hashlib.sha256(inv_freq.detach().cpu().numpy().tobytes()).hexdigest()
-    return length, stride, freq, float(attention_factor)
+    return length, stride, freq, float(attention_factor), grouping
 
 
 def _passkey_rows(status: str, trials: list, result, depth_buckets: int) -> list[dict]:

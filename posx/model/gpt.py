@@ -17,7 +17,7 @@ from torch import Tensor, nn
 
 from posx.core.device import compute_dtype
 from posx.core.errors import PosxError
-from posx.model import blocks, scaling
+from posx.model import blocks, scaling, selfextend
 from posx.model.attention import ATTENTION, FlexBias, attend, causal_block_mask, flex_applies
 from posx.model.config import GPTConfig
 from posx.model.encodings import build_encoding
@@ -44,12 +44,15 @@ class CausalSelfAttention(nn.Module):
         q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, H, T, hd)
         k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, H, T, hd)
         v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, H, T, hd)
-        if self.positional:
-            q, k = pos.rotate(q, k, positions)
-        if self.logit_scale is not None:
-            q = self.logit_scale(q)
         dropout = self.dropout if self.training else 0.0
-        y = attend(q, k, v, mask, dropout)  # (B, H, T, hd)
+        if self.positional and pos.grouping is not None:  # Self-Extend, installed by an evaluation
+            y = selfextend.attend(q, k, v, positions, pos.grouping, pos.rotate_at, self.logit_scale)
+        else:
+            if self.positional:
+                q, k = pos.rotate(q, k, positions)
+            if self.logit_scale is not None:
+                q = self.logit_scale(q)
+            y = attend(q, k, v, mask, dropout)  # (B, H, T, hd)
         y = y.transpose(1, 2).contiguous().view(B, T, C)  # (B, T, C)
         return F.dropout(self.proj(y), dropout, self.training)
 
@@ -83,6 +86,8 @@ class Block(nn.Module):
 
 
 class GPT(nn.Module):
+    supports_self_extend = True  # RoPE models attend with Self-Extend's grouping when it is installed
+
     def __init__(self, config: GPTConfig):
         super().__init__()
         if config.attention not in ATTENTION:

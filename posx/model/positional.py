@@ -9,6 +9,7 @@ import torch
 from torch import Tensor, nn
 
 from posx.core.errors import PosxError
+from posx.model.selfextend import Grouping
 
 
 class PositionOutOfRange(PosxError):
@@ -20,6 +21,9 @@ class PositionalEncoding(nn.Module):
 
     kind = "nope"
     uses_rope = False  # True when RoPE rescaling methods apply
+    # Self-Extend's grouping while an evaluation installs it (``posx.model.rescale.self_extended``;
+    # RoPE encodings only, which then also need ``rotate_at``); None: ordinary attention.
+    grouping: Grouping | None = None
 
     def embed(self, x: Tensor, positions: Tensor) -> Tensor:
         return x  # x: (B, T, C), positions: (T,)

@@ -19,6 +19,7 @@ from posx import rope
 from posx.core import fieldcheck
 from posx.core.errors import PosxError
 from posx.model.gpt import GPT
+from posx.model.selfextend import Grouping
 
 
 def _ramp(ev) -> dict:
@@ -60,6 +61,7 @@ METHOD_ARGS: dict[str, Callable[[object, float, int], tuple[float, dict]]] = {
     ),
     "resonance": lambda ev, s, L: (s, {}),  # ignores the factor
     "resonance_yarn": lambda ev, s, L: (s, {**_ramp(ev), "attention_factor": ev.yarn.attention_factor}),
+    "self_extend": lambda ev, s, L: (s, {"group": ev.self_extend.group, "window": ev.self_extend.window}),
 }
 # The config group each method reads its parameters from, named in error messages.
 _GROUP = {
@@ -71,7 +73,10 @@ _GROUP = {
     "llama3": "eval.llama3",
     "longrope": "eval.longrope",
     "resonance_yarn": "eval.yarn",
+    "self_extend": "eval.self_extend",
 }
+# Methods that act in attention as well as (or instead of) on the frequencies.
+GROUPED = frozenset({"self_extend"})
 
 
 def method_args(method: str, ev, scale: float, length: int) -> tuple[float, dict]:
@@ -103,6 +108,14 @@ def method_frequencies(
     except PosxError as exc:
         group = _GROUP.get(method)
         raise PosxError(f"{group}: {exc}" if group else str(exc)) from None
+
+
+def method_grouping(method: str, ev, train_context: int) -> Grouping | None:
+    """Self-Extend's grouping for ``method`` (None for a method that only sets frequencies)."""
+    if method not in GROUPED:
+        return None
+    _, params = method_args(method, ev, 1.0, train_context)
+    return Grouping.resolve(params["group"], params["window"], train_context)
 
 
 def check_methods(ev, methods, head_dim: int, base: float, train_context: int, rows: list[tuple[float, int]]) -> None:
@@ -239,3 +252,17 @@ def absolute_beyond(model: GPT, mode: str) -> Iterator[GPT]:
         yield model
     finally:
         model.pos.set_beyond("none")
+
+
+@contextlib.contextmanager
+def self_extended(model: GPT, grouping: Grouping | None) -> Iterator[GPT]:
+    """Attend with Self-Extend's ``grouping`` inside the block (ordinary attention again on
+    exit); None, or a model without RoPE: the model as it is."""
+    if grouping is None or not model.pos.uses_rope:
+        yield model
+        return
+    model.pos.grouping = grouping
+    try:
+        yield model
+    finally:
+        model.pos.grouping = None

@@ -96,6 +96,15 @@ class Rotary(PositionalEncoding):
         cos, sin = cos.to(q.dtype), sin.to(q.dtype)
         return rotate_pairs(q, cos, sin), rotate_pairs(k, cos, sin)
 
+    def rotate_at(self, q: Tensor, k: Tensor, q_positions: Tensor, k_positions: Tensor) -> tuple[Tensor, Tensor]:
+        """q rotated at ``q_positions`` and k at ``k_positions`` (Self-Extend's grouped
+        positions, ``posx.model.selfextend``; may be fractional)."""
+        rotated = []
+        for x, positions in ((q, q_positions), (k, k_positions)):
+            cos, sin = self.cos_sin(positions)
+            rotated.append(rotate_pairs(x, cos.to(x.dtype), sin.to(x.dtype)))
+        return rotated[0], rotated[1]
+
 
 class XPos(Rotary):
     """xPos: RoPE whose query is scaled by zeta^(n/B) and key by zeta^(-m/B) per pair
@@ -117,3 +126,15 @@ class XPos(Rotary):
         up = [(t * scale).to(q.dtype) for t in (cos, sin)]
         down = [(t / scale).to(k.dtype) for t in (cos, sin)]
         return rotate_pairs(q, *up), rotate_pairs(k, *down)
+
+    def rotate_at(self, q: Tensor, k: Tensor, q_positions: Tensor, k_positions: Tensor) -> tuple[Tensor, Tensor]:
+        """As ``rotate``, the query at ``q_positions`` and the key at ``k_positions``; both
+        scales share the keys' centre, so the logit of (n, m) carries zeta^((n - m)/B)."""
+        centre = torch.div(k_positions[0] + k_positions[-1], 2, rounding_mode="floor")
+        rotated = []
+        for x, positions, sign in ((q, q_positions, 1.0), (k, k_positions, -1.0)):
+            cos, sin = self.cos_sin(positions)
+            with torch.autocast(device_type=positions.device.type, enabled=False):
+                scale = xpos.xpos_scales(self.log_zeta, positions, self.scale_base, centre) ** sign
+            rotated.append(rotate_pairs(x, (cos * scale).to(x.dtype), (sin * scale).to(x.dtype)))
+        return rotated[0], rotated[1]

@@ -48,12 +48,15 @@ def xpos_zeta(head_dim: int, gamma: float = GAMMA) -> Tensor:
     return (torch.arange(0, head_dim, 2, dtype=torch.float64) + gamma * head_dim) / ((1 + gamma) * head_dim)
 
 
-def xpos_scales(log_zeta: Tensor, positions: Tensor, scale_base: float) -> Tensor:
+def xpos_scales(log_zeta: Tensor, positions: Tensor, scale_base: float, centre: Tensor | None = None) -> Tensor:
     """(T, d/2) float32: zeta^((n - c)/B) for each position n, c the window's centre.
 
     ``log_zeta`` is ln(zeta) (float32, 0 for pairs that do not rotate). The query takes this
-    factor, the key its inverse, so the logit of (n, m) carries zeta^((n - m)/B).
+    factor, the key its inverse, so the logit of (n, m) carries zeta^((n - m)/B). ``centre``
+    None: the middle of ``positions``; queries and keys at different positions (Self-Extend's
+    groups) pass one centre for both, so it still cancels.
     """
-    centre = torch.div(positions[0] + positions[-1], 2, rounding_mode="floor")
+    if centre is None:
+        centre = torch.div(positions[0] + positions[-1], 2, rounding_mode="floor")
     offset = (positions - centre).float() / scale_base  # (T,)
     return torch.exp(torch.outer(offset, log_zeta))  # (T, d/2)

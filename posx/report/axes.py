@@ -27,6 +27,7 @@ METHOD_ORDER = [
     "ntk_by_parts",
     "llama3",
     "longrope",
+    "self_extend",
     "interpolate",
 ]
 

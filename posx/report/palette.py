@@ -39,6 +39,7 @@ METHOD_COLORS = {
     "ntk_by_parts": "#8c6d31",  # ochre
     "llama3": "#843c39",  # dark red
     "longrope": "#7b4173",  # plum
+    "self_extend": "#31a354",  # dark green
     "interpolate": "#e7969c",  # rose
     "clamp": "#9c9ede",  # lavender
 }
@@ -59,6 +60,7 @@ MARKER_OF = {  # a different marker for every encoding and method; none: RoPE's,
     "ntk_by_parts": "d",
     "llama3": "8",
     "longrope": "H",
+    "self_extend": "2",
     "interpolate": "1",
     "clamp": "+",
 }
