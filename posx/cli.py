@@ -33,6 +33,7 @@ from posx.core.console import new_console
 from posx.core.errors import PosxError
 from posx.core.usage import OneLineUsageErrors
 from posx.data import store
+from posx.data import tokenizer as tok_mod
 from posx.eval.run import evaluate_run
 from posx.hf.checkpoint import evaluate_hf_dir
 from posx.hf.export import export_run
@@ -381,7 +382,7 @@ def data_prepare(
         new_console().print(
             f"token store {found.path}: {fp['train_tokens']:,} train + {fp['val_tokens']:,} val tokens, "
             f"{fp['documents']['train']} + {fp['documents']['val']} documents, "
-            f"{fp['tokenizer']['kind']} vocab {fp['tokenizer']['vocab_size']} ({fp['dtype']})",
+            f"{tok_mod.kind_label(fp['tokenizer']['kind'])} vocab {fp['tokenizer']['vocab_size']} ({fp['dtype']})",
             markup=False,
             highlight=False,
         )

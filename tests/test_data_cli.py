@@ -93,6 +93,9 @@ def test_bpe_prepare_train_reuse_eval_within_documents_report(tmp_path, long_doc
     meta = json.loads((run / "model.json").read_text())
     assert meta["model"]["vocab_size"] == meta["data"]["tokenizer"]["vocab_size"] <= 320
     assert meta["data"]["config"]["tokenizer"] == "bpe" and (run / "tokenizer.json").is_file()
+    user = [*data[:2], f"data.tokenizer={run / 'tokenizer.json'}", "data.val_fraction=0.2"]
+    named = run_posx("data", "prepare", *user, cwd=tmp_path).stdout  # a user's file is named as such
+    assert "tokenizer.json tokens (vocab" in named and "tokenizer.json vocab" in named
     proc = run_posx(
         "eval-extrapolate", "bpe", "eval.tokens=512", "device=cpu", "eval.within_documents=true", cwd=tmp_path
     )

@@ -309,11 +309,12 @@ def load(dcfg: Any, cache_dir: str | Path, console: Console | None = None) -> St
         raise PosxError(f"the token store {final} did not check out after building it; remove it and retry")
     seconds = time.perf_counter() - start
     fp = meta["fingerprint"]
+    kind = tok_mod.kind_label(fp["tokenizer"]["kind"])
     console.print(
         f"built {fp['source']} corpus: {fp['files']} documents"
         f"{f' (skipped {skipped} binary or cache files)' if (skipped := fp.get('skipped')) else ''}, "
         f"{fp['bytes'] / 1e6:.1f} MB -> "
-        f"{fp['tokens']:,} {fp['tokenizer']['kind']} tokens (vocab {fp['tokenizer']['vocab_size']}, "
+        f"{fp['tokens']:,} {kind} tokens (vocab {fp['tokenizer']['vocab_size']}, "
         f"val {fp['val_tokens']:,}, split by {fp['split']}) in {seconds:.2f} s "
         f"({fp['bytes'] / 1e6 / max(seconds, 1e-9):.1f} MB/s, {fp['tokens'] / max(seconds, 1e-9):,.0f} tokens/s)",
         markup=False,

@@ -42,7 +42,7 @@ from tokenizers import decoders, models, pre_tokenizers, trainers
 from posx.core.errors import PosxError
 from posx.data.corpus import VOCAB_SIZE
 
-BYTE, BPE = "byte", "bpe"
+BYTE, BPE, FILE = "byte", "bpe", "file"  # a tokenizer's kind, as a store's fingerprint records it
 EOD = "<|endoftext|>"
 EOD_CANDIDATES = (EOD, "</s>", "<eos>", "<|end_of_text|>", "[SEP]")
 MIN_BPE_VOCAB = 257  # 256 byte symbols + the end-of-document token
@@ -132,6 +132,11 @@ def dtype_for(vocab_size: int) -> np.dtype:
     raise PosxError(f"a vocabulary of {vocab_size} tokens does not fit uint32; use a smaller tokenizer")
 
 
+def kind_label(kind: str) -> str:
+    """How messages name a tokenizer kind: byte, bpe, or tokenizer.json (a user's file)."""
+    return "tokenizer.json" if kind == FILE else kind
+
+
 def _wrap(hf: HFTokenizer, kind: str) -> Tokenizer:
     eod = next((hf.token_to_id(t) for t in EOD_CANDIDATES if hf.token_to_id(t) is not None), None)
     if eod is None:
@@ -167,7 +172,7 @@ def from_file(path: str) -> Tokenizer:
         raise PosxError(
             f"cannot read data.tokenizer '{path}' ({exc.__class__.__name__}); point it at a readable tokenizer.json"
         ) from None
-    return from_json(text, "file", f"data.tokenizer '{path}'")
+    return from_json(text, FILE, f"data.tokenizer '{path}'")
 
 
 def check_vocab_size(vocab_size: int) -> None:
@@ -202,4 +207,4 @@ def spec(tokenizer: str, vocab_size: int) -> dict:
     if tokenizer == BPE:
         check_vocab_size(vocab_size)
         return {"kind": BPE, "vocab_size": int(vocab_size)}
-    return {"kind": "file", "sha256": from_file(tokenizer).sha256}
+    return {"kind": FILE, "sha256": from_file(tokenizer).sha256}
