@@ -157,3 +157,17 @@ def test_bad_parameters_are_refused(params):
 def test_extend_refuses_self_extend():
     with pytest.raises(PosxError, match="changes attention at evaluation"):
         check_method("self_extend", "rope", "run r")
+
+
+@pytest.mark.cuda
+def test_bf16_on_cuda_follows_float32_on_the_cpu():
+    """Under CUDA's bf16 autocast (how an evaluation runs there) the output stays close to the
+    CPU's float32: the angles are float32, and the merge and softmax run in float32."""
+    model, idx = _model(), torch.randint(0, 32, (2, 300))
+    with torch.no_grad(), self_extended(model, Grouping(8, 32)):
+        for block in model.blocks:  # sharp attention, so the grouping shows in the logits
+            block.attn.qkv.weight.mul_(30)
+        cpu = model(idx)[0]
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            gpu = model.cuda()(idx.cuda())[0].float().cpu()
+    torch.testing.assert_close(gpu, cpu, atol=5e-2, rtol=5e-2)
