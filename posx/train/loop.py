@@ -66,6 +66,7 @@ from posx.model.rescale import install_trained
 from posx.runs import checkpoint
 from posx.runs.records import RunMeta, TrainExtras
 from posx.runs.rundir import CONFIG, save_run
+from posx.train import memory
 from posx.train.compiling import compile_seconds, decide_compile
 from posx.train.state import FromParent, LoopState, Resume, Start, gpt_config
 from posx.train.steps import (
@@ -226,6 +227,9 @@ def announce(state: LoopState, resuming: bool) -> None:
         f"params={model.num_params() / 1e6:.2f}M device={state.device}{ranks} attention={model.config.attention}"
         f"{' compiled' if state.compiled else ''}" + (f"  [cyan]resuming at step {state.step}[/]" if resuming else "")
     )
+    too_large = memory.warning(model.config, state.micro, cfg.train.context_length, model.num_params(), state.device)
+    if too_large:
+        state.console.print(f"[yellow]warning:[/] {escape(too_large)}")
     if state.compiled and state.device.type == "cpu":
         state.console.print(
             f"compiling the model: the first step takes about {compile_seconds(cfg.model.n_layer):.0f} s more "
