@@ -130,3 +130,21 @@ def test_pose_comes_close_to_fine_tuning_at_the_new_length():
     ext = pd.DataFrame([row(False, 5.0, 9.0), row(True, 7.0, 9.0)])
     assert _verdicts(BASE, ext)["PoSE"] == "reversed"  # far from the fine-tune
     assert "PoSE" not in _verdicts(BASE, pd.DataFrame([row(False, 5.0, 9.0)]))  # no PoSE run: no claim
+
+
+def _self_extend_rows(summary: pd.DataFrame) -> list[dict]:
+    return [r for r in method_claims(Numbers(summary)) if "Self-Extend" in r["paper"]]
+
+
+def test_self_extend_is_called_from_its_rows_at_t_and_far_out():
+    """Flat (no worse than RoPE at T) and below plain RoPE far out: reproduced; climbing past
+    RoPE's 1x by more than 2 sigma: not reproduced; no self_extend rows: no claim."""
+    summary = _summary(BASE)
+    grouped = summary[summary["encoding"] == "rope"].assign(method="self_extend")
+    grouped.loc[grouped["factor"] == 8.0, ["ppl_mean", "ppl_std"]] = (4.1, 0.1)
+    assert _self_extend_rows(summary) == []
+    (row,) = _self_extend_rows(pd.concat([summary, grouped]))
+    assert row["verdict"] == "reproduced" and "rope/self_extend at 8x 4.100" in row["numbers"]
+    grouped.loc[grouped["factor"] == 8.0, "ppl_mean"] = 5.0  # flat no more: 1.0 above 4.0 at T, sigma 0.14
+    (row,) = _self_extend_rows(pd.concat([summary, grouped]))
+    assert row["verdict"] == "not reproduced"

@@ -42,6 +42,8 @@ has a run of its method, so a report without them keeps its table:
   (both fine-tuned, at s·T);
 * Zhu et al., ICLR 2024 (PoSE), arXiv 2309.10400: trained at T with skipped position ids, an
   extension comes close to fine-tuning at s·T (within 10%) and beats zero-shot.
+* Jin et al., ICML 2024 (Self-Extend), arXiv 2401.01325: without training, grouped attention
+  keeps a RoPE model's perplexity far past T at its level at T, where plain RoPE climbs.
 
 A run with one of the options (``pos.rotary_fraction``, ``model.attn_scale``, ...) is found by its
 group label (``posx.report.groups``): a key the label does not name counts as at its default.
@@ -73,6 +75,7 @@ FIRE, XPOS, PROPE, RANDOMIZED, LOGN, SSMAX, HYBRID, RESONANCE, POSE = (
     "Wang et al. 2024 (Resonance RoPE)",
     "Zhu et al. 2024 (PoSE)",
 )
+SELF_EXTEND = "Jin et al. 2024 (Self-Extend)"
 # The options the newer claims compare, as group labels write them, with their defaults.
 OPTION_DEFAULTS = {
     "pos.rotary_fraction": "1",
@@ -292,7 +295,14 @@ def _extension_claims(n: Numbers) -> list[dict]:
 def method_claims(n: Numbers, longest: float = 8.0) -> list[dict]:
     """The newer methods' claims (module docstring), each only where the report has a run of
     the method: (paper, claim, pairs where the first is the method's cell, flat pairs)."""
-    found = [*_option_comparisons(n, longest), *_extension_comparisons(n)]
+    grouped = n.ppl("rope", "self_extend", longest)
+    self_extend = (
+        SELF_EXTEND,
+        f"Self-Extend, without training, holds RoPE's perplexity at T to {longest:g}x, where plain RoPE climbs",
+        [(grouped, n.ppl("rope", "none", longest))],
+        [(grouped, n.ppl("rope", "none", 1))],
+    )
+    found = [*_option_comparisons(n, longest), self_extend, *_extension_comparisons(n)]
     return [_claim(paper, claim, pairs, flat) for paper, claim, pairs, flat in found if math.isfinite(pairs[0][0].mean)]
 
 
