@@ -81,6 +81,10 @@ RANGE = [
     (["train", "eval.passkey.variants=[]"], "eval.passkey.variants is empty"),
     (["train", "eval.passkey.variants=[bogus]"], "eval.passkey.variants has unknown value 'bogus'"),
     (["train", "eval.tasks=[bogus]"], "eval.tasks has unknown value 'bogus'"),
+    (["train", "eval.factors=[[1],2]"], "eval.factors[0]=[1] is a list inside a list"),  # OmegaConf lets it in
+    (["train", "eval.methods=[[none],pi]"], "eval.methods[0]=['none'] is a list inside a list"),
+    (["train", "eval.tasks=[{a: 1}]"], "eval.tasks[0]={'a': 1} is a mapping inside a list"),
+    (["train", "logger.mode=[[1]]"], "logger.mode has unknown value '[1]'"),
     (["train", "eval.task_options.trials=2"], "eval.task_options.trials=2 is fewer than"),
     (["train", "eval.task_options.span=1"], "eval.task_options.span=1 must be at least 2"),
     (["train", "data.task_mix=1.5"], "data.task_mix=1.5 must be in [0.0, 1.0]"),

@@ -85,7 +85,7 @@ def unknown_choice(exc: ConfigCompositionException, overrides: list[str], schema
     accepted = ", ".join(m.value for m in enum)
     value = parsed[-1].value()
     if isinstance(value, list):
-        bad = [v for v in value if v not in enum.__members__]
+        bad = [v for v in value if not isinstance(v, str) or v not in enum.__members__]  # [[1]]: a list is no name
         return PosxError(f"{key} has unknown value '{bad[0] if bad else value}'; choose from {accepted}")
     return PosxError(f"{key}={value} is unknown; choose one of {accepted}")
 
