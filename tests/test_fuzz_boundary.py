@@ -71,7 +71,7 @@ def damage(run: Path, rng: random.Random) -> str:
         target[field] = rng.choice(HOSTILE_JSON)
         path.write_text(json.dumps(doc))
     elif how == "truncate":
-        path.write_bytes(data[: rng.randrange(len(data) + 1)])
+        path.write_bytes(data[: int(rng.random() * (len(data) + 1))])  # one draw whatever the length: the cases repeat
     elif how == "garbage":
         path.write_bytes(bytes(rng.randrange(256) for _ in range(rng.randrange(1, 64))) + data[64:])
     elif how == "empty":
