@@ -70,6 +70,7 @@ RANGE = [
     (["train", "eval.batch_tokens=-1"], "eval.batch_tokens must be positive"),
     (["train", "eval.scale=0.5"], "eval.scale=0.5 must be at least 1"),
     (["train", "eval.factors=[]"], "eval.factors is empty"),
+    (["train", "eval.factors=[1.5e306]"], "eval.factors has 1.5e+306; every factor must be"),  # x T overflowed
     (["train", "eval.methods=[]"], "eval.methods is empty"),
     (["train", "eval.abf_base=1"], "eval.abf_base: abf new_base must be a finite number > 1"),
     (["train", "eval.stride=0"], "eval.stride must be positive"),

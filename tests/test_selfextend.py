@@ -6,17 +6,19 @@ RoPE, chunking changes nothing, and a shift of every position by a multiple of G
 
 from __future__ import annotations
 
+import io
 import math
 
 import pytest
 import torch
 import torch.nn.functional as F
 from omegaconf import OmegaConf
+from rich.console import Console
 
 from posx import rope
 from posx.config.schema import EvalConfig
 from posx.core.errors import PosxError
-from posx.eval.extrapolate import cell_key
+from posx.eval.extrapolate import cell_key, evaluate
 from posx.model import selfextend
 from posx.model.config import GPTConfig
 from posx.model.gpt import GPT
@@ -24,6 +26,7 @@ from posx.model.rescale import method_grouping, self_extended
 from posx.model.rotary import Rotary, XPos
 from posx.model.selfextend import Grouping
 from posx.runs.lineage import check_method
+from posx.runs.records import RunMeta
 
 HD, BASE = 8, 10000.0
 
@@ -146,6 +149,24 @@ def test_the_evaluation_reads_the_config_and_keys_cells_apart():
     inv, att = rope.frequencies("self_extend", HD, base=BASE, group=16, window=32)
     assert torch.equal(inv, rope.base_inv_freq(HD, BASE)) and att == 1.0
     assert cell_key(256, 256, inv, att, Grouping(16, 32)) != cell_key(256, 256, inv, att)
+
+
+def _evaluation_note(group: int) -> str:
+    model, out = _model(), io.StringIO()
+    meta = RunMeta(model=model.config, train_context=8, data={}, step=0)
+    ev = OmegaConf.structured(EvalConfig(factors=[1, 4], methods=["none", "self_extend"], tokens=32))
+    ev.self_extend.group, ev.self_extend.window = group, 4
+    df = evaluate(model, meta, torch.randint(0, 32, (200,), dtype=torch.uint8), ev, torch.device("cpu"), "r",
+                  Console(file=out, width=200)).table  # fmt: skip
+    assert (df["status"] == "ok").all() and model.pos.grouping is None
+    return out.getvalue()
+
+
+def test_an_evaluation_past_the_reach_says_so():
+    """(T - W) * G + W: 12 tokens at T = 8, W = 4, G = 2, short of 4x (32); 68 with G = 16."""
+    assert "self_extend reaches 12 tokens with G=2, W=4" in _evaluation_note(2)
+    assert "at 32 its grouped distances pass T=8" in _evaluation_note(2)
+    assert "self_extend reaches" not in _evaluation_note(16)
 
 
 @pytest.mark.parametrize("params", [{"group": 0}, {"group": 2.5}, {"window": 0}, {"window": True}])

@@ -94,9 +94,9 @@ def check_config(cfg: DictConfig | Config) -> None:
     check_tracker(cfg.logger)
     _check_top(cfg)
     _check_model(cfg.model)
+    _check_eval(cfg.eval)  # before pos: pos.randomized's default reach reads eval.factors
     _check_pos(cfg)
     _check_train(cfg.train)
-    _check_eval(cfg.eval)
     _check_scoring(cfg.eval)
     _check_tasks(cfg)
     _check_data(cfg)

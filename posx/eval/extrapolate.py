@@ -156,7 +156,11 @@ def evaluate(
     memo: dict = {}  # cells that share a length and frequencies are scored once (``cell_key``)
     model.eval()
     cells = [(m, f, L, s, sc) for m in ev.methods for f, L, s, sc in zip(ev.factors, p.lengths, p.strides, p.scales)]
-    with absolute_beyond(model, beyond), Reporter(console or Console(quiet=True), "eval", len(cells)) as progress:
+    console = console or Console(quiet=True)
+    past_reach = _past_reach(model, ev, meta.train_context, p.lengths)
+    if past_reach:
+        console.print(f"[yellow]note:[/] {past_reach}")
+    with absolute_beyond(model, beyond), Reporter(console, "eval", len(cells)) as progress:
         for method, factor, L, stride, scale in cells:
             row = _new_row(run_name, meta, ev, factor, L, method, scale, stride, beyond, p.plans.get(L))
             rows.append(row)
@@ -218,6 +222,22 @@ def _score_cell(
         return None, {}
     _fill_scores(row, scores)
     return scores, results
+
+
+def _past_reach(model: GPT, ev, train_context: int, lengths: list[int]) -> str | None:
+    """A line when Self-Extend is asked at lengths past its reach, (T - W) * G + W (Jin et al.
+    2024: beyond it the grouped distances leave the trained range); None otherwise."""
+    if GROUPED.isdisjoint(ev.methods) or not model.pos.uses_rope or not model.supports_self_extend:
+        return None
+    grouping = method_grouping("self_extend", ev, train_context)
+    reach = grouping.reach(train_context)
+    beyond = [L for L in lengths if L > reach]
+    if not beyond:
+        return None
+    return (
+        f"self_extend reaches {reach} tokens with G={grouping.group}, W={grouping.window} ((T - W) * G + W); "
+        f"at {', '.join(map(str, beyond))} its grouped distances pass T={train_context}: raise eval.self_extend.group"
+    )
 
 
 def _unscorable(model: GPT, method: str, L: int) -> str | None:
