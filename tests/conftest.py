@@ -4,7 +4,8 @@ Which tests run:
 
 * ``python -m pytest -q`` (no paths, no ``-m``) runs the fast set: every test not marked
   ``slow``. With ``CI`` set (``CI=true``, as on the CI machine) the same command runs
-  everything, spread over worker processes (pytest-xdist, ``-n 2``) when xdist is installed.
+  everything, spread over worker processes (pytest-xdist, ``-n 2``, an idle worker stealing
+  queued tests) when xdist is installed.
 * Naming test files or tests (``pytest tests/test_resume.py``) or passing ``-m`` runs what
   was named or selected, slow tests included; ``-n`` and ``-p no:xdist`` are honoured as given.
 
@@ -39,6 +40,8 @@ def pytest_cmdline_main(config):
     worker = hasattr(config, "workerinput")  # an xdist worker runs this hook too
     if on_ci() and not worker and config.pluginmanager.hasplugin("xdist") and config.option.numprocesses is None:
         config.option.numprocesses = CI_WORKERS
+        if config.option.dist == "no":  # not given: an idle worker takes tests queued on the busy one
+            config.option.dist = "worksteal"
 
 
 @pytest.hookimpl(trylast=True)  # after the terminal reporter exists
