@@ -38,18 +38,18 @@ def _positive(value: Any, key: str) -> None:
         raise PosxError(f"{key} must be positive, got {value}; set {key}=<a positive number>")
 
 
-def _finite(node, key: str = "") -> None:
+def _finite_and_flat(node, key: str = "") -> None:
     """Every float anywhere in the config is finite: NaN and inf are never a setting. And every
     list holds plain values: no schema list nests, though OmegaConf lets [[1],2] into one."""
     if isinstance(node, dict):
         for k, v in node.items():
-            _finite(v, f"{key}.{k}" if key else str(k))
+            _finite_and_flat(v, f"{key}.{k}" if key else str(k))
     elif isinstance(node, list):
         for i, v in enumerate(node):
             if isinstance(v, (list, dict)):
                 kind = "list" if isinstance(v, list) else "mapping"
                 raise PosxError(f"{key}[{i}]={v} is a {kind} inside a list; {key} takes plain values, e.g. {key}=[a,b]")
-            _finite(v, f"{key}[{i}]")
+            _finite_and_flat(v, f"{key}[{i}]")
     elif isinstance(node, float) and not math.isfinite(node):
         raise PosxError(f"{key}={node} must be a finite number")
 
@@ -89,7 +89,7 @@ def check_config(cfg: DictConfig | Config) -> None:
     )
     container.pop("hydra", None)
     _groups_are_mappings(container)
-    _finite(container)
+    _finite_and_flat(container)
     check_device(cfg.device)
     check_tracker(cfg.logger)
     _check_top(cfg)
