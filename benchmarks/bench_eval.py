@@ -36,6 +36,7 @@ VARIANTS = {
     "sliding, stride T/2, passkey off": ["eval.protocol=sliding", *OFF],
     "none alone, passkey off": ["eval.methods=[none]", *OFF],
     "self_extend alone, passkey off": ["eval.methods=[self_extend]", *OFF],  # attention in chunks, no fused kernel
+    "rerope alone, passkey off": ["eval.methods=[rerope]", *OFF],  # the same two-branch attention
 }
 CPU = torch.device("cpu")
 

@@ -39,7 +39,7 @@ from posx.hf.checkpoint import evaluate_hf_dir
 from posx.hf.export import export_run
 from posx.jobs import user_errors
 from posx.model.encodings import ROTARY
-from posx.model.rescale import GROUPED
+from posx.model.rescale import WINDOWED
 from posx.report import collection, digest
 from posx.report import frequencies as freqplot
 from posx.report.summary import report as build_report
@@ -208,9 +208,9 @@ def frequencies(
     ),
     factor: float = typer.Option(8.0, "--factor", help="Scale s; the target length is s x T."),
     methods: str = typer.Option(
-        ",".join(m for m in rope.METHODS if m not in GROUPED),
+        ",".join(m for m in rope.METHODS if m not in WINDOWED),
         "--methods",
-        help="Comma-separated RoPE methods (self_extend, left out by default, has none's frequencies).",
+        help="Comma-separated RoPE methods (self_extend and rerope, left out by default, have none's frequencies).",
     ),
     out: Optional[Path] = typer.Option(
         None,

@@ -22,7 +22,9 @@ b = base, L = original_context (the length the model was trained at), s = factor
     resonance     theta_i = 2*pi / round(2*pi / theta_i) where 2*pi / theta_i < L  (Wang et al. 2024)
     resonance_yarn  resonance applied to yarn's frequencies, yarn's attention factor
     self_extend   theta_i; past a window of W, attention meets positions grouped by G
-                  (Jin et al. 2024; the grouping is applied in attention, posx.model.selfextend)
+                  (Jin et al. 2024; the grouping is applied in attention, posx.model.windowed)
+    rerope        theta_i; past a window of W, every distance is W, or W + (n - W) / k with
+                  leak_factor k (Su 2023, ReRoPE / Leaky ReRoPE; applied in attention too)
 
 Decisions where the published definitions leave room:
   * ``none`` and ``abf`` ignore ``factor`` (it is still checked to be >= 1).
@@ -41,9 +43,14 @@ Decisions where the published definitions leave room:
     0.5 / L of itself. ``resonance`` ignores ``factor``; ``resonance_yarn`` takes yarn's.
     A wavelength that rounds to 0 cannot occur (the shortest is 2*pi).
   * ``self_extend`` ignores ``factor``; its ``group`` (G) and ``window`` (W, None: half the
-    trained context) are checked here and read by ``posx.model.selfextend``, which groups the
+    trained context) are checked here and read by ``posx.model.windowed``, which groups the
     positions; the defaults G = 16, W = T / 2 are posx's (the authors' code defaults to 8 and
     1024 for 4k-token Llama models), chosen so (T - W) * G + W, the reach, covers 8x T.
+  * ``rerope`` ignores ``factor``; its ``window`` (W, None: a quarter of the trained context,
+    the ratio of the author's published runs, W = 1024 at T = 4096), ``leak_factor`` (k, None:
+    ReRoPE; a number: Leaky ReRoPE, whose code defaults to 16) and ``log_scale`` (the query's
+    max(1, log(i + 1) / log T), on in both of the author's patches) are checked here and read
+    by ``posx.model.windowed``.
   * Where a method reduces to the identity (s = 1, or a dynamic method at length <= L) it
     returns theta itself, so the result is bit-identical to ``none``.
 
@@ -72,6 +79,7 @@ from posx.ropecheck import (
     check_none,
     check_original_context,
     check_ramp,
+    check_rerope,
     check_self_extend,
     check_yarn,
     current_length,
@@ -230,6 +238,10 @@ def _self_extend(head_dim, base, factor, original_context, group, window):
     return _theta(head_dim, base), 1.0  # the grouping acts on positions, in attention
 
 
+def _rerope(head_dim, base, factor, original_context, window, leak_factor, log_scale):
+    return _theta(head_dim, base), 1.0  # the window acts on positions, in attention
+
+
 def _resonance(head_dim, base, factor, original_context):
     return resonance_round(_theta(head_dim, base), original_context), 1.0
 
@@ -274,6 +286,7 @@ _REGISTRY: Mapping[str, _Method] = MappingProxyType(
         "resonance": _method(_resonance, True),
         "resonance_yarn": _method(_resonance_yarn, True, check_yarn, **_YARN_BETAS, attention_factor=None),
         "self_extend": _method(_self_extend, check=check_self_extend, group=16, window=None),
+        "rerope": _method(_rerope, check=check_rerope, window=None, leak_factor=None, log_scale=True),
     }
 )
 

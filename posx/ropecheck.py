@@ -150,3 +150,19 @@ def check_self_extend(*, group, window) -> None:
         raise PosxError(
             f"self_extend window must be an integer >= 1 (or null for half the trained context), got {window!r}"
         )
+
+
+def check_rerope(*, window, leak_factor, log_scale) -> None:
+    """ReRoPE's window W (an integer >= 1, or None), Leaky ReRoPE's factor k (a number >= 1, or
+    None for ReRoPE) and whether the query takes the log-n scale (a bool)."""
+    if window is not None and (not _is_int(window) or window < 1):
+        raise PosxError(
+            f"rerope window must be an integer >= 1 (or null for a quarter of the trained context), got {window!r}"
+        )
+    if leak_factor is not None and (not _is_real(leak_factor) or not 1 <= float(leak_factor) < math.inf):
+        raise PosxError(
+            f"rerope leak_factor must be a number >= 1 (Leaky ReRoPE; the author's code uses 16) or null "
+            f"(ReRoPE), got {leak_factor!r}"
+        )
+    if not isinstance(log_scale, bool):
+        raise PosxError(f"rerope log_scale must be true or false, got {log_scale!r}")

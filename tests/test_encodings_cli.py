@@ -21,7 +21,7 @@ from posx.core.errors import PosxError
 from posx.eval.run import evaluate_run
 from posx.model.config import GPTConfig
 from posx.model.encodings import ENCODINGS
-from posx.model.rescale import GROUPED
+from posx.model.rescale import WINDOWED
 from posx.report import frequencies as freqplot
 from posx.runs.records import RunMeta
 
@@ -58,8 +58,8 @@ def test_every_encoding_trains_and_evaluates_end_to_end(tmp_path, tiny_args, pos
         assert (df["status"] == "ok").all() and df["ppl"].map(math.isfinite).all()
         one = df[df["factor"] == 1.0].set_index("method")["ppl"]
         for method in rope.METHODS:
-            # abf and resonance change frequencies even at 1x; self_extend groups distances past T / 2
-            if method not in ("abf", "resonance", "resonance_yarn", "self_extend"):
+            # abf and resonance change frequencies even at 1x; self_extend and rerope remap distances in T
+            if method not in ("abf", "resonance", "resonance_yarn", "self_extend", "rerope"):
                 assert one[method] == pytest.approx(one["none"], rel=1e-6), method
     elif pos != "xpos":  # xpos rotates: RoPE methods apply
         assert (df.loc[df["method"] == "pi", "status"] == "not_applicable").all()
@@ -96,6 +96,8 @@ BAD = [
     (["eval.longrope.short_factor=[1,0]"], "positive numbers"),
     (["eval.self_extend.group=0"], "eval.self_extend: self_extend group must be an integer >= 1"),
     (["eval.self_extend.window=0"], "eval.self_extend: self_extend window must be an integer >= 1"),
+    (["eval.rerope.window=0"], "eval.rerope: rerope window must be an integer >= 1"),
+    (["eval.rerope.leak_factor=0.5"], "eval.rerope: rerope leak_factor must be a number >= 1"),
 ]
 
 
@@ -173,7 +175,7 @@ def test_frequencies_takes_head_dim_base_and_t_from_a_run_and_never_cuts_a_value
     assert "head_dim=16, base=500, T=16, s=2 (from r)" in out.output
     # not a terminal: one table as wide as its cells, no value cut
     assert "…" not in out.output and "(1/" not in out.output
-    assert all((method in out.output) == (method not in GROUPED) for method in rope.METHODS)
+    assert all((method in out.output) == (method not in WINDOWED) for method in rope.METHODS)
     assert "coincide here" in out.output
     assert (tmp_path / "results" / "frequencies.png").is_file()
     again = CliRunner().invoke(app, ["frequencies", "--methods", "none,pi"])

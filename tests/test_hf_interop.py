@@ -29,7 +29,7 @@ from posx.hf.checkpoint import HFCausalLM, evaluate_hf_dir  # noqa: E402
 from posx.model.blocks import swiglu_hidden  # noqa: E402
 from posx.model.config import GPTConfig  # noqa: E402
 from posx.model.gpt import GPT  # noqa: E402
-from posx.model.rescale import GROUPED, RopeRecord, install_trained, method_frequencies  # noqa: E402
+from posx.model.rescale import WINDOWED, RopeRecord, install_trained, method_frequencies  # noqa: E402
 from posx.runs.lineage import new_context  # noqa: E402
 from posx.runs.records import RunMeta  # noqa: E402
 from posx.runs.rundir import load_run, save_run  # noqa: E402
@@ -121,8 +121,8 @@ def test_posx_rescaling_gives_transformers_logits(method, s):
 
 
 # Resonance's integer wavelengths have no transformers rope type: refused (test below).
-# Self-Extend is no extension (posx extend refuses it, tests/test_selfextend.py).
-@pytest.mark.parametrize("method", [m for m in rope.METHODS if not m.startswith("resonance") and m not in GROUPED])
+# Self-Extend and ReRoPE are no extension (posx extend refuses them, tests/test_windowed.py).
+@pytest.mark.parametrize("method", [m for m in rope.METHODS if not m.startswith("resonance") and m not in WINDOWED])
 def test_every_extension_exports_exactly(method, tmp_path):
     """The rope record of an extension by each method maps onto a transformers rope type whose
     frequencies are the ones the run trained with; the exported model's logits are posx's."""
@@ -263,14 +263,14 @@ def test_random_transformers_llama_evaluates_end_to_end(tmp_path, tiny_args):
         "eval-extrapolate",
         str(tmp_path / "rand"),
         *args,
-        "eval.methods=[none,yarn,dynamic_ntk,self_extend]",
+        "eval.methods=[none,yarn,dynamic_ntk,self_extend,rerope]",
         cwd=tmp_path,
     )
     assert "transformers llama T=32" in proc.stdout
     df = pd.read_csv(tmp_path / "rand" / "extrapolation.csv")
-    grouped = df["method"] == "self_extend"  # needs posx's attention: said, not computed as plain RoPE
-    assert (df.loc[grouped, "status"] == "not_applicable").all() and grouped.sum() == 4
-    assert (df.loc[~grouped, "status"] == "ok").all() and len(df) == 4 * 4 and (df["train_context"] == 32).all()
+    windowed = df["method"].isin(["self_extend", "rerope"])  # need posx's attention: said, not computed as plain RoPE
+    assert (df.loc[windowed, "status"] == "not_applicable").all() and windowed.sum() == 2 * 4
+    assert (df.loc[~windowed, "status"] == "ok").all() and len(df) == 5 * 4 and (df["train_context"] == 32).all()
     assert (tmp_path / "rand" / "passkey.csv").is_file()
 
 

@@ -148,3 +148,19 @@ def test_self_extend_is_called_from_its_rows_at_t_and_far_out():
     grouped.loc[grouped["factor"] == 8.0, "ppl_mean"] = 5.0  # flat no more: 1.0 above 4.0 at T, sigma 0.14
     (row,) = _self_extend_rows(pd.concat([summary, grouped]))
     assert row["verdict"] == "not reproduced"
+
+
+def test_rerope_is_called_from_its_rows_at_2x_and_4x_against_rope_at_t():
+    """Below RoPE's 1x at 2x and 4x by more than 2 sigma: reproduced; above it at 4x: reversed."""
+    summary = _summary(BASE)
+    rectified = summary[summary["encoding"] == "rope"].assign(method="rerope")
+    rectified.loc[rectified["factor"].isin([2.0, 4.0]), ["ppl_mean", "ppl_std"]] = (3.5, 0.1)
+
+    def verdict(rows: pd.DataFrame) -> str:
+        (row,) = [r for r in method_claims(Numbers(pd.concat([summary, rows]))) if "ReRoPE" in r["paper"]]
+        return row["verdict"]
+
+    assert not [r for r in method_claims(Numbers(summary)) if "ReRoPE" in r["paper"]]
+    assert verdict(rectified) == "reproduced"
+    rectified.loc[rectified["factor"] == 4.0, "ppl_mean"] = 5.0
+    assert verdict(rectified) == "reversed"

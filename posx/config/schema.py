@@ -52,7 +52,8 @@ Attention = _choice("Attention", "sdpa flex", "model.attention: posx.model.atten
 AttnScale = _choice("AttnScale", "none logn ssmax", "model.attn_scale: posx.model.scaling.ATTN_SCALES")
 Method = _choice(
     "Method",
-    "none pi ntk dynamic_ntk yarn dynamic_yarn ntk_by_parts abf llama3 longrope resonance resonance_yarn self_extend",
+    "none pi ntk dynamic_ntk yarn dynamic_yarn ntk_by_parts abf llama3 longrope resonance resonance_yarn "
+    "self_extend rerope",
     "eval.methods: posx.rope.METHODS",
 )
 ExtendMethod = _choice(
@@ -174,8 +175,15 @@ class LongRopeConfig:
 
 @dataclass
 class SelfExtendConfig:
-    group: int = 16  # G: past the window, G positions share one (posx.model.selfextend)
+    group: int = 16  # G: past the window, G positions share one (posx.model.windowed)
     window: Optional[int] = None  # W: keys nearer than W keep exact positions; null: T / 2
+
+
+@dataclass
+class ReRoPEConfig:
+    window: Optional[int] = None  # W: distances below W are exact; null: T / 4 (posx.model.windowed)
+    leak_factor: Optional[float] = None  # k: null: every distance past W is W (ReRoPE); k: W + (n - W) / k (Leaky)
+    log_scale: bool = True  # scale the query at i by max(1, log(i + 1) / log T), as the author's code does
 
 
 @dataclass
@@ -216,6 +224,7 @@ class EvalConfig:
     llama3: Llama3Config = field(default_factory=Llama3Config)  # Llama 3.1 (transformers' llama3 rope_type)
     longrope: LongRopeConfig = field(default_factory=LongRopeConfig)  # LongRoPE / Phi-3: one factor per rotary pair
     self_extend: SelfExtendConfig = field(default_factory=SelfExtendConfig)  # Self-Extend's grouped attention
+    rerope: ReRoPEConfig = field(default_factory=ReRoPEConfig)  # ReRoPE's rectified distances
     absolute_beyond: Beyond = Beyond.none  # learned absolute past its table
     after_train: bool = False  # evaluate at the end of `posx train`
     protocol: Protocol = Protocol.nonoverlapping  # sliding: windows scoring their last eval.stride tokens

@@ -33,15 +33,15 @@ from posx.eval.tables import COLUMNS, KEYS, Evaluation, position_rows
 from posx.model.gpt import GPT
 from posx.model.positional import PositionOutOfRange
 from posx.model.rescale import (
-    GROUPED,
+    WINDOWED,
     absolute_beyond,
     check_methods,
     method_frequencies,
-    method_grouping,
+    method_window,
     rescaled,
-    self_extended,
+    windowed_attention,
 )
-from posx.model.selfextend import Grouping
+from posx.model.windowed import Windowed
 from posx.runs.records import RunMeta
 
 
@@ -157,9 +157,8 @@ def evaluate(
     model.eval()
     cells = [(m, f, L, s, sc) for m in ev.methods for f, L, s, sc in zip(ev.factors, p.lengths, p.strides, p.scales)]
     console = console or Console(quiet=True)
-    past_reach = _past_reach(model, ev, meta.train_context, p.lengths)
-    if past_reach:
-        console.print(f"[yellow]note:[/] {past_reach}")
+    for line in _past_reach(model, ev, meta.train_context, p.lengths):
+        console.print(f"[yellow]note:[/] {line}")
     with absolute_beyond(model, beyond), Reporter(console, "eval", len(cells)) as progress:
         for method, factor, L, stride, scale in cells:
             row = _new_row(run_name, meta, ev, factor, L, method, scale, stride, beyond, p.plans.get(L))
@@ -206,15 +205,15 @@ def _score_cell(
     if status is not None:
         row["status"] = status
         return None, {}
-    inv_freq, grouping = None, None
+    inv_freq, window = None, None
     if model.pos.uses_rope:
         inv_freq, row["attention_factor"] = method_frequencies(method, ev, scale=row["scale"], length=L, **rope_args)
         inv_freq = inv_freq.to(device)
-        grouping = method_grouping(method, ev, rope_args["train_context"])
-    key = cell_key(L, row["stride"], inv_freq, row["attention_factor"], grouping)
+        window = method_window(method, ev, rope_args["train_context"])
+    key = cell_key(L, row["stride"], inv_freq, row["attention_factor"], window)
     try:
         if key not in memo:
-            with rescaled(model, inv_freq, row["attention_factor"]), self_extended(model, grouping):
+            with rescaled(model, inv_freq, row["attention_factor"]), windowed_attention(model, window):
                 memo[key] = _run_cell(model, val, ev, device, L, row["stride"], n_tokens, trials, starts)
         scores, results = memo[key]
     except PositionOutOfRange:
@@ -224,27 +223,30 @@ def _score_cell(
     return scores, results
 
 
-def _past_reach(model: GPT, ev, train_context: int, lengths: list[int]) -> str | None:
-    """A line when Self-Extend is asked at lengths past its reach, (T - W) * G + W (Jin et al.
-    2024: beyond it the grouped distances leave the trained range); None otherwise."""
-    if GROUPED.isdisjoint(ev.methods) or not model.pos.uses_rope or not model.supports_self_extend:
-        return None
-    grouping = method_grouping("self_extend", ev, train_context)
-    reach = grouping.reach(train_context)
-    beyond = [L for L in lengths if L > reach]
-    if not beyond:
-        return None
-    return (
-        f"self_extend reaches {reach} tokens with G={grouping.group}, W={grouping.window} ((T - W) * G + W); "
-        f"at {', '.join(map(str, beyond))} its grouped distances pass T={train_context}: raise eval.self_extend.group"
-    )
+def _past_reach(model: GPT, ev, train_context: int, lengths: list[int]) -> list[str]:
+    """A line for each windowed method asked at lengths past its reach (Self-Extend's
+    (T - W) * G + W, Jin et al. 2024; Leaky ReRoPE's (T - W) * k + W): beyond it the remapped
+    distances leave the trained range."""
+    if not model.pos.uses_rope or not model.supports_windowed:
+        return []
+    lines = []
+    for method in (m for m in ev.methods if m in WINDOWED):
+        window = method_window(method, ev, train_context)
+        reach = window.reach(train_context)
+        beyond = [L for L in lengths if reach is not None and L > reach]
+        if beyond:
+            lines.append(
+                f"{method} reaches {reach} tokens with {window.describe()}; at {', '.join(map(str, beyond))} its "
+                f"distances pass T={train_context}: raise eval.{method}.{window.widen}"
+            )
+    return lines
 
 
 def _unscorable(model: GPT, method: str, L: int) -> str | None:
     """Why a cell cannot be scored at all (a RoPE method without RoPE, a length past the table), else None."""
     if method != "none" and not model.pos.uses_rope:
         return "not_applicable"
-    if method in GROUPED and not model.supports_self_extend:  # a transformers checkpoint attends its own way
+    if method in WINDOWED and not model.supports_windowed:  # a transformers checkpoint attends its own way
         return "not_applicable"
     limit = model.pos.max_length()
     if limit is not None and L > limit:
@@ -289,15 +291,15 @@ def _fill_scores(row: dict, scores: scoring.Scores) -> None:
 
 
 def cell_key(
-    length: int, stride: int, inv_freq: torch.Tensor | None, attention_factor: float, grouping: Grouping | None = None
+    length: int, stride: int, inv_freq: torch.Tensor | None, attention_factor: float, window: Windowed | None = None
 ) -> tuple:
     """What a cell's scores depend on besides the model and the data: its length, stride, the
     exact frequencies and attention factor installed (a hash of their bytes; None: the model's
-    own encoding, no RoPE) and Self-Extend's grouping (None: ordinary attention). Methods that
+    own encoding, no RoPE) and a windowed method's window (None: ordinary attention). Methods that
     coincide at a length (every interpolation at 1x equals plain RoPE) share a key and are
     computed once."""
     freq = None if inv_freq is None else hashlib.sha256(inv_freq.detach().cpu().numpy().tobytes()).hexdigest()
-    return length, stride, freq, float(attention_factor), grouping
+    return length, stride, freq, float(attention_factor), window
 
 
 def _passkey_rows(status: str, trials: list, result, depth_buckets: int) -> list[dict]:

@@ -17,7 +17,7 @@ from torch import Tensor, nn
 
 from posx.core.device import compute_dtype
 from posx.core.errors import PosxError
-from posx.model import blocks, scaling, selfextend
+from posx.model import blocks, scaling, windowed
 from posx.model.attention import ATTENTION, FlexBias, attend, causal_block_mask, flex_applies
 from posx.model.config import GPTConfig
 from posx.model.encodings import build_encoding
@@ -45,8 +45,8 @@ class CausalSelfAttention(nn.Module):
         k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, H, T, hd)
         v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, H, T, hd)
         dropout = self.dropout if self.training else 0.0
-        if self.positional and pos.grouping is not None:  # Self-Extend, installed by an evaluation
-            y = selfextend.attend(q, k, v, positions, pos.grouping, pos.rotate_at, self.logit_scale)
+        if self.positional and pos.window is not None:  # Self-Extend or ReRoPE, installed by an evaluation
+            y = windowed.attend(q, k, v, positions, pos.window, pos.rotate_at, self.logit_scale)
         else:
             if self.positional:
                 q, k = pos.rotate(q, k, positions)
@@ -86,7 +86,7 @@ class Block(nn.Module):
 
 
 class GPT(nn.Module):
-    supports_self_extend = True  # RoPE models attend with Self-Extend's grouping when it is installed
+    supports_windowed = True  # RoPE models attend with a windowed method (Self-Extend, ReRoPE) when installed
 
     def __init__(self, config: GPTConfig):
         super().__init__()

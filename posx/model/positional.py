@@ -9,7 +9,7 @@ import torch
 from torch import Tensor, nn
 
 from posx.core.errors import PosxError
-from posx.model.selfextend import Grouping
+from posx.model.windowed import Windowed
 
 
 class PositionOutOfRange(PosxError):
@@ -21,9 +21,10 @@ class PositionalEncoding(nn.Module):
 
     kind = "nope"
     uses_rope = False  # True when RoPE rescaling methods apply
-    # Self-Extend's grouping while an evaluation installs it (``posx.model.rescale.self_extended``;
-    # RoPE encodings only, which then also need ``rotate_at``); None: ordinary attention.
-    grouping: Grouping | None = None
+    # A windowed method (Self-Extend, ReRoPE) while an evaluation installs it
+    # (``posx.model.rescale.windowed_attention``; RoPE encodings only, which then also need ``rotate_at``);
+    # None: ordinary attention.
+    window: Windowed | None = None
 
     def embed(self, x: Tensor, positions: Tensor) -> Tensor:
         return x  # x: (B, T, C), positions: (T,)

@@ -19,7 +19,7 @@ from posx import rope
 from posx.core import fieldcheck
 from posx.core.errors import PosxError
 from posx.model.gpt import GPT
-from posx.model.selfextend import Grouping
+from posx.model.windowed import Grouping, Rectified, Windowed
 
 
 def _ramp(ev) -> dict:
@@ -62,6 +62,10 @@ METHOD_ARGS: dict[str, Callable[[object, float, int], tuple[float, dict]]] = {
     "resonance": lambda ev, s, L: (s, {}),  # ignores the factor
     "resonance_yarn": lambda ev, s, L: (s, {**_ramp(ev), "attention_factor": ev.yarn.attention_factor}),
     "self_extend": lambda ev, s, L: (s, {"group": ev.self_extend.group, "window": ev.self_extend.window}),
+    "rerope": lambda ev, s, L: (
+        s,
+        {"window": ev.rerope.window, "leak_factor": ev.rerope.leak_factor, "log_scale": ev.rerope.log_scale},
+    ),
 }
 # The config group each method reads its parameters from, named in error messages.
 _GROUP = {
@@ -74,9 +78,15 @@ _GROUP = {
     "longrope": "eval.longrope",
     "resonance_yarn": "eval.yarn",
     "self_extend": "eval.self_extend",
+    "rerope": "eval.rerope",
 }
-# Methods that act in attention as well as (or instead of) on the frequencies.
-GROUPED = frozenset({"self_extend"})
+# Methods that act in attention (``posx.model.windowed``) instead of on the frequencies: how
+# each builds its window from its parameters and the trained context T.
+_WINDOWS: dict[str, Callable[[dict, int], Windowed]] = {
+    "self_extend": lambda p, T: Grouping.resolve(p["group"], p["window"], T),
+    "rerope": lambda p, T: Rectified.resolve(p["window"], p["leak_factor"], p["log_scale"], T),
+}
+WINDOWED = frozenset(_WINDOWS)
 
 
 def method_args(method: str, ev, scale: float, length: int) -> tuple[float, dict]:
@@ -110,12 +120,12 @@ def method_frequencies(
         raise PosxError(f"{group}: {exc}" if group else str(exc)) from None
 
 
-def method_grouping(method: str, ev, train_context: int) -> Grouping | None:
-    """Self-Extend's grouping for ``method`` (None for a method that only sets frequencies)."""
-    if method not in GROUPED:
+def method_window(method: str, ev, train_context: int) -> Windowed | None:
+    """The windowed attention of ``method`` (None for a method that only sets frequencies)."""
+    if method not in WINDOWED:
         return None
     _, params = method_args(method, ev, 1.0, train_context)
-    return Grouping.resolve(params["group"], params["window"], train_context)
+    return _WINDOWS[method](params, train_context)
 
 
 def check_methods(ev, methods, head_dim: int, base: float, train_context: int, rows: list[tuple[float, int]]) -> None:
@@ -255,14 +265,14 @@ def absolute_beyond(model: GPT, mode: str) -> Iterator[GPT]:
 
 
 @contextlib.contextmanager
-def self_extended(model: GPT, grouping: Grouping | None) -> Iterator[GPT]:
-    """Attend with Self-Extend's ``grouping`` inside the block (ordinary attention again on
-    exit); None, or a model without RoPE: the model as it is."""
-    if grouping is None or not model.pos.uses_rope:
+def windowed_attention(model: GPT, window: Windowed | None) -> Iterator[GPT]:
+    """Attend with a windowed method (Self-Extend, ReRoPE) inside the block (ordinary attention
+    again on exit); None, or a model without RoPE: the model as it is."""
+    if window is None or not model.pos.uses_rope:
         yield model
         return
-    model.pos.grouping = grouping
+    model.pos.window = window
     try:
         yield model
     finally:
-        model.pos.grouping = None
+        model.pos.window = None

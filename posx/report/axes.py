@@ -28,6 +28,7 @@ METHOD_ORDER = [
     "llama3",
     "longrope",
     "self_extend",
+    "rerope",
     "interpolate",
 ]
 

@@ -43,7 +43,11 @@ has a run of its method, so a report without them keeps its table:
 * Zhu et al., ICLR 2024 (PoSE), arXiv 2309.10400: trained at T with skipped position ids, an
   extension comes close to fine-tuning at s·T (within 10%) and beats zero-shot.
 * Jin et al., ICML 2024 (Self-Extend), arXiv 2401.01325: without training, grouped attention
-  keeps a RoPE model's perplexity far past T at its level at T, where plain RoPE climbs.
+  keeps a RoPE model's perplexity far past T at its level at T, where plain RoPE climbs;
+* Su 2023 (ReRoPE), github.com/bojone/rerope: without training, "longer context, lower loss":
+  at 2x and 4x T a RoPE model with rectified distances scores lower than at T (Llama 2 13B:
+  loss 1.4267 at 8k and 1.4001 at 16k against 1.4967 at 4k). The rows do not say whether
+  ``eval.rerope.leak_factor`` was set; the claim is about ReRoPE, its default.
 
 A run with one of the options (``pos.rotary_fraction``, ``model.attn_scale``, ...) is found by its
 group label (``posx.report.groups``): a key the label does not name counts as at its default.
@@ -75,7 +79,7 @@ FIRE, XPOS, PROPE, RANDOMIZED, LOGN, SSMAX, HYBRID, RESONANCE, POSE = (
     "Wang et al. 2024 (Resonance RoPE)",
     "Zhu et al. 2024 (PoSE)",
 )
-SELF_EXTEND = "Jin et al. 2024 (Self-Extend)"
+SELF_EXTEND, REROPE = "Jin et al. 2024 (Self-Extend)", "Su 2023 (ReRoPE)"
 # The options the newer claims compare, as group labels write them, with their defaults.
 OPTION_DEFAULTS = {
     "pos.rotary_fraction": "1",
@@ -302,7 +306,13 @@ def method_claims(n: Numbers, longest: float = 8.0) -> list[dict]:
         [(grouped, n.ppl("rope", "none", longest))],
         [(grouped, n.ppl("rope", "none", 1))],
     )
-    found = [*_option_comparisons(n, longest), self_extend, *_extension_comparisons(n)]
+    rerope = (
+        REROPE,
+        "ReRoPE, without training, scores lower at 2x and 4x T than RoPE at T (longer context, lower loss)",
+        [(n.ppl("rope", "rerope", f), n.ppl("rope", "none", 1)) for f in (2, 4)],
+        [],
+    )
+    found = [*_option_comparisons(n, longest), self_extend, rerope, *_extension_comparisons(n)]
     return [_claim(paper, claim, pairs, flat) for paper, claim, pairs, flat in found if math.isfinite(pairs[0][0].mean)]
 
 

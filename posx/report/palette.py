@@ -40,6 +40,7 @@ METHOD_COLORS = {
     "llama3": "#843c39",  # dark red
     "longrope": "#7b4173",  # plum
     "self_extend": "#31a354",  # dark green
+    "rerope": "#e6550d",  # dark orange
     "interpolate": "#e7969c",  # rose
     "clamp": "#9c9ede",  # lavender
 }
@@ -61,6 +62,7 @@ MARKER_OF = {  # a different marker for every encoding and method; none: RoPE's,
     "llama3": "8",
     "longrope": "H",
     "self_extend": "2",
+    "rerope": "3",
     "interpolate": "1",
     "clamp": "+",
 }

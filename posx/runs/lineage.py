@@ -19,7 +19,7 @@ from posx.core.errors import PosxError
 from posx.model.config import GPTConfig
 from posx.model.encodings import ROTARY
 from posx.model.gpt import GPT
-from posx.model.rescale import GROUPED, RopeRecord, install_trained
+from posx.model.rescale import WINDOWED, RopeRecord, install_trained
 from posx.runs.records import RunMeta
 from posx.runs.rundir import META, load_run
 
@@ -48,7 +48,7 @@ def check_method(method: str, pos: str, where: str) -> None:
             f"{where} has {pos} positions, which have nothing posx extend can rescale: it extends RoPE "
             f"runs (a RoPE method) and learned-absolute runs (method=interpolate)"
         )
-    if method in GROUPED:
+    if method in WINDOWED:
         raise PosxError(
             f"method={method} changes attention at evaluation, with no frequencies to train with; extend with "
             f"a frequency method, and score {method} with posx eval-extrapolate 'eval.methods=[none,{method}]'"
@@ -56,7 +56,7 @@ def check_method(method: str, pos: str, where: str) -> None:
     if pos in ROTARY and method == INTERPOLATE:
         raise PosxError(
             f"{where} uses RoPE; interpolate is for learned-absolute tables. "
-            f"Choose a RoPE method: {', '.join(m for m in rope.METHODS if m not in GROUPED)}"
+            f"Choose a RoPE method: {', '.join(m for m in rope.METHODS if m not in WINDOWED)}"
         )
     if pos not in ROTARY and method != INTERPOLATE:
         raise PosxError(

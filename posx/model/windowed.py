@@ -1,0 +1,167 @@
+"""Windowed attention at evaluation, without training: keys nearer than a window W meet the
+query at their exact RoPE positions, farther keys at remapped positions chosen so the distance
+stays inside the trained context. The two sets of logits go into one softmax.
+
+Self-Extend (Jin et al., "LLM Maybe LongLM: Self-Extend LLM Context Window Without Tuning",
+ICML 2024, arXiv 2401.01325; the authors' code: github.com/datamllab/LongLM,
+``self_extend_patch/Llama.py``), ``Grouping``: a query at i and a key at j, distance n = i - j.
+
+* n < W: ordinary RoPE at positions i and j.
+* n >= W: RoPE at the *grouped* positions, the query at i // G + W - W / G and the key at
+  j // G, so distances grow G times slower past the window; the shift W - W / G makes the
+  grouped distance continue from W where the window ends. The largest grouped distance at
+  length L is (L - 1) // G + W - W / G, inside a trained context T while L <= (T - W) * G + W
+  (the paper's bound on the extended window).
+
+ReRoPE and Leaky ReRoPE (Su, "Rectified Rotary Position Embeddings", 2023; the author's code:
+github.com/bojone/rerope, ``rerope_patch.py`` and ``leaky_rerope_patch.py``), ``Rectified``:
+
+* n < W: ordinary RoPE, as above.
+* n >= W, ReRoPE: every such distance becomes W (the query rotated at W, the key not at all).
+* n >= W, Leaky ReRoPE with factor k: the distance becomes W + (n - W) / k (the query at
+  i / k + W - W / k, the key at j / k): Self-Extend's map without the floor. It stays inside T
+  while n < (T - W) * k + W; ReRoPE's never leaves it.
+* The author's code also scales the query at position i by max(1, log(i + 1) / log(T)) (the
+  "log n" scaling), in both patches; posx does too unless ``log_scale`` is off.
+
+Decisions: Self-Extend's W - W / G is a float when G does not divide W, as in the authors' code
+(RoPE takes fractional positions); its optional log scale of the query (``scale_base``, off by
+default there) is left out. The logits are merged and softmaxed in float32, as both authors
+upcast. The frequencies are the model's own: these methods change which positions meet, not
+how they rotate (``posx.rope`` lists them with theta_i, and checks their parameters). Scores
+are materialised in chunks of query rows (no fused kernel takes two sets of logits), so this
+path is for evaluation, not training.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable, Protocol
+
+import torch
+from torch import Tensor
+
+CHUNK_ELEMENTS = 1 << 24  # logits held at once per chunk of query rows (64 MiB in float32)
+
+# rotate_at(q, k, q_positions, k_positions) -> (q, k) rotated: the encoding's RoPE at given positions
+RotateAt = Callable[[Tensor, Tensor, Tensor, Tensor], tuple[Tensor, Tensor]]
+QueryScale = Callable[[Tensor], Tensor]
+
+
+class Windowed(Protocol):
+    """What ``attend`` needs of a method: its window and where the far branch puts positions."""
+
+    window: int  # W: keys nearer than W keep their exact positions
+    widen: str  # the parameter that extends the reach, named when a length passes it
+
+    def far_positions(self, positions: Tensor) -> tuple[Tensor, Tensor]: ...
+
+    def scale_query(self, q: Tensor, positions: Tensor) -> Tensor: ...
+
+    def reach(self, train_context: int) -> int | None: ...
+
+    def describe(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class Grouping:
+    """Self-Extend's two numbers, resolved for one model."""
+
+    group: int  # G: past the window, G positions share one
+    window: int  # W: keys closer than W keep their exact positions
+    widen = "group"
+
+    @classmethod
+    def resolve(cls, group: int, window: int | None, train_context: int) -> "Grouping":
+        """``window`` None: half the trained context (posx's default, with G = 16 it reaches 8x T)."""
+        return cls(int(group), int(window) if window is not None else max(1, train_context // 2))
+
+    def reach(self, train_context: int) -> int:
+        """The longest sequence whose grouped distances stay inside ``train_context``: (T - W) * G + W."""
+        return max(self.window, (train_context - self.window) * self.group + self.window)
+
+    def far_positions(self, positions: Tensor) -> tuple[Tensor, Tensor]:
+        """The group branch's query and key positions (float32, shape of ``positions``)."""
+        G, W = self.group, self.window
+        coarse = torch.div(positions, G, rounding_mode="floor").float()
+        return coarse + (W - W / G), coarse
+
+    def scale_query(self, q: Tensor, positions: Tensor) -> Tensor:
+        return q
+
+    def describe(self) -> str:
+        return f"G={self.group}, W={self.window} ((T - W) * G + W)"
+
+
+@dataclass(frozen=True)
+class Rectified:
+    """ReRoPE's window, Leaky ReRoPE's factor and the log-n scaling, resolved for one model."""
+
+    window: int  # W: distances below W are exact
+    leak_factor: float | None  # k: past W distances grow 1/k as fast; None: they all become W (ReRoPE)
+    log_context: int | None  # T of the query's max(1, log(i + 1) / log T) scaling; None: no scaling
+    widen = "leak_factor"
+
+    @classmethod
+    def resolve(cls, window: int | None, leak_factor: float | None, log_scale: bool, train_context: int) -> "Rectified":
+        """``window`` None: a quarter of the trained context (the author's published runs: W = 1024 at T = 4096)."""
+        k = None if leak_factor is None else float(leak_factor)
+        W = int(window) if window is not None else max(1, train_context // 4)
+        return cls(W, k, int(train_context) if log_scale else None)
+
+    def reach(self, train_context: int) -> int | None:
+        """ReRoPE: None (no distance passes W). Leaky: the longest sequence whose distances stay
+        below T, (T - W) * k + W rounded up."""
+        if self.leak_factor is None:
+            return None
+        return max(self.window, math.ceil((train_context - self.window) * self.leak_factor + self.window))
+
+    def far_positions(self, positions: Tensor) -> tuple[Tensor, Tensor]:
+        """The rectified branch's query and key positions (float32, shape of ``positions``)."""
+        W, k = self.window, self.leak_factor
+        if k is None:
+            return torch.full(positions.shape, float(W), device=positions.device), torch.zeros_like(positions).float()
+        scaled = positions.float() / k
+        return scaled + (W - W / k), scaled
+
+    def scale_query(self, q: Tensor, positions: Tensor) -> Tensor:
+        """q (B, H, L, hd) times max(1, log(i + 1) / log T) per query position i."""
+        if self.log_context is None or self.log_context < 2:
+            return q
+        factor = (positions.double() + 1).log().div(math.log(self.log_context)).clamp(min=1.0)  # (L,)
+        return q * factor.to(q.dtype)[:, None]
+
+    def describe(self) -> str:
+        return f"k={self.leak_factor:g}, W={self.window} ((T - W) * k + W)"
+
+
+def attend(
+    q: Tensor, k: Tensor, v: Tensor, positions: Tensor, method: Windowed, rotate_at: RotateAt,
+    query_scale: QueryScale | None = None,
+) -> Tensor:  # fmt: skip
+    """Causal windowed attention of unrotated q, k and v (B, H, L, hd) -> (B, H, L, hd).
+
+    ``positions`` (L,) are the tokens' positions; ``query_scale`` the model's own per-row logit
+    scale, applied to q before the method's and before rotating (a scale per query row
+    commutes with its rotation)."""
+    if query_scale is not None:
+        q = query_scale(q)
+    q = method.scale_query(q, positions)
+    near_q, near_k = rotate_at(q, k, positions, positions)
+    far_pos_q, far_pos_k = method.far_positions(positions)
+    far_q, far_k = rotate_at(q, k, far_pos_q, far_pos_k)
+    B, H, L, hd = q.shape
+    rows = max(1, min(L, CHUNK_ELEMENTS // max(1, B * H * L)))
+    scale = 1.0 / math.sqrt(hd)
+    out = torch.empty_like(v)
+    for r0 in range(0, L, rows):
+        r1 = min(L, r0 + rows)
+        distance = positions[r0:r1, None] - positions[None, :r1]  # (rows, r1)
+        near = near_q[:, :, r0:r1] @ near_k[:, :, :r1].transpose(-1, -2)  # (B, H, rows, r1)
+        far = far_q[:, :, r0:r1] @ far_k[:, :, :r1].transpose(-1, -2)
+        logits = torch.where(distance < method.window, near, far).float() * scale
+        logits = logits.masked_fill(distance < 0, float("-inf"))
+        weights = torch.softmax(logits, dim=-1).to(v.dtype)
+        out[:, :, r0:r1] = weights @ v[:, :, :r1]  # (B, H, rows, hd)
+    return out
