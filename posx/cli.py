@@ -26,7 +26,7 @@ from posx.cli_examples import (
     TRAIN_EPILOG,
 )
 from posx.config.compose import compose, to_yaml
-from posx.config.evalsettings import eval_config
+from posx.config.evalsettings import eval_config, kept_from_run
 from posx.config.resume import SAFE
 from posx.core import distributed, files
 from posx.core.console import new_console
@@ -178,10 +178,15 @@ def eval_extrapolate(
             evaluate_hf_dir(run_dir, cfg, console)  # a transformers checkpoint: the composed settings
             return
         if not defaults:
-            cfg, source = eval_config(run_dir, cfg, overrides)
+            composed = cfg
+            cfg, source = eval_config(run_dir, composed, overrides)
+            kept = kept_from_run(cfg, composed)
             console.print(
-                f"evaluation settings: from {source}" + (", with the overrides on top" if overrides else ""),
+                f"evaluation settings: from {source}"
+                + (", with the overrides on top" if overrides else "")
+                + (f"; it sets {kept} (--defaults starts from the defaults)" if kept else ""),
                 highlight=False,
+                markup=False,
             )
         evaluate_run(run_dir, cfg, console, force=force)
         digest.refresh(run_dir)  # what posx report and posx runs read of the run

@@ -10,7 +10,7 @@ import yaml
 from omegaconf import OmegaConf
 
 from posx.config.compose import compose
-from posx.config.evalsettings import eval_config
+from posx.config.evalsettings import eval_config, kept_from_run
 from posx.eval import history
 from posx.eval.tables import COLUMNS, Evaluation
 
@@ -95,6 +95,23 @@ def test_eval_settings_start_from_the_run_and_overrides_win_even_at_their_defaul
     assert "last evaluation" in source and cfg.eval.tokens == 16384
 
 
+def test_the_settings_a_run_carries_are_named(tmp_path):
+    """What the run's settings change against the command line alone, in override syntax; an
+    override that the run already holds is not named."""
+    run = tmp_path / "run"
+    run.mkdir()
+    saved = {"factors": [1, 2.5], "methods": ["none", "self_extend"], "self_extend": {"group": 2}, "stride": None}
+    (run / "config.yaml").write_text(yaml.safe_dump({"eval": {**saved, "protocol": "sliding"}}))
+    cfg, _ = eval_config(run, compose([]), [])
+    assert kept_from_run(cfg, compose([])) == (
+        "eval.factors=[1,2.5], eval.methods=[none,self_extend], eval.self_extend.group=2, eval.protocol=sliding"
+    )
+    overrides = ["eval.protocol=sliding", "eval.self_extend.group=16"]
+    cfg, _ = eval_config(run, compose(overrides), overrides)
+    assert kept_from_run(cfg, compose(overrides)) == "eval.factors=[1,2.5], eval.methods=[none,self_extend]"
+    assert kept_from_run(compose([]), compose([])) == ""
+
+
 @pytest.mark.slow
 def test_re_evaluating_is_a_no_op_unless_forced_and_every_evaluation_is_kept(trained_runs, tmp_path):
     work, run = trained_runs["work"], tmp_path / "rope"
@@ -109,6 +126,7 @@ def test_re_evaluating_is_a_no_op_unless_forced_and_every_evaluation_is_kept(tra
     # the run's own settings (512 tokens from its training config, methods=[none]) carry over
     again = run_posx("eval-extrapolate", str(run), cwd=work)
     assert "nothing computed" in " ".join(again.stdout.split())  # words, whatever the line breaks
+    assert "it sets eval.methods=[none], eval.tokens=512, eval.passkey.enabled=False" in " ".join(again.stdout.split())
     assert "eval 1/" not in again.stdout
     other = run_posx("eval-extrapolate", str(run), "eval.factors=[1,2]", cwd=work)
     assert "nothing computed" not in " ".join(other.stdout.split())

@@ -7,6 +7,7 @@ import statistics
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 import torch.nn.functional as F
@@ -80,3 +81,12 @@ def test_a_table_written_before_intervals_reads_with_empty_ones():
     df = read_table(path)
     assert set(ADDED_COLUMNS) <= set(df.columns)
     assert math.isnan(df["ppl_lo"].iloc[0]) and df["eval_id"].iloc[0] == ""
+
+
+def test_run_names_and_evaluation_ids_that_look_like_numbers_stay_text(tmp_path):
+    """An evaluation id is a hex hash: 4160285e10 (or all digits) must not read as 4.16e16."""
+    path = Path(__file__).resolve().parent / "fixtures" / "premove" / "runs" / "old-rope" / "extrapolation.csv"
+    df = pd.read_csv(path).assign(run="2024", eval_id="4160285e10")
+    df.to_csv(tmp_path / "extrapolation.csv", index=False)
+    back = read_table(tmp_path / "extrapolation.csv")
+    assert (back["eval_id"] == "4160285e10").all() and (back["run"] == "2024").all()

@@ -71,3 +71,36 @@ def eval_config(run_dir: Path, composed: DictConfig, overrides: list[str]) -> tu
             "--defaults starts from the defaults instead)"
         ) from None
     return cfg, source
+
+
+SHOWN = 8  # settings named in the line that lists what a run's own settings changed
+
+
+def kept_from_run(cfg: DictConfig, composed: DictConfig) -> str:
+    """The ``eval`` settings of ``cfg`` (the run's own, with the overrides on top) that differ
+    from ``composed`` (what the command line alone gives), as ``key=value, ...``; "" when none.
+    Names what an evaluation reuses from the run without the user typing it."""
+    ours, plain = (_flat(OmegaConf.to_container(c.eval, resolve=True, enum_to_str=True)) for c in (cfg, composed))
+    kept = [f"eval.{key}={_show(value)}" for key, value in ours.items() if plain.get(key) != value]
+    more = f" and {len(kept) - SHOWN} more" if len(kept) > SHOWN else ""
+    return ", ".join(kept[:SHOWN]) + more
+
+
+def _show(value) -> str:
+    """A value as an override would write it: [1,2,4], null, 2.5."""
+    if isinstance(value, list):
+        return "[" + ",".join(_show(v) for v in value) + "]"
+    if value is None:
+        return "null"
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _flat(tree: dict, prefix: str = "") -> dict:
+    """{dotted key: value} of a nested dict (lists are values)."""
+    flat = {}
+    for key, value in tree.items():
+        if isinstance(value, dict):
+            flat.update(_flat(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat

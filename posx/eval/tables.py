@@ -178,6 +178,9 @@ OPTIONAL = {
     "passkey.csv": {},
     "tasks.csv": {},
 }
+# Read as text in every table: a run named 2024, or an evaluation id such as 4160285e10 (a hash in
+# hex), is not a number.
+TEXT = {"run": str, "eval_id": str}
 # Per table: what every version has and reading it needs; any other column of today's may be absent (empty).
 REQUIRED = {
     "extrapolation.csv": ["pos", "train_context", "eval_context", "factor", "method", "ppl", "status"],
@@ -206,7 +209,7 @@ def read_table(path: Path) -> pd.DataFrame:
     name = Path(path).name
     columns = TABLE_COLUMNS[name]
     try:
-        df = pd.read_csv(path)
+        df = pd.read_csv(path, dtype=TEXT)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, OSError) as exc:
         raise PosxError(
             f"{path} cannot be read as CSV ({exc.__class__.__name__}); re-run posx eval-extrapolate"

@@ -13,6 +13,7 @@ from pathlib import Path
 import pandas as pd
 
 from posx.core import files, lock
+from posx.eval.tables import TEXT
 
 TABLE = "extrapolation.csv"
 
@@ -21,7 +22,7 @@ def combine(sweep_dir: Path) -> pd.DataFrame:
     """Every job's table, with the job directory as ``job``."""
     frames = []
     for table in sorted(sweep_dir.glob(f"*/{TABLE}")):
-        frame = pd.read_csv(table)
+        frame = pd.read_csv(table, dtype=TEXT)
         frame.insert(0, "job", table.parent.name)
         frames.append(frame)
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
