@@ -23,12 +23,19 @@ from posx.config.schema import Config, ExtendRootConfig
 from posx.core.errors import PosxError
 
 
+# The schemas configs/config.yaml and configs/extend.yaml name as their defaults.
+STORED_SCHEMAS = {"posx_schema": Config, "posx_extend_schema": ExtendRootConfig}
+
+
 def register_configs(cs: ConfigStore | None = None) -> None:
-    """Register the schemas ``posx_schema`` (configs/config.yaml) and ``posx_extend_schema``
-    (configs/extend.yaml)."""
+    """Register the schemas ``posx_schema`` and ``posx_extend_schema`` in Hydra's config store,
+    each once: storing builds a structured config of the whole schema (about a third of a
+    ``compose``), and the schema does not change while the process runs."""
     cs = cs or ConfigStore.instance()
-    cs.store(name="posx_schema", node=Config)
-    cs.store(name="posx_extend_schema", node=ExtendRootConfig)
+    stored = cs.list("")
+    for name, node in STORED_SCHEMAS.items():
+        if f"{name}.yaml" not in stored:
+            cs.store(name=name, node=node)
 
 
 def config_dir() -> Path:
