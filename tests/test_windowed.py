@@ -279,11 +279,12 @@ def test_extend_refuses_windowed_methods(method):
 
 
 @pytest.mark.cuda
-def test_bf16_on_cuda_follows_float32_on_the_cpu():
+@pytest.mark.parametrize("method", [Grouping(8, 32), Rectified(32, None, 128), Rectified(32, 4.0, 128)])
+def test_bf16_on_cuda_follows_float32_on_the_cpu(method):
     """Under CUDA's bf16 autocast (how an evaluation runs there) the output stays close to the
     CPU's float32: the angles are float32, and the merge and softmax run in float32."""
     model, idx = _model(), torch.randint(0, 32, (2, 300))
-    with torch.no_grad(), windowed_attention(model, Grouping(8, 32)):
+    with torch.no_grad(), windowed_attention(model, method):
         for block in model.blocks:  # sharp attention, so the grouping shows in the logits
             block.attn.qkv.weight.mul_(30)
         cpu = model(idx)[0]
