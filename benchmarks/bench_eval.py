@@ -37,6 +37,7 @@ VARIANTS = {
     "none alone, passkey off": ["eval.methods=[none]", *OFF],
     "self_extend alone, passkey off": ["eval.methods=[self_extend]", *OFF],  # attention in chunks, no fused kernel
     "rerope alone, passkey off": ["eval.methods=[rerope]", *OFF],  # the same two-branch attention
+    "lm_infinite alone, passkey off": ["eval.methods=[lm_infinite]", *OFF],  # the same, far keys masked
 }
 CPU = torch.device("cpu")
 
@@ -48,6 +49,9 @@ def evaluate_once(model, meta: RunMeta, val, ev, _round: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument(
+        "--skip-sliding", action="store_true", help="leave out the sliding protocol (the longest variant)"
+    )
     parser.add_argument("overrides", nargs="*")
     args = parser.parse_args()
     base = compose(["device=cpu", *args.overrides])
@@ -61,6 +65,8 @@ def main() -> None:
     )
     cases = {}
     for name, overrides in VARIANTS.items():
+        if args.skip_sliding and "eval.protocol=sliding" in overrides:
+            continue
         ev = compose(["device=cpu", *args.overrides, *overrides]).eval
         cases[name] = partial(evaluate_once, model, meta, val, ev)
     times = interleaved(cases, args.rounds, CPU, order="fixed")

@@ -215,7 +215,7 @@ def frequencies(
     methods: str = typer.Option(
         ",".join(m for m in rope.METHODS if m not in WINDOWED),
         "--methods",
-        help="Comma-separated RoPE methods (self_extend and rerope, left out by default, have none's frequencies).",
+        help="Comma-separated RoPE methods (the windowed ones, left out by default, have none's frequencies).",
     ),
     out: Optional[Path] = typer.Option(
         None,

@@ -25,6 +25,8 @@ b = base, L = original_context (the length the model was trained at), s = factor
                   (Jin et al. 2024; the grouping is applied in attention, posx.model.windowed)
     rerope        theta_i; past a window of W, every distance is W, or W + (n - W) / k with
                   leak_factor k (Su 2023, ReRoPE / Leaky ReRoPE; applied in attention too)
+    lm_infinite   theta_i; past a window of W only the first global_tokens keys are attended,
+                  at distance W (Han et al. 2024, LM-Infinite; applied in attention too)
 
 Decisions where the published definitions leave room:
   * ``none`` and ``abf`` ignore ``factor`` (it is still checked to be >= 1).
@@ -51,6 +53,9 @@ Decisions where the published definitions leave room:
     ReRoPE; a number: Leaky ReRoPE, whose code defaults to 16) and ``log_scale`` (the query's
     max(1, log(i + 1) / log T), on in both of the author's patches) are checked here and read
     by ``posx.model.windowed``.
+  * ``lm_infinite`` ignores ``factor``; its ``window`` (W, None: the trained context, the
+    authors' L_pretrain) and ``global_tokens`` (10, as the authors convert Llama 2) are checked
+    here and read by ``posx.model.windowed``.
   * Where a method reduces to the identity (s = 1, or a dynamic method at length <= L) it
     returns theta itself, so the result is bit-identical to ``none``.
 
@@ -75,6 +80,7 @@ from posx.ropecheck import (
     check_factor,
     check_head_dim,
     check_llama3,
+    check_lm_infinite,
     check_longrope,
     check_none,
     check_original_context,
@@ -242,6 +248,10 @@ def _rerope(head_dim, base, factor, original_context, window, leak_factor, log_s
     return _theta(head_dim, base), 1.0  # the window acts on positions, in attention
 
 
+def _lm_infinite(head_dim, base, factor, original_context, window, global_tokens):
+    return _theta(head_dim, base), 1.0  # the mask and the distance limit act in attention
+
+
 def _resonance(head_dim, base, factor, original_context):
     return resonance_round(_theta(head_dim, base), original_context), 1.0
 
@@ -287,6 +297,7 @@ _REGISTRY: Mapping[str, _Method] = MappingProxyType(
         "resonance_yarn": _method(_resonance_yarn, True, check_yarn, **_YARN_BETAS, attention_factor=None),
         "self_extend": _method(_self_extend, check=check_self_extend, group=16, window=None),
         "rerope": _method(_rerope, check=check_rerope, window=None, leak_factor=None, log_scale=True),
+        "lm_infinite": _method(_lm_infinite, check=check_lm_infinite, window=None, global_tokens=10),
     }
 )
 

@@ -166,3 +166,13 @@ def check_rerope(*, window, leak_factor, log_scale) -> None:
         )
     if not isinstance(log_scale, bool):
         raise PosxError(f"rerope log_scale must be true or false, got {log_scale!r}")
+
+
+def check_lm_infinite(*, window, global_tokens) -> None:
+    """LM-Infinite's window W (an integer >= 1, or None) and global tokens (an integer >= 0)."""
+    if window is not None and (not _is_int(window) or window < 1):
+        raise PosxError(f"lm_infinite window must be an integer >= 1 (or null for the trained context), got {window!r}")
+    if not _is_int(global_tokens) or global_tokens < 0:
+        raise PosxError(
+            f"lm_infinite global_tokens must be an integer >= 0 (the authors use 10), got {global_tokens!r}"
+        )

@@ -98,6 +98,7 @@ BAD = [
     (["eval.self_extend.window=0"], "eval.self_extend: self_extend window must be an integer >= 1"),
     (["eval.rerope.window=0"], "eval.rerope: rerope window must be an integer >= 1"),
     (["eval.rerope.leak_factor=0.5"], "eval.rerope: rerope leak_factor must be a number >= 1"),
+    (["eval.lm_infinite.global_tokens=-1"], "eval.lm_infinite: lm_infinite global_tokens must be an integer >= 0"),
 ]
 
 

@@ -121,7 +121,7 @@ def test_posx_rescaling_gives_transformers_logits(method, s):
 
 
 # Resonance's integer wavelengths have no transformers rope type: refused (test below).
-# Self-Extend and ReRoPE are no extension (posx extend refuses them, tests/test_windowed.py).
+# Self-Extend, ReRoPE and LM-Infinite are no extension (posx extend refuses them, tests/test_windowed.py).
 @pytest.mark.parametrize("method", [m for m in rope.METHODS if not m.startswith("resonance") and m not in WINDOWED])
 def test_every_extension_exports_exactly(method, tmp_path):
     """The rope record of an extension by each method maps onto a transformers rope type whose
@@ -263,14 +263,14 @@ def test_random_transformers_llama_evaluates_end_to_end(tmp_path, tiny_args):
         "eval-extrapolate",
         str(tmp_path / "rand"),
         *args,
-        "eval.methods=[none,yarn,dynamic_ntk,self_extend,rerope]",
+        "eval.methods=[none,yarn,dynamic_ntk,self_extend,rerope,lm_infinite]",
         cwd=tmp_path,
     )
     assert "transformers llama T=32" in proc.stdout
     df = pd.read_csv(tmp_path / "rand" / "extrapolation.csv")
-    windowed = df["method"].isin(["self_extend", "rerope"])  # need posx's attention: said, not computed as plain RoPE
-    assert (df.loc[windowed, "status"] == "not_applicable").all() and windowed.sum() == 2 * 4
-    assert (df.loc[~windowed, "status"] == "ok").all() and len(df) == 5 * 4 and (df["train_context"] == 32).all()
+    windowed = df["method"].isin(["self_extend", "rerope", "lm_infinite"])  # need posx's attention: not plain RoPE
+    assert (df.loc[windowed, "status"] == "not_applicable").all() and windowed.sum() == 3 * 4
+    assert (df.loc[~windowed, "status"] == "ok").all() and len(df) == 6 * 4 and (df["train_context"] == 32).all()
     assert (tmp_path / "rand" / "passkey.csv").is_file()
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 
 from posx.model.config import GPTConfig
 from posx.report.claims import Numbers, check, method_claims, parse_label
@@ -132,21 +133,22 @@ def test_pose_comes_close_to_fine_tuning_at_the_new_length():
     assert "PoSE" not in _verdicts(BASE, pd.DataFrame([row(False, 5.0, 9.0)]))  # no PoSE run: no claim
 
 
-def _self_extend_rows(summary: pd.DataFrame) -> list[dict]:
-    return [r for r in method_claims(Numbers(summary)) if "Self-Extend" in r["paper"]]
+def _held_rows(summary: pd.DataFrame, name: str) -> list[dict]:
+    return [r for r in method_claims(Numbers(summary)) if name in r["paper"]]
 
 
-def test_self_extend_is_called_from_its_rows_at_t_and_far_out():
+@pytest.mark.parametrize("method, name", [("self_extend", "Self-Extend"), ("lm_infinite", "LM-Infinite")])
+def test_a_training_free_method_is_called_from_its_rows_at_t_and_far_out(method, name):
     """Flat (no worse than RoPE at T) and below plain RoPE far out: reproduced; climbing past
-    RoPE's 1x by more than 2 sigma: not reproduced; no self_extend rows: no claim."""
+    RoPE's 1x by more than 2 sigma: not reproduced; no rows of the method: no claim."""
     summary = _summary(BASE)
-    grouped = summary[summary["encoding"] == "rope"].assign(method="self_extend")
-    grouped.loc[grouped["factor"] == 8.0, ["ppl_mean", "ppl_std"]] = (4.1, 0.1)
-    assert _self_extend_rows(summary) == []
-    (row,) = _self_extend_rows(pd.concat([summary, grouped]))
-    assert row["verdict"] == "reproduced" and "rope/self_extend at 8x 4.100" in row["numbers"]
-    grouped.loc[grouped["factor"] == 8.0, "ppl_mean"] = 5.0  # flat no more: 1.0 above 4.0 at T, sigma 0.14
-    (row,) = _self_extend_rows(pd.concat([summary, grouped]))
+    rows = summary[summary["encoding"] == "rope"].assign(method=method)
+    rows.loc[rows["factor"] == 8.0, ["ppl_mean", "ppl_std"]] = (4.1, 0.1)
+    assert _held_rows(summary, name) == []
+    (row,) = _held_rows(pd.concat([summary, rows]), name)
+    assert row["verdict"] == "reproduced" and f"rope/{method} at 8x 4.100" in row["numbers"]
+    rows.loc[rows["factor"] == 8.0, "ppl_mean"] = 5.0  # flat no more: 1.0 above 4.0 at T, sigma 0.14
+    (row,) = _held_rows(pd.concat([summary, rows]), name)
     assert row["verdict"] == "not reproduced"
 
 

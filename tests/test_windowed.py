@@ -3,7 +3,9 @@ computed here in float64 with a complex-number rotation that shares no code with
 Self-Extend (datamllab/LongLM, self_extend_patch/Llama.py: two sets of logits merged by a
 neighbour mask built with tril, one softmax) and ReRoPE / Leaky ReRoPE (bojone/rerope,
 rerope_patch.py and leaky_rerope_patch.py: the log-n query scale, the far query at W or at
-(i + W(k - 1)) / k, the far key unrotated or at j / k, a mask |i - j| < W). And their
+(i + W(k - 1)) / k, the far key unrotated or at j / k, a mask |i - j| < W) and LM-Infinite
+(Glaciohound/LM-Infinite, models/lambda_attention.py: blocks of W queries against their own and
+the previous block of keys, the first keys at distance W, one softmax). And their
 invariants: nothing changes inside the window, G = 1 or k = 1 is plain RoPE, chunking changes
 nothing, and a shift of every position by a multiple of G (any shift, for ReRoPE) changes nothing."""
 
@@ -27,7 +29,7 @@ from posx.model.config import GPTConfig
 from posx.model.gpt import GPT
 from posx.model.rescale import method_window, windowed_attention
 from posx.model.rotary import Rotary, XPos
-from posx.model.windowed import Grouping, Rectified
+from posx.model.windowed import Grouping, Lambda, Rectified
 from posx.runs.lineage import check_method
 from posx.runs.records import RunMeta
 
@@ -204,6 +206,71 @@ def test_bad_rerope_parameters_are_refused(params):
         rope.check_params("rerope", **params)
 
 
+# ---------------------------------------------------------------- LM-Infinite
+
+
+def authors_lambda(q, k, v, local: int, n_global: int) -> torch.Tensor:
+    """LM-Infinite's Lambda_Attention_Matrix for a prompt (key_length == query_length), in float64."""
+    L, inf = q.shape[-2], float("-inf")
+    pos = torch.arange(L, dtype=torch.float64)
+    rot_q, rot_k, v = _rotate_complex(q, pos), _rotate_complex(k, pos), v.double()
+    stationary_q, stationary_k = _rotate_complex(q, pos * 0 + min(local, L - 1)), k.double()
+    scale = math.sqrt(HD)
+    stationary = stationary_q @ stationary_k[..., :n_global, :].transpose(-1, -2) / scale
+    stationary = stationary.masked_fill(torch.ones(L, n_global, dtype=torch.bool).triu(-local + 1), inf)
+    if L <= local:  # "short_seq"
+        attn = (rot_q @ rot_k.transpose(-1, -2) / scale).masked_fill(torch.ones(L, L, dtype=torch.bool).triu(1), inf)
+        attn[..., :n_global] = torch.where(stationary > inf, stationary, attn[..., :n_global])
+        return attn.softmax(-1) @ v
+    pad = (-L) % local  # "long_seq"
+
+    def blockwise(x):
+        x = torch.cat((x, x.new_zeros(*x.shape[:-2], pad, x.shape[-1])), -2)
+        return x.view(*x.shape[:-2], -1, local, x.shape[-1])
+
+    def shift_and_pair(b):
+        return torch.cat((torch.cat((b[..., -1:, :, :], b[..., :-1, :, :]), -3), b), -2)
+
+    rot = blockwise(rot_q) @ shift_and_pair(blockwise(rot_k)).transpose(-1, -2) / scale  # (B, H, blocks, W, 2W)
+    keep = torch.ones(local, 2 * local, dtype=torch.bool).triu(1).tril(local)
+    rot = rot.masked_fill(~keep, inf)
+    rot[..., 0, :, :local] = inf
+    if pad:
+        rot[..., -1, -pad:, :] = inf
+        rot[..., -1, :, -pad:] = inf
+    rot = rot.reshape(*rot.shape[:-3], -1, 2 * local)
+    stationary = torch.cat((stationary, stationary.new_full((*stationary.shape[:-2], pad, n_global), inf)), -2)
+    attn = torch.cat((stationary, rot), -1).softmax(-1)
+    out_stationary = attn[..., :L, :n_global] @ v[..., :n_global, :]
+    blocks = attn[..., n_global:].reshape(*attn.shape[:-2], -1, local, 2 * local)
+    out_rot = (blocks @ shift_and_pair(blockwise(v))).reshape(*attn.shape[:-2], L + pad, -1)
+    return out_stationary + out_rot[..., :L, :]
+
+
+@pytest.mark.parametrize("local, n_global", [(8, 3), (7, 3), (6, 0), (5, 12), (50, 3)])
+def test_lm_infinite_matches_the_authors_attention(local, n_global):
+    q, k, v = _qkv(40, seed=5)
+    ours = _posx(q, k, v, Lambda(local, n_global))
+    torch.testing.assert_close(ours.double(), authors_lambda(q, k, v, local, n_global), atol=2e-5, rtol=1e-5)
+
+
+def test_lm_infinite_defaults_and_a_window_over_the_whole_sequence():
+    q, k, v = _qkv(24)
+    rq, rk = Rotary(HD, BASE).rotate(q, k, torch.arange(24))
+    plain = F.scaled_dot_product_attention(rq, rk, v, is_causal=True)
+    torch.testing.assert_close(_posx(q, k, v, Lambda(24, 10)), plain, atol=1e-5, rtol=1e-5)
+    ev = OmegaConf.structured(EvalConfig)
+    assert method_window("lm_infinite", ev, 128) == Lambda(128, 10) and Lambda(128, 10).reach(128) is None
+    ev.lm_infinite.window, ev.lm_infinite.global_tokens = 64, 4
+    assert method_window("lm_infinite", ev, 128) == Lambda(64, 4)
+
+
+@pytest.mark.parametrize("params", [{"window": 0}, {"global_tokens": -1}, {"global_tokens": 2.0}])
+def test_bad_lm_infinite_parameters_are_refused(params):
+    with pytest.raises(PosxError, match="lm_infinite"):
+        rope.check_params("lm_infinite", **params)
+
+
 def _model(pos: str = "rope") -> GPT:
     torch.manual_seed(0)
     return GPT(GPTConfig(vocab_size=32, n_layer=2, n_head=2, d_model=16, pos=pos)).eval()
@@ -272,14 +339,14 @@ def test_bad_parameters_are_refused(params):
         rope.check_params("self_extend", **params)
 
 
-@pytest.mark.parametrize("method", ["self_extend", "rerope"])
+@pytest.mark.parametrize("method", ["self_extend", "rerope", "lm_infinite"])
 def test_extend_refuses_windowed_methods(method):
     with pytest.raises(PosxError, match="changes attention at evaluation"):
         check_method(method, "rope", "run r")
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("method", [Grouping(8, 32), Rectified(32, None, 128), Rectified(32, 4.0, 128)])
+@pytest.mark.parametrize("method", [Grouping(8, 32), Rectified(32, None, 128), Rectified(32, 4.0, 128), Lambda(64, 10)])
 def test_bf16_on_cuda_follows_float32_on_the_cpu(method):
     """Under CUDA's bf16 autocast (how an evaluation runs there) the output stays close to the
     CPU's float32: the angles are float32, and the merge and softmax run in float32."""

@@ -22,7 +22,6 @@ from posx.config.reference import keys
 from posx.config.schema import Config, ExtendRootConfig
 from posx.core.errors import PosxError
 
-
 # The schemas configs/config.yaml and configs/extend.yaml name as their defaults.
 STORED_SCHEMAS = {"posx_schema": Config, "posx_extend_schema": ExtendRootConfig}
 

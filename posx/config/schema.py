@@ -53,7 +53,7 @@ AttnScale = _choice("AttnScale", "none logn ssmax", "model.attn_scale: posx.mode
 Method = _choice(
     "Method",
     "none pi ntk dynamic_ntk yarn dynamic_yarn ntk_by_parts abf llama3 longrope resonance resonance_yarn "
-    "self_extend rerope",
+    "self_extend rerope lm_infinite",
     "eval.methods: posx.rope.METHODS",
 )
 ExtendMethod = _choice(
@@ -187,6 +187,12 @@ class ReRoPEConfig:
 
 
 @dataclass
+class LMInfiniteConfig:
+    window: Optional[int] = None  # W: keys nearer than W at exact positions; null: T (posx.model.windowed)
+    global_tokens: int = 10  # the first keys, attended at distance W from queries past the window
+
+
+@dataclass
 class PasskeyConfig:
     enabled: bool = True  # passkey retrieval in eval-extrapolate (writes passkey.csv)
     variants: List[Variant] = field(default_factory=lambda: ["prompt", "copy"])  # prompt: key asked for; copy: repeated
@@ -225,6 +231,7 @@ class EvalConfig:
     longrope: LongRopeConfig = field(default_factory=LongRopeConfig)  # LongRoPE / Phi-3: one factor per rotary pair
     self_extend: SelfExtendConfig = field(default_factory=SelfExtendConfig)  # Self-Extend's grouped attention
     rerope: ReRoPEConfig = field(default_factory=ReRoPEConfig)  # ReRoPE's rectified distances
+    lm_infinite: LMInfiniteConfig = field(default_factory=LMInfiniteConfig)  # LM-Infinite's Lambda-shaped mask
     absolute_beyond: Beyond = Beyond.none  # learned absolute past its table
     after_train: bool = False  # evaluate at the end of `posx train`
     protocol: Protocol = Protocol.nonoverlapping  # sliding: windows scoring their last eval.stride tokens

@@ -97,7 +97,7 @@ class HFCausalLM(torch.nn.Module):
     """A transformers causal LM behind posx's model call: idx (B, T) -> (logits (B, T, vocab), loss),
     the loss as ``GPT.forward`` computes it (None without targets)."""
 
-    supports_windowed = False  # transformers' attention is its own: self_extend and rerope rows are not_applicable
+    supports_windowed = False  # transformers' attention is its own: windowed methods' rows are not_applicable
 
     def __init__(self, model: torch.nn.Module, rotary: torch.nn.Module):
         super().__init__()

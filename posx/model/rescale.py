@@ -19,7 +19,7 @@ from posx import rope
 from posx.core import fieldcheck
 from posx.core.errors import PosxError
 from posx.model.gpt import GPT
-from posx.model.windowed import Grouping, Rectified, Windowed
+from posx.model.windowed import Grouping, Lambda, Rectified, Windowed
 
 
 def _ramp(ev) -> dict:
@@ -66,6 +66,10 @@ METHOD_ARGS: dict[str, Callable[[object, float, int], tuple[float, dict]]] = {
         s,
         {"window": ev.rerope.window, "leak_factor": ev.rerope.leak_factor, "log_scale": ev.rerope.log_scale},
     ),
+    "lm_infinite": lambda ev, s, L: (
+        s,
+        {"window": ev.lm_infinite.window, "global_tokens": ev.lm_infinite.global_tokens},
+    ),
 }
 # The config group each method reads its parameters from, named in error messages.
 _GROUP = {
@@ -79,12 +83,14 @@ _GROUP = {
     "resonance_yarn": "eval.yarn",
     "self_extend": "eval.self_extend",
     "rerope": "eval.rerope",
+    "lm_infinite": "eval.lm_infinite",
 }
 # Methods that act in attention (``posx.model.windowed``) instead of on the frequencies: how
 # each builds its window from its parameters and the trained context T.
 _WINDOWS: dict[str, Callable[[dict, int], Windowed]] = {
     "self_extend": lambda p, T: Grouping.resolve(p["group"], p["window"], T),
     "rerope": lambda p, T: Rectified.resolve(p["window"], p["leak_factor"], p["log_scale"], T),
+    "lm_infinite": lambda p, T: Lambda.resolve(p["window"], p["global_tokens"], T),
 }
 WINDOWED = frozenset(_WINDOWS)
 
@@ -266,7 +272,7 @@ def absolute_beyond(model: GPT, mode: str) -> Iterator[GPT]:
 
 @contextlib.contextmanager
 def windowed_attention(model: GPT, window: Windowed | None) -> Iterator[GPT]:
-    """Attend with a windowed method (Self-Extend, ReRoPE) inside the block (ordinary attention
+    """Attend with a windowed method (Self-Extend, ReRoPE, LM-Infinite) inside the block (ordinary attention
     again on exit); None, or a model without RoPE: the model as it is."""
     if window is None or not model.pos.uses_rope:
         yield model

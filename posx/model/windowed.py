@@ -24,6 +24,14 @@ github.com/bojone/rerope, ``rerope_patch.py`` and ``leaky_rerope_patch.py``), ``
 * The author's code also scales the query at position i by max(1, log(i + 1) / log(T)) (the
   "log n" scaling), in both patches; posx does too unless ``log_scale`` is off.
 
+LM-Infinite (Han et al., "LM-Infinite: Zero-Shot Extreme Length Generalization for Large
+Language Models", NAACL 2024, arXiv 2308.16137; the authors' code: github.com/Glaciohound/
+LM-Infinite, ``models/llama.py`` and ``models/lambda_attention.py``), ``Lambda``: a
+Lambda-shaped mask. A query attends to the keys nearer than W (the pretraining length T by
+default, as the authors convert a model with ``convert_llama_model(model, 4096, 10)``) at their
+exact positions, and to the first ``global_tokens`` keys of the sequence at the distance W
+(the query rotated at W, the key not at all: ReRoPE's far branch); every other key is masked.
+
 Decisions: Self-Extend's W - W / G is a float when G does not divide W, as in the authors' code
 (RoPE takes fractional positions); its optional log scale of the query (``scale_base``, off by
 default there) is left out. The logits are merged and softmaxed in float32, as both authors
@@ -57,6 +65,8 @@ class Windowed(Protocol):
 
     def far_positions(self, positions: Tensor) -> tuple[Tensor, Tensor]: ...
 
+    def far_keys(self, length: int, device: torch.device) -> Tensor | None: ...
+
     def scale_query(self, q: Tensor, positions: Tensor) -> Tensor: ...
 
     def reach(self, train_context: int) -> int | None: ...
@@ -86,6 +96,9 @@ class Grouping:
         G, W = self.group, self.window
         coarse = torch.div(positions, G, rounding_mode="floor").float()
         return coarse + (W - W / G), coarse
+
+    def far_keys(self, length: int, device: torch.device) -> None:
+        return None  # every key past the window takes part, at its grouped position
 
     def scale_query(self, q: Tensor, positions: Tensor) -> Tensor:
         return q
@@ -125,6 +138,9 @@ class Rectified:
         scaled = positions.float() / k
         return scaled + (W - W / k), scaled
 
+    def far_keys(self, length: int, device: torch.device) -> None:
+        return None  # every key past the window takes part, at the rectified distance
+
     def scale_query(self, q: Tensor, positions: Tensor) -> Tensor:
         """q (B, H, L, hd) times max(1, log(i + 1) / log T) per query position i."""
         if self.log_context is None or self.log_context < 2:
@@ -134,6 +150,38 @@ class Rectified:
 
     def describe(self) -> str:
         return f"k={self.leak_factor:g}, W={self.window} ((T - W) * k + W)"
+
+
+@dataclass(frozen=True)
+class Lambda:
+    """LM-Infinite's local window and number of global (starting) tokens, resolved for one model."""
+
+    window: int  # W: keys nearer than W attend at their exact positions; W is also the distance limit
+    global_tokens: int  # the first keys of the sequence, attended at distance W from farther queries
+    widen = "window"
+
+    @classmethod
+    def resolve(cls, window: int | None, global_tokens: int, train_context: int) -> "Lambda":
+        """``window`` None: the trained context T (the authors' L_pretrain)."""
+        return cls(int(window) if window is not None else int(train_context), int(global_tokens))
+
+    def reach(self, train_context: int) -> None:
+        return None  # no distance passes W
+
+    def far_positions(self, positions: Tensor) -> tuple[Tensor, Tensor]:
+        """The global branch's query and key positions: the query at W, the key at 0."""
+        at_window = torch.full(positions.shape, float(self.window), device=positions.device)
+        return at_window, torch.zeros_like(positions).float()
+
+    def far_keys(self, length: int, device: torch.device) -> Tensor:
+        """(length,) True for the keys a query past the window still attends: the first ``global_tokens``."""
+        return torch.arange(length, device=device) < self.global_tokens
+
+    def scale_query(self, q: Tensor, positions: Tensor) -> Tensor:
+        return q
+
+    def describe(self) -> str:
+        return f"W={self.window}, {self.global_tokens} global tokens"
 
 
 def attend(
@@ -152,6 +200,7 @@ def attend(
     far_pos_q, far_pos_k = method.far_positions(positions)
     far_q, far_k = rotate_at(q, k, far_pos_q, far_pos_k)
     B, H, L, hd = q.shape
+    kept = method.far_keys(L, q.device)  # None: every far key; else (L,) the far keys attended
     rows = max(1, min(L, CHUNK_ELEMENTS // max(1, B * H * L)))
     scale = 1.0 / math.sqrt(hd)
     out = torch.empty_like(v)
@@ -161,7 +210,10 @@ def attend(
         near = near_q[:, :, r0:r1] @ near_k[:, :, :r1].transpose(-1, -2)  # (B, H, rows, r1)
         far = far_q[:, :, r0:r1] @ far_k[:, :, :r1].transpose(-1, -2)
         logits = torch.where(distance < method.window, near, far).float() * scale
-        logits = logits.masked_fill(distance < 0, float("-inf"))
+        masked = distance < 0
+        if kept is not None:
+            masked = masked | ((distance >= method.window) & ~kept[None, :r1])
+        logits = logits.masked_fill(masked, float("-inf"))
         weights = torch.softmax(logits, dim=-1).to(v.dtype)
         out[:, :, r0:r1] = weights @ v[:, :, :r1]  # (B, H, rows, hd)
     return out

@@ -29,6 +29,7 @@ METHOD_ORDER = [
     "longrope",
     "self_extend",
     "rerope",
+    "lm_infinite",
     "interpolate",
 ]
 

@@ -47,7 +47,9 @@ has a run of its method, so a report without them keeps its table:
 * Su 2023 (ReRoPE), github.com/bojone/rerope: without training, "longer context, lower loss":
   at 2x and 4x T a RoPE model with rectified distances scores lower than at T (Llama 2 13B:
   loss 1.4267 at 8k and 1.4001 at 16k against 1.4967 at 4k). The rows do not say whether
-  ``eval.rerope.leak_factor`` was set; the claim is about ReRoPE, its default.
+  ``eval.rerope.leak_factor`` was set; the claim is about ReRoPE, its default;
+* Han et al., NAACL 2024 (LM-Infinite), arXiv 2308.16137: without training, the Lambda-shaped
+  mask keeps a RoPE model's perplexity far past T at its level at T, where plain RoPE climbs.
 
 A run with one of the options (``pos.rotary_fraction``, ``model.attn_scale``, ...) is found by its
 group label (``posx.report.groups``): a key the label does not name counts as at its default.
@@ -79,7 +81,7 @@ FIRE, XPOS, PROPE, RANDOMIZED, LOGN, SSMAX, HYBRID, RESONANCE, POSE = (
     "Wang et al. 2024 (Resonance RoPE)",
     "Zhu et al. 2024 (PoSE)",
 )
-SELF_EXTEND, REROPE = "Jin et al. 2024 (Self-Extend)", "Su 2023 (ReRoPE)"
+SELF_EXTEND, REROPE, LM_INFINITE = "Jin et al. 2024 (Self-Extend)", "Su 2023 (ReRoPE)", "Han et al. 2024 (LM-Infinite)"
 # The options the newer claims compare, as group labels write them, with their defaults.
 OPTION_DEFAULTS = {
     "pos.rotary_fraction": "1",
@@ -296,23 +298,29 @@ def _extension_claims(n: Numbers) -> list[dict]:
     ]
 
 
+# Training-free methods claimed to hold RoPE's perplexity at T far past it: (method, paper, name).
+_HELD = [("self_extend", SELF_EXTEND, "Self-Extend"), ("lm_infinite", LM_INFINITE, "LM-Infinite")]
+
+
+def _held(n: Numbers, longest: float, method: str, paper: str, name: str) -> tuple:
+    """(paper, claim, pairs, flat pairs): ``method`` at the longest factor below plain RoPE there,
+    and no worse than RoPE at T."""
+    cell = n.ppl("rope", method, longest)
+    claim = f"{name}, without training, holds RoPE's perplexity at T to {longest:g}x, where plain RoPE climbs"
+    return paper, claim, [(cell, n.ppl("rope", "none", longest))], [(cell, n.ppl("rope", "none", 1))]
+
+
 def method_claims(n: Numbers, longest: float = 8.0) -> list[dict]:
     """The newer methods' claims (module docstring), each only where the report has a run of
     the method: (paper, claim, pairs where the first is the method's cell, flat pairs)."""
-    grouped = n.ppl("rope", "self_extend", longest)
-    self_extend = (
-        SELF_EXTEND,
-        f"Self-Extend, without training, holds RoPE's perplexity at T to {longest:g}x, where plain RoPE climbs",
-        [(grouped, n.ppl("rope", "none", longest))],
-        [(grouped, n.ppl("rope", "none", 1))],
-    )
+    flat = [_held(n, longest, method, paper, name) for method, paper, name in _HELD]
     rerope = (
         REROPE,
         "ReRoPE, without training, scores lower at 2x and 4x T than RoPE at T (longer context, lower loss)",
         [(n.ppl("rope", "rerope", f), n.ppl("rope", "none", 1)) for f in (2, 4)],
         [],
     )
-    found = [*_option_comparisons(n, longest), self_extend, rerope, *_extension_comparisons(n)]
+    found = [*_option_comparisons(n, longest), *flat, rerope, *_extension_comparisons(n)]
     return [_claim(paper, claim, pairs, flat) for paper, claim, pairs, flat in found if math.isfinite(pairs[0][0].mean)]
 
 

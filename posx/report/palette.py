@@ -41,6 +41,7 @@ METHOD_COLORS = {
     "longrope": "#7b4173",  # plum
     "self_extend": "#31a354",  # dark green
     "rerope": "#e6550d",  # dark orange
+    "lm_infinite": "#756bb1",  # slate purple
     "interpolate": "#e7969c",  # rose
     "clamp": "#9c9ede",  # lavender
 }
@@ -63,6 +64,7 @@ MARKER_OF = {  # a different marker for every encoding and method; none: RoPE's,
     "longrope": "H",
     "self_extend": "2",
     "rerope": "3",
+    "lm_infinite": "4",
     "interpolate": "1",
     "clamp": "+",
 }
