@@ -1,6 +1,7 @@
 """Windowed attention at evaluation, without training: keys nearer than a window W meet the
 query at their exact RoPE positions, farther keys at remapped positions chosen so the distance
-stays inside the trained context. The two sets of logits go into one softmax.
+stays inside the trained context (or, for LM-Infinite, most of them not at all). The two sets of
+logits go into one softmax.
 
 Self-Extend (Jin et al., "LLM Maybe LongLM: Self-Extend LLM Context Window Without Tuning",
 ICML 2024, arXiv 2401.01325; the authors' code: github.com/datamllab/LongLM,
@@ -34,8 +35,9 @@ exact positions, and to the first ``global_tokens`` keys of the sequence at the 
 
 Decisions: Self-Extend's W - W / G is a float when G does not divide W, as in the authors' code
 (RoPE takes fractional positions); its optional log scale of the query (``scale_base``, off by
-default there) is left out. The logits are merged and softmaxed in float32, as both authors
-upcast. The frequencies are the model's own: these methods change which positions meet, not
+default there) is left out. The logits are merged and softmaxed in float32, as the Self-Extend
+and ReRoPE code upcasts. LM-Infinite's distance limit is W, as in the authors' code (which
+caps it at the length minus 1, a cap that only matters where no key is that far). The frequencies are the model's own: these methods change which positions meet, not
 how they rotate (``posx.rope`` lists them with theta_i, and checks their parameters). Scores
 are materialised in chunks of query rows (no fused kernel takes two sets of logits), so this
 path is for evaluation, not training.
