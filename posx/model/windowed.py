@@ -37,8 +37,9 @@ Decisions: Self-Extend's W - W / G is a float when G does not divide W, as in th
 (RoPE takes fractional positions); its optional log scale of the query (``scale_base``, off by
 default there) is left out. The logits are merged and softmaxed in float32, as the Self-Extend
 and ReRoPE code upcasts. LM-Infinite's distance limit is W, as in the authors' code (which
-caps it at the length minus 1, a cap that only matters where no key is that far). The frequencies are the model's own: these methods change which positions meet, not
-how they rotate (``posx.rope`` lists them with theta_i, and checks their parameters). Scores
+caps it at the length minus 1, a cap that only matters where no key is that far). The
+frequencies are the model's own: these methods change which positions meet, not how they
+rotate (``posx.rope`` lists them with theta_i, and checks their parameters). Scores
 are materialised in chunks of query rows (no fused kernel takes two sets of logits), so this
 path is for evaluation, not training.
 """
