@@ -17,6 +17,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from posx.config.checks import check_config
+from posx.config.reference import dotted
 from posx.config.resume import override_key
 from posx.config.schema import EvalConfig
 from posx.core.errors import PosxError
@@ -80,7 +81,7 @@ def kept_from_run(cfg: DictConfig, composed: DictConfig) -> str:
     """The ``eval`` settings of ``cfg`` (the run's own, with the overrides on top) that differ
     from ``composed`` (what the command line alone gives), as ``key=value, ...``; "" when none.
     Names what an evaluation reuses from the run without the user typing it."""
-    ours, plain = (_flat(OmegaConf.to_container(c.eval, resolve=True, enum_to_str=True)) for c in (cfg, composed))
+    ours, plain = (dotted(OmegaConf.to_container(c.eval, resolve=True, enum_to_str=True)) for c in (cfg, composed))
     kept = [f"eval.{key}={_show(value)}" for key, value in ours.items() if plain.get(key) != value]
     more = f" and {len(kept) - SHOWN} more" if len(kept) > SHOWN else ""
     return ", ".join(kept[:SHOWN]) + more
@@ -93,14 +94,3 @@ def _show(value) -> str:
     if value is None:
         return "null"
     return f"{value:g}" if isinstance(value, float) else str(value)
-
-
-def _flat(tree: dict, prefix: str = "") -> dict:
-    """{dotted key: value} of a nested dict (lists are values)."""
-    flat = {}
-    for key, value in tree.items():
-        if isinstance(value, dict):
-            flat.update(_flat(value, f"{prefix}{key}."))
-        else:
-            flat[f"{prefix}{key}"] = value
-    return flat

@@ -94,6 +94,19 @@ def _default(f: dataclasses.Field) -> str:
     return _yaml(f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default)
 
 
+def dotted(tree: dict | None, prefix: str = "") -> dict:
+    """{dotted key: value} of a nested dict, as keys are written on the command line (lists are
+    values; None reads as empty)."""
+    out = {}
+    for key, value in (tree or {}).items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(dotted(value, name + "."))
+        else:
+            out[name] = value
+    return out
+
+
 def keys(cls: type, prefix: str = "") -> Iterator[tuple[str, type, dataclasses.Field, Any]]:
     """(dotted key, the class declaring it, its field, its type) for every field, depth first;
     a nested config comes before its keys."""

@@ -60,6 +60,12 @@ RotateAt = Callable[[Tensor, Tensor, Tensor, Tensor], tuple[Tensor, Tensor]]
 QueryScale = Callable[[Tensor], Tensor]
 
 
+def query_at_window(positions: Tensor, window: int) -> tuple[Tensor, Tensor]:
+    """Every query at position W, every key at 0 (float32, shape of ``positions``): the distance
+    W for every pair, ReRoPE's and LM-Infinite's far branch."""
+    return torch.full(positions.shape, float(window), device=positions.device), torch.zeros_like(positions).float()
+
+
 class Windowed(Protocol):
     """What ``attend`` needs of a method: its window and where the far branch puts positions."""
 
@@ -137,7 +143,7 @@ class Rectified:
         """The rectified branch's query and key positions (float32, shape of ``positions``)."""
         W, k = self.window, self.leak_factor
         if k is None:
-            return torch.full(positions.shape, float(W), device=positions.device), torch.zeros_like(positions).float()
+            return query_at_window(positions, W)
         scaled = positions.float() / k
         return scaled + (W - W / k), scaled
 
@@ -173,8 +179,7 @@ class Lambda:
 
     def far_positions(self, positions: Tensor) -> tuple[Tensor, Tensor]:
         """The global branch's query and key positions: the query at W, the key at 0."""
-        at_window = torch.full(positions.shape, float(self.window), device=positions.device)
-        return at_window, torch.zeros_like(positions).float()
+        return query_at_window(positions, self.window)
 
     def far_keys(self, length: int, device: torch.device) -> Tensor:
         """(length,) True for the keys a query past the window still attends: the first ``global_tokens``."""

@@ -33,6 +33,7 @@ from pathlib import Path
 import pandas as pd
 from omegaconf import OmegaConf
 
+from posx.config.reference import dotted
 from posx.config.schema import Config, EvalConfig, ExtendRootConfig
 from posx.eval import history
 from posx.report.mdtable import md_table
@@ -89,22 +90,11 @@ class Member:
         return self.seed if self.parent_seed is None else (self.parent_seed, self.seed)
 
 
-def _flat(data, prefix: str = "") -> dict:
-    out = {}
-    for key, value in (data or {}).items():
-        name = f"{prefix}{key}"
-        if isinstance(value, dict):
-            out.update(_flat(value, name + "."))
-        else:
-            out[name] = value
-    return out
-
-
 @functools.cache
 def _defaults(schema: type) -> tuple:
     """The schema's defaults as flat (key, value) pairs: a key a run's record lacks (written before
     the key existed) takes its default, which is what that posx did, so old and new runs group."""
-    return tuple(_flat(OmegaConf.to_container(OmegaConf.structured(schema), enum_to_str=True)).items())
+    return tuple(dotted(OmegaConf.to_container(OmegaConf.structured(schema), enum_to_str=True)).items())
 
 
 def _text(value) -> str:
@@ -153,7 +143,7 @@ def _configured(config: dict | None, extended: bool) -> dict:
     """The keys of config.yaml that decide a run's numbers (the schema's defaults filled in, the
     evaluation left out), renamed where ``RENAMED`` says; empty without a config."""
     defaults = {k: v for k, v in _defaults(ExtendRootConfig if extended else Config) if not k.startswith("eval.")}
-    filled = {**defaults, **_flat({k: v for k, v in config.items() if k != "eval"})} if config else {}
+    filled = {**defaults, **dotted({k: v for k, v in config.items() if k != "eval"})} if config else {}
     return {
         RENAMED.get(key, key): value
         for key, value in filled.items()
@@ -192,7 +182,7 @@ def _evaluation_keys(run_dir: Path, table: pd.DataFrame | None) -> dict:
     written before posx kept them what the table records; empty without either."""
     record = history.current(run_dir) if (run_dir / history.SETTINGS).is_file() else None
     if record is not None:
-        settings = {**dict(_defaults(EvalConfig)), **_flat(record["settings"])}
+        settings = {**dict(_defaults(EvalConfig)), **dotted(record["settings"])}
         return {f"eval.{k}": v for k, v in settings.items()}
     if table is None or table.empty:
         return {}
