@@ -38,6 +38,7 @@ VARIANTS = {
     "self_extend alone, passkey off": ["eval.methods=[self_extend]", *OFF],  # attention in chunks, no fused kernel
     "rerope alone, passkey off": ["eval.methods=[rerope]", *OFF],  # the same two-branch attention
     "lm_infinite alone, passkey off": ["eval.methods=[lm_infinite]", *OFF],  # the same, far keys masked
+    "dca alone, passkey off": ["eval.methods=[dca]", *OFF],  # three sets of logits
 }
 CPU = torch.device("cpu")
 

@@ -27,6 +27,9 @@ b = base, L = original_context (the length the model was trained at), s = factor
                   leak_factor k (Su 2023, ReRoPE / Leaky ReRoPE; applied in attention too)
     lm_infinite   theta_i; past a window of W only the first global_tokens keys are attended,
                   at distance W (Han et al. 2024, LM-Infinite; applied in attention too)
+    dca           theta_i; keys at their place in chunks of s - w tokens, queries at one of three
+                  positions by the key's chunk, every distance <= s (An et al. 2024, Dual Chunk
+                  Attention; applied in attention too)
 
 Decisions where the published definitions leave room:
   * ``none`` and ``abf`` ignore ``factor`` (it is still checked to be >= 1).
@@ -56,6 +59,9 @@ Decisions where the published definitions leave room:
   * ``lm_infinite`` ignores ``factor``; its ``window`` (W, None: the trained context, the
     authors' L_pretrain) and ``global_tokens`` (10, as the authors convert Llama 2) are checked
     here and read by ``posx.model.windowed``.
+  * ``dca`` ignores ``factor``; its ``chunk_size`` (s, None: 3T/4) and ``local_window`` (w,
+    None: T/16), the defaults of the authors' ``replace_with_chunkllama``, are checked here on
+    their own and against T (s <= T, w < s) by ``posx.model.windowed``, which places the positions.
   * Where a method reduces to the identity (s = 1, or a dynamic method at length <= L) it
     returns theta itself, so the result is bit-identical to ``none``.
 
@@ -77,6 +83,7 @@ from posx.ropecheck import (
     MAX_FACTOR,
     check_abf,
     check_base,
+    check_dca,
     check_factor,
     check_head_dim,
     check_llama3,
@@ -252,6 +259,10 @@ def _lm_infinite(head_dim, base, factor, original_context, window, global_tokens
     return _theta(head_dim, base), 1.0  # the mask and the distance limit act in attention
 
 
+def _dca(head_dim, base, factor, original_context, chunk_size, local_window):
+    return _theta(head_dim, base), 1.0  # the chunks act on positions, in attention
+
+
 def _resonance(head_dim, base, factor, original_context):
     return resonance_round(_theta(head_dim, base), original_context), 1.0
 
@@ -298,6 +309,7 @@ _REGISTRY: Mapping[str, _Method] = MappingProxyType(
         "self_extend": _method(_self_extend, check=check_self_extend, group=16, window=None),
         "rerope": _method(_rerope, check=check_rerope, window=None, leak_factor=None, log_scale=True),
         "lm_infinite": _method(_lm_infinite, check=check_lm_infinite, window=None, global_tokens=10),
+        "dca": _method(_dca, check=check_dca, chunk_size=None, local_window=None),
     }
 )
 

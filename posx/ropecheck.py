@@ -168,6 +168,23 @@ def check_rerope(*, window, leak_factor, log_scale) -> None:
         raise PosxError(f"rerope log_scale must be true or false, got {log_scale!r}")
 
 
+def check_dca(*, chunk_size, local_window) -> None:
+    """Dual Chunk Attention's chunk size s (an integer >= 1, or None) and local window w (an
+    integer >= 0, or None); s <= T and w < s need T and are checked where it is known."""
+    if chunk_size is not None and (not _is_int(chunk_size) or chunk_size < 1):
+        raise PosxError(
+            f"dca chunk_size must be an integer >= 1 (or null for 3/4 of the trained context), got {chunk_size!r}"
+        )
+    if local_window is not None and (not _is_int(local_window) or local_window < 0):
+        raise PosxError(
+            f"dca local_window must be an integer >= 0 (or null for 1/16 of the trained context), got {local_window!r}"
+        )
+    if chunk_size is not None and local_window is not None and local_window >= chunk_size:
+        raise PosxError(
+            f"dca local_window ({local_window}) must be below chunk_size ({chunk_size}): chunks hold s - w tokens"
+        )
+
+
 def check_lm_infinite(*, window, global_tokens) -> None:
     """LM-Infinite's window W (an integer >= 1, or None) and global tokens (an integer >= 0)."""
     if window is not None and (not _is_int(window) or window < 1):

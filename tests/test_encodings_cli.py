@@ -58,8 +58,8 @@ def test_every_encoding_trains_and_evaluates_end_to_end(tmp_path, tiny_args, pos
         assert (df["status"] == "ok").all() and df["ppl"].map(math.isfinite).all()
         one = df[df["factor"] == 1.0].set_index("method")["ppl"]
         for method in rope.METHODS:
-            # abf and resonance change frequencies even at 1x; self_extend and rerope remap distances in T
-            if method not in ("abf", "resonance", "resonance_yarn", "self_extend", "rerope"):
+            # abf and resonance change frequencies even at 1x; self_extend, rerope and dca remap distances in T
+            if method not in ("abf", "resonance", "resonance_yarn", "self_extend", "rerope", "dca"):
                 assert one[method] == pytest.approx(one["none"], rel=1e-6), method
     elif pos != "xpos":  # xpos rotates: RoPE methods apply
         assert (df.loc[df["method"] == "pi", "status"] == "not_applicable").all()
@@ -99,6 +99,8 @@ BAD = [
     (["eval.rerope.window=0"], "eval.rerope: rerope window must be an integer >= 1"),
     (["eval.rerope.leak_factor=0.5"], "eval.rerope: rerope leak_factor must be a number >= 1"),
     (["eval.lm_infinite.global_tokens=-1"], "eval.lm_infinite: lm_infinite global_tokens must be an integer >= 0"),
+    (["eval.dca.chunk_size=0"], "eval.dca: dca chunk_size must be an integer >= 1"),
+    (["eval.dca.chunk_size=8", "eval.dca.local_window=8"], "eval.dca: dca local_window (8) must be below chunk_size"),
 ]
 
 
@@ -116,6 +118,16 @@ def test_longrope_list_of_the_wrong_length_fails_before_any_row(trained_runs):
     before = table.read_bytes() if table.exists() else None
     with pytest.raises(PosxError, match=re.escape("long_factor has 3 entries, expected head_dim // 2 = 8")):
         _evaluate_in_process(run, work, "eval.methods=[none,longrope]", "eval.longrope.long_factor=[2,2,2]")
+    assert (table.read_bytes() if table.exists() else None) == before
+
+
+@pytest.mark.slow
+def test_a_dca_chunk_past_the_trained_context_fails_before_any_row(trained_runs):
+    work, run = trained_runs["work"], trained_runs["rope"]
+    table = run / "extrapolation.csv"
+    before = table.read_bytes() if table.exists() else None
+    with pytest.raises(PosxError, match=re.escape("eval.dca.chunk_size 64 is past the trained context T=32")):
+        _evaluate_in_process(run, work, "eval.methods=[none,dca]", "eval.dca.chunk_size=64")
     assert (table.read_bytes() if table.exists() else None) == before
 
 

@@ -137,7 +137,9 @@ def _held_rows(summary: pd.DataFrame, name: str) -> list[dict]:
     return [r for r in method_claims(Numbers(summary)) if name in r["paper"]]
 
 
-@pytest.mark.parametrize("method, name", [("self_extend", "Self-Extend"), ("lm_infinite", "LM-Infinite")])
+@pytest.mark.parametrize(
+    "method, name", [("self_extend", "Self-Extend"), ("lm_infinite", "LM-Infinite"), ("dca", "Dual Chunk Attention")]
+)
 def test_a_training_free_method_is_called_from_its_rows_at_t_and_far_out(method, name):
     """Flat (no worse than RoPE at T) and below plain RoPE far out: reproduced; climbing past
     RoPE's 1x by more than 2 sigma: not reproduced; no rows of the method: no claim."""

@@ -29,24 +29,11 @@ from posx.model.config import GPTConfig
 from posx.model.gpt import GPT
 from posx.model.rescale import method_window, windowed_attention
 from posx.model.rotary import Rotary, XPos
-from posx.model.windowed import Grouping, Lambda, Rectified
+from posx.model.windowed import DualChunk, Grouping, Lambda, Rectified
 from posx.runs.lineage import check_method
 from posx.runs.records import RunMeta
 
-HD, BASE = 8, 10000.0
-
-
-def _qkv(L: int, seed: int = 0, B: int = 2, H: int = 3) -> tuple[torch.Tensor, ...]:
-    g = torch.Generator().manual_seed(seed)
-    return tuple(torch.randn(B, H, L, HD, generator=g) for _ in range(3))
-
-
-def _rotate_complex(x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-    """RoFormer's rotation of interleaved pairs as a complex product, in float64."""
-    pairs = torch.view_as_complex(x.double().reshape(*x.shape[:-1], -1, 2).contiguous())
-    theta = BASE ** (-torch.arange(0, HD, 2, dtype=torch.float64) / HD)
-    angles = positions.double()[:, None] * theta[None, :]  # (L, hd/2)
-    return torch.view_as_real(pairs * torch.polar(torch.ones_like(angles), angles)).flatten(-2)
+from helpers.attention import BASE, HD, qkv, rotate_complex
 
 
 def authors_attention(q, k, v, group: int, window: int) -> torch.Tensor:
@@ -56,8 +43,8 @@ def authors_attention(q, k, v, group: int, window: int) -> torch.Tensor:
     group_q = torch.div(pos, group, rounding_mode="floor") + window - window / group
     group_k = torch.div(pos, group, rounding_mode="floor")
     scale = math.sqrt(HD)
-    neighbor = _rotate_complex(q, pos) @ _rotate_complex(k, pos).transpose(-1, -2) / scale
-    grouped = _rotate_complex(q, group_q) @ _rotate_complex(k, group_k).transpose(-1, -2) / scale
+    neighbor = rotate_complex(q, pos) @ rotate_complex(k, pos).transpose(-1, -2) / scale
+    grouped = rotate_complex(q, group_q) @ rotate_complex(k, group_k).transpose(-1, -2) / scale
     causal = torch.full((L, L), float("-inf"), dtype=torch.float64).triu(1)
     neighbor_mask = torch.tril(torch.ones(L, L))
     if L - window > 0:
@@ -74,7 +61,7 @@ def _posx(q, k, v, method, encoding=None, offset: int = 0) -> torch.Tensor:
 
 @pytest.mark.parametrize("group, window", [(4, 8), (3, 10), (2, 1), (16, 5)])
 def test_matches_the_authors_attention(group, window):
-    q, k, v = _qkv(40)
+    q, k, v = qkv(40)
     ours = _posx(q, k, v, Grouping(group, window))
     torch.testing.assert_close(ours.double(), authors_attention(q, k, v, group, window), atol=2e-5, rtol=1e-5)
 
@@ -82,7 +69,7 @@ def test_matches_the_authors_attention(group, window):
 @pytest.mark.parametrize("encoding", [Rotary(HD, BASE), XPos(HD, BASE)], ids=["rope", "xpos"])
 def test_no_grouping_inside_the_window_or_with_groups_of_one(encoding):
     """W >= L, or G = 1 (grouped positions equal the ordinary ones), is the encoding's own attention."""
-    q, k, v = _qkv(24)
+    q, k, v = qkv(24)
     positions = torch.arange(24)
     rq, rk = encoding.rotate(q, k, positions)
     plain = F.scaled_dot_product_attention(rq, rk, v, is_causal=True)
@@ -93,7 +80,7 @@ def test_no_grouping_inside_the_window_or_with_groups_of_one(encoding):
 @pytest.mark.parametrize("encoding", [Rotary(HD, BASE), XPos(HD, BASE)], ids=["rope", "xpos"])
 def test_a_shift_by_whole_groups_changes_nothing(encoding):
     """Every grouped distance depends on i // G - j // G, so positions moved by c * G give the same output."""
-    q, k, v = _qkv(30, seed=1)
+    q, k, v = qkv(30, seed=1)
     grouping = Grouping(4, 6)
     torch.testing.assert_close(
         _posx(q, k, v, grouping, encoding, offset=12), _posx(q, k, v, grouping, encoding), atol=1e-5, rtol=1e-4
@@ -101,7 +88,7 @@ def test_a_shift_by_whole_groups_changes_nothing(encoding):
 
 
 def test_chunks_of_query_rows_change_nothing(monkeypatch):
-    q, k, v = _qkv(33, seed=2)
+    q, k, v = qkv(33, seed=2)
     whole = _posx(q, k, v, Grouping(4, 5))
     monkeypatch.setattr(windowed, "CHUNK_ELEMENTS", 2 * 3 * 33 * 5)  # 5 query rows at a time
     torch.testing.assert_close(_posx(q, k, v, Grouping(4, 5)), whole, atol=1e-6, rtol=1e-6)
@@ -111,7 +98,7 @@ def test_reach_is_the_papers_bound():
     """The largest grouped distance at the reach, (T - W) * G + W, is T - 1 when G divides W."""
     T, g = 128, Grouping(16, 64)
     L = g.reach(T)
-    q_pos, k_pos = g.far_positions(torch.arange(L))
+    q_pos, k_pos = g.branches(torch.arange(L))[1]
     assert L == 1088 and float(q_pos[-1] - k_pos[0]) == T - 1
     assert Grouping.resolve(16, None, T) == g and Grouping.resolve(8, 10, T) == Grouping(8, 10)
 
@@ -127,12 +114,12 @@ def authors_rerope(q, k, v, window: int, leak_factor: float | None, log_context:
     if log_context is not None:
         q = q * ((pos + 1).log() / math.log(log_context)).clip(1)[:, None]
     if leak_factor is None:  # rerope_patch.py: the query at W, the key unrotated
-        far_q, far_k = _rotate_complex(q, pos * 0 + window), k.double()
+        far_q, far_k = rotate_complex(q, pos * 0 + window), k.double()
     else:  # leaky_rerope_patch.py: linear scaling by k, the query offset by W * (k - 1)
         offset = window * (leak_factor - 1)
-        far_q, far_k = _rotate_complex(q, (pos + offset) / leak_factor), _rotate_complex(k, pos / leak_factor)
+        far_q, far_k = rotate_complex(q, (pos + offset) / leak_factor), rotate_complex(k, pos / leak_factor)
     scale = math.sqrt(HD)
-    near = _rotate_complex(q, pos) @ _rotate_complex(k, pos).transpose(-1, -2) / scale
+    near = rotate_complex(q, pos) @ rotate_complex(k, pos).transpose(-1, -2) / scale
     far = far_q @ far_k.transpose(-1, -2) / scale
     rectified = (pos[:, None] - pos[None, :]).abs() < window
     causal = torch.full((L, L), float("-inf"), dtype=torch.float64).triu(1)
@@ -144,7 +131,7 @@ def authors_rerope(q, k, v, window: int, leak_factor: float | None, log_context:
     [(8, None, 16), (5, 16.0, 16), (3, 2.5, None), (1, None, None), (6, 3.0, 40)],
 )
 def test_rerope_matches_the_authors_attention(window, leak_factor, log_context):
-    q, k, v = _qkv(40, seed=3)
+    q, k, v = qkv(40, seed=3)
     ours = _posx(q, k, v, Rectified(window, leak_factor, log_context))
     reference = authors_rerope(q, k, v, window, leak_factor, log_context)
     torch.testing.assert_close(ours.double(), reference, atol=2e-5, rtol=1e-5)
@@ -154,7 +141,7 @@ def test_rerope_matches_the_authors_attention(window, leak_factor, log_context):
 def test_rerope_inside_its_window_or_with_no_leak_is_plain_attention(encoding):
     """W >= L, or k = 1 (the far distance equals the near one), without the log scale: the
     encoding's own attention; the log scale changes nothing while every position is below T."""
-    q, k, v = _qkv(24)
+    q, k, v = qkv(24)
     rq, rk = encoding.rotate(q, k, torch.arange(24))
     plain = F.scaled_dot_product_attention(rq, rk, v, is_causal=True)
     for method in (
@@ -168,7 +155,7 @@ def test_rerope_inside_its_window_or_with_no_leak_is_plain_attention(encoding):
 
 @pytest.mark.parametrize("leak_factor", [None, 2.5])
 def test_rerope_without_the_log_scale_depends_only_on_distances(leak_factor):
-    q, k, v = _qkv(30, seed=4)
+    q, k, v = qkv(30, seed=4)
     method = Rectified(6, leak_factor, None)
     torch.testing.assert_close(_posx(q, k, v, method, offset=7), _posx(q, k, v, method), atol=1e-5, rtol=1e-4)
 
@@ -213,8 +200,8 @@ def authors_lambda(q, k, v, local: int, n_global: int) -> torch.Tensor:
     """LM-Infinite's Lambda_Attention_Matrix for a prompt (key_length == query_length), in float64."""
     L, inf = q.shape[-2], float("-inf")
     pos = torch.arange(L, dtype=torch.float64)
-    rot_q, rot_k, v = _rotate_complex(q, pos), _rotate_complex(k, pos), v.double()
-    stationary_q, stationary_k = _rotate_complex(q, pos * 0 + min(local, L - 1)), k.double()
+    rot_q, rot_k, v = rotate_complex(q, pos), rotate_complex(k, pos), v.double()
+    stationary_q, stationary_k = rotate_complex(q, pos * 0 + min(local, L - 1)), k.double()
     scale = math.sqrt(HD)
     stationary = stationary_q @ stationary_k[..., :n_global, :].transpose(-1, -2) / scale
     stationary = stationary.masked_fill(torch.ones(L, n_global, dtype=torch.bool).triu(-local + 1), inf)
@@ -249,13 +236,13 @@ def authors_lambda(q, k, v, local: int, n_global: int) -> torch.Tensor:
 
 @pytest.mark.parametrize("local, n_global", [(8, 3), (7, 3), (6, 0), (5, 12), (50, 3)])
 def test_lm_infinite_matches_the_authors_attention(local, n_global):
-    q, k, v = _qkv(40, seed=5)
+    q, k, v = qkv(40, seed=5)
     ours = _posx(q, k, v, Lambda(local, n_global))
     torch.testing.assert_close(ours.double(), authors_lambda(q, k, v, local, n_global), atol=2e-5, rtol=1e-5)
 
 
 def test_lm_infinite_defaults_and_a_window_over_the_whole_sequence():
-    q, k, v = _qkv(24)
+    q, k, v = qkv(24)
     rq, rk = Rotary(HD, BASE).rotate(q, k, torch.arange(24))
     plain = F.scaled_dot_product_attention(rq, rk, v, is_causal=True)
     torch.testing.assert_close(_posx(q, k, v, Lambda(24, 10)), plain, atol=1e-5, rtol=1e-5)
@@ -339,14 +326,16 @@ def test_bad_parameters_are_refused(params):
         rope.check_params("self_extend", **params)
 
 
-@pytest.mark.parametrize("method", ["self_extend", "rerope", "lm_infinite"])
+@pytest.mark.parametrize("method", ["self_extend", "rerope", "lm_infinite", "dca"])
 def test_extend_refuses_windowed_methods(method):
     with pytest.raises(PosxError, match="changes attention at evaluation"):
         check_method(method, "rope", "run r")
 
 
 @pytest.mark.cuda
-@pytest.mark.parametrize("method", [Grouping(8, 32), Rectified(32, None, 128), Rectified(32, 4.0, 128), Lambda(64, 10)])
+@pytest.mark.parametrize(
+    "method", [Grouping(8, 32), Rectified(32, None, 128), Rectified(32, 4.0, 128), Lambda(64, 10), DualChunk(96, 8)]
+)
 def test_bf16_on_cuda_follows_float32_on_the_cpu(method):
     """Under CUDA's bf16 autocast (how an evaluation runs there) the output stays close to the
     CPU's float32: the angles are float32, and the merge and softmax run in float32."""

@@ -53,7 +53,7 @@ AttnScale = _choice("AttnScale", "none logn ssmax", "model.attn_scale: posx.mode
 Method = _choice(
     "Method",
     "none pi ntk dynamic_ntk yarn dynamic_yarn ntk_by_parts abf llama3 longrope resonance resonance_yarn "
-    "self_extend rerope lm_infinite",
+    "self_extend rerope lm_infinite dca",
     "eval.methods: posx.rope.METHODS",
 )
 ExtendMethod = _choice(
@@ -193,6 +193,12 @@ class LMInfiniteConfig:
 
 
 @dataclass
+class DCAConfig:
+    chunk_size: Optional[int] = None  # s: the largest distance given; null: 3T/4 (posx.model.windowed)
+    local_window: Optional[int] = None  # w: chunks hold s - w tokens; null: T/16
+
+
+@dataclass
 class PasskeyConfig:
     enabled: bool = True  # passkey retrieval in eval-extrapolate (writes passkey.csv)
     variants: List[Variant] = field(default_factory=lambda: ["prompt", "copy"])  # prompt: key asked for; copy: repeated
@@ -232,6 +238,7 @@ class EvalConfig:
     self_extend: SelfExtendConfig = field(default_factory=SelfExtendConfig)  # Self-Extend's grouped attention
     rerope: ReRoPEConfig = field(default_factory=ReRoPEConfig)  # ReRoPE's rectified distances
     lm_infinite: LMInfiniteConfig = field(default_factory=LMInfiniteConfig)  # LM-Infinite's Lambda-shaped mask
+    dca: DCAConfig = field(default_factory=DCAConfig)  # Dual Chunk Attention's chunks
     absolute_beyond: Beyond = Beyond.none  # learned absolute past its table
     after_train: bool = False  # evaluate at the end of `posx train`
     protocol: Protocol = Protocol.nonoverlapping  # sliding: windows scoring their last eval.stride tokens

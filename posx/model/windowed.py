@@ -1,7 +1,8 @@
 """Windowed attention at evaluation, without training: keys nearer than a window W meet the
 query at their exact RoPE positions, farther keys at remapped positions chosen so the distance
-stays inside the trained context (or, for LM-Infinite, most of them not at all). The two sets of
-logits go into one softmax.
+stays inside the trained context (or, for LM-Infinite, most of them not at all). Each method is
+a few branches, each a pair of position maps for queries and keys, and a rule choosing the
+branch of every (query, key) pair; the chosen logits go into one softmax.
 
 Self-Extend (Jin et al., "LLM Maybe LongLM: Self-Extend LLM Context Window Without Tuning",
 ICML 2024, arXiv 2401.01325; the authors' code: github.com/datamllab/LongLM,
@@ -33,6 +34,22 @@ default, as the authors convert a model with ``convert_llama_model(model, 4096, 
 exact positions, and to the first ``global_tokens`` keys of the sequence at the distance W
 (the query rotated at W, the key not at all: ReRoPE's far branch); every other key is masked.
 
+Dual Chunk Attention (An et al., "Training-Free Long-Context Scaling of Large Language Models",
+ICML 2024, arXiv 2402.17463; the authors' code: github.com/HKUNLP/ChunkLlama,
+``chunkllama_attn_replace.py``), ``DualChunk``: the sequence is cut into chunks of c = s - w
+tokens (s the chunk size, w the local window; the authors' defaults s = 3T/4, w = T/16), and
+every key sits at its position within its chunk, j mod c. The query at i takes one of three
+positions, by how far back the key's chunk lies:
+
+* the same chunk (intra): i mod c, so the distance is the exact i - j;
+* the chunk before (successive): min(i mod c + c, s), so distances continue from the chunk
+  boundary and stop growing at s;
+* any earlier chunk (inter): min(2c - 1, s), the successive position of a chunk's last query,
+  as the authors' code sets it.
+
+Every distance stays at or below s <= T, at any length. The authors merge the three flash
+attention calls by their log-sum-exps; one softmax over the chosen logits is the same.
+
 Decisions: Self-Extend's W - W / G is a float when G does not divide W, as in the authors' code
 (RoPE takes fractional positions); its optional log scale of the query (``scale_base``, off by
 default there) is left out. The logits are merged and softmaxed in float32, as the Self-Extend
@@ -40,7 +57,7 @@ and ReRoPE code upcasts. LM-Infinite's distance limit is W, as in the authors' c
 caps it at the length minus 1, a cap that only matters where no key is that far). The
 frequencies are the model's own: these methods change which positions meet, not how they
 rotate (``posx.rope`` lists them with theta_i, and checks their parameters). Scores
-are materialised in chunks of query rows (no fused kernel takes two sets of logits), so this
+are materialised in chunks of query rows (no fused kernel takes several sets of logits), so this
 path is for evaluation, not training.
 """
 
@@ -52,6 +69,8 @@ from typing import Callable, Protocol
 
 import torch
 from torch import Tensor
+
+from posx.core.errors import PosxError
 
 CHUNK_ELEMENTS = 1 << 24  # logits held at once per chunk of query rows (64 MiB in float32)
 
@@ -67,14 +86,14 @@ def query_at_window(positions: Tensor, window: int) -> tuple[Tensor, Tensor]:
 
 
 class Windowed(Protocol):
-    """What ``attend`` needs of a method: its window and where the far branch puts positions."""
+    """What ``attend`` needs of a method: the position maps of its branches and which branch
+    scores each (query, key) pair."""
 
-    window: int  # W: keys nearer than W keep their exact positions
     widen: str  # the parameter that extends the reach, named when a length passes it
 
-    def far_positions(self, positions: Tensor) -> tuple[Tensor, Tensor]: ...
+    def branches(self, positions: Tensor) -> list[tuple[Tensor, Tensor]]: ...
 
-    def far_keys(self, length: int, device: torch.device) -> Tensor | None: ...
+    def select(self, q_positions: Tensor, k_positions: Tensor) -> Tensor: ...
 
     def scale_query(self, q: Tensor, positions: Tensor) -> Tensor: ...
 
@@ -83,8 +102,33 @@ class Windowed(Protocol):
     def describe(self) -> str: ...
 
 
+class NearFar:
+    """Two branches split by a window W: keys nearer than W at their exact positions (branch 0),
+    farther keys at the method's ``far_positions`` (branch 1), or masked where ``far_keys``
+    leaves them out."""
+
+    window: int
+
+    def far_positions(self, positions: Tensor) -> tuple[Tensor, Tensor]:
+        raise NotImplementedError
+
+    def far_keys(self, length: int, device: torch.device) -> Tensor | None:
+        return None  # every key past the window takes part, at its far position
+
+    def branches(self, positions: Tensor) -> list[tuple[Tensor, Tensor]]:
+        return [(positions, positions), self.far_positions(positions)]
+
+    def select(self, q_positions: Tensor, k_positions: Tensor) -> Tensor:
+        """(rows, keys) branch index per pair, -1 where masked; ``k_positions`` are the keys from
+        the sequence's first token on."""
+        far = (q_positions[:, None] - k_positions[None, :]) >= self.window
+        choice = far.long()
+        kept = self.far_keys(k_positions.shape[0], k_positions.device)
+        return choice if kept is None else choice.masked_fill(far & ~kept[None, :], -1)
+
+
 @dataclass(frozen=True)
-class Grouping:
+class Grouping(NearFar):
     """Self-Extend's two numbers, resolved for one model."""
 
     group: int  # G: past the window, G positions share one
@@ -106,9 +150,6 @@ class Grouping:
         coarse = torch.div(positions, G, rounding_mode="floor").float()
         return coarse + (W - W / G), coarse
 
-    def far_keys(self, length: int, device: torch.device) -> None:
-        return None  # every key past the window takes part, at its grouped position
-
     def scale_query(self, q: Tensor, positions: Tensor) -> Tensor:
         return q
 
@@ -117,7 +158,7 @@ class Grouping:
 
 
 @dataclass(frozen=True)
-class Rectified:
+class Rectified(NearFar):
     """ReRoPE's window, Leaky ReRoPE's factor and the log-n scaling, resolved for one model."""
 
     window: int  # W: distances below W are exact
@@ -147,9 +188,6 @@ class Rectified:
         scaled = positions.float() / k
         return scaled + (W - W / k), scaled
 
-    def far_keys(self, length: int, device: torch.device) -> None:
-        return None  # every key past the window takes part, at the rectified distance
-
     def scale_query(self, q: Tensor, positions: Tensor) -> Tensor:
         """q (B, H, L, hd) times max(1, log(i + 1) / log T) per query position i."""
         if self.log_context is None or self.log_context < 2:
@@ -162,7 +200,7 @@ class Rectified:
 
 
 @dataclass(frozen=True)
-class Lambda:
+class Lambda(NearFar):
     """LM-Infinite's local window and number of global (starting) tokens, resolved for one model."""
 
     window: int  # W: keys nearer than W attend at their exact positions; W is also the distance limit
@@ -192,6 +230,62 @@ class Lambda:
         return f"W={self.window}, {self.global_tokens} global tokens"
 
 
+@dataclass(frozen=True)
+class DualChunk:
+    """Dual Chunk Attention's chunk size and local window, resolved for one model."""
+
+    chunk_size: int  # s: the largest distance any pair is given
+    local_window: int  # w: chunks hold c = s - w tokens
+    widen = "chunk_size"
+
+    @classmethod
+    def resolve(cls, chunk_size: int | None, local_window: int | None, train_context: int) -> "DualChunk":
+        """None: the authors' 3T/4 and T/16. s must fit in T (every distance is at most s) and
+        leave chunks of at least one token."""
+        s = int(chunk_size) if chunk_size is not None else max(1, train_context * 3 // 4)
+        w = int(local_window) if local_window is not None else train_context // 16
+        if s > train_context:
+            raise PosxError(
+                f"eval.dca.chunk_size {s} is past the trained context T={train_context}; DCA keeps every "
+                f"distance at or below it, so set it at most {train_context} (null: 3T/4)"
+            )
+        if w >= s:
+            raise PosxError(
+                f"eval.dca.local_window {w} must be below eval.dca.chunk_size {s} (chunks hold s - w tokens); "
+                f"lower it (null: T/16)"
+            )
+        return cls(s, w)
+
+    @property
+    def chunk(self) -> int:
+        return self.chunk_size - self.local_window  # c: tokens per chunk
+
+    def reach(self, train_context: int) -> None:
+        return None  # no distance passes s
+
+    def branches(self, positions: Tensor) -> list[tuple[Tensor, Tensor]]:
+        """Intra, successive and inter query positions, each against keys at j mod c."""
+        c, s = self.chunk, self.chunk_size
+        local = torch.remainder(positions, c).float()
+        successive = (local + c).clamp(max=s)
+        inter = torch.full_like(local, float(min(2 * c - 1, s)))
+        return [(local, local), (successive, local), (inter, local)]
+
+    def select(self, q_positions: Tensor, k_positions: Tensor) -> Tensor:
+        """0 for a key in the query's chunk, 1 in the chunk before, 2 further back (rows, keys)."""
+        c = self.chunk
+        back = torch.div(q_positions, c, rounding_mode="floor")[:, None] - torch.div(
+            k_positions, c, rounding_mode="floor"
+        )
+        return back.clamp(0, 2)  # a key after the query (back < 0) is masked by attend
+
+    def scale_query(self, q: Tensor, positions: Tensor) -> Tensor:
+        return q
+
+    def describe(self) -> str:
+        return f"s={self.chunk_size}, w={self.local_window}"
+
+
 def attend(
     q: Tensor, k: Tensor, v: Tensor, positions: Tensor, method: Windowed, rotate_at: RotateAt,
     query_scale: QueryScale | None = None,
@@ -204,24 +298,20 @@ def attend(
     if query_scale is not None:
         q = query_scale(q)
     q = method.scale_query(q, positions)
-    near_q, near_k = rotate_at(q, k, positions, positions)
-    far_pos_q, far_pos_k = method.far_positions(positions)
-    far_q, far_k = rotate_at(q, k, far_pos_q, far_pos_k)
+    rotated = [rotate_at(q, k, q_pos, k_pos) for q_pos, k_pos in method.branches(positions)]
     B, H, L, hd = q.shape
-    kept = method.far_keys(L, q.device)  # None: every far key; else (L,) the far keys attended
     rows = max(1, min(L, CHUNK_ELEMENTS // max(1, B * H * L)))
     scale = 1.0 / math.sqrt(hd)
     out = torch.empty_like(v)
     for r0 in range(0, L, rows):
         r1 = min(L, r0 + rows)
-        distance = positions[r0:r1, None] - positions[None, :r1]  # (rows, r1)
-        near = near_q[:, :, r0:r1] @ near_k[:, :, :r1].transpose(-1, -2)  # (B, H, rows, r1)
-        far = far_q[:, :, r0:r1] @ far_k[:, :, :r1].transpose(-1, -2)
-        logits = torch.where(distance < method.window, near, far).float() * scale
-        masked = distance < 0
-        if kept is not None:
-            masked = masked | ((distance >= method.window) & ~kept[None, :r1])
-        logits = logits.masked_fill(masked, float("-inf"))
+        choice = method.select(positions[r0:r1], positions[:r1])  # (rows, r1): a branch, or -1
+        logits = None
+        for b, (branch_q, branch_k) in enumerate(rotated):
+            scores = branch_q[:, :, r0:r1] @ branch_k[:, :, :r1].transpose(-1, -2)  # (B, H, rows, r1)
+            logits = scores if logits is None else torch.where(choice == b, scores, logits)
+        masked = (choice < 0) | (positions[r0:r1, None] < positions[None, :r1])
+        logits = logits.float().mul(scale).masked_fill(masked, float("-inf"))
         weights = torch.softmax(logits, dim=-1).to(v.dtype)
         out[:, :, r0:r1] = weights @ v[:, :, :r1]  # (B, H, rows, hd)
     return out

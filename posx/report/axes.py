@@ -30,6 +30,7 @@ METHOD_ORDER = [
     "self_extend",
     "rerope",
     "lm_infinite",
+    "dca",
     "interpolate",
 ]
 

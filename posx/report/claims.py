@@ -49,7 +49,9 @@ has a run of its method, so a report without them keeps its table:
   loss 1.4267 at 8k and 1.4001 at 16k against 1.4967 at 4k). The rows do not say whether
   ``eval.rerope.leak_factor`` was set; the claim is about ReRoPE, its default;
 * Han et al., NAACL 2024 (LM-Infinite), arXiv 2308.16137: without training, the Lambda-shaped
-  mask keeps a RoPE model's perplexity far past T at its level at T, where plain RoPE climbs.
+  mask keeps a RoPE model's perplexity far past T at its level at T, where plain RoPE climbs;
+* An et al., ICML 2024 (Dual Chunk Attention), arXiv 2402.17463: without training, chunked
+  positions keep a RoPE model's perplexity far past T at its level at T, where plain RoPE climbs.
 
 A run with one of the options (``pos.rotary_fraction``, ``model.attn_scale``, ...) is found by its
 group label (``posx.report.groups``): a key the label does not name counts as at its default.
@@ -82,6 +84,7 @@ FIRE, XPOS, PROPE, RANDOMIZED, LOGN, SSMAX, HYBRID, RESONANCE, POSE = (
     "Zhu et al. 2024 (PoSE)",
 )
 SELF_EXTEND, REROPE, LM_INFINITE = "Jin et al. 2024 (Self-Extend)", "Su 2023 (ReRoPE)", "Han et al. 2024 (LM-Infinite)"
+DCA = "An et al. 2024 (Dual Chunk Attention)"
 # The options the newer claims compare, as group labels write them, with their defaults.
 OPTION_DEFAULTS = {
     "pos.rotary_fraction": "1",
@@ -299,7 +302,11 @@ def _extension_claims(n: Numbers) -> list[dict]:
 
 
 # Training-free methods claimed to hold RoPE's perplexity at T far past it: (method, paper, name).
-_HELD = [("self_extend", SELF_EXTEND, "Self-Extend"), ("lm_infinite", LM_INFINITE, "LM-Infinite")]
+_HELD = [
+    ("self_extend", SELF_EXTEND, "Self-Extend"),
+    ("lm_infinite", LM_INFINITE, "LM-Infinite"),
+    ("dca", DCA, "Dual Chunk Attention"),
+]
 
 
 def _held(n: Numbers, longest: float, method: str, paper: str, name: str) -> tuple:

@@ -42,6 +42,7 @@ METHOD_COLORS = {
     "self_extend": "#31a354",  # dark green
     "rerope": "#e6550d",  # dark orange
     "lm_infinite": "#756bb1",  # slate purple
+    "dca": "#e7ba52",  # mustard
     "interpolate": "#e7969c",  # rose
     "clamp": "#9c9ede",  # lavender
 }
@@ -65,6 +66,7 @@ MARKER_OF = {  # a different marker for every encoding and method; none: RoPE's,
     "self_extend": "2",
     "rerope": "3",
     "lm_infinite": "4",
+    "dca": "x",
     "interpolate": "1",
     "clamp": "+",
 }
