@@ -45,7 +45,7 @@ class CausalSelfAttention(nn.Module):
         k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, H, T, hd)
         v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, H, T, hd)
         dropout = self.dropout if self.training else 0.0
-        if self.positional and pos.window is not None:  # Self-Extend, ReRoPE or LM-Infinite, set by an evaluation
+        if self.positional and pos.window is not None:  # a windowed method (posx.model.windowed), set by an evaluation
             y = windowed.attend(q, k, v, positions, pos.window, pos.rotate_at, self.logit_scale)
         else:
             if self.positional:
