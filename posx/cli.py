@@ -198,8 +198,8 @@ def frequencies(
         None,
         metavar="[RUN] [OVERRIDES]...",
         help=(
-            "A run (head_dim, base and T come from it), then overrides: eval.* (method parameters); "
-            "with no run, also pos.base, model.* and train.context_length."
+            "A run (head_dim, base and T come from it), then overrides: eval.* method parameters (the methods "
+            "and s are --methods and --factor); with no run, also pos.base, model.* and train.context_length."
         ),
     ),
     head_dim: Optional[int] = typer.Option(
@@ -226,8 +226,9 @@ def frequencies(
     """Each RoPE method's wavelength per rotary pair against T and s x T: a table and a PNG."""
     args = list(overrides or [])
     with user_errors():
-        cfg = compose([a for a in args if "=" in a])
         runs = [a for a in args if "=" not in a]
+        freqplot.check_overrides([a for a in args if "=" in a], with_run=bool(runs))
+        cfg = compose([a for a in args if "=" in a])
         model = _rope_run(runs, cfg.results_dir)
         head_dim, base, context = _rope_geometry((head_dim, base, context), model, cfg)
         freqplot.check_head_dim(head_dim)

@@ -195,6 +195,24 @@ def test_frequencies_takes_head_dim_base_and_t_from_a_run_and_never_cuts_a_value
     assert again.exit_code == 0 and (tmp_path / "results" / "frequencies-2.png").is_file()
     taken = CliRunner().invoke(app, ["frequencies", "--out", "results/frequencies.png"])
     assert taken.exit_code == 2 and "already exists" in taken.output
+    ignored = CliRunner().invoke(app, ["frequencies", "r", "model.n_head=4"])
+    assert ignored.exit_code == 2 and "with a run, head_dim, base and T come from it" in ignored.output
+    assert not (tmp_path / "results" / "frequencies-3.png").exists()
+
+
+@pytest.mark.parametrize(
+    "overrides, with_run, needle",
+    [
+        (["eval.methods=[none,dca]"], False, "does not read eval.methods; use --methods"),
+        (["+eval.factors=[1,4]"], True, "does not read eval.factors; use --factor"),
+        (["train.context_length=64"], True, "train.context_length=64: with a run"),
+        (["pos.base=500"], True, "pos.base=500: with a run"),
+    ],
+)
+def test_frequencies_refuses_overrides_it_would_ignore(overrides, with_run, needle):
+    with pytest.raises(PosxError, match=re.escape(needle)):
+        freqplot.check_overrides(overrides, with_run)
+    freqplot.check_overrides(["eval.yarn.beta_fast=16", "results_dir=out"], with_run)  # read: accepted
 
 
 def test_frequencies_without_a_run_read_the_configured_model(tmp_path, monkeypatch):

@@ -181,3 +181,22 @@ def check_out(out: Path | None) -> None:
         raise PosxError(f"--out {out} must name a .png file (the plot is a PNG)")
     if out.is_dir():
         raise PosxError(f"--out {out} is a directory; name a .png file")
+
+
+# Settings ``posx frequencies`` takes as options, not from the config: the override names its option.
+AS_OPTIONS = {"eval.methods": "--methods", "eval.factors": "--factor", "eval.scale": "--factor"}
+FROM_THE_RUN = ("model.", "pos.", "train.")  # with a run, its head_dim, base and T win
+
+
+def check_overrides(overrides: list[str], with_run: bool) -> None:
+    """Refuse an override the command would ignore: one of ``AS_OPTIONS``, or with a run, a
+    model, encoding or training key."""
+    for override in overrides:
+        key = override.split("=", 1)[0].lstrip("+~")
+        if key in AS_OPTIONS:
+            raise PosxError(f"posx frequencies does not read {key}; use {AS_OPTIONS[key]} instead")
+        if with_run and key.startswith(FROM_THE_RUN):
+            raise PosxError(
+                f"{override}: with a run, head_dim, base and T come from it; use --head-dim, --base or "
+                "--context to change them, or leave out the run"
+            )
