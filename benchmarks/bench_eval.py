@@ -39,6 +39,7 @@ VARIANTS = {
     "rerope alone, passkey off": ["eval.methods=[rerope]", *OFF],  # the same two-branch attention
     "lm_infinite alone, passkey off": ["eval.methods=[lm_infinite]", *OFF],  # the same, far keys masked
     "dca alone, passkey off": ["eval.methods=[dca]", *OFF],  # three sets of logits
+    "streaming_llm alone, passkey off": ["eval.methods=[streaming_llm]", *OFF],  # two, evicted keys masked
 }
 CPU = torch.device("cpu")
 
@@ -62,7 +63,7 @@ def main() -> None:
     val = store.load(base.data, base.data.cache_dir).val
     print(
         f"torch threads {torch.get_num_threads()}, T={meta.train_context}, "
-        f"methods {list(base.eval.methods)}, factors {list(base.eval.factors)}"
+        f"methods {','.join(m.name for m in base.eval.methods)}, factors {list(base.eval.factors)}"
     )
     cases = {}
     for name, overrides in VARIANTS.items():

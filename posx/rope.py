@@ -30,6 +30,8 @@ b = base, L = original_context (the length the model was trained at), s = factor
     dca           theta_i; keys at their place in chunks of s - w tokens, queries at one of three
                   positions by the key's chunk, every distance <= s (An et al. 2024, Dual Chunk
                   Attention; applied in attention too)
+    streaming_llm theta_i; a cache of the first sinks tokens and the latest recent ones, each key
+                  at its place in the cache (Xiao et al. 2024, StreamingLLM; applied in attention too)
 
 Decisions where the published definitions leave room:
   * ``none`` and ``abf`` ignore ``factor`` (it is still checked to be >= 1).
@@ -62,6 +64,9 @@ Decisions where the published definitions leave room:
   * ``dca`` ignores ``factor``; its ``chunk_size`` (s, None: 3T/4) and ``local_window`` (w,
     None: T/16), the defaults of the authors' ``replace_with_chunkllama``, are checked here on
     their own and against T (s <= T, w < s) by ``posx.model.windowed``, which places the positions.
+  * ``streaming_llm`` ignores ``factor``; its ``sinks`` (S, 4, as the authors run it) and
+    ``recent`` (R, None: T - S - 1, the largest cache whose places stay inside T) are checked
+    here on their own and against T by ``posx.model.windowed``.
   * Where a method reduces to the identity (s = 1, or a dynamic method at length <= L) it
     returns theta itself, so the result is bit-identical to ``none``.
 
@@ -94,6 +99,7 @@ from posx.ropecheck import (
     check_ramp,
     check_rerope,
     check_self_extend,
+    check_streaming_llm,
     check_yarn,
     current_length,
 )
@@ -263,6 +269,10 @@ def _dca(head_dim, base, factor, original_context, chunk_size, local_window):
     return _theta(head_dim, base), 1.0  # the chunks act on positions, in attention
 
 
+def _streaming_llm(head_dim, base, factor, original_context, sinks, recent):
+    return _theta(head_dim, base), 1.0  # the cache acts on positions, in attention
+
+
 def _resonance(head_dim, base, factor, original_context):
     return resonance_round(_theta(head_dim, base), original_context), 1.0
 
@@ -310,6 +320,7 @@ _REGISTRY: Mapping[str, _Method] = MappingProxyType(
         "rerope": _method(_rerope, check=check_rerope, window=None, leak_factor=None, log_scale=True),
         "lm_infinite": _method(_lm_infinite, check=check_lm_infinite, window=None, global_tokens=10),
         "dca": _method(_dca, check=check_dca, chunk_size=None, local_window=None),
+        "streaming_llm": _method(_streaming_llm, check=check_streaming_llm, sinks=4, recent=None),
     }
 )
 

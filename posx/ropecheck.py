@@ -185,6 +185,15 @@ def check_dca(*, chunk_size, local_window) -> None:
         )
 
 
+def check_streaming_llm(*, sinks, recent) -> None:
+    """StreamingLLM's sinks S (an integer >= 0) and recent tokens R (an integer >= 1, or None);
+    S + R < T needs T and is checked where it is known."""
+    if not _is_int(sinks) or sinks < 0:
+        raise PosxError(f"streaming_llm sinks must be an integer >= 0 (the authors keep 4), got {sinks!r}")
+    if recent is not None and (not _is_int(recent) or recent < 1):
+        raise PosxError(f"streaming_llm recent must be an integer >= 1 (or null for T - sinks - 1), got {recent!r}")
+
+
 def check_lm_infinite(*, window, global_tokens) -> None:
     """LM-Infinite's window W (an integer >= 1, or None) and global tokens (an integer >= 0)."""
     if window is not None and (not _is_int(window) or window < 1):

@@ -101,6 +101,7 @@ BAD = [
     (["eval.lm_infinite.global_tokens=-1"], "eval.lm_infinite: lm_infinite global_tokens must be an integer >= 0"),
     (["eval.dca.chunk_size=0"], "eval.dca: dca chunk_size must be an integer >= 1"),
     (["eval.dca.chunk_size=8", "eval.dca.local_window=8"], "eval.dca: dca local_window (8) must be below chunk_size"),
+    (["eval.streaming_llm.sinks=-1"], "eval.streaming_llm: streaming_llm sinks must be an integer >= 0"),
 ]
 
 

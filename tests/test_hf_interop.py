@@ -263,14 +263,14 @@ def test_random_transformers_llama_evaluates_end_to_end(tmp_path, tiny_args):
         "eval-extrapolate",
         str(tmp_path / "rand"),
         *args,
-        "eval.methods=[none,yarn,dynamic_ntk,self_extend,rerope,lm_infinite,dca]",
+        "eval.methods=[none,yarn,dynamic_ntk,self_extend,rerope,lm_infinite,dca,streaming_llm]",
         cwd=tmp_path,
     )
     assert "transformers llama T=32" in proc.stdout
     df = pd.read_csv(tmp_path / "rand" / "extrapolation.csv")
-    windowed = df["method"].isin(["self_extend", "rerope", "lm_infinite", "dca"])  # need posx's attention
-    assert (df.loc[windowed, "status"] == "not_applicable").all() and windowed.sum() == 4 * 4
-    assert (df.loc[~windowed, "status"] == "ok").all() and len(df) == 7 * 4 and (df["train_context"] == 32).all()
+    windowed = df["method"].isin(sorted(WINDOWED))  # need posx's attention
+    assert (df.loc[windowed, "status"] == "not_applicable").all() and windowed.sum() == 5 * 4
+    assert (df.loc[~windowed, "status"] == "ok").all() and len(df) == 8 * 4 and (df["train_context"] == 32).all()
     assert (tmp_path / "rand" / "passkey.csv").is_file()
 
 

@@ -138,7 +138,13 @@ def _held_rows(summary: pd.DataFrame, name: str) -> list[dict]:
 
 
 @pytest.mark.parametrize(
-    "method, name", [("self_extend", "Self-Extend"), ("lm_infinite", "LM-Infinite"), ("dca", "Dual Chunk Attention")]
+    "method, name",
+    [
+        ("self_extend", "Self-Extend"),
+        ("lm_infinite", "LM-Infinite"),
+        ("dca", "Dual Chunk Attention"),
+        ("streaming_llm", "StreamingLLM"),
+    ],
 )
 def test_a_training_free_method_is_called_from_its_rows_at_t_and_far_out(method, name):
     """Flat (no worse than RoPE at T) and below plain RoPE far out: reproduced; climbing past

@@ -29,7 +29,7 @@ from posx.model.config import GPTConfig
 from posx.model.gpt import GPT
 from posx.model.rescale import method_window, windowed_attention
 from posx.model.rotary import Rotary, XPos
-from posx.model.windowed import DualChunk, Grouping, Lambda, Rectified
+from posx.model.windowed import DualChunk, Grouping, Lambda, Rectified, Sinks
 from posx.runs.lineage import check_method
 from posx.runs.records import RunMeta
 
@@ -326,7 +326,7 @@ def test_bad_parameters_are_refused(params):
         rope.check_params("self_extend", **params)
 
 
-@pytest.mark.parametrize("method", ["self_extend", "rerope", "lm_infinite", "dca"])
+@pytest.mark.parametrize("method", ["self_extend", "rerope", "lm_infinite", "dca", "streaming_llm"])
 def test_extend_refuses_windowed_methods(method):
     with pytest.raises(PosxError, match="changes attention at evaluation"):
         check_method(method, "rope", "run r")
@@ -334,7 +334,15 @@ def test_extend_refuses_windowed_methods(method):
 
 @pytest.mark.cuda
 @pytest.mark.parametrize(
-    "method", [Grouping(8, 32), Rectified(32, None, 128), Rectified(32, 4.0, 128), Lambda(64, 10), DualChunk(96, 8)]
+    "method",
+    [
+        Grouping(8, 32),
+        Rectified(32, None, 128),
+        Rectified(32, 4.0, 128),
+        Lambda(64, 10),
+        DualChunk(96, 8),
+        Sinks(4, 123),
+    ],
 )
 def test_bf16_on_cuda_follows_float32_on_the_cpu(method):
     """Under CUDA's bf16 autocast (how an evaluation runs there) the output stays close to the

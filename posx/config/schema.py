@@ -53,7 +53,7 @@ AttnScale = _choice("AttnScale", "none logn ssmax", "model.attn_scale: posx.mode
 Method = _choice(
     "Method",
     "none pi ntk dynamic_ntk yarn dynamic_yarn ntk_by_parts abf llama3 longrope resonance resonance_yarn "
-    "self_extend rerope lm_infinite dca",
+    "self_extend rerope lm_infinite dca streaming_llm",
     "eval.methods: posx.rope.METHODS",
 )
 ExtendMethod = _choice(
@@ -199,6 +199,12 @@ class DCAConfig:
 
 
 @dataclass
+class StreamingLLMConfig:
+    sinks: int = 4  # S: the first tokens, kept in the cache for good (posx.model.windowed)
+    recent: Optional[int] = None  # R: the latest tokens kept besides the current one; null: T - S - 1
+
+
+@dataclass
 class PasskeyConfig:
     enabled: bool = True  # passkey retrieval in eval-extrapolate (writes passkey.csv)
     variants: List[Variant] = field(default_factory=lambda: ["prompt", "copy"])  # prompt: key asked for; copy: repeated
@@ -239,6 +245,7 @@ class EvalConfig:
     rerope: ReRoPEConfig = field(default_factory=ReRoPEConfig)  # ReRoPE's rectified distances
     lm_infinite: LMInfiniteConfig = field(default_factory=LMInfiniteConfig)  # LM-Infinite's Lambda-shaped mask
     dca: DCAConfig = field(default_factory=DCAConfig)  # Dual Chunk Attention's chunks
+    streaming_llm: StreamingLLMConfig = field(default_factory=StreamingLLMConfig)  # StreamingLLM's cache
     absolute_beyond: Beyond = Beyond.none  # learned absolute past its table
     after_train: bool = False  # evaluate at the end of `posx train`
     protocol: Protocol = Protocol.nonoverlapping  # sliding: windows scoring their last eval.stride tokens

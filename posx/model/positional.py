@@ -21,7 +21,7 @@ class PositionalEncoding(nn.Module):
 
     kind = "nope"
     uses_rope = False  # True when RoPE rescaling methods apply
-    # A windowed method (Self-Extend, ReRoPE, LM-Infinite, DCA) while an evaluation installs it
+    # A windowed method (Self-Extend, ReRoPE, LM-Infinite, DCA, StreamingLLM) while an evaluation installs it
     # (``posx.model.rescale.windowed_attention``; RoPE encodings only, which then also need ``rotate_at``);
     # None: ordinary attention.
     window: Windowed | None = None

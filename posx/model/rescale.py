@@ -19,7 +19,7 @@ from posx import rope
 from posx.core import fieldcheck
 from posx.core.errors import PosxError
 from posx.model.gpt import GPT
-from posx.model.windowed import DualChunk, Grouping, Lambda, Rectified, Windowed
+from posx.model.windowed import DualChunk, Grouping, Lambda, Rectified, Sinks, Windowed
 
 
 def _ramp(ev) -> dict:
@@ -71,6 +71,7 @@ METHOD_ARGS: dict[str, Callable[[object, float, int], tuple[float, dict]]] = {
         {"window": ev.lm_infinite.window, "global_tokens": ev.lm_infinite.global_tokens},
     ),
     "dca": lambda ev, s, L: (s, {"chunk_size": ev.dca.chunk_size, "local_window": ev.dca.local_window}),
+    "streaming_llm": lambda ev, s, L: (s, {"sinks": ev.streaming_llm.sinks, "recent": ev.streaming_llm.recent}),
 }
 # The config group each method reads its parameters from, named in error messages.
 _GROUP = {
@@ -86,6 +87,7 @@ _GROUP = {
     "rerope": "eval.rerope",
     "lm_infinite": "eval.lm_infinite",
     "dca": "eval.dca",
+    "streaming_llm": "eval.streaming_llm",
 }
 # Methods that act in attention (``posx.model.windowed``) instead of on the frequencies: how
 # each builds its window from its parameters and the trained context T.
@@ -94,6 +96,7 @@ _WINDOWS: dict[str, Callable[[dict, int], Windowed]] = {
     "rerope": lambda p, T: Rectified.resolve(p["window"], p["leak_factor"], p["log_scale"], T),
     "lm_infinite": lambda p, T: Lambda.resolve(p["window"], p["global_tokens"], T),
     "dca": lambda p, T: DualChunk.resolve(p["chunk_size"], p["local_window"], T),
+    "streaming_llm": lambda p, T: Sinks.resolve(p["sinks"], p["recent"], T),
 }
 WINDOWED = frozenset(_WINDOWS)
 

@@ -50,6 +50,20 @@ positions, by how far back the key's chunk lies:
 Every distance stays at or below s <= T, at any length. The authors merge the three flash
 attention calls by their log-sum-exps; one softmax over the chosen logits is the same.
 
+StreamingLLM (Xiao et al., "Efficient Streaming Language Models with Attention Sinks", ICLR
+2024, arXiv 2309.17453; the authors' code: github.com/mit-han-lab/streaming-llm,
+``kv_cache.py``, ``pos_shift/modify_llama.py`` and ``examples/eval_long_ppl.py``), ``Sinks``: a
+key-value cache that keeps the first S tokens (the attention sinks) and the latest R, with
+every key rotated at its place in the cache. The authors score a text one token at a time;
+token i then sees:
+
+* while i <= S + R (nothing evicted yet): every earlier token, at its exact position;
+* after that: the tokens up to R back at their exact distances (the query sits at S + R in
+  the cache, the latest keys just below it), the S sinks at S + R - j, and nothing else.
+
+S = 4 as the authors run it; R null fills the trained context, T - S - 1, so the query's
+place in the cache, S + R, is the last position training saw.
+
 Decisions: Self-Extend's W - W / G is a float when G does not divide W, as in the authors' code
 (RoPE takes fractional positions); its optional log scale of the query (``scale_base``, off by
 default there) is left out. The logits are merged and softmaxed in float32, as the Self-Extend
@@ -228,6 +242,51 @@ class Lambda(NearFar):
 
     def describe(self) -> str:
         return f"W={self.window}, {self.global_tokens} global tokens"
+
+
+@dataclass(frozen=True)
+class Sinks:
+    """StreamingLLM's attention sinks and recent tokens, resolved for one model."""
+
+    sinks: int  # S: the first tokens, never evicted
+    recent: int  # R: the latest tokens kept besides the current one
+    widen = "recent"
+
+    @classmethod
+    def resolve(cls, sinks: int, recent: int | None, train_context: int) -> "Sinks":
+        """``recent`` None: T - S - 1. The cache's last place, S + R, must be inside T."""
+        S = int(sinks)
+        R = int(recent) if recent is not None else train_context - S - 1
+        if R < 1 or S + R >= train_context:
+            raise PosxError(
+                f"eval.streaming_llm keeps {S} sinks and {R} recent tokens, which does not fit the trained "
+                f"context T={train_context}: sinks + recent must be from {S + 1} to {train_context - 1} "
+                f"(recent null: T - sinks - 1)"
+            )
+        return cls(S, R)
+
+    def reach(self, train_context: int) -> None:
+        return None  # no place in the cache passes S + R
+
+    def branches(self, positions: Tensor) -> list[tuple[Tensor, Tensor]]:
+        """Exact positions, and the sinks' branch: the query at S + R, each key at its index."""
+        index = torch.arange(positions.shape[0], device=positions.device).float()
+        return [(positions, positions), (torch.full_like(index, float(self.sinks + self.recent)), index)]
+
+    def select(self, q_positions: Tensor, k_positions: Tensor) -> Tensor:
+        """0 for a key still in the cache at its exact distance, 1 for a sink after the first
+        eviction, -1 for an evicted key; indices count from the first key."""
+        k = torch.arange(k_positions.shape[0], device=k_positions.device)
+        q = (q_positions - k_positions[0])[:, None]
+        exact = (q - k[None, :] <= self.recent) | (q <= self.sinks + self.recent)
+        sink = (k < self.sinks)[None, :].expand_as(exact)
+        return torch.where(exact, 0, torch.where(sink, 1, -1))
+
+    def scale_query(self, q: Tensor, positions: Tensor) -> Tensor:
+        return q
+
+    def describe(self) -> str:
+        return f"{self.sinks} sinks, {self.recent} recent"
 
 
 @dataclass(frozen=True)

@@ -31,6 +31,7 @@ METHOD_ORDER = [
     "rerope",
     "lm_infinite",
     "dca",
+    "streaming_llm",
     "interpolate",
 ]
 

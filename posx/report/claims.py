@@ -51,7 +51,9 @@ has a run of its method, so a report without them keeps its table:
 * Han et al., NAACL 2024 (LM-Infinite), arXiv 2308.16137: without training, the Lambda-shaped
   mask keeps a RoPE model's perplexity far past T at its level at T, where plain RoPE climbs;
 * An et al., ICML 2024 (Dual Chunk Attention), arXiv 2402.17463: without training, chunked
-  positions keep a RoPE model's perplexity far past T at its level at T, where plain RoPE climbs.
+  positions keep a RoPE model's perplexity far past T at its level at T, where plain RoPE climbs;
+* Xiao et al., ICLR 2024 (StreamingLLM), arXiv 2309.17453: without training, a cache of attention
+  sinks and recent tokens keeps a RoPE model's perplexity far past T at its level at T.
 
 A run with one of the options (``pos.rotary_fraction``, ``model.attn_scale``, ...) is found by its
 group label (``posx.report.groups``): a key the label does not name counts as at its default.
@@ -84,7 +86,7 @@ FIRE, XPOS, PROPE, RANDOMIZED, LOGN, SSMAX, HYBRID, RESONANCE, POSE = (
     "Zhu et al. 2024 (PoSE)",
 )
 SELF_EXTEND, REROPE, LM_INFINITE = "Jin et al. 2024 (Self-Extend)", "Su 2023 (ReRoPE)", "Han et al. 2024 (LM-Infinite)"
-DCA = "An et al. 2024 (Dual Chunk Attention)"
+DCA, STREAMING = "An et al. 2024 (Dual Chunk Attention)", "Xiao et al. 2024 (StreamingLLM)"
 # The options the newer claims compare, as group labels write them, with their defaults.
 OPTION_DEFAULTS = {
     "pos.rotary_fraction": "1",
@@ -306,6 +308,7 @@ _HELD = [
     ("self_extend", SELF_EXTEND, "Self-Extend"),
     ("lm_infinite", LM_INFINITE, "LM-Infinite"),
     ("dca", DCA, "Dual Chunk Attention"),
+    ("streaming_llm", STREAMING, "StreamingLLM"),
 ]
 
 

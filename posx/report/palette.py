@@ -43,6 +43,7 @@ METHOD_COLORS = {
     "rerope": "#e6550d",  # dark orange
     "lm_infinite": "#756bb1",  # slate purple
     "dca": "#e7ba52",  # mustard
+    "streaming_llm": "#17a768",  # jade
     "interpolate": "#e7969c",  # rose
     "clamp": "#9c9ede",  # lavender
 }
@@ -67,6 +68,7 @@ MARKER_OF = {  # a different marker for every encoding and method; none: RoPE's,
     "rerope": "3",
     "lm_infinite": "4",
     "dca": "x",
+    "streaming_llm": "|",
     "interpolate": "1",
     "clamp": "+",
 }
