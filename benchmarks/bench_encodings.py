@@ -157,6 +157,8 @@ def memory_case(pos: str, factor: int, args) -> dict:
         peak = _status_kib("VmHWM") * 1024 - before
     H = model.config.n_head
     element = element_bytes(device)
+    # a (1, H, L, L) mask exists where the encoding builds one for SDPA (the bias encodings)
+    masked = args.attention == "sdpa" and model.pos.attn_masks(2, 1, torch.float32, device)[0] is not None
     return {
         "pos": pos,
         "factor": factor,
@@ -164,7 +166,7 @@ def memory_case(pos: str, factor: int, args) -> dict:
         "batch": n_windows,
         "peak_bytes": peak,
         "seconds": seconds,
-        "mask_bytes": H * L * L * element if pos in ("alibi", "t5") and args.attention == "sdpa" else 0,
+        "mask_bytes": H * L * L * element if masked else 0,
         "per_batch_scores_bytes": n_windows * H * L * L * element,
     }
 

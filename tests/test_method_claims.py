@@ -51,15 +51,16 @@ def test_no_run_of_a_method_no_claim_so_old_reports_keep_their_table():
     assert len(check(Numbers(_summary(BASE)))) == 6  # the ALiBi and YaRN claims, as before
 
 
-def test_fire_and_xpos_reproduce_and_reverse_as_the_numbers_say():
-    cells = {**BASE, ("fire", "-", 8): (4.0, 0.1), ("xpos", "-", 2): (6.0, 0.1)}
+def test_fire_kerple_and_xpos_reproduce_and_reverse_as_the_numbers_say():
+    cells = {**BASE, ("fire", "-", 8): (4.0, 0.1), ("kerple", "-", 8): (4.1, 0.1), ("xpos", "-", 2): (6.0, 0.1)}
     cells |= {("xpos", "-", 4): (10.0, 0.1), ("xpos", "-", 8): (30.0, 1.0)}
     v = _verdicts(cells)
-    assert v["FIRE"] == "reproduced" and v["xPos"] == "reproduced"
+    assert v["FIRE"] == v["KERPLE"] == v["xPos"] == "reproduced"
     cells[("fire", "-", 8)] = (7.0, 0.1)  # worse than ALiBi and T5: reversed
+    cells[("kerple", "-", 8)] = (4.6, 0.1)  # within 2 sigma of ALiBi's 4.5: not called
     cells[("xpos", "-", 8)] = (60.5, 1.0)  # within 2 sigma of RoPE at 8x: not called
     v = _verdicts(cells)
-    assert v["FIRE"] == "reversed" and v["xPos"] == "not reproduced"
+    assert v["FIRE"] == "reversed" and v["KERPLE"] == v["xPos"] == "not reproduced"
 
 
 def test_partial_rope_is_read_from_the_group_label():

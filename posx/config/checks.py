@@ -206,7 +206,7 @@ def _check_options(cfg) -> None:
         raise PosxError(f"model.nope_every={m.nope_every} must be 0 (no NoPE layers) or at least 2 (1: use pos=nope)")
     if m.nope_every and p.name in ("absolute", "sinusoidal"):
         raise PosxError(
-            f"model.nope_every={m.nope_every} needs positions inside attention (rope, xpos, alibi, t5, fire); "
+            f"model.nope_every={m.nope_every} needs positions inside attention (rope, xpos, alibi, t5, fire, kerple); "
             f"pos={p.name} adds them to the embeddings, which every layer sees"
         )
     if p.randomized and p.name not in TAKES_POSITIONS:

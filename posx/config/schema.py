@@ -45,7 +45,7 @@ def _choice(name: str, values: str, doc: str) -> type[Choice]:
 
 
 Encoding = _choice(
-    "Encoding", "absolute rope sinusoidal alibi t5 nope xpos fire", "pos.name: posx.model.encodings.ENCODINGS"
+    "Encoding", "absolute rope sinusoidal alibi t5 nope xpos fire kerple", "pos.name: posx.model.encodings.ENCODINGS"
 )
 Block = _choice("Block", "gpt2 llama", "model.block: posx.model.blocks.BLOCKS")
 Attention = _choice("Attention", "sdpa flex", "model.attention: posx.model.attention.ATTENTION")
@@ -85,7 +85,7 @@ class ModelConfig:
     block: Block = Block.gpt2  # gpt2: LayerNorm + GELU MLP; llama: RMSNorm + SwiGLU, no biases
     multiple_of: int = 8  # llama: SwiGLU hidden = int(2/3 * mlp_ratio * d_model) rounded up to this
     tie_embeddings: bool = True  # output layer shares the token embedding matrix
-    attention: Attention = Attention.sdpa  # flex: FlexAttention for alibi, t5 and fire (no L x L mask); others use SDPA
+    attention: Attention = Attention.sdpa  # flex: FlexAttention for the bias encodings (no L x L mask); others SDPA
     attn_scale: AttnScale = AttnScale.none  # logn: q x max(1, ln(n+1)/ln T); ssmax: q x s_h ln(n+1), s learned per head
     attn_scale_length: Optional[int] = None  # T of attn_scale (logn's threshold, ssmax's s = 1/ln T at init); null: T
     nope_every: int = 0  # layers i with (i+1) % K == 0 attend without positions (Llama 4's interleaved NoPE); 0: none

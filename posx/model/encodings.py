@@ -4,7 +4,7 @@ Every encoding is a ``PositionalEncoding`` with three hooks, each a no-op by def
 
 * ``embed(x, positions)``      add something to the token embeddings   (absolute, sinusoidal)
 * ``rotate(q, k, positions)``  rotate queries and keys                  (RoPE)
-* ``distance_bias(layer, length)``  a bias on the logits by query-key distance (ALiBi, T5)
+* ``distance_bias(layer, length)``  a bias on the logits by query-key distance (ALiBi, T5, KERPLE)
 
 The attention block calls them and never asks which encoding it has, so a new encoding is
 a new subclass of ``posx.model.positional.PositionalEncoding`` plus one line in ``ENCODINGS``.
@@ -254,6 +254,49 @@ class Fire(PositionalEncoding):
         return [self.fire.causal_bias(length, device).to(dtype)] * n_layer
 
 
+KERPLE_EPS = 1e-2  # the authors' floor for p and a
+
+
+class KerpleLog(PositionalEncoding):
+    """KERPLE's log kernel: head h adds -p_h * log(1 + a_h * (i - j)) to its logits, p_h and a_h
+    learned (Chi, Fan, Ramadge, Rudnicky, "KERPLE: Kernelized Relative Positional Embedding for
+    Length Extrapolation", NeurIPS 2022, arXiv 2205.09921; the authors' code: github.com/
+    chijames/KERPLE, ``ParallelKerpleLog`` in ``megatron/mpu/layers.py``).
+
+    As the authors: one kernel for all layers, p drawn from U(0, 2) and a from U(0, 1), and both
+    kept at or above 0.01 by clamping the parameters themselves (``project_``, after every
+    optimizer step and at initialisation; the authors clamp before every use, which is the same),
+    so a value pushed below the floor stays trainable, as a clamp inside the graph would not
+    allow, and no forward mutates a parameter (a compiled FlexAttention takes them as inputs).
+    The bias is learned, so the mask is built at every forward, as T5's is."""
+
+    kind = "kerple"
+
+    def __init__(self, n_head: int):
+        super().__init__()
+        self.p = nn.Parameter(torch.rand(n_head) * 2)  # (H,) the kernel's scale
+        self.a = nn.Parameter(torch.rand(n_head))  # (H,) the kernel's rate
+        self.project_()
+        self._score_mod = self._kerple_score  # bound once, as ALiBi's
+
+    @torch.no_grad()
+    def project_(self) -> None:
+        """The authors' projection of p and a onto [KERPLE_EPS, inf), in place."""
+        self.p.clamp_(min=KERPLE_EPS)
+        self.a.clamp_(min=KERPLE_EPS)
+
+    def distance_bias(self, layer: int, length: int) -> Tensor:
+        distance = torch.arange(length, device=self.p.device, dtype=torch.float32)  # (L,)
+        return -self.p.unsqueeze(1) * torch.log1p(self.a.unsqueeze(1) * distance)  # (H, L)
+
+    def score_mod(self, layer: int):
+        return self._score_mod
+
+    def _kerple_score(self, score: Tensor, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
+        n = (q_idx - kv_idx).clamp(min=0)  # future pairs read distance 0; the causal mask drops them
+        return score - (self.p[h] * torch.log1p(self.a[h] * n)).to(score.dtype)
+
+
 # Name -> maker. A maker takes the model's config (posx.model.config.GPTConfig) and returns the
 # component; configs and run files hold only the name.
 ENCODINGS = {
@@ -265,6 +308,7 @@ ENCODINGS = {
     "nope": lambda c: PositionalEncoding(),
     "xpos": lambda c: XPos(c.d_model // c.n_head, c.rope_base, c.rotary_fraction, c.xpos_scale_base),
     "fire": lambda c: Fire(c.n_head, c.fire_hidden, c.fire_threshold),
+    "kerple": lambda c: KerpleLog(c.n_head),
 }
 
 ROTARY = ("rope", "xpos")  # the encodings that rotate q and k: RoPE rescaling methods apply

@@ -63,6 +63,10 @@ class PositionalEncoding(nn.Module):
     def max_length(self) -> int | None:
         return None  # longest sequence it represents; None: unbounded
 
+    def project_(self) -> None:
+        """Put learned parameters back inside their allowed range, in place; training calls it
+        after every optimizer step. Only KERPLE has such a range."""
+
 
 def causal_toeplitz(by_distance: Tensor) -> Tensor:
     """(H, L) bias by distance n = i - j  ->  (1, H, L, L) mask: bias[n] for j <= i, -inf above.

@@ -30,6 +30,7 @@ The claims of the newer positional methods (``method_claims``), each listed only
 has a run of its method, so a report without them keeps its table:
 
 * Li et al., ICLR 2024 (FIRE), arXiv 2310.04418: FIRE beats ALiBi and the T5 bias far past T;
+* Chi et al., NeurIPS 2022 (KERPLE), arXiv 2205.09921: the log kernel beats ALiBi far past T;
 * Sun et al., ACL 2023 (xPos), arXiv 2212.10554: xPos beats RoPE past T;
 * Barbero et al., ICLR 2025 (p-RoPE), arXiv 2410.06205: rotating a fraction of the pairs is no
   worse than RoPE at T and better past it;
@@ -74,8 +75,9 @@ ALIBI, PI, YARN, ABF = (
     "Peng et al. 2023 (YaRN)",
     "Xiong et al. 2023 (Llama 2 Long, ABF)",
 )
-FIRE, XPOS, PROPE, RANDOMIZED, LOGN, SSMAX, HYBRID, RESONANCE, POSE = (
+FIRE, KERPLE, XPOS, PROPE, RANDOMIZED, LOGN, SSMAX, HYBRID, RESONANCE, POSE = (
     "Li et al. 2024 (FIRE)",
+    "Chi et al. 2022 (KERPLE)",
     "Sun et al. 2023 (xPos)",
     "Barbero et al. 2025 (p-RoPE)",
     "Ruoss et al. 2023 (randomized positions)",
@@ -344,6 +346,12 @@ def _option_comparisons(n: Numbers, longest: float) -> list[tuple]:
             FIRE,
             f"FIRE beats ALiBi and the T5 bias far past T ({longest:g}x)",
             [(n.option("fire", longest), n.option(other, longest)) for other in ("alibi", "t5")],
+            [],
+        ),
+        (
+            KERPLE,
+            f"KERPLE's log kernel beats ALiBi far past T ({longest:g}x)",
+            [(n.option("kerple", longest), n.option("alibi", longest))],
             [],
         ),
         (XPOS, f"xPos beats RoPE past T (at {at})", [(n.option("xpos", f), n.option("rope", f)) for f in past], []),

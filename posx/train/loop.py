@@ -281,6 +281,7 @@ def step(state: LoopState, lr: float) -> float:
     loss = train_step(
         state.model, state.optimizer, x, y, state.device, state.micro, cfg.train.grad_clip, state.fwd, state.ddp
     )
+    state.model.pos.project_()  # a learned range back inside its bounds (KERPLE's floor)
     state.step += 1
     return distributed.mean(loss.item())
 
