@@ -131,6 +131,8 @@ step "torchrun, one rank" 45 "$PY" -m torch.distributed.run --standalone --nproc
 step "alibi flex compiled" 90 "$PY" -m posx train "${RUN[@]}" pos=alibi model.attention=flex train.compile=true \
   name=alibi-flex
 step "t5 flex compiled" 90 "$PY" -m posx train "${RUN[@]}" pos=t5 model.attention=flex train.compile=true name=t5-flex
+step "kerple flex compiled" 90 "$PY" -m posx train "${RUN[@]}" pos=kerple model.attention=flex train.compile=true \
+  name=kerple-flex
 step "transformers llama saved" 20 "$PY" -c "$LLAMA" "$OUT/llama"
 step "transformers llama eval-extrapolate bf16" 30 "$PY" -m posx eval-extrapolate "$OUT/llama" device=cuda \
   eval.tokens=8192 "eval.methods=[none,yarn]" eval.passkey.enabled=false "eval.tasks=[]"

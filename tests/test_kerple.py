@@ -120,3 +120,17 @@ def test_training_moves_the_kernel_and_extend_refuses_it():
     assert not torch.equal(model.pos.p.detach(), before)
     with pytest.raises(PosxError, match="kerple positions, which have nothing posx extend can rescale"):
         check_method("yarn", "kerple", "run r")
+
+
+@pytest.mark.cuda
+def test_compiled_flex_on_cuda_trains_the_kernel_as_sdpa_does():
+    """FlexAttention's backward (CUDA only) carries the gradient of p and a out of the score_mod."""
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=64, n_layer=2, n_head=4, d_model=64, pos="kerple")).cuda()
+    twin = GPT(GPTConfig(vocab_size=64, n_layer=2, n_head=4, d_model=64, pos="kerple", attention="flex")).cuda()
+    twin.load_state_dict(model.state_dict())
+    idx = torch.randint(0, 64, (2, 256), device="cuda")
+    for m in (model, torch.compile(twin)):
+        m(idx, idx)[1].backward()
+    torch.testing.assert_close(twin.pos.p.grad, model.pos.p.grad, atol=1e-4, rtol=1e-3)
+    torch.testing.assert_close(twin.pos.a.grad, model.pos.a.grad, atol=1e-4, rtol=1e-3)
