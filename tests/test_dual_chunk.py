@@ -13,18 +13,16 @@ import math
 
 import pytest
 import torch
-import torch.nn.functional as F
 from omegaconf import OmegaConf
 
 from posx import rope
 from posx.config.schema import EvalConfig
 from posx.core.errors import PosxError
-from posx.model import windowed
 from posx.model.rescale import method_window
 from posx.model.rotary import Rotary, XPos
 from posx.model.windowed import DualChunk
 
-from helpers.attention import BASE, HD, qkv, rotate_complex
+from helpers.attention import BASE, HD, plain_attention, qkv, rotate_complex, windowed_attend
 
 
 def _flash(q, k, v, causal: bool) -> tuple[torch.Tensor, torch.Tensor]:
@@ -71,36 +69,26 @@ def authors_dca(q, k, v, chunk_size: int, local_window: int) -> torch.Tensor:
     return torch.cat(outputs, dim=2)
 
 
-def _posx(q, k, v, method: DualChunk, encoding=None, offset: int = 0) -> torch.Tensor:
-    encoding = encoding or Rotary(HD, BASE)
-    return windowed.attend(q, k, v, torch.arange(offset, offset + q.shape[-2]), method, encoding.rotate_at)
-
-
 # (s, w): c = 10 with a short last chunk; inter at s; w = 0; inter at 2c - 1 < s; one chunk only
 @pytest.mark.parametrize("chunk_size, local_window", [(12, 2), (9, 3), (5, 0), (7, 4), (50, 5)])
 def test_matches_the_authors_attention(chunk_size, local_window):
     q, k, v = qkv(40, seed=6)
-    ours = _posx(q, k, v, DualChunk(chunk_size, local_window))
+    ours = windowed_attend(q, k, v, DualChunk(chunk_size, local_window))
     torch.testing.assert_close(ours.double(), authors_dca(q, k, v, chunk_size, local_window), atol=2e-5, rtol=1e-5)
 
 
 @pytest.mark.parametrize("encoding", [Rotary(HD, BASE), XPos(HD, BASE)], ids=["rope", "xpos"])
 def test_one_chunk_is_plain_attention_and_whole_chunks_shift_freely(encoding):
     q, k, v = qkv(24, seed=7)
-    rq, rk = encoding.rotate(q, k, torch.arange(24))
-    plain = F.scaled_dot_product_attention(rq, rk, v, is_causal=True)
-    torch.testing.assert_close(_posx(q, k, v, DualChunk(30, 6), encoding), plain, atol=1e-5, rtol=1e-5)
+    plain = plain_attention(q, k, v, encoding)
+    torch.testing.assert_close(windowed_attend(q, k, v, DualChunk(30, 6), encoding), plain, atol=1e-5, rtol=1e-5)
     method = DualChunk(9, 2)  # c = 7
     torch.testing.assert_close(
-        _posx(q, k, v, method, encoding, offset=21), _posx(q, k, v, method, encoding), atol=1e-5, rtol=1e-4
+        windowed_attend(q, k, v, method, encoding, offset=21),
+        windowed_attend(q, k, v, method, encoding),
+        atol=1e-5,
+        rtol=1e-4,
     )
-
-
-def test_chunks_of_query_rows_change_nothing(monkeypatch):
-    q, k, v = qkv(33, seed=8)
-    whole = _posx(q, k, v, DualChunk(9, 2))
-    monkeypatch.setattr(windowed, "CHUNK_ELEMENTS", 2 * 3 * 33 * 5)  # 5 query rows at a time
-    torch.testing.assert_close(_posx(q, k, v, DualChunk(9, 2)), whole, atol=1e-6, rtol=1e-6)
 
 
 @pytest.mark.parametrize("chunk_size, local_window", [(96, 8), (7, 4), (5, 0)])

@@ -113,22 +113,26 @@ def test_bad_encoding_and_method_values_are_rejected_by_check_config(overrides, 
 
 
 @pytest.mark.slow
-def test_longrope_list_of_the_wrong_length_fails_before_any_row(trained_runs):
+@pytest.mark.parametrize(
+    "overrides, needle",
+    [
+        (
+            ["eval.methods=[none,longrope]", "eval.longrope.long_factor=[2,2,2]"],
+            "long_factor has 3 entries, expected head_dim // 2 = 8",
+        ),
+        (
+            ["eval.methods=[none,dca]", "eval.dca.chunk_size=64"],
+            "eval.dca.chunk_size 64 is past the trained context T=32",
+        ),
+    ],
+    ids=["longrope list of the wrong length", "dca chunk past T"],
+)
+def test_a_method_that_does_not_fit_the_model_fails_before_any_row(trained_runs, overrides, needle):
     work, run = trained_runs["work"], trained_runs["rope"]
     table = run / "extrapolation.csv"
     before = table.read_bytes() if table.exists() else None
-    with pytest.raises(PosxError, match=re.escape("long_factor has 3 entries, expected head_dim // 2 = 8")):
-        _evaluate_in_process(run, work, "eval.methods=[none,longrope]", "eval.longrope.long_factor=[2,2,2]")
-    assert (table.read_bytes() if table.exists() else None) == before
-
-
-@pytest.mark.slow
-def test_a_dca_chunk_past_the_trained_context_fails_before_any_row(trained_runs):
-    work, run = trained_runs["work"], trained_runs["rope"]
-    table = run / "extrapolation.csv"
-    before = table.read_bytes() if table.exists() else None
-    with pytest.raises(PosxError, match=re.escape("eval.dca.chunk_size 64 is past the trained context T=32")):
-        _evaluate_in_process(run, work, "eval.methods=[none,dca]", "eval.dca.chunk_size=64")
+    with pytest.raises(PosxError, match=re.escape(needle)):
+        _evaluate_in_process(run, work, *overrides)
     assert (table.read_bytes() if table.exists() else None) == before
 
 

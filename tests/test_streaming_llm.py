@@ -11,18 +11,16 @@ import math
 
 import pytest
 import torch
-import torch.nn.functional as F
 from omegaconf import OmegaConf
 
 from posx import rope
 from posx.config.schema import EvalConfig
 from posx.core.errors import PosxError
-from posx.model import windowed
 from posx.model.rescale import method_window
 from posx.model.rotary import Rotary, XPos
 from posx.model.windowed import Sinks
 
-from helpers.attention import BASE, HD, qkv, rotate_complex
+from helpers.attention import BASE, HD, plain_attention, qkv, rotate_complex, windowed_attend
 
 
 def authors_streaming(q, k, v, sinks: int, recent: int) -> torch.Tensor:
@@ -41,40 +39,29 @@ def authors_streaming(q, k, v, sinks: int, recent: int) -> torch.Tensor:
     return torch.cat(rows, dim=2)
 
 
-def _posx(q, k, v, method: Sinks, encoding=None, offset: int = 0) -> torch.Tensor:
-    encoding = encoding or Rotary(HD, BASE)
-    return windowed.attend(q, k, v, torch.arange(offset, offset + q.shape[-2]), method, encoding.rotate_at)
-
-
 # (S, R): the authors' 4 sinks; no sinks (a sliding window); more sinks than recent; a cache
 # as long as the sequence (nothing evicted)
 @pytest.mark.parametrize("sinks, recent", [(4, 11), (0, 7), (6, 3), (1, 1), (4, 40)])
 def test_matches_the_authors_token_by_token_scoring(sinks, recent):
     q, k, v = qkv(40, seed=9)
-    ours = _posx(q, k, v, Sinks(sinks, recent))
+    ours = windowed_attend(q, k, v, Sinks(sinks, recent))
     torch.testing.assert_close(ours.double(), authors_streaming(q, k, v, sinks, recent), atol=2e-5, rtol=1e-5)
 
 
 @pytest.mark.parametrize("encoding", [Rotary(HD, BASE), XPos(HD, BASE)], ids=["rope", "xpos"])
 def test_a_cache_that_never_evicts_is_plain_attention(encoding):
     q, k, v = qkv(24, seed=10)
-    rq, rk = encoding.rotate(q, k, torch.arange(24))
-    plain = F.scaled_dot_product_attention(rq, rk, v, is_causal=True)
-    torch.testing.assert_close(_posx(q, k, v, Sinks(4, 19), encoding), plain, atol=1e-5, rtol=1e-5)
+    plain = plain_attention(q, k, v, encoding)
+    torch.testing.assert_close(windowed_attend(q, k, v, Sinks(4, 19), encoding), plain, atol=1e-5, rtol=1e-5)
 
 
 def test_positions_that_do_not_start_at_zero_count_from_the_first_token():
     """Shifted positions give the same output: the exact branch depends on differences, the sinks on token indices."""
     q, k, v = qkv(30, seed=11)
     method = Sinks(3, 8)
-    torch.testing.assert_close(_posx(q, k, v, method, offset=17), _posx(q, k, v, method), atol=1e-5, rtol=1e-4)
-
-
-def test_chunks_of_query_rows_change_nothing(monkeypatch):
-    q, k, v = qkv(33, seed=12)
-    whole = _posx(q, k, v, Sinks(4, 6))
-    monkeypatch.setattr(windowed, "CHUNK_ELEMENTS", 2 * 3 * 33 * 5)  # 5 query rows at a time
-    torch.testing.assert_close(_posx(q, k, v, Sinks(4, 6)), whole, atol=1e-6, rtol=1e-6)
+    torch.testing.assert_close(
+        windowed_attend(q, k, v, method, offset=17), windowed_attend(q, k, v, method), atol=1e-5, rtol=1e-4
+    )
 
 
 def test_defaults_fill_the_trained_context():

@@ -16,7 +16,6 @@ import math
 
 import pytest
 import torch
-import torch.nn.functional as F
 from omegaconf import OmegaConf
 from rich.console import Console
 
@@ -33,7 +32,7 @@ from posx.model.windowed import DualChunk, Grouping, Lambda, Rectified, Sinks
 from posx.runs.lineage import check_method
 from posx.runs.records import RunMeta
 
-from helpers.attention import BASE, HD, qkv, rotate_complex
+from helpers.attention import BASE, HD, plain_attention, qkv, rotate_complex, windowed_attend
 
 
 def authors_attention(q, k, v, group: int, window: int) -> torch.Tensor:
@@ -53,16 +52,10 @@ def authors_attention(q, k, v, group: int, window: int) -> torch.Tensor:
     return torch.softmax(logits, dim=-1) @ v.double()
 
 
-def _posx(q, k, v, method, encoding=None, offset: int = 0) -> torch.Tensor:
-    encoding = encoding or Rotary(HD, BASE)
-    positions = torch.arange(offset, offset + q.shape[-2])
-    return windowed.attend(q, k, v, positions, method, encoding.rotate_at)
-
-
 @pytest.mark.parametrize("group, window", [(4, 8), (3, 10), (2, 1), (16, 5)])
 def test_matches_the_authors_attention(group, window):
     q, k, v = qkv(40)
-    ours = _posx(q, k, v, Grouping(group, window))
+    ours = windowed_attend(q, k, v, Grouping(group, window))
     torch.testing.assert_close(ours.double(), authors_attention(q, k, v, group, window), atol=2e-5, rtol=1e-5)
 
 
@@ -70,11 +63,9 @@ def test_matches_the_authors_attention(group, window):
 def test_no_grouping_inside_the_window_or_with_groups_of_one(encoding):
     """W >= L, or G = 1 (grouped positions equal the ordinary ones), is the encoding's own attention."""
     q, k, v = qkv(24)
-    positions = torch.arange(24)
-    rq, rk = encoding.rotate(q, k, positions)
-    plain = F.scaled_dot_product_attention(rq, rk, v, is_causal=True)
+    plain = plain_attention(q, k, v, encoding)
     for grouping in (Grouping(4, 24), Grouping(4, 100), Grouping(1, 3)):
-        torch.testing.assert_close(_posx(q, k, v, grouping, encoding), plain, atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(windowed_attend(q, k, v, grouping, encoding), plain, atol=1e-5, rtol=1e-5)
 
 
 @pytest.mark.parametrize("encoding", [Rotary(HD, BASE), XPos(HD, BASE)], ids=["rope", "xpos"])
@@ -83,15 +74,21 @@ def test_a_shift_by_whole_groups_changes_nothing(encoding):
     q, k, v = qkv(30, seed=1)
     grouping = Grouping(4, 6)
     torch.testing.assert_close(
-        _posx(q, k, v, grouping, encoding, offset=12), _posx(q, k, v, grouping, encoding), atol=1e-5, rtol=1e-4
+        windowed_attend(q, k, v, grouping, encoding, offset=12),
+        windowed_attend(q, k, v, grouping, encoding),
+        atol=1e-5,
+        rtol=1e-4,
     )
 
 
-def test_chunks_of_query_rows_change_nothing(monkeypatch):
+@pytest.mark.parametrize(
+    "method", [Grouping(4, 5), Rectified(6, 2.5, 20), Lambda(7, 3), DualChunk(9, 2), Sinks(4, 6)], ids=repr
+)
+def test_chunks_of_query_rows_change_nothing(method, monkeypatch):
     q, k, v = qkv(33, seed=2)
-    whole = _posx(q, k, v, Grouping(4, 5))
+    whole = windowed_attend(q, k, v, method)
     monkeypatch.setattr(windowed, "CHUNK_ELEMENTS", 2 * 3 * 33 * 5)  # 5 query rows at a time
-    torch.testing.assert_close(_posx(q, k, v, Grouping(4, 5)), whole, atol=1e-6, rtol=1e-6)
+    torch.testing.assert_close(windowed_attend(q, k, v, method), whole, atol=1e-6, rtol=1e-6)
 
 
 def test_reach_is_the_papers_bound():
@@ -132,7 +129,7 @@ def authors_rerope(q, k, v, window: int, leak_factor: float | None, log_context:
 )
 def test_rerope_matches_the_authors_attention(window, leak_factor, log_context):
     q, k, v = qkv(40, seed=3)
-    ours = _posx(q, k, v, Rectified(window, leak_factor, log_context))
+    ours = windowed_attend(q, k, v, Rectified(window, leak_factor, log_context))
     reference = authors_rerope(q, k, v, window, leak_factor, log_context)
     torch.testing.assert_close(ours.double(), reference, atol=2e-5, rtol=1e-5)
 
@@ -142,22 +139,23 @@ def test_rerope_inside_its_window_or_with_no_leak_is_plain_attention(encoding):
     """W >= L, or k = 1 (the far distance equals the near one), without the log scale: the
     encoding's own attention; the log scale changes nothing while every position is below T."""
     q, k, v = qkv(24)
-    rq, rk = encoding.rotate(q, k, torch.arange(24))
-    plain = F.scaled_dot_product_attention(rq, rk, v, is_causal=True)
+    plain = plain_attention(q, k, v, encoding)
     for method in (
         Rectified(24, None, None),
         Rectified(100, 4.0, None),
         Rectified(3, 1.0, None),
         Rectified(3, 1.0, 24),
     ):
-        torch.testing.assert_close(_posx(q, k, v, method, encoding), plain, atol=1e-5, rtol=1e-5)
+        torch.testing.assert_close(windowed_attend(q, k, v, method, encoding), plain, atol=1e-5, rtol=1e-5)
 
 
 @pytest.mark.parametrize("leak_factor", [None, 2.5])
 def test_rerope_without_the_log_scale_depends_only_on_distances(leak_factor):
     q, k, v = qkv(30, seed=4)
     method = Rectified(6, leak_factor, None)
-    torch.testing.assert_close(_posx(q, k, v, method, offset=7), _posx(q, k, v, method), atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(
+        windowed_attend(q, k, v, method, offset=7), windowed_attend(q, k, v, method), atol=1e-5, rtol=1e-4
+    )
 
 
 def test_rerope_reach_and_defaults():
@@ -237,15 +235,14 @@ def authors_lambda(q, k, v, local: int, n_global: int) -> torch.Tensor:
 @pytest.mark.parametrize("local, n_global", [(8, 3), (7, 3), (6, 0), (5, 12), (50, 3)])
 def test_lm_infinite_matches_the_authors_attention(local, n_global):
     q, k, v = qkv(40, seed=5)
-    ours = _posx(q, k, v, Lambda(local, n_global))
+    ours = windowed_attend(q, k, v, Lambda(local, n_global))
     torch.testing.assert_close(ours.double(), authors_lambda(q, k, v, local, n_global), atol=2e-5, rtol=1e-5)
 
 
 def test_lm_infinite_defaults_and_a_window_over_the_whole_sequence():
     q, k, v = qkv(24)
-    rq, rk = Rotary(HD, BASE).rotate(q, k, torch.arange(24))
-    plain = F.scaled_dot_product_attention(rq, rk, v, is_causal=True)
-    torch.testing.assert_close(_posx(q, k, v, Lambda(24, 10)), plain, atol=1e-5, rtol=1e-5)
+    plain = plain_attention(q, k, v, Rotary(HD, BASE))
+    torch.testing.assert_close(windowed_attend(q, k, v, Lambda(24, 10)), plain, atol=1e-5, rtol=1e-5)
     ev = OmegaConf.structured(EvalConfig)
     assert method_window("lm_infinite", ev, 128) == Lambda(128, 10) and Lambda(128, 10).reach(128) is None
     ev.lm_infinite.window, ev.lm_infinite.global_tokens = 64, 4

@@ -116,7 +116,14 @@ class Windowed(Protocol):
     def describe(self) -> str: ...
 
 
-class NearFar:
+class Unscaled:
+    """A method that leaves the query's scale alone (all but ReRoPE's log-n scaling)."""
+
+    def scale_query(self, q: Tensor, positions: Tensor) -> Tensor:
+        return q
+
+
+class NearFar(Unscaled):
     """Two branches split by a window W: keys nearer than W at their exact positions (branch 0),
     farther keys at the method's ``far_positions`` (branch 1), or masked where ``far_keys``
     leaves them out."""
@@ -163,9 +170,6 @@ class Grouping(NearFar):
         G, W = self.group, self.window
         coarse = torch.div(positions, G, rounding_mode="floor").float()
         return coarse + (W - W / G), coarse
-
-    def scale_query(self, q: Tensor, positions: Tensor) -> Tensor:
-        return q
 
     def describe(self) -> str:
         return f"G={self.group}, W={self.window} ((T - W) * G + W)"
@@ -237,15 +241,12 @@ class Lambda(NearFar):
         """(length,) True for the keys a query past the window still attends: the first ``global_tokens``."""
         return torch.arange(length, device=device) < self.global_tokens
 
-    def scale_query(self, q: Tensor, positions: Tensor) -> Tensor:
-        return q
-
     def describe(self) -> str:
         return f"W={self.window}, {self.global_tokens} global tokens"
 
 
 @dataclass(frozen=True)
-class Sinks:
+class Sinks(Unscaled):
     """StreamingLLM's attention sinks and recent tokens, resolved for one model."""
 
     sinks: int  # S: the first tokens, never evicted
@@ -282,15 +283,12 @@ class Sinks:
         sink = (k < self.sinks)[None, :].expand_as(exact)
         return torch.where(exact, 0, torch.where(sink, 1, -1))
 
-    def scale_query(self, q: Tensor, positions: Tensor) -> Tensor:
-        return q
-
     def describe(self) -> str:
         return f"{self.sinks} sinks, {self.recent} recent"
 
 
 @dataclass(frozen=True)
-class DualChunk:
+class DualChunk(Unscaled):
     """Dual Chunk Attention's chunk size and local window, resolved for one model."""
 
     chunk_size: int  # s: the largest distance any pair is given
@@ -337,9 +335,6 @@ class DualChunk:
             k_positions, c, rounding_mode="floor"
         )
         return back.clamp(0, 2)  # a key after the query (back < 0) is masked by attend
-
-    def scale_query(self, q: Tensor, positions: Tensor) -> Tensor:
-        return q
 
     def describe(self) -> str:
         return f"s={self.chunk_size}, w={self.local_window}"
