@@ -202,12 +202,14 @@ def _check_options(cfg) -> None:
         raise PosxError(f"pos.rotary_fraction={p.rotary_fraction} applies to {' and '.join(ROTARY)}, not pos={p.name}")
     for key in ("xpos_scale_base", "fire_threshold", "fire_hidden"):
         _positive(p[key], f"pos.{key}")
+    if p.cope_npos is not None and p.cope_npos < 2:
+        raise PosxError(f"pos.cope_npos={p.cope_npos} must be at least 2 (positions 0 .. npos - 1), or null for T + 1")
     if m.nope_every < 0 or m.nope_every == 1:
         raise PosxError(f"model.nope_every={m.nope_every} must be 0 (no NoPE layers) or at least 2 (1: use pos=nope)")
     if m.nope_every and p.name in ("absolute", "sinusoidal"):
         raise PosxError(
-            f"model.nope_every={m.nope_every} needs positions inside attention (rope, xpos, alibi, t5, fire, kerple); "
-            f"pos={p.name} adds them to the embeddings, which every layer sees"
+            f"model.nope_every={m.nope_every} needs positions inside attention (rope, xpos, alibi, t5, fire, "
+            f"kerple, cope); pos={p.name} adds them to the embeddings, which every layer sees"
         )
     if p.randomized and p.name not in TAKES_POSITIONS:
         raise PosxError(f"pos.randomized applies to {', '.join(TAKES_POSITIONS)}; pos={p.name} reads no positions")

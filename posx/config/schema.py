@@ -45,7 +45,9 @@ def _choice(name: str, values: str, doc: str) -> type[Choice]:
 
 
 Encoding = _choice(
-    "Encoding", "absolute rope sinusoidal alibi t5 nope xpos fire kerple", "pos.name: posx.model.encodings.ENCODINGS"
+    "Encoding",
+    "absolute rope sinusoidal alibi t5 nope xpos fire kerple cope",
+    "pos.name: posx.model.encodings.ENCODINGS",
 )
 Block = _choice("Block", "gpt2 llama", "model.block: posx.model.blocks.BLOCKS")
 Attention = _choice("Attention", "sdpa flex", "model.attention: posx.model.attention.ATTENTION")
@@ -103,6 +105,7 @@ class PosConfig:
     xpos_scale_base: float = 512.0  # xpos: B of the per-pair scale zeta^(n/B) (torchscale's scale_base)
     fire_threshold: float = 512.0  # fire: initial L of psi(i-j)/psi(max(L, i)), learned (the paper's code: 512)
     fire_hidden: int = 32  # fire: hidden width of the MLP f (the paper: 32)
+    cope_npos: Optional[int] = None  # cope: positions 0 .. npos - 1 (counts past it are clamped); null: T + 1
     randomized: bool = False  # training windows take a sorted random subset of [0, randomized_max) as positions
     randomized_max: Optional[int] = None  # randomized: L_max; null: the longest evaluated length, max(eval.factors) x T
     pose_length: int = 0  # PoSE: training position ids in two chunks with a skip, covering [0, pose_length); 0: off

@@ -47,6 +47,7 @@ RUN_KEYS = {
     "xpos_scale_base": "pos.xpos_scale_base",
     "fire_threshold": "pos.fire_threshold",
     "fire_hidden": "pos.fire_hidden",
+    "cope_npos": "pos.cope_npos",
     "attn_scale": "model.attn_scale",
     "attn_scale_length": "model.attn_scale_length",
     "nope_every": "model.nope_every",
@@ -85,6 +86,7 @@ class GPTConfig:
     xpos_scale_base: float = 512.0  # xpos: B of zeta^(n/B)
     fire_threshold: float = 512.0  # fire: initial threshold L (learned)
     fire_hidden: int = 32  # fire: MLP hidden width
+    cope_npos: int = 129  # cope: positions 0 .. cope_npos - 1
     attn_scale: str = "none"  # none | logn | ssmax (posx.model.scaling.ATTN_SCALES)
     attn_scale_length: int = 128  # T of attn_scale: the trained length
     nope_every: int = 0  # layers with (layer + 1) % nope_every == 0 attend without positions; 0: none
@@ -157,6 +159,8 @@ class GPTConfig:
         values = {name: _select(cfg, key) for name, key in RUN_KEYS.items()}
         if values["max_positions"] is None:  # the learned table's default: one row per trained position
             values["max_positions"] = cfg.train.context_length
+        if values["cope_npos"] is None:  # CoPE counts from 0 to T, as the authors' block size + 1
+            values["cope_npos"] = cfg.train.context_length + 1
         if values["attn_scale_length"] is None:  # attn_scale's T: the trained length
             values["attn_scale_length"] = cfg.train.context_length
         if values["randomized_max"] is None:  # L_max: the longest evaluated length

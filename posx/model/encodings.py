@@ -10,7 +10,8 @@ The attention block calls them and never asks which encoding it has, so a new en
 a new subclass of ``posx.model.positional.PositionalEncoding`` plus one line in ``ENCODINGS``.
 RoPE and xPos (RoPE's ``rotate`` with a per-pair scale) live in ``posx.model.rotary``; FIRE,
 whose bias also depends on the query position, overrides ``attn_masks`` and ``score_mod``
-instead of ``distance_bias`` (``posx.model.fire``).
+instead of ``distance_bias`` (``posx.model.fire``); CoPE, whose positions depend on the logits,
+is ``contextual`` and attends itself (``posx.model.cope``).
 
 With ``model.attention=flex`` the bias encodings give a ``score_mod(layer)`` instead
 (``posx.model.attention``): a function of the head and the distance, the same for every
@@ -35,6 +36,7 @@ from torch import Tensor, nn
 
 from posx.core.errors import PosxError
 from posx.model import fire
+from posx.model.cope import CoPE
 from posx.model.positional import PositionalEncoding
 from posx.model.rotary import Rotary, XPos
 
@@ -309,6 +311,7 @@ ENCODINGS = {
     "xpos": lambda c: XPos(c.d_model // c.n_head, c.rope_base, c.rotary_fraction, c.xpos_scale_base),
     "fire": lambda c: Fire(c.n_head, c.fire_hidden, c.fire_threshold),
     "kerple": lambda c: KerpleLog(c.n_head),
+    "cope": lambda c: CoPE(c.n_layer, c.d_model // c.n_head, c.cope_npos),
 }
 
 ROTARY = ("rope", "xpos")  # the encodings that rotate q and k: RoPE rescaling methods apply

@@ -47,6 +47,8 @@ class CausalSelfAttention(nn.Module):
         dropout = self.dropout if self.training else 0.0
         if self.positional and pos.window is not None:  # a windowed method (posx.model.windowed), set by an evaluation
             y = windowed.attend(q, k, v, positions, pos.window, pos.rotate_at, self.logit_scale)
+        elif self.positional and pos.contextual:  # CoPE: positions from the logits (posx.model.cope)
+            y = pos.attend(self.layer, q if self.logit_scale is None else self.logit_scale(q), k, v, dropout)
         else:
             if self.positional:
                 q, k = pos.rotate(q, k, positions)

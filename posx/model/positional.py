@@ -63,6 +63,12 @@ class PositionalEncoding(nn.Module):
     def max_length(self) -> int | None:
         return None  # longest sequence it represents; None: unbounded
 
+    contextual = False  # True: positions come from the logits, and the encoding attends itself (CoPE)
+
+    def attend(self, layer: int, q: Tensor, k: Tensor, v: Tensor, dropout: float) -> Tensor:
+        """A contextual encoding's causal attention of q, k, v (B, H, L, hd) in layer ``layer``."""
+        raise NotImplementedError(f"{self.kind} does not attend itself; the attention block does")
+
     def project_(self) -> None:
         """Put learned parameters back inside their allowed range, in place; training calls it
         after every optimizer step. Only KERPLE has such a range."""

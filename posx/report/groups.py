@@ -70,6 +70,7 @@ ONLY_FOR = {
     "pos.xpos_scale_base": {"xpos"},
     "pos.fire_threshold": {"fire"},
     "pos.fire_hidden": {"fire"},
+    "pos.cope_npos": {"cope"},
 }  # shown as the encoding and parent columns, not in labels
 
 

@@ -1,0 +1,73 @@
+"""CoPE, contextual position encoding (Golovneva, Wang, Weston, Sukhbaatar, "Contextual Position
+Encoding: Learning to Count What's Important", 2024, arXiv 2405.18719; the authors' code:
+github.com/facebookresearch/RAM, ``projects/cope/src/cope/context_position.py``).
+
+A position is a count of the keys a query finds relevant, not of tokens. For query i and key
+j <= i, with gates g_it = sigmoid(q_i . k_t / sqrt(d)):
+
+    p_ij = sum over t = j .. i of g_it,   clamped at npos - 1,
+
+and the logit gains q_i . e[p_ij], e a learned table of npos embeddings per layer (shared by
+the heads, zeros at first), read at a fractional p by linear interpolation between e[floor p]
+and e[ceil p]. The logit is (q_i . k_j + q_i . e[p_ij]) / sqrt(d), as the authors' default
+(``--cope-nodiv`` off) divides both.
+
+The positions depend on the logits, so no fused kernel applies: ``attend`` materialises them
+for a block of query rows at a time (as ``posx.model.windowed`` does). The authors' defaults
+are kept: gates from the same keys as the logits (no separate key projection, no value gates),
+CoPE in every layer with its own table, npos = T + 1 (a count runs from 0 to T, and past T it
+stays at T: the clamp is how CoPE meets lengths it never trained at).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from posx.core.errors import PosxError
+from posx.model.positional import PositionalEncoding
+
+CHUNK_ELEMENTS = 1 << 24  # logits held at once per block of query rows (64 MiB in float32)
+
+
+class CoPE(PositionalEncoding):
+    """One (1, head_dim, npos) table per layer; the attention itself (``attend``)."""
+
+    kind = "cope"
+    contextual = True
+
+    def __init__(self, n_layer: int, head_dim: int, npos: int):
+        super().__init__()
+        if npos < 2:
+            raise PosxError(f"pos.cope_npos={npos} must be at least 2 (positions 0 .. npos - 1)")
+        self.npos = npos
+        self.tables = nn.ParameterList(nn.Parameter(torch.zeros(1, head_dim, npos)) for _ in range(n_layer))
+
+    def attend(self, layer: int, q: Tensor, k: Tensor, v: Tensor, dropout: float) -> Tensor:
+        """Causal attention of q, k, v (B, H, L, hd) with layer ``layer``'s contextual positions."""
+        B, H, L, hd = q.shape
+        rows = max(1, min(L, CHUNK_ELEMENTS // max(1, B * H * L)))
+        out = torch.empty_like(v)
+        for r0 in range(0, L, rows):
+            r1 = min(L, r0 + rows)
+            out[:, :, r0:r1] = self._rows(layer, q[:, :, r0:r1], k[:, :, :r1], v[:, :, :r1], r0, dropout)
+        return out
+
+    def _rows(self, layer: int, q: Tensor, k: Tensor, v: Tensor, r0: int, dropout: float) -> Tensor:
+        """Query rows r0 .. r0 + rows - 1 against the keys before them: (B, H, rows, hd)."""
+        rows, keys, hd = q.shape[-2], k.shape[-2], q.shape[-1]
+        causal = torch.arange(r0, r0 + rows, device=q.device)[:, None] >= torch.arange(keys, device=q.device)
+        logits = (q @ k.transpose(-1, -2)).float()  # (B, H, rows, keys)
+        gates = torch.sigmoid(logits / math.sqrt(hd)) * causal
+        positions = gates.flip(-1).cumsum(-1).flip(-1).clamp(max=self.npos - 1)  # p_ij, 0 past the query
+        fixed = (q @ self.tables[layer].to(q.dtype)).float()  # (B, H, rows, npos): q . e[n] at every n
+        floor = positions.floor()
+        low = fixed.gather(-1, floor.long())
+        high = fixed.gather(-1, positions.ceil().long())
+        weight = positions - floor  # differentiable, as the gates' only way into the loss
+        logits = (logits + high * weight + low * (1 - weight)) / math.sqrt(hd)
+        attn = torch.softmax(logits.masked_fill(~causal, float("-inf")), dim=-1).to(v.dtype)
+        return (F.dropout(attn, dropout) if dropout else attn) @ v
