@@ -86,3 +86,19 @@ def test_the_model_trains_every_table_and_defaults_to_t_plus_one(tmp_path):
         check_method("yarn", "cope", "run r")
     with pytest.raises(PosxError, match="pos.cope_npos=1 must be at least 2"):
         CoPE(1, 8, 1)
+
+
+@pytest.mark.cuda
+def test_bf16_on_cuda_follows_float32_on_the_cpu():
+    """Under CUDA's bf16 autocast the gates' counts are summed in float32, so the positions and
+    the output stay close to the CPU's float32."""
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=32, n_layer=2, n_head=2, d_model=16, pos="cope", cope_npos=65)).eval()
+    with torch.no_grad():
+        for table in model.pos.tables:
+            table.normal_()
+        idx = torch.randint(0, 32, (2, 300))
+        cpu = model(idx)[0]
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            gpu = model.cuda()(idx.cuda())[0].float().cpu()
+    torch.testing.assert_close(gpu, cpu, atol=5e-2, rtol=5e-2)
