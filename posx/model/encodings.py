@@ -11,7 +11,8 @@ a new subclass of ``posx.model.positional.PositionalEncoding`` plus one line in 
 RoPE and xPos (RoPE's ``rotate`` with a per-pair scale) live in ``posx.model.rotary``; FIRE,
 whose bias also depends on the query position, overrides ``attn_masks`` and ``score_mod``
 instead of ``distance_bias`` (``posx.model.fire``); CoPE, whose positions depend on the logits,
-is ``contextual`` and attends itself (``posx.model.cope``).
+is ``contextual`` and attends itself (``posx.model.cope``). One more hook, ``project_()``, puts
+learned parameters back inside their range after each optimizer step (KERPLE's floor).
 
 With ``model.attention=flex`` the bias encodings give a ``score_mod(layer)`` instead
 (``posx.model.attention``): a function of the head and the distance, the same for every
