@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Iterator
 
 import torch
 import torch.nn.functional as F
@@ -36,6 +36,16 @@ ATTENTION = ("sdpa", "flex")  # model.attention
 warnings.filterwarnings("ignore", message="flex_attention called without torch.compile")
 
 ScoreMod = Callable[[Tensor, Tensor, Tensor, Tensor, Tensor], Tensor]
+
+# Attention that materialises its logits (the windowed methods, CoPE) holds this many at once.
+CHUNK_ELEMENTS = 1 << 24  # 64 MiB in float32
+
+
+def row_blocks(B: int, H: int, L: int) -> Iterator[tuple[int, int]]:
+    """(r0, r1) blocks of query rows whose (B, H, rows, L) logits fit in ``CHUNK_ELEMENTS``."""
+    rows = max(1, min(L, CHUNK_ELEMENTS // max(1, B * H * L)))
+    for r0 in range(0, L, rows):
+        yield r0, min(L, r0 + rows)
 
 
 @dataclass

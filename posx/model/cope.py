@@ -28,9 +28,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from posx.core.errors import PosxError
+from posx.model.attention import row_blocks
 from posx.model.positional import PositionalEncoding
-
-CHUNK_ELEMENTS = 1 << 24  # logits held at once per block of query rows (64 MiB in float32)
 
 
 class CoPE(PositionalEncoding):
@@ -48,11 +47,9 @@ class CoPE(PositionalEncoding):
 
     def attend(self, layer: int, q: Tensor, k: Tensor, v: Tensor, dropout: float) -> Tensor:
         """Causal attention of q, k, v (B, H, L, hd) with layer ``layer``'s contextual positions."""
-        B, H, L, hd = q.shape
-        rows = max(1, min(L, CHUNK_ELEMENTS // max(1, B * H * L)))
+        B, H, L, _ = q.shape
         out = torch.empty_like(v)
-        for r0 in range(0, L, rows):
-            r1 = min(L, r0 + rows)
+        for r0, r1 in row_blocks(B, H, L):
             out[:, :, r0:r1] = self._rows(layer, q[:, :, r0:r1], k[:, :, :r1], v[:, :, :r1], r0, dropout)
         return out
 

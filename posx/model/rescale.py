@@ -278,7 +278,7 @@ def absolute_beyond(model: GPT, mode: str) -> Iterator[GPT]:
 
 @contextlib.contextmanager
 def windowed_attention(model: GPT, window: Windowed | None) -> Iterator[GPT]:
-    """Attend with a windowed method (Self-Extend, ReRoPE, LM-Infinite) inside the block (ordinary attention
+    """Attend with a windowed method (``posx.model.windowed``) inside the block (ordinary attention
     again on exit); None, or a model without RoPE: the model as it is."""
     if window is None or not model.pos.uses_rope:
         yield model

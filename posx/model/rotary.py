@@ -97,8 +97,8 @@ class Rotary(PositionalEncoding):
         return rotate_pairs(q, cos, sin), rotate_pairs(k, cos, sin)
 
     def rotate_at(self, q: Tensor, k: Tensor, q_positions: Tensor, k_positions: Tensor) -> tuple[Tensor, Tensor]:
-        """q rotated at ``q_positions`` and k at ``k_positions`` (the far branch of Self-Extend
-        or ReRoPE, ``posx.model.windowed``; may be fractional)."""
+        """q rotated at ``q_positions`` and k at ``k_positions`` (a windowed method's branches,
+        ``posx.model.windowed``; may be fractional)."""
         rotated = []
         for x, positions in ((q, q_positions), (k, k_positions)):
             cos, sin = self.cos_sin(positions)

@@ -85,8 +85,7 @@ import torch
 from torch import Tensor
 
 from posx.core.errors import PosxError
-
-CHUNK_ELEMENTS = 1 << 24  # logits held at once per chunk of query rows (64 MiB in float32)
+from posx.model.attention import row_blocks
 
 # rotate_at(q, k, q_positions, k_positions) -> (q, k) rotated: the encoding's RoPE at given positions
 RotateAt = Callable[[Tensor, Tensor, Tensor, Tensor], tuple[Tensor, Tensor]]
@@ -354,11 +353,9 @@ def attend(
     q = method.scale_query(q, positions)
     rotated = [rotate_at(q, k, q_pos, k_pos) for q_pos, k_pos in method.branches(positions)]
     B, H, L, hd = q.shape
-    rows = max(1, min(L, CHUNK_ELEMENTS // max(1, B * H * L)))
     scale = 1.0 / math.sqrt(hd)
     out = torch.empty_like(v)
-    for r0 in range(0, L, rows):
-        r1 = min(L, r0 + rows)
+    for r0, r1 in row_blocks(B, H, L):
         choice = method.select(positions[r0:r1], positions[:r1])  # (rows, r1): a branch, or -1
         logits = None
         for b, (branch_q, branch_k) in enumerate(rotated):

@@ -42,7 +42,7 @@ def interpolate_table(table: torch.Tensor, rows: int, factor: float) -> torch.Te
 
 def check_method(method: str, pos: str, where: str) -> None:
     """RoPE runs take RoPE methods; learned-absolute runs take only interpolate; other encodings
-    (ALiBi, T5, FIRE, KERPLE, sinusoidal, NoPE) have no frequencies or table to rescale."""
+    (ALiBi, T5, FIRE, KERPLE, CoPE, sinusoidal, NoPE) have no frequencies or table to rescale."""
     if pos not in ROTARY and pos != "absolute":
         raise PosxError(
             f"{where} has {pos} positions, which have nothing posx extend can rescale: it extends RoPE "
