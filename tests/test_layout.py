@@ -4,6 +4,7 @@ import only downward, no module past ~400 lines, nothing that cites files outsid
 from __future__ import annotations
 
 import ast
+import subprocess
 import sys
 from pathlib import Path
 
@@ -23,6 +24,7 @@ LAYERS = [
     "train",
     "report",
     "jobs",
+    "commands",
     "cli_examples",
     "cli",
     "__main__",
@@ -151,3 +153,12 @@ def test_nothing_cites_files_that_are_not_in_the_repository():
     needle = "shared/" + "references"  # split, so this file does not cite it
     citing = [str(p) for p in sources if needle in p.read_text(encoding="utf-8")]
     assert not citing, citing
+
+
+def test_the_command_line_imports_nothing_heavy():
+    """``posx --help`` and ``--version`` answer without importing torch, pandas, matplotlib or
+    Hydra: ``posx.cli`` imports ``posx.commands``, which needs them, only when a command runs."""
+    heavy = ("torch", "pandas", "matplotlib", "hydra", "omegaconf", "numpy")
+    code = f"import sys, posx.cli; print(sorted(m for m in sys.modules if m.split('.')[0] in {heavy!r}))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]", out

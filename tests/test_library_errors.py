@@ -12,7 +12,7 @@ import torch.distributed as dist
 from safetensors import SafetensorError
 from safetensors.torch import load_file
 
-from posx import cli, jobs
+from posx import commands, jobs
 from posx.core.library_errors import KNOWN, advice
 
 from conftest import run_posx
@@ -81,7 +81,7 @@ def test_a_library_failure_inside_a_command_is_one_line(tmp_path, monkeypatch, t
     def out_of_memory(*args, **kwargs):
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 8.00 GiB")
 
-    monkeypatch.setattr(cli, "export_run", out_of_memory)
+    monkeypatch.setattr(commands, "export_run", out_of_memory)
     (tmp_path / "results" / "runs" / "r").mkdir(parents=True)
     proc = run_posx("export", "r", "--out", "hf", cwd=tmp_path, check=False)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "train.batch_size" in proc.stderr

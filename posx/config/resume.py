@@ -1,14 +1,14 @@
 """The config of a resumed run: its saved config.yaml, plus the few overrides that are safe.
 
 A resumed run must be the run it started as, so ``posx train --resume RUN key=value ...``
-may only change keys that do not alter the sequence of weight updates (``SAFE``): where it
+may only change keys that do not alter the sequence of weight updates (``RESUME_SAFE``): where it
 runs, how often it checkpoints or validates, the micro-batch (the global batch and its
 sequences stay the same, on any number of ranks), and the evaluation after training. Anything
 else (``train.steps`` included: the cosine schedule depends on it) is refused with a line
 naming the key; an override equal to the saved value is accepted as a no-op.
 
 A sweep job whose directory already holds a checkpoint (a requeued SLURM job) resumes only
-when its composed config matches the saved one outside ``SAFE``.
+when its composed config matches the saved one outside ``RESUME_SAFE``.
 """
 
 from __future__ import annotations
@@ -19,25 +19,10 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from posx.config.checks import check_config
-from posx.config.schema import Config, ExtendRootConfig
+from posx.config.schema import RESUME_SAFE, Config, ExtendRootConfig
 from posx.core.errors import PosxError
 from posx.runs.rundir import CONFIG, lineage_of, read_config
 
-# Keys (and every key below them) a resumed run may change.
-SAFE = (
-    "device",
-    "threads",
-    "logger",
-    "results_dir",
-    "data.cache_dir",
-    "train.checkpoint_every",
-    "train.eval_every",
-    "train.eval_batches",
-    "train.compile",
-    "train.tf32",
-    "train.micro_batch_size",
-    "eval",
-)
 _ABSENT = object()
 
 
@@ -55,7 +40,7 @@ def saved_config(run_dir: Path) -> DictConfig:
 
 
 def is_safe(key: str) -> bool:
-    return any(key == s or key.startswith(s + ".") for s in SAFE)
+    return any(key == s or key.startswith(s + ".") for s in RESUME_SAFE)
 
 
 def _value(cfg: DictConfig, key: str):
@@ -84,14 +69,14 @@ def resume_config(run_dir: Path, overrides: list[str], composed: DictConfig) -> 
         if new is _ABSENT or _value(cfg, key) is _ABSENT or override.startswith(("+", "~")):
             raise PosxError(
                 f"'{override}' cannot be applied to a resumed run (it is not a config key); "
-                f"--resume accepts {', '.join(SAFE)}"
+                f"--resume accepts {', '.join(RESUME_SAFE)}"
             )
         if new == _value(cfg, key):
             continue
         if not is_safe(key):
             raise PosxError(
                 f"'{override}' would change the resumed run (it has {key}={_value(cfg, key)}); --resume accepts "
-                f"changes to {', '.join(SAFE)} only — start a new run for another config"
+                f"changes to {', '.join(RESUME_SAFE)} only — start a new run for another config"
             )
         OmegaConf.update(cfg, key, OmegaConf.select(composed, key), merge=False)
     # Where files go is the caller's choice, never the saved file's: a run directory from
@@ -103,7 +88,7 @@ def resume_config(run_dir: Path, overrides: list[str], composed: DictConfig) -> 
 
 
 def differences(saved: DictConfig, new: DictConfig) -> list[str]:
-    """Dotted keys outside ``SAFE`` whose values differ between two configs."""
+    """Dotted keys outside ``RESUME_SAFE`` whose values differ between two configs."""
     a = OmegaConf.to_container(saved, resolve=True)
     b = OmegaConf.to_container(new, resolve=True)
     a.pop("hydra", None)

@@ -304,3 +304,21 @@ class ExtendRootConfig(Config):
     factor: float = 4.0  # new context = factor x the parent's T
     new_base: float = 500000.0  # abf: the new RoPE base
     extend: ExtendConfig = field(default_factory=ExtendConfig)  # the continued training at factor x T
+
+
+# Keys (and every key below them) a resumed run may change (`posx train --resume`): the ones that
+# do not alter the sequence of weight updates. posx.config.resume enforces it.
+RESUME_SAFE = (
+    "device",
+    "threads",
+    "logger",
+    "results_dir",
+    "data.cache_dir",
+    "train.checkpoint_every",
+    "train.eval_every",
+    "train.eval_batches",
+    "train.compile",
+    "train.tf32",
+    "train.micro_batch_size",
+    "eval",
+)
