@@ -62,7 +62,7 @@ def test_matches_the_authors_attention(npos, L):
 def test_blocks_of_query_rows_change_nothing(monkeypatch):
     encoding, (q, k, v) = _cope(10, seed=1), qkv(33, seed=5)
     whole = encoding.attend(0, q, k, v, dropout=0.0)
-    monkeypatch.setattr(attention, "CHUNK_ELEMENTS", 2 * 3 * 33 * 5)  # 5 query rows at a time
+    monkeypatch.setattr(attention, "CPU_CHUNK_ELEMENTS", 2 * 3 * 33 * 5)  # 5 query rows at a time
     torch.testing.assert_close(encoding.attend(0, q, k, v, dropout=0.0), whole, atol=1e-6, rtol=1e-6)
 
 

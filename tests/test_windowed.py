@@ -87,7 +87,7 @@ def test_a_shift_by_whole_groups_changes_nothing(encoding):
 def test_chunks_of_query_rows_change_nothing(method, monkeypatch):
     q, k, v = qkv(33, seed=2)
     whole = windowed_attend(q, k, v, method)
-    monkeypatch.setattr(attention, "CHUNK_ELEMENTS", 2 * 3 * 33 * 5)  # 5 query rows at a time
+    monkeypatch.setattr(attention, "CPU_CHUNK_ELEMENTS", 2 * 3 * 33 * 5)  # 5 query rows at a time
     torch.testing.assert_close(windowed_attend(q, k, v, method), whole, atol=1e-6, rtol=1e-6)
 
 

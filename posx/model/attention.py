@@ -37,13 +37,19 @@ warnings.filterwarnings("ignore", message="flex_attention called without torch.c
 
 ScoreMod = Callable[[Tensor, Tensor, Tensor, Tensor, Tensor], Tensor]
 
-# Attention that materialises its logits (the windowed methods, CoPE) holds this many at once.
-CHUNK_ELEMENTS = 1 << 24  # 64 MiB in float32
+# Attention that materialises its logits (the windowed methods, CoPE) holds at most this many at
+# once, in blocks of query rows. On the CPU, blocks near the cache's size are the faster: at 8x T
+# the windowed methods ran about 2x and CoPE 4x faster in 4 MiB blocks than in 64 MiB ones
+# (docs/measurements.md, "Materialised attention on the CPU"); on CUDA, large blocks keep the
+# kernels large.
+CHUNK_ELEMENTS = 1 << 24  # 64 MiB in float32: CUDA and any other device
+CPU_CHUNK_ELEMENTS = 1 << 20  # 4 MiB
 
 
-def row_blocks(B: int, H: int, L: int) -> Iterator[tuple[int, int]]:
-    """(r0, r1) blocks of query rows whose (B, H, rows, L) logits fit in ``CHUNK_ELEMENTS``."""
-    rows = max(1, min(L, CHUNK_ELEMENTS // max(1, B * H * L)))
+def row_blocks(B: int, H: int, L: int, device: torch.device) -> Iterator[tuple[int, int]]:
+    """(r0, r1) blocks of query rows whose (B, H, rows, L) logits fit in the device's limit."""
+    limit = CPU_CHUNK_ELEMENTS if device.type == "cpu" else CHUNK_ELEMENTS
+    rows = max(1, min(L, limit // max(1, B * H * L)))
     for r0 in range(0, L, rows):
         yield r0, min(L, r0 + rows)
 

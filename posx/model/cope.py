@@ -49,7 +49,7 @@ class CoPE(PositionalEncoding):
         """Causal attention of q, k, v (B, H, L, hd) with layer ``layer``'s contextual positions."""
         B, H, L, _ = q.shape
         out = torch.empty_like(v)
-        for r0, r1 in row_blocks(B, H, L):
+        for r0, r1 in row_blocks(B, H, L, q.device):
             out[:, :, r0:r1] = self._rows(layer, q[:, :, r0:r1], k[:, :, :r1], v[:, :, :r1], r0, dropout)
         return out
 

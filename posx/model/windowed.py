@@ -71,8 +71,9 @@ and ReRoPE code upcasts. LM-Infinite's distance limit is W, as in the authors' c
 caps it at the length minus 1, a cap that only matters where no key is that far). The
 frequencies are the model's own: these methods change which positions meet, not how they
 rotate (``posx.rope`` lists them with theta_i, and checks their parameters). Scores
-are materialised in chunks of query rows (no fused kernel takes several sets of logits), so this
-path is for evaluation, not training.
+are materialised in blocks of query rows (no fused kernel takes several sets of logits), so this
+path is for evaluation, not training; within a block each branch's scores are computed only
+over the keys it scores for some row (the near branch's band along the diagonal, DCA's chunks).
 """
 
 from __future__ import annotations
@@ -355,14 +356,41 @@ def attend(
     B, H, L, hd = q.shape
     scale = 1.0 / math.sqrt(hd)
     out = torch.empty_like(v)
-    for r0, r1 in row_blocks(B, H, L):
+    for r0, r1 in row_blocks(B, H, L, q.device):
         choice = method.select(positions[r0:r1], positions[:r1])  # (rows, r1): a branch, or -1
-        logits = None
+        masked = (choice < 0) | (positions[r0:r1, None] < positions[None, :r1])  # -inf whatever is written
+        logits = q.new_empty((B, H, r1 - r0, r1), dtype=torch.float32)  # every unmasked entry is written
         for b, (branch_q, branch_k) in enumerate(rotated):
-            scores = branch_q[:, :, r0:r1] @ branch_k[:, :, :r1].transpose(-1, -2)  # (B, H, rows, r1)
-            logits = scores if logits is None else torch.where(choice == b, scores, logits)
-        masked = (choice < 0) | (positions[r0:r1, None] < positions[None, :r1])
-        logits = logits.float().mul(scale).masked_fill(masked, float("-inf"))
+            _write_branch(logits, branch_q[:, :, r0:r1], branch_k, choice == b, masked)
+        logits.mul_(scale).masked_fill_(masked, float("-inf"))
         weights = torch.softmax(logits, dim=-1).to(v.dtype)
         out[:, :, r0:r1] = weights @ v[:, :, :r1]  # (B, H, rows, hd)
     return out
+
+
+def _write_branch(logits: Tensor, q: Tensor, k: Tensor, chosen: Tensor, masked: Tensor) -> None:
+    """Write one branch's logits q k^T into ``logits`` (B, H, rows, keys) where ``chosen`` and
+    not ``masked``. Only the columns the branch owns for some row are computed (the near
+    branch's are a band along the diagonal; DCA's branches lie chunks apart), and only the
+    columns another branch shares are merged with ``where``; the rest are copied."""
+    owned = chosen & ~masked
+    c0, c1 = _span(owned)
+    if c0 == c1:
+        return
+    scores = (q @ k[:, :, c0:c1].transpose(-1, -2)).float()  # (B, H, rows, c1 - c0)
+    m0, m1 = _span(~(chosen | masked)[:, c0:c1])  # the span of columns another branch also owns
+    if m0 == m1:
+        m0 = m1 = c1 - c0
+    logits[..., c0 : c0 + m0] = scores[..., :m0]
+    logits[..., c0 + m1 : c1] = scores[..., m1:]
+    shared = logits[..., c0 + m0 : c0 + m1]
+    shared.copy_(torch.where(owned[:, c0 + m0 : c0 + m1], scores[..., m0:m1], shared))
+
+
+def _span(chosen: Tensor) -> tuple[int, int]:
+    """(first, last + 1) of the columns where ``chosen`` (rows, keys) holds in some row; (0, 0)
+    for none."""
+    columns = chosen.any(dim=0).nonzero()
+    if columns.numel() == 0:
+        return 0, 0
+    return int(columns[0]), int(columns[-1]) + 1
