@@ -195,3 +195,16 @@ def test_a_failed_flex_compile_falls_back_to_eager_flex_loudly(monkeypatch):
     with pytest.warns(attention.FlexFallbackWarning, match=r"shape \(1, 2, 8, 4\) \(RuntimeError: recompile limit"):
         got = attention._compiled_or_loud(q, k, v, alibi, block_mask)
     torch.testing.assert_close(got, torch_flex.flex_attention(q, k, v, score_mod=alibi, block_mask=block_mask))
+
+
+@pytest.mark.parametrize("device, limit", [("cpu", "CPU_CHUNK_ELEMENTS"), ("cuda", "CHUNK_ELEMENTS")])
+def test_row_blocks_tile_the_rows_within_the_devices_limit(device, limit):
+    cap = getattr(attention, limit)
+    for B, H, L in [(16, 4, 1024), (1, 1, 7), (2, 3, 5000), (64, 16, 4096)]:
+        blocks = list(attention.row_blocks(B, H, L, torch.device(device)))
+        assert blocks[0][0] == 0 and blocks[-1][1] == L
+        assert all(a[1] == b[0] for a, b in zip(blocks, blocks[1:]))  # contiguous, no row twice
+        # Each block's logits fit in the limit, unless a single row is already past it.
+        assert all((r1 - r0) * B * H * L <= max(cap, B * H * L) for r0, r1 in blocks)
+        # As large as the limit allows: one more row would pass it (all blocks but the last).
+        assert all((r1 - r0 + 1) * B * H * L > cap for r0, r1 in blocks[:-1])
