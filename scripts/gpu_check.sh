@@ -138,6 +138,7 @@ step "transformers llama eval-extrapolate bf16" 30 "$PY" -m posx eval-extrapolat
   eval.tokens=8192 "eval.methods=[none,yarn]" eval.passkey.enabled=false "eval.tasks=[]"
 step "eval memory 1x/8x, flex" 90 "$PY" -m benchmarks.bench_encodings --device cuda --model small --context 512 \
   --attention flex --encodings alibi t5 --factors 1 8 --batch-tokens 65536 --skip-train --out "$OUT/encodings-flex.json"
+step "materialised attention blocks" 30 "$PY" -m benchmarks.bench_blocks --device cuda --batch 64 --sizes 256 64 16 4
 step "bench_peer eager" 60 "$PY" -m benchmarks.bench_peer "${PEER[@]}" --posx-compile false --out "$OUT/peer-eager.json"
 step "bench_peer compiled" 90 "$PY" -m benchmarks.bench_peer "${PEER[@]}" --compile --out "$OUT/peer-compiled.json"
 # The tests last, with whatever time the measurements leave (each case compiles per length);

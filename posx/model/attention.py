@@ -38,10 +38,10 @@ warnings.filterwarnings("ignore", message="flex_attention called without torch.c
 ScoreMod = Callable[[Tensor, Tensor, Tensor, Tensor, Tensor], Tensor]
 
 # Attention that materialises its logits (the windowed methods, CoPE) holds at most this many at
-# once, in blocks of query rows. On the CPU, blocks near the cache's size are the faster: at 8x T
-# the windowed methods ran about 2x and CoPE 4x faster in 4 MiB blocks than in 64 MiB ones
-# (docs/measurements.md, "Materialised attention on the CPU"); on CUDA, large blocks keep the
-# kernels large.
+# once, in blocks of query rows. On the CPU, blocks near the caches' size are the faster: at 8x T
+# the windowed methods ran about 2x and CoPE 4 to 5x faster in 4 MiB blocks than in 64 MiB ones
+# (`python -m benchmarks.bench_blocks`; docs/measurements.md, "Materialised attention on the
+# CPU"). On CUDA, large blocks keep the kernels large (not yet measured there).
 CHUNK_ELEMENTS = 1 << 24  # 64 MiB in float32: CUDA and any other device
 CPU_CHUNK_ELEMENTS = 1 << 20  # 4 MiB
 
