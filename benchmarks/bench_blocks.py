@@ -21,7 +21,7 @@ from functools import partial
 import torch
 import torch.nn.functional as F
 
-from benchmarks.harness import interleaved, repeat
+from benchmarks.harness import interleaved
 from posx.config.compose import compose
 from posx.model import attention
 from posx.model.cope import CoPE
@@ -61,7 +61,7 @@ def cases(args, device: torch.device) -> dict:
     with torch.no_grad():  # a trained-looking table: zeros (its initial value) would skip no work anyway
         cope.tables[0].copy_(torch.randn(cope.tables[0].shape, generator=g))
     rotated = rotary.rotate(q, k, positions)
-    out = {"sdpa causal": partial(repeat, lambda _r: F.scaled_dot_product_attention(*rotated, v, is_causal=True), 1)}
+    out = {"sdpa causal": lambda _round: F.scaled_dot_product_attention(*rotated, v, is_causal=True)}
     calls = {
         m: partial(attend, q, k, v, positions, method_window(m, cfg.eval, T), rotary.rotate_at)
         for m in args.methods
