@@ -38,7 +38,8 @@ from posx.core.device import pick_device
 from posx.data import store
 from posx.eval.extended import evaluate_extended
 from posx.eval.extrapolate import evaluate
-from posx.runs.rundir import load_run, resolve_run
+from posx.runs.paths import resolve_run
+from posx.runs.rundir import load_run
 
 
 def within(metrics: pd.DataFrame, target_loss: float) -> int | None:

@@ -1,9 +1,11 @@
 """The ``posx`` command line (Typer): the commands, their arguments and their help. Each command
-hands its parsed arguments to ``posx.commands``, which does the work; ``train`` and ``extend``
-pass theirs to Hydra untouched (``extend`` adds ``parent=RUN``).
+hands its parsed arguments to ``posx.commands``, which does the work (``posx.results`` for the
+commands that only read results); ``train`` and ``extend`` pass theirs to Hydra untouched
+(``extend`` adds ``parent=RUN``).
 
-This module imports nothing heavy: ``posx.commands`` (torch, pandas, matplotlib) is imported only
-when a command runs (``work``), so ``posx --help``, ``posx <command> --help`` and ``posx --version``
+This module imports nothing heavy: ``posx.commands`` (torch, pandas, matplotlib) and
+``posx.results`` (pandas, matplotlib) are imported only when a command runs (``work``,
+``reading``), so ``posx --help``, ``posx <command> --help`` and ``posx --version``
 answer at once. A test holds it to that.
 
 Every user error (``PosxError``) ends as one line on stderr and a non-zero exit.
@@ -39,6 +41,14 @@ def work() -> ModuleType:
     from posx import commands
 
     return commands
+
+
+def reading() -> ModuleType:
+    """``posx.results``, the commands that only read results, imported on first use like
+    ``work``: pandas and matplotlib but no torch (under a second)."""
+    from posx import results
+
+    return results
 
 
 app = typer.Typer(
@@ -175,7 +185,7 @@ def report(
     formats: str = typer.Option("png,pdf", "--format", help="Figure formats to write: png (200 dpi), pdf, or both."),
 ) -> None:
     """Summary tables and plots from evaluated runs, runs pooled as seeds only when all else is equal."""
-    work().report(
+    reading().report(
         paths,
         out=out,
         results_dir=results_dir,
@@ -192,7 +202,7 @@ def runs(
     csv: Optional[str] = typer.Option(None, "--csv", help="Also write the list as CSV to this new file ('-': stdout)."),
 ) -> None:
     """List runs: name, encoding, T, steps, validation perplexity, evaluated lengths, parent, status."""
-    work().runs(path, csv)
+    reading().runs(path, csv)
 
 
 @app.command("compare", epilog=COMPARE_EPILOG)
@@ -204,7 +214,7 @@ def compare(
     results_dir: Path = typer.Option(Path("results"), "--results-dir", help="Where run names are looked up."),
 ) -> None:
     """The runs' current perplexity tables side by side, with ratios to the first run."""
-    work().compare(run_args, csv, results_dir)
+    reading().compare(run_args, csv, results_dir)
 
 
 def _version(value: bool) -> None:

@@ -3,7 +3,9 @@ and their options and calls these; ``train`` and ``extend`` hand their arguments
 ``posx.jobs``.
 
 This module imports torch, pandas and matplotlib (about 3 s on a small CPU); ``posx.cli`` loads it
-only when a command runs, so ``posx --help`` and ``posx --version`` answer at once.
+only when a command runs, so ``posx --help`` and ``posx --version`` answer at once. The commands
+that only read results (``posx runs``, ``compare``, ``report``) are in ``posx.results``, which
+imports no torch.
 """
 
 from __future__ import annotations
@@ -15,22 +17,21 @@ from rich.console import Console
 from posx import jobs, rope
 from posx.config.compose import compose, to_yaml
 from posx.config.evalsettings import eval_config, kept_from_run
-from posx.core import distributed, files
+from posx.core import files, launcher
 from posx.core.console import new_console
 from posx.core.errors import PosxError
 from posx.data import store
 from posx.data import tokenizer as tok_mod
 from posx.eval.run import evaluate_run
+from posx.exits import user_errors
 from posx.hf.checkpoint import evaluate_hf_dir
 from posx.hf.export import export_run
-from posx.jobs import user_errors
 from posx.model.encodings import ROTARY
 from posx.model.rescale import WINDOWED
-from posx.report import collection, digest
+from posx.report import digest
 from posx.report import frequencies as freqplot
-from posx.report.summary import report as build_report
+from posx.runs.paths import read_meta, resolve_run
 from posx.runs.records import RunMeta
-from posx.runs.rundir import read_meta, resolve_run
 from posx.train.extend import prepare as prepare_extension
 
 
@@ -98,7 +99,7 @@ def eval_extrapolate(run: str | None, overrides: list[str], latest: bool, force:
         overrides.insert(0, run)
         run = None
     with user_errors():
-        distributed.single_process("posx eval-extrapolate")
+        launcher.single_process("posx eval-extrapolate")
         cfg = compose(overrides)
         run_dir = resolve_run(run, cfg.results_dir, latest=latest)
         console = new_console()
@@ -171,47 +172,6 @@ def _write_png(df, context: int, target: int, title: str, out: Path | None, resu
         out = next(p for p in files.numbered(Path(results_dir), "frequencies", ".png") if not p.exists())
     freqplot.plot(df, context, target, title, out)
     console.print(f"wrote {out}", markup=False)
-
-
-def report(paths: list[Path], **options) -> None:
-    """``posx report PATHS``: options are ``posx.report.summary.report``'s keywords."""
-    with user_errors():
-        distributed.single_process("posx report")
-        build_report(paths, console=new_console(), **options)
-
-
-def runs(path: Path, csv: str | None) -> None:
-    """``posx runs [PATH]``: the table, and the CSV if asked for ('-': stdout only)."""
-    with user_errors():
-        df = collection.list_runs(path)
-        console = new_console()
-        if csv != "-":
-            console.print(collection.runs_table(df, f"{len(df)} run(s) under {path}"))
-        if csv is not None:
-            _write_csv(df, csv, console)
-
-
-def compare(run_args: list[str], csv: str | None, results_dir: Path) -> None:
-    """``posx compare RUN RUN...``: the table, and the CSV if asked for ('-': stdout only)."""
-    with user_errors():
-        dirs = [resolve_run(r, results_dir) for r in run_args]
-        df, names = collection.compare(dirs)
-        console = new_console()
-        if csv != "-":
-            console.print(collection.compare_table(df, names))
-        if csv is not None:
-            _write_csv(df, csv, console)
-
-
-def _write_csv(df, csv: str, console: Console) -> None:
-    if csv == "-":
-        print(df.to_csv(index=False), end="")
-        return
-    path = Path(csv)
-    if path.exists():
-        raise PosxError(f"{path} already exists; choose another --csv (nothing is overwritten)")
-    files.write_text(path, df.to_csv(index=False))
-    console.print(f"wrote {path}", markup=False, highlight=False)
 
 
 def data_prepare(overrides: list[str]) -> None:

@@ -4,7 +4,7 @@
 continues a run in place. They share how a job finds its run directory (``job_run_dir``)
 and what happens when a job fails (``cleanup_on_failure``: a directory this job created
 that holds neither weights nor a checkpoint is removed; nothing else ever is).
-``user_errors`` turns every user error into one line on stderr and an exit status.
+Every job ends through ``posx.exits.user_errors``: one line on stderr and an exit status.
 
 Each job runs inside ``distributed.session``: under torchrun (or a submitit job of several
 tasks) every rank runs the job, rank 0 alone chooses and creates the run directory and
@@ -16,19 +16,15 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import tempfile
 import time
-import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
-from hydra.errors import HydraException, OverrideParseException
 from hydra.types import RunMode
 from omegaconf import DictConfig
-from omegaconf.errors import OmegaConfBaseException
 from rich.console import Console
 from rich.text import Text
 
@@ -36,76 +32,19 @@ from posx.config import command_line
 from posx.config.checks import check_train_config
 from posx.config.compose import compose, config_dir, refuse_additions, register_configs
 from posx.config.resume import differences, resume_config, saved_config
-from posx.core import distributed, files, library_errors
-from posx.core.console import new_console, say
-from posx.core.errors import PosxError, Preempted
+from posx.core import distributed, files, launcher
+from posx.core.console import new_console
+from posx.core.errors import PosxError
 from posx.core.lock import LOCK_NAME, Busy
 from posx.eval.run import evaluate_run
+from posx.exits import user_errors
 from posx.report import digest
 from posx.report.sweep import update_sweep_table
-from posx.runs import checkpoint
-from posx.runs.rundir import CONFIG, is_run, new_named_run_dir, new_run_dir, read_meta, resolve_run
+from posx.runs import resumable
+from posx.runs.paths import CONFIG, is_run, new_named_run_dir, new_run_dir, read_meta, resolve_run
 from posx.train import extend as extension
 from posx.train.loop import train
 from posx.train.state import Fresh, Resume, Start
-
-err = new_console(stderr=True)
-# What Ctrl-C leaves of a training run (or an extension): its checkpoints, or nothing when it
-# had none yet (``cleanup_on_failure``).
-INTERRUPTED = (
-    "stopped by Ctrl-C; a training run continues from its last checkpoint with `posx train --resume RUN` "
-    "(one stopped before its first checkpoint was removed)"
-)
-
-
-@contextlib.contextmanager
-def user_errors() -> Iterator[None]:
-    """PosxError and Hydra/OmegaConf config errors -> one line on stderr, exit 2; a known
-    library or operating-system failure (``posx.core.library_errors``) -> its advice line, exit 2;
-    ``Preempted`` -> exit 75; Ctrl-C -> exit 130; any other exception -> one ``internal error``
-    line naming a file that holds its traceback, exit 3."""
-    try:
-        yield
-    except Preempted as exc:
-        say(err, "stopped", "bold yellow", str(exc))
-        raise SystemExit(Preempted.EXIT_CODE) from None
-    except OverrideParseException as exc:
-        say(err, "error", "bold red", command_line.unreadable(exc))
-        raise SystemExit(2) from None
-    except (PosxError, HydraException, OmegaConfBaseException) as exc:
-        say(err, "error", "bold red", str(exc))
-        raise SystemExit(2) from None
-    except KeyboardInterrupt:
-        say(err, "interrupted", "yellow", INTERRUPTED)
-        raise SystemExit(130) from None
-    except Exception as exc:  # a library's failure, or a bug in posx or below it
-        fail(exc)
-    except BaseException as exc:  # a Rust library's panic is a BaseException; SystemExit goes on
-        if library_errors.advice(exc) is None:
-            raise
-        fail(exc)
-
-
-def fail(exc: BaseException) -> None:
-    """Exit 2 with the advice for a known library failure, else exit 3 with one ``internal
-    error`` line naming a file that holds the traceback (POSX_DEBUG=1 lets it through)."""
-    advice = library_errors.advice(exc)
-    if advice is not None:
-        say(err, "error", "bold red", advice)
-        raise SystemExit(2) from None
-    if os.environ.get("POSX_DEBUG") == "1":
-        raise exc
-    say(err, "internal error", "bold red", f"{type(exc).__name__}: {exc} (traceback in {keep_traceback(exc)}; "
-        "POSX_DEBUG=1 prints it instead)")  # fmt: skip
-    raise SystemExit(3) from None
-
-
-def keep_traceback(exc: BaseException) -> str:
-    """Write the exception's traceback to a new file in the temporary directory; its path."""
-    fd, path = tempfile.mkstemp(prefix="posx-traceback-", suffix=".txt")
-    with os.fdopen(fd, "w", encoding="utf-8") as out:
-        out.write("".join(traceback.format_exception(exc)))
-    return path
 
 
 def check_launcher(args: list[str]) -> None:
@@ -126,9 +65,9 @@ def run_hydra(task: Callable[[DictConfig], None], config_name: str, args: list[s
         check_launcher(args)
         register_configs()
         parsed = command_line.parse(args)
-        if parsed.multirun and distributed.env_world_size() > 1:
+        if parsed.multirun and launcher.env_world_size() > 1:
             raise PosxError(
-                f"-m cannot run under torchrun ({distributed.env_world_size()} ranks): run the sweep "
+                f"-m cannot run under torchrun ({launcher.env_world_size()} ranks): run the sweep "
                 "with hydra/launcher=submitit_slurm hydra.launcher.tasks_per_node=N instead "
                 "(each sweep job then trains on N ranks)"
             )
@@ -187,7 +126,7 @@ def job_run_dir(cfg: DictConfig, name: str) -> JobDir:
     run_dir = Path(HydraConfig.get().runtime.output_dir)
     if is_run(run_dir) and not os.environ.get("SUBMITIT_EXECUTOR"):
         raise PosxError(f"{run_dir} already holds a trained run; use a new hydra.sweep.dir")
-    if is_run(run_dir) or checkpoint.exists(run_dir):
+    if is_run(run_dir) or resumable.exists(run_dir):
         changed = differences(saved_config(run_dir), cfg)
         if changed:
             held = "a trained run" if is_run(run_dir) else "a checkpoint"
@@ -222,7 +161,7 @@ def cleanup_on_failure(job: JobDir) -> Iterator[None]:
     except Busy:
         raise  # another process holds the directory: nothing in it is this job's to remove
     except BaseException:
-        if job.created and distributed.is_main() and not is_run(job.path) and not checkpoint.exists(job.path):
+        if job.created and distributed.is_main() and not is_run(job.path) and not resumable.exists(job.path):
             shutil.rmtree(job.path, ignore_errors=True)
         raise
 
@@ -290,7 +229,7 @@ def resume(run: str, overrides: list[str]) -> None:
                 markup=False,
             )
             return
-        if not checkpoint.exists(run_dir):
+        if not resumable.exists(run_dir):
             console.print(Text(f"{run_dir} has no checkpoint yet; training it from step 0", style="yellow"))
         train(cfg, run_dir, Resume(), console)
         distributed.on_main(lambda: digest.refresh(run_dir))

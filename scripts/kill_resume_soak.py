@@ -39,7 +39,7 @@ from safetensors.torch import load_file
 from posx.config.resume import saved_config
 from posx.eval.tables import TABLE_COLUMNS, read_table
 from posx.model.gpt import GPT
-from posx.runs import checkpoint
+from posx.runs import checkpoint, resumable
 from posx.runs.rundir import load_run
 from posx.train.state import gpt_config
 from posx.train.steps import make_optimizer
@@ -83,7 +83,7 @@ def check_loadable(run_dir: Path) -> int:
         pd.read_csv(run_dir / "metrics.csv")
     if (run_dir / "model.json").is_file():
         load_run(run_dir)
-    if not checkpoint.exists(run_dir):
+    if not resumable.exists(run_dir):
         return 0
     model = GPT(gpt_config(cfg))
     optimizer = make_optimizer(model, cfg, torch.device("cpu"))
@@ -108,7 +108,7 @@ def soak(work: Path, corpus: Path, kills: int, steps: int, seed: int = 0, max_de
         proc = _posx(attempt, work)
         if counts["kills"] < kills:
             # wait until this attempt has made progress past the last one, then a random delay
-            while proc.poll() is None and (checkpoint.latest_step(run_dir) or 0) <= reached:
+            while proc.poll() is None and (resumable.latest_step(run_dir) or 0) <= reached:
                 time.sleep(0.01)
             time.sleep(rng.uniform(0, max_delay))
         if proc.poll() is None and counts["kills"] < kills:

@@ -40,7 +40,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from posx.runs.rundir import is_run, is_run_dir
+from posx.runs.paths import is_run, is_run_dir
 
 REPO = Path(__file__).resolve().parents[1]  # results/ and the study_notes script live here
 

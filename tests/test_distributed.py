@@ -23,7 +23,7 @@ from posx.config.compose import compose
 from posx.core import distributed
 from posx.core.errors import PosxError
 from posx.core.signals import StopSignals
-from posx.runs import checkpoint
+from posx.runs import checkpoint, resumable
 from posx.train.steps import batch_layout
 
 from conftest import REPO, TINY, run_posx, stop_with_sigterm
@@ -300,8 +300,8 @@ def test_a_failure_on_one_rank_stops_every_rank_at_the_step_boundary(tmp_path, t
     if case == "nonfinite":  # the mean loss over ranks is NaN at step 4: rank 0 reports it
         assert rank0.startswith("PosxError: training loss is nan at step 4; the last good checkpoint (step 3)")
         assert rank1.startswith("PeerFailed: training loss is nan at step 4")
-        assert checkpoint.latest_step(run) == 3
+        assert resumable.latest_step(run) == 3
     else:  # rank 0's checkpoint fails; rank 1 learns it at the same step boundary
         assert rank0.startswith("PosxError: disk full while writing the step-3 checkpoint")
         assert rank1.startswith("PeerFailed: rank 0 stopped with an error")
-        assert checkpoint.latest_step(run) == 2
+        assert resumable.latest_step(run) == 2

@@ -13,7 +13,8 @@ import torch
 from posx.config.compose import compose
 from posx.core import files
 from posx.eval.run import evaluate_run
-from posx.runs.rundir import load_run, read_meta, save_run
+from posx.runs.paths import read_meta
+from posx.runs.rundir import load_run, save_run
 
 
 @pytest.mark.slow

@@ -29,7 +29,8 @@ from posx.hf.checkpoint import HFCausalLM, evaluate_hf_dir  # noqa: E402
 from posx.model.blocks import swiglu_hidden  # noqa: E402
 from posx.model.config import GPTConfig  # noqa: E402
 from posx.model.gpt import GPT  # noqa: E402
-from posx.model.rescale import WINDOWED, RopeRecord, install_trained, method_frequencies  # noqa: E402
+from posx.model.rescale import WINDOWED, install_trained, method_frequencies  # noqa: E402
+from posx.model.roperecord import RopeRecord  # noqa: E402
 from posx.runs.lineage import new_context  # noqa: E402
 from posx.runs.records import RunMeta  # noqa: E402
 from posx.runs.rundir import load_run, save_run  # noqa: E402

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from posx import jobs
+from posx import exits, jobs
 from posx.core.errors import PosxError
 
 
@@ -21,7 +21,7 @@ def test_the_slurm_launcher_off_a_cluster_is_one_line(monkeypatch):
 
 def test_an_unexpected_exception_is_one_internal_error_line_with_its_traceback_kept(capsys, monkeypatch):
     monkeypatch.delenv("POSX_DEBUG", raising=False)
-    with pytest.raises(SystemExit) as stop, jobs.user_errors():
+    with pytest.raises(SystemExit) as stop, exits.user_errors():
         raise ValueError("the [bad] thing")
     assert stop.value.code == 3
     line = capsys.readouterr().err
@@ -34,12 +34,12 @@ def test_an_unexpected_exception_is_one_internal_error_line_with_its_traceback_k
 
 def test_posx_debug_lets_the_traceback_through(monkeypatch):
     monkeypatch.setenv("POSX_DEBUG", "1")
-    with pytest.raises(ValueError, match="the bad thing"), jobs.user_errors():
+    with pytest.raises(ValueError, match="the bad thing"), exits.user_errors():
         raise ValueError("the bad thing")
 
 
 def test_ctrl_c_is_one_line_that_says_what_it_left_and_exit_130(capsys):
-    with pytest.raises(SystemExit) as stop, jobs.user_errors():
+    with pytest.raises(SystemExit) as stop, exits.user_errors():
         raise KeyboardInterrupt
     assert stop.value.code == 130
     line = capsys.readouterr().err

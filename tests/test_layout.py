@@ -23,8 +23,10 @@ LAYERS = [
     "config",
     "train",
     "report",
+    "exits",
     "jobs",
     "commands",
+    "results",
     "cli_examples",
     "cli",
     "__main__",
@@ -113,9 +115,16 @@ def test_posx_has_no_import_cycles():
     assert find_cycle(graph()) is None
 
 
+# Below every layer: the schema imports nothing of posx (tested below), so any module may read
+# its choice names; the model's config checks a model.json against them without importing torch.
+BASE = {"posx.config.schema"}
+
+
 def test_packages_import_only_downward():
     def layer(module: str) -> int:
-        return LAYERS.index(module.split(".")[1]) if module.count(".") else -1
+        if module in BASE or not module.count("."):
+            return -1
+        return LAYERS.index(module.split(".")[1])
 
     upward = [
         (a, b)

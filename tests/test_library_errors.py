@@ -12,7 +12,7 @@ import torch.distributed as dist
 from safetensors import SafetensorError
 from safetensors.torch import load_file
 
-from posx import commands, jobs
+from posx import commands, exits, jobs
 from posx.core.library_errors import KNOWN, advice
 
 from conftest import run_posx
@@ -69,7 +69,7 @@ def test_optional_libraries_errors_are_known_by_type():
 
 
 def test_the_boundary_gives_the_advice_with_exit_2(capsys):
-    with pytest.raises(SystemExit) as stop, jobs.user_errors():
+    with pytest.raises(SystemExit) as stop, exits.user_errors():
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate [2.00 GiB]")
     assert stop.value.code == 2
     line = capsys.readouterr().err

@@ -15,7 +15,7 @@ from test_distributed import TOL, loss_diff, torchrun
 from test_resume import max_diff, signal_at, tiny_cfg, weights
 
 from posx.core.errors import Preempted
-from posx.runs import checkpoint
+from posx.runs import resumable
 from posx.runs.rundir import load_run
 from posx.train.loop import train
 from posx.train.state import Fresh, Resume
@@ -43,7 +43,7 @@ def test_stop_then_resume_ends_with_the_uninterrupted_weights(tmp_path, text_cor
         signal_at(m, 3, signal.SIGTERM)
         with pytest.raises(Preempted):
             train(cfg, parts, Fresh())
-    assert checkpoint.latest_step(parts) == 3
+    assert resumable.latest_step(parts) == 3
     train(cfg, parts, Resume())
     assert max_diff(weights(whole), weights(parts)) <= 1e-6
 

@@ -15,12 +15,13 @@ from posx.config.compose import compose
 from posx.config.resume import saved_config
 from posx.eval.run import evaluate_run
 from posx.jobs import resume
-from posx.model.rescale import RopeRecord
+from posx.model.roperecord import RopeRecord
 from posx.report.summary import report
 from posx.rope import frequencies
-from posx.runs import checkpoint
+from posx.runs import resumable
 from posx.runs.lineage import find_parent, zero_shot_model
-from posx.runs.rundir import lineage_of, load_run, read_meta
+from posx.runs.paths import lineage_of, read_meta
+from posx.runs.rundir import load_run
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "premove"
 
@@ -83,7 +84,7 @@ def test_old_runs_evaluate_to_the_tables_they_wrote(old, tmp_path):
 
 def test_an_old_checkpoint_only_extension_resumes_as_an_extension(old, tmp_path):
     run = old / "old-rope-pi-partial"
-    assert checkpoint.exists(run) and not (run / "model.json").exists()
+    assert resumable.exists(run) and not (run / "model.json").exists()
     assert lineage_of(run).method == "pi"  # read from the checkpoint's typed extras
     assert "parent" in saved_config(run)  # the extend schema was chosen
     resume(str(run), ["device=cpu", f"results_dir={tmp_path}"])

@@ -26,9 +26,10 @@ from posx.config.checks import check_train_config
 from posx.config.compose import compose
 from posx.config.schema import Config
 from posx.core.errors import PosxError
-from posx.runs.checkpoint import saved_extras
+from posx.runs.paths import read_meta
 from posx.runs.records import TrainExtras
-from posx.runs.rundir import load_run, read_meta
+from posx.runs.resumable import saved_extras
+from posx.runs.rundir import load_run
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "premove" / "runs"
 USER_ERRORS = (PosxError, HydraException, OmegaConfBaseException)

@@ -15,10 +15,10 @@ from hypothesis import strategies as st
 
 from posx.core.errors import PosxError
 from posx.eval import history
-from posx.runs import checkpoint
-from posx.runs.checkpoint import saved_extras
+from posx.runs import checkpoint, resumable
+from posx.runs.paths import read_meta
 from posx.runs.records import Lineage, RunMeta, TrainExtras
-from posx.runs.rundir import read_meta
+from posx.runs.resumable import saved_extras
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "premove" / "runs"
 YARN = "old-rope-yarn"  # an extension with YaRN frequencies: every rescaling field is set
@@ -124,7 +124,7 @@ STATE_DAMAGE = [
 
 
 def _state_path(run: Path) -> Path:
-    (found,) = (run / checkpoint.DIRNAME).glob("step-*/state.json")
+    (found,) = (run / resumable.DIRNAME).glob("step-*/state.json")
     return found
 
 
@@ -147,10 +147,10 @@ def test_a_damaged_checkpoint_record_is_refused_naming_it(run, field, value):
 
 @pytest.mark.parametrize("value", [-1, 2.5, None, "4"])
 def test_a_damaged_latest_json_step_is_refused(run, value):
-    path = run / checkpoint.DIRNAME / checkpoint.LATEST
+    path = run / resumable.DIRNAME / resumable.LATEST
     _damage_json(path, "step", value)
     with pytest.raises(PosxError) as info:
-        checkpoint.latest_step(run)
+        resumable.latest_step(run)
     _one_line_naming(info, path, "step")
 
 

@@ -22,7 +22,7 @@ from posx.config.resume import differences, resume_config, saved_config
 from posx.core.errors import PosxError, Preempted
 from posx.core.progress import Reporter
 from posx.model.gpt import GPT
-from posx.runs import checkpoint
+from posx.runs import checkpoint, resumable
 from posx.train.loop import train
 from posx.train.state import Fresh, Resume, gpt_config
 from posx.train.steps import make_optimizer
@@ -71,7 +71,7 @@ def test_stop_then_resume_ends_with_the_uninterrupted_weights(tmp_path, text_cor
         signal_at(m, 3, sig)
         with pytest.raises(Preempted, match=f"{sig.name} at step 3/8"):
             train(cfg, parts, Fresh())
-    assert checkpoint.latest_step(parts) == 3  # checkpoint_every=0: written because of the signal
+    assert resumable.latest_step(parts) == 3  # checkpoint_every=0: written because of the signal
     assert not (parts / "model.json").exists()
     assert signal.getsignal(sig) is not None and signal.getsignal(sig) != signal.SIG_IGN
     train(cfg, parts, Resume())
@@ -167,11 +167,11 @@ def test_disk_full_while_checkpointing_keeps_the_previous_checkpoint(tmp_path, t
     _fail_fsync_under(monkeypatch, "step-00000004")
     with pytest.raises(PosxError, match=r"disk full .*step-4 checkpoint.*previous checkpoint \(step 2\) is intact"):
         train(cfg, run, Fresh())
-    assert checkpoint.latest_step(run) == 2
+    assert resumable.latest_step(run) == 2
     assert [p.name for p in (run / "checkpoint").iterdir() if p.is_dir()] == ["step-00000002"]  # no temporaries
     monkeypatch.undo()
     train(cfg, run, Resume())  # space is back: the run continues from step 2
-    assert checkpoint.latest_step(run) == 6 and (run / "model.json").is_file()
+    assert resumable.latest_step(run) == 6 and (run / "model.json").is_file()
 
 
 def test_disk_full_on_a_real_tiny_filesystem(tmp_path, text_corpus):
@@ -230,7 +230,7 @@ def test_nonfinite_loss_through_the_cli_exits_nonzero_and_keeps_the_run(tmp_path
     assert "training loss is nan at step" in proc.stderr or "is non-finite at step" in proc.stderr
     run = tmp_path / "results" / "runs" / "boom"
     assert not (run / "model.json").exists()
-    step = checkpoint.latest_step(run)
+    step = resumable.latest_step(run)
     if step is not None:  # a checkpoint made before the blow-up stays, and it loads
         cfg = saved_config(run)
         model = GPT(gpt_config(cfg))
@@ -243,7 +243,7 @@ def test_sigterm_through_the_cli_exits_75_and_resume_finishes(tmp_path, tiny_arg
     assert code == 75, err
     assert "SIGTERM at step" in err and "--resume" in err and "Traceback" not in err
     run = tmp_path / "results" / "runs" / "pre"
-    stopped = checkpoint.latest_step(run)
+    stopped = resumable.latest_step(run)
     assert stopped is not None and stopped < 60
     done = run_posx("train", "--resume", "pre", "device=cpu", cwd=tmp_path)
     assert f"resuming at step {stopped}" in done.stdout.replace("\n", " ")
@@ -297,7 +297,7 @@ def test_a_requeued_sweep_job_resumes_its_checkpoint(tmp_path, tiny_args, monkey
             train(cfg, job, Fresh())
     other = run_posx("train", "-m", *overrides, "train.lr=0.01", f"hydra.sweep.dir={sweep}", cwd=tmp_path, check=False)
     assert other.returncode != 0 and "holds a checkpoint of another config (differs in train.lr)" in other.stderr
-    assert checkpoint.latest_step(job) == 5
+    assert resumable.latest_step(job) == 5
     proc = run_posx("train", "-m", *overrides, f"hydra.sweep.dir={sweep}", cwd=tmp_path)
     assert "resuming at step 5" in proc.stdout.replace("\n", " ")
     assert json.loads((job / "model.json").read_text())["step"] == 8

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from posx.core.errors import PosxError
-from posx.runs.rundir import display_name, new_named_run_dir, new_run_dir, resolve_run, run_names
+from posx.runs.paths import display_name, new_named_run_dir, new_run_dir, resolve_run, run_names
 
 from conftest import run_posx
 

@@ -17,7 +17,7 @@ from posx.eval.extrapolate import evaluate
 from posx.model.config import GPTConfig
 from posx.model.gpt import GPT
 from posx.runs.records import RunMeta
-from posx.tasks import registry, scoring
+from posx.tasks import interval, registry, scoring
 from posx.tasks.base import byte_encode
 from posx.tasks.variable_tracking import chain
 
@@ -193,10 +193,10 @@ def test_summary_rows_and_wilson_interval(val):
     rows = scoring.summarize(made, result, OPTS.depth_buckets)
     assert [r["trials"] for r in rows] == [2, 2, 2, 2] and [r["accuracy"] for r in rows] == [0.5, 0.5, 0.5, 0.5]
     assert [r["answer_nll"] for r in rows] == [2.0, 3.0, 4.0, 5.0]
-    lo, hi = scoring.wilson(1, 2)
+    lo, hi = interval.wilson(1, 2)
     assert (lo, hi) == pytest.approx((0.0945, 0.9055), abs=1e-4)  # Wilson's interval of 1/2
-    assert scoring.wilson(0, 10) == pytest.approx((0.0, 0.2775), abs=1e-4)
-    assert scoring.wilson(10, 10) == pytest.approx((0.7225, 1.0), abs=1e-4)
+    assert interval.wilson(0, 10) == pytest.approx((0.0, 0.2775), abs=1e-4)
+    assert interval.wilson(10, 10) == pytest.approx((0.7225, 1.0), abs=1e-4)
     assert all(r["status"] == "out_of_range" for r in scoring.summarize(made, None, 4, "out_of_range"))
 
 

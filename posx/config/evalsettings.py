@@ -22,7 +22,7 @@ from posx.config.resume import override_key
 from posx.config.schema import EvalConfig
 from posx.core.errors import PosxError
 from posx.eval import history
-from posx.runs.rundir import CONFIG
+from posx.runs.paths import CONFIG
 
 
 def saved_eval(run_dir: Path) -> tuple[dict | None, str]:

@@ -21,7 +21,7 @@ from omegaconf.errors import OmegaConfBaseException
 from posx.config.checks import check_config
 from posx.config.schema import RESUME_SAFE, Config, ExtendRootConfig
 from posx.core.errors import PosxError
-from posx.runs.rundir import CONFIG, lineage_of, read_config
+from posx.runs.paths import CONFIG, lineage_of, read_config
 
 _ABSENT = object()
 

@@ -26,9 +26,9 @@ import torch.distributed as dist
 
 from posx.core.device import pick_device
 from posx.core.errors import PosxError
+from posx.core.launcher import requested
 
 T = TypeVar("T")
-RANK_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK")
 # How long a rank waits for the others in the control group (rank 0 may be evaluating).
 CONTROL_TIMEOUT = datetime.timedelta(hours=12)
 
@@ -37,27 +37,6 @@ _state: dict = {"control": None, "device": None}
 
 class PeerFailed(PosxError):
     """Another rank failed (its own message says why); this rank stops too."""
-
-
-def env_world_size() -> int:
-    """WORLD_SIZE from the environment (1 when unset): what a launcher asked for."""
-    try:
-        return int(os.environ.get("WORLD_SIZE", "1"))
-    except ValueError:
-        return 1
-
-
-def single_process(command: str) -> None:
-    """Refuse a command that runs in one process when a launcher started several."""
-    if env_world_size() > 1:
-        raise PosxError(
-            f"{command} runs in one process; run it without torchrun (WORLD_SIZE={env_world_size()} is set)"
-        )
-
-
-def requested() -> bool:
-    """Whether this process was started as one rank of several (the rank variables are set)."""
-    return all(v in os.environ for v in RANK_VARS)
 
 
 def export_submitit_ranks() -> None:

@@ -42,6 +42,7 @@ from posx.core import files
 from posx.core.errors import PosxError
 from posx.data import tokenizer
 from posx.model.blocks import RMS_EPS
+from posx.model.rescale import trained_frequencies
 from posx.runs.records import RunMeta
 from posx.runs.rundir import load_run
 
@@ -59,7 +60,7 @@ def require_transformers() -> ModuleType:
 
 
 def _trained(meta: RunMeta, where: str = "the run") -> tuple[torch.Tensor, float]:
-    return meta.rope.frequencies(meta.model.head_dim, meta.model.rope_base, meta.train_context, where)
+    return trained_frequencies(meta.rope, meta.model.head_dim, meta.model.rope_base, meta.train_context, where)
 
 
 def _default(theta: float) -> dict:

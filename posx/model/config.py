@@ -6,11 +6,15 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, fields
 
+from posx.config.schema import Attention, AttnScale, Block, Encoding
 from posx.core.errors import PosxError
-from posx.model.attention import ATTENTION
-from posx.model.blocks import BLOCKS
-from posx.model.encodings import ENCODINGS
-from posx.model.scaling import ATTN_SCALES
+
+# The names a model.json may give. They are the schema's choices, which mirror the registries
+# that build the model (posx.model.encodings.ENCODINGS and the rest; tests/test_config_choices.py
+# keeps them equal), so reading a run's metadata imports no torch.
+_ENCODINGS, _ATTENTION, _ATTN_SCALES, _BLOCKS = (
+    tuple(c.value for c in e) for e in (Encoding, Attention, AttnScale, Block)
+)
 
 # Largest value model.json may give an integer field: far beyond what posx trains, small
 # enough that a crafted file cannot make it allocate without bound.
@@ -139,19 +143,19 @@ class GPTConfig:
                 f"{where} is inconsistent (dropout={self.dropout}, rope_base={self.rope_base}, "
                 f"d_model={self.d_model} over n_head={self.n_head})"
             )
-        if self.pos not in ENCODINGS:
-            raise PosxError(f"{where}: pos={self.pos!r} is not one of {', '.join(ENCODINGS)}")
-        if self.attention not in ATTENTION:
-            raise PosxError(f"{where}: attention={self.attention!r} is not one of {', '.join(ATTENTION)}")
-        if self.attn_scale not in ATTN_SCALES:
-            raise PosxError(f"{where}: attn_scale={self.attn_scale!r} is not one of {', '.join(ATTN_SCALES)}")
+        if self.pos not in _ENCODINGS:
+            raise PosxError(f"{where}: pos={self.pos!r} is not one of {', '.join(_ENCODINGS)}")
+        if self.attention not in _ATTENTION:
+            raise PosxError(f"{where}: attention={self.attention!r} is not one of {', '.join(_ATTENTION)}")
+        if self.attn_scale not in _ATTN_SCALES:
+            raise PosxError(f"{where}: attn_scale={self.attn_scale!r} is not one of {', '.join(_ATTN_SCALES)}")
         if not 0 <= self.rotary_fraction <= 1 or self.xpos_scale_base <= 0 or self.fire_threshold <= 0:
             raise PosxError(
                 f"{where} is inconsistent (rotary_fraction={self.rotary_fraction} must be in [0, 1], "
                 f"xpos_scale_base={self.xpos_scale_base} and fire_threshold={self.fire_threshold} positive)"
             )
-        if self.block not in BLOCKS:
-            raise PosxError(f"{where}: block={self.block!r} is not one of {', '.join(BLOCKS)}")
+        if self.block not in _BLOCKS:
+            raise PosxError(f"{where}: block={self.block!r} is not one of {', '.join(_BLOCKS)}")
 
     @classmethod
     def from_run_config(cls, cfg, vocab_size: int) -> "GPTConfig":

@@ -10,15 +10,14 @@ frequencies for a real model before any row is scored.
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
 import torch
 
 from posx import rope
-from posx.core import fieldcheck
 from posx.core.errors import PosxError
 from posx.model.gpt import GPT
+from posx.model.roperecord import RopeRecord
 from posx.model.windowed import DualChunk, Grouping, Lambda, Rectified, Sinks, Windowed
 
 
@@ -148,99 +147,31 @@ def check_methods(ev, methods, head_dim: int, base: float, train_context: int, r
             method_frequencies(method, ev, head_dim, base, train_context, scale, length)
 
 
-@dataclass
-class RopeRecord:
-    """The frequencies a model was trained with, as recorded in model.json and checkpoints.
-
-    A recipe (``method``, ``factor``, ``params``, ``original_context``) and, for an extended
-    run, the numbers themselves (``inv_freq``, ``attention_factor``), which win when present
-    so evaluation uses exactly what training used.
-    """
-
-    method: str = "none"  # a posx.rope method
-    factor: float = 1.0  # its scale s
-    params: dict = field(default_factory=dict)  # its extra parameters (rope.frequencies **params)
-    original_context: int | None = None  # the T it rescales from; None: the run's own T
-    inv_freq: list[float] | None = None  # the frequencies themselves (extended runs)
-    attention_factor: float | None = None  # with inv_freq: the attention factor they trained with
-
-    @classmethod
-    def identity(cls) -> "RopeRecord":
-        """Plain RoPE (and the record of every model without RoPE)."""
-        return cls()
-
-    @property
-    def is_identity(self) -> bool:
-        return self.method == "none"
-
-    def to_dict(self) -> dict:
-        out = {"method": self.method, "factor": self.factor, "params": dict(self.params)}
-        if self.original_context is not None:
-            out["original_context"] = self.original_context
-        if self.inv_freq is not None:
-            out["inv_freq"] = list(self.inv_freq)
-            out["attention_factor"] = self.attention_factor if self.attention_factor is not None else 1.0
-        return out
-
-    @classmethod
-    def from_dict(cls, data, where: str) -> "RopeRecord":
-        """Read a record written by ``to_dict`` (or by posx before this class): every field of
-        its type, finite and in range, else a one-line PosxError naming ``where`` and the field."""
-        if data is None:
-            return cls.identity()
-        fix = "re-run the extension (or re-train the run)"
-        where = f"the rope record in {where}"
-        if not isinstance(data, dict):
-            raise fieldcheck.refuse(where, "rope", data, "a mapping", fix)
-        if data.get("method") not in rope.METHODS:
+def trained_frequencies(
+    record: RopeRecord, head_dim: int, base: float, train_context: int, where: str
+) -> tuple[torch.Tensor, float]:
+    """(inv_freq, attention_factor) of ``record``: its recorded numbers, else its recipe recomputed."""
+    if record.inv_freq is not None:
+        inv_freq = torch.tensor(record.inv_freq, dtype=torch.float32)
+        if inv_freq.shape != (head_dim // 2,):
             raise PosxError(
-                f"{where} names an unknown RoPE method {data.get('method')!r} (rope.method); "
-                f"posx knows {', '.join(rope.METHODS)}; {fix}"
+                f"the rope record in {where} holds {inv_freq.numel()} frequencies, "
+                f"expected head_dim // 2 = {head_dim // 2}; re-run the extension"
             )
-        params = data.get("params") or {}
-        if not isinstance(params, dict):
-            raise fieldcheck.refuse(where, "rope.params", params, "a mapping", fix)
-        original, inv_freq, attention = (data.get(k) for k in ("original_context", "inv_freq", "attention_factor"))
-        if inv_freq is not None and (not isinstance(inv_freq, list) or len(inv_freq) > fieldcheck.MAX_CONTEXT):
-            raise fieldcheck.refuse(where, "rope.inv_freq", inv_freq, "a list of frequencies", fix)
-        return cls(
-            method=data["method"],
-            factor=fieldcheck.number(
-                data.get("factor", 1.0), "rope.factor", where, fix, hi=rope.MAX_FACTOR, positive=True
-            ),
-            params=fieldcheck.finite_tree(dict(params), "rope.params", where, fix),
-            original_context=None
-            if original is None
-            else fieldcheck.integer(original, "rope.original_context", where, fix, lo=1, hi=fieldcheck.MAX_CONTEXT),
-            inv_freq=None
-            if inv_freq is None
-            else [fieldcheck.number(v, f"rope.inv_freq[{i}]", where, fix, lo=0.0) for i, v in enumerate(inv_freq)],
-            attention_factor=None
-            if attention is None
-            else fieldcheck.number(attention, "rope.attention_factor", where, fix, hi=rope.MAX_FACTOR, positive=True),
-        )
-
-    def frequencies(self, head_dim: int, base: float, train_context: int, where: str) -> tuple[torch.Tensor, float]:
-        """(inv_freq, attention_factor): the recorded numbers, else the recipe recomputed."""
-        if self.inv_freq is not None:
-            inv_freq = torch.tensor(self.inv_freq, dtype=torch.float32)
-            if inv_freq.shape != (head_dim // 2,):
-                raise PosxError(
-                    f"the rope record in {where} holds {inv_freq.numel()} frequencies, "
-                    f"expected head_dim // 2 = {head_dim // 2}; re-run the extension"
-                )
-            return inv_freq, 1.0 if self.attention_factor is None else self.attention_factor
-        original = self.original_context if self.original_context is not None else train_context
-        return rope.frequencies(
-            self.method, head_dim, base=base, factor=self.factor, original_context=original, **self.params
-        )
+        return inv_freq, 1.0 if record.attention_factor is None else record.attention_factor
+    original = record.original_context if record.original_context is not None else train_context
+    return rope.frequencies(
+        record.method, head_dim, base=base, factor=record.factor, original_context=original, **record.params
+    )
 
 
 def install_trained(model: GPT, record: RopeRecord, train_context: int, where: str) -> None:
     """Make the model rotate with (and ``rescaled`` return to) the frequencies it trained with."""
     if model.pos.uses_rope:
         cfg = model.config
-        model.pos.set_trained_frequencies(*record.frequencies(cfg.head_dim, cfg.rope_base, train_context, where))
+        model.pos.set_trained_frequencies(
+            *trained_frequencies(record, cfg.head_dim, cfg.rope_base, train_context, where)
+        )
     elif not record.is_identity:
         raise PosxError(
             f"{where} records RoPE method {record.method!r} but its model "

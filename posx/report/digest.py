@@ -25,7 +25,7 @@ import yaml
 from posx.core import files
 from posx.eval.tables import read_table
 from posx.report.groups import identity
-from posx.runs.rundir import CONFIG, META, lineage_of, read_meta
+from posx.runs.paths import CONFIG, META, lineage_of, read_meta
 
 DIGEST = "digest.json"
 FORMAT = "posx-digest/1"

@@ -40,7 +40,7 @@ from posx.report import digest as digests
 from posx.report import store
 from posx.report.groups import Member, identity
 from posx.report.scan import COLUMNS
-from posx.runs.rundir import CONFIG, META, NOT_RUNS, RUN_MARKERS, is_run, is_run_dir, read_meta
+from posx.runs.paths import CONFIG, META, NOT_RUNS, RUN_MARKERS, is_run, is_run_dir, read_meta
 
 TABLES = ("extrapolation.csv", "positions.csv", "passkey.csv")
 OPTIONAL = ("metrics.csv", "tasks.csv")  # read when there; a run without it is not "missing" a table

@@ -27,7 +27,7 @@ from matplotlib.figure import Figure
 from posx.report.axes import STYLES, factor_axis, legend_order
 from posx.report.output import save
 from posx.report.palette import color_of, dodge, dodge_note, fit, hollow, legend
-from posx.tasks.scoring import wilson
+from posx.tasks.interval import wilson
 
 TASK_GROUP = ["group", "encoding", "method", "task", "factor"]
 

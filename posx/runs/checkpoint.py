@@ -39,11 +39,8 @@ from safetensors.torch import load_file, save_file, save_model
 from posx.core import fieldcheck, files
 from posx.core.errors import PosxError
 from posx.runs.records import TrainExtras
+from posx.runs.resumable import FORMAT, LATEST, read_latest, root
 from posx.runs.weights import load_weights
-
-DIRNAME = "checkpoint"
-LATEST = "latest.json"
-FORMAT = "posx-checkpoint/1"
 
 
 @dataclass
@@ -53,20 +50,6 @@ class TrainState:
     step: int  # optimizer steps taken
     metrics: list[dict] = field(default_factory=list)  # metric rows up to ``step``
     extras: TrainExtras = field(default_factory=TrainExtras)  # val loss, corpus, frequencies, lineage
-
-
-def root(run_dir: Path) -> Path:
-    return Path(run_dir) / DIRNAME
-
-
-def latest_step(run_dir: Path) -> int | None:
-    """Step of the newest complete checkpoint, or None when there is none."""
-    info = _read_latest(root(run_dir), missing_ok=True)
-    return None if info is None else int(info["step"])
-
-
-def exists(run_dir: Path) -> bool:
-    return (root(run_dir) / LATEST).is_file()
 
 
 # ---------------------------------------------------------------- saving
@@ -89,7 +72,7 @@ def save(
     ckpt_root = files.real_dir(root(run_dir), "the checkpoint directory")
     name = f"step-{step:08d}"
     final = ckpt_root / name
-    previous = _read_latest(ckpt_root, missing_ok=True)
+    previous = read_latest(ckpt_root, missing_ok=True)
     if previous is not None and previous["dir"] == name and final.is_dir():
         return final  # this very step is already the latest checkpoint
     tmp = ckpt_root / f".{name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
@@ -207,25 +190,6 @@ def _fsync_file(path: Path) -> None:
 # ---------------------------------------------------------------- loading
 
 
-def _read_latest(ckpt_root: Path, missing_ok: bool = False) -> dict | None:
-    path = ckpt_root / LATEST
-    if not path.is_file():
-        if missing_ok:
-            return None
-        raise PosxError(f"{ckpt_root.parent} has no checkpoint ({DIRNAME}/{LATEST}); nothing to resume from")
-    try:
-        info = json.loads(path.read_text(encoding="utf-8"))
-        if info.get("format") != FORMAT:
-            raise ValueError(f"format {info.get('format')!r}")
-        step, name = info["step"], info["dir"]
-    except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise PosxError(f"{path} is unreadable ({exc}); the checkpoint cannot be trusted — start a new run") from exc
-    fieldcheck.integer(step, "step", path, "start a new run")
-    if not isinstance(name, str) or not re.fullmatch(r"step-\d{8}", name):
-        raise fieldcheck.refuse(path, "dir", name, "a checkpoint name step-NNNNNNNN", "start a new run")
-    return info
-
-
 def _read_state(where: Path) -> dict:
     """A checkpoint's state.json, its step and the checksum of every file checked."""
     path = where / "state.json"
@@ -245,19 +209,6 @@ def _read_state(where: Path) -> dict:
     return state
 
 
-def saved_extras(run_dir: Path) -> TrainExtras | None:
-    """The latest checkpoint's typed extras (no tensor is read); None without a checkpoint."""
-    info = _read_latest(root(run_dir), missing_ok=True)
-    if info is None:
-        return None
-    where = root(run_dir) / info["dir"]
-    try:
-        extra = json.loads((where / "state.json").read_text(encoding="utf-8")).get("extra")
-    except (OSError, UnicodeDecodeError, ValueError, TypeError, AttributeError) as exc:
-        raise PosxError(f"checkpoint {where} is incomplete or corrupt ({exc}); start a new run") from exc
-    return TrainExtras.from_dict(extra or {}, str(where / "state.json"))
-
-
 def load(
     run_dir: Path,
     model: torch.nn.Module,
@@ -267,7 +218,7 @@ def load(
 ) -> TrainState:
     """Restore model, optimizer, torch RNGs and ``generator`` from the latest checkpoint."""
     ckpt_root = root(run_dir)
-    info = _read_latest(ckpt_root)
+    info = read_latest(ckpt_root)
     where = ckpt_root / info["dir"]
     state = _read_state(where)
     for fname, expected in state["sha256"].items():

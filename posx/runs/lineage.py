@@ -19,9 +19,11 @@ from posx.core.errors import PosxError
 from posx.model.config import GPTConfig
 from posx.model.encodings import ROTARY
 from posx.model.gpt import GPT
-from posx.model.rescale import WINDOWED, RopeRecord, install_trained
+from posx.model.rescale import WINDOWED, install_trained
+from posx.model.roperecord import RopeRecord
+from posx.runs.paths import META
 from posx.runs.records import RunMeta
-from posx.runs.rundir import META, load_run
+from posx.runs.rundir import load_run
 
 INTERPOLATE = "interpolate"
 

@@ -11,11 +11,12 @@ import time
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-from posx import __version__, rope
+from posx import __version__
 from posx.core import fieldcheck
 from posx.core.errors import PosxError
 from posx.model.config import GPTConfig
-from posx.model.rescale import RopeRecord
+from posx.model.roperecord import RopeRecord
+from posx.ropecheck import MAX_FACTOR
 
 META_FORMAT = "posx-run/1"
 
@@ -52,9 +53,7 @@ class Lineage:
                 data.get("parent_path", ""), "extended_from.parent_path", where, fix, empty=True
             ),
             method=fieldcheck.text(data["method"], "extended_from.method", where, fix),
-            factor=fieldcheck.number(
-                data["factor"], "extended_from.factor", where, fix, hi=rope.MAX_FACTOR, positive=True
-            ),
+            factor=fieldcheck.number(data["factor"], "extended_from.factor", where, fix, hi=MAX_FACTOR, positive=True),
             steps=fieldcheck.integer(data.get("steps", 0), "extended_from.steps", where, fix),
             train_context=fieldcheck.integer(
                 data["train_context"], "extended_from.train_context", where, fix, lo=1, hi=fieldcheck.MAX_CONTEXT

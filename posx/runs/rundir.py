@@ -1,4 +1,5 @@
-"""Run directories: naming, finding, saving and loading a trained model without Hydra.
+"""Run directories: saving and loading a trained model, without Hydra (``posx.runs.paths`` names
+their files and finds them).
 
 A run directory holds:
   config.yaml        the resolved config it was trained with
@@ -13,79 +14,19 @@ Nothing is ever unpickled from a run directory.
 
 from __future__ import annotations
 
-import difflib
-import glob
 import json
 from pathlib import Path
 
 import torch
-import yaml
 from safetensors.torch import save_model
 
 from posx.core import files
 from posx.core.errors import PosxError
 from posx.model.gpt import GPT
 from posx.model.rescale import install_trained
-from posx.runs import checkpoint
-from posx.runs.records import Lineage, RunMeta
+from posx.runs.paths import META, WEIGHTS, read_meta
+from posx.runs.records import RunMeta
 from posx.runs.weights import check_shapes, expected_shapes, load_weights
-
-WEIGHTS = "model.safetensors"
-META = "model.json"
-CONFIG = "config.yaml"
-# Any of these makes a directory a run directory (finished or not, evaluated or not).
-RUN_MARKERS = (META, CONFIG, "extrapolation.csv")
-NOT_RUNS = frozenset({"eval", "checkpoint", "cache", "reports"})  # folders that never hold runs
-
-
-def _interpolation(node) -> str | None:
-    if isinstance(node, dict):
-        return next((found for v in node.values() if (found := _interpolation(v))), None)
-    if isinstance(node, list):
-        return next((found for v in node if (found := _interpolation(v))), None)
-    return node if isinstance(node, str) and "${" in node else None
-
-
-def read_config(run_dir: Path) -> dict:
-    """The run's config.yaml as plain data: YAML without tags, a mapping at the top, and no
-    ``${...}`` interpolation (posx writes resolved configs, so one is an edit; resolving it
-    could read the environment). Nothing in it is ever resolved or imported."""
-    path = Path(run_dir) / CONFIG
-    if not path.is_file():
-        raise PosxError(f"{run_dir} has no {CONFIG}; it is not a posx run, so there is nothing to resume")
-    try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise PosxError(f"{path} is unreadable ({exc.__class__.__name__}); it cannot be used") from None
-    if not isinstance(data, dict):
-        raise PosxError(f"{path} does not hold a config mapping (found {type(data).__name__})")
-    found = _interpolation(data)
-    if found is not None:
-        raise PosxError(
-            f"{path} contains the interpolation {found!r}; posx writes resolved configs and "
-            "reads them as data — remove it"
-        )
-    return data
-
-
-def new_run_dir(results_dir: str | Path, name: str) -> Path:
-    """Create results/runs/<name>/, or <name>-2, -3 ... if taken: never reuse a directory."""
-    return files.unique_dir(Path(results_dir) / "runs", name, "choose another name=")
-
-
-def new_named_run_dir(results_dir: str | Path, name: str) -> Path:
-    """Create results/runs/<name>/ for a name the user chose; one that exists is refused (a
-    silent <name>-2 would leave <name> meaning the old run to every later command)."""
-    root = Path(results_dir) / "runs"
-    root.mkdir(parents=True, exist_ok=True)
-    try:
-        (root / name).mkdir()
-    except FileExistsError:
-        raise PosxError(
-            f"{root / name} already exists; choose another name= (continue a stopped run with "
-            f"`posx train --resume {name}`, evaluate it with `posx eval-extrapolate {name}`)"
-        ) from None
-    return root / name
 
 
 def save_run(run_dir: Path, model: GPT, meta: RunMeta) -> None:
@@ -95,17 +36,6 @@ def save_run(run_dir: Path, model: GPT, meta: RunMeta) -> None:
         files.safetensors_write(lambda: save_model(model, str(tmp)))
         meta.weights_sha256 = files.sha256_file(tmp)
     files.write_text(run_dir / META, json.dumps(meta.to_dict(), indent=2) + "\n")
-
-
-def read_meta(run_dir: Path) -> RunMeta:
-    path = run_dir / META
-    if not path.is_file():
-        raise PosxError(f"{run_dir} has no {META}; is it a posx run directory? (train one with `posx train`)")
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise PosxError(f"{path} is unreadable ({exc.__class__.__name__}); re-train the run") from exc
-    return RunMeta.from_dict(data, path)
 
 
 def load_run(run_dir: str | Path, device: str | torch.device = "cpu") -> tuple[GPT, RunMeta]:
@@ -131,99 +61,3 @@ def load_run(run_dir: str | Path, device: str | torch.device = "cpu") -> tuple[G
     load_weights(model, weights, described, device)
     install_trained(model, meta.rope, meta.train_context, f"{run_dir / META}")
     return model.to(device), meta
-
-
-def is_run(path: Path) -> bool:
-    """A finished run: its model.json (written last, after the weights) is there."""
-    return (Path(path) / META).is_file()
-
-
-def is_run_dir(path: Path) -> bool:
-    """A run directory at any stage: trained, stopped with a config, or only evaluated."""
-    return any((Path(path) / name).is_file() for name in RUN_MARKERS)
-
-
-def lineage_of(run_dir: Path) -> Lineage | None:
-    """An extension's parent, from its model.json or (not finished yet) its latest checkpoint;
-    None for a trained run."""
-    if is_run(run_dir):
-        return read_meta(run_dir).extended_from
-    extras = checkpoint.saved_extras(run_dir)
-    return None if extras is None else extras.extended_from
-
-
-def find_runs(results_dir: str | Path) -> list[Path]:
-    """Every finished run under results/runs and results/sweeps, oldest first."""
-    root = Path(results_dir)
-    found = [p.parent for p in root.glob("runs/*/" + META)]
-    found += [p.parent for p in root.glob("sweeps/*/*/" + META)]
-    return sorted(found, key=lambda p: (p / META).stat().st_mtime)
-
-
-def display_name(run_dir: str | Path, results_dir: str | Path = "results") -> str:
-    """The name ``posx runs`` prints for ``run_dir``, one ``resolve_run`` takes back with the same
-    ``results_dir``: a run under ``<results_dir>/runs/`` by its directory name, a sweep job by
-    ``sweeps/<sweep>/<job>`` (every sweep reuses its job names, so the sweep is part of the name),
-    and a run anywhere else by its path."""
-    run_dir, root = Path(run_dir), Path(results_dir)
-    try:
-        below = run_dir.resolve().relative_to(root.resolve()).parts
-    except ValueError:
-        return str(run_dir)
-    if len(below) == 2 and below[0] == "runs":
-        return below[1]
-    if len(below) == 3 and below[0] == "sweeps":
-        return "/".join(below)
-    return str(run_dir)
-
-
-def resolve_run(run: str | None, results_dir: str | Path, latest: bool = False) -> Path:
-    """A run given as a path, a name under results/runs, a ``sweeps/<sweep>/<job>`` name, or a
-    sweep job's name alone when one sweep has it; or the most recent run (``latest``)."""
-    if latest:
-        runs = find_runs(results_dir)
-        if not runs:
-            raise PosxError(f"no runs under {results_dir}/; train one first with `posx train`")
-        return runs[-1]
-    if not run:
-        raise PosxError("name a run directory, or pass --latest for the most recent run")
-    for candidate in (Path(run), Path(results_dir) / "runs" / run, Path(results_dir) / run):
-        if candidate.is_dir():
-            return candidate
-    listing = "`posx runs`" if Path(results_dir) == Path("results") else f"`posx runs {results_dir}`"
-    jobs = sweep_jobs(run, results_dir) if "/" not in run else []
-    if len(jobs) == 1:
-        return jobs[0]
-    if jobs:
-        names = ", ".join(display_name(j, results_dir) for j in jobs)
-        raise PosxError(f"run '{run}' is a job of {len(jobs)} sweeps; name one of them: {names}")
-    close = closest_names(run, run_names(results_dir))
-    raise PosxError(
-        f"run '{run}' not found (looked for it as a path and under {results_dir}/runs and {results_dir}/sweeps)"
-        f"{'; closest names: ' + ', '.join(close) if close else ''}; list runs with {listing}"
-    )
-
-
-def closest_names(run: str, names: list[str]) -> list[str]:
-    """Up to three of ``names`` closest to ``run``: by the whole name, or (more strictly) by the
-    last part, so a sweep job's name alone finds the ``sweeps/<sweep>/<job>`` names near it."""
-    last = Path(run).name
-    scored = [(max(similarity(run, n), similarity(last, Path(n).name) - 0.2), n) for n in names]
-    return [n for score, n in sorted(scored, key=lambda sn: -sn[0]) if score >= 0.6][:3]
-
-
-def similarity(a: str, b: str) -> float:
-    return difflib.SequenceMatcher(None, a, b).ratio()
-
-
-def sweep_jobs(name: str, results_dir: str | Path) -> list[Path]:
-    """The sweep job directories under ``<results_dir>/sweeps/`` called ``name``."""
-    return [p for p in sorted(Path(results_dir).glob(f"sweeps/*/{glob.escape(name)}")) if is_run_dir(p)]
-
-
-def run_names(results_dir: str | Path) -> list[str]:
-    """What ``resolve_run`` accepts for each run directory under ``results_dir``: its name under
-    runs/, ``sweeps/<sweep>/<job>`` for a sweep job (``display_name``)."""
-    root = Path(results_dir)
-    found = [p for p in sorted(root.glob("runs/*")) + sorted(root.glob("sweeps/*/*")) if is_run_dir(p)]
-    return [display_name(p, root) for p in found]

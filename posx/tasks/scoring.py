@@ -18,8 +18,7 @@ import torch.nn.functional as F
 
 from posx.core.device import autocast
 from posx.tasks.base import Sample
-
-Z95 = 1.959964
+from posx.tasks.interval import wilson
 
 
 @torch.no_grad()
@@ -52,16 +51,6 @@ def answer_stats(pred: torch.Tensor, target: torch.Tensor) -> tuple[float, float
 def result_of(nll: list, token_accuracy: list, exact: list) -> dict:
     """``score_samples``' result from per-sample values."""
     return {"nll": np.array(nll), "token_accuracy": np.array(token_accuracy), "exact": np.array(exact, dtype=bool)}
-
-
-def wilson(hits: float, n: int) -> tuple[float, float]:
-    """The 95% Wilson score interval of a proportion hits / n."""
-    if n == 0:
-        return math.nan, math.nan
-    p = hits / n
-    centre = (p + Z95**2 / (2 * n)) / (1 + Z95**2 / n)
-    half = Z95 * math.sqrt(p * (1 - p) / n + Z95**2 / (4 * n * n)) / (1 + Z95**2 / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def empty_row(bucket: int, buckets: int, status: str) -> dict:

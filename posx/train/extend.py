@@ -34,10 +34,12 @@ from posx.config.checks import check_extend_config
 from posx.core.errors import PosxError
 from posx.model.config import GPTConfig
 from posx.model.randomized import TAKES_POSITIONS
-from posx.model.rescale import RopeRecord, method_args
+from posx.model.rescale import method_args, trained_frequencies
+from posx.model.roperecord import RopeRecord
 from posx.runs.lineage import INTERPOLATE, check_method, extended_model, new_context
+from posx.runs.paths import CONFIG, read_config, read_meta, resolve_run
 from posx.runs.records import Lineage, RunMeta
-from posx.runs.rundir import CONFIG, load_run, read_config, read_meta, resolve_run
+from posx.runs.rundir import load_run
 from posx.train.state import FromParent
 
 
@@ -50,7 +52,9 @@ def rope_record(cfg: DictConfig, parent: RunMeta) -> RopeRecord:
     if method == "abf":
         params = {**params, "new_base": float(cfg.new_base)}  # extend's own key, not eval.abf_base
     record = RopeRecord(method=method, factor=factor, params=params, original_context=T)
-    record.frequencies(parent.model.head_dim, parent.model.rope_base, T, "the extension")  # a bad parameter fails here
+    trained_frequencies(
+        record, parent.model.head_dim, parent.model.rope_base, T, "the extension"
+    )  # a bad parameter fails here
     return record
 
 

@@ -63,9 +63,10 @@ from posx.data import corpus as data_mod
 from posx.data import store
 from posx.model.gpt import GPT
 from posx.model.rescale import install_trained
-from posx.runs import checkpoint
+from posx.runs import checkpoint, resumable
+from posx.runs.paths import CONFIG
 from posx.runs.records import RunMeta, TrainExtras
-from posx.runs.rundir import CONFIG, save_run
+from posx.runs.rundir import save_run
 from posx.train import memory
 from posx.train.compiling import compile_seconds, decide_compile
 from posx.train.state import FromParent, LoopState, Resume, Start, gpt_config
@@ -185,7 +186,7 @@ def set_up(cfg: DictConfig, run_dir: Path, start: Start, console: Console, devic
         peak=run_peak(bf16_peak_flops(device), distributed.world_size()),
     )
     resuming = isinstance(start, Resume)
-    if resuming and checkpoint.exists(run_dir):
+    if resuming and resumable.exists(run_dir):
         resume(state)
     # only once the run is known to start (or go on): a refused resume leaves config.yaml alone
     distributed.on_main(partial(files.write_text, run_dir / CONFIG, to_yaml(cfg)))
@@ -293,9 +294,9 @@ def check_finite(state: LoopState, train_loss: float) -> None:
     done = state.step
     if not distributed.is_main():
         raise distributed.PeerFailed(f"training loss is {train_loss} at step {done} (mean over ranks)")
-    last = checkpoint.latest_step(state.run_dir)
+    last = resumable.latest_step(state.run_dir)
     kept = (
-        f"the last good checkpoint (step {last}) is kept in {checkpoint.root(state.run_dir)}"
+        f"the last good checkpoint (step {last}) is kept in {resumable.root(state.run_dir)}"
         if last is not None
         else "no checkpoint was written before it"
     )

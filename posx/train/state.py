@@ -17,7 +17,7 @@ from posx.data import corpus as data_mod
 from posx.data import store
 from posx.model.config import GPTConfig
 from posx.model.gpt import GPT
-from posx.model.rescale import RopeRecord
+from posx.model.roperecord import RopeRecord
 from posx.runs.records import Lineage, TrainExtras
 
 

@@ -1,0 +1,78 @@
+"""How a command ends when something fails: one line on stderr and an exit status, never a
+traceback for the user's own mistakes. Every command, and every Hydra job, runs inside
+``user_errors``. It imports no torch, so the commands that only read results start quickly.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+import traceback
+from collections.abc import Iterator
+
+from hydra.errors import HydraException, OverrideParseException
+from omegaconf.errors import OmegaConfBaseException
+
+from posx.config import command_line
+from posx.core import library_errors
+from posx.core.console import new_console, say
+from posx.core.errors import PosxError, Preempted
+
+err = new_console(stderr=True)
+# What Ctrl-C leaves of a training run (or an extension): its checkpoints, or nothing when it
+# had none yet (``posx.jobs.cleanup_on_failure``).
+INTERRUPTED = (
+    "stopped by Ctrl-C; a training run continues from its last checkpoint with `posx train --resume RUN` "
+    "(one stopped before its first checkpoint was removed)"
+)
+
+
+@contextlib.contextmanager
+def user_errors() -> Iterator[None]:
+    """PosxError and Hydra/OmegaConf config errors -> one line on stderr, exit 2; a known
+    library or operating-system failure (``posx.core.library_errors``) -> its advice line, exit 2;
+    ``Preempted`` -> exit 75; Ctrl-C -> exit 130; any other exception -> one ``internal error``
+    line naming a file that holds its traceback, exit 3."""
+    try:
+        yield
+    except Preempted as exc:
+        say(err, "stopped", "bold yellow", str(exc))
+        raise SystemExit(Preempted.EXIT_CODE) from None
+    except OverrideParseException as exc:
+        say(err, "error", "bold red", command_line.unreadable(exc))
+        raise SystemExit(2) from None
+    except (PosxError, HydraException, OmegaConfBaseException) as exc:
+        say(err, "error", "bold red", str(exc))
+        raise SystemExit(2) from None
+    except KeyboardInterrupt:
+        say(err, "interrupted", "yellow", INTERRUPTED)
+        raise SystemExit(130) from None
+    except Exception as exc:  # a library's failure, or a bug in posx or below it
+        fail(exc)
+    except BaseException as exc:  # a Rust library's panic is a BaseException; SystemExit goes on
+        if library_errors.advice(exc) is None:
+            raise
+        fail(exc)
+
+
+def fail(exc: BaseException) -> None:
+    """Exit 2 with the advice for a known library failure, else exit 3 with one ``internal
+    error`` line naming a file that holds the traceback (POSX_DEBUG=1 lets it through)."""
+    advice = library_errors.advice(exc)
+    if advice is not None:
+        say(err, "error", "bold red", advice)
+        raise SystemExit(2) from None
+    if os.environ.get("POSX_DEBUG") == "1":
+        raise exc
+    say(err, "internal error", "bold red", f"{type(exc).__name__}: {exc} (traceback in {keep_traceback(exc)}; "
+        "POSX_DEBUG=1 prints it instead)")  # fmt: skip
+    raise SystemExit(3) from None
+
+
+def keep_traceback(exc: BaseException) -> str:
+    """Write the exception's traceback to a new file in the temporary directory; its path."""
+    fd, path = tempfile.mkstemp(prefix="posx-traceback-", suffix=".txt")
+    with os.fdopen(fd, "w", encoding="utf-8") as out:
+        out.write("".join(traceback.format_exception(exc)))
+    return path

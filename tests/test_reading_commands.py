@@ -1,0 +1,104 @@
+"""The commands that only read results (``posx runs``, ``compare``, ``report``) never import
+torch, whether a run's digest is fresh or must be made again from its files, and whether a run
+finished or stopped at a checkpoint: importing torch alone is most of their start-up."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from helpers.cli import run_posx
+from helpers.environment import child_env
+
+# Run the command line in a fresh interpreter and say, after it ends, whether torch was imported.
+PROBE = """
+import sys
+from posx.cli import app
+try:
+    app(args=sys.argv[1:], prog_name="posx")
+except SystemExit as stop:
+    code = stop.code
+print("torch imported:", "torch" in sys.modules, "exit:", code)
+"""
+
+
+def posx_in_probe(*args: str, cwd) -> str:
+    proc = subprocess.run(
+        [sys.executable, "-c", PROBE, *args], cwd=cwd, env=child_env(), capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip(), proc.stderr
+    return proc.stdout.strip().splitlines()[-1] + (f" ({proc.stderr.strip()})" if "exit: 0" not in proc.stdout else "")
+
+
+@pytest.fixture(scope="module")
+def evaluated(trained_runs, tmp_path_factory):
+    """The two trained runs, copied and evaluated (with torch, in this process) once."""
+    work = tmp_path_factory.mktemp("evaluated")
+    shutil.copytree(trained_runs["work"] / "results", work / "results")
+    for run in ("rope", "absolute"):
+        run_posx("eval-extrapolate", run, "eval.factors=[1,2]", "eval.passkey.trials=4", cwd=work)
+    return work / "results"
+
+
+@pytest.fixture
+def results(evaluated, tmp_path):
+    """A copy of the evaluated runs' results directory (the tests change it)."""
+    return shutil.copytree(evaluated, tmp_path / "results")
+
+
+def test_listing_comparing_and_reporting_import_no_torch(results):
+    work = results.parent
+    assert posx_in_probe("runs", cwd=work) == "torch imported: False exit: 0"
+    assert posx_in_probe("compare", "rope", "absolute", cwd=work) == "torch imported: False exit: 0"
+    out = work / "report"
+    assert posx_in_probe("report", "results/runs", "--out", str(out), "--format", "png", cwd=work) == (
+        "torch imported: False exit: 0"
+    )
+    assert (out / "summary.md").is_file()
+
+
+def test_a_stale_digest_and_a_stopped_run_are_read_without_torch(results):
+    """No digest: model.json is read and checked; a stopped run: its checkpoint's extras are."""
+    work = results.parent
+    for digest in results.glob("runs/*/digest.json"):
+        digest.unlink()
+    stopped = results / "runs" / "stopped"
+    (stopped / "checkpoint" / "step-00000003").mkdir(parents=True)
+    (stopped / "checkpoint" / "latest.json").write_text(
+        json.dumps({"format": "posx-checkpoint/1", "step": 3, "dir": "step-00000003"})
+    )
+    (stopped / "checkpoint" / "step-00000003" / "state.json").write_text(json.dumps({"extra": {}}))
+    shutil.copy(results / "runs" / "rope" / "config.yaml", stopped / "config.yaml")
+    assert posx_in_probe("runs", "--csv", "-", cwd=work) == "torch imported: False exit: 0"
+    listed = subprocess.run(
+        [sys.executable, "-m", "posx", "runs", "--csv", "-"],
+        cwd=work,
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert {"rope", "absolute", "stopped"} <= {line.split(",")[0] for line in listed.splitlines()[1:]}
+
+
+def test_a_damaged_model_json_is_still_one_line_and_exit_2(results):
+    """The checks that moved out of the model's modules still refuse a crafted model.json."""
+    meta = results / "runs" / "rope" / "model.json"
+    data = json.loads(meta.read_text())
+    data["model"]["pos"] = "sinusoidal-ish"
+    meta.write_text(json.dumps(data))
+    proc = subprocess.run(
+        [sys.executable, "-m", "posx", "runs"],
+        cwd=results.parent,
+        env=child_env(),
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert "pos='sinusoidal-ish' is not one of absolute, rope" in proc.stderr
+    assert "Traceback" not in proc.stderr
