@@ -100,17 +100,29 @@ def build(base: list[Path], out: Path, start: int, stop: int, seeds: int) -> Non
             raise SystemExit(f"the digest written for {target} is not the one its files give")
 
 
+# Starts the command from a small process and reports its wall and CPU time and peak RSS. Linux
+# carries a process's peak RSS across fork and exec, so a command started straight from this
+# script would report at least this script's own memory; started from here, it reports its own.
+_WAITER = """
+import os, subprocess, sys, time
+start = time.perf_counter()
+proc = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL, stderr=sys.stderr)
+_, status, usage = os.wait4(proc.pid, 0)
+wall = time.perf_counter() - start
+print(os.waitstatus_to_exitcode(status), wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024)
+"""
+
+
 def measure(command: list[str], env: dict, cwd: Path) -> tuple[float, float, float]:
     """(wall seconds, CPU seconds (user + system), peak RSS in MB) of one subprocess. On a shared
     machine the CPU time is the steadier of the two times."""
-    start = time.perf_counter()
-    proc = subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - start
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode != 0:
-        raise SystemExit(f"{' '.join(command)} failed:\n{proc.stderr.read().decode()[-2000:]}")
-    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024
+    proc = subprocess.run(
+        [sys.executable, "-S", "-c", _WAITER, *command], cwd=cwd, env=env, capture_output=True, text=True
+    )
+    code, wall, cpu, rss = proc.stdout.split() if proc.returncode == 0 else ("-1", 0, 0, 0)
+    if int(code) != 0:
+        raise SystemExit(f"{' '.join(command)} failed:\n{proc.stderr[-2000:]}")
+    return float(wall), float(cpu), float(rss)
 
 
 def time_both(sweep: Path, work: Path, env: dict, label: str) -> None:

@@ -1,12 +1,12 @@
 """The ``posx`` command line (Typer): the commands, their arguments and their help. Each command
-hands its parsed arguments to ``posx.commands``, which does the work (``posx.results`` for the
-commands that only read results); ``train`` and ``extend`` pass theirs to Hydra untouched
-(``extend`` adds ``parent=RUN``).
+hands its parsed arguments to ``posx.commands``, which does the work (``posx.results`` and
+``posx.reporting`` for the commands that only read results); ``train`` and ``extend`` pass
+theirs to Hydra untouched (``extend`` adds ``parent=RUN``).
 
-This module imports nothing heavy: ``posx.commands`` (torch, pandas, matplotlib) and
-``posx.results`` (pandas, matplotlib) are imported only when a command runs (``work``,
-``reading``), so ``posx --help``, ``posx <command> --help`` and ``posx --version``
-answer at once. A test holds it to that.
+This module imports nothing heavy: ``posx.commands`` (torch, pandas, matplotlib),
+``posx.results`` (pandas) and ``posx.reporting`` (pandas, matplotlib) are imported only when a
+command runs (``work``, ``reading``, ``reporting``), so ``posx --help``, ``posx <command> --help``
+and ``posx --version`` answer at once. A test holds it to that.
 
 Every user error (``PosxError``) ends as one line on stderr and a non-zero exit.
 """
@@ -44,11 +44,19 @@ def work() -> ModuleType:
 
 
 def reading() -> ModuleType:
-    """``posx.results``, the commands that only read results, imported on first use like
-    ``work``: pandas and matplotlib but no torch (under a second)."""
+    """``posx.results`` (``runs``, ``compare``), imported on first use like ``work``: pandas,
+    but neither torch nor matplotlib."""
     from posx import results
 
     return results
+
+
+def reporting() -> ModuleType:
+    """``posx.reporting`` (``report``), imported on first use like ``work``: pandas and
+    matplotlib, but no torch."""
+    from posx import reporting as module
+
+    return module
 
 
 app = typer.Typer(
@@ -185,7 +193,7 @@ def report(
     formats: str = typer.Option("png,pdf", "--format", help="Figure formats to write: png (200 dpi), pdf, or both."),
 ) -> None:
     """Summary tables and plots from evaluated runs, runs pooled as seeds only when all else is equal."""
-    reading().report(
+    reporting().report(
         paths,
         out=out,
         results_dir=results_dir,

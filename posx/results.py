@@ -1,9 +1,9 @@
-"""What the commands that only read results do: ``posx runs``, ``posx compare`` and ``posx report``.
+"""What ``posx runs`` and ``posx compare`` do: tables of runs, read from their directories.
 
-They read run directories (``posx.runs.paths``, the digests, the tables) and never build a model,
-so this module imports no torch (a test holds it to that): a listing answers in well under a
-second plus the time to read the runs, where importing torch alone takes about 2 s on a small CPU.
-``posx.cli`` loads it only when one of these commands runs.
+They read run directories (``posx.runs.paths``, the digests, the tables) and never build a model
+or draw a figure, so this module imports neither torch nor matplotlib (a test holds it to that):
+importing torch alone takes about 2 s on a small CPU, matplotlib about 0.4 s. ``posx report``,
+which draws, is ``posx.reporting``. ``posx.cli`` loads each only when its command runs.
 """
 
 from __future__ import annotations
@@ -12,20 +12,12 @@ from pathlib import Path
 
 from rich.console import Console
 
-from posx.core import files, launcher
+from posx.core import files
 from posx.core.console import new_console
 from posx.core.errors import PosxError
 from posx.exits import user_errors
 from posx.report import collection
-from posx.report.summary import report as build_report
 from posx.runs.paths import resolve_run
-
-
-def report(paths: list[Path], **options) -> None:
-    """``posx report PATHS``: options are ``posx.report.summary.report``'s keywords."""
-    with user_errors():
-        launcher.single_process("posx report")
-        build_report(paths, console=new_console(), **options)
 
 
 def runs(path: Path, csv: str | None) -> None:

@@ -27,6 +27,7 @@ LAYERS = [
     "jobs",
     "commands",
     "results",
+    "reporting",
     "cli_examples",
     "cli",
     "__main__",

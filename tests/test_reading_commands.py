@@ -1,6 +1,7 @@
 """The commands that only read results (``posx runs``, ``compare``, ``report``) never import
 torch, whether a run's digest is fresh or must be made again from its files, and whether a run
-finished or stopped at a checkpoint: importing torch alone is most of their start-up."""
+finished or stopped at a checkpoint: importing torch alone is most of their start-up. The
+listings, which draw nothing, import no matplotlib either."""
 
 from __future__ import annotations
 
@@ -22,7 +23,8 @@ try:
     app(args=sys.argv[1:], prog_name="posx")
 except SystemExit as stop:
     code = stop.code
-print("torch imported:", "torch" in sys.modules, "exit:", code)
+drawn = "matplotlib" in sys.modules
+print("torch imported:", "torch" in sys.modules, "exit:", code, "matplotlib" if drawn else "")
 """
 
 
@@ -32,7 +34,8 @@ def posx_in_probe(*args: str, cwd) -> str:
     )
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip(), proc.stderr
-    return proc.stdout.strip().splitlines()[-1] + (f" ({proc.stderr.strip()})" if "exit: 0" not in proc.stdout else "")
+    last = proc.stdout.strip().splitlines()[-1].strip()
+    return last + (f" ({proc.stderr.strip()})" if "exit: 0" not in last else "")
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +60,7 @@ def test_listing_comparing_and_reporting_import_no_torch(results):
     assert posx_in_probe("compare", "rope", "absolute", cwd=work) == "torch imported: False exit: 0"
     out = work / "report"
     assert posx_in_probe("report", "results/runs", "--out", str(out), "--format", "png", cwd=work) == (
-        "torch imported: False exit: 0"
+        "torch imported: False exit: 0 matplotlib"
     )
     assert (out / "summary.md").is_file()
 
