@@ -43,9 +43,40 @@ def test_task_summary_pools_depths_per_run_then_seeds():
     assert (row["accuracy_lo"], row["accuracy_hi"]) == pytest.approx(task_figures.wilson(6, 16))
 
 
+def crowded_frame(groups: int) -> pd.DataFrame:
+    """``groups`` groups of one rope run each; group k scores (k / (groups - 1))² at 2x in every
+    bucket (skewed, so the median of the groups differs from their mean)."""
+    frame = tasks_frame(seeds=(0,))
+    frame = frame[frame["encoding"] == "rope"]
+    parts = []
+    for k in range(groups):
+        part = frame.assign(group=f"train.lr={k}", run_dir=f"rope-{k}")
+        part.loc[part["factor"] == 2.0, "accuracy"] = (k / (groups - 1)) ** 2
+        parts.append(part)
+    return pd.concat(parts, ignore_index=True)
+
+
+def test_many_groups_pool_into_one_panel_and_one_line_per_encoding_and_method():
+    data = crowded_frame(21)
+    notes = []
+    cells, pooled = task_figures._heatmap_cells(data[data["task"] == "niah"], notes, "niah_heatmap.png")
+    assert pooled and len(notes) == 1 and "`niah_heatmap.png`: 21 groups" in notes[0]
+    assert set(cells["line"]) == {"rope · none (21 groups pooled)"}
+    assert cells.loc[cells["factor"] == 2.0, "accuracy"].tolist() == pytest.approx([0.25] * 4)  # the median group, not the mean
+    summary = task_figures.summarize_tasks(data)
+    lines, pooled = task_figures._curves(summary, notes, "tasks_vs_length.png")
+    assert pooled and len(notes) == 2 and "`tasks_vs_length.png`: 21 groups" in notes[1]
+    at2 = lines[(lines["factor"] == 2.0) & (lines["task"] == "niah")].iloc[0]
+    assert (at2["accuracy_mean"], at2["accuracy_lo"], at2["accuracy_hi"]) == pytest.approx((0.25, 0.0, 1.0))
+    few, pooled = task_figures._heatmap_cells(crowded_frame(3), [], "niah_heatmap.png")
+    assert not pooled and few["group"].nunique() == 3
+
+
 @pytest.mark.slow
 def test_task_figures_are_png_at_200_dpi_and_pdf(tmp_path):
-    drawn = task_figures.draw(tasks_frame(), tmp_path)
+    notes = []
+    drawn = task_figures.draw(tasks_frame(), tmp_path, notes)
+    assert notes == []  # two lines, two panels: nothing pooled
     for name in ("tasks_vs_length", "niah_heatmap"):
         assert drawn[f"{name}.png"] == tmp_path / f"{name}.png"
         assert (tmp_path / f"{name}.pdf").read_bytes()[:4] == b"%PDF"
@@ -54,7 +85,7 @@ def test_task_figures_are_png_at_200_dpi_and_pdf(tmp_path):
     assert (tmp_path / "tasks_summary.csv").is_file()
     output.keep_formats(tmp_path, output.parse_formats("png"))
     assert not list(tmp_path.glob("*.pdf")) and list(tmp_path.glob("*.png"))
-    nothing = task_figures.draw(pd.DataFrame(), tmp_path / "none")
+    nothing = task_figures.draw(pd.DataFrame(), tmp_path / "none", [])
     assert nothing == {"tasks_vs_length.png": None, "niah_heatmap.png": None}
 
 

@@ -159,7 +159,7 @@ def _write(staging: Path, tables: dict, runs, grouping, names, factor, smooth) -
     )
     curves = extension.extension_curves(tables["training"], ext_table, tables["extended"])
     drawn["extension.png"] = extension.plot_extension(curves, staging / "extension.png") if tables["extended"] else None
-    drawn.update(task_figures.draw(_tasks(runs), staging))
+    drawn.update(task_figures.draw(_tasks(runs), staging, notes))
     with open(staging / "summary.md", "a", encoding="utf-8") as f:
         f.write(figure_notes(notes))
     return drawn

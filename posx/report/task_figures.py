@@ -12,6 +12,12 @@
   seeds) in each cell, one panel per encoding x method, for ``niah`` (``passkey`` when the
   runs have no ``niah`` rows): where in the context, and from which length on, retrieval fails
   (the heatmaps of RULER and of the needle-in-a-haystack tests, Hsieh et al. 2024).
+
+Past ``posx.report.crowd``'s limits (more lines on an axes than a reader can tell apart, more
+panels than one figure holds legibly) both figures pool the groups, as the other figures do:
+per encoding x method the median over the groups' means (a band from the lowest to the highest
+group mean in ``tasks_vs_length``), said in the title and in summary.md; tasks_summary.csv
+keeps every group.
 """
 
 from __future__ import annotations
@@ -25,11 +31,13 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from posx.report.axes import STYLES, factor_axis, legend_order
+from posx.report.crowd import MAX_LINES, MAX_PANELS, TITLE, crowded, note, pooled_label
 from posx.report.output import save
 from posx.report.palette import color_of, dodge, dodge_note, fit, hollow, legend
 from posx.tasks.interval import wilson
 
 TASK_GROUP = ["group", "encoding", "method", "task", "factor"]
+LINE = ["group", "encoding", "method"]  # a line of tasks_vs_length, a panel of niah_heatmap
 
 
 def summarize_tasks(tasks: pd.DataFrame) -> pd.DataFrame:
@@ -71,11 +79,36 @@ def _line(row) -> str:
     return name if row.group in ("", "-") else f"{name} ({row.group})"
 
 
-def plot_task_curves(summary: pd.DataFrame, path: Path) -> Path | None:
+def _curves(summary: pd.DataFrame, notes: list[str], name: str) -> tuple[pd.DataFrame, bool]:
+    """The lines of ``tasks_vs_length``, with ``nll_lo``/``nll_hi`` bounds; past MAX_LINES lines
+    the groups pooled (the median of the group means, bounds the lowest and highest), and whether."""
+    sd = summary["answer_nll_std"].fillna(0)
+    data = summary.assign(nll_lo=summary["answer_nll_mean"] - sd, nll_hi=summary["answer_nll_mean"] + sd)
+    if not crowded(data, LINE):
+        return data, False
+    notes.append(note(name, data, "lines", MAX_LINES))
+    pooled = (
+        data.groupby(["encoding", "method", "task", "factor"], sort=False)
+        .agg(
+            accuracy_mean=("accuracy_mean", "median"),
+            accuracy_lo=("accuracy_mean", "min"),
+            accuracy_hi=("accuracy_mean", "max"),
+            answer_nll_mean=("answer_nll_mean", "median"),
+            nll_lo=("answer_nll_mean", "min"),
+            nll_hi=("answer_nll_mean", "max"),
+            n_seeds=("n_seeds", "max"),
+        )
+        .reset_index()
+    )
+    return pooled.assign(group=pooled_label(data), band="lowest..highest group mean"), True
+
+
+def plot_task_curves(summary: pd.DataFrame, path: Path, notes: list[str]) -> Path | None:
     """``tasks_vs_length.png``: per task, accuracy (top) and answer NLL (below) by length."""
     if summary.empty:
         return None
-    data = summary.assign(line=[_line(r) for r in summary.itertuples()])
+    data, pooled = _curves(summary, notes, path.name)
+    data = data.assign(line=[_line(r) for r in data.itertuples()])
     tasks = list(dict.fromkeys(data["task"]))
     lines = sorted(dict.fromkeys(data["line"]), key=lambda n: (n.split(" · ")[0], legend_order(n.split(" · ")[1])))
     groups = list(dict.fromkeys(data["group"]))
@@ -92,8 +125,7 @@ def plot_task_curves(summary: pd.DataFrame, path: Path) -> Path | None:
             x = dodge(g["factor"], i, len(lines))  # side by side, not on top
             style = STYLES[groups.index(g["group"].iloc[0]) % len(STYLES)] if len(g) else "-"
             _points(top, x, g["accuracy_mean"], g["accuracy_lo"], g["accuracy_hi"], line, style)
-            sd = g["answer_nll_std"].fillna(0)
-            _points(below, x, g["answer_nll_mean"], g["answer_nll_mean"] - sd, g["answer_nll_mean"] + sd, line, style)
+            _points(below, x, g["answer_nll_mean"], g["nll_lo"], g["nll_hi"], line, style)
         top.set_ylim(-0.04, 1.04)
         top.set_title(task, fontsize=10)
         top.set_ylabel("exact-answer accuracy", fontsize=8)
@@ -107,8 +139,8 @@ def plot_task_curves(summary: pd.DataFrame, path: Path) -> Path | None:
         axes[2 * (k // cols) + 1][k % cols].set_visible(False)
     handles, labels = axes[0][0].get_legend_handles_labels()
     legend(fig, handles, labels, loc="outside lower center", ncol=min(4, len(labels)), fontsize=8, frameon=False)
-    said = [f"mean over {int(data['n_seeds'].max())} seed(s)", f"bars: accuracy {data['band'].iloc[0]}, NLL ± std "
-            "over seeds", dodge_note(len(lines)), "line style: group"]  # fmt: skip
+    bars = TITLE if pooled else f"bars: accuracy {data['band'].iloc[0]}, NLL ± std over seeds"
+    said = [f"mean over {int(data['n_seeds'].max())} seed(s)", bars, dodge_note(len(lines)), "line style: group"]
     fig.suptitle("Tasks vs evaluation length: " + "; ".join(part for part in said if part), fontsize=9)
     return save(fig, path)
 
@@ -128,14 +160,26 @@ def heatmap_task(tasks: pd.DataFrame) -> str | None:
     return next((t for t in ("niah", "passkey") if t in present), None)
 
 
-def plot_niah_heatmaps(tasks: pd.DataFrame, path: Path) -> Path | None:
+def _heatmap_cells(data: pd.DataFrame, notes: list[str], name: str) -> tuple[pd.DataFrame, bool]:
+    """Accuracy per panel (``line``), depth and factor: the mean over each group's seeds; past
+    MAX_PANELS panels, per encoding x method the median of the group means. And whether pooled."""
+    cells = data.groupby([*LINE, "depth_lo", "factor"])["accuracy"].mean().reset_index()
+    pooled = crowded(cells, LINE, MAX_PANELS)
+    if pooled:
+        said = note(name, cells, "panels", MAX_PANELS)
+        notes.append(said.replace(", band from the lowest to the highest group mean", ""))
+        label = pooled_label(cells)
+        cells = cells.groupby(["encoding", "method", "depth_lo", "factor"])["accuracy"].median().reset_index()
+        cells = cells.assign(group=label)
+    return cells.assign(line=[_line(r) for r in cells.itertuples()]), pooled
+
+
+def plot_niah_heatmaps(tasks: pd.DataFrame, path: Path, notes: list[str]) -> Path | None:
     """``niah_heatmap.png``: depth x length accuracy per encoding x method (module docstring)."""
     task = heatmap_task(tasks)
     if task is None:
         return None
-    data = tasks[(tasks["task"] == task) & (tasks["status"] == "ok")]
-    data = data.assign(line=[_line(r) for r in data.itertuples()])
-    cells = data.groupby(["line", "depth_lo", "factor"])["accuracy"].mean().reset_index()
+    cells, pooled = _heatmap_cells(tasks[(tasks["task"] == task) & (tasks["status"] == "ok")], notes, path.name)
     lines = sorted(dict.fromkeys(cells["line"]), key=lambda n: (n.split(" · ")[0], legend_order(n.split(" · ")[1])))
     if not lines:
         return None
@@ -160,20 +204,22 @@ def plot_niah_heatmaps(tasks: pd.DataFrame, path: Path) -> Path | None:
         ax.set_ylabel("needle depth (share of the text before it)", fontsize=8)
     for ax in axes.flat[len(lines) :]:
         ax.set_visible(False)
-    fig.colorbar(image, ax=axes, shrink=0.8, label="exact-answer accuracy (mean over seeds)")
-    fig.suptitle(f"{task}: accuracy by needle depth and evaluation length (– : not scored)", fontsize=10)
+    over = "median over groups of the mean over seeds" if pooled else "mean over seeds"
+    fig.colorbar(image, ax=axes, shrink=0.8, label=f"exact-answer accuracy ({over})")
+    pooling = f"; {cells['group'].iloc[0]}: {over}" if pooled else ""
+    fig.suptitle(f"{task}: accuracy by needle depth and evaluation length (– : not scored){pooling}", fontsize=10)
     return save(fig, path)
 
 
-def draw(tasks: pd.DataFrame, out_dir: Path) -> dict[str, Path | None]:
-    """tasks_summary.csv and the two figures, when the runs have tasks.csv rows."""
+def draw(tasks: pd.DataFrame, out_dir: Path, notes: list[str]) -> dict[str, Path | None]:
+    """tasks_summary.csv and the two figures, when the runs have tasks.csv rows; ``notes`` gets a
+    line for each figure that pooled groups."""
     summary = summarize_tasks(tasks)
     if not summary.empty:
         summary.to_csv(out_dir / "tasks_summary.csv", index=False)
-    return {
-        "tasks_vs_length.png": plot_task_curves(summary, out_dir / "tasks_vs_length.png"),
-        "niah_heatmap.png": plot_niah_heatmaps(tasks, out_dir / "niah_heatmap.png") if not tasks.empty else None,
-    }
+    curves = plot_task_curves(summary, out_dir / "tasks_vs_length.png", notes)
+    heatmap = plot_niah_heatmaps(tasks, out_dir / "niah_heatmap.png", notes) if not tasks.empty else None
+    return {"tasks_vs_length.png": curves, "niah_heatmap.png": heatmap}
 
 
 def tokenizer_note(identities: list[dict]) -> str | None:
