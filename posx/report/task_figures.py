@@ -86,7 +86,7 @@ def _curves(summary: pd.DataFrame, notes: list[str], name: str) -> tuple[pd.Data
     data = summary.assign(nll_lo=summary["answer_nll_mean"] - sd, nll_hi=summary["answer_nll_mean"] + sd)
     if not crowded(data, LINE):
         return data, False
-    notes.append(note(name, data, "lines", MAX_LINES))
+    notes.append(note(name, data, "lines", MAX_LINES).replace("summary.csv", "tasks_summary.csv"))
     pooled = (
         data.groupby(["encoding", "method", "task", "factor"], sort=False)
         .agg(
@@ -167,7 +167,8 @@ def _heatmap_cells(data: pd.DataFrame, notes: list[str], name: str) -> tuple[pd.
     pooled = crowded(cells, LINE, MAX_PANELS)
     if pooled:
         said = note(name, cells, "panels", MAX_PANELS)
-        notes.append(said.replace(", band from the lowest to the highest group mean", ""))
+        said = said.replace(", band from the lowest to the highest group mean", "").replace("per line", "per panel")
+        notes.append(said.replace("summary.csv", "tasks_summary.csv"))
         label = pooled_label(cells)
         cells = cells.groupby(["encoding", "method", "depth_lo", "factor"])["accuracy"].median().reset_index()
         cells = cells.assign(group=label)
@@ -204,9 +205,9 @@ def plot_niah_heatmaps(tasks: pd.DataFrame, path: Path, notes: list[str]) -> Pat
         ax.set_ylabel("needle depth (share of the text before it)", fontsize=8)
     for ax in axes.flat[len(lines) :]:
         ax.set_visible(False)
-    over = "median over groups of the mean over seeds" if pooled else "mean over seeds"
+    over = "median over groups" if pooled else "mean over seeds"
     fig.colorbar(image, ax=axes, shrink=0.8, label=f"exact-answer accuracy ({over})")
-    pooling = f"; {cells['group'].iloc[0]}: {over}" if pooled else ""
+    pooling = f"; {cells['group'].iloc[0]}: the median of their means over seeds" if pooled else ""
     fig.suptitle(f"{task}: accuracy by needle depth and evaluation length (– : not scored){pooling}", fontsize=10)
     return save(fig, path)
 
