@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 from pathlib import Path
 
 import pandas as pd
@@ -82,3 +83,42 @@ def test_a_figure_with_more_groups_than_it_can_show_pools_them_and_says_so(tmp_p
     with open(out / "groups.csv", newline="") as f:
         assert len(list(csv.DictReader(f))) == 14  # every group is still in the tables
     assert (out / "ppl_vs_length.png").is_file() and (out / "training.png").is_file()
+
+
+def _tasks_csv(run: Path, accuracy: float) -> None:
+    """A tasks.csv of one task at 1x and 2x in two depth buckets (0-50%, 50-100%)."""
+    rows = [
+        {"run": run.name, "pos": "rope", "train_context": 32, "eval_context": 32 * f, "factor": float(f),
+         "method": "none", "task": "niah", "depth_lo": lo, "depth_hi": lo + 0.5, "trials": 4,
+         "accuracy": accuracy if lo else 1.0, "accuracy_lo": "", "accuracy_hi": "", "token_accuracy": 1.0,
+         "answer_nll": 2.5, "answer_nll_se": 0.1, "answer_tokens": 5, "status": "ok"}
+        for f in (1, 2) for lo in (0.0, 0.5)
+    ]  # fmt: skip
+    with open(run / "tasks.csv", "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+
+
+@pytest.mark.slow  # three reports
+def test_task_rows_come_through_the_cache_and_an_older_shard_is_read_again(tmp_path):
+    """tasks.csv is scanned into the cache like the other tables (its depths kept as fractions),
+    a second report reads it from there, and a shard of an older posx (no tasks.parquet) is
+    passed over: its runs are read again, and it is removed once older than GRACE."""
+    runs = tmp_path / "runs"
+    for seed, accuracy in enumerate((0.0, 0.5, 0.25)):
+        _tasks_csv(_run(runs, f"a{seed}", seed, 10.0), accuracy)
+    cache = tmp_path / store.CACHE
+    first = report([runs], out=tmp_path / "r1")
+    (shard,) = [s for s in cache.iterdir() if not s.name.startswith(".")]
+    rows = pd.read_parquet(shard / "tasks.parquet")
+    assert len(rows) == 12 and sorted(set(rows["depth_lo"])) == [0.0, 0.5]
+    deep = pd.read_csv(first / "tasks_summary.csv").query("factor == 2.0").iloc[0]
+    assert deep["n_seeds"] == 3 and deep["accuracy_mean"] == pytest.approx((1 + 0.0 + 1 + 0.5 + 1 + 0.25) / 6)
+    report([runs], out=tmp_path / "r2")
+    assert len(_shards(cache)) == 1  # read from the cache
+    (shard / "tasks.parquet").unlink()  # now a shard as an older posx wrote it
+    os.utime(shard, (0, 0))  # and long past GRACE
+    third = report([runs], out=tmp_path / "r3")
+    assert not shard.exists() and [len(s) for s in _shards(cache)] == [3]
+    pd.testing.assert_frame_equal(pd.read_csv(third / "tasks_summary.csv"), pd.read_csv(first / "tasks_summary.csv"))

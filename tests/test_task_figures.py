@@ -62,7 +62,9 @@ def test_many_groups_pool_into_one_panel_and_one_line_per_encoding_and_method():
     cells, pooled = task_figures._heatmap_cells(data[data["task"] == "niah"], notes, "niah_heatmap.png")
     assert pooled and len(notes) == 1 and "`niah_heatmap.png`: 21 groups" in notes[0]
     assert set(cells["line"]) == {"rope · none (21 groups pooled)"}
-    assert cells.loc[cells["factor"] == 2.0, "accuracy"].tolist() == pytest.approx([0.25] * 4)  # the median group, not the mean
+    assert cells.loc[cells["factor"] == 2.0, "accuracy"].tolist() == pytest.approx(
+        [0.25] * 4
+    )  # the median group, not the mean
     summary = task_figures.summarize_tasks(data)
     lines, pooled = task_figures._curves(summary, notes, "tasks_vs_length.png")
     assert pooled and len(notes) == 2 and "`tasks_vs_length.png`: 21 groups" in notes[1]

@@ -62,7 +62,8 @@ def read_config(path: Path) -> dict | None:
     return saved if isinstance(saved, dict) else {}
 
 
-def _header(path: Path) -> list[str]:
+def header(path: Path) -> list[str]:
+    """The column names of a CSV file's first line."""
     with open(path, encoding="utf-8", errors="replace") as f:
         return [c.strip() for c in f.readline().strip().split(",") if c.strip()]
 
@@ -123,7 +124,7 @@ def compute(run_dir: Path) -> dict:
         "eval": {k: v for k, v in full.items() if k not in base},
         "lineage": None if lineage is None else {"parent": lineage.parent, "parent_path": lineage.parent_path},
         "evaluated_at": (path / TABLES[0]).stat().st_mtime if table is not None else 0.0,
-        "columns": {n: _header(path / n) for n in (*TABLES, METRICS) if (path / n).is_file()},
+        "columns": {n: header(path / n) for n in (*TABLES, METRICS) if (path / n).is_file()},
         "listing": _listing(path, saved or {}, meta, table),
     }
 

@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import pandas as pd
 
+from posx.eval.tables import TASK_COLUMNS
+
 SUMMARY_KEYS = ["group", "parent", "encoding", "method", "protocol", "factor"]
 PASSKEY_KEYS = ["group", "encoding", "method", "variant", "factor"]
 BEYOND = (
@@ -115,4 +117,14 @@ def training(con) -> pd.DataFrame:
         "stddev_samp(t.train_loss) AS train_std, avg(t.val_loss) AS val_loss, stddev_samp(t.val_loss) AS val_std, "
         "avg(exp(t.val_loss)) AS val_ppl, stddev_samp(exp(t.val_loss)) AS val_ppl_std, count(t.val_loss) AS val_n, "
         "count(*) AS n FROM met t JOIN runs r ON t.run = r.run WHERE t.step IS NOT NULL GROUP BY ALL ORDER BY ALL"
+    ).df()
+
+
+def tasks(con) -> pd.DataFrame:
+    """Every counted run's tasks.csv rows (an optional table), with the run's directory
+    (``run_dir``), group, seed and parent, and ``encoding`` for the table's ``pos``."""
+    columns = ", ".join(f't."{c}"' for c in TASK_COLUMNS if c not in ("run", "pos"))
+    return con.execute(
+        f'SELECT r.run AS run_dir, r."group", r.seed, r.parent, t.pos AS encoding, {columns} '
+        "FROM tasks t JOIN runs r ON t.run = r.run"
     ).df()

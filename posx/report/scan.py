@@ -23,7 +23,7 @@ from posx.eval.tables import NUMERIC, OPTIONAL, REQUIRED, TABLE_COLUMNS, read_ta
 METRICS = "metrics.csv"
 METRIC_COLUMNS = ["step", "train_loss", "val_loss"]  # what the report draws of metrics.csv
 # Numeric columns that hold counts and lengths: read as integers, so they print as posx wrote them.
-INTEGER = {"train_context", "eval_context", "bucket_start", "bucket_end", "trials", "depth_lo", "depth_hi", "step"}
+INTEGER = {"train_context", "eval_context", "bucket_start", "bucket_end", "trials", "step"}  # depths are fractions
 COLUMNS = {**TABLE_COLUMNS, METRICS: METRIC_COLUMNS}
 
 

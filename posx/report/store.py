@@ -5,7 +5,8 @@ It lives in ``.cache/`` in the folder reports are written to (``results/reports/
 folder holding ``--out``) as shards: each report that read runs the cache
 did not hold writes one shard, a folder with those runs' digests (``digests.parquet``:
 run, stamp, digest) and their rows of each table (``extrapolation.parquet``,
-``positions.parquet``, ``passkey.parquet``, ``metrics.parquet``: ``posx.report.scan``). A shard
+``positions.parquet``, ``passkey.parquet``, ``tasks.parquet``, ``metrics.parquet``:
+``posx.report.scan``). A shard
 is built in a hidden folder and renamed into place, whole or not at all, and never changes
 after; so any number of reports, on any number of machines sharing the folder, may read and
 add shards at once without a lock. A run's entry counts while its stamp (``posx.report.digest``:
@@ -16,6 +17,13 @@ that fails, or is refused, leaves the cache as it was. When there are more than 
 shards, a published report merges each run's newest entry into one new shard and removes the
 merged shards older than ``GRACE`` (a report reading one of them now is long done; younger ones
 stay until a later merge, their entries shadowed by the newer merged shard).
+
+``tasks.csv`` is not among the files a run's stamp is made from (``posx.report.digest.SOURCES``):
+an evaluation writes it together with ``extrapolation.csv`` and removes it when it scores no
+tasks (``posx.eval.tables.write_tables``), so the stamp of ``extrapolation.csv`` changes with it,
+and digests written before it was read here stay valid. A shard written by an older posx lacks
+a table today's shards hold; it is not read (its runs are read again) and is removed once older
+than ``GRACE``.
 """
 
 from __future__ import annotations
@@ -39,7 +47,14 @@ from posx.report.scan import COLUMNS, METRICS, empty, scan
 CACHE = ".cache"
 MAX_SHARDS = 16
 GRACE = 600  # seconds a merged shard stays before it is removed (no report takes that long)
-TABLES = {"extrapolation.csv": "ext", "positions.csv": "pos", "passkey.csv": "pk", METRICS: "met"}  # file -> view
+TABLES = {  # file -> view
+    "extrapolation.csv": "ext",
+    "positions.csv": "pos",
+    "passkey.csv": "pk",
+    "tasks.csv": "tasks",
+    METRICS: "met",
+}
+UNLISTED = {"tasks.csv"}  # tables a digest may not list the header of: read from the file
 TAGGED = ("positions.csv", "passkey.csv")  # tables whose view adds the evaluation's absolute_beyond
 
 
@@ -65,10 +80,17 @@ def connect() -> duckdb.DuckDBPyConnection:
     return con
 
 
-def _shards(cache: Path) -> list[Path]:
+def _shards(cache: Path, complete: bool = True) -> list[Path]:
+    """The cache's shards, oldest first: those holding every table (``complete``), or the others,
+    written by an older posx."""
     if not cache.is_dir():
         return []
-    return sorted(p for p in cache.iterdir() if not p.name.startswith(".") and (p / "digests.parquet").is_file())
+    found = [p for p in cache.iterdir() if not p.name.startswith(".") and (p / "digests.parquet").is_file()]
+    return sorted(p for p in found if _complete(p) == complete)
+
+
+def _complete(shard: Path) -> bool:
+    return all((shard / table.replace(".csv", ".parquet")).is_file() for table in TABLES)
 
 
 def _cached(con, shards: list[Path], stamps: dict[str, str]) -> dict[str, tuple[dict, str]]:
@@ -91,6 +113,8 @@ def _batches(fresh: dict[str, dict], name: str) -> dict[tuple, list[Path]]:
     batches: dict[tuple, list[Path]] = {}
     for run, digest in fresh.items():
         header = digest["columns"].get(name)
+        if header is None and name in UNLISTED and (Path(run) / name).is_file():
+            header = digests.header(Path(run) / name)
         if header is not None:
             batches.setdefault(tuple(header), []).append(Path(run) / name)
     return batches
@@ -183,7 +207,9 @@ def gather(run_dirs: list[Path], cache: Path, tries: int = 2) -> Gathered:
 
 
 def compact(con, cache: Path) -> None:
-    """Past MAX_SHARDS shards: one shard of each run's newest entry, the others removed."""
+    """Past MAX_SHARDS shards: one shard of each run's newest entry, the others removed. Shards of
+    an older posx are removed in any case."""
+    _remove_old(_shards(cache, complete=False))
     shards = _shards(cache)
     if len(shards) <= MAX_SHARDS:
         return
@@ -206,6 +232,11 @@ def compact(con, cache: Path) -> None:
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    for shard in shards:  # a shard made in the last GRACE seconds may be in use by a report now: it stays
+    _remove_old(shards)
+
+
+def _remove_old(shards: list[Path]) -> None:
+    """Remove ``shards`` older than GRACE (a younger one may be in use by a report now: it stays)."""
+    for shard in shards:
         if time.time() - shard.stat().st_mtime > GRACE:
             shutil.rmtree(shard, ignore_errors=True)

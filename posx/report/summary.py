@@ -31,7 +31,6 @@ from rich.markup import escape
 from posx.core import files
 from posx.core.console import new_console
 from posx.core.errors import PosxError
-from posx.eval.tables import read_table
 from posx.report import extension, figures, output, plots, queries, store, task_figures
 from posx.report.groups import group_runs, relative_names
 from posx.report.runtables import EVALUATIONS, RunTables, collect, find_run_dirs
@@ -126,16 +125,6 @@ def _load(paths: list[str | Path], evaluations: str, reports: Path):
     return loaded, runs, grouping, gathered
 
 
-def _tasks(runs: list[RunTables]) -> pd.DataFrame:
-    """Every counted run's tasks.csv (an optional table, read per run) with its group, seed and parent."""
-    frames = [
-        read_table(r.path / "tasks.csv").assign(run_dir=str(r.path), seed=r.seed, parent=r.parent, group=r.group)
-        for r in runs
-        if (r.path / "tasks.csv").is_file()
-    ]
-    return pd.concat(frames, ignore_index=True).rename(columns={"pos": "encoding"}) if frames else pd.DataFrame()
-
-
 def _write(staging: Path, tables: dict, runs, grouping, names, factor, smooth) -> dict:
     """Every file of the report into ``staging``; returns the PNGs drawn (name -> path or None)."""
     summary, pk_summary, missing, ext_table = (tables[k] for k in ("summary", "passkey", "missing", "extension"))
@@ -159,7 +148,7 @@ def _write(staging: Path, tables: dict, runs, grouping, names, factor, smooth) -
     )
     curves = extension.extension_curves(tables["training"], ext_table, tables["extended"])
     drawn["extension.png"] = extension.plot_extension(curves, staging / "extension.png") if tables["extended"] else None
-    drawn.update(task_figures.draw(_tasks(runs), staging, notes))
+    drawn.update(task_figures.draw(tables["tasks"], staging, notes))
     with open(staging / "summary.md", "a", encoding="utf-8") as f:
         f.write(figure_notes(notes))
     return drawn
@@ -214,6 +203,7 @@ def _publish(loaded, runs, grouping, con, out, results_dir, factor, smooth, form
         "positions": queries.positions(con),
         "longest_factor": queries.longest_factor(con),
         "training": queries.training(con),
+        "tasks": queries.tasks(con),
         "extended": extended,
         "extension": extension.extension_table(summary, extended),
     }

@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from posx.config.schema import Task
 from posx.report.axes import STYLES, factor_axis, legend_order
 from posx.report.crowd import MAX_LINES, MAX_PANELS, TITLE, crowded, note, pooled_label
 from posx.report.output import save
@@ -38,6 +39,11 @@ from posx.tasks.interval import wilson
 
 TASK_GROUP = ["group", "encoding", "method", "task", "factor"]
 LINE = ["group", "encoding", "method"]  # a line of tasks_vs_length, a panel of niah_heatmap
+TASK_ORDER = [t.value for t in Task]  # panels in the schema's order of the tasks, whatever the rows' order
+
+
+def _task_rank(task: str) -> int:
+    return TASK_ORDER.index(task) if task in TASK_ORDER else len(TASK_ORDER)
 
 
 def summarize_tasks(tasks: pd.DataFrame) -> pd.DataFrame:
@@ -109,7 +115,9 @@ def plot_task_curves(summary: pd.DataFrame, path: Path, notes: list[str]) -> Pat
         return None
     data, pooled = _curves(summary, notes, path.name)
     data = data.assign(line=[_line(r) for r in data.itertuples()])
-    tasks = list(dict.fromkeys(data["task"]))
+    tasks = sorted(
+        dict.fromkeys(data["task"]), key=lambda t: TASK_ORDER.index(t) if t in TASK_ORDER else len(TASK_ORDER)
+    )
     lines = sorted(dict.fromkeys(data["line"]), key=lambda n: (n.split(" · ")[0], legend_order(n.split(" · ")[1])))
     groups = list(dict.fromkeys(data["group"]))
     cols = min(4, len(tasks))
