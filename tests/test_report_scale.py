@@ -122,3 +122,20 @@ def test_task_rows_come_through_the_cache_and_an_older_shard_is_read_again(tmp_p
     third = report([runs], out=tmp_path / "r3")
     assert not shard.exists() and [len(s) for s in _shards(cache)] == [3]
     pd.testing.assert_frame_equal(pd.read_csv(third / "tasks_summary.csv"), pd.read_csv(first / "tasks_summary.csv"))
+
+
+def test_a_digest_written_before_tasks_were_listed_still_brings_its_task_rows(tmp_path):
+    run = _run(tmp_path / "runs", "a0", 0, 10.0)
+    _tasks_csv(run, 0.5)
+    record = digest.refresh(run)
+    assert record["columns"]["tasks.csv"][:2] == ["run", "pos"]
+    del record["columns"]["tasks.csv"]  # as an older posx wrote it; the stamp still holds
+    (run / digest.DIGEST).write_text(json.dumps(record))
+    gathered = store.gather([run], tmp_path / store.CACHE)
+    try:
+        rows = gathered.con.execute(
+            "SELECT depth_lo, accuracy FROM tasks WHERE factor = 2 ORDER BY depth_lo"
+        ).fetchall()
+    finally:
+        store.discard(gathered)
+    assert rows == [(0.0, 1.0), (0.5, 0.5)]

@@ -31,6 +31,7 @@ DIGEST = "digest.json"
 FORMAT = "posx-digest/1"
 TABLES = ("extrapolation.csv", "positions.csv", "passkey.csv")
 METRICS = "metrics.csv"
+TASKS = "tasks.csv"  # its header is listed too; it is not a source of the stamp (posx.report.store)
 # Every file a digest is made from; a change to any of them (size or mtime) makes it stale.
 SOURCES = (CONFIG, META, "eval.yaml", *TABLES, METRICS)
 
@@ -124,7 +125,7 @@ def compute(run_dir: Path) -> dict:
         "eval": {k: v for k, v in full.items() if k not in base},
         "lineage": None if lineage is None else {"parent": lineage.parent, "parent_path": lineage.parent_path},
         "evaluated_at": (path / TABLES[0]).stat().st_mtime if table is not None else 0.0,
-        "columns": {n: header(path / n) for n in (*TABLES, METRICS) if (path / n).is_file()},
+        "columns": {n: header(path / n) for n in (*TABLES, METRICS, TASKS) if (path / n).is_file()},
         "listing": _listing(path, saved or {}, meta, table),
     }
 
