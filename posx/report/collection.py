@@ -25,7 +25,7 @@ from posx.core import lock
 from posx.core.errors import PosxError
 from posx.eval.tables import read_table
 from posx.report import digest as digests
-from posx.runs.paths import NOT_RUNS, display_name, is_run_dir
+from posx.runs.paths import NOT_RUNS, is_run_dir, name_below
 
 TABLE_ROWS = 200  # longer listings print as plain aligned lines (a rich Table measures every cell)
 RUN_COLUMNS = ["name", "encoding", "T", "steps", "val_ppl", "evaluated_lengths", "parent", "status", "path"]
@@ -45,13 +45,14 @@ def find_all_runs(path: Path, depth: int = 3) -> list[Path]:
     return found
 
 
-def describe(run_dir: Path) -> dict:
-    """One row of ``posx runs``, from the run's digest."""
+def describe(run_dir: Path, results: Path) -> dict:
+    """One row of ``posx runs``, from the run's digest (``results``: the resolved results directory
+    its name is relative to)."""
     digest = digests.load(run_dir)
     shown = digest["listing"]
     running = lock.held(run_dir)
     return {
-        "name": display_name(run_dir),
+        "name": name_below(run_dir, results),
         "encoding": shown["encoding"],
         "T": shown["T"],
         "steps": shown["steps"],
@@ -67,7 +68,8 @@ def list_runs(path: Path) -> pd.DataFrame:
     runs = find_all_runs(Path(path))
     if not runs:
         raise PosxError(f"no runs under {path}; train one with `posx train`")
-    return pd.DataFrame([describe(r) for r in runs], columns=RUN_COLUMNS)
+    results = Path("results").resolve()  # names as the commands that take a run look them up
+    return pd.DataFrame([describe(r, results) for r in runs], columns=RUN_COLUMNS)
 
 
 @dataclass

@@ -120,9 +120,14 @@ def display_name(run_dir: str | Path, results_dir: str | Path = "results") -> st
     ``results_dir``: a run under ``<results_dir>/runs/`` by its directory name, a sweep job by
     ``sweeps/<sweep>/<job>`` (every sweep reuses its job names, so the sweep is part of the name),
     and a run anywhere else by its path."""
-    run_dir, root = Path(run_dir), Path(results_dir)
+    return name_below(Path(run_dir), Path(results_dir).resolve())
+
+
+def name_below(run_dir: Path, root: Path) -> str:
+    """``display_name`` with the results directory already resolved (``root``): listing many runs
+    resolves it once."""
     try:
-        below = run_dir.resolve().relative_to(root.resolve()).parts
+        below = run_dir.resolve().relative_to(root).parts
     except ValueError:
         return str(run_dir)
     if len(below) == 2 and below[0] == "runs":
@@ -181,4 +186,5 @@ def run_names(results_dir: str | Path) -> list[str]:
     runs/, ``sweeps/<sweep>/<job>`` for a sweep job (``display_name``)."""
     root = Path(results_dir)
     found = [p for p in sorted(root.glob("runs/*")) + sorted(root.glob("sweeps/*/*")) if is_run_dir(p)]
-    return [display_name(p, root) for p in found]
+    resolved = root.resolve()
+    return [name_below(p, resolved) for p in found]
