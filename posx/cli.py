@@ -3,10 +3,11 @@ hands its parsed arguments to ``posx.commands``, which does the work (``posx.res
 ``posx.reporting`` for the commands that only read results); ``train`` and ``extend`` pass
 theirs to Hydra untouched (``extend`` adds ``parent=RUN``).
 
-This module imports nothing heavy: ``posx.commands`` (torch, pandas, matplotlib),
-``posx.results`` (pandas) and ``posx.reporting`` (pandas, matplotlib) are imported only when a
-command runs (``work``, ``reading``, ``reporting``), so ``posx --help``, ``posx <command> --help``
-and ``posx --version`` answer at once. A test holds it to that.
+This module imports nothing heavy: ``posx.commands`` (torch, pandas), ``posx.wavelengths``
+(torch, matplotlib), ``posx.results`` (pandas) and ``posx.reporting`` (pandas, matplotlib) are
+imported only when a command runs (``work``, ``wavelengths``, ``reading``, ``reporting``), so
+``posx --help``, ``posx <command> --help`` and ``posx --version`` answer at once. A test holds it
+to that.
 
 Every user error (``PosxError``) ends as one line on stderr and a non-zero exit.
 """
@@ -49,6 +50,14 @@ def reading() -> ModuleType:
     from posx import results
 
     return results
+
+
+def wavelengths() -> ModuleType:
+    """``posx.wavelengths`` (``frequencies``), imported on first use like ``work``: torch and
+    matplotlib."""
+    from posx import wavelengths as module
+
+    return module
 
 
 def reporting() -> ModuleType:
@@ -171,7 +180,7 @@ def frequencies(
     ),
 ) -> None:
     """Each RoPE method's wavelength per rotary pair against T and s x T: a table and a PNG."""
-    work().frequencies(list(overrides or []), (head_dim, base, context), factor, methods, out)
+    wavelengths().frequencies(list(overrides or []), (head_dim, base, context), factor, methods, out)
 
 
 @app.command("report", epilog=REPORT_EPILOG)

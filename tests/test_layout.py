@@ -26,6 +26,7 @@ LAYERS = [
     "exits",
     "jobs",
     "commands",
+    "wavelengths",
     "results",
     "reporting",
     "cli_examples",
@@ -172,3 +173,11 @@ def test_the_command_line_imports_nothing_heavy():
     code = f"import sys, posx.cli; print(sorted(m for m in sys.modules if m.split('.')[0] in {heavy!r}))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]", out
+
+
+def test_the_commands_that_need_torch_import_no_matplotlib():
+    """Only ``posx frequencies`` draws among them (``posx.wavelengths``): training, evaluation,
+    export and data preparation start without matplotlib."""
+    code = "import sys, posx.commands; print('matplotlib' in sys.modules, 'torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["False", "True"], out
