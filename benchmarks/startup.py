@@ -24,8 +24,10 @@ from benchmarks.report_scale import measure
 
 
 def run_once(command: str, checkout: Path, cwd: Path, scratch: Path) -> tuple[float, float, float]:
-    out = Path(tempfile.mkdtemp(dir=scratch, prefix="out-"))  # one parent: a report's cache is kept beside it
-    args = [a.replace("{out}", str(out)) for a in shlex.split(command)]
+    args = shlex.split(command)
+    if "{out}" in command:  # one parent for all: a report keeps its cache beside its --out
+        out = tempfile.mkdtemp(dir=scratch, prefix="out-")
+        args = [a.replace("{out}", out) for a in args]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(checkout)}
     return measure([sys.executable, "-m", "posx", *args], env, cwd)
 

@@ -38,7 +38,7 @@ from posx.core.usage import OneLineUsageErrors
 
 def work() -> ModuleType:
     """``posx.commands``, imported here on first use rather than at the top of this module: it
-    pulls in torch, pandas and matplotlib (about 3 s), which ``--help`` need not wait for."""
+    pulls in torch and pandas (about 3 s), which ``--help`` need not wait for."""
     from posx import commands
 
     return commands

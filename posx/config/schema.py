@@ -37,6 +37,11 @@ class Choice(str, Enum):
     def __format__(self, spec: str) -> str:
         return format(self.value, spec)
 
+    @classmethod
+    def values(cls) -> tuple[str, ...]:
+        """The names the choice accepts, in its order."""
+        return tuple(member.value for member in cls)
+
 
 def _choice(name: str, values: str, doc: str) -> type[Choice]:
     made = Choice(name, [(v, v) for v in values.split()], module=__name__)

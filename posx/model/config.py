@@ -12,9 +12,7 @@ from posx.core.errors import PosxError
 # The names a model.json may give. They are the schema's choices, which mirror the registries
 # that build the model (posx.model.encodings.ENCODINGS and the rest; tests/test_config_choices.py
 # keeps them equal), so reading a run's metadata imports no torch.
-_ENCODINGS, _ATTENTION, _ATTN_SCALES, _BLOCKS = (
-    tuple(c.value for c in e) for e in (Encoding, Attention, AttnScale, Block)
-)
+_ENCODINGS, _ATTENTION, _ATTN_SCALES, _BLOCKS = (e.values() for e in (Encoding, Attention, AttnScale, Block))
 
 # Largest value model.json may give an integer field: far beyond what posx trains, small
 # enough that a crafted file cannot make it allocate without bound.

@@ -11,7 +11,7 @@ from posx.core import fieldcheck
 from posx.core.errors import PosxError
 from posx.ropecheck import MAX_FACTOR
 
-METHOD_NAMES = tuple(m.value for m in Method)  # posx.rope.METHODS (tests/test_config_choices.py keeps them equal)
+METHOD_NAMES = Method.values()  # posx.rope.METHODS (tests/test_config_choices.py keeps them equal)
 
 
 @dataclass

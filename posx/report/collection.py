@@ -25,7 +25,7 @@ from posx.core import lock
 from posx.core.errors import PosxError
 from posx.eval.tables import read_table
 from posx.report import digest as digests
-from posx.runs.paths import NOT_RUNS, is_run_dir, name_below
+from posx.runs.paths import NOT_RUNS, RESULTS, is_run_dir, name_below
 
 TABLE_ROWS = 200  # longer listings print as plain aligned lines (a rich Table measures every cell)
 RUN_COLUMNS = ["name", "encoding", "T", "steps", "val_ppl", "evaluated_lengths", "parent", "status", "path"]
@@ -68,7 +68,7 @@ def list_runs(path: Path) -> pd.DataFrame:
     runs = find_all_runs(Path(path))
     if not runs:
         raise PosxError(f"no runs under {path}; train one with `posx train`")
-    results = Path("results").resolve()  # names as the commands that take a run look them up
+    results = Path(RESULTS).resolve()  # names as the commands that take a run look them up
     return pd.DataFrame([describe(r, results) for r in runs], columns=RUN_COLUMNS)
 
 

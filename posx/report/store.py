@@ -54,7 +54,7 @@ TABLES = {  # file -> view
     "tasks.csv": "tasks",
     METRICS: "met",
 }
-UNLISTED = {"tasks.csv"}  # tables a digest written by an older posx does not list the header of: read from the file
+UNLISTED = {digests.TASKS}  # tables a digest written by an older posx does not list the header of: read from the file
 TAGGED = ("positions.csv", "passkey.csv")  # tables whose view adds the evaluation's absolute_beyond
 
 

@@ -32,14 +32,14 @@ from matplotlib.figure import Figure
 
 from posx.config.schema import Task
 from posx.report.axes import STYLES, factor_axis, legend_order
-from posx.report.crowd import MAX_LINES, MAX_PANELS, TITLE, crowded, note, pooled_label
+from posx.report.crowd import MAX_LINES, MAX_PANELS, TITLE, crowded, note, pool
 from posx.report.output import save
 from posx.report.palette import color_of, dodge, dodge_note, fit, hollow, legend
 from posx.tasks.interval import wilson
 
 TASK_GROUP = ["group", "encoding", "method", "task", "factor"]
 LINE = ["group", "encoding", "method"]  # a line of tasks_vs_length, a panel of niah_heatmap
-TASK_ORDER = [t.value for t in Task]  # panels in the schema's order of the tasks, whatever the rows' order
+TASK_ORDER = Task.values()  # panels in the schema's order of the tasks, whatever the rows' order
 
 
 def _task_rank(task: str) -> int:
@@ -93,20 +93,11 @@ def _curves(summary: pd.DataFrame, notes: list[str], name: str) -> tuple[pd.Data
     if not crowded(data, LINE):
         return data, False
     notes.append(note(name, data, "lines", MAX_LINES).replace("summary.csv", "tasks_summary.csv"))
-    pooled = (
-        data.groupby(["encoding", "method", "task", "factor"], sort=False)
-        .agg(
-            accuracy_mean=("accuracy_mean", "median"),
-            accuracy_lo=("accuracy_mean", "min"),
-            accuracy_hi=("accuracy_mean", "max"),
-            answer_nll_mean=("answer_nll_mean", "median"),
-            nll_lo=("answer_nll_mean", "min"),
-            nll_hi=("answer_nll_mean", "max"),
-            n_seeds=("n_seeds", "max"),
-        )
-        .reset_index()
-    )
-    return pooled.assign(group=pooled_label(data), band="lowest..highest group mean"), True
+    keys, point = [*LINE, "task"], ["encoding", "method", "task", "factor"]
+    accuracy = pool(data, keys, "factor", "accuracy_mean", "accuracy_lo", "accuracy_hi")
+    nll = pool(data, keys, "factor", "answer_nll_mean", "nll_lo", "nll_hi")
+    pooled = accuracy.merge(nll[[*point, "answer_nll_mean", "nll_lo", "nll_hi"]], on=point)
+    return pooled.assign(n_seeds=int(data["n_seeds"].max()), band="lowest..highest group mean"), True
 
 
 def plot_task_curves(summary: pd.DataFrame, path: Path, notes: list[str]) -> Path | None:
@@ -177,9 +168,7 @@ def _heatmap_cells(data: pd.DataFrame, notes: list[str], name: str) -> tuple[pd.
         said = note(name, cells, "panels", MAX_PANELS)
         said = said.replace(", band from the lowest to the highest group mean", "").replace("per line", "per panel")
         notes.append(said.replace("summary.csv", "tasks_summary.csv"))
-        label = pooled_label(cells)
-        cells = cells.groupby(["encoding", "method", "depth_lo", "factor"])["accuracy"].median().reset_index()
-        cells = cells.assign(group=label)
+        cells = pool(cells, [*LINE, "depth_lo"], "factor", "accuracy", "lowest", "highest")
     return cells.assign(line=[_line(r) for r in cells.itertuples()]), pooled
 
 

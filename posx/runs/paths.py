@@ -25,6 +25,7 @@ CONFIG = "config.yaml"
 # Any of these makes a directory a run directory (finished or not, evaluated or not).
 RUN_MARKERS = (META, CONFIG, "extrapolation.csv")
 NOT_RUNS = frozenset({"eval", "checkpoint", "cache", "reports"})  # folders that never hold runs
+RESULTS = "results"  # the results directory run names are looked up in unless told otherwise
 
 
 def _interpolation(node) -> str | None:
@@ -115,7 +116,7 @@ def find_runs(results_dir: str | Path) -> list[Path]:
     return sorted(found, key=lambda p: (p / META).stat().st_mtime)
 
 
-def display_name(run_dir: str | Path, results_dir: str | Path = "results") -> str:
+def display_name(run_dir: str | Path, results_dir: str | Path = RESULTS) -> str:
     """The name ``posx runs`` prints for ``run_dir``, one ``resolve_run`` takes back with the same
     ``results_dir``: a run under ``<results_dir>/runs/`` by its directory name, a sweep job by
     ``sweeps/<sweep>/<job>`` (every sweep reuses its job names, so the sweep is part of the name),
@@ -150,7 +151,7 @@ def resolve_run(run: str | None, results_dir: str | Path, latest: bool = False) 
     for candidate in (Path(run), Path(results_dir) / "runs" / run, Path(results_dir) / run):
         if candidate.is_dir():
             return candidate
-    listing = "`posx runs`" if Path(results_dir) == Path("results") else f"`posx runs {results_dir}`"
+    listing = "`posx runs`" if Path(results_dir) == Path(RESULTS) else f"`posx runs {results_dir}`"
     jobs = sweep_jobs(run, results_dir) if "/" not in run else []
     if len(jobs) == 1:
         return jobs[0]
