@@ -74,6 +74,19 @@ def test_many_groups_pool_into_one_panel_and_one_line_per_encoding_and_method():
     assert not pooled and few["group"].nunique() == 3
 
 
+def test_the_curves_title_names_line_styles_only_when_they_tell_groups_apart():
+    few = task_figures.summarize_tasks(crowded_frame(3))
+    lines, pooled = task_figures._curves(few, [], "tasks_vs_length.png")
+    assert "line style: group" in task_figures._curves_title(lines, pooled, 3, lines["group"].nunique())
+    one = task_figures.summarize_tasks(tasks_frame())
+    lines, pooled = task_figures._curves(one, [], "tasks_vs_length.png")
+    assert "line style" not in task_figures._curves_title(lines, pooled, 2, lines["group"].nunique())
+    many = task_figures.summarize_tasks(crowded_frame(21))
+    lines, pooled = task_figures._curves(many, [], "tasks_vs_length.png")
+    title = task_figures._curves_title(lines, pooled, 1, lines["group"].nunique())
+    assert pooled and "line style" not in title and "median" in title
+
+
 @pytest.mark.slow
 def test_task_figures_are_png_at_200_dpi_and_pdf(tmp_path):
     notes = []

@@ -106,9 +106,7 @@ def plot_task_curves(summary: pd.DataFrame, path: Path, notes: list[str]) -> Pat
         return None
     data, pooled = _curves(summary, notes, path.name)
     data = data.assign(line=[_line(r) for r in data.itertuples()])
-    tasks = sorted(
-        dict.fromkeys(data["task"]), key=lambda t: TASK_ORDER.index(t) if t in TASK_ORDER else len(TASK_ORDER)
-    )
+    tasks = sorted(dict.fromkeys(data["task"]), key=_task_rank)
     lines = sorted(dict.fromkeys(data["line"]), key=lambda n: (n.split(" · ")[0], legend_order(n.split(" · ")[1])))
     groups = list(dict.fromkeys(data["group"]))
     cols = min(4, len(tasks))
@@ -138,10 +136,17 @@ def plot_task_curves(summary: pd.DataFrame, path: Path, notes: list[str]) -> Pat
         axes[2 * (k // cols) + 1][k % cols].set_visible(False)
     handles, labels = axes[0][0].get_legend_handles_labels()
     legend(fig, handles, labels, loc="outside lower center", ncol=min(4, len(labels)), fontsize=8, frameon=False)
-    bars = TITLE if pooled else f"bars: accuracy {data['band'].iloc[0]}, NLL ± std over seeds"
-    said = [f"mean over {int(data['n_seeds'].max())} seed(s)", bars, dodge_note(len(lines)), "line style: group"]
-    fig.suptitle("Tasks vs evaluation length: " + "; ".join(part for part in said if part), fontsize=9)
+    fig.suptitle(_curves_title(data, pooled, len(lines), len(groups)), fontsize=9)
     return save(fig, path)
+
+
+def _curves_title(data: pd.DataFrame, pooled: bool, lines: int, groups: int) -> str:
+    """What ``tasks_vs_length`` draws: seeds, bars, sideways offsets, and line styles only when
+    they tell more than one group apart."""
+    bars = TITLE if pooled else f"bars: accuracy {data['band'].iloc[0]}, NLL ± std over seeds"
+    styles = "line style: group" if groups > 1 else ""
+    said = [f"mean over {int(data['n_seeds'].max())} seed(s)", bars, dodge_note(lines), styles]
+    return "Tasks vs evaluation length: " + "; ".join(part for part in said if part)
 
 
 def _points(ax, x, y, lo, hi, line: str, style: str) -> None:
