@@ -181,3 +181,10 @@ def test_the_commands_that_need_torch_import_no_matplotlib():
     code = "import sys, posx.commands; print('matplotlib' in sys.modules, 'torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "True"], out
+
+
+def test_the_code_map_lists_the_layers_in_this_order():
+    text = (PACKAGE.parent / "docs" / "code-map.md").read_text(encoding="utf-8")
+    intro = text.split("\n\n")[1]  # the paragraph under the title
+    listed = [name.strip().strip("`") for name in intro.split(":", 1)[1].split(".")[0].split("→")]
+    assert listed == [layer for layer in LAYERS if layer != "__main__"]
