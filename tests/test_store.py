@@ -3,11 +3,13 @@
 import hashlib
 import json
 import os
+from io import StringIO
 from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
+from rich.console import Console
 
 from posx.core.errors import PosxError
 from posx.data import corpus as data
@@ -106,6 +108,29 @@ def test_bpe_store_dtype_offsets_and_documents(tmp_path):
         for name, a, b in zip(wanted, starts, ends):
             assert tok.decode(tokens[a:b]) == (root / name).read_text(encoding="utf-8")
     assert json.loads((st.path / "store.json").read_text())["fingerprint"]["tokenizer"]["sha256"] == tok.sha256
+
+
+def test_bpe_training_reports_what_it_has_read_before_the_store_is_written(tmp_path, monkeypatch):
+    """A log gets ``train bpe`` lines (documents, MB of the training split, MB/s) ending at every
+    document, before any ``prepare`` line: a BPE trained on a large corpus is not minutes of silence."""
+    monkeypatch.setattr(store, "PROGRESS_S", 0.0)  # a line's worth at every document
+    root = tmp_path / "c"
+    root.mkdir()
+    names = [f"doc{i:02d}.txt" for i in range(40)]
+    for i, name in enumerate(names):
+        (root / name).write_text(f"document {i} says héllo to line {i * 7}\n" * 1000, encoding="utf-8")
+    train_mb = sum((root / n).stat().st_size for n, v in zip(names, store.split_by_file(names, 0.2)) if not v) / 1e6
+    out = StringIO()
+    dcfg = {"source": "text", "path": str(root), "val_fraction": 0.2, "tokenizer": "bpe", "vocab_size": 600}
+    store.load(dcfg, tmp_path / "cache", Console(file=out, width=200))
+    lines = out.getvalue().splitlines()
+    bpe = [i for i, line in enumerate(lines) if line.startswith("train bpe (600 tokens) ")]
+    prepare = [i for i, line in enumerate(lines) if line.startswith("prepare ")]
+    assert len(bpe) > 1 and prepare and bpe[-1] < prepare[0], lines
+    assert " MB/s " in lines[bpe[0]] and " s left" in lines[bpe[0]]
+    last = lines[bpe[-1]].split()
+    assert last[4] == "40/40" and lines[bpe[-1]].endswith("MB read; computing the merges")
+    assert last[5] == f"{train_mb:.1f}" and 0.5 < train_mb < 1.5  # the training split only, not all 1.4 MB
 
 
 def test_bpe_is_trained_on_the_training_split_only(tmp_path):

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from posx.core.progress import Reporter
+from posx.core.progress import Reporter, rate
 from posx.data import tokenizer as tok_mod
 
 BATCH_BYTES = 8 << 20  # text per tokenizer batch
@@ -115,7 +115,5 @@ class Encoder:
 
     def _report(self) -> None:
         """Documents done, megabytes, MB/s, and the time left at this rate of documents."""
-        seconds = max(time.perf_counter() - self.start, 1e-9)
-        mb, done = sum(f.text_bytes for f in self.files) / 1e6, self.documents
-        left = seconds * max(self.progress.total - done, 0) / max(done, 1)
-        self.progress.update(done, f"{mb:.1f} MB  {mb / seconds:.2f} MB/s  about {left:.0f} s left")
+        mb, seconds = sum(f.text_bytes for f in self.files) / 1e6, time.perf_counter() - self.start
+        self.progress.update(self.documents, rate(mb, seconds, self.documents, self.progress.total))

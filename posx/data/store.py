@@ -47,11 +47,12 @@ from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
 
 from posx.core.errors import PosxError
-from posx.core.progress import Reporter
+from posx.core.progress import Reporter, rate
 from posx.data import sources, splitfiles
 from posx.data import tokenizer as tok_mod
 
 STORE_FORMAT = 1  # bump when the layout or the construction changes
+PROGRESS_S = 0.2  # the least time between two progress updates while a BPE trains
 DATA_KEYS = (
     "source",
     "path",
@@ -155,18 +156,31 @@ def _elements(
         counts["train"], counts["val"] = seen
 
 
-def _train_texts(source, is_val, cut) -> Iterator[str]:
-    """The training split's text, chunk by chunk (what a BPE is trained on)."""
+def _train_texts(source, is_val, cut, progress: Reporter) -> Iterator[str]:
+    """The training split's text, chunk by chunk (what a BPE is trained on), with the documents
+    read so far, the MB/s and the time left on ``progress`` (at most every PROGRESS_S)."""
+    start = shown = time.perf_counter()
+    documents, read = 0, 0
     for side, op, chunk in _elements(source, is_val, cut, False, {"train": 0, "val": 0}):
-        if side == 0 and op == "text":
+        if op == "begin":
+            documents += 1
+            if (now := time.perf_counter()) - shown >= PROGRESS_S:
+                progress.update(documents, rate(read / 1e6, now - start, documents, progress.total))
+                shown = now
+        elif side == 0 and op == "text":
+            read += len(chunk)
             yield chunk.decode("utf-8", errors="replace")
+    progress.update(progress.total, f"{read / 1e6:.1f} MB read; computing the merges")
 
 
-def _make_tokenizer(spec: str, vocab_size: int, source, is_val, cut) -> tok_mod.Tokenizer:
+def _make_tokenizer(dcfg: dict, source, is_val, cut, console: Console) -> tok_mod.Tokenizer:
+    """The tokenizer of ``data.tokenizer``; a BPE is trained on the training split first."""
+    spec = dcfg["tokenizer"]
     if spec == tok_mod.BYTE:
         return tok_mod.byte_tokenizer()
     if spec == tok_mod.BPE:
-        return tok_mod.train_bpe(_train_texts(source, is_val, cut), vocab_size)
+        with Reporter(console, f"train bpe ({dcfg['vocab_size']} tokens)", max(1, len(source.ids))) as progress:
+            return tok_mod.train_bpe(_train_texts(source, is_val, cut, progress), dcfg["vocab_size"])
     return tok_mod.from_file(spec)
 
 
@@ -207,7 +221,7 @@ def _build(source: sources.Source, dcfg: dict, key: str, tmp: Path, console: Con
                 "train and validation; add more text"
             )
         cut = total - max(1, int(total * val_fraction))
-    tok = _make_tokenizer(dcfg["tokenizer"], dcfg["vocab_size"], source, is_val, cut)
+    tok = _make_tokenizer(dcfg, source, is_val, cut, console)
     with Reporter(console, "prepare", max(1, len(source.ids))) as progress:
         files, counts = _write_splits(source, tok, is_val, cut, tmp, progress)
     train, val = files
