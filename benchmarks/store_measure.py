@@ -15,7 +15,9 @@ downloaded), then, each in a fresh process:
    whole documents in batches of about 8 MB); the median per-round ratio hand / posx (above 1:
    posx is faster) and each side's MB/s;
 5. ``user-large`` (needs the ``bpe`` phase or ``--vs-hand-tokenizer``): ``posx data prepare`` of
-   the large corpus with that tokenizer.json (tokenizing only): MB/s and peak RSS at >= 1 GB.
+   the large corpus with that tokenizer.json (tokenizing only): MB/s and peak RSS at >= 1 GB;
+6. ``bpe-large``: ``posx data prepare`` of the large corpus with ``bpe`` (training the BPE on the
+   whole training split, then tokenizing): seconds, MB/s and peak RSS at >= 1 GB.
 
     python -m benchmarks.store_measure --work /tmp/posx-measure [--large-mb 1100]   # from the repository root
     python -m benchmarks.store_measure --phases bpe,vs-hand --small-mb 1 --large-mb 1 --vocab 4096
@@ -162,7 +164,9 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--large-mb", type=float, default=1100)
     parser.add_argument("--vocab", type=int, default=8192)
     parser.add_argument(
-        "--phases", default="prepare,bpe,train", help="comma-separated: prepare, bpe, train, user-large, vs-hand"
+        "--phases",
+        default="prepare,bpe,train",
+        help="comma-separated: prepare, bpe, train, user-large, bpe-large, vs-hand",
     )
     parser.add_argument("--rounds", type=int, default=3, help="vs-hand: rounds of each side")
     parser.add_argument("--vs-hand-tokenizer", type=Path, default=None, help="vs-hand: a tokenizer.json (else bpe's)")
@@ -230,6 +234,12 @@ def user_large_phase(large: Path, cache: str, tokenizer: Path | None, work: Path
     return measured_row("prepare large with a tokenizer.json", ["data", "prepare", *user], work)[0]
 
 
+def bpe_large_phase(large: Path, cache: str, vocab: int, work: Path) -> dict:
+    """The large corpus's BPE store, the BPE trained on it (training included)."""
+    bpe = ["data=text", f"data.path={large}", cache, "data.tokenizer=bpe", f"data.vocab_size={vocab}"]
+    return measured_row("prepare bpe large (train BPE + tokenize)", ["data", "prepare", *bpe], work)[0]
+
+
 def main() -> None:
     args = parser().parse_args()
     work = args.work.resolve()
@@ -248,6 +258,8 @@ def main() -> None:
     tokenizer = args.vs_hand_tokenizer or stdlib_tokenizer
     if "user-large" in phases:
         rows.append(user_large_phase(large, cache, tokenizer, work))
+    if "bpe-large" in phases:
+        rows.append(bpe_large_phase(large, cache, args.vocab, work))
     if "vs-hand" in phases:
         rows.append(versus_by_hand(work, tokenizer, args.rounds, args.vs_hand_path))
         print(rows[-1], flush=True)
