@@ -205,7 +205,7 @@ BAD = [
         "it was trained with",
         "duplicate_in_saved_settings",
     ),
-    # added with resume and safe loading (issue 5)
+    # resume and safe loading
     (["train", "pos.name=bogus"], "pos.name=bogus is unknown"),
     (["train", "train.checkpoint_every=-1"], "train.checkpoint_every=-1 must be"),
     (["train", "name=../escape"], "plain directory name"),

@@ -226,7 +226,7 @@ def test_extend_help_and_cfg_job_write_nothing(work):
     assert "Examples" in proc.stdout and "posx extend" in proc.stdout
     before = sorted(p.name for p in (work / "results" / "runs").iterdir())
     proc = run_posx("extend", "rope", "--cfg", "job", "method=pi", "factor=3", cwd=work)
-    # the config that will run (issue 15): the parent's model, the extension's T and schedule
+    # the config that will run: the parent's model, the extension's T and schedule
     assert "method: pi" in proc.stdout and "factor: 3" in proc.stdout and "results/runs/rope" in proc.stdout
     assert "context_length: 96" in proc.stdout and "-> results/runs/rope-pi-x3" in proc.stdout
     assert sorted(p.name for p in (work / "results" / "runs").iterdir()) == before

@@ -73,7 +73,7 @@ def test_old_runs_evaluate_to_the_tables_they_wrote(old, tmp_path):
     for name in ("old-rope", "old-rope-yarn"):
         before = pd.read_csv(old / name / "extrapolation.csv")
         after = evaluate_run(old / name, cfg).table
-        # the columns the old posx wrote are unchanged; issue 15 adds the interval and eval_id after them
+        # the columns the old posx wrote are unchanged; the interval and eval_id came later, after them
         pd.testing.assert_frame_equal(
             after[list(before.columns)].reset_index(drop=True), before, check_dtype=False, rtol=1e-5
         )
