@@ -298,7 +298,10 @@ REPORTS = [
     (["report", "runs/tab"], "not a number in column factor", "table_text_factor"),
     (["report", "runs/old-rope", "--out", "runs/old-rope-yarn"], "already exists and is not empty", None),
     (["report", "runs/old-rope", "--evaluations", "some"], "is not one of current, all", None),
-    (["report", "nowhere"], "is not a directory", None),
+    (["report", "nowhere"], "nowhere does not exist", None),
+    (["report", "afile"], "afile is not a directory", None),
+    (["runs", "nowhere"], "nowhere does not exist", None),
+    (["runs", "afile"], "afile is not a directory", None),
     (["report", "runs/old-abs"], "has extrapolation.csv", None),
 ]
 TABLE_DAMAGE = {

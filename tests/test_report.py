@@ -152,7 +152,7 @@ def test_a_report_is_never_overwritten_and_bad_paths_are_one_line(two_seeds, tmp
     (out / "summary.csv").write_text("keep me\n")
     for args, needle in (
         ([str(two_seeds["a"]), "--out", str(out)], "already exists"),
-        ([str(tmp_path / "nowhere")], "not a directory"),
+        ([str(tmp_path / "nowhere")], "does not exist"),
         ([str(tmp_path)], "neither a run directory"),
     ):
         proc = run_posx("report", *args, cwd=work, check=False)

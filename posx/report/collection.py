@@ -34,6 +34,10 @@ RUN_COLUMNS = ["name", "encoding", "T", "steps", "val_ppl", "evaluated_lengths",
 def find_all_runs(path: Path, depth: int = 3) -> list[Path]:
     """Run directories at ``path`` or below it (results/, results/runs/, a sweep), finished or not."""
     path = Path(path)
+    if not path.exists():
+        raise PosxError(
+            f"{path} does not exist; give a run, a directory of runs or a results directory (`posx train` makes one)"
+        )
     if not path.is_dir():
         raise PosxError(f"{path} is not a directory; give a run, a directory of runs or a results directory")
     if is_run_dir(path):

@@ -72,7 +72,8 @@ def find_run_dirs(paths: list[str | Path]) -> list[Path]:
     for raw in paths:
         path = Path(raw)
         if not path.is_dir():
-            raise PosxError(f"{path} is not a directory; give run directories or sweep directories")
+            what = "is not a directory" if path.exists() else "does not exist"
+            raise PosxError(f"{path} {what}; give run directories or sweep directories")
         if is_run_dir(path):
             found[path.resolve()] = None
             continue
