@@ -32,7 +32,7 @@ from posx.cli_examples import (
     RUNS_EPILOG,
     TRAIN_EPILOG,
 )
-from posx.config.schema import RESUME_SAFE
+from posx.config.schema import RESUME_SAFE, Config
 from posx.core.usage import OneLineUsageErrors
 
 
@@ -121,7 +121,7 @@ def extend(
 def export(
     run: str = typer.Argument(..., help="A llama-block RoPE run: a directory, or a run name under results/runs."),
     out: Path = typer.Option(..., "--out", help="The transformers model directory to write (new or empty)."),
-    results_dir: str = typer.Option("results", "--results-dir", help="Where run names are looked up."),
+    results_dir: str = typer.Option(Config.results_dir, "--results-dir", help="Where run names are looked up."),
 ) -> None:
     """Write a run as a transformers LlamaForCausalLM directory (config.json, safetensors, tokenizer)."""
     work().export(run, out, results_dir)
@@ -192,7 +192,7 @@ def report(
     factor: Optional[float] = typer.Option(
         None, "--factor", help="Factor of the per-position plot (default: the largest each encoding has)."
     ),
-    results_dir: Path = typer.Option(Path("results"), "--results-dir", help="Where reports/ goes by default."),
+    results_dir: Path = typer.Option(Path(Config.results_dir), "--results-dir", help="Where reports/ goes by default."),
     smooth: int = typer.Option(
         1, "--smooth", help="Per-position curves: a centred moving mean over this many buckets."
     ),
@@ -215,7 +215,9 @@ def report(
 
 @app.command("runs", epilog=RUNS_EPILOG)
 def runs(
-    path: Path = typer.Argument(Path("results"), help="A results directory, a directory of runs, a sweep or a run."),
+    path: Path = typer.Argument(
+        Path(Config.results_dir), help="A results directory, a directory of runs, a sweep or a run."
+    ),
     csv: Optional[str] = typer.Option(None, "--csv", help="Also write the list as CSV to this new file ('-': stdout)."),
 ) -> None:
     """List runs: name, encoding, T, steps, validation perplexity, evaluated lengths, parent, status."""
@@ -228,7 +230,7 @@ def compare(
     csv: Optional[str] = typer.Option(
         None, "--csv", help="Also write the comparison as CSV to this new file ('-': stdout)."
     ),
-    results_dir: Path = typer.Option(Path("results"), "--results-dir", help="Where run names are looked up."),
+    results_dir: Path = typer.Option(Path(Config.results_dir), "--results-dir", help="Where run names are looked up."),
 ) -> None:
     """The runs' current perplexity tables side by side, with ratios to the first run."""
     reading().compare(run_args, csv, results_dir)

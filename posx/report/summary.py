@@ -35,6 +35,7 @@ from posx.report import extension, figures, output, plots, queries, store, task_
 from posx.report.groups import group_runs, relative_names
 from posx.report.runtables import EVALUATIONS, RunTables, collect, find_run_dirs
 from posx.report.writeup import GROUP, KEYS, figure_notes, markdown, rich_summary
+from posx.runs.paths import RESULTS
 
 SUMMARY_COLUMNS = [
     *GROUP,
@@ -219,7 +220,7 @@ def _publish(loaded, runs, grouping, con, out, results_dir, factor, smooth, form
 def report(
     paths: list[str | Path],
     out: str | Path | None = None,
-    results_dir: str | Path = "results",
+    results_dir: str | Path = RESULTS,
     factor: float | None = None,
     console: Console | None = None,
     smooth: int = 1,

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import yaml
 
+from posx.config.schema import Config
 from posx.core import files
 from posx.core.errors import PosxError
 from posx.runs import resumable
@@ -25,7 +26,7 @@ CONFIG = "config.yaml"
 # Any of these makes a directory a run directory (finished or not, evaluated or not).
 RUN_MARKERS = (META, CONFIG, "extrapolation.csv")
 NOT_RUNS = frozenset({"eval", "checkpoint", "cache", "reports"})  # folders that never hold runs
-RESULTS = "results"  # the results directory run names are looked up in unless told otherwise
+RESULTS = Config.results_dir  # the results directory run names are looked up in unless told otherwise
 
 
 def _interpolation(node) -> str | None:
