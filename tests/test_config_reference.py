@@ -44,17 +44,3 @@ def test_the_mkdocs_hook_replaces_the_placeholder():
     assert hooks.PLACEHOLDER in page and hooks.PLACEHOLDER not in out
     assert out.startswith("# Configuration reference") and render_markdown() in out
     assert hooks.on_page_markdown("# Other page\n", page=None, config={}, files=[]) == "# Other page\n"
-
-
-def test_the_first_run_table_lists_every_option_of_every_config_group():
-    """docs/first-run.md's table of config groups names each group of ``posx train`` (every one but
-    ``posx extend``'s own) with its options: the files in configs/<group>/, no more and no fewer."""
-    rows = [line for line in (REPO / "docs" / "first-run.md").read_text().splitlines() if line.startswith("| `")]
-    groups = {}
-    for row in rows:
-        cells = row.split("|")[1:-1]
-        group = cells[0].strip().strip("`")
-        groups[group] = {part.split("`")[1] for part in cells[1].split(",") if "`" in part}
-    assert set(groups) == {p.name for p in (REPO / "configs").iterdir() if p.is_dir()} - {"extend"}
-    for group, options in groups.items():
-        assert options == {p.stem for p in (REPO / "configs" / group).glob("*.yaml")}, group
