@@ -179,7 +179,7 @@ def _make_tokenizer(dcfg: dict, source, is_val, cut, console: Console) -> tok_mo
     if spec == tok_mod.BYTE:
         return tok_mod.byte_tokenizer()
     if spec == tok_mod.BPE:
-        with Reporter(console, f"train bpe ({dcfg['vocab_size']} tokens)", max(1, len(source.ids))) as progress:
+        with Reporter(console, "train bpe", max(1, len(source.ids))) as progress:
             return tok_mod.train_bpe(_train_texts(source, is_val, cut, progress), dcfg["vocab_size"])
     return tok_mod.from_file(spec)
 
