@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
+import shutil
 import warnings
 
 import numpy as np
 import pandas as pd
 import pytest
+from matplotlib.backends.backend_pdf import FigureCanvasPdf
 from PIL import Image
 
 from posx.report import output, palette, task_figures
 from posx.report.axes import colors_for
 from posx.report.figures import encodings_figure, longest_per_line
 from posx.report.plots import ppl_figure
+from posx.report.summary import report
 
-from conftest import run_posx
+from conftest import REPO, run_posx
+
+PREMOVE = REPO / "tests" / "fixtures" / "premove"
 
 
 def tasks_frame(seeds=(0, 1)) -> pd.DataFrame:
@@ -98,8 +103,9 @@ def test_task_figures_are_png_at_200_dpi_and_pdf(tmp_path):
         with Image.open(tmp_path / f"{name}.png") as im:
             assert round(im.info["dpi"][0]) == output.DPI
     assert (tmp_path / "tasks_summary.csv").is_file()
-    output.keep_formats(tmp_path, output.parse_formats("png"))
-    assert not list(tmp_path.glob("*.pdf")) and list(tmp_path.glob("*.png"))
+    (tmp_path / "png").mkdir()
+    png_only = task_figures.draw(tasks_frame(), tmp_path / "png", [], formats=("png",))
+    assert png_only["niah_heatmap.png"].is_file() and not list((tmp_path / "png").glob("*.pdf"))
     nothing = task_figures.draw(pd.DataFrame(), tmp_path / "none", [])
     assert nothing == {"tasks_vs_length.png": None, "niah_heatmap.png": None}
 
@@ -209,6 +215,24 @@ def test_frequencies_png_keeps_its_title_and_a_full_width_plot(tmp_path):
     assert width / height < 1.6  # the legend sits under the plot, not beside it
     dark_columns = np.flatnonzero((pixels < 128).any(axis=0))
     assert dark_columns.max() - dark_columns.min() > 0.9 * width  # the drawing spans the width
+
+
+@pytest.mark.slow
+def test_a_report_in_png_draws_no_pdf_at_all(tmp_path, monkeypatch):
+    """``--format png``: no figure is ever drawn as PDF (not drawn and then removed), and the
+    default draws both."""
+    runs = tmp_path / "runs"
+    shutil.copytree(PREMOVE / "runs" / "old-rope", runs / "old-rope")
+    report([runs], out=tmp_path / "both", results_dir=tmp_path)
+    pngs = sorted(p.stem for p in (tmp_path / "both").glob("*.png"))
+    assert pngs and pngs == sorted(p.stem for p in (tmp_path / "both").glob("*.pdf"))
+
+    def no_pdf(*args, **kwargs):
+        raise AssertionError("a PDF was drawn")
+
+    monkeypatch.setattr(FigureCanvasPdf, "print_pdf", no_pdf)
+    report([runs], out=tmp_path / "png", results_dir=tmp_path, formats="png")
+    assert sorted(p.stem for p in (tmp_path / "png").glob("*.png")) == pngs
 
 
 def test_a_bad_figure_format_is_one_line(tmp_path):

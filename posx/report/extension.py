@@ -21,6 +21,7 @@ from matplotlib.figure import Figure
 
 from posx.report import output
 from posx.report.axes import colors_for, figure_legend, legend_order, log_ticks
+from posx.report.output import FORMATS
 
 KEY = ["group", "parent", "encoding", "method"]
 COLUMNS = [
@@ -122,7 +123,7 @@ def extension_curves(training: pd.DataFrame, table: pd.DataFrame, extended: dict
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
 
 
-def plot_extension(curves: pd.DataFrame, path: Path) -> Path | None:
+def plot_extension(curves: pd.DataFrame, path: Path, formats: tuple[str, ...] = FORMATS) -> Path | None:
     """One panel per (parent, factor): perplexity at s x T by fine-tuning step, one line per method."""
     if curves.empty:
         return None
@@ -140,7 +141,7 @@ def plot_extension(curves: pd.DataFrame, path: Path) -> Path | None:
         "Extension: perplexity at the new length during continued training (mean, band ± std over seeds)", fontsize=11
     )
     fig.tight_layout()
-    return output.save(fig, path)
+    return output.save(fig, path, formats)
 
 
 def _extension_panel(ax, mine: pd.DataFrame, colors: dict, title: str, length: str) -> None:

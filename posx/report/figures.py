@@ -26,7 +26,7 @@ from matplotlib.figure import Figure
 
 from posx.report.axes import STYLES, factor_axis, legend_order, log_ticks
 from posx.report.crowd import MAX_LINES, TITLE, note, pool
-from posx.report.output import save
+from posx.report.output import FORMATS, save
 from posx.report.palette import dodge, dodge_note, hollow, legend, marker_of, stagger
 
 NATIVE = ["none", "clamp", "interpolate"]  # an encoding on its own (absolute: three ways past its table)
@@ -39,10 +39,12 @@ def _crowded(data: pd.DataFrame) -> bool:
     return len(left) > MAX_LINES * data["protocol"].nunique() or rope > len(STYLES)
 
 
-def plot_encodings(summary: pd.DataFrame, path: Path, notes: list[str]) -> Path | None:
+def plot_encodings(
+    summary: pd.DataFrame, path: Path, notes: list[str], formats: tuple[str, ...] = FORMATS
+) -> Path | None:
     """The paper figure (``encodings_figure``) saved as ``path`` (PNG and PDF)."""
     fig = encodings_figure(summary, notes, path.name)
-    return None if fig is None else save(fig, path)
+    return None if fig is None else save(fig, path, formats)
 
 
 def encodings_figure(summary: pd.DataFrame, notes: list[str], name: str = "encodings.png") -> Figure | None:
@@ -173,7 +175,12 @@ def _position_curves(cells: pd.DataFrame, factor: float, smooth: int, notes: lis
 
 
 def plot_position_encodings(
-    cells: pd.DataFrame, factor: float | None, path: Path, smooth: int, notes: list[str]
+    cells: pd.DataFrame,
+    factor: float | None,
+    path: Path,
+    smooth: int,
+    notes: list[str],
+    formats: tuple[str, ...] = FORMATS,
 ) -> Path | None:
     """``cells``: ``posx.report.queries.positions``; ``factor``: the longest a trained run has
     (``posx.report.queries.longest_factor``; None: no trained run has per-position rows)."""
@@ -203,7 +210,7 @@ def plot_position_encodings(
     band = TITLE if pooled else "mean over seeds, band ± std over seeds"
     fig.suptitle(f"Loss by token position ({band}{smoothed})", fontsize=11)
     fig.tight_layout()
-    return save(fig, path)
+    return save(fig, path, formats)
 
 
 def _t(data: pd.DataFrame) -> str:

@@ -1,8 +1,8 @@
 """Writing figures: PNG at 200 dpi and PDF, cropped to what is drawn.
 
-Every figure of ``posx report`` is written in every format of ``FORMATS`` beside its PNG
-path (``name.png``, ``name.pdf``); ``posx report --format`` keeps the formats asked for and
-removes the others before the report is published (``keep_formats``). Cropping to the drawn
+Every figure of ``posx report`` is written in the formats asked for (``posx report --format``;
+all of ``FORMATS`` by default) beside its PNG path (``name.png``, ``name.pdf``); a format not
+asked for is never drawn. Cropping to the drawn
 area (``bbox_inches="tight"``) keeps titles and legends placed outside the axes in the file.
 """
 
@@ -17,10 +17,10 @@ FORMATS = ("png", "pdf")
 DPI = 200  # raster resolution of the PNGs (a printed column is about 3.5 in wide: 700 pixels)
 
 
-def save(fig, path: Path) -> Path:
-    """``fig`` as ``path`` (a .png) and beside it in the other formats; returns ``path``."""
+def save(fig, path: Path, formats: tuple[str, ...] = FORMATS) -> Path:
+    """``fig`` in each of ``formats``, as ``path`` (a .png) and beside it (``.pdf``); returns ``path``."""
     path = Path(path)
-    for fmt in FORMATS:
+    for fmt in formats:
         target = path.with_suffix(f".{fmt}")
         with files.atomic_path(target) as tmp:
             fig.savefig(tmp, format=fmt, dpi=DPI, bbox_inches="tight")
@@ -34,11 +34,3 @@ def parse_formats(text: str) -> tuple[str, ...]:
     if not asked or unknown:
         raise PosxError(f"--format {text}: give one or more of {', '.join(FORMATS)}, separated by commas")
     return asked
-
-
-def keep_formats(folder: Path, formats: tuple[str, ...]) -> None:
-    """Remove the figures of ``folder`` whose format was not asked for."""
-    for fmt in FORMATS:
-        if fmt not in formats:
-            for path in Path(folder).glob(f"*.{fmt}"):
-                path.unlink()

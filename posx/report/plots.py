@@ -37,6 +37,7 @@ from matplotlib.figure import Figure
 from posx.report import output, palette
 from posx.report.axes import STYLES, colors_for, factor_axis, figure_legend, legend_order, log_ticks
 from posx.report.crowd import MAX_LINES, MAX_PANELS, TITLE, crowded, note, pool, pooled_label
+from posx.report.output import FORMATS
 
 
 def _line_label(enc: str, method: str, group: str, parent: str, extras: bool) -> str:
@@ -49,10 +50,10 @@ def _line_label(enc: str, method: str, group: str, parent: str, extras: bool) ->
 LINE = ["group", "parent", "encoding", "method", "protocol"]  # one line of ppl_vs_length.png
 
 
-def plot_ppl(summary: pd.DataFrame, path: Path, notes: list[str]) -> Path | None:
+def plot_ppl(summary: pd.DataFrame, path: Path, notes: list[str], formats: tuple[str, ...] = FORMATS) -> Path | None:
     """``ppl_vs_length.png`` (``ppl_figure``) saved as ``path`` (PNG and PDF)."""
     fig = ppl_figure(summary, notes, path.name)
-    return None if fig is None else output.save(fig, path)
+    return None if fig is None else output.save(fig, path, formats)
 
 
 def ppl_figure(summary: pd.DataFrame, notes: list[str], name: str = "ppl_vs_length.png") -> Figure | None:
@@ -164,7 +165,14 @@ def _position_panels(curves: pd.DataFrame, chosen: dict, notes: list[str], name:
     return pooled, {panel: ", ".join(f"{f:g}x" for f in sorted(fs)) for panel, fs in factors.items()}
 
 
-def plot_positions(cells: pd.DataFrame, path: Path, factor: float | None, smooth: int, notes: list[str]) -> Path | None:
+def plot_positions(
+    cells: pd.DataFrame,
+    path: Path,
+    factor: float | None,
+    smooth: int,
+    notes: list[str],
+    formats: tuple[str, ...] = FORMATS,
+) -> Path | None:
     curves, chosen = position_curves(cells, factor, smooth)
     if curves.empty:
         return None
@@ -200,7 +208,7 @@ def plot_positions(cells: pd.DataFrame, path: Path, factor: float | None, smooth
     what = TITLE if len(panels) < len(chosen) else "mean over the seeds of each group, band ± std over seeds"
     fig.suptitle(f"Loss by token position ({what}{smoothed})")
     fig.tight_layout()
-    return output.save(fig, path)
+    return output.save(fig, path, formats)
 
 
 def _pooled_passkey(data: pd.DataFrame) -> pd.DataFrame:
@@ -222,7 +230,9 @@ def _passkey_lines(pk_summary: pd.DataFrame, notes: list[str], name: str) -> tup
     return _pooled_passkey(data), True
 
 
-def plot_passkey(pk_summary: pd.DataFrame, path: Path, notes: list[str]) -> Path | None:
+def plot_passkey(
+    pk_summary: pd.DataFrame, path: Path, notes: list[str], formats: tuple[str, ...] = FORMATS
+) -> Path | None:
     """Top row: exact-match accuracy; bottom row: mean NLL of the key digits (chance: ln 10).
     When no run retrieved a single key, only the key NLL row is drawn (the title says so)."""
     if pk_summary.empty or (pk_summary["n_seeds"] == 0).all():
@@ -247,7 +257,7 @@ def plot_passkey(pk_summary: pd.DataFrame, path: Path, notes: list[str]) -> Path
     dodged = f"\n{palette.dodge_note(most)}" if most > 1 else ""
     fig.suptitle(f"Passkey retrieval by evaluation length{spread}{nothing}{dodged}")
     fig.tight_layout()
-    return output.save(fig, path)
+    return output.save(fig, path, formats)
 
 
 def _passkey_column(top, bottom, variant: str, lines: list, groups: list, factors: list) -> None:
@@ -291,7 +301,9 @@ def _training_lines(training: pd.DataFrame, notes: list[str], name: str) -> tupl
     return train.merge(val.drop(columns=["n_groups"]), on=["group", "parent", "encoding", "step"], how="left"), True
 
 
-def plot_training(training: pd.DataFrame, path: Path, notes: list[str]) -> Path | None:
+def plot_training(
+    training: pd.DataFrame, path: Path, notes: list[str], formats: tuple[str, ...] = FORMATS
+) -> Path | None:
     """Training and validation loss by step (``posx.report.queries.training``): one line per
     group x encoding (x parent), the mean over its runs with a band of ± std over them."""
     if training.empty:
@@ -323,7 +335,7 @@ def plot_training(training: pd.DataFrame, path: Path, notes: list[str]) -> Path 
     spread = TITLE if pooled else "one line per group: mean over its runs, band ± std over them"
     fig.suptitle(f"Training curves (metrics.csv), {spread}")
     fig.tight_layout()
-    return output.save(fig, path)
+    return output.save(fig, path, formats)
 
 
 def draw_all(
@@ -335,13 +347,14 @@ def draw_all(
     training: pd.DataFrame,
     smooth: int,
     notes: list[str],
+    formats: tuple[str, ...] = FORMATS,
 ) -> dict[str, Path | None]:
     """Every plot there is data for; a name maps to None when its data is missing everywhere.
     ``positions`` and ``training`` are per-group cells (``posx.report.queries``); ``notes`` gets a
     line for each figure that pooled its groups."""
     return {
-        "ppl_vs_length.png": plot_ppl(summary, out_dir / "ppl_vs_length.png", notes),
-        "positions.png": plot_positions(positions, out_dir / "positions.png", factor, smooth, notes),
-        "passkey.png": plot_passkey(pk_summary, out_dir / "passkey.png", notes),
-        "training.png": plot_training(training, out_dir / "training.png", notes),
+        "ppl_vs_length.png": plot_ppl(summary, out_dir / "ppl_vs_length.png", notes, formats),
+        "positions.png": plot_positions(positions, out_dir / "positions.png", factor, smooth, notes, formats),
+        "passkey.png": plot_passkey(pk_summary, out_dir / "passkey.png", notes, formats),
+        "training.png": plot_training(training, out_dir / "training.png", notes, formats),
     }

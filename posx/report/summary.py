@@ -126,7 +126,7 @@ def _load(paths: list[str | Path], evaluations: str, reports: Path):
     return loaded, runs, grouping, gathered
 
 
-def _write(staging: Path, tables: dict, runs, grouping, names, factor, smooth) -> dict:
+def _write(staging: Path, tables: dict, runs, grouping, names, factor, smooth, formats) -> dict:
     """Every file of the report into ``staging``; returns the PNGs drawn (name -> path or None)."""
     summary, pk_summary, missing, ext_table = (tables[k] for k in ("summary", "passkey", "missing", "extension"))
     summary.to_csv(staging / "summary.csv", index=False)
@@ -142,14 +142,17 @@ def _write(staging: Path, tables: dict, runs, grouping, names, factor, smooth) -
     text = markdown(summary, pk_summary, missing, runs, grouping, ext_table, names)
     (staging / "summary.md").write_text(text, encoding="utf-8")  # the figures come after it
     notes: list[str] = []
-    drawn = plots.draw_all(summary, tables["positions"], pk_summary, staging, factor, tables["training"], smooth, notes)
-    drawn["encodings.png"] = figures.plot_encodings(summary, staging / "encodings.png", notes)
+    drawn = plots.draw_all(
+        summary, tables["positions"], pk_summary, staging, factor, tables["training"], smooth, notes, formats
+    )
+    drawn["encodings.png"] = figures.plot_encodings(summary, staging / "encodings.png", notes, formats)
     drawn["positions_by_encoding.png"] = figures.plot_position_encodings(
-        tables["positions"], tables["longest_factor"], staging / "positions_by_encoding.png", smooth, notes
+        tables["positions"], tables["longest_factor"], staging / "positions_by_encoding.png", smooth, notes, formats
     )
     curves = extension.extension_curves(tables["training"], ext_table, tables["extended"])
-    drawn["extension.png"] = extension.plot_extension(curves, staging / "extension.png") if tables["extended"] else None
-    drawn.update(task_figures.draw(tables["tasks"], staging, notes))
+    plotted = extension.plot_extension(curves, staging / "extension.png", formats) if tables["extended"] else None
+    drawn["extension.png"] = plotted
+    drawn.update(task_figures.draw(tables["tasks"], staging, notes, formats))
     with open(staging / "summary.md", "a", encoding="utf-8") as f:
         f.write(figure_notes(notes))
     return drawn
@@ -212,8 +215,7 @@ def _publish(loaded, runs, grouping, con, out, results_dir, factor, smooth, form
     with files.staged_dir(
         None if out is None else Path(out), Path(results_dir) / "reports", time.strftime("%Y%m%d-%H%M%S")
     ) as (staging, published):
-        drawn = _write(staging, tables, runs, grouping, names, factor, smooth)
-        output.keep_formats(staging, formats)
+        drawn = _write(staging, tables, runs, grouping, names, factor, smooth, formats)
     return published[0], summary, drawn
 
 

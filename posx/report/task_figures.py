@@ -33,7 +33,7 @@ from matplotlib.figure import Figure
 from posx.config.schema import Task
 from posx.report.axes import STYLES, factor_axis, legend_order
 from posx.report.crowd import MAX_LINES, MAX_PANELS, TITLE, crowded, note, pool
-from posx.report.output import save
+from posx.report.output import FORMATS, save
 from posx.report.palette import color_of, dodge, dodge_note, fit, hollow, legend
 from posx.tasks.interval import wilson
 
@@ -100,7 +100,9 @@ def _curves(summary: pd.DataFrame, notes: list[str], name: str) -> tuple[pd.Data
     return pooled.assign(n_seeds=int(data["n_seeds"].max()), band="lowest..highest group mean"), True
 
 
-def plot_task_curves(summary: pd.DataFrame, path: Path, notes: list[str]) -> Path | None:
+def plot_task_curves(
+    summary: pd.DataFrame, path: Path, notes: list[str], formats: tuple[str, ...] = FORMATS
+) -> Path | None:
     """``tasks_vs_length.png``: per task, accuracy (top) and answer NLL (below) by length."""
     if summary.empty:
         return None
@@ -137,7 +139,7 @@ def plot_task_curves(summary: pd.DataFrame, path: Path, notes: list[str]) -> Pat
     handles, labels = axes[0][0].get_legend_handles_labels()
     legend(fig, handles, labels, loc="outside lower center", ncol=min(4, len(labels)), fontsize=8, frameon=False)
     fig.suptitle(_curves_title(data, pooled, len(lines), len(groups)), fontsize=9)
-    return save(fig, path)
+    return save(fig, path, formats)
 
 
 def _curves_title(data: pd.DataFrame, pooled: bool, lines: int, groups: int) -> str:
@@ -177,7 +179,9 @@ def _heatmap_cells(data: pd.DataFrame, notes: list[str], name: str) -> tuple[pd.
     return cells.assign(line=[_line(r) for r in cells.itertuples()]), pooled
 
 
-def plot_niah_heatmaps(tasks: pd.DataFrame, path: Path, notes: list[str]) -> Path | None:
+def plot_niah_heatmaps(
+    tasks: pd.DataFrame, path: Path, notes: list[str], formats: tuple[str, ...] = FORMATS
+) -> Path | None:
     """``niah_heatmap.png``: depth x length accuracy per encoding x method (module docstring)."""
     task = heatmap_task(tasks)
     if task is None:
@@ -211,17 +215,19 @@ def plot_niah_heatmaps(tasks: pd.DataFrame, path: Path, notes: list[str]) -> Pat
     fig.colorbar(image, ax=axes, shrink=0.8, label=f"exact-answer accuracy ({over})")
     pooling = f"; {cells['group'].iloc[0]}: the median of their means over seeds" if pooled else ""
     fig.suptitle(f"{task}: accuracy by needle depth and evaluation length (– : not scored){pooling}", fontsize=10)
-    return save(fig, path)
+    return save(fig, path, formats)
 
 
-def draw(tasks: pd.DataFrame, out_dir: Path, notes: list[str]) -> dict[str, Path | None]:
+def draw(
+    tasks: pd.DataFrame, out_dir: Path, notes: list[str], formats: tuple[str, ...] = FORMATS
+) -> dict[str, Path | None]:
     """tasks_summary.csv and the two figures, when the runs have tasks.csv rows; ``notes`` gets a
     line for each figure that pooled groups."""
     summary = summarize_tasks(tasks)
     if not summary.empty:
         summary.to_csv(out_dir / "tasks_summary.csv", index=False)
-    curves = plot_task_curves(summary, out_dir / "tasks_vs_length.png", notes)
-    heatmap = plot_niah_heatmaps(tasks, out_dir / "niah_heatmap.png", notes) if not tasks.empty else None
+    curves = plot_task_curves(summary, out_dir / "tasks_vs_length.png", notes, formats)
+    heatmap = plot_niah_heatmaps(tasks, out_dir / "niah_heatmap.png", notes, formats) if not tasks.empty else None
     return {"tasks_vs_length.png": curves, "niah_heatmap.png": heatmap}
 
 
