@@ -17,7 +17,9 @@ downloaded), then, each in a fresh process:
 5. ``user-large`` (needs the ``bpe`` phase or ``--vs-hand-tokenizer``): ``posx data prepare`` of
    the large corpus with that tokenizer.json (tokenizing only): MB/s and peak RSS at >= 1 GB;
 6. ``bpe-large``: ``posx data prepare`` of the large corpus with ``bpe`` (training the BPE on the
-   whole training split, then tokenizing): seconds, MB/s and peak RSS at >= 1 GB.
+   whole training split, then tokenizing): seconds, MB/s and peak RSS at >= 1 GB;
+7. ``vs-hand-bpe``: like ``vs-hand``, with the BPE trained in each round: posx's ``bpe`` store of
+   the standard library against the same training and encoding written with ``tokenizers``.
 
     python -m benchmarks.store_measure --work /tmp/posx-measure [--large-mb 1100]   # from the repository root
     python -m benchmarks.store_measure --phases bpe,vs-hand --small-mb 1 --large-mb 1 --vocab 4096
@@ -36,12 +38,14 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 import torch
 from tokenizers import Tokenizer as HFTokenizer
+from tokenizers import decoders, models, pre_tokenizers, trainers
 
 from benchmarks.harness import interleaved, posx_command, speedups
 from posx.data import sources, store
@@ -142,13 +146,56 @@ def versus_by_hand(work: Path, tokenizer: Path, rounds: int, path: Path | None) 
     total = sum((root / r).stat().st_size for r in rels)
     hf = HFTokenizer.from_file(str(tokenizer))
     dcfg = {"source": kind, "path": None if path is None else str(path), "tokenizer": str(tokenizer)}
+    fresh = Path(tempfile.mkdtemp(prefix="vs-hand-", dir=work))  # no store of an earlier invocation is found
     cases = {
-        "posx": lambda r: store.load(dcfg, work / f"vs-hand-cache-{r}"),
+        "posx": lambda r: store.load(dcfg, fresh / str(r)),
         "hand": lambda r: by_hand(hf, root, rels),
     }
     times = interleaved(cases, rounds, torch.device("cpu"), order="alternate")
     return {
         "step": f"{path or 'stdlib'} with {tokenizer}: posx store vs by hand (encode_batch of whole files)",
+        "megabytes": round(total / 1e6, 1),
+        **{f"{n}_mb_per_s": round(total / 1e6 / float(np.median(t)), 2) for n, t in times.items()},
+        "ratio_hand_over_posx": round(float(np.median(speedups(times, "posx", "hand"))), 3),
+        "rounds": rounds,
+    }
+
+
+def bpe_by_hand(root: Path, rels: list[str], vocab: int) -> int:
+    """What ``data.tokenizer=bpe`` does, written with ``tokenizers`` directly: a byte-level BPE
+    (GPT-2's pre-tokenizer and alphabet, one special token) trained on the training split's
+    files whole, then every file encoded whole (``by_hand``); the tokens."""
+    train = [
+        rel for rel, held_out in zip(rels, store.split_by_file(rels, store.DEFAULTS["val_fraction"])) if not held_out
+    ]
+    hf = HFTokenizer(models.BPE())
+    hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    hf.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab,
+        special_tokens=["<|endoftext|>"],
+        show_progress=False,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
+    texts = ((root / rel).read_bytes().decode("utf-8", errors="replace") for rel in train)
+    hf.train_from_iterator(texts, trainer=trainer)
+    return by_hand(hf, root, rels)
+
+
+def versus_by_hand_bpe(work: Path, vocab: int, rounds: int) -> dict:
+    """posx's BPE store of the standard library (training included) against ``bpe_by_hand``,
+    alternating in one process; a fresh cache directory per posx round."""
+    root, rels = sources.select_files("stdlib", None)
+    total = sum((root / r).stat().st_size for r in rels)
+    dcfg = {"source": "stdlib", "tokenizer": "bpe", "vocab_size": vocab}
+    fresh = Path(tempfile.mkdtemp(prefix="vs-hand-bpe-", dir=work))  # no store of an earlier invocation is found
+    cases = {
+        "posx": lambda r: store.load(dcfg, fresh / str(r)),
+        "hand": lambda r: bpe_by_hand(root, rels, vocab),
+    }
+    times = interleaved(cases, rounds, torch.device("cpu"), order="alternate")
+    return {
+        "step": f"stdlib, bpe {vocab} (training included): posx store vs by hand",
         "megabytes": round(total / 1e6, 1),
         **{f"{n}_mb_per_s": round(total / 1e6 / float(np.median(t)), 2) for n, t in times.items()},
         "ratio_hand_over_posx": round(float(np.median(speedups(times, "posx", "hand"))), 3),
@@ -166,7 +213,7 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--phases",
         default="prepare,bpe,train",
-        help="comma-separated: prepare, bpe, train, user-large, bpe-large, vs-hand",
+        help="comma-separated: prepare, bpe, train, user-large, bpe-large, vs-hand, vs-hand-bpe",
     )
     parser.add_argument("--rounds", type=int, default=3, help="vs-hand: rounds of each side")
     parser.add_argument("--vs-hand-tokenizer", type=Path, default=None, help="vs-hand: a tokenizer.json (else bpe's)")
@@ -260,6 +307,9 @@ def main() -> None:
         rows.append(user_large_phase(large, cache, tokenizer, work))
     if "bpe-large" in phases:
         rows.append(bpe_large_phase(large, cache, args.vocab, work))
+    if "vs-hand-bpe" in phases:
+        rows.append(versus_by_hand_bpe(work, args.vocab, args.rounds))
+        print(rows[-1], flush=True)
     if "vs-hand" in phases:
         rows.append(versus_by_hand(work, tokenizer, args.rounds, args.vs_hand_path))
         print(rows[-1], flush=True)
