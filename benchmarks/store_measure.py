@@ -137,37 +137,40 @@ def by_hand(hf: HFTokenizer, root: Path, rels: list[str], batch_bytes: int = 8 <
     return tokens
 
 
-def versus_by_hand(work: Path, tokenizer: Path, rounds: int, path: Path | None) -> dict:
-    """posx's store of the standard library (or the text files under ``path``) with ``tokenizer``
-    against the same encoding by hand, alternating in one process; a fresh cache directory per
-    posx round (nothing reused)."""
-    kind = "stdlib" if path is None else "text"
-    root, rels = sources.select_files(kind, None if path is None else str(path))
-    total = sum((root / r).stat().st_size for r in rels)
-    hf = HFTokenizer.from_file(str(tokenizer))
-    dcfg = {"source": kind, "path": None if path is None else str(path), "tokenizer": str(tokenizer)}
-    fresh = Path(tempfile.mkdtemp(prefix="vs-hand-", dir=work))  # no store of an earlier invocation is found
-    cases = {
-        "posx": lambda r: store.load(dcfg, fresh / str(r)),
-        "hand": lambda r: by_hand(hf, root, rels),
-    }
+def posx_against_hand(work: Path, dcfg: dict, hand, megabytes: float, rounds: int, step: str) -> dict:
+    """posx building the store of ``dcfg`` against ``hand()`` doing the same work by hand,
+    alternating in one process: each side's MB/s and the median per-round ratio hand / posx.
+    Every posx round builds in a new empty folder, so no store (of this or an earlier
+    invocation) is reused."""
+    fresh = Path(tempfile.mkdtemp(prefix="vs-hand-", dir=work))
+    cases = {"posx": lambda r: store.load(dcfg, fresh / str(r)), "hand": lambda r: hand()}
     times = interleaved(cases, rounds, torch.device("cpu"), order="alternate")
     return {
-        "step": f"{path or 'stdlib'} with {tokenizer}: posx store vs by hand (encode_batch of whole files)",
-        "megabytes": round(total / 1e6, 1),
-        **{f"{n}_mb_per_s": round(total / 1e6 / float(np.median(t)), 2) for n, t in times.items()},
+        "step": step,
+        "megabytes": round(megabytes, 1),
+        **{f"{n}_mb_per_s": round(megabytes / float(np.median(t)), 2) for n, t in times.items()},
         "ratio_hand_over_posx": round(float(np.median(speedups(times, "posx", "hand"))), 3),
         "rounds": rounds,
     }
+
+
+def versus_by_hand(work: Path, tokenizer: Path, rounds: int, path: Path | None) -> dict:
+    """posx's store of the standard library (or the text files under ``path``) with ``tokenizer``
+    against the same encoding by hand (``by_hand``)."""
+    kind = "stdlib" if path is None else "text"
+    root, rels = sources.select_files(kind, None if path is None else str(path))
+    hf = HFTokenizer.from_file(str(tokenizer))
+    dcfg = {"source": kind, "path": None if path is None else str(path), "tokenizer": str(tokenizer)}
+    step = f"{path or 'stdlib'} with {tokenizer}: posx store vs by hand (encode_batch of whole files)"
+    mb = sum((root / r).stat().st_size for r in rels) / 1e6
+    return posx_against_hand(work, dcfg, lambda: by_hand(hf, root, rels), mb, rounds, step)
 
 
 def bpe_by_hand(root: Path, rels: list[str], vocab: int) -> int:
     """What ``data.tokenizer=bpe`` does, written with ``tokenizers`` directly: a byte-level BPE
     (GPT-2's pre-tokenizer and alphabet, one special token) trained on the training split's
     files whole, then every file encoded whole (``by_hand``); the tokens."""
-    train = [
-        rel for rel, held_out in zip(rels, store.split_by_file(rels, store.DEFAULTS["val_fraction"])) if not held_out
-    ]
+    held_out = store.split_by_file(rels, store.DEFAULTS["val_fraction"])
     hf = HFTokenizer(models.BPE())
     hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     hf.decoder = decoders.ByteLevel()
@@ -177,30 +180,18 @@ def bpe_by_hand(root: Path, rels: list[str], vocab: int) -> int:
         show_progress=False,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
     )
-    texts = ((root / rel).read_bytes().decode("utf-8", errors="replace") for rel in train)
+    texts = ((root / rel).read_bytes().decode("utf-8", errors="replace") for rel, v in zip(rels, held_out) if not v)
     hf.train_from_iterator(texts, trainer=trainer)
     return by_hand(hf, root, rels)
 
 
 def versus_by_hand_bpe(work: Path, vocab: int, rounds: int) -> dict:
-    """posx's BPE store of the standard library (training included) against ``bpe_by_hand``,
-    alternating in one process; a fresh cache directory per posx round."""
+    """posx's BPE store of the standard library (training included) against ``bpe_by_hand``."""
     root, rels = sources.select_files("stdlib", None)
-    total = sum((root / r).stat().st_size for r in rels)
     dcfg = {"source": "stdlib", "tokenizer": "bpe", "vocab_size": vocab}
-    fresh = Path(tempfile.mkdtemp(prefix="vs-hand-bpe-", dir=work))  # no store of an earlier invocation is found
-    cases = {
-        "posx": lambda r: store.load(dcfg, fresh / str(r)),
-        "hand": lambda r: bpe_by_hand(root, rels, vocab),
-    }
-    times = interleaved(cases, rounds, torch.device("cpu"), order="alternate")
-    return {
-        "step": f"stdlib, bpe {vocab} (training included): posx store vs by hand",
-        "megabytes": round(total / 1e6, 1),
-        **{f"{n}_mb_per_s": round(total / 1e6 / float(np.median(t)), 2) for n, t in times.items()},
-        "ratio_hand_over_posx": round(float(np.median(speedups(times, "posx", "hand"))), 3),
-        "rounds": rounds,
-    }
+    step = f"stdlib, bpe {vocab} (training included): posx store vs by hand"
+    mb = sum((root / r).stat().st_size for r in rels) / 1e6
+    return posx_against_hand(work, dcfg, lambda: bpe_by_hand(root, rels, vocab), mb, rounds, step)
 
 
 def parser() -> argparse.ArgumentParser:
