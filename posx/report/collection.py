@@ -25,7 +25,7 @@ from posx.core import lock
 from posx.core.errors import PosxError
 from posx.eval.tables import read_table
 from posx.report import digest as digests
-from posx.runs.paths import NOT_RUNS, RESULTS, is_run_dir, name_below
+from posx.runs.paths import NOT_RUNS, RESULTS, is_run_dir, name_below, require_dir
 
 TABLE_ROWS = 200  # longer listings print as plain aligned lines (a rich Table measures every cell)
 RUN_COLUMNS = ["name", "encoding", "T", "steps", "val_ppl", "evaluated_lengths", "parent", "status", "path"]
@@ -34,12 +34,7 @@ RUN_COLUMNS = ["name", "encoding", "T", "steps", "val_ppl", "evaluated_lengths",
 def find_all_runs(path: Path, depth: int = 3) -> list[Path]:
     """Run directories at ``path`` or below it (results/, results/runs/, a sweep), finished or not."""
     path = Path(path)
-    if not path.exists():
-        raise PosxError(
-            f"{path} does not exist; give a run, a directory of runs or a results directory (`posx train` makes one)"
-        )
-    if not path.is_dir():
-        raise PosxError(f"{path} is not a directory; give a run, a directory of runs or a results directory")
+    require_dir(path, "give a run, a directory of runs or a results directory (`posx train` makes runs)")
     if is_run_dir(path):
         return [path]
     found = []

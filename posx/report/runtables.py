@@ -40,7 +40,7 @@ from posx.report import digest as digests
 from posx.report import store
 from posx.report.groups import Member, identity
 from posx.report.scan import COLUMNS
-from posx.runs.paths import CONFIG, META, NOT_RUNS, RUN_MARKERS, is_run, is_run_dir, read_meta
+from posx.runs.paths import CONFIG, META, NOT_RUNS, RUN_MARKERS, is_run, is_run_dir, read_meta, require_dir
 
 TABLES = ("extrapolation.csv", "positions.csv", "passkey.csv")
 OPTIONAL = ("metrics.csv", "tasks.csv")  # read when there; a run without it is not "missing" a table
@@ -71,9 +71,7 @@ def find_run_dirs(paths: list[str | Path]) -> list[Path]:
     found: dict[Path, None] = {}
     for raw in paths:
         path = Path(raw)
-        if not path.is_dir():
-            what = "is not a directory" if path.exists() else "does not exist"
-            raise PosxError(f"{path} {what}; give run directories or sweep directories")
+        require_dir(path, "give run directories or sweep directories")
         if is_run_dir(path):
             found[path.resolve()] = None
             continue

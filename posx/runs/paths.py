@@ -90,6 +90,14 @@ def read_meta(run_dir: Path) -> RunMeta:
     return RunMeta.from_dict(data, path)
 
 
+def require_dir(path: Path, advice: str) -> None:
+    """One line unless ``path`` is a directory: that it does not exist or is not a directory,
+    then ``advice``."""
+    if not path.is_dir():
+        what = "is not a directory" if path.exists() else "does not exist"
+        raise PosxError(f"{path} {what}; {advice}")
+
+
 def is_run(path: Path) -> bool:
     """A finished run: its model.json (written last, after the weights) is there."""
     return (Path(path) / META).is_file()
