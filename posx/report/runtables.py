@@ -161,10 +161,15 @@ def _all_tables(run: RunTables, weights: str | None) -> list[dict]:
     return [settings or {"record": "legacy"} for _, settings in stored]
 
 
-def load_run_tables(path: Path, evaluations: str = "current") -> RunTables:
-    """A run's seed, identity and tables (see the module docstring); absent tables go to ``missing``."""
+def check_evaluations(evaluations: str) -> None:
+    """Refuse an ``--evaluations`` value that is not one of ``EVALUATIONS``."""
     if evaluations not in EVALUATIONS:
         raise PosxError(f"--evaluations {evaluations} is not one of {', '.join(EVALUATIONS)}")
+
+
+def load_run_tables(path: Path, evaluations: str = "current") -> RunTables:
+    """A run's seed, identity and tables (see the module docstring); absent tables go to ``missing``."""
+    check_evaluations(evaluations)
     run = RunTables(path=path, seed=None)
     saved = digests.read_config(path)
     if saved is None:
@@ -248,9 +253,8 @@ def _register(con, loaded: list[RunTables]) -> None:
 
 def collect(run_dirs: list[Path], evaluations: str, cache: Path) -> tuple[list[RunTables], store.Gathered]:
     """Every run (seed, identity, missing tables) and what was gathered: the DuckDB connection
-    holding their tables, and the new cache shard (``store.keep`` once the report is published)."""
-    if evaluations not in EVALUATIONS:
-        raise PosxError(f"--evaluations {evaluations} is not one of {', '.join(EVALUATIONS)}")
+    holding their tables, and the new cache shard (``store.keep`` once the report is published).
+    ``evaluations`` is checked by the caller (``check_evaluations``)."""
     if evaluations == "all":
         loaded = [load_run_tables(p, evaluations) for p in run_dirs]
         con = store.connect()

@@ -33,7 +33,7 @@ from posx.core.console import new_console
 from posx.core.errors import PosxError
 from posx.report import extension, figures, output, plots, queries, store, task_figures
 from posx.report.groups import group_runs, relative_names
-from posx.report.runtables import EVALUATIONS, RunTables, collect, find_run_dirs
+from posx.report.runtables import RunTables, check_evaluations, collect, find_run_dirs
 from posx.report.writeup import GROUP, KEYS, figure_notes, markdown, rich_summary
 from posx.runs.paths import RESULTS
 
@@ -233,8 +233,7 @@ def report(
     console = console or new_console()
     if smooth < 1:
         raise PosxError(f"--smooth {smooth} must be at least 1 (buckets in the moving mean)")
-    if evaluations not in EVALUATIONS:
-        raise PosxError(f"--evaluations {evaluations} is not one of {', '.join(EVALUATIONS)}")
+    check_evaluations(evaluations)
     kept = output.parse_formats(formats)  # a bad --format fails before any work
     check_out(out)
     reports = Path(out).parent if out is not None else Path(results_dir) / "reports"
