@@ -6,6 +6,7 @@ One command regenerates ``results/reference/<name>/`` from a clean clone:
     python scripts/reference_study.py --preset gpu        # experiment=gpu_small (small model, T=512)
     python scripts/reference_study.py --jobs 2            # two runs at a time, one thread each
     python scripts/reference_study.py --plan              # list the tasks and what is done; run nothing
+    python scripts/reference_study.py --only rope-s0 --check   # make one run again, compare it with the reference
 
 It is a thin driver of the real CLI (``python -m posx``), in phases (0: ``posx data prepare``,
 the token store, built once):
@@ -26,6 +27,11 @@ Runs live under ``results/study/<name>/`` (not committed: weights, checkpoints);
 whole when the study finishes. A killed study continues where it stopped: a finished run or
 evaluation is never redone, a stopped training resumes from its checkpoint. Each task prints
 one progress line and logs its output to ``results/study/<name>/logs/``.
+
+``--only RUN...`` plans just those runs' tasks (an extension brings its parent). ``--check``
+then compares the runs with the committed study instead of writing it (``scripts/study_check.py``:
+every perplexity within ``--tolerance`` standard deviations over the study's seeds): does this
+machine, or this change, reproduce it?
 """
 
 from __future__ import annotations
@@ -39,6 +45,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import study_check  # scripts/study_check.py: a script's own folder is on sys.path
 
 from posx.runs.paths import is_run, is_run_dir
 
@@ -66,6 +74,7 @@ class Task:
     phase: int
     args: list  # python -m posx <args>
     done: callable = field(repr=False, default=lambda: False)  # finished already (files say so)
+    run: str | None = None  # the run it makes or evaluates (None: the token store)
 
 
 def list_arg(values) -> str:
@@ -109,7 +118,7 @@ def train_task(args, name: str, overrides: list[str]) -> Task:
             *args.set,
             *common(args),
         ]
-    return Task(f"train-{name}", 1, cmd, lambda: is_run(run))
+    return Task(f"train-{name}", 1, cmd, lambda: is_run(run), name)
 
 
 def eval_task(args, name: str, label: str, overrides: list[str], phase: int = 2) -> Task:
@@ -117,7 +126,7 @@ def eval_task(args, name: str, label: str, overrides: list[str], phase: int = 2)
     preset = PRESETS[args.preset]
     run = args.work / "runs" / name
     cmd = ["eval-extrapolate", str(run), "--defaults", *preset["eval"], *overrides, *args.eval_set, *common(args)]
-    return Task(f"eval-{name}-{label}", phase, cmd)
+    return Task(f"eval-{name}-{label}", phase, cmd, run=name)
 
 
 def eval_tasks(args, enc: str, name: str) -> list[Task]:
@@ -139,9 +148,13 @@ def eval_tasks(args, enc: str, name: str) -> list[Task]:
     ]
 
 
+def extension_name(args, seed: int, method: str) -> str:
+    return f"rope-s{seed}-{method}-x{args.factor:g}"
+
+
 def extension_tasks(args, seed: int, method: str) -> list[Task]:
     """Phase 2 extends a RoPE seed to factor x T with one method (or resumes it); phase 3 evaluates it."""
-    name = f"rope-s{seed}-{method}-x{args.factor:g}"
+    name = extension_name(args, seed, method)
     child = args.work / "runs" / name
     if stopped(child):
         cmd = resume(child, args)
@@ -161,7 +174,7 @@ def extension_tasks(args, seed: int, method: str) -> list[Task]:
             *args.extend_set,
             *common(args),
         ]
-    return [Task(f"extend-{name}", 2, cmd, lambda: is_run(child)), eval_task(args, name, "main", [], phase=3)]
+    return [Task(f"extend-{name}", 2, cmd, lambda: is_run(child), name), eval_task(args, name, "main", [], phase=3)]
 
 
 def plan(args) -> list[Task]:
@@ -177,7 +190,16 @@ def plan(args) -> list[Task]:
     for seed in args.seeds:
         for method in EXTEND_METHODS:
             tasks += extension_tasks(args, seed, method)
+    if args.only:  # the token store's task and every task of the runs named, parents included
+        wanted = set(args.only) | {parent for name in args.only if (parent := study_runs(args)[name])}
+        tasks = [t for t in tasks if t.run is None or t.run in wanted]
     return tasks
+
+
+def study_runs(args) -> dict[str, str | None]:
+    """Every run of the study: run name -> the run it extends (None for one trained from scratch)."""
+    runs: dict[str, str | None] = {name: None for _enc, _block, name, _seed in trained_runs(args.seeds)}
+    return runs | {extension_name(args, s, m): f"rope-s{s}" for s in args.seeds for m in EXTEND_METHODS}
 
 
 class Log:
@@ -263,16 +285,32 @@ def build_parser() -> argparse.ArgumentParser:
         help="extra overrides for every evaluation (eval.tokens=2048)",
     )
     parser.add_argument("--plan", action="store_true", help="list the tasks and which are done; run nothing")
+    parser.add_argument("--only", nargs="+", default=None, metavar="RUN", help="only these runs (rope-s0, ...)")
+    parser.add_argument(
+        "--check", action="store_true", help="compare the runs with the committed study (--out) instead of writing it"
+    )
+    parser.add_argument(
+        "--tolerance",
+        type=study_check.positive,
+        default=study_check.TOLERANCE,
+        help="--check: a cell's difference accepted, in standard deviations over the study's seeds",
+    )
     return parser
 
 
-def parse_args() -> argparse.Namespace:
-    """The command line, with the defaults that follow from the preset, the name and the cores filled in."""
-    args = build_parser().parse_args()
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line, with the defaults that follow from the preset, the name and the cores filled
+    in; a run ``--only`` names that the study does not make stops here (exit 2)."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
     args.name = args.name or {"cpu": "cpu-tiny", "gpu": "gpu-small"}[args.preset]
-    args.work = (args.work or REPO / "results" / "study" / args.name).resolve()
+    work = args.name + ("-check" if args.check else "")  # a check makes its runs again, apart from the study's
+    args.work = (args.work or REPO / "results" / "study" / work).resolve()
     args.out = (args.out or REPO / "results" / "reference" / args.name).resolve()
     args.threads = args.threads or max(1, (os.cpu_count() or 1) // args.jobs)
+    unknown = [name for name in args.only or [] if name not in study_runs(args)]
+    if unknown:
+        parser.error(f"--only {' '.join(unknown)}: not a run of this study (seeds {args.seeds}); --plan lists them")
     return args
 
 
@@ -312,6 +350,12 @@ def write_notes(args, elapsed: float) -> int:
     return subprocess.run(notes, check=False).returncode
 
 
+def check(args) -> int:
+    """``scripts/study_check.py`` over the study's runs (``--only``'s, else all) against ``--out``; its exit code."""
+    argv = ["--work", str(args.work), "--reference", str(args.out), "--tolerance", str(args.tolerance)]
+    return study_check.main(argv + (["--runs", *args.only] if args.only else []))
+
+
 def main() -> None:
     """Plan the study, list it (``--plan``) or run what is not done, then write its notes."""
     args = parse_args()
@@ -330,7 +374,7 @@ def main() -> None:
         return
     started = time.time()
     run_phases(todo, args, log)
-    sys.exit(write_notes(args, time.time() - started))
+    sys.exit(check(args) if args.check else write_notes(args, time.time() - started))
 
 
 if __name__ == "__main__":

@@ -18,7 +18,9 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def _script(name: str):
-    """scripts/<name>.py imported as a module."""
+    """scripts/<name>.py imported as a module, its folder on sys.path as when it runs as a script."""
+    if str(REPO / "scripts") not in sys.path:
+        sys.path.append(str(REPO / "scripts"))
     spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # a dataclass resolves its annotations through sys.modules
@@ -42,6 +44,7 @@ def _args(tmp_path: Path, preset: str = "cpu", seeds=(0, 1, 2)) -> argparse.Name
         set=[],
         extend_set=[],
         eval_set=[],
+        only=None,
     )
 
 
@@ -104,3 +107,109 @@ def test_the_committed_claims_follow_from_the_committed_tables(notes):
     committed = pd.read_csv(study / "claims.csv")
     assert len(claims) == len(committed) > 0
     pd.testing.assert_frame_equal(claims.reset_index(drop=True), committed, check_dtype=False)
+
+
+def test_only_plans_the_named_runs_and_the_parents_of_extensions(study, tmp_path):
+    args = _args(tmp_path)
+    args.only = ["rope-s1-yarn-x4", "alibi-s2"]
+    tasks = study.plan(args)
+    assert {t.run for t in tasks} == {None, "rope-s1", "rope-s1-yarn-x4", "alibi-s2"}
+    assert [t.key for t in tasks if t.run is None] == ["data-prepare"]
+    assert {"train-rope-s1", "extend-rope-s1-yarn-x4", "eval-rope-s1-yarn-x4-main", "eval-alibi-s2-main"} <= {
+        t.key for t in tasks
+    }
+    assert not any(t.key.startswith(("train-rope-s0", "extend-rope-s1-pi")) for t in tasks)
+
+
+def test_a_run_the_study_does_not_make_is_refused_before_any_work(study, tmp_path, capsys):
+    with pytest.raises(SystemExit) as stop:
+        study.parse_args(["--only", "rope-s9", "--work", str(tmp_path / "w")])
+    assert stop.value.code == 2
+    assert "--only rope-s9: not a run of this study" in capsys.readouterr().err
+    assert not (tmp_path / "w").exists()
+    assert study.parse_args(["--check"]).work.name == "cpu-tiny-check"  # a check's runs live apart
+
+
+@pytest.fixture(scope="module")
+def checker():
+    return _script("study_check")
+
+
+def _made_again(tmp_path: Path, job: str, change=None) -> Path:
+    """A work folder whose run ``job`` has the committed sweep's cells as its evaluations (one
+    folder per evaluation), as ``change(table)`` returns them."""
+    sweep = pd.read_csv(REPO / "results" / "reference" / "cpu-tiny" / "sweep.csv")
+    table = sweep[sweep["job"] == job].drop(columns="job").reset_index(drop=True)
+    if change is not None:
+        table = change(table)
+    for eval_id, rows in table.groupby("eval_id"):
+        folder = tmp_path / "runs" / job / "eval" / str(eval_id)
+        folder.mkdir(parents=True)
+        rows.to_csv(folder / "extrapolation.csv", index=False)
+    return tmp_path
+
+
+def _check(checker, work: Path, *extra: str) -> int:
+    return checker.main(["--work", str(work), "--reference", str(REPO / "results/reference/cpu-tiny"), *extra])
+
+
+def _scale(method: str, protocol: str, factor: float, by: float, stage: str = "zero-shot"):
+    """A change that multiplies one perplexity by ``by``."""
+
+    def change(table):
+        at = (table["method"] == method) & (table["protocol"] == protocol) & (table["factor"] == factor)
+        at &= table["stage"] == stage
+        table.loc[at, "ppl"] *= by
+        return table
+
+    return change
+
+
+def test_the_tolerance_is_in_each_cells_seed_spread(checker, tmp_path, capsys):
+    """A 10% change far past T, where the seeds differ by ~15%, agrees; 2% at T, where they differ
+    by 0.7%, does not."""
+    assert _check(checker, _made_again(tmp_path / "same", "absolute-s1")) == 0
+    assert "absolute-s1: " in capsys.readouterr().out
+    far = _scale("none", "nonoverlapping", 8.0, 1.10)
+    assert _check(checker, _made_again(tmp_path / "far", "rope-s0", far)) == 0
+    out = capsys.readouterr().out
+    assert "rope-s0: " in out and "agrees" in out and "+10.00%; none 8x nonoverlapping" in out
+    near = _scale("none", "nonoverlapping", 1.0, 1.02)
+    assert _check(checker, _made_again(tmp_path / "near", "rope-s0", near)) == 1
+    assert "1 cell(s) disagree" in capsys.readouterr().out
+
+
+def _out_of_range_scored(table):
+    table.loc[table.index[table["status"] == "out_of_range"][0], "status"] = "ok"
+    return table
+
+
+def _dropped(table):
+    return table.drop(index=table.index[-1])  # a cell the run no longer has
+
+
+@pytest.mark.parametrize(
+    "job, change, expect",
+    [
+        ("rope-s2-yarn-x4", _scale("yarn", "nonoverlapping", 2.0, 1.5, "extended"), "+50.00%"),
+        ("absolute-s0", _out_of_range_scored, "out_of_range"),
+        ("rope-s2", _dropped, "NaN"),
+    ],
+    ids=["perplexity", "status", "missing"],
+)
+def test_a_changed_cell_disagrees_and_is_shown(checker, tmp_path, capsys, job, change, expect):
+    assert _check(checker, _made_again(tmp_path, job, change)) == 1
+    out = capsys.readouterr().out
+    assert f"{job}: " in out and "1 cell(s) disagree" in out
+    assert "cells that disagree:" in out and expect in out
+
+
+def test_bad_input_to_the_check(checker, tmp_path, capsys):
+    work = _made_again(tmp_path, "rope-s0")
+    assert _check(checker, work, "--runs", "rope-s1") == 1  # named, not made again
+    assert "rope-s1: no cell of it" in capsys.readouterr().out
+    assert checker.main(["--work", str(work), "--reference", str(tmp_path)]) == 2
+    assert "sweep.csv does not exist" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as stop:
+        _check(checker, work, "--tolerance", "five")
+    assert stop.value.code == 2
