@@ -29,7 +29,8 @@ Then both are scored at 1x-8x the training length with posx's own scoring
 each with its own RoPE rescaling: posx's methods none / pi / dynamic_ntk / yarn against
 transformers' ``rope_parameters`` default / linear / dynamic / yarn (a fresh
 ``LlamaRotaryEmbedding`` per method); evaluation tokens/s of each side over all cells.
-No weights are downloaded: the Llama is built from a config.
+No weights are downloaded: the Llama is built from a config. The figures go to stdout as JSON
+(and to ``--out``), and their headline, three lines, to stderr.
 """
 
 from __future__ import annotations
@@ -329,6 +330,23 @@ def description(args, device: torch.device, n_posx: int, n_hf: int, hidden: int)
     }
 
 
+def headline(result: dict) -> str:
+    """The figures a reader looks for first, in three lines (the JSON has the rest)."""
+    train, ev = result["train"], result["eval"]
+    rate = {side: train[side]["tokens_per_s"] for side in ("posx", "transformers")}
+    equal = train["to_equal_loss"]
+    lines = [
+        f"train tokens/s: posx {rate['posx']:,.0f}, transformers {rate['transformers']:,.0f}: "
+        f"{train['ratio_posx_over_transformers']:.2f}x (per step {train['ratio_min']:.2f} to {train['ratio_max']:.2f}; "
+        f"posx {'compiled' if train['posx_compiled'] else 'eager'})",
+        f"to the training loss {equal['target_loss']:.3f}: posx {equal['posx']['steps']} steps "
+        f"({equal['posx']['seconds']:.1f} s), transformers {equal['transformers']['steps']} "
+        f"({equal['transformers']['seconds']:.1f} s): posx {equal['speedup']:.2f}x as fast",
+        f"evaluation tokens/s: {ev['eval_ratio_posx_over_transformers']:.2f}x",
+    ]
+    return "\n".join(lines)
+
+
 def main() -> None:
     args = parser().parse_args()
     if args.threads:
@@ -349,6 +367,7 @@ def main() -> None:
     result["train"] = train_both(cfg, sides, corpus.train, device, args)
     result["eval"] = evaluate_both(cfg, posx_model, hf, hidden, corpus.val, device, args)
     print(json.dumps(result, indent=1))
+    print(headline(result), file=sys.stderr)
     if args.out:
         Path(args.out).write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
 

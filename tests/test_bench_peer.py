@@ -72,3 +72,28 @@ def test_step_split_gives_every_op_one_part_on_both_sides(bench, block):
         assert sum(parts.values()) == pytest.approx(sum(e.self_cpu_time_total for e in ops) / 1e6)
         assert {"attention", "mlp", "norm", "optimizer", "loss"} <= set(parts)
         assert parts["attention"] + parts["mlp"] + parts["norm"] > parts["other"]
+
+
+def test_the_headline_reads_the_figures_it_names(bench):
+    side = {"tokens_per_s": 15000.0, "final_loss": 2.9}
+    result = {
+        "train": {
+            "posx": {**side, "tokens_per_s": 16530.4},
+            "transformers": side,
+            "ratio_posx_over_transformers": 1.0832,
+            "ratio_min": 0.886,
+            "ratio_max": 1.333,
+            "posx_compiled": False,
+            "to_equal_loss": {
+                "target_loss": 2.9372,
+                "posx": {"steps": 49, "seconds": 6.42},
+                "transformers": {"steps": 39, "seconds": 5.46},
+                "speedup": 0.85,
+            },
+        },
+        "eval": {"eval_ratio_posx_over_transformers": 1.0577},
+    }
+    lines = bench.headline(result).splitlines()
+    assert lines[0] == "train tokens/s: posx 16,530, transformers 15,000: 1.08x (per step 0.89 to 1.33; posx eager)"
+    assert "posx 49 steps (6.4 s), transformers 39 (5.5 s): posx 0.85x as fast" in lines[1]
+    assert lines[2] == "evaluation tokens/s: 1.06x"
