@@ -311,6 +311,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     unknown = [name for name in args.only or [] if name not in study_runs(args)]
     if unknown:
         parser.error(f"--only {' '.join(unknown)}: not a run of this study (seeds {args.seeds}); --plan lists them")
+    if args.check and not (args.out / "sweep.csv").is_file():
+        parser.error(f"--check compares with {args.out / 'sweep.csv'}, which does not exist; --out names a study")
     return args
 
 

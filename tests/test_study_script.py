@@ -128,6 +128,10 @@ def test_a_run_the_study_does_not_make_is_refused_before_any_work(study, tmp_pat
     assert "--only rope-s9: not a run of this study" in capsys.readouterr().err
     assert not (tmp_path / "w").exists()
     assert study.parse_args(["--check"]).work.name == "cpu-tiny-check"  # a check's runs live apart
+    with pytest.raises(SystemExit) as stop:
+        study.parse_args(["--check", "--preset", "gpu", "--work", str(tmp_path / "w")])  # no gpu-small study yet
+    assert stop.value.code == 2 and "gpu-small/sweep.csv, which does not exist" in capsys.readouterr().err
+    assert not (tmp_path / "w").exists()
 
 
 @pytest.fixture(scope="module")
