@@ -1,9 +1,10 @@
 # Everyday commands. `make test` is what a plain `python -m pytest -q` runs off CI: the fast
 # set (tests not marked slow). `make test-full` runs everything, as CI does (CI=true: every
-# test, over 2 pytest-xdist workers; see tests/conftest.py).
+# test, over 2 pytest-xdist workers; see tests/conftest.py). `make check-reference` makes one
+# run of the reference study again and compares it with the committed one (about 8 minutes).
 PYTHON ?= python
 
-.PHONY: test test-full lint docs
+.PHONY: test test-full lint docs check-reference
 
 test:
 	$(PYTHON) -m pytest -q
@@ -17,3 +18,6 @@ lint:
 
 docs:
 	$(PYTHON) -m mkdocs build --strict
+
+check-reference:
+	$(PYTHON) scripts/reference_study.py --only rope-s0 --check
