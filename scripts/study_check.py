@@ -33,14 +33,13 @@ SEED = re.compile(r"-s\d+(?=-|$)")  # the seed in a study's run name: rope-s0, r
 def made_again(runs: Path) -> pd.DataFrame:
     """Every evaluation cell of the runs under ``runs`` (``job`` = run name), as sweep.csv holds them."""
     frames = [pd.read_csv(t).assign(job=t.parents[2].name) for t in sorted(runs.glob("*/eval/*/extrapolation.csv"))]
-    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=[*KEYS, "ppl", "status"])
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["job"])
 
 
 def seed_spread(reference: pd.DataFrame) -> pd.DataFrame:
     """Per cell of each run name without its seed: the perplexity's standard deviation over seeds."""
     ref = reference.assign(group=reference["job"].str.replace(SEED, "", regex=True))
-    spread = ref.groupby(["group", *KEYS[1:]], dropna=False)["ppl"].std().rename("seed_std").reset_index()
-    return spread
+    return ref.groupby(["group", *KEYS[1:]], dropna=False)["ppl"].std().rename("seed_std").reset_index()
 
 
 def compare(reference: pd.DataFrame, here: pd.DataFrame, tolerance: float) -> pd.DataFrame:
@@ -49,10 +48,11 @@ def compare(reference: pd.DataFrame, here: pd.DataFrame, tolerance: float) -> pd
     standard deviations) and ``agrees`` (status equal, and |stds| within ``tolerance`` where there is a
     perplexity). A cell missing here does not agree."""
     cols = [*KEYS, "ppl", "status"]
-    ref = reference[cols].fillna({"absolute_beyond": "-"})  # NaN never equals NaN in a merge key
+    # NaN never equals NaN in a merge key; a cell evaluated twice counts once
+    ref = reference[cols].fillna({"absolute_beyond": "-"}).drop_duplicates(KEYS, keep="last")
     new = here[cols].fillna({"absolute_beyond": "-"}).drop_duplicates(KEYS, keep="last")
     spread = seed_spread(ref)
-    ref = ref[ref["job"].isin(set(new["job"]))].drop_duplicates(KEYS, keep="last")
+    ref = ref[ref["job"].isin(set(new["job"]))]
     cells = ref.merge(new, on=KEYS, how="left", suffixes=("_ref", "_here"))
     cells["group"] = cells["job"].str.replace(SEED, "", regex=True)
     cells = cells.merge(spread, on=["group", *KEYS[1:]], how="left").drop(columns="group")
@@ -110,11 +110,18 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     sweep = args.reference / "sweep.csv"
     if not sweep.is_file():
-        print(f"error: {sweep} does not exist; --reference takes a study directory such as results/reference/cpu-tiny")
+        print(
+            f"error: {sweep} does not exist; --reference takes a study directory such as results/reference/cpu-tiny",
+            file=sys.stderr,
+        )
         return 2
     here = made_again(args.work / "runs")
     if args.runs:
         here = here[here["job"].isin(args.runs)]
+    if here.empty:
+        what = f"evaluation of {' '.join(args.runs)}" if args.runs else "run with an evaluation"
+        print(f"no {what} under {args.work / 'runs'} to compare")
+        return 1
     reference = pd.read_csv(sweep)
     missing = sorted(set(here["job"]) - set(reference["job"]) | set(args.runs or []) - set(here["job"]))
     cells = compare(reference, here, args.tolerance)

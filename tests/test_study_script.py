@@ -211,9 +211,16 @@ def test_a_changed_cell_disagrees_and_is_shown(checker, tmp_path, capsys, job, c
 def test_bad_input_to_the_check(checker, tmp_path, capsys):
     work = _made_again(tmp_path, "rope-s0")
     assert _check(checker, work, "--runs", "rope-s1") == 1  # named, not made again
-    assert "rope-s1: no cell of it" in capsys.readouterr().out
+    assert "no evaluation of rope-s1 under" in capsys.readouterr().out
+    assert _check(checker, work, "--runs", "rope-s0", "rope-s1") == 1  # one made again, one not
+    out = capsys.readouterr().out
+    assert "rope-s0: 60 cells" in out and "agrees" in out and "rope-s1: no cell of it" in out
     assert checker.main(["--work", str(work), "--reference", str(tmp_path)]) == 2
-    assert "sweep.csv does not exist" in capsys.readouterr().out
+    assert "sweep.csv does not exist" in capsys.readouterr().err
+    assert (
+        checker.main(["--work", str(tmp_path / "empty"), "--reference", str(REPO / "results/reference/cpu-tiny")]) == 1
+    )
+    assert "no run with an evaluation under" in capsys.readouterr().out
     with pytest.raises(SystemExit) as stop:
         _check(checker, work, "--tolerance", "five")
     assert stop.value.code == 2
