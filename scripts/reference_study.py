@@ -191,7 +191,8 @@ def plan(args) -> list[Task]:
         for method in EXTEND_METHODS:
             tasks += extension_tasks(args, seed, method)
     if args.only:  # the token store's task and every task of the runs named, parents included
-        wanted = set(args.only) | {parent for name in args.only if (parent := study_runs(args)[name])}
+        parents = study_runs(args)
+        wanted = set(args.only) | {parents[name] for name in args.only if parents[name]}
         tasks = [t for t in tasks if t.run is None or t.run in wanted]
     return tasks
 

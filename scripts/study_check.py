@@ -36,9 +36,14 @@ def made_again(runs: Path) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["job"])
 
 
+def seed_group(jobs: pd.Series) -> pd.Series:
+    """Each run's name without its seed: the runs a cell's seed spread is taken over."""
+    return jobs.str.replace(SEED, "", regex=True)
+
+
 def seed_spread(reference: pd.DataFrame) -> pd.DataFrame:
     """Per cell of each run name without its seed: the perplexity's standard deviation over seeds."""
-    ref = reference.assign(group=reference["job"].str.replace(SEED, "", regex=True))
+    ref = reference.assign(group=seed_group(reference["job"]))
     return ref.groupby(["group", *KEYS[1:]], dropna=False)["ppl"].std().rename("seed_std").reset_index()
 
 
@@ -54,7 +59,7 @@ def compare(reference: pd.DataFrame, here: pd.DataFrame, tolerance: float) -> pd
     spread = seed_spread(ref)
     ref = ref[ref["job"].isin(set(new["job"]))]
     cells = ref.merge(new, on=KEYS, how="left", suffixes=("_ref", "_here"))
-    cells["group"] = cells["job"].str.replace(SEED, "", regex=True)
+    cells["group"] = seed_group(cells["job"])
     cells = cells.merge(spread, on=["group", *KEYS[1:]], how="left").drop(columns="group")
     cells["rel"] = cells["ppl_here"] / cells["ppl_ref"] - 1.0
     cells["stds"] = (cells["ppl_here"] - cells["ppl_ref"]) / cells["seed_std"]

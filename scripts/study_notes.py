@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 
 import pandas as pd
+import study_check  # scripts/study_check.py: a script's own folder is on sys.path
 import torch
 
 from posx.report.claims import Numbers, check
@@ -116,10 +117,8 @@ def task_times(work: Path) -> pd.DataFrame:
 
 
 def sweep_table(runs: Path) -> pd.DataFrame:
-    frames = []
-    for table in sorted(runs.glob("*/eval/*/extrapolation.csv")):
-        frames.append(pd.read_csv(table).assign(job=table.parents[2].name))
-    df = pd.concat(frames, ignore_index=True)
+    """Every evaluation cell of every run (``study_check.made_again``), the run's name first."""
+    df = study_check.made_again(runs)
     return df[["job", *[c for c in df.columns if c != "job"]]]
 
 
