@@ -22,6 +22,7 @@ from posx.config.reference import keys
 from posx.config.schema import Config, ExtendRootConfig
 from posx.core.errors import PosxError
 
+GROUPS = ("model", "pos", "data", "train", "eval", "logger", "experiment")  # the config groups (configs/<group>/)
 # The schemas configs/config.yaml and configs/extend.yaml name as their defaults.
 STORED_SCHEMAS = {"posx_schema": Config, "posx_extend_schema": ExtendRootConfig}
 
@@ -48,6 +49,8 @@ def config_dir() -> Path:
 
 def key_hint(key: str, schema: type = ExtendRootConfig) -> str:
     """What to do about ``key``: set it plainly when the schema has it, else the closest keys."""
+    if key in GROUPS:
+        return f"{key} is a config group: choose one of configs/{key}/ as {key}=<name>"
     known = [k for k, *_ in keys(schema)]
     if key in known:
         return f"set it as {key}=<value>"
@@ -66,7 +69,6 @@ def refuse_additions(overrides: list[str]) -> None:
 
 
 SCHEMAS = {"config": Config, "extend": ExtendRootConfig}  # the root configs and their schemas
-GROUPS = ("model", "pos", "data", "train", "eval", "logger", "experiment")  # the config groups (configs/<group>/)
 
 
 def choices_of(schema: type, key: str) -> type[Enum] | None:
