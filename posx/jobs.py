@@ -41,7 +41,7 @@ from posx.exits import user_errors
 from posx.report import digest
 from posx.report.sweep import update_sweep_table
 from posx.runs import resumable
-from posx.runs.paths import CONFIG, is_run, new_named_run_dir, new_run_dir, read_meta, resolve_run
+from posx.runs.paths import CONFIG, check_writable, is_run, new_named_run_dir, new_run_dir, read_meta, resolve_run
 from posx.train import extend as extension
 from posx.train.loop import train
 from posx.train.state import Fresh, Resume, Start
@@ -127,6 +127,7 @@ def job_run_dir(cfg: DictConfig, name: str) -> JobDir:
     if is_run(run_dir) and not os.environ.get("SUBMITIT_EXECUTOR"):
         raise PosxError(f"{run_dir} already holds a trained run; use a new hydra.sweep.dir")
     if is_run(run_dir) or resumable.exists(run_dir):
+        check_writable(run_dir)
         changed = differences(saved_config(run_dir), cfg)
         if changed:
             held = "a trained run" if is_run(run_dir) else "a checkpoint"
@@ -229,6 +230,7 @@ def resume(run: str, overrides: list[str]) -> None:
                 markup=False,
             )
             return
+        check_writable(run_dir)
         if not resumable.exists(run_dir):
             console.print(Text(f"{run_dir} has no checkpoint yet; training it from step 0", style="yellow"))
         train(cfg, run_dir, Resume(), console)
