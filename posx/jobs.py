@@ -32,6 +32,7 @@ from posx.config import command_line
 from posx.config.checks import check_train_config
 from posx.config.compose import compose, config_dir, refuse_additions, register_configs
 from posx.config.resume import differences, resume_config, saved_config
+from posx.config.sweep_dir import check_sweep_dir
 from posx.core import distributed, files, launcher
 from posx.core.console import new_console
 from posx.core.errors import PosxError
@@ -84,6 +85,8 @@ def run_hydra(task: Callable[[DictConfig], None], config_name: str, args: list[s
         # multi-line report from inside the sweep.
         for overrides in command_line.probes(parsed.overrides):
             compose(overrides, config_name)
+        if parsed.multirun:  # before Hydra writes its multirun.yaml there
+            check_sweep_dir(parsed.overrides, config_name)
     main = hydra.main(version_base="1.3", config_path=str(config_dir()), config_name=config_name)(task)
     with user_errors(), command_line.argv(args), hydra_raises():
         main()
