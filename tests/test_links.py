@@ -124,7 +124,7 @@ def test_a_new_file_never_replaces_what_appears_meanwhile(tmp_path):
 
 
 def _posx_sweep_record(sweep: Path, task: list[str]) -> None:
-    sweep.mkdir()
+    sweep.mkdir(exist_ok=True)
     record = {"results_dir": "results", "hydra": {"mode": "MULTIRUN", "job": {"config_name": "config"},
                                                    "overrides": {"task": task}}}  # fmt: skip
     (sweep / "multirun.yaml").write_text(yaml.safe_dump(record))
@@ -138,10 +138,22 @@ SWEEP = ["seed=0,1", "experiment=quick", "train.steps=2"]
     [
         (lambda s: (s.mkdir(), (s / "multirun.yaml").write_text("precious\n")), "not a posx sweep's"),
         (lambda s: (s.mkdir(), (s / "notes.txt").write_text("mine\n")), "holds files posx did not make (notes.txt)"),
-        (lambda s: _posx_sweep_record(s, ["seed=5"]), "holds another sweep (posx train seed=5)"),
+        (lambda s: (_posx_sweep_record(s, SWEEP), (s / "notes.txt").write_text("mine\n")), "(notes.txt)"),
+        (
+            lambda s: (s.mkdir(), (s / "0_rope_s0").mkdir(), (s / "0_rope_s0" / "a.txt").write_text("x\n")),
+            "(0_rope_s0)",
+        ),
+        (lambda s: (s.mkdir(), (s / "sweep.csv").write_text("mine\n")), "(sweep.csv)"),
         (lambda s: s.symlink_to(s.parent / "elsewhere"), "is a symbolic link"),
     ],
-    ids=["foreign multirun.yaml", "foreign files", "another sweep", "a link"],
+    ids=[
+        "foreign multirun.yaml",
+        "foreign files",
+        "foreign files beside a record",
+        "foreign job",
+        "no record",
+        "a link",
+    ],
 )
 def test_a_sweep_refuses_a_directory_that_is_not_its_own_before_hydra_writes(tmp_path, setup, needle):
     sweep = tmp_path / "mydir"
@@ -153,8 +165,13 @@ def test_a_sweep_refuses_a_directory_that_is_not_its_own_before_hydra_writes(tmp
     assert _snapshot(tmp_path) == before
 
 
-def test_the_same_sweep_may_continue_in_its_directory(tmp_path):
+def test_a_posx_sweep_directory_may_be_swept_again(tmp_path):
+    """Its record is posx's, its jobs check their own directories (tests/test_resume.py)."""
     sweep = tmp_path / "mydir"
-    _posx_sweep_record(sweep, list(reversed(SWEEP)))  # the order of the overrides does not matter
+    _posx_sweep_record(sweep, ["seed=5"])
+    for name in ("sweep.csv", "sweep.md", ".posx.lock"):
+        (sweep / name).write_text("")
+    (sweep / "0_rope_s0").mkdir()
+    (sweep / "0_rope_s0" / "config.yaml").write_text("seed: 0\n")
     assert check_sweep_dir([*SWEEP, f"hydra.sweep.dir={sweep}"], "config") == sweep
     assert check_sweep_dir([*SWEEP, f"hydra.sweep.dir={tmp_path / 'new'}"], "config") == tmp_path / "new"
