@@ -32,6 +32,7 @@ from posx.config import command_line
 from posx.config.checks import check_train_config
 from posx.config.compose import compose, config_dir, refuse_additions, register_configs
 from posx.config.resume import differences, resume_config, saved_config
+from posx.config.sweep_dir import check_sweep_dir
 from posx.core import distributed, files, launcher
 from posx.core.console import new_console
 from posx.core.errors import PosxError
@@ -41,7 +42,7 @@ from posx.exits import user_errors
 from posx.report import digest
 from posx.report.sweep import update_sweep_table
 from posx.runs import resumable
-from posx.runs.paths import CONFIG, is_run, new_named_run_dir, new_run_dir, read_meta, resolve_run
+from posx.runs.paths import CONFIG, check_writable, is_run, new_named_run_dir, new_run_dir, read_meta, resolve_run
 from posx.train import extend as extension
 from posx.train.loop import train
 from posx.train.state import Fresh, Resume, Start
@@ -84,6 +85,8 @@ def run_hydra(task: Callable[[DictConfig], None], config_name: str, args: list[s
         # multi-line report from inside the sweep.
         for overrides in command_line.probes(parsed.overrides):
             compose(overrides, config_name)
+        if parsed.multirun:  # before Hydra writes its multirun.yaml there
+            check_sweep_dir(parsed.overrides, config_name)
     main = hydra.main(version_base="1.3", config_path=str(config_dir()), config_name=config_name)(task)
     with user_errors(), command_line.argv(args), hydra_raises():
         main()
@@ -127,6 +130,7 @@ def job_run_dir(cfg: DictConfig, name: str) -> JobDir:
     if is_run(run_dir) and not os.environ.get("SUBMITIT_EXECUTOR"):
         raise PosxError(f"{run_dir} already holds a trained run; use a new hydra.sweep.dir")
     if is_run(run_dir) or resumable.exists(run_dir):
+        check_writable(run_dir)
         changed = differences(saved_config(run_dir), cfg)
         if changed:
             held = "a trained run" if is_run(run_dir) else "a checkpoint"
@@ -229,6 +233,7 @@ def resume(run: str, overrides: list[str]) -> None:
                 markup=False,
             )
             return
+        check_writable(run_dir)
         if not resumable.exists(run_dir):
             console.print(Text(f"{run_dir} has no checkpoint yet; training it from step 0", style="yellow"))
         train(cfg, run_dir, Resume(), console)

@@ -14,7 +14,6 @@ from rich.console import Console
 
 from posx.core import files
 from posx.core.console import new_console
-from posx.core.errors import PosxError
 from posx.exits import user_errors
 from posx.report import collection
 from posx.runs.paths import resolve_run
@@ -47,8 +46,6 @@ def _write_csv(df, csv: str, console: Console) -> None:
     if csv == "-":
         print(df.to_csv(index=False), end="")
         return
-    path = Path(csv)
-    if path.exists():
-        raise PosxError(f"{path} already exists; choose another --csv (nothing is overwritten)")
-    files.write_text(path, df.to_csv(index=False))
+    path = files.new_file(csv, "--csv")
+    files.write_new_text(path, df.to_csv(index=False))
     console.print(f"wrote {path}", markup=False, highlight=False)

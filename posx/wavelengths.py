@@ -70,9 +70,6 @@ def _rope_run(runs: list[str], results_dir: str) -> RunMeta | None:
 
 def _write_png(df, context: int, target: int, title: str, out: Path | None, results_dir: str, console: Console) -> None:
     """The wavelength plot at ``out`` (a new file), else the first free results/frequencies[-N].png."""
-    if out is not None and out.exists():
-        raise PosxError(f"{out} already exists; choose another --out (nothing is overwritten)")
-    if out is None:
-        out = next(p for p in files.numbered(Path(results_dir), "frequencies", ".png") if not p.exists())
+    out = files.new_file(out, "--out") if out is not None else files.free_name(Path(results_dir), "frequencies", ".png")
     freqplot.plot(df, context, target, title, out)
     console.print(f"wrote {out}", markup=False)

@@ -237,7 +237,12 @@ def test_eval_extrapolate_on_the_export_gives_the_runs_table(exported, tiny_args
 def test_export_refuses_what_it_cannot_write(exported, tiny_args):
     work = exported["work"]
     proc = run_posx("export", str(exported["run"]), "--out", str(exported["out"]), cwd=work, check=False)
-    assert proc.returncode == 2 and "not an empty directory" in proc.stderr
+    assert proc.returncode == 2 and "already exists and is not empty" in proc.stderr
+    linked = work / "linked-out"
+    linked.symlink_to(work / "g-empty")
+    (work / "g-empty").mkdir()
+    proc = run_posx("export", str(exported["run"]), "--out", str(linked), cwd=work, check=False)
+    assert proc.returncode == 2 and "is a symbolic link" in proc.stderr and not any((work / "g-empty").iterdir())
     run_posx("train", "name=g2", *tiny_args, cwd=work)
     proc = run_posx("export", "g2", "--out", str(work / "g2-hf"), cwd=work, check=False)
     assert proc.returncode == 2 and proc.stderr.strip().count("\n") == 0

@@ -136,6 +136,14 @@ def compose(overrides: list[str], config_name: str = "config") -> DictConfig:
     return cfg
 
 
+def hydra_settings(overrides: list[str], config_name: str = "config") -> DictConfig:
+    """Hydra's own node (``hydra.*``) as a job with ``overrides`` gets it, through Hydra's public
+    compose API; ``overrides`` must already compose (``compose`` checked them)."""
+    register_configs()
+    with initialize_config_dir(version_base="1.3", config_dir=str(config_dir()), job_name="posx"):
+        return hydra_compose(config_name=config_name, overrides=overrides, return_hydra_config=True).hydra
+
+
 def to_yaml(cfg: DictConfig) -> str:
     """The resolved config as YAML (choices as plain strings), without Hydra's own node."""
     container = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)

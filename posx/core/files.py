@@ -23,8 +23,9 @@ from posx.core.errors import PosxError
 
 
 @contextlib.contextmanager
-def atomic_path(target: str | Path) -> Iterator[Path]:
-    """Yield a temporary path to write; on success it replaces ``target`` atomically."""
+def atomic_path(target: str | Path, new: bool = False) -> Iterator[Path]:
+    """Yield a temporary path to write; on success it replaces ``target`` atomically, or with
+    ``new`` appears there only if nothing (not even a dangling link) took the name meanwhile."""
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     # A fresh name in the same directory (so the rename is atomic), created with the
@@ -37,7 +38,7 @@ def atomic_path(target: str | Path) -> Iterator[Path]:
         os.chmod(tmp_path, mode)  # a writer that made its own file (safetensors: 0600) keeps the umask's mode
         with open(tmp_path, "rb+") as f:
             os.fsync(f.fileno())
-        os.replace(tmp_path, target)
+        _publish(tmp_path, target) if new else os.replace(tmp_path, target)
         fsync_dir(target.parent)
     except OSError as exc:
         tmp_path.unlink(missing_ok=True)
@@ -49,6 +50,23 @@ def atomic_path(target: str | Path) -> Iterator[Path]:
     except BaseException:
         tmp_path.unlink(missing_ok=True)
         raise
+
+
+def _publish(tmp_path: Path, target: Path) -> None:
+    """``tmp_path`` becomes ``target`` if that name is free: a hard link fails on any entry
+    there, a link included; where the filesystem has no hard links, checked just before."""
+    try:
+        os.link(tmp_path, target, follow_symlinks=False)
+    except FileExistsError:
+        raise PosxError(f"{target} appeared while it was being written; nothing is overwritten") from None
+    except OSError as exc:
+        if exc.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EXDEV, errno.EMLINK):
+            raise
+        if os.path.lexists(target):
+            raise PosxError(f"{target} appeared while it was being written; nothing is overwritten") from None
+        os.replace(tmp_path, target)
+        return
+    tmp_path.unlink()
 
 
 def fsync_dir(path: Path) -> None:
@@ -68,16 +86,64 @@ def fsync_dir(path: Path) -> None:
 def real_dir(path: str | Path, what: str) -> Path:
     """``path`` as a directory posx may write into: created if missing, refused if it is a
     symbolic link (posx never writes, or deletes, through a link inside what it owns)."""
-    path = Path(path)
-    if path.is_symlink():
-        raise PosxError(
-            f"{what} {path} is a symbolic link; posx does not write through links — replace it with a real directory"
-        )
+    path = no_link(path, what)
     try:
         path.mkdir(parents=True, exist_ok=True)
     except FileExistsError:
         raise PosxError(f"{what} {path} exists and is not a directory; move it away") from None
     return path
+
+
+def no_link(path: str | Path, what: str) -> Path:
+    """``path``, refused if it is a symbolic link: a directory posx writes into is a real one."""
+    path = Path(path)
+    if path.is_symlink():
+        raise PosxError(
+            f"{what} {path} is a symbolic link; posx does not write through links — replace it with a real directory"
+        )
+    return path
+
+
+def new_file(path: str | Path, option: str) -> Path:
+    """``path`` for an output option that writes a new file: any entry there, a symbolic link
+    (even a dangling one) included, is refused, never replaced."""
+    path = Path(path)
+    if path.is_symlink():
+        raise PosxError(f"{path} is a symbolic link; choose another {option} (nothing is overwritten)")
+    if path.exists():
+        raise PosxError(f"{path} already exists; choose another {option} (nothing is overwritten)")
+    return path
+
+
+def new_dir(path: str | Path, option: str) -> Path:
+    """``path`` for an output option that makes a directory: missing, or an empty real directory."""
+    path = Path(path)
+    reason = _dir_taken(path)
+    if reason:
+        raise PosxError(f"{path} {reason}; choose a new {option} (outputs are never overwritten)")
+    return path
+
+
+def _dir_taken(path: Path) -> str | None:
+    """Why a new directory cannot go at ``path``; None when it can (missing, or empty)."""
+    if path.is_symlink():
+        return "is a symbolic link (posx does not write through links)"
+    if path.exists() and not path.is_dir():
+        return "already exists and is not a directory"
+    if path.exists() and any(path.iterdir()):
+        return "already exists and is not empty"
+    return None
+
+
+def write_new_text(target: str | Path, text: str) -> None:
+    """``text`` as a new file at ``target``, which nothing else may take meanwhile."""
+    with atomic_path(target, new=True) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+
+
+def free_name(parent: Path, stem: str, suffix: str = "") -> Path:
+    """The first of ``numbered``'s names with nothing there, not even a dangling link."""
+    return next(p for p in numbered(parent, stem, suffix) if not os.path.lexists(p))
 
 
 @contextlib.contextmanager
@@ -103,13 +169,12 @@ def staged_dir(final: Path | None, parent: Path, name: str) -> Iterator[tuple[Pa
             try:
                 os.rename(staging, candidate)  # onto a missing or empty directory only
             except OSError as exc:
-                if exc.errno in (errno.ENOTEMPTY, errno.EEXIST) and final is None:
+                if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOTDIR):
+                    raise
+                if final is None:
                     continue
-                if exc.errno in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOTDIR):
-                    raise PosxError(
-                        f"{candidate} already exists and is not empty; choose a new one (outputs are never overwritten)"
-                    ) from None
-                raise
+                reason = _dir_taken(candidate) or "already exists"
+                raise PosxError(f"{candidate} {reason}; choose a new one (outputs are never overwritten)") from None
             fsync_dir(target_parent)
             published.append(candidate)
             break

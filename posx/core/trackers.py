@@ -23,6 +23,7 @@ import os
 from pathlib import Path
 from urllib.parse import urlparse
 
+from posx.core import files
 from posx.core.errors import PosxError
 
 LOGGERS = ("none", "tensorboard", "wandb")
@@ -158,7 +159,9 @@ def open_tracker(logger, run_dir: Path, name: str, config: dict, config_text: st
     check_tracker(logger)
     log_dir = Path(logger.dir) if logger.dir else None
     if logger.name == "tensorboard":
-        return TensorBoard(log_dir or Path(run_dir) / "logs", config_text)
+        return TensorBoard(log_dir or files.no_link(Path(run_dir) / "logs", "the TensorBoard directory"), config_text)
     if logger.name == "wandb":
+        if log_dir is None:  # wandb writes into <run>/wandb/
+            files.no_link(Path(run_dir) / "wandb", "the W&B directory")
         return Wandb(Path(run_dir), name, logger.project, logger.mode, config, log_dir)
     return Tracker()

@@ -23,8 +23,8 @@ from omegaconf import DictConfig, OmegaConf
 from posx.core import fieldcheck, files
 from posx.core.errors import PosxError
 from posx.eval.tables import Evaluation, read_table, write_tables
+from posx.runs.paths import EVAL_DIR, WRITTEN_DIRS
 
-EVAL_DIR = "eval"
 SETTINGS = "eval.yaml"
 TABLE_FILES = ("extrapolation.csv", "extrapolation.md", "positions.csv", "passkey.csv", "tasks.csv")
 NOT_IDENTITY = ("after_train", "batch_tokens")  # eval.* keys that do not change the numbers
@@ -100,11 +100,10 @@ def _keep_legacy(run_dir: Path) -> Path | None:
         eid = str(read_record(run_dir / SETTINGS).get("id", ""))
         if not eid or (run_dir / EVAL_DIR / eid / "extrapolation.csv").is_file():
             return None
-        target = run_dir / EVAL_DIR / eid
-        target.mkdir(parents=True, exist_ok=True)
+        target = _real_folder(run_dir, eid)
         _copy_tables(run_dir, target)
         return target
-    target = files.unique_dir(run_dir / EVAL_DIR, "legacy", "")
+    target = files.unique_dir(files.real_dir(run_dir / EVAL_DIR, WRITTEN_DIRS[EVAL_DIR]), "legacy", "")
     for name in TABLE_FILES:
         if (run_dir / name).is_file():
             (run_dir / name).replace(target / name)
@@ -124,13 +123,25 @@ def _copy_tables(source: Path, target: Path) -> list[Path]:
     return written
 
 
+def check_writable(run_dir: Path, eid: str) -> None:
+    """Refuse, before any work, an evaluation that would write through a symbolic link: the
+    run's eval/ or eval/<eid>/ is one."""
+    files.no_link(Path(run_dir) / EVAL_DIR, WRITTEN_DIRS[EVAL_DIR])
+    files.no_link(Path(run_dir) / EVAL_DIR / eid, "the evaluation record directory")
+
+
+def _real_folder(run_dir: Path, eid: str) -> Path:
+    """eval/<eid>/, made if missing; neither it nor eval/ may be a symbolic link."""
+    files.real_dir(run_dir / EVAL_DIR, WRITTEN_DIRS[EVAL_DIR])
+    return files.real_dir(run_dir / EVAL_DIR / eid, "the evaluation record directory")
+
+
 def save(result: Evaluation, run_dir: Path, settings: dict, device: str, weights_sha256: str | None) -> list[Path]:
     """Write the evaluation to eval/<id>/ and make it the current one; returns the top-level files."""
     run_dir = Path(run_dir)
     eid = eval_id(settings)
     result.table["eval_id"] = eid
-    folder = run_dir / EVAL_DIR / eid
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = _real_folder(run_dir, eid)
     write_tables(result, folder)
     record = {"id": eid, "settings": settings, "device": str(device), "weights_sha256": weights_sha256}
     files.write_text(folder / SETTINGS, yaml.safe_dump(record, sort_keys=False))

@@ -135,6 +135,7 @@ def evaluate_run(run_dir: Path, cfg: DictConfig, console: Console | None = None,
     run_dir = Path(run_dir)
     settings = history.settings_of(cfg.eval)
     eid = history.eval_id(settings)
+    history.check_writable(run_dir, eid)
     run = load(run_dir, cfg, console)
     folder = None if force else history.stored(run_dir, eid, run.meta.weights_sha256)
     if folder is not None:

@@ -300,8 +300,7 @@ def export_run(run_dir: Path, out: Path) -> Path:
             "(train one with model=llama_tiny or model.block=llama pos=rope)"
         )
     check_plain(m, run_dir)
-    if out.is_symlink() or out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise PosxError(f"{out} already exists and is not an empty directory; choose a new --out")
+    files.new_dir(out, "--out")
     hidden = model.blocks[0].mlp.gate.out_features
     config = llama_config(meta, hidden)
     check_expressible(config, meta, str(run_dir))

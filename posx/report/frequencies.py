@@ -160,7 +160,7 @@ def plot(df: pd.DataFrame, context: int, target: int, title: str, path: Path) ->
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(fontsize=8, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.12), frameon=False)
     fmt = "pdf" if Path(path).suffix.lower() == ".pdf" else "png"
-    with files.atomic_path(path) as tmp:
+    with files.atomic_path(path, new=True) as tmp:  # a new file: nothing there is replaced
         fig.savefig(tmp, format=fmt, dpi=DPI, bbox_inches="tight")
     return path
 
@@ -180,8 +180,9 @@ def check_out(out: Path | None) -> None:
         return
     if out.suffix.lower() != ".png":
         raise PosxError(f"--out {out} must name a .png file (the plot is a PNG)")
-    if out.is_dir():
+    if out.is_dir() and not out.is_symlink():
         raise PosxError(f"--out {out} is a directory; name a .png file")
+    files.new_file(out, "--out")
 
 
 # Settings ``posx frequencies`` takes as options, not from the config: the override names its option.

@@ -76,11 +76,7 @@ def summarize(con) -> pd.DataFrame:
 def check_out(out: str | Path | None) -> None:
     """--out must be new or an empty directory: a report is never overwritten."""
     if out is not None:
-        out = Path(out)
-        if out.is_symlink() or out.exists() and (not out.is_dir() or any(out.iterdir())):
-            raise PosxError(
-                f"{out} already exists and is not empty; choose a new --out (a report is never overwritten)"
-            )
+        files.new_dir(out, "--out")
 
 
 def _extensions(runs: list[RunTables]) -> dict:

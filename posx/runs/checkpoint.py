@@ -38,8 +38,9 @@ from safetensors.torch import load_file, save_file, save_model
 
 from posx.core import fieldcheck, files
 from posx.core.errors import PosxError
+from posx.runs.paths import WRITTEN_DIRS
 from posx.runs.records import TrainExtras
-from posx.runs.resumable import FORMAT, LATEST, read_latest, root
+from posx.runs.resumable import DIRNAME, FORMAT, LATEST, read_latest, root
 from posx.runs.weights import load_weights
 
 
@@ -69,7 +70,7 @@ def save(
     Refuses non-finite weights, so a good checkpoint is never replaced by a broken one.
     """
     _refuse_non_finite(model, step)
-    ckpt_root = files.real_dir(root(run_dir), "the checkpoint directory")
+    ckpt_root = files.real_dir(root(run_dir), WRITTEN_DIRS[DIRNAME])
     name = f"step-{step:08d}"
     final = ckpt_root / name
     previous = read_latest(ckpt_root, missing_ok=True)

@@ -25,7 +25,9 @@ META = "model.json"
 CONFIG = "config.yaml"
 # Any of these makes a directory a run directory (finished or not, evaluated or not).
 RUN_MARKERS = (META, CONFIG, "extrapolation.csv")
-NOT_RUNS = frozenset({"eval", "checkpoint", "cache", "reports"})  # folders that never hold runs
+EVAL_DIR = "eval"  # a run's stored evaluations (posx.eval.history)
+WRITTEN_DIRS = {resumable.DIRNAME: "the checkpoint directory", EVAL_DIR: "the evaluation directory"}  # inside a run
+NOT_RUNS = frozenset({*WRITTEN_DIRS, "cache", "reports"})  # folders that never hold runs
 RESULTS = Config.results_dir  # the results directory run names are looked up in unless told otherwise
 
 
@@ -57,6 +59,12 @@ def read_config(run_dir: Path) -> dict:
             "reads them as data — remove it"
         )
     return data
+
+
+def check_writable(run_dir: Path) -> None:
+    """Refuse, before any work, a run whose folders posx writes into include a symbolic link."""
+    for name, what in WRITTEN_DIRS.items():
+        files.no_link(Path(run_dir) / name, what)
 
 
 def new_run_dir(results_dir: str | Path, name: str) -> Path:

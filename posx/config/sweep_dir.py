@@ -1,0 +1,83 @@
+"""A sweep's directory, looked at before Hydra writes into it.
+
+Hydra's sweeper writes ``multirun.yaml`` into ``hydra.sweep.dir`` before the first job starts,
+replacing a file of that name, and each job then writes into ``<sweep dir>/<job>/``. So before
+Hydra runs, the directory must be missing, empty, or a posx sweep's: its ``multirun.yaml`` is
+Hydra's record of a posx sweep, and everything else in it is what posx sweeps leave (job
+directories, which then check that they hold this job's config, ``sweep.csv``, ``sweep.md``,
+the lock, submitit's logs). A sweep started again therefore continues; anything else is
+refused in one line and nothing is written.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from posx.config.command_line import probes
+from posx.config.compose import hydra_settings
+from posx.core.errors import PosxError
+from posx.core.lock import LOCK_NAME
+from posx.runs import resumable
+from posx.runs.paths import CONFIG, is_run_dir
+
+RECORD = "multirun.yaml"  # what Hydra's sweeper writes at the top of the sweep directory
+SWEEP_FILES = frozenset({RECORD, "sweep.csv", "sweep.md", LOCK_NAME, ".submitit"})  # posx's, beside the jobs
+
+
+def check_sweep_dir(overrides: list[str], config_name: str) -> Path:
+    """The sweep directory of ``overrides`` (a ``-m`` command line), refused unless posx may write it."""
+    sweep = Path(str(hydra_settings(probes(overrides)[0], config_name).sweep.dir))
+    reason = _refusal(sweep)
+    if reason:
+        raise PosxError(f"{sweep} {reason}; use a new hydra.sweep.dir")
+    return sweep
+
+
+def _refusal(sweep: Path) -> str | None:
+    """Why a sweep may not write into ``sweep``; None when it may."""
+    if sweep.is_symlink():
+        return "is a symbolic link (posx does not write through links)"
+    if not sweep.exists():
+        return None
+    if not sweep.is_dir():
+        return "exists and is not a directory"
+    found = sorted(sweep.iterdir())
+    if not found:
+        return None
+    if (sweep / RECORD) in found and not is_posx_record(sweep / RECORD):
+        return f"holds a {RECORD} that is not a posx sweep's (Hydra would replace it)"
+    foreign = [p.name for p in found if not _ours(p, sweep)]
+    if foreign:
+        return f"already holds files posx did not make ({', '.join(foreign[:3])})"
+    return None
+
+
+def _ours(path: Path, sweep: Path) -> bool:
+    """What a posx sweep leaves in its directory: its record and tables (beside that record), its
+    lock, submitit's logs, a hidden temporary, and job directories."""
+    if path.name.startswith(".") and path.name.endswith(".tmp"):
+        return True
+    if path.name in SWEEP_FILES:
+        return path.name in (LOCK_NAME, ".submitit") or is_posx_record(sweep / RECORD)
+    if path.is_symlink() or not path.is_dir():
+        return False
+    return is_run_dir(path) or resumable.exists(path) or {p.name for p in path.iterdir()} <= {LOCK_NAME, CONFIG}
+
+
+def is_posx_record(path: Path) -> bool:
+    """Whether ``path`` is Hydra's multirun.yaml of a posx sweep (not a link, readable, of
+    ``posx train`` or ``posx extend``)."""
+    if path.is_symlink() or not path.is_file():
+        return False
+    try:
+        record = yaml.safe_load(path.read_text(encoding="utf-8"))
+        hydra = record["hydra"]
+        return (
+            hydra["mode"] == "MULTIRUN"
+            and hydra["job"]["config_name"] in ("config", "extend")
+            and "results_dir" in record
+        )
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, KeyError, TypeError):
+        return False
