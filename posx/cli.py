@@ -107,7 +107,9 @@ def train(
 
 @app.command(context_settings=PASS_THROUGH, epilog=EXTEND_EPILOG)
 def extend(
-    run: Optional[str] = typer.Argument(None, help="The run to extend: a directory, or a run name under results/runs."),
+    run: Optional[str] = typer.Argument(
+        None, help="The run to extend: a directory, or a run name under results/runs (or parent=RUN; not both)."
+    ),
     overrides: Optional[List[str]] = typer.Argument(
         None, help="Hydra overrides and flags (method=, factor=, extend.steps=, -m, --cfg job)."
     ),
@@ -131,9 +133,11 @@ def export(
 def eval_extrapolate(
     run: Optional[str] = typer.Argument(None, help="Run directory, or a run name under results/runs."),
     overrides: Optional[List[str]] = typer.Argument(
-        None, help="Overrides of eval.*, device, threads, logger, results_dir (the model is the run's)."
+        None,
+        help="Overrides of eval.*, device, threads, logger, results_dir, data.cache_dir; any other key is refused "
+        "(the model and its corpus are the run's; a transformers checkpoint takes data.* and no logger).",
     ),
-    latest: bool = typer.Option(False, "--latest", help="Evaluate the most recently trained run."),
+    latest: bool = typer.Option(False, "--latest", help="Evaluate the most recently trained run (instead of RUN)."),
     force: bool = typer.Option(
         False, "--force", help="Evaluate again even when the run already holds an evaluation with these settings."
     ),
@@ -190,7 +194,9 @@ def report(
         None, "--out", help="Report directory (new or empty); default results/reports/<time>/."
     ),
     factor: Optional[float] = typer.Option(
-        None, "--factor", help="Factor of the per-position plot (default: the largest each encoding has)."
+        None,
+        "--factor",
+        help="Factor of the per-position plot, one the runs were evaluated at (default: each encoding's largest).",
     ),
     results_dir: Path = typer.Option(Path(Config.results_dir), "--results-dir", help="Where reports/ goes by default."),
     smooth: int = typer.Option(
@@ -265,7 +271,9 @@ app.add_typer(data_app)
 
 @data_app.command("prepare", context_settings=PASS_THROUGH, epilog=PREPARE_EPILOG)
 def data_prepare(
-    overrides: Optional[List[str]] = typer.Argument(None, help="Overrides of data.* (as for posx train)."),
+    overrides: Optional[List[str]] = typer.Argument(
+        None, help="Overrides of data.*, results_dir and experiment (as for posx train); any other key is refused."
+    ),
 ) -> None:
     """Build the token store of a data config (posx train would build it on first use)."""
     work().data_prepare(list(overrides or []))

@@ -14,19 +14,23 @@ from __future__ import annotations
 from pathlib import Path
 
 from posx import jobs
+from posx.config import applies
 from posx.config.compose import compose, to_yaml
 from posx.config.evalsettings import eval_config, kept_from_run
 from posx.core import launcher
 from posx.core.console import new_console
+from posx.core.errors import PosxError
 from posx.data import store
 from posx.data import tokenizer as tok_mod
 from posx.eval.run import evaluate_run
-from posx.exits import user_errors
+from posx.exits import EVAL_INTERRUPTED, user_errors
 from posx.hf.checkpoint import evaluate_hf_dir
 from posx.hf.export import export_run
 from posx.report import digest
 from posx.runs.paths import resolve_run
 from posx.train.extend import prepare as prepare_extension
+
+EVAL_TAKES = "RUN or --latest, --force, --defaults, and key=value overrides"
 
 
 def train(args: list[str], resume: str | None) -> None:
@@ -43,6 +47,8 @@ def extend(run: str | None, overrides: list[str]) -> None:
     if run is not None and ("=" in run or run.startswith("-")):  # no RUN: it was an override
         overrides.insert(0, run)
         run = None
+    with user_errors():
+        _one_parent(run, overrides)
     if run is not None:
         quoted = run.replace("\\", "\\\\").replace("'", "\\'")
         # Next to the other overrides: Hydra's parser takes one contiguous run of them.
@@ -51,6 +57,16 @@ def extend(run: str | None, overrides: list[str]) -> None:
     if _cfg_job(overrides):
         return
     jobs.run_hydra(jobs.extend_job, "extend", overrides)
+
+
+def _one_parent(run: str | None, overrides: list[str]) -> None:
+    """RUN and a ``parent=`` override both name the run to extend: refused, whether or not they agree."""
+    given = [o for o in overrides if not o.startswith("-") and applies.key_of(o) == "parent"]
+    if run is not None and given:
+        raise PosxError(
+            f"the run to extend is given twice, as RUN ({run}) and as {given[0]}; give it once: "
+            "`posx extend RUN ...` or `posx extend parent=RUN ...`"
+        )
 
 
 def _cfg_job(overrides: list[str]) -> bool:
@@ -92,14 +108,19 @@ def eval_extrapolate(run: str | None, overrides: list[str], latest: bool, force:
     if run is not None and "=" in run:  # `--latest key=value`: the first override landed in RUN
         overrides.insert(0, run)
         run = None
-    with user_errors():
+    with user_errors(EVAL_INTERRUPTED):
+        applies.refuse_flags([run or "", *overrides], "posx eval-extrapolate", EVAL_TAKES)
+        if run is not None and latest:
+            raise PosxError(f"give RUN ({run}) or --latest, not both: --latest evaluates the most recent run")
         launcher.single_process("posx eval-extrapolate")
         cfg = compose(overrides)
         run_dir = resolve_run(run, cfg.results_dir, latest=latest)
         console = new_console()
         if (run_dir / "config.json").is_file() and not (run_dir / "model.json").is_file():
+            applies.refuse_others(overrides, applies.EVAL_CHECKPOINT, "evaluating a transformers checkpoint")
             evaluate_hf_dir(run_dir, cfg, console)  # a transformers checkpoint: the composed settings
             return
+        applies.refuse_others(overrides, applies.EVAL_RUN, "evaluating a run", " (its model and corpus are its own)")
         if not defaults:
             composed = cfg
             cfg, source = eval_config(run_dir, composed, overrides)
@@ -118,6 +139,8 @@ def eval_extrapolate(run: str | None, overrides: list[str], latest: bool, force:
 def data_prepare(overrides: list[str]) -> None:
     """``posx data prepare``: build (or find) the token store and say what it holds."""
     with user_errors():
+        applies.refuse_flags(overrides, "posx data prepare", "key=value overrides only")
+        applies.refuse_others(overrides, applies.PREPARE, "posx data prepare")
         cfg = compose(overrides)
         found = store.load(cfg.data, cfg.data.cache_dir, console=new_console())
         fp = found.fingerprint

@@ -17,23 +17,30 @@ from omegaconf.errors import OmegaConfBaseException
 from posx.config import command_line
 from posx.core import library_errors
 from posx.core.console import new_console, say
-from posx.core.errors import PosxError, Preempted
+from posx.core.errors import Interrupted, PosxError, Preempted
 
 err = new_console(stderr=True)
-# What Ctrl-C leaves of a training run (or an extension): its checkpoints, or nothing when it
-# had none yet (``posx.jobs.cleanup_on_failure``).
-INTERRUPTED = (
-    "stopped by Ctrl-C; a training run continues from its last checkpoint with `posx train --resume RUN` "
+# What Ctrl-C leaves, said by each command (``user_errors``'s ``interrupted``). A training run or
+# an extension says which run it left and how to go on (``posx.jobs.stopped_run``, raised as
+# ``Interrupted``); the line below is for Ctrl-C before it has a run directory.
+NOTHING_LEFT = "stopped by Ctrl-C; nothing half-written was left (posx writes its outputs whole or not at all)"
+EVAL_INTERRUPTED = (
+    "stopped by Ctrl-C; the unfinished evaluation was not kept, the model and its earlier evaluations are "
+    "unchanged; run the same command again to evaluate"
+)
+TRAINING_INTERRUPTED = (
+    "stopped by Ctrl-C; a run continues from its last checkpoint with `posx train --resume RUN` "
     "(one stopped before its first checkpoint was removed)"
 )
 
 
 @contextlib.contextmanager
-def user_errors() -> Iterator[None]:
+def user_errors(interrupted: str = NOTHING_LEFT) -> Iterator[None]:
     """PosxError and Hydra/OmegaConf config errors -> one line on stderr, exit 2; a known
     library or operating-system failure (``posx.core.library_errors``) -> its advice line, exit 2;
-    ``Preempted`` -> exit 75; Ctrl-C -> exit 130; any other exception -> one ``internal error``
-    line naming a file that holds its traceback, exit 3."""
+    ``Preempted`` -> exit 75; Ctrl-C -> exit 130 with ``interrupted`` (what the command leaves),
+    or an ``Interrupted``'s own line; any other exception -> one ``internal error`` line naming a
+    file that holds its traceback, exit 3."""
     try:
         yield
     except Preempted as exc:
@@ -45,8 +52,8 @@ def user_errors() -> Iterator[None]:
     except (PosxError, HydraException, OmegaConfBaseException) as exc:
         say(err, "error", "bold red", str(exc))
         raise SystemExit(2) from None
-    except KeyboardInterrupt:
-        say(err, "interrupted", "yellow", INTERRUPTED)
+    except KeyboardInterrupt as exc:
+        say(err, "interrupted", "yellow", str(exc) if isinstance(exc, Interrupted) else interrupted)
         raise SystemExit(130) from None
     except Exception as exc:  # a library's failure, or a bug in posx or below it
         fail(exc)

@@ -31,14 +31,14 @@ from rich.text import Text
 from posx.config import command_line
 from posx.config.checks import check_train_config
 from posx.config.compose import compose, config_dir, refuse_additions, register_configs
-from posx.config.resume import differences, resume_config, saved_config
+from posx.config.resume import differences, refuse_flags, resume_config, saved_config
 from posx.config.sweep_dir import check_sweep_dir
 from posx.core import distributed, files, launcher
 from posx.core.console import new_console
-from posx.core.errors import PosxError
+from posx.core.errors import Interrupted, PosxError
 from posx.core.lock import LOCK_NAME, Busy
 from posx.eval.run import evaluate_run
-from posx.exits import user_errors
+from posx.exits import TRAINING_INTERRUPTED, user_errors
 from posx.report import digest
 from posx.report.sweep import update_sweep_table
 from posx.runs import resumable
@@ -88,7 +88,7 @@ def run_hydra(task: Callable[[DictConfig], None], config_name: str, args: list[s
         if parsed.multirun:  # before Hydra writes its multirun.yaml there
             check_sweep_dir(parsed.overrides, config_name)
     main = hydra.main(version_base="1.3", config_path=str(config_dir()), config_name=config_name)(task)
-    with user_errors(), command_line.argv(args), hydra_raises():
+    with user_errors(TRAINING_INTERRUPTED), command_line.argv(args), hydra_raises():
         main()
 
 
@@ -170,6 +170,29 @@ def cleanup_on_failure(job: JobDir) -> Iterator[None]:
         raise
 
 
+def stopped_run(run_dir: Path) -> str:
+    """What Ctrl-C left of a run it stopped, and how to go on from there."""
+    if is_run(run_dir):
+        return f"stopped by Ctrl-C after training; evaluate {run_dir} with `posx eval-extrapolate {run_dir}`"
+    if resumable.exists(run_dir):
+        return f"stopped by Ctrl-C; continue {run_dir} from its last checkpoint with `posx train --resume {run_dir}`"
+    if run_dir.is_dir():
+        return f"stopped by Ctrl-C before the first checkpoint; `posx train --resume {run_dir}` trains it from step 0"
+    return f"stopped by Ctrl-C before the first checkpoint; {run_dir} was removed, so start the run again"
+
+
+@contextlib.contextmanager
+def says_what_it_left(run_dir: Path) -> Iterator[None]:
+    """Ctrl-C inside becomes ``Interrupted`` with ``stopped_run``'s line, said after the
+    directory was cleaned up (``cleanup_on_failure`` runs inside)."""
+    try:
+        yield
+    except KeyboardInterrupt as exc:
+        if isinstance(exc, Interrupted):
+            raise
+        raise Interrupted(stopped_run(run_dir)) from None
+
+
 def _after_train(run_dir: Path, cfg: DictConfig, console: Console) -> None:
     """The run's digest (what posx report and posx runs read of it); eval.after_train: evaluate
     the run; in a sweep, rebuild the sweep table."""
@@ -194,10 +217,11 @@ def train_job(cfg: DictConfig) -> None:
         check_train_config(cfg)
         default = f"{cfg.pos.name}-T{cfg.train.context_length}-s{cfg.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
         job = distributed.on_main(lambda: job_run_dir(cfg, cfg.name or default), share=True)
-        if not job.finished:
-            with cleanup_on_failure(job):
-                train(cfg, job.path, job.start, console)
-        distributed.on_main(lambda: _after_train(job.path, cfg, console))
+        with says_what_it_left(job.path):
+            if not job.finished:
+                with cleanup_on_failure(job):
+                    train(cfg, job.path, job.start, console)
+            distributed.on_main(lambda: _after_train(job.path, cfg, console))
 
 
 def extend_job(cfg: DictConfig) -> None:
@@ -213,18 +237,20 @@ def extend_job(cfg: DictConfig) -> None:
             highlight=False,
         )  # fmt: skip
         start = job.start if isinstance(job.start, Resume) else ext.start
-        if not job.finished:
-            with cleanup_on_failure(job):
-                train(ext.config, job.path, start, console)
-        distributed.on_main(lambda: _after_train(job.path, ext.config, console))
+        with says_what_it_left(job.path):
+            if not job.finished:
+                with cleanup_on_failure(job):
+                    train(ext.config, job.path, start, console)
+            distributed.on_main(lambda: _after_train(job.path, ext.config, console))
 
 
 def resume(run: str, overrides: list[str]) -> None:
     """``posx train --resume RUN``: continue a run in place from its latest checkpoint."""
-    composed = compose([o for o in overrides if not o.startswith("-")])
+    refuse_flags(overrides)
+    composed = compose(overrides)
     run_dir = resolve_run(run, composed.results_dir)
     cfg = resume_config(run_dir, overrides, composed)
-    with distributed.session(cfg.device):
+    with distributed.session(cfg.device), says_what_it_left(run_dir):
         console = _console()
         if is_run(run_dir) and read_meta(run_dir).step >= cfg.train.steps:
             console.print(

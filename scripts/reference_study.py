@@ -48,6 +48,7 @@ from pathlib import Path
 
 import study_check  # scripts/study_check.py: a script's own folder is on sys.path
 
+from posx.config import applies
 from posx.runs.paths import is_run, is_run_dir
 
 REPO = Path(__file__).resolve().parents[1]  # results/ and the study_notes script live here
@@ -181,7 +182,8 @@ def plan(args) -> list[Task]:
     """Every task of the study in the order it runs, each with the files that say it is done."""
     preset = PRESETS[args.preset]
     # the token store is built once, before any training could build it twice at the same time
-    tasks = [Task("data-prepare", 0, ["data", "prepare", *preset["train"], *args.set, *common(args)])]
+    prepare = applies.only([*preset["train"], *args.set], applies.PREPARE)  # the overrides it reads
+    tasks = [Task("data-prepare", 0, ["data", "prepare", *prepare, *common(args)])]
     trained = trained_runs(args.seeds)
     for enc, block, name, seed in trained:
         tasks.append(train_task(args, name, [f"model={preset['models'][block]}", f"pos={enc}", f"seed={seed}"]))

@@ -12,7 +12,9 @@ import pytest
 import torch
 import yaml
 
+from posx import commands, jobs
 from posx.eval.tables import COLUMNS
+from posx.train.loop import train
 
 from conftest import run_posx
 from helpers.cli import run_posx_process
@@ -151,6 +153,17 @@ def _duplicate_in_saved_settings(tmp, request) -> None:
     config.write_text(yaml.safe_dump(cfg))
 
 
+def _two_runs(tmp, request) -> None:
+    """Copies of the tiny RoPE run as results/runs/a and (the newer) results/runs/b."""
+    for name in ("a", "b"):
+        shutil.copytree(request.getfixturevalue("trained_runs")["rope"], tmp / "results" / "runs" / name)
+
+
+def _junk_record(tmp, request) -> None:
+    """A run whose top-level eval.yaml is not an evaluation record (not posx's file)."""
+    (_run_copy(tmp, request) / "eval.yaml").write_text("junk\n")
+
+
 SETUPS = {
     "empty_dir": lambda tmp, request: (tmp / "empty").mkdir(),
     "empty_file": lambda tmp, request: (tmp / "empty.txt").write_bytes(b""),
@@ -167,6 +180,8 @@ SETUPS = {
     "layers_mismatch": lambda tmp, request: _edit_meta(tmp, request, n_layer=3),
     "meta_not_json": lambda tmp, request: (_run_copy(tmp, request) / "model.json").write_text("{not json"),
     "duplicate_in_saved_settings": _duplicate_in_saved_settings,
+    "two_runs": _two_runs,
+    "junk_record": _junk_record,
 }
 
 # (arguments, text the one-line error must contain[, setup]); {tmp} is the test's directory.
@@ -242,6 +257,25 @@ BAD = [
     (["train", "--resume", "{tmp}/run", "train.steps=99"], "would change the resumed run", "killed_run"),
     (["train", "--resume", "{tmp}/run", "-m"], "key=value overrides only", "killed_run"),
     (["train", "--resume", "{tmp}/run", "device=cuda"], "CUDA is not available", "killed_run"),
+    (["train", "--resume", "{tmp}/run", "--cfg", "job"], "not '--cfg' (a resumed run's config is", "killed_run"),
+    (["train", "--resume", "{tmp}/run", "-m", "seed=1,2"], "not '-m' (a sweep cannot be resumed", "killed_run"),
+    # arguments that contradict each other, or that the command would ignore
+    (["eval-extrapolate", "a", "--latest", "device=cpu"], "give RUN (a) or --latest, not both", "two_runs"),
+    (
+        ["eval-extrapolate", "{tmp}/run", "pos=alibi", "model.n_layer=9", "train.steps=3", "device=cpu"],
+        "pos, model.n_layer, train.steps do not apply to evaluating a run",
+        "run",
+    ),
+    (["eval-extrapolate", "{tmp}/run", "--forse"], "posx eval-extrapolate does not take --forse", "run"),
+    (
+        ["eval-extrapolate", "{tmp}/run", "--force", "device=cpu"],
+        "is not a posx evaluation record; move it out of the run directory, then evaluate again",
+        "junk_record",
+    ),
+    (["extend", "{tmp}/run", "parent={tmp}/run", "method=pi"], "the run to extend is given twice", "run"),
+    (["data", "prepare", "train.steps=5"], "train.steps does not apply to posx data prepare"),
+    (["data", "prepare", "--cfg", "job"], "posx data prepare does not take --cfg"),
+    (["data", "prepare", "-m"], "posx data prepare does not take -m"),
 ]
 
 
@@ -285,3 +319,31 @@ def test_a_command_line_the_parser_cannot_read_is_one_line(tmp_path, args, says)
     proc = run_posx(*args, cwd=tmp_path, check=False)
     assert proc.returncode == 2 and proc.stderr.startswith("error: ") and says in proc.stderr
     assert proc.stderr.count("\n") == 1 and "Usage:" not in proc.stderr
+
+
+def _stop(*args, **kwargs):
+    raise KeyboardInterrupt
+
+
+def test_ctrl_c_says_what_the_command_left(tmp_path, request, monkeypatch, tiny_args):
+    run = _run_copy(tmp_path, request)
+    with monkeypatch.context() as m:
+        m.setattr(commands, "evaluate_run", _stop)
+        proc = run_posx("eval-extrapolate", str(run), "device=cpu", cwd=tmp_path, check=False)
+    assert proc.returncode == 130 and "the unfinished evaluation was not kept" in proc.stderr
+    assert "--resume" not in proc.stderr
+    with monkeypatch.context() as m:
+        m.setattr(jobs, "train", _stop)
+        proc = run_posx("train", *tiny_args, "name=cut", cwd=tmp_path, check=False)
+    assert proc.returncode == 130 and "before the first checkpoint; results/runs/cut was removed" in proc.stderr
+    assert not (tmp_path / "results" / "runs" / "cut").exists()
+
+    def stop_after_a_checkpoint(cfg, path, *args):
+        train(cfg, path, *args)
+        (path / "model.json").unlink()  # as a run stopped between its checkpoint and its end
+        raise KeyboardInterrupt
+
+    with monkeypatch.context() as m:
+        m.setattr(jobs, "train", stop_after_a_checkpoint)
+        proc = run_posx("train", *tiny_args, "name=kept", cwd=tmp_path, check=False)
+    assert proc.returncode == 130 and "`posx train --resume results/runs/kept`" in proc.stderr

@@ -303,6 +303,10 @@ REPORTS = [
     (["runs", "nowhere"], "nowhere does not exist", None),
     (["runs", "afile"], "afile is not a directory", None),
     (["report", "runs/old-abs"], "has extrapolation.csv", None),
+    (["report", "runs/old-rope", "--factor", "nan"], "--factor nan must be a finite number above 0", None),
+    (["report", "runs/old-rope", "--factor", "0"], "--factor 0 must be a finite number above 0", None),
+    (["report", "runs/old-rope", "--factor", "-1"], "--factor -1 must be a finite number above 0", None),
+    (["report", "runs/old-rope", "--factor", "3"], "--factor 3 is not a factor the runs were evaluated at", None),
 ]
 TABLE_DAMAGE = {
     "table_no_ppl": lambda t: t.write_text("run,pos,factor\nr,rope,1\n"),

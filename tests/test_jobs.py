@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from posx import exits, jobs
-from posx.core.errors import PosxError
+from posx.core.errors import Interrupted, PosxError
 
 
 def test_the_slurm_launcher_off_a_cluster_is_one_line(monkeypatch):
@@ -38,10 +38,21 @@ def test_posx_debug_lets_the_traceback_through(monkeypatch):
         raise ValueError("the bad thing")
 
 
-def test_ctrl_c_is_one_line_that_says_what_it_left_and_exit_130(capsys):
-    with pytest.raises(SystemExit) as stop, exits.user_errors():
-        raise KeyboardInterrupt
+@pytest.mark.parametrize(
+    "given, raised, says",
+    [
+        ((), KeyboardInterrupt, "nothing half-written was left"),  # report, export, data prepare, ...
+        ((exits.EVAL_INTERRUPTED,), KeyboardInterrupt, "the unfinished evaluation was not kept"),
+        ((exits.TRAINING_INTERRUPTED,), KeyboardInterrupt, "posx train --resume RUN"),
+        ((exits.EVAL_INTERRUPTED,), Interrupted("stopped by Ctrl-C; continue runs/x"), "continue runs/x"),
+    ],
+)
+def test_ctrl_c_is_one_line_that_says_what_the_command_left_and_exit_130(capsys, given, raised, says):
+    with pytest.raises(SystemExit) as stop, exits.user_errors(*given):
+        raise raised
     assert stop.value.code == 130
     line = capsys.readouterr().err
-    assert line.startswith("interrupted: stopped by Ctrl-C; ") and "posx train --resume RUN" in line
+    assert line.startswith("interrupted: stopped by Ctrl-C; ") and says in line
     assert line.count("\n") == 1
+    if given != (exits.TRAINING_INTERRUPTED,):
+        assert "--resume RUN" not in line

@@ -16,9 +16,9 @@ import yaml
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from posx.config.applies import key_of
 from posx.config.checks import check_config
 from posx.config.reference import dotted
-from posx.config.resume import override_key
 from posx.config.schema import EvalConfig
 from posx.core.errors import PosxError
 from posx.eval import history
@@ -61,7 +61,7 @@ def eval_config(run_dir: Path, composed: DictConfig, overrides: list[str]) -> tu
     cfg = composed.copy()
     cfg.eval = ev
     for override in overrides:
-        key = override_key(override)
+        key = key_of(override)
         if key == "eval" or key.startswith("eval."):
             OmegaConf.update(cfg, key, OmegaConf.select(composed, key), merge=False)
     try:

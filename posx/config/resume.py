@@ -18,6 +18,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
+from posx.config.applies import key_of, under
 from posx.config.checks import check_config
 from posx.config.schema import RESUME_SAFE, Config, ExtendRootConfig
 from posx.core.errors import PosxError
@@ -40,7 +41,7 @@ def saved_config(run_dir: Path) -> DictConfig:
 
 
 def is_safe(key: str) -> bool:
-    return any(key == s or key.startswith(s + ".") for s in RESUME_SAFE)
+    return under(key, RESUME_SAFE)
 
 
 def _value(cfg: DictConfig, key: str):
@@ -50,21 +51,27 @@ def _value(cfg: DictConfig, key: str):
     return node
 
 
-def override_key(override: str) -> str:
-    """``a.b=1`` -> ``a.b``; also for ``+a.b=1``, ``++a.b=1`` and ``~a.b``."""
-    return override.split("=", 1)[0].lstrip("+~").strip()
+# Why a flag of ``posx train`` does not go with --resume; any other: --help lists the flags.
+_SWEEP = "a sweep cannot be resumed as a whole: resume each job directory"
+_CFG = "a resumed run's config is its config.yaml; `posx train --cfg job` without --resume prints a new one"
+NOT_WITH_RESUME = {"-m": _SWEEP, "--multirun": _SWEEP, "--cfg": _CFG, "-c": _CFG}
+
+
+def refuse_flags(overrides: list[str]) -> None:
+    """``--resume`` with a Hydra flag (``-m``, ``--cfg job``): one line naming it, before any
+    override is read (``job`` alone, or a sweep's ``a=1,2``, would otherwise be the error)."""
+    for override in overrides:
+        if override.startswith("-"):
+            why = NOT_WITH_RESUME.get(override, "--help lists what --resume takes")
+            raise PosxError(f"--resume takes key=value overrides only, not '{override}' ({why})")
 
 
 def resume_config(run_dir: Path, overrides: list[str], composed: DictConfig) -> DictConfig:
     """Saved config with the safe ``overrides`` applied; ``composed`` holds their typed values."""
+    refuse_flags(overrides)
     cfg = saved_config(run_dir)
     for override in overrides:
-        if override.startswith("-"):
-            raise PosxError(
-                f"--resume takes key=value overrides only, not '{override}' (a sweep cannot be resumed "
-                "as a whole: resume each job directory)"
-            )
-        key = override_key(override)
+        key = key_of(override)
         new = _value(composed, key)
         if new is _ABSENT or _value(cfg, key) is _ABSENT or override.startswith(("+", "~")):
             raise PosxError(

@@ -18,3 +18,8 @@ class Preempted(PosxError):
     """
 
     EXIT_CODE = 75
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C, with the line that says what the command left (a training run: which run, and
+    how to go on); ``posx.exits.user_errors`` prints it and exits 130."""

@@ -27,6 +27,9 @@ from posx.runs.paths import EVAL_DIR, WRITTEN_DIRS
 
 SETTINGS = "eval.yaml"
 TABLE_FILES = ("extrapolation.csv", "extrapolation.md", "positions.csv", "passkey.csv", "tasks.csv")
+# A record posx cannot read (damaged, or not posx's) is left where it is: the user moves it
+# away, and the next evaluation writes its own.
+UNREADABLE_FIX = "move it out of the run directory, then evaluate again"
 NOT_IDENTITY = ("after_train", "batch_tokens")  # eval.* keys that do not change the numbers
 
 
@@ -58,10 +61,8 @@ def read_record(path: Path) -> dict:
     try:
         record = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise PosxError(
-            f"{path} is unreadable ({exc.__class__.__name__}); remove it or re-evaluate with --force"
-        ) from None
-    fix = "remove it or re-evaluate with --force"
+        raise PosxError(f"{path} is unreadable ({exc.__class__.__name__}); {UNREADABLE_FIX}") from None
+    fix = UNREADABLE_FIX
     if not isinstance(record, dict) or not isinstance(record.get("settings"), dict):
         raise PosxError(f"{path} is not a posx evaluation record; {fix}")
     eid = record.get("id")

@@ -37,7 +37,7 @@ from rich.console import Console
 
 from posx.core import files
 from posx.core.console import new_console
-from posx.core.device import pick_device
+from posx.core.device import pick_device, set_threads
 from posx.core.errors import PosxError
 from posx.data import store
 from posx.data import tokenizer as tok_mod
@@ -256,6 +256,7 @@ def evaluate_hf_dir(model_dir: Path, cfg: DictConfig, console: Console | None = 
     """Load a transformers checkpoint, evaluate it with ``cfg.eval`` on ``cfg.data``, write its tables."""
     console = console or new_console()
     device = pick_device(cfg.device)
+    set_threads(cfg.threads)
     model, meta = load_hf(model_dir, device)
     rope_type = model.hf.config.rope_parameters.get("rope_type", "default")
     corpus = load_data(model_dir, model.hf.config.vocab_size, cfg, console)

@@ -19,7 +19,7 @@ from omegaconf import DictConfig
 from rich.table import Table
 
 from posx import rope
-from posx.config.resume import override_key
+from posx.config.applies import key_of
 from posx.core import files
 from posx.core.errors import PosxError
 from posx.model.rescale import method_frequencies
@@ -194,7 +194,7 @@ def check_overrides(overrides: list[str], with_run: bool) -> None:
     """Refuse an override the command would ignore: one of ``AS_OPTIONS``, or with a run, a
     model, encoding or training key."""
     for override in overrides:
-        key = override_key(override)
+        key = key_of(override)
         if key in AS_OPTIONS:
             raise PosxError(f"posx frequencies does not read {key}; use {AS_OPTIONS[key]} instead")
         if with_run and key.startswith(FROM_THE_RUN):

@@ -21,6 +21,7 @@ report is never overwritten.
 
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
 
@@ -183,6 +184,18 @@ def _tell(console: Console, summary: pd.DataFrame, runs: list[RunTables], groupi
     console.print(f"wrote {escape(str(out_dir))}", highlight=False)
 
 
+def check_factor(factor: float | None, positions: pd.DataFrame, summary: pd.DataFrame) -> None:
+    """``--factor`` must be a factor the runs' per-position tables have (their perplexity tables'
+    factors when none has per-position rows), else the plot would quietly draw another."""
+    have = sorted(set((positions if not positions.empty else summary)["factor"].astype(float)))
+    if factor is None or any(math.isclose(factor, f) for f in have):
+        return
+    raise PosxError(
+        f"--factor {factor:g} is not a factor the runs were evaluated at; choose one of "
+        f"{', '.join(f'{f:g}' for f in have)}"
+    )
+
+
 def _publish(loaded, runs, grouping, con, out, results_dir, factor, smooth, formats):
     """Compute every table, write the report into a staging folder and publish it whole; returns
     (its directory, the summary, the PNGs drawn)."""
@@ -207,6 +220,7 @@ def _publish(loaded, runs, grouping, con, out, results_dir, factor, smooth, form
         "extended": extended,
         "extension": extension.extension_table(summary, extended),
     }
+    check_factor(factor, tables["positions"], summary)
     # Written into a staging directory that becomes the report only when complete.
     with files.staged_dir(
         None if out is None else Path(out), Path(results_dir) / "reports", time.strftime("%Y%m%d-%H%M%S")
@@ -229,6 +243,8 @@ def report(
     console = console or new_console()
     if smooth < 1:
         raise PosxError(f"--smooth {smooth} must be at least 1 (buckets in the moving mean)")
+    if factor is not None and not (math.isfinite(factor) and factor > 0):
+        raise PosxError(f"--factor {factor:g} must be a finite number above 0 (an evaluated factor, e.g. 4)")
     check_evaluations(evaluations)
     kept = output.parse_formats(formats)  # a bad --format fails before any work
     check_out(out)

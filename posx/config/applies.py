@@ -1,0 +1,59 @@
+"""Which overrides a command that is not a training reads, so one it would ignore is refused.
+
+``posx eval-extrapolate`` scores a model as it was trained: of a posx run it reads the ``eval``
+section, where it runs (``device``, ``threads``), the tracker (``logger``), where runs and token
+stores are (``results_dir``, ``data.cache_dir``); of a transformers checkpoint directory also the
+corpus (``data``), and no tracker. ``posx data prepare`` reads ``data`` (whose ``cache_dir`` lies
+under ``results_dir`` by default) and ``experiment`` (a preset may set ``data.*``). An override of
+any other key would change nothing, so it is refused with a line naming what does apply.
+
+This module imports nothing heavy: ``scripts/reference_study.py`` uses ``only`` too.
+"""
+
+from __future__ import annotations
+
+from posx.core.errors import PosxError
+
+EVAL_RUN = ("eval", "device", "threads", "logger", "results_dir", "data.cache_dir")
+EVAL_CHECKPOINT = ("eval", "device", "threads", "results_dir", "data")
+PREPARE = ("data", "results_dir", "experiment")
+
+
+def key_of(override: str) -> str:
+    """``a.b=1`` -> ``a.b``; also for ``+a.b=1``, ``++a.b=1`` and ``~a.b``."""
+    return override.split("=", 1)[0].lstrip("+~").strip()
+
+
+def under(key: str, prefixes: tuple[str, ...]) -> bool:
+    """``key`` is one of ``prefixes`` or a key inside one (``eval.factors`` under ``eval``)."""
+    return any(key == p or key.startswith(p + ".") for p in prefixes)
+
+
+def only(overrides: list[str], prefixes: tuple[str, ...]) -> list[str]:
+    """The overrides of keys under ``prefixes``, in order."""
+    return [o for o in overrides if under(key_of(o), prefixes)]
+
+
+def shown(prefixes: tuple[str, ...]) -> str:
+    """``eval.*, device, ...``: the keys as a line names them."""
+    return ", ".join(f"{p}.*" if p in ("eval", "data", "logger") else p for p in prefixes)
+
+
+def refuse_others(overrides: list[str], prefixes: tuple[str, ...], what: str, why: str = "") -> None:
+    """Refuse the overrides of keys outside ``prefixes``, naming them and what does apply to
+    ``what``; ``why`` (a clause) says why the others do not."""
+    others = list(dict.fromkeys(key_of(o) for o in overrides if not under(key_of(o), prefixes)))
+    if others:
+        one = len(others) == 1
+        raise PosxError(
+            f"{', '.join(others)} {'does' if one else 'do'} not apply to {what}{why}; it reads only "
+            f"{shown(prefixes)}, so leave {'it' if one else 'them'} out"
+        )
+
+
+def refuse_flags(args: list[str], command: str, takes: str) -> None:
+    """A Hydra flag (``--cfg job``, ``-m``) or an unknown option given to ``command``, which
+    takes ``takes``: one line naming the flag, before anything reads it as an override."""
+    flags = [a for a in args if a.startswith("-")]
+    if flags:
+        raise PosxError(f"{command} does not take {flags[0]}: it takes {takes} (--help lists them)")
