@@ -23,7 +23,8 @@ def test_adding_a_key_is_refused_like_an_unknown_key(override, tmp_path):
 @pytest.mark.parametrize("override", ["+experiment=quick", "++model=tiny"])
 def test_adding_a_group_says_to_choose_it(override):
     group = override.lstrip("+").split("=")[0]
-    with pytest.raises(PosxError, match=rf"{group} is a config group: choose one of configs/{group}/ as {group}=<name>$"):
+    says = rf"{group} is a config group: choose one of configs/{group}/ as {group}=<name>$"
+    with pytest.raises(PosxError, match=says):
         compose([override])
 
 
