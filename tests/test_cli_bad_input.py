@@ -48,6 +48,8 @@ NONFINITE = [
 ]
 
 RANGE = [
+    (["train", "threads=100000"], "threads=100000 is more than posx starts"),
+    (["eval-extrapolate", "base", "threads=100000"], "threads=100000 is more than posx starts"),
     (["train", "model.n_layer=0"], "model.n_layer must be positive"),
     (["train", "model.n_head=-2"], "model.n_head must be positive"),
     (["train", "model.d_model=0"], "model.d_model must be positive"),

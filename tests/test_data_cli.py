@@ -18,6 +18,7 @@ from posx.data import tokenizer
 from posx.eval import passkey
 
 from conftest import REPO, TINY, run_posx
+from helpers.cli import run_posx_process
 
 FIXTURE = REPO / "tests" / "fixtures" / "premove"
 OLD_ROPE = [
@@ -166,11 +167,14 @@ BAD = [
     (["data=datasets", "data.name=json", "data.data_files=empty.jsonl"], "empty"),
     (["data=datasets", "data.name=json", "data.data_files=docs.jsonl", "data.text_column=body"], "no column 'body'"),
     (["data=datasets", "data.name=wikitext", "data.config_name=wikitext-103-raw-v1"], "data.name=json data.data_files"),
+    (["data=datasets", "data.name=json", "data.data_files=bad.jsonl"], "(ArrowInvalid: JSON parse error"),
 ]
 
 
 @pytest.mark.parametrize(
-    "args, needle", BAD, ids=["small-vocab", "bad-tokenizer", "empty-dataset", "missing-column", "hub-offline"]
+    "args, needle",
+    BAD,
+    ids=["small-vocab", "bad-tokenizer", "empty-dataset", "missing-column", "hub-offline", "not-json"],
 )
 def test_bad_data_input_is_one_line_exit_2(tmp_path, monkeypatch, args, needle):
     if "data=datasets" in args:
@@ -180,11 +184,23 @@ def test_bad_data_input_is_one_line_exit_2(tmp_path, monkeypatch, args, needle):
     (tmp_path / "bad.json").write_text('{"version": "1.0", "model": 42}')
     (tmp_path / "empty.jsonl").write_text("")
     (tmp_path / "docs.jsonl").write_text('{"text": "a b c"}\n')
+    (tmp_path / "bad.jsonl").write_bytes(b"\xff\xfe")  # not JSON: datasets logs an error of its own
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # a machine without network, minus the DNS retries
     commands = [["data", "prepare"]] + ([["train", *TINY]] if "data=text" in args else [])
     for command in commands:
         _one_line_exit_2(run_posx(*command, *args, cwd=tmp_path, check=False), needle)
     assert not (tmp_path / "results" / "runs").exists() or not any((tmp_path / "results" / "runs").iterdir())
+
+
+@pytest.mark.slow
+def test_a_file_datasets_cannot_parse_is_posx_line_alone(tmp_path):
+    """datasets logs its own error before raising; in a process (where its handler writes to the
+    real stderr) only posx's line, which carries the parser's reason, reaches stderr."""
+    pytest.importorskip("datasets")
+    (tmp_path / "bad.jsonl").write_bytes(b"\xff\xfe")
+    args = ["data", "prepare", "data=datasets", "data.name=json", "data.data_files=bad.jsonl"]
+    proc = run_posx_process(*args, cwd=tmp_path, check=False)
+    _one_line_exit_2(proc, "JSON parse error")
 
 
 @pytest.mark.slow

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from posx.config.checks import max_threads
 from posx.config.compose import compose
 from posx.core.device import check_device, pick_device, set_threads
 from posx.core.errors import PosxError
@@ -40,6 +41,10 @@ def test_threads_is_checked_and_applied():
     assert compose(["threads=2"]).threads == 2 and compose([]).threads is None
     with pytest.raises(PosxError, match="threads=0 must be at least 1"):
         compose(["threads=0"])
+    limit = max_threads()
+    assert compose([f"threads={limit}"]).threads == limit >= 64  # oversubscribing a little is allowed
+    with pytest.raises(PosxError, match=f"threads={limit + 1} is more than posx starts .*at most {limit}\\)"):
+        compose([f"threads={limit + 1}"])
     before = torch.get_num_threads()
     try:
         set_threads(1)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
@@ -31,6 +32,16 @@ from posx.model.rescale import check_methods, check_params
 from posx.rope import METHODS
 
 MAX_EVAL_FACTOR = 4096
+# threads: at most THREADS_PER_CORE per core of this machine, and never fewer than MIN_MAX_THREADS
+# (a small login node composes sweeps for bigger compute nodes). More threads than cores only
+# contend for them; tens of thousands cannot all be started (their stacks exhaust memory) and
+# fail far from the setting, as a broken package or a damaged token store.
+THREADS_PER_CORE = 4
+MIN_MAX_THREADS = 64
+
+
+def max_threads() -> int:
+    return max(MIN_MAX_THREADS, THREADS_PER_CORE * (os.cpu_count() or 1))
 
 
 def _positive(value: Any, key: str) -> None:
@@ -110,6 +121,11 @@ def _check_top(cfg) -> None:
         raise PosxError(f"seed={cfg.seed} is out of range; use a seed from 0 to {2**63 - 1}")
     if cfg.threads is not None and cfg.threads < 1:
         raise PosxError(f"threads={cfg.threads} must be at least 1 (or null for torch's default)")
+    if cfg.threads is not None and cfg.threads > max_threads():
+        raise PosxError(
+            f"threads={cfg.threads} is more than posx starts on this machine's {os.cpu_count()} cores "
+            f"(at most {max_threads()}); set threads to at most the number of cores, or null for torch's default"
+        )
     if cfg.name is not None and (not str(cfg.name).strip() or "/" in str(cfg.name) or str(cfg.name) in (".", "..")):
         raise PosxError(f"name={cfg.name!r} must be a plain directory name (no '/', not '.' or '..')")
 

@@ -278,7 +278,7 @@ class LoggerConfig:
 class Config:
     seed: int = 0  # seeds weights, batches and evaluation windows
     device: str = "auto"  # auto (CUDA when present) | cpu | cuda | cuda:N (GPU N)
-    threads: Optional[int] = None  # torch intra-op threads; null: torch's default (one per core)
+    threads: Optional[int] = None  # torch intra-op threads, at most 4 per core (64 at least); null: torch's default
     name: Optional[str] = None  # run name; null: <pos>-T<context>-s<seed>-<time>
     results_dir: str = "results"  # runs/, sweeps/, cache/ live here
     model: ModelConfig = field(default_factory=ModelConfig)  # the transformer (presets: configs/model/)

@@ -70,11 +70,22 @@ def _import_datasets():
 
 
 def _quiet_hf(datasets) -> None:
-    """No progress bars or retry chatter on stderr: a failure becomes one line."""
+    """No progress bars, retry chatter or error reports on stderr: a failure becomes posx's one
+    line, which carries the library's reason (``_reason``), so datasets' own error log (e.g.
+    "Failed to load JSON from file ...") would only repeat it."""
     datasets.disable_progress_bars()
-    datasets.logging.set_verbosity_error()
-    for name in ("datasets", "huggingface_hub", "fsspec"):
+    datasets.utils.logging.set_verbosity(datasets.utils.logging.CRITICAL)
+    for name in ("huggingface_hub", "fsspec"):
         logging.getLogger(name).setLevel(logging.ERROR)
+
+
+def _reason(exc: BaseException) -> str:
+    """The exception and the one it was raised from (datasets wraps a parse error in
+    DatasetGenerationError), on one line of at most 300 characters."""
+    said = f"{exc.__class__.__name__}: {exc}"
+    if exc.__cause__ is not None:
+        said += f" ({exc.__cause__.__class__.__name__}: {exc.__cause__})"
+    return " ".join(said.split())[:300]
 
 
 def _local_files(data_files: Any) -> list[str]:
@@ -114,9 +125,7 @@ def _load(datasets, name: str, config_name: str | None, files: Any, split: str, 
     except StopIteration:
         raise PosxError(f"{what} is empty: data.data_files holds no rows") from None
     except Exception as exc:  # datasets raises many types (ValueError, DatasetNotFoundError, ...)
-        raise PosxError(
-            f"cannot load {what} (split {split}): {exc.__class__.__name__}: {' '.join(str(exc).split())[:200]}"
-        ) from None
+        raise PosxError(f"cannot load {what} (split {split}): {_reason(exc)}") from None
 
 
 def _first_non_text(datasets, ds, column: str) -> tuple[int, str] | None:

@@ -3,7 +3,8 @@
 The model is loaded with transformers (``local_files_only``: nothing is downloaded), in the
 config's dtype on the CPU and in bfloat16 on CUDA, from safetensors weights only: a directory
 whose weights are pickles (``pytorch_model.bin``) is refused in one line before transformers
-could unpickle them (``check_weights_format``). posx then drives it exactly as it drives its
+could unpickle them (``check_weights_format``); a config.json that does not fit the weights
+is refused in one line (``posx.hf.checks``). posx then drives it exactly as it drives its
 own models: ``posx.eval.extrapolate.evaluate`` with the same protocols, methods and tables. The model's
 rotary embedding (the one module holding ``inv_freq`` and ``attention_scaling``, e.g.
 ``LlamaRotaryEmbedding``) gets ``posx.rope.frequencies`` installed for each (method, length)
@@ -30,6 +31,8 @@ from __future__ import annotations
 
 import hashlib
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
 import torch
 from omegaconf import DictConfig, OmegaConf
@@ -45,6 +48,7 @@ from posx.data.corpus import VOCAB_SIZE
 from posx.eval.extrapolate import evaluate
 from posx.eval.run import show
 from posx.eval.tables import Evaluation, write_tables
+from posx.hf.checks import check_config_sizes, check_loading, config_refusal
 from posx.hf.export import require_transformers
 from posx.model.config import GPTConfig
 from posx.model.gpt import lm_loss
@@ -121,6 +125,9 @@ def _rope_params(config, where: Path) -> dict:
             f"{where} is a {model_type} model without RoPE (no flat rope_parameters in config.json); "
             "posx evaluates RoPE models (Llama, Mistral, Qwen2, ...)"
         )
+    theta = params["rope_theta"]
+    if not isinstance(theta, (int, float)) or isinstance(theta, bool) or not theta > 0:
+        raise PosxError(f"{where}/config.json sets rope_theta={theta!r}; RoPE's base must be a number above 0")
     return params
 
 
@@ -161,30 +168,61 @@ def check_weights_format(model_dir: Path) -> None:
     raise PosxError(f"{model_dir} holds no weights (*.safetensors); save the model there with save_pretrained")
 
 
+def _config(transformers: ModuleType, model_dir: Path) -> Any:
+    """config.json read by transformers, its sizes checked first (``posx.hf.checks``)."""
+    check_config_sizes(model_dir)
+    try:
+        return transformers.AutoConfig.from_pretrained(model_dir, local_files_only=True)
+    except Exception as exc:
+        refusal = config_refusal(exc, model_dir)
+        if refusal is not None:
+            raise refusal from exc
+        if not isinstance(exc, (OSError, ValueError, KeyError)):
+            raise
+        first = (str(exc).strip().splitlines() or [exc.__class__.__name__])[0]
+        raise PosxError(f"{model_dir}/config.json is not a config transformers can read ({first})") from exc
+
+
+def _train_context(params: dict, config: Any, where: Path) -> int:
+    """T: the RoPE's original context where it is already scaled, else max_position_embeddings;
+    at least 1 (evaluation lengths are multiples of it, the sliding stride a half)."""
+    key = "original_max_position_embeddings" if params.get("original_max_position_embeddings") is not None else None
+    value = params[key] if key else config.max_position_embeddings
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not value >= 1:
+        name = f"rope_parameters.{key}" if key else "max_position_embeddings"
+        raise PosxError(
+            f"{where}/config.json sets {name}={value!r}; it must be the context the model trained with (at least 1)"
+        )
+    return int(value)
+
+
 def load_hf(model_dir: Path, device: torch.device) -> tuple[HFCausalLM, RunMeta]:
     """The checkpoint behind posx's model interface, and a RunMeta describing its RoPE."""
     transformers = require_transformers()
     transformers.utils.logging.set_verbosity_error()
     transformers.utils.logging.disable_progress_bar()
-    try:
-        config = transformers.AutoConfig.from_pretrained(model_dir, local_files_only=True)
-    except (OSError, ValueError, KeyError) as exc:
-        first = (str(exc).strip().splitlines() or [exc.__class__.__name__])[0]
-        raise PosxError(f"{model_dir}/config.json is not a config transformers can read ({first})") from exc
+    config = _config(transformers, model_dir)
     params = _rope_params(config, model_dir)
     n_head = config.num_attention_heads
     head_dim = getattr(config, "head_dim", None) or config.hidden_size // n_head
     dtype = torch.bfloat16 if device.type == "cuda" else (getattr(config, "dtype", None) or torch.float32)
     check_weights_format(model_dir)
     try:
-        model = transformers.AutoModelForCausalLM.from_pretrained(
-            model_dir, local_files_only=True, dtype=dtype, use_safetensors=True
+        # Sizes that do not fit load as random weights here and are refused by check_loading.
+        model, info = transformers.AutoModelForCausalLM.from_pretrained(
+            model_dir,
+            local_files_only=True,
+            dtype=dtype,
+            use_safetensors=True,
+            output_loading_info=True,
+            ignore_mismatched_sizes=True,
         )
     except (OSError, ValueError, KeyError) as exc:
         first = (str(exc).strip().splitlines() or [exc.__class__.__name__])[0]
         raise PosxError(f"{model_dir} does not load as a transformers causal LM ({first})") from exc
+    check_loading(info, model_dir)
     rotary = _rotary(model, head_dim, model_dir)
-    T = int(params.get("original_max_position_embeddings") or config.max_position_embeddings)
+    T = _train_context(params, config, model_dir)
     spec = GPTConfig(
         vocab_size=config.vocab_size,
         n_layer=config.num_hidden_layers,
