@@ -259,6 +259,7 @@ BAD = [
     (["train", "--resume", "{tmp}/run", "device=cuda"], "CUDA is not available", "killed_run"),
     (["train", "--resume", "{tmp}/run", "--cfg", "job"], "not '--cfg' (a resumed run's config is", "killed_run"),
     (["train", "--resume", "{tmp}/run", "-m", "seed=1,2"], "not '-m' (a sweep cannot be resumed", "killed_run"),
+    (["train", "--resume", "{tmp}/run", "seed=1,2"], "not 'seed=1,2' (a sweep cannot be resumed", "killed_run"),
     # arguments that contradict each other, or that the command would ignore
     (["eval-extrapolate", "a", "--latest", "device=cpu"], "give RUN (a) or --latest, not both", "two_runs"),
     (

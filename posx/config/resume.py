@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import OverrideParseException
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
@@ -58,12 +60,20 @@ NOT_WITH_RESUME = {"-m": _SWEEP, "--multirun": _SWEEP, "--cfg": _CFG, "-c": _CFG
 
 
 def refuse_flags(overrides: list[str]) -> None:
-    """``--resume`` with a Hydra flag (``-m``, ``--cfg job``): one line naming it, before any
-    override is read (``job`` alone, or a sweep's ``a=1,2``, would otherwise be the error)."""
+    """``--resume`` with a Hydra flag (``-m``, ``--cfg job``) or a sweep's value (``seed=1,2``):
+    one line naming it, before any override is read (``job`` alone, or Hydra's advice to add
+    --multirun, would otherwise be the error)."""
     for override in overrides:
         if override.startswith("-"):
             why = NOT_WITH_RESUME.get(override, "--help lists what --resume takes")
             raise PosxError(f"--resume takes key=value overrides only, not '{override}' ({why})")
+    try:
+        parsed = OverridesParser.create().parse_overrides(overrides)
+    except OverrideParseException:
+        return  # composing the overrides says what is wrong with them
+    for item in parsed:
+        if item.is_sweep_override():
+            raise PosxError(f"--resume takes one value per key, not '{item.input_line}' ({_SWEEP})")
 
 
 def resume_config(run_dir: Path, overrides: list[str], composed: DictConfig) -> DictConfig:
