@@ -13,6 +13,7 @@ from pathlib import Path
 from rich.console import Console
 
 from posx import rope
+from posx.config.applies import refuse_flags
 from posx.config.compose import compose
 from posx.core import files
 from posx.core.console import new_console
@@ -24,11 +25,14 @@ from posx.report import frequencies as freqplot
 from posx.runs.paths import read_meta, resolve_run
 from posx.runs.records import RunMeta
 
+FREQUENCIES_TAKES = "RUN, key=value overrides, --head-dim, --base, --context, --factor, --methods and --out"
+
 
 def frequencies(args: list[str], geometry: tuple, factor: float, methods: str | None, out: Path | None) -> None:
     """``posx frequencies``: geometry is (head_dim, base, T) as given (None: the run's, else the
     configured model's); methods None means every method that sets frequencies."""
     with user_errors():
+        refuse_flags(args, "posx frequencies", FREQUENCIES_TAKES)
         runs = [a for a in args if "=" not in a]
         freqplot.check_overrides([a for a in args if "=" in a], with_run=bool(runs))
         cfg = compose([a for a in args if "=" in a])

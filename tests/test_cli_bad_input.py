@@ -152,6 +152,8 @@ HYDRA = [
 ]
 
 FREQUENCIES = [
+    (["frequencies", "--latest"], "posx frequencies does not take --latest"),
+    (["frequencies", "runs/old-rope", "-m", "eval.yarn.beta=2"], "posx frequencies does not take -m"),
     (["frequencies", "--head-dim", "0"], "--head-dim 0 must be an even number"),
     (["frequencies", "--head-dim", "7"], "--head-dim 7 must be an even number"),
     (["frequencies", "--head-dim", "100000"], "--head-dim 100000 must be an even number"),
