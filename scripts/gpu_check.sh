@@ -37,13 +37,21 @@ if [ -e "$1/steps.jsonl" ]; then
   echo "gpu_check.sh: $1 already holds a check (steps.jsonl); give a new directory" >&2
   exit 2
 fi
+PY=${PYTHON:-python3}
+DRY=0
+[ "${2:-}" = "--dry-run" ] && DRY=1
+# The box's own torch is never installed here, and a dry run installs nothing: the report needs
+# torch (the header) and pandas (the tables) from the interpreter as it is.
+NEEDS=torch
+[ "$DRY" = 1 ] && NEEDS="torch, pandas"
+if ! "$PY" -c "import $NEEDS" 2>/dev/null; then
+  echo "gpu_check.sh: $PY cannot import $NEEDS; set PYTHON to an interpreter that has them" >&2
+  exit 2
+fi
 mkdir -p "$1" && OUT=$(cd "$1" && pwd)  # absolute: the steps run from the repository root
 WHEELS=${WHEELS:-$(dirname "$0")/../.wheelhouse}
 [ -d "$WHEELS" ] && WHEELS=$(cd "$WHEELS" && pwd)
 cd "$(dirname "$0")/.."
-DRY=0
-[ "${2:-}" = "--dry-run" ] && DRY=1
-PY=${PYTHON:-python3}
 DEADLINE_S=${DEADLINE_S:-510}
 CHECKING=0  # 1 once the install is done: from there on ONLY selects the steps
 # POSX_DEBUG: a failing posx command prints its whole traceback into the step's log.

@@ -27,6 +27,22 @@ def test_scripts_parse_and_refuse_a_missing_argument_in_one_line(script, tmp_pat
         assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
 
 
+@pytest.mark.parametrize(("dry", "lacking"), [([], "torch"), (["--dry-run"], "torch, pandas")])
+def test_an_interpreter_without_torch_or_pandas_is_refused_in_one_line_before_any_file(dry, lacking, tmp_path):
+    python = tmp_path / "python"  # an interpreter that imports nothing
+    python.write_text("#!/bin/sh\nexit 1\n")
+    python.chmod(0o755)
+    out = tmp_path / "check"
+    env = {"PATH": "/usr/bin:/bin", "PYTHON": str(python), "HOME": str(tmp_path)}
+    proc = subprocess.run(
+        ["bash", str(REPO / "scripts" / "gpu_check.sh"), str(out), *dry], env=env, capture_output=True, text=True
+    )
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
+        f"gpu_check.sh: {python} cannot import {lacking}; set PYTHON to an interpreter that has them"
+    ]
+    assert not out.exists()
+
+
 @pytest.mark.slow
 def test_dry_run_lists_every_step_and_writes_report_and_summary(tmp_path):
     out = tmp_path / "check"
