@@ -189,7 +189,11 @@ def frequencies(
 
 @app.command("report", epilog=REPORT_EPILOG)
 def report(
-    paths: List[Path] = typer.Argument(..., help="Run directories and/or directories of runs (sweeps)."),
+    paths: Optional[List[Path]] = typer.Argument(
+        None,
+        metavar="PATH",
+        help="Run directories and/or directories of runs (sweeps); default: every run under --results-dir.",
+    ),
     out: Optional[Path] = typer.Option(
         None, "--out", help="Report directory (new or empty); default results/reports/<time>/."
     ),
@@ -198,7 +202,9 @@ def report(
         "--factor",
         help="Factor of the per-position plot, one the runs were evaluated at (default: each encoding's largest).",
     ),
-    results_dir: Path = typer.Option(Path(Config.results_dir), "--results-dir", help="Where reports/ goes by default."),
+    results_dir: Path = typer.Option(
+        Path(Config.results_dir), "--results-dir", help="Where reports/ goes by default, and the runs read by default."
+    ),
     smooth: int = typer.Option(
         1, "--smooth", help="Per-position curves: a centred moving mean over this many buckets."
     ),
@@ -209,7 +215,7 @@ def report(
 ) -> None:
     """Summary tables and plots from evaluated runs, runs pooled as seeds only when all else is equal."""
     reporting().report(
-        paths,
+        paths or [results_dir],
         out=out,
         results_dir=results_dir,
         factor=factor,

@@ -59,6 +59,7 @@ FREQ_EPILOG = """[bold]Examples[/]
 
 REPORT_EPILOG = """[bold]Examples[/]
 
+  posx report                                          [dim]# every run and every sweep's runs under results/[/]
   posx report results/runs/rope-T128-s0-... results/runs/absolute-T128-s0-...
   posx report results/sweeps/2025-01-01_12-00-00      [dim]# every run of a sweep[/]
   posx report results/runs --out results/reports/all  [dim]# every single run[/]

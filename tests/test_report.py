@@ -117,6 +117,14 @@ def test_report_mean_and_std_over_two_seeds(two_seeds, tmp_path):
     assert "mean ± std" in proc.stdout and read(out / "missing.csv") == []
 
 
+def test_report_with_no_path_reads_every_run_under_the_results_dir(two_seeds, tmp_path):
+    out = tmp_path / "rep"
+    run_posx("report", "--out", str(out), "--format", "png", cwd=two_seeds["work"])
+    assert {r["n_seeds"] for r in read(out / "summary.csv")} == {"2"}  # both seeds' runs, pooled
+    proc = run_posx("report", "--results-dir", str(tmp_path / "nowhere"), cwd=two_seeds["work"], check=False)
+    assert proc.returncode == 2 and "nowhere does not exist" in proc.stderr and "Traceback" not in proc.stderr
+
+
 def test_a_run_missing_a_table_is_listed_not_dropped(two_seeds, tmp_path):
     work = two_seeds["work"]
     sweep = tmp_path / "sweep"
