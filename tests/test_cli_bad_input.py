@@ -149,6 +149,12 @@ HYDRA = [
     (["train", "--resume", "runs/old-rope", "+foo=1"], "a key cannot be added"),
     (["train", "--resume", "runs/old-rope", "train.steps=99"], "would change the resumed run"),
     (["train", "--resume", "runs/old-rope", "-m"], "key=value overrides only"),
+    # a directory of runs (here the fixture's five) where one run is meant
+    (["train", "--resume", "runs"], "runs is a directory of 5 run(s), not a run; name one of them, e.g. runs/old-abs"),
+    (["eval-extrapolate", "runs", "device=cpu"], "runs is a directory of 5 run(s), not a run"),
+    (["extend", "runs", "method=pi", "factor=2"], "runs is a directory of 5 run(s), not a run"),
+    (["compare", "runs/old-rope", "runs"], "runs is a directory of 5 run(s), not a run"),
+    (["export", "runs", "--out", "hf"], "runs is a directory of 5 run(s), not a run"),
 ]
 
 FREQUENCIES = [

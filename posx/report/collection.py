@@ -25,7 +25,7 @@ from posx.core import lock
 from posx.core.errors import PosxError
 from posx.eval.tables import read_table
 from posx.report import digest as digests
-from posx.runs.paths import NOT_RUNS, RESULTS, is_run_dir, name_below, require_dir
+from posx.runs.paths import NOT_RUNS, RESULTS, is_run_dir, name_below, refuse_run_folder, require_dir
 
 TABLE_ROWS = 200  # longer listings print as plain aligned lines (a rich Table measures every cell)
 RUN_COLUMNS = ["name", "encoding", "T", "steps", "val_ppl", "evaluated_lengths", "parent", "status", "path"]
@@ -125,6 +125,7 @@ def compare(run_dirs: list[Path]) -> tuple[pd.DataFrame, list[str]]:
     for run_dir in run_dirs:
         path = Path(run_dir) / "extrapolation.csv"
         if not path.is_file():
+            refuse_run_folder(Path(run_dir))
             raise PosxError(f"{run_dir} has no extrapolation.csv; evaluate it first with posx eval-extrapolate")
         name = Path(run_dir).name if Path(run_dir).name not in names else str(run_dir)
         names.append(name)

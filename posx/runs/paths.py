@@ -45,6 +45,7 @@ def read_config(run_dir: Path) -> dict:
     could read the environment). Nothing in it is ever resolved or imported."""
     path = Path(run_dir) / CONFIG
     if not path.is_file():
+        refuse_run_folder(run_dir)
         raise PosxError(f"{run_dir} has no {CONFIG}; it is not a posx run, so there is nothing to resume")
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
@@ -90,12 +91,21 @@ def new_named_run_dir(results_dir: str | Path, name: str) -> Path:
 def read_meta(run_dir: Path) -> RunMeta:
     path = run_dir / META
     if not path.is_file():
+        refuse_run_folder(run_dir)
         raise PosxError(f"{run_dir} has no {META}; is it a posx run directory? (train one with `posx train`)")
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise PosxError(f"{path} is unreadable ({exc.__class__.__name__}); re-train the run") from exc
     return RunMeta.from_dict(data, path)
+
+
+def refuse_run_folder(path: Path) -> None:
+    """A directory of runs (a sweep, results/runs) given where one run is meant: one line that
+    names one of its runs."""
+    inner = sorted(p for p in Path(path).glob("*/") if is_run_dir(p))
+    if inner:
+        raise PosxError(f"{path} is a directory of {len(inner)} run(s), not a run; name one of them, e.g. {inner[0]}")
 
 
 def require_dir(path: Path, advice: str) -> None:
