@@ -124,7 +124,8 @@ def _check_top(cfg) -> None:
     if cfg.threads is not None and cfg.threads > max_threads():
         raise PosxError(
             f"threads={cfg.threads} is more than posx starts on this machine's {os.cpu_count()} cores "
-            f"(at most {max_threads()}); set threads to at most the number of cores, or null for torch's default"
+            f"(at most {max_threads()}); set threads to at most {max_threads()} (the number of cores is best), "
+            "or null for torch's default"
         )
     if cfg.name is not None and (not str(cfg.name).strip() or "/" in str(cfg.name) or str(cfg.name) in (".", "..")):
         raise PosxError(f"name={cfg.name!r} must be a plain directory name (no '/', not '.' or '..')")

@@ -292,7 +292,7 @@ class Config:
 @dataclass
 class ExtendConfig:
     steps: int = 200  # optimizer steps of continued training at factor x T
-    lr: float = 3e-4  # peak learning rate (a tenth of train.lr: a fine-tune, not a retrain)
+    lr: float = 3e-4  # peak learning rate (a tenth of the default train.lr: a fine-tune, not a retrain)
     warmup_steps: int = 20  # linear warmup steps (the PI and YaRN fine-tunes use 20)
     min_lr_ratio: float = 0.1  # cosine decays to lr * min_lr_ratio at the last step
     batch_size: Optional[int] = None  # sequences per step; null: train.batch_size * T / (factor * T)

@@ -13,10 +13,11 @@ from pathlib import Path
 import numpy as np
 import torch
 import yaml
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
 from rich.text import Text
 
+from posx.config.schema import EvalConfig
 from posx.core.console import new_console
 from posx.core.device import pick_device, set_threads
 from posx.core.errors import PosxError
@@ -65,6 +66,20 @@ def load(run_dir: Path, cfg: DictConfig, console: Console) -> Loaded:
     return Loaded(Path(run_dir), model, meta, corpus.val, corpus.val_docs, corpus.tokenizer, device)
 
 
+# Evaluation settings an extended run's evaluation does not read: its frequencies are its own.
+NOT_FOR_EXTENDED = ("methods", "scale", "within_documents")
+
+
+def not_for_extended(ev: DictConfig) -> list[str]:
+    """The ``NOT_FOR_EXTENDED`` settings of ``ev`` that differ from their defaults."""
+    default = EvalConfig()
+    return [f"eval.{key}" for key in NOT_FOR_EXTENDED if list_or_value(ev[key]) != getattr(default, key)]
+
+
+def list_or_value(value):
+    return list(value) if OmegaConf.is_list(value) else value
+
+
 def evaluate_loaded(run: Loaded, cfg: DictConfig, console: Console) -> Evaluation:
     """A plain run: every method at every factor; an extended run: zero-shot and extended."""
     meta = run.meta
@@ -72,8 +87,13 @@ def evaluate_loaded(run: Loaded, cfg: DictConfig, console: Console) -> Evaluatio
     heading = f" {run.run_dir}  pos={meta.model.pos} T={meta.train_context}{beyond}"
     console.print(Text.assemble(("posx eval-extrapolate", "bold"), heading))  # the path as written
     if meta.extended_from is not None:
-        if cfg.eval.within_documents:
-            console.print("[yellow]note:[/] eval.within_documents is not applied to an extended run")
+        unused = not_for_extended(cfg.eval)
+        if unused:
+            console.print(
+                f"[yellow]note:[/] {', '.join(unused)} {'is' if len(unused) == 1 else 'are'} not applied to an "
+                "extended run (it is scored with its own frequencies, and zero-shot with the same)",
+                highlight=False,
+            )
         return evaluate_extended(
             run.model, meta, run.val, cfg.eval, cfg.results_dir, run.device, run.run_dir.name, console, run.tokenizer
         )
