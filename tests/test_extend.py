@@ -132,6 +132,7 @@ def test_extend_then_evaluate_shows_zero_shot_and_extended(work):
     assert zero.loc[1.0, "ppl"] != pytest.approx(plain.loc[1.0, "ppl"], rel=1e-6)  # s=2 vs s=1
     assert "extended" in proc.stdout and "zero-shot" in proc.stdout
     assert "not applied to an extended run" not in proc.stdout  # nothing given that it ignores
+    assert "factors of the parent's T=32" in " ".join(proc.stdout.split())  # the title's T is the parent's
     ignored = run_posx("eval-extrapolate", "pi2", "eval.tokens=512", "eval.scale=2", "--force", cwd=work)
     assert "note: eval.scale is not applied to an extended run" in ignored.stdout
     assert pd.read_csv(child / "extrapolation.csv")["ppl"].tolist() == pytest.approx(df["ppl"].tolist(), rel=1e-6)

@@ -115,11 +115,12 @@ def show(result: Evaluation, run_dir: Path, written: list[Path], console: Consol
     df = result.table
     reference = int(df["reference_context"].iloc[0])  # T that the factors multiply
     eid = f", eval {df['eval_id'].iloc[0]}" if df["eval_id"].iloc[0] else ""
+    # an extended run's factors are of its parent's T, not of the T it trained at
+    scale = f"factors of the parent's T={reference}" if (df["stage"] == "extended").any() else f"T={reference}"
     console.print(
         rich_table(
             df,
-            f"perplexity ± half the 95% interval over windows, {run_dir.name} "
-            f"(T={reference}, {df['protocol'].iloc[0]}{eid})",
+            f"perplexity ± half the 95% interval over windows, {run_dir.name} ({scale}, {df['protocol'].iloc[0]}{eid})",
         )
     )
     if df["within_documents"].fillna(False).astype(bool).any():
