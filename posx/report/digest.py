@@ -25,7 +25,7 @@ import yaml
 from posx.core import files
 from posx.eval.tables import read_table
 from posx.report.groups import identity
-from posx.runs.paths import CONFIG, META, lineage_of, read_meta
+from posx.runs.paths import CONFIG, META, interpolation_in, lineage_of, read_meta
 
 DIGEST = "digest.json"
 FORMAT = "posx-digest/1"
@@ -51,8 +51,9 @@ def stamp(run_dir: Path) -> str:
 
 def read_config(path: Path) -> dict | None:
     """config.yaml as a mapping; None when the run has none; empty when it is damaged (not UTF-8,
-    not YAML, not a mapping): the run is then listed without its settings and the report names
-    its config.yaml as missing."""
+    not YAML, not a mapping, an ``${...}`` interpolation anywhere, a seed that is not a whole
+    number): the run is then listed without its settings and the report names its config.yaml
+    as missing. Nothing in it is resolved."""
     config = path / CONFIG
     if not config.is_file():
         return None
@@ -60,7 +61,13 @@ def read_config(path: Path) -> dict | None:
         saved = yaml.load(config.read_text(encoding="utf-8"), Loader=yaml.CSafeLoader)
     except (yaml.YAMLError, UnicodeDecodeError):
         return {}
-    return saved if isinstance(saved, dict) else {}
+    if not isinstance(saved, dict) or interpolation_in(saved) is not None or not _whole(saved.get("seed", 0)):
+        return {}
+    return saved
+
+
+def _whole(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def header(path: Path) -> list[str]:

@@ -31,11 +31,12 @@ NOT_RUNS = frozenset({*WRITTEN_DIRS, "cache", "reports"})  # folders that never 
 RESULTS = Config.results_dir  # the results directory run names are looked up in unless told otherwise
 
 
-def _interpolation(node) -> str | None:
+def interpolation_in(node) -> str | None:
+    """The first ``${...}`` string anywhere in a plain config (mappings and lists); None if none."""
     if isinstance(node, dict):
-        return next((found for v in node.values() if (found := _interpolation(v))), None)
+        return next((found for v in node.values() if (found := interpolation_in(v))), None)
     if isinstance(node, list):
-        return next((found for v in node if (found := _interpolation(v))), None)
+        return next((found for v in node if (found := interpolation_in(v))), None)
     return node if isinstance(node, str) and "${" in node else None
 
 
@@ -53,7 +54,7 @@ def read_config(run_dir: Path) -> dict:
         raise PosxError(f"{path} is unreadable ({exc.__class__.__name__}); it cannot be used") from None
     if not isinstance(data, dict):
         raise PosxError(f"{path} does not hold a config mapping (found {type(data).__name__})")
-    found = _interpolation(data)
+    found = interpolation_in(data)
     if found is not None:
         raise PosxError(
             f"{path} contains the interpolation {found!r}; posx writes resolved configs and "

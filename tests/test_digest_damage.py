@@ -1,0 +1,53 @@
+"""A run whose config.yaml was edited by hand is read as damaged by what lists and reports runs:
+listed without its settings, never resolved, never a crash of the whole listing."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from posx.cli import app
+from posx.report import digest
+
+RUN = Path(__file__).resolve().parent / "fixtures" / "premove" / "runs" / "old-rope"
+
+
+def edited(tmp_path: Path, pattern: str, line: str) -> Path:
+    run = tmp_path / "results" / "runs" / "edited"
+    shutil.copytree(RUN, run)
+    (run / digest.DIGEST).unlink(missing_ok=True)
+    config = run / "config.yaml"
+    text, n = re.subn(pattern, line, config.read_text(encoding="utf-8"), count=1, flags=re.MULTILINE)
+    assert n == 1, pattern
+    config.write_text(text, encoding="utf-8")
+    return run
+
+
+@pytest.mark.parametrize(
+    "pattern, line",
+    [
+        (r"^seed: .*$", "seed: ${oc.env:HOME}"),
+        (r"^seed: .*$", "seed: abc"),
+        (r"^seed: .*$", "seed: 1.5"),
+        (r"^seed: .*$", "seed: true"),
+        (r"^  lr: .*$", "  lr: ${oc.env:HOME}"),  # an interpolation below the top level
+    ],
+)
+def test_an_interpolation_or_a_seed_that_is_not_whole_reads_as_a_damaged_config(tmp_path, monkeypatch, pattern, line):
+    run = edited(tmp_path, pattern, line)
+    assert digest.read_config(run) == {}
+    made = digest.compute(run)
+    assert made["seed"] is None and made["listing"]["encoding"] == "rope"  # model.json still speaks
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["runs", "--csv", "-"])
+    assert result.exit_code == 0, result.output
+    assert "edited,rope," in result.stdout
+
+
+def test_a_whole_seed_is_read(tmp_path):
+    run = edited(tmp_path, r"^seed: .*$", "seed: 7")
+    assert digest.compute(run)["seed"] == 7
