@@ -120,15 +120,14 @@ class JobDir:
 
 def job_run_dir(cfg: DictConfig, name: str) -> JobDir:
     """Sweep jobs use Hydra's job directory and resume the checkpoint a killed or requeued job
-    left there, or only evaluate the run it finished (when it is of the same config); single
+    left there, or only evaluate the run it finished (when it is of the same config: a sweep
+    started again, or a requeued job stopped while it evaluated); single
     runs get results/runs/<name>/, never an existing one: a default name gets a -2, -3 ...
     suffix, a name= that exists is refused."""
     if HydraConfig.get().mode != RunMode.MULTIRUN:
         make = new_named_run_dir if cfg.name else new_run_dir
         return JobDir(make(cfg.results_dir, name), created=True, start=Fresh())
     run_dir = Path(HydraConfig.get().runtime.output_dir)
-    if is_run(run_dir) and not os.environ.get("SUBMITIT_EXECUTOR"):
-        raise PosxError(f"{run_dir} already holds a trained run; use a new hydra.sweep.dir")
     if is_run(run_dir) or resumable.exists(run_dir):
         check_writable(run_dir)
         changed = differences(saved_config(run_dir), cfg)
@@ -138,8 +137,8 @@ def job_run_dir(cfg: DictConfig, name: str) -> JobDir:
                 f"{run_dir} holds {held} of another config (differs in {', '.join(changed[:5])}); "
                 "use a new hydra.sweep.dir"
             )
-        # A requeued job (preempted, timed out): resume its checkpoint, or (a submitit job
-        # stopped while it evaluated) only evaluate the run it finished.
+        # A requeued job (preempted, timed out) or a sweep started again: resume its checkpoint,
+        # or only evaluate the run it finished.
         return JobDir(run_dir, created=False, start=Resume(), finished=is_run(run_dir))
     # Hydra makes the job directory just before the job: empty means it is this job's. What an
     # earlier attempt of this very job left (its lock, its config) may stay; anything else is
@@ -193,9 +192,13 @@ def says_what_it_left(run_dir: Path) -> Iterator[None]:
         raise Interrupted(stopped_run(run_dir)) from None
 
 
-def _after_train(run_dir: Path, cfg: DictConfig, console: Console) -> None:
+def _after_train(job: JobDir, cfg: DictConfig, console: Console) -> None:
     """The run's digest (what posx report and posx runs read of it); eval.after_train: evaluate
-    the run; in a sweep, rebuild the sweep table."""
+    the run; in a sweep, rebuild the sweep table. A job that had finished says so."""
+    run_dir = job.path
+    if job.finished:
+        evaluates = "; evaluating it (eval.after_train)" if cfg.eval.after_train else ""
+        console.print(f"{run_dir} already finished training; not trained again{evaluates}", markup=False)
     digest.refresh(run_dir)
     if not cfg.eval.after_train:
         return
@@ -221,7 +224,7 @@ def train_job(cfg: DictConfig) -> None:
             if not job.finished:
                 with cleanup_on_failure(job):
                     train(cfg, job.path, job.start, console)
-            distributed.on_main(lambda: _after_train(job.path, cfg, console))
+            distributed.on_main(lambda: _after_train(job, cfg, console))
 
 
 def extend_job(cfg: DictConfig) -> None:
@@ -241,7 +244,7 @@ def extend_job(cfg: DictConfig) -> None:
             if not job.finished:
                 with cleanup_on_failure(job):
                     train(ext.config, job.path, start, console)
-            distributed.on_main(lambda: _after_train(job.path, ext.config, console))
+            distributed.on_main(lambda: _after_train(job, ext.config, console))
 
 
 def resume(run: str, overrides: list[str]) -> None:

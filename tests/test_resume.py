@@ -301,3 +301,10 @@ def test_a_requeued_sweep_job_resumes_its_checkpoint(tmp_path, tiny_args, monkey
     proc = run_posx("train", "-m", *overrides, f"hydra.sweep.dir={sweep}", cwd=tmp_path)
     assert "resuming at step 5" in proc.stdout.replace("\n", " ")
     assert json.loads((job / "model.json").read_text())["step"] == 8
+    # The sweep started again: the finished job is kept as it is, and another config is refused.
+    weights = (job / "model.safetensors").read_bytes()
+    again = run_posx("train", "-m", *overrides, f"hydra.sweep.dir={sweep}", cwd=tmp_path)
+    assert "already finished training; not trained again" in " ".join(again.stdout.split())
+    other = run_posx("train", "-m", *overrides, "train.lr=0.01", f"hydra.sweep.dir={sweep}", cwd=tmp_path, check=False)
+    assert other.returncode == 2 and "holds a trained run of another config (differs in train.lr)" in other.stderr
+    assert (job / "model.safetensors").read_bytes() == weights
