@@ -263,8 +263,6 @@ def resume(run: str, overrides: list[str]) -> None:
             )
             return
         check_writable(run_dir)
-        if not resumable.exists(run_dir):
-            console.print(Text(f"{run_dir} has no checkpoint yet; training it from step 0", style="yellow"))
         train(cfg, run_dir, Resume(), console)
         distributed.on_main(lambda: digest.refresh(run_dir))
         if cfg.eval.after_train:

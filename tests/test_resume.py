@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import importlib.util
+import io
 import json
 import os
 import signal
@@ -15,6 +16,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import torch
+from rich.console import Console
 from safetensors.torch import load_file
 
 from posx.config.compose import compose, to_yaml
@@ -137,15 +139,19 @@ def test_a_second_process_cannot_train_into_a_locked_run(tmp_path, text_corpus):
         stdout=subprocess.PIPE,
         text=True,
     )
+    said = io.StringIO()
+    console = Console(file=said, width=300)
     try:
         assert child.stdout.readline().strip() == "held"
         with pytest.raises(PosxError, match="being trained by another posx process"):
-            train(cfg, run, Resume())
+            train(cfg, run, Resume(), console)
+        assert "no checkpoint yet" not in said.getvalue()  # nothing said of a run it may not train
     finally:
         child.kill()
         child.wait()
-    train(cfg, run, Resume())  # the lock died with its process
+    train(cfg, run, Resume(), console)  # the lock died with its process
     assert (run / "model.json").is_file()
+    assert f"{run} has no checkpoint yet; training it from step 0" in said.getvalue()
 
 
 def _fail_fsync_under(monkeypatch, fragment: str) -> None:

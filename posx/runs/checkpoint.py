@@ -15,7 +15,8 @@ A checkpoint is written into a hidden temporary directory (every file fsynced), 
 ``step-N``, and only then named by ``latest.json`` (itself replaced atomically). A kill at any
 instant leaves ``latest.json`` naming a complete checkpoint; older step directories and
 leftovers of killed writers are removed after. Nothing is pickled: tensors go to safetensors,
-the rest to JSON, and ``load`` verifies each file's sha256 before trusting it.
+the metric rows to CSV, the rest to JSON, and ``load`` verifies each file's sha256 before
+trusting it.
 
 The learning-rate schedule needs no state of its own: its position is the step.
 """

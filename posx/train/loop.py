@@ -49,6 +49,7 @@ import yaml
 from omegaconf import DictConfig
 from rich.console import Console
 from rich.markup import escape
+from rich.text import Text
 from torch.nn.parallel import DistributedDataParallel
 
 from posx.config.compose import to_yaml
@@ -188,6 +189,8 @@ def set_up(cfg: DictConfig, run_dir: Path, start: Start, console: Console, devic
     resuming = isinstance(start, Resume)
     if resuming and resumable.exists(run_dir):
         resume(state)
+    elif resuming:  # said under the run's lock: a run another process trains is refused first
+        console.print(Text(f"{run_dir} has no checkpoint yet; training it from step 0", style="yellow"))
     # only once the run is known to start (or go on): a refused resume leaves config.yaml alone
     distributed.on_main(partial(files.write_text, run_dir / CONFIG, to_yaml(cfg)))
     announce(state, resuming)
