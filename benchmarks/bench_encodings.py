@@ -216,7 +216,7 @@ def memory_subprocess(pos: str, factor: int, args) -> dict:
 
 def parser() -> argparse.ArgumentParser:
     """The command line: model and lengths, rounds and steps, factors, encodings, output."""
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--device", default="cpu")
     p.add_argument("--model", choices=sorted(PRESETS), default="tiny")
     p.add_argument("--context", type=int, default=128, help="training length T")
@@ -229,7 +229,7 @@ def parser() -> argparse.ArgumentParser:
         "--attention",
         choices=["sdpa", "flex"],
         default="sdpa",
-        help="model.attention (flex: FlexAttention for alibi and t5, compiled on CUDA)",
+        help="model.attention (flex: FlexAttention for alibi, t5, kerple and fire, compiled on CUDA)",
     )
     p.add_argument("--encodings", nargs="+", choices=list(ENCODINGS), default=list(ENCODINGS))
     p.add_argument("--out", default=None, help="write the memory rows (and throughput) as JSON here")

@@ -49,7 +49,7 @@ def evaluate_once(model, meta: RunMeta, val, ev, _round: int) -> None:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument(
         "--skip-sliding", action="store_true", help="leave out the sliding protocol (the longest variant)"

@@ -278,7 +278,7 @@ def evaluate_both(
 
 def parser() -> argparse.ArgumentParser:
     """The command line: model and lengths, steps and timing, compilation, profiling, evaluation, output."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--model", choices=sorted(PRESETS), default="tiny")
     parser.add_argument("--context", type=int, default=128)

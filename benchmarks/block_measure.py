@@ -77,7 +77,7 @@ def throughput(rounds: int, steps: int) -> list[dict]:
 
 def parser() -> argparse.ArgumentParser:
     """The command line: where results go, steps, methods, and the interleaved throughput rounds."""
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--results-dir", default="results/block_measure")
     ap.add_argument("--steps", type=int, default=800)
     ap.add_argument("--methods", default=METHODS)

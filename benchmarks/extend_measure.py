@@ -67,7 +67,7 @@ class Parent:
 
 def parser() -> argparse.ArgumentParser:
     """The command line: the parent, the methods, factor, step budget and evaluation size."""
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--parent", help="a trained RoPE run; default: train one with `posx train name=<--name>`")
     ap.add_argument("--name", default="base", help="name of the parent to train when --parent is not given")
     ap.add_argument("--methods", default="pi,yarn,abf")

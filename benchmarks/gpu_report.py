@@ -136,7 +136,7 @@ def markdown(s: dict, out: Path) -> str:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("out", type=Path, help="the GPU check's output directory")
     p.add_argument("--header", default=None, help="a JSON object of facts for the report's head (machine, torch)")
     args = p.parse_args()

@@ -196,7 +196,7 @@ def versus_by_hand_bpe(work: Path, vocab: int, rounds: int) -> dict:
 
 def parser() -> argparse.ArgumentParser:
     """The command line: where to work, corpus sizes, BPE vocabulary, which phases."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--work", type=Path, default=Path("/tmp/posx-measure"))
     parser.add_argument("--small-mb", type=float, default=10)
     parser.add_argument("--large-mb", type=float, default=1100)

@@ -16,7 +16,7 @@ import pandas as pd
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("run", type=Path)
     parser.add_argument("--factor", type=float, default=4.0)
     parser.add_argument("--method", default="none")

@@ -22,11 +22,12 @@
 # what is missing. The steps, each under `timeout -k`:
 #   1. experiment=gpu_small RoPE, compiled and eager: tokens/s, MFU, loss curves;
 #   2. torchrun --standalone --nproc_per_node=1 against the single (eager) process: losses;
-#   3. ALiBi and T5 with model.attention=flex, compiled, bf16 training and 1x-8x evaluation;
+#   3. ALiBi, T5 and KERPLE with model.attention=flex, compiled, bf16 training and 1x-8x evaluation;
 #   4. posx eval-extrapolate of a transformers Llama built from a config and saved here, bf16;
 #   5. evaluation peak memory at 1x and 8x for ALiBi and T5 flex (bench_encodings);
-#   6. bench_peer: posx against the transformers Llama of equal size, both eager, both compiled;
-#   7. the tests marked `cuda` (flex against SDPA, inductor graph counts per length).
+#   6. the materialised attention blocks' memory (bench_blocks);
+#   7. bench_peer: posx against the transformers Llama of equal size, both eager, both compiled;
+#   8. the tests marked `cuda` (flex against SDPA, inductor graph counts per length).
 # Nothing is downloaded: the corpus is the interpreter's standard library.
 set -u -o pipefail
 if [ $# -lt 1 ] || [ -z "$1" ] || [ "${1#-}" != "$1" ]; then
@@ -46,6 +47,11 @@ NEEDS=torch
 [ "$DRY" = 1 ] && NEEDS="torch, pandas"
 if ! "$PY" -c "import $NEEDS" 2>/dev/null; then
   echo "gpu_check.sh: $PY cannot import $NEEDS; set PYTHON to an interpreter that has them" >&2
+  exit 2
+fi
+# Before OUT is made, so the same OUT can be given again on a box with a GPU.
+if [ "$DRY" = 0 ] && ! "$PY" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"; then
+  echo "gpu_check.sh: no CUDA GPU visible to $PY (torch.cuda.is_available() is false); nothing run" >&2
   exit 2
 fi
 mkdir -p "$1" && OUT=$(cd "$1" && pwd)  # absolute: the steps run from the repository root
@@ -125,10 +131,6 @@ if [ "$DRY" = 0 ]; then
         --constraint "$PIN" --target "$OUT/site" "${WANTED[@]}"
       export PYTHONPATH="$PYTHONPATH:$OUT/site"
     fi
-  fi
-  if ! "$PY" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"; then
-    echo "gpu_check.sh: no CUDA GPU visible to $PY (torch.cuda.is_available() is false); nothing run" >&2
-    exit 2
   fi
 fi
 CHECKING=1

@@ -4,7 +4,7 @@ One command regenerates ``results/reference/<name>/`` from a clean clone:
 
     python scripts/reference_study.py                     # the CPU study (tiny model, T=128)
     python scripts/reference_study.py --preset gpu        # experiment=gpu_small (small model, T=512)
-    python scripts/reference_study.py --jobs 2            # two runs at a time, one thread each
+    python scripts/reference_study.py --jobs 2            # two runs at a time, cores / 2 threads each
     python scripts/reference_study.py --plan              # list the tasks and what is done; run nothing
     python scripts/reference_study.py --only rope-s0 --check   # make one run again, compare it with the reference
 
@@ -256,7 +256,7 @@ def run_task(task: Task, args, log: Log, counter: list, total: int) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """The study's command line."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--preset", choices=sorted(PRESETS), default="cpu")
     parser.add_argument("--name", help="study name (default: cpu-tiny or gpu-small)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])

@@ -102,7 +102,7 @@ def positive(text: str) -> float:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--work", type=Path, required=True, help="the study's work directory (its runs/)")
     parser.add_argument("--reference", type=Path, required=True, help="the committed study (its sweep.csv)")
     parser.add_argument("--tolerance", type=positive, default=TOLERANCE, help="seed standard deviations accepted")

@@ -277,7 +277,7 @@ def publish(staging: Path, out: Path) -> None:
 
 def parse_args() -> argparse.Namespace:
     """The command line, with --work and --out made absolute."""
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--work", type=Path, required=True)
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--command", required=True, help="the command that ran the study, for STUDY.md")

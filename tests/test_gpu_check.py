@@ -11,6 +11,7 @@ import sys
 
 import pandas as pd
 import pytest
+import torch
 
 from benchmarks import gpu_report
 
@@ -41,6 +42,19 @@ def test_an_interpreter_without_torch_or_pandas_is_refused_in_one_line_before_an
         f"gpu_check.sh: {python} cannot import {lacking}; set PYTHON to an interpreter that has them"
     ]
     assert not out.exists()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the refusal of a box without a GPU")
+def test_a_box_without_a_gpu_is_refused_in_one_line_before_any_file(tmp_path):
+    out = tmp_path / "check"
+    env = {"PATH": "/usr/bin:/bin", "PYTHON": sys.executable, "HOME": str(tmp_path)}
+    proc = subprocess.run(
+        ["bash", str(REPO / "scripts" / "gpu_check.sh"), str(out)], env=env, capture_output=True, text=True
+    )
+    assert proc.returncode == 2 and proc.stderr.strip().splitlines() == [
+        f"gpu_check.sh: no CUDA GPU visible to {sys.executable} (torch.cuda.is_available() is false); nothing run"
+    ]
+    assert not out.exists()  # the same OUT can be given again where there is a GPU
 
 
 @pytest.mark.slow
