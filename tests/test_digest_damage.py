@@ -42,6 +42,7 @@ def test_an_interpolation_or_a_seed_that_is_not_whole_reads_as_a_damaged_config(
     assert digest.read_config(run) == {}
     made = digest.compute(run)
     assert made["seed"] is None and made["listing"]["encoding"] == "rope"  # model.json still speaks
+    assert made["config"] is False  # the report lists its config.yaml as missing
     monkeypatch.chdir(tmp_path)
     result = CliRunner().invoke(app, ["runs", "--csv", "-"])
     assert result.exit_code == 0, result.output
@@ -50,4 +51,14 @@ def test_an_interpolation_or_a_seed_that_is_not_whole_reads_as_a_damaged_config(
 
 def test_a_whole_seed_is_read(tmp_path):
     run = edited(tmp_path, r"^seed: .*$", "seed: 7")
-    assert digest.compute(run)["seed"] == 7
+    made = digest.compute(run)
+    assert made["seed"] == 7 and made["config"] is True
+
+
+def test_the_report_lists_a_damaged_config_as_missing(tmp_path, monkeypatch):
+    edited(tmp_path, r"^seed: .*$", "seed: ${oc.env:HOME}")
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["report", "results/runs", "--out", "rep", "--format", "png"])
+    assert result.exit_code == 0, result.output
+    missing = (tmp_path / "rep" / "missing.csv").read_text(encoding="utf-8")
+    assert "config.yaml" in missing and "edited" in missing

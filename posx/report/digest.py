@@ -126,7 +126,7 @@ def compute(run_dir: Path) -> dict:
         "format": FORMAT,
         "stamp": when,
         "seed": int(seed) if seed is not None else None,
-        "config": saved is not None,
+        "config": bool(saved),  # False when absent or damaged: the report lists config.yaml as missing
         "finished": meta is not None,
         "identity": base,
         "eval": {k: v for k, v in full.items() if k not in base},

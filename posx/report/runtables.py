@@ -172,7 +172,7 @@ def load_run_tables(path: Path, evaluations: str = "current") -> RunTables:
     check_evaluations(evaluations)
     run = RunTables(path=path, seed=None)
     saved = digests.read_config(path)
-    if saved is None:
+    if not saved:  # absent or damaged
         run.missing.append(CONFIG)
     seed = (saved or {}).get("seed")
     run.seed = int(seed) if seed is not None else None
