@@ -73,7 +73,8 @@ def _rope_run(runs: list[str], results_dir: str) -> RunMeta | None:
 
 
 def _write_png(df, context: int, target: int, title: str, out: Path | None, results_dir: str, console: Console) -> None:
-    """The wavelength plot at ``out`` (a new file), else the first free results/frequencies[-N].png."""
-    out = files.new_file(out, "--out") if out is not None else files.free_name(Path(results_dir), "frequencies", ".png")
+    """The wavelength plot at ``out`` (checked new by ``check_out``; the plot is published only
+    under a free name), else the first free results/frequencies[-N].png."""
+    out = out if out is not None else files.free_name(Path(results_dir), "frequencies", ".png")
     freqplot.plot(df, context, target, title, out)
     console.print(f"wrote {out}", markup=False)

@@ -77,8 +77,8 @@ def refuse_flags(overrides: list[str]) -> None:
 
 
 def resume_config(run_dir: Path, overrides: list[str], composed: DictConfig) -> DictConfig:
-    """Saved config with the safe ``overrides`` applied; ``composed`` holds their typed values."""
-    refuse_flags(overrides)
+    """Saved config with the safe ``overrides`` applied; ``composed`` holds their typed values
+    (the caller has refused flags and sweep values with ``refuse_flags`` before composing)."""
     cfg = saved_config(run_dir)
     for override in overrides:
         key = key_of(override)

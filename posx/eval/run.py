@@ -72,12 +72,8 @@ NOT_FOR_EXTENDED = ("methods", "scale", "within_documents")
 
 def not_for_extended(ev: DictConfig) -> list[str]:
     """The ``NOT_FOR_EXTENDED`` settings of ``ev`` that differ from their defaults."""
-    default = EvalConfig()
-    return [f"eval.{key}" for key in NOT_FOR_EXTENDED if list_or_value(ev[key]) != getattr(default, key)]
-
-
-def list_or_value(value):
-    return list(value) if OmegaConf.is_list(value) else value
+    default = OmegaConf.structured(EvalConfig)
+    return [f"eval.{key}" for key in NOT_FOR_EXTENDED if ev[key] != default[key]]
 
 
 def evaluate_loaded(run: Loaded, cfg: DictConfig, console: Console) -> Evaluation:
