@@ -136,6 +136,10 @@ def test_extend_then_evaluate_shows_zero_shot_and_extended(work):
     ignored = run_posx("eval-extrapolate", "pi2", "eval.tokens=512", "eval.scale=2", "--force", cwd=work)
     assert "note: eval.scale is not applied to an extended run" in ignored.stdout
     assert pd.read_csv(child / "extrapolation.csv")["ppl"].tolist() == pytest.approx(df["ppl"].tolist(), rel=1e-6)
+    # an extended run's evaluation writes no passkey.csv, and a report does not call it missing
+    assert not (child / "passkey.csv").exists()
+    run_posx("report", str(child), "--out", str(work / "report-pi2"), "--format", "png", cwd=work)
+    assert (work / "report-pi2" / "missing.csv").read_text().splitlines() == ["run,missing"]
     (parent / "extrapolation.csv").unlink()
     (parent / "extrapolation.md").unlink()
 

@@ -153,6 +153,20 @@ def test_a_run_missing_a_table_is_listed_not_dropped(two_seeds, tmp_path):
         assert (out / figure).read_bytes().startswith(b"\x89PNG\r\n\x1a\n"), figure
 
 
+def test_a_table_the_evaluation_does_not_write_is_not_missing(two_seeds, tmp_path):
+    work, run = two_seeds["work"], tmp_path / "runs" / "quiet"
+    shutil.copytree(two_seeds["a"], run)
+    run_posx("eval-extrapolate", str(run), *EVAL, "eval.passkey.enabled=false", "eval.tasks=[]", cwd=work)
+    assert not (run / "passkey.csv").exists()
+    for evaluations, missing in (("current", []), ("all", [])):  # "all" still holds the passkey evaluation
+        out = tmp_path / f"rep-{evaluations}"
+        run_posx("report", str(run), "--out", str(out), "--evaluations", evaluations, "--format", "png", cwd=work)
+        assert [r["missing"] for r in read(out / "missing.csv")] == missing, evaluations
+    (run / "eval.yaml").unlink()  # no record of the settings: the table is expected again
+    run_posx("report", str(run), "--out", str(tmp_path / "rep-legacy"), "--format", "png", cwd=work)
+    assert [r["missing"] for r in read(tmp_path / "rep-legacy" / "missing.csv")] == ["passkey.csv"]
+
+
 def test_a_report_is_never_overwritten_and_bad_paths_are_one_line(two_seeds, tmp_path):
     work = two_seeds["work"]
     out = tmp_path / "taken"

@@ -139,3 +139,19 @@ def test_a_digest_written_before_tasks_were_listed_still_brings_its_task_rows(tm
     finally:
         store.discard(gathered)
     assert rows == [(0.0, 1.0), (0.5, 0.5)]
+
+
+def test_a_digest_cached_in_an_older_format_is_read_again(tmp_path):
+    runs = tmp_path / "runs"
+    _run(runs, "a0", 0, 10.0)
+    cache = tmp_path / store.CACHE
+    first = report([runs], out=tmp_path / "r1")
+    (shard,) = [s for s in cache.iterdir() if not s.name.startswith(".")]
+    table = pd.read_parquet(shard / "digests.parquet")
+    old = {k: v for k, v in json.loads(table["digest"][0]).items() if k != "left_out"}
+    table["digest"] = [json.dumps({**old, "format": "posx-digest/1"})]  # as an older posx cached it
+    table.to_parquet(shard / "digests.parquet", index=False)
+    again = report([runs], out=tmp_path / "r2")
+    assert [len(s) for s in _shards(cache)] == [1, 1]  # the run was read again, into a new shard
+    assert json.loads(_shards(cache)[-1]["digest"][0])["format"] == digest.FORMAT
+    pd.testing.assert_frame_equal(_summary(first), _summary(again))

@@ -254,6 +254,16 @@ def write_tables(result: Evaluation, run_dir: Path) -> list[Path]:
     return written
 
 
+def left_out(settings: dict | None, extended: bool) -> set[str]:
+    """The tables an evaluation with these settings (an eval.yaml's, None for one written before
+    those records) does not write by design, so a report does not call them missing: passkey.csv
+    for an extended run (scored zero-shot and extended only) and when the passkey is off
+    (``eval.passkey.enabled=false`` or no variants). A record too damaged to say expects it."""
+    pk = (settings or {}).get("passkey")
+    off = isinstance(pk, dict) and (pk.get("enabled") is False or pk.get("variants") == [])
+    return {"passkey.csv"} if extended or off else set()
+
+
 def rich_table(df: pd.DataFrame, title: str) -> Table:
     """Methods (and stages, when there are two) by rows, factors by columns, perplexity (or
     the status) in the cells."""

@@ -3,12 +3,13 @@
 A run writes ``digest.json`` once at the end of its training and again at the end of each
 evaluation (``refresh``): its seed, its identity (``posx.report.groups``: the model, training,
 data and evaluation settings, as text), an extended run's parent, what ``posx runs`` lists
-(encoding, T, steps, validation perplexity, evaluated lengths) and the header of each of its
-tables. It is stamped with the size and modification time of every file it was made from
-(``SOURCES``); a digest whose stamp no longer matches those files (a table rewritten, a config
-edited, a run made before digests existed) is not trusted: ``load`` then computes the digest
-from the files again, as the run would have, and the report caches it (``posx.report.store``).
-So a report or a listing reads one small JSON per run instead of parsing its YAML and tables.
+(encoding, T, steps, validation perplexity, evaluated lengths), the header of each of its
+tables and the tables its evaluation leaves out by design (``posx.eval.tables.left_out``). It
+is stamped with the size and modification time of every file it was made from (``SOURCES``); a
+digest whose stamp no longer matches those files (a table rewritten, a config edited, a run
+made before digests existed) is not trusted: ``load`` then computes the digest from the files
+again, as the run would have, and the report caches it (``posx.report.store``). So a report or
+a listing reads one small JSON per run instead of parsing its YAML and tables.
 """
 
 from __future__ import annotations
@@ -23,12 +24,14 @@ import pandas as pd
 import yaml
 
 from posx.core import files
-from posx.eval.tables import read_table
+from posx.core.errors import PosxError
+from posx.eval import history
+from posx.eval.tables import left_out, read_table
 from posx.report.groups import identity
 from posx.runs.paths import CONFIG, META, interpolation_in, lineage_of, read_meta
 
 DIGEST = "digest.json"
-FORMAT = "posx-digest/1"
+FORMAT = "posx-digest/2"  # 2: ``left_out``, the tables the run's evaluation does not write
 TABLES = ("extrapolation.csv", "positions.csv", "passkey.csv")
 METRICS = "metrics.csv"
 TASKS = "tasks.csv"  # its header is listed too; it is not a source of the stamp (posx.report.store)
@@ -88,6 +91,16 @@ def _val_ppl(path: Path) -> float | None:
     return value if value is not None and math.isfinite(value) else None
 
 
+def _settings(path: Path) -> dict | None:
+    """The settings of the run's current evaluation (its eval.yaml); None when it has none or it is
+    unreadable (evaluating the run again says so)."""
+    try:
+        record = history.current(path)
+    except PosxError:
+        return None
+    return record["settings"] if record is not None else None
+
+
 def _mapping(node) -> dict:
     """A node of a config that may be damaged: itself when a mapping, else empty."""
     return node if isinstance(node, dict) else {}
@@ -133,6 +146,7 @@ def compute(run_dir: Path) -> dict:
         "lineage": None if lineage is None else {"parent": lineage.parent, "parent_path": lineage.parent_path},
         "evaluated_at": (path / TABLES[0]).stat().st_mtime if table is not None else 0.0,
         "columns": {n: header(path / n) for n in (*TABLES, METRICS, TASKS) if (path / n).is_file()},
+        "left_out": sorted(left_out(_settings(path), lineage is not None)),
         "listing": _listing(path, saved or {}, meta, table),
     }
 

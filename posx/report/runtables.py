@@ -35,7 +35,7 @@ import pandas as pd
 
 from posx.core.errors import PosxError
 from posx.eval import history
-from posx.eval.tables import read_table
+from posx.eval.tables import left_out, read_table
 from posx.report import digest as digests
 from posx.report import store
 from posx.report.groups import Member, identity
@@ -139,8 +139,9 @@ def _stored_evaluations(path: Path, weights: str | None) -> list[tuple[Path, dic
     return [(folder, record and record["settings"]) for _, folder, record in sorted(found, key=lambda f: f[0])]
 
 
-def _all_tables(run: RunTables, weights: str | None) -> list[dict]:
-    """Every stored evaluation's tables stacked, the newest winning a cell; returns their settings."""
+def _all_tables(run: RunTables, weights: str | None, extended: bool) -> list[dict]:
+    """Every stored evaluation's tables stacked, the newest winning a cell; returns their settings.
+    A table none of them has is missing when one of them should have written it."""
     stored = _stored_evaluations(run.path, weights)
     if not stored:
         return []
@@ -149,7 +150,7 @@ def _all_tables(run: RunTables, weights: str | None) -> list[dict]:
             _tagged(read_table(folder / name), settings) for folder, settings in stored if (folder / name).is_file()
         ]
         if not frames:
-            run.missing.append(name)
+            run.missing += [name] if any(name not in left_out(settings, extended) for _, settings in stored) else []
             continue
         stacked = pd.concat(frames, ignore_index=True)
         kept = stacked.drop_duplicates(CELL[name], keep="last").reset_index(drop=True)
@@ -178,18 +179,20 @@ def load_run_tables(path: Path, evaluations: str = "current") -> RunTables:
     run.seed = int(seed) if seed is not None else None
     meta = read_meta(path) if (path / META).is_file() else None
     parent, parent_seed = None, None
-    if meta is not None and meta.extended_from is not None:
+    extended = meta is not None and meta.extended_from is not None
+    if extended:
         parent, parent_seed = _parent(path, meta)
         run.parent = f"{parent['pos.name']}-T{parent['T']}" if parent is not None else meta.extended_from.parent
     settings = None
     if evaluations == "all":
-        settings = _all_tables(run, meta.weights_sha256 if meta is not None else None) or None
+        settings = _all_tables(run, meta.weights_sha256 if meta is not None else None, extended) or None
     if settings is None:  # current, or a run with no stored evaluation
         record = history.current(path) if (path / history.SETTINGS).is_file() else None
+        unwritten = left_out(record and record["settings"], extended)
         for name in TABLES:
             if (path / name).is_file():
                 run.tables[name] = _tagged(read_table(path / name), record and record["settings"])
-            else:
+            elif name not in unwritten:
                 run.missing.append(name)
     for name in OPTIONAL:
         if (path / name).is_file():
@@ -224,7 +227,8 @@ def _parent_digest(path: Path, lineage: dict, known: dict) -> dict | None:
 def from_digest(path: Path, digest: dict, known: dict) -> RunTables:
     """A run's seed, identity and missing tables from its digest (its tables are in the store's views)."""
     run = RunTables(path=path, seed=digest["seed"])
-    run.missing = ([] if digest["config"] else [CONFIG]) + [n for n in TABLES if n not in digest["columns"]]
+    absent = [n for n in TABLES if n not in digest["columns"] and n not in digest["left_out"]]
+    run.missing = ([] if digest["config"] else [CONFIG]) + absent
     found = dict(digest["identity"])
     parent_seed = None
     if digest["lineage"] is not None:

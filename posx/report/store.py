@@ -94,7 +94,8 @@ def _complete(shard: Path) -> bool:
 
 
 def _cached(con, shards: list[Path], stamps: dict[str, str]) -> dict[str, tuple[dict, str]]:
-    """run -> (digest, shard) for each run whose current stamp a shard holds (the newest shard wins)."""
+    """run -> (digest, shard) for each run whose current stamp a shard holds (the newest shard wins),
+    in today's digest format (a run cached by an older posx is read again)."""
     if not shards:
         return {}
     listed = ", ".join(f"'{str(s / 'digests.parquet')}'" for s in shards)
@@ -105,7 +106,8 @@ def _cached(con, shards: list[Path], stamps: dict[str, str]) -> dict[str, tuple[
     for run, stamp, text, shard in rows.fetchall():
         if stamps.get(run) == stamp and (run not in found or shard > found[run][1]):
             found[run] = (text, shard)
-    return {run: (json.loads(text), shard) for run, (text, shard) in found.items()}
+    parsed = {run: (json.loads(text), shard) for run, (text, shard) in found.items()}
+    return {run: entry for run, entry in parsed.items() if entry[0]["format"] == digests.FORMAT}
 
 
 def _batches(fresh: dict[str, dict], name: str) -> dict[tuple, list[Path]]:
