@@ -14,6 +14,7 @@ Every user error (``PosxError``) ends as one line on stderr and a non-zero exit.
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 from types import ModuleType
 from typing import List, Optional
@@ -81,7 +82,19 @@ app = typer.Typer(
 PASS_THROUGH = {"allow_extra_args": True, "ignore_unknown_options": True}
 
 
-@app.command(context_settings=PASS_THROUGH, epilog=TRAIN_EPILOG)
+def command(owner: typer.Typer, name: str | None = None, **settings):
+    """``owner.command``, with the docstring as help and each of its paragraphs on one line: Typer's
+    rich markup keeps the line breaks of every paragraph but the first, so a docstring wrapped
+    in the source would show its source lines (the epilogs' examples are laid out on purpose)."""
+
+    def register(fn):
+        paragraphs = inspect.cleandoc(fn.__doc__ or "").split("\n\n")
+        return owner.command(name, help="\n\n".join(" ".join(p.split()) for p in paragraphs), **settings)(fn)
+
+    return register
+
+
+@command(app, context_settings=PASS_THROUGH, epilog=TRAIN_EPILOG)
 def train(
     overrides: Optional[List[str]] = typer.Argument(
         None, help="Hydra overrides and flags (key=value, -m, --cfg job, hydra/launcher=...)."
@@ -105,7 +118,7 @@ def train(
     work().train(list(overrides or []), resume)
 
 
-@app.command(context_settings=PASS_THROUGH, epilog=EXTEND_EPILOG)
+@command(app, context_settings=PASS_THROUGH, epilog=EXTEND_EPILOG)
 def extend(
     run: Optional[str] = typer.Argument(
         None, help="The run to extend: a directory, or a run name under results/runs (or parent=RUN; not both)."
@@ -114,12 +127,14 @@ def extend(
         None, help="Hydra overrides and flags (method=, factor=, extend.steps=, -m, --cfg job)."
     ),
 ) -> None:
-    """Rescale a trained run's positions and continue training at factor x T; writes a new
-    run (results/runs/<parent>-<method>-x<factor>/) that records its parent. The parent is only read."""
+    """Rescale a trained run's positions and continue training at factor x T.
+
+    Writes a new run (results/runs/<parent>-<method>-x<factor>/) that records its parent; the
+    parent is only read."""
     work().extend(run, list(overrides or []))
 
 
-@app.command("export", epilog=EXPORT_EPILOG)
+@command(app, "export", epilog=EXPORT_EPILOG)
 def export(
     run: str = typer.Argument(..., help="A llama-block RoPE run: a directory, or a run name under results/runs."),
     out: Path = typer.Option(..., "--out", help="The transformers model directory to write (new or empty)."),
@@ -129,7 +144,7 @@ def export(
     work().export(run, out, results_dir)
 
 
-@app.command("eval-extrapolate", context_settings=PASS_THROUGH, epilog=EVAL_EPILOG)
+@command(app, "eval-extrapolate", context_settings=PASS_THROUGH, epilog=EVAL_EPILOG)
 def eval_extrapolate(
     run: Optional[str] = typer.Argument(None, help="Run directory, or a run name under results/runs."),
     overrides: Optional[List[str]] = typer.Argument(
@@ -151,7 +166,7 @@ def eval_extrapolate(
     work().eval_extrapolate(run, list(overrides or []), latest, force, defaults)
 
 
-@app.command("frequencies", context_settings=PASS_THROUGH, epilog=FREQ_EPILOG)
+@command(app, "frequencies", context_settings=PASS_THROUGH, epilog=FREQ_EPILOG)
 def frequencies(
     overrides: Optional[List[str]] = typer.Argument(
         None,
@@ -187,7 +202,7 @@ def frequencies(
     wavelengths().frequencies(list(overrides or []), (head_dim, base, context), factor, methods, out)
 
 
-@app.command("report", epilog=REPORT_EPILOG)
+@command(app, "report", epilog=REPORT_EPILOG)
 def report(
     paths: Optional[List[Path]] = typer.Argument(
         None,
@@ -225,7 +240,7 @@ def report(
     )
 
 
-@app.command("runs", epilog=RUNS_EPILOG)
+@command(app, "runs", epilog=RUNS_EPILOG)
 def runs(
     path: Path = typer.Argument(
         Path(Config.results_dir), help="A results directory, a directory of runs, a sweep or a run."
@@ -236,7 +251,7 @@ def runs(
     reading().runs(path, csv)
 
 
-@app.command("compare", epilog=COMPARE_EPILOG)
+@command(app, "compare", epilog=COMPARE_EPILOG)
 def compare(
     run_args: List[str] = typer.Argument(..., metavar="RUN RUN...", help="Runs (paths or names under results/runs)."),
     csv: Optional[str] = typer.Option(
@@ -275,7 +290,7 @@ data_app = typer.Typer(
 app.add_typer(data_app)
 
 
-@data_app.command("prepare", context_settings=PASS_THROUGH, epilog=PREPARE_EPILOG)
+@command(data_app, "prepare", context_settings=PASS_THROUGH, epilog=PREPARE_EPILOG)
 def data_prepare(
     overrides: Optional[List[str]] = typer.Argument(
         None, help="Overrides of data.*, results_dir and experiment (as for posx train); any other key is refused."

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 import math
 import shutil
@@ -10,9 +11,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import torch
+import typer
 import yaml
 
 from posx import commands, jobs
+from posx.cli import app
 from posx.eval.tables import COLUMNS
 from posx.train.loop import train
 
@@ -90,6 +93,19 @@ def test_cfg_job_prints_the_config_without_training(tmp_path):
 def test_eval_extrapolate_help_shows_its_example_intact(tmp_path):
     proc = run_posx("eval-extrapolate", "--help", cwd=tmp_path)
     assert "eval.methods=[none,yarn] eval.factors=[1,4]" in proc.stdout
+
+
+def test_every_paragraph_of_a_commands_help_flows_as_one(tmp_path):
+    """A docstring wrapped in the source shows as flowing paragraphs, not its source lines."""
+    group = typer.main.get_command(app)
+    commands = [([name], cmd) for name, cmd in group.commands.items() if name != "data"]
+    commands += [(["data", name], cmd) for name, cmd in group.commands["data"].commands.items()]
+    for words, cmd in commands:
+        shown = run_posx(*words, "--help", cwd=tmp_path, env={"COLUMNS": "400"}).stdout
+        lines = [" ".join(line.split()) for line in shown.splitlines()]
+        for paragraph in inspect.cleandoc(cmd.callback.__doc__).split("\n\n"):
+            flowing = " ".join(paragraph.split())
+            assert any(flowing in line for line in lines), (words, flowing)
 
 
 def test_python_dash_m_and_help_show_examples(tmp_path):
