@@ -9,10 +9,11 @@ import shutil
 import pandas as pd
 import pytest
 import torch
+from rich.console import Console
 
 from posx.config.compose import compose
 from posx.core import files
-from posx.eval.run import evaluate_run
+from posx.eval.run import _show_answers, evaluate_run
 from posx.runs.paths import read_meta
 from posx.runs.rundir import load_run, save_run
 
@@ -56,3 +57,20 @@ def test_reevaluation_replaces_the_tables_and_leaves_the_weights(trained_runs, t
     assert (files.sha256_file(weights), weights.stat().st_mtime_ns) == before
     assert read_meta(run).weights_sha256 == before[0]
     assert not [p for p in run.iterdir() if p.name.endswith(".tmp")]
+
+
+def _answers(accuracy: list[float]) -> pd.DataFrame:
+    return pd.DataFrame(
+        {"method": "yarn", "task": "niah", "factor": [1.0, 2.0], "status": "ok", "trials": 8, "accuracy": accuracy}
+    )
+
+
+def test_answers_none_of_which_is_right_show_one_line_else_a_table():
+    none = "task suite: 0 of {n} answers exact at every length, method and task"
+    console = Console(record=True, width=200)
+    _show_answers(console, _answers([0.0, 0.0]), "title", "task", none)
+    assert console.export_text().strip() == "task suite: 0 of 16 answers exact at every length, method and task"
+    console = Console(record=True, width=200)
+    _show_answers(console, _answers([0.5, 0.0]), "the title", "task", none)
+    shown = console.export_text()
+    assert "the title" in shown and "4/8" in shown and "0/8" in shown and "0 of" not in shown

@@ -130,18 +130,25 @@ def show(result: Evaluation, run_dir: Path, written: list[Path], console: Consol
     if result.passkey:
         pk = result.passkey_frame
         ok = pk[pk["status"] == "ok"]
-        if len(ok) and (ok["accuracy"] == 0).all():  # a model too small to retrieve: one line, not a table of 0s
-            nll = (ok["key_nll"] * ok["trials"]).sum() / ok["trials"].sum()
-            console.print(
-                f"passkey: 0 of {int(ok['trials'].sum())} trials retrieved at every length, method and "
-                f"variant (mean key NLL {nll:.3f}, chance ln 10 = 2.303; passkey.csv has the rows)",
-                highlight=False,
-            )
-        else:
-            console.print(passkey_table(pk, f"passkey accuracy, {run_dir.name}"))
+        nll = (ok["key_nll"] * ok["trials"]).sum() / max(ok["trials"].sum(), 1)
+        none = "passkey: 0 of {n} trials retrieved at every length, method and variant "
+        none += f"(mean key NLL {nll:.3f}, chance ln 10 = 2.303; passkey.csv has the rows)"
+        _show_answers(console, pk, f"passkey accuracy, {run_dir.name}", "variant", none)
     if result.tasks:
-        console.print(passkey_table(result.tasks_frame, f"task suite, exact answers, {run_dir.name}", by="task"))
+        none = "task suite: 0 of {n} answers exact at every length, method and task (tasks.csv has the rows)"
+        _show_answers(console, result.tasks_frame, f"task suite, exact answers, {run_dir.name}", "task", none)
     console.print(f"{verb} " + ", ".join(str(p) for p in written), markup=False)
+
+
+def _show_answers(console: Console, frame, title: str, by: str, none: str) -> None:
+    """The passkey's or the task suite's table (rows: method x ``by``); when no scored trial is
+    answered (a model too small to retrieve), the line ``none`` with its count ``{n}``, not a
+    table of zeros."""
+    ok = frame[frame["status"] == "ok"]
+    if len(ok) and (ok["accuracy"] == 0).all():
+        console.print(none.format(n=int(ok["trials"].sum())), highlight=False)
+    else:
+        console.print(passkey_table(frame, title, by=by))
 
 
 def evaluate_run(run_dir: Path, cfg: DictConfig, console: Console | None = None, force: bool = False) -> Evaluation:
