@@ -5,9 +5,9 @@ theirs to Hydra untouched (``extend`` adds ``parent=RUN``).
 
 This module imports nothing heavy: ``posx.commands`` (torch, pandas), ``posx.wavelengths``
 (torch, matplotlib), ``posx.results`` (pandas) and ``posx.reporting`` (pandas, matplotlib) are
-imported only when a command runs (``work``, ``wavelengths``, ``reading``, ``reporting``), so
-``posx --help``, ``posx <command> --help`` and ``posx --version`` answer at once. A test holds it
-to that.
+imported only when a command runs (``work``, ``wavelengths``, ``reading``, ``reporting``; with
+Ctrl-C held off meanwhile, ``posx.core.startup``), so ``posx --help``, ``posx <command> --help``
+and ``posx --version`` answer at once. A test holds it to that.
 
 Every user error (``PosxError``) ends as one line on stderr and a non-zero exit.
 """
@@ -34,39 +34,32 @@ from posx.cli_examples import (
     TRAIN_EPILOG,
 )
 from posx.config.schema import RESUME_SAFE, Config
+from posx.core import startup
 from posx.core.usage import OneLineUsageErrors
 
 
 def work() -> ModuleType:
     """``posx.commands``, imported here on first use rather than at the top of this module: it
     pulls in torch and pandas (about 3 s), which ``--help`` need not wait for."""
-    from posx import commands
-
-    return commands
+    return startup.load("posx.commands")
 
 
 def reading() -> ModuleType:
     """``posx.results`` (``runs``, ``compare``), imported on first use like ``work``: pandas,
     but neither torch nor matplotlib."""
-    from posx import results
-
-    return results
+    return startup.load("posx.results")
 
 
 def wavelengths() -> ModuleType:
     """``posx.wavelengths`` (``frequencies``), imported on first use like ``work``: torch and
     matplotlib."""
-    from posx import wavelengths as module
-
-    return module
+    return startup.load("posx.wavelengths")
 
 
 def reporting() -> ModuleType:
     """``posx.reporting`` (``report``), imported on first use like ``work``: pandas and
     matplotlib, but no torch."""
-    from posx import reporting as module
-
-    return module
+    return startup.load("posx.reporting")
 
 
 app = typer.Typer(

@@ -1,0 +1,37 @@
+"""A command's modules, imported when the command runs, with Ctrl-C held off meanwhile.
+
+``posx.cli`` imports what a command needs (torch, pandas, Hydra: a few seconds) only once the
+command runs, so ``--help`` answers at once. Ctrl-C in the middle of an import would leave a
+module half-initialised, and the next import of it fails in its own way (NumPy answers "cannot
+load module more than once per process", as a traceback). So ``load`` notes a Ctrl-C that
+comes during the import instead of raising it there, and once the import is done stops the
+command with one line and exit 130, before it has read or written anything.
+"""
+
+from __future__ import annotations
+
+import importlib
+import signal
+from types import ModuleType
+
+from posx.core.console import new_console, say
+
+STOPPED = "stopped by Ctrl-C while starting; nothing was read or written"
+
+
+def load(name: str) -> ModuleType:
+    """The module ``name``, imported with Ctrl-C held off until the import is done (exit 130 if
+    one came). Off the main thread, where no signal handler can be set, a plain import."""
+    caught: list[int] = []
+    try:
+        previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
+    except ValueError:  # not the main thread
+        return importlib.import_module(name)
+    try:
+        module = importlib.import_module(name)
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_DFL if previous is None else previous)
+    if caught:
+        say(new_console(stderr=True), "interrupted", "yellow", STOPPED)
+        raise SystemExit(130)
+    return module
