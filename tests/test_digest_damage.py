@@ -34,6 +34,7 @@ def edited(tmp_path: Path, pattern: str, line: str) -> Path:
         (r"^seed: .*$", "seed: abc"),
         (r"^seed: .*$", "seed: 1.5"),
         (r"^seed: .*$", "seed: true"),
+        (r"^seed: .*$", "seed: 99999999999999999999999999"),  # past what a 64-bit seed column holds
         (r"^  lr: .*$", "  lr: ${oc.env:HOME}"),  # an interpolation below the top level
     ],
 )
@@ -55,8 +56,9 @@ def test_a_whole_seed_is_read(tmp_path):
     assert made["seed"] == 7 and made["config"] is True
 
 
-def test_the_report_lists_a_damaged_config_as_missing(tmp_path, monkeypatch):
-    edited(tmp_path, r"^seed: .*$", "seed: ${oc.env:HOME}")
+@pytest.mark.parametrize("line", ["seed: ${oc.env:HOME}", "seed: 99999999999999999999999999"])
+def test_the_report_lists_a_damaged_config_as_missing(tmp_path, monkeypatch, line):
+    edited(tmp_path, r"^seed: .*$", line)
     monkeypatch.chdir(tmp_path)
     result = CliRunner().invoke(app, ["report", "results/runs", "--out", "rep", "--format", "png"])
     assert result.exit_code == 0, result.output

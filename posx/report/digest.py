@@ -55,7 +55,7 @@ def stamp(run_dir: Path) -> str:
 def read_config(path: Path) -> dict | None:
     """config.yaml as a mapping; None when the run has none; empty when it is damaged (not UTF-8,
     not YAML, not a mapping, an ``${...}`` interpolation anywhere, a seed that is not a whole
-    number): the run is then listed without its settings and the report names its config.yaml
+    number of 64 bits): the run is then listed without its settings and the report names its config.yaml
     as missing. Nothing in it is resolved."""
     config = path / CONFIG
     if not config.is_file():
@@ -70,7 +70,8 @@ def read_config(path: Path) -> dict | None:
 
 
 def _whole(value) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+    """A whole number a table's seed column (64-bit) can hold."""
+    return isinstance(value, int) and not isinstance(value, bool) and -(2**63) <= value < 2**63
 
 
 def header(path: Path) -> list[str]:
