@@ -155,6 +155,14 @@ HYDRA = [
     (["extend", "runs", "method=pi", "factor=2"], "runs is a directory of 5 run(s), not a run"),
     (["compare", "runs/old-rope", "runs"], "runs is a directory of 5 run(s), not a run"),
     (["export", "runs", "--out", "hf"], "runs is a directory of 5 run(s), not a run"),
+    (["eval-extrapolate", "results"], "results is a results directory with 1 run(s), not a run; name one of them"),
+    # a run stopped before it finished training (a checkpoint at step 4, no model.json)
+    (
+        ["eval-extrapolate", "runs/old-rope-pi-partial", "device=cpu"],
+        "runs/old-rope-pi-partial has not finished training (its last checkpoint is at step 4); finish it with "
+        "`posx train --resume runs/old-rope-pi-partial`",
+    ),
+    (["export", "runs/old-rope-pi-partial", "--out", "hf"], "has not finished training"),
 ]
 
 FREQUENCIES = [

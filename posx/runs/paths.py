@@ -93,6 +93,7 @@ def read_meta(run_dir: Path) -> RunMeta:
     path = run_dir / META
     if not path.is_file():
         refuse_run_folder(run_dir)
+        refuse_unfinished(run_dir)
         raise PosxError(f"{run_dir} has no {META}; is it a posx run directory? (train one with `posx train`)")
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
@@ -102,11 +103,22 @@ def read_meta(run_dir: Path) -> RunMeta:
 
 
 def refuse_run_folder(path: Path) -> None:
-    """A directory of runs (a sweep, results/runs) given where one run is meant: one line that
-    names one of its runs."""
-    inner = sorted(p for p in Path(path).glob("*/") if is_run_dir(p))
-    if inner:
-        raise PosxError(f"{path} is a directory of {len(inner)} run(s), not a run; name one of them, e.g. {inner[0]}")
+    """A directory of runs (a sweep, results/runs) or a results directory (its runs in runs/)
+    given where one run is meant: one line that names one of its runs."""
+    for folder, what in ((Path(path), "a directory of"), (Path(path) / "runs", "a results directory with")):
+        inner = sorted(p for p in folder.glob("*/") if is_run_dir(p))
+        if inner:
+            raise PosxError(f"{path} is {what} {len(inner)} run(s), not a run; name one of them, e.g. {inner[0]}")
+
+
+def refuse_unfinished(run_dir: Path) -> None:
+    """A run whose training has not finished (its config.yaml, no model.json yet): one line that
+    says where it stopped and how to finish it."""
+    if not (Path(run_dir) / CONFIG).is_file():
+        return
+    step = resumable.latest_step(run_dir)
+    where = "no checkpoint yet" if step is None else f"its last checkpoint is at step {step}"
+    raise PosxError(f"{run_dir} has not finished training ({where}); finish it with `posx train --resume {run_dir}`")
 
 
 def require_dir(path: Path, advice: str) -> None:
