@@ -48,6 +48,21 @@ def _link_checkpoint(work: Path) -> list[str]:
     return ["train", "--resume", "runs/old-rope-pi-partial"]
 
 
+def _file_eval(work: Path) -> list[str]:
+    (work / "runs" / "old-rope" / "eval").write_text("not a directory\n")
+    return ["eval-extrapolate", "runs/old-rope", "--force", *EVAL]
+
+
+def _file_checkpoint(work: Path) -> list[str]:
+    """A stopped run (its config, no model.json) whose checkpoint/ is a file."""
+    run = work / "runs" / "stopped"
+    shutil.copytree(work / "runs" / "old-rope", run)
+    (run / "model.json").unlink()
+    shutil.rmtree(run / "checkpoint")
+    (run / "checkpoint").write_text("not a directory\n")
+    return ["train", "--resume", "runs/stopped"]
+
+
 def _dangling(name: str, args: list[str]):
     def setup(work: Path) -> list[str]:
         (work / name).symlink_to(work.parent / "outside" / "gone")
@@ -65,6 +80,9 @@ def _linked_empty_dir(work: Path) -> list[str]:
 CASES = {
     "eval dir a link": (_link_eval, "the evaluation directory runs/old-rope/eval is a symbolic link"),
     "checkpoint dir a link, resume": (_link_checkpoint, "the checkpoint directory"),
+    # something else than a directory there: refused before any work too, not once it is done
+    "eval dir a file": (_file_eval, "the evaluation directory runs/old-rope/eval exists and is not a directory"),
+    "checkpoint dir a file, resume": (_file_checkpoint, "the checkpoint directory runs/stopped/checkpoint exists"),
     "runs --csv dangling link": (_dangling("l.csv", ["runs", "runs", "--csv", "l.csv"]), "l.csv is a symbolic link"),
     "compare --csv dangling link": (
         _dangling("l.csv", ["compare", "runs/old-rope", "runs/old-rope-yarn", "--csv", "l.csv"]),
@@ -87,6 +105,7 @@ def test_a_link_where_posx_writes_is_refused_and_nothing_changes(work, case):
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert proc.returncode == 2, (proc.stdout[-500:], proc.stderr[-2000:])
     assert len(lines) == 1 and needle in lines[0], lines
+    assert "eval 1/1" not in proc.stdout and "training it from step 0" not in proc.stdout  # refused first
     assert _snapshot(work) == before and _snapshot(work.parent / "outside") == outside
 
 

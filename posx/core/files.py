@@ -90,8 +90,21 @@ def real_dir(path: str | Path, what: str) -> Path:
     try:
         path.mkdir(parents=True, exist_ok=True)
     except FileExistsError:
-        raise PosxError(f"{what} {path} exists and is not a directory; move it away") from None
+        raise PosxError(_not_a_dir(path, what)) from None
     return path
+
+
+def check_dir(path: str | Path, what: str) -> Path:
+    """``path``, a directory posx will write into, checked before any work as ``real_dir`` would
+    refuse it later: not a symbolic link, and a directory if anything is there."""
+    path = no_link(path, what)
+    if path.exists() and not path.is_dir():
+        raise PosxError(_not_a_dir(path, what))
+    return path
+
+
+def _not_a_dir(path: Path, what: str) -> str:
+    return f"{what} {path} exists and is not a directory; move it away"
 
 
 def no_link(path: str | Path, what: str) -> Path:

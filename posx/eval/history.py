@@ -125,10 +125,10 @@ def _copy_tables(source: Path, target: Path) -> list[Path]:
 
 
 def check_writable(run_dir: Path, eid: str) -> None:
-    """Refuse, before any work, an evaluation that would write through a symbolic link: the
-    run's eval/ or eval/<eid>/ is one."""
-    files.no_link(Path(run_dir) / EVAL_DIR, WRITTEN_DIRS[EVAL_DIR])
-    files.no_link(Path(run_dir) / EVAL_DIR / eid, "the evaluation record directory")
+    """Refuse, before any work, an evaluation that would write through a symbolic link or into
+    something that is not a directory: the run's eval/ or eval/<eid>/."""
+    files.check_dir(Path(run_dir) / EVAL_DIR, WRITTEN_DIRS[EVAL_DIR])
+    files.check_dir(Path(run_dir) / EVAL_DIR / eid, "the evaluation record directory")
 
 
 def _real_folder(run_dir: Path, eid: str) -> Path:

@@ -64,9 +64,10 @@ def read_config(run_dir: Path) -> dict:
 
 
 def check_writable(run_dir: Path) -> None:
-    """Refuse, before any work, a run whose folders posx writes into include a symbolic link."""
+    """Refuse, before any work, a run whose folders posx writes into include a symbolic link or
+    something that is not a directory."""
     for name, what in WRITTEN_DIRS.items():
-        files.no_link(Path(run_dir) / name, what)
+        files.check_dir(Path(run_dir) / name, what)
 
 
 def new_run_dir(results_dir: str | Path, name: str) -> Path:
