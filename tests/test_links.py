@@ -77,6 +77,18 @@ def _linked_empty_dir(work: Path) -> list[str]:
     return ["report", "runs/old-rope", "--out", "rep"]
 
 
+def _report_cache(kind: str):
+    def setup(work: Path) -> list[str]:
+        (work / "reps").mkdir()
+        if kind == "link":
+            (work / "reps" / ".cache").symlink_to(work.parent / "outside")
+        else:
+            (work / "reps" / ".cache").write_text("not a directory\n")
+        return ["report", "runs/old-rope", "--out", "reps/rep", "--format", "png"]
+
+    return setup
+
+
 CASES = {
     "eval dir a link": (_link_eval, "the evaluation directory runs/old-rope/eval is a symbolic link"),
     "checkpoint dir a link, resume": (_link_checkpoint, "the checkpoint directory"),
@@ -93,6 +105,8 @@ CASES = {
         "l.png is a symbolic link",
     ),
     "report --out a link to an empty dir": (_linked_empty_dir, "rep is a symbolic link"),
+    "report cache a link": (_report_cache("link"), "the report cache reps/.cache is a symbolic link"),
+    "report cache a file": (_report_cache("file"), "the report cache reps/.cache exists and is not a directory"),
 }
 
 

@@ -249,6 +249,7 @@ def report(
     kept = output.parse_formats(formats)  # a bad --format fails before any work
     check_out(out)
     reports = Path(out).parent if out is not None else Path(results_dir) / "reports"
+    files.check_dir(reports / store.CACHE, "the report cache")  # before any work, not once the report is out
     loaded, runs, grouping, gathered = _load(paths, evaluations, reports)
     try:
         out_dir, summary, drawn = _publish(loaded, runs, grouping, gathered.con, out, results_dir, factor, smooth, kept)
