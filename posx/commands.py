@@ -14,7 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from posx import jobs
-from posx.config import applies
+from posx.config import applies, command_line
 from posx.config.compose import compose, to_yaml
 from posx.config.evalsettings import eval_config, kept_from_run
 from posx.core import launcher
@@ -31,6 +31,8 @@ from posx.runs.paths import resolve_run
 from posx.train.extend import prepare as prepare_extension
 
 EVAL_TAKES = "RUN or --latest, --force, --defaults, and key=value overrides"
+# Why a sweep's value does not go to a command that runs once.
+ONCE = "it runs once: give one value and run it again for the next, or write a list in brackets, e.g. key=[a,b]"
 
 
 def train(args: list[str], resume: str | None) -> None:
@@ -110,6 +112,8 @@ def eval_extrapolate(run: str | None, overrides: list[str], latest: bool, force:
         run = None
     with user_errors(EVAL_INTERRUPTED):
         applies.refuse_flags([run or "", *overrides], "posx eval-extrapolate", EVAL_TAKES)
+        applies.refuse_words(overrides, "posx eval-extrapolate", "one RUN (or --latest), then key=value overrides")
+        command_line.refuse_sweep_values(overrides, "posx eval-extrapolate", ONCE)
         if run is not None and latest:
             raise PosxError(f"give RUN ({run}) or --latest, not both: --latest evaluates the most recent run")
         launcher.single_process("posx eval-extrapolate")
@@ -140,6 +144,8 @@ def data_prepare(overrides: list[str]) -> None:
     """``posx data prepare``: build (or find) the token store and say what it holds."""
     with user_errors():
         applies.refuse_flags(overrides, "posx data prepare", "key=value overrides only")
+        applies.refuse_words(overrides, "posx data prepare", "key=value overrides only")
+        command_line.refuse_sweep_values(overrides, "posx data prepare", ONCE)
         applies.refuse_others(overrides, applies.PREPARE, "posx data prepare")
         cfg = compose(overrides)
         found = store.load(cfg.data, cfg.data.cache_dir, console=new_console())

@@ -137,6 +137,15 @@ HYDRA = [
     (["train", "hydra/launcher=nonexistent"], "hydra/launcher"),
     (["extend", "base", "-m", "method=pi,yarn", "factor=2,x"], "factor"),
     (["extend", "base", "method=bogus"], "method=bogus is unknown"),
+    # a sweep's value, or a stray word, given to a command that runs once
+    (
+        ["eval-extrapolate", "base", "eval.tokens=1,2"],
+        "posx eval-extrapolate takes one value per key, not 'eval.tokens=1,2'",
+    ),
+    (["eval-extrapolate", "base", "eval.methods=choice(none,pi)"], "takes one value per key"),
+    (["data", "prepare", "data.tokenizer=byte,bpe"], "posx data prepare takes one value per key"),
+    (["eval-extrapolate", "base", "base"], "'base' is not a key=value override; posx eval-extrapolate takes one RUN"),
+    (["data", "prepare", "bpe"], "'bpe' is not a key=value override; posx data prepare takes key=value overrides only"),
     (["extend", "base", "factor=0.5"], "factor=0.5 must be a finite number of at least 1"),
     (["extend", "base", "factor=inf"], "must be a finite number"),
     (["extend", "base", "extend.steps=0"], "extend.steps must be positive"),

@@ -57,3 +57,11 @@ def refuse_flags(args: list[str], command: str, takes: str) -> None:
     flags = [a for a in args if a.startswith("-")]
     if flags:
         raise PosxError(f"{command} does not take {flags[0]}: it takes {takes} (--help lists them)")
+
+
+def refuse_words(overrides: list[str], command: str, takes: str) -> None:
+    """A word that is no override (a second run, a typo) after ``command``'s arguments: one line
+    naming it, not Hydra's grammar error about a missing ``=``."""
+    words = [o for o in overrides if "=" not in o and not o.startswith(("~", "-"))]
+    if words:
+        raise PosxError(f"'{words[0]}' is not a key=value override; {command} takes {takes}")

@@ -96,6 +96,19 @@ def modes(parsed: argparse.Namespace) -> list[str]:
     ]
 
 
+def refuse_sweep_values(overrides: list[str], command: str, why: str) -> None:
+    """A sweep's value (``seed=1,2``, ``choice(...)``, ``range(...)``) given to ``command``, which
+    runs once: one line naming it and ``why`` (Hydra would advise adding --multirun, which
+    ``command`` refuses). Overrides Hydra cannot read are left to composing, which says why."""
+    try:
+        parsed = OverridesParser.create().parse_overrides(overrides)
+    except OverrideParseException:
+        return
+    for item in parsed:
+        if item.is_sweep_override():
+            raise PosxError(f"{command} takes one value per key, not '{item.input_line}' ({why})")
+
+
 def probes(overrides: list[str]) -> list[list[str]]:
     """Override lists that together use every value of every sweep: the first job, then for
     each sweep each other value with the rest at their first. ``a=1,2 b=3,4`` -> ``[a=1 b=3],

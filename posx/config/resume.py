@@ -15,13 +15,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hydra.core.override_parser.overrides_parser import OverridesParser
-from hydra.errors import OverrideParseException
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from posx.config.applies import key_of, under
 from posx.config.checks import check_config
+from posx.config.command_line import refuse_sweep_values
 from posx.config.schema import RESUME_SAFE, Config, ExtendRootConfig
 from posx.core.errors import PosxError
 from posx.runs.paths import CONFIG, lineage_of, read_config
@@ -67,13 +66,7 @@ def refuse_flags(overrides: list[str]) -> None:
         if override.startswith("-"):
             why = NOT_WITH_RESUME.get(override, "--help lists what --resume takes")
             raise PosxError(f"--resume takes key=value overrides only, not '{override}' ({why})")
-    try:
-        parsed = OverridesParser.create().parse_overrides(overrides)
-    except OverrideParseException:
-        return  # composing the overrides says what is wrong with them
-    for item in parsed:
-        if item.is_sweep_override():
-            raise PosxError(f"--resume takes one value per key, not '{item.input_line}' ({_SWEEP})")
+    refuse_sweep_values(overrides, "--resume", _SWEEP)
 
 
 def resume_config(run_dir: Path, overrides: list[str], composed: DictConfig) -> DictConfig:
