@@ -323,6 +323,20 @@ REPORTS = [
     (["report", "runs/tab"], "not a number in column ppl", "table_text_ppl"),
     (["report", "runs/tab"], "cannot be read as CSV", "table_empty"),
     (["report", "runs/tab"], "not a number in column factor", "table_text_factor"),
+    (["report", "runs/tab"], "tab/extrapolation.csv is damaged: row 1 has 5 cells where its header has", "table_cut"),
+    (["report", "runs/tab"], "tab/extrapolation.csv is damaged: row 1 has no method", "table_no_method"),
+    (["compare", "runs/old-rope", "runs/tab"], "runs/tab/extrapolation.csv is damaged: row 1 has 5 cells", "table_cut"),
+    (
+        ["compare", "runs/tab", "runs/tab"],
+        "evaluate the run again: posx eval-extrapolate runs/tab --force",
+        "table_cut",
+    ),
+    (
+        ["compare", "runs/old-rope", "runs/tab"],
+        "runs/tab/extrapolation.csv is damaged: row 1 has no method",
+        "table_no_method",
+    ),
+    (["compare", "runs/old-rope", "runs/tab"], "is damaged: row 1 has a value that is not a number", "table_text_ppl"),
     (["report", "runs/old-rope", "--out", "runs/old-rope-yarn"], "already exists and is not empty", None),
     (["report", "runs/old-rope", "--evaluations", "some"], "is not one of current, all", None),
     (["report", "nowhere"], "nowhere does not exist", None),
@@ -340,6 +354,8 @@ TABLE_DAMAGE = {
     "table_text_ppl": lambda t: _replace_column(t, "ppl", "high"),
     "table_empty": lambda t: t.write_text(""),
     "table_text_factor": lambda t: _replace_column(t, "factor", "two"),
+    "table_cut": lambda t: t.write_text(t.read_text()[: t.read_text().index("\n") + 21]),  # mid-row, as a full disk
+    "table_no_method": lambda t: _replace_column(t, "method", ""),
 }
 
 

@@ -64,3 +64,50 @@ def test_the_report_lists_a_damaged_config_as_missing(tmp_path, monkeypatch, lin
     assert result.exit_code == 0, result.output
     missing = (tmp_path / "rep" / "missing.csv").read_text(encoding="utf-8")
     assert "config.yaml" in missing and "edited" in missing
+
+
+DAMAGE = {
+    "extrapolation.csv": b"\xff",  # not UTF-8
+    "eval.yaml": b"- a\n",  # not a posx evaluation record
+}
+
+
+def damaged_beside_a_sound_run(tmp_path: Path, name: str) -> Path:
+    runs = tmp_path / "results" / "runs"
+    shutil.copytree(RUN, runs / "sound")
+    shutil.copytree(RUN, runs / "edited")
+    (runs / "edited" / name).write_bytes(DAMAGE[name])
+    return runs / "edited"
+
+
+@pytest.mark.parametrize("name", sorted(DAMAGE))
+def test_posx_runs_lists_every_run_and_names_the_damaged_file(tmp_path, monkeypatch, name):
+    run = damaged_beside_a_sound_run(tmp_path, name)
+    made = digest.compute(run)
+    assert made["damaged"] == [name]
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["runs", "--csv", "-"])
+    assert result.exit_code == 0, result.output
+    rows = {line.split(",")[0]: line for line in result.stdout.splitlines()[1:]}
+    assert set(rows) == {"sound", "edited"}
+    assert f",{name}," in rows["edited"] and ",finished,," in rows["sound"]
+
+
+def test_a_run_listed_with_a_damaged_table_shows_no_evaluated_lengths(tmp_path):
+    run = damaged_beside_a_sound_run(tmp_path, "extrapolation.csv")
+    assert digest.compute(run)["listing"]["evaluated_lengths"] == ""
+
+
+def test_a_damaged_config_is_named_too(tmp_path):
+    run = edited(tmp_path, r"^seed: .*$", "seed: abc")
+    assert digest.compute(run)["damaged"] == ["config.yaml"]
+
+
+@pytest.mark.parametrize("name", sorted(DAMAGE))
+def test_the_report_refuses_a_damaged_table_or_record_naming_its_file(tmp_path, monkeypatch, name):
+    damaged_beside_a_sound_run(tmp_path, name)
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["report", "results/runs", "--out", "rep", "--format", "png"])
+    assert result.exit_code == 2, result.output
+    assert f"edited/{name}" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert not (tmp_path / "rep").exists() or not any((tmp_path / "rep").iterdir())

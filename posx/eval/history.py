@@ -157,13 +157,14 @@ def make_current(run_dir: Path, folder: Path) -> list[Path]:
 
 
 def load(folder: Path) -> Evaluation:
-    """A stored evaluation read back."""
+    """A stored evaluation (run_dir/eval/<id>/) read back; a damaged table names the run to evaluate again."""
+    run_dir = Path(folder).parent.parent
 
     def rows(name: str) -> list:
-        return read_table(folder / name).to_dict("records") if (folder / name).is_file() else []
+        return read_table(folder / name, run_dir).to_dict("records") if (folder / name).is_file() else []
 
     return Evaluation(
-        table=read_table(folder / "extrapolation.csv"),
+        table=read_table(folder / "extrapolation.csv", run_dir),
         positions=rows("positions.csv"),
         passkey=rows("passkey.csv"),
         tasks=rows("tasks.csv"),

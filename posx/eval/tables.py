@@ -9,6 +9,8 @@ tasks (``posx.tasks``) per (method, length, task, depth range). An evaluation is
 
 from __future__ import annotations
 
+import csv
+import io
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +20,7 @@ from rich.table import Table
 
 from posx.core import files
 from posx.core.errors import PosxError
+from posx.runs.paths import display_name
 
 KEYS = ("run", "pos", "train_context", "eval_context", "factor", "method")  # the cell every table row belongs to
 COLUMNS = [
@@ -188,6 +191,14 @@ REQUIRED = {
     "passkey.csv": ["pos", "eval_context", "factor", "method", "variant", "trials", "accuracy", "key_nll", "status"],
     "tasks.csv": ["pos", "eval_context", "factor", "method", "task", "trials", "accuracy", "answer_nll", "status"],
 }
+# Per table: the cells that say which cell of the evaluation a row is; every row fills them (the
+# report's reader, posx.report.scan, checks the same). Every version has them (REQUIRED).
+KEYED = {
+    "extrapolation.csv": ["pos", "train_context", "eval_context", "factor", "method", "status"],
+    "positions.csv": ["pos", "eval_context", "factor", "method", "bucket_start", "bucket_end"],
+    "passkey.csv": ["pos", "eval_context", "factor", "method", "variant", "status"],
+    "tasks.csv": ["pos", "eval_context", "factor", "method", "task", "status"],
+}
 
 
 def position_rows(row: dict, buckets, stage: str) -> list[dict]:
@@ -201,34 +212,78 @@ def position_rows(row: dict, buckets, stage: str) -> list[dict]:
     ]  # fmt: skip
 
 
-def read_table(path: Path) -> pd.DataFrame:
+def read_table(path: Path, run_dir: Path | None = None) -> pd.DataFrame:
     """One of a run's tables (named by its file name), of any posx version, checked: the
-    columns reading it needs, every column of today's table (those an older table lacks hold
-    the value it implies, else are empty), numbers where numbers belong. A damaged table is a
-    one-line PosxError."""
-    name = Path(path).name
-    columns = TABLE_COLUMNS[name]
+    columns reading it needs, every row as wide as the header (a file cut short ends in a short
+    row), the cells naming each row's cell filled (``KEYED``), numbers where numbers belong;
+    every column of today's table (those an older table lacks hold the value it implies, else
+    are empty). A damaged table is a one-line PosxError naming the file and telling to evaluate
+    ``run_dir`` (the file's folder unless given) again: posx writes the whole table or none."""
+    path = Path(path)
+    fix = refit(path.parent if run_dir is None else run_dir)
+    name = path.name
+    text = _text(path, fix)
+    _check_widths(path, text, fix)
     try:
-        df = pd.read_csv(path, dtype=TEXT)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, OSError) as exc:
-        raise PosxError(
-            f"{path} cannot be read as CSV ({exc.__class__.__name__}); re-run posx eval-extrapolate"
-        ) from None
+        df = pd.read_csv(io.StringIO(text), dtype=TEXT)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+        raise PosxError(f"{path} cannot be read as CSV ({exc.__class__.__name__}); {fix}") from None
     missing = [c for c in REQUIRED[name] if c not in df.columns]
     if missing:
-        raise PosxError(
-            f"{path} lacks the column(s) {', '.join(missing)}; it is not a posx table (re-run posx eval-extrapolate)"
-        )
-    df = df.reindex(columns=list(dict.fromkeys([*columns, *df.columns])))
+        raise PosxError(f"{path} lacks the column(s) {', '.join(missing)}; it is not a posx table ({fix})")
+    _check_keys(path, df, fix)
+    df = df.reindex(columns=list(dict.fromkeys([*TABLE_COLUMNS[name], *df.columns])))
     for column, implied in OPTIONAL[name].items():  # per column: a string default on an all-empty float column
         if df[column].isna().any():
             df[column] = df[column].astype(object).where(df[column].notna(), implied)
     for column in NUMERIC.intersection(df.columns):
         values = pd.to_numeric(df[column], errors="coerce")
-        if (values.isna() & df[column].notna()).any():
-            raise PosxError(f"{path} has a value that is not a number in column {column}; re-run posx eval-extrapolate")
+        wrong = values.isna() & df[column].notna()
+        if wrong.any():
+            raise PosxError(
+                f"{path} is damaged: row {_first(wrong)} has a value that is not a number in column {column}; {fix}"
+            )
         df[column] = values
     return df
+
+
+def refit(run_dir: Path) -> str:
+    """How to replace a damaged table of ``run_dir``: evaluate it again (``--force``: even when an
+    evaluation with its settings is stored, which may be the damaged one)."""
+    return f"evaluate the run again: posx eval-extrapolate {display_name(run_dir)} --force"
+
+
+def _text(path: Path, fix: str) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (UnicodeDecodeError, OSError) as exc:
+        raise PosxError(f"{path} cannot be read as CSV ({exc.__class__.__name__}); {fix}") from None
+
+
+def _check_widths(path: Path, text: str, fix: str) -> None:
+    """Every row as wide as the header: pandas would fill a short row (a file cut mid-row) with
+    empty cells, and the report's reader (posx.report.scan) refuses it."""
+    rows = (row for row in csv.reader(io.StringIO(text)) if row)  # pandas skips blank lines too
+    header = next(rows, None)
+    for number, row in enumerate(rows, start=1):
+        if len(row) != len(header):
+            raise PosxError(
+                f"{path} is damaged: row {number} has {len(row)} cells where its header has {len(header)} "
+                f"(was the file cut short?); {fix}"
+            )
+
+
+def _check_keys(path: Path, df: pd.DataFrame, fix: str) -> None:
+    """Every row names its cell (``KEYED``): a row without one would merge or plot as no method."""
+    for column in KEYED[path.name]:
+        empty = df[column].isna()
+        if empty.any():
+            raise PosxError(f"{path} is damaged: row {_first(empty)} has no {column}; {fix}")
+
+
+def _first(flags: pd.Series) -> int:
+    """The 1-based data row of the first true flag."""
+    return int(flags.to_numpy().argmax()) + 1
 
 
 def write_tables(result: Evaluation, run_dir: Path) -> list[Path]:

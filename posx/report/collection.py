@@ -1,6 +1,9 @@
 """Runs as a collection: ``posx runs [PATH]`` lists them, ``posx compare RUN RUN...`` sets their
 tables side by side. Both only read run directories (no model is loaded).
 
+A run's files posx refuses to read as damaged (its config.yaml, eval.yaml or extrapolation.csv)
+are listed in its ``damaged`` column, and the run without what they hold (``posx.report.digest``).
+
 A run's status: ``running`` while a process holds its lock (``posx.core.lock``), ``finished``
 when its model.json is there (weights saved at the end), ``stopped`` otherwise (killed or
 stopped by a signal; ``posx train --resume`` continues it from its checkpoint).
@@ -28,7 +31,7 @@ from posx.report import digest as digests
 from posx.runs.paths import NOT_RUNS, RESULTS, is_run_dir, name_below, refuse_run_folder, require_dir
 
 TABLE_ROWS = 200  # longer listings print as plain aligned lines (a rich Table measures every cell)
-RUN_COLUMNS = ["name", "encoding", "T", "steps", "val_ppl", "evaluated_lengths", "parent", "status", "path"]
+RUN_COLUMNS = ["name", "encoding", "T", "steps", "val_ppl", "evaluated_lengths", "parent", "status", "damaged", "path"]
 
 
 def find_all_runs(path: Path, depth: int = 3) -> list[Path]:
@@ -59,6 +62,7 @@ def describe(run_dir: Path, results: Path) -> dict:
         "evaluated_lengths": shown["evaluated_lengths"],
         "parent": shown["parent"],
         "status": "running" if running else "finished" if digest["finished"] else "stopped",
+        "damaged": ",".join(digest["damaged"]),  # listed without what they hold; re-evaluating (or fixing) mends them
         "path": str(run_dir),
     }
 
@@ -111,6 +115,7 @@ def runs_table(df: pd.DataFrame, title: str) -> Table | Lines:
             row.evaluated_lengths,
             Text(str(row.parent)),
             Text(row.status, style=colours[row.status]),
+            Text(row.damaged, style="red"),
         )
     return table
 

@@ -4,7 +4,8 @@ A run writes ``digest.json`` once at the end of its training and again at the en
 evaluation (``refresh``): its seed, its identity (``posx.report.groups``: the model, training,
 data and evaluation settings, as text), an extended run's parent, what ``posx runs`` lists
 (encoding, T, steps, validation perplexity, evaluated lengths), the header of each of its
-tables and the tables its evaluation leaves out by design (``posx.eval.tables.left_out``). It
+tables, the tables its evaluation leaves out by design (``posx.eval.tables.left_out``) and the
+files posx refused to read as damaged (``damaged``: the run is listed without what they hold). It
 is stamped with the size and modification time of every file it was made from (``SOURCES``); a
 digest whose stamp no longer matches those files (a table rewritten, a config edited, a run
 made before digests existed) is not trusted: ``load`` then computes the digest from the files
@@ -31,7 +32,7 @@ from posx.report.groups import identity
 from posx.runs.paths import CONFIG, META, interpolation_in, lineage_of, read_meta
 
 DIGEST = "digest.json"
-FORMAT = "posx-digest/2"  # 2: ``left_out``, the tables the run's evaluation does not write
+FORMAT = "posx-digest/3"  # 2: ``left_out``, the tables the run's evaluation does not write; 3: ``damaged``
 TABLES = ("extrapolation.csv", "positions.csv", "passkey.csv")
 METRICS = "metrics.csv"
 TASKS = "tasks.csv"  # its header is listed too; it is not a source of the stamp (posx.report.store)
@@ -92,14 +93,35 @@ def _val_ppl(path: Path) -> float | None:
     return value if value is not None and math.isfinite(value) else None
 
 
-def _settings(path: Path) -> dict | None:
-    """The settings of the run's current evaluation (its eval.yaml); None when it has none or it is
-    unreadable (evaluating the run again says so)."""
+def _extrapolation(run_dir: Path) -> pd.DataFrame | None:
+    path = run_dir / TABLES[0]
+    return read_table(path) if path.is_file() else None
+
+
+# The files a digest is made from that posx refuses when damaged, each with its reader (of the run
+# directory; None when the file is absent). config.yaml is not among them: read_config reads a
+# damaged one as empty.
+READERS = {TABLES[0]: _extrapolation, history.SETTINGS: history.current}
+
+
+def _unless_damaged(run_dir: Path, name: str, damaged: list[str]):
+    """What ``READERS[name]`` reads of the run, or None when it refuses the file as damaged (a
+    PosxError): the name then joins ``damaged``, and the run is listed without what that file
+    holds, as with a damaged config.yaml, rather than one damaged run failing a whole listing."""
     try:
-        record = history.current(path)
+        return READERS[name](run_dir)
     except PosxError:
+        damaged.append(name)
         return None
-    return record["settings"] if record is not None else None
+
+
+def refuse_damaged(run_dir: Path, digest: dict) -> None:
+    """Raise the one-line error (what is wrong, how to fix it) of the first file of the run that its
+    digest lists as damaged and a report cannot do without: every one but config.yaml, which the
+    report lists as missing. Read again here, so the line names the file where it is now."""
+    for name in digest["damaged"]:
+        if name in READERS:
+            READERS[name](Path(run_dir))
 
 
 def _mapping(node) -> dict:
@@ -130,10 +152,12 @@ def compute(run_dir: Path) -> dict:
     path = Path(run_dir)
     when = stamp(path)
     saved = read_config(path)
+    damaged = [CONFIG] if saved == {} else []  # read_config's empty mapping: a damaged config.yaml
     meta = read_meta(path) if (path / META).is_file() else None
-    table = read_table(path / TABLES[0]) if (path / TABLES[0]).is_file() else None
+    table = _unless_damaged(path, TABLES[0], damaged)
+    record = _unless_damaged(path, history.SETTINGS, damaged)
     base = identity(saved, meta, path, None, evaluations=[])
-    full = identity(saved, meta, path, table)
+    full = base if history.SETTINGS in damaged else identity(saved, meta, path, table)  # eval keys: from eval.yaml
     seed = (saved or {}).get("seed")
     lineage = meta.extended_from if meta is not None else None
     return {
@@ -147,8 +171,9 @@ def compute(run_dir: Path) -> dict:
         "lineage": None if lineage is None else {"parent": lineage.parent, "parent_path": lineage.parent_path},
         "evaluated_at": (path / TABLES[0]).stat().st_mtime if table is not None else 0.0,
         "columns": {n: header(path / n) for n in (*TABLES, METRICS, TASKS) if (path / n).is_file()},
-        "left_out": sorted(left_out(_settings(path), lineage is not None)),
+        "left_out": sorted(left_out(record and record["settings"], lineage is not None)),
         "listing": _listing(path, saved or {}, meta, table),
+        "damaged": damaged,  # files posx refused to read: posx runs shows them, posx report refuses (refuse_damaged)
     }
 
 

@@ -147,7 +147,9 @@ def _all_tables(run: RunTables, weights: str | None, extended: bool) -> list[dic
         return []
     for name in TABLES:
         frames = [
-            _tagged(read_table(folder / name), settings) for folder, settings in stored if (folder / name).is_file()
+            _tagged(read_table(folder / name, run.path), settings)
+            for folder, settings in stored
+            if (folder / name).is_file()
         ]
         if not frames:
             run.missing += [name] if any(name not in left_out(settings, extended) for _, settings in stored) else []

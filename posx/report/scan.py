@@ -6,8 +6,9 @@ The runs' tables come from several posx versions, so files are read in batches o
 (each run's digest records its tables' headers, ``posx.report.digest``): each batch is one
 ``read_csv`` with the columns named and typed, no sniffing per file. A column a version lacks
 holds the value it implies (``posx.eval.tables.OPTIONAL``), as ``read_table`` does. A table
-that lacks a column reading needs, or holds a non-number where a number belongs, is a
-one-line PosxError naming the file (found by reading that batch's files one by one).
+that lacks a column reading needs, has a row cut short, holds a non-number where a number
+belongs or a row without a cell that names it (``posx.eval.tables.KEYED``) is a one-line
+PosxError naming the file (``read_table``'s, found by reading the suspect files one by one).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from pathlib import Path
 import duckdb
 
 from posx.core.errors import PosxError
-from posx.eval.tables import NUMERIC, OPTIONAL, REQUIRED, TABLE_COLUMNS, read_table
+from posx.eval.tables import KEYED, NUMERIC, OPTIONAL, REQUIRED, TABLE_COLUMNS, read_table, refit
 
 METRICS = "metrics.csv"
 METRIC_COLUMNS = ["step", "train_loss", "val_loss"]  # what the report draws of metrics.csv
@@ -109,6 +110,20 @@ def scan(con: duckdb.DuckDBPyConnection, name: str, batches: dict[tuple, list[Pa
             except duckdb.Error as one:
                 raise _find_damage(name, paths, one) from None
         raise _find_damage(name, [], exc) from None
+    _check_keys(con, name, target)
+
+
+def _check_keys(con: duckdb.DuckDBPyConnection, name: str, target: Path) -> None:
+    """A row with an empty cell of ``KEYED`` (read as NULL, which the conversion lets by):
+    read_table's error for its file, as every other reader of the table refuses it."""
+    if name == METRICS:
+        return
+    where = " OR ".join(f"{_quoted(c)} IS NULL" for c in KEYED[name])
+    found = con.execute(f"SELECT run FROM read_parquet('{_sql_path(target)}') WHERE {where} LIMIT 1").fetchone()
+    if found is not None:
+        path = Path(found[0]) / name
+        read_table(path)  # raises the one-line error of the damaged file
+        raise PosxError(f"{path} has a row without its {' or '.join(KEYED[name])}; {refit(path.parent)}")
 
 
 def _sql_path(path: Path) -> str:

@@ -190,12 +190,17 @@ def _views(con, live: dict[str, str], found: dict[str, dict]) -> None:
 
 def gather(run_dirs: list[Path], cache: Path, tries: int = 2) -> Gathered:
     """Every run's digest and tables, from the cache where it holds the run's current stamp and
-    read in one scan (into a new shard) where not."""
+    read in one scan (into a new shard) where not. A run whose digest lists a file posx refuses
+    (``digest.refuse_damaged``) stops the report with that file's error, as when the report reads
+    the file itself (``--evaluations all``); such a run is never cached, since a refused report
+    keeps no shard."""
     stamps = {str(p): digests.stamp(p) for p in run_dirs}
     con = connect()
     try:
         known = _cached(con, _shards(cache), stamps)
         fresh = {run: digests.load(Path(run), stamps[run]) for run in stamps if run not in known}
+        for run, digest in fresh.items():  # before the scan: its error names the file and the fix
+            digests.refuse_damaged(Path(run), digest)
         live = {run: shard for run, (_, shard) in known.items()}
         pending = _write_shard(con, fresh, stamps) if fresh else None
         live.update(dict.fromkeys(fresh, str(pending)))
