@@ -28,6 +28,7 @@ from posx.hf.checkpoint import evaluate_hf_dir
 from posx.hf.export import export_run
 from posx.report import digest
 from posx.runs.paths import resolve_run
+from posx.train.extend import forbid_unused_overrides
 from posx.train.extend import prepare as prepare_extension
 
 EVAL_TAKES = "RUN or --latest, --force, --defaults, and key=value overrides"
@@ -51,6 +52,7 @@ def extend(run: str | None, overrides: list[str]) -> None:
         run = None
     with user_errors():
         _one_parent(run, overrides)
+        forbid_unused_overrides([o for o in overrides if not o.startswith("-")])
     if run is not None:
         quoted = run.replace("\\", "\\\\").replace("'", "\\'")
         # Next to the other overrides: Hydra's parser takes one contiguous run of them.
@@ -114,6 +116,9 @@ def eval_extrapolate(run: str | None, overrides: list[str], latest: bool, force:
         applies.refuse_flags([run or "", *overrides], "posx eval-extrapolate", EVAL_TAKES)
         applies.refuse_words(overrides, "posx eval-extrapolate", "one RUN (or --latest), then key=value overrides")
         command_line.refuse_sweep_values(overrides, "posx eval-extrapolate", ONCE)
+        # before composing, which would check a model key against the default model's
+        reads = f"{applies.shown(applies.EVAL_RUN)} (and data.* for a transformers checkpoint)"
+        applies.refuse_others(overrides, applies.EVAL_ANY, "evaluating a run", " (its model is its own)", reads)
         if run is not None and latest:
             raise PosxError(f"give RUN ({run}) or --latest, not both: --latest evaluates the most recent run")
         launcher.single_process("posx eval-extrapolate")

@@ -171,7 +171,7 @@ def extension_tasks(args, seed: int, method: str) -> list[Task]:
             f"extend.eval_every={args.extend_eval_every}",
             "eval.after_train=false",
             *PRESETS[args.preset]["train"],
-            *args.set,
+            *(o for o in args.set if applies.key_of(o) not in applies.SET_BY_EXTEND),  # the extension's own
             *args.extend_set,
             *common(args),
         ]
@@ -271,7 +271,8 @@ def build_parser() -> argparse.ArgumentParser:
         nargs="*",
         default=[],
         metavar="KEY=VALUE",
-        help="extra overrides for every train and extend (a smoke study: train.steps=20)",
+        help="extra overrides for every train and extend (a smoke study: train.steps=20; the train.* keys an "
+        "extension sets itself, such as train.steps, go to the trainings only)",
     )
     parser.add_argument(
         "--extend-set",

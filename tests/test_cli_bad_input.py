@@ -152,6 +152,10 @@ HYDRA = [
     (["extend", "base", "extend.min_lr_ratio=0"], "extend.min_lr_ratio=0.0 must be in (0, 1]"),
     (["extend", "base", "new_base=1"], "new_base=1.0 must be greater than 1"),
     (["extend", "base", "model.n_layer=3"], "keeps its parent's model"),
+    (["extend", "base", "model.n_head=3"], "keeps its parent's model"),  # not the default model's sizes
+    (["extend", "base", "train.context_length=32"], "an extension sets train.context_length from factor"),
+    (["extend", "base", "train.steps=5"], "an extension sets train.steps from extend.steps; set extend.steps="),
+    (["eval-extrapolate", "base", "model.n_head=3"], "model.n_head does not apply to evaluating a run"),
     (["extend", "runs/old-abs", "method=yarn"], "extend only with method=interpolate"),
     (["extend", "runs/old-rope", "method=interpolate"], "interpolate is for learned-absolute tables"),
     (["extend", "runs/old-rope-yarn", "method=pi"], "is itself an extension"),

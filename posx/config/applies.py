@@ -5,7 +5,8 @@ section, where it runs (``device``, ``threads``), the tracker (``logger``), wher
 stores are (``results_dir``, ``data.cache_dir``); of a transformers checkpoint directory also the
 corpus (``data``), and no tracker. ``posx data prepare`` reads ``data`` (whose ``cache_dir`` lies
 under ``results_dir`` by default) and ``experiment`` (a preset may set ``data.*``). An override of
-any other key would change nothing, so it is refused with a line naming what does apply.
+any other key would change nothing, so it is refused with a line naming what does apply; so is
+an override of a train.* key ``posx extend`` sets itself (``SET_BY_EXTEND``).
 
 This module imports nothing heavy: ``scripts/reference_study.py`` uses ``only`` too.
 """
@@ -17,6 +18,16 @@ from posx.core.errors import PosxError
 EVAL_RUN = ("eval", "device", "threads", "logger", "results_dir", "data.cache_dir")
 EVAL_CHECKPOINT = ("eval", "device", "threads", "results_dir", "data")
 PREPARE = ("data", "results_dir", "experiment")
+EVAL_ANY = ("eval", "device", "threads", "logger", "results_dir", "data")  # either of the two above
+# The train.* keys ``posx extend`` sets itself (posx.train.extend.child_config), each with the key
+# that sets it: an override of one would be ignored, so the extension refuses it.
+SET_BY_EXTEND = {
+    "train.context_length": "factor",
+    "train.steps": "extend.steps",
+    "train.lr": "extend.lr",
+    "train.warmup_steps": "extend.warmup_steps",
+    "train.min_lr_ratio": "extend.min_lr_ratio",
+}
 
 
 def key_of(override: str) -> str:
@@ -39,15 +50,17 @@ def shown(prefixes: tuple[str, ...]) -> str:
     return ", ".join(f"{p}.*" if p in ("eval", "data", "logger") else p for p in prefixes)
 
 
-def refuse_others(overrides: list[str], prefixes: tuple[str, ...], what: str, why: str = "") -> None:
+def refuse_others(
+    overrides: list[str], prefixes: tuple[str, ...], what: str, why: str = "", reads: str | None = None
+) -> None:
     """Refuse the overrides of keys outside ``prefixes``, naming them and what does apply to
-    ``what``; ``why`` (a clause) says why the others do not."""
+    ``what`` (``reads``, else the prefixes); ``why`` (a clause) says why the others do not."""
     others = list(dict.fromkeys(key_of(o) for o in overrides if not under(key_of(o), prefixes)))
     if others:
         one = len(others) == 1
         raise PosxError(
             f"{', '.join(others)} {'does' if one else 'do'} not apply to {what}{why}; it reads only "
-            f"{shown(prefixes)}, so leave {'it' if one else 'them'} out"
+            f"{reads or shown(prefixes)}, so leave {'it' if one else 'them'} out"
         )
 
 

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+from posx.config.applies import SET_BY_EXTEND
 from posx.config.checks import check_extend_config
 from posx.core.errors import PosxError
 from posx.model.config import GPTConfig
@@ -92,12 +93,19 @@ def pose_window(cfg: DictConfig, parent: RunMeta, T1: int) -> int:
     return parent.train_context
 
 
-def forbid_model_overrides(overrides: list[str]) -> None:
+def forbid_unused_overrides(overrides: list[str]) -> None:
+    """Overrides an extension would not use, refused before composing (a model key would be
+    checked against the default model, not the parent's): the model and positions, which are the
+    parent's, and the train.* keys the extension sets from its own (``SET_BY_EXTEND``)."""
     for item in overrides:
-        key = item.lstrip("+~").split("=", 1)[0]
+        key = item.lstrip("+~").split("=", 1)[0].strip()
         if key in ("model", "pos") or key.startswith(("model.", "pos.")):
             raise PosxError(
                 f"{item}: an extension keeps its parent's model and positions (from its model.json); drop the override"
+            )
+        if key in SET_BY_EXTEND:
+            raise PosxError(
+                f"{item}: an extension sets {key} from {SET_BY_EXTEND[key]}; set {SET_BY_EXTEND[key]}= instead"
             )
 
 
@@ -115,7 +123,7 @@ class Extension:
 def prepare(cfg: DictConfig, overrides: list[str]) -> Extension:
     """Check the extend config, load the parent, extend it; nothing is written."""
     check_extend_config(cfg)
-    forbid_model_overrides(overrides)
+    forbid_unused_overrides(overrides)
     parent_dir = resolve_run(cfg.parent, cfg.results_dir)
     parent = read_meta(parent_dir)
     check_method(cfg.method, parent.model.pos, f"run {parent_dir}")
