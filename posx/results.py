@@ -14,6 +14,7 @@ from rich.console import Console
 
 from posx.core import files
 from posx.core.console import new_console
+from posx.core.errors import PosxError
 from posx.exits import user_errors
 from posx.report import collection
 from posx.runs.paths import resolve_run
@@ -22,6 +23,7 @@ from posx.runs.paths import resolve_run
 def runs(path: Path, csv: str | None) -> None:
     """``posx runs [PATH]``: the table, and the CSV if asked for ('-': stdout only)."""
     with user_errors():
+        _check_csv(csv)
         df = collection.list_runs(path)
         console = new_console()
         if csv != "-":
@@ -33,6 +35,7 @@ def runs(path: Path, csv: str | None) -> None:
 def compare(run_args: list[str], csv: str | None, results_dir: Path) -> None:
     """``posx compare RUN RUN...``: the table, and the CSV if asked for ('-': stdout only)."""
     with user_errors():
+        _check_csv(csv)
         dirs = [resolve_run(r, results_dir) for r in run_args]
         df, names = collection.compare(dirs)
         console = new_console()
@@ -40,6 +43,14 @@ def compare(run_args: list[str], csv: str | None, results_dir: Path) -> None:
             console.print(collection.compare_table(df, names))
         if csv is not None:
             _write_csv(df, csv, console)
+
+
+def _check_csv(csv: str | None) -> None:
+    """--csv checked before any work: a file name ('-': stdout), where nothing is yet."""
+    if csv == "":
+        raise PosxError("--csv needs a file name (or - for stdout)")
+    if csv is not None and csv != "-":
+        files.new_file(csv, "--csv")
 
 
 def _write_csv(df, csv: str, console: Console) -> None:

@@ -137,6 +137,9 @@ HYDRA = [
     (["train", "hydra/launcher=nonexistent"], "hydra/launcher"),
     (["extend", "base", "-m", "method=pi,yarn", "factor=2,x"], "factor"),
     (["extend", "base", "method=bogus"], "method=bogus is unknown"),
+    (["train", "experiment=quick", "-m", "seed=0,1"], "seed=0,1 (overrides go together, after the flags"),
+    (["runs", "runs", "--csv", ""], "--csv needs a file name (or - for stdout)"),
+    (["compare", "runs/old-rope", "runs/old-rope-yarn", "--csv", ""], "--csv needs a file name"),
     # a sweep's value, or a stray word, given to a command that runs once
     (
         ["eval-extrapolate", "base", "eval.tokens=1,2"],

@@ -208,3 +208,14 @@ def test_a_posx_sweep_directory_may_be_swept_again(tmp_path):
     (sweep / "0_rope_s0" / "config.yaml").write_text("seed: 0\n")
     assert check_sweep_dir([*SWEEP, f"hydra.sweep.dir={sweep}"], "config") == sweep
     assert check_sweep_dir([*SWEEP, f"hydra.sweep.dir={tmp_path / 'new'}"], "config") == tmp_path / "new"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["runs", "runs", "--csv", "taken.csv"], ["compare", "runs/old-rope", "runs/old-rope-yarn", "--csv", "taken.csv"]],
+)
+def test_a_taken_csv_path_is_refused_before_the_table_is_shown(work, args):
+    (work / "taken.csv").write_text("the user's\n")
+    proc = run_posx(*args, cwd=work, check=False)
+    assert proc.returncode == 2 and "taken.csv already exists" in proc.stderr and proc.stdout == ""
+    assert (work / "taken.csv").read_text() == "the user's\n"

@@ -30,6 +30,9 @@ class OneLineParser(argparse.ArgumentParser):
     """A malformed line is a ``PosxError`` (one line, exit 2), not argparse's usage text."""
 
     def error(self, message: str):  # type: ignore[override]
+        if message.startswith("unrecognized arguments:") and "=" in message:
+            # Hydra's command line takes its overrides in one run: after a flag, more of them are strays
+            raise PosxError(f"{message} (overrides go together, after the flags: e.g. -m a=1,2 b=3)")
         raise PosxError(f"{message} (--help lists the flags and overrides)")
 
 

@@ -188,7 +188,7 @@ def resolve_run(run: str | None, results_dir: str | Path, latest: bool = False) 
             raise PosxError(f"no runs under {results_dir}/; train one first with `posx train`")
         return runs[-1]
     if not run:
-        raise PosxError("name a run directory, or pass --latest for the most recent run")
+        raise PosxError("name a run: a directory, or a name `posx runs` lists")
     for candidate in (Path(run), Path(results_dir) / "runs" / run, Path(results_dir) / run):
         if candidate.is_dir():
             return candidate
