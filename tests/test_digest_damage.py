@@ -69,6 +69,7 @@ def test_the_report_lists_a_damaged_config_as_missing(tmp_path, monkeypatch, lin
 DAMAGE = {
     "extrapolation.csv": b"\xff",  # not UTF-8
     "eval.yaml": b"- a\n",  # not a posx evaluation record
+    "model.json": b"{bad",  # not JSON
 }
 
 

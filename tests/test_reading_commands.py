@@ -89,19 +89,24 @@ def test_a_stale_digest_and_a_stopped_run_are_read_without_torch(results):
     assert {"rope", "absolute", "stopped"} <= {line.split(",")[0] for line in listed.splitlines()[1:]}
 
 
-def test_a_damaged_model_json_is_still_one_line_and_exit_2(results):
-    """The checks that moved out of the model's modules still refuse a crafted model.json."""
+def test_a_damaged_model_json_is_still_refused_in_one_line(results):
+    """The checks that moved out of the model's modules still refuse a crafted model.json: the
+    report stops on it (exit 2), the listing names it as damaged and lists the other runs."""
     meta = results / "runs" / "rope" / "model.json"
     data = json.loads(meta.read_text())
     data["model"]["pos"] = "sinusoidal-ish"
     meta.write_text(json.dumps(data))
-    proc = subprocess.run(
-        [sys.executable, "-m", "posx", "runs"],
-        cwd=results.parent,
-        env=child_env(),
-        capture_output=True,
-        text=True,
-    )
+
+    def posx(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            [sys.executable, "-m", "posx", *args], cwd=results.parent, env=child_env(), capture_output=True, text=True
+        )
+
+    proc = posx("report", str(results / "runs"), "--out", str(results.parent / "rep"), "--format", "png")
     assert proc.returncode == 2, proc.stderr
     assert "pos='sinusoidal-ish' is not one of absolute, rope" in proc.stderr
     assert "Traceback" not in proc.stderr
+    listed = posx("runs", "--csv", "-")
+    assert listed.returncode == 0 and "Traceback" not in listed.stderr
+    rows = {line.split(",")[0]: line for line in listed.stdout.splitlines()[1:]}
+    assert ",model.json," in rows["rope"] and len(rows) > 1

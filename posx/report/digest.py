@@ -98,10 +98,14 @@ def _extrapolation(run_dir: Path) -> pd.DataFrame | None:
     return read_table(path) if path.is_file() else None
 
 
+def _meta(run_dir: Path):
+    return read_meta(run_dir) if (run_dir / META).is_file() else None
+
+
 # The files a digest is made from that posx refuses when damaged, each with its reader (of the run
 # directory; None when the file is absent). config.yaml is not among them: read_config reads a
 # damaged one as empty.
-READERS = {TABLES[0]: _extrapolation, history.SETTINGS: history.current}
+READERS = {META: _meta, TABLES[0]: _extrapolation, history.SETTINGS: history.current}
 
 
 def _unless_damaged(run_dir: Path, name: str, damaged: list[str]):
@@ -136,7 +140,10 @@ def _listing(path: Path, config: dict, meta, table: pd.DataFrame | None) -> dict
     if table is not None:
         ok = table.loc[table["status"] == "ok", "eval_context"]
         lengths = ",".join(str(int(v)) for v in sorted(set(ok)))
-    lineage = meta.extended_from if meta is not None else lineage_of(path)  # unfinished: its checkpoint's
+    if meta is not None:
+        lineage = meta.extended_from
+    else:  # unfinished: its checkpoint's; with a damaged model.json, not known
+        lineage = None if (path / META).is_file() else lineage_of(path)
     return {
         "encoding": meta.model.pos if meta else str(_mapping(config.get("pos")).get("name", "")),
         "T": meta.train_context if meta else train.get("context_length", ""),
@@ -153,7 +160,7 @@ def compute(run_dir: Path) -> dict:
     when = stamp(path)
     saved = read_config(path)
     damaged = [CONFIG] if saved == {} else []  # read_config's empty mapping: a damaged config.yaml
-    meta = read_meta(path) if (path / META).is_file() else None
+    meta = _unless_damaged(path, META, damaged)
     table = _unless_damaged(path, TABLES[0], damaged)
     record = _unless_damaged(path, history.SETTINGS, damaged)
     base = identity(saved, meta, path, None, evaluations=[])
@@ -165,7 +172,7 @@ def compute(run_dir: Path) -> dict:
         "stamp": when,
         "seed": int(seed) if seed is not None else None,
         "config": bool(saved),  # False when absent or damaged: the report lists config.yaml as missing
-        "finished": meta is not None,
+        "finished": (path / META).is_file(),  # its model.json written (read, or listed as damaged)
         "identity": base,
         "eval": {k: v for k, v in full.items() if k not in base},
         "lineage": None if lineage is None else {"parent": lineage.parent, "parent_path": lineage.parent_path},
