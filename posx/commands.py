@@ -15,7 +15,7 @@ from pathlib import Path
 
 from posx import jobs
 from posx.config import applies, command_line
-from posx.config.compose import compose, to_yaml
+from posx.config.compose import compose, refuse_additions, to_yaml
 from posx.config.evalsettings import eval_config, kept_from_run
 from posx.core import launcher
 from posx.core.console import new_console
@@ -117,6 +117,7 @@ def eval_extrapolate(run: str | None, overrides: list[str], latest: bool, force:
         applies.refuse_words(overrides, "posx eval-extrapolate", "one RUN (or --latest), then key=value overrides")
         command_line.refuse_sweep_values(overrides, "posx eval-extrapolate", ONCE)
         # before composing, which would check a model key against the default model's
+        refuse_additions(overrides)
         reads = f"{applies.shown(applies.EVAL_RUN)} (and data.* for a transformers checkpoint)"
         applies.refuse_others(overrides, applies.EVAL_ANY, "evaluating a run", " (its model is its own)", reads)
         if run is not None and latest:

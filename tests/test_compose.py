@@ -33,6 +33,11 @@ def test_adding_a_group_says_to_choose_it(override):
     [
         ("train.steps=abc", r"train.steps=abc: Value 'abc' of type 'str' could not be converted to Integer"),
         ("eval.factors=[1,2,x]", r"eval.factors=\[1,2,x\]: Value 'x' .* could not be converted to Float"),
+        # a value of the wrong type says how to write one of the right type
+        ("train.steps=1e3", r"could not be converted to Integer; give a whole number, written without a point"),
+        ("eval.factors=1", r"is not a ListConfig, list or tuple; write a list in brackets, e.g. eval.factors=\[1\]$"),
+        ("train.lr=abc", r"could not be converted to Float; give a number$"),
+        ("eval.after_train=maybe", r"is not a valid bool \(type str\); give true or false$"),
         ("train.stepz=100", r"^train.stepz is not a key of posx's config; did you mean train.steps\b"),
         ("model=bogus", r"Could not find 'model/bogus'; choose one of llama_small, llama_tiny, small, tiny$"),
         ("seed=-1", r"^seed=-1 is out of range; use a seed from 0 to 9223372036854775807$"),

@@ -113,8 +113,27 @@ def composition_error(exc: Exception, schema: type) -> PosxError:
     cause = exc.__cause__
     if isinstance(cause, OmegaConfBaseException):
         reason = str(cause).splitlines()[0]
-        return PosxError(f"{' '.join(text.split())}: {reason}")
+        fix = _fix(text, reason)
+        return PosxError(f"{' '.join(text.split())}: {reason.rstrip('.') if fix else reason}{fix}")
     return PosxError(" ".join(text.split()))
+
+
+# What OmegaConf says of a value that does not fit its field's type, and how to write one that does.
+TYPE_FIXES = (
+    ("is not a ListConfig", "write a list in brackets, e.g. {key}=[{value}]"),
+    ("converted to Integer", "give a whole number, written without a point or an exponent"),
+    ("converted to Float", "give a number"),
+    ("not a valid bool", "give true or false"),
+)
+
+
+def _fix(text: str, reason: str) -> str:
+    """``; <how to fix it>`` for a value of the wrong type in an override, else nothing."""
+    given = re.search(r"Error merging override ([^=\s]+)=(\S*)", text)
+    for said, fix in TYPE_FIXES:
+        if said in reason and given:
+            return "; " + fix.format(key=given.group(1), value=given.group(2))
+    return ""
 
 
 def compose(overrides: list[str], config_name: str = "config") -> DictConfig:
