@@ -10,6 +10,7 @@ import pytest
 import torch
 from hydra import compose, initialize_config_dir
 
+from posx.config.applies import SET_BY_EXTEND, key_of
 from posx.config.compose import config_dir, register_configs
 from posx.core.errors import PosxError
 from posx.model import blocks
@@ -117,7 +118,8 @@ def test_train_and_extend_a_llama_run(tmp_path, tiny_args):
     model, meta = load_run(run)
     assert meta.model.block == "llama" and not meta.model.tie_embeddings
     assert model.lm_head.weight is not model.tok_emb.weight
-    keep = [a for a in tiny_args if not a.startswith("model.")]  # an extension keeps its parent's model
+    # an extension keeps its parent's model, and sets the train.* keys of its own schedule itself
+    keep = [a for a in tiny_args if not a.startswith("model.") and key_of(a) not in SET_BY_EXTEND]
     run_posx("extend", str(run), "method=yarn", "factor=2", "extend.steps=2", "name=llx", *keep, cwd=tmp_path)
     _, child_meta = load_run(tmp_path / "results" / "runs" / "llx")
     assert child_meta.extended_from.method == "yarn"
