@@ -163,8 +163,8 @@ def compute(run_dir: Path) -> dict:
     meta = _unless_damaged(path, META, damaged)
     table = _unless_damaged(path, TABLES[0], damaged)
     record = _unless_damaged(path, history.SETTINGS, damaged)
-    base = identity(saved, meta, path, None, evaluations=[])
-    full = base if history.SETTINGS in damaged else identity(saved, meta, path, table)  # eval keys: from eval.yaml
+    base = identity(saved, meta, None, None, evaluations=[])
+    full = base if history.SETTINGS in damaged else identity(saved, meta, record, table)  # eval keys: from eval.yaml
     seed = (saved or {}).get("seed")
     lineage = meta.extended_from if meta is not None else None
     return {

@@ -121,20 +121,22 @@ def _drop_unread(found: dict) -> None:
 def identity(
     config: dict | None,
     meta: RunMeta | None,
-    run_dir: Path,
+    record: dict | None,
     table: pd.DataFrame | None,
     evaluations: list[dict] | None = None,
     parent: dict | None = None,
 ) -> dict:
-    """The run's identity as {key: text}; see the module docstring. ``evaluations``: the settings
-    of every evaluation its tables come from (``[]``: leave the evaluation out; None: its current
-    one). ``parent``: an extended run's parent's identity, which then stands for the parent."""
+    """The run's identity as {key: text}; see the module docstring. ``record``: its current
+    evaluation's eval.yaml as read (``posx.eval.history.current``; None without one).
+    ``evaluations``: the settings of every evaluation its tables come from (``[]``: leave the
+    evaluation out; None: its current one). ``parent``: an extended run's parent's identity,
+    which then stands for the parent."""
     found = _configured(config, extended=meta is not None and meta.extended_from is not None)
     if meta is not None:
         _add_recorded(found, meta, parent)
     _drop_unread(found)
     if evaluations is None:
-        found.update(_evaluation_keys(run_dir, table))
+        found.update(_evaluation_keys(record, table))
     elif evaluations:
         found["eval.ids"] = sorted(history.eval_id(e) for e in evaluations)
     return {key: _text(value) for key, value in found.items()}
@@ -178,10 +180,9 @@ def _add_recorded(found: dict, meta: RunMeta, parent: dict | None) -> None:
             found.update({f"parent.{k}": v for k, v in parent.items()})
 
 
-def _evaluation_keys(run_dir: Path, table: pd.DataFrame | None) -> dict:
+def _evaluation_keys(record: dict | None, table: pd.DataFrame | None) -> dict:
     """The ``eval.*`` keys of the run's current evaluation: its recorded settings, or for a table
     written before posx kept them what the table records; empty without either."""
-    record = history.current(run_dir) if (run_dir / history.SETTINGS).is_file() else None
     if record is not None:
         settings = {**dict(_defaults(EvalConfig)), **dotted(record["settings"])}
         return {f"eval.{k}": v for k, v in settings.items()}

@@ -112,7 +112,7 @@ def _parent(path: Path, meta) -> tuple[dict | None, int | None]:
         if candidate is not None and candidate.resolve() != path.resolve() and is_run(candidate):
             saved = digests.read_config(candidate) or {}
             seed = saved.get("seed")
-            return identity(saved, read_meta(candidate), candidate, None, evaluations=[]), (
+            return identity(saved, read_meta(candidate), None, None, evaluations=[]), (
                 int(seed) if seed is not None else None
             )
     return None, None
@@ -152,7 +152,8 @@ def _all_tables(run: RunTables, weights: str | None, extended: bool) -> list[dic
             if (folder / name).is_file()
         ]
         if not frames:
-            run.missing += [name] if any(name not in left_out(settings, extended) for _, settings in stored) else []
+            if any(name not in left_out(settings, extended) for _, settings in stored):
+                run.missing.append(name)
             continue
         stacked = pd.concat(frames, ignore_index=True)
         kept = stacked.drop_duplicates(CELL[name], keep="last").reset_index(drop=True)
@@ -185,7 +186,7 @@ def load_run_tables(path: Path, evaluations: str = "current") -> RunTables:
     if extended:
         parent, parent_seed = _parent(path, meta)
         run.parent = f"{parent['pos.name']}-T{parent['T']}" if parent is not None else meta.extended_from.parent
-    settings = None
+    settings, record = None, None
     if evaluations == "all":
         settings = _all_tables(run, meta.weights_sha256 if meta is not None else None, extended) or None
     if settings is None:  # current, or a run with no stored evaluation
@@ -206,7 +207,7 @@ def load_run_tables(path: Path, evaluations: str = "current") -> RunTables:
     run.member = Member(
         path,
         run.seed,
-        identity(saved, meta, path, table, evaluations=settings, parent=parent),
+        identity(saved, meta, record, table, evaluations=settings, parent=parent),
         (path / "extrapolation.csv").stat().st_mtime if (path / "extrapolation.csv").is_file() else 0.0,
         parent_seed,
     )

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from posx.config.applies import SET_BY_EXTEND
+from posx.config.applies import SET_BY_EXTEND, key_of
 from posx.config.checks import check_extend_config
 from posx.core.errors import PosxError
 from posx.model.config import GPTConfig
@@ -98,7 +98,7 @@ def forbid_unused_overrides(overrides: list[str]) -> None:
     checked against the default model, not the parent's): the model and positions, which are the
     parent's, and the train.* keys the extension sets from its own (``SET_BY_EXTEND``)."""
     for item in overrides:
-        key = item.lstrip("+~").split("=", 1)[0].strip()
+        key = key_of(item)
         if key in ("model", "pos") or key.startswith(("model.", "pos.")):
             raise PosxError(
                 f"{item}: an extension keeps its parent's model and positions (from its model.json); drop the override"
