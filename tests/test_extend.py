@@ -19,7 +19,7 @@ from posx.model.rotary import Rotary
 from posx.runs.lineage import interpolate_table
 from posx.runs.rundir import load_run
 
-from conftest import run_posx
+from conftest import run_posx, stop_with_sigterm
 
 EXT = [
     "extend.steps=2",
@@ -243,13 +243,17 @@ def test_extend_help_and_cfg_job_write_nothing(work):
 
 @pytest.mark.slow
 def test_a_stopped_extension_resumes_with_its_frequencies_and_parent(work):
-    from conftest import stop_with_sigterm
-
     args = ["rope", "method=yarn", "factor=2", "name=stopped", "extend.steps=40", "train.checkpoint_every=0", *EXT[1:]]
     code, err = stop_with_sigterm("extend", *args, cwd=work)
     assert code == 75, err
     child = work / "results" / "runs" / "stopped"
     assert not (child / "model.json").exists()
+    # without its checkpoint nothing says it is an extension: one line, and the run is left as it is
+    (child / "checkpoint").rename(work / "aside")
+    gone = run_posx("train", "--resume", str(child), "device=cpu", cwd=work, check=False)
+    assert gone.returncode == 2 and "Traceback" not in gone.stderr
+    assert "stopped without its checkpoint starts again with `posx extend`" in " ".join(gone.stderr.split())
+    (work / "aside").rename(child / "checkpoint")
     run_posx("train", "--resume", str(child), "device=cpu", cwd=work)
     meta = json.loads((child / "model.json").read_text())
     assert meta["extended_from"]["parent"] == "rope" and meta["step"] == 40

@@ -120,6 +120,8 @@ STATE_DAMAGE = [
     ("extra.rope.factor", -1.0),
     ("extra.extended_from.train_context", 1e308),
     ("extra.extended_from.factor", math.inf),
+    ("extra.config", [1, 2]),
+    ("extra.config", "train: {steps: 9}"),
 ]
 
 

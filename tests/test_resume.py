@@ -314,3 +314,46 @@ def test_a_requeued_sweep_job_resumes_its_checkpoint(tmp_path, tiny_args, monkey
     other = run_posx("train", "-m", *overrides, "train.lr=0.01", f"hydra.sweep.dir={sweep}", cwd=tmp_path, check=False)
     assert other.returncode == 2 and "holds a trained run of another config (differs in train.lr)" in other.stderr
     assert (job / "model.safetensors").read_bytes() == weights
+
+
+def test_a_config_yaml_edited_after_the_checkpoint_is_refused(tmp_path, tiny_args, monkeypatch):
+    # The checkpoint records the config it trains with: a stopped run whose config.yaml was then
+    # edited (a longer schedule, another seed) is not the run the checkpoint continues.
+    monkeypatch.chdir(tmp_path)
+    run = tmp_path / "run"
+    run.mkdir()
+    cfg = compose([*tiny_args, "train.steps=8", "train.checkpoint_every=0"])
+    with monkeypatch.context() as m:
+        signal_at(m, 3)
+        with pytest.raises(Preempted):
+            train(cfg, run, Fresh())
+    original = (run / "config.yaml").read_text()
+    assert "steps: 8" in original and "seed: 0" in original
+    edited = original.replace("steps: 8", "steps: 9").replace("seed: 0", "seed: 5")
+    (run / "config.yaml").write_text(edited)
+    proc = run_posx("train", "--resume", str(run), cwd=tmp_path, check=False)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    line = " ".join(proc.stderr.split())
+    assert "was edited after its last checkpoint" in line
+    assert "seed=5 in config.yaml, 0 at the checkpoint" in line and "train.steps=9 in config.yaml, 8" in line
+    assert (run / "config.yaml").read_text() == edited and resumable.latest_step(run) == 3
+    # a key --resume may change is not an edit of the run; with the schedule put back it finishes
+    (run / "config.yaml").write_text(original.replace("checkpoint_every: 0", "checkpoint_every: 2"))
+    run_posx("train", "--resume", str(run), "eval.after_train=false", cwd=tmp_path)
+    assert json.loads((run / "model.json").read_text())["step"] == 8
+
+
+def test_a_checkpoint_without_a_recorded_config_still_resumes(tmp_path, text_corpus, monkeypatch):
+    cfg = tiny_cfg(tmp_path, text_corpus, "train.steps=6", "train.checkpoint_every=0")
+    run = tmp_path / "run"
+    run.mkdir()
+    with monkeypatch.context() as m:
+        signal_at(m, 2)
+        with pytest.raises(Preempted):
+            train(cfg, run, Fresh())
+    state_json = run / "checkpoint" / "step-00000002" / "state.json"
+    state = json.loads(state_json.read_text())
+    assert state["extra"].pop("config")["train"]["steps"] == 6
+    state_json.write_text(json.dumps(state))  # as a checkpoint written before the record
+    train(cfg, run, Resume())
+    assert json.loads((run / "model.json").read_text())["step"] == 6

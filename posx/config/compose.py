@@ -163,8 +163,13 @@ def hydra_settings(overrides: list[str], config_name: str = "config") -> DictCon
         return hydra_compose(config_name=config_name, overrides=overrides, return_hydra_config=True).hydra
 
 
-def to_yaml(cfg: DictConfig) -> str:
-    """The resolved config as YAML (choices as plain strings), without Hydra's own node."""
+def to_plain(cfg: DictConfig) -> dict:
+    """The resolved config as plain data (choices as plain strings), without Hydra's own node."""
     container = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
     container.pop("hydra", None)
-    return OmegaConf.to_yaml(container)
+    return container
+
+
+def to_yaml(cfg: DictConfig) -> str:
+    """``to_plain`` as YAML: what a run's config.yaml holds."""
+    return OmegaConf.to_yaml(to_plain(cfg))

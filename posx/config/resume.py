@@ -21,9 +21,11 @@ from omegaconf.errors import OmegaConfBaseException
 from posx.config.applies import key_of, under
 from posx.config.checks import check_config
 from posx.config.command_line import refuse_sweep_values
+from posx.config.compose import to_plain
 from posx.config.schema import RESUME_SAFE, Config, ExtendRootConfig
 from posx.core.errors import PosxError
-from posx.runs.paths import CONFIG, lineage_of, read_config
+from posx.runs import resumable
+from posx.runs.paths import CONFIG, is_run, lineage_of, read_config
 
 _ABSENT = object()
 
@@ -38,6 +40,12 @@ def saved_config(run_dir: Path) -> DictConfig:
         return OmegaConf.merge(OmegaConf.structured(schema), OmegaConf.create(data))
     except (OmegaConfBaseException, ValueError) as exc:
         message = " ".join(str(exc).split())
+        if schema is Config and not is_run(run_dir) and not resumable.exists(run_dir):
+            # no record says whether it is an extension: its checkpoint, which would, is gone
+            raise PosxError(
+                f"{run_dir} has no checkpoint to resume from, and its config.yaml is not a trained run's "
+                f"({message}); an extension stopped without its checkpoint starts again with `posx extend`"
+            ) from exc
         raise PosxError(f"{path} is unreadable or does not fit the config schema ({message})") from exc
 
 
@@ -95,6 +103,33 @@ def resume_config(run_dir: Path, overrides: list[str], composed: DictConfig) -> 
         OmegaConf.update(cfg, key, OmegaConf.select(composed, key), merge=False)
     check_config(cfg)
     return cfg
+
+
+def refuse_edits(run_dir: Path, recorded: dict | None, cfg: DictConfig) -> None:
+    """Refuse to resume when ``cfg`` (from config.yaml) differs outside ``RESUME_SAFE`` from the config
+    the checkpoint recorded: an edited config.yaml would otherwise change the run it continues.
+    Only keys both hold are compared (None: a checkpoint from before the record; a key added since
+    takes its default on both sides)."""
+    if recorded is None:
+        return
+    now = to_plain(cfg)
+    found: list[str] = []
+
+    def walk(was, new, prefix: str) -> None:
+        if is_safe(prefix):
+            return
+        if isinstance(was, dict) and isinstance(new, dict):
+            for k in sorted(set(was) & set(new)):
+                walk(was[k], new[k], f"{prefix}.{k}" if prefix else k)
+        elif was != new:
+            found.append(f"{prefix}={new} in config.yaml, {was} at the checkpoint")
+
+    walk(recorded, now, "")
+    if found:
+        raise PosxError(
+            f"{Path(run_dir) / CONFIG} was edited after its last checkpoint ({'; '.join(found)}); resuming would "
+            "not continue the same run — put the value back, or start a new run with the new config"
+        )
 
 
 def differences(saved: DictConfig, new: DictConfig) -> list[str]:

@@ -142,6 +142,7 @@ class TrainExtras:
     rope: RopeRecord = field(default_factory=RopeRecord.identity)  # frequencies it trains with
     extended_from: Lineage | None = None  # an extension's parent
     tokenizer_sha256: str | None = None  # the tokenizer the ids mean (None: a checkpoint from before stores)
+    config: dict | None = None  # the resolved config it trains with (None: a checkpoint from before this record)
 
     def to_dict(self) -> dict:
         return {
@@ -150,6 +151,7 @@ class TrainExtras:
             "rope": self.rope.to_dict(),
             "extended_from": self.extended_from.to_dict() if self.extended_from else None,
             "tokenizer_sha256": self.tokenizer_sha256,
+            "config": self.config,
         }
 
     @classmethod
@@ -157,7 +159,9 @@ class TrainExtras:
         fix = "start a new run"
         if not isinstance(d, dict):
             raise PosxError(f"checkpoint {where} is incomplete or corrupt (extra is a {type(d).__name__}); {fix}")
-        val_loss = d.get("val_loss")
+        val_loss, config = d.get("val_loss"), d.get("config")
+        if not (config is None or isinstance(config, dict)):
+            raise fieldcheck.refuse(where, "extra.config", config, "a mapping of config keys", fix)
         return cls(
             val_loss=None if val_loss is None else fieldcheck.number(val_loss, "extra.val_loss", where, fix, lo=0.0),
             data_sha256=fieldcheck.sha256(d.get("data_sha256"), "extra.data_sha256", where, fix, optional=True),
@@ -166,4 +170,5 @@ class TrainExtras:
             tokenizer_sha256=fieldcheck.sha256(
                 d.get("tokenizer_sha256"), "extra.tokenizer_sha256", where, fix, optional=True
             ),
+            config=config,
         )

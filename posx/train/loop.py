@@ -52,7 +52,8 @@ from rich.markup import escape
 from rich.text import Text
 from torch.nn.parallel import DistributedDataParallel
 
-from posx.config.compose import to_yaml
+from posx.config.compose import to_plain, to_yaml
+from posx.config.resume import refuse_edits
 from posx.core import distributed, files, lock
 from posx.core.console import new_console
 from posx.core.device import bf16_peak_flops, set_threads, use_tf32
@@ -164,7 +165,9 @@ def set_up(cfg: DictConfig, run_dir: Path, start: Start, console: Console, devic
     use_tf32(device, cfg.train.tf32)
     work = (local * cfg.train.context_length, cfg.train.steps)  # tokens per step on this rank, steps
     compiled = decide_compile(cfg.train.compile, device, cfg.model.block, cfg.model.n_layer, model.num_params(), work)
-    extras = TrainExtras(data_sha256=corpus.fingerprint.get("sha256"), tokenizer_sha256=corpus.tokenizer.sha256)
+    extras = TrainExtras(
+        data_sha256=corpus.fingerprint.get("sha256"), tokenizer_sha256=corpus.tokenizer.sha256, config=to_plain(cfg)
+    )
     if isinstance(start, FromParent):
         extras.rope, extras.extended_from = start.rope, start.lineage
     state = LoopState(
@@ -204,6 +207,7 @@ def resume(state: LoopState) -> None:
     checkpoint is past train.steps."""
     cfg, run_dir, tok_sha = state.cfg, state.run_dir, state.extras.tokenizer_sha256
     saved = checkpoint.load(run_dir, state.model, state.optimizer, state.gen, state.device)
+    refuse_edits(run_dir, saved.extras.config, cfg)
     if saved.extras.data_sha256 != state.extras.data_sha256:
         raise PosxError(
             f"the corpus differs from the one {run_dir} was training on (other files or "
@@ -217,7 +221,7 @@ def resume(state: LoopState) -> None:
     if saved.step > cfg.train.steps:
         raise PosxError(f"{run_dir} has a checkpoint at step {saved.step}, past train.steps={cfg.train.steps}")
     state.step, state.rows, state.extras = saved.step, saved.metrics, saved.extras
-    state.extras.tokenizer_sha256 = tok_sha
+    state.extras.tokenizer_sha256, state.extras.config = tok_sha, to_plain(cfg)
     # an extension keeps its frequencies (the model was built plain from the config)
     install_trained(state.model, state.extras.rope, cfg.train.context_length, f"the checkpoint of {run_dir}")
     state.val_loss = float("nan") if state.extras.val_loss is None else state.extras.val_loss
