@@ -11,6 +11,7 @@ read results (``posx runs``, ``compare``, ``report``) are in ``posx.results`` an
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from posx import jobs
@@ -109,7 +110,8 @@ def export(run: str, out: Path, results_dir: str) -> None:
 def eval_extrapolate(run: str | None, overrides: list[str], latest: bool, force: bool, defaults: bool) -> None:
     """``posx eval-extrapolate``: a posx run with its own settings (or the defaults), or a
     transformers checkpoint directory with the composed ones."""
-    if run is not None and "=" in run:  # `--latest key=value`: the first override landed in RUN
+    # `--latest key=value` or `--latest ~key`: the first override landed in RUN
+    if run is not None and ("=" in run or re.match(r"~[A-Za-z_]", run)):
         overrides.insert(0, run)
         run = None
     with user_errors(EVAL_INTERRUPTED):

@@ -20,6 +20,19 @@ def test_adding_a_key_is_refused_like_an_unknown_key(override, tmp_path):
     assert list(tmp_path.iterdir()) == []  # refused before anything was written
 
 
+@pytest.mark.parametrize("override", ["~seed", "~eval.tokens", "~pos"])
+def test_deleting_a_key_is_refused_naming_it(override, tmp_path):
+    # Hydra deletes the key, then the schema check said "Key 'seed' not in 'Config'"
+    says = f"'{override}': posx's config has a fixed schema, so a key cannot be deleted; give it a value instead"
+    with pytest.raises(PosxError, match=says):
+        compose([override])
+    # `--latest ~key`: the override lands where RUN goes and is read as one, not as a run's name
+    for command in (["train", override], ["eval-extrapolate", "--latest", override]):
+        out = run_posx(*command, cwd=tmp_path, check=False)
+        assert out.returncode == 2 and says in " ".join(out.stderr.split()) and "Traceback" not in out.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize("override", ["+experiment=quick", "++model=tiny"])
 def test_adding_a_group_says_to_choose_it(override):
     group = override.lstrip("+").split("=")[0]

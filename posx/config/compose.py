@@ -61,11 +61,17 @@ def key_hint(key: str, schema: type = ExtendRootConfig) -> str:
 
 def refuse_additions(overrides: list[str]) -> None:
     """``+key=value`` (and ``++key=value``) would add a key the schema does not have, which no
-    code reads: refused like any unknown key."""
+    code reads: refused like any unknown key. ``~key`` would delete one every run needs."""
     for item in overrides:
         if item.startswith("+"):
             key = item.lstrip("+").split("=", 1)[0]
             raise PosxError(f"'{item}': posx's config has a fixed schema, so a key cannot be added; {key_hint(key)}")
+        if item.startswith("~"):
+            key = item[1:].split("=", 1)[0]
+            raise PosxError(
+                f"'{item}': posx's config has a fixed schema, so a key cannot be deleted; give it a value "
+                f"instead ({key}=VALUE; posx train --cfg job lists every key and its default)"
+            )
 
 
 SCHEMAS = {"config": Config, "extend": ExtendRootConfig}  # the root configs and their schemas
