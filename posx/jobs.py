@@ -66,6 +66,7 @@ def run_hydra(task: Callable[[DictConfig], None], config_name: str, args: list[s
         check_launcher(args)
         register_configs()
         parsed = command_line.parse(args)
+        command_line.refuse_run_dir(parsed.overrides)
         if parsed.multirun and launcher.env_world_size() > 1:
             raise PosxError(
                 f"-m cannot run under torchrun ({launcher.env_world_size()} ranks): run the sweep "

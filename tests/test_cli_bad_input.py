@@ -138,6 +138,10 @@ HYDRA = [
     (["extend", "base", "-m", "method=pi,yarn", "factor=2,x"], "factor"),
     (["extend", "base", "method=bogus"], "method=bogus is unknown"),
     (["train", "experiment=quick", "-m", "seed=0,1"], "seed=0,1 (overrides go together, after the flags"),
+    # Hydra would make the directory, empty: posx puts a run under results_dir
+    (["train", "hydra.run.dir=elsewhere"], "posx does not put a run in hydra.run.dir"),
+    (["extend", "base", "method=pi", "factor=2", "hydra.run.dir=elsewhere"], "set results_dir=DIR and name=NAME"),
+    (["train", "~seed"], "so a key cannot be deleted; give it a value instead (seed=VALUE"),
     (["runs", "runs", "--csv", ""], "--csv needs a file name (or - for stdout)"),
     (["compare", "runs/old-rope", "runs/old-rope-yarn", "--csv", ""], "--csv needs a file name"),
     # a sweep's value, or a stray word, given to a command that runs once
@@ -428,3 +432,4 @@ def test_hostile_input_is_one_line_exit_2_and_changes_nothing(work, args, needle
     after = _snapshot(work)
     changed = sorted(f for f in set(before) | set(after) if before.get(f) != after.get(f))
     assert not changed, changed
+    assert not (work / "elsewhere").exists()

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import OverrideParseException
 
+from posx.config.applies import key_of
 from posx.core.errors import PosxError
 
 INFO = ("all", "config", "defaults", "defaults-tree", "plugins", "searchpath")
@@ -97,6 +98,18 @@ def modes(parsed: argparse.Namespace) -> list[str]:
         )
         if on
     ]
+
+
+def refuse_run_dir(overrides: list[str]) -> None:
+    """``hydra.run.dir`` is where Hydra would put a single run's own files, and posx writes none
+    there (a run goes to ``<results_dir>/runs/<name>/``): setting it would only make an empty
+    directory, so it is refused with the keys that do choose where a run goes."""
+    for override in overrides:
+        if key_of(override) == "hydra.run.dir":
+            raise PosxError(
+                f"'{override}': posx does not put a run in hydra.run.dir; it makes <results_dir>/runs/<name>/ "
+                "(set results_dir=DIR and name=NAME instead; a sweep's jobs go under hydra.sweep.dir)"
+            )
 
 
 def refuse_sweep_values(overrides: list[str], command: str, why: str) -> None:
