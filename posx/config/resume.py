@@ -112,42 +112,33 @@ def refuse_edits(run_dir: Path, recorded: dict | None, cfg: DictConfig) -> None:
     takes its default on both sides)."""
     if recorded is None:
         return
-    now = to_plain(cfg)
-    found: list[str] = []
-
-    def walk(was, new, prefix: str) -> None:
-        if is_safe(prefix):
-            return
-        if isinstance(was, dict) and isinstance(new, dict):
-            for k in sorted(set(was) & set(new)):
-                walk(was[k], new[k], f"{prefix}.{k}" if prefix else k)
-        elif was != new:
-            found.append(f"{prefix}={new} in config.yaml, {was} at the checkpoint")
-
-    walk(recorded, now, "")
+    found = _differing(recorded, to_plain(cfg), common_only=True)
     if found:
+        edits = "; ".join(f"{key}={new} in config.yaml, {was} at the checkpoint" for key, was, new in found)
         raise PosxError(
-            f"{Path(run_dir) / CONFIG} was edited after its last checkpoint ({'; '.join(found)}); resuming would "
+            f"{Path(run_dir) / CONFIG} was edited after its last checkpoint ({edits}); resuming would "
             "not continue the same run — put the value back, or start a new run with the new config"
         )
 
 
 def differences(saved: DictConfig, new: DictConfig) -> list[str]:
     """Dotted keys outside ``RESUME_SAFE`` whose values differ between two configs."""
-    a = OmegaConf.to_container(saved, resolve=True)
-    b = OmegaConf.to_container(new, resolve=True)
-    a.pop("hydra", None)
-    b.pop("hydra", None)
-    found: list[str] = []
+    return [key for key, _, _ in _differing(to_plain(saved), to_plain(new), common_only=False)]
+
+
+def _differing(a: dict, b: dict, common_only: bool) -> list[tuple[str, object, object]]:
+    """(dotted key, value in ``a``, value in ``b``) for each key outside ``RESUME_SAFE`` whose values
+    differ; a key only one side holds counts unless ``common_only``."""
+    found: list[tuple[str, object, object]] = []
 
     def walk(x, y, prefix: str) -> None:
         if is_safe(prefix):
             return
         if isinstance(x, dict) and isinstance(y, dict):
-            for k in sorted(set(x) | set(y)):
+            for k in sorted(set(x) & set(y) if common_only else set(x) | set(y)):
                 walk(x.get(k, _ABSENT), y.get(k, _ABSENT), f"{prefix}.{k}" if prefix else k)
         elif x != y:
-            found.append(prefix)
+            found.append((prefix, x, y))
 
     walk(a, b, "")
     return found
