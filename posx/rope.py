@@ -166,8 +166,14 @@ def _pi(head_dim, base, factor, original_context):
     return _theta(head_dim, base) / factor, 1.0
 
 
+def _ntk_base(head_dim, base, scale):
+    """NTK-aware base, base · scale^(d / (d − 2)). With one pair (d = 2) its frequency is base'^0 = 1
+    whatever base' is, so the base is left alone rather than raised to an infinite power."""
+    return base if head_dim == 2 else base * scale ** (head_dim / (head_dim - 2))
+
+
 def _ntk(head_dim, base, factor, original_context):
-    return _theta(head_dim, base * factor ** (head_dim / (head_dim - 2))), 1.0
+    return _theta(head_dim, _ntk_base(head_dim, base, factor)), 1.0
 
 
 def _dynamic_ntk(head_dim, base, factor, original_context, length=None):
@@ -175,7 +181,7 @@ def _dynamic_ntk(head_dim, base, factor, original_context, length=None):
     if ell == original_context:
         return _theta(head_dim, base), 1.0
     scale = factor * ell / original_context - (factor - 1)
-    return _theta(head_dim, base * scale ** (head_dim / (head_dim - 2))), 1.0
+    return _theta(head_dim, _ntk_base(head_dim, base, scale)), 1.0
 
 
 def _yarn(

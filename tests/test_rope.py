@@ -96,6 +96,17 @@ def test_factor_one_is_none(method, d, original_context):
     assert att == 1.0
 
 
+@pytest.mark.parametrize("method", [m for m in METHODS if m != "dynamic_yarn"])
+def test_one_pair_head_dim_2_is_defined_for_every_method(method):
+    # d = 2: one pair, frequency base^0 = 1 for any base. NTK's exponent d / (d - 2) is infinite
+    # there (it divided by zero), but the base it sets cannot move that pair: NTK is none.
+    extra = {"length": 4 * L} if method in DYNAMIC_METHODS else {}
+    inv, attention = frequencies(method, 2, 10000.0, 4.0, L, **extra)
+    assert inv.shape == (1,) and math.isfinite(inv.item()) and inv.item() > 0 and math.isfinite(attention)
+    if method in ("ntk", "dynamic_ntk"):
+        assert inv.tolist() == [1.0] and attention == 1.0
+
+
 @pytest.mark.parametrize("method, factor", [("dynamic_ntk", 4.0), ("dynamic_yarn", 1.0), ("longrope", 4.0)])
 @pytest.mark.parametrize("length", [1, 100, L - 1, L])
 def test_dynamic_methods_up_to_original_context_are_none(method, factor, length):

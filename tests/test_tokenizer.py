@@ -57,6 +57,30 @@ def test_user_tokenizer_without_an_end_of_document_token_gets_one(tmp_path):
     assert user.vocab_size == 4 and user.eod == 3 and user.encode("a b a").tolist() == [0, 1, 0]
 
 
+def _word_level(tmp_path, vocab: dict, **kw) -> str:
+    hf = HFTokenizer(models.WordLevel(vocab, **kw))
+    hf.pre_tokenizer = pre_tokenizers.Whitespace()
+    path = tmp_path / "words.json"
+    path.write_text(hf.to_str())
+    return str(path)
+
+
+def test_a_vocabulary_with_ids_past_its_size_is_refused(tmp_path):
+    # the store's dtype and the embedding are sized by the token count: id 5000000 of a
+    # 2-token vocabulary was stored as uint8 (wrapped) and failed in training as an IndexError
+    path = _word_level(tmp_path, {"hello": 0, "[UNK]": 5_000_000}, unk_token="[UNK]")
+    with pytest.raises(PosxError, match="numbers its 2 tokens up to id 5000000; posx needs the ids 0 to 1"):
+        tok.from_file(path)
+
+
+def test_a_tokenizer_that_cannot_encode_is_one_line(tmp_path):
+    user = tok.from_file(_word_level(tmp_path, {"hello": 0, "world": 1}))  # no unk_token
+    assert user.encode("hello world").tolist() == [0, 1]
+    with pytest.raises(PosxError, match=r"cannot encode the corpus \(WordLevel error: Missing \[UNK\]") as info:
+        user.encode("hello there")
+    assert "\n" not in str(info.value)
+
+
 @pytest.mark.parametrize("size", [1, 256])
 def test_vocab_smaller_than_the_byte_alphabet(size):
     with pytest.raises(PosxError, match="at least 257") as info:

@@ -71,7 +71,15 @@ class Tokenizer:
         """Ids of each text; a bpe/file tokenizer encodes the batch on all cores (Rust threads)."""
         if self.hf is None:
             return [np.frombuffer(t.encode("utf-8"), dtype=np.uint8).astype(np.int64) for t in texts]
-        return [np.asarray(e.ids, dtype=np.int64) for e in self.hf.encode_batch(texts, add_special_tokens=False)]
+        try:
+            encoded = self.hf.encode_batch(texts, add_special_tokens=False)
+        except Exception as exc:  # tokenizers raises a bare Exception when its model cannot encode a text
+            detail = " ".join(str(exc).split())[:160]
+            raise PosxError(
+                f"the tokenizer ({kind_label(self.kind)}) cannot encode the corpus ({detail}); fix the "
+                "tokenizer (a WordLevel model needs an unk_token in its vocabulary), or use byte or bpe"
+            ) from None
+        return [np.asarray(e.ids, dtype=np.int64) for e in encoded]
 
     @property
     def cuts_at_lines(self) -> bool:
@@ -158,6 +166,12 @@ def from_json(text: str, kind: str, where: str) -> Tokenizer:
             f"{where} is not a Hugging Face tokenizer.json ({detail}); "
             "point data.tokenizer at a tokenizer.json, or use byte or bpe"
         ) from None
+    count, top = hf.get_vocab_size(with_added_tokens=True), max(hf.get_vocab(with_added_tokens=True).values(), default=-1)
+    if top >= count:  # the embedding has one row per token: ids must be 0 .. count-1
+        raise PosxError(
+            f"{where} numbers its {count} tokens up to id {top}; posx needs the ids 0 to {count - 1} "
+            "(one embedding row each): renumber its vocabulary, or use byte or bpe"
+        )
     return _wrap(hf, kind)
 
 
