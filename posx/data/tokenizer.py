@@ -166,7 +166,8 @@ def from_json(text: str, kind: str, where: str) -> Tokenizer:
             f"{where} is not a Hugging Face tokenizer.json ({detail}); "
             "point data.tokenizer at a tokenizer.json, or use byte or bpe"
         ) from None
-    count, top = hf.get_vocab_size(with_added_tokens=True), max(hf.get_vocab(with_added_tokens=True).values(), default=-1)
+    count = hf.get_vocab_size(with_added_tokens=True)
+    top = max(hf.get_vocab(with_added_tokens=True).values(), default=-1)
     if top >= count:  # the embedding has one row per token: ids must be 0 .. count-1
         raise PosxError(
             f"{where} numbers its {count} tokens up to id {top}; posx needs the ids 0 to {count - 1} "
