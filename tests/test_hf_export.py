@@ -8,6 +8,7 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
+from posx.core.errors import PosxError  # noqa: E402
 from posx.data import tokenizer as tok_mod  # noqa: E402
 from posx.hf.export import export_run  # noqa: E402
 from posx.model.config import GPTConfig  # noqa: E402
@@ -24,7 +25,7 @@ def test_a_bpe_run_exports_its_own_tokenizer(tmp_path):
     config = GPTConfig(vocab_size=bpe.vocab_size, n_layer=1, n_head=2, d_model=32, block="llama")
     run = tmp_path / "bpe-run"
     run.mkdir()
-    save_run(run, GPT(config), RunMeta(config, 32, {}, 0))
+    save_run(run, GPT(config), RunMeta(config, 32, {"tokenizer": bpe.describe()}, 0))
     (run / "tokenizer.json").write_text(bpe.to_json(), encoding="utf-8")
 
     out = export_run(run, tmp_path / "hf")
@@ -35,3 +36,19 @@ def test_a_bpe_run_exports_its_own_tokenizer(tmp_path):
     assert hf_tok.encode(text, add_special_tokens=False) == ids
     assert hf_tok.decode(ids) == text
     assert hf_tok.eos_token == tok_mod.EOD and hf_tok.eos_token_id == bpe.eod
+
+
+def test_only_the_tokenizer_the_run_trained_with_is_exported(tmp_path):
+    # the ids mean what model.json's tokenizer says: a run whose tokenizer.json went missing
+    # (which read as the byte vocabulary) or was swapped for another is refused before --out
+    bpe, other = tok_mod.train_bpe(iter(TEXTS), 300), tok_mod.train_bpe(iter(TEXTS[:50]), 290)
+    config = GPTConfig(vocab_size=bpe.vocab_size, n_layer=1, n_head=2, d_model=32, block="llama")
+    run = tmp_path / "bpe-run"
+    run.mkdir()
+    save_run(run, GPT(config), RunMeta(config, 32, {"tokenizer": bpe.describe()}, 0))
+    with pytest.raises(PosxError, match="trained with a bpe tokenizer and has no tokenizer.json"):
+        export_run(run, tmp_path / "hf")
+    (run / "tokenizer.json").write_text(other.to_json(), encoding="utf-8")
+    with pytest.raises(PosxError, match=f"is not the tokenizer .* records {bpe.sha256[:12]}"):
+        export_run(run, tmp_path / "hf")
+    assert not (tmp_path / "hf").exists()

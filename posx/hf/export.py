@@ -254,14 +254,28 @@ def byte_tokenizer():
     return transformers.PreTrainedTokenizerFast(tokenizer_object=tok)
 
 
-def run_tokenizer(run_dir: Path):
-    """The tokenizer a run's ids mean, as a ``transformers.PreTrainedTokenizerFast``: the
-    ``tokenizer.json`` the run carries (BPE or a user's), else posx's byte vocabulary."""
+def run_tokenizer(run_dir: Path, meta: RunMeta):
+    """The tokenizer a run's ids mean, as a ``transformers.PreTrainedTokenizerFast``: posx's byte
+    vocabulary for a byte run (and a run from before token stores, which records none), else the
+    ``tokenizer.json`` the run carries (BPE or a user's), refused unless it is the one model.json
+    records (its sha256)."""
+    recorded = meta.data.get("tokenizer")
+    recorded = recorded if isinstance(recorded, dict) else {}
+    if recorded.get("kind", tokenizer.BYTE) == tokenizer.BYTE:
+        return byte_tokenizer()
     path = run_dir / "tokenizer.json"
     if not path.is_file():
-        return byte_tokenizer()
+        raise PosxError(
+            f"{run_dir} trained with a {tokenizer.kind_label(recorded['kind'])} tokenizer and has no tokenizer.json; "
+            "put back the one written with the run to export it"
+        )
     transformers = require_transformers()
     own = tokenizer.from_json(path.read_text(encoding="utf-8"), "file", str(path))
+    if own.sha256 != recorded.get("sha256"):
+        raise PosxError(
+            f"{path} is not the tokenizer {run_dir} trained with (its sha256 is {own.sha256[:12]}, model.json "
+            f"records {str(recorded.get('sha256'))[:12]}); put back the one written with the run to export it"
+        )
     eos = None if own.eod is None else own.hf.id_to_token(own.eod)
     return transformers.PreTrainedTokenizerFast(tokenizer_object=own.hf, eos_token=eos)
 
@@ -300,6 +314,7 @@ def export_run(run_dir: Path, out: Path) -> Path:
             "(train one with model=llama_tiny or model.block=llama pos=rope)"
         )
     check_plain(m, run_dir)
+    tok = run_tokenizer(run_dir, meta)
     files.new_dir(out, "--out")
     hidden = model.blocks[0].mlp.gate.out_features
     config = llama_config(meta, hidden)
@@ -308,7 +323,7 @@ def export_run(run_dir: Path, out: Path) -> Path:
         (tmp / "config.json").write_text(json.dumps(config_json(config), indent=2, sort_keys=True) + "\n")
         weights = hf_state_dict(model, meta)
         files.safetensors_write(lambda: save_file(weights, str(tmp / "model.safetensors"), metadata={"format": "pt"}))
-        run_tokenizer(run_dir).save_pretrained(str(tmp))
+        tok.save_pretrained(str(tmp))
         lineage = meta.extended_from.to_dict() if meta.extended_from else None
         source = {
             "format": "posx-export/1",
