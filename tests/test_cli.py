@@ -243,7 +243,7 @@ BAD = [
     (["train", "data=text", "data.path={tmp}/empty"], "no (non-hidden) files", "empty_dir"),
     (["train", "data=text", "data.path={tmp}/empty.txt"], "holds 0 byte(s)", "empty_file"),
     (["train", "data=text", "data.path={tmp}/latin1.txt"], "is not UTF-8", "latin1_file"),
-    (["train", "data=text", "data.path={tmp}/dangling"], "does not exist", "dangling_link"),
+    (["train", "data=text", "data.path={tmp}/dangling"], "a link that leads nowhere", "dangling_link"),
     (
         ["train", "data=text", "data.path={tmp}/small.txt", "train.context_length=64", "device=cpu"],
         "fewer than the 65 needed",

@@ -2,6 +2,7 @@
 reuse and rebuilding of the store), and batching."""
 
 import json
+import os
 from io import StringIO
 from pathlib import Path
 
@@ -177,11 +178,13 @@ def test_non_utf8_file_is_named(tmp_path):
     "make, match",
     [
         (lambda p: str(p / "missing.txt"), "does not exist"),
+        (lambda p: os.mkfifo(p / "pipe") or str(p / "pipe"), "neither a regular file nor a directory"),
+        (lambda p: (p / "loop").symlink_to(p / "loop") or str(p / "loop"), "neither a regular file nor a directory"),
         (lambda p: str(p / "nothing*.txt"), "matches no files"),
         (lambda p: (p / "empty.txt").write_bytes(b"") or str(p / "empty.txt"), "too few"),
         (lambda p: (p / "emptydir").mkdir() or str(p / "emptydir"), "no \\(non-hidden\\) files"),
     ],
-    ids=["missing", "empty-glob", "empty-file", "empty-dir"],
+    ids=["missing", "fifo", "link-loop", "empty-glob", "empty-file", "empty-dir"],
 )
 def test_bad_text_paths(tmp_path, make, match):
     path = make(tmp_path)

@@ -188,6 +188,11 @@ def _text_files(path: str | None, exclude: Path | None = None) -> tuple[Path, li
                 "pattern or point data.path at a UTF-8 text file or directory"
             )
         return root, rels, skipped
+    if os.path.lexists(expanded):  # a FIFO, a device, a socket, a link that leads nowhere or loops
+        raise PosxError(
+            f"data.path '{path}' is neither a regular file nor a directory (a pipe, a device, or a link that leads "
+            "nowhere or to itself); point data.path at a UTF-8 text file, directory or glob"
+        )
     raise PosxError(f"data.path '{path}' does not exist; point data.path at a UTF-8 text file, directory or glob")
 
 
