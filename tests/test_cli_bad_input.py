@@ -336,6 +336,10 @@ REPORTS = [
     (["report", "runs/tab"], "not a number in column factor", "table_text_factor"),
     (["report", "runs/tab"], "tab/extrapolation.csv is damaged: row 1 has 5 cells where its header has", "table_cut"),
     (["report", "runs/tab"], "tab/extrapolation.csv is damaged: row 1 has no method", "table_no_method"),
+    (["report", "runs/tab"], "extrapolation.csv is damaged: its last line ends without a line", "table_cut_header"),
+    (["report", "runs/tab"], "positions.csv is damaged: its last line ends without a line", "positions_cut_in_cell"),
+    (["compare", "runs/old-rope", "runs/tab"], "ends without a line break (was the file cut", "table_cut_header"),
+    (["compare", "runs/old-rope", "runs/tab"], "ends without a line break (was the file cut", "table_cut_in_cell"),
     (["compare", "runs/old-rope", "runs/tab"], "runs/tab/extrapolation.csv is damaged: row 1 has 5 cells", "table_cut"),
     (
         ["compare", "runs/tab", "runs/tab"],
@@ -367,6 +371,12 @@ TABLE_DAMAGE = {
     "table_text_factor": lambda t: _replace_column(t, "factor", "two"),
     "table_cut": lambda t: t.write_text(t.read_text()[: t.read_text().index("\n") + 21]),  # mid-row, as a full disk
     "table_no_method": lambda t: _replace_column(t, "method", ""),
+    # cut where no row is short: inside the header (read as a table of no rows), inside the last cell
+    "table_cut_header": lambda t: t.write_text(t.read_text()[:40]),
+    "table_cut_in_cell": lambda t: t.write_text(t.read_text()[:-3]),
+    "positions_cut_in_cell": lambda t: (t.parent / "positions.csv").write_text(
+        (t.parent / "positions.csv").read_text()[:-3]
+    ),
 }
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import io
 import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -224,6 +225,8 @@ def read_table(path: Path, run_dir: Path | None = None) -> pd.DataFrame:
     name = path.name
     text = _text(path, fix)
     _check_widths(path, text, fix)
+    if text and not text.endswith("\n"):  # posx ends every line: a cut inside a cell or the header
+        raise PosxError(f"{path} is damaged: its last line ends without a line break (was the file cut short?); {fix}")
     try:
         df = pd.read_csv(io.StringIO(text), dtype=TEXT)
     except (pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
@@ -258,6 +261,17 @@ def _text(path: Path, fix: str) -> str:
         return path.read_text(encoding="utf-8")
     except (UnicodeDecodeError, OSError) as exc:
         raise PosxError(f"{path} cannot be read as CSV ({exc.__class__.__name__}); {fix}") from None
+
+
+def ends_a_line(path: Path) -> bool:
+    """Whether ``path`` is empty or ends with a line break, as every table posx writes does (False
+    when it cannot be read: ``read_table`` then says why)."""
+    try:
+        with open(path, "rb") as f:
+            size = f.seek(0, os.SEEK_END)
+            return size == 0 or (f.seek(size - 1) >= 0 and f.read(1) == b"\n")
+    except OSError:
+        return False
 
 
 def _check_widths(path: Path, text: str, fix: str) -> None:

@@ -19,7 +19,7 @@ from pathlib import Path
 import duckdb
 
 from posx.core.errors import PosxError
-from posx.eval.tables import KEYED, NUMERIC, OPTIONAL, REQUIRED, TABLE_COLUMNS, read_table, refit
+from posx.eval.tables import KEYED, NUMERIC, OPTIONAL, REQUIRED, TABLE_COLUMNS, ends_a_line, read_table, refit
 
 METRICS = "metrics.csv"
 METRIC_COLUMNS = ["step", "train_loss", "val_loss"]  # what the report draws of metrics.csv
@@ -72,9 +72,15 @@ def _select(name: str, header: tuple[str, ...], paths: list[Path]) -> str:
 
 
 def _check(name: str, header: tuple[str, ...], paths: list[Path]) -> None:
-    """A batch lacking a column reading needs: read_table's error for its first file."""
-    if name != METRICS and any(c not in header for c in REQUIRED[name]):
+    """A batch lacking a column reading needs, or a file of it cut inside a line (the engine reads a
+    cut header as a table of no rows): read_table's error for the first such file."""
+    if name == METRICS:
+        return
+    if any(c not in header for c in REQUIRED[name]):
         read_table(paths[0])
+    for path in paths:
+        if not ends_a_line(path):
+            read_table(path)
 
 
 def _find_damage(name: str, paths: list[Path], exc: Exception) -> PosxError:
