@@ -3,6 +3,7 @@ then stops the command with one line and exit 130 (a process per case: it sends 
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 import textwrap
@@ -18,7 +19,7 @@ open(sys.argv[1], "w").write("whole")
 """
 
 
-def _start(tmp_path: Path, how: str) -> tuple[subprocess.CompletedProcess, Path]:
+def _start(tmp_path: Path, how: str, ignored: bool = False) -> tuple[subprocess.CompletedProcess, Path]:
     (tmp_path / "slowmod.py").write_text(SLOW_MODULE)
     marker = tmp_path / "imported"
     code = textwrap.dedent(f"""
@@ -28,7 +29,11 @@ def _start(tmp_path: Path, how: str) -> tuple[subprocess.CompletedProcess, Path]
         {how}
         print("went on")
     """)
-    proc = subprocess.run([sys.executable, "-c", code, str(marker)], capture_output=True, text=True, timeout=120)
+    # ignored: started as a shell script's background job is, with SIGINT ignored
+    before = (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if ignored else None
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(marker)], capture_output=True, text=True, timeout=120, preexec_fn=before
+    )
     return proc, marker
 
 
@@ -43,3 +48,9 @@ def test_a_plain_import_is_cut_in_half_by_ctrl_c(tmp_path):
     """What ``load`` prevents: the same import without it stops where the signal came."""
     proc, marker = _start(tmp_path, "import slowmod")
     assert not marker.exists() and "KeyboardInterrupt" in proc.stderr
+
+
+def test_a_process_started_with_ctrl_c_ignored_goes_on_ignoring_it(tmp_path):
+    proc, marker = _start(tmp_path, 'startup.load("slowmod")', ignored=True)
+    assert marker.read_text() == "whole"
+    assert proc.returncode == 0 and "went on" in proc.stdout and proc.stderr == ""

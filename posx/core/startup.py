@@ -21,7 +21,10 @@ STOPPED = "stopped by Ctrl-C while starting; nothing was read or written"
 
 def load(name: str) -> ModuleType:
     """The module ``name``, imported with Ctrl-C held off until the import is done (exit 130 if
-    one came). Off the main thread, where no signal handler can be set, a plain import."""
+    one came). Off the main thread, where no signal handler can be set, a plain import; and in a
+    process started with Ctrl-C ignored (a script's background job), which it must go on ignoring."""
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        return importlib.import_module(name)
     caught: list[int] = []
     try:
         previous = signal.signal(signal.SIGINT, lambda signum, frame: caught.append(signum))
