@@ -80,6 +80,9 @@ META_DAMAGE = [
     ("extended_from.method", None),
     ("data.bytes", math.inf),
     ("data", [1]),
+    ("data.tokenizer", "x"),
+    ("data.tokenizer", {"kind": "bpe", "sha256": 5}),
+    ("data.tokenizer", {"sha256": None}),
 ]
 
 

@@ -99,6 +99,7 @@ class RunMeta:
         data = d.get("data", {})
         if not isinstance(data, dict):
             raise fieldcheck.refuse(where, "data", data, "a mapping", fix)
+        _check_tokenizer(data.get("tokenizer"), where, fix)
         for key in ("model", "train_context"):
             if key not in d:
                 raise PosxError(f"{where} is incomplete or corrupt: it has no {key}; {fix}")
@@ -131,6 +132,17 @@ class RunMeta:
             "val_fraction": 0.05,
             **{k: v for k, v in recorded.items() if v is not None},
         }
+
+
+def _check_tokenizer(tok, where: Path, fix: str) -> None:
+    """model.json's data.tokenizer: absent (a run from before token stores: bytes), or a mapping
+    whose kind and sha256 say what the ids mean."""
+    if tok is None:
+        return
+    if not isinstance(tok, dict):
+        raise fieldcheck.refuse(where, "data.tokenizer", tok, "a mapping", fix)
+    fieldcheck.text(tok.get("kind"), "data.tokenizer.kind", where, fix)
+    fieldcheck.sha256(tok.get("sha256"), "data.tokenizer.sha256", where, fix, optional=True)
 
 
 @dataclass
