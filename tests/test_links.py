@@ -156,9 +156,9 @@ def test_a_new_file_never_replaces_what_appears_meanwhile(tmp_path):
     ]
 
 
-def _posx_sweep_record(sweep: Path, task: list[str]) -> None:
+def _posx_sweep_record(sweep: Path, task: list[str], config_name: str = "config") -> None:
     sweep.mkdir(exist_ok=True)
-    record = {"results_dir": "results", "hydra": {"mode": "MULTIRUN", "job": {"config_name": "config"},
+    record = {"results_dir": "results", "hydra": {"mode": "MULTIRUN", "job": {"config_name": config_name},
                                                    "overrides": {"task": task}}}  # fmt: skip
     (sweep / "multirun.yaml").write_text(yaml.safe_dump(record))
 
@@ -178,6 +178,8 @@ SWEEP = ["seed=0,1", "experiment=quick", "train.steps=2"]
         ),
         (lambda s: (s.mkdir(), (s / "sweep.csv").write_text("mine\n")), "(sweep.csv)"),
         (lambda s: s.symlink_to(s.parent / "elsewhere"), "is a symbolic link"),
+        # Hydra would replace an extend sweep's record before a job could refuse its directory
+        (lambda s: _posx_sweep_record(s, ["method=pi"], "extend"), "holds a sweep of posx extend"),
     ],
     ids=[
         "foreign multirun.yaml",
@@ -186,6 +188,7 @@ SWEEP = ["seed=0,1", "experiment=quick", "train.steps=2"]
         "foreign job",
         "no record",
         "a link",
+        "an extend sweep",
     ],
 )
 def test_a_sweep_refuses_a_directory_that_is_not_its_own_before_hydra_writes(tmp_path, setup, needle):

@@ -29,7 +29,7 @@ SWEEP_FILES = frozenset({RECORD, "sweep.csv", "sweep.md", LOCK_NAME, ".submitit"
 def check_sweep_dir(overrides: list[str], config_name: str) -> Path:
     """The sweep directory of ``overrides`` (a ``-m`` command line), refused unless posx may write it."""
     sweep = Path(str(hydra_settings(probes(overrides)[0], config_name).sweep.dir))
-    reason = _refusal(sweep)
+    reason = _refusal(sweep) or _another_command(sweep, config_name)
     if reason:
         raise PosxError(f"{sweep} {reason}; use a new hydra.sweep.dir")
     return sweep
@@ -52,6 +52,21 @@ def _refusal(sweep: Path) -> str | None:
     if foreign:
         return f"already holds files posx did not make ({', '.join(foreign[:3])})"
     return None
+
+
+def _another_command(sweep: Path, config_name: str) -> str | None:
+    """Why ``sweep``'s record is not this command's: a sweep of ``posx extend`` in a directory of
+    ``posx train`` jobs, or the reverse, which Hydra would replace before any job could refuse
+    its directory. (Other overrides of the same command may continue the sweep, adding seeds say:
+    each job checks that its directory holds its own config, and the record is then this sweep's.)"""
+    record = sweep / RECORD
+    if not is_posx_record(record):
+        return None
+    recorded = yaml.safe_load(record.read_text(encoding="utf-8"))["hydra"]["job"]["config_name"]
+    if recorded == config_name:
+        return None
+    command = {"config": "posx train", "extend": "posx extend"}
+    return f"holds a sweep of {command[recorded]} (Hydra would replace its {RECORD})"
 
 
 def _ours(path: Path, sweep: Path) -> bool:
