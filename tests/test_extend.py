@@ -144,6 +144,33 @@ def test_extend_then_evaluate_shows_zero_shot_and_extended(work):
     (parent / "extrapolation.md").unlink()
 
 
+def test_a_parent_replaced_by_another_run_is_not_the_zero_shot_baseline(work, tmp_path):
+    # The parent's name and path now hold another run (here: other weights, the same T and steps);
+    # its rescaled scores would be labelled as the parent's. Left out with a warning, as a lost parent.
+    results = tmp_path / "results"
+    shutil.copytree(work / "results" / "runs" / "rope", results / "runs" / "p")
+    run_posx("extend", "p", "method=pi", "factor=2", "name=child", *EXT, f"results_dir={results}", cwd=tmp_path)
+    recorded = json.loads((results / "runs" / "child" / "model.json").read_text())["extended_from"]
+    assert (
+        recorded["parent_weights_sha256"]
+        == json.loads((results / "runs" / "p" / "model.json").read_text())["weights_sha256"]
+    )
+    shutil.rmtree(results / "runs" / "p")
+    shutil.copytree(work / "results" / "runs" / "rope", results / "runs" / "p")
+    (results / "runs" / "p" / "model.safetensors").unlink()
+    proc = run_posx("eval-extrapolate", "child", "device=cpu", f"results_dir={results}", cwd=tmp_path)
+    said = " ".join(proc.stdout.split())
+    assert "warning: parent run p cannot be loaded" in said and "evaluating the extended model alone" in said
+    assert set(pd.read_csv(results / "runs" / "child" / "extrapolation.csv")["stage"]) == {"extended"}
+    other = json.loads((results / "runs" / "p" / "model.json").read_text())
+    other["weights_sha256"] = "0" * 64  # as another run saved under the same name would record
+    (results / "runs" / "p" / "model.json").write_text(json.dumps(other))
+    proc = run_posx("eval-extrapolate", "child", "device=cpu", "--force", f"results_dir={results}", cwd=tmp_path)
+    said = " ".join(proc.stdout.split())
+    assert "is not the run this one was extended from (the extension records other weights for it)" in said
+    assert set(pd.read_csv(results / "runs" / "child" / "extrapolation.csv")["stage"]) == {"extended"}
+
+
 @pytest.mark.slow
 def test_plain_eval_adds_columns_only(work):
     parent = work / "results" / "runs" / "absolute"

@@ -59,8 +59,8 @@ def test_an_old_extended_run_rotates_with_exactly_its_recorded_frequencies(old):
 def test_an_old_extension_finds_its_parent_by_name_and_rebuilds_the_zero_shot_model(old, tmp_path):
     meta = read_meta(old / "old-rope-yarn")
     meta.extended_from.parent_path = str(tmp_path / "moved-away")
-    parent = find_parent(meta, tmp_path)  # the recorded path is gone; the name under runs/ is found
-    assert parent == tmp_path / "runs" / "old-rope"
+    parent, why = find_parent(meta, tmp_path)  # the recorded path is gone; the name under runs/ is found
+    assert parent == tmp_path / "runs" / "old-rope" and why == ""
     zero_shot = zero_shot_model(meta, parent, "cpu")
     torch.testing.assert_close(zero_shot.pos.trained_inv_freq, load_run(old / "old-rope-yarn")[0].pos.trained_inv_freq)
 

@@ -26,6 +26,7 @@ from typing import NamedTuple
 import pandas as pd
 import torch
 from rich.console import Console
+from rich.markup import escape
 
 from posx.core.errors import PosxError
 from posx.eval import bytecount, scoring
@@ -92,14 +93,14 @@ def _stages(
     """(stage, model, the T it trained at): the zero-shot parent when it is found, then the run itself."""
     lineage = meta.extended_from
     stages: list[tuple[str, GPT, int]] = []
-    parent_dir = find_parent(meta, results_dir)
-    if parent_dir is None:
-        if console is not None:
-            console.print(
-                f"[yellow]warning:[/] parent run {lineage.parent} not found; evaluating the extended model alone"
-            )
-    else:
-        stages.append(("zero-shot", zero_shot_model(meta, parent_dir, device), lineage.train_context))
+    parent_dir, why = find_parent(meta, results_dir)
+    if parent_dir is not None:
+        try:
+            stages.append(("zero-shot", zero_shot_model(meta, parent_dir, device), lineage.train_context))
+        except PosxError as exc:  # a parent whose weights are gone or damaged: as a missing one
+            why = f"parent run {lineage.parent} cannot be loaded ({exc})"
+    if why and console is not None:
+        console.print(f"[yellow]warning:[/] {escape(why)}; evaluating the extended model alone")
     stages.append(("extended", model, meta.train_context))
     return stages
 

@@ -21,8 +21,8 @@ from posx.model.encodings import ROTARY
 from posx.model.gpt import GPT
 from posx.model.rescale import WINDOWED, install_trained
 from posx.model.roperecord import RopeRecord
-from posx.runs.paths import META
-from posx.runs.records import RunMeta
+from posx.runs.paths import META, read_meta
+from posx.runs.records import Lineage, RunMeta
 from posx.runs.rundir import load_run
 
 INTERPOLATE = "interpolate"
@@ -83,15 +83,35 @@ def extended_model(
     return model
 
 
-def find_parent(meta: RunMeta, results_dir: str | Path) -> Path | None:
-    """The parent of an extended run: its recorded path, else by name under results/runs."""
+def find_parent(meta: RunMeta, results_dir: str | Path) -> tuple[Path | None, str]:
+    """The parent of an extended run (its recorded path, else by name under results/runs) and, when
+    there is none, why: a run found there that is not the one it was extended from (another T,
+    step count or weights than the lineage records) is not its parent."""
     lineage = meta.extended_from
     if lineage is None:
-        return None
+        return None, "it is not an extended run"
+    why = f"parent run {lineage.parent} not found"
     for candidate in (lineage.parent_path, Path(results_dir) / "runs" / lineage.parent):
-        if candidate and (Path(candidate) / META).is_file():
-            return Path(candidate)
-    return None
+        if not candidate or not (Path(candidate) / META).is_file():
+            continue
+        found = read_meta(Path(candidate))
+        differs = _differs_from(found, lineage)
+        if not differs:
+            return Path(candidate), ""
+        why = f"{candidate} is not the run this one was extended from (the extension records {differs} for it)"
+    return None, why
+
+
+def _differs_from(parent: RunMeta, lineage: Lineage) -> str:
+    """What of ``parent`` is not what ``lineage`` recorded of the run it came from ('' when all agree;
+    a field an older record lacks is not compared)."""
+    if parent.train_context != lineage.train_context:
+        return f"T={lineage.train_context}"
+    if lineage.parent_step and parent.step != lineage.parent_step:
+        return f"{lineage.parent_step} steps"
+    if lineage.parent_weights_sha256 and parent.weights_sha256 not in (None, lineage.parent_weights_sha256):
+        return "other weights"
+    return ""
 
 
 def zero_shot_model(meta: RunMeta, parent_dir: Path, device) -> GPT:

@@ -32,6 +32,7 @@ class Lineage:
     steps: int  # continued-training steps asked for
     train_context: int  # the parent's T
     parent_step: int  # the parent's optimizer steps
+    parent_weights_sha256: str | None = None  # the parent's model.safetensors (None: recorded before this field)
 
     def to_dict(self) -> dict:
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -59,6 +60,9 @@ class Lineage:
                 data["train_context"], "extended_from.train_context", where, fix, lo=1, hi=fieldcheck.MAX_CONTEXT
             ),
             parent_step=fieldcheck.integer(data.get("parent_step", 0), "extended_from.parent_step", where, fix),
+            parent_weights_sha256=fieldcheck.sha256(
+                data.get("parent_weights_sha256"), "extended_from.parent_weights_sha256", where, fix, optional=True
+            ),
         )
 
 

@@ -150,6 +150,7 @@ def prepare(cfg: DictConfig, overrides: list[str]) -> Extension:
         steps=int(cfg.extend.steps),
         train_context=parent.train_context,
         parent_step=parent.step,
+        parent_weights_sha256=parent.weights_sha256,
     )
     start = FromParent(model=model, rope=record or RopeRecord.identity(), lineage=lineage)
     config = child_config(cfg, parent_dir, parent, model.config, window)
