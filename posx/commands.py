@@ -29,6 +29,7 @@ from posx.hf.checkpoint import evaluate_hf_dir
 from posx.hf.export import export_run
 from posx.report import digest
 from posx.runs.paths import resolve_run
+from posx.train.extend import check as check_extension
 from posx.train.extend import forbid_unused_overrides
 from posx.train.extend import prepare as prepare_extension
 
@@ -61,7 +62,7 @@ def extend(run: str | None, overrides: list[str]) -> None:
         overrides.insert(first, f"parent='{quoted}'")
     if _cfg_job(overrides):
         return
-    jobs.run_hydra(jobs.extend_job, "extend", overrides)
+    jobs.run_hydra(jobs.extend_job, "extend", overrides, check_job=check_extension)
 
 
 def _one_parent(run: str | None, overrides: list[str]) -> None:

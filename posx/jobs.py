@@ -57,10 +57,16 @@ def check_launcher(args: list[str]) -> None:
         )
 
 
-def run_hydra(task: Callable[[DictConfig], None], config_name: str, args: list[str]) -> None:
+def run_hydra(
+    task: Callable[[DictConfig], None],
+    config_name: str,
+    args: list[str],
+    check_job: Callable[[DictConfig, list[str]], object] | None = None,
+) -> None:
     """Run ``task`` through ``hydra.main`` on ``args`` instead of the process's own arguments
     (``-m``, ``--cfg job``, launchers and sweeps behave as on Hydra's own command line), after
-    posx's own checks of the command line and of every job it would run."""
+    posx's own checks of the command line and of every job it would run (composed, then
+    ``check_job`` of its config and overrides)."""
     with user_errors():
         refuse_additions(args)
         check_launcher(args)
@@ -85,7 +91,9 @@ def run_hydra(task: Callable[[DictConfig], None], config_name: str, args: list[s
         # key, a wrong type or a missing group option is one line and exit 2, not Hydra's
         # multi-line report from inside the sweep.
         for overrides in command_line.probes(parsed.overrides):
-            compose(overrides, config_name)
+            job = compose(overrides, config_name)
+            if check_job is not None and parsed.multirun:
+                check_job(job, overrides)
         if parsed.multirun:  # before Hydra writes its multirun.yaml there
             check_sweep_dir(parsed.overrides, config_name)
     main = hydra.main(version_base="1.3", config_path=str(config_dir()), config_name=config_name)(task)

@@ -137,6 +137,9 @@ HYDRA = [
     (["train", "hydra/launcher=nonexistent"], "hydra/launcher"),
     (["extend", "base", "-m", "method=pi,yarn", "factor=2,x"], "factor"),
     (["extend", "base", "method=bogus"], "method=bogus is unknown"),
+    # each job's parent, method and factor are checked before the first job trains
+    (["extend", "base", "-m", "method=pi,interpolate", "factor=2"], "interpolate is for learned-absolute tables"),
+    (["extend", "-m", "parent=base,nonexist", "method=pi", "factor=2"], "run 'nonexist' not found"),
     (["train", "experiment=quick", "-m", "seed=0,1"], "seed=0,1 (overrides go together, after the flags"),
     # Hydra would make the directory, empty: posx puts a run under results_dir
     (["train", "hydra.run.dir=elsewhere"], "posx does not put a run in hydra.run.dir"),

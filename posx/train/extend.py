@@ -27,6 +27,7 @@ import copy
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -120,8 +121,19 @@ class Extension:
     name: str  # the run name when name= is not given
 
 
-def prepare(cfg: DictConfig, overrides: list[str]) -> Extension:
-    """Check the extend config, load the parent, extend it; nothing is written."""
+class Checked(NamedTuple):
+    """An extension's parent and lengths, checked (``check``) before any weight is read."""
+
+    parent_dir: Path
+    parent: RunMeta
+    T1: int  # the new context, factor x the parent's T
+    window: int  # the length it trains at (T1, or the parent's T with PoSE)
+    record: RopeRecord | None  # the frequencies' recipe (None: a learned table, interpolated)
+
+
+def check(cfg: DictConfig, overrides: list[str]) -> Checked:
+    """Everything about an extension that can be refused from the parent's model.json alone: a
+    sweep checks each job with it before the first one trains."""
     check_extend_config(cfg)
     forbid_unused_overrides(overrides)
     parent_dir = resolve_run(cfg.parent, cfg.results_dir)
@@ -134,7 +146,12 @@ def prepare(cfg: DictConfig, overrides: list[str]) -> Extension:
         )
     T1 = new_context(parent.train_context, cfg.factor)
     window = pose_window(cfg, parent, T1)
-    record = rope_record(cfg, parent) if cfg.method != INTERPOLATE else None
+    return Checked(parent_dir, parent, T1, window, rope_record(cfg, parent) if cfg.method != INTERPOLATE else None)
+
+
+def prepare(cfg: DictConfig, overrides: list[str]) -> Extension:
+    """Check the extension, load the parent, extend it; nothing is written."""
+    parent_dir, parent, T1, window, record = check(cfg, overrides)
     parent_model, _ = load_run(parent_dir, device="cpu")
     model = extended_model(parent_model, parent, cfg.method, float(cfg.factor), record, f"run {parent_dir}")
     if window != T1:  # PoSE: training ids cover the new length
