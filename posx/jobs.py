@@ -95,6 +95,7 @@ def run_hydra(
             if check_job is not None and parsed.multirun:
                 check_job(job, overrides)
         if parsed.multirun:  # before Hydra writes its multirun.yaml there
+            command_line.refuse_name_in_sweep(parsed.overrides)
             check_sweep_dir(parsed.overrides, config_name)
     main = hydra.main(version_base="1.3", config_path=str(config_dir()), config_name=config_name)(task)
     with user_errors(TRAINING_INTERRUPTED), command_line.argv(args), hydra_raises():

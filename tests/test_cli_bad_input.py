@@ -140,6 +140,11 @@ HYDRA = [
     # each job's parent, method and factor are checked before the first job trains
     (["extend", "base", "-m", "method=pi,interpolate", "factor=2"], "interpolate is for learned-absolute tables"),
     (["extend", "-m", "parent=base,nonexist", "method=pi", "factor=2"], "run 'nonexist' not found"),
+    (["extend", "base", "method=pi", "factor=2e6"], "makes a context of 32,000,000 tokens"),
+    (["extend", "base", "method=pi", "factor=1e5"], "the training split (factor=100000 x the parent's T: 1600000)"),
+    # a sweep of no jobs launched nothing and exited 0; name= in a sweep was recorded but used by none
+    (["train", "-m", "seed=range(0,0)"], "the sweep seed=range(0,0) gives no values"),
+    (["extend", "base", "-m", "method=pi,ntk", "factor=2", "name=foo"], "name= names a single run"),
     (["train", "experiment=quick", "-m", "seed=0,1"], "seed=0,1 (overrides go together, after the flags"),
     # Hydra would make the directory, empty: posx puts a run under results_dir
     (["train", "hydra.run.dir=elsewhere"], "posx does not put a run in hydra.run.dir"),

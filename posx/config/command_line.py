@@ -112,6 +112,17 @@ def refuse_run_dir(overrides: list[str]) -> None:
             )
 
 
+def refuse_name_in_sweep(overrides: list[str]) -> None:
+    """``name=`` names one run under results/runs; a sweep's jobs are named by Hydra
+    (``hydra.sweep.subdir``), so in a sweep it would be recorded in each config.yaml but used by none."""
+    for override in overrides:
+        if key_of(override) == "name":
+            raise PosxError(
+                f"'{override}': name= names a single run; a sweep's jobs are named <number>_<values> inside "
+                "hydra.sweep.dir (choose the sweep's directory with hydra.sweep.dir= instead)"
+            )
+
+
 def refuse_sweep_values(overrides: list[str], command: str, why: str) -> None:
     """A sweep's value (``seed=1,2``, ``choice(...)``, ``range(...)``) given to ``command``, which
     runs once: one line naming it and ``why`` (Hydra would advise adding --multirun, which
@@ -131,6 +142,9 @@ def probes(overrides: list[str]) -> list[list[str]]:
     [a=2 b=3], [a=1 b=4]``."""
     parsed = OverridesParser.create().parse_overrides(overrides)
     values = [list(o.sweep_string_iterator()) if o.is_sweep_override() else [None] for o in parsed]
+    for o, v in zip(parsed, values):
+        if not v:  # Hydra would launch no job and exit 0
+            raise PosxError(f"the sweep {o.input_line} gives no values; give it at least one")
 
     def line(choice: list[int]) -> list[str]:
         return [

@@ -33,6 +33,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from posx.config.applies import SET_BY_EXTEND, key_of
 from posx.config.checks import check_extend_config
+from posx.core import fieldcheck
 from posx.core.errors import PosxError
 from posx.model.config import GPTConfig
 from posx.model.randomized import TAKES_POSITIONS
@@ -145,6 +146,11 @@ def check(cfg: DictConfig, overrides: list[str]) -> Checked:
             "extend that run with the larger factor instead"
         )
     T1 = new_context(parent.train_context, cfg.factor)
+    if T1 > fieldcheck.MAX_CONTEXT:
+        raise PosxError(
+            f"factor={cfg.factor:g} makes a context of {T1:,} tokens (factor x the parent's T={parent.train_context}), "
+            f"past the {fieldcheck.MAX_CONTEXT:,} posx trains at; choose a smaller factor"
+        )
     window = pose_window(cfg, parent, T1)
     return Checked(parent_dir, parent, T1, window, rope_record(cfg, parent) if cfg.method != INTERPOLATE else None)
 

@@ -127,10 +127,11 @@ def load_data(cfg: DictConfig, start: Start, console: Console) -> store.Store:
     load = partial(store.load, cfg.data, cfg.data.cache_dir, console=console)
     corpus = distributed.on_main(load) or load()
     T = cfg.train.context_length
-    data_mod.require_tokens(corpus.train, T + 1, f"the training split (train.context_length={T})")
-    data_mod.require_tokens(corpus.val, T + 1, f"the validation split (train.context_length={T})")
+    parent = start.lineage if isinstance(start, FromParent) else None
+    length = f"factor={parent.factor:g} x the parent's T: {T}" if parent else f"train.context_length={T}"
+    data_mod.require_tokens(corpus.train, T + 1, f"the training split ({length})")
+    data_mod.require_tokens(corpus.val, T + 1, f"the validation split ({length})")
     if cfg.eval.after_train:  # caught now, not after the whole training
-        parent = start.lineage if isinstance(start, FromParent) else None
         check_eval_fits(cfg, corpus.val, parent.train_context if parent else None)
     return corpus
 
