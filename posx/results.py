@@ -13,7 +13,7 @@ from pathlib import Path
 from rich.console import Console
 
 from posx.core import files
-from posx.core.console import new_console
+from posx.core.console import new_console, say
 from posx.core.errors import PosxError
 from posx.exits import user_errors
 from posx.report import collection
@@ -37,10 +37,12 @@ def compare(run_args: list[str], csv: str | None, results_dir: Path) -> None:
     with user_errors():
         _check_csv(csv)
         dirs = [resolve_run(r, results_dir) for r in run_args]
-        df, names = collection.compare(dirs)
+        df, names, notes = collection.compare(dirs)
         console = new_console()
         if csv != "-":
             console.print(collection.compare_table(df, names))
+            for note in notes:
+                say(console, "note", "yellow", note)
         if csv is not None:
             _write_csv(df, csv, console)
 

@@ -109,3 +109,24 @@ def test_a_damaged_config_is_listed_without_its_settings(tmp_path, config):
     (run / "config.yaml").write_bytes(config)
     row = collection.list_runs(tmp_path).iloc[0]
     assert (row["status"], row["encoding"], row["T"]) == ("stopped", "", "")
+
+
+def test_compare_notes_runs_trained_at_other_T_or_scored_otherwise(tmp_path, monkeypatch):
+    a, b, c = (_run(tmp_path / "runs", n, p) for n, p in (("a", 10.0), ("b", 12.0), ("c", 11.0)))
+    assert collection.compare([a, b])[2] == []
+    table = c / "extrapolation.csv"
+    rows = list(csv.DictReader(table.open()))
+    for row in rows:
+        row.update(train_context=64, eval_context=64 * float(row["factor"]), protocol="sliding", stride=16)
+    with open(table, "w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    notes = collection.compare([a, c])[2]
+    assert notes[0].startswith("the runs were trained at different T (a: 32; c: 64); a row pairs each run's own")
+    assert notes[1].startswith(
+        "the runs were scored with different protocols (a: nonoverlapping; c: sliding stride 16)"
+    )
+    monkeypatch.chdir(tmp_path)
+    out = CliRunner().invoke(app, ["compare", str(a), str(c)], env={"COLUMNS": "300"})
+    assert out.exit_code == 0 and out.output.count("\nnote: the runs were") == 2

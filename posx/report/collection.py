@@ -120,13 +120,15 @@ def runs_table(df: pd.DataFrame, title: str) -> Table | Lines:
     return table
 
 
-def compare(run_dirs: list[Path]) -> tuple[pd.DataFrame, list[str]]:
+def compare(run_dirs: list[Path]) -> tuple[pd.DataFrame, list[str], list[str]]:
     """One row per (method, stage, factor): each run's perplexity, its interval, and its ratio
-    to the first run's; also the column names used for the runs."""
+    to the first run's; also the column names used for the runs, and notes on what the rows
+    pair that is not alike (each run's factor is of its own T; protocols differ)."""
     if len(run_dirs) < 2:
         raise PosxError("posx compare needs at least two runs")
     merged = None
     names = []
+    alike: dict[str, dict[str, str]] = {"T": {}, "protocol": {}}
     for run_dir in run_dirs:
         path = Path(run_dir) / "extrapolation.csv"
         if not path.is_file():
@@ -135,6 +137,10 @@ def compare(run_dirs: list[Path]) -> tuple[pd.DataFrame, list[str]]:
         name = Path(run_dir).name if Path(run_dir).name not in names else str(run_dir)
         names.append(name)
         t = read_table(path)
+        alike["T"][name] = ", ".join(
+            str(int(v)) for v in sorted(set(t["reference_context"].fillna(t["train_context"])))
+        )
+        alike["protocol"][name] = ", ".join(sorted(set(_protocol(r) for r in t.itertuples())))
         t = t.assign(ppl=t["ppl"].where(t["status"] == "ok"))
         t = t[["method", "stage", "factor", "ppl", "ppl_lo", "ppl_hi"]].rename(
             columns={"ppl": name, "ppl_lo": f"{name} lo", "ppl_hi": f"{name} hi"}
@@ -142,7 +148,21 @@ def compare(run_dirs: list[Path]) -> tuple[pd.DataFrame, list[str]]:
         merged = t if merged is None else merged.merge(t, on=["method", "stage", "factor"], how="outer")
     for name in names[1:]:
         merged[f"{name} / {names[0]}"] = merged[name] / merged[names[0]]
-    return merged.sort_values(["stage", "method", "factor"], kind="stable").reset_index(drop=True), names
+    notes = [
+        f"the runs were {what} ({'; '.join(f'{n}: {v}' for n, v in alike[key].items())}); {then}"
+        for key, what, then in (
+            ("T", "trained at different T", "a row pairs each run's own factor x T, not one length"),
+            ("protocol", "scored with different protocols", "their perplexities do not compare: evaluate them alike"),
+        )
+        if len(set(alike[key].values())) > 1
+    ]
+    return merged.sort_values(["stage", "method", "factor"], kind="stable").reset_index(drop=True), names, notes
+
+
+def _protocol(row) -> str:
+    """How a table row was scored: non-overlapping windows, or sliding with its stride."""
+    stride = getattr(row, "stride", None)
+    return str(row.protocol) + (f" stride {int(stride)}" if row.protocol == "sliding" and stride == stride else "")
 
 
 def compare_table(df: pd.DataFrame, names: list[str]) -> Table:
