@@ -77,10 +77,11 @@ def test_a_pose_extension_trains_at_t_with_ids_covering_the_new_length(tmp_path,
     assert meta.rope.method == "yarn" and meta.rope.factor == 4.0 and meta.extended_from.factor == 4.0
     config = yaml.safe_load((child / "config.yaml").read_text())
     assert config["train"]["batch_size"] == 32 and config["extend"]["pose"] is True  # the tokens of a step at T
-    run_posx("eval-extrapolate", str(child), "eval.factors=[1,4]", "eval.tokens=512", "device=cpu", cwd=tmp_path)
+    # its new length is its reach, s x T: scored at 1x of it too, as any extension at 1x of its new T
+    run_posx("eval-extrapolate", str(child), "eval.factors=[1]", "eval.tokens=512", "device=cpu", cwd=tmp_path)
     table = pd.read_csv(child / "extrapolation.csv")
     done = table[(table["stage"] == "extended") & (table["status"] == "ok")]
-    assert sorted(done["factor"]) == [1.0, 4.0]
+    assert sorted(done["factor"]) == [1.0, 4.0] and sorted(done["eval_context"]) == [32, 128]
 
 
 def test_pose_of_an_encoding_without_positions_is_refused_in_one_line(tmp_path, tiny_args):

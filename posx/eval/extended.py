@@ -74,7 +74,8 @@ class _Lengths(NamedTuple):
 def _lengths(meta: RunMeta, val: torch.Tensor, ev) -> _Lengths:
     """The lengths, each stage's stride at each and the scored tokens, checked against the held-out split."""
     T0, T1 = meta.extended_from.train_context, meta.train_context
-    lengths = lengths_for(T0, T1, ev.factors)
+    # a PoSE child trains at T0 with positions over s x T0: its new length is that reach
+    lengths = lengths_for(T0, meta.model.pose_length or T1, ev.factors)
     # sliding: eval.stride, or half of the length the scored model trained at (each stage's own T)
     strides = {(T, L): scoring.stride_for(ev.protocol, ev.stride, T, L) for T in (T0, T1) for L in lengths}
     n_tokens = scoring.tokens_for(ev.protocol, ev.tokens, lengths, list(strides.values()))
