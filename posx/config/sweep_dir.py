@@ -16,7 +16,7 @@ from pathlib import Path
 import yaml
 
 from posx.config.command_line import probes
-from posx.config.compose import hydra_settings
+from posx.config.compose import compose, hydra_settings
 from posx.core.errors import PosxError
 from posx.core.lock import LOCK_NAME
 from posx.runs import resumable
@@ -28,11 +28,24 @@ SWEEP_FILES = frozenset({RECORD, "sweep.csv", "sweep.md", LOCK_NAME, ".submitit"
 
 def check_sweep_dir(overrides: list[str], config_name: str) -> Path:
     """The sweep directory of ``overrides`` (a ``-m`` command line), refused unless posx may write it."""
-    sweep = Path(str(hydra_settings(probes(overrides)[0], config_name).sweep.dir))
-    reason = _refusal(sweep) or _another_command(sweep, config_name)
+    first = probes(overrides)[0]
+    sweep = Path(str(hydra_settings(first, config_name).sweep.dir))
+    reason = _shared(sweep, Path(compose(first, config_name).results_dir)) or _refusal(sweep)
+    reason = reason or _another_command(sweep, config_name)
     if reason:
         raise PosxError(f"{sweep} {reason}; use a new hydra.sweep.dir")
     return sweep
+
+
+def _shared(sweep: Path, results_dir: Path) -> str | None:
+    """Why ``sweep`` is a folder of posx's own that holds many runs (its jobs would mix with them)."""
+    for kind, holds in (("runs", "single runs"), ("sweeps", "sweeps")):
+        if sweep.resolve() == (results_dir / kind).resolve():
+            return (
+                f"is where posx keeps {holds}: a sweep needs a directory of its own "
+                f"(by default {results_dir}/sweeps/<time>)"
+            )
+    return None
 
 
 def _refusal(sweep: Path) -> str | None:
