@@ -228,7 +228,7 @@ def test_a_taken_csv_path_is_refused_before_the_table_is_shown(work, args):
 def test_a_sweep_refuses_the_folders_that_hold_many_runs(tmp_path, kind):
     # its jobs (0_rope_s0, ...) would land among the runs or the sweeps posx keeps there
     (tmp_path / "results" / kind / "rope-T64-s0-x").mkdir(parents=True)
-    with pytest.raises(PosxError, match=f"is where posx keeps .*: a sweep needs a directory of its own"):
+    with pytest.raises(PosxError, match="is where posx keeps .*: a sweep needs a directory of its own"):
         check_sweep_dir(
             [*SWEEP, f"results_dir={tmp_path / 'results'}", f"hydra.sweep.dir={tmp_path / 'results' / kind}"], "config"
         )
