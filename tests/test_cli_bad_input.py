@@ -317,9 +317,9 @@ CONFIG_DAMAGE = {
 }
 CONFIG_NEEDLE = {
     "config_interpolation": "contains the interpolation",
-    "config_list": "does not hold a config mapping",
-    "config_not_yaml": "config.yaml is unreadable",
-    "config_python_tag": "config.yaml is unreadable",
+    "config_list": "is damaged (it holds a list, not a config mapping); restore it from a copy of the run",
+    "config_not_yaml": "config.yaml is damaged (ParserError: not the YAML posx wrote",
+    "config_python_tag": "config.yaml is damaged (ConstructorError: not the YAML posx wrote",
     "config_wrong_type": "does not fit the config schema",
     "checkpoint_state_garbage": "is incomplete or corrupt",
     "checkpoint_latest_list": "latest.json is unreadable",

@@ -51,9 +51,15 @@ def read_config(run_dir: Path) -> dict:
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
-        raise PosxError(f"{path} is unreadable ({exc.__class__.__name__}); it cannot be used") from None
+        raise PosxError(
+            f"{path} is damaged ({exc.__class__.__name__}: not the YAML posx wrote, whole, with the run); "
+            "restore it from a copy of the run"
+        ) from None
     if not isinstance(data, dict):
-        raise PosxError(f"{path} does not hold a config mapping (found {type(data).__name__})")
+        raise PosxError(
+            f"{path} is damaged (it holds a {type(data).__name__}, not a config mapping); "
+            "restore it from a copy of the run"
+        )
     found = interpolation_in(data)
     if found is not None:
         raise PosxError(
