@@ -161,12 +161,12 @@ def compose(overrides: list[str], config_name: str = "config") -> DictConfig:
     return cfg
 
 
-def hydra_settings(overrides: list[str], config_name: str = "config") -> DictConfig:
-    """Hydra's own node (``hydra.*``) as a job with ``overrides`` gets it, through Hydra's public
-    compose API; ``overrides`` must already compose (``compose`` checked them)."""
+def with_hydra(overrides: list[str], config_name: str = "config") -> DictConfig:
+    """The job's config with Hydra's own node (``hydra.*``) as a job with ``overrides`` gets it,
+    through Hydra's public compose API; ``overrides`` must already compose (``compose`` checked them)."""
     register_configs()
     with initialize_config_dir(version_base="1.3", config_dir=str(config_dir()), job_name="posx"):
-        return hydra_compose(config_name=config_name, overrides=overrides, return_hydra_config=True).hydra
+        return hydra_compose(config_name=config_name, overrides=overrides, return_hydra_config=True)
 
 
 def to_plain(cfg: DictConfig) -> dict:

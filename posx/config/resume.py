@@ -105,14 +105,15 @@ def resume_config(run_dir: Path, overrides: list[str], composed: DictConfig) -> 
     return cfg
 
 
-def refuse_edits(run_dir: Path, recorded: dict | None, cfg: DictConfig) -> None:
-    """Refuse to resume when ``cfg`` (from config.yaml) differs outside ``RESUME_SAFE`` from the config
-    the checkpoint recorded: an edited config.yaml would otherwise change the run it continues.
+def refuse_edits(run_dir: Path, recorded: dict | None, now: dict) -> None:
+    """Refuse to resume when ``now`` (the config from config.yaml, as ``to_plain`` gives it) differs
+    outside ``RESUME_SAFE`` from the config the checkpoint recorded: an edited config.yaml would
+    otherwise change the run it continues.
     Only keys both hold are compared (None: a checkpoint from before the record; a key added since
     takes its default on both sides)."""
     if recorded is None:
         return
-    found = _differing(recorded, to_plain(cfg), common_only=True)
+    found = _differing(recorded, now, common_only=True)
     if found:
         edits = "; ".join(f"{key}={new} in config.yaml, {was} at the checkpoint" for key, was, new in found)
         raise PosxError(

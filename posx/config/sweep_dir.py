@@ -16,7 +16,7 @@ from pathlib import Path
 import yaml
 
 from posx.config.command_line import probes
-from posx.config.compose import compose, hydra_settings
+from posx.config.compose import with_hydra
 from posx.core.errors import PosxError
 from posx.core.lock import LOCK_NAME
 from posx.runs import resumable
@@ -28,10 +28,9 @@ SWEEP_FILES = frozenset({RECORD, "sweep.csv", "sweep.md", LOCK_NAME, ".submitit"
 
 def check_sweep_dir(overrides: list[str], config_name: str) -> Path:
     """The sweep directory of ``overrides`` (a ``-m`` command line), refused unless posx may write it."""
-    first = probes(overrides)[0]
-    sweep = Path(str(hydra_settings(first, config_name).sweep.dir))
-    reason = _shared(sweep, Path(compose(first, config_name).results_dir)) or _refusal(sweep)
-    reason = reason or _another_command(sweep, config_name)
+    job = with_hydra(probes(overrides)[0], config_name)
+    sweep = Path(str(job.hydra.sweep.dir))
+    reason = _shared(sweep, Path(job.results_dir)) or _refusal(sweep) or _another_command(sweep, config_name)
     if reason:
         raise PosxError(f"{sweep} {reason}; use a new hydra.sweep.dir")
     return sweep
@@ -72,11 +71,8 @@ def _another_command(sweep: Path, config_name: str) -> str | None:
     ``posx train`` jobs, or the reverse, which Hydra would replace before any job could refuse
     its directory. (Other overrides of the same command may continue the sweep, adding seeds say:
     each job checks that its directory holds its own config, and the record is then this sweep's.)"""
-    record = sweep / RECORD
-    if not is_posx_record(record):
-        return None
-    recorded = yaml.safe_load(record.read_text(encoding="utf-8"))["hydra"]["job"]["config_name"]
-    if recorded == config_name:
+    recorded = _record_command(sweep / RECORD)
+    if recorded in (None, config_name):
         return None
     command = {"config": "posx train", "extend": "posx extend"}
     return f"holds a sweep of {command[recorded]} (Hydra would replace its {RECORD})"
@@ -97,15 +93,19 @@ def _ours(path: Path, sweep: Path) -> bool:
 def is_posx_record(path: Path) -> bool:
     """Whether ``path`` is Hydra's multirun.yaml of a posx sweep (not a link, readable, of
     ``posx train`` or ``posx extend``)."""
+    return _record_command(path) is not None
+
+
+def _record_command(path: Path) -> str | None:
+    """The root config (``config``: posx train, ``extend``: posx extend) of the posx sweep whose
+    multirun.yaml ``path`` is; None when it is not one."""
     if path.is_symlink() or not path.is_file():
-        return False
+        return None
     try:
         record = yaml.safe_load(path.read_text(encoding="utf-8"))
         hydra = record["hydra"]
-        return (
-            hydra["mode"] == "MULTIRUN"
-            and hydra["job"]["config_name"] in ("config", "extend")
-            and "results_dir" in record
-        )
+        name = hydra["job"]["config_name"]
+        ours = hydra["mode"] == "MULTIRUN" and name in ("config", "extend") and "results_dir" in record
+        return name if ours else None
     except (OSError, UnicodeDecodeError, yaml.YAMLError, KeyError, TypeError):
-        return False
+        return None

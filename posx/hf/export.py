@@ -259,8 +259,7 @@ def run_tokenizer(run_dir: Path, meta: RunMeta):
     vocabulary for a byte run (and a run from before token stores, which records none), else the
     ``tokenizer.json`` the run carries (BPE or a user's), refused unless it is the one model.json
     records (its sha256)."""
-    recorded = meta.data.get("tokenizer")
-    recorded = recorded if isinstance(recorded, dict) else {}
+    recorded = meta.data.get("tokenizer") or {}  # a mapping: RunMeta checks it on load
     if recorded.get("kind", tokenizer.BYTE) == tokenizer.BYTE:
         return byte_tokenizer()
     path = run_dir / "tokenizer.json"

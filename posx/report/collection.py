@@ -161,8 +161,8 @@ def compare(run_dirs: list[Path]) -> tuple[pd.DataFrame, list[str], list[str]]:
 
 def _protocol(row) -> str:
     """How a table row was scored: non-overlapping windows, or sliding with its stride."""
-    stride = getattr(row, "stride", None)
-    return str(row.protocol) + (f" stride {int(stride)}" if row.protocol == "sliding" and stride == stride else "")
+    sliding = row.protocol == "sliding" and row.stride == row.stride  # NaN: no stride
+    return str(row.protocol) + (f" stride {int(row.stride)}" if sliding else "")
 
 
 def compare_table(df: pd.DataFrame, names: list[str]) -> Table:

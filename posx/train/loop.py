@@ -206,15 +206,15 @@ def set_up(cfg: DictConfig, run_dir: Path, start: Start, console: Console, devic
 def resume(state: LoopState) -> None:
     """Continue from the run's latest checkpoint, refused when the corpus or tokenizer differ or the
     checkpoint is past train.steps."""
-    cfg, run_dir, tok_sha = state.cfg, state.run_dir, state.extras.tokenizer_sha256
+    cfg, run_dir, ours = state.cfg, state.run_dir, state.extras
     saved = checkpoint.load(run_dir, state.model, state.optimizer, state.gen, state.device)
-    refuse_edits(run_dir, saved.extras.config, cfg)
-    if saved.extras.data_sha256 != state.extras.data_sha256:
+    refuse_edits(run_dir, saved.extras.config, ours.config)
+    if saved.extras.data_sha256 != ours.data_sha256:
         raise PosxError(
             f"the corpus differs from the one {run_dir} was training on (other files or "
             "Python version); resuming would not continue the same run — start a new one"
         )
-    if saved.extras.tokenizer_sha256 not in (None, tok_sha):  # None: a checkpoint from before stores
+    if saved.extras.tokenizer_sha256 not in (None, ours.tokenizer_sha256):  # None: a checkpoint from before stores
         raise PosxError(
             f"the tokenizer differs from the one {run_dir} was training with; resuming would not "
             "continue the same run — start a new one"
@@ -222,7 +222,7 @@ def resume(state: LoopState) -> None:
     if saved.step > cfg.train.steps:
         raise PosxError(f"{run_dir} has a checkpoint at step {saved.step}, past train.steps={cfg.train.steps}")
     state.step, state.rows, state.extras = saved.step, saved.metrics, saved.extras
-    state.extras.tokenizer_sha256, state.extras.config = tok_sha, to_plain(cfg)
+    state.extras.tokenizer_sha256, state.extras.config = ours.tokenizer_sha256, ours.config
     # an extension keeps its frequencies (the model was built plain from the config)
     install_trained(state.model, state.extras.rope, cfg.train.context_length, f"the checkpoint of {run_dir}")
     state.val_loss = float("nan") if state.extras.val_loss is None else state.extras.val_loss
