@@ -49,10 +49,10 @@ import torch
 from omegaconf import OmegaConf
 
 from benchmarks.harness import interleaved, repeat, stepper, summary
-from posx.config.schema import Config
 from posx.eval.extrapolate import window_nll
 from posx.model.encodings import ENCODINGS
 from posx.model.gpt import GPT
+from posx.schema import Config
 from posx.train.state import gpt_config
 
 REPO = Path(__file__).resolve().parents[1]  # where ``python -m benchmarks.bench_encodings`` runs

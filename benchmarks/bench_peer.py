@@ -50,13 +50,13 @@ from omegaconf import OmegaConf
 
 from benchmarks import step_split
 from benchmarks.harness import interleaved, speedups, synchronize, to_equal_loss
-from posx.config.schema import Config
 from posx.core.device import bf16_peak_flops, use_tf32
 from posx.data import corpus as data_mod
 from posx.data import store
 from posx.eval import scoring
 from posx.model.gpt import GPT, lm_loss
 from posx.model.rescale import method_frequencies, rescaled
+from posx.schema import Config
 from posx.train.compiling import decide_compile
 from posx.train.state import gpt_config
 from posx.train.steps import lr_at, set_lr, train_step

@@ -23,9 +23,9 @@ import torch
 from omegaconf import OmegaConf
 
 from benchmarks.harness import interleaved, speedups
-from posx.config.schema import Config
 from posx.data.corpus import VOCAB_SIZE
 from posx.model.gpt import GPT
+from posx.schema import Config
 from posx.train.state import gpt_config
 from posx.train.steps import make_optimizer, train_step
 

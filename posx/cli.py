@@ -33,9 +33,9 @@ from posx.cli_examples import (
     RUNS_EPILOG,
     TRAIN_EPILOG,
 )
-from posx.config.schema import RESUME_SAFE, Config
 from posx.core import startup
 from posx.core.usage import OneLineUsageErrors
+from posx.schema import RESUME_SAFE, Config
 
 
 def work() -> ModuleType:

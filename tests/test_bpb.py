@@ -9,13 +9,13 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from posx.config.schema import EvalConfig
 from posx.data.tokenizer import train_bpe
 from posx.eval import bytecount
 from posx.eval.extrapolate import evaluate
 from posx.model.config import GPTConfig
 from posx.model.gpt import GPT
 from posx.runs.records import RunMeta
+from posx.schema import EvalConfig
 
 DOCS = [f"déf f{i}(x):  # ünïcode ✓ {i * 7}\n    return x ** {i} - 'ß'\n" for i in range(60)]
 

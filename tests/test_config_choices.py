@@ -10,7 +10,10 @@ import pytest
 import yaml
 
 from posx.config.compose import compose, to_yaml
-from posx.config.schema import (
+from posx.core.errors import PosxError
+from posx.model.encodings import ENCODINGS
+from posx.rope import METHODS
+from posx.schema import (
     Attention,
     AttnScale,
     Beyond,
@@ -24,9 +27,6 @@ from posx.config.schema import (
     Task,
     Variant,
 )
-from posx.core.errors import PosxError
-from posx.model.encodings import ENCODINGS
-from posx.rope import METHODS
 
 # Each choice with the registry it mirrors: (module, attribute); a dict's keys or a tuple's items.
 REGISTRIES = {

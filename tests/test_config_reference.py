@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from posx.config.reference import description, keys, render_markdown
-from posx.config.schema import Config, ExtendRootConfig
+from posx.schema import Config, ExtendRootConfig
 
 REPO = Path(__file__).resolve().parents[1]
 ALL_KEYS = list(keys(ExtendRootConfig))

@@ -16,11 +16,11 @@ import torch
 from omegaconf import OmegaConf
 
 from posx import rope
-from posx.config.schema import EvalConfig
 from posx.core.errors import PosxError
 from posx.model.rescale import method_window
 from posx.model.rotary import Rotary, XPos
 from posx.model.windowed import DualChunk
+from posx.schema import EvalConfig
 
 from helpers.attention import BASE, HD, plain_attention, qkv, rotate_complex, windowed_attend
 

@@ -11,8 +11,8 @@ import torch
 from omegaconf import OmegaConf
 
 from posx import rope
-from posx.config.schema import EvalConfig
 from posx.model.rescale import METHOD_ARGS, method_frequencies
+from posx.schema import EvalConfig
 
 D, BASE, T = 32, 10000.0, 128
 

@@ -10,12 +10,12 @@ import torch.nn.functional as F
 from omegaconf import OmegaConf
 
 from posx import rope
-from posx.config.schema import EvalConfig
 from posx.eval.extrapolate import evaluate, window_nll
 from posx.eval.scoring import tokens_for
 from posx.model.config import GPTConfig
 from posx.model.gpt import GPT
 from posx.runs.records import RunMeta
+from posx.schema import EvalConfig
 
 
 def test_scored_tokens_is_a_multiple_of_every_length():

@@ -20,7 +20,6 @@ from tokenizers import Tokenizer, models  # noqa: E402  (a transformers dependen
 
 from posx import rope  # noqa: E402
 from posx.config.compose import compose  # noqa: E402
-from posx.config.schema import EvalConfig, ExtendRootConfig  # noqa: E402
 from posx.core.errors import PosxError  # noqa: E402
 from posx.data import store  # noqa: E402
 from posx.hf import checkpoint as hf_checkpoint  # noqa: E402
@@ -34,6 +33,7 @@ from posx.model.roperecord import RopeRecord  # noqa: E402
 from posx.runs.lineage import new_context  # noqa: E402
 from posx.runs.records import RunMeta  # noqa: E402
 from posx.runs.rundir import load_run, save_run  # noqa: E402
+from posx.schema import EvalConfig, ExtendRootConfig  # noqa: E402
 from posx.train.extend import rope_record  # noqa: E402
 
 from conftest import run_posx  # noqa: E402

@@ -24,12 +24,12 @@ from omegaconf.errors import OmegaConfBaseException
 from posx import rope
 from posx.config.checks import check_train_config
 from posx.config.compose import compose
-from posx.config.schema import Config
 from posx.core.errors import PosxError
 from posx.runs.paths import read_meta
 from posx.runs.records import TrainExtras
 from posx.runs.resumable import saved_extras
 from posx.runs.rundir import load_run
+from posx.schema import Config
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "premove" / "runs"
 USER_ERRORS = (PosxError, HydraException, OmegaConfBaseException)

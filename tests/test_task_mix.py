@@ -9,8 +9,8 @@ import torch
 from omegaconf import OmegaConf
 
 from posx.config.compose import compose
-from posx.config.schema import DataConfig
 from posx.report import groups
+from posx.schema import DataConfig
 from posx.train.taskmix import mix_batch, mix_rows
 
 from conftest import run_posx

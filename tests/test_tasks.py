@@ -10,13 +10,13 @@ import torch
 from omegaconf import OmegaConf
 from torch import nn
 
-from posx.config.schema import EvalConfig, TaskOptions
 from posx.core.errors import PosxError
 from posx.eval import history, passkey, suite
 from posx.eval.extrapolate import evaluate
 from posx.model.config import GPTConfig
 from posx.model.gpt import GPT
 from posx.runs.records import RunMeta
+from posx.schema import EvalConfig, TaskOptions
 from posx.tasks import interval, registry, scoring
 from posx.tasks.base import byte_encode
 from posx.tasks.variable_tracking import chain

@@ -9,9 +9,9 @@ import pytest
 from omegaconf import OmegaConf
 
 from posx.config.compose import compose
-from posx.config.schema import LoggerConfig
 from posx.core.errors import PosxError
 from posx.core.trackers import Tracker, open_tracker
+from posx.schema import LoggerConfig
 
 from conftest import run_posx
 

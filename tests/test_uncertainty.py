@@ -13,13 +13,13 @@ import torch
 import torch.nn.functional as F
 from omegaconf import OmegaConf
 
-from posx.config.schema import EvalConfig
 from posx.eval import scoring
 from posx.eval.extrapolate import evaluate
 from posx.eval.tables import ADDED_COLUMNS, read_table
 from posx.model.config import GPTConfig
 from posx.model.gpt import GPT
 from posx.runs.records import RunMeta
+from posx.schema import EvalConfig
 
 CPU = torch.device("cpu")
 

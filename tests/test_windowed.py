@@ -20,7 +20,6 @@ from omegaconf import OmegaConf
 from rich.console import Console
 
 from posx import rope
-from posx.config.schema import EvalConfig
 from posx.core.errors import PosxError
 from posx.eval.extrapolate import cell_key, evaluate
 from posx.model import attention
@@ -31,6 +30,7 @@ from posx.model.rotary import Rotary, XPos
 from posx.model.windowed import DualChunk, Grouping, Lambda, Rectified, Sinks
 from posx.runs.lineage import check_method
 from posx.runs.records import RunMeta
+from posx.schema import EvalConfig
 
 from helpers.attention import BASE, HD, plain_attention, qkv, rotate_complex, windowed_attend
 

@@ -3,7 +3,7 @@ window longer than its length), each a one-line ``PosxError`` naming the key, be
 starts.
 
 A choice (an encoding, a method, a protocol, ...) is an Enum of the schema
-(``posx.config.schema``), so composition refuses an unknown one; what is checked here is
+(``posx.schema``), so composition refuses an unknown one; what is checked here is
 checked by the module that owns it where there is one: the device by ``posx.core.device``,
 the tracker's package by ``posx.core.trackers``, RoPE method parameters by ``posx.rope``
 (``posx.model.rescale.check_params``).
@@ -19,7 +19,6 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from posx.config.reference import keys
-from posx.config.schema import Config, ExtendRootConfig
 from posx.core.device import COMPILE, check_device
 from posx.core.errors import PosxError
 from posx.core.trackers import check_tracker
@@ -30,6 +29,7 @@ from posx.model.encodings import ROTARY
 from posx.model.randomized import TAKES_POSITIONS
 from posx.model.rescale import check_methods, check_params
 from posx.rope import METHODS
+from posx.schema import Config, ExtendRootConfig
 
 MAX_EVAL_FACTOR = 4096
 # threads: at most THREADS_PER_CORE per core of this machine, and never fewer than MIN_MAX_THREADS

@@ -19,8 +19,8 @@ from omegaconf.errors import OmegaConfBaseException, ValidationError
 
 from posx.config.checks import check_config
 from posx.config.reference import keys
-from posx.config.schema import Config, ExtendRootConfig
 from posx.core.errors import PosxError
+from posx.schema import Config, ExtendRootConfig
 
 GROUPS = ("model", "pos", "data", "train", "eval", "logger", "experiment")  # the config groups (configs/<group>/)
 # The schemas configs/config.yaml and configs/extend.yaml name as their defaults.

@@ -19,10 +19,10 @@ from omegaconf.errors import OmegaConfBaseException
 from posx.config.applies import key_of
 from posx.config.checks import check_config
 from posx.config.reference import dotted
-from posx.config.schema import EvalConfig
 from posx.core.errors import PosxError
 from posx.eval import history
 from posx.runs.paths import CONFIG
+from posx.schema import EvalConfig
 
 
 def saved_eval(run_dir: Path) -> tuple[dict | None, str]:

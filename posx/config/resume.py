@@ -22,10 +22,10 @@ from posx.config.applies import key_of, under
 from posx.config.checks import check_config
 from posx.config.command_line import refuse_sweep_values
 from posx.config.compose import to_plain
-from posx.config.schema import RESUME_SAFE, Config, ExtendRootConfig
 from posx.core.errors import PosxError
 from posx.runs import resumable
 from posx.runs.paths import CONFIG, is_run, lineage_of, read_config
+from posx.schema import RESUME_SAFE, Config, ExtendRootConfig
 
 _ABSENT = object()
 

@@ -17,7 +17,6 @@ from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
 from rich.text import Text
 
-from posx.config.schema import EvalConfig
 from posx.core.console import new_console
 from posx.core.device import pick_device, set_threads
 from posx.core.errors import PosxError
@@ -31,6 +30,7 @@ from posx.eval.tables import Evaluation, passkey_table, rich_table
 from posx.model.gpt import GPT
 from posx.runs.records import RunMeta
 from posx.runs.rundir import load_run
+from posx.schema import EvalConfig
 
 
 @dataclass

@@ -6,8 +6,8 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, fields
 
-from posx.config.schema import Attention, AttnScale, Block, Encoding
 from posx.core.errors import PosxError
+from posx.schema import Attention, AttnScale, Block, Encoding
 
 # The names a model.json may give. They are the schema's choices, which mirror the registries
 # that build the model (posx.model.encodings.ENCODINGS and the rest; tests/test_config_choices.py

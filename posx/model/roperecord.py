@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from posx.config.schema import Method
 from posx.core import fieldcheck
 from posx.core.errors import PosxError
 from posx.ropecheck import MAX_FACTOR
+from posx.schema import Method
 
 METHOD_NAMES = Method.values()  # posx.rope.METHODS (tests/test_config_choices.py keeps them equal)
 

@@ -34,10 +34,10 @@ import pandas as pd
 from omegaconf import OmegaConf
 
 from posx.config.reference import dotted
-from posx.config.schema import Config, EvalConfig, ExtendRootConfig
 from posx.eval import history
 from posx.report.mdtable import md_table
 from posx.runs.records import RunMeta
+from posx.schema import Config, EvalConfig, ExtendRootConfig
 
 # Keys of config.yaml that never separate runs: where and how a run ran, not what it is.
 IGNORED = (

@@ -30,11 +30,11 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from posx.config.schema import Task
 from posx.report.axes import STYLES, factor_axis, legend_order
 from posx.report.crowd import MAX_LINES, MAX_PANELS, TITLE, crowded, note, pool
 from posx.report.output import FORMATS, save
 from posx.report.palette import color_of, dodge, dodge_note, fit, hollow, legend
+from posx.schema import Task
 from posx.tasks.interval import wilson
 
 TASK_GROUP = ["group", "encoding", "method", "task", "factor"]

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import yaml
 
-from posx.config.schema import Config
 from posx.core import files
 from posx.core.errors import PosxError
 from posx.runs import resumable
 from posx.runs.records import Lineage, RunMeta
+from posx.schema import Config
 
 WEIGHTS = "model.safetensors"
 META = "model.json"

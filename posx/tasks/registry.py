@@ -2,7 +2,7 @@
 
 A generator is ``f(ctx, length, trial, opts, depth_buckets) -> Sample | None`` (None: the
 length cannot hold the task). ``opts`` is ``eval.task_options`` (``TaskOptions`` in
-``posx.config.schema``), shared by evaluation and by the training mix (``posx.train.taskmix``).
+``posx.schema``), shared by evaluation and by the training mix (``posx.train.taskmix``).
 ``passkey`` here is the passkey's prompt format drawn like the other tasks (the training mix
 uses it); an evaluation scores the trials of ``posx.eval.passkey`` instead
 (``posx.eval.suite``), so its tasks.csv rows match passkey.csv's prompt rows.
@@ -25,7 +25,7 @@ GENERATORS = {
     "copy": copy.copy,
     "selective_copy": copy.selective_copy,
 }
-TASKS = tuple(GENERATORS)  # eval.tasks: posx.config.schema.Task lists these
+TASKS = tuple(GENERATORS)  # eval.tasks: posx.schema.Task lists these
 
 
 def make_samples(task: str, source, length: int, trials: int, opts, seed: int, tokenizer=None) -> list[Sample]:

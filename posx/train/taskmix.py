@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from posx.config.schema import TaskOptions
+from posx.schema import TaskOptions
 from posx.tasks.base import Context, encoder
 from posx.tasks.registry import GENERATORS
 
