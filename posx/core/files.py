@@ -208,6 +208,32 @@ def write_bytes(target: str | Path, data: bytes) -> None:
         tmp.write_bytes(data)
 
 
+def regular(path: str | Path, what: str = "") -> Path:
+    """``path``, refused unless it is a regular file (after links): a FIFO, a device or a folder
+    where posx expects a file is one line naming it, never a read that waits forever."""
+    path = Path(path)
+    try:
+        mode = os.stat(path).st_mode
+    except OSError as exc:
+        raise PosxError(f"{what or path} cannot be read ({exc.strerror}); restore it or remove the run") from None
+    if not stat.S_ISREG(mode):
+        raise PosxError(f"{what or path} is not a regular file; posx reads only files it wrote — move it away")
+    return path
+
+
+def read_regular(path: str | Path) -> bytes:
+    """The bytes of ``path`` when it is a regular file; OSError otherwise, without waiting (opened
+    non-blocking, checked on the open descriptor: nothing can swap a FIFO in between)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, f"{path} is not a regular file")
+        with os.fdopen(fd, "rb", closefd=False) as f:
+            return f.read()
+    finally:
+        os.close(fd)
+
+
 def sha256_file(path: str | Path) -> str:
     """Hex sha256 of a file's bytes, read in 1 MiB blocks."""
     digest = hashlib.sha256()

@@ -20,6 +20,7 @@ import duckdb
 
 from posx.core.errors import PosxError
 from posx.eval.tables import KEYED, NUMERIC, OPTIONAL, REQUIRED, TABLE_COLUMNS, ends_a_line, read_table, refit
+from posx.report.literal import Links, sql_text
 
 METRICS = "metrics.csv"
 METRIC_COLUMNS = ["step", "train_loss", "val_loss"]  # what the report draws of metrics.csv
@@ -47,17 +48,14 @@ def _quoted(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def _files(paths: list[Path]) -> str:
-    return "[" + ", ".join("'" + _sql_path(p) + "'" for p in paths) + "]"
-
-
-def _select(name: str, header: tuple[str, ...], paths: list[Path]) -> str:
-    """Today's columns of table ``name`` from files with ``header``, and ``run``: the file's folder."""
+def _select(name: str, header: tuple[str, ...], paths: list[Path], links: Links) -> str:
+    """Today's columns of table ``name`` from files with ``header``, and ``run``: the file's folder
+    (DuckDB reads each file through its link, ``posx.report.literal``; ``scan_links`` maps it back)."""
     implied = OPTIONAL.get(name, {})
-    exprs = ["parse_dirpath(filename) AS run"]
+    exprs = ["l.run AS run"]
     for column in COLUMNS[name]:
         if column in header:
-            value = f"{_quoted(column)}"
+            value = f"t.{_quoted(column)}"
             if column in implied:
                 value = f"COALESCE({value}, {_literal(implied[column], column)})"
         else:
@@ -66,8 +64,8 @@ def _select(name: str, header: tuple[str, ...], paths: list[Path]) -> str:
     columns = ", ".join(f"'{c.replace(chr(39), chr(39) * 2)}': '{sql_type(c)}'" for c in header)
     lenient = ", ignore_errors=true" if name == METRICS else ""  # a damaged metrics.csv costs the training plot only
     return (
-        f"SELECT {', '.join(exprs)} FROM read_csv({_files(paths)}, header=true, auto_detect=false, filename=true, "
-        f"columns={{{columns}}}{lenient})"
+        f"SELECT {', '.join(exprs)} FROM read_csv({links.listed(paths)}, header=true, auto_detect=false, "
+        f"filename=true, columns={{{columns}}}{lenient}) t JOIN scan_links l ON t.filename = l.link"
     )
 
 
@@ -101,21 +99,34 @@ def empty(name: str) -> str:
 def scan(con: duckdb.DuckDBPyConnection, name: str, batches: dict[tuple, list[Path]], target: Path) -> None:
     """Write table ``name`` of every file in ``batches`` (header -> files) to the Parquet file ``target``."""
     if not batches:
-        con.execute(f"COPY ({empty(name)}) TO '{_sql_path(target)}' (FORMAT parquet)")
+        con.execute(f"COPY ({empty(name)}) TO {sql_text(target)} (FORMAT parquet)")
         return
+    links = Links()
+    try:
+        _scan(con, name, batches, target, links)
+    finally:
+        con.execute("DROP VIEW IF EXISTS scan_links")
+        links.close()
+
+
+def _scan(con, name: str, batches: dict[tuple, list[Path]], target: Path, links: Links) -> None:
     parts = []
     for header, paths in batches.items():
         _check(name, header, paths)
-        parts.append(_select(name, header, paths))
+        parts.append(_select(name, header, paths, links))
+    frame = links.frame()
+    con.register("scan_links", frame.assign(run=[str(Path(p).parent) for p in frame["origin"]]))
     try:
-        con.execute(f"COPY ({' UNION ALL '.join(parts)}) TO '{_sql_path(target)}' (FORMAT parquet)")
+        con.execute(f"COPY ({' UNION ALL '.join(parts)}) TO {sql_text(target)} (FORMAT parquet)")
     except duckdb.Error as exc:
         for header, paths in batches.items():
             try:
-                con.execute(f"SELECT count(*) FROM ({_select(name, header, paths)})")
+                con.execute(f"SELECT count(*) FROM ({_select(name, header, paths, links)})")
             except duckdb.Error as one:
                 raise _find_damage(name, paths, one) from None
         raise _find_damage(name, [], exc) from None
+    finally:
+        con.unregister("scan_links")
     _check_keys(con, name, target)
 
 
@@ -125,12 +136,12 @@ def _check_keys(con: duckdb.DuckDBPyConnection, name: str, target: Path) -> None
     if name == METRICS:
         return
     where = " OR ".join(f"{_quoted(c)} IS NULL" for c in KEYED[name])
-    found = con.execute(f"SELECT run FROM read_parquet('{_sql_path(target)}') WHERE {where} LIMIT 1").fetchone()
+    links = Links()
+    try:
+        found = con.execute(f"SELECT run FROM read_parquet({links.listed([target])}) WHERE {where} LIMIT 1").fetchone()
+    finally:
+        links.close()
     if found is not None:
         path = Path(found[0]) / name
         read_table(path)  # raises the one-line error of the damaged file
         raise PosxError(f"{path} has a row without its {' or '.join(KEYED[name])}; {refit(path.parent)}")
-
-
-def _sql_path(path: Path) -> str:
-    return str(path).replace("'", "''")

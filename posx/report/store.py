@@ -42,6 +42,7 @@ import pandas as pd
 
 from posx.core import files
 from posx.report import digest as digests
+from posx.report.literal import Links, sql_text
 from posx.report.scan import COLUMNS, METRICS, empty, scan
 
 CACHE = ".cache"
@@ -72,6 +73,7 @@ class Gathered:
     con: duckdb.DuckDBPyConnection
     cache: Path  # the cache folder
     pending: Path | None = None  # the new shard until ``keep`` or ``discard``
+    links: Links | None = None  # the links the views read the shards through (``posx.report.literal``)
 
 
 def connect() -> duckdb.DuckDBPyConnection:
@@ -98,12 +100,15 @@ def _cached(con, shards: list[Path], stamps: dict[str, str]) -> dict[str, tuple[
     in today's digest format (a run cached by an older posx is read again)."""
     if not shards:
         return {}
-    listed = ", ".join(f"'{str(s / 'digests.parquet')}'" for s in shards)
-    rows = con.execute(
-        f"SELECT run, stamp, digest, parse_dirpath(filename) FROM read_parquet([{listed}], filename=true)"
-    )
+    links = Links()
+    try:
+        listed = links.listed([s / "digests.parquet" for s in shards])
+        rows = con.execute(f"SELECT run, stamp, digest, filename FROM read_parquet({listed}, filename=true)").fetchall()
+    finally:
+        links.close()
     found: dict[str, tuple[dict, str]] = {}
-    for run, stamp, text, shard in rows.fetchall():
+    for run, stamp, text, link in rows:
+        shard = str(Path(links.origin[link]).parent)
         if stamps.get(run) == stamp and (run not in found or shard > found[run][1]):
             found[run] = (text, shard)
     parsed = {run: (json.loads(text), shard) for run, (text, shard) in found.items()}
@@ -133,7 +138,7 @@ def _write_shard(con, fresh: dict[str, dict], stamps: dict[str, str]) -> Path:
             {"run": list(fresh), "stamp": [stamps[r] for r in fresh], "digest": [json.dumps(d) for d in fresh.values()]}
         )
         con.register("fresh_digests", frame)
-        con.execute(f"COPY fresh_digests TO '{staging / 'digests.parquet'}' (FORMAT parquet)")
+        con.execute(f"COPY fresh_digests TO {sql_text(staging / 'digests.parquet')} (FORMAT parquet)")
         con.unregister("fresh_digests")
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
@@ -164,27 +169,32 @@ def discard(gathered: Gathered) -> None:
     if gathered.pending is not None:
         shutil.rmtree(gathered.pending, ignore_errors=True)
         gathered.pending = None
+    if gathered.links is not None:
+        gathered.links.close()
+        gathered.links = None
 
 
-def _views(con, live: dict[str, str], found: dict[str, dict]) -> None:
-    """One view per table: the rows of each run from the shard its entry counts in. positions and
-    passkey rows carry the ``absolute_beyond`` of the evaluation that wrote them (extrapolation.csv has it)."""
+def _views(con, live: dict[str, str], found: dict[str, dict], links: Links) -> None:
+    """One view per table: the rows of each run from the shard its entry counts in, read through
+    ``links`` (which live as long as the views). positions and passkey rows carry the
+    ``absolute_beyond`` of the evaluation that wrote them (extrapolation.csv has it)."""
     beyond = [str(found[run]["eval"].get("eval.absolute_beyond", "none")) for run in live]
-    con.register("live", pd.DataFrame({"run": list(live), "shard": list(live.values()), "beyond": beyond}))
     shards = sorted(set(live.values()))
+    listed = {t: links.listed([Path(s) / t.replace(".csv", ".parquet") for s in shards]) for t in TABLES}
+    frame = links.frame()
+    con.register("shard_links", frame.assign(shard=[str(Path(p).parent) for p in frame["origin"]]))
+    con.register("live", pd.DataFrame({"run": list(live), "shard": list(live.values()), "beyond": beyond}))
     for table, view in TABLES.items():
-        parquet = table.replace(".csv", ".parquet")
         if not shards:
             con.execute(f"CREATE OR REPLACE TEMP VIEW {view} AS {no_rows(table)}")
             continue
-        listed = ", ".join(f"'{s}/{parquet}'" for s in shards)
         columns = ", ".join(f't."{c}"' for c in COLUMNS[table])
         if table in TAGGED:
             columns += ", l.beyond AS absolute_beyond"
         con.execute(
             f"CREATE OR REPLACE TEMP VIEW {view} AS SELECT t.run, {columns} "
-            f"FROM read_parquet([{listed}], filename=true) t JOIN live l "
-            "ON t.run = l.run AND parse_dirpath(t.filename) = l.shard"
+            f"FROM read_parquet({listed[table]}, filename=true) t JOIN shard_links s ON t.filename = s.link "
+            "JOIN live l ON t.run = l.run AND s.shard = l.shard"
         )
 
 
@@ -205,8 +215,9 @@ def gather(run_dirs: list[Path], cache: Path, tries: int = 2) -> Gathered:
         pending = _write_shard(con, fresh, stamps) if fresh else None
         live.update(dict.fromkeys(fresh, str(pending)))
         found = {**{run: d for run, (d, _) in known.items()}, **fresh}
-        _views(con, live, found)
-        return Gathered({Path(run): found[run] for run in stamps}, con, cache, pending)
+        links = Links()
+        _views(con, live, found, links)
+        return Gathered({Path(run): found[run] for run in stamps}, con, cache, pending, links)
     except duckdb.IOException:
         if tries <= 1:
             raise
@@ -220,25 +231,32 @@ def compact(con, cache: Path) -> None:
     shards = _shards(cache)
     if len(shards) <= MAX_SHARDS:
         return
-    listed = ", ".join(f"'{str(s / 'digests.parquet')}'" for s in shards)
-    newest = con.execute(
-        f"SELECT run, max(parse_dirpath(filename)) FROM read_parquet([{listed}], filename=true) GROUP BY run"
-    ).fetchall()
     name = f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     staging = cache / f".{name}.tmp"
     staging.mkdir()
+    links = Links()
     try:
+        parquets = ("digests.parquet", *(t.replace(".csv", ".parquet") for t in TABLES))
+        sources = {parquet: links.listed([s / parquet for s in shards]) for parquet in parquets}
+        frame = links.frame()
+        con.register("shard_links", frame.assign(shard=[str(Path(p).parent) for p in frame["origin"]]))
+        newest = con.execute(
+            f"SELECT t.run, max(s.shard) FROM read_parquet({sources['digests.parquet']}, filename=true) t "
+            "JOIN shard_links s ON t.filename = s.link GROUP BY t.run"
+        ).fetchall()
         con.register("newest", pd.DataFrame(newest, columns=["run", "shard"]))
-        for parquet in ("digests.parquet", *(t.replace(".csv", ".parquet") for t in TABLES)):
-            sources = ", ".join(f"'{s / parquet}'" for s in shards)
+        for parquet in parquets:
             con.execute(
-                f"COPY (SELECT t.* EXCLUDE (filename) FROM read_parquet([{sources}], filename=true) t JOIN newest n "
-                f"ON t.run = n.run AND parse_dirpath(t.filename) = n.shard) TO '{staging / parquet}' (FORMAT parquet)"
+                f"COPY (SELECT t.* EXCLUDE (filename) FROM read_parquet({sources[parquet]}, filename=true) t "
+                "JOIN shard_links s ON t.filename = s.link JOIN newest n ON t.run = n.run AND s.shard = n.shard) "
+                f"TO {sql_text(staging / parquet)} (FORMAT parquet)"
             )
         os.rename(staging, cache / name)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+    finally:
+        links.close()
     _remove_old(shards)
 
 

@@ -1,0 +1,61 @@
+"""File names handed to DuckDB as data, never as patterns.
+
+DuckDB expands ``*``, ``?`` and ``[...]`` in every path it reads, a path given as a query
+parameter included, so a run named ``x[1]`` would read the table of a run named ``x1``. Every
+file a report reads through DuckDB is therefore linked, first, into a private folder under a
+name of digits only (``Links``), and DuckDB reads the link: a name it cannot take for a pattern,
+whatever the run, report or cache folder is called. The link's file name maps back to the real
+path (``origin``, or the ``links`` table a query joins on).
+
+Only regular files are linked: a FIFO, a device or a directory where a table should be is a
+one-line PosxError naming it (``posx.core.files.regular``), never a read that waits forever.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+
+from posx.core import files
+
+
+class Links:
+    """A private folder of symbolic links, one per file read (``link``), removed by ``close``."""
+
+    def __init__(self) -> None:
+        self.folder = Path(tempfile.mkdtemp(prefix="posx-links-"))
+        self.origin: dict[str, str] = {}  # link -> the real path
+        self._made: dict[str, str] = {}  # real path -> link
+
+    def link(self, path: Path | str, what: str = "") -> str:
+        """The path DuckDB reads for ``path``: a link named by a number (the same one for the same
+        path); ``path`` must be a regular file (``what`` names it in the refusal)."""
+        real = os.path.abspath(path)
+        if real not in self._made:
+            files.regular(Path(real), what)
+            suffix = "".join(c for c in Path(real).suffix if c.isalnum() or c == ".")
+            name = str(self.folder / f"{len(self._made)}{suffix}")
+            os.symlink(real, name)
+            self._made[real] = name
+            self.origin[name] = real
+        return self._made[real]
+
+    def listed(self, paths, what: str = "") -> str:
+        """A SQL list literal of the links of ``paths`` (digits and the private folder only)."""
+        return "[" + ", ".join(sql_text(self.link(p, what)) for p in paths) + "]"
+
+    def frame(self) -> pd.DataFrame:
+        """link -> real path, to join a query's ``filename`` on."""
+        return pd.DataFrame({"link": list(self.origin), "origin": list(self.origin.values())})
+
+    def close(self) -> None:
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def sql_text(text: str | Path) -> str:
+    """A SQL string literal of ``text`` (for a file DuckDB writes: writing expands no pattern)."""
+    return "'" + str(text).replace("'", "''") + "'"
