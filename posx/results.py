@@ -8,6 +8,7 @@ which draws, is ``posx.reporting``. ``posx.cli`` loads each only when its comman
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 from rich.console import Console
@@ -28,6 +29,10 @@ def runs(path: Path, csv: str | None) -> None:
         console = new_console()
         if csv != "-":
             console.print(collection.runs_table(df, f"{len(df)} run(s) under {path}"))
+            diverged = df.loc[df["val_ppl"] == math.inf, "name"]
+            if len(diverged):
+                say(console, "note", "yellow", f"val_ppl inf: the last validation loss of {', '.join(diverged)} "
+                    "is past what exp can hold (the run diverged)")  # fmt: skip
         if csv is not None:
             _write_csv(df, csv, console)
 

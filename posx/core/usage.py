@@ -30,7 +30,15 @@ def is_usage_error(exc: BaseException) -> bool:
 def one_line(exc: Any) -> None:
     """Print the usage error's message on one line, naming the command's --help; exit 2."""
     where = exc.ctx.command_path if getattr(exc, "ctx", None) is not None else "posx"
-    say(new_console(stderr=True), "error", "bold red", f"{exc.format_message()} (`{where} --help` lists what it takes)")
+    dash = ""
+    if "NoSuchOption" in {cls.__name__ for cls in type(exc).__mro__}:  # a run named -x reads as an option
+        dash = f"; a run or path whose name starts with - goes after -- (`{where} -- -name`)"
+    say(
+        new_console(stderr=True),
+        "error",
+        "bold red",
+        f"{exc.format_message()} (`{where} --help` lists what it takes){dash}",
+    )
     raise SystemExit(exc.exit_code)
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
+from rich.markup import escape
 from rich.table import Table
 
 from posx.core import files
@@ -277,14 +278,22 @@ def ends_a_line(path: Path) -> bool:
 def _check_widths(path: Path, text: str, fix: str) -> None:
     """Every row as wide as the header: pandas would fill a short row (a file cut mid-row) with
     empty cells, and the report's reader (posx.report.scan) refuses it."""
-    rows = (row for row in csv.reader(io.StringIO(text)) if row)  # pandas skips blank lines too
-    header = next(rows, None)
-    for number, row in enumerate(rows, start=1):
-        if len(row) != len(header):
-            raise PosxError(
-                f"{path} is damaged: row {number} has {len(row)} cells where its header has {len(header)} "
-                f"(was the file cut short?); {fix}"
-            )
+    reader = csv.reader(io.StringIO(text))
+    rows = (row for row in reader if row)  # pandas skips blank lines too
+    number = 0
+    try:
+        header = next(rows, None)
+        for number, row in enumerate(rows, start=1):
+            if len(row) != len(header):
+                raise PosxError(
+                    f"{path} is damaged: row {number} has {len(row)} cells where its header has {len(header)} "
+                    f"(was the file cut short?); {fix}"
+                )
+    except csv.Error:  # a cell past csv's limit (128 KiB): posx writes none
+        raise PosxError(
+            f"{path} is damaged: line {reader.line_num} has a cell of over {csv.field_size_limit() // 1024} KiB "
+            f"(no posx table has one); {fix}"
+        ) from None
 
 
 def _check_keys(path: Path, df: pd.DataFrame, fix: str) -> None:
@@ -348,8 +357,8 @@ def rich_table(df: pd.DataFrame, title: str) -> Table:
         cells = []
         for f in factors:
             r = df[(df["method"] == method) & (df["factor"] == f)].iloc[0]
-            cells.append(f"{r['ppl']:.3f}{_half_width(r)}" if r["status"] == "ok" else f"[dim]{r['status']}[/]")
-        table.add_row(method, *cells)
+            cells.append(f"{r['ppl']:.3f}{_half_width(r)}" if r["status"] == "ok" else f"[dim]{escape(r['status'])}[/]")
+        table.add_row(escape(str(method)), *cells)
     return table
 
 
@@ -376,9 +385,9 @@ def passkey_table(pk: pd.DataFrame, title: str, by: str = "variant") -> Table:
             g = group[group["factor"] == f]
             ok = g[g["status"] == "ok"]
             if ok.empty:
-                cells.append(f"[dim]{g['status'].iloc[0]}[/]")
+                cells.append(f"[dim]{escape(str(g['status'].iloc[0]))}[/]")
             else:
                 hits = (ok["accuracy"] * ok["trials"]).sum()
                 cells.append(f"{hits:.0f}/{ok['trials'].sum()}")
-        table.add_row(method, variant, *cells)
+        table.add_row(escape(str(method)), escape(str(variant)), *cells)
     return table

@@ -31,6 +31,7 @@ from posx.report import digest as digests
 from posx.runs.paths import NOT_RUNS, RESULTS, is_run_dir, name_below, refuse_run_folder, require_dir
 
 TABLE_ROWS = 200  # longer listings print as plain aligned lines (a rich Table measures every cell)
+FIXED = ("method", "stage", "factor")  # compare's own columns: a run of such a name is named by its path
 RUN_COLUMNS = ["name", "encoding", "T", "steps", "val_ppl", "evaluated_lengths", "parent", "status", "damaged", "path"]
 
 
@@ -134,7 +135,7 @@ def compare(run_dirs: list[Path]) -> tuple[pd.DataFrame, list[str], list[str]]:
         if not path.is_file():
             refuse_run_folder(Path(run_dir))
             raise PosxError(f"{run_dir} has no extrapolation.csv; evaluate it first with posx eval-extrapolate")
-        name = Path(run_dir).name if Path(run_dir).name not in names else str(run_dir)
+        name = Path(run_dir).name if Path(run_dir).name not in (*names, *FIXED) else str(run_dir)
         names.append(name)
         t = read_table(path)
         alike["T"][name] = ", ".join(
@@ -185,8 +186,8 @@ def compare_table(df: pd.DataFrame, names: list[str]) -> Table:
     for _, row in df.iterrows():
         ratios = [row[f"{n} / {names[0]}"] for n in names[1:]]
         table.add_row(
-            row["method"],
-            row["stage"],
+            Text(str(row["method"])),
+            Text(str(row["stage"])),
             f"{row['factor']:g}x",
             *(cell(row, n) for n in names),
             *("" if r != r else f"{r:.3f}" for r in ratios),

@@ -16,6 +16,7 @@ a listing reads one small JSON per run instead of parsing its YAML and tables.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import math
 import os
@@ -82,15 +83,19 @@ def header(path: Path) -> list[str]:
 
 
 def _val_ppl(path: Path) -> float | None:
-    """exp of the last validation loss in metrics.csv (None when there is none)."""
-    if not path.is_file():
+    """exp of the last validation loss in metrics.csv (None when there is none or it is not a
+    number); ``inf`` when the loss is past what exp can hold (a diverged run: ``posx runs`` says so)."""
+    try:
+        losses = pd.read_csv(io.BytesIO(files.read_regular(path)), usecols=["val_loss"])["val_loss"].dropna()
+        last = float(losses.iloc[-1]) if len(losses) else math.nan
+    except (OSError, pd.errors.ParserError, pd.errors.EmptyDataError, ValueError, UnicodeDecodeError):
+        return None
+    if math.isnan(last):
         return None
     try:
-        losses = pd.read_csv(path, usecols=["val_loss"])["val_loss"].dropna()
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError, UnicodeDecodeError):
-        return None
-    value = math.exp(float(losses.iloc[-1])) if len(losses) else None
-    return value if value is not None and math.isfinite(value) else None
+        return math.exp(last)
+    except OverflowError:
+        return math.inf
 
 
 def _extrapolation(run_dir: Path) -> pd.DataFrame | None:
@@ -195,8 +200,8 @@ def refresh(run_dir: Path) -> dict:
 def written(run_dir: Path, when: str) -> dict | None:
     """The digest.json the run wrote, when it is there and its stamp is ``when``; else None."""
     try:
-        digest = json.loads((Path(run_dir) / DIGEST).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        digest = json.loads(files.read_regular(Path(run_dir) / DIGEST).decode("utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
         return None
     if not isinstance(digest, dict) or digest.get("format") != FORMAT or digest.get("stamp") != when:
         return None

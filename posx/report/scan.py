@@ -27,6 +27,7 @@ METRIC_COLUMNS = ["step", "train_loss", "val_loss"]  # what the report draws of 
 # Numeric columns that hold counts and lengths: read as integers, so they print as posx wrote them.
 INTEGER = {"train_context", "eval_context", "bucket_start", "bucket_end", "trials", "step"}  # depths are fractions
 COLUMNS = {**TABLE_COLUMNS, METRICS: METRIC_COLUMNS}
+MAX_LINE = 1 << 17  # bytes in one line of a table: posx writes far shorter ones; a longer one is damage
 
 
 def sql_type(column: str) -> str:
@@ -65,7 +66,8 @@ def _select(name: str, header: tuple[str, ...], paths: list[Path], links: Links)
     lenient = ", ignore_errors=true" if name == METRICS else ""  # a damaged metrics.csv costs the training plot only
     return (
         f"SELECT {', '.join(exprs)} FROM read_csv({links.listed(paths)}, header=true, auto_detect=false, "
-        f"filename=true, columns={{{columns}}}{lenient}) t JOIN scan_links l ON t.filename = l.link"
+        f"max_line_size={MAX_LINE}, filename=true, columns={{{columns}}}{lenient}) t "
+        "JOIN scan_links l ON t.filename = l.link"
     )
 
 

@@ -158,7 +158,7 @@ def _write(staging: Path, tables: dict, runs, grouping, names, factor, smooth, f
 def _tell(console: Console, summary: pd.DataFrame, runs: list[RunTables], grouping, figures: dict, out_dir: Path):
     """What the report prints: the summary's first rows, the groups, duplicates, missing tables, files."""
     console.print(rich_summary(summary))
-    varying = f"; they differ in {', '.join(grouping.varying)}" if grouping.varying else ""
+    varying = f"; they differ in {escape(', '.join(grouping.varying))}" if grouping.varying else ""
     console.print(
         f"{len(runs)} run(s) in {len(grouping.groups)} group(s) of equal settings but the seed{varying} "
         f"(groups.csv, summary.md)",
@@ -166,8 +166,8 @@ def _tell(console: Console, summary: pd.DataFrame, runs: list[RunTables], groupi
     )
     # escape(): run paths and notes print as written, [brackets] included
     said = [
-        f"[yellow]duplicate seed[/] {d['seed']} in {d['group']}: {escape(d['run'])} is the same experiment "
-        f"as {escape(d['counted'])}; counted once"
+        f"[yellow]duplicate seed[/] {d['seed']} in {escape(str(d['group']))}: {escape(d['run'])} is the "
+        f"same experiment as {escape(d['counted'])}; counted once"
         for d in grouping.duplicates
     ]
     for r in runs:
