@@ -7,7 +7,10 @@ a report loads no model), each copy with its own seed and, every ``--seeds`` cop
 run, its own ``train.lr`` (so the copies form N / (3 x --seeds) x 2 groups of seeds), and times
 ``posx runs DIR`` and ``posx report DIR`` each in a fresh subprocess: wall time and the peak
 resident memory of that process (``os.wait4``). A second report over the same runs shows what
-the report cache saves; ``--grow`` runs more are then added and reported again.
+the report cache saves; ``--grow`` runs more are then added and reported again. ``--copied``
+then copies the N runs as ``cp -r``, ``scp`` or a download would (every mtime new) and times
+``posx runs`` and ``posx report`` over the copy twice each: the first call after the copy (cold)
+and the next one (warm).
 
 The subprocesses run the posx this script imports (its checkout first on PYTHONPATH);
 ``--posx-path DIR`` times another checkout's, e.g. the code before a change, over the same runs.
@@ -16,7 +19,6 @@ The subprocesses run the posx this script imports (its checkout first on PYTHONP
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import subprocess
@@ -73,31 +75,24 @@ def base_sweep(work: Path) -> list[Path]:
     return sorted(p.parent for p in root.glob("results/sweeps/*/*/extrapolation.csv"))
 
 
-def copy_run(source: Path, target: Path, config: dict, record: dict, seed: int, lr: float) -> None:
+def copy_run(source: Path, target: Path, config: dict, seed: int, lr: float) -> None:
     """``source`` without its weights, as a run of ``seed`` and learning rate ``lr``, with the
-    digest the run would have written (``record``, the source's, with the two values changed)."""
-    shutil.copytree(source, target, ignore=lambda _d, names: [n for n in names if n in SKIPPED])
+    digest the run would have written (``digest.refresh``, as a run's evaluation ends)."""
+    shutil.copytree(source, target, ignore=lambda _d, names: [n for n in names if n in SKIPPED | {digest.DIGEST}])
     config = {**config, "seed": seed, "name": target.name, "train": {**config["train"], "lr": lr}}
     (target / "config.yaml").write_text(yaml.dump(config, Dumper=yaml.CSafeDumper, sort_keys=False), encoding="utf-8")
-    record = {**record, "seed": seed, "identity": {**record["identity"], "train.lr": f"{lr:g}"}}
-    record["stamp"] = digest.stamp(target)
-    (target / digest.DIGEST).write_text(json.dumps(record, separators=(",", ":")) + "\n", encoding="utf-8")
+    digest.refresh(target)
 
 
 def build(base: list[Path], out: Path, start: int, stop: int, seeds: int) -> None:
-    """Runs ``start`` .. ``stop`` - 1 of a synthetic sweep under ``out``. The first copy of each
-    base run is checked against the digest computed from its files, as the run computes it."""
+    """Runs ``start`` .. ``stop`` - 1 of a synthetic sweep under ``out``."""
     out.mkdir(parents=True, exist_ok=True)
     configs = [yaml.safe_load((b / "config.yaml").read_text(encoding="utf-8")) for b in base]
-    records = [digest.compute(b) for b in base]
     for k in range(start, stop):
         i, copy = k % len(base), k // len(base)  # the how-many-th copy of which base run
         seed = int(configs[i]["seed"]) + 3 * (copy % seeds)
         lr = float(configs[i]["train"]["lr"]) * (1 + (copy // seeds) / 1000)
-        copy_run(base[i], out / f"run{k:05d}", configs[i], records[i], seed, lr)
-        target = out / f"run{k:05d}"
-        if k - start < len(base) and digest.written(target, digest.stamp(target)) != digest.compute(target):
-            raise SystemExit(f"the digest written for {target} is not the one its files give")
+        copy_run(base[i], out / f"run{k:05d}", configs[i], seed, lr)
 
 
 # Starts the command from a small process and reports its wall and CPU time and peak RSS. Linux
@@ -134,6 +129,27 @@ def time_both(sweep: Path, work: Path, env: dict, label: str) -> None:
     print(f"| {label} | {cells} |", flush=True)
 
 
+def time_copied(sweep: Path, work: Path, env: dict, n: int) -> None:
+    """``posx runs`` and ``posx report`` over a fresh copy of ``sweep`` (new mtimes): cold, then warm."""
+    copied = work / f"copied-{n}"
+    shutil.rmtree(copied, ignore_errors=True)
+    shutil.copytree(sweep, copied, copy_function=shutil.copyfile)  # as cp -r: every file's mtime is new
+    shutil.rmtree(work / "reports" / ".cache", ignore_errors=True)
+    posx = [sys.executable, "-m", "posx"]
+    for label in ("cold", "warm"):
+        runs = measure([*posx, "runs", str(copied)], env, work)
+        print(
+            f"| {n:,} copied, `posx runs` {label} | {runs[0]:.1f} s | {runs[1]:.1f} s | {runs[2]:.0f} MB |", flush=True
+        )
+    for label in ("cold", "warm"):
+        out = work / "reports" / f"{copied.name}-{label}-{time.strftime('%H%M%S')}"
+        rep = measure([*posx, "report", str(copied), "--out", str(out)], env, work)
+        print(
+            f"| {n:,} copied, `posx report` {label} | {rep[0]:.1f} s | {rep[1]:.1f} s | {rep[2]:.0f} MB |", flush=True
+        )
+    shutil.rmtree(copied)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, nargs="+", default=[100, 1000])
@@ -143,6 +159,7 @@ def main() -> None:
     parser.add_argument("--work", type=Path, default=None, help="keep the runs here (default: a temporary folder)")
     parser.add_argument("--posx-path", type=Path, default=None, help="time this checkout's posx instead")
     parser.add_argument("--build-only", action="store_true", help="build the runs, time nothing")
+    parser.add_argument("--copied", action="store_true", help="only time a copy of the runs, cold and warm")
     args = parser.parse_args()
     work = args.work or Path(tempfile.mkdtemp(prefix="report-scale-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -162,6 +179,10 @@ def main() -> None:
                 shutil.rmtree(have[-1])
             build(base, sweep, max(len(have) - 1, 0), n, args.seeds)
         if args.build_only:
+            continue
+        if args.copied:
+            print("| what | wall | CPU | peak RSS |\n|---|---|---|---|", flush=True)
+            time_copied(sweep, work, env, n)
             continue
         shutil.rmtree(work / "reports" / ".cache", ignore_errors=True)  # the first report starts without a cache
         time_both(sweep, work, env, f"{n:,}")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -15,6 +16,7 @@ import yaml
 from test_report_groups import _run
 
 from posx.report import collection, digest, store
+from posx.report.digestcheck import sealed
 from posx.report.summary import report
 
 
@@ -67,9 +69,45 @@ def test_runs_lists_from_the_digest_without_reading_the_config(tmp_path):
     run = _run(tmp_path / "runs", "a0", 0, 10.0)
     record = digest.refresh(run)
     record["listing"]["encoding"] = "as-recorded"  # what the listing shows comes from here
-    (run / digest.DIGEST).write_text(json.dumps(record))  # config.yaml and model.json say rope
+    (run / digest.DIGEST).write_text(json.dumps(sealed(record)))  # config.yaml and model.json say rope
     row = collection.list_runs(tmp_path / "runs").iloc[0]
     assert (row["encoding"], row["status"], row["evaluated_lengths"]) == ("as-recorded", "finished", "32,64")
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda d: d["listing"].update(encoding="edited"),  # by hand, the seal left as it was
+        lambda d: d["columns"].update({"extrapolation.csv": ["ppl", "pos"]}),
+        lambda d: d.update(seed="7"),
+        lambda d: d.update(sealed({**d, "seed": "7"})),  # sealed, but a field of the wrong type
+        lambda d: d.update(sealed({**d, "listing": {**d["listing"], "val_ppl": -1.0}})),
+    ],
+)
+def test_an_edited_or_forged_digest_is_computed_again_and_replaced(tmp_path, edit):
+    run = _run(tmp_path / "runs", "a0", 0, 10.0)
+    record = digest.refresh(run)
+    edit(record)
+    (run / digest.DIGEST).write_text(json.dumps(record))
+    row = collection.list_runs(tmp_path / "runs").iloc[0]
+    assert row["encoding"] == "rope" and row["val_ppl"] == pytest.approx(90.0171)
+    assert digest.written(run, digest.stamp(run)) == digest.compute(run)  # replaced by the one its files give
+
+
+def test_a_copied_run_keeps_its_digest_and_a_changed_one_is_read_again(tmp_path):
+    run = _run(tmp_path / "runs", "a0", 0, 10.0)
+    record = digest.refresh(run)
+    copy = tmp_path / "copy" / "a0"
+    shutil.copytree(run, copy)  # new mtimes, the same bytes
+    for path in copy.iterdir():
+        os.utime(path, (1e9, 1e9))
+    assert digest.written(copy, digest.stamp(copy)) is None  # stale by its stamp
+    kept = digest.load(copy)
+    assert kept["content"] == record["content"] and kept["identity"] == record["identity"]
+    assert digest.written(copy, digest.stamp(copy)) == kept  # written back: the next listing reads it
+    with open(copy / "tasks.csv", "w") as f:  # tasks.csv is one of its sources
+        f.write("pos,eval_context,factor,method,task,trials,accuracy,answer_nll,status\n")
+    assert digest.load(copy)["columns"]["tasks.csv"][0] == "pos"
 
 
 @pytest.mark.slow  # fourteen groups drawn

@@ -22,6 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from posx.core import fieldcheck, files
 from posx.core.errors import PosxError
+from posx.eval import manifest
 from posx.eval.tables import Evaluation, read_table, write_tables
 from posx.runs.paths import EVAL_DIR, WRITTEN_DIRS
 
@@ -111,8 +112,12 @@ def _keep_legacy(run_dir: Path) -> Path | None:
     return target
 
 
-def _copy_tables(source: Path, target: Path) -> list[Path]:
-    """The tables and record of ``source`` into ``target``; tables ``source`` lacks are removed there."""
+def _copy_tables(source: Path, target: Path, eid: str | None = None) -> list[Path]:
+    """The tables and record of ``source`` into ``target``; tables ``source`` lacks are removed there.
+    With ``eid`` (publishing to the run's top level) the manifest of the set is written first
+    (``posx.eval.manifest``), so a copy cut short is refused rather than read as one evaluation."""
+    if eid is not None:
+        manifest.write(source, target, eid)
     written = []
     for name in (*TABLE_FILES, SETTINGS):
         if (source / name).is_file():
@@ -147,13 +152,13 @@ def save(result: Evaluation, run_dir: Path, settings: dict, device: str, weights
     record = {"id": eid, "settings": settings, "device": str(device), "weights_sha256": weights_sha256}
     files.write_text(folder / SETTINGS, yaml.safe_dump(record, sort_keys=False))
     _keep_legacy(run_dir)
-    return _copy_tables(folder, run_dir)
+    return _copy_tables(folder, run_dir, eid)
 
 
 def make_current(run_dir: Path, folder: Path) -> list[Path]:
     """A stored evaluation becomes the current one again (the previous current one stays stored)."""
     _keep_legacy(Path(run_dir))
-    return _copy_tables(folder, Path(run_dir))
+    return _copy_tables(folder, Path(run_dir), folder.name)
 
 
 def load(folder: Path) -> Evaluation:

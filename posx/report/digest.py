@@ -20,6 +20,7 @@ import io
 import json
 import math
 import os
+import stat
 from pathlib import Path
 
 import pandas as pd
@@ -27,18 +28,34 @@ import yaml
 
 from posx.core import files
 from posx.core.errors import PosxError
-from posx.eval import history
-from posx.eval.tables import left_out, read_table
+from posx.eval import history, manifest
+from posx.eval.tables import left_out, read_table, refit
+from posx.report.digestcheck import sealed, valid
 from posx.report.groups import identity
 from posx.runs.paths import CONFIG, META, interpolation_in, lineage_of, read_meta
 
 DIGEST = "digest.json"
-FORMAT = "posx-digest/3"  # 2: ``left_out``, the tables the run's evaluation does not write; 3: ``damaged``
+# 2: ``left_out``, the tables the run's evaluation does not write; 3: ``damaged``; 4: ``content``, ``seal``,
+# tasks.csv and tables.json among the sources
+FORMAT = "posx-digest/4"
 TABLES = ("extrapolation.csv", "positions.csv", "passkey.csv")
 METRICS = "metrics.csv"
-TASKS = "tasks.csv"  # its header is listed too; it is not a source of the stamp (posx.report.store)
+TASKS = "tasks.csv"
 # Every file a digest is made from; a change to any of them (size or mtime) makes it stale.
-SOURCES = (CONFIG, META, "eval.yaml", *TABLES, METRICS)
+SOURCES = (CONFIG, META, "eval.yaml", *TABLES, METRICS, TASKS, manifest.MANIFEST)
+
+
+def content(run_dir: Path) -> str:
+    """A hash of the bytes of each of the run's ``SOURCES``: what survives a copy (new mtimes)."""
+    whole = hashlib.sha256()
+    for name in SOURCES:
+        try:
+            data = files.read_regular(os.path.join(run_dir, name))
+        except OSError:
+            whole.update(f"{name}:-\n".encode())
+            continue
+        whole.update(f"{name}:{len(data)}:".encode() + hashlib.sha256(data).digest())
+    return whole.hexdigest()[:32]
 
 
 def stamp(run_dir: Path) -> str:
@@ -78,7 +95,10 @@ def _whole(value) -> bool:
 
 def header(path: Path) -> list[str]:
     """The column names of a CSV file's first line."""
-    with open(path, encoding="utf-8", errors="replace") as f:
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO put there since it was listed: no wait
+    with open(fd, encoding="utf-8", errors="replace") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return []
         return [c.strip() for c in f.readline().strip().split(",") if c.strip()]
 
 
@@ -110,7 +130,11 @@ def _meta(run_dir: Path):
 # The files a digest is made from that posx refuses when damaged, each with its reader (of the run
 # directory; None when the file is absent). config.yaml is not among them: read_config reads a
 # damaged one as empty.
-READERS = {META: _meta, TABLES[0]: _extrapolation, history.SETTINGS: history.current}
+def _manifest(run_dir: Path) -> None:
+    manifest.check(run_dir, refit(run_dir))
+
+
+READERS = {META: _meta, TABLES[0]: _extrapolation, history.SETTINGS: history.current, manifest.MANIFEST: _manifest}
 
 
 def _unless_damaged(run_dir: Path, name: str, damaged: list[str]):
@@ -162,31 +186,35 @@ def _listing(path: Path, config: dict, meta, table: pd.DataFrame | None) -> dict
 def compute(run_dir: Path) -> dict:
     """The digest of ``run_dir`` from its files (config.yaml, model.json, eval.yaml, its tables)."""
     path = Path(run_dir)
-    when = stamp(path)
+    when, whole = stamp(path), content(path)
     saved = read_config(path)
     damaged = [CONFIG] if saved == {} else []  # read_config's empty mapping: a damaged config.yaml
     meta = _unless_damaged(path, META, damaged)
     table = _unless_damaged(path, TABLES[0], damaged)
     record = _unless_damaged(path, history.SETTINGS, damaged)
+    _unless_damaged(path, manifest.MANIFEST, damaged)
     base = identity(saved, meta, None, None, evaluations=[])
     full = base if history.SETTINGS in damaged else identity(saved, meta, record, table)  # eval keys: from eval.yaml
     seed = (saved or {}).get("seed")
     lineage = meta.extended_from if meta is not None else None
-    return {
-        "format": FORMAT,
-        "stamp": when,
-        "seed": int(seed) if seed is not None else None,
-        "config": bool(saved),  # False when absent or damaged: the report lists config.yaml as missing
-        "finished": (path / META).is_file(),  # its model.json written (read, or listed as damaged)
-        "identity": base,
-        "eval": {k: v for k, v in full.items() if k not in base},
-        "lineage": None if lineage is None else {"parent": lineage.parent, "parent_path": lineage.parent_path},
-        "evaluated_at": (path / TABLES[0]).stat().st_mtime if table is not None else 0.0,
-        "columns": {n: header(path / n) for n in (*TABLES, METRICS, TASKS) if (path / n).is_file()},
-        "left_out": sorted(left_out(record and record["settings"], lineage is not None)),
-        "listing": _listing(path, saved or {}, meta, table),
-        "damaged": damaged,  # files posx refused to read: posx runs shows them, posx report refuses (refuse_damaged)
-    }
+    return sealed(
+        {
+            "format": FORMAT,
+            "stamp": when,
+            "content": whole,
+            "seed": int(seed) if seed is not None else None,
+            "config": bool(saved),  # False when absent or damaged: the report lists config.yaml as missing
+            "finished": (path / META).is_file(),  # its model.json written (read, or listed as damaged)
+            "identity": base,
+            "eval": {k: v for k, v in full.items() if k not in base},
+            "lineage": None if lineage is None else {"parent": lineage.parent, "parent_path": lineage.parent_path},
+            "evaluated_at": (path / TABLES[0]).stat().st_mtime if table is not None else 0.0,
+            "columns": {n: header(path / n) for n in (*TABLES, METRICS, TASKS) if (path / n).is_file()},
+            "left_out": sorted(left_out(record and record["settings"], lineage is not None)),
+            "listing": _listing(path, saved or {}, meta, table),
+            "damaged": damaged,  # files posx refused to read: posx runs shows them, posx report refuses them
+        }
+    )
 
 
 def refresh(run_dir: Path) -> dict:
@@ -197,18 +225,49 @@ def refresh(run_dir: Path) -> dict:
     return digest
 
 
-def written(run_dir: Path, when: str) -> dict | None:
-    """The digest.json the run wrote, when it is there and its stamp is ``when``; else None."""
+def trusted(digest) -> bool:
+    """Whether ``digest`` (read from a digest.json or a cache entry) passes every field check and its seal."""
+    return valid(digest, FORMAT, (CONFIG, *READERS))
+
+
+def _read(run_dir: Path) -> dict | None:
+    """The digest.json the run wrote, when it is a regular file posx wrote and nothing edited; else None."""
     try:
         digest = json.loads(files.read_regular(Path(run_dir) / DIGEST).decode("utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError, ValueError):
         return None
-    if not isinstance(digest, dict) or digest.get("format") != FORMAT or digest.get("stamp") != when:
-        return None
-    return digest
+    return digest if trusted(digest) else None
+
+
+def written(run_dir: Path, when: str) -> dict | None:
+    """The digest.json the run wrote, when it is trusted and its stamp is ``when``; else None."""
+    digest = _read(run_dir)
+    return digest if digest is not None and digest["stamp"] == when else None
+
+
+def _keep(run_dir: Path, digest: dict) -> None:
+    """Write a digest found stale back into the run, so the next listing reads it (best effort: a
+    read-only run, or a digest.json that is not a regular file posx can replace, is left alone)."""
+    target = Path(run_dir) / DIGEST
+    if target.is_symlink() or (os.path.lexists(target) and not target.is_file()):
+        return
+    try:
+        files.write_text(target, json.dumps(digest, separators=(",", ":")) + "\n")
+    except (OSError, PosxError):
+        pass
 
 
 def load(run_dir: Path, when: str | None = None) -> dict:
-    """The run's digest: its own digest.json when it is current, else computed from its files."""
+    """The run's digest: its own digest.json when it is current; when only its files' times changed
+    (a copied run: the same bytes), that digest with the new stamp; else computed from its files.
+    Either of the last two is written back (``_keep``), so the next call finds it current."""
     when = stamp(run_dir) if when is None else when
-    return written(run_dir, when) or compute(run_dir)
+    found = _read(run_dir)
+    if found is not None and found["stamp"] == when:
+        return found
+    if found is not None and found["content"] == content(run_dir):
+        digest = sealed({**found, "stamp": when})
+    else:
+        digest = compute(run_dir)
+    _keep(run_dir, digest)
+    return digest

@@ -41,9 +41,10 @@ import duckdb
 import pandas as pd
 
 from posx.core import files
+from posx.core.errors import PosxError
 from posx.report import digest as digests
 from posx.report.literal import Links, sql_text
-from posx.report.scan import COLUMNS, METRICS, empty, scan
+from posx.report.scan import COLUMNS, METRICS, empty, scan, sql_type
 
 CACHE = ".cache"
 MAX_SHARDS = 16
@@ -55,7 +56,6 @@ TABLES = {  # file -> view
     "tasks.csv": "tasks",
     METRICS: "met",
 }
-UNLISTED = {digests.TASKS}  # tables a digest written by an older posx does not list the header of: read from the file
 TAGGED = ("positions.csv", "passkey.csv")  # tables whose view adds the evaluation's absolute_beyond
 
 
@@ -97,33 +97,65 @@ def _complete(shard: Path) -> bool:
 
 def _cached(con, shards: list[Path], stamps: dict[str, str]) -> dict[str, tuple[dict, str]]:
     """run -> (digest, shard) for each run whose current stamp a shard holds (the newest shard wins),
-    in today's digest format (a run cached by an older posx is read again)."""
-    if not shards:
-        return {}
+    its digest checked field by field as a digest.json is (``digest.trusted``); a run cached by an
+    older posx, or whose entry fails a check, is read again. A damaged shard is removed (``_entries``)."""
+    found: dict[str, tuple[dict, str]] = {}
+    for shard in shards:  # oldest first: a newer shard's entry replaces an older one's
+        for run, stamp, text in _entries(con, shard):
+            digest = _parsed(text)
+            if digest is not None and stamps.get(run) == stamp == digest["stamp"]:
+                found[run] = (digest, str(shard))
+    return found
+
+
+def _parsed(text) -> dict | None:
+    try:
+        digest = json.loads(text) if isinstance(text, str) else None
+    except (json.JSONDecodeError, RecursionError, ValueError):
+        return None
+    return digest if digests.trusted(digest) else None
+
+
+EXPECTED = {  # parquet file -> {column: type} that each shard's file must hold
+    "digests.parquet": {"run": "VARCHAR", "stamp": "VARCHAR", "digest": "VARCHAR"},
+    **{t.replace(".csv", ".parquet"): {"run": "VARCHAR", **{c: sql_type(c) for c in COLUMNS[t]}} for t in TABLES},
+}
+
+
+def _entries(con, shard: Path) -> list[tuple]:
+    """The shard's (run, stamp, digest) rows, once each of its files reads as the table it should
+    be (its columns, of their types); a shard that does not is removed (it is posx's own, rebuilt
+    by the report: its runs are read again), and has no rows."""
     links = Links()
     try:
-        listed = links.listed([s / "digests.parquet" for s in shards])
-        rows = con.execute(f"SELECT run, stamp, digest, filename FROM read_parquet({listed}, filename=true)").fetchall()
+        for parquet, expected in EXPECTED.items():
+            listed = links.listed([shard / parquet])
+            described = con.execute(f"DESCRIBE SELECT * FROM read_parquet({listed})").fetchall()
+            columns = {}
+            for row in described:
+                columns.setdefault(row[0], row[1])
+            if any(columns.get(c) != kind for c, kind in expected.items()):
+                raise PosxError(f"{shard / parquet} does not hold the columns of a cache shard")
+            con.execute(f"SELECT count(*) FROM read_parquet({listed})").fetchall()
+        listed = links.listed([shard / "digests.parquet"])
+        return con.execute(f"SELECT run, stamp, digest FROM read_parquet({listed})").fetchall()
+    except (duckdb.Error, PosxError):
+        if not shard.is_symlink():
+            shutil.rmtree(shard, ignore_errors=True)
+        return []
     finally:
         links.close()
-    found: dict[str, tuple[dict, str]] = {}
-    for run, stamp, text, link in rows:
-        shard = str(Path(links.origin[link]).parent)
-        if stamps.get(run) == stamp and (run not in found or shard > found[run][1]):
-            found[run] = (text, shard)
-    parsed = {run: (json.loads(text), shard) for run, (text, shard) in found.items()}
-    return {run: entry for run, entry in parsed.items() if entry[0]["format"] == digests.FORMAT}
 
 
 def _batches(fresh: dict[str, dict], name: str) -> dict[tuple, list[Path]]:
-    """The runs' files of table ``name``, by header."""
+    """The runs' files of table ``name``, by header: each file's own first line, so a table is read
+    by its column names whatever its digest recorded (a table rewritten with its columns in
+    another order, or a digest edited, cannot shift a column)."""
     batches: dict[tuple, list[Path]] = {}
-    for run, digest in fresh.items():
-        header = digest["columns"].get(name)
-        if header is None and name in UNLISTED and (Path(run) / name).is_file():
-            header = digests.header(Path(run) / name)
-        if header is not None:
-            batches.setdefault(tuple(header), []).append(Path(run) / name)
+    for run in fresh:
+        path = Path(run) / name
+        if path.is_file():
+            batches.setdefault(tuple(digests.header(path)), []).append(path)
     return batches
 
 

@@ -1,0 +1,64 @@
+"""Which evaluation a run's top-level tables belong to, so a set cut short is never read as one.
+
+An evaluation's tables are written whole into ``eval/<id>/`` and then copied to the run's top
+level one file at a time (``posx.eval.history``). Before the first copy, ``tables.json`` is
+written (atomically): the evaluation's id and the sha256 of every table it publishes (None for
+one it does not write, which the copy removes). A process killed between two copies leaves
+tables of two evaluations side by side; their hashes then disagree with the manifest, and
+``check`` refuses the run in one line (``posx runs`` lists it as damaged, ``posx report``
+stops), so tables of two evaluations never pool. A run evaluated before manifests has none and
+is read as before.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from posx.core import fieldcheck, files
+from posx.core.errors import PosxError
+
+MANIFEST = "tables.json"
+FORMAT = "posx-tables/1"
+PUBLISHED = ("extrapolation.csv", "positions.csv", "passkey.csv", "tasks.csv")
+
+
+def _sha(path: Path) -> str | None:
+    return files.sha256_file(path) if path.is_file() else None
+
+
+def write(source: Path, run_dir: Path, eid: str) -> None:
+    """The manifest of the tables in ``source`` (an eval/<id>/ folder), at ``run_dir``'s top level."""
+    record = {"format": FORMAT, "eval_id": eid, "files": {name: _sha(source / name) for name in PUBLISHED}}
+    files.write_text(run_dir / MANIFEST, json.dumps(record) + "\n")
+
+
+def _read(path: Path, fix: str) -> dict:
+    try:
+        record = json.loads(files.read_regular(path).decode("utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+        raise PosxError(f"{path} is damaged (not a manifest posx wrote); {fix}") from None
+    where = path
+    if not isinstance(record, dict) or record.get("format") != FORMAT:
+        raise PosxError(f"{path} is damaged (not a manifest posx wrote); {fix}")
+    fieldcheck.text(record.get("eval_id"), "eval_id", where, fix, empty=True)
+    listed = record.get("files")
+    if not isinstance(listed, dict) or set(listed) != set(PUBLISHED):
+        raise fieldcheck.refuse(where, "files", listed, f"a mapping of {', '.join(PUBLISHED)}", fix)
+    for name, sha in listed.items():
+        fieldcheck.sha256(sha, f"files.{name}", where, fix, optional=True)
+    return record
+
+
+def check(run_dir: Path, fix: str) -> None:
+    """Refuse a run whose tables are not all the ones its manifest lists (none: nothing to check)."""
+    path = Path(run_dir) / MANIFEST
+    if not path.is_file() and not path.is_symlink():
+        return
+    record = _read(path, fix)
+    for name, sha in record["files"].items():
+        if _sha(Path(run_dir) / name) != sha:
+            raise PosxError(
+                f"{run_dir}'s tables are of two evaluations ({name} is not the one evaluation {record['eval_id']} "
+                f"wrote: its publication was cut short); {fix}"
+            )
