@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Everything posx needs a CUDA GPU for, in one command on one GPU, with no network: about
-# 9 minutes on one H200, compiles included. Writes OUT/report.md and OUT/summary.json.
+# 9 minutes on one H200, compiles included. Writes OUT/report.md and OUT/summary.json; OUT must be new or empty.
 #
 #   bash scripts/gpu_check.sh OUT               # on the GPU box, from a checkout of posx
 #   bash scripts/gpu_check.sh OUT --dry-run     # list the steps and write the report; run nothing
@@ -34,8 +34,10 @@ if [ $# -lt 1 ] || [ -z "$1" ] || [ "${1#-}" != "$1" ]; then
   echo "gpu_check.sh: give the directory for the report, e.g. bash scripts/gpu_check.sh gpu-check-out" >&2
   exit 2
 fi
-if [ -e "$1/steps.jsonl" ]; then
-  echo "gpu_check.sh: $1 already holds a check (steps.jsonl); give a new directory" >&2
+# OUT is new or an empty directory: the script writes only into files it makes, never over a
+# user's report.md or summary.json, and never through a symbolic link.
+if [ -L "$1" ] || { [ -e "$1" ] && { [ ! -d "$1" ] || [ -n "$(ls -A "$1" 2>/dev/null)" ]; }; }; then
+  echo "gpu_check.sh: $1 already exists and is not an empty directory (the check writes only files it makes); give a new directory" >&2
   exit 2
 fi
 PY=${PYTHON:-python3}

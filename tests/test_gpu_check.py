@@ -44,6 +44,27 @@ def test_an_interpreter_without_torch_or_pandas_is_refused_in_one_line_before_an
     assert not out.exists()
 
 
+@pytest.mark.parametrize("held", ["report.md", "summary.json", "notes.txt", "link"])
+def test_an_out_holding_files_it_did_not_write_is_refused_and_kept(tmp_path, held):
+    out = tmp_path / "check"
+    if held == "link":
+        (tmp_path / "elsewhere").mkdir()
+        out.symlink_to(tmp_path / "elsewhere")
+    else:
+        out.mkdir()
+        (out / held).write_text("the user's own file\n")
+    env = {"PATH": "/usr/bin:/bin", "PYTHON": sys.executable, "HOME": str(tmp_path)}
+    proc = subprocess.run(
+        ["bash", str(REPO / "scripts" / "gpu_check.sh"), str(out), "--dry-run"], env=env, capture_output=True, text=True
+    )
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
+    assert "is not an empty directory" in proc.stderr
+    if held != "link":
+        assert sorted(p.name for p in out.iterdir()) == [held] and (out / held).read_text() == "the user's own file\n"
+    else:
+        assert not any((tmp_path / "elsewhere").iterdir())
+
+
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the refusal of a box without a GPU")
 def test_a_box_without_a_gpu_is_refused_in_one_line_before_any_file(tmp_path):
     out = tmp_path / "check"
