@@ -220,6 +220,12 @@ def report(
         "current", "--evaluations", help="current: each run's last evaluation; all: every evaluation it keeps."
     ),
     formats: str = typer.Option("png,pdf", "--format", help="Figure formats to write: png (200 dpi), pdf, or both."),
+    where: Optional[List[str]] = typer.Option(
+        None, "--where", metavar="KEY=VALUE", help="Only runs whose config key has this value, e.g. T=64 (repeatable)."
+    ),
+    median: bool = typer.Option(
+        False, "--median-over-groups", help="Also draw ppl_median_over_groups.png: the median over unlike groups."
+    ),
 ) -> None:
     """Summary tables and plots from evaluated runs, runs pooled as seeds only when all else is equal."""
     reporting().report(
@@ -230,6 +236,8 @@ def report(
         smooth=smooth,
         evaluations=evaluations,
         formats=formats,
+        where=where,
+        median=median,
     )
 
 
@@ -251,9 +259,12 @@ def compare(
         None, "--csv", help="Also write the comparison as CSV to this new file ('-': stdout)."
     ),
     results_dir: Path = typer.Option(Path(Config.results_dir), "--results-dir", help="Where run names are looked up."),
+    where: Optional[List[str]] = typer.Option(
+        None, "--where", metavar="KEY=VALUE", help="Only the runs whose config key has this value (repeatable)."
+    ),
 ) -> None:
-    """The runs' current perplexity tables side by side, with ratios to the first run."""
-    reading().compare(run_args, csv, results_dir)
+    """The runs' current perplexity tables side by side, with ratios to the first run and their 95% intervals."""
+    reading().compare(run_args, csv, results_dir, where)
 
 
 def _version(value: bool) -> None:

@@ -65,6 +65,8 @@ REPORT_EPILOG = """[bold]Examples[/]
   posx report results/runs --out results/reports/all  [dim]# every single run[/]
   posx report results/sweeps/... --factor 4            [dim]# per-position curves at 4x[/]
   posx report results/runs --evaluations all           [dim]# every kept evaluation of each run[/]
+  posx report --where T=128 --where model.block=llama  [dim]# only the runs with these settings[/]
+  posx report --median-over-groups                     [dim]# also the median over unlike groups[/]
 """
 
 
@@ -81,6 +83,7 @@ COMPARE_EPILOG = """[bold]Examples[/]
 
   posx compare rope-T128-s0-... absolute-T128-s0-...   [dim]# names under results/runs, or paths[/]
   posx compare base base-yarn-x4 --csv cmp.csv
+  posx compare results/runs/* --where pos.name=rope    [dim]# only the RoPE runs among them[/]
 """
 
 

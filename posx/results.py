@@ -17,7 +17,7 @@ from posx.core import files
 from posx.core.console import new_console, say
 from posx.core.errors import PosxError
 from posx.exits import user_errors
-from posx.report import collection
+from posx.report import collection, selection
 from posx.runs.paths import resolve_run
 
 
@@ -37,11 +37,13 @@ def runs(path: Path, csv: str | None) -> None:
             _write_csv(df, csv, console)
 
 
-def compare(run_args: list[str], csv: str | None, results_dir: Path) -> None:
-    """``posx compare RUN RUN...``: the table, and the CSV if asked for ('-': stdout only)."""
+def compare(run_args: list[str], csv: str | None, results_dir: Path, where: list[str] | None = None) -> None:
+    """``posx compare RUN RUN...``: the table, and the CSV if asked for ('-': stdout only);
+    ``where``: ``KEY=VALUE`` conditions on the runs (``posx.report.selection``)."""
     with user_errors():
         _check_csv(csv)
-        dirs = [resolve_run(r, results_dir) for r in run_args]
+        conditions = selection.parse(where)
+        dirs = collection.select([resolve_run(r, results_dir) for r in run_args], conditions)
         df, names, notes = collection.compare(dirs)
         console = new_console()
         if csv != "-":

@@ -16,7 +16,7 @@ from rich.console import Console
 from posx.core.errors import PosxError
 from posx.model.config import GPTConfig
 from posx.report import queries, store
-from posx.report.plots import position_curves
+from posx.report.position_figures import position_curves
 from posx.report.runtables import find_run_dirs
 from posx.report.summary import report
 from posx.runs.records import RunMeta

@@ -1,5 +1,5 @@
 """What makes reports scale: each run read once through its digest, the report cache that reads
-only runs it has not read, and figures that pool their groups past what a reader can tell
+only runs it has not read, and figures that split, never pool, what a reader cannot tell
 apart (fake run directories, built as in test_report_groups; nothing is trained)."""
 
 from __future__ import annotations
@@ -111,16 +111,17 @@ def test_a_copied_run_keeps_its_digest_and_a_changed_one_is_read_again(tmp_path)
 
 
 @pytest.mark.slow  # fourteen groups drawn
-def test_a_figure_with_more_groups_than_it_can_show_pools_them_and_says_so(tmp_path):
+def test_a_figure_with_more_groups_than_a_panel_shows_splits_them_never_pools(tmp_path):
     runs = tmp_path / "runs"
-    for steps in range(6, 20):  # 14 groups of one seed each: more lines than ppl_vs_length.png shows
+    for steps in range(6, 20):  # 14 groups of one seed each: more lines than one panel shows
         _run(runs, f"s{steps}", 0, 10.0 + steps, steps=steps)
     out = report([runs], out=tmp_path / "rep")
     md = (out / "summary.md").read_text()
-    assert "## Figures" in md and "`ppl_vs_length.png`: 14 groups" in md
+    assert "groups pooled" not in md and "median" not in md
     with open(out / "groups.csv", newline="") as f:
         assert len(list(csv.DictReader(f))) == 14  # every group is still in the tables
     assert (out / "ppl_vs_length.png").is_file() and (out / "training.png").is_file()
+    assert not (out / "ppl_median_over_groups.png").exists()  # only when asked for by name
 
 
 def _tasks_csv(run: Path, accuracy: float) -> None:

@@ -19,6 +19,7 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 from rich.segment import Segment
 from rich.table import Table
@@ -28,6 +29,7 @@ from posx.core import lock
 from posx.core.errors import PosxError
 from posx.eval.tables import read_table
 from posx.report import digest as digests
+from posx.report import selection
 from posx.runs.paths import NOT_RUNS, RESULTS, is_run_dir, name_below, refuse_run_folder, require_dir
 
 TABLE_ROWS = 200  # longer listings print as plain aligned lines (a rich Table measures every cell)
@@ -121,10 +123,43 @@ def runs_table(df: pd.DataFrame, title: str) -> Table | Lines:
     return table
 
 
+def select(run_dirs: list[Path], conditions: list[tuple[str, str]]) -> list[Path]:
+    """The runs whose identity (from their digests) meets every ``--where`` condition
+    (``posx.report.selection``); all of them without conditions."""
+    if not conditions:
+        return run_dirs
+    identities = []
+    for run_dir in run_dirs:
+        found = digests.load(run_dir)
+        identities.append({**found["identity"], **found["eval"]})
+    return [r for r, keep in zip(run_dirs, selection.keep(identities, conditions)) if keep]
+
+
+Z95 = 1.959964  # the normal 97.5% quantile
+
+
+def _log_se(t: pd.DataFrame) -> pd.Series:
+    """The standard error of each row's log perplexity (its mean NLL): the table's ``nll_se``, or
+    for a table without it, from its 95% interval, (log hi - log lo) / (2 x 1.96)."""
+    from_interval = (np.log(t["ppl_hi"]) - np.log(t["ppl_lo"])) / (2 * Z95)
+    return t["nll_se"].where(t["nll_se"].notna(), from_interval) if "nll_se" in t else from_interval
+
+
+def ratio_interval(ratio, se_a, se_b) -> tuple:
+    """The 95% interval of a perplexity ratio b / a by the delta method on its log: log(b / a) is
+    the difference of the two mean NLLs, its standard error sqrt(se_a² + se_b²) taken as if the
+    runs' windows were independent. Both runs are scored on the same held-out windows, whose
+    difficulty moves both alike (a positive correlation), so the true interval is narrower:
+    this one errs wide, never narrow."""
+    se = np.sqrt(np.square(se_a) + np.square(se_b))
+    return ratio * np.exp(-Z95 * se), ratio * np.exp(Z95 * se)
+
+
 def compare(run_dirs: list[Path]) -> tuple[pd.DataFrame, list[str], list[str]]:
     """One row per (method, stage, factor): each run's perplexity, its interval, and its ratio
-    to the first run's; also the column names used for the runs, and notes on what the rows
-    pair that is not alike (each run's factor is of its own T; protocols differ)."""
+    to the first run's with the ratio's 95% interval (``ratio_interval``); also the column names
+    used for the runs, and notes on what the rows pair that is not alike (each run's factor is
+    of its own T; protocols differ)."""
     if len(run_dirs) < 2:
         raise PosxError("posx compare needs at least two runs")
     merged = None
@@ -142,13 +177,17 @@ def compare(run_dirs: list[Path]) -> tuple[pd.DataFrame, list[str], list[str]]:
             str(int(v)) for v in sorted(set(t["reference_context"].fillna(t["train_context"])))
         )
         alike["protocol"][name] = ", ".join(sorted(set(_protocol(r) for r in t.itertuples())))
-        t = t.assign(ppl=t["ppl"].where(t["status"] == "ok"))
-        t = t[["method", "stage", "factor", "ppl", "ppl_lo", "ppl_hi"]].rename(
-            columns={"ppl": name, "ppl_lo": f"{name} lo", "ppl_hi": f"{name} hi"}
+        t = t.assign(ppl=t["ppl"].where(t["status"] == "ok"), log_se=_log_se(t))
+        t = t[["method", "stage", "factor", "ppl", "ppl_lo", "ppl_hi", "log_se"]].rename(
+            columns={"ppl": name, "ppl_lo": f"{name} lo", "ppl_hi": f"{name} hi", "log_se": f"{name} se"}
         )
         merged = t if merged is None else merged.merge(t, on=["method", "stage", "factor"], how="outer")
     for name in names[1:]:
-        merged[f"{name} / {names[0]}"] = merged[name] / merged[names[0]]
+        ratio = merged[name] / merged[names[0]]
+        lo, hi = ratio_interval(ratio, merged[f"{names[0]} se"], merged[f"{name} se"])
+        column = f"{name} / {names[0]}"
+        merged[column], merged[f"{column} lo"], merged[f"{column} hi"] = ratio, lo, hi
+    merged = merged.drop(columns=[f"{name} se" for name in names])
     notes = [
         f"the runs were {what} ({'; '.join(f'{n}: {v}' for n, v in alike[key].items())}); {then}"
         for key, what, then in (
@@ -167,7 +206,7 @@ def _protocol(row) -> str:
 
 
 def compare_table(df: pd.DataFrame, names: list[str]) -> Table:
-    table = Table(title=f"perplexity [95% interval over windows]; ratios to {names[0]}")
+    table = Table(title=f"perplexity [95% interval over windows]; ratios to {names[0]} [95% interval, delta method]")
     for column in ("method", "stage", "factor"):
         table.add_column(column)
     for name in names:
@@ -184,12 +223,11 @@ def compare_table(df: pd.DataFrame, names: list[str]) -> Table:
         return f"{v:.3f}" + (f" [dim]\\[{lo:.3f}, {hi:.3f}][/]" if lo == lo and hi == hi else "")
 
     for _, row in df.iterrows():
-        ratios = [row[f"{n} / {names[0]}"] for n in names[1:]]
         table.add_row(
             Text(str(row["method"])),
             Text(str(row["stage"])),
             f"{row['factor']:g}x",
             *(cell(row, n) for n in names),
-            *("" if r != r else f"{r:.3f}" for r in ratios),
+            *(cell(row, f"{n} / {names[0]}").replace("[dim]—[/]", "") for n in names[1:]),
         )
     return table

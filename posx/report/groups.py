@@ -202,6 +202,7 @@ class Grouping:
     groups: list  # one dict per group: label, runs, seeds, differs
     duplicates: list  # {"run", "seed", "group", "counted": the run that counts instead}
     varying: list  # identity keys that differ between groups
+    identities: dict = field(default_factory=dict)  # (label, parent, encoding) -> the group's identity
 
 
 def _varying(identities: list[dict]) -> list[str]:
@@ -228,7 +229,7 @@ def group_runs(members: list[Member]) -> Grouping:
         by_identity.setdefault(tuple(sorted(m.identity.items())), []).append(m)
     identities = [dict(ident) for ident in by_identity]
     differ = _label_keys(identities)
-    labels, groups, duplicates = {}, [], []
+    labels, groups, duplicates, kept_identities = {}, [], [], {}
     names = relative_names([m.path for m in members])
     for i, (ident, runs) in enumerate(zip(identities, by_identity.values()), 1):
         shown = differ[tuple(ident.get(k, "") for k in COLUMN_KEYS)]
@@ -239,6 +240,7 @@ def group_runs(members: list[Member]) -> Grouping:
         duplicates += repeated
         labels.update({m.path: label for m in counted})
         kept = sorted(counted, key=lambda m: str(m.path))
+        kept_identities[(label, ident.get("parent", ""), ident.get("pos.name", ""))] = ident
         groups.append(
             {
                 "group": f"g{i}",
@@ -250,7 +252,7 @@ def group_runs(members: list[Member]) -> Grouping:
                 "run_dirs": " ".join(m.path.name for m in kept),
             }
         )
-    return Grouping(labels, groups, duplicates, _differences(identities))
+    return Grouping(labels, groups, duplicates, differences(identities), kept_identities)
 
 
 def _label_keys(identities: list[dict]) -> dict[tuple, list[str]]:
@@ -300,7 +302,7 @@ def _count_seeds(runs: list[Member], group: str, names: dict[str, str]) -> tuple
     return list(counted.values()), duplicates
 
 
-def _differences(identities: list[dict]) -> list[str]:
+def differences(identities: list[dict]) -> list[str]:
     """The identity keys that differ between groups. An encoding parameter absent where it does
     not apply, an extension's key absent from a trained run, or an evaluation setting absent from
     a run not yet evaluated, is not a difference of its own."""

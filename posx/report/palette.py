@@ -17,6 +17,8 @@ move them a few percent of a factor sideways (``dodge``) and say so in the capti
 from __future__ import annotations
 
 import hashlib
+import math
+import textwrap
 
 from matplotlib import colormaps
 
@@ -27,6 +29,10 @@ ENCODING_COLORS = {
     "absolute": "#d62728",  # red
     "sinusoidal": "#9467bd",  # purple
     "t5": "#8c564b",  # brown
+    "xpos": "#e377c2",  # pink
+    "fire": "#7f7f7f",  # grey
+    "kerple": "#bcbd22",  # olive
+    "cope": "#17becf",  # cyan
 }
 METHOD_COLORS = {
     "none": ENCODING_COLORS["rope"],  # RoPE without rescaling
@@ -69,6 +75,8 @@ MARKER_OF = {  # a different marker for every encoding and method; none: RoPE's,
     "lm_infinite": "4",
     "dca": "x",
     "streaming_llm": "|",
+    "resonance": "_",
+    "resonance_yarn": 7,  # a caret
     "interpolate": "1",
     "clamp": "+",
 }
@@ -126,15 +134,31 @@ def hollow(name: str, size: float = 5.5) -> dict:
     }
 
 
-def dodge(x, i: int, n: int):
-    """Factors ``x`` of the ``i``-th of ``n`` lines on a log axis moved sideways by ``DODGE`` of
-    the factor per line, centred on the true factor, so equal values lie side by side."""
-    return x * (1 + DODGE * (i - (n - 1) / 2))
+def dodge_step(n: int, factors=()) -> float:
+    """The sideways step between neighbouring lines of ``n``, in log units of the factor: ``DODGE``
+    of a factor, or less where the lines would reach too far. The outermost line stays within a
+    quarter of the log-gap to the neighbouring factor (``factors``: the axis's factors), so no
+    point passes halfway to its neighbour's factor, however many lines there are."""
+    if n < 2:
+        return 0.0
+    ordered = sorted({float(f) for f in factors if f > 0})
+    gaps = [math.log(b / a) for a, b in zip(ordered, ordered[1:])]
+    reach = min(gaps, default=math.log(2)) / 4  # the farthest any line moves from its factor
+    return min(math.log1p(DODGE), 2 * reach / (n - 1))
 
 
-def dodge_note(n: int) -> str:
+def dodge(x, i: int, n: int, factors=()):
+    """Factors ``x`` of the ``i``-th of ``n`` lines on a log axis moved sideways by ``dodge_step``
+    per line, centred on the true factor, so equal values lie side by side."""
+    return x * math.exp(dodge_step(n, factors) * (i - (n - 1) / 2))
+
+
+def dodge_note(n: int, factors=()) -> str:
     """What a caption says about ``dodge`` (empty for one line)."""
-    return f"lines offset sideways by {DODGE:.0%} of a factor each so equal values stay visible" if n > 1 else ""
+    if n < 2:
+        return ""
+    step = math.expm1(dodge_step(n, factors))
+    return f"lines offset sideways by {step:.1%} of a factor each so equal values stay visible"
 
 
 def stagger(i: int, n: int, points: int, marks: int = 8) -> tuple[int, int]:
@@ -145,28 +169,15 @@ def stagger(i: int, n: int, points: int, marks: int = 8) -> tuple[int, int]:
     return (i * step // max(n, 1)) % step, step
 
 
-LABEL_LIMIT = 60  # characters of a legend entry or panel title; summary.md's Groups table has the whole label
+WRAP = 44  # characters per line of a legend entry or panel title; longer labels wrap, never cut
 
 
-def fit(label: str, limit: int = LABEL_LIMIT) -> str:
-    """``label`` cut to ``limit`` characters with '…' (a group label can name dozens of keys:
-    a run with recorded settings beside one without differs in every key)."""
-    return label if len(label) <= limit else label[: limit - 1].rstrip(", ") + "…"
-
-
-def fitted(labels: list[str]) -> list[str]:
-    """Each label ``fit``; different labels that cutting made equal are numbered (#2, #3, ...)."""
-    originals: dict[str, list[str]] = {}
-    out = []
-    for label in labels:
-        seen = originals.setdefault(fit(label), [])
-        if label not in seen:
-            seen.append(label)
-        n = seen.index(label) + 1
-        out.append(fit(label) if n == 1 else f"{fit(label)} #{n}")
-    return out
+def wrap(label: str, width: int = WRAP) -> str:
+    """``label`` on lines of at most ``width`` characters, broken after its commas: every key of it
+    stays readable (a cut would hide exactly the key that tells two groups apart)."""
+    return "\n".join(textwrap.wrap(str(label), width, break_long_words=False, break_on_hyphens=False)) or str(label)
 
 
 def legend(target, handles: list, labels: list[str], **kwargs):
-    """``target.legend`` (an Axes or a Figure) with every label ``fitted``."""
-    return target.legend(handles, fitted(labels), **kwargs)
+    """``target.legend`` (an Axes or a Figure) with every label wrapped (``wrap``)."""
+    return target.legend(handles, [wrap(label) for label in labels], **kwargs)

@@ -32,7 +32,8 @@ from rich.markup import escape
 from posx.core import files
 from posx.core.console import new_console
 from posx.core.errors import PosxError
-from posx.report import extension, figures, output, plots, queries, store, task_figures
+from posx.report import extension, output, plots, queries, selection, store, task_figures
+from posx.report.facets import facets_of
 from posx.report.groups import group_runs, relative_names
 from posx.report.runtables import RunTables, check_evaluations, collect, find_run_dirs
 from posx.report.writeup import GROUP, KEYS, figure_notes, markdown, rich_summary
@@ -94,11 +95,13 @@ def _extensions(runs: list[RunTables]) -> dict:
     return found
 
 
-def _load(paths: list[str | Path], evaluations: str, reports: Path):
-    """(every run, the counted runs, their grouping, the connection with their tables and ``runs``);
-    the cache lives in ``reports``, the folder the report goes into."""
+def _load(paths: list[str | Path], evaluations: str, reports: Path, where: list[tuple[str, str]]):
+    """(the runs selected by ``where``, the counted runs, their grouping, the connection with their
+    tables and ``runs``); the cache lives in ``reports``, the folder the report goes into."""
     loaded, gathered = collect(find_run_dirs(paths), evaluations, reports / store.CACHE)
     try:
+        kept = selection.keep([r.member.identity if r.member else {} for r in loaded], where)
+        loaded = [r for r, keep in zip(loaded, kept) if keep]
         con = gathered.con
         grouping = group_runs([r.member for r in loaded])
         for r in loaded:
@@ -123,7 +126,7 @@ def _load(paths: list[str | Path], evaluations: str, reports: Path):
     return loaded, runs, grouping, gathered
 
 
-def _write(staging: Path, tables: dict, runs, grouping, names, factor, smooth, formats) -> dict:
+def _write(staging: Path, tables: dict, runs, grouping, names, factor, smooth, formats, median: bool) -> dict:
     """Every file of the report into ``staging``; returns the PNGs drawn (name -> path or None)."""
     summary, pk_summary, missing, ext_table = (tables[k] for k in ("summary", "passkey", "missing", "extension"))
     summary.to_csv(staging / "summary.csv", index=False)
@@ -139,17 +142,15 @@ def _write(staging: Path, tables: dict, runs, grouping, names, factor, smooth, f
     text = markdown(summary, pk_summary, missing, runs, grouping, ext_table, names)
     (staging / "summary.md").write_text(text, encoding="utf-8")  # the figures come after it
     notes: list[str] = []
-    drawn = plots.draw_all(
-        summary, tables["positions"], pk_summary, staging, factor, tables["training"], smooth, notes, formats
-    )
-    drawn["encodings.png"] = figures.plot_encodings(summary, staging / "encodings.png", notes, formats)
-    drawn["positions_by_encoding.png"] = figures.plot_position_encodings(
-        tables["positions"], tables["longest_factor"], staging / "positions_by_encoding.png", smooth, notes, formats
-    )
+    facets = facets_of(grouping.identities)
+    drawn = plots.draw_all(tables, staging, factor, smooth, facets, notes, formats, median)
+    if facets.keys:
+        notes.append(
+            f"groups differ in {', '.join(facets.keys)}: no figure pools them; each facet has its own panels or files"
+        )
     curves = extension.extension_curves(tables["training"], ext_table, tables["extended"])
     plotted = extension.plot_extension(curves, staging / "extension.png", formats) if tables["extended"] else None
     drawn["extension.png"] = plotted
-    drawn.update(task_figures.draw(tables["tasks"], staging, notes, formats))
     with open(staging / "summary.md", "a", encoding="utf-8") as f:
         f.write(figure_notes(notes))
     return drawn
@@ -196,7 +197,7 @@ def check_factor(factor: float | None, positions: pd.DataFrame, summary: pd.Data
     )
 
 
-def _publish(loaded, runs, grouping, con, out, results_dir, factor, smooth, formats):
+def _publish(loaded, runs, grouping, con, out, results_dir, factor, smooth, formats, median):
     """Compute every table, write the report into a staging folder and publish it whole; returns
     (its directory, the summary, the PNGs drawn)."""
     names = relative_names([r.path for r in loaded])
@@ -225,7 +226,7 @@ def _publish(loaded, runs, grouping, con, out, results_dir, factor, smooth, form
     with files.staged_dir(
         None if out is None else Path(out), Path(results_dir) / "reports", time.strftime("%Y%m%d-%H%M%S")
     ) as (staging, published):
-        drawn = _write(staging, tables, runs, grouping, names, factor, smooth, formats)
+        drawn = _write(staging, tables, runs, grouping, names, factor, smooth, formats, median)
     return published[0], summary, drawn
 
 
@@ -238,21 +239,28 @@ def report(
     smooth: int = 1,
     evaluations: str = "current",
     formats: str = "png,pdf",
+    where: list[str] | None = None,
+    median: bool = False,
 ) -> Path:
-    """Build the report; returns its directory. ``formats``: the figure formats kept (``posx.report.output``)."""
+    """Build the report; returns its directory. ``formats``: the figure formats kept
+    (``posx.report.output``); ``where``: ``KEY=VALUE`` conditions selecting runs
+    (``posx.report.selection``); ``median``: also draw the median over groups."""
     console = console or new_console()
     if smooth < 1:
         raise PosxError(f"--smooth {smooth} must be at least 1 (buckets in the moving mean)")
     if factor is not None and not (math.isfinite(factor) and factor > 0):
         raise PosxError(f"--factor {factor:g} must be a finite number above 0 (an evaluated factor, e.g. 4)")
     check_evaluations(evaluations)
+    conditions = selection.parse(where)
     kept = output.parse_formats(formats)  # a bad --format fails before any work
     check_out(out)
     reports = Path(out).parent if out is not None else Path(results_dir) / "reports"
     files.check_dir(reports / store.CACHE, "the report cache")  # before any work, not once the report is out
-    loaded, runs, grouping, gathered = _load(paths, evaluations, reports)
+    loaded, runs, grouping, gathered = _load(paths, evaluations, reports, conditions)
     try:
-        out_dir, summary, drawn = _publish(loaded, runs, grouping, gathered.con, out, results_dir, factor, smooth, kept)
+        out_dir, summary, drawn = _publish(
+            loaded, runs, grouping, gathered.con, out, results_dir, factor, smooth, kept, median
+        )
     except BaseException:
         store.discard(gathered)
         raise

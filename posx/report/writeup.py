@@ -142,7 +142,8 @@ def _extension_section(ext_table: pd.DataFrame | None) -> list[str]:
 
 
 def figure_notes(notes: list[str]) -> str:
-    """The section summary.md ends with when figures pooled their groups (``posx.report.crowd``)."""
+    """The section summary.md ends with: what the figures say beyond their titles (which file holds
+    which facet; a line drawn at a shorter factor than its panel's)."""
     return "\n".join(["", "## Figures", "", *(f"- {note}" for note in notes)]) + "\n" if notes else ""
 
 

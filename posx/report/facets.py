@@ -1,0 +1,135 @@
+"""Which groups a figure may draw side by side, and what each of its lines is called.
+
+A figure never pools runs that are not seeds of one group, and never draws on one axes groups
+whose numbers do not compare: groups that differ in T, model size, transformer block or
+tokenizer (``FACET_KEYS``) go to different panels (or files), one per *facet*. Inside a panel
+a line is one group (the mean over its seeds, a band over them) and its legend entry names the
+encoding, the method and exactly the keys that differ between the groups drawn in that panel
+(``Facets.names``), nothing cut.
+
+A line is keyed by (group label, parent, encoding), the columns every report table carries
+(``posx.report.groups``). ``Facets.of`` maps each to its facet's label (the facet keys that
+differ over the whole report, e.g. ``T=64, model.block=llama``; empty when all groups share one
+facet) and ``Facets.identities`` to the group's identity.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from posx.report.groups import COLUMN_KEYS, differences
+
+FACET_KEYS = ("T", "model.n_layer", "model.n_head", "model.d_model", "model.block", "data.tokenizer", "data.vocab_size")
+LINE = ["group", "parent", "encoding"]  # what names one group's line in every report table
+MAX_LINES = 12  # lines on one axes a reader can tell apart; more split into further panels
+MAX_PANELS = 6  # panels in one file; more split into further files
+
+
+@dataclass(frozen=True)
+class Facets:
+    of: dict = field(default_factory=dict)  # (group, parent, encoding) -> facet label
+    identities: dict = field(default_factory=dict)  # (group, parent, encoding) -> the group's identity
+    keys: tuple = ()  # the facet keys that differ over the report
+
+    def facet(self, key: tuple) -> str:
+        return self.of.get(tuple(key), "")
+
+    def split(self, data: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+        """``data`` (columns ``LINE``) per facet, in a stable order (T ascending first)."""
+        if data.empty:
+            return []
+        keys = [tuple(k) for k in _line_keys(data).itertuples(index=False)]
+        labels = pd.Series([self.facet(k) for k in keys], index=data.index)
+        order = sorted(set(labels), key=_facet_order)
+        return [(f, data[labels == f]) for f in order]
+
+    def names(self, keys: list[tuple]) -> dict[tuple, str]:
+        """Per line key, ``k=v, ...`` of the identity keys that differ between the groups ``keys``
+        (the groups of one panel); the encoding, parent and facet keys are said elsewhere.
+        A group without a recorded identity is called by its label."""
+        keys = list(dict.fromkeys(tuple(k) for k in keys))
+        known = [k for k in keys if k in self.identities]
+        shown = [
+            k for k in differences([self.identities[k] for k in known]) if k not in COLUMN_KEYS and k not in self.keys
+        ]
+        out = {}
+        for key in keys:
+            ident = self.identities.get(key)
+            if ident is None:
+                out[key] = "" if key[0] in ("", "-") else str(key[0])
+            else:
+                out[key] = ", ".join(f"{k}={ident.get(k, '—')}" for k in shown)
+        return out
+
+
+def _line_keys(data: pd.DataFrame) -> pd.DataFrame:
+    return data[LINE].fillna("").astype(str)
+
+
+def _facet_order(label: str) -> tuple:
+    """Facets by T first (numerically), then by label."""
+    first = label.split(", ")[0]
+    if first.startswith("T="):
+        try:
+            return (0, float(first[2:]), label)
+        except ValueError:
+            pass
+    return (1, 0.0, label)
+
+
+def _value(ident: dict, key: str) -> str:
+    """The identity's facet value; a BPE vocabulary size only where the tokenizer is BPE."""
+    if key == "data.vocab_size" and ident.get("data.tokenizer", "byte") == "byte":
+        return ""
+    return str(ident.get(key, ""))
+
+
+def facets_of(identities: dict[tuple, dict]) -> Facets:
+    """``identities``: (group, parent, encoding) -> identity, one per group of the report."""
+    values = {line: {k: _value(ident, k) for k in FACET_KEYS} for line, ident in identities.items()}
+    varying = tuple(k for k in FACET_KEYS if len({v[k] for v in values.values()}) > 1)
+    of = {line: ", ".join(f"{k}={v[k] or '—'}" for k in varying) for line, v in values.items()}
+    return Facets(of, dict(identities), varying)
+
+
+def chunks(items: list, size: int) -> list[list]:
+    """``items`` in consecutive pieces of at most ``size``."""
+    return [items[i : i + size] for i in range(0, len(items), size)] or [[]]
+
+
+def file_names(name: str, n: int) -> list[str]:
+    """``n`` file names for a figure split over ``n`` files: ``ppl_vs_length.png``, then
+    ``ppl_vs_length-2.png``, ..."""
+    stem, dot, ext = name.rpartition(".")
+    return [name if i == 0 else f"{stem}-{i + 1}{dot}{ext}" for i in range(n)]
+
+
+def panel_title(facet: str, part: int = 0, parts: int = 1) -> str:
+    """A panel's facet, and which part of it when its lines were split over several panels."""
+    split = f" (lines {part + 1} of {parts} panels)" if parts > 1 else ""
+    return (facet or "all groups") + split
+
+
+def line_labels(facets: Facets, lines: list[tuple]) -> list[str]:
+    """Legend entries of one panel's ``lines`` (group, parent, encoding, method): the encoding and
+    method, the parent of an extended run, and the keys that differ between the panel's groups."""
+    names = facets.names([line[:3] for line in lines])
+    return [
+        " · ".join(part for part in (f"{e} · {m}", f"from {p}" if p else "", names[(g, p, e)]) if part)
+        for g, p, e, m in lines
+    ]
+
+
+def band_name(seeds: list[int], one: str = "95% window interval (one seed)") -> str:
+    """What a line's band is: ± std over its seeds, or for one seed ``one`` (its own interval)."""
+    low, high = min(seeds), max(seeds)
+    if high <= 1:
+        return one
+    return f"± std over {high} seeds" if low == high else f"± std over {low}–{high} seeds"
+
+
+def rows_of(data: pd.DataFrame, columns: list[str], key: tuple) -> pd.DataFrame:
+    """The rows of ``data`` whose ``columns`` (as text, a missing value as "") equal ``key``."""
+    return data[(data[columns].fillna("").astype(str) == pd.Series(key, index=columns)).all(axis=1)]

@@ -1,0 +1,165 @@
+"""Loss by token position in the window: ``positions.png`` and the paper figure ``positions_by_encoding.png``.
+
+Both draw groups, never runs, and never pool groups (``posx.report.facets``): the mean NLL of
+each position bucket over a group's seeds, with a band of ± std over them (no band for one
+seed), non-overlapping windows where the tables hold both protocols. Colour is the encoding (a
+shade per group), marker and line style the method (``posx.report.looks``); points are never
+moved, each line's markers are staggered against the others' (``palette.stagger``) so lines
+that coincide all show.
+
+* ``positions.png``: one panel per group (x parent x encoding) at one factor (``--factor``, or
+  its largest), one line per method; panels ordered by facet, at most ``MAX_PANELS`` to a file
+  (``positions-2.png``, ...).
+* ``positions_by_encoding.png``: trained runs at the longest factor they share, per facet a row
+  of two panels: every encoding without rescaling, and RoPE with each method zero-shot.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+from matplotlib.figure import Figure
+
+from posx.report import output
+from posx.report.axes import legend_order
+from posx.report.facets import MAX_PANELS, Facets, band_name, chunks, file_names, line_labels
+from posx.report.looks import looks
+from posx.report.palette import legend, stagger, wrap
+
+PANEL = ["group", "parent", "encoding"]
+LINE = [*PANEL, "method"]
+NATIVE = ["none", "clamp", "interpolate"]
+
+
+def position_curves(cells: pd.DataFrame, factor: float | None, smooth: int = 1) -> tuple[pd.DataFrame, dict]:
+    """The per-position curves to draw from ``cells`` (``posx.report.queries.positions``): per
+    panel (group x parent x encoding) the cells at ``factor`` (default: the largest factor it
+    has); returns the curves (``nll``, ``nll_std``, ``n``) and the factor used per panel. With
+    ``smooth`` > 1 a curve is a centred moving mean over that many buckets. Where the tables hold
+    both protocols, the non-overlapping windows' positions are drawn (sliding windows score only
+    their last tokens)."""
+    if cells.empty:
+        return cells, {}
+    if cells["protocol"].nunique() > 1:  # one protocol's positions per curve
+        cells = cells[cells["protocol"] == "nonoverlapping"]
+    df = cells.assign(**{c: cells[c].fillna("") for c in PANEL})
+    chosen = {}
+    for panel, have in df.groupby(PANEL, sort=True)["factor"]:
+        have = sorted(have.unique())
+        fits = [f for f in have if factor is None or f <= factor]
+        chosen[panel] = fits[-1] if fits else have[0]
+    picked = pd.DataFrame([(*p, f) for p, f in chosen.items()], columns=[*PANEL, "factor"])
+    columns = [*LINE, "x", "nll", "nll_std", *(["n"] if "n" in df else [])]
+    curves = df.merge(picked, on=[*PANEL, "factor"])[columns].sort_values([*LINE, "x"]).reset_index(drop=True)
+    return _smoothed(curves, smooth), chosen
+
+
+def _smoothed(curves: pd.DataFrame, smooth: int) -> pd.DataFrame:
+    if smooth > 1 and not curves.empty:
+        curves = curves.copy()
+        curves[["nll", "nll_std"]] = curves.groupby(LINE, sort=False)[["nll", "nll_std"]].transform(
+            lambda c: c.rolling(smooth, center=True, min_periods=1).mean()
+        )
+    return curves
+
+
+def draw_lines(ax, data: pd.DataFrame, facets: Facets) -> str:
+    """Each line (``LINE``) of ``data`` with its band, markers staggered; returns the band name
+    when every line shares one, else "" (each label then carries its own)."""
+    keys = list(dict.fromkeys(data[LINE].itertuples(index=False, name=None)))
+    keys.sort(key=lambda k: (k[2], legend_order(k[3])))
+    labels = line_labels(facets, keys)
+    styles = looks([(k[2], k[:3], k[3]) for k in keys], size=4.5)
+    seeds = [[int(v) for v in data[data[LINE].apply(tuple, axis=1) == k].get("n", pd.Series([1]))] for k in keys]
+    bands = [band_name(s, "no band (one seed)") for s in seeds]
+    shared = bands[0] if len(set(bands)) == 1 else ""
+    for i, (key, label, look, band) in enumerate(zip(keys, labels, styles, bands)):
+        g = data[data[LINE].apply(tuple, axis=1) == key].sort_values("x")
+        ax.plot(g["x"], g["nll"], label=label if shared else f"{label} ({band})", linewidth=1.4,
+                markevery=stagger(i, len(keys), len(g)), **look)  # fmt: skip
+        if g["nll_std"].notna().any():
+            ax.fill_between(g["x"], g["nll"] - g["nll_std"], g["nll"] + g["nll_std"], color=look["color"],
+                            alpha=0.12, linewidth=0)  # fmt: skip
+    ax.axvline(1.0, color="gray", linestyle="--", linewidth=1, label="training length T")
+    ax.set_xlabel("position in the window (multiples of T)", fontsize=8)
+    ax.set_ylabel("mean NLL (nats per token)", fontsize=8)
+    ax.grid(True, alpha=0.3)
+    handles, texts = ax.get_legend_handles_labels()
+    legend(ax, handles, texts, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=1)
+    return shared
+
+
+def plot_positions(
+    cells: pd.DataFrame, out_dir: Path, factor: float | None, smooth: int, facets: Facets, formats=output.FORMATS
+) -> dict[str, Path]:
+    """``positions.png`` (one panel per group, at most MAX_PANELS to a file); {file name: path}."""
+    curves, chosen = position_curves(cells, factor, smooth)
+    if curves.empty:
+        return {}
+    panels = []
+    for facet, mine in facets.split(curves):
+        for panel in dict.fromkeys(mine[PANEL].itertuples(index=False, name=None)):
+            panels.append((facet, panel, mine[mine[PANEL].apply(tuple, axis=1) == panel]))
+    files = chunks(panels, MAX_PANELS)
+    drawn = {}
+    for name, mine in zip(file_names("positions.png", len(files)), files):
+        cols = min(3, len(mine))
+        rows = -(-len(mine) // cols)
+        fig = Figure(figsize=(5.2 * cols, 5.0 * rows), layout="constrained")
+        axes = fig.subplots(rows, cols, squeeze=False).ravel()
+        for ax in axes[len(mine) :]:
+            ax.set_visible(False)
+        for ax, (facet, panel, data) in zip(axes, mine):
+            shared = draw_lines(ax, data, facets)
+            group, parent, enc = panel
+            names = facets.names([panel])[panel]
+            where = " · ".join(p for p in (facet, enc, f"from {parent}" if parent else "", names) if p)
+            ax.set_title(wrap(f"{where}: at {chosen[panel]:g} T" + (f"; band {shared}" if shared else "")), fontsize=8)
+        smoothed = f", moving mean over {smooth} buckets" if smooth > 1 else ""
+        fig.suptitle(f"Loss by token position: one panel per group, mean over its seeds{smoothed}", fontsize=10)
+        drawn[name] = output.save(fig, out_dir / name, formats)
+    return drawn
+
+
+def longest_per_line(data: pd.DataFrame, keys: list[str], factor: float) -> tuple[pd.DataFrame, list[str]]:
+    """Each line's rows at ``factor``, or at its own longest where it has none that long (learned
+    absolute past its table); and what was drawn shorter, one phrase per encoding and factor."""
+    data = data[data["factor"] == data.groupby(keys)["factor"].transform("max").clip(upper=factor)]
+    shorter = data[data["factor"] < factor].drop_duplicates(["encoding", "factor"])
+    return data, [f"{r.encoding} drawn at {r.factor:g} x T, its longest" for r in shorter.itertuples()]
+
+
+def plot_position_encodings(
+    cells: pd.DataFrame, factor: float | None, out_dir: Path, smooth: int, facets: Facets, notes: list[str],
+    formats=output.FORMATS,
+) -> dict[str, Path]:  # fmt: skip
+    """``positions_by_encoding.png``: trained runs at ``factor`` (``queries.longest_factor``), per
+    facet a row: encodings without rescaling | RoPE methods zero-shot; {file name: path}."""
+    if cells.empty or factor is None:
+        return {}
+    data = cells[(cells["parent"].fillna("") == "") & (cells["protocol"] == "nonoverlapping")]
+    data = data.assign(parent="", group=data["group"].fillna(""))
+    data, shorter = longest_per_line(data, LINE, factor)
+    notes.extend(f"`positions_by_encoding.png`: {said}" for said in shorter)
+    data = _smoothed(data[[*LINE, "x", "nll", "nll_std", "n"]].sort_values([*LINE, "x"]), smooth)
+    rows = [(f, mine) for f, mine in facets.split(data)]
+    files = chunks(rows, 3)
+    drawn = {}
+    for name, mine in zip(file_names("positions_by_encoding.png", len(files)), files):
+        fig = Figure(figsize=(12, 5.2 * len(mine)), layout="constrained")
+        axes = fig.subplots(len(mine), 2, squeeze=False)
+        for (facet, part), row in zip(mine, axes):
+            left = part[part["method"].isin(NATIVE)]
+            right = part[part["encoding"] == "rope"]
+            for ax, lines, what in ((row[0], left, "encodings, no rescaling"), (row[1], right, "RoPE + rescaling")):
+                if lines.empty:
+                    ax.set_visible(False)
+                    continue
+                shared = draw_lines(ax, lines, facets)
+                band = f"; band {shared}" if shared else ""
+                ax.set_title(wrap(f"{facet or 'all groups'}: {what}, windows of {factor:g} x T{band}", 70), fontsize=9)
+        smoothed = f", moving mean over {smooth} buckets" if smooth > 1 else ""
+        fig.suptitle(f"Loss by token position, trained runs: one line per group, mean over its seeds{smoothed}")
+        drawn[name] = output.save(fig, out_dir / name, formats)
+    return drawn

@@ -1,0 +1,208 @@
+"""Perplexity against evaluation length: ``ppl_vs_length.png`` and the paper figure ``encodings.png``.
+
+Both draw groups, never runs, and never pool groups (``posx.report.facets``): one panel per
+facet (groups alike in T, model size, block and tokenizer) and protocol, one line per group x
+method inside it, the mean over the group's seeds with a band that says what it is (± std over
+its N seeds, or for one seed the 95% interval over its windows). Colour is the encoding (a
+shade per group within it), marker and line style the method (``posx.report.looks``); the
+legend names each line's encoding, method and the keys that differ between the panel's groups.
+Lines that coincide stay visible: markers are hollow and the lines of a panel sit side by side
+on the factor axis, never further than a quarter of the way to the next factor
+(``palette.dodge``). Past ``MAX_LINES`` lines a panel's lines go on in a further panel, past
+``MAX_PANELS`` panels a figure goes on in a further file (``ppl_vs_length-2.png``, ...).
+
+* ``ppl_vs_length.png``: every line of the summary. Lengths a line could not score (out of
+  range, non-finite) are marked with an x at the top of its panel.
+* ``encodings.png``: trained runs only, per facet and protocol two panels: every encoding without
+  rescaling (learned absolute's ``clamp`` and ``interpolate`` past its table with their own
+  markers), and the RoPE runs with each rescaling method zero-shot.
+* ``ppl_median_over_groups.png``, only with ``posx report --median-over-groups``: per encoding x
+  method x protocol the median over the groups' means, band from the lowest to the highest
+  group mean, each legend entry saying how many groups it pools. It compares unlike models by
+  construction; the per-group figures are the ones to read.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+from matplotlib.figure import Figure
+
+from posx.report import output
+from posx.report.axes import factor_axis, legend_order, log_ticks
+from posx.report.facets import (
+    MAX_LINES,
+    MAX_PANELS,
+    Facets,
+    band_name,
+    chunks,
+    file_names,
+    line_labels,
+    panel_title,
+)
+from posx.report.looks import looks
+from posx.report.palette import dodge, dodge_note, legend
+
+LINE = ["group", "parent", "encoding", "method"]
+NATIVE = ["none", "clamp", "interpolate"]  # an encoding on its own (absolute: three ways past its table)
+
+
+def _lines(data: pd.DataFrame) -> list[tuple]:
+    """The panel's lines (``LINE``), by encoding, group and method order."""
+    keys = list(dict.fromkeys(data[LINE].fillna("").astype(str).itertuples(index=False, name=None)))
+    groups = list(dict.fromkeys(k[:3] for k in keys))
+    return sorted(keys, key=lambda k: (k[2], groups.index(k[:3]), legend_order(k[3])))
+
+
+def _of(data: pd.DataFrame, keys: list[tuple]) -> pd.Series:
+    """Which rows of ``data`` belong to the lines ``keys``."""
+    wanted = set(keys)
+    return pd.Series([k in wanted for k in data[LINE].fillna("").astype(str).itertuples(index=False, name=None)],
+                     index=data.index)  # fmt: skip
+
+
+def _rows(data: pd.DataFrame, key: tuple) -> pd.DataFrame:
+    return data[_of(data, [key])].sort_values("factor")
+
+
+def draw_panel(ax, data: pd.DataFrame, facets: Facets, factors: list, gone=None, band: str = "") -> str:
+    """One panel: each line of ``data`` (scored rows) with its band, moved sideways; ``gone`` rows
+    (not scored) marked x at the top; ``band``: what every band is, when not the seeds' spread.
+    Returns the band name when every line shares one (said by the caller), else "" (each label
+    then carries its own)."""
+    lines = _lines(data)
+    labels = line_labels(facets, lines)
+    styles = looks([(k[2], k[:3], k[3]) for k in lines])
+    bands = [band or band_name(list(_rows(data, k)["n_seeds"].astype(int))) for k in lines]
+    shared = bands[0] if len(set(bands)) == 1 else ""
+    top = float(data["ppl_hi"].where(data["ppl_hi"].notna(), data["ppl_mean"]).max())
+    for n, (key, label, look, band) in enumerate(zip(lines, labels, styles, bands)):
+        g = _rows(data, key)
+        x = dodge(g["factor"], n, len(lines), factors)
+        ax.plot(x, g["ppl_mean"], label=label if shared else f"{label} (band {band})", linewidth=1.5, **look)
+        has = g["ppl_lo"].notna() & g["ppl_hi"].notna()
+        if has.any():
+            ax.fill_between(x[has], g["ppl_lo"][has], g["ppl_hi"][has], color=look["color"], alpha=0.12, linewidth=0)
+        missed = _rows(gone, key) if gone is not None and not gone.empty else None
+        if missed is not None and not missed.empty:  # not scored there: marked at the top, not dropped
+            ax.plot(dodge(missed["factor"], n, len(lines), factors), [top] * len(missed), linestyle="none",
+                    marker="x", color=look["color"], markersize=8)  # fmt: skip
+    low = float(data["ppl_lo"].where(data["ppl_lo"].notna(), data["ppl_mean"]).min())
+    ax.set_yscale("log")
+    log_ticks(ax, low, top)
+    factor_axis(ax, factors)
+    ax.set_ylabel("perplexity (log scale)")
+    return shared
+
+
+def _dress(ax, title: str, shared: str, n_lines: int, factors: list, unit: str) -> None:
+    band = f"; band {shared}" if shared else ""
+    dodged = f"\n{dodge_note(n_lines, factors)}" if n_lines > 1 else ""
+    ax.set_title(f"{title}{band}{dodged}", fontsize=9)
+    ax.set_xlabel(f"evaluation length (multiples of {unit}, log scale)", fontsize=9)
+    handles, labels = ax.get_legend_handles_labels()
+    legend(ax, handles, labels, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7.5)
+
+
+def _unit(data: pd.DataFrame) -> str:
+    ts = set(",".join(data["train_context"].astype(str)).split(",")) if "train_context" in data else set()
+    return f"T = {ts.pop()} tokens" if len(ts) == 1 else "each run's T"
+
+
+def _panels(summary: pd.DataFrame, facets: Facets) -> list[tuple[str, pd.DataFrame, pd.DataFrame]]:
+    """(title, scored rows, unscored rows) per facet x protocol x piece of at most MAX_LINES lines."""
+    scored = summary[summary["n_seeds"] > 0]
+    protocols = sorted(scored["protocol"].unique(), key=lambda p: (p != "nonoverlapping", p))
+    out = []
+    for facet, mine in facets.split(scored):
+        for protocol in protocols:
+            rows = mine[mine["protocol"] == protocol]
+            pieces = chunks(_lines(rows), MAX_LINES) if not rows.empty else []
+            for i, piece in enumerate(pieces):
+                part = rows[_of(rows, piece)]
+                gone = summary[(summary["n_seeds"] == 0) & (summary["protocol"] == protocol)]
+                title = f"{panel_title(facet, i, len(pieces))} · {protocol} windows"
+                out.append((title, part, gone))
+    return out
+
+
+def ppl_figures(summary: pd.DataFrame, facets: Facets, name: str = "ppl_vs_length.png") -> list[tuple[str, Figure]]:
+    """``ppl_vs_length.png`` (and further files when crowded) as (file name, figure)."""
+    if summary.empty or not (summary["n_seeds"] > 0).any():
+        return []
+    panels = _panels(summary, facets)
+    factors = sorted(summary["factor"].unique())
+    files = chunks(panels, MAX_PANELS)
+    out = []
+    for file_name, mine in zip(file_names(name, len(files)), files):
+        fig = Figure(figsize=(9.5, 4.2 * len(mine)), layout="constrained")
+        axes = fig.subplots(len(mine), 1, squeeze=False)[:, 0]
+        for ax, (title, data, gone) in zip(axes, mine):
+            shared = draw_panel(ax, data, facets, factors, gone)
+            _dress(ax, title, shared, len(_lines(data)), factors, _unit(data))
+        fig.suptitle("Perplexity vs evaluation length: one line per group (mean over its seeds)", fontsize=11)
+        out.append((file_name, fig))
+    return out
+
+
+def encodings_figures(summary: pd.DataFrame, facets: Facets, name: str = "encodings.png") -> list[tuple[str, Figure]]:
+    """``encodings.png``: trained runs; per facet x protocol, encodings without rescaling (left)
+    and RoPE with each method zero-shot (right)."""
+    data = summary[(summary["n_seeds"] > 0) & (summary["parent"].fillna("") == "")]
+    if data.empty:
+        return []
+    factors = sorted(data["factor"].unique())
+    rows = []
+    for facet, mine in facets.split(data):
+        for protocol in sorted(mine["protocol"].unique(), key=lambda p: (p != "nonoverlapping", p)):
+            here = mine[mine["protocol"] == protocol]
+            left = here[here["method"].isin(NATIVE)]
+            right = here[(here["encoding"] == "rope") & ~here["method"].isin(NATIVE)]
+            right = pd.concat([here[(here["encoding"] == "rope") & (here["method"] == "none")], right])
+            rows.append((f"{facet or 'all groups'} · {protocol} windows", left, right if len(right) > 0 else None))
+    files = chunks(rows, 3)
+    out = []
+    for file_name, mine in zip(file_names(name, len(files)), files):
+        cols = 2 if any(r[2] is not None and (r[2]["method"] != "none").any() for r in mine) else 1
+        fig = Figure(figsize=(7.5 * cols, 4.3 * len(mine)), layout="constrained")
+        axes = fig.subplots(len(mine), cols, squeeze=False)
+        for (title, left, right), row in zip(mine, axes):
+            for ax, part, what in ((row[0], left, "encodings, no rescaling"), (row[-1], right, "RoPE + rescaling")):
+                if part is None or part.empty or (cols == 1 and what.startswith("RoPE")):
+                    ax.set_visible(part is not None and not part.empty)
+                    continue
+                shared = draw_panel(ax, part, facets, factors)
+                _dress(ax, f"{title}: {what}", shared, len(_lines(part)), factors, _unit(part))
+        fig.suptitle("Perplexity vs evaluation length, trained runs: one line per group (mean over its seeds)")
+        out.append((file_name, fig))
+    return out
+
+
+def median_figure(summary: pd.DataFrame, name: str = "ppl_median_over_groups.png") -> list[tuple[str, Figure]]:
+    """Per encoding x method x protocol the median over groups (asked for by name only)."""
+    data = summary[summary["n_seeds"] > 0]
+    if data.empty:
+        return []
+    keys = ["encoding", "method", "protocol"]
+    pooled = data.groupby([*keys, "factor"], sort=False).agg(
+        ppl_mean=("ppl_mean", "median"), ppl_lo=("ppl_mean", "min"), ppl_hi=("ppl_mean", "max"),
+        n=("group", "size"),
+    ).reset_index()  # fmt: skip
+    counts = data.drop_duplicates([*LINE, "protocol"]).groupby(keys).size()
+    pooled["group"] = [f"median of {counts[tuple(r)]} group(s)" for r in pooled[keys].itertuples(index=False)]
+    pooled = pooled.assign(parent="", n_seeds=1)
+    protocols = sorted(pooled["protocol"].unique())
+    factors = sorted(pooled["factor"].unique())
+    fig = Figure(figsize=(9.5, 4.2 * len(protocols)), layout="constrained")
+    for ax, protocol in zip(fig.subplots(len(protocols), 1, squeeze=False)[:, 0], protocols):
+        mine = pooled[pooled["protocol"] == protocol]
+        shared = draw_panel(ax, mine, Facets(), factors, band="lowest..highest group mean")
+        _dress(ax, f"{protocol} windows", shared, len(_lines(mine)), factors, "each run's T")
+    fig.suptitle("Median over groups of different settings (asked for with --median-over-groups): not one model")
+    return [(name, fig)]
+
+
+def save_all(figures: list[tuple[str, Figure]], out_dir: Path, formats: tuple[str, ...]) -> dict[str, Path]:
+    """Each (file name, figure) saved into ``out_dir``; returns {file name: path}."""
+    return {file_name: output.save(fig, out_dir / file_name, formats) for file_name, fig in figures}

@@ -1,0 +1,65 @@
+"""``--where KEY=VALUE`` of ``posx report`` and ``posx compare``: which runs to show.
+
+A condition names a key of a run's identity (``posx.report.groups``: dotted config keys such as
+``model.block``, ``pos.name``, ``eval.tokens``, and ``T``/``steps``, which ``train.context_length``
+and ``train.steps`` also name) and a value; a run is kept when every condition holds. Values
+compare as text, or as numbers where both sides are numbers (``train.lr=1e-3`` matches
+``0.001``). A condition that cannot select anything is refused in one line: a key no run has
+(with the keys that do differ), a value no run has (with the values there are), or conditions
+that together leave no run.
+"""
+
+from __future__ import annotations
+
+from posx.core.errors import PosxError
+from posx.report.groups import RENAMED, differences
+
+SHOWN = 12  # keys or values a refusal lists
+
+
+def parse(conditions: list[str] | None) -> list[tuple[str, str]]:
+    """``["model.block=llama", ...]`` -> [("model.block", "llama"), ...]; a malformed one is refused."""
+    out = []
+    for raw in conditions or []:
+        key, eq, value = str(raw).partition("=")
+        key = key.strip()
+        if not eq or not key or not value.strip():
+            raise PosxError(f"--where {raw}: write KEY=VALUE, e.g. --where T=64 or --where model.block=llama")
+        out.append((RENAMED.get(key, key), value.strip()))
+    return out
+
+
+def _same(have: str, want: str) -> bool:
+    if have == want:
+        return True
+    try:
+        return float(have) == float(want)
+    except ValueError:
+        return False
+
+
+def _listed(items) -> str:
+    items = sorted(items)
+    return ", ".join(items[:SHOWN]) + (f", ... ({len(items)} in all)" if len(items) > SHOWN else "")
+
+
+def _check(key: str, value: str, identities: list[dict]) -> None:
+    """One condition against every run: its key must exist and its value occur."""
+    values = {ident[key] for ident in identities if key in ident}
+    if not values:
+        hint = differences(identities) or sorted({k for ident in identities for k in ident})
+        raise PosxError(f"--where {key}={value}: no run has the key {key}; keys that differ here: {_listed(hint)}")
+    if not any(_same(v, value) for v in values):
+        raise PosxError(f"--where {key}={value} matches no run; {key} here is one of: {_listed(values)}")
+
+
+def keep(identities: list[dict], conditions: list[tuple[str, str]]) -> list[bool]:
+    """Per identity, whether every condition holds (no conditions: all kept); refuses a condition
+    that selects nothing, alone or with the others."""
+    for key, value in conditions:
+        _check(key, value, identities)
+    kept = [all(k in ident and _same(ident[k], v) for k, v in conditions) for ident in identities]
+    if conditions and not any(kept):
+        said = " ".join(f"{k}={v}" for k, v in conditions)
+        raise PosxError(f"--where {said}: each matches some run, but no run matches them all")
+    return kept

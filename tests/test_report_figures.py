@@ -1,0 +1,159 @@
+"""Report figures that cannot mislead: unlike groups never share a panel or a median, every line
+says what it is and looks unlike every other line of its panel, offsets stay near their factor,
+bands say what they are (matplotlib figure objects inspected; nothing is trained)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from posx.report import palette
+from posx.report.facets import MAX_LINES, MAX_PANELS, Facets, facets_of
+from posx.report.looks import looks
+from posx.report.ppl_figures import encodings_figures, median_figure, ppl_figures
+
+FACTORS = (1.0, 2.0, 4.0, 8.0)
+BASE = {"model.n_layer": "2", "model.n_head": "4", "model.d_model": "64", "model.block": "gpt2", "steps": "40"}
+
+
+def ident(enc: str, **changed) -> dict:
+    return {"pos.name": enc, "T": "64", "data.tokenizer": "byte", **BASE, **changed}
+
+
+def frame(lines: list[tuple], seeds: dict | None = None) -> pd.DataFrame:
+    """Summary rows: one per (group, encoding, method) line and factor, perplexity 10 x factor
+    (every line coincides: the hardest case for telling lines apart)."""
+    rows = []
+    for group, enc, method in lines:
+        n = (seeds or {}).get(group, 1)
+        for f in FACTORS:
+            ppl = 10.0 * f
+            rows.append({"group": group, "parent": "", "encoding": enc, "method": method, "protocol": "nonoverlapping",
+                         "factor": f, "ppl_mean": ppl, "ppl_lo": ppl * 0.9, "ppl_hi": ppl * 1.1, "n_seeds": n,
+                         "train_context": "64", "eval_context": str(int(64 * f)), "status": "ok"})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def mixed() -> tuple[pd.DataFrame, Facets]:
+    """The folder of the issue: two T=64 seeds of RoPE, one ALiBi, one T=128 and one llama-block run."""
+    identities = {
+        ("pos.name=rope, T=64, model.block=gpt2", "", "rope"): ident("rope"),
+        ("-", "", "alibi"): ident("alibi"),
+        ("T=128", "", "rope"): ident("rope", T="128"),
+        ("model.block=llama", "", "rope"): ident("rope", **{"model.block": "llama"}),
+    }
+    lines = [(g, e, m) for (g, _, e) in identities for m in (("none",) if e == "alibi" else ("none", "pi", "yarn"))]
+    return frame(lines, seeds={"pos.name=rope, T=64, model.block=gpt2": 2}), facets_of(identities)
+
+
+def drawn(ax) -> list:
+    """The lines an axes draws with data (not the 1x mark or legend-only entries)."""
+    return [line for line in ax.get_lines() if len(set(np.asarray(line.get_xdata(), dtype=float))) > 1]
+
+
+def legend_texts(ax) -> list[str]:
+    return [t.get_text() for t in ax.get_legend().get_texts()]
+
+
+def test_unlike_groups_go_to_panels_of_their_own_and_nothing_is_pooled():
+    summary, facets = mixed()
+    assert facets.keys == ("T", "model.block")
+    [(name, fig)] = ppl_figures(summary, facets)
+    panels = [ax for ax in fig.axes if drawn(ax)]
+    assert name == "ppl_vs_length.png" and len(panels) == 3  # T=64 gpt2, T=64 llama, T=128
+    titles = [ax.get_title() for ax in panels]
+    assert [t.split(" ·")[0] for t in titles] == ["T=64, model.block=gpt2", "T=64, model.block=llama",
+                                                 "T=128, model.block=gpt2"]  # fmt: skip
+    assert len(drawn(panels[0])) == 4 and len(drawn(panels[1])) == len(drawn(panels[2])) == 3
+    everything = " ".join([fig.texts[0].get_text(), *titles, *(t for ax in panels for t in legend_texts(ax))])
+    assert "pooled" not in everything and "median" not in everything
+    [(_, enc)] = encodings_figures(summary, facets)
+    assert sum(1 for ax in enc.axes if drawn(ax)) == 6  # per facet: encodings | RoPE methods
+
+
+def test_a_crowded_panel_goes_on_in_further_panels_and_files():
+    groups = [f"steps={k}" for k in range(MAX_LINES + 2)]
+    identities = {(g, "", "rope"): ident("rope", steps=str(k)) for k, g in enumerate(groups)}
+    [(_, fig)] = ppl_figures(frame([(g, "rope", "none") for g in groups]), facets_of(identities))
+    counts = [len(drawn(ax)) for ax in fig.axes if drawn(ax)]
+    assert counts == [MAX_LINES, 2]
+    assert "lines 1 of 2 panels" in fig.axes[0].get_title()
+    many = {(f"T={t}", "", "rope"): ident("rope", T=str(t)) for t in range(32, 32 * (MAX_PANELS + 3), 32)}
+    files = ppl_figures(frame([(g, "rope", "none") for g, _, _ in many]), facets_of(many))
+    assert [name for name, _ in files] == ["ppl_vs_length.png", "ppl_vs_length-2.png"]
+    assert [sum(1 for ax in fig.axes if drawn(ax)) for _, fig in files] == [MAX_PANELS, 2]
+
+
+def test_the_median_over_groups_is_drawn_only_by_name_and_counts_its_groups_honestly():
+    summary, _ = mixed()
+    [(name, fig)] = median_figure(summary)
+    labels = legend_texts(fig.axes[0])
+    assert name == "ppl_median_over_groups.png"
+    assert "alibi · none · median of 1 group(s)" in labels  # ALiBi's single run is not "4 groups"
+    assert "rope · none · median of 3 group(s)" in labels
+    assert "not one model" in fig.texts[0].get_text()
+
+
+def test_labels_name_the_key_that_differs_whole_and_wrapped():
+    common = {f"eval.key_{i}": "x" * 10 for i in range(30)}  # the same in both groups: never named
+    identities = {
+        (f"g{k}", "", "rope"): {**ident("rope", **common), "train.lr": lr, "model.attn_scale": "log"}
+        for k, lr in enumerate(("0.001", "0.003"))
+    }
+    summary = frame([(g, "rope", "pi") for g, _, _ in identities])
+    [(_, fig)] = ppl_figures(summary, facets_of(identities))
+    labels = legend_texts(fig.axes[0])
+    assert [label.replace("\n", " ") for label in labels[:2]] == [
+        "rope · pi · train.lr=0.001",
+        "rope · pi · train.lr=0.003",
+    ]
+    long = palette.wrap("rope · pi · " + ", ".join(f"model.key_{i}=value" for i in range(12)))
+    assert all(len(line) <= palette.WRAP for line in long.split("\n")) and "model.key_11=value" in long
+
+
+def test_no_two_lines_of_a_panel_look_alike():
+    methods = ["none", "pi", "ntk", "yarn", "abf", "yarn (extended)", "yarn (zero-shot)"]
+    identities = {(f"steps={s}", "", enc): ident(enc, steps=str(s)) for s in (10, 20) for enc in ("rope", "xpos")}
+    summary = frame([(g, e, m) for g, _, e in identities for m in methods])
+    for _, fig in ppl_figures(summary, facets_of(identities)):
+        for ax in fig.axes:
+            seen = [(line.get_color(), line.get_marker(), line.get_linestyle()) for line in drawn(ax)]
+            assert len(seen) == len(set(seen)) and len(seen) > 1
+    one = looks([("rope", "g", "pi"), ("xpos", "g", "pi"), ("rope", "g", "yarn (extended)"),
+                 ("rope", "g", "yarn (zero-shot)"), ("rope", "h", "pi")])  # fmt: skip
+    assert one[0]["color"] != one[1]["color"]  # colour: the encoding
+    assert one[0]["marker"] == one[1]["marker"] == palette.marker_of("pi")  # marker: the method
+    assert one[2]["linestyle"] != one[3]["linestyle"]  # the stage: line style
+    assert one[0]["color"] != one[4]["color"] and one[0]["marker"] == one[4]["marker"]  # a shade per group
+    crowd = looks([("rope", "g", "pi")] * 3 + [("rope", "g", "mystery")] * 2)  # repeats: still all apart
+    assert len({(look["color"], look["marker"], str(look["linestyle"])) for look in crowd}) == 5
+
+
+@pytest.mark.parametrize("factors", [(1.0, 2.0, 4.0, 8.0), (1.0, 1.5, 2.0), (0.5, 1.0, 16.0)])
+def test_sideways_offsets_never_reach_halfway_to_the_neighbouring_factor(factors):
+    gap = min(math.log(b / a) for a, b in zip(factors, factors[1:]))
+    for n in (2, 5, 12, 40):
+        moved = [math.log(palette.dodge(np.array(factors), i, n, factors)[0] / factors[0]) for i in range(n)]
+        assert max(abs(m) for m in moved) <= gap / 4 + 1e-12  # a quarter of the way at most
+        assert len(set(np.round(moved, 12))) == n  # and still apart
+    summary, facets = mixed()
+    [(_, fig)] = ppl_figures(summary, facets)
+    for ax in fig.axes:
+        for line in drawn(ax):
+            x = np.asarray(line.get_xdata(), dtype=float)
+            nearest = np.array([min(FACTORS, key=lambda f: abs(math.log(v / f))) for v in x])
+            assert (np.abs(np.log(x / nearest)) < math.log(2) / 2).all()
+            assert (nearest == np.array(FACTORS)).all()  # each point beside its own factor
+
+
+def test_bands_say_what_they_are():
+    summary, facets = mixed()
+    [(_, fig)] = ppl_figures(summary, facets)
+    panels = [ax for ax in fig.axes if drawn(ax)]
+    first = legend_texts(panels[0])
+    assert any("rope · pi" in t and "± std over 2 seeds" in t for t in first)  # two seeds: their spread
+    assert any("alibi" in t and "95% window interval" in t.replace("\n", " ") for t in first)  # one: its windows
+    assert "band 95% window interval (one seed)" in panels[1].get_title()  # shared by every line: said once
