@@ -108,7 +108,7 @@ class PosConfig:
     per_layer: bool = False  # t5: one bias table per layer (T5 itself shares one)
     rotary_fraction: float = 1.0  # rope, xpos: share of pairs that rotate, highest frequencies first (p-RoPE); 0: NoPE
     xpos_scale_base: float = 512.0  # xpos: B of the per-pair scale zeta^(n/B) (torchscale's scale_base)
-    fire_threshold: float = 512.0  # fire: initial L of psi(i-j)/psi(max(L, i)), learned (the paper's code: 512)
+    fire_threshold: Optional[float] = None  # fire: initial L of psi(i-j)/psi(max(L, i)), learned; null: T/4
     fire_hidden: int = 32  # fire: hidden width of the MLP f (the paper: 32)
     cope_npos: Optional[int] = None  # cope: positions 0 .. npos - 1 (counts past it are clamped); null: T + 1
     randomized: bool = False  # training windows take a sorted random subset of [0, randomized_max) as positions

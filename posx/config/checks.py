@@ -211,14 +211,29 @@ def _check_eval(ev) -> None:
     check_params(ev, METHODS)  # every method's, as before: a bad value is wrong even if unused
 
 
+def _check_fire_threshold(threshold, encoding: str, T: int) -> None:
+    """pos.fire_threshold: positive, and for pos=fire at most T (past T no training query reaches
+    it, so the normaliser psi(max(L, i)) never acts in training and every longer length feeds f
+    inputs it never saw)."""
+    if threshold is None:
+        return
+    _positive(threshold, "pos.fire_threshold")
+    if encoding == "fire" and threshold > T:
+        raise PosxError(
+            f"pos.fire_threshold={threshold:g} is past T={T}: no training query reaches it, so FIRE's "
+            f"normaliser never acts in training; set it at most {T}, or null for T/4 ({T / 4:g})"
+        )
+
+
 def _check_options(cfg) -> None:
     """pos.rotary_fraction, pos.xpos_scale_base, pos.fire_*, model.nope_every, model.attn_scale_length."""
     p, m = cfg.pos, cfg.model
     _in_range(p.rotary_fraction, 0.0, 1.0, "pos.rotary_fraction", closed_high=True)
     if p.rotary_fraction != 1 and p.name not in ROTARY:
         raise PosxError(f"pos.rotary_fraction={p.rotary_fraction} applies to {' and '.join(ROTARY)}, not pos={p.name}")
-    for key in ("xpos_scale_base", "fire_threshold", "fire_hidden"):
+    for key in ("xpos_scale_base", "fire_hidden"):
         _positive(p[key], f"pos.{key}")
+    _check_fire_threshold(p.fire_threshold, p.name, cfg.train.context_length)
     if p.cope_npos is not None and p.cope_npos < 2:
         raise PosxError(f"pos.cope_npos={p.cope_npos} must be at least 2 (positions 0 .. npos - 1), or null for T + 1")
     if m.nope_every < 0 or m.nope_every == 1:
