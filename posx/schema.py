@@ -231,7 +231,7 @@ class TaskOptions:
     key_letters: int = 4  # letters of a key or variable name
     distractors: int = 3  # niah_multikey: needles with other keys
     answers: int = 3  # niah_multivalue: values of the one key; selective_copy: words to copy
-    hops: int = 3  # variable_tracking: assignments in the chain (and in the distractor chain)
+    hops: int = 2  # variable_tracking: name-to-name assignments of the chain, RULER's num_hops (names: hops + 1)
     queries: int = 4  # mqar: keys asked for at the end
     span: int = 16  # copy: letters of the copied span
     cue: int = 4  # copy: tokens of the repeat that are given before scoring starts

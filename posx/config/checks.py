@@ -318,10 +318,11 @@ def _check_scoring(ev) -> None:
 def _check_tasks(cfg) -> None:
     """eval.task_options.* and data.task_mix."""
     opts = cfg.eval.task_options
-    for key in ("trials", "depth_buckets", "digits", "key_letters", "answers", "hops", "queries", "span", "cue"):
+    for key in ("trials", "depth_buckets", "digits", "key_letters", "answers", "queries", "span", "cue"):
         _positive(opts[key], f"eval.task_options.{key}")
-    if opts.distractors < 0:
-        raise PosxError(f"eval.task_options.distractors={opts.distractors} must be 0 or more")
+    for key in ("distractors", "hops"):
+        if opts[key] < 0:
+            raise PosxError(f"eval.task_options.{key}={opts[key]} must be 0 or more")
     if opts.trials < opts.depth_buckets:
         raise PosxError(
             f"eval.task_options.trials={opts.trials} is fewer than eval.task_options.depth_buckets="
