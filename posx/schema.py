@@ -76,6 +76,7 @@ Task = _choice(
     "passkey niah niah_multikey niah_multivalue variable_tracking mqar copy selective_copy",
     "eval.tasks, data.mix_tasks: posx.tasks.registry.TASKS",
 )
+MixLoss = _choice("MixLoss", "all answers", "data.mix_loss: posx.train.taskmix.MIX_LOSSES")
 Source = _choice("Source", "stdlib text datasets", "data.source: posx.data.sources.SOURCES")
 Logger = _choice("Logger", "none tensorboard wandb", "logger.name: posx.core.trackers.LOGGERS")
 LoggerMode = _choice("LoggerMode", "offline online disabled", "logger.mode: wandb's modes")
@@ -117,6 +118,21 @@ class PosConfig:
 
 
 @dataclass
+class TaskOptions:
+    trials: int = 16  # samples per (length, task), the same ones for every method
+    depth_buckets: int = 4  # samples are spread evenly over this many depth ranges
+    seed: int = 0  # seeds keys, values, depths and haystack offsets
+    digits: int = 5  # digits of a value (niah, variable_tracking, mqar) and of the passkey
+    key_letters: int = 4  # letters of a key or variable name
+    distractors: int = 3  # niah_multikey: needles with other keys
+    answers: int = 3  # niah_multivalue: values of the one key; selective_copy: words to copy
+    hops: int = 2  # variable_tracking: name-to-name assignments of the chain, RULER's num_hops (names: hops + 1)
+    queries: int = 4  # mqar: keys asked for at the end
+    span: int = 16  # copy: letters of the copied span
+    cue: int = 4  # copy: tokens of the repeat that are given before scoring starts
+
+
+@dataclass
 class DataConfig:
     source: Source = Source.stdlib  # stdlib: the interpreter's own .py files; text: data.path; datasets: HF datasets
     path: Optional[str] = None  # text: a UTF-8 file, a directory or a glob
@@ -132,7 +148,9 @@ class DataConfig:
     task_mix: float = 0.0  # share of training sequences replaced by generated task sequences (posx/train/taskmix.py)
     mix_tasks: List[Task] = field(
         default_factory=lambda: ["niah", "niah_multikey", "variable_tracking", "mqar", "copy"]
-    )  # task_mix: the tasks drawn from, each equally often (options: eval.task_options' defaults)
+    )  # task_mix: the tasks drawn from, each equally often
+    task_options: TaskOptions = field(default_factory=TaskOptions)  # task_mix: the tasks' sizes (trials, seed unread)
+    mix_loss: MixLoss = MixLoss.all  # task_mix: all: every token of a task sequence; answers: its answer tokens only
 
 
 @dataclass
@@ -220,21 +238,6 @@ class PasskeyConfig:
     digits: int = 5  # length of the random key
     depth_buckets: int = 4  # trials are spread evenly over this many depth ranges
     seed: int = 0  # seeds keys, depths and filler offsets
-
-
-@dataclass
-class TaskOptions:
-    trials: int = 16  # samples per (length, task), the same ones for every method
-    depth_buckets: int = 4  # samples are spread evenly over this many depth ranges
-    seed: int = 0  # seeds keys, values, depths and haystack offsets
-    digits: int = 5  # digits of a value (niah, variable_tracking, mqar) and of the passkey
-    key_letters: int = 4  # letters of a key or variable name
-    distractors: int = 3  # niah_multikey: needles with other keys
-    answers: int = 3  # niah_multivalue: values of the one key; selective_copy: words to copy
-    hops: int = 2  # variable_tracking: name-to-name assignments of the chain, RULER's num_hops (names: hops + 1)
-    queries: int = 4  # mqar: keys asked for at the end
-    span: int = 16  # copy: letters of the copied span
-    cue: int = 4  # copy: tokens of the repeat that are given before scoring starts
 
 
 @dataclass

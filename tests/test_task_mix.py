@@ -8,10 +8,12 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
+from posx.config.checks import check_config
 from posx.config.compose import compose
+from posx.core.errors import PosxError
 from posx.report import groups
 from posx.schema import DataConfig
-from posx.train.taskmix import mix_batch, mix_rows
+from posx.train.taskmix import IGNORE, mix_batch, mix_rows
 
 from conftest import run_posx
 
@@ -85,3 +87,51 @@ def test_training_with_the_mix_is_reproducible_and_differs_from_training_without
     mix = ("data.task_mix=0.5", "data.mix_tasks=[niah,copy]")
     a, b, plain = losses("a", *mix), losses("b", *mix), losses("plain")
     assert a == b and a != plain
+
+
+def test_the_mix_draws_tasks_with_data_task_options():
+    cfg = data(1.0, ["mqar"])
+    cfg.task_options.queries, cfg.task_options.key_letters, cfg.task_options.digits = 2, 1, 1
+    mx, my, n = mix_batch(*batch(T=32), cfg, TRAIN, seed=0, step=0)
+    seq = bytes(mx[0].tolist()) + bytes([my[0, -1].item()])
+    pairs = seq.decode().split()
+    assert n == 16 and all(len(p) == 3 and p[1] == ":" for p in pairs)  # one letter, a colon, one digit
+
+
+def test_answers_only_loss_keeps_just_the_answer_targets():
+    cfg = data(1.0, ["mqar"])
+    cfg.task_options.queries, cfg.task_options.key_letters, cfg.task_options.digits = 2, 1, 1
+    ax, ay, _ = mix_batch(*batch(T=32), cfg, TRAIN, seed=0, step=0)
+    cfg.mix_loss = "answers"
+    mx, my, _ = mix_batch(*batch(T=32), cfg, TRAIN, seed=0, step=0)
+    assert torch.equal(mx, ax)  # the same sequences; only the targets differ
+    for i in range(16):
+        kept = (my[i] != IGNORE).nonzero().flatten().tolist()
+        assert len(kept) == 2 and torch.equal(my[i, kept], ay[i, kept])  # the two asked values
+        seq = bytes(mx[i].tolist()).decode()
+        for t in kept:
+            assert seq[t] == ":" and f"{seq[t - 1]}:{chr(my[i, t].item())}" in seq[: t - 1]  # key, colon: value
+
+
+def test_a_mix_no_task_of_which_fits_T_is_refused_in_one_line():
+    with pytest.raises(PosxError, match=r"no task of data.mix_tasks \(mqar, variable_tracking\) fits .* T \+ 1 = 33"):
+        check_config(compose(["data.task_mix=1", "data.mix_tasks=[mqar,variable_tracking]", "train.context_length=32"]))
+    check_config(
+        compose(
+            [
+                "data.task_mix=1",
+                "data.mix_tasks=[mqar]",
+                "train.context_length=32",
+                "data.task_options.key_letters=1",
+                "data.task_options.digits=1",
+            ]
+        )
+    )
+
+
+def test_the_mixs_task_options_are_part_of_the_runs_identity(tmp_path):
+    def ident(*overrides):
+        cfg = OmegaConf.to_container(compose(list(overrides)), resolve=True, enum_to_str=True)
+        return groups.identity(cfg, None, tmp_path, None, evaluations=[])
+
+    assert ident("data.task_options.queries=2") != ident() and ident("data.mix_loss=answers") != ident()

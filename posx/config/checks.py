@@ -19,6 +19,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from posx.config.reference import keys
+from posx.config.taskchecks import check_mix, check_options
 from posx.core.device import COMPILE, check_device
 from posx.core.errors import PosxError
 from posx.core.trackers import check_tracker
@@ -316,24 +317,9 @@ def _check_scoring(ev) -> None:
 
 
 def _check_tasks(cfg) -> None:
-    """eval.task_options.* and data.task_mix."""
-    opts = cfg.eval.task_options
-    for key in ("trials", "depth_buckets", "digits", "key_letters", "answers", "queries", "span", "cue"):
-        _positive(opts[key], f"eval.task_options.{key}")
-    for key in ("distractors", "hops"):
-        if opts[key] < 0:
-            raise PosxError(f"eval.task_options.{key}={opts[key]} must be 0 or more")
-    if opts.trials < opts.depth_buckets:
-        raise PosxError(
-            f"eval.task_options.trials={opts.trials} is fewer than eval.task_options.depth_buckets="
-            f"{opts.depth_buckets}; every depth bucket needs a sample"
-        )
-    if opts.span < 2:
-        raise PosxError(f"eval.task_options.span={opts.span} must be at least 2 (a cue and a scored letter)")
-    _in_range(cfg.data.task_mix, 0.0, 1.0, "data.task_mix", closed_high=True)
-    if cfg.data.task_mix > 0 and not cfg.data.mix_tasks:
-        raise PosxError("data.mix_tasks is empty; name the tasks to mix in, or set data.task_mix=0")
-    _each_once(cfg.data.mix_tasks, "data.mix_tasks")
+    """eval.task_options.* and the training mix (data.task_mix, mix_tasks, task_options)."""
+    check_options(cfg.eval.task_options, "eval.task_options")
+    check_mix(cfg.data, cfg.train.context_length)
 
 
 def check_train_config(cfg) -> None:

@@ -2,10 +2,13 @@
 
 With probability ``task_mix`` each sequence of a training batch is replaced by a generated task
 sequence of the same length (T + 1 tokens: the inputs and their shifted targets), built by the
-generators the evaluation scores (``posx.tasks.registry``) with the default
-``eval.task_options`` sizes, from the *training* split as the haystack; the task is drawn
-uniformly from ``data.mix_tasks``. The model learns from the whole sequence, as from any other
-(the loss is not restricted to the answer). Training on such sequences at length T and
+generators the evaluation scores (``posx.tasks.registry``) with the sizes of
+``data.task_options`` (its ``trials`` and ``seed`` are not read: the draws come from the run's
+seed and the step), from the *training* split as the haystack; the task is drawn uniformly
+from ``data.mix_tasks``. With ``data.mix_loss=all`` the model learns from the whole sequence,
+as from any other; with ``answers`` only the answer tokens of a task sequence are targets (the
+others get ``IGNORE``, cross-entropy's ignore index), as zoology trains MQAR (Arora et al. 2023)
+and the synthetic-task studies their models. Training on such sequences at length T and
 measuring the same tasks at 1x-8x T is the protocol of the length-generalisation studies
 (Kazemnejad et al., NeurIPS 2023, arXiv 2305.19466; Ruoss et al., ACL 2023, arXiv 2305.16843).
 
@@ -20,10 +23,11 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from posx.schema import TaskOptions
-from posx.tasks.base import Context, encoder
+from posx.tasks.base import Context, Sample, encoder
 from posx.tasks.registry import GENERATORS
 
+MIX_LOSSES = ("all", "answers")  # data.mix_loss
+IGNORE = -100  # torch's cross-entropy ignore_index: a target that adds nothing to the loss
 MIX_STREAM = 7919  # keeps the mix's random stream apart from other (seed, step)-seeded streams
 
 
@@ -43,7 +47,7 @@ def mix_batch(x: torch.Tensor, y: torch.Tensor, data_cfg, source, seed: int, ste
     if len(rows) == 0:
         return x, y, 0
     tasks = [str(t) for t in data_cfg.mix_tasks]
-    opts = TaskOptions()
+    opts, answers_only = data_cfg.task_options, str(data_cfg.mix_loss) == "answers"
     ctx = Context(np.asarray(source), encoder(tokenizer), rng)
     x, y, replaced = x.clone(), y.clone(), 0
     for i in rows:
@@ -52,7 +56,17 @@ def mix_batch(x: torch.Tensor, y: torch.Tensor, data_cfg, source, seed: int, ste
         made = GENERATORS[task](ctx, x.shape[1] + 1, trial, opts, opts.depth_buckets)
         if made is None:
             continue
-        seq = torch.from_numpy(made.tokens)
-        x[i], y[i] = seq[:-1].to(x.device), seq[1:].to(y.device)
+        x[i], y[i] = task_rows(made, answers_only, x.device)
         replaced += 1
     return x, y, replaced
+
+
+def task_rows(made: Sample, answers_only: bool, device) -> tuple[torch.Tensor, torch.Tensor]:
+    """(inputs, targets) (T,) of a task sequence of T + 1 tokens; with ``answers_only`` every
+    target but the answer tokens is ``IGNORE``."""
+    seq = torch.from_numpy(made.tokens)
+    y = seq[1:].clone()
+    if answers_only:
+        keep = torch.from_numpy(made.answer - 1)  # target t predicts token t + 1
+        y = torch.full_like(y, IGNORE).index_copy_(0, keep, y[keep])
+    return seq[:-1].to(device), y.to(device)
