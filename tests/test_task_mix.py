@@ -135,3 +135,16 @@ def test_the_mixs_task_options_are_part_of_the_runs_identity(tmp_path):
         return groups.identity(cfg, None, tmp_path, None, evaluations=[])
 
     assert ident("data.task_options.queries=2") != ident() and ident("data.mix_loss=answers") != ident()
+
+
+@pytest.mark.slow
+def test_a_run_with_a_mix_records_held_out_accuracy_against_tokens(tiny_args, tmp_path):
+    mix = ["data.task_mix=1", "data.mix_tasks=[mqar,copy]", "data.task_options.trials=8"]
+    mix += ["data.task_options.key_letters=1", "data.task_options.digits=1", "data.task_options.span=4"]
+    run_posx("train", "name=c", *tiny_args, *mix, cwd=tmp_path)
+    curve = pd.read_csv(tmp_path / "results" / "runs" / "c" / "task_curve.csv")
+    assert sorted(set(curve["step"])) == [3, 6] and sorted(set(curve["task"])) == ["copy", "mqar"]
+    assert (curve["tokens"] == curve["step"] * 4 * 32).all() and (curve["trials"] == 8).all()
+    assert curve["accuracy"].between(0, 1).all() and (curve["accuracy"] <= curve["token_accuracy"]).all()
+    run_posx("train", "name=plain", *tiny_args, cwd=tmp_path)
+    assert not (tmp_path / "results" / "runs" / "plain" / "task_curve.csv").exists()  # no mix: no curve

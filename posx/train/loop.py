@@ -69,7 +69,7 @@ from posx.runs import checkpoint, resumable
 from posx.runs.paths import CONFIG
 from posx.runs.records import RunMeta, TrainExtras
 from posx.runs.rundir import save_run
-from posx.train import memory
+from posx.train import memory, taskcurve
 from posx.train.compiling import compile_seconds, decide_compile
 from posx.train.state import FromParent, LoopState, Resume, Start, gpt_config
 from posx.train.steps import (
@@ -189,6 +189,7 @@ def set_up(cfg: DictConfig, run_dir: Path, start: Start, console: Console, devic
         compiled=compiled,
         flops_per_token=model.flops_per_token(cfg.train.context_length),
         peak=run_peak(bf16_peak_flops(device), distributed.world_size()),
+        held=taskcurve.held_out(cfg.data, cfg.train.context_length, corpus.val, corpus.tokenizer),
     )
     resuming = isinstance(start, Resume)
     if resuming and resumable.exists(run_dir):
@@ -222,6 +223,7 @@ def resume(state: LoopState) -> None:
     if saved.step > cfg.train.steps:
         raise PosxError(f"{run_dir} has a checkpoint at step {saved.step}, past train.steps={cfg.train.steps}")
     state.step, state.rows, state.extras = saved.step, saved.metrics, saved.extras
+    state.curve = taskcurve.read(run_dir, saved.step)
     state.extras.tokenizer_sha256, state.extras.config = ours.tokenizer_sha256, ours.config
     # an extension keeps its frequencies (the model was built plain from the config)
     install_trained(state.model, state.extras.rope, cfg.train.context_length, f"the checkpoint of {run_dir}")
@@ -345,7 +347,11 @@ def record(state: LoopState, train_loss: float, lr: float, tracker: Tracker, pro
 
 def validate(state: LoopState) -> None:
     """Rank 0: the validation estimate; its time is not training throughput."""
-    state.val_loss = estimate_val_loss(state.val_fwd, state.corpus.val, state.cfg, state.device, state.micro)
+    cfg = state.cfg
+    state.val_loss = estimate_val_loss(state.val_fwd, state.corpus.val, cfg, state.device, state.micro)
+    tokens = state.step * cfg.train.batch_size * cfg.train.context_length
+    state.curve += taskcurve.score(state.model, state.held, state.step, tokens, cfg.eval.batch_tokens, state.device)
+    taskcurve.write(state.run_dir, state.curve)
     state.t_last = time.perf_counter()
 
 
