@@ -76,6 +76,7 @@ Task = _choice(
     "passkey niah niah_multikey niah_multivalue variable_tracking mqar copy selective_copy",
     "eval.tasks, data.mix_tasks: posx.tasks.registry.TASKS",
 )
+TaskScoring = _choice("TaskScoring", "teacher_forced generate", "eval.task_scoring: posx.tasks.scoring.SCORINGS")
 MixLoss = _choice("MixLoss", "all answers", "data.mix_loss: posx.train.taskmix.MIX_LOSSES")
 Source = _choice("Source", "stdlib text datasets", "data.source: posx.data.sources.SOURCES")
 Logger = _choice("Logger", "none tensorboard wandb", "logger.name: posx.core.trackers.LOGGERS")
@@ -265,6 +266,7 @@ class EvalConfig:
     passkey: PasskeyConfig = field(default_factory=PasskeyConfig)  # passkey retrieval (passkey.csv)
     tasks: List[Task] = field(default_factory=lambda: ["passkey"])  # synthetic tasks scored into tasks.csv
     task_options: TaskOptions = field(default_factory=TaskOptions)  # the tasks' sizes and seed (posx/tasks/)
+    task_scoring: TaskScoring = TaskScoring.teacher_forced  # tasks.csv: teacher_forced (one pass) | generate (greedy)
     within_documents: bool = False  # windows never cross a document boundary (posx/eval/documents.py)
     min_document_tokens: int = 0  # within_documents: skip documents shorter than this (and than a window)
 

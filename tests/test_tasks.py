@@ -312,3 +312,53 @@ def test_variable_tracking_counts_hops_as_rulers_num_hops(val, hops):
         names = text(s.tokens[s.answer[0] :]).split(" ")
         assert len(names) == hops + 1  # RULER: num_hops + 1 variables, num_hops of them bound to a name
         assert sum(bound[n] in bound for n in names) == hops
+
+
+class Knower(nn.Module):
+    """Predicts the next token of whichever of ``samples`` its input is a prefix of (one-hot
+    logits), except at the positions in ``wrong`` (sample index -> positions), where it predicts
+    the token after the right one: a model that answers exactly, or misses where told."""
+
+    def __init__(self, samples, wrong=None):
+        super().__init__()
+        self.seqs = [torch.from_numpy(s.tokens) for s in samples]
+        self.starts = [int(s.answer[0]) for s in samples]  # a sample is known by its question
+        self.wrong = wrong or {}
+
+    def forward(self, x):
+        logits = torch.full((*x.shape, 256), -10.0)
+        for b, row in enumerate(x):
+            n = [min(len(row), start) for start in self.starts]
+            i = next(i for i, s in enumerate(self.seqs) if torch.equal(s[: n[i]], row[: n[i]]))
+            for t in range(len(row)):
+                nxt = self.seqs[i][(t + 1) % len(self.seqs[i])]
+                logits[b, t, (nxt + (t + 1 in self.wrong.get(i, ()))) % 256] = 10.0
+        return logits, None
+
+
+@pytest.mark.parametrize("task", ["niah_multivalue", "variable_tracking", "mqar", "selective_copy"])
+def test_generation_and_teacher_forcing_agree_on_a_model_that_answers_exactly(val, task):
+    made = samples(val, task, length=192, trials=4)
+    forced = scoring.score_samples(Knower(made), made, 4096, CPU)
+    generated = scoring.generate_samples(Knower(made), made, 4096, CPU)
+    assert forced["exact"].all() and generated["exact"].all()
+    assert (forced["token_accuracy"] == 1).all() and (generated["token_accuracy"] == 1).all()
+
+
+def test_generation_fails_where_a_separator_is_wrong_and_teacher_forcing_gives_it(val):
+    made = samples(val, "niah_multivalue", length=192, trials=4)
+    comma = int(next(p for p in range(made[0].answer[0], made[0].answer[-1]) if p not in set(made[0].answer)))
+    wrong_answer = {1: (int(made[1].answer[0]),)}
+    for model, forced_exact, generated_exact in (
+        (Knower(made, {0: (comma,)}), [True] * 4, [False, True, True, True]),  # only greedy decoding meets it
+        (Knower(made, wrong_answer), [True, False, True, True], [True, False, True, True]),  # both see it
+    ):
+        assert scoring.score_samples(model, made, 4096, CPU)["exact"].tolist() == forced_exact
+        assert scoring.generate_samples(model, made, 4096, CPU)["exact"].tolist() == generated_exact
+
+
+def test_generated_scoring_decodes_the_passkey_task_instead_of_sharing_passkey_csvs_pass():
+    ev = OmegaConf.structured(EvalConfig())
+    assert suite.shares_passkey(ev)
+    ev.task_scoring = "generate"
+    assert not suite.shares_passkey(ev)
