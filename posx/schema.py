@@ -151,6 +151,7 @@ class DataConfig:
         default_factory=lambda: ["niah", "niah_multikey", "variable_tracking", "mqar", "copy"]
     )  # task_mix: the tasks drawn from, each equally often
     task_options: TaskOptions = field(default_factory=TaskOptions)  # task_mix: the tasks' sizes (trials, seed unread)
+    task_pool: int = 0  # task_mix: draw task sequences from this many generated once (0: generate each one)
     mix_loss: MixLoss = MixLoss.all  # task_mix: all: every token of a task sequence; answers: its answer tokens only
 
 

@@ -13,7 +13,7 @@ from posx.config.compose import compose
 from posx.core.errors import PosxError
 from posx.report import groups
 from posx.schema import DataConfig
-from posx.train.taskmix import IGNORE, mix_batch, mix_rows
+from posx.train.taskmix import IGNORE, make_pool, mix_batch, mix_rows
 
 from conftest import run_posx
 
@@ -148,3 +148,18 @@ def test_a_run_with_a_mix_records_held_out_accuracy_against_tokens(tiny_args, tm
     assert curve["accuracy"].between(0, 1).all() and (curve["accuracy"] <= curve["token_accuracy"]).all()
     run_posx("train", "name=plain", *tiny_args, cwd=tmp_path)
     assert not (tmp_path / "results" / "runs" / "plain" / "task_curve.csv").exists()  # no mix: no curve
+
+
+def test_a_pool_is_generated_once_and_its_rows_are_what_the_mix_draws():
+    cfg = data(1.0, ["mqar", "copy"])
+    cfg.task_pool, cfg.mix_loss = 8, "answers"
+    pool = make_pool(cfg, 96, TRAIN, seed=0)
+    again = make_pool(cfg, 96, TRAIN, seed=0)
+    assert pool[0].shape == (8, 96) and torch.equal(pool[0], again[0]) and torch.equal(pool[1], again[1])
+    mx, my, n = mix_batch(*batch(), cfg, TRAIN, seed=0, step=0, pool=pool)
+    assert n == 16
+    for i in range(16):
+        (j,) = [j for j in range(8) if torch.equal(pool[0][j], mx[i])]
+        assert torch.equal(pool[1][j], my[i])
+    cfg.task_pool = 0
+    assert make_pool(cfg, 96, TRAIN, seed=0) is None

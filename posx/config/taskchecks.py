@@ -52,6 +52,8 @@ def check_mix(data, T: int) -> None:
             raise PosxError(f"data.mix_tasks lists {task} twice; give each value once")
         seen.add(task)
     check_options(data.task_options, "data.task_options")
+    if data.task_pool < 0:
+        raise PosxError(f"data.task_pool={data.task_pool} must be 0 (generate each sequence) or more")
     if data.task_mix == 0:
         return
     if not data.mix_tasks:

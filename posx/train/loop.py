@@ -84,7 +84,7 @@ from posx.train.steps import (
     train_step,
     write_metrics,
 )
-from posx.train.taskmix import mix_batch
+from posx.train.taskmix import make_pool, mix_batch
 
 COMPILE_BACKEND = "inductor"  # torch.compile's backend (tests use "eager" to check graphs without codegen)
 __all__ = ["COMPILE_BACKEND", "train"]
@@ -190,6 +190,7 @@ def set_up(cfg: DictConfig, run_dir: Path, start: Start, console: Console, devic
         flops_per_token=model.flops_per_token(cfg.train.context_length),
         peak=run_peak(bf16_peak_flops(device), distributed.world_size()),
         held=taskcurve.held_out(cfg.data, cfg.train.context_length, corpus.val, corpus.tokenizer),
+        pool=make_pool(cfg.data, cfg.train.context_length, corpus.train, cfg.seed, corpus.tokenizer),
     )
     resuming = isinstance(start, Resume)
     if resuming and resumable.exists(run_dir):
@@ -287,7 +288,7 @@ def step(state: LoopState, lr: float) -> float:
     cfg, rank, local = state.cfg, distributed.rank(), state.local
     set_lr(state.optimizer, lr)
     x, y = data_mod.get_batch(state.corpus.train, cfg.train.batch_size, cfg.train.context_length, state.gen)
-    x, y, _ = mix_batch(x, y, cfg.data, state.corpus.train, cfg.seed, state.step, state.corpus.tokenizer)
+    x, y, _ = mix_batch(x, y, cfg.data, state.corpus.train, cfg.seed, state.step, state.corpus.tokenizer, state.pool)
     x, y = x[rank * local : (rank + 1) * local], y[rank * local : (rank + 1) * local]
     loss = train_step(
         state.model, state.optimizer, x, y, state.device, state.micro, cfg.train.grad_clip, state.fwd, state.ddp

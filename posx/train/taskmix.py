@@ -12,6 +12,11 @@ and the synthetic-task studies their models. Training on such sequences at lengt
 measuring the same tasks at 1x-8x T is the protocol of the length-generalisation studies
 (Kazemnejad et al., NeurIPS 2023, arXiv 2305.19466; Ruoss et al., ACL 2023, arXiv 2305.16843).
 
+Generating a sequence costs about a millisecond of Python, as much as a small model's step on
+the CPU takes per few sequences; ``data.task_pool=N`` generates N sequences once, when the run
+sets up (seeded by the run's seed), and the mix then draws its rows from them (as zoology trains
+on a fixed set of MQAR examples). The pool is the same on every resume.
+
 Deterministic from the seed: the draws of step s come from a numpy generator seeded by
 (seed, s), apart from the batch generator, so a resumed run mixes as an uninterrupted one and
 ``task_mix=0`` draws nothing (its batches are exactly those of a run without the mix). A task
@@ -29,6 +34,7 @@ from posx.tasks.registry import GENERATORS
 MIX_LOSSES = ("all", "answers")  # data.mix_loss
 IGNORE = -100  # torch's cross-entropy ignore_index: a target that adds nothing to the loss
 MIX_STREAM = 7919  # keeps the mix's random stream apart from other (seed, step)-seeded streams
+POOL_STREAM = 7907  # the pool's (data.task_pool) stream, drawn once per run
 
 
 def mix_rows(batch: int, p: float, seed: int, step: int) -> tuple[np.ndarray, np.random.Generator]:
@@ -37,28 +43,54 @@ def mix_rows(batch: int, p: float, seed: int, step: int) -> tuple[np.ndarray, np
     return np.flatnonzero(rng.random(batch) < p), rng
 
 
-def mix_batch(x: torch.Tensor, y: torch.Tensor, data_cfg, source, seed: int, step: int, tokenizer=None):
+def mix_batch(x: torch.Tensor, y: torch.Tensor, data_cfg, source, seed: int, step: int, tokenizer=None, pool=None):
     """``x, y`` (B, T) with a ``data.task_mix`` share of their rows replaced by task sequences;
-    also returns how many were replaced. ``source``: the training split's token ids."""
+    also returns how many were replaced. ``source``: the training split's token ids. ``pool``:
+    the (inputs, targets) of ``make_pool``, whose rows are drawn instead of generated; None:
+    each sequence generated when it is drawn."""
     p = float(data_cfg.task_mix)
     if p <= 0:
         return x, y, 0
     rows, rng = mix_rows(x.shape[0], p, seed, step)
     if len(rows) == 0:
         return x, y, 0
-    tasks = [str(t) for t in data_cfg.mix_tasks]
-    opts, answers_only = data_cfg.task_options, str(data_cfg.mix_loss) == "answers"
-    ctx = Context(np.asarray(source), encoder(tokenizer), rng)
-    x, y, replaced = x.clone(), y.clone(), 0
-    for i in rows:
-        task = tasks[int(rng.integers(len(tasks)))]
-        trial = int(rng.integers(opts.depth_buckets))
-        made = GENERATORS[task](ctx, x.shape[1] + 1, trial, opts, opts.depth_buckets)
-        if made is None:
-            continue
-        x[i], y[i] = task_rows(made, answers_only, x.device)
-        replaced += 1
+    x, y = x.clone(), y.clone()
+    if pool is not None:
+        take = torch.from_numpy(rng.integers(len(pool[0]), size=len(rows)))
+        index = torch.from_numpy(rows)
+        x[index], y[index] = pool[0][take].to(x.device), pool[1][take].to(y.device)
+        return x, y, len(rows)
+    replaced = 0
+    for i, made in zip(
+        rows, draw(data_cfg, x.shape[1] + 1, Context(np.asarray(source), encoder(tokenizer), rng), len(rows))
+    ):
+        if made is not None:
+            x[i], y[i] = task_rows(made, str(data_cfg.mix_loss) == "answers", x.device)
+            replaced += 1
     return x, y, replaced
+
+
+def draw(data_cfg, length: int, ctx: Context, n: int):
+    """``n`` task sequences of ``length`` tokens (None where the drawn task does not fit), each
+    of a task drawn uniformly from ``data.mix_tasks`` at a random depth bucket."""
+    tasks, opts = [str(t) for t in data_cfg.mix_tasks], data_cfg.task_options
+    for _ in range(n):
+        task = tasks[int(ctx.rng.integers(len(tasks)))]
+        trial = int(ctx.rng.integers(opts.depth_buckets))
+        yield GENERATORS[task](ctx, length, trial, opts, opts.depth_buckets)
+
+
+def make_pool(data_cfg, T: int, source, seed: int, tokenizer=None) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """``data.task_pool`` task sequences generated once, as (inputs, targets) (N, T), seeded by
+    (seed, POOL_STREAM); None when the mix is off or the pool is 0 (sequences generated as drawn)."""
+    if data_cfg.task_mix <= 0 or data_cfg.task_pool <= 0:
+        return None
+    ctx = Context(np.asarray(source), encoder(tokenizer), np.random.default_rng([seed, POOL_STREAM]))
+    answers_only = str(data_cfg.mix_loss) == "answers"
+    rows = [task_rows(m, answers_only, "cpu") for m in draw(data_cfg, T + 1, ctx, data_cfg.task_pool) if m is not None]
+    if not rows:
+        return None
+    return torch.stack([r[0] for r in rows]), torch.stack([r[1] for r in rows])
 
 
 def task_rows(made: Sample, answers_only: bool, device) -> tuple[torch.Tensor, torch.Tensor]:
