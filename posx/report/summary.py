@@ -32,7 +32,7 @@ from rich.markup import escape
 from posx.core import files
 from posx.core.console import new_console
 from posx.core.errors import PosxError
-from posx.report import extension, figures, output, plots, queries, store, task_figures
+from posx.report import extension, figures, learning, output, plots, queries, store, task_figures
 from posx.report.groups import group_runs, relative_names
 from posx.report.runtables import RunTables, check_evaluations, collect, find_run_dirs
 from posx.report.writeup import GROUP, KEYS, figure_notes, markdown, rich_summary
@@ -150,6 +150,7 @@ def _write(staging: Path, tables: dict, runs, grouping, names, factor, smooth, f
     plotted = extension.plot_extension(curves, staging / "extension.png", formats) if tables["extended"] else None
     drawn["extension.png"] = plotted
     drawn.update(task_figures.draw(tables["tasks"], staging, notes, formats))
+    drawn.update(learning.draw(runs, staging, formats))
     with open(staging / "summary.md", "a", encoding="utf-8") as f:
         f.write(figure_notes(notes))
     return drawn

@@ -22,9 +22,10 @@ import torch
 
 from posx.core import files
 from posx.eval.suite import samples_of
+from posx.runs.paths import TASK_CURVE
 from posx.tasks import scoring
 
-CURVE = "task_curve.csv"
+CURVE = TASK_CURVE
 COLUMNS = ("step", "tokens", "task", "trials", "accuracy", "token_accuracy", "answer_nll")
 
 
