@@ -76,6 +76,8 @@ Task = _choice(
     "passkey niah niah_multikey niah_multivalue variable_tracking mqar copy selective_copy",
     "eval.tasks, data.mix_tasks: posx.tasks.registry.TASKS",
 )
+TaskScoring = _choice("TaskScoring", "teacher_forced generate", "eval.task_scoring: posx.tasks.scoring.SCORINGS")
+MixLoss = _choice("MixLoss", "all answers", "data.mix_loss: posx.train.taskmix.MIX_LOSSES")
 Source = _choice("Source", "stdlib text datasets", "data.source: posx.data.sources.SOURCES")
 Logger = _choice("Logger", "none tensorboard wandb", "logger.name: posx.core.trackers.LOGGERS")
 LoggerMode = _choice("LoggerMode", "offline online disabled", "logger.mode: wandb's modes")
@@ -108,12 +110,27 @@ class PosConfig:
     per_layer: bool = False  # t5: one bias table per layer (T5 itself shares one)
     rotary_fraction: float = 1.0  # rope, xpos: share of pairs that rotate, highest frequencies first (p-RoPE); 0: NoPE
     xpos_scale_base: float = 512.0  # xpos: B of the per-pair scale zeta^(n/B) (torchscale's scale_base)
-    fire_threshold: float = 512.0  # fire: initial L of psi(i-j)/psi(max(L, i)), learned (the paper's code: 512)
+    fire_threshold: Optional[float] = None  # fire: initial L of psi(i-j)/psi(max(L, i)), learned; null: T/4
     fire_hidden: int = 32  # fire: hidden width of the MLP f (the paper: 32)
     cope_npos: Optional[int] = None  # cope: positions 0 .. npos - 1 (counts past it are clamped); null: T + 1
     randomized: bool = False  # training windows take a sorted random subset of [0, randomized_max) as positions
     randomized_max: Optional[int] = None  # randomized: L_max; null: the longest evaluated length, max(eval.factors) x T
     pose_length: int = 0  # PoSE: training position ids in two chunks with a skip, covering [0, pose_length); 0: off
+
+
+@dataclass
+class TaskOptions:
+    trials: int = 16  # samples per (length, task), the same ones for every method
+    depth_buckets: int = 4  # samples are spread evenly over this many depth ranges
+    seed: int = 0  # seeds keys, values, depths and haystack offsets
+    digits: int = 5  # digits of a value (niah, variable_tracking, mqar) and of the passkey
+    key_letters: int = 4  # letters of a key or variable name
+    distractors: int = 3  # niah_multikey: needles with other keys
+    answers: int = 3  # niah_multivalue: values of the one key; selective_copy: words to copy
+    hops: int = 2  # variable_tracking: name-to-name assignments of the chain, RULER's num_hops (names: hops + 1)
+    queries: int = 4  # mqar: keys asked for at the end
+    span: int = 16  # copy: letters of the copied span
+    cue: int = 4  # copy: tokens of the repeat that are given before scoring starts
 
 
 @dataclass
@@ -132,7 +149,10 @@ class DataConfig:
     task_mix: float = 0.0  # share of training sequences replaced by generated task sequences (posx/train/taskmix.py)
     mix_tasks: List[Task] = field(
         default_factory=lambda: ["niah", "niah_multikey", "variable_tracking", "mqar", "copy"]
-    )  # task_mix: the tasks drawn from, each equally often (options: eval.task_options' defaults)
+    )  # task_mix: the tasks drawn from, each equally often
+    task_options: TaskOptions = field(default_factory=TaskOptions)  # task_mix: the tasks' sizes (trials, seed unread)
+    task_pool: int = 0  # task_mix: draw task sequences from this many generated once (0: generate each one)
+    mix_loss: MixLoss = MixLoss.all  # task_mix: all: every token of a task sequence; answers: its answer tokens only
 
 
 @dataclass
@@ -223,21 +243,6 @@ class PasskeyConfig:
 
 
 @dataclass
-class TaskOptions:
-    trials: int = 16  # samples per (length, task), the same ones for every method
-    depth_buckets: int = 4  # samples are spread evenly over this many depth ranges
-    seed: int = 0  # seeds keys, values, depths and haystack offsets
-    digits: int = 5  # digits of a value (niah, variable_tracking, mqar) and of the passkey
-    key_letters: int = 4  # letters of a key or variable name
-    distractors: int = 3  # niah_multikey: needles with other keys
-    answers: int = 3  # niah_multivalue: values of the one key; selective_copy: words to copy
-    hops: int = 3  # variable_tracking: assignments in the chain (and in the distractor chain)
-    queries: int = 4  # mqar: keys asked for at the end
-    span: int = 16  # copy: letters of the copied span
-    cue: int = 4  # copy: tokens of the repeat that are given before scoring starts
-
-
-@dataclass
 class EvalConfig:
     factors: List[float] = field(default_factory=lambda: [1.0, 2.0, 4.0, 8.0])  # lengths as multiples of T
     methods: List[Method] = field(default_factory=lambda: ["none", "pi", "ntk", "yarn", "abf"])  # RoPE methods scored
@@ -262,6 +267,7 @@ class EvalConfig:
     passkey: PasskeyConfig = field(default_factory=PasskeyConfig)  # passkey retrieval (passkey.csv)
     tasks: List[Task] = field(default_factory=lambda: ["passkey"])  # synthetic tasks scored into tasks.csv
     task_options: TaskOptions = field(default_factory=TaskOptions)  # the tasks' sizes and seed (posx/tasks/)
+    task_scoring: TaskScoring = TaskScoring.teacher_forced  # tasks.csv: teacher_forced (one pass) | generate (greedy)
     within_documents: bool = False  # windows never cross a document boundary (posx/eval/documents.py)
     min_document_tokens: int = 0  # within_documents: skip documents shorter than this (and than a window)
 

@@ -22,9 +22,11 @@ from posx.schema import (
     ExtendMethod,
     Logger,
     Method,
+    MixLoss,
     Protocol,
     Source,
     Task,
+    TaskScoring,
     Variant,
 )
 
@@ -41,6 +43,8 @@ REGISTRIES = {
     Source: ("posx.data.sources", "SOURCES"),
     Task: ("posx.tasks.registry", "TASKS"),
     Logger: ("posx.core.trackers", "LOGGERS"),
+    TaskScoring: ("posx.tasks.scoring", "SCORINGS"),
+    MixLoss: ("posx.train.taskmix", "MIX_LOSSES"),
 }
 
 

@@ -147,3 +147,17 @@ def test_presets_compose_to_the_values_they_had_when_their_files_restated_defaul
     model = tiny.model
     assert (model.block, model.n_layer, model.d_model, model.name) == ("llama", 4, 128, "llama_tiny")
     assert (tiny.pos.num_buckets, tiny.pos.max_distance, tiny.pos.per_layer) == (32, 128, False)
+
+
+@pytest.mark.parametrize("T", [64, 128, 2048])
+def test_fires_threshold_defaults_to_a_quarter_of_T_the_papers_ratio(T):
+    cfg = compose(["pos=fire", f"train.context_length={T}"])
+    check_config(cfg)
+    assert GPTConfig.from_run_config(cfg, 256).fire_threshold == T / 4  # 512 at 2048, as Li et al. pair them
+
+
+def test_a_fire_threshold_past_T_is_refused_with_the_fix_named():
+    with pytest.raises(PosxError, match=r"pos.fire_threshold=512 is past T=128.*null for T/4 \(32\)"):
+        check_config(compose(["pos=fire", "pos.fire_threshold=512"]))
+    check_config(compose(["pos=fire", "pos.fire_threshold=128"]))  # at T: the last query reaches it
+    check_config(compose(["pos=rope", "pos.fire_threshold=512"]))  # read only by fire

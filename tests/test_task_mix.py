@@ -8,10 +8,12 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
+from posx.config.checks import check_config
 from posx.config.compose import compose
+from posx.core.errors import PosxError
 from posx.report import groups
 from posx.schema import DataConfig
-from posx.train.taskmix import mix_batch, mix_rows
+from posx.train.taskmix import IGNORE, make_pool, mix_batch, mix_rows
 
 from conftest import run_posx
 
@@ -85,3 +87,79 @@ def test_training_with_the_mix_is_reproducible_and_differs_from_training_without
     mix = ("data.task_mix=0.5", "data.mix_tasks=[niah,copy]")
     a, b, plain = losses("a", *mix), losses("b", *mix), losses("plain")
     assert a == b and a != plain
+
+
+def test_the_mix_draws_tasks_with_data_task_options():
+    cfg = data(1.0, ["mqar"])
+    cfg.task_options.queries, cfg.task_options.key_letters, cfg.task_options.digits = 2, 1, 1
+    mx, my, n = mix_batch(*batch(T=32), cfg, TRAIN, seed=0, step=0)
+    seq = bytes(mx[0].tolist()) + bytes([my[0, -1].item()])
+    pairs = seq.decode().split()
+    assert n == 16 and all(len(p) == 3 and p[1] == ":" for p in pairs)  # one letter, a colon, one digit
+
+
+def test_answers_only_loss_keeps_just_the_answer_targets():
+    cfg = data(1.0, ["mqar"])
+    cfg.task_options.queries, cfg.task_options.key_letters, cfg.task_options.digits = 2, 1, 1
+    ax, ay, _ = mix_batch(*batch(T=32), cfg, TRAIN, seed=0, step=0)
+    cfg.mix_loss = "answers"
+    mx, my, _ = mix_batch(*batch(T=32), cfg, TRAIN, seed=0, step=0)
+    assert torch.equal(mx, ax)  # the same sequences; only the targets differ
+    for i in range(16):
+        kept = (my[i] != IGNORE).nonzero().flatten().tolist()
+        assert len(kept) == 2 and torch.equal(my[i, kept], ay[i, kept])  # the two asked values
+        seq = bytes(mx[i].tolist()).decode()
+        for t in kept:
+            assert seq[t] == ":" and f"{seq[t - 1]}:{chr(my[i, t].item())}" in seq[: t - 1]  # key, colon: value
+
+
+def test_a_mix_no_task_of_which_fits_T_is_refused_in_one_line():
+    with pytest.raises(PosxError, match=r"no task of data.mix_tasks \(mqar, variable_tracking\) fits .* T \+ 1 = 33"):
+        check_config(compose(["data.task_mix=1", "data.mix_tasks=[mqar,variable_tracking]", "train.context_length=32"]))
+    check_config(
+        compose(
+            [
+                "data.task_mix=1",
+                "data.mix_tasks=[mqar]",
+                "train.context_length=32",
+                "data.task_options.key_letters=1",
+                "data.task_options.digits=1",
+            ]
+        )
+    )
+
+
+def test_the_mixs_task_options_are_part_of_the_runs_identity(tmp_path):
+    def ident(*overrides):
+        cfg = OmegaConf.to_container(compose(list(overrides)), resolve=True, enum_to_str=True)
+        return groups.identity(cfg, None, tmp_path, None, evaluations=[])
+
+    assert ident("data.task_options.queries=2") != ident() and ident("data.mix_loss=answers") != ident()
+
+
+@pytest.mark.slow
+def test_a_run_with_a_mix_records_held_out_accuracy_against_tokens(tiny_args, tmp_path):
+    mix = ["data.task_mix=1", "data.mix_tasks=[mqar,copy]", "data.task_options.trials=8"]
+    mix += ["data.task_options.key_letters=1", "data.task_options.digits=1", "data.task_options.span=4"]
+    run_posx("train", "name=c", *tiny_args, *mix, cwd=tmp_path)
+    curve = pd.read_csv(tmp_path / "results" / "runs" / "c" / "task_curve.csv")
+    assert sorted(set(curve["step"])) == [3, 6] and sorted(set(curve["task"])) == ["copy", "mqar"]
+    assert (curve["tokens"] == curve["step"] * 4 * 32).all() and (curve["trials"] == 8).all()
+    assert curve["accuracy"].between(0, 1).all() and (curve["accuracy"] <= curve["token_accuracy"]).all()
+    run_posx("train", "name=plain", *tiny_args, cwd=tmp_path)
+    assert not (tmp_path / "results" / "runs" / "plain" / "task_curve.csv").exists()  # no mix: no curve
+
+
+def test_a_pool_is_generated_once_and_its_rows_are_what_the_mix_draws():
+    cfg = data(1.0, ["mqar", "copy"])
+    cfg.task_pool, cfg.mix_loss = 8, "answers"
+    pool = make_pool(cfg, 96, TRAIN, seed=0)
+    again = make_pool(cfg, 96, TRAIN, seed=0)
+    assert pool[0].shape == (8, 96) and torch.equal(pool[0], again[0]) and torch.equal(pool[1], again[1])
+    mx, my, n = mix_batch(*batch(), cfg, TRAIN, seed=0, step=0, pool=pool)
+    assert n == 16
+    for i in range(16):
+        (j,) = [j for j in range(8) if torch.equal(pool[0][j], mx[i])]
+        assert torch.equal(pool[1][j], my[i])
+    cfg.task_pool = 0
+    assert make_pool(cfg, 96, TRAIN, seed=0) is None

@@ -86,7 +86,7 @@ def test_variable_tracking_chains_bind_the_value(val):
         bound = dict(n.strip("\n").split("=") for n in planted(s))
         value = text(s.tokens[: s.answer[0]]).rsplit("?", 1)[1].rstrip(":")
         names = text(s.tokens[s.answer[0] :]).split(" ")
-        assert len(names) == OPTS.hops and len(bound) == 2 * OPTS.hops
+        assert len(names) == OPTS.hops + 1 and len(bound) == 2 * (OPTS.hops + 1)
         assert {n for n in bound if resolve(bound, n) == value} == set(names)  # exactly the chain, not the distractor
         assert [bound[n] for n in names] == [value, *names[:-1]]  # in assignment order
 
@@ -261,3 +261,104 @@ def test_small_alphabets_are_refused_or_capped_never_a_hang(val):
         registry.make_samples("niah_multikey", val, 256, 4, OmegaConf.merge(tight, {"distractors": 30}), seed=0)
     with pytest.raises(PosxError, match="raise eval.task_options.digits"):
         registry.make_samples("niah_multivalue", val, 256, 4, OmegaConf.merge(tight, {"answers": 11}), seed=0)
+
+
+def decorated(n: int = 400) -> torch.Tensor:
+    """Python source where a decorator, a digit and short words are everywhere but not in every window."""
+    body = "".join(f"@property\ndef f(self):\n    return self.value + {i % 10}  # the item\n" for i in range(n))
+    plain = "class Node:\n    the value is kept here as it was given, plain and simple text\n" * 3
+    text_ = "".join(body[i : i + 300] + plain for i in range(0, len(body), 300))
+    return torch.from_numpy(np.frombuffer(text_.encode(), dtype=np.uint8).copy())
+
+
+def outside(s, ids: np.ndarray, tail_from: int) -> int:
+    """Occurrences of ``ids`` in the sequence before ``tail_from`` but not inside a planted needle."""
+    inside = np.zeros(len(s.tokens), dtype=bool)
+    for start, needle in s.needles:
+        inside[start : start + len(needle)] = True
+    k = len(ids)
+    return sum((s.tokens[i : i + k] == ids).all() and not inside[i : i + k].any() for i in range(tail_from - k + 1))
+
+
+def test_selective_copys_mark_never_occurs_in_its_haystack():
+    made = registry.make_samples("selective_copy", decorated(), 256, 32, OPTS, seed=0)
+    tail = [len(s.tokens) - len(text(s.tokens).rsplit("\n@@", 1)[1]) - 3 for s in made]
+    assert [outside(s, byte_encode("@"), t) for s, t in zip(made, tail)] == [0] * 32
+
+
+def test_copys_cue_never_occurs_in_its_haystack():
+    opts = OmegaConf.structured(TaskOptions(span=4, cue=2))  # a two-letter cue: often in text
+    for s in registry.make_samples("copy", decorated(), 128, 64, opts, seed=0):
+        assert outside(s, s.tokens[-4:-2], len(s.tokens) - 4) == 0
+
+
+def test_the_passkey_copy_cue_never_occurs_in_its_filler():
+    for t in passkey.make_trials(decorated(), 256, "copy", 32, 5, 4, seed=0):
+        filler = np.concatenate([t.tokens[: t.key_start], t.tokens[t.key_start + 5 : -5]])
+        assert ord(t.key[0]) not in filler  # the cue digit points at the planted key alone
+
+
+def test_a_haystack_made_of_the_marker_is_refused_in_one_line():
+    source = torch.from_numpy(np.frombuffer(b"@x\n" * 500, dtype=np.uint8).copy())
+    with pytest.raises(PosxError, match="all hold a marker the task plants"):
+        registry.make_samples("selective_copy", source, 128, 4, OPTS, seed=0)
+
+
+@pytest.mark.parametrize("hops", [0, 1, 4])
+def test_variable_tracking_counts_hops_as_rulers_num_hops(val, hops):
+    opts = OmegaConf.structured(TaskOptions(hops=hops))
+    for s in registry.make_samples("variable_tracking", val, 256, 4, opts, seed=1):
+        bound = dict(n.strip("\n").split("=") for n in planted(s))
+        names = text(s.tokens[s.answer[0] :]).split(" ")
+        assert len(names) == hops + 1  # RULER: num_hops + 1 variables, num_hops of them bound to a name
+        assert sum(bound[n] in bound for n in names) == hops
+
+
+class Knower(nn.Module):
+    """Predicts the next token of whichever of ``samples`` its input is a prefix of (one-hot
+    logits), except at the positions in ``wrong`` (sample index -> positions), where it predicts
+    the token after the right one: a model that answers exactly, or misses where told."""
+
+    def __init__(self, samples, wrong=None):
+        super().__init__()
+        self.seqs = [torch.from_numpy(s.tokens) for s in samples]
+        self.starts = [int(s.answer[0]) for s in samples]  # a sample is known by its question
+        self.wrong = wrong or {}
+
+    def forward(self, x):
+        logits = torch.full((*x.shape, 256), -10.0)
+        for b, row in enumerate(x):
+            n = [min(len(row), start) for start in self.starts]
+            i = next(i for i, s in enumerate(self.seqs) if torch.equal(s[: n[i]], row[: n[i]]))
+            for t in range(len(row)):
+                nxt = self.seqs[i][(t + 1) % len(self.seqs[i])]
+                logits[b, t, (nxt + (t + 1 in self.wrong.get(i, ()))) % 256] = 10.0
+        return logits, None
+
+
+@pytest.mark.parametrize("task", ["niah_multivalue", "variable_tracking", "mqar", "selective_copy"])
+def test_generation_and_teacher_forcing_agree_on_a_model_that_answers_exactly(val, task):
+    made = samples(val, task, length=192, trials=4)
+    forced = scoring.score_samples(Knower(made), made, 4096, CPU)
+    generated = scoring.generate_samples(Knower(made), made, 4096, CPU)
+    assert forced["exact"].all() and generated["exact"].all()
+    assert (forced["token_accuracy"] == 1).all() and (generated["token_accuracy"] == 1).all()
+
+
+def test_generation_fails_where_a_separator_is_wrong_and_teacher_forcing_gives_it(val):
+    made = samples(val, "niah_multivalue", length=192, trials=4)
+    comma = int(next(p for p in range(made[0].answer[0], made[0].answer[-1]) if p not in set(made[0].answer)))
+    wrong_answer = {1: (int(made[1].answer[0]),)}
+    for model, forced_exact, generated_exact in (
+        (Knower(made, {0: (comma,)}), [True] * 4, [False, True, True, True]),  # only greedy decoding meets it
+        (Knower(made, wrong_answer), [True, False, True, True], [True, False, True, True]),  # both see it
+    ):
+        assert scoring.score_samples(model, made, 4096, CPU)["exact"].tolist() == forced_exact
+        assert scoring.generate_samples(model, made, 4096, CPU)["exact"].tolist() == generated_exact
+
+
+def test_generated_scoring_decodes_the_passkey_task_instead_of_sharing_passkey_csvs_pass():
+    ev = OmegaConf.structured(EvalConfig())
+    assert suite.shares_passkey(ev)
+    ev.task_scoring = "generate"
+    assert not suite.shares_passkey(ev)

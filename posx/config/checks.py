@@ -19,6 +19,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from posx.config.reference import keys
+from posx.config.taskchecks import check_mix, check_options
 from posx.core.device import COMPILE, check_device
 from posx.core.errors import PosxError
 from posx.core.trackers import check_tracker
@@ -211,14 +212,29 @@ def _check_eval(ev) -> None:
     check_params(ev, METHODS)  # every method's, as before: a bad value is wrong even if unused
 
 
+def _check_fire_threshold(threshold, encoding: str, T: int) -> None:
+    """pos.fire_threshold: positive, and for pos=fire at most T (past T no training query reaches
+    it, so the normaliser psi(max(L, i)) never acts in training and every longer length feeds f
+    inputs it never saw)."""
+    if threshold is None:
+        return
+    _positive(threshold, "pos.fire_threshold")
+    if encoding == "fire" and threshold > T:
+        raise PosxError(
+            f"pos.fire_threshold={threshold:g} is past T={T}: no training query reaches it, so FIRE's "
+            f"normaliser never acts in training; set it at most {T}, or null for T/4 ({T / 4:g})"
+        )
+
+
 def _check_options(cfg) -> None:
     """pos.rotary_fraction, pos.xpos_scale_base, pos.fire_*, model.nope_every, model.attn_scale_length."""
     p, m = cfg.pos, cfg.model
     _in_range(p.rotary_fraction, 0.0, 1.0, "pos.rotary_fraction", closed_high=True)
     if p.rotary_fraction != 1 and p.name not in ROTARY:
         raise PosxError(f"pos.rotary_fraction={p.rotary_fraction} applies to {' and '.join(ROTARY)}, not pos={p.name}")
-    for key in ("xpos_scale_base", "fire_threshold", "fire_hidden"):
+    for key in ("xpos_scale_base", "fire_hidden"):
         _positive(p[key], f"pos.{key}")
+    _check_fire_threshold(p.fire_threshold, p.name, cfg.train.context_length)
     if p.cope_npos is not None and p.cope_npos < 2:
         raise PosxError(f"pos.cope_npos={p.cope_npos} must be at least 2 (positions 0 .. npos - 1), or null for T + 1")
     if m.nope_every < 0 or m.nope_every == 1:
@@ -301,23 +317,9 @@ def _check_scoring(ev) -> None:
 
 
 def _check_tasks(cfg) -> None:
-    """eval.task_options.* and data.task_mix."""
-    opts = cfg.eval.task_options
-    for key in ("trials", "depth_buckets", "digits", "key_letters", "answers", "hops", "queries", "span", "cue"):
-        _positive(opts[key], f"eval.task_options.{key}")
-    if opts.distractors < 0:
-        raise PosxError(f"eval.task_options.distractors={opts.distractors} must be 0 or more")
-    if opts.trials < opts.depth_buckets:
-        raise PosxError(
-            f"eval.task_options.trials={opts.trials} is fewer than eval.task_options.depth_buckets="
-            f"{opts.depth_buckets}; every depth bucket needs a sample"
-        )
-    if opts.span < 2:
-        raise PosxError(f"eval.task_options.span={opts.span} must be at least 2 (a cue and a scored letter)")
-    _in_range(cfg.data.task_mix, 0.0, 1.0, "data.task_mix", closed_high=True)
-    if cfg.data.task_mix > 0 and not cfg.data.mix_tasks:
-        raise PosxError("data.mix_tasks is empty; name the tasks to mix in, or set data.task_mix=0")
-    _each_once(cfg.data.mix_tasks, "data.mix_tasks")
+    """eval.task_options.* and the training mix (data.task_mix, mix_tasks, task_options)."""
+    check_options(cfg.eval.task_options, "eval.task_options")
+    check_mix(cfg.data, cfg.train.context_length)
 
 
 def check_train_config(cfg) -> None:

@@ -272,7 +272,8 @@ def _run_cell(
         for v, t in trials["passkey"].items()
     }
     done = {"passkey": results["prompt"].as_task} if trials["shared"] else {}
-    results["tasks"] = suite.score_suite(model, trials["tasks"], L, ev.batch_tokens, device, done)
+    generate = str(ev.task_scoring) == "generate"
+    results["tasks"] = suite.score_suite(model, trials["tasks"], L, ev.batch_tokens, device, done, generate)
     return scores, results
 
 

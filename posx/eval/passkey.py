@@ -9,6 +9,8 @@ depth that varies over trials. Two variants:
   asking ``\\npasskey = `` and the model must answer with the key.
 * ``copy``: no prompt at all. The key sits once in the filler and the sequence ends with it
   repeated; the repeat's first digit is the cue and the remaining ``digits - 1`` are scored.
+  The filler never holds the cue digit (a window with one is redrawn), so the cue points at the
+  planted key alone.
   Even a model that never saw a question-and-answer prompt can copy (induction), so this
   gives a signal where the prompted variant gives none.
 
@@ -38,6 +40,7 @@ import torch.nn.functional as F
 from posx.core.device import autocast
 from posx.core.errors import PosxError
 from posx.tasks import scoring
+from posx.tasks.base import Context, haystack
 from posx.tasks.niah import PASSKEY_MARK
 
 VARIANTS = ("prompt", "copy")
@@ -106,8 +109,8 @@ def make_trials(
                 f"the held-out split has {len(source)} tokens, too few for passkey filler of "
                 f"{filler_len}; use more data or set eval.passkey.enabled=false"
             )
-        offset = int(rng.integers(0, len(source) - filler_len + 1))
-        filler = np.asarray(source[offset : offset + filler_len])
+        avoid = (planted[:1],) if variant == "copy" else (mark,)  # the cue, the question: once each
+        offset, filler = haystack(Context(source, encode, rng), filler_len, avoid)
         cut = min(filler_len, int(depth * filler_len))
         seq = np.concatenate([filler[:cut], planted, filler[cut:], tail]).astype(dtype)  # (L,)
         assert len(seq) == length, (len(seq), length)

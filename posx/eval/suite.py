@@ -2,7 +2,8 @@
 
 Each task of ``eval.tasks`` gets ``eval.task_options.trials`` samples at every length, built
 from the held-out split (``posx.tasks.registry``), the same for every method; each cell
-(method at a length) scores them teacher-forced (``posx.tasks.scoring``) and writes one
+(method at a length) scores them teacher-forced, or by greedy decoding with
+``eval.task_scoring=generate`` (``posx.tasks.scoring``), and writes one
 tasks.csv row per (task, depth bucket). The ``passkey`` task's samples are passkey.csv's prompt
 trials (when ``shares_passkey``): each cell scores them once and both tables read that one
 scoring. A cell that was not scored (``out_of_range``, ``not_applicable``, ...) writes its
@@ -52,14 +53,19 @@ def shares_passkey(ev) -> bool:
     seed): then each cell scores them once, for both tables (``posx.eval.passkey.score``)."""
     pk, opts = ev.passkey, ev.task_options
     drawn = [(c.trials, c.digits, c.depth_buckets, c.seed) for c in (pk, opts)]
-    return "passkey" in ev.tasks and pk.enabled and "prompt" in pk.variants and drawn[0] == drawn[1]
+    forced = str(ev.task_scoring) == "teacher_forced"  # passkey.csv is teacher-forced
+    return forced and "passkey" in ev.tasks and pk.enabled and "prompt" in pk.variants and drawn[0] == drawn[1]
 
 
-def score_suite(model, suite: dict, length: int, batch_tokens: int, device: torch.device, done: dict) -> dict:
+def score_suite(
+    model, suite: dict, length: int, batch_tokens: int, device: torch.device, done: dict, generate: bool = False
+) -> dict:
     """{task: per-sample results} of the samples at ``length`` (run inside the cell's rescaling);
-    a task in ``done`` ({task: results}, scored already from the same samples) is not run again."""
+    a task in ``done`` ({task: results}, scored already from the same samples) is not run again.
+    ``generate``: exact answers from greedy decoding (``eval.task_scoring=generate``)."""
+    score = scoring.generate_samples if generate else scoring.score_samples
     return {
-        task: done[task] if task in done else scoring.score_samples(model, samples, batch_tokens, device)
+        task: done[task] if task in done else score(model, samples, batch_tokens, device)
         for (L, task), samples in suite.items()
         if L == length
     }

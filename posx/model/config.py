@@ -163,6 +163,8 @@ class GPTConfig:
             values["max_positions"] = cfg.train.context_length
         if values["cope_npos"] is None:  # CoPE counts from 0 to T, as the authors' block size + 1
             values["cope_npos"] = cfg.train.context_length + 1
+        if values["fire_threshold"] is None:  # FIRE's L: T/4, the paper's 512 at T = 2048 (posx.model.fire)
+            values["fire_threshold"] = cfg.train.context_length / 4
         if values["attn_scale_length"] is None:  # attn_scale's T: the trained length
             values["attn_scale_length"] = cfg.train.context_length
         if values["randomized_max"] is None:  # L_max: the longest evaluated length

@@ -8,8 +8,10 @@ A learned bias added to the logit of query i and key j <= i:
 
 f an MLP from one input to one output per head (hidden width 32, ReLU), c and the threshold L
 learned. This follows the PyTorch code in the paper's appendix: c starts at 0.1, L is
-|multiplier · L0| with the multiplier learned from 1 and L0 fixed (512 there;
-``pos.fire_threshold``), and the normaliser gets eps = 1e-6. Dividing by psi(max(L, i)) maps
+|multiplier · L0| with the multiplier learned from 1 and L0 fixed (512 there, with T = 2048;
+``pos.fire_threshold``, by default T/4, the same ratio; more than T is refused, since no
+training query would reach it and the normaliser would never act in training), and the
+normaliser gets eps = 1e-6. Dividing by psi(max(L, i)) maps
 every distance a query can see into [0, 1], so a longer context is an interpolation of the
 trained inputs, not an extrapolation; for i < L the normaliser is a constant and the bias
 depends on i - j alone.

@@ -32,7 +32,7 @@ from rich.markup import escape
 from posx.core import files
 from posx.core.console import new_console
 from posx.core.errors import PosxError
-from posx.report import extension, output, plots, queries, selection, store, task_figures
+from posx.report import extension, learning, output, plots, queries, selection, store, task_figures
 from posx.report.facets import facets_of
 from posx.report.groups import group_runs, relative_names
 from posx.report.runtables import RunTables, check_evaluations, collect, find_run_dirs
@@ -151,6 +151,7 @@ def _write(staging: Path, tables: dict, runs, grouping, names, factor, smooth, f
     curves = extension.extension_curves(tables["training"], ext_table, tables["extended"])
     plotted = extension.plot_extension(curves, staging / "extension.png", formats) if tables["extended"] else None
     drawn["extension.png"] = plotted
+    drawn.update(learning.draw(runs, staging, formats))
     with open(staging / "summary.md", "a", encoding="utf-8") as f:
         f.write(figure_notes(notes))
     return drawn

@@ -26,6 +26,7 @@ CONFIG = "config.yaml"
 # Any of these makes a directory a run directory (finished or not, evaluated or not).
 RUN_MARKERS = (META, CONFIG, "extrapolation.csv")
 EVAL_DIR = "eval"  # a run's stored evaluations (posx.eval.history)
+TASK_CURVE = "task_curve.csv"  # accuracy at T against training tokens (posx.train.taskcurve)
 WRITTEN_DIRS = {resumable.DIRNAME: "the checkpoint directory", EVAL_DIR: "the evaluation directory"}  # inside a run
 NOT_RUNS = frozenset({*WRITTEN_DIRS, "cache", "reports"})  # folders that never hold runs
 RESULTS = Config.results_dir  # the results directory run names are looked up in unless told otherwise

@@ -26,6 +26,7 @@ from posx.core.errors import PosxError
 
 Encode = Callable[[str], np.ndarray]  # text -> (n,) int64 ids
 LETTERS = np.array(list(string.ascii_lowercase))
+REDRAWS = 64  # haystack windows tried before a marker that fills the split is refused
 
 
 @dataclass
@@ -93,23 +94,48 @@ def later_depths(rng: np.random.Generator, first: float, n: int) -> list[float]:
     return sorted(float(d) for d in first + (1 - first) * rng.random(n))
 
 
-def assemble(ctx: Context, length: int, needles: list, tail: list) -> tuple[np.ndarray, np.ndarray, list] | None:
-    """Haystack with ``needles`` [(depth, ids)] planted in depth order, then ``tail`` [(ids, scored)].
+def occurs(haystack: np.ndarray, marker: np.ndarray) -> bool:
+    """Whether the ids ``marker`` occur anywhere in ``haystack`` as a contiguous run."""
+    k = len(marker)
+    if k == 0 or k > len(haystack):
+        return False
+    windows = np.lib.stride_tricks.sliding_window_view(haystack, k)  # (n - k + 1, k)
+    return bool((windows == np.asarray(marker)).all(axis=1).any())
 
-    Returns (tokens (L,), answer indices, [(start, ids)] of the needles), or None when the needles
-    and tail leave no room for haystack at this length.
-    """
-    fixed = sum(len(ids) for _, ids in needles) + sum(len(ids) for ids, _ in tail)
-    filler_len = length - fixed
-    if filler_len < 1:
-        return None
+
+def haystack(ctx: Context, filler_len: int, avoid: tuple = ()) -> tuple[int, np.ndarray]:
+    """(offset, ``filler_len`` ids) cut from the haystack split at a random offset, redrawn while they hold
+    one of the markers ``avoid`` (a cue or mark the task plants must be unique in its sequence).
+    The first draw is kept when it holds none, so a sample without a collision is unchanged."""
     if len(ctx.source) < filler_len:
         raise PosxError(
             f"the haystack split has {len(ctx.source)} tokens, too few for {filler_len} tokens of filler; "
             "use more data or take the task out of eval.tasks"
         )
-    offset = int(ctx.rng.integers(0, len(ctx.source) - filler_len + 1))
-    filler = np.asarray(ctx.source[offset : offset + filler_len], dtype=np.int64)
+    for _ in range(REDRAWS):
+        offset = int(ctx.rng.integers(0, len(ctx.source) - filler_len + 1))
+        filler = np.asarray(ctx.source[offset : offset + filler_len], dtype=np.int64)
+        if not any(occurs(filler, marker) for marker in avoid):
+            return offset, filler
+    raise PosxError(
+        f"{REDRAWS} windows of {filler_len} tokens of the haystack split all hold a marker the task plants, "
+        "so it would not be unique; use other data or shorter lengths"
+    )
+
+
+def assemble(
+    ctx: Context, length: int, needles: list, tail: list, avoid: tuple = ()
+) -> tuple[np.ndarray, np.ndarray, list] | None:
+    """Haystack with ``needles`` [(depth, ids)] planted in depth order, then ``tail`` [(ids, scored)].
+
+    Returns (tokens (L,), answer indices, [(start, ids)] of the needles), or None when the needles
+    and tail leave no room for haystack at this length. The haystack holds none of ``avoid``.
+    """
+    fixed = sum(len(ids) for _, ids in needles) + sum(len(ids) for ids, _ in tail)
+    filler_len = length - fixed
+    if filler_len < 1:
+        return None
+    _, filler = haystack(ctx, filler_len, avoid)
     parts, planted, at, prev = [], [], 0, 0
     for depth, ids in sorted(needles, key=lambda n: n[0]):  # stable: equal depths keep their order
         cut = min(filler_len, max(prev, int(depth * filler_len)))
@@ -131,9 +157,11 @@ def assemble(ctx: Context, length: int, needles: list, tail: list) -> tuple[np.n
     return tokens, np.asarray(answer, dtype=np.int64), planted
 
 
-def sample(ctx: Context, length: int, needles: list, tail: list, depth: float, bucket: int) -> Sample | None:
+def sample(
+    ctx: Context, length: int, needles: list, tail: list, depth: float, bucket: int, avoid: tuple = ()
+) -> Sample | None:
     """``assemble`` as a Sample (None when it does not fit)."""
-    made = assemble(ctx, length, needles, tail)
+    made = assemble(ctx, length, needles, tail, avoid)
     if made is None:
         return None
     tokens, answer, planted = made

@@ -4,12 +4,14 @@
   sample's depth and repeated at the end of the sequence; the repeat's first ``cue`` tokens are
   given and the rest scored. Random letters cannot be predicted from the text around them, so
   only a model that finds the earlier occurrence (an induction head, Olsson et al. 2022) and
-  copies from it scores well. The passkey's copy variant is the case of digits with one cue token.
+  copies from it scores well; the haystack never holds the cue, so the cue points at one place.
+  The passkey's copy variant is the case of digits with one cue token.
 * ``selective_copy``: ``answers`` random words, each marked ``@<word>``, are planted at
   increasing depths (the first at the sample's depth); the sequence ends with ``\\n@@`` and the
   words in order, separated by spaces (scored: the words). The model must pick the marked words
   out of the haystack and keep their order, as in the selective-copying task of Gu & Dao 2023
-  (Mamba, arXiv 2312.00752), here with text instead of noise tokens.
+  (Mamba, arXiv 2312.00752), here with text instead of noise tokens. The haystack holds no ``@``
+  of its own (a window with one, a decorator in Python source, is redrawn).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ def copy(ctx: Context, length: int, trial: int, opts, buckets: int) -> Sample | 
     span = ctx.encode(words(ctx.rng, 1, opts.span)[0])
     cue = min(opts.cue, len(span) - 1)
     tail = [(span[:cue], False), (span[cue:], True)]
-    return sample(ctx, length, [(depth, span)], tail, depth, bucket)
+    return sample(ctx, length, [(depth, span)], tail, depth, bucket, avoid=(span[:cue],))
 
 
 def selective_copy(ctx: Context, length: int, trial: int, opts, buckets: int) -> Sample | None:
@@ -37,4 +39,4 @@ def selective_copy(ctx: Context, length: int, trial: int, opts, buckets: int) ->
         if i:
             tail.append((ctx.encode(" "), False))
         tail.append((ctx.encode(w), True))
-    return sample(ctx, length, needles, tail, depth, bucket)
+    return sample(ctx, length, needles, tail, depth, bucket, avoid=(ctx.encode("@"),))

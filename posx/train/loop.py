@@ -69,7 +69,7 @@ from posx.runs import checkpoint, resumable
 from posx.runs.paths import CONFIG
 from posx.runs.records import RunMeta, TrainExtras
 from posx.runs.rundir import save_run
-from posx.train import memory
+from posx.train import memory, taskcurve
 from posx.train.compiling import compile_seconds, decide_compile
 from posx.train.state import FromParent, LoopState, Resume, Start, gpt_config
 from posx.train.steps import (
@@ -84,7 +84,7 @@ from posx.train.steps import (
     train_step,
     write_metrics,
 )
-from posx.train.taskmix import mix_batch
+from posx.train.taskmix import make_pool, mix_batch
 
 COMPILE_BACKEND = "inductor"  # torch.compile's backend (tests use "eager" to check graphs without codegen)
 __all__ = ["COMPILE_BACKEND", "train"]
@@ -189,6 +189,8 @@ def set_up(cfg: DictConfig, run_dir: Path, start: Start, console: Console, devic
         compiled=compiled,
         flops_per_token=model.flops_per_token(cfg.train.context_length),
         peak=run_peak(bf16_peak_flops(device), distributed.world_size()),
+        held=taskcurve.held_out(cfg.data, cfg.train.context_length, corpus.val, corpus.tokenizer),
+        pool=make_pool(cfg.data, cfg.train.context_length, corpus.train, cfg.seed, corpus.tokenizer),
     )
     resuming = isinstance(start, Resume)
     if resuming and resumable.exists(run_dir):
@@ -222,6 +224,7 @@ def resume(state: LoopState) -> None:
     if saved.step > cfg.train.steps:
         raise PosxError(f"{run_dir} has a checkpoint at step {saved.step}, past train.steps={cfg.train.steps}")
     state.step, state.rows, state.extras = saved.step, saved.metrics, saved.extras
+    state.curve = taskcurve.read(run_dir, saved.step)
     state.extras.tokenizer_sha256, state.extras.config = ours.tokenizer_sha256, ours.config
     # an extension keeps its frequencies (the model was built plain from the config)
     install_trained(state.model, state.extras.rope, cfg.train.context_length, f"the checkpoint of {run_dir}")
@@ -285,7 +288,7 @@ def step(state: LoopState, lr: float) -> float:
     cfg, rank, local = state.cfg, distributed.rank(), state.local
     set_lr(state.optimizer, lr)
     x, y = data_mod.get_batch(state.corpus.train, cfg.train.batch_size, cfg.train.context_length, state.gen)
-    x, y, _ = mix_batch(x, y, cfg.data, state.corpus.train, cfg.seed, state.step, state.corpus.tokenizer)
+    x, y, _ = mix_batch(x, y, cfg.data, state.corpus.train, cfg.seed, state.step, state.corpus.tokenizer, state.pool)
     x, y = x[rank * local : (rank + 1) * local], y[rank * local : (rank + 1) * local]
     loss = train_step(
         state.model, state.optimizer, x, y, state.device, state.micro, cfg.train.grad_clip, state.fwd, state.ddp
@@ -345,7 +348,11 @@ def record(state: LoopState, train_loss: float, lr: float, tracker: Tracker, pro
 
 def validate(state: LoopState) -> None:
     """Rank 0: the validation estimate; its time is not training throughput."""
-    state.val_loss = estimate_val_loss(state.val_fwd, state.corpus.val, state.cfg, state.device, state.micro)
+    cfg = state.cfg
+    state.val_loss = estimate_val_loss(state.val_fwd, state.corpus.val, cfg, state.device, state.micro)
+    tokens = state.step * cfg.train.batch_size * cfg.train.context_length
+    state.curve += taskcurve.score(state.model, state.held, state.step, tokens, cfg.eval.batch_tokens, state.device)
+    taskcurve.write(state.run_dir, state.curve)
     state.t_last = time.perf_counter()
 
 

@@ -75,3 +75,6 @@ class LoopState:
     rows: list[dict] = field(default_factory=list)  # metrics.csv
     val_loss: float = float("nan")  # the latest validation estimate
     t_last: float = 0.0  # when the last step's timing ended (validation and checkpoints excluded)
+    held: dict = field(default_factory=dict)  # {task: [Sample]}: the held-out task set (posx.train.taskcurve)
+    curve: list[dict] = field(default_factory=list)  # task_curve.csv
+    pool: tuple | None = None  # (inputs, targets) of data.task_pool's sequences (posx.train.taskmix)

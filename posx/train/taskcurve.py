@@ -1,0 +1,80 @@
+"""Accuracy at T on a fixed held-out task set, recorded during training (task_curve.csv).
+
+A run with a task mix (``data.task_mix`` > 0) draws, once, ``data.task_options.trials`` samples
+of every task of ``data.mix_tasks`` at the training length T, from the *held-out* split, seeded
+by ``data.task_options.seed`` (the same set for every run of that data and those options); at
+every validation it scores them teacher-forced (``posx.tasks.scoring``: exact answers, answer
+tokens right, answer NLL) and appends one row per task to task_curve.csv with the step and the
+training tokens seen. So a report tells a model that has not learned a task yet (the curve
+still low at 1x) from one that learned it and fails past T (the curve high, the 2x-8x cells
+low). Rows past a resumed checkpoint's step are dropped on resume: the curve is the one an
+uninterrupted run writes.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import torch
+
+from posx.core import files
+from posx.eval.suite import samples_of
+from posx.runs.paths import TASK_CURVE
+from posx.tasks import scoring
+
+CURVE = TASK_CURVE
+COLUMNS = ("step", "tokens", "task", "trials", "accuracy", "token_accuracy", "answer_nll")
+
+
+def held_out(data_cfg, T: int, val, tokenizer) -> dict:
+    """{task: [Sample]} at T for every mixed task; {} without a mix (nothing is recorded)."""
+    if data_cfg.task_mix <= 0:
+        return {}
+    opts = data_cfg.task_options
+    return {str(t): samples_of(str(t), val, T, opts, tokenizer) for t in data_cfg.mix_tasks}
+
+
+@torch.no_grad()
+def score(model, held: dict, step: int, tokens: int, batch_tokens: int, device: torch.device) -> list[dict]:
+    """One row per task of ``held``: the model's answers now, in eval mode (as evaluation scores)."""
+    was_training = model.training
+    model.eval()
+    rows = []
+    for task, samples in held.items():
+        result = scoring.score_samples(model, samples, batch_tokens, device)
+        n = len(samples)
+        rows.append(
+            {
+                "step": step,
+                "tokens": tokens,
+                "task": task,
+                "trials": n,
+                "accuracy": float(result["exact"].mean()) if n else math.nan,
+                "token_accuracy": float(result["token_accuracy"].mean()) if n else math.nan,
+                "answer_nll": float(result["nll"].mean()) if n else math.nan,
+            }
+        )
+    model.train(was_training)
+    return rows
+
+
+def write(run_dir: Path, rows: list[dict]) -> None:
+    """task_curve.csv with every row so far, replaced atomically (none: no file)."""
+    if rows:
+        with files.atomic_path(run_dir / CURVE) as tmp:
+            pd.DataFrame(rows, columns=list(COLUMNS)).to_csv(tmp, index=False)
+
+
+def read(run_dir: Path, up_to: int | None = None) -> list[dict]:
+    """The rows of a run's task_curve.csv (at or before step ``up_to``); [] without one."""
+    path = run_dir / CURVE
+    if not path.is_file():
+        return []
+    frame = pd.read_csv(path)
+    if up_to is not None:
+        frame = frame[frame["step"] <= up_to]
+    records = frame.to_dict("records")
+    return [{k: (v.item() if isinstance(v, np.generic) else v) for k, v in row.items()} for row in records]

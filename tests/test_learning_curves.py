@@ -1,0 +1,44 @@
+"""The report's learning curves: task_curve.csv of each counted run, gathered per group."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pandas as pd
+
+from posx.report import learning
+
+
+def run(tmp_path, name: str, group: str, pos: str, accuracies):
+    path = tmp_path / name
+    path.mkdir()
+    rows = [
+        {"step": s, "tokens": 1000 * s, "task": t, "trials": 8, "accuracy": a, "token_accuracy": a, "answer_nll": 1.0}
+        for (s, t), a in accuracies.items()
+    ]
+    pd.DataFrame(rows).to_csv(path / "task_curve.csv", index=False)
+    return SimpleNamespace(path=path, group=group, member=SimpleNamespace(identity={"pos.name": pos}))
+
+
+def test_curves_are_the_mean_lowest_and_highest_over_a_groups_runs(tmp_path):
+    runs = [
+        run(tmp_path, "a", "g", "rope", {(1, "mqar"): 0.25, (2, "mqar"): 0.5}),
+        run(tmp_path, "b", "g", "rope", {(1, "mqar"): 0.75, (2, "mqar"): 1.0}),
+        run(tmp_path, "c", "g", "nope", {(1, "mqar"): 0.0, (1, "copy"): 0.5}),
+        SimpleNamespace(path=tmp_path, group="g", member=None),  # no task_curve.csv: not drawn
+    ]
+    curves = learning.gather(runs).set_index(["encoding", "task", "tokens"])
+    assert curves.loc[("rope", "mqar", 1000), ["accuracy_mean", "accuracy_min", "accuracy_max", "runs"]].tolist() == [
+        0.5,
+        0.25,
+        0.75,
+        2,
+    ]
+    assert curves.loc[("rope", "mqar", 2000), "accuracy_mean"] == 0.75 and len(curves) == 4
+    drawn = learning.draw(runs, tmp_path, formats=("png",))
+    assert drawn["task_learning.png"].is_file() and (tmp_path / "task_learning.csv").is_file()
+
+
+def test_no_curve_anywhere_draws_nothing(tmp_path):
+    assert learning.draw([], tmp_path, formats=("png",)) == {"task_learning.png": None}
+    assert not (tmp_path / "task_learning.csv").exists()
