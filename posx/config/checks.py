@@ -18,6 +18,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from posx.config.inert import refuse_inert
 from posx.config.reference import keys
 from posx.core.device import COMPILE, check_device
 from posx.core.errors import PosxError
@@ -323,8 +324,10 @@ def _check_tasks(cfg) -> None:
 def check_train_config(cfg) -> None:
     """``check_config`` plus what the evaluation at the end of this run (eval.after_train, or
     a later ``eval-extrapolate``) needs of its model: a sliding stride within T, and every
-    method's frequencies computable at every factor (a longrope list of the wrong length)."""
+    method's frequencies computable at every factor (a longrope list of the wrong length), and no
+    setting that cannot act (``posx.config.inert``)."""
     check_config(cfg)
+    refuse_inert(cfg)
     T = cfg.train.context_length
     lengths = eval_lengths(cfg.eval.factors, T)
     shortest = min(lengths)
