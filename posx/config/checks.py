@@ -20,7 +20,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from posx.config.inert import refuse_inert
 from posx.config.reference import keys
-from posx.core.device import COMPILE, check_device
+from posx.core.device import check_compile, check_device
 from posx.core.errors import PosxError
 from posx.core.trackers import check_tracker
 from posx.data.corpus import VOCAB_SIZE
@@ -166,8 +166,7 @@ def _check_pos(cfg) -> None:
 
 def _check_train(t) -> None:
     """train.*: sizes, the optimizer and schedule, checkpoints, compile mode."""
-    if str(t.compile).lower() not in COMPILE:
-        raise PosxError(f"train.compile={t.compile} is unknown; choose one of {', '.join(COMPILE)}")
+    check_compile(t.compile)
     for key in ("context_length", "steps", "batch_size", "lr", "eval_every", "eval_batches"):
         _positive(t[key], f"train.{key}")
     if t.weight_decay < 0:

@@ -15,7 +15,7 @@ from typing import Callable, Iterator
 import torch
 
 from posx import rope
-from posx.core.errors import PosxError
+from posx.core.errors import PosxError, choose
 from posx.model.gpt import GPT
 from posx.model.roperecord import RopeRecord
 from posx.model.windowed import DualChunk, Grouping, Lambda, Rectified, Sinks, Windowed
@@ -103,7 +103,7 @@ WINDOWED = frozenset(_WINDOWS)
 def method_args(method: str, ev, scale: float, length: int) -> tuple[float, dict]:
     """(factor, params) of ``rope.frequencies`` for ``method`` at one (scale, length) row."""
     if method not in METHOD_ARGS:
-        raise PosxError(f"eval.methods has unknown method '{method}'; choose from {', '.join(METHOD_ARGS)}")
+        raise PosxError(f"eval.methods has unknown method '{method}'; {choose(METHOD_ARGS)}")
     return METHOD_ARGS[method](ev, scale, length)
 
 
