@@ -16,6 +16,7 @@ from pathlib import Path
 
 from posx import jobs
 from posx.config import applies, command_line
+from posx.config.checks import check_train_config
 from posx.config.compose import compose, refuse_additions, to_yaml
 from posx.config.evalsettings import eval_config, kept_from_run
 from posx.core import launcher
@@ -44,7 +45,8 @@ def train(args: list[str], resume: str | None) -> None:
         with user_errors():
             jobs.resume(resume, args)
         return
-    jobs.run_hydra(jobs.train_job, "config", args)
+    # a sweep's jobs are checked as each job checks itself (check_train_config) before the first trains
+    jobs.run_hydra(jobs.train_job, "config", args, check_job=lambda cfg, _overrides: check_train_config(cfg))
 
 
 def extend(run: str | None, overrides: list[str]) -> None:

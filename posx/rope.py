@@ -83,7 +83,7 @@ from typing import Callable, Mapping, NamedTuple
 
 import torch
 
-from posx.core.errors import PosxError
+from posx.core.errors import PosxError, choose
 from posx.ropecheck import (
     MAX_FACTOR,
     check_abf,
@@ -341,8 +341,7 @@ def _lookup(method: str) -> _Method:
     try:
         return _REGISTRY[method]
     except (KeyError, TypeError):
-        known = ", ".join(METHODS)
-        raise PosxError(f"unknown RoPE method {method!r}; choose one of: {known}") from None
+        raise PosxError(f"unknown RoPE method {method!r}; {choose(METHODS)}") from None
 
 
 def base_inv_freq(head_dim: int, base: float) -> torch.Tensor:

@@ -118,6 +118,22 @@ class PosConfig:
     pose_length: int = 0  # PoSE: training position ids in two chunks with a skip, covering [0, pose_length); 0: off
 
 
+# The pos.* keys only some encodings read (posx/model/encodings.py builds each from these alone); with
+# any other pos.name the key does nothing, so a new run refuses a value other than its default.
+POS_READ_BY = {
+    "base": ("rope", "xpos"),
+    "max_positions": ("absolute",),
+    "num_buckets": ("t5",),
+    "max_distance": ("t5",),
+    "per_layer": ("t5",),
+    "rotary_fraction": ("rope", "xpos"),
+    "xpos_scale_base": ("xpos",),
+    "fire_threshold": ("fire",),
+    "fire_hidden": ("fire",),
+    "cope_npos": ("cope",),
+}
+
+
 @dataclass
 class TaskOptions:
     trials: int = 16  # samples per (length, task), the same ones for every method

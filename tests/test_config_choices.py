@@ -78,10 +78,10 @@ def test_a_choice_is_its_string():
     [
         ("pos.name=bogus", "pos.name=bogus is unknown; choose one of absolute, rope, sinusoidal"),
         ("model.block=gpt3", "model.block=gpt3 is unknown; choose one of gpt2, llama"),
-        ("eval.methods=[none,bogus]", "eval.methods has unknown value 'bogus'; choose from none, pi"),
+        ("eval.methods=[none,bogus]", "eval.methods has unknown value 'bogus'; choose one of none, pi"),
         ("eval.protocol=strided", "eval.protocol=strided is unknown; choose one of nonoverlapping, sliding"),
         ("logger.mode=cloud", "logger.mode=cloud is unknown; choose one of offline, online, disabled"),
-        ("logger.mode=[[1]]", "logger.mode has unknown value '[1]'; choose from offline"),  # a nested list
+        ("logger.mode=[[1]]", "logger.mode has unknown value '[1]'; choose one of offline"),  # a nested list
     ],
 )
 def test_an_unknown_choice_is_refused_at_composition_with_the_accepted_values(override, needle):

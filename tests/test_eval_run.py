@@ -13,7 +13,7 @@ from rich.console import Console
 
 from posx.config.compose import compose
 from posx.core import files
-from posx.eval.run import _show_answers, evaluate_run
+from posx.eval.run import _show_answers, estimator, evaluate_run
 from posx.runs.paths import read_meta
 from posx.runs.rundir import load_run, save_run
 
@@ -74,3 +74,14 @@ def test_answers_none_of_which_is_right_show_one_line_else_a_table():
     _show_answers(console, _answers([0.5, 0.0]), "the title", "task", none)
     shown = console.export_text()
     assert "the title" in shown and "4/8" in shown and "0/8" in shown and "0 of" not in shown
+
+
+def test_the_table_title_names_the_tokens_it_scored():
+    """The table estimates the perplexity of the tokens it scored, not of the whole held-out split
+    (which training's validation figure samples), so its title says which tokens."""
+    stream = pd.DataFrame({"tokens": [2048, 2048], "within_documents": [False, False]})
+    assert estimator(stream) == (
+        "perplexity of the first 2,048 held-out tokens at each length ± half the 95% interval over their windows"
+    )
+    documents = pd.DataFrame({"tokens": [1900, 2048], "within_documents": [True, True]})
+    assert estimator(documents).startswith("perplexity of 1,900 to 2,048 held-out tokens within documents at each")

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from posx.core import lock
 from posx.core.errors import PosxError
 from posx.runs.paths import display_name, new_named_run_dir, new_run_dir, resolve_run, run_names
 
@@ -70,6 +71,20 @@ def test_no_close_name_still_points_at_posx_runs(tmp_path, monkeypatch):
     with pytest.raises(PosxError, match="not found .*; list runs with `posx runs`$") as info:
         resolve_run("zzzzzz", "results")
     assert "closest" not in str(info.value)
+
+
+def test_latest_names_the_only_run_while_it_trains_and_once_it_stopped(tmp_path):
+    results = tmp_path / "results"
+    run = results / "runs" / "rope-s0"
+    run.mkdir(parents=True)
+    (run / "config.yaml").write_text("seed: 0\n", encoding="utf-8")
+    with lock.exclusive(run, busy="taken"):  # what `posx train` holds while it trains
+        with pytest.raises(PosxError, match=f"no finished run under {results}/ yet: {run} is still training;"):
+            resolve_run(None, results, latest=True)
+    with pytest.raises(PosxError, match=f"{run} has not finished training \\(no checkpoint yet\\); finish it with"):
+        resolve_run(None, results, latest=True)
+    with pytest.raises(PosxError, match="no runs under .*; train one first"):
+        resolve_run(None, tmp_path / "empty", latest=True)
 
 
 def test_every_suggested_name_resolves(tmp_path):

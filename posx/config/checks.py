@@ -18,9 +18,10 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from posx.config.inert import refuse_inert
 from posx.config.reference import keys
 from posx.config.taskchecks import check_mix, check_options
-from posx.core.device import COMPILE, check_device
+from posx.core.device import check_compile, check_device
 from posx.core.errors import PosxError
 from posx.core.trackers import check_tracker
 from posx.data.corpus import VOCAB_SIZE
@@ -166,8 +167,7 @@ def _check_pos(cfg) -> None:
 
 def _check_train(t) -> None:
     """train.*: sizes, the optimizer and schedule, checkpoints, compile mode."""
-    if str(t.compile).lower() not in COMPILE:
-        raise PosxError(f"train.compile={t.compile} is unknown; choose one of {', '.join(COMPILE)}")
+    check_compile(t.compile)
     for key in ("context_length", "steps", "batch_size", "lr", "eval_every", "eval_batches"):
         _positive(t[key], f"train.{key}")
     if t.weight_decay < 0:
@@ -325,8 +325,10 @@ def _check_tasks(cfg) -> None:
 def check_train_config(cfg) -> None:
     """``check_config`` plus what the evaluation at the end of this run (eval.after_train, or
     a later ``eval-extrapolate``) needs of its model: a sliding stride within T, and every
-    method's frequencies computable at every factor (a longrope list of the wrong length)."""
+    method's frequencies computable at every factor (a longrope list of the wrong length), and no
+    setting that cannot act (``posx.config.inert``)."""
     check_config(cfg)
+    refuse_inert(cfg)
     T = cfg.train.context_length
     lengths = eval_lengths(cfg.eval.factors, T)
     shortest = min(lengths)

@@ -19,7 +19,7 @@ from omegaconf.errors import OmegaConfBaseException, ValidationError
 
 from posx.config.checks import check_config
 from posx.config.reference import keys
-from posx.core.errors import PosxError
+from posx.core.errors import PosxError, choose, unknown
 from posx.schema import Config, ExtendRootConfig
 
 GROUPS = ("model", "pos", "data", "train", "eval", "logger", "experiment")  # the config groups (configs/<group>/)
@@ -96,12 +96,12 @@ def unknown_choice(exc: ConfigCompositionException, overrides: list[str], schema
     parsed = [o for o in OverridesParser.create().parse_overrides(overrides) if o.key_or_group == key]
     if enum is None or not parsed:
         return None
-    accepted = ", ".join(m.value for m in enum)
+    accepted = [m.value for m in enum]
     value = parsed[-1].value()
     if isinstance(value, list):
         bad = [v for v in value if not isinstance(v, str) or v not in enum.__members__]  # [[1]]: a list is no name
-        return PosxError(f"{key} has unknown value '{bad[0] if bad else value}'; choose from {accepted}")
-    return PosxError(f"{key}={value} is unknown; choose one of {accepted}")
+        return PosxError(f"{key} has unknown value '{bad[0] if bad else value}'; {choose(accepted)}")
+    return unknown(key, value, accepted)
 
 
 def composition_error(exc: Exception, schema: type) -> PosxError:
@@ -109,13 +109,13 @@ def composition_error(exc: Exception, schema: type) -> PosxError:
     closest keys of the schema, a value that does not fit its field says why (OmegaConf's
     reason), a missing group option lists the options."""
     text = str(exc)
-    unknown = re.match(r"Could not override '([^']+)'", text)
-    if unknown:
-        return PosxError(key_hint(unknown.group(1), schema))
+    overridden = re.match(r"Could not override '([^']+)'", text)
+    if overridden:
+        return PosxError(key_hint(overridden.group(1), schema))
     if isinstance(exc, MissingConfigException):
         head, _, rest = text.partition("Available options")
-        options = ", ".join(rest.split("Config search path")[0].split()[2:]) if rest else ""
-        return PosxError(" ".join(head.split()) + (f"; choose one of {options}" if options else ""))
+        options = rest.split("Config search path")[0].split()[2:] if rest else []
+        return PosxError(" ".join(head.split()) + (f"; {choose(options)}" if options else ""))
     cause = exc.__cause__
     if isinstance(cause, OmegaConfBaseException):
         reason = str(cause).splitlines()[0]

@@ -9,7 +9,7 @@ from contextlib import nullcontext
 
 import torch
 
-from posx.core.errors import PosxError
+from posx.core.errors import PosxError, unknown
 
 DEVICES = ("auto", "cpu", "cuda", "cuda:N")
 
@@ -75,10 +75,16 @@ def use_tf32(device: torch.device, enabled: bool) -> None:
 def use_compile(setting: object, device: torch.device) -> bool:
     """train.compile: ``auto`` compiles on CUDA only (on the CPU compile time outweighs the
     gain for posx's small models); ``true`` / ``false`` (strings or Hydra's booleans) decide."""
+    value = check_compile(setting)
+    return device.type == "cuda" if value == "auto" else value == "true"
+
+
+def check_compile(setting: object) -> str:
+    """train.compile as one of ``COMPILE`` (lower case), else a one-line error."""
     value = str(setting).lower()
     if value not in COMPILE:
-        raise PosxError(f"train.compile={setting} is unknown; choose one of {', '.join(COMPILE)}")
-    return device.type == "cuda" if value == "auto" else value == "true"
+        raise unknown("train.compile", setting, COMPILE)
+    return value
 
 
 # Dense bf16 tensor-core peak, FLOP/s, by GPU model, from NVIDIA's data sheets without

@@ -10,6 +10,16 @@ class PosxError(Exception):
     """An error caused by user input; its message is shown as is, on one line."""
 
 
+def choose(options) -> str:
+    """The fix for a value outside its choices, worded in this one place."""
+    return "choose one of " + ", ".join(str(o) for o in options)
+
+
+def unknown(setting: str, value: object, options) -> PosxError:
+    """``setting=value is unknown; choose one of ...``: a value outside its choices."""
+    return PosxError(f"{setting}={value} is unknown; {choose(options)}")
+
+
 class Preempted(PosxError):
     """Training stopped on SIGTERM/SIGUSR2 after writing a checkpoint; resume to continue.
 

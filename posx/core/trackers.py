@@ -24,7 +24,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from posx.core import files
-from posx.core.errors import PosxError
+from posx.core.errors import PosxError, unknown
 
 LOGGERS = ("none", "tensorboard", "wandb")
 PACKAGES = {"tensorboard": "tensorboard", "wandb": "wandb"}
@@ -35,7 +35,7 @@ WANDB_HOST = "https://api.wandb.ai"  # wandb's server unless WANDB_BASE_URL name
 def check_logger(name: str) -> None:
     """A known logger whose package is installed, else a one-line error."""
     if name not in LOGGERS:
-        raise PosxError(f"logger={name} is unknown; choose one of {', '.join(LOGGERS)}")
+        raise unknown("logger", name, LOGGERS)
     package = PACKAGES.get(name)
     if package and importlib.util.find_spec(package) is None:
         raise PosxError(

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
-from posx.core.errors import PosxError
+from posx.core.errors import PosxError, unknown
 from posx.data import hfdatasets
 
 SOURCES = ("stdlib", "text", "datasets")
@@ -311,4 +311,4 @@ def open_source(dcfg: Any, cache_dir: str | Path) -> Source:
             dcfg.get("text_column") or "text",
             cache_dir,
         )
-    raise PosxError(f"unknown data.source '{kind}'; choose one of: " + ", ".join(SOURCES))
+    raise unknown("data.source", kind, SOURCES)

@@ -107,18 +107,24 @@ def evaluate_loaded(run: Loaded, cfg: DictConfig, console: Console) -> Evaluatio
     )
 
 
+def estimator(df) -> str:
+    """What an evaluation table's figures estimate: the perplexity of the held-out tokens it scored
+    (the start of the split, or windows inside documents), not of the whole split, which the
+    training's validation figure samples at random."""
+    counts = sorted({int(n) for n in df["tokens"]})
+    n = f"{counts[0]:,}" if len(counts) == 1 else f"{counts[0]:,} to {counts[-1]:,}"
+    within = df["within_documents"].fillna(False).astype(bool).any()
+    scored = f"{n} held-out tokens within documents" if within else f"the first {n} held-out tokens"
+    return f"perplexity of {scored} at each length ± half the 95% interval over their windows"
+
+
 def show(result: Evaluation, run_dir: Path, written: list[Path], console: Console, verb: str = "wrote") -> None:
     df = result.table
     reference = int(df["reference_context"].iloc[0])  # T that the factors multiply
     eid = f", eval {df['eval_id'].iloc[0]}" if df["eval_id"].iloc[0] else ""
     # an extended run's factors are of its parent's T, not of the T it trained at
     scale = f"factors of the parent's T={reference}" if (df["stage"] == "extended").any() else f"T={reference}"
-    console.print(
-        rich_table(
-            df,
-            f"perplexity ± half the 95% interval over windows, {run_dir.name} ({scale}, {df['protocol'].iloc[0]}{eid})",
-        )
-    )
+    console.print(rich_table(df, f"{estimator(df)}, {run_dir.name} ({scale}, {df['protocol'].iloc[0]}{eid})"))
     if df["within_documents"].fillna(False).astype(bool).any():
         per_length = df.drop_duplicates("eval_context")
         console.print(

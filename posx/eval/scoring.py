@@ -34,7 +34,7 @@ import torch
 import torch.nn.functional as F
 
 from posx.core.device import autocast
-from posx.core.errors import PosxError
+from posx.core.errors import PosxError, unknown
 from posx.data.corpus import as_long, require_tokens
 
 PROTOCOLS = ("nonoverlapping", "sliding")
@@ -142,7 +142,7 @@ def stride_for(protocol: str, stride: int | None, train_context: int, length: in
     if protocol == "nonoverlapping":
         return length
     if protocol != "sliding":
-        raise PosxError(f"eval.protocol={protocol} is unknown; choose one of {', '.join(PROTOCOLS)}")
+        raise unknown("eval.protocol", protocol, PROTOCOLS)
     s = stride if stride is not None else max(1, train_context // 2)
     if not 1 <= s <= length:
         raise PosxError(

@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from posx.core.errors import PosxError
+from posx.core.errors import PosxError, unknown
 
 BLOCKS = ("gpt2", "llama")  # model.block
 RMS_EPS = 1e-6  # RMSNorm epsilon (transformers' LlamaConfig.rms_norm_eps default)
@@ -27,7 +27,7 @@ RMS_EPS = 1e-6  # RMSNorm epsilon (transformers' LlamaConfig.rms_norm_eps defaul
 
 def check_block(block: str) -> None:
     if block not in BLOCKS:
-        raise PosxError(f"model.block={block} is unknown; choose one of {', '.join(BLOCKS)}")
+        raise unknown("model.block", block, BLOCKS)
 
 
 def swiglu_hidden(d_model: int, mlp_ratio: int, multiple_of: int) -> int:

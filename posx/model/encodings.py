@@ -35,7 +35,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-from posx.core.errors import PosxError
+from posx.core.errors import PosxError, choose, unknown
 from posx.model import fire
 from posx.model.cope import CoPE
 from posx.model.positional import PositionalEncoding
@@ -62,7 +62,7 @@ class LearnedAbsolute(PositionalEncoding):
 
     def set_beyond(self, mode: str) -> None:
         if mode not in BEYOND:
-            raise PosxError(f"absolute_beyond={mode} is unknown; choose one of {', '.join(BEYOND)}")
+            raise unknown("absolute_beyond", mode, BEYOND)
         self.beyond = mode
 
     def max_length(self) -> int | None:
@@ -321,5 +321,5 @@ ROTARY = ("rope", "xpos")  # the encodings that rotate q and k: RoPE rescaling m
 def build_encoding(config) -> PositionalEncoding:
     """Make the encoding named by ``config.pos`` (a ``GPTConfig``)."""
     if config.pos not in ENCODINGS:
-        raise PosxError(f"unknown positional encoding '{config.pos}'; choose one of {', '.join(ENCODINGS)}")
+        raise PosxError(f"unknown positional encoding '{config.pos}'; {choose(ENCODINGS)}")
     return ENCODINGS[config.pos](config)

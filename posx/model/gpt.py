@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from posx.core.device import compute_dtype
-from posx.core.errors import PosxError
+from posx.core.errors import unknown
 from posx.model import blocks, scaling, windowed
 from posx.model.attention import ATTENTION, FlexBias, attend, causal_block_mask, flex_applies
 from posx.model.config import GPTConfig
@@ -93,7 +93,7 @@ class GPT(nn.Module):
     def __init__(self, config: GPTConfig):
         super().__init__()
         if config.attention not in ATTENTION:
-            raise PosxError(f"attention={config.attention} is unknown; choose one of {', '.join(ATTENTION)}")
+            raise unknown("attention", config.attention, ATTENTION)
         self.config = config
         self.tok_emb = nn.Embedding(config.vocab_size, config.d_model)
         self.pos = build_encoding(config)

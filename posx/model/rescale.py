@@ -10,19 +10,34 @@ frequencies for a real model before any row is scored.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import typing
 from typing import Callable, Iterator
 
 import torch
 
 from posx import rope
-from posx.core.errors import PosxError
+from posx.core.errors import PosxError, choose
 from posx.model.gpt import GPT
 from posx.model.roperecord import RopeRecord
 from posx.model.windowed import DualChunk, Grouping, Lambda, Rectified, Sinks, Windowed
+from posx.schema import EvalConfig
+
+# A method with a group of its own in the schema (``eval.<method>``, a dataclass) passes every field
+# of it to ``rope.frequencies`` by the same name: its parameters are declared once, in the schema.
+_OWN_GROUP = {
+    m: [f.name for f in dataclasses.fields(kind)]
+    for m, kind in typing.get_type_hints(EvalConfig).items()
+    if m in rope.METHODS and dataclasses.is_dataclass(kind)
+}
+
+
+def _group_args(group: str) -> Callable[[object, float, int], tuple[float, dict]]:
+    return lambda ev, s, L: (s, {name: getattr(getattr(ev, group), name) for name in _OWN_GROUP[group]})
 
 
 def _ramp(ev) -> dict:
-    """YaRN's ramp keys, shared by yarn, dynamic_yarn and ntk_by_parts."""
+    """YaRN's ramp keys, shared by dynamic_yarn and ntk_by_parts."""
     return {"beta_fast": ev.yarn.beta_fast, "beta_slow": ev.yarn.beta_slow, "truncate": ev.yarn.truncate}
 
 
@@ -31,24 +46,22 @@ def _listed(values) -> list[float] | None:
 
 
 # Method -> how to call ``rope.frequencies`` for one row: (ev, s, L) -> (factor, params), with
-# ev the ``eval`` config, s the row's scale (L / T, or eval.scale) and L its length. Every
-# method is listed explicitly; a test checks this table covers rope.METHODS exactly.
+# ev the ``eval`` config, s the row's scale (L / T, or eval.scale) and L its length: a method's own
+# group (above), or the entry here; a test checks this table covers rope.METHODS exactly.
 METHOD_ARGS: dict[str, Callable[[object, float, int], tuple[float, dict]]] = {
+    **{m: _group_args(m) for m in _OWN_GROUP},
     "none": lambda ev, s, L: (s, {}),  # ignores the factor
     "pi": lambda ev, s, L: (s, {}),
     "ntk": lambda ev, s, L: (s, {}),
+    "resonance": lambda ev, s, L: (s, {}),  # ignores the factor
     "dynamic_ntk": lambda ev, s, L: (
         s if ev.dynamic_ntk.factor is None else float(ev.dynamic_ntk.factor),
         {"length": L},
     ),
-    "yarn": lambda ev, s, L: (s, {**_ramp(ev), "attention_factor": ev.yarn.attention_factor}),
     "dynamic_yarn": lambda ev, s, L: (1.0, {**_ramp(ev), "length": L}),  # s = max(1, L / T) inside
     "ntk_by_parts": lambda ev, s, L: (s, _ramp(ev)),
+    "resonance_yarn": _group_args("yarn"),
     "abf": lambda ev, s, L: (s, {"new_base": ev.abf_base}),  # ignores the factor
-    "llama3": lambda ev, s, L: (
-        s,
-        {"low_freq_factor": ev.llama3.low_freq_factor, "high_freq_factor": ev.llama3.high_freq_factor},
-    ),
     "longrope": lambda ev, s, L: (
         s,
         {
@@ -58,35 +71,15 @@ METHOD_ARGS: dict[str, Callable[[object, float, int], tuple[float, dict]]] = {
             "length": L,
         },
     ),
-    "resonance": lambda ev, s, L: (s, {}),  # ignores the factor
-    "resonance_yarn": lambda ev, s, L: (s, {**_ramp(ev), "attention_factor": ev.yarn.attention_factor}),
-    "self_extend": lambda ev, s, L: (s, {"group": ev.self_extend.group, "window": ev.self_extend.window}),
-    "rerope": lambda ev, s, L: (
-        s,
-        {"window": ev.rerope.window, "leak_factor": ev.rerope.leak_factor, "log_scale": ev.rerope.log_scale},
-    ),
-    "lm_infinite": lambda ev, s, L: (
-        s,
-        {"window": ev.lm_infinite.window, "global_tokens": ev.lm_infinite.global_tokens},
-    ),
-    "dca": lambda ev, s, L: (s, {"chunk_size": ev.dca.chunk_size, "local_window": ev.dca.local_window}),
-    "streaming_llm": lambda ev, s, L: (s, {"sinks": ev.streaming_llm.sinks, "recent": ev.streaming_llm.recent}),
 }
 # The config group each method reads its parameters from, named in error messages.
 _GROUP = {
+    **{m: f"eval.{m}" for m in _OWN_GROUP},
     "dynamic_ntk": "eval.dynamic_ntk.factor",
-    "yarn": "eval.yarn",
     "dynamic_yarn": "eval.yarn",
     "ntk_by_parts": "eval.yarn",
-    "abf": "eval.abf_base",
-    "llama3": "eval.llama3",
-    "longrope": "eval.longrope",
     "resonance_yarn": "eval.yarn",
-    "self_extend": "eval.self_extend",
-    "rerope": "eval.rerope",
-    "lm_infinite": "eval.lm_infinite",
-    "dca": "eval.dca",
-    "streaming_llm": "eval.streaming_llm",
+    "abf": "eval.abf_base",
 }
 # Methods that act in attention (``posx.model.windowed``) instead of on the frequencies: how
 # each builds its window from its parameters and the trained context T.
@@ -103,7 +96,7 @@ WINDOWED = frozenset(_WINDOWS)
 def method_args(method: str, ev, scale: float, length: int) -> tuple[float, dict]:
     """(factor, params) of ``rope.frequencies`` for ``method`` at one (scale, length) row."""
     if method not in METHOD_ARGS:
-        raise PosxError(f"eval.methods has unknown method '{method}'; choose from {', '.join(METHOD_ARGS)}")
+        raise PosxError(f"eval.methods has unknown method '{method}'; {choose(METHOD_ARGS)}")
     return METHOD_ARGS[method](ev, scale, length)
 
 

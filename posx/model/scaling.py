@@ -28,7 +28,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-from posx.core.errors import PosxError
+from posx.core.errors import PosxError, choose
 
 ATTN_SCALES = ("none", "logn", "ssmax")  # model.attn_scale
 
@@ -50,7 +50,7 @@ class LogitScale(nn.Module):
     def __init__(self, kind: str, n_head: int, trained: int):
         super().__init__()
         if kind not in ATTN_SCALES or kind == "none":
-            raise PosxError(f"model.attn_scale={kind} is not a logit scale; choose one of {', '.join(ATTN_SCALES[1:])}")
+            raise PosxError(f"model.attn_scale={kind} is not a logit scale; {choose(ATTN_SCALES[1:])}")
         if trained < 2:
             raise PosxError(f"model.attn_scale_length={trained} must be at least 2 (its logarithm divides)")
         self.kind, self.trained = kind, trained

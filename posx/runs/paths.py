@@ -14,7 +14,7 @@ from pathlib import Path
 
 import yaml
 
-from posx.core import files
+from posx.core import files, lock
 from posx.core.errors import PosxError
 from posx.runs import resumable
 from posx.runs.records import Lineage, RunMeta
@@ -119,14 +119,29 @@ def refuse_run_folder(path: Path) -> None:
             raise PosxError(f"{path} is {what} {len(inner)} run(s), not a run; name one of them, e.g. {inner[0]}")
 
 
-def refuse_unfinished(run_dir: Path) -> None:
+def refuse_none_finished(results_dir: str | Path) -> None:
+    """``--latest`` with no finished run: one line naming the newest run that is training or
+    stopped, or saying there is none."""
+    root = Path(results_dir)
+    started = [p.parent for pattern in ("runs/*/", "sweeps/*/*/") for p in root.glob(pattern + CONFIG)]
+    if not started:
+        raise PosxError(f"no runs under {results_dir}/; train one first with `posx train`")
+    newest = max(started, key=lambda p: (p / CONFIG).stat().st_mtime)
+    refuse_unfinished(newest, f"there is no finished run under {results_dir}/ yet: ")
+
+
+def refuse_unfinished(run_dir: Path, lead: str = "") -> None:
     """A run whose training has not finished (its config.yaml, no model.json yet): one line that
-    says where it stopped and how to finish it."""
+    says it is training now, or where it stopped and how to finish it."""
     if not (Path(run_dir) / CONFIG).is_file():
         return
+    if lock.held(run_dir):
+        raise PosxError(f"{lead}{run_dir} is still training; evaluate it once its training ends")
     step = resumable.latest_step(run_dir)
     where = "no checkpoint yet" if step is None else f"its last checkpoint is at step {step}"
-    raise PosxError(f"{run_dir} has not finished training ({where}); finish it with `posx train --resume {run_dir}`")
+    raise PosxError(
+        f"{lead}{run_dir} has not finished training ({where}); finish it with `posx train --resume {run_dir}`"
+    )
 
 
 def require_dir(path: Path, advice: str) -> None:
@@ -192,7 +207,7 @@ def resolve_run(run: str | None, results_dir: str | Path, latest: bool = False) 
     if latest:
         runs = find_runs(results_dir)
         if not runs:
-            raise PosxError(f"no runs under {results_dir}/; train one first with `posx train`")
+            refuse_none_finished(results_dir)
         return runs[-1]
     if not run:
         raise PosxError("name a run: a directory, or a name `posx runs` lists")

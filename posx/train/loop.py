@@ -402,6 +402,7 @@ def finish(state: LoopState) -> None:
     steady = metrics["tokens_per_s"].iloc[min(5, len(metrics) - 1) :].median() if len(metrics) else float("nan")
     steady_mfu = mfu(steady, state.flops_per_token, state.peak)
     state.console.print(
-        f"[green]done[/] {escape(str(run_dir))}: val loss {state.val_loss:.4f} (ppl {math.exp(state.val_loss):.2f}), "
+        f"[green]done[/] {escape(str(run_dir))}: val loss {state.val_loss:.4f} (ppl {math.exp(state.val_loss):.2f} "
+        f"over {cfg.train.eval_batches} batches of random held-out windows), "
         f"{steady:,.0f} tokens/s, mfu " + ("n/a" if steady_mfu is None else f"{steady_mfu:.1%}")
     )

@@ -1,0 +1,50 @@
+"""Settings that cannot act: a value the chosen model would never read (``pos.num_buckets`` with
+``pos=rope``, ``model.attn_scale_length`` without a logit scale, ``pos.randomized_max`` without
+randomized positions) or a ``model.nope_every`` that makes no layer, or every layer already,
+attend without positions. Trained as given, such a run would be recorded with a setting that
+did nothing, so a new run refuses it in one line naming the setting, the reason and the fix.
+
+Only new training is checked (``check_train_config``): runs already trained with such a value
+keep resuming and evaluating, as they did.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from posx.core.errors import PosxError
+from posx.schema import POS_READ_BY, ModelConfig, PosConfig
+
+_POS_DEFAULTS = {f.name: f.default for f in dataclasses.fields(PosConfig)}
+_ATTN_SCALE_LENGTH = {f.name: f.default for f in dataclasses.fields(ModelConfig)}["attn_scale_length"]
+
+
+def refuse_inert(cfg) -> None:
+    """One ``PosxError`` for the first setting of ``cfg`` that cannot act; None when all can."""
+    p, m = cfg.pos, cfg.model
+    for key, readers in POS_READ_BY.items():
+        if p.name not in readers and p[key] != _POS_DEFAULTS[key]:
+            raise PosxError(
+                f"pos.{key}={p[key]} does nothing with pos={p.name}: only pos={' or pos='.join(readers)} "
+                f"reads it; remove it, or choose pos={readers[0]}"
+            )
+    if m.nope_every > m.n_layer:
+        raise PosxError(
+            f"model.nope_every={m.nope_every} is more than model.n_layer={m.n_layer}, so no layer would attend "
+            f"without positions; set model.nope_every to at most {m.n_layer} (its last layer), or 0 for none"
+        )
+    if m.nope_every and p.name == "nope":
+        raise PosxError(
+            f"model.nope_every={m.nope_every} does nothing with pos=nope: no layer has positions to drop; "
+            "set model.nope_every=0, or choose an encoding that attends with positions"
+        )
+    if m.attn_scale == "none" and m.attn_scale_length != _ATTN_SCALE_LENGTH:
+        raise PosxError(
+            f"model.attn_scale_length={m.attn_scale_length} does nothing with model.attn_scale=none; "
+            "remove it, or set model.attn_scale=logn or ssmax"
+        )
+    if not p.randomized and p.randomized_max != _POS_DEFAULTS["randomized_max"]:
+        raise PosxError(
+            f"pos.randomized_max={p.randomized_max} does nothing without pos.randomized=true; "
+            "remove it, or set pos.randomized=true"
+        )
