@@ -18,7 +18,7 @@ from posx.model.gpt import GPT
 from posx.runs.records import RunMeta
 from posx.schema import EvalConfig, TaskOptions
 from posx.tasks import interval, registry, scoring
-from posx.tasks.base import byte_encode
+from posx.tasks.base import byte_encode, scrub, starts
 from posx.tasks.variable_tracking import chain
 
 CPU = torch.device("cpu")
@@ -298,10 +298,22 @@ def test_the_passkey_copy_cue_never_occurs_in_its_filler():
         assert ord(t.key[0]) not in filler  # the cue digit points at the planted key alone
 
 
-def test_a_haystack_made_of_the_marker_is_refused_in_one_line():
-    source = torch.from_numpy(np.frombuffer(b"@x\n" * 500, dtype=np.uint8).copy())
-    with pytest.raises(PosxError, match="all hold a marker the task plants"):
-        registry.make_samples("selective_copy", source, 128, 4, OPTS, seed=0)
+def test_a_haystack_full_of_the_marker_is_scrubbed_and_one_made_of_it_refused():
+    full = torch.from_numpy(np.frombuffer(b"@x\n" * 500, dtype=np.uint8).copy())
+    for s in registry.make_samples("selective_copy", full, 128, 4, OPTS, seed=0):
+        tail = len(s.tokens) - len(text(s.tokens).rsplit("\n@@", 1)[1]) - 3
+        assert outside(s, byte_encode("@"), tail) == 0
+    only = torch.from_numpy(np.frombuffer(b"@" * 1500, dtype=np.uint8).copy())
+    with pytest.raises(PosxError, match="made only of the marks the task plants"):
+        registry.make_samples("selective_copy", only, 128, 4, OPTS, seed=0)
+
+
+def test_scrubbing_breaks_every_occurrence_and_leaves_a_clean_window_as_it_is():
+    filler = np.array([5, 1, 2, 5, 5, 1, 2, 7, 1, 2, 1], dtype=np.int64)
+    out = scrub(filler, (np.array([1, 2]),))
+    assert len(starts(out, np.array([1, 2]))) == 0 and out.tolist() == [5, 5, 2, 5, 5, 5, 2, 7, 5, 2, 1]
+    clean = np.array([3, 4, 3], dtype=np.int64)
+    assert scrub(clean, (np.array([1]),)) is clean
 
 
 @pytest.mark.parametrize("hops", [0, 1, 4])

@@ -9,8 +9,8 @@ depth that varies over trials. Two variants:
   asking ``\\npasskey = `` and the model must answer with the key.
 * ``copy``: no prompt at all. The key sits once in the filler and the sequence ends with it
   repeated; the repeat's first digit is the cue and the remaining ``digits - 1`` are scored.
-  The filler never holds the cue digit (a window with one is redrawn), so the cue points at the
-  planted key alone.
+  The filler never holds the cue digit (each one in the window becomes the window's most
+  frequent other token), so the cue points at the planted key alone.
   Even a model that never saw a question-and-answer prompt can copy (induction), so this
   gives a signal where the prompted variant gives none.
 

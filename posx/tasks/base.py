@@ -26,7 +26,6 @@ from posx.core.errors import PosxError
 
 Encode = Callable[[str], np.ndarray]  # text -> (n,) int64 ids
 LETTERS = np.array(list(string.ascii_lowercase))
-REDRAWS = 64  # haystack windows tried before a marker that fills the split is refused
 
 
 @dataclass
@@ -94,33 +93,47 @@ def later_depths(rng: np.random.Generator, first: float, n: int) -> list[float]:
     return sorted(float(d) for d in first + (1 - first) * rng.random(n))
 
 
-def occurs(haystack: np.ndarray, marker: np.ndarray) -> bool:
-    """Whether the ids ``marker`` occur anywhere in ``haystack`` as a contiguous run."""
+def scrub(filler: np.ndarray, avoid: tuple) -> np.ndarray:
+    """``filler`` with every occurrence of a marker in ``avoid`` broken: the occurrence's first id
+    becomes the filler's most frequent id that is in no marker (so no new occurrence can form).
+    A filler that holds none comes back as it is; one made only of marker ids is refused."""
+    hits = [(i, len(m)) for m in avoid for i in starts(filler, np.asarray(m))]
+    if not hits:
+        return filler
+    banned = np.unique(np.concatenate([np.asarray(m, dtype=np.int64) for m in avoid]))
+    ids, counts = np.unique(filler[~np.isin(filler, banned)], return_counts=True)
+    if len(ids) == 0:
+        raise PosxError(
+            f"the haystack split offers {len(filler)} tokens made only of the marks the task plants, "
+            "so none could be unique; use other data"
+        )
+    out = filler.copy()
+    out[[i for i, _ in hits]] = ids[np.argmax(counts)]
+    return out
+
+
+def starts(haystack: np.ndarray, marker: np.ndarray) -> np.ndarray:
+    """The indices at which the ids ``marker`` start a contiguous run in ``haystack``."""
     k = len(marker)
     if k == 0 or k > len(haystack):
-        return False
+        return np.zeros(0, dtype=np.int64)
     windows = np.lib.stride_tricks.sliding_window_view(haystack, k)  # (n - k + 1, k)
-    return bool((windows == np.asarray(marker)).all(axis=1).any())
+    return np.flatnonzero((windows == marker).all(axis=1))
 
 
 def haystack(ctx: Context, filler_len: int, avoid: tuple = ()) -> tuple[int, np.ndarray]:
-    """(offset, ``filler_len`` ids) cut from the haystack split at a random offset, redrawn while they hold
-    one of the markers ``avoid`` (a cue or mark the task plants must be unique in its sequence).
-    The first draw is kept when it holds none, so a sample without a collision is unchanged."""
+    """(offset, ``filler_len`` ids) cut from the haystack split at a random offset, with every
+    occurrence of a marker in ``avoid`` broken (``scrub``): a cue or mark the task plants is
+    unique in its sequence. A window that holds none is unchanged, and no window is redrawn, so
+    the random stream (and every later sample) is the same as without ``avoid``."""
     if len(ctx.source) < filler_len:
         raise PosxError(
             f"the haystack split has {len(ctx.source)} tokens, too few for {filler_len} tokens of filler; "
             "use more data or take the task out of eval.tasks"
         )
-    for _ in range(REDRAWS):
-        offset = int(ctx.rng.integers(0, len(ctx.source) - filler_len + 1))
-        filler = np.asarray(ctx.source[offset : offset + filler_len], dtype=np.int64)
-        if not any(occurs(filler, marker) for marker in avoid):
-            return offset, filler
-    raise PosxError(
-        f"{REDRAWS} windows of {filler_len} tokens of the haystack split all hold a marker the task plants, "
-        "so it would not be unique; use other data or shorter lengths"
-    )
+    offset = int(ctx.rng.integers(0, len(ctx.source) - filler_len + 1))
+    filler = np.asarray(ctx.source[offset : offset + filler_len], dtype=np.int64)
+    return offset, scrub(filler, avoid)
 
 
 def assemble(

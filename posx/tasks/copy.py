@@ -11,7 +11,8 @@
   words in order, separated by spaces (scored: the words). The model must pick the marked words
   out of the haystack and keep their order, as in the selective-copying task of Gu & Dao 2023
   (Mamba, arXiv 2312.00752), here with text instead of noise tokens. The haystack holds no ``@``
-  of its own (a window with one, a decorator in Python source, is redrawn).
+  of its own (one in the window, a decorator in Python source, is replaced by the window's
+  most frequent other character).
 """
 
 from __future__ import annotations
