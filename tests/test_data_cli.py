@@ -67,6 +67,9 @@ def test_byte_path_gives_exactly_the_numbers_of_posx_before_token_stores(tmp_pat
     pd.testing.assert_frame_equal(a[["train_loss", "val_loss"]], b[["train_loss", "val_loss"]], rtol=1e-4)
     for name in ("extrapolation.csv", "passkey.csv", "positions.csv"):
         a, b = pd.read_csv(old / name), pd.read_csv(new / name)
+        if name == "passkey.csv":  # the copy variant's filler no longer holds its cue digit: new trials
+            assert a[["factor", "variant", "depth_lo", "trials"]].equals(b[["factor", "variant", "depth_lo", "trials"]])
+            a, b = a[a["variant"] == "prompt"], b[b["variant"] == "prompt"]
         columns = [c for c in a.columns if c != "run"]
         pd.testing.assert_frame_equal(a[columns], b[columns], rtol=1e-4, obj=name)
 
