@@ -18,12 +18,14 @@ shards, a published report merges each run's newest entry into one new shard and
 merged shards older than ``GRACE`` (a report reading one of them now is long done; younger ones
 stay until a later merge, their entries shadowed by the newer merged shard).
 
-``tasks.csv`` is not among the files a run's stamp is made from (``posx.report.digest.SOURCES``):
-an evaluation writes it together with ``extrapolation.csv`` and removes it when it scores no
-tasks (``posx.eval.tables.write_tables``), so the stamp of ``extrapolation.csv`` changes with it,
-and digests written before it was read here stay valid. A shard written by an older posx lacks
-a table today's shards hold; it is not read (its runs are read again) and is removed once older
-than ``GRACE``.
+Nothing in a shard is trusted unchecked: ``sums.json`` (written last) records the sha256 of
+each of its files, and each file must hold the columns and types of its table; a shard that
+fails either check (damaged, edited, a file replaced by a link, a FIFO or anything else) is
+removed and its runs are read again into the new shard. Each cached digest is checked field by
+field and by its seal as a digest.json is (``posx.report.digest.trusted``). A shard written by
+an older posx lacks a file today's shards hold; it is not read (its runs are read again) and
+is removed once older than ``GRACE``. Every file is read through a link of a plain name
+(``posx.report.literal``), so no folder name is read as a pattern.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ from posx.report.scan import COLUMNS, METRICS, empty, scan, sql_type
 
 CACHE = ".cache"
 MAX_SHARDS = 16
+SUMS = "sums.json"  # each shard file's sha256: a shard whose files changed after it was written is removed
 GRACE = 600  # seconds a merged shard stays before it is removed (no report takes that long)
 TABLES = {  # file -> view
     "extrapolation.csv": "ext",
@@ -92,7 +95,26 @@ def _shards(cache: Path, complete: bool = True) -> list[Path]:
 
 
 def _complete(shard: Path) -> bool:
-    return all((shard / table.replace(".csv", ".parquet")).is_file() for table in TABLES)
+    return (shard / SUMS).is_file() and all((shard / table.replace(".csv", ".parquet")).is_file() for table in TABLES)
+
+
+def _sum(shard: Path) -> None:
+    """Record the sha256 of each of the shard's files (``SUMS``), written last."""
+    sums = {parquet: files.sha256_file(shard / parquet) for parquet in EXPECTED}
+    (shard / SUMS).write_text(json.dumps(sums, sort_keys=True), encoding="utf-8")
+
+
+def _intact(shard: Path) -> None:
+    """Raise PosxError unless each of the shard's files is a regular file of the sha256 ``SUMS`` records."""
+    try:
+        sums = json.loads(files.read_regular(shard / SUMS).decode("utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError, ValueError):
+        raise PosxError(f"{shard / SUMS} is damaged") from None
+    if not isinstance(sums, dict) or set(sums) != set(EXPECTED):
+        raise PosxError(f"{shard / SUMS} is damaged")
+    for parquet, sha in sums.items():
+        if files.sha256_file(files.regular(shard / parquet)) != sha:
+            raise PosxError(f"{shard / parquet} is not the file the shard was written with")
 
 
 def _cached(con, shards: list[Path], stamps: dict[str, str]) -> dict[str, tuple[dict, str]]:
@@ -128,6 +150,7 @@ def _entries(con, shard: Path) -> list[tuple]:
     by the report: its runs are read again), and has no rows."""
     links = Links()
     try:
+        _intact(shard)
         for parquet, expected in EXPECTED.items():
             listed = links.listed([shard / parquet])
             described = con.execute(f"DESCRIBE SELECT * FROM read_parquet({listed})").fetchall()
@@ -172,6 +195,7 @@ def _write_shard(con, fresh: dict[str, dict], stamps: dict[str, str]) -> Path:
         con.register("fresh_digests", frame)
         con.execute(f"COPY fresh_digests TO {sql_text(staging / 'digests.parquet')} (FORMAT parquet)")
         con.unregister("fresh_digests")
+        _sum(staging)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
@@ -283,6 +307,7 @@ def compact(con, cache: Path) -> None:
                 "JOIN shard_links s ON t.filename = s.link JOIN newest n ON t.run = n.run AND s.shard = n.shard) "
                 f"TO {sql_text(staging / parquet)} (FORMAT parquet)"
             )
+        _sum(staging)
         os.rename(staging, cache / name)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
