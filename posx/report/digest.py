@@ -245,7 +245,7 @@ def written(run_dir: Path, when: str) -> dict | None:
     return digest if digest is not None and digest["stamp"] == when else None
 
 
-def _keep(run_dir: Path, digest: dict) -> None:
+def keep(run_dir: Path, digest: dict) -> None:
     """Write a digest found stale back into the run, so the next listing reads it (best effort: a
     read-only run, or a digest.json that is not a regular file posx can replace, is left alone)."""
     target = Path(run_dir) / DIGEST
@@ -257,17 +257,23 @@ def _keep(run_dir: Path, digest: dict) -> None:
         pass
 
 
-def load(run_dir: Path, when: str | None = None) -> dict:
-    """The run's digest: its own digest.json when it is current; when only its files' times changed
-    (a copied run: the same bytes), that digest with the new stamp; else computed from its files.
-    Either of the last two is written back (``_keep``), so the next call finds it current."""
+def resolve(run_dir: Path, when: str | None = None) -> tuple[dict, bool]:
+    """(the run's digest, whether digest.json should be written with it): its own digest.json when
+    it is current; when only its files' times changed (a copied run: the same bytes), that
+    digest with the new stamp; else computed from its files."""
     when = stamp(run_dir) if when is None else when
     found = _read(run_dir)
     if found is not None and found["stamp"] == when:
-        return found
+        return found, False
     if found is not None and found["content"] == content(run_dir):
-        digest = sealed({**found, "stamp": when})
-    else:
-        digest = compute(run_dir)
-    _keep(run_dir, digest)
+        return sealed({**found, "stamp": when}), True
+    return compute(run_dir), True
+
+
+def load(run_dir: Path, when: str | None = None) -> dict:
+    """The run's digest (``resolve``), written back when it was stale (``keep``), so the next call
+    finds it current. A report resolves its runs' digests and keeps them only once it is published."""
+    digest, stale = resolve(run_dir, when)
+    if stale:
+        keep(run_dir, digest)
     return digest

@@ -36,7 +36,7 @@ import shutil
 import tempfile
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
@@ -77,6 +77,7 @@ class Gathered:
     cache: Path  # the cache folder
     pending: Path | None = None  # the new shard until ``keep`` or ``discard``
     links: Links | None = None  # the links the views read the shards through (``posx.report.literal``)
+    stale: dict = field(default_factory=dict)  # run -> its digest, to write back once the report is published
 
 
 def connect() -> duckdb.DuckDBPyConnection:
@@ -203,9 +204,14 @@ def _write_shard(con, fresh: dict[str, dict], stamps: dict[str, str]) -> Path:
 
 
 def keep(gathered: Gathered) -> None:
-    """The report is published: its new shard joins the cache (built aside, renamed into place),
-    and past MAX_SHARDS shards they are merged."""
+    """The report is published: the stale digests it resolved are written back into their runs,
+    its new shard joins the cache (built aside, renamed into place), and past MAX_SHARDS shards
+    they are merged. A report that fails or is refused changes neither (``discard``)."""
+    for run, digest in gathered.stale.items():
+        digests.keep(Path(run), digest)
+    gathered.stale = {}
     if gathered.pending is None:
+        discard(gathered)
         return
     name = f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     cache = files.real_dir(gathered.cache, "the report cache")
@@ -228,6 +234,7 @@ def discard(gathered: Gathered) -> None:
     if gathered.links is not None:
         gathered.links.close()
         gathered.links = None
+    gathered.stale = {}
 
 
 def _views(con, live: dict[str, str], found: dict[str, dict], links: Links) -> None:
@@ -264,7 +271,9 @@ def gather(run_dirs: list[Path], cache: Path, tries: int = 2) -> Gathered:
     con = connect()
     try:
         known = _cached(con, _shards(cache), stamps)
-        fresh = {run: digests.load(Path(run), stamps[run]) for run in stamps if run not in known}
+        resolved = {run: digests.resolve(Path(run), stamps[run]) for run in stamps if run not in known}
+        fresh = {run: digest for run, (digest, _) in resolved.items()}
+        stale = {run: digest for run, (digest, old) in resolved.items() if old}
         for run, digest in fresh.items():  # before the scan: its error names the file and the fix
             digests.refuse_damaged(Path(run), digest)
         live = {run: shard for run, (_, shard) in known.items()}
@@ -273,7 +282,7 @@ def gather(run_dirs: list[Path], cache: Path, tries: int = 2) -> Gathered:
         found = {**{run: d for run, (d, _) in known.items()}, **fresh}
         links = Links()
         _views(con, live, found, links)
-        return Gathered({Path(run): found[run] for run in stamps}, con, cache, pending, links)
+        return Gathered({Path(run): found[run] for run in stamps}, con, cache, pending, links, stale)
     except duckdb.IOException:
         if tries <= 1:
             raise
