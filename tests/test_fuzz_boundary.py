@@ -48,6 +48,7 @@ RECORDS = [
 ]  # fmt: skip
 EVAL_RECORDS = {
     "extrapolation.csv", "extrapolation.md", "positions.csv", "passkey.csv", "tasks.csv", "eval.yaml", "digest.json",
+    "tables.json",
 }  # fmt: skip
 
 

@@ -65,5 +65,5 @@ def check(run_dir: Path, fix: str) -> None:
         if found != sha:
             raise PosxError(
                 f"{run_dir}'s tables are of two evaluations ({name} is not the one evaluation {record['eval_id']} "
-                f"wrote: its publication was cut short); {fix}"
+                f"wrote: its publication was cut short, or it was edited since); {fix}"
             )
