@@ -11,6 +11,9 @@ import pytest
 from test_report_groups import _run
 
 from posx.core import files
+from posx.core.errors import PosxError
+from posx.eval.tables import read_table
+from posx.runs.paths import read_meta
 
 from conftest import run_posx
 
@@ -30,6 +33,16 @@ def test_a_fifo_is_refused_without_waiting(tmp_path):
         files.read_regular(fifo)  # opened non-blocking and refused: a plain open would wait for a writer
     with pytest.raises(Exception, match="not a regular file"):
         files.regular(fifo)
+
+
+def test_every_reader_of_a_run_refuses_a_fifo_in_one_line(runs):
+    for name in ("extrapolation.csv", "model.json"):
+        (runs / "other" / name).unlink()
+        os.mkfifo(runs / "other" / name)
+    with pytest.raises(PosxError, match="cannot be read"):
+        read_table(runs / "other" / "extrapolation.csv")
+    with pytest.raises(PosxError):  # a FIFO is not a file: no model.json, in one line
+        read_meta(runs / "other")
 
 
 @pytest.mark.parametrize("name", ["digest.json", "positions.csv", "metrics.csv", "extrapolation.csv"])

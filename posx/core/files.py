@@ -23,9 +23,11 @@ from posx.core.errors import PosxError
 
 
 @contextlib.contextmanager
-def atomic_path(target: str | Path, new: bool = False) -> Iterator[Path]:
+def atomic_path(target: str | Path, new: bool = False, durable: bool = True) -> Iterator[Path]:
     """Yield a temporary path to write; on success it replaces ``target`` atomically, or with
-    ``new`` appears there only if nothing (not even a dangling link) took the name meanwhile."""
+    ``new`` appears there only if nothing (not even a dangling link) took the name meanwhile.
+    Without ``durable`` nothing is fsynced: for a file posx can always make again from others (a
+    digest written back), which a crash may lose, never leave half written under its name."""
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     # A fresh name in the same directory (so the rename is atomic), created with the
@@ -36,10 +38,12 @@ def atomic_path(target: str | Path, new: bool = False) -> Iterator[Path]:
     try:
         yield tmp_path
         os.chmod(tmp_path, mode)  # a writer that made its own file (safetensors: 0600) keeps the umask's mode
-        with open(tmp_path, "rb+") as f:
-            os.fsync(f.fileno())
+        if durable:
+            with open(tmp_path, "rb+") as f:
+                os.fsync(f.fileno())
         _publish(tmp_path, target) if new else os.replace(tmp_path, target)
-        fsync_dir(target.parent)
+        if durable:
+            fsync_dir(target.parent)
     except OSError as exc:
         tmp_path.unlink(missing_ok=True)
         if exc.errno == errno.ENOSPC:
@@ -198,8 +202,8 @@ def staged_dir(final: Path | None, parent: Path, name: str) -> Iterator[tuple[Pa
         raise
 
 
-def write_text(target: str | Path, text: str) -> None:
-    with atomic_path(target) as tmp:
+def write_text(target: str | Path, text: str, durable: bool = True) -> None:
+    with atomic_path(target, durable=durable) as tmp:
         tmp.write_text(text, encoding="utf-8")
 
 

@@ -60,7 +60,7 @@ def read_record(path: Path) -> dict:
     """An eval.yaml: {"id", "settings", "device", "weights_sha256"}, each field checked (``weights_sha256``
     is null for a run saved before posx recorded it)."""
     try:
-        record = yaml.safe_load(path.read_text(encoding="utf-8"))
+        record = yaml.safe_load(files.read_regular(path).decode("utf-8"))
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         raise PosxError(f"{path} is unreadable ({exc.__class__.__name__}); {UNREADABLE_FIX}") from None
     fix = UNREADABLE_FIX

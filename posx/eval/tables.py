@@ -259,7 +259,7 @@ def refit(run_dir: Path) -> str:
 
 def _text(path: Path, fix: str) -> str:
     try:
-        return path.read_text(encoding="utf-8")
+        return files.read_regular(path).decode("utf-8")  # a FIFO or a device: refused, never waited on
     except (UnicodeDecodeError, OSError) as exc:
         raise PosxError(f"{path} cannot be read as CSV ({exc.__class__.__name__}); {fix}") from None
 

@@ -6,11 +6,16 @@ data and evaluation settings, as text), an extended run's parent, what ``posx ru
 (encoding, T, steps, validation perplexity, evaluated lengths), the header of each of its
 tables, the tables its evaluation leaves out by design (``posx.eval.tables.left_out``) and the
 files posx refused to read as damaged (``damaged``: the run is listed without what they hold). It
-is stamped with the size and modification time of every file it was made from (``SOURCES``); a
-digest whose stamp no longer matches those files (a table rewritten, a config edited, a run
-made before digests existed) is not trusted: ``load`` then computes the digest from the files
-again, as the run would have, and the report caches it (``posx.report.store``). So a report or
-a listing reads one small JSON per run instead of parsing its YAML and tables.
+is stamped with the size and modification time of every file it was made from (``SOURCES``)
+and with a hash of their bytes (``content``), and sealed with a hash of its own fields
+(``posx.report.digestcheck``). A digest is trusted only when every field passes its check and
+its seal matches (``trusted``): one edited, damaged or of an older format is computed from the
+files again. One whose stamp no longer matches its files is stale: when their bytes are the
+ones it was made from (a run copied with new mtimes) it is kept with the new stamp, else
+(a table rewritten, a config edited, a run made before digests existed) computed from the
+files again, as the run would have (``resolve``); ``load`` writes either back, and the report
+does once it is published (``posx.report.store``). So a report or a listing reads one small
+JSON per run instead of parsing its YAML and tables.
 """
 
 from __future__ import annotations
@@ -245,29 +250,35 @@ def written(run_dir: Path, when: str) -> dict | None:
     return digest if digest is not None and digest["stamp"] == when else None
 
 
-def _keep(run_dir: Path, digest: dict) -> None:
+def keep(run_dir: Path, digest: dict) -> None:
     """Write a digest found stale back into the run, so the next listing reads it (best effort: a
     read-only run, or a digest.json that is not a regular file posx can replace, is left alone)."""
     target = Path(run_dir) / DIGEST
     if target.is_symlink() or (os.path.lexists(target) and not target.is_file()):
         return
     try:
-        files.write_text(target, json.dumps(digest, separators=(",", ":")) + "\n")
+        files.write_text(target, json.dumps(digest, separators=(",", ":")) + "\n", durable=False)  # made again if lost
     except (OSError, PosxError):
         pass
 
 
-def load(run_dir: Path, when: str | None = None) -> dict:
-    """The run's digest: its own digest.json when it is current; when only its files' times changed
-    (a copied run: the same bytes), that digest with the new stamp; else computed from its files.
-    Either of the last two is written back (``_keep``), so the next call finds it current."""
+def resolve(run_dir: Path, when: str | None = None) -> tuple[dict, bool]:
+    """(the run's digest, whether digest.json should be written with it): its own digest.json when
+    it is current; when only its files' times changed (a copied run: the same bytes), that
+    digest with the new stamp; else computed from its files."""
     when = stamp(run_dir) if when is None else when
     found = _read(run_dir)
     if found is not None and found["stamp"] == when:
-        return found
+        return found, False
     if found is not None and found["content"] == content(run_dir):
-        digest = sealed({**found, "stamp": when})
-    else:
-        digest = compute(run_dir)
-    _keep(run_dir, digest)
+        return sealed({**found, "stamp": when}), True
+    return compute(run_dir), True
+
+
+def load(run_dir: Path, when: str | None = None) -> dict:
+    """The run's digest (``resolve``), written back when it was stale (``keep``), so the next call
+    finds it current. A report resolves its runs' digests and keeps them only once it is published."""
+    digest, stale = resolve(run_dir, when)
+    if stale:
+        keep(run_dir, digest)
     return digest

@@ -222,7 +222,7 @@ def _parent_digest(path: Path, lineage: dict, known: dict) -> dict | None:
             continue
         key = candidate.resolve()
         if key not in known:
-            known[key] = digests.load(candidate)
+            known[key] = digests.resolve(candidate)[0]  # read only: the report writes no parent's digest
         return known[key]
     return None
 

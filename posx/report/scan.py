@@ -123,10 +123,10 @@ def _scan(con, name: str, batches: dict[tuple, list[Path]], target: Path, links:
     except duckdb.Error as exc:
         for header, paths in batches.items():
             try:
-                con.execute(f"SELECT count(*) FROM ({_select(name, header, paths, links)})")
+                con.execute(f"SELECT * FROM ({_select(name, header, paths, links)})").fetchall()
             except duckdb.Error as one:
                 raise _find_damage(name, paths, one) from None
-        raise _find_damage(name, [], exc) from None
+        raise _find_damage(name, [p for paths in batches.values() for p in paths], exc) from None
     finally:
         con.unregister("scan_links")
     _check_keys(con, name, target)

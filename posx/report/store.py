@@ -18,12 +18,14 @@ shards, a published report merges each run's newest entry into one new shard and
 merged shards older than ``GRACE`` (a report reading one of them now is long done; younger ones
 stay until a later merge, their entries shadowed by the newer merged shard).
 
-``tasks.csv`` is not among the files a run's stamp is made from (``posx.report.digest.SOURCES``):
-an evaluation writes it together with ``extrapolation.csv`` and removes it when it scores no
-tasks (``posx.eval.tables.write_tables``), so the stamp of ``extrapolation.csv`` changes with it,
-and digests written before it was read here stay valid. A shard written by an older posx lacks
-a table today's shards hold; it is not read (its runs are read again) and is removed once older
-than ``GRACE``.
+Nothing in a shard is trusted unchecked: ``sums.json`` (written last) records the sha256 of
+each of its files, and each file must hold the columns and types of its table; a shard that
+fails either check (damaged, edited, a file replaced by a link, a FIFO or anything else) is
+removed and its runs are read again into the new shard. Each cached digest is checked field by
+field and by its seal as a digest.json is (``posx.report.digest.trusted``). A shard written by
+an older posx lacks a file today's shards hold; it is not read (its runs are read again) and
+is removed once older than ``GRACE``. Every file is read through a link of a plain name
+(``posx.report.literal``), so no folder name is read as a pattern.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ import shutil
 import tempfile
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
@@ -48,6 +50,7 @@ from posx.report.scan import COLUMNS, METRICS, empty, scan, sql_type
 
 CACHE = ".cache"
 MAX_SHARDS = 16
+SUMS = "sums.json"  # each shard file's sha256: a shard whose files changed after it was written is removed
 GRACE = 600  # seconds a merged shard stays before it is removed (no report takes that long)
 TABLES = {  # file -> view
     "extrapolation.csv": "ext",
@@ -74,6 +77,7 @@ class Gathered:
     cache: Path  # the cache folder
     pending: Path | None = None  # the new shard until ``keep`` or ``discard``
     links: Links | None = None  # the links the views read the shards through (``posx.report.literal``)
+    stale: dict = field(default_factory=dict)  # run -> its digest, to write back once the report is published
 
 
 def connect() -> duckdb.DuckDBPyConnection:
@@ -92,7 +96,26 @@ def _shards(cache: Path, complete: bool = True) -> list[Path]:
 
 
 def _complete(shard: Path) -> bool:
-    return all((shard / table.replace(".csv", ".parquet")).is_file() for table in TABLES)
+    return (shard / SUMS).is_file() and all((shard / table.replace(".csv", ".parquet")).is_file() for table in TABLES)
+
+
+def _sum(shard: Path) -> None:
+    """Record the sha256 of each of the shard's files (``SUMS``), written last."""
+    sums = {parquet: files.sha256_file(shard / parquet) for parquet in EXPECTED}
+    (shard / SUMS).write_text(json.dumps(sums, sort_keys=True), encoding="utf-8")
+
+
+def _intact(shard: Path) -> None:
+    """Raise PosxError unless each of the shard's files is a regular file of the sha256 ``SUMS`` records."""
+    try:
+        sums = json.loads(files.read_regular(shard / SUMS).decode("utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError, ValueError):
+        raise PosxError(f"{shard / SUMS} is damaged") from None
+    if not isinstance(sums, dict) or set(sums) != set(EXPECTED):
+        raise PosxError(f"{shard / SUMS} is damaged")
+    for parquet, sha in sums.items():
+        if files.sha256_file(files.regular(shard / parquet)) != sha:
+            raise PosxError(f"{shard / parquet} is not the file the shard was written with")
 
 
 def _cached(con, shards: list[Path], stamps: dict[str, str]) -> dict[str, tuple[dict, str]]:
@@ -128,6 +151,7 @@ def _entries(con, shard: Path) -> list[tuple]:
     by the report: its runs are read again), and has no rows."""
     links = Links()
     try:
+        _intact(shard)
         for parquet, expected in EXPECTED.items():
             listed = links.listed([shard / parquet])
             described = con.execute(f"DESCRIBE SELECT * FROM read_parquet({listed})").fetchall()
@@ -172,6 +196,7 @@ def _write_shard(con, fresh: dict[str, dict], stamps: dict[str, str]) -> Path:
         con.register("fresh_digests", frame)
         con.execute(f"COPY fresh_digests TO {sql_text(staging / 'digests.parquet')} (FORMAT parquet)")
         con.unregister("fresh_digests")
+        _sum(staging)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
@@ -179,9 +204,14 @@ def _write_shard(con, fresh: dict[str, dict], stamps: dict[str, str]) -> Path:
 
 
 def keep(gathered: Gathered) -> None:
-    """The report is published: its new shard joins the cache (built aside, renamed into place),
-    and past MAX_SHARDS shards they are merged."""
+    """The report is published: the stale digests it resolved are written back into their runs,
+    its new shard joins the cache (built aside, renamed into place), and past MAX_SHARDS shards
+    they are merged. A report that fails or is refused changes neither (``discard``)."""
+    for run, digest in gathered.stale.items():
+        digests.keep(Path(run), digest)
+    gathered.stale = {}
     if gathered.pending is None:
+        discard(gathered)
         return
     name = f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     cache = files.real_dir(gathered.cache, "the report cache")
@@ -204,6 +234,7 @@ def discard(gathered: Gathered) -> None:
     if gathered.links is not None:
         gathered.links.close()
         gathered.links = None
+    gathered.stale = {}
 
 
 def _views(con, live: dict[str, str], found: dict[str, dict], links: Links) -> None:
@@ -240,7 +271,9 @@ def gather(run_dirs: list[Path], cache: Path, tries: int = 2) -> Gathered:
     con = connect()
     try:
         known = _cached(con, _shards(cache), stamps)
-        fresh = {run: digests.load(Path(run), stamps[run]) for run in stamps if run not in known}
+        resolved = {run: digests.resolve(Path(run), stamps[run]) for run in stamps if run not in known}
+        fresh = {run: digest for run, (digest, _) in resolved.items()}
+        stale = {run: digest for run, (digest, old) in resolved.items() if old}
         for run, digest in fresh.items():  # before the scan: its error names the file and the fix
             digests.refuse_damaged(Path(run), digest)
         live = {run: shard for run, (_, shard) in known.items()}
@@ -249,7 +282,7 @@ def gather(run_dirs: list[Path], cache: Path, tries: int = 2) -> Gathered:
         found = {**{run: d for run, (d, _) in known.items()}, **fresh}
         links = Links()
         _views(con, live, found, links)
-        return Gathered({Path(run): found[run] for run in stamps}, con, cache, pending, links)
+        return Gathered({Path(run): found[run] for run in stamps}, con, cache, pending, links, stale)
     except duckdb.IOException:
         if tries <= 1:
             raise
@@ -283,6 +316,7 @@ def compact(con, cache: Path) -> None:
                 "JOIN shard_links s ON t.filename = s.link JOIN newest n ON t.run = n.run AND s.shard = n.shard) "
                 f"TO {sql_text(staging / parquet)} (FORMAT parquet)"
             )
+        _sum(staging)
         os.rename(staging, cache / name)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
