@@ -77,10 +77,10 @@ def _passkey_figure(data: pd.DataFrame, facets: Facets, facet: str, factors: lis
     handles, labels = rows[1][0].get_legend_handles_labels()
     legend(fig, handles, labels, loc="outside lower center", ncol=2, fontsize=8, frameon=False)
     nothing = "; exact match 0 everywhere, so only the key NLL is shown" if none_found else ""
-    bars = f"bars: {', '.join(sorted(bands))}"
+    bars = "" if none_found else f" (accuracy bars: {', '.join(sorted(bands))})"
     dodged = f"\n{dodge_note(most, factors)}" if most > 1 else ""
     where = facet or "all groups"
-    fig.suptitle(f"Passkey retrieval by evaluation length, {where} ({bars}){nothing}{dodged}", fontsize=10)
+    fig.suptitle(f"Passkey retrieval by evaluation length, {where}{bars}{nothing}{dodged}", fontsize=10)
     return fig
 
 
@@ -124,7 +124,8 @@ def _training_row(pair, data: pd.DataFrame, facets: Facets, facet: str) -> None:
         g = rows_of(data, TRAINING_LINE, key).sort_values("step")
         for ax, what in ((pair[0], "train"), (pair[1], "val")):
             part = g.dropna(subset=[f"{what}_loss"])
-            ax.plot(part["step"], part[f"{what}_loss"], color=look["color"], linewidth=1.2, label=label)
+            marker = "." if what == "val" else None  # validation: a few points, each shown
+            ax.plot(part["step"], part[f"{what}_loss"], color=look["color"], marker=marker, linewidth=1.2, label=label)
             spread = part[f"{what}_std"]
             if spread.notna().any():
                 ax.fill_between(part["step"], part[f"{what}_loss"] - spread, part[f"{what}_loss"] + spread,

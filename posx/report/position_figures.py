@@ -72,7 +72,7 @@ def draw_lines(ax, data: pd.DataFrame, facets: Facets) -> str:
     labels = line_labels(facets, keys)
     styles = looks([(k[2], k[:3], k[3]) for k in keys], size=4.5)
     seeds = [[int(v) for v in data[data[LINE].apply(tuple, axis=1) == k].get("n", pd.Series([1]))] for k in keys]
-    bands = [band_name(s, "no band (one seed)") for s in seeds]
+    bands = [band_name(s, "one seed, no band") for s in seeds]
     shared = bands[0] if len(set(bands)) == 1 else ""
     for i, (key, label, look, band) in enumerate(zip(keys, labels, styles, bands)):
         g = data[data[LINE].apply(tuple, axis=1) == key].sort_values("x")
@@ -88,6 +88,11 @@ def draw_lines(ax, data: pd.DataFrame, facets: Facets) -> str:
     handles, texts = ax.get_legend_handles_labels()
     legend(ax, handles, texts, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=1)
     return shared
+
+
+def _band(shared: str) -> str:
+    """A panel title's words on the band every line shares ("" when they differ: the labels say)."""
+    return "" if not shared else f"; {shared}" if shared.startswith("one seed") else f"; band {shared}"
 
 
 def plot_positions(
@@ -115,7 +120,7 @@ def plot_positions(
             group, parent, enc = panel
             names = facets.names([panel])[panel]
             where = " · ".join(p for p in (facet, enc, f"from {parent}" if parent else "", names) if p)
-            ax.set_title(wrap(f"{where}: at {chosen[panel]:g} T" + (f"; band {shared}" if shared else "")), fontsize=8)
+            ax.set_title(wrap(f"{where}: at {chosen[panel]:g} T{_band(shared)}"), fontsize=8)
         smoothed = f", moving mean over {smooth} buckets" if smooth > 1 else ""
         fig.suptitle(f"Loss by token position: one panel per group, mean over its seeds{smoothed}", fontsize=10)
         drawn[name] = output.save(fig, out_dir / name, formats)
@@ -157,8 +162,8 @@ def plot_position_encodings(
                     ax.set_visible(False)
                     continue
                 shared = draw_lines(ax, lines, facets)
-                band = f"; band {shared}" if shared else ""
-                ax.set_title(wrap(f"{facet or 'all groups'}: {what}, windows of {factor:g} x T{band}", 70), fontsize=9)
+                title = f"{facet or 'all groups'}: {what}, windows of {factor:g} x T{_band(shared)}"
+                ax.set_title(wrap(title, 70), fontsize=9)
         smoothed = f", moving mean over {smooth} buckets" if smooth > 1 else ""
         fig.suptitle(f"Loss by token position, trained runs: one line per group, mean over its seeds{smoothed}")
         drawn[name] = output.save(fig, out_dir / name, formats)

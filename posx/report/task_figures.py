@@ -99,15 +99,17 @@ def plot_task_curves(summary: pd.DataFrame, out_dir: Path, facets: Facets, forma
 def _curves_figure(data: pd.DataFrame, facets: Facets, facet: str) -> Figure:
     tasks = sorted(dict.fromkeys(data["task"]), key=_task_rank)
     keys = _keys(data)
-    labels = line_labels(facets, keys)
+    line_of = pd.Series(list(zip(data["group"].astype(str), [""] * len(data), data["encoding"], data["method"])),
+                        index=data.index)  # fmt: skip
+    bands = [band_name(list(data[line_of == k]["n_seeds"].astype(int)), WILSON) for k in keys]
+    shared = bands[0] if len(set(bands)) == 1 else ""
+    labels = [label if shared else f"{label} (bars {band})" for label, band in zip(line_labels(facets, keys), bands)]
     styles = looks([(k[2], k[:3], k[3]) for k in keys], size=4.5)
     cols = min(4, len(tasks))
     rows = math.ceil(len(tasks) / cols)
     fig = Figure(figsize=(3.6 * cols + 0.4, 5.2 * rows + 1.4), layout="constrained")
     axes = fig.subplots(2 * rows, cols, squeeze=False)
     factors = sorted(data["factor"].unique())
-    line_of = pd.Series(list(zip(data["group"].astype(str), [""] * len(data), data["encoding"], data["method"])),
-                        index=data.index)  # fmt: skip
     for k, task in enumerate(tasks):
         top, below = axes[2 * (k // cols)][k % cols], axes[2 * (k // cols) + 1][k % cols]
         for i, (key, label, look) in enumerate(zip(keys, labels, styles)):
@@ -129,14 +131,17 @@ def _curves_figure(data: pd.DataFrame, facets: Facets, facet: str) -> Figure:
         axes[2 * (k // cols) + 1][k % cols].set_visible(False)
     handles, texts = axes[0][0].get_legend_handles_labels()
     legend(fig, handles, texts, loc="outside lower center", ncol=min(3, len(texts)), fontsize=8, frameon=False)
-    fig.suptitle(_curves_title(data, facet, len(keys), factors), fontsize=9)
+    fig.suptitle(wrap(_curves_title(shared, facet, len(keys), factors), 110), fontsize=9)
     return fig
 
 
-def _curves_title(data: pd.DataFrame, facet: str, lines: int, factors: list) -> str:
-    """What ``tasks_vs_length`` draws: its facet, seeds, what the bars are, sideways offsets."""
-    bars = band_name(list(data["n_seeds"].astype(int)), "95% Wilson interval (one seed)")
-    bars = f"bars: accuracy {bars}, NLL ± std over seeds"
+WILSON = "95% Wilson interval (one seed)"
+
+
+def _curves_title(shared: str, facet: str, lines: int, factors: list) -> str:
+    """What ``tasks_vs_length`` draws: its facet, seeds, what the bars are (``shared``: the
+    accuracy bars of every line, or "" when the labels say), sideways offsets."""
+    bars = f"bars: accuracy {shared or 'as each entry says'}, NLL ± std over seeds (none for one seed)"
     said = [facet or "all groups", "one line per group, mean over its seeds", bars, dodge_note(lines, factors)]
     return "Tasks vs evaluation length: " + "; ".join(part for part in said if part)
 
