@@ -37,7 +37,7 @@ from posx.report.palette import dodge, dodge_note, legend
 PASSKEY_LINE = ["group", "parent", "encoding", "method"]
 
 
-def plot_passkey(pk: pd.DataFrame, out_dir: Path, facets: Facets, formats=FORMATS) -> dict[str, Path]:
+def plot_passkey(pk: pd.DataFrame, out_dir: Path, facets: Facets, notes: list[str], formats=FORMATS) -> dict[str, Path]:
     """``passkey.png`` (one file per facet): top row exact-match accuracy, bottom row mean NLL of
     the key digits (chance: ln 10); when no run retrieved a single key, only the key NLL row."""
     data = pk[pk["n_seeds"] > 0] if not pk.empty else pk
@@ -46,7 +46,7 @@ def plot_passkey(pk: pd.DataFrame, out_dir: Path, facets: Facets, formats=FORMAT
     data = data.assign(parent="") if "parent" not in data else data
     split = facets.split(data)
     drawn = {}
-    for name, (facet, mine) in zip(file_names("passkey.png", len(split)), split):
+    for name, (facet, mine) in zip(file_names("passkey.png", len(split), notes), split):
         drawn[name] = output.save(_passkey_figure(mine, facets, facet, sorted(pk["factor"].unique())), out_dir / name,
                                   formats)  # fmt: skip
     return drawn
@@ -101,13 +101,15 @@ def _passkey_axes(top, bottom, variant: str, factors: list) -> None:
 TRAINING_LINE = ["group", "parent", "encoding"]
 
 
-def plot_training(training: pd.DataFrame, out_dir: Path, facets: Facets, formats=FORMATS) -> dict[str, Path]:
+def plot_training(
+    training: pd.DataFrame, out_dir: Path, facets: Facets, notes: list[str], formats=FORMATS
+) -> dict[str, Path]:
     """``training.png``: per facet a row (training loss | validation loss), one line per group."""
     if training.empty:
         return {}
     rows = chunks(facets.split(training.assign(parent=training["parent"].fillna(""))), 3)
     drawn = {}
-    for name, mine in zip(file_names("training.png", len(rows)), rows):
+    for name, mine in zip(file_names("training.png", len(rows), notes), rows):
         fig = Figure(figsize=(13, 4.4 * len(mine)), layout="constrained")
         axes = fig.subplots(len(mine), 2, squeeze=False)
         for (facet, data), pair in zip(mine, axes):
@@ -145,8 +147,8 @@ def draw_all(tables: dict, out_dir: Path, factor, smooth: int, facets: Facets, n
     its name to None. ``tables``: the report's (``posx.report.summary``)."""
     summary = tables["summary"]
     made = {
-        "ppl_vs_length.png": ppl_figures.ppl_figures(summary, facets),
-        "encodings.png": ppl_figures.encodings_figures(summary, facets),
+        "ppl_vs_length.png": ppl_figures.ppl_figures(summary, facets, notes),
+        "encodings.png": ppl_figures.encodings_figures(summary, facets, notes),
         "ppl_median_over_groups.png": ppl_figures.median_figure(summary) if median else [],
     }
     drawn: dict[str, Path | None] = {}
@@ -155,14 +157,14 @@ def draw_all(tables: dict, out_dir: Path, factor, smooth: int, facets: Facets, n
             drawn.update(ppl_figures.save_all(figures, out_dir, formats) or {name: None})
     positions = tables["positions"]
     parts = {
-        "positions.png": position_figures.plot_positions(positions, out_dir, factor, smooth, facets, formats),
+        "positions.png": position_figures.plot_positions(positions, out_dir, factor, smooth, facets, notes, formats),
         "positions_by_encoding.png": position_figures.plot_position_encodings(
             positions, tables["longest_factor"], out_dir, smooth, facets, notes, formats
         ),
-        "passkey.png": plot_passkey(tables["passkey"], out_dir, facets, formats),
-        "training.png": plot_training(tables["training"], out_dir, facets, formats),
+        "passkey.png": plot_passkey(tables["passkey"], out_dir, facets, notes, formats),
+        "training.png": plot_training(tables["training"], out_dir, facets, notes, formats),
     }
     for name, files in parts.items():
         drawn.update(files or {name: None})
-    drawn.update(task_figures.draw(tables["tasks"], out_dir, facets, formats))
+    drawn.update(task_figures.draw(tables["tasks"], out_dir, facets, notes, formats))
     return drawn

@@ -96,7 +96,13 @@ def _band(shared: str) -> str:
 
 
 def plot_positions(
-    cells: pd.DataFrame, out_dir: Path, factor: float | None, smooth: int, facets: Facets, formats=output.FORMATS
+    cells: pd.DataFrame,
+    out_dir: Path,
+    factor: float | None,
+    smooth: int,
+    facets: Facets,
+    notes: list[str],
+    formats=output.FORMATS,
 ) -> dict[str, Path]:
     """``positions.png`` (one panel per group, at most MAX_PANELS to a file); {file name: path}."""
     curves, chosen = position_curves(cells, factor, smooth)
@@ -108,7 +114,7 @@ def plot_positions(
             panels.append((facet, panel, mine[mine[PANEL].apply(tuple, axis=1) == panel]))
     files = chunks(panels, MAX_PANELS)
     drawn = {}
-    for name, mine in zip(file_names("positions.png", len(files)), files):
+    for name, mine in zip(file_names("positions.png", len(files), notes), files):
         cols = min(3, len(mine))
         rows = -(-len(mine) // cols)
         fig = Figure(figsize=(5.2 * cols, 5.0 * rows), layout="constrained")
@@ -151,7 +157,7 @@ def plot_position_encodings(
     rows = [(f, mine) for f, mine in facets.split(data)]
     files = chunks(rows, 3)
     drawn = {}
-    for name, mine in zip(file_names("positions_by_encoding.png", len(files)), files):
+    for name, mine in zip(file_names("positions_by_encoding.png", len(files), notes), files):
         fig = Figure(figsize=(12, 5.2 * len(mine)), layout="constrained")
         axes = fig.subplots(len(mine), 2, squeeze=False)
         for (facet, part), row in zip(mine, axes):

@@ -127,7 +127,9 @@ def _panels(summary: pd.DataFrame, facets: Facets) -> list[tuple[str, pd.DataFra
     return out
 
 
-def ppl_figures(summary: pd.DataFrame, facets: Facets, name: str = "ppl_vs_length.png") -> list[tuple[str, Figure]]:
+def ppl_figures(
+    summary: pd.DataFrame, facets: Facets, notes: list[str], name: str = "ppl_vs_length.png"
+) -> list[tuple[str, Figure]]:
     """``ppl_vs_length.png`` (and further files when crowded) as (file name, figure)."""
     if summary.empty or not (summary["n_seeds"] > 0).any():
         return []
@@ -135,7 +137,7 @@ def ppl_figures(summary: pd.DataFrame, facets: Facets, name: str = "ppl_vs_lengt
     factors = sorted(summary["factor"].unique())
     files = chunks(panels, MAX_PANELS)
     out = []
-    for file_name, mine in zip(file_names(name, len(files)), files):
+    for file_name, mine in zip(file_names(name, len(files), notes), files):
         fig = Figure(figsize=(9.5, 4.2 * len(mine)), layout="constrained")
         axes = fig.subplots(len(mine), 1, squeeze=False)[:, 0]
         for ax, (title, data, gone) in zip(axes, mine):
@@ -146,7 +148,9 @@ def ppl_figures(summary: pd.DataFrame, facets: Facets, name: str = "ppl_vs_lengt
     return out
 
 
-def encodings_figures(summary: pd.DataFrame, facets: Facets, name: str = "encodings.png") -> list[tuple[str, Figure]]:
+def encodings_figures(
+    summary: pd.DataFrame, facets: Facets, notes: list[str], name: str = "encodings.png"
+) -> list[tuple[str, Figure]]:
     """``encodings.png``: trained runs; per facet x protocol, encodings without rescaling (left)
     and RoPE with each method zero-shot (right)."""
     data = summary[(summary["n_seeds"] > 0) & (summary["parent"].fillna("") == "")]
@@ -163,7 +167,7 @@ def encodings_figures(summary: pd.DataFrame, facets: Facets, name: str = "encodi
             rows.append((f"{facet or 'all groups'} · {protocol} windows", left, right if len(right) > 0 else None))
     files = chunks(rows, 3)
     out = []
-    for file_name, mine in zip(file_names(name, len(files)), files):
+    for file_name, mine in zip(file_names(name, len(files), notes), files):
         cols = 2 if any(r[2] is not None and (r[2]["method"] != "none").any() for r in mine) else 1
         fig = Figure(figsize=(7.5 * cols, 4.3 * len(mine)), layout="constrained")
         axes = fig.subplots(len(mine), cols, squeeze=False)

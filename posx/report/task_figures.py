@@ -85,14 +85,16 @@ def _keys(data: pd.DataFrame) -> list[tuple]:
     return sorted(keys, key=lambda k: (k[2], legend_order(k[3])))
 
 
-def plot_task_curves(summary: pd.DataFrame, out_dir: Path, facets: Facets, formats=FORMATS) -> dict[str, Path]:
+def plot_task_curves(
+    summary: pd.DataFrame, out_dir: Path, facets: Facets, notes: list[str], formats=FORMATS
+) -> dict[str, Path]:
     """``tasks_vs_length.png`` (one file per facet): per task, accuracy (top) and answer NLL (below)."""
     if summary.empty:
         return {}
     split = facets.split(summary.assign(parent=""))
     return {
         name: save(_curves_figure(data, facets, facet), out_dir / name, formats)
-        for name, (facet, data) in zip(file_names("tasks_vs_length.png", len(split)), split)
+        for name, (facet, data) in zip(file_names("tasks_vs_length.png", len(split), notes), split)
     }
 
 
@@ -163,7 +165,9 @@ def heatmap_task(tasks: pd.DataFrame) -> str | None:
 HEATMAP_PANELS = 9  # panels in one heatmap file; more go on in further files
 
 
-def plot_niah_heatmaps(tasks: pd.DataFrame, out_dir: Path, facets: Facets, formats=FORMATS) -> dict[str, Path]:
+def plot_niah_heatmaps(
+    tasks: pd.DataFrame, out_dir: Path, facets: Facets, notes: list[str], formats=FORMATS
+) -> dict[str, Path]:
     """``niah_heatmap.png``: depth x length accuracy, one panel per group x encoding x method
     (the mean over the group's seeds), panels ordered by facet, at most HEATMAP_PANELS a file."""
     task = heatmap_task(tasks)
@@ -183,7 +187,7 @@ def plot_niah_heatmaps(tasks: pd.DataFrame, out_dir: Path, facets: Facets, forma
     shape = (sorted(cells["factor"].unique()), sorted(cells["depth_lo"].unique()))
     return {
         name: save(_heatmap_figure(mine, task, *shape), out_dir / name, formats)
-        for name, mine in zip(file_names("niah_heatmap.png", len(files)), files)
+        for name, mine in zip(file_names("niah_heatmap.png", len(files), notes), files)
     }
 
 
@@ -213,13 +217,15 @@ def _heatmap_figure(panels: list, task: str, factors: list, depths: list) -> Fig
     return fig
 
 
-def draw(tasks: pd.DataFrame, out_dir: Path, facets: Facets, formats=FORMATS) -> dict[str, Path | None]:
+def draw(
+    tasks: pd.DataFrame, out_dir: Path, facets: Facets, notes: list[str], formats=FORMATS
+) -> dict[str, Path | None]:
     """tasks_summary.csv and the two figures, when the runs have tasks.csv rows."""
     summary = summarize_tasks(tasks)
     if not summary.empty:
         summary.to_csv(out_dir / "tasks_summary.csv", index=False)
-    curves = plot_task_curves(summary, out_dir, facets, formats)
-    heatmaps = plot_niah_heatmaps(tasks, out_dir, facets, formats) if not tasks.empty else {}
+    curves = plot_task_curves(summary, out_dir, facets, notes, formats)
+    heatmaps = plot_niah_heatmaps(tasks, out_dir, facets, notes, formats) if not tasks.empty else {}
     return {**(curves or {"tasks_vs_length.png": None}), **(heatmaps or {"niah_heatmap.png": None})}
 
 
