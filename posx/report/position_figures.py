@@ -23,7 +23,7 @@ from matplotlib.figure import Figure
 
 from posx.report import output
 from posx.report.axes import legend_order
-from posx.report.facets import MAX_PANELS, Facets, band_name, chunks, file_names, line_labels
+from posx.report.facets import MAX_PANELS, Facets, band_name, chunks, file_names, line_labels, rows_of
 from posx.report.looks import looks
 from posx.report.palette import legend, stagger, wrap
 
@@ -67,15 +67,16 @@ def _smoothed(curves: pd.DataFrame, smooth: int) -> pd.DataFrame:
 def draw_lines(ax, data: pd.DataFrame, facets: Facets) -> str:
     """Each line (``LINE``) of ``data`` with its band, markers staggered; returns the band name
     when every line shares one, else "" (each label then carries its own)."""
-    keys = list(dict.fromkeys(data[LINE].itertuples(index=False, name=None)))
-    keys.sort(key=lambda k: (k[2], legend_order(k[3])))
+    if "n" not in data:
+        data = data.assign(n=1)
+    lines = dict(iter(data.groupby(LINE, sort=False)))  # one pass, not a scan per line
+    keys = sorted(lines, key=lambda k: (k[2], legend_order(k[3])))
     labels = line_labels(facets, keys)
     styles = looks([(k[2], k[:3], k[3]) for k in keys], size=4.5)
-    seeds = [[int(v) for v in data[data[LINE].apply(tuple, axis=1) == k].get("n", pd.Series([1]))] for k in keys]
-    bands = [band_name(s, "one seed, no band") for s in seeds]
+    bands = [band_name([int(v) for v in lines[k]["n"]], "one seed, no band") for k in keys]
     shared = bands[0] if len(set(bands)) == 1 else ""
     for i, (key, label, look, band) in enumerate(zip(keys, labels, styles, bands)):
-        g = data[data[LINE].apply(tuple, axis=1) == key].sort_values("x")
+        g = lines[key].sort_values("x")
         ax.plot(g["x"], g["nll"], label=label if shared else f"{label} ({band})", linewidth=1.4,
                 markevery=stagger(i, len(keys), len(g)), **look)  # fmt: skip
         if g["nll_std"].notna().any():
@@ -111,7 +112,7 @@ def plot_positions(
     panels = []
     for facet, mine in facets.split(curves):
         for panel in dict.fromkeys(mine[PANEL].itertuples(index=False, name=None)):
-            panels.append((facet, panel, mine[mine[PANEL].apply(tuple, axis=1) == panel]))
+            panels.append((facet, panel, rows_of(mine, PANEL, panel)))
     files = chunks(panels, MAX_PANELS)
     drawn = {}
     for name, mine in zip(file_names("positions.png", len(files), notes), files):
