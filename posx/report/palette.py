@@ -1,17 +1,16 @@
-"""One colour per encoding and per RoPE method, the same in every figure of posx.
+"""One colour per encoding and per RoPE method, one marker per method, the same in every figure of posx.
 
 Colours are fixed by name, not by the order in which a figure meets its lines, so RoPE is the
-same blue and YaRN the same olive in every figure of every report. A line named
-``<encoding> · <method>`` takes its method's colour when it rescales (any method but ``none``)
-and its encoding's otherwise (also when what follows the dot is no method, e.g. a group in the
-training curves): ``rope · none`` is RoPE itself (learned absolute's ``clamp`` and
-``interpolate`` past its table keep the encoding's colour; figures tell them by line style).
-A name outside the tables (an encoding or method added later) gets a colour from a hash of the
-name, stable across figures and runs, until it is given one here. Markers follow the same
-rule (one per encoding and per method, all different), so lines that coincide stay visible by
-their markers: figures draw them hollow (``hollow``), so a different marker under one still
-shows, and where a panel holds several lines against the evaluation length (a log axis) they
-move them a few percent of a factor sideways (``dodge``) and say so in the caption.
+same blue and YaRN the same olive in every figure of every report. The report's lines take
+their colour from their encoding and their marker from their method (``posx.report.looks``);
+the method colours serve figures whose lines are methods alone (``posx frequencies``,
+extension.png): a name ``<encoding> · <method>`` there takes its method's colour when it
+rescales and its encoding's otherwise. A name outside the tables (an encoding or method added
+later) gets a colour and a marker from a hash of the name, stable across figures and runs,
+until it is given one here. Lines against the evaluation length (a log axis) sit side by side,
+a few percent of a factor apart, never further than a quarter of the way to the next factor
+(``dodge``); dense lines keep their points and stagger their markers (``stagger``); long labels
+wrap (``wrap``), never cut.
 """
 
 from __future__ import annotations
@@ -120,18 +119,6 @@ def marker_of(name: str) -> str:
     if key in MARKER_OF:
         return MARKER_OF[key]
     return MARKERS[int(hashlib.sha256(key.encode()).hexdigest(), 16) % len(MARKERS)]
-
-
-def hollow(name: str, size: float = 5.5) -> dict:
-    """``Axes.plot`` keywords for a line of ``name``: its colour and its marker, drawn hollow so
-    that another line's marker at the same point still shows through it."""
-    return {
-        "color": color_of(name),
-        "marker": marker_of(name),
-        "markersize": size,
-        "markerfacecolor": "none",
-        "markeredgewidth": 1.2,
-    }
 
 
 def dodge_step(n: int, factors=()) -> float:
