@@ -4,7 +4,9 @@ bands say what they are (matplotlib figure objects inspected; nothing is trained
 
 from __future__ import annotations
 
+import io
 import math
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -189,3 +191,20 @@ def test_every_figure_kind_is_faceted_and_the_median_is_drawn_only_when_asked(tm
     tasks = pd.DataFrame(rows)
     made = task_figures.draw(tasks, tmp_path, facets, [], ("png",))
     assert sorted(made) == ["niah_heatmap.png", "tasks_vs_length-2.png", "tasks_vs_length-3.png", "tasks_vs_length.png"]
+
+
+def test_long_legends_grow_their_panel_instead_of_squeezing_it():
+    """Groups that differ in thirty keys (a table from before settings were kept beside runs that
+    keep them): every label whole, and the layout still fits (matplotlib warns when it cannot)."""
+    identities = {
+        (f"g{k}", "", "rope"): {**ident("rope"), **{f"eval.key_{i}": f"{k}{i}" * 3 for i in range(30)}}
+        for k in range(4)
+    }
+    summary = frame([(g, "rope", m) for g, _, _ in identities for m in ("none", "pi")])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for _, fig in ppl_figures(summary, facets_of(identities), []):
+            fig.savefig(io.BytesIO(), format="png", dpi=50, bbox_inches="tight")
+    labels = legend_texts(fig.axes[0])
+    assert all("eval.key_29=" in label for label in labels if label.startswith("rope"))
+    assert fig.get_size_inches()[1] > 4.2

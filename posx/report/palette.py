@@ -165,6 +165,17 @@ def wrap(label: str, width: int = WRAP) -> str:
     return "\n".join(textwrap.wrap(str(label), width, break_long_words=False, break_on_hyphens=False)) or str(label)
 
 
+LEGEND_LINE = 0.16  # inches a legend text line takes at the report's legend font sizes
+
+
+def legend_inches(labels: list[str], columns: int = 1) -> float:
+    """The height in inches a legend of ``labels`` (wrapped) takes, in ``columns`` columns, with
+    room for a few fixed entries: what a panel or figure must add so its legend never squeezes
+    the axes away."""
+    rows = sum(len(wrap(label).split("\n")) for label in labels)
+    return LEGEND_LINE * (-(-rows // columns) + 3)
+
+
 def legend(target, handles: list, labels: list[str], **kwargs):
     """``target.legend`` (an Axes or a Figure) with every label wrapped (``wrap``)."""
     return target.legend(handles, [wrap(label) for label in labels], **kwargs)

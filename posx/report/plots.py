@@ -32,7 +32,7 @@ from posx.report.axes import factor_axis, legend_order
 from posx.report.facets import Facets, band_name, chunks, file_names, line_labels, rows_of
 from posx.report.looks import looks
 from posx.report.output import FORMATS
-from posx.report.palette import dodge, dodge_note, legend
+from posx.report.palette import dodge, dodge_note, legend, legend_inches
 
 PASSKEY_LINE = ["group", "parent", "encoding", "method"]
 
@@ -55,7 +55,9 @@ def plot_passkey(pk: pd.DataFrame, out_dir: Path, facets: Facets, notes: list[st
 def _passkey_figure(data: pd.DataFrame, facets: Facets, facet: str, factors: list) -> Figure:
     variants = list(dict.fromkeys(data["variant"]))
     none_found = bool((data["accuracy_mean"].fillna(0) == 0).all())
-    fig = Figure(figsize=(6.0 * len(variants), 4.6 if none_found else 8.4), layout="constrained")
+    keys = list(dict.fromkeys(data[PASSKEY_LINE].fillna("").astype(str).itertuples(index=False, name=None)))
+    below = legend_inches(line_labels(facets, keys), columns=2)  # the legend under the panels
+    fig = Figure(figsize=(6.0 * len(variants), (4.6 if none_found else 8.4) + below), layout="constrained")
     axes = fig.subplots(1 if none_found else 2, len(variants), squeeze=False)
     rows = [None, axes[0]] if none_found else [axes[0], axes[1]]
     most, bands = 0, set()
@@ -110,8 +112,9 @@ def plot_training(
     rows = chunks(facets.split(training.assign(parent=training["parent"].fillna(""))), 3)
     drawn = {}
     for name, mine in zip(file_names("training.png", len(rows), notes), rows):
-        fig = Figure(figsize=(13, 4.4 * len(mine)), layout="constrained")
-        axes = fig.subplots(len(mine), 2, squeeze=False)
+        heights = [max(4.4, legend_inches(_training_labels(data, facets)[1]) + 1.0) for _, data in mine]
+        fig = Figure(figsize=(13, sum(heights)), layout="constrained")
+        axes = fig.subplots(len(mine), 2, squeeze=False, height_ratios=heights)
         for (facet, data), pair in zip(mine, axes):
             _training_row(pair, data, facets, facet)
         fig.suptitle("Training curves (metrics.csv): one line per group, mean over its runs, band ± std over them")
@@ -119,9 +122,14 @@ def plot_training(
     return drawn
 
 
-def _training_row(pair, data: pd.DataFrame, facets: Facets, facet: str) -> None:
+def _training_labels(data: pd.DataFrame, facets: Facets) -> tuple[list[tuple], list[str]]:
+    """The lines of one row of training.png (one per group) and their legend entries."""
     keys = list(dict.fromkeys(data[TRAINING_LINE].astype(str).itertuples(index=False, name=None)))
-    labels = [label.replace(" · none", "", 1) for label in line_labels(facets, [(*k, "none") for k in keys])]
+    return keys, [label.replace(" · none", "", 1) for label in line_labels(facets, [(*k, "none") for k in keys])]
+
+
+def _training_row(pair, data: pd.DataFrame, facets: Facets, facet: str) -> None:
+    keys, labels = _training_labels(data, facets)
     for key, label, look in zip(keys, labels, looks([(k[2], k, "none") for k in keys])):
         g = rows_of(data, TRAINING_LINE, key).sort_values("step")
         for ax, what in ((pair[0], "train"), (pair[1], "val")):

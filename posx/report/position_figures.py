@@ -25,7 +25,7 @@ from posx.report import output
 from posx.report.axes import legend_order
 from posx.report.facets import MAX_PANELS, Facets, band_name, chunks, file_names, line_labels, rows_of
 from posx.report.looks import looks
-from posx.report.palette import legend, stagger, wrap
+from posx.report.palette import legend, legend_inches, stagger, wrap
 
 PANEL = ["group", "parent", "encoding"]
 LINE = [*PANEL, "method"]
@@ -64,13 +64,19 @@ def _smoothed(curves: pd.DataFrame, smooth: int) -> pd.DataFrame:
     return curves
 
 
+def _keys(data: pd.DataFrame) -> list[tuple]:
+    """The lines (``LINE``) of ``data``, by encoding and method order."""
+    keys = dict.fromkeys(data[LINE].itertuples(index=False, name=None))
+    return sorted(keys, key=lambda k: (k[2], legend_order(k[3])))
+
+
 def draw_lines(ax, data: pd.DataFrame, facets: Facets) -> str:
     """Each line (``LINE``) of ``data`` with its band, markers staggered; returns the band name
     when every line shares one, else "" (each label then carries its own)."""
     if "n" not in data:
         data = data.assign(n=1)
     lines = dict(iter(data.groupby(LINE, sort=False)))  # one pass, not a scan per line
-    keys = sorted(lines, key=lambda k: (k[2], legend_order(k[3])))
+    keys = _keys(data)
     labels = line_labels(facets, keys)
     styles = looks([(k[2], k[:3], k[3]) for k in keys], size=4.5)
     bands = [band_name([int(v) for v in lines[k]["n"]], "one seed, no band") for k in keys]
@@ -118,7 +124,8 @@ def plot_positions(
     for name, mine in zip(file_names("positions.png", len(files), notes), files):
         cols = min(3, len(mine))
         rows = -(-len(mine) // cols)
-        fig = Figure(figsize=(5.2 * cols, 5.0 * rows), layout="constrained")
+        tallest = max(legend_inches(line_labels(facets, _keys(data))) for _, _, data in mine)  # legends below
+        fig = Figure(figsize=(5.2 * cols, (4.0 + tallest) * rows), layout="constrained")
         axes = fig.subplots(rows, cols, squeeze=False).ravel()
         for ax in axes[len(mine) :]:
             ax.set_visible(False)
@@ -159,8 +166,9 @@ def plot_position_encodings(
     files = chunks(rows, 3)
     drawn = {}
     for name, mine in zip(file_names("positions_by_encoding.png", len(files), notes), files):
-        fig = Figure(figsize=(12, 5.2 * len(mine)), layout="constrained")
-        axes = fig.subplots(len(mine), 2, squeeze=False)
+        heights = [4.2 + legend_inches(line_labels(facets, _keys(part))) for _, part in mine]
+        fig = Figure(figsize=(12, sum(heights)), layout="constrained")
+        axes = fig.subplots(len(mine), 2, squeeze=False, height_ratios=heights)
         for (facet, part), row in zip(mine, axes):
             left = part[part["method"].isin(NATIVE)]
             right = part[part["encoding"] == "rope"]

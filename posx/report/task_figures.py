@@ -32,7 +32,7 @@ from posx.report.axes import factor_axis, legend_order
 from posx.report.facets import Facets, band_name, chunks, file_names, line_labels
 from posx.report.looks import looks
 from posx.report.output import FORMATS, save
-from posx.report.palette import dodge, dodge_note, legend, wrap
+from posx.report.palette import dodge, dodge_note, legend, legend_inches, wrap
 from posx.schema import Task
 from posx.tasks.interval import wilson
 
@@ -109,7 +109,8 @@ def _curves_figure(data: pd.DataFrame, facets: Facets, facet: str) -> Figure:
     styles = looks([(k[2], k[:3], k[3]) for k in keys], size=4.5)
     cols = min(4, len(tasks))
     rows = math.ceil(len(tasks) / cols)
-    fig = Figure(figsize=(3.6 * cols + 0.4, 5.2 * rows + 1.4), layout="constrained")
+    below = legend_inches(labels, columns=min(3, len(labels)))  # the legend under the panels
+    fig = Figure(figsize=(3.6 * cols + 0.4, 5.2 * rows + 1.0 + below), layout="constrained")
     axes = fig.subplots(2 * rows, cols, squeeze=False)
     factors = sorted(data["factor"].unique())
     for k, task in enumerate(tasks):
