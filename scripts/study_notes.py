@@ -35,12 +35,11 @@ from posx.report.claims import Numbers, check
 REPO = Path(__file__).resolve().parents[1]  # the git checkout the notes describe
 
 CAPTIONS = {
-    "encodings.png": "Perplexity against evaluation length (log-log; T = the training length, dashed). Left: each "
-    "encoding on its own (learned absolute past its table with clamp, dashed, and interpolate, "
-    "dotted; plain absolute cannot score past T). Right: the RoPE models with each rescaling method, "
-    "zero-shot (solid: gpt2 block, dashed: llama block). Top row non-overlapping windows, bottom row "
-    "sliding windows (every token scored with at least half a window of context). Mean over seeds, "
-    "band ± std over seeds.",
+    "encodings.png": "Perplexity against evaluation length (log-log; T = the training length, dashed), one row "
+    "per block (gpt2, llama) and protocol (non-overlapping windows; sliding windows, every token scored "
+    "with at least half a window of context). Left: each encoding on its own (learned absolute past its "
+    "table with clamp and interpolate, each with its marker; plain absolute cannot score past T). Right: "
+    "the RoPE models with each rescaling method, zero-shot. Mean over seeds, band ± std over seeds.",
     "positions_by_encoding.png": "Mean loss by token position inside windows of 8 T (non-overlapping), moving mean "
     "over 3 buckets of T/8 positions; where each encoding's loss starts to climb past T. "
     "Band ± std over seeds.",
@@ -49,7 +48,7 @@ CAPTIONS = {
     "extension.png": "Perplexity at the new length (4 T) against fine-tuning steps of `posx extend` for PI, YaRN, "
     "ABF and plain continued training. Step 0 (hollow) is the zero-shot evaluation; later points "
     "are the validation estimates logged during training. Mean, band ± std over the 3 parent seeds.",
-    "ppl_vs_length.png": "Every line of the summary on one axis (posx report's default figure).",
+    "ppl_vs_length.png": "Every line of the summary, one panel per block and protocol (posx report's default figure).",
     "positions.png": "Loss by position, one panel per group (posx report's default figure).",
     "training.png": "Training and validation loss of every run.",
 }

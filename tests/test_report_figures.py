@@ -4,15 +4,18 @@ bands say what they are (matplotlib figure objects inspected; nothing is trained
 
 from __future__ import annotations
 
+import io
 import math
+import warnings
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from posx.report import palette
-from posx.report.facets import MAX_LINES, MAX_PANELS, Facets, facets_of
+from posx.report import palette, task_figures
+from posx.report.facets import MAX_FILES, MAX_LINES, MAX_PANELS, Facets, facets_of, file_names
 from posx.report.looks import looks
+from posx.report.plots import draw_all
 from posx.report.ppl_figures import encodings_figures, median_figure, ppl_figures
 
 FACTORS = (1.0, 2.0, 4.0, 8.0)
@@ -61,7 +64,7 @@ def legend_texts(ax) -> list[str]:
 def test_unlike_groups_go_to_panels_of_their_own_and_nothing_is_pooled():
     summary, facets = mixed()
     assert facets.keys == ("T", "model.block")
-    [(name, fig)] = ppl_figures(summary, facets)
+    [(name, fig)] = ppl_figures(summary, facets, [])
     panels = [ax for ax in fig.axes if drawn(ax)]
     assert name == "ppl_vs_length.png" and len(panels) == 3  # T=64 gpt2, T=64 llama, T=128
     titles = [ax.get_title() for ax in panels]
@@ -70,19 +73,19 @@ def test_unlike_groups_go_to_panels_of_their_own_and_nothing_is_pooled():
     assert len(drawn(panels[0])) == 4 and len(drawn(panels[1])) == len(drawn(panels[2])) == 3
     everything = " ".join([fig.texts[0].get_text(), *titles, *(t for ax in panels for t in legend_texts(ax))])
     assert "pooled" not in everything and "median" not in everything
-    [(_, enc)] = encodings_figures(summary, facets)
+    [(_, enc)] = encodings_figures(summary, facets, [])
     assert sum(1 for ax in enc.axes if drawn(ax)) == 6  # per facet: encodings | RoPE methods
 
 
 def test_a_crowded_panel_goes_on_in_further_panels_and_files():
     groups = [f"steps={k}" for k in range(MAX_LINES + 2)]
     identities = {(g, "", "rope"): ident("rope", steps=str(k)) for k, g in enumerate(groups)}
-    [(_, fig)] = ppl_figures(frame([(g, "rope", "none") for g in groups]), facets_of(identities))
+    [(_, fig)] = ppl_figures(frame([(g, "rope", "none") for g in groups]), facets_of(identities), [])
     counts = [len(drawn(ax)) for ax in fig.axes if drawn(ax)]
     assert counts == [MAX_LINES, 2]
     assert "lines 1 of 2 panels" in fig.axes[0].get_title()
     many = {(f"T={t}", "", "rope"): ident("rope", T=str(t)) for t in range(32, 32 * (MAX_PANELS + 3), 32)}
-    files = ppl_figures(frame([(g, "rope", "none") for g, _, _ in many]), facets_of(many))
+    files = ppl_figures(frame([(g, "rope", "none") for g, _, _ in many]), facets_of(many), [])
     assert [name for name, _ in files] == ["ppl_vs_length.png", "ppl_vs_length-2.png"]
     assert [sum(1 for ax in fig.axes if drawn(ax)) for _, fig in files] == [MAX_PANELS, 2]
 
@@ -104,7 +107,7 @@ def test_labels_name_the_key_that_differs_whole_and_wrapped():
         for k, lr in enumerate(("0.001", "0.003"))
     }
     summary = frame([(g, "rope", "pi") for g, _, _ in identities])
-    [(_, fig)] = ppl_figures(summary, facets_of(identities))
+    [(_, fig)] = ppl_figures(summary, facets_of(identities), [])
     labels = legend_texts(fig.axes[0])
     assert [label.replace("\n", " ") for label in labels[:2]] == [
         "rope · pi · train.lr=0.001",
@@ -118,7 +121,7 @@ def test_no_two_lines_of_a_panel_look_alike():
     methods = ["none", "pi", "ntk", "yarn", "abf", "yarn (extended)", "yarn (zero-shot)"]
     identities = {(f"steps={s}", "", enc): ident(enc, steps=str(s)) for s in (10, 20) for enc in ("rope", "xpos")}
     summary = frame([(g, e, m) for g, _, e in identities for m in methods])
-    for _, fig in ppl_figures(summary, facets_of(identities)):
+    for _, fig in ppl_figures(summary, facets_of(identities), []):
         for ax in fig.axes:
             seen = [(line.get_color(), line.get_marker(), line.get_linestyle()) for line in drawn(ax)]
             assert len(seen) == len(set(seen)) and len(seen) > 1
@@ -140,7 +143,7 @@ def test_sideways_offsets_never_reach_halfway_to_the_neighbouring_factor(factors
         assert max(abs(m) for m in moved) <= gap / 4 + 1e-12  # a quarter of the way at most
         assert len(set(np.round(moved, 12))) == n  # and still apart
     summary, facets = mixed()
-    [(_, fig)] = ppl_figures(summary, facets)
+    [(_, fig)] = ppl_figures(summary, facets, [])
     for ax in fig.axes:
         for line in drawn(ax):
             x = np.asarray(line.get_xdata(), dtype=float)
@@ -151,9 +154,57 @@ def test_sideways_offsets_never_reach_halfway_to_the_neighbouring_factor(factors
 
 def test_bands_say_what_they_are():
     summary, facets = mixed()
-    [(_, fig)] = ppl_figures(summary, facets)
+    [(_, fig)] = ppl_figures(summary, facets, [])
     panels = [ax for ax in fig.axes if drawn(ax)]
     first = legend_texts(panels[0])
     assert any("rope · pi" in t and "± std over 2 seeds" in t for t in first)  # two seeds: their spread
     assert any("alibi" in t and "95% window interval" in t.replace("\n", " ") for t in first)  # one: its windows
     assert "band 95% window interval (one seed)" in panels[1].get_title()  # shared by every line: said once
+
+
+def test_a_figure_stops_at_max_files_and_says_what_it_left_out():
+    notes: list[str] = []
+    assert file_names("positions.png", 3, notes) == ["positions.png", "positions-2.png", "positions-3.png"]
+    assert notes == []
+    names = file_names("positions.png", MAX_FILES + 4, notes)
+    assert len(names) == MAX_FILES and names[-1] == f"positions-{MAX_FILES}.png"
+    said = f"`positions.png`: its groups fill {MAX_FILES + 4} files; the first {MAX_FILES} are drawn, the other 4"
+    assert notes == [f"{said} are not: choose groups with --where KEY=VALUE (summary.csv has every group)"]
+
+
+def test_every_figure_kind_is_faceted_and_the_median_is_drawn_only_when_asked(tmp_path):
+    summary, facets = mixed()
+    empty = pd.DataFrame()
+    tables = {"summary": summary, "positions": empty, "longest_factor": None, "passkey": empty, "training": empty}
+    drawn = draw_all({**tables, "tasks": empty}, tmp_path, None, 1, facets, [], ("png",))
+    assert drawn["ppl_vs_length.png"].is_file() and "ppl_median_over_groups.png" not in drawn
+    asked = draw_all({**tables, "tasks": empty}, tmp_path / "m", None, 1, facets, [], ("png",), median=True)
+    assert asked["ppl_median_over_groups.png"] is not None
+    # tasks: one file per facet, heatmaps one panel per group
+    rows = []
+    for (group, _, enc), t in (((g, p, e), ident_["T"]) for (g, p, e), ident_ in facets.identities.items()):
+        for factor in (1.0, 2.0):
+            for b in range(2):
+                rows.append({"group": group, "encoding": enc, "method": "none", "task": "niah", "factor": factor,
+                             "depth_lo": b / 2, "depth_hi": (b + 1) / 2, "trials": 4, "accuracy": 0.5,
+                             "answer_nll": 2.0, "status": "ok", "run_dir": f"{group}-{t}", "seed": 0})  # fmt: skip
+    tasks = pd.DataFrame(rows)
+    made = task_figures.draw(tasks, tmp_path, facets, [], ("png",))
+    assert sorted(made) == ["niah_heatmap.png", "tasks_vs_length-2.png", "tasks_vs_length-3.png", "tasks_vs_length.png"]
+
+
+def test_long_legends_grow_their_panel_instead_of_squeezing_it():
+    """Groups that differ in thirty keys (a table from before settings were kept beside runs that
+    keep them): every label whole, and the layout still fits (matplotlib warns when it cannot)."""
+    identities = {
+        (f"g{k}", "", "rope"): {**ident("rope"), **{f"eval.key_{i}": f"{k}{i}" * 3 for i in range(30)}}
+        for k in range(4)
+    }
+    summary = frame([(g, "rope", m) for g, _, _ in identities for m in ("none", "pi")])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for _, fig in ppl_figures(summary, facets_of(identities), []):
+            fig.savefig(io.BytesIO(), format="png", dpi=50, bbox_inches="tight")
+    labels = legend_texts(fig.axes[0])
+    assert all("eval.key_29=" in label for label in labels if label.startswith("rope"))
+    assert fig.get_size_inches()[1] > 4.2

@@ -112,3 +112,15 @@ def test_each_ratio_carries_a_95_percent_interval_that_covers_as_it_says(tmp_pat
     assert (float(row["b / a lo"]), float(row["b / a hi"])) == pytest.approx(want)
     table = CliRunner().invoke(app, ["compare", "a", "b"], env={"COLUMNS": "250"}).output
     assert "delta method" in table and f"1.200 [{want[0]:.3f}, {want[1]:.3f}]" in table
+
+
+def test_a_row_scored_on_few_windows_keeps_its_width_in_the_ratio():
+    """Two windows: the run's interval uses the t quantile (12.7), far wider than 1.96 x nll_se;
+    the ratio's interval takes the run's own width, and a row without an interval its nll_se."""
+    nll, se = 3.0, 0.1
+    t = pd.DataFrame({"nll_se": [se, se], "ppl_lo": [np.exp(nll - 12.706 * se), np.nan],
+                      "ppl_hi": [np.exp(nll + 12.706 * se), np.nan]})  # fmt: skip
+    got = collection._log_se(t)
+    assert got[0] == pytest.approx(12.706 * se / 1.959964) and got[1] == pytest.approx(se)
+    lo, hi = collection.ratio_interval(1.0, got[0], 0.0)
+    assert (lo, hi) == pytest.approx((t["ppl_lo"][0] / np.exp(nll), t["ppl_hi"][0] / np.exp(nll)))

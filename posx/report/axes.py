@@ -1,6 +1,6 @@
 """What the axes of every report figure share: the legend order of methods, one colour per
 line name, readable log ticks, the factor axis with the training length marked, one legend per
-figure, and the line styles that tell groups apart.
+figure.
 
 Colours and markers themselves come from ``posx.report.palette``; ``posx.report.plots``,
 ``figures``, ``task_figures`` and ``extension`` draw with these.
@@ -12,9 +12,6 @@ import numpy as np
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from posx.report import palette
-
-STYLES = ["-", "--", ":", "-."]  # line styles, one per group of a figure
-
 
 METHOD_ORDER = [
     "none",

@@ -139,18 +139,20 @@ Z95 = 1.959964  # the normal 97.5% quantile
 
 
 def _log_se(t: pd.DataFrame) -> pd.Series:
-    """The standard error of each row's log perplexity (its mean NLL): the table's ``nll_se``, or
-    for a table without it, from its 95% interval, (log hi - log lo) / (2 x 1.96)."""
+    """Each row's standard error of its log perplexity (its mean NLL) as its own 95% interval
+    has it: (log hi - log lo) / (2 x 1.96). The interval uses the t quantile of its windows, so
+    a row scored on few windows keeps its width here; a row without an interval falls back to
+    the table's ``nll_se``."""
     from_interval = (np.log(t["ppl_hi"]) - np.log(t["ppl_lo"])) / (2 * Z95)
-    return t["nll_se"].where(t["nll_se"].notna(), from_interval) if "nll_se" in t else from_interval
+    return from_interval.where(from_interval.notna(), t["nll_se"]) if "nll_se" in t else from_interval
 
 
 def ratio_interval(ratio, se_a, se_b) -> tuple:
     """The 95% interval of a perplexity ratio b / a by the delta method on its log: log(b / a) is
-    the difference of the two mean NLLs, its standard error sqrt(se_a² + se_b²) taken as if the
-    runs' windows were independent. Both runs are scored on the same held-out windows, whose
-    difficulty moves both alike (a positive correlation), so the true interval is narrower:
-    this one errs wide, never narrow."""
+    the difference of the two mean NLLs, its standard error sqrt(se_a² + se_b²) (``_log_se``:
+    each from its run's own interval) taken as if the runs' windows were independent. Both runs
+    are scored on the same held-out windows, whose difficulty moves both alike (a positive
+    correlation), so the true interval is narrower: this one errs wide, never narrow."""
     se = np.sqrt(np.square(se_a) + np.square(se_b))
     return ratio * np.exp(-Z95 * se), ratio * np.exp(Z95 * se)
 

@@ -1,17 +1,16 @@
-"""One colour per encoding and per RoPE method, the same in every figure of posx.
+"""One colour per encoding and per RoPE method, one marker per method, the same in every figure of posx.
 
 Colours are fixed by name, not by the order in which a figure meets its lines, so RoPE is the
-same blue and YaRN the same olive in every figure of every report. A line named
-``<encoding> · <method>`` takes its method's colour when it rescales (any method but ``none``)
-and its encoding's otherwise (also when what follows the dot is no method, e.g. a group in the
-training curves): ``rope · none`` is RoPE itself (learned absolute's ``clamp`` and
-``interpolate`` past its table keep the encoding's colour; figures tell them by line style).
-A name outside the tables (an encoding or method added later) gets a colour from a hash of the
-name, stable across figures and runs, until it is given one here. Markers follow the same
-rule (one per encoding and per method, all different), so lines that coincide stay visible by
-their markers: figures draw them hollow (``hollow``), so a different marker under one still
-shows, and where a panel holds several lines against the evaluation length (a log axis) they
-move them a few percent of a factor sideways (``dodge``) and say so in the caption.
+same blue and YaRN the same olive in every figure of every report. The report's lines take
+their colour from their encoding and their marker from their method (``posx.report.looks``);
+the method colours serve figures whose lines are methods alone (``posx frequencies``,
+extension.png): a name ``<encoding> · <method>`` there takes its method's colour when it
+rescales and its encoding's otherwise. A name outside the tables (an encoding or method added
+later) gets a colour and a marker from a hash of the name, stable across figures and runs,
+until it is given one here. Lines against the evaluation length (a log axis) sit side by side,
+a few percent of a factor apart, never further than a quarter of the way to the next factor
+(``dodge``); dense lines keep their points and stagger their markers (``stagger``); long labels
+wrap (``wrap``), never cut.
 """
 
 from __future__ import annotations
@@ -122,18 +121,6 @@ def marker_of(name: str) -> str:
     return MARKERS[int(hashlib.sha256(key.encode()).hexdigest(), 16) % len(MARKERS)]
 
 
-def hollow(name: str, size: float = 5.5) -> dict:
-    """``Axes.plot`` keywords for a line of ``name``: its colour and its marker, drawn hollow so
-    that another line's marker at the same point still shows through it."""
-    return {
-        "color": color_of(name),
-        "marker": marker_of(name),
-        "markersize": size,
-        "markerfacecolor": "none",
-        "markeredgewidth": 1.2,
-    }
-
-
 def dodge_step(n: int, factors=()) -> float:
     """The sideways step between neighbouring lines of ``n``, in log units of the factor: ``DODGE``
     of a factor, or less where the lines would reach too far. The outermost line stays within a
@@ -176,6 +163,17 @@ def wrap(label: str, width: int = WRAP) -> str:
     """``label`` on lines of at most ``width`` characters, broken after its commas: every key of it
     stays readable (a cut would hide exactly the key that tells two groups apart)."""
     return "\n".join(textwrap.wrap(str(label), width, break_long_words=False, break_on_hyphens=False)) or str(label)
+
+
+LEGEND_LINE = 0.16  # inches a legend text line takes at the report's legend font sizes
+
+
+def legend_inches(labels: list[str], columns: int = 1) -> float:
+    """The height in inches a legend of ``labels`` (wrapped) takes, in ``columns`` columns, with
+    room for a few fixed entries: what a panel or figure must add so its legend never squeezes
+    the axes away."""
+    rows = sum(len(wrap(label).split("\n")) for label in labels)
+    return LEGEND_LINE * (-(-rows // columns) + 3)
 
 
 def legend(target, handles: list, labels: list[str], **kwargs):

@@ -32,12 +32,12 @@ from posx.report.axes import factor_axis, legend_order
 from posx.report.facets import Facets, band_name, chunks, file_names, line_labels, rows_of
 from posx.report.looks import looks
 from posx.report.output import FORMATS
-from posx.report.palette import dodge, dodge_note, legend
+from posx.report.palette import dodge, dodge_note, legend, legend_inches
 
 PASSKEY_LINE = ["group", "parent", "encoding", "method"]
 
 
-def plot_passkey(pk: pd.DataFrame, out_dir: Path, facets: Facets, formats=FORMATS) -> dict[str, Path]:
+def plot_passkey(pk: pd.DataFrame, out_dir: Path, facets: Facets, notes: list[str], formats=FORMATS) -> dict[str, Path]:
     """``passkey.png`` (one file per facet): top row exact-match accuracy, bottom row mean NLL of
     the key digits (chance: ln 10); when no run retrieved a single key, only the key NLL row."""
     data = pk[pk["n_seeds"] > 0] if not pk.empty else pk
@@ -46,7 +46,7 @@ def plot_passkey(pk: pd.DataFrame, out_dir: Path, facets: Facets, formats=FORMAT
     data = data.assign(parent="") if "parent" not in data else data
     split = facets.split(data)
     drawn = {}
-    for name, (facet, mine) in zip(file_names("passkey.png", len(split)), split):
+    for name, (facet, mine) in zip(file_names("passkey.png", len(split), notes), split):
         drawn[name] = output.save(_passkey_figure(mine, facets, facet, sorted(pk["factor"].unique())), out_dir / name,
                                   formats)  # fmt: skip
     return drawn
@@ -55,7 +55,9 @@ def plot_passkey(pk: pd.DataFrame, out_dir: Path, facets: Facets, formats=FORMAT
 def _passkey_figure(data: pd.DataFrame, facets: Facets, facet: str, factors: list) -> Figure:
     variants = list(dict.fromkeys(data["variant"]))
     none_found = bool((data["accuracy_mean"].fillna(0) == 0).all())
-    fig = Figure(figsize=(6.0 * len(variants), 4.6 if none_found else 8.4), layout="constrained")
+    keys = list(dict.fromkeys(data[PASSKEY_LINE].fillna("").astype(str).itertuples(index=False, name=None)))
+    below = legend_inches(line_labels(facets, keys), columns=2)  # the legend under the panels
+    fig = Figure(figsize=(6.0 * len(variants), (4.6 if none_found else 8.4) + below), layout="constrained")
     axes = fig.subplots(1 if none_found else 2, len(variants), squeeze=False)
     rows = [None, axes[0]] if none_found else [axes[0], axes[1]]
     most, bands = 0, set()
@@ -77,10 +79,10 @@ def _passkey_figure(data: pd.DataFrame, facets: Facets, facet: str, factors: lis
     handles, labels = rows[1][0].get_legend_handles_labels()
     legend(fig, handles, labels, loc="outside lower center", ncol=2, fontsize=8, frameon=False)
     nothing = "; exact match 0 everywhere, so only the key NLL is shown" if none_found else ""
-    bars = f"bars: {', '.join(sorted(bands))}"
+    bars = "" if none_found else f" (accuracy bars: {', '.join(sorted(bands))})"
     dodged = f"\n{dodge_note(most, factors)}" if most > 1 else ""
     where = facet or "all groups"
-    fig.suptitle(f"Passkey retrieval by evaluation length, {where} ({bars}){nothing}{dodged}", fontsize=10)
+    fig.suptitle(f"Passkey retrieval by evaluation length, {where}{bars}{nothing}{dodged}", fontsize=10)
     return fig
 
 
@@ -101,15 +103,18 @@ def _passkey_axes(top, bottom, variant: str, factors: list) -> None:
 TRAINING_LINE = ["group", "parent", "encoding"]
 
 
-def plot_training(training: pd.DataFrame, out_dir: Path, facets: Facets, formats=FORMATS) -> dict[str, Path]:
+def plot_training(
+    training: pd.DataFrame, out_dir: Path, facets: Facets, notes: list[str], formats=FORMATS
+) -> dict[str, Path]:
     """``training.png``: per facet a row (training loss | validation loss), one line per group."""
     if training.empty:
         return {}
     rows = chunks(facets.split(training.assign(parent=training["parent"].fillna(""))), 3)
     drawn = {}
-    for name, mine in zip(file_names("training.png", len(rows)), rows):
-        fig = Figure(figsize=(13, 4.4 * len(mine)), layout="constrained")
-        axes = fig.subplots(len(mine), 2, squeeze=False)
+    for name, mine in zip(file_names("training.png", len(rows), notes), rows):
+        heights = [max(4.4, legend_inches(_training_labels(data, facets)[1]) + 1.0) for _, data in mine]
+        fig = Figure(figsize=(13, sum(heights)), layout="constrained")
+        axes = fig.subplots(len(mine), 2, squeeze=False, height_ratios=heights)
         for (facet, data), pair in zip(mine, axes):
             _training_row(pair, data, facets, facet)
         fig.suptitle("Training curves (metrics.csv): one line per group, mean over its runs, band ± std over them")
@@ -117,14 +122,20 @@ def plot_training(training: pd.DataFrame, out_dir: Path, facets: Facets, formats
     return drawn
 
 
-def _training_row(pair, data: pd.DataFrame, facets: Facets, facet: str) -> None:
+def _training_labels(data: pd.DataFrame, facets: Facets) -> tuple[list[tuple], list[str]]:
+    """The lines of one row of training.png (one per group) and their legend entries."""
     keys = list(dict.fromkeys(data[TRAINING_LINE].astype(str).itertuples(index=False, name=None)))
-    labels = [label.replace(" · none", "", 1) for label in line_labels(facets, [(*k, "none") for k in keys])]
+    return keys, [label.replace(" · none", "", 1) for label in line_labels(facets, [(*k, "none") for k in keys])]
+
+
+def _training_row(pair, data: pd.DataFrame, facets: Facets, facet: str) -> None:
+    keys, labels = _training_labels(data, facets)
     for key, label, look in zip(keys, labels, looks([(k[2], k, "none") for k in keys])):
         g = rows_of(data, TRAINING_LINE, key).sort_values("step")
         for ax, what in ((pair[0], "train"), (pair[1], "val")):
             part = g.dropna(subset=[f"{what}_loss"])
-            ax.plot(part["step"], part[f"{what}_loss"], color=look["color"], linewidth=1.2, label=label)
+            marker = "." if what == "val" else None  # validation: a few points, each shown
+            ax.plot(part["step"], part[f"{what}_loss"], color=look["color"], marker=marker, linewidth=1.2, label=label)
             spread = part[f"{what}_std"]
             if spread.notna().any():
                 ax.fill_between(part["step"], part[f"{what}_loss"] - spread, part[f"{what}_loss"] + spread,
@@ -144,8 +155,8 @@ def draw_all(tables: dict, out_dir: Path, factor, smooth: int, facets: Facets, n
     its name to None. ``tables``: the report's (``posx.report.summary``)."""
     summary = tables["summary"]
     made = {
-        "ppl_vs_length.png": ppl_figures.ppl_figures(summary, facets),
-        "encodings.png": ppl_figures.encodings_figures(summary, facets),
+        "ppl_vs_length.png": ppl_figures.ppl_figures(summary, facets, notes),
+        "encodings.png": ppl_figures.encodings_figures(summary, facets, notes),
         "ppl_median_over_groups.png": ppl_figures.median_figure(summary) if median else [],
     }
     drawn: dict[str, Path | None] = {}
@@ -154,14 +165,14 @@ def draw_all(tables: dict, out_dir: Path, factor, smooth: int, facets: Facets, n
             drawn.update(ppl_figures.save_all(figures, out_dir, formats) or {name: None})
     positions = tables["positions"]
     parts = {
-        "positions.png": position_figures.plot_positions(positions, out_dir, factor, smooth, facets, formats),
+        "positions.png": position_figures.plot_positions(positions, out_dir, factor, smooth, facets, notes, formats),
         "positions_by_encoding.png": position_figures.plot_position_encodings(
             positions, tables["longest_factor"], out_dir, smooth, facets, notes, formats
         ),
-        "passkey.png": plot_passkey(tables["passkey"], out_dir, facets, formats),
-        "training.png": plot_training(tables["training"], out_dir, facets, formats),
+        "passkey.png": plot_passkey(tables["passkey"], out_dir, facets, notes, formats),
+        "training.png": plot_training(tables["training"], out_dir, facets, notes, formats),
     }
     for name, files in parts.items():
         drawn.update(files or {name: None})
-    drawn.update(task_figures.draw(tables["tasks"], out_dir, facets, formats))
+    drawn.update(task_figures.draw(tables["tasks"], out_dir, facets, notes, formats))
     return drawn

@@ -23,9 +23,9 @@ from matplotlib.figure import Figure
 
 from posx.report import output
 from posx.report.axes import legend_order
-from posx.report.facets import MAX_PANELS, Facets, band_name, chunks, file_names, line_labels
+from posx.report.facets import MAX_PANELS, Facets, band_name, chunks, file_names, line_labels, rows_of
 from posx.report.looks import looks
-from posx.report.palette import legend, stagger, wrap
+from posx.report.palette import legend, legend_inches, stagger, wrap
 
 PANEL = ["group", "parent", "encoding"]
 LINE = [*PANEL, "method"]
@@ -64,18 +64,25 @@ def _smoothed(curves: pd.DataFrame, smooth: int) -> pd.DataFrame:
     return curves
 
 
+def _keys(data: pd.DataFrame) -> list[tuple]:
+    """The lines (``LINE``) of ``data``, by encoding and method order."""
+    keys = dict.fromkeys(data[LINE].itertuples(index=False, name=None))
+    return sorted(keys, key=lambda k: (k[2], legend_order(k[3])))
+
+
 def draw_lines(ax, data: pd.DataFrame, facets: Facets) -> str:
     """Each line (``LINE``) of ``data`` with its band, markers staggered; returns the band name
     when every line shares one, else "" (each label then carries its own)."""
-    keys = list(dict.fromkeys(data[LINE].itertuples(index=False, name=None)))
-    keys.sort(key=lambda k: (k[2], legend_order(k[3])))
+    if "n" not in data:
+        data = data.assign(n=1)
+    lines = dict(iter(data.groupby(LINE, sort=False)))  # one pass, not a scan per line
+    keys = _keys(data)
     labels = line_labels(facets, keys)
     styles = looks([(k[2], k[:3], k[3]) for k in keys], size=4.5)
-    seeds = [[int(v) for v in data[data[LINE].apply(tuple, axis=1) == k].get("n", pd.Series([1]))] for k in keys]
-    bands = [band_name(s, "no band (one seed)") for s in seeds]
+    bands = [band_name([int(v) for v in lines[k]["n"]], "one seed, no band") for k in keys]
     shared = bands[0] if len(set(bands)) == 1 else ""
     for i, (key, label, look, band) in enumerate(zip(keys, labels, styles, bands)):
-        g = data[data[LINE].apply(tuple, axis=1) == key].sort_values("x")
+        g = lines[key].sort_values("x")
         ax.plot(g["x"], g["nll"], label=label if shared else f"{label} ({band})", linewidth=1.4,
                 markevery=stagger(i, len(keys), len(g)), **look)  # fmt: skip
         if g["nll_std"].notna().any():
@@ -90,8 +97,19 @@ def draw_lines(ax, data: pd.DataFrame, facets: Facets) -> str:
     return shared
 
 
+def _band(shared: str) -> str:
+    """A panel title's words on the band every line shares ("" when they differ: the labels say)."""
+    return "" if not shared else f"; {shared}" if shared.startswith("one seed") else f"; band {shared}"
+
+
 def plot_positions(
-    cells: pd.DataFrame, out_dir: Path, factor: float | None, smooth: int, facets: Facets, formats=output.FORMATS
+    cells: pd.DataFrame,
+    out_dir: Path,
+    factor: float | None,
+    smooth: int,
+    facets: Facets,
+    notes: list[str],
+    formats=output.FORMATS,
 ) -> dict[str, Path]:
     """``positions.png`` (one panel per group, at most MAX_PANELS to a file); {file name: path}."""
     curves, chosen = position_curves(cells, factor, smooth)
@@ -100,13 +118,14 @@ def plot_positions(
     panels = []
     for facet, mine in facets.split(curves):
         for panel in dict.fromkeys(mine[PANEL].itertuples(index=False, name=None)):
-            panels.append((facet, panel, mine[mine[PANEL].apply(tuple, axis=1) == panel]))
+            panels.append((facet, panel, rows_of(mine, PANEL, panel)))
     files = chunks(panels, MAX_PANELS)
     drawn = {}
-    for name, mine in zip(file_names("positions.png", len(files)), files):
+    for name, mine in zip(file_names("positions.png", len(files), notes), files):
         cols = min(3, len(mine))
         rows = -(-len(mine) // cols)
-        fig = Figure(figsize=(5.2 * cols, 5.0 * rows), layout="constrained")
+        tallest = max(legend_inches(line_labels(facets, _keys(data))) for _, _, data in mine)  # legends below
+        fig = Figure(figsize=(5.2 * cols, (4.0 + tallest) * rows), layout="constrained")
         axes = fig.subplots(rows, cols, squeeze=False).ravel()
         for ax in axes[len(mine) :]:
             ax.set_visible(False)
@@ -115,7 +134,7 @@ def plot_positions(
             group, parent, enc = panel
             names = facets.names([panel])[panel]
             where = " · ".join(p for p in (facet, enc, f"from {parent}" if parent else "", names) if p)
-            ax.set_title(wrap(f"{where}: at {chosen[panel]:g} T" + (f"; band {shared}" if shared else "")), fontsize=8)
+            ax.set_title(wrap(f"{where}: at {chosen[panel]:g} T{_band(shared)}"), fontsize=8)
         smoothed = f", moving mean over {smooth} buckets" if smooth > 1 else ""
         fig.suptitle(f"Loss by token position: one panel per group, mean over its seeds{smoothed}", fontsize=10)
         drawn[name] = output.save(fig, out_dir / name, formats)
@@ -146,9 +165,10 @@ def plot_position_encodings(
     rows = [(f, mine) for f, mine in facets.split(data)]
     files = chunks(rows, 3)
     drawn = {}
-    for name, mine in zip(file_names("positions_by_encoding.png", len(files)), files):
-        fig = Figure(figsize=(12, 5.2 * len(mine)), layout="constrained")
-        axes = fig.subplots(len(mine), 2, squeeze=False)
+    for name, mine in zip(file_names("positions_by_encoding.png", len(files), notes), files):
+        heights = [4.2 + legend_inches(line_labels(facets, _keys(part))) for _, part in mine]
+        fig = Figure(figsize=(12, sum(heights)), layout="constrained")
+        axes = fig.subplots(len(mine), 2, squeeze=False, height_ratios=heights)
         for (facet, part), row in zip(mine, axes):
             left = part[part["method"].isin(NATIVE)]
             right = part[part["encoding"] == "rope"]
@@ -157,8 +177,8 @@ def plot_position_encodings(
                     ax.set_visible(False)
                     continue
                 shared = draw_lines(ax, lines, facets)
-                band = f"; band {shared}" if shared else ""
-                ax.set_title(wrap(f"{facet or 'all groups'}: {what}, windows of {factor:g} x T{band}", 70), fontsize=9)
+                title = f"{facet or 'all groups'}: {what}, windows of {factor:g} x T{_band(shared)}"
+                ax.set_title(wrap(title, 70), fontsize=9)
         smoothed = f", moving mean over {smooth} buckets" if smooth > 1 else ""
         fig.suptitle(f"Loss by token position, trained runs: one line per group, mean over its seeds{smoothed}")
         drawn[name] = output.save(fig, out_dir / name, formats)

@@ -42,7 +42,7 @@ from posx.report.facets import (
     panel_title,
 )
 from posx.report.looks import looks
-from posx.report.palette import dodge, dodge_note, legend
+from posx.report.palette import dodge, dodge_note, legend, legend_inches
 
 LINE = ["group", "parent", "encoding", "method"]
 NATIVE = ["none", "clamp", "interpolate"]  # an encoding on its own (absolute: three ways past its table)
@@ -96,6 +96,15 @@ def draw_panel(ax, data: pd.DataFrame, facets: Facets, factors: list, gone=None,
     return shared
 
 
+def _height(data: pd.DataFrame, facets: Facets) -> float:
+    """A panel's height in inches: 4.2, or more when its legend (labels wrapped, with their
+    bands) runs longer, so the legend never squeezes the axes away."""
+    if data is None or data.empty:
+        return 4.2
+    labels = line_labels(facets, _lines(data))
+    return max(4.2, legend_inches([f"{label} (band ± std over 10 seeds)" for label in labels]) + 1.0)
+
+
 def _dress(ax, title: str, shared: str, n_lines: int, factors: list, unit: str) -> None:
     band = f"; band {shared}" if shared else ""
     dodged = f"\n{dodge_note(n_lines, factors)}" if n_lines > 1 else ""
@@ -127,7 +136,9 @@ def _panels(summary: pd.DataFrame, facets: Facets) -> list[tuple[str, pd.DataFra
     return out
 
 
-def ppl_figures(summary: pd.DataFrame, facets: Facets, name: str = "ppl_vs_length.png") -> list[tuple[str, Figure]]:
+def ppl_figures(
+    summary: pd.DataFrame, facets: Facets, notes: list[str], name: str = "ppl_vs_length.png"
+) -> list[tuple[str, Figure]]:
     """``ppl_vs_length.png`` (and further files when crowded) as (file name, figure)."""
     if summary.empty or not (summary["n_seeds"] > 0).any():
         return []
@@ -135,9 +146,10 @@ def ppl_figures(summary: pd.DataFrame, facets: Facets, name: str = "ppl_vs_lengt
     factors = sorted(summary["factor"].unique())
     files = chunks(panels, MAX_PANELS)
     out = []
-    for file_name, mine in zip(file_names(name, len(files)), files):
-        fig = Figure(figsize=(9.5, 4.2 * len(mine)), layout="constrained")
-        axes = fig.subplots(len(mine), 1, squeeze=False)[:, 0]
+    for file_name, mine in zip(file_names(name, len(files), notes), files):
+        heights = [_height(data, facets) for _, data, _ in mine]
+        fig = Figure(figsize=(9.5, sum(heights)), layout="constrained")
+        axes = fig.subplots(len(mine), 1, squeeze=False, height_ratios=heights)[:, 0]
         for ax, (title, data, gone) in zip(axes, mine):
             shared = draw_panel(ax, data, facets, factors, gone)
             _dress(ax, title, shared, len(_lines(data)), factors, _unit(data))
@@ -146,7 +158,9 @@ def ppl_figures(summary: pd.DataFrame, facets: Facets, name: str = "ppl_vs_lengt
     return out
 
 
-def encodings_figures(summary: pd.DataFrame, facets: Facets, name: str = "encodings.png") -> list[tuple[str, Figure]]:
+def encodings_figures(
+    summary: pd.DataFrame, facets: Facets, notes: list[str], name: str = "encodings.png"
+) -> list[tuple[str, Figure]]:
     """``encodings.png``: trained runs; per facet x protocol, encodings without rescaling (left)
     and RoPE with each method zero-shot (right)."""
     data = summary[(summary["n_seeds"] > 0) & (summary["parent"].fillna("") == "")]
@@ -163,10 +177,11 @@ def encodings_figures(summary: pd.DataFrame, facets: Facets, name: str = "encodi
             rows.append((f"{facet or 'all groups'} · {protocol} windows", left, right if len(right) > 0 else None))
     files = chunks(rows, 3)
     out = []
-    for file_name, mine in zip(file_names(name, len(files)), files):
+    for file_name, mine in zip(file_names(name, len(files), notes), files):
         cols = 2 if any(r[2] is not None and (r[2]["method"] != "none").any() for r in mine) else 1
-        fig = Figure(figsize=(7.5 * cols, 4.3 * len(mine)), layout="constrained")
-        axes = fig.subplots(len(mine), cols, squeeze=False)
+        heights = [max(_height(part, facets) for part in (left, right) if part is not None) for _, left, right in mine]
+        fig = Figure(figsize=(7.5 * cols, sum(heights)), layout="constrained")
+        axes = fig.subplots(len(mine), cols, squeeze=False, height_ratios=heights)
         for (title, left, right), row in zip(mine, axes):
             for ax, part, what in ((row[0], left, "encodings, no rescaling"), (row[-1], right, "RoPE + rescaling")):
                 if part is None or part.empty or (cols == 1 and what.startswith("RoPE")):

@@ -32,7 +32,7 @@ from posx.report.axes import factor_axis, legend_order
 from posx.report.facets import Facets, band_name, chunks, file_names, line_labels
 from posx.report.looks import looks
 from posx.report.output import FORMATS, save
-from posx.report.palette import dodge, dodge_note, legend, wrap
+from posx.report.palette import dodge, dodge_note, legend, legend_inches, wrap
 from posx.schema import Task
 from posx.tasks.interval import wilson
 
@@ -85,29 +85,34 @@ def _keys(data: pd.DataFrame) -> list[tuple]:
     return sorted(keys, key=lambda k: (k[2], legend_order(k[3])))
 
 
-def plot_task_curves(summary: pd.DataFrame, out_dir: Path, facets: Facets, formats=FORMATS) -> dict[str, Path]:
+def plot_task_curves(
+    summary: pd.DataFrame, out_dir: Path, facets: Facets, notes: list[str], formats=FORMATS
+) -> dict[str, Path]:
     """``tasks_vs_length.png`` (one file per facet): per task, accuracy (top) and answer NLL (below)."""
     if summary.empty:
         return {}
     split = facets.split(summary.assign(parent=""))
     return {
         name: save(_curves_figure(data, facets, facet), out_dir / name, formats)
-        for name, (facet, data) in zip(file_names("tasks_vs_length.png", len(split)), split)
+        for name, (facet, data) in zip(file_names("tasks_vs_length.png", len(split), notes), split)
     }
 
 
 def _curves_figure(data: pd.DataFrame, facets: Facets, facet: str) -> Figure:
     tasks = sorted(dict.fromkeys(data["task"]), key=_task_rank)
     keys = _keys(data)
-    labels = line_labels(facets, keys)
+    line_of = pd.Series(list(zip(data["group"].astype(str), [""] * len(data), data["encoding"], data["method"])),
+                        index=data.index)  # fmt: skip
+    bands = [band_name(list(data[line_of == k]["n_seeds"].astype(int)), WILSON) for k in keys]
+    shared = bands[0] if len(set(bands)) == 1 else ""
+    labels = [label if shared else f"{label} (bars {band})" for label, band in zip(line_labels(facets, keys), bands)]
     styles = looks([(k[2], k[:3], k[3]) for k in keys], size=4.5)
     cols = min(4, len(tasks))
     rows = math.ceil(len(tasks) / cols)
-    fig = Figure(figsize=(3.6 * cols + 0.4, 5.2 * rows + 1.4), layout="constrained")
+    below = legend_inches(labels, columns=min(3, len(labels)))  # the legend under the panels
+    fig = Figure(figsize=(3.6 * cols + 0.4, 5.2 * rows + 1.0 + below), layout="constrained")
     axes = fig.subplots(2 * rows, cols, squeeze=False)
     factors = sorted(data["factor"].unique())
-    line_of = pd.Series(list(zip(data["group"].astype(str), [""] * len(data), data["encoding"], data["method"])),
-                        index=data.index)  # fmt: skip
     for k, task in enumerate(tasks):
         top, below = axes[2 * (k // cols)][k % cols], axes[2 * (k // cols) + 1][k % cols]
         for i, (key, label, look) in enumerate(zip(keys, labels, styles)):
@@ -129,14 +134,17 @@ def _curves_figure(data: pd.DataFrame, facets: Facets, facet: str) -> Figure:
         axes[2 * (k // cols) + 1][k % cols].set_visible(False)
     handles, texts = axes[0][0].get_legend_handles_labels()
     legend(fig, handles, texts, loc="outside lower center", ncol=min(3, len(texts)), fontsize=8, frameon=False)
-    fig.suptitle(_curves_title(data, facet, len(keys), factors), fontsize=9)
+    fig.suptitle(wrap(_curves_title(shared, facet, len(keys), factors), 110), fontsize=9)
     return fig
 
 
-def _curves_title(data: pd.DataFrame, facet: str, lines: int, factors: list) -> str:
-    """What ``tasks_vs_length`` draws: its facet, seeds, what the bars are, sideways offsets."""
-    bars = band_name(list(data["n_seeds"].astype(int)), "95% Wilson interval (one seed)")
-    bars = f"bars: accuracy {bars}, NLL ± std over seeds"
+WILSON = "95% Wilson interval (one seed)"
+
+
+def _curves_title(shared: str, facet: str, lines: int, factors: list) -> str:
+    """What ``tasks_vs_length`` draws: its facet, seeds, what the bars are (``shared``: the
+    accuracy bars of every line, or "" when the labels say), sideways offsets."""
+    bars = f"bars: accuracy {shared or 'as each entry says'}, NLL ± std over seeds (none for one seed)"
     said = [facet or "all groups", "one line per group, mean over its seeds", bars, dodge_note(lines, factors)]
     return "Tasks vs evaluation length: " + "; ".join(part for part in said if part)
 
@@ -158,7 +166,9 @@ def heatmap_task(tasks: pd.DataFrame) -> str | None:
 HEATMAP_PANELS = 9  # panels in one heatmap file; more go on in further files
 
 
-def plot_niah_heatmaps(tasks: pd.DataFrame, out_dir: Path, facets: Facets, formats=FORMATS) -> dict[str, Path]:
+def plot_niah_heatmaps(
+    tasks: pd.DataFrame, out_dir: Path, facets: Facets, notes: list[str], formats=FORMATS
+) -> dict[str, Path]:
     """``niah_heatmap.png``: depth x length accuracy, one panel per group x encoding x method
     (the mean over the group's seeds), panels ordered by facet, at most HEATMAP_PANELS a file."""
     task = heatmap_task(tasks)
@@ -178,7 +188,7 @@ def plot_niah_heatmaps(tasks: pd.DataFrame, out_dir: Path, facets: Facets, forma
     shape = (sorted(cells["factor"].unique()), sorted(cells["depth_lo"].unique()))
     return {
         name: save(_heatmap_figure(mine, task, *shape), out_dir / name, formats)
-        for name, mine in zip(file_names("niah_heatmap.png", len(files)), files)
+        for name, mine in zip(file_names("niah_heatmap.png", len(files), notes), files)
     }
 
 
@@ -208,13 +218,15 @@ def _heatmap_figure(panels: list, task: str, factors: list, depths: list) -> Fig
     return fig
 
 
-def draw(tasks: pd.DataFrame, out_dir: Path, facets: Facets, formats=FORMATS) -> dict[str, Path | None]:
+def draw(
+    tasks: pd.DataFrame, out_dir: Path, facets: Facets, notes: list[str], formats=FORMATS
+) -> dict[str, Path | None]:
     """tasks_summary.csv and the two figures, when the runs have tasks.csv rows."""
     summary = summarize_tasks(tasks)
     if not summary.empty:
         summary.to_csv(out_dir / "tasks_summary.csv", index=False)
-    curves = plot_task_curves(summary, out_dir, facets, formats)
-    heatmaps = plot_niah_heatmaps(tasks, out_dir, facets, formats) if not tasks.empty else {}
+    curves = plot_task_curves(summary, out_dir, facets, notes, formats)
+    heatmaps = plot_niah_heatmaps(tasks, out_dir, facets, notes, formats) if not tasks.empty else {}
     return {**(curves or {"tasks_vs_length.png": None}), **(heatmaps or {"niah_heatmap.png": None})}
 
 
