@@ -134,23 +134,25 @@ def check_longrope(*, short_factor, long_factor, length, attention_factor) -> No
         _given_attention(attention_factor, "longrope")
 
 
+def _count(method: str, name: str, value, lo: int, null: str = "", note: str = "") -> None:
+    """``value``: an integer >= ``lo``; None too where ``null`` says what None stands for."""
+    if null and value is None:
+        return
+    if not is_integer(value) or value < lo:
+        either = f" (or null for {null})" if null else ""
+        raise PosxError(f"{method} {name} must be an integer >= {lo}{either}{note}, got {value!r}")
+
+
 def check_self_extend(*, group, window) -> None:
     """Self-Extend's group size G (an integer >= 1) and neighbour window W (an integer >= 1, or None)."""
-    if not is_integer(group) or group < 1:
-        raise PosxError(f"self_extend group must be an integer >= 1, got {group!r}; posx's default is 16")
-    if window is not None and (not is_integer(window) or window < 1):
-        raise PosxError(
-            f"self_extend window must be an integer >= 1 (or null for half the trained context), got {window!r}"
-        )
+    _count("self_extend", "group", group, 1, note=" (posx's default is 16)")
+    _count("self_extend", "window", window, 1, "half the trained context")
 
 
 def check_rerope(*, window, leak_factor, log_scale) -> None:
     """ReRoPE's window W (an integer >= 1, or None), Leaky ReRoPE's factor k (a number >= 1, or
     None for ReRoPE) and whether the query takes the log-n scale (a bool)."""
-    if window is not None and (not is_integer(window) or window < 1):
-        raise PosxError(
-            f"rerope window must be an integer >= 1 (or null for a quarter of the trained context), got {window!r}"
-        )
+    _count("rerope", "window", window, 1, "a quarter of the trained context")
     if leak_factor is not None and (not is_real(leak_factor) or not 1 <= float(leak_factor) < math.inf):
         raise PosxError(
             f"rerope leak_factor must be a number >= 1 (Leaky ReRoPE; the author's code uses 16) or null "
@@ -163,14 +165,8 @@ def check_rerope(*, window, leak_factor, log_scale) -> None:
 def check_dca(*, chunk_size, local_window) -> None:
     """Dual Chunk Attention's chunk size s (an integer >= 1, or None) and local window w (an
     integer >= 0, or None); s <= T and w < s need T and are checked where it is known."""
-    if chunk_size is not None and (not is_integer(chunk_size) or chunk_size < 1):
-        raise PosxError(
-            f"dca chunk_size must be an integer >= 1 (or null for 3/4 of the trained context), got {chunk_size!r}"
-        )
-    if local_window is not None and (not is_integer(local_window) or local_window < 0):
-        raise PosxError(
-            f"dca local_window must be an integer >= 0 (or null for 1/16 of the trained context), got {local_window!r}"
-        )
+    _count("dca", "chunk_size", chunk_size, 1, "3/4 of the trained context")
+    _count("dca", "local_window", local_window, 0, "1/16 of the trained context")
     if chunk_size is not None and local_window is not None and local_window >= chunk_size:
         raise PosxError(
             f"dca local_window ({local_window}) must be below chunk_size ({chunk_size}): chunks hold s - w tokens"
@@ -180,17 +176,11 @@ def check_dca(*, chunk_size, local_window) -> None:
 def check_streaming_llm(*, sinks, recent) -> None:
     """StreamingLLM's sinks S (an integer >= 0) and recent tokens R (an integer >= 1, or None);
     S + R < T needs T and is checked where it is known."""
-    if not is_integer(sinks) or sinks < 0:
-        raise PosxError(f"streaming_llm sinks must be an integer >= 0 (the authors keep 4), got {sinks!r}")
-    if recent is not None and (not is_integer(recent) or recent < 1):
-        raise PosxError(f"streaming_llm recent must be an integer >= 1 (or null for T - sinks - 1), got {recent!r}")
+    _count("streaming_llm", "sinks", sinks, 0, note=" (the authors keep 4)")
+    _count("streaming_llm", "recent", recent, 1, "T - sinks - 1")
 
 
 def check_lm_infinite(*, window, global_tokens) -> None:
     """LM-Infinite's window W (an integer >= 1, or None) and global tokens (an integer >= 0)."""
-    if window is not None and (not is_integer(window) or window < 1):
-        raise PosxError(f"lm_infinite window must be an integer >= 1 (or null for the trained context), got {window!r}")
-    if not is_integer(global_tokens) or global_tokens < 0:
-        raise PosxError(
-            f"lm_infinite global_tokens must be an integer >= 0 (the authors use 10), got {global_tokens!r}"
-        )
+    _count("lm_infinite", "window", window, 1, "the trained context")
+    _count("lm_infinite", "global_tokens", global_tokens, 0, note=" (the authors use 10)")
