@@ -80,17 +80,11 @@ def _one_parent(run: str | None, overrides: list[str]) -> None:
 def _cfg_job(overrides: list[str]) -> bool:
     """``posx extend RUN --cfg job``: print the config the extension will actually run (the
     parent's model and corpus, the extend.* schedule in train.*), not the composed extend.yaml."""
-    flags = [i for i, a in enumerate(overrides) if a in ("--cfg", "-c")]
-    if (
-        not flags
-        or flags[0] + 1 >= len(overrides)
-        or overrides[flags[0] + 1] != "job"
-        or "-m" in overrides
-        or "--multirun" in overrides
-    ):
-        return False
-    rest = overrides[: flags[0]] + overrides[flags[0] + 2 :]
     with user_errors():
+        parsed = command_line.parse(overrides)
+        if parsed.cfg != "job" or parsed.multirun:
+            return False
+        rest = parsed.overrides
         cfg = compose(rest, config_name="extend")
         ext = prepare_extension(cfg, rest)
         print(
