@@ -203,11 +203,6 @@ def write_text(target: str | Path, text: str) -> None:
         tmp.write_text(text, encoding="utf-8")
 
 
-def write_bytes(target: str | Path, data: bytes) -> None:
-    with atomic_path(target) as tmp:
-        tmp.write_bytes(data)
-
-
 def sha256_file(*paths: str | Path) -> str:
     """Hex sha256 of the files' bytes one after the other, read in 1 MiB blocks."""
     digest = hashlib.sha256()
