@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, fields
 
 from posx.core.errors import PosxError
 from posx.core.fieldcheck import is_integer, is_number
-from posx.schema import Attention, AttnScale, Block, Encoding
+from posx.schema import Attention, AttnScale, Block, Encoding, ModelConfig
 
 # The names a model.json may give. They are the schema's choices, which mirror the registries
 # that build the model (posx.model.encodings.ENCODINGS and the rest; tests/test_config_choices.py
@@ -31,34 +31,14 @@ _MAX_INT = {
 _MIN_INT = {"nope_every": 0, "pose_length": 0}  # 0: off; every other integer field is at least 1
 
 
-# GPTConfig field -> the run-config key it comes from: the one table both conversions read.
-RUN_KEYS = {
-    "n_layer": "model.n_layer",
-    "n_head": "model.n_head",
-    "d_model": "model.d_model",
-    "mlp_ratio": "model.mlp_ratio",
-    "dropout": "model.dropout",
-    "block": "model.block",
-    "multiple_of": "model.multiple_of",
-    "tie_embeddings": "model.tie_embeddings",
-    "attention": "model.attention",
+# GPTConfig fields named otherwise in the run config; every other field is the model.* or pos.*
+# key of its own name (RUN_KEYS, below the class: the one table both conversions read).
+_RENAMED = {
     "pos": "pos.name",
     "rope_base": "pos.base",
-    "max_positions": "pos.max_positions",
     "t5_num_buckets": "pos.num_buckets",
     "t5_max_distance": "pos.max_distance",
     "t5_per_layer": "pos.per_layer",
-    "rotary_fraction": "pos.rotary_fraction",
-    "xpos_scale_base": "pos.xpos_scale_base",
-    "fire_threshold": "pos.fire_threshold",
-    "fire_hidden": "pos.fire_hidden",
-    "cope_npos": "pos.cope_npos",
-    "attn_scale": "model.attn_scale",
-    "attn_scale_length": "model.attn_scale_length",
-    "nope_every": "model.nope_every",
-    "randomized": "pos.randomized",
-    "randomized_max": "pos.randomized_max",
-    "pose_length": "pos.pose_length",
 }
 
 
@@ -164,3 +144,11 @@ class GPTConfig:
     def run_config_values(self) -> dict[str, object]:
         """The inverse of ``from_run_config``: dotted run-config keys and their values."""
         return {key: getattr(self, name) for name, key in RUN_KEYS.items()}
+
+
+_MODEL_KEYS = {f.name for f in fields(ModelConfig)}
+RUN_KEYS = {
+    f.name: _RENAMED.get(f.name, f"{'model' if f.name in _MODEL_KEYS else 'pos'}.{f.name}")
+    for f in fields(GPTConfig)
+    if f.name != "vocab_size"
+}
