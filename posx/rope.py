@@ -77,7 +77,9 @@ extra parameters, which ``check_params`` runs on its own and ``frequencies`` run
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import typing
 from types import MappingProxyType
 from typing import Callable, Mapping, NamedTuple
 
@@ -103,6 +105,7 @@ from posx.ropecheck import (
     check_yarn,
     current_length,
 )
+from posx.schema import EvalConfig
 
 __all__ = [
     "METHODS",
@@ -304,7 +307,13 @@ def _method(fn, needs_context: bool = False, check=check_none, **params) -> _Met
     return _Method(fn, MappingProxyType(params), needs_context, check)
 
 
-_YARN_BETAS = dict(beta_fast=32.0, beta_slow=1.0, truncate=True)
+def _defaults(group: str) -> dict:
+    """A method's parameters and their published defaults, as its group of the schema
+    (``eval.<group>``) declares them."""
+    return {f.name: f.default for f in dataclasses.fields(typing.get_type_hints(EvalConfig)[group])}
+
+
+_YARN_BETAS = {k: v for k, v in _defaults("yarn").items() if k != "attention_factor"}
 
 _REGISTRY: Mapping[str, _Method] = MappingProxyType(
     {
@@ -312,21 +321,19 @@ _REGISTRY: Mapping[str, _Method] = MappingProxyType(
         "pi": _method(_pi),
         "ntk": _method(_ntk),
         "dynamic_ntk": _method(_dynamic_ntk, True, length=None),
-        "yarn": _method(_yarn, True, check_yarn, **_YARN_BETAS, attention_factor=None),
+        "yarn": _method(_yarn, True, check_yarn, **_defaults("yarn")),
         "dynamic_yarn": _method(_dynamic_yarn, True, check_ramp, length=None, **_YARN_BETAS),
         "ntk_by_parts": _method(_ntk_by_parts, True, check_ramp, **_YARN_BETAS),
-        "abf": _method(_abf, check=check_abf, new_base=500000.0),
-        "llama3": _method(_llama3, True, check_llama3, low_freq_factor=1.0, high_freq_factor=4.0),
-        "longrope": _method(
-            _longrope, True, check_longrope, short_factor=None, long_factor=None, length=None, attention_factor=None
-        ),
+        "abf": _method(_abf, check=check_abf, new_base=EvalConfig.abf_base),
+        "llama3": _method(_llama3, True, check_llama3, **_defaults("llama3")),
+        "longrope": _method(_longrope, True, check_longrope, **_defaults("longrope"), length=None),
         "resonance": _method(_resonance, True),
-        "resonance_yarn": _method(_resonance_yarn, True, check_yarn, **_YARN_BETAS, attention_factor=None),
-        "self_extend": _method(_self_extend, check=check_self_extend, group=16, window=None),
-        "rerope": _method(_rerope, check=check_rerope, window=None, leak_factor=None, log_scale=True),
-        "lm_infinite": _method(_lm_infinite, check=check_lm_infinite, window=None, global_tokens=10),
-        "dca": _method(_dca, check=check_dca, chunk_size=None, local_window=None),
-        "streaming_llm": _method(_streaming_llm, check=check_streaming_llm, sinks=4, recent=None),
+        "resonance_yarn": _method(_resonance_yarn, True, check_yarn, **_defaults("yarn")),
+        "self_extend": _method(_self_extend, check=check_self_extend, **_defaults("self_extend")),
+        "rerope": _method(_rerope, check=check_rerope, **_defaults("rerope")),
+        "lm_infinite": _method(_lm_infinite, check=check_lm_infinite, **_defaults("lm_infinite")),
+        "dca": _method(_dca, check=check_dca, **_defaults("dca")),
+        "streaming_llm": _method(_streaming_llm, check=check_streaming_llm, **_defaults("streaming_llm")),
     }
 )
 

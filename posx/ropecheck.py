@@ -11,20 +11,12 @@ method shares (head_dim, base, factor, original_context, length), and the bounds
 from __future__ import annotations
 
 import math
-import numbers
 
 from posx.core.errors import PosxError
+from posx.core.fieldcheck import is_integer, is_real
 
 MAX_FACTOR = 1e6  # a context a million times the trained one: past any use, short of overflow
 MIN_BETA, MAX_BETA = 1e-9, 1e9  # rotations over the trained context, far past the published 1 and 32 both ways
-
-
-def _is_int(x) -> bool:
-    return isinstance(x, numbers.Integral) and not isinstance(x, bool)
-
-
-def _is_real(x) -> bool:
-    return isinstance(x, numbers.Real) and not isinstance(x, bool)
 
 
 # --------------------------------------------------------------------------- shared arguments
@@ -32,19 +24,19 @@ def _is_real(x) -> bool:
 
 def check_head_dim(head_dim) -> None:
     """head_dim: an even integer >= 2."""
-    if not _is_int(head_dim) or head_dim < 2 or head_dim % 2:
+    if not is_integer(head_dim) or head_dim < 2 or head_dim % 2:
         raise PosxError(f"RoPE head_dim must be an even integer >= 2, got {head_dim!r}; pick n_embd / n_head even")
 
 
 def check_base(base, what: str = "RoPE base", usual: str = "10000") -> None:
     """A rotary base (``what``): a finite number > 1."""
-    if not _is_real(base) or not (1 < base < math.inf):
+    if not is_real(base) or not (1 < base < math.inf):
         raise PosxError(f"{what} must be a finite number > 1, got {base!r}; the usual value is {usual}")
 
 
 def check_factor(factor) -> None:
     """The scale factor s: a finite number from 1 to ``MAX_FACTOR``."""
-    if not _is_real(factor) or not (1 <= factor <= MAX_FACTOR):
+    if not is_real(factor) or not (1 <= factor <= MAX_FACTOR):
         raise PosxError(
             f"RoPE factor must be a finite number from 1 to {MAX_FACTOR:g}, got {factor!r}; "
             "use eval_length / original_context, or 1 for no scaling"
@@ -53,7 +45,7 @@ def check_factor(factor) -> None:
 
 def check_original_context(original_context, method: str, needs_context: bool) -> None:
     """original_context: a positive integer, or None where ``method`` does not need it."""
-    if original_context is not None and (not _is_int(original_context) or original_context < 1):
+    if original_context is not None and (not is_integer(original_context) or original_context < 1):
         raise PosxError(
             f"original_context must be a positive integer, got "
             f"{original_context!r}; pass the context length the model was trained at"
@@ -69,13 +61,13 @@ def current_length(length, original_context: int) -> int:
     """The current sequence length of a dynamic method: ``length``, or ``original_context`` when None."""
     if length is None:
         return original_context
-    if not _is_int(length) or length < 1:
+    if not is_integer(length) or length < 1:
         raise PosxError(f"RoPE length must be a positive integer, got {length!r}; pass the current sequence length")
     return int(length)
 
 
 def _check_betas(beta_fast: float, beta_slow: float) -> None:
-    if not (_is_real(beta_fast) and _is_real(beta_slow) and MIN_BETA <= beta_slow < beta_fast <= MAX_BETA):
+    if not (is_real(beta_fast) and is_real(beta_slow) and MIN_BETA <= beta_slow < beta_fast <= MAX_BETA):
         raise PosxError(
             f"YaRN needs {MIN_BETA:g} <= beta_slow < beta_fast <= {MAX_BETA:g}, got beta_slow={beta_slow!r}, "
             f"beta_fast={beta_fast!r}; the published values are 1 and 32"
@@ -84,7 +76,7 @@ def _check_betas(beta_fast: float, beta_slow: float) -> None:
 
 def _given_attention(value, method: str) -> float:
     """A user-given attention factor: a finite positive number."""
-    if not _is_real(value) or not (0 < value < math.inf):
+    if not is_real(value) or not (0 < value < math.inf):
         raise PosxError(
             f"{method} attention_factor must be a finite positive number (or null for the "
             f"method's formula), got {value!r}"
@@ -119,7 +111,7 @@ def check_abf(*, new_base) -> None:
 
 def check_llama3(*, low_freq_factor, high_freq_factor) -> None:
     """Llama 3's band: 0 < low_freq_factor < high_freq_factor."""
-    if not (_is_real(low_freq_factor) and _is_real(high_freq_factor) and 0 < low_freq_factor < high_freq_factor):
+    if not (is_real(low_freq_factor) and is_real(high_freq_factor) and 0 < low_freq_factor < high_freq_factor):
         raise PosxError(
             f"llama3 needs 0 < low_freq_factor < high_freq_factor, got "
             f"{low_freq_factor!r} and {high_freq_factor!r}; "
@@ -142,24 +134,26 @@ def check_longrope(*, short_factor, long_factor, length, attention_factor) -> No
         _given_attention(attention_factor, "longrope")
 
 
+def _count(method: str, name: str, value, lo: int, null: str = "", note: str = "") -> None:
+    """``value``: an integer >= ``lo``; None too where ``null`` says what None stands for."""
+    if null and value is None:
+        return
+    if not is_integer(value) or value < lo:
+        either = f" (or null for {null})" if null else ""
+        raise PosxError(f"{method} {name} must be an integer >= {lo}{either}{note}, got {value!r}")
+
+
 def check_self_extend(*, group, window) -> None:
     """Self-Extend's group size G (an integer >= 1) and neighbour window W (an integer >= 1, or None)."""
-    if not _is_int(group) or group < 1:
-        raise PosxError(f"self_extend group must be an integer >= 1, got {group!r}; posx's default is 16")
-    if window is not None and (not _is_int(window) or window < 1):
-        raise PosxError(
-            f"self_extend window must be an integer >= 1 (or null for half the trained context), got {window!r}"
-        )
+    _count("self_extend", "group", group, 1, note=" (posx's default is 16)")
+    _count("self_extend", "window", window, 1, "half the trained context")
 
 
 def check_rerope(*, window, leak_factor, log_scale) -> None:
     """ReRoPE's window W (an integer >= 1, or None), Leaky ReRoPE's factor k (a number >= 1, or
     None for ReRoPE) and whether the query takes the log-n scale (a bool)."""
-    if window is not None and (not _is_int(window) or window < 1):
-        raise PosxError(
-            f"rerope window must be an integer >= 1 (or null for a quarter of the trained context), got {window!r}"
-        )
-    if leak_factor is not None and (not _is_real(leak_factor) or not 1 <= float(leak_factor) < math.inf):
+    _count("rerope", "window", window, 1, "a quarter of the trained context")
+    if leak_factor is not None and (not is_real(leak_factor) or not 1 <= float(leak_factor) < math.inf):
         raise PosxError(
             f"rerope leak_factor must be a number >= 1 (Leaky ReRoPE; the author's code uses 16) or null "
             f"(ReRoPE), got {leak_factor!r}"
@@ -171,14 +165,8 @@ def check_rerope(*, window, leak_factor, log_scale) -> None:
 def check_dca(*, chunk_size, local_window) -> None:
     """Dual Chunk Attention's chunk size s (an integer >= 1, or None) and local window w (an
     integer >= 0, or None); s <= T and w < s need T and are checked where it is known."""
-    if chunk_size is not None and (not _is_int(chunk_size) or chunk_size < 1):
-        raise PosxError(
-            f"dca chunk_size must be an integer >= 1 (or null for 3/4 of the trained context), got {chunk_size!r}"
-        )
-    if local_window is not None and (not _is_int(local_window) or local_window < 0):
-        raise PosxError(
-            f"dca local_window must be an integer >= 0 (or null for 1/16 of the trained context), got {local_window!r}"
-        )
+    _count("dca", "chunk_size", chunk_size, 1, "3/4 of the trained context")
+    _count("dca", "local_window", local_window, 0, "1/16 of the trained context")
     if chunk_size is not None and local_window is not None and local_window >= chunk_size:
         raise PosxError(
             f"dca local_window ({local_window}) must be below chunk_size ({chunk_size}): chunks hold s - w tokens"
@@ -188,17 +176,11 @@ def check_dca(*, chunk_size, local_window) -> None:
 def check_streaming_llm(*, sinks, recent) -> None:
     """StreamingLLM's sinks S (an integer >= 0) and recent tokens R (an integer >= 1, or None);
     S + R < T needs T and is checked where it is known."""
-    if not _is_int(sinks) or sinks < 0:
-        raise PosxError(f"streaming_llm sinks must be an integer >= 0 (the authors keep 4), got {sinks!r}")
-    if recent is not None and (not _is_int(recent) or recent < 1):
-        raise PosxError(f"streaming_llm recent must be an integer >= 1 (or null for T - sinks - 1), got {recent!r}")
+    _count("streaming_llm", "sinks", sinks, 0, note=" (the authors keep 4)")
+    _count("streaming_llm", "recent", recent, 1, "T - sinks - 1")
 
 
 def check_lm_infinite(*, window, global_tokens) -> None:
     """LM-Infinite's window W (an integer >= 1, or None) and global tokens (an integer >= 0)."""
-    if window is not None and (not _is_int(window) or window < 1):
-        raise PosxError(f"lm_infinite window must be an integer >= 1 (or null for the trained context), got {window!r}")
-    if not _is_int(global_tokens) or global_tokens < 0:
-        raise PosxError(
-            f"lm_infinite global_tokens must be an integer >= 0 (the authors use 10), got {global_tokens!r}"
-        )
+    _count("lm_infinite", "window", window, 1, "the trained context")
+    _count("lm_infinite", "global_tokens", global_tokens, 0, note=" (the authors use 10)")

@@ -121,16 +121,10 @@ class PosConfig:
 # The pos.* keys only some encodings read (posx/model/encodings.py builds each from these alone); with
 # any other pos.name the key does nothing, so a new run refuses a value other than its default.
 POS_READ_BY = {
-    "base": ("rope", "xpos"),
-    "max_positions": ("absolute",),
-    "num_buckets": ("t5",),
-    "max_distance": ("t5",),
-    "per_layer": ("t5",),
-    "rotary_fraction": ("rope", "xpos"),
-    "xpos_scale_base": ("xpos",),
-    "fire_threshold": ("fire",),
-    "fire_hidden": ("fire",),
-    "cope_npos": ("cope",),
+    **dict.fromkeys(("base", "rotary_fraction"), ("rope", "xpos")),
+    **dict.fromkeys(("num_buckets", "max_distance", "per_layer"), ("t5",)),
+    **dict.fromkeys(("fire_threshold", "fire_hidden"), ("fire",)),
+    **{"max_positions": ("absolute",), "xpos_scale_base": ("xpos",), "cope_npos": ("cope",)},
 }
 
 

@@ -58,7 +58,6 @@ def test_scored_bytes_follow_the_scored_targets():
     assert bytecount.scored_bytes(tokens, 8, 8, 16, counts, starts=[50, 100]) == int(
         tokens[51:59].sum() + tokens[101:109].sum()
     )
-    assert math.isnan(bytecount.bits_per_byte(1.0, 0))
 
 
 def test_a_bpe_rows_bytes_are_those_of_the_text_its_scored_tokens_decode_to():

@@ -14,8 +14,7 @@ import torch
 import typer
 import yaml
 
-from posx import commands, jobs
-from posx.cli import app
+from posx.cli import app, commands, jobs
 from posx.eval.tables import COLUMNS
 from posx.train.loop import train
 

@@ -46,9 +46,3 @@ def test_explicit_settings_and_cuda_are_not_the_rules_business():
     assert compiling.decide_compile("auto", CUDA, "gpt2", 4, 1, (1, 1))
     with pytest.raises(PosxError, match="train.compile=sometimes"):
         compiling.decide_compile("sometimes", CPU, "gpt2", 4, 1, (1, 1))
-
-
-def test_evaluation_at_the_default_lengths_does_not_pay_for_a_compile():
-    # eval.tokens=16384 scored at one length, one graph per length
-    assert not compiling.forward_compile_pays(TINY["n_layer"], TINY["params"], 16_384)
-    assert compiling.forward_compile_pays(TINY["n_layer"], TINY["params"], 10**9)

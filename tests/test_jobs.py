@@ -1,4 +1,4 @@
-"""posx.jobs: the checks made before Hydra launches anything, and the one boundary every
+"""posx.cli.jobs: the checks made before Hydra launches anything, and the one boundary every
 failure passes."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from posx import exits, jobs
+from posx.cli import exits, jobs
 from posx.core.errors import Interrupted, PosxError
 
 

@@ -12,7 +12,7 @@ import torch.distributed as dist
 from safetensors import SafetensorError
 from safetensors.torch import load_file
 
-from posx import commands, exits, jobs
+from posx.cli import commands, exits, jobs
 from posx.core.library_errors import KNOWN, advice
 
 from conftest import run_posx

@@ -11,10 +11,10 @@ import pandas as pd
 import pytest
 import torch
 
+from posx.cli.jobs import resume
 from posx.config.compose import compose
 from posx.config.resume import saved_config
 from posx.eval.run import evaluate_run
-from posx.jobs import resume
 from posx.model.roperecord import RopeRecord
 from posx.report.summary import report
 from posx.rope import frequencies

@@ -27,7 +27,7 @@ from posx.core.trackers import check_tracker
 from posx.data.corpus import VOCAB_SIZE
 from posx.eval.scoring import eval_lengths
 from posx.model.config import GPTConfig
-from posx.model.encodings import ROTARY
+from posx.model.encodings import ROTARY, check_t5_buckets
 from posx.model.randomized import TAKES_POSITIONS
 from posx.model.rescale import check_methods, check_params
 from posx.rope import METHODS
@@ -152,13 +152,7 @@ def _check_pos(cfg) -> None:
     _check_options(cfg)
     if p.name == "sinusoidal" and d_model % 2:
         raise PosxError(f"sinusoidal positions need an even model.d_model, got {d_model}")
-    if p.num_buckets < 2:
-        raise PosxError(f"pos.num_buckets={p.num_buckets} must be at least 2")
-    if p.max_distance <= p.num_buckets // 2:
-        raise PosxError(
-            f"pos.max_distance={p.max_distance} must exceed pos.num_buckets / 2 "
-            f"({p.num_buckets // 2}), where the log-spaced buckets start"
-        )
+    check_t5_buckets(p.num_buckets, p.max_distance)
     if p.base <= 1.0:
         raise PosxError(f"pos.base={p.base} must be greater than 1")
     if p.max_positions is not None:

@@ -1,12 +1,7 @@
-"""Settings that cannot act: a value the chosen model would never read (``pos.num_buckets`` with
-``pos=rope``, ``model.attn_scale_length`` without a logit scale, ``pos.randomized_max`` without
-randomized positions) or a ``model.nope_every`` that makes no layer, or every layer already,
-attend without positions. Trained as given, such a run would be recorded with a setting that
-did nothing, so a new run refuses it in one line naming the setting, the reason and the fix.
-
-Only new training is checked (``check_train_config``): runs already trained with such a value
-keep resuming and evaluating, as they did.
-"""
+"""Settings that cannot act: a value the chosen model never reads (``pos.num_buckets`` with
+``pos=rope``) or a ``model.nope_every`` that makes no layer, or every layer already, attend
+without positions. A new run refuses one (``check_train_config``) in one line naming it, why and
+the fix, rather than record a setting that did nothing; runs trained before keep resuming."""
 
 from __future__ import annotations
 

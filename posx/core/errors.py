@@ -32,4 +32,4 @@ class Preempted(PosxError):
 
 class Interrupted(KeyboardInterrupt):
     """Ctrl-C, with the line that says what the command left (a training run: which run, and
-    how to go on); ``posx.exits.user_errors`` prints it and exits 130."""
+    how to go on); ``posx.cli.exits.user_errors`` prints it and exits 130."""

@@ -7,6 +7,7 @@ never reaches a model, a tensor or a table.
 from __future__ import annotations
 
 import math
+import numbers
 import re
 
 from posx.core.errors import PosxError
@@ -26,9 +27,19 @@ def refuse(where, name: str, value, expected: str, fix: str) -> PosxError:
     return PosxError(f"{where} is incomplete or corrupt: {name}={_show(value)} is not {expected}; {fix}")
 
 
+def is_integer(value) -> bool:
+    """An integer, not a bool (True is an int to Python, never a count to posx)."""
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def is_real(value) -> bool:
+    """A real number, not a bool; NaN and inf included (a range check after it excludes them)."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
+
+
 def is_number(value) -> bool:
-    """A finite int or float (not a bool)."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    """A finite real number (not a bool)."""
+    return is_real(value) and math.isfinite(value)
 
 
 def integer(value, name: str, where, fix: str, lo: int = 0, hi: int = MAX_STEPS) -> int:

@@ -238,12 +238,13 @@ def read_regular(path: str | Path) -> bytes:
         os.close(fd)
 
 
-def sha256_file(path: str | Path) -> str:
-    """Hex sha256 of a file's bytes, read in 1 MiB blocks."""
+def sha256_file(*paths: str | Path) -> str:
+    """Hex sha256 of the files' bytes one after the other, read in 1 MiB blocks."""
     digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            digest.update(block)
+    for path in paths:
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
     return digest.hexdigest()
 
 

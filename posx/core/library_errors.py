@@ -1,6 +1,6 @@
 """Known failures of the libraries posx runs on, each turned into one line that says what to change.
 
-The command boundary (``posx.exits.user_errors``) asks :func:`advice` about any exception that is
+The command boundary (``posx.cli.exits.user_errors``) asks :func:`advice` about any exception that is
 not posx's own. The table ``KNOWN`` is the one place that knows them: each entry names the
 library, the exception types it matches and the advice it gives. Types are named as
 ``module.QualName`` and compared with every class of the exception's MRO (and of the exceptions

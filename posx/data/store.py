@@ -46,6 +46,7 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
 
+from posx.core import files
 from posx.core.errors import PosxError
 from posx.core.progress import Reporter, rate
 from posx.data import sources, splitfiles
@@ -198,16 +199,6 @@ def _write_splits(source, tok, is_val, cut, tmp: Path, progress: Reporter) -> tu
     return files, counts
 
 
-def _sha256(paths: list[Path]) -> str:
-    """sha256 of the files' bytes one after the other (train then val: the fingerprint's ``sha256``)."""
-    digest = hashlib.sha256()
-    for path in paths:
-        with open(path, "rb") as f:
-            for block in iter(lambda: f.read(1 << 20), b""):
-                digest.update(block)
-    return digest.hexdigest()
-
-
 def _build(source: sources.Source, dcfg: dict, key: str, tmp: Path, console: Console) -> dict:
     """Write a complete store into ``tmp``; returns its store.json."""
     val_fraction = dcfg["val_fraction"]
@@ -223,8 +214,7 @@ def _build(source: sources.Source, dcfg: dict, key: str, tmp: Path, console: Con
         cut = total - max(1, int(total * val_fraction))
     tok = _make_tokenizer(dcfg, source, is_val, cut, console)
     with Reporter(console, "prepare", max(1, len(source.ids))) as progress:
-        files, counts = _write_splits(source, tok, is_val, cut, tmp, progress)
-    train, val = files
+        (train, val), counts = _write_splits(source, tok, is_val, cut, tmp, progress)
     if train.n < 1 or val.n < 1:
         raise PosxError(
             f"{source.where} gives {train.n} training and {val.n} held-out tokens; "
@@ -237,7 +227,7 @@ def _build(source: sources.Source, dcfg: dict, key: str, tmp: Path, console: Con
     fingerprint = {
         **source.info, "train_files": counts["train"], "val_files": counts["val"],
         "bytes": train.text_bytes + val.text_bytes, "train_bytes": train.text_bytes, "val_bytes": val.text_bytes,
-        "sha256": _sha256([train.path, val.path]), "python": platform.python_version(),
+        "sha256": files.sha256_file(train.path, val.path), "python": platform.python_version(),
         "val_fraction": val_fraction, "split": "files" if cut is None else "bytes",
         "tokens": train.n + val.n, "train_tokens": train.n, "val_tokens": val.n,
         "documents": {"train": len(train.starts), "val": len(val.starts)},

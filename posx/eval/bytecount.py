@@ -54,8 +54,3 @@ def scored_bytes(
         targets = np.asarray(tokens[s + length - stride + 1 : s + length + 1], dtype=np.int64)
         total += int(counts[targets].sum())
     return total
-
-
-def bits_per_byte(nll_total: float, n_bytes: int) -> float:
-    """Summed NLL (nats) in bits per byte; NaN without bytes."""
-    return nll_total / LN2 / n_bytes if n_bytes > 0 else math.nan

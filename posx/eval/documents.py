@@ -63,12 +63,3 @@ def plan(
         f"{len(out) * stride} of the {scored} tokens eval.tokens asks for at length {length}; lower eval.tokens, "
         "eval.factors or eval.min_document_tokens, or use a corpus with longer documents"
     )
-
-
-def check_windows(doc_starts: np.ndarray, n_tokens: int, starts: list[int], length: int) -> None:
-    """Assert that every window [s, s + length] lies inside one document (tests use this)."""
-    a, b = spans(doc_starts, n_tokens)
-    for s in starts:
-        i = int(np.searchsorted(a, s, side="right")) - 1
-        if i < 0 or s + length + 1 > b[i]:
-            raise AssertionError(f"window at {s} of {length} + 1 tokens leaves document [{a[i]}, {b[i]})")

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from posx.core.errors import PosxError
+from posx.core.fieldcheck import is_integer
 from posx.core.library_errors import type_names
 
 # Sizes config.json may give (absent or null: the model's default); each must be at least 1.
@@ -46,7 +47,7 @@ def _read(model_dir: Path) -> dict:
 
 
 def _whole(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+    return is_integer(value) and value >= 1
 
 
 def check_config_sizes(model_dir: Path) -> None:

@@ -3,16 +3,19 @@ it is the one place a run config (``model.*``, ``pos.*``) turns into a model and
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict, dataclass, fields
 
 from posx.core.errors import PosxError
-from posx.schema import Attention, AttnScale, Block, Encoding
+from posx.core.fieldcheck import is_integer, is_number
+from posx.schema import Attention, AttnScale, Block, Encoding, ModelConfig
 
 # The names a model.json may give. They are the schema's choices, which mirror the registries
 # that build the model (posx.model.encodings.ENCODINGS and the rest; tests/test_config_choices.py
 # keeps them equal), so reading a run's metadata imports no torch.
-_ENCODINGS, _ATTENTION, _ATTN_SCALES, _BLOCKS = (e.values() for e in (Encoding, Attention, AttnScale, Block))
+_CHOICES = {
+    name: e.values()
+    for name, e in (("pos", Encoding), ("attention", Attention), ("attn_scale", AttnScale), ("block", Block))
+}
 
 # Largest value model.json may give an integer field: far beyond what posx trains, small
 # enough that a crafted file cannot make it allocate without bound.
@@ -28,34 +31,14 @@ _MAX_INT = {
 _MIN_INT = {"nope_every": 0, "pose_length": 0}  # 0: off; every other integer field is at least 1
 
 
-# GPTConfig field -> the run-config key it comes from: the one table both conversions read.
-RUN_KEYS = {
-    "n_layer": "model.n_layer",
-    "n_head": "model.n_head",
-    "d_model": "model.d_model",
-    "mlp_ratio": "model.mlp_ratio",
-    "dropout": "model.dropout",
-    "block": "model.block",
-    "multiple_of": "model.multiple_of",
-    "tie_embeddings": "model.tie_embeddings",
-    "attention": "model.attention",
+# GPTConfig fields named otherwise in the run config; every other field is the model.* or pos.*
+# key of its own name (RUN_KEYS, below the class: the one table both conversions read).
+_RENAMED = {
     "pos": "pos.name",
     "rope_base": "pos.base",
-    "max_positions": "pos.max_positions",
     "t5_num_buckets": "pos.num_buckets",
     "t5_max_distance": "pos.max_distance",
     "t5_per_layer": "pos.per_layer",
-    "rotary_fraction": "pos.rotary_fraction",
-    "xpos_scale_base": "pos.xpos_scale_base",
-    "fire_threshold": "pos.fire_threshold",
-    "fire_hidden": "pos.fire_hidden",
-    "cope_npos": "pos.cope_npos",
-    "attn_scale": "model.attn_scale",
-    "attn_scale_length": "model.attn_scale_length",
-    "nope_every": "model.nope_every",
-    "randomized": "pos.randomized",
-    "randomized_max": "pos.randomized_max",
-    "pose_length": "pos.pose_length",
 }
 
 
@@ -124,15 +107,9 @@ class GPTConfig:
             if kind == "bool":
                 ok = isinstance(value, bool)
             elif kind == "int":
-                ok = (
-                    isinstance(value, int)
-                    and not isinstance(value, bool)
-                    and _MIN_INT.get(f.name, 1) <= value <= _MAX_INT.get(f.name, 1 << 24)
-                )
-            elif kind == "float":
-                ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+                ok = is_integer(value) and _MIN_INT.get(f.name, 1) <= value <= _MAX_INT.get(f.name, 1 << 24)
             else:
-                ok = isinstance(value, str)
+                ok = is_number(value) if kind == "float" else isinstance(value, str)
             if not ok:
                 limit = f" from {_MIN_INT.get(f.name, 1)} to {_MAX_INT.get(f.name, 1 << 24)}" if kind == "int" else ""
                 raise PosxError(f"{where}: {f.name}={value!r} is not a valid {kind}{limit}")
@@ -141,19 +118,14 @@ class GPTConfig:
                 f"{where} is inconsistent (dropout={self.dropout}, rope_base={self.rope_base}, "
                 f"d_model={self.d_model} over n_head={self.n_head})"
             )
-        if self.pos not in _ENCODINGS:
-            raise PosxError(f"{where}: pos={self.pos!r} is not one of {', '.join(_ENCODINGS)}")
-        if self.attention not in _ATTENTION:
-            raise PosxError(f"{where}: attention={self.attention!r} is not one of {', '.join(_ATTENTION)}")
-        if self.attn_scale not in _ATTN_SCALES:
-            raise PosxError(f"{where}: attn_scale={self.attn_scale!r} is not one of {', '.join(_ATTN_SCALES)}")
+        for name, choices in _CHOICES.items():
+            if getattr(self, name) not in choices:
+                raise PosxError(f"{where}: {name}={getattr(self, name)!r} is not one of {', '.join(choices)}")
         if not 0 <= self.rotary_fraction <= 1 or self.xpos_scale_base <= 0 or self.fire_threshold <= 0:
             raise PosxError(
                 f"{where} is inconsistent (rotary_fraction={self.rotary_fraction} must be in [0, 1], "
                 f"xpos_scale_base={self.xpos_scale_base} and fire_threshold={self.fire_threshold} positive)"
             )
-        if self.block not in _BLOCKS:
-            raise PosxError(f"{where}: block={self.block!r} is not one of {', '.join(_BLOCKS)}")
 
     @classmethod
     def from_run_config(cls, cfg, vocab_size: int) -> "GPTConfig":
@@ -174,3 +146,11 @@ class GPTConfig:
     def run_config_values(self) -> dict[str, object]:
         """The inverse of ``from_run_config``: dotted run-config keys and their values."""
         return {key: getattr(self, name) for name, key in RUN_KEYS.items()}
+
+
+_MODEL_KEYS = {f.name for f in fields(ModelConfig)}
+RUN_KEYS = {
+    f.name: _RENAMED.get(f.name, f"{'model' if f.name in _MODEL_KEYS else 'pos'}.{f.name}")
+    for f in fields(GPTConfig)
+    if f.name != "vocab_size"
+}

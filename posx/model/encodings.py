@@ -166,6 +166,17 @@ class ALiBi(PositionalEncoding):
         return [self._mask] * n_layer
 
 
+def check_t5_buckets(num_buckets: int, max_distance: int) -> None:
+    """T5's buckets: at least 2, and log-spaced ones to reach (max_distance past the exact half)."""
+    if num_buckets < 2:
+        raise PosxError(f"pos.num_buckets={num_buckets} must be at least 2")
+    if max_distance <= num_buckets // 2:
+        raise PosxError(
+            f"pos.max_distance={max_distance} must exceed pos.num_buckets / 2 "
+            f"({num_buckets // 2}), where the log-spaced buckets start"
+        )
+
+
 def t5_buckets(distance: Tensor, num_buckets: int = 32, max_distance: int = 128) -> Tensor:
     """T5's causal relative-position buckets for distances n = query - key >= 0.
 
@@ -204,11 +215,7 @@ class T5Bias(PositionalEncoding):
         self, n_head: int, n_layer: int, num_buckets: int = 32, max_distance: int = 128, per_layer: bool = False
     ):
         super().__init__()
-        if num_buckets < 2 or max_distance <= num_buckets // 2:
-            raise PosxError(
-                f"T5 bias needs num_buckets >= 2 and max_distance > num_buckets / 2, "
-                f"got num_buckets={num_buckets}, max_distance={max_distance}"
-            )
+        check_t5_buckets(num_buckets, max_distance)
         self.num_buckets, self.max_distance = num_buckets, max_distance
         self.bias_per_layer = per_layer
         self.tables = nn.ModuleList(nn.Embedding(num_buckets, n_head) for _ in range(n_layer if per_layer else 1))

@@ -37,7 +37,7 @@ from posx.config.reference import dotted
 from posx.eval import history
 from posx.report.mdtable import md_table
 from posx.runs.records import RunMeta
-from posx.schema import Config, EvalConfig, ExtendRootConfig
+from posx.schema import POS_READ_BY, Config, EvalConfig, ExtendRootConfig
 
 # Keys of config.yaml that never separate runs: where and how a run ran, not what it is.
 IGNORED = (
@@ -59,19 +59,9 @@ IGNORED = (
 RENAMED = {"train.context_length": "T", "train.steps": "steps"}
 COLUMN_KEYS = ("pos.name", "parent")
 ONLY_EXTENDED = ("parent.", "extend.", "new_base")  # keys only an extended run has
-# Encoding parameters that only some encodings read (others record a value they never use).
-ONLY_FOR = {
-    "pos.base": {"rope", "xpos"},
-    "pos.max_positions": {"absolute"},
-    "pos.num_buckets": {"t5"},
-    "pos.max_distance": {"t5"},
-    "pos.per_layer": {"t5"},
-    "pos.rotary_fraction": {"rope", "xpos"},
-    "pos.xpos_scale_base": {"xpos"},
-    "pos.fire_threshold": {"fire"},
-    "pos.fire_hidden": {"fire"},
-    "pos.cope_npos": {"cope"},
-}  # shown as the encoding and parent columns, not in labels
+# Encoding parameters that only some encodings read (others record a value they never use;
+# the schema's table); shown as the encoding and parent columns, not in labels.
+ONLY_FOR = {f"pos.{key}": readers for key, readers in POS_READ_BY.items()}
 
 
 @dataclass

@@ -13,8 +13,7 @@ The constants are measured with ``benchmarks/compile_measure.py`` (docs/measurem
 on the CPU"): the speed-up of a compiled training step over eager per block, the seconds the
 first compiled step took, and a float32 rate the eager step reaches; each is rounded towards
 not compiling (a lower speed-up, a higher rate, a longer compile), since a wrong "on" costs a wait
-the user sees and a wrong "off" only forgoes a small gain. The same rule, on forward passes
-(``forward_compile_pays``), says whether evaluation at one length would gain from a compile.
+the user sees and a wrong "off" only forgoes a small gain.
 """
 
 from __future__ import annotations
@@ -26,7 +25,6 @@ from posx.core.device import use_compile
 # Median speed-up of a compiled CPU training step over eager, per model.block (rounded down;
 # measured 1.045 to 1.09 for llama at 1 and 2 threads, 0.96 for gpt2).
 CPU_TRAIN_SPEEDUP = {"gpt2": 1.0, "llama": 1.04}
-CPU_FORWARD_SPEEDUP = 1.15  # no-grad forward (evaluation), either block (rounded down; llama 1.17, gpt2 1.32)
 CPU_FLOPS = 100e9  # float32 FLOP/s of an eager training step on the CPU (80 to 88 measured at 2 threads;
 # rounded up: steps seem shorter)
 COMPILE_BASE_S = 10.0  # seconds the first compiled step takes beyond an eager one, at least
@@ -47,12 +45,6 @@ def train_compile_pays(block: str, n_layer: int, params: int, tokens_per_step: i
     """Whether compiling pays for ``steps`` CPU training steps of ``tokens_per_step`` tokens."""
     flops = 6.0 * params * tokens_per_step * steps
     return saved_seconds(CPU_TRAIN_SPEEDUP.get(block, 1.0), flops) > compile_seconds(n_layer)
-
-
-def forward_compile_pays(n_layer: int, params: int, tokens: int) -> bool:
-    """Whether compiling pays for no-grad forward passes over ``tokens`` tokens at one length
-    (a new length is a new graph, so the cost is paid per length)."""
-    return saved_seconds(CPU_FORWARD_SPEEDUP, 2.0 * params * tokens) > compile_seconds(n_layer)
 
 
 def decide_compile(setting: object, device: torch.device, block: str, n_layer: int, params: int, work: tuple) -> bool:

@@ -4,7 +4,7 @@
 continues a run in place. They share how a job finds its run directory (``job_run_dir``)
 and what happens when a job fails (``cleanup_on_failure``: a directory this job created
 that holds neither weights nor a checkpoint is removed; nothing else ever is).
-Every job ends through ``posx.exits.user_errors``: one line on stderr and an exit status.
+Every job ends through ``posx.cli.exits.user_errors``: one line on stderr and an exit status.
 
 Each job runs inside ``distributed.session``: under torchrun (or a submitit job of several
 tasks) every rank runs the job, rank 0 alone chooses and creates the run directory and
@@ -28,6 +28,7 @@ from omegaconf import DictConfig
 from rich.console import Console
 from rich.text import Text
 
+from posx.cli.exits import TRAINING_INTERRUPTED, user_errors
 from posx.config import command_line
 from posx.config.checks import check_train_config
 from posx.config.compose import compose, config_dir, refuse_additions, register_configs
@@ -38,7 +39,6 @@ from posx.core.console import new_console
 from posx.core.errors import Interrupted, PosxError
 from posx.core.lock import LOCK_NAME, Busy
 from posx.eval.run import evaluate_run
-from posx.exits import TRAINING_INTERRUPTED, user_errors
 from posx.report import digest
 from posx.report.sweep import update_sweep_table
 from posx.runs import resumable

@@ -1,10 +1,10 @@
 """The ``posx`` command line (Typer): the commands, their arguments and their help. Each command
-hands its parsed arguments to ``posx.commands``, which does the work (``posx.results`` and
-``posx.reporting`` for the commands that only read results); ``train`` and ``extend`` pass
+hands its parsed arguments to ``posx.cli.commands``, which does the work (``posx.cli.results`` and
+``posx.cli.reporting`` for the commands that only read results); ``train`` and ``extend`` pass
 theirs to Hydra untouched (``extend`` adds ``parent=RUN``).
 
-This module imports nothing heavy: ``posx.commands`` (torch, pandas), ``posx.wavelengths``
-(torch, matplotlib), ``posx.results`` (pandas) and ``posx.reporting`` (pandas, matplotlib) are
+This module imports nothing heavy: ``posx.cli.commands`` (torch, pandas), ``posx.cli.wavelengths``
+(torch, matplotlib), ``posx.cli.results`` (pandas) and ``posx.cli.reporting`` (pandas, matplotlib) are
 imported only when a command runs (``work``, ``wavelengths``, ``reading``, ``reporting``; with
 Ctrl-C held off meanwhile, ``posx.core.startup``), so ``posx --help``, ``posx <command> --help``
 and ``posx --version`` answer at once. A test holds it to that.
@@ -22,7 +22,7 @@ from typing import List, Optional
 import typer
 
 from posx import __version__
-from posx.cli_examples import (
+from posx.cli.examples import (
     COMPARE_EPILOG,
     EVAL_EPILOG,
     EXPORT_EPILOG,
@@ -39,27 +39,27 @@ from posx.schema import RESUME_SAFE, Config
 
 
 def work() -> ModuleType:
-    """``posx.commands``, imported here on first use rather than at the top of this module: it
+    """``posx.cli.commands``, imported here on first use rather than at the top of this module: it
     pulls in torch and pandas (about 3 s), which ``--help`` need not wait for."""
-    return startup.load("posx.commands")
+    return startup.load("posx.cli.commands")
 
 
 def reading() -> ModuleType:
-    """``posx.results`` (``runs``, ``compare``), imported on first use like ``work``: pandas,
+    """``posx.cli.results`` (``runs``, ``compare``), imported on first use like ``work``: pandas,
     but neither torch nor matplotlib."""
-    return startup.load("posx.results")
+    return startup.load("posx.cli.results")
 
 
 def wavelengths() -> ModuleType:
-    """``posx.wavelengths`` (``frequencies``), imported on first use like ``work``: torch and
+    """``posx.cli.wavelengths`` (``frequencies``), imported on first use like ``work``: torch and
     matplotlib."""
-    return startup.load("posx.wavelengths")
+    return startup.load("posx.cli.wavelengths")
 
 
 def reporting() -> ModuleType:
-    """``posx.reporting`` (``report``), imported on first use like ``work``: pandas and
+    """``posx.cli.reporting`` (``report``), imported on first use like ``work``: pandas and
     matplotlib, but no torch."""
-    return startup.load("posx.reporting")
+    return startup.load("posx.cli.reporting")
 
 
 app = typer.Typer(

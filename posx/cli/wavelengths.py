@@ -2,7 +2,7 @@
 s x T, as tables in the terminal and a PNG (``posx.report.frequencies`` computes and draws them).
 
 It is the one command that needs both torch (the frequencies) and matplotlib (the figure), so it
-is a module of its own: the other commands that need torch (``posx.commands``) import no
+is a module of its own: the other commands that need torch (``posx.cli.commands``) import no
 matplotlib. ``posx.cli`` loads it only when ``posx frequencies`` runs.
 """
 
@@ -13,12 +13,12 @@ from pathlib import Path
 from rich.console import Console
 
 from posx import rope
+from posx.cli.exits import user_errors
 from posx.config.applies import refuse_flags
 from posx.config.compose import compose
 from posx.core import files
 from posx.core.console import new_console
 from posx.core.errors import PosxError
-from posx.exits import user_errors
 from posx.model.encodings import ROTARY
 from posx.model.rescale import WINDOWED
 from posx.report import frequencies as freqplot

@@ -21,7 +21,7 @@ from posx.core.errors import Interrupted, PosxError, Preempted
 
 err = new_console(stderr=True)
 # What Ctrl-C leaves, said by each command (``user_errors``'s ``interrupted``). A training run or
-# an extension says which run it left and how to go on (``posx.jobs.stopped_run``, raised as
+# an extension says which run it left and how to go on (``posx.cli.jobs.stopped_run``, raised as
 # ``Interrupted``); the line below is for Ctrl-C before it has a run directory.
 NOTHING_LEFT = "stopped by Ctrl-C; nothing half-written was left (posx writes its outputs whole or not at all)"
 EVAL_INTERRUPTED = (

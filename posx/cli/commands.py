@@ -1,12 +1,12 @@
 """What each ``posx`` command does with its parsed arguments. ``posx.cli`` declares the commands
 and their options and calls these; ``train`` and ``extend`` hand their arguments to Hydra through
-``posx.jobs``.
+``posx.cli.jobs``.
 
 This module imports torch and pandas (about 3 s on a small CPU); ``posx.cli`` loads it only when
 a command runs, so ``posx --help`` and ``posx --version`` answer at once. The commands that only
-read results (``posx runs``, ``compare``, ``report``) are in ``posx.results`` and
-``posx.reporting``, which import no torch; ``posx frequencies``, which draws, is
-``posx.wavelengths``, so the commands here import no matplotlib.
+read results (``posx runs``, ``compare``, ``report``) are in ``posx.cli.results`` and
+``posx.cli.reporting``, which import no torch; ``posx frequencies``, which draws, is
+``posx.cli.wavelengths``, so the commands here import no matplotlib.
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from posx import jobs
+from posx.cli import jobs
+from posx.cli.exits import EVAL_INTERRUPTED, user_errors
 from posx.config import applies, command_line
 from posx.config.checks import check_train_config
 from posx.config.compose import compose, refuse_additions, to_yaml
@@ -25,7 +26,6 @@ from posx.core.errors import PosxError
 from posx.data import store
 from posx.data import tokenizer as tok_mod
 from posx.eval.run import evaluate_run
-from posx.exits import EVAL_INTERRUPTED, user_errors
 from posx.hf.checkpoint import evaluate_hf_dir
 from posx.hf.export import export_run
 from posx.report import digest
@@ -80,17 +80,11 @@ def _one_parent(run: str | None, overrides: list[str]) -> None:
 def _cfg_job(overrides: list[str]) -> bool:
     """``posx extend RUN --cfg job``: print the config the extension will actually run (the
     parent's model and corpus, the extend.* schedule in train.*), not the composed extend.yaml."""
-    flags = [i for i, a in enumerate(overrides) if a in ("--cfg", "-c")]
-    if (
-        not flags
-        or flags[0] + 1 >= len(overrides)
-        or overrides[flags[0] + 1] != "job"
-        or "-m" in overrides
-        or "--multirun" in overrides
-    ):
-        return False
-    rest = overrides[: flags[0]] + overrides[flags[0] + 2 :]
     with user_errors():
+        parsed = command_line.parse(overrides)
+        if parsed.cfg != "job" or parsed.multirun:
+            return False
+        rest = parsed.overrides
         cfg = compose(rest, config_name="extend")
         ext = prepare_extension(cfg, rest)
         print(

@@ -3,7 +3,7 @@
 They read run directories (``posx.runs.paths``, the digests, the tables) and never build a model
 or draw a figure, so this module imports neither torch nor matplotlib (a test holds it to that):
 importing torch alone takes about 2 s on a small CPU, matplotlib about 0.4 s. ``posx report``,
-which draws, is ``posx.reporting``. ``posx.cli`` loads each only when its command runs.
+which draws, is ``posx.cli.reporting``. ``posx.cli`` loads each only when its command runs.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from pathlib import Path
 
 from rich.console import Console
 
+from posx.cli.exits import user_errors
 from posx.core import files
 from posx.core.console import new_console, say
 from posx.core.errors import PosxError
-from posx.exits import user_errors
 from posx.report import collection, selection
 from posx.runs.paths import resolve_run
 
