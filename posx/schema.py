@@ -139,6 +139,7 @@ class TaskOptions:
     answers: int = 3  # niah_multivalue: values of the one key; selective_copy: words to copy
     hops: int = 2  # variable_tracking: name-to-name assignments of the chain, RULER's num_hops (names: hops + 1)
     queries: int = 4  # mqar: keys asked for at the end
+    separator: str = ":"  # mqar: between a key and its value ('': none, zoology's pairs)
     span: int = 16  # copy: letters of the copied span
     cue: int = 4  # copy: tokens of the repeat that are given before scoring starts
 

@@ -104,6 +104,17 @@ def test_mqar_queries_ask_for_the_values_the_pairs_bind(val):
         assert keys.index(asked[0][0]) / len(keys) == s.depth
 
 
+def test_mqar_without_a_separator_has_zoologys_pairs(val):
+    opts = OmegaConf.structured(TaskOptions(key_letters=1, digits=1, queries=2, separator=""))
+    for s in registry.make_samples("mqar", val, 32, 8, opts, seed=0):
+        pairs = [text(ids) for _, ids in s.needles]
+        assert all(len(p) == 3 and p[0].isalpha() and p[1].isdigit() and p[2] == " " for p in pairs)
+        assert len(pairs) == 8  # (32 - 2 queries of 3) // 3: the pairs a colon-free format fits
+        bound = {p[0]: p[1] for p in pairs}
+        for a in s.answer:  # each scored value follows its key, and is the value that key was given
+            assert text(s.tokens[a : a + 1]) == bound[text(s.tokens[a - 1 : a])]
+
+
 @pytest.mark.parametrize("task", ["copy", "selective_copy"])
 def test_copy_answer_equals_the_planted_span(val, task):
     for s in samples(val, task):

@@ -3,7 +3,10 @@
 The sequence is key-value pairs ``<key>:<value> `` (keys distinct lowercase words, values
 random numbers, repeats allowed) as many as fit (and as there are keys of ``key_letters``),
 then ``queries`` of them again: each query gives the key and the colon, and the value's tokens
-are scored. There is no haystack: the pairs are the context, so a longer
+are scored. ``separator`` stands for the colon; with none (``''``) the pairs are zoology's,
+``<key><value> ``, where the key's last token is followed by the value, so one token of context
+finds it, while a colon after the key asks a model to match the two tokens before it.
+There is no haystack: the pairs are the context, so a longer
 sequence holds more pairs and each query has more to choose from (the zoology setting, with the
 number of pairs growing with the length). The first query asks for the pair at the sample's
 depth (its index over the number of pairs; with few pairs that index moves the depth into
@@ -18,18 +21,20 @@ import numpy as np
 from posx.tasks.base import Context, Sample, depth_of, numbers, words
 
 
-def pair(ctx: Context, key: str, value: str) -> tuple[np.ndarray, np.ndarray]:
-    """(the key and colon, the value and space) of one pair."""
-    return np.concatenate([ctx.encode(key), ctx.encode(":")]), np.concatenate([ctx.encode(value), ctx.encode(" ")])
+def pair(ctx: Context, key: str, value: str, separator: str = ":") -> tuple[np.ndarray, np.ndarray]:
+    """(the key and ``separator``, the value and space) of one pair."""
+    head = np.concatenate([ctx.encode(key), ctx.encode(separator)]) if separator else ctx.encode(key)
+    return head, np.concatenate([ctx.encode(value), ctx.encode(" ")])
 
 
 def pairs_that_fit(ctx: Context, length: int, opts) -> list[tuple[np.ndarray, np.ndarray]]:
     """Pairs, drawn until one more (and the queries' room) would not fit; fewer than ``queries``: []."""
     out, used, longest = [], 0, 0
-    budget = min(max(1, length // (opts.key_letters + opts.digits + 2)), 26**opts.key_letters)  # keys are distinct
+    per_pair = opts.key_letters + len(opts.separator) + opts.digits + 1  # bytes of a pair
+    budget = min(max(1, length // per_pair), 26**opts.key_letters)  # keys are distinct
     keys, values = words(ctx.rng, budget, opts.key_letters), numbers(ctx.rng, budget, opts.digits, distinct=False)
     for key, value in zip(keys, values):
-        head, rest = pair(ctx, key, value)
+        head, rest = pair(ctx, key, value, opts.separator)
         size = len(head) + len(rest)
         if used + size + opts.queries * max(longest, size) > length:
             break
