@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import weakref
 from pathlib import Path
 
 import pandas as pd
@@ -28,6 +29,8 @@ class Links:
 
     def __init__(self) -> None:
         self.folder = Path(tempfile.mkdtemp(prefix="posx-links-"))
+        # removed by close, or when the object goes (or the interpreter ends) if a path missed close
+        self._remove = weakref.finalize(self, shutil.rmtree, str(self.folder), True)
         self.origin: dict[str, str] = {}  # link -> the real path
         self._made: dict[str, str] = {}  # real path -> link
 
@@ -53,7 +56,7 @@ class Links:
         return pd.DataFrame({"link": list(self.origin), "origin": list(self.origin.values())})
 
     def close(self) -> None:
-        shutil.rmtree(self.folder, ignore_errors=True)
+        self._remove()
 
 
 def sql_text(text: str | Path) -> str:

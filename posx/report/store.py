@@ -214,14 +214,16 @@ def keep(gathered: Gathered) -> None:
         discard(gathered)
         return
     name = f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
-    cache = files.real_dir(gathered.cache, "the report cache")
-    staging = cache / f".{name}.tmp"
     try:
-        shutil.copytree(gathered.pending, staging)
-        os.rename(staging, cache / name)
-        files.fsync_dir(cache)
+        cache = files.real_dir(gathered.cache, "the report cache")
+        staging = cache / f".{name}.tmp"
+        try:
+            shutil.copytree(gathered.pending, staging)
+            os.rename(staging, cache / name)
+            files.fsync_dir(cache)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
         discard(gathered)
     compact(gathered.con, cache)
 
@@ -281,7 +283,13 @@ def gather(run_dirs: list[Path], cache: Path, tries: int = 2) -> Gathered:
         live.update(dict.fromkeys(fresh, str(pending)))
         found = {**{run: d for run, (d, _) in known.items()}, **fresh}
         links = Links()
-        _views(con, live, found, links)
+        try:
+            _views(con, live, found, links)
+        except BaseException:
+            links.close()
+            if pending is not None:
+                shutil.rmtree(pending, ignore_errors=True)
+            raise
         return Gathered({Path(run): found[run] for run in stamps}, con, cache, pending, links, stale)
     except duckdb.IOException:
         if tries <= 1:
