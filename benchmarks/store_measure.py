@@ -158,7 +158,7 @@ def versus_by_hand(work: Path, tokenizer: Path, rounds: int, path: Path | None) 
     """posx's store of the standard library (or the text files under ``path``) with ``tokenizer``
     against the same encoding by hand (``by_hand``)."""
     kind = "stdlib" if path is None else "text"
-    root, rels = sources.select_files(kind, None if path is None else str(path))
+    root, rels, _ = sources.select_files(kind, None if path is None else str(path))
     hf = HFTokenizer.from_file(str(tokenizer))
     dcfg = {"source": kind, "path": None if path is None else str(path), "tokenizer": str(tokenizer)}
     step = f"{path or 'stdlib'} with {tokenizer}: posx store vs by hand (encode_batch of whole files)"
@@ -187,7 +187,7 @@ def bpe_by_hand(root: Path, rels: list[str], vocab: int) -> int:
 
 def versus_by_hand_bpe(work: Path, vocab: int, rounds: int) -> dict:
     """posx's BPE store of the standard library (training included) against ``bpe_by_hand``."""
-    root, rels = sources.select_files("stdlib", None)
+    root, rels, _ = sources.select_files("stdlib", None)
     dcfg = {"source": "stdlib", "tokenizer": "bpe", "vocab_size": vocab}
     step = f"stdlib, bpe {vocab} (training included): posx store vs by hand"
     mb = sum((root / r).stat().st_size for r in rels) / 1e6

@@ -262,24 +262,10 @@ def resonance_round(inv_freq: torch.Tensor, original_context: int) -> torch.Tens
     return torch.where(wavelength < original_context, rounded, inv_freq)
 
 
-def _self_extend(head_dim, base, factor, original_context, group, window):
-    return _theta(head_dim, base), 1.0  # the grouping acts on positions, in attention
-
-
-def _rerope(head_dim, base, factor, original_context, window, leak_factor, log_scale):
-    return _theta(head_dim, base), 1.0  # the window acts on positions, in attention
-
-
-def _lm_infinite(head_dim, base, factor, original_context, window, global_tokens):
-    return _theta(head_dim, base), 1.0  # the mask and the distance limit act in attention
-
-
-def _dca(head_dim, base, factor, original_context, chunk_size, local_window):
-    return _theta(head_dim, base), 1.0  # the chunks act on positions, in attention
-
-
-def _streaming_llm(head_dim, base, factor, original_context, sinks, recent):
-    return _theta(head_dim, base), 1.0  # the cache acts on positions, in attention
+def _windowed(head_dim, base, factor, original_context, **_window):
+    """Self-Extend, ReRoPE, LM-Infinite, DCA, StreamingLLM: the frequencies stay; the window's
+    parameters act on positions, or mask keys, in attention (``posx.model.windowed``)."""
+    return _theta(head_dim, base), 1.0
 
 
 def _resonance(head_dim, base, factor, original_context):
@@ -329,11 +315,11 @@ _REGISTRY: Mapping[str, _Method] = MappingProxyType(
         "longrope": _method(_longrope, True, check_longrope, **_defaults("longrope"), length=None),
         "resonance": _method(_resonance, True),
         "resonance_yarn": _method(_resonance_yarn, True, check_yarn, **_defaults("yarn")),
-        "self_extend": _method(_self_extend, check=check_self_extend, **_defaults("self_extend")),
-        "rerope": _method(_rerope, check=check_rerope, **_defaults("rerope")),
-        "lm_infinite": _method(_lm_infinite, check=check_lm_infinite, **_defaults("lm_infinite")),
-        "dca": _method(_dca, check=check_dca, **_defaults("dca")),
-        "streaming_llm": _method(_streaming_llm, check=check_streaming_llm, **_defaults("streaming_llm")),
+        "self_extend": _method(_windowed, check=check_self_extend, **_defaults("self_extend")),
+        "rerope": _method(_windowed, check=check_rerope, **_defaults("rerope")),
+        "lm_infinite": _method(_windowed, check=check_lm_infinite, **_defaults("lm_infinite")),
+        "dca": _method(_windowed, check=check_dca, **_defaults("dca")),
+        "streaming_llm": _method(_windowed, check=check_streaming_llm, **_defaults("streaming_llm")),
     }
 )
 

@@ -72,7 +72,7 @@ def test_stdlib_is_deterministic(stdlib):
 
 
 def test_stdlib_selection_skips_tests_and_site_packages():
-    root, rels = select_files("stdlib")
+    root, rels, _ = select_files("stdlib")
     assert rels == sorted(rels) and len(rels) > 100
     assert all(r.endswith(".py") for r in rels)
     banned = {"test", "tests", "idle_test", "__pycache__", "site-packages", "dist-packages"}
@@ -124,7 +124,7 @@ def test_progress_counts_each_document_once_whichever_way_the_split_cuts(tmp_pat
 
 
 def test_text_directory(tmp_path, text_dir):
-    root, rels = select_files("text", str(text_dir))
+    root, rels, _ = select_files("text", str(text_dir))
     assert root == text_dir.resolve()
     assert rels == sorted([f"f{i:02d}.txt" for i in range(40)] + ["sub/deep.md"])
     corpus = _load("text", str(text_dir), val_fraction=0.2, cache_dir=tmp_path / "c")
@@ -157,7 +157,7 @@ def test_byte_split_keeps_at_least_one_val_byte(tmp_path):
 
 def test_text_glob(tmp_path, text_dir):
     pattern = str(text_dir / "**" / "*.md")
-    root, rels = select_files("text", pattern)
+    root, rels, _ = select_files("text", pattern)
     assert root == (text_dir / "sub").resolve() and rels == ["deep.md"]
     corpus = _load("text", str(text_dir / "f0*.txt"), cache_dir=tmp_path / "c")
     assert corpus.fingerprint["files"] == 10

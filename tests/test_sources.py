@@ -25,7 +25,7 @@ def _tree(root: Path) -> Path:
 
 def test_a_source_tree_skips_binary_and_cache_files_with_a_count(tmp_path):
     root = _tree(tmp_path / "src")
-    base, rels = sources.select_files("text", str(root))
+    base, rels, _ = sources.select_files("text", str(root))
     assert base == root.resolve()
     assert rels == [f"pkg/m{i}.py" for i in range(6)]
     st = store.load({"source": "text", "path": str(root)}, tmp_path / "cache")
@@ -54,7 +54,7 @@ def test_a_tree_without_binaries_records_no_count(tmp_path):
 
 def test_a_glob_skips_binaries_too(tmp_path):
     root = _tree(tmp_path / "src")
-    _, rels = sources.select_files("text", str(root / "pkg" / "*"))
+    _, rels, _ = sources.select_files("text", str(root / "pkg" / "*"))
     assert rels == [f"m{i}.py" for i in range(6)]
 
 
@@ -113,7 +113,7 @@ def test_reports_sweeps_and_the_whole_results_directory_are_not_read(tmp_path, m
     (root / "notes" / "reports" / "draft").mkdir(parents=True)
     (root / "notes" / "reports" / "draft" / "summary.csv").write_text("mine\n", encoding="utf-8")
     monkeypatch.chdir(root)
-    _, rels = sources.select_files("text", ".", (tmp_path / "cache").resolve())
+    _, rels, _ = sources.select_files("text", ".", (tmp_path / "cache").resolve())
     assert rels == ["notes/reports/draft/summary.csv", "src/a.py"]
 
 

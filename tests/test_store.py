@@ -35,7 +35,7 @@ def _byte_corpus(source, path, val_fraction) -> tuple[bytes, bytes]:
     """The byte corpus as posx built it in memory before token stores: each split's files joined by
     b"\\n" (a file is held out when sha1 of its relative path mod 10000 < val_fraction x 10000); when
     that leaves a split empty, the last val_fraction of all files joined (at least one byte) is held out."""
-    root, rels = sources.select_files(source, path)
+    root, rels, _ = sources.select_files(source, path)
     blobs = [(root / r).read_bytes() for r in rels]
     held_out = [int(hashlib.sha1(r.encode()).hexdigest(), 16) % 10_000 < val_fraction * 10_000 for r in rels]
     train = b"\n".join(b for b, v in zip(blobs, held_out) if not v)

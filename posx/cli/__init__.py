@@ -1,6 +1,4 @@
-"""The command line in one package: the Typer app (``typer_app``; parsing and help only), what each
-command does (``commands``, ``results``, ``reporting``, ``wavelengths``), the Hydra jobs (``jobs``)
-and the boundary every command ends through (``exits``)."""
+"""The command line: the Typer app (``typer_app``), the commands, the Hydra jobs, the exit boundary."""
 
 from posx.cli.typer_app import app, main
 

@@ -14,9 +14,9 @@ Every user error (``PosxError``) ends as one line on stderr and a non-zero exit.
 
 from __future__ import annotations
 
+import functools
 import inspect
 from pathlib import Path
-from types import ModuleType
 from typing import List, Optional
 
 import typer
@@ -37,29 +37,12 @@ from posx.core import startup
 from posx.core.usage import OneLineUsageErrors
 from posx.schema import RESUME_SAFE, Config
 
-
-def work() -> ModuleType:
-    """``posx.cli.commands``, imported here on first use rather than at the top of this module: it
-    pulls in torch and pandas (about 3 s), which ``--help`` need not wait for."""
-    return startup.load("posx.cli.commands")
-
-
-def reading() -> ModuleType:
-    """``posx.cli.results`` (``runs``, ``compare``), imported on first use like ``work``: pandas,
-    but neither torch nor matplotlib."""
-    return startup.load("posx.cli.results")
-
-
-def wavelengths() -> ModuleType:
-    """``posx.cli.wavelengths`` (``frequencies``), imported on first use like ``work``: torch and
-    matplotlib."""
-    return startup.load("posx.cli.wavelengths")
-
-
-def reporting() -> ModuleType:
-    """``posx.cli.reporting`` (``report``), imported on first use like ``work``: pandas and
-    matplotlib, but no torch."""
-    return startup.load("posx.cli.reporting")
+# Each command's module, imported when it runs (not at the top of this module, so --help need not
+# wait for torch or pandas): what it pulls in is in the comment.
+work = functools.partial(startup.load, "posx.cli.commands")  # torch and pandas (about 3 s)
+reading = functools.partial(startup.load, "posx.cli.results")  # runs, compare: pandas, no torch or matplotlib
+wavelengths = functools.partial(startup.load, "posx.cli.wavelengths")  # frequencies: torch and matplotlib
+reporting = functools.partial(startup.load, "posx.cli.reporting")  # report: pandas and matplotlib, no torch
 
 
 app = typer.Typer(

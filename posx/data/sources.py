@@ -196,18 +196,14 @@ def _text_files(path: str | None, exclude: Path | None = None) -> tuple[Path, li
     raise PosxError(f"data.path '{path}' does not exist; point data.path at a UTF-8 text file, directory or glob")
 
 
-def _select(source: str, path: str | None, exclude: Path | None = None) -> tuple[Path, list[str], int]:
+def select_files(source: str, path: str | None = None, exclude: Path | None = None) -> tuple[Path, list[str], int]:
+    """The corpus root (resolved), the sorted relative POSIX paths of its files (``stdlib`` or
+    ``text``) and how many were skipped; ``exclude``: a directory whose files are left out (posx's cache)."""
     if source == "stdlib":
         return (*_stdlib_files(path), 0)
     if source == "text":
         return _text_files(path, exclude)
     raise PosxError(f"data.source '{source}' is not read from files; choose stdlib or text")
-
-
-def select_files(source: str, path: str | None = None, exclude: Path | None = None) -> tuple[Path, list[str]]:
-    """The corpus root (resolved) and the sorted relative POSIX paths of its files (``stdlib`` or
-    ``text``); ``exclude``: a directory whose files are left out (posx's cache)."""
-    return _select(source, path, exclude)[:2]
 
 
 def unreadable(path: Path, e: OSError) -> PosxError:
@@ -251,7 +247,7 @@ def _file_chunks(path: Path, check_utf8: bool) -> Iterator[bytes]:
 
 def file_source(kind: str, path: str | None, exclude: Path | None = None) -> Source:
     """``stdlib`` or ``text``: one document per file (none from under ``exclude``)."""
-    root, rels, skipped = _select(kind, path, exclude)
+    root, rels, skipped = select_files(kind, path, exclude)
     where = f"data.path '{path}'" if kind == "text" else f"the standard library at '{root}'"
     stats = []
     for rel in rels:
