@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.figure import Figure
 
-from posx.report.axes import colors_for, figure_legend
+from posx.report.axes import figure_legend
 from posx.report.output import FORMATS, save
 from posx.runs.paths import TASK_CURVE
 
@@ -48,7 +48,7 @@ def plot(curves: pd.DataFrame, path: Path, formats: tuple[str, ...] = FORMATS) -
         return None
     tasks = list(dict.fromkeys(curves["task"]))
     data = curves.assign(line=[e if g == "-" else f"{e} · {g}" for e, g in zip(curves["encoding"], curves["group"])])
-    colors = colors_for(data["line"])
+    colors = {line: f"C{i % 10}" for i, line in enumerate(dict.fromkeys(data["line"]))}  # one colour per line
     fig = Figure(figsize=(4.2 * len(tasks), 3.8))
     axes = fig.subplots(1, len(tasks), squeeze=False)[0]
     for ax, task in zip(axes, tasks):
