@@ -154,7 +154,7 @@ def reference(run: Path) -> dict:
 
 def reported(results: Path) -> dict:
     """The report's numbers (its reading and queries, as ``posx report`` has them before drawing)."""
-    loaded, runs, grouping, gathered = _load([results / "runs"], "current", results)
+    loaded, runs, grouping, gathered = _load([results / "runs"], "current", results, [])
     try:
         con = gathered.con
         if con.execute("SELECT count(*) FROM ext_rows").fetchone()[0] == 0:
