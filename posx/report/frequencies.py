@@ -21,7 +21,7 @@ from rich.table import Table
 from posx import rope
 from posx.config.applies import key_of
 from posx.core import files
-from posx.core.errors import PosxError
+from posx.core.errors import PosxError, choose
 from posx.model.rescale import method_frequencies
 from posx.report.output import DPI
 from posx.report.palette import color_of
@@ -45,7 +45,7 @@ def wavelength_table(
         raise PosxError("--methods is empty; give a comma-separated list, e.g. --methods none,pi,yarn")
     unknown = [m for m in methods if m not in rope.METHODS]
     if unknown:
-        raise PosxError(f"unknown method '{unknown[0]}'; choose from {', '.join(rope.METHODS)}")
+        raise PosxError(f"unknown method '{unknown[0]}'; {choose(rope.METHODS)}")
     target = round(factor * context)
     columns, attention = {}, {}
     for method in methods:

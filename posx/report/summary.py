@@ -31,7 +31,7 @@ from rich.markup import escape
 
 from posx.core import files
 from posx.core.console import new_console
-from posx.core.errors import PosxError
+from posx.core.errors import PosxError, choose
 from posx.report import extension, learning, output, plots, queries, selection, store, task_figures
 from posx.report.facets import facets_of
 from posx.report.groups import group_runs, relative_names
@@ -192,10 +192,7 @@ def check_factor(factor: float | None, positions: pd.DataFrame, summary: pd.Data
     have = sorted(set((positions if not positions.empty else summary)["factor"].astype(float)))
     if factor is None or any(math.isclose(factor, f) for f in have):
         return
-    raise PosxError(
-        f"--factor {factor:g} is not a factor the runs were evaluated at; choose one of "
-        f"{', '.join(f'{f:g}' for f in have)}"
-    )
+    raise PosxError(f"--factor {factor:g} is not a factor the runs were evaluated at; {choose(f'{f:g}' for f in have)}")
 
 
 def _publish(loaded, runs, grouping, con, out, results_dir, factor, smooth, formats, median):
