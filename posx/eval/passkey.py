@@ -9,8 +9,8 @@ depth that varies over trials. Two variants:
   asking ``\\npasskey = `` and the model must answer with the key.
 * ``copy``: no prompt at all. The key sits once in the filler and the sequence ends with it
   repeated; the repeat's first digit is the cue and the remaining ``digits - 1`` are scored.
-  The filler never holds the cue digit (a window with one is redrawn), so the cue points at the
-  planted key alone.
+  A filler window that holds the cue digit is redrawn, so the cue points at the planted key
+  alone; where 64 windows in a row all hold it (text dense in digits), the last is kept.
   Even a model that never saw a question-and-answer prompt can copy (induction), so this
   gives a signal where the prompted variant gives none.
 
@@ -110,7 +110,7 @@ def make_trials(
                 f"{filler_len}; use more data or set eval.passkey.enabled=false"
             )
         avoid = (planted[:1],) if variant == "copy" else (mark,)  # the cue, the question: once each
-        offset, filler = haystack(Context(source, encode, rng), filler_len, avoid)
+        offset, filler = haystack(Context(source, encode, rng), filler_len, avoid, strict=variant != "copy")
         cut = min(filler_len, int(depth * filler_len))
         seq = np.concatenate([filler[:cut], planted, filler[cut:], tail]).astype(dtype)  # (L,)
         assert len(seq) == length, (len(seq), length)

@@ -103,10 +103,12 @@ def occurs(haystack: np.ndarray, marker: np.ndarray) -> bool:
     return bool((windows == np.asarray(marker)).all(axis=1).any())
 
 
-def haystack(ctx: Context, filler_len: int, avoid: tuple = ()) -> tuple[int, np.ndarray]:
+def haystack(ctx: Context, filler_len: int, avoid: tuple = (), strict: bool = True) -> tuple[int, np.ndarray]:
     """(offset, ``filler_len`` ids) cut from the haystack split at a random offset, redrawn while they hold
     one of the markers ``avoid`` (a cue or mark the task plants must be unique in its sequence).
-    The first draw is kept when it holds none, so a sample without a collision is unchanged."""
+    The first draw is kept when it holds none, so a sample without a collision is unchanged.
+    When every one of ``REDRAWS`` windows holds one, ``strict`` refuses the split in one line;
+    otherwise the last window is kept (a marker that text of that kind is dense in)."""
     if len(ctx.source) < filler_len:
         raise PosxError(
             f"the haystack split has {len(ctx.source)} tokens, too few for {filler_len} tokens of filler; "
@@ -117,6 +119,8 @@ def haystack(ctx: Context, filler_len: int, avoid: tuple = ()) -> tuple[int, np.
         filler = np.asarray(ctx.source[offset : offset + filler_len], dtype=np.int64)
         if not any(occurs(filler, marker) for marker in avoid):
             return offset, filler
+    if not strict:
+        return offset, filler
     raise PosxError(
         f"{REDRAWS} windows of {filler_len} tokens of the haystack split all hold a marker the task plants, "
         "so it would not be unique; use other data or shorter lengths"
