@@ -385,3 +385,12 @@ def test_generated_scoring_decodes_the_passkey_task_instead_of_sharing_passkey_c
     assert suite.shares_passkey(ev)
     ev.task_scoring = "generate"
     assert not suite.shares_passkey(ev)
+
+
+def test_a_filler_dense_in_digits_keeps_the_passkey_copy_variant_with_its_cue_unique():
+    digits = torch.from_numpy(np.frombuffer(b"0123456789 x\n" * 400, dtype=np.uint8).copy())
+    trials = passkey.make_trials(digits, 128, "copy", 4, 5, 2, seed=0)  # every window holds every digit
+    assert len(trials) == 4
+    for t in trials:
+        filler = np.concatenate([t.tokens[: t.key_start], t.tokens[t.key_start + 5 : -5]])
+        assert ord(t.key[0]) not in filler
