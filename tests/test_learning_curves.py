@@ -27,7 +27,7 @@ def test_curves_are_the_mean_lowest_and_highest_over_a_groups_runs(tmp_path):
         run(tmp_path, "c", "g", "nope", {(1, "mqar"): 0.0, (1, "copy"): 0.5}),
         SimpleNamespace(path=tmp_path, group="g", member=None),  # no task_curve.csv: not drawn
     ]
-    curves = learning.gather(runs).set_index(["encoding", "task", "tokens"])
+    curves = learning.gather(runs)[0].set_index(["encoding", "task", "tokens"])
     assert curves.loc[("rope", "mqar", 1000), ["accuracy_mean", "accuracy_min", "accuracy_max", "runs"]].tolist() == [
         0.5,
         0.25,
@@ -42,3 +42,26 @@ def test_curves_are_the_mean_lowest_and_highest_over_a_groups_runs(tmp_path):
 def test_no_curve_anywhere_draws_nothing(tmp_path):
     assert learning.draw([], tmp_path, formats=("png",)) == {"task_learning.png": None}
     assert not (tmp_path / "task_learning.csv").exists()
+
+
+def test_each_panel_names_what_differs_and_no_two_lines_look_alike(tmp_path):
+    def ident(pos, lr):
+        return {"pos.name": pos, "train.lr": lr, "model.d_model": 64, "seed": 0}
+
+    runs = []
+    for i, (group, pos, lr) in enumerate([("-", "rope", 1e-3), ("-", "alibi", 1e-3), ("lr", "rope", 3e-3)]):
+        r = run(tmp_path, f"r{i}", group, pos, {(1, "mqar"): 0.1 * i, (2, "mqar"): 0.2 * i})
+        r.member.identity = ident(pos, lr)
+        runs.append(r)
+    curves, identities = learning.gather(runs)
+    assert len(curves) == 6  # rope's "-" and alibi's "-" are two lines, not one pooled
+    names = learning.labels([("-", "rope"), ("-", "alibi"), ("lr", "rope")], identities)
+    assert names == {
+        ("-", "rope"): "rope · train.lr=0.001",
+        ("-", "alibi"): "alibi · train.lr=0.001",
+        ("lr", "rope"): "rope · train.lr=0.003",
+    }
+    (ax,) = learning.figure(curves, identities).axes[:1]
+    drawn = ax.get_lines()
+    assert sorted(line.get_label() for line in drawn) == sorted(names.values())
+    assert len({str(line.get_color()) for line in drawn}) == 3

@@ -4,10 +4,10 @@ Every run trained with a task mix keeps ``task_curve.csv`` (``posx.train.taskcur
 validation, per task, the share of exact answers on a fixed held-out set at the training
 length. The report gathers them (``task_learning.csv``: per group, encoding, task and tokens,
 the mean over the group's runs, the lowest and highest run, and how many runs) and draws
-``task_learning.png``: one panel per task, one line per group and encoding, a band from the
-lowest run to the highest. So a task no run has learned yet (every curve low at 1x) reads
-apart from one learned at T that fails past it (the curve high here, the cells of
-``tasks_vs_length.png`` low at 2x-8x).
+``task_learning.png``: one panel per task, one line per group (its legend entry names what
+differs between the panel's groups; a colour each), a band from the lowest run to the highest.
+So a task no run has learned yet (every curve low at 1x) reads apart from one learned at T
+that fails past it (the curve high here, the cells of ``tasks_vs_length.png`` low at 2x-8x).
 """
 
 from __future__ import annotations
@@ -17,59 +17,92 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.figure import Figure
 
-from posx.report.axes import figure_legend
+from posx.core import files
+from posx.report import palette
+from posx.report.groups import differences
 from posx.report.output import FORMATS, save
+from posx.report.palette import legend_inches
 from posx.runs.paths import TASK_CURVE
 
 KEYS = ["group", "encoding", "task", "tokens"]
 
 
-def gather(runs) -> pd.DataFrame:
+def gather(runs) -> tuple[pd.DataFrame, dict[str, dict]]:
     """Per group x encoding x task x tokens: accuracy mean, lowest, highest and runs, over the
-    ``runs`` (``posx.report.runtables.RunTables``) that have a task_curve.csv; empty without."""
-    frames = []
+    ``runs`` (``posx.report.runtables.RunTables``) that have a task_curve.csv (empty without), and
+    each group's identity (its config keys), from which the legend names what differs."""
+    frames, identities = [], {}
     for run in runs:
         path = Path(run.path) / TASK_CURVE
         if not path.is_file():
             continue
-        curve = pd.read_csv(path, usecols=["tokens", "task", "accuracy"])
-        encoding = run.member.identity.get("pos.name", "") if run.member is not None else ""
-        frames.append(curve.assign(group=run.group or "-", encoding=encoding))
+        curve = pd.read_csv(files.regular(path), usecols=["tokens", "task", "accuracy"])
+        identity = run.member.identity if run.member is not None else {}
+        line = (run.group or "-", identity.get("pos.name", ""))  # a group label is unique per encoding
+        identities[line] = identity
+        frames.append(curve.assign(group=line[0], encoding=line[1]))
     if not frames:
-        return pd.DataFrame(columns=[*KEYS, "accuracy_mean", "accuracy_min", "accuracy_max", "runs"])
+        return pd.DataFrame(columns=[*KEYS, "accuracy_mean", "accuracy_min", "accuracy_max", "runs"]), {}
     data = pd.concat(frames, ignore_index=True)
     out = data.groupby(KEYS, sort=True)["accuracy"].agg(["mean", "min", "max", "count"]).reset_index()
-    return out.rename(columns={"mean": "accuracy_mean", "min": "accuracy_min", "max": "accuracy_max", "count": "runs"})
+    out = out.rename(columns={"mean": "accuracy_mean", "min": "accuracy_min", "max": "accuracy_max", "count": "runs"})
+    return out, identities
 
 
-def plot(curves: pd.DataFrame, path: Path, formats: tuple[str, ...] = FORMATS) -> Path | None:
-    """``task_learning.png`` from ``gather``'s table; None when it is empty."""
-    if curves.empty:
-        return None
+def labels(lines: list[tuple], identities: dict[tuple, dict]) -> dict[tuple, str]:
+    """Per line (group, encoding) of one panel: its encoding and the keys that differ between the
+    panel's groups (their values), so two lines of a panel never share a label."""
+    known = [line for line in lines if line in identities]
+    shown = [k for k in differences([identities[line] for line in known]) if k not in ("pos.name", "seed")]
+    out = {}
+    for group, encoding in lines:
+        ident = identities.get((group, encoding))
+        named = ", ".join(f"{k}={ident.get(k, '—')}" for k in shown) if ident is not None else group
+        out[(group, encoding)] = " · ".join(part for part in (encoding, named) if part and part != "-") or "-"
+    return out
+
+
+def plot(curves: pd.DataFrame, identities: dict, path: Path, formats: tuple[str, ...] = FORMATS) -> Path | None:
+    """``task_learning.png`` from ``gather``'s table (``figure``); None when it is empty."""
+    return None if curves.empty else save(figure(curves, identities), path, formats)
+
+
+def figure(curves: pd.DataFrame, identities: dict) -> Figure:
+    """A panel per task, a legend under each naming what differs between its lines, a colour per
+    line of the panel."""
     tasks = list(dict.fromkeys(curves["task"]))
-    data = curves.assign(line=[e if g == "-" else f"{e} · {g}" for e, g in zip(curves["encoding"], curves["group"])])
-    colors = {line: f"C{i % 10}" for i, line in enumerate(dict.fromkeys(data["line"]))}  # one colour per line
-    fig = Figure(figsize=(4.2 * len(tasks), 3.8))
+    per_task = {}
+    for task in tasks:
+        rows = curves[curves["task"] == task]
+        per_task[task] = labels(list(dict.fromkeys(zip(rows["group"], rows["encoding"]))), identities)
+    below = max(legend_inches(list(names.values())) for names in per_task.values()) + 0.9  # legend, x label
+    height = 0.8 + 2.8 + below  # title, axes, what goes under them (inches)
+    fig = Figure(figsize=(4.6 * len(tasks), height))
     axes = fig.subplots(1, len(tasks), squeeze=False)[0]
+    fig.subplots_adjust(bottom=below / height, top=1 - 0.8 / height, left=0.08 / len(tasks) + 0.04, wspace=0.35)
     for ax, task in zip(axes, tasks):
-        for line, g in data[data["task"] == task].groupby("line", sort=False):
+        names = per_task[task]
+        colors = dict(zip(names, palette.distinct(len(names))))
+        for line, g in curves[curves["task"] == task].groupby(["group", "encoding"], sort=False):
             g = g.sort_values("tokens")
-            ax.plot(g["tokens"], g["accuracy_mean"], color=colors[line], marker=".", linewidth=1.2, label=line)
+            ax.plot(g["tokens"], g["accuracy_mean"], color=colors[line], marker=".", linewidth=1.2, label=names[line])
             ax.fill_between(g["tokens"], g["accuracy_min"], g["accuracy_max"], color=colors[line], alpha=0.15)
         ax.set_ylim(-0.03, 1.03)
         ax.set_title(task)
         ax.set_xlabel("training tokens")
         ax.set_ylabel("exact answers at T (held-out set)")
         ax.grid(True, alpha=0.3)
-    figure_legend(fig, axes)
-    fig.suptitle("Learning curves (task_curve.csv): mean over a group's runs, band from its lowest run to its highest")
-    fig.tight_layout()
-    return save(fig, path, formats)
+        handles, texts = ax.get_legend_handles_labels()
+        palette.legend(ax, handles, texts, loc="upper left", bbox_to_anchor=(-0.1, -0.2), fontsize=7)
+    fig.suptitle(
+        "Learning curves (task_curve.csv): mean over a group's seeds, band from its lowest seed to its highest"
+    )
+    return fig
 
 
 def draw(runs, out_dir: Path, formats: tuple[str, ...] = FORMATS) -> dict[str, Path | None]:
     """task_learning.csv and task_learning.png when some run has a task_curve.csv."""
-    curves = gather(runs)
+    curves, identities = gather(runs)
     if not curves.empty:
         curves.to_csv(out_dir / "task_learning.csv", index=False)
-    return {"task_learning.png": plot(curves, out_dir / "task_learning.png", formats)}
+    return {"task_learning.png": plot(curves, identities, out_dir / "task_learning.png", formats)}

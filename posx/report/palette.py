@@ -113,6 +113,16 @@ def colors_for(names) -> dict:
     return {name: color_of(name) for name in dict.fromkeys(names)}
 
 
+def distinct(n: int) -> list:
+    """``n`` colours no two alike (tab10, then tab20, then evenly spaced hues): for figures whose
+    lines are runs of one kind (a learning curve per group), where no encoding colour applies."""
+    if n <= 10:
+        return [colormaps["tab10"](i) for i in range(n)]
+    if n <= 20:
+        return [colormaps["tab20"](i) for i in range(n)]
+    return [colormaps["hsv"](i / n) for i in range(n)]
+
+
 def marker_of(name: str) -> str:
     """A marker per encoding or method, fixed like the colours."""
     key = _key(name)
