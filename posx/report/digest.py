@@ -188,10 +188,12 @@ def _listing(path: Path, config: dict, meta, table: pd.DataFrame | None) -> dict
     }
 
 
-def compute(run_dir: Path) -> dict:
-    """The digest of ``run_dir`` from its files (config.yaml, model.json, eval.yaml, its tables)."""
+def compute(run_dir: Path, when: str | None = None, whole: str | None = None) -> dict:
+    """The digest of ``run_dir`` from its files (config.yaml, model.json, eval.yaml, its tables);
+    ``when`` and ``whole``, its ``stamp`` and ``content`` when the caller has them already."""
     path = Path(run_dir)
-    when, whole = stamp(path), content(path)
+    when = stamp(path) if when is None else when
+    whole = content(path) if whole is None else whole
     saved = read_config(path)
     damaged = [CONFIG] if saved == {} else []  # read_config's empty mapping: a damaged config.yaml
     meta = _unless_damaged(path, META, damaged)
@@ -268,11 +270,14 @@ def resolve(run_dir: Path, when: str | None = None) -> tuple[dict, bool]:
     digest with the new stamp; else computed from its files."""
     when = stamp(run_dir) if when is None else when
     found = _read(run_dir)
-    if found is not None and found["stamp"] == when:
+    if found is None:
+        return compute(run_dir, when), True
+    if found["stamp"] == when:
         return found, False
-    if found is not None and found["content"] == content(run_dir):
+    whole = content(run_dir)  # read and hashed once, whether the digest is kept or made again
+    if found["content"] == whole:
         return sealed({**found, "stamp": when}), True
-    return compute(run_dir), True
+    return compute(run_dir, when, whole), True
 
 
 def load(run_dir: Path, when: str | None = None) -> dict:
