@@ -98,6 +98,9 @@ class ModelConfig:
     attn_scale: AttnScale = AttnScale.none  # logn: q x max(1, ln(n+1)/ln T); ssmax: q x s_h ln(n+1), s learned per head
     attn_scale_length: Optional[int] = None  # T of attn_scale (logn's threshold, ssmax's s = 1/ln T at init); null: T
     nope_every: int = 0  # layers i with (i+1) % K == 0 attend without positions (Llama 4's interleaved NoPE); 0: none
+    short_conv: int = (
+        0  # kernel of a causal depthwise convolution before each block's attention (zoology's short conv); 0: off
+    )
 
 
 @dataclass

@@ -221,7 +221,7 @@ def _check_fire_threshold(threshold, encoding: str, T: int) -> None:
 
 
 def _check_options(cfg) -> None:
-    """pos.rotary_fraction, pos.xpos_scale_base, pos.fire_*, model.nope_every, model.attn_scale_length."""
+    """pos.rotary_fraction, pos.xpos_scale_base, pos.fire_*, model.nope_every, short_conv, attn_scale_length."""
     p, m = cfg.pos, cfg.model
     _in_range(p.rotary_fraction, 0.0, 1.0, "pos.rotary_fraction", closed_high=True)
     if p.rotary_fraction != 1 and p.name not in ROTARY:
@@ -231,6 +231,8 @@ def _check_options(cfg) -> None:
     _check_fire_threshold(p.fire_threshold, p.name, cfg.train.context_length)
     if p.cope_npos is not None and p.cope_npos < 2:
         raise PosxError(f"pos.cope_npos={p.cope_npos} must be at least 2 (positions 0 .. npos - 1), or null for T + 1")
+    if m.short_conv < 0:
+        raise PosxError(f"model.short_conv={m.short_conv} must be 0 (off) or a kernel of at least 1 position")
     if m.nope_every < 0 or m.nope_every == 1:
         raise PosxError(f"model.nope_every={m.nope_every} must be 0 (no NoPE layers) or at least 2 (1: use pos=nope)")
     if m.nope_every and p.name in ("absolute", "sinusoidal"):

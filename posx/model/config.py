@@ -26,9 +26,10 @@ _MAX_INT = {
     "d_model": 1 << 16,
     "mlp_ratio": 64,
     "multiple_of": 1 << 16,
+    "short_conv": 1024,
 }
 
-_MIN_INT = {"nope_every": 0, "pose_length": 0}  # 0: off; every other integer field is at least 1
+_MIN_INT = {"nope_every": 0, "pose_length": 0, "short_conv": 0}  # 0: off; every other integer field is at least 1
 
 
 # GPTConfig fields named otherwise in the run config; every other field is the model.* or pos.*
@@ -75,6 +76,7 @@ class GPTConfig:
     attn_scale: str = "none"  # none | logn | ssmax (posx.model.scaling.ATTN_SCALES)
     attn_scale_length: int = 128  # T of attn_scale: the trained length
     nope_every: int = 0  # layers with (layer + 1) % nope_every == 0 attend without positions; 0: none
+    short_conv: int = 0  # kernel of the causal depthwise convolution before each attention (posx.model.blocks); 0: off
     randomized: bool = False  # training positions: a sorted random subset of [0, randomized_max)
     randomized_max: int = 1024  # randomized: L_max
     pose_length: int = 0  # PoSE: training ids cover [0, pose_length); 0: off
