@@ -71,7 +71,13 @@ LABELS = {
 FAMILIES = {name: "rope" for name in VARIANTS if name.startswith("rope-")}  # a shade of RoPE's colour
 FACTORS = [1, 2, 4, 8]
 METHODS = {"rope": ["none", "pi", "yarn"]}  # every other model: none
-DEFAULTS = {"tasks": ["copy", "passkey", "mqar"], "seeds": [0, 1, 2], "encodings": list(VARIANTS)}
+DEFAULTS = {
+    "name": "cpu-retrieval",
+    "experiment": "retrieval",
+    "tasks": ["copy", "passkey", "mqar"],
+    "seeds": [0, 1, 2],
+    "encodings": list(VARIANTS),
+}
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -106,8 +112,8 @@ def positive(text: str) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog="retrieval_study.py", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--name", default="cpu-retrieval", help="study name (default: cpu-retrieval)")
-    parser.add_argument("--experiment", default="retrieval", help="the recipe (configs/experiment/)")
+    parser.add_argument("--name", default=DEFAULTS["name"], help="study name (default: %(default)s)")
+    parser.add_argument("--experiment", default=DEFAULTS["experiment"], help="the recipe (configs/experiment/)")
     parser.add_argument("--encodings", type=listed(list(VARIANTS)), default=DEFAULTS["encodings"])
     parser.add_argument("--tasks", type=listed(TASK_NAMES.values()), default=DEFAULTS["tasks"])
     parser.add_argument("--seeds", type=listed(None), default=DEFAULTS["seeds"])
@@ -213,13 +219,10 @@ def collect(args) -> pd.DataFrame:
 def command(args) -> str:
     """The command that regenerates this study: its options that differ from the defaults."""
     parts = ["python", "scripts/retrieval_study.py"]
-    if args.name != "cpu-retrieval":
-        parts += ["--name", args.name]
-    for key in ("encodings", "tasks", "seeds"):
-        if getattr(args, key) != DEFAULTS[key]:
-            parts += [f"--{key}", ",".join(str(v) for v in getattr(args, key))]
-    if args.experiment != "retrieval":
-        parts += ["--experiment", args.experiment]
+    for key in ("name", "encodings", "tasks", "seeds", "experiment"):
+        value = getattr(args, key)
+        if value != DEFAULTS[key]:
+            parts += [f"--{key}", value if isinstance(value, str) else ",".join(str(v) for v in value)]
     parts += ["--steps", str(args.steps)] if args.steps else []
     parts += ["--set", *args.set] if args.set else []
     return " ".join(parts)
