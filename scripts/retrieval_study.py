@@ -23,13 +23,15 @@ task log, resume and phase runner it uses:
 Runs live under ``results/study/<name>/`` (not committed). A killed study continues where it
 stopped when the same command runs again: a finished run or evaluation is never redone (their
 files say so), a stopped training resumes from its checkpoint (``posx train --resume``).
-STUDY.md states the wall time summed over every invocation (``invocations.jsonl``).
+STUDY.md states the wall time summed over every invocation (``invocations.jsonl``; one that was
+killed counts to its last finished task).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import tempfile
 import time
@@ -228,16 +230,39 @@ def command(args) -> str:
     return " ".join(parts)
 
 
-def invocations(work: Path) -> list[dict]:
-    path = work / "invocations.jsonl"
-    lines = path.read_text().splitlines() if path.is_file() else []
-    return [json.loads(line) for line in lines if line.strip().startswith("{") and line.strip().endswith("}")]
+def read_jsonl(path: Path) -> list[dict]:
+    """The entries of a JSON-lines log; a line cut by a kill is skipped."""
+    entries = []
+    for line in path.read_text().splitlines() if path.is_file() else []:
+        try:
+            entries.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return entries
 
 
-def record_invocation(work: Path, started: float, ran: int) -> None:
-    entry = {"started": time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(started)), "seconds": time.time() - started}
+def note(work: Path, event: str) -> None:
+    """An invocation's ``start`` or ``end`` in invocations.jsonl (seconds since the epoch)."""
     with (work / "invocations.jsonl").open("a") as f:
-        f.write(json.dumps({**entry, "tasks": ran}) + "\n")
+        f.write(json.dumps({"event": event, "at": time.time()}) + "\n")
+
+
+def wall_seconds(events: list[dict], task_ends: list[float]) -> tuple[float, int]:
+    """(seconds, invocations): each invocation from its start to its end, or, killed before its
+    end, to the last task that finished before the next start (at least that long)."""
+    starts = sorted(e["at"] for e in events if e.get("event") == "start")
+    ends = [e["at"] for e in events if e.get("event") == "end"]
+    total = 0.0
+    for start, following in zip(starts, [*starts[1:], math.inf]):
+        inside = [t for t in [*ends, *task_ends] if start <= t < following]
+        total += max(inside, default=start) - start
+    return total, len(starts)
+
+
+def task_ends(work: Path) -> list[float]:
+    """When each task of tasks.jsonl finished (its ``finished`` is local time), failed ones too."""
+    found = [e.get("finished") for e in read_jsonl(work / "tasks.jsonl")]
+    return [time.mktime(time.strptime(f, "%Y-%m-%d %H:%M:%S")) for f in found if isinstance(f, str)]
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -255,12 +280,10 @@ def main(argv: list[str] | None = None) -> None:
         for t in tasks:
             print(f"  {'todo' if t in todo else 'done'}  {t.key}: python -m posx {' '.join(t.args)}")
         return
-    started = time.time()
     (args.work / "logs").mkdir(parents=True, exist_ok=True)
-    try:
-        ref.run_phases(todo, args, log)
-    finally:
-        record_invocation(args.work, started, len(todo))
+    note(args.work, "start")
+    ref.run_phases(todo, args, log)
+    note(args.work, "end")
     write_outputs(args, log)
     print(f"wrote {args.out}", flush=True)
 
@@ -280,12 +303,12 @@ def exact_table(shares: pd.DataFrame, encodings: list[str]) -> pd.DataFrame:
 
 def timing_line(args, log: ref.Log) -> str:
     """The wall time over every invocation, and the tasks' own time from the task log."""
-    calls = invocations(args.work)
-    wall = sum(c["seconds"] for c in calls)
+    wall, calls = wall_seconds(read_jsonl(args.work / "invocations.jsonl"), task_ends(args.work))
     task_time = sum(entry.get("seconds", 0) for entry in log.done.values())
     return (
-        f"- wall time: {wall / 60:.1f} min over {len(calls)} invocation(s) (resumes included); the finished "
-        f"tasks took {task_time / 60:.1f} min ({len(log.done)} tasks, summed over parallel jobs)"
+        f"- wall time: {wall / 60:.1f} min over {calls} invocation(s), resumes included (a killed one counted "
+        f"to its last finished task); the finished tasks took {task_time / 60:.1f} min ({len(log.done)} tasks, "
+        "summed over parallel jobs)"
     )
 
 

@@ -123,3 +123,10 @@ def test_the_outputs_come_from_the_evaluated_runs(study, tmp_path):
     assert "python scripts/retrieval_study.py --encodings rope,rope-randomized --tasks copy" in text
     assert "| rope-randomized | none | copy | 91.0% ± 1.0% (3) |" in text
     assert (args.out / "exact_vs_length.png").is_file() and str(tmp_path) not in text
+
+
+def test_the_wall_time_sums_the_invocations_and_counts_a_killed_one_to_its_last_task(study):
+    events = [{"event": "start", "at": 0}, {"event": "end", "at": 100}, {"event": "start", "at": 200},
+              {"event": "start", "at": 400}, {"event": "end", "at": 450}]  # fmt: skip
+    assert study.wall_seconds(events, [50.0, 250.0, 300.0, 420.0]) == (100 + 100 + 50, 3)
+    assert study.wall_seconds([{"event": "start", "at": 10}], []) == (0, 1)  # killed before any task finished
