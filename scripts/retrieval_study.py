@@ -33,6 +33,7 @@ import argparse
 import json
 import math
 import os
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -41,6 +42,7 @@ import pandas as pd
 import reference_study as ref  # scripts/: the task log, resume and phase runner
 import study_notes as notes  # scripts/: git, the machine, publish
 
+from posx.config.compose import config_dir
 from posx.core.errors import PosxError
 from posx.eval.tables import read_table
 from posx.report import task_claims, task_comparison
@@ -140,6 +142,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     for path, option in ((args.work, "--work"), (args.out, "--out")):
         if path.is_symlink() or (path.exists() and not path.is_dir()):
             parser.error(f"{option} {path}: not a folder (a link or a file); name another")
+    recipes = config_dir() / "experiment"
+    if not (recipes / f"{args.experiment}.yaml").is_file():
+        known = ", ".join(sorted(p.stem for p in recipes.glob("*.yaml")))
+        parser.error(f"--experiment {args.experiment}: no such recipe; choose from {known}")
     if args.out.exists() and not (args.out / "STUDY.md").is_file():
         parser.error(f"--out {args.out}: exists and is not a study's output (no STUDY.md); name another")
     return args
@@ -312,10 +318,11 @@ def timing_line(args, log: ref.Log) -> str:
     )
 
 
-def study_md(args, log: ref.Log, shares: pd.DataFrame, claims: pd.DataFrame, missing: list[str]) -> str:
-    """STUDY.md: the command, where and how long, the claims, the figure and the exact shares."""
+def header_lines(args, log: ref.Log, missing: list[str]) -> list[str]:
+    """STUDY.md's head: what the study is, the command, the commit, machine, time and grid."""
     models = "; ".join(f"{e} ({' '.join(VARIANTS[e])})" for e in args.encodings)
-    lines = [
+    dirty = " (with uncommitted changes)" if notes.git("status", "--porcelain", "--untracked-files=no") else ""
+    return [
         f"# Retrieval comparison: {args.name}",
         "",
         f"Each encoding trained with the retrieval recipe (`experiment={args.experiment}`) on one task per run, "
@@ -325,7 +332,7 @@ def study_md(args, log: ref.Log, shares: pd.DataFrame, claims: pd.DataFrame, mis
         "",
         f"```bash\n{command(args)}\n```",
         "",
-        f"- commit: `{notes.git('rev-parse', 'HEAD')}`",
+        f"- commit: `{notes.git('rev-parse', 'HEAD')}`{dirty}",
         f"- machine: {notes.machine()}",
         f"- finished: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
         timing_line(args, log),
@@ -335,6 +342,13 @@ def study_md(args, log: ref.Log, shares: pd.DataFrame, claims: pd.DataFrame, mis
         + (f"; train.steps={args.steps} (a smoke test, not the recipe's)" if args.steps else ""),
         f"- not evaluated: {', '.join(missing)}" if missing else "- every run of the grid evaluated",
         "",
+    ]
+
+
+def study_md(args, log: ref.Log, shares: pd.DataFrame, claims: pd.DataFrame, missing: list[str]) -> str:
+    """STUDY.md: the command, where and how long, the claims, the figure and the exact shares."""
+    lines = [
+        *header_lines(args, log, missing),
         "## Claims",
         "",
         "Past T is, per seed, the mean exact share at 2x, 4x and 8x; numbers are mean ± std over seeds. A "
@@ -372,12 +386,16 @@ def write_outputs(args, log: ref.Log) -> None:
     missing = [run_name(*c) for c in grid(args) if not (args.work / "runs" / run_name(*c) / "tasks.csv").is_file()]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{args.out.name}.new-", dir=args.out.parent))
-    shares.to_csv(staging / "exact.csv", index=False)
-    claims.to_csv(staging / "claims.csv", index=False)
-    if not shares.empty:
-        tasks = [t for t in args.tasks if t in set(shares["task"])]
-        save(task_comparison.figure(shares, LABELS, FAMILIES, tasks), staging / "exact_vs_length.png")
-    (staging / "STUDY.md").write_text(study_md(args, log, shares, claims, missing))
+    try:
+        shares.to_csv(staging / "exact.csv", index=False)
+        claims.to_csv(staging / "claims.csv", index=False)
+        if not shares.empty:
+            tasks = [t for t in args.tasks if t in set(shares["task"])]
+            save(task_comparison.figure(shares, LABELS, FAMILIES, tasks), staging / "exact_vs_length.png")
+        (staging / "STUDY.md").write_text(study_md(args, log, shares, claims, missing))
+    except BaseException:
+        shutil.rmtree(staging)  # the half-built folder this call made
+        raise
     notes.publish(staging, args.out)
 
 

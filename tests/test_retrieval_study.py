@@ -90,6 +90,7 @@ def test_a_dry_run_lists_the_grid_and_writes_nothing(study, tmp_path, capsys):
         (["--tasks", "copy,sorting"], "sorting: choose from"),
         (["--seeds", "0,x"], "give whole numbers"),
         (["--steps", "0"], "not a whole number >= 1"),
+        (["--experiment", "retrieval_typo"], "no such recipe; choose from"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(study, tmp_path, capsys, bad, said):
