@@ -13,7 +13,8 @@ difference is called only when it exceeds two standard deviations of the differe
 one seed nothing is called. Each comparison gives one of
 
 * ``holds``: the paper's direction by more than 2σ ("a beats b"), or, for "a is at least as
-  good as b", a not below b by more than 2σ;
+  good as b", a not below b by more than 2σ (the numbers say whether it is above by more than 2σ
+  or level within the noise);
 * ``does not hold``: the opposite direction by more than 2σ;
 * ``not called``: within 2σ, one seed, or an encoding that did not learn the task at T (mean
   exact share at 1x below ``LEARNED``: comparing chance with chance says nothing);
@@ -113,6 +114,8 @@ def compare(shares: pd.DataFrame, task: str, a: str, b: str, strict: bool) -> tu
         result = {"reproduced": HOLDS, "reversed": FAILS}.get(called, UNCALLED)
     else:
         result = FAILS if called == "reversed" else HOLDS
+        if result == HOLDS:  # say which: higher beyond the noise, or level within it
+            return result, f"{text}: holds ({'higher by more than' if called == 'reproduced' else 'within'} 2σ)"
     return result, f"{text}: {result}"
 
 
