@@ -394,3 +394,17 @@ def test_a_filler_dense_in_digits_keeps_the_passkey_copy_variant_with_its_cue_un
     for t in trials:
         filler = np.concatenate([t.tokens[: t.key_start], t.tokens[t.key_start + 5 : -5]])
         assert ord(t.key[0]) not in filler
+
+
+def test_generation_is_given_each_mqar_question_and_decodes_each_value(val):
+    made = samples(val, "mqar", length=96, trials=4)
+    assert all(len(s.asked) == OPTS.queries - 1 for s in made) and OPTS.queries > 1
+    # a model that answers every value but cannot know the next question: wrong on every other token
+    wrong = {
+        i: tuple(p for p in range(int(s.answer[0]), len(s.tokens)) if p not in set(s.answer))
+        for i, s in enumerate(made)
+    }
+    model = Knower(made, wrong)
+    assert scoring.score_samples(model, made, 4096, CPU)["exact"].all()
+    generated = scoring.generate_samples(model, made, 4096, CPU)
+    assert generated["exact"].all() and (generated["token_accuracy"] == 1).all()

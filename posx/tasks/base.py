@@ -35,6 +35,7 @@ class Sample:
     depth: float  # share of the haystack before the needle the sample is about, in [0, 1)
     depth_bucket: int  # 0 .. depth_buckets - 1
     needles: list  # (start, ids) of every planted needle, in sequence order (tests check them)
+    asked: tuple = ()  # where the answers to later questions start (MQAR): decoding is given each question
 
 
 @dataclass

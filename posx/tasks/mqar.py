@@ -11,7 +11,9 @@ sequence holds more pairs and each query has more to choose from (the zoology se
 number of pairs growing with the length). The first query asks for the pair at the sample's
 depth (its index over the number of pairs; with few pairs that index moves the depth into
 another bucket, and the bucket of the depth it has is the one recorded), the others for distinct pairs drawn at random.
-Spaces at the start make up the tokens that no whole pair fills.
+Spaces at the start make up the tokens that no whole pair fills. Greedy decoding
+(``eval.task_scoring=generate``) is given each query and decodes its value (``Sample.asked``):
+no model can generate the next query's key.
 """
 
 from __future__ import annotations
@@ -58,14 +60,16 @@ def mqar(ctx: Context, length: int, trial: int, opts, buckets: int) -> Sample | 
         needles.append((at, np.concatenate([head, rest])))
         parts += [head, rest]
         at += len(head) + len(rest)
-    answer = []
+    answer, starts = [], []
     for i in asked:
         head, rest = pairs[i]
         value_len = len(rest) - len(ctx.encode(" "))
+        starts.append(at + len(head))
         answer.extend(range(at + len(head), at + len(head) + value_len))
         parts += [head, rest]
         at += len(head) + len(rest)
     tokens = np.concatenate(parts).astype(np.int64)
     assert len(tokens) == length, (len(tokens), length)
     actual = first / len(pairs)  # the depth the pairs allow; its bucket, not the drawn one, is recorded
-    return Sample(tokens, np.asarray(answer, dtype=np.int64), actual, min(buckets - 1, int(actual * buckets)), needles)
+    bucket = min(buckets - 1, int(actual * buckets))
+    return Sample(tokens, np.asarray(answer, dtype=np.int64), actual, bucket, needles, tuple(starts[1:]))

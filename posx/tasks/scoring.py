@@ -10,9 +10,12 @@ score interval (Wilson 1927); its NLL is the mean over samples with the standard
 ``generate_samples`` scores as RULER does (Hsieh et al. 2024): greedy decoding from the question
 on, with nothing given; a sample is exact when the generated span from the first answer token
 to the last (the separators between answer parts included) equals the sample's, and its token
-accuracy is the share of answer tokens generated right. Its NLL stays the teacher-forced one.
-On a model that predicts every token of the span, the two scorings agree; they part where a
-model gets the answer tokens right but not a separator the teacher-forced pass gives it.
+accuracy is the share of answer tokens generated right. A sample that asks several questions in
+turn (MQAR: a key, its value, the next key) is given each question and decodes each answer
+after it (``Sample.asked``), as a conversation asks them: no model can generate the next key.
+Its NLL stays the teacher-forced one. On a model that predicts every token of the span, the two
+scorings agree; they part where a model gets the answer tokens right but not a separator the
+teacher-forced pass gives it.
 """
 
 from __future__ import annotations
@@ -56,17 +59,33 @@ def generate_samples(model, samples: list[Sample], batch_tokens: int, device: to
     """``score_samples``' result with ``exact`` and ``token_accuracy`` from greedy decoding."""
     result = score_samples(model, samples, batch_tokens, device)
     groups: dict[tuple[int, int], list[int]] = {}
-    for i, s in enumerate(samples):  # samples whose answers span the same positions decode together
-        groups.setdefault((int(s.answer[0]), int(s.answer[-1])), []).append(i)
+    for i, s in enumerate(samples):  # spans at the same positions decode together
+        for span in decoded_spans(s):
+            groups.setdefault(span, []).append(i)
+    hits: list[list[bool]] = [[] for _ in samples]  # per sample: each answer token generated right
+    spans_right = [True] * len(samples)
     for (start, end), idx in groups.items():
         truth = torch.stack([torch.from_numpy(samples[i].tokens) for i in idx]).to(device)  # (n, L)
         made = greedy(model, truth[:, :start], end + 1 - start)  # (n, end + 1 - start)
         hit = made == truth[:, start : end + 1]
         for row, i in enumerate(idx):
-            at = torch.from_numpy(samples[i].answer - start).to(device)
-            result["exact"][i] = bool(hit[row].all())
-            result["token_accuracy"][i] = hit[row, at].float().mean().item()
+            answer = samples[i].answer
+            at = torch.from_numpy(answer[(answer >= start) & (answer <= end)] - start).to(device)
+            spans_right[i] = spans_right[i] and bool(hit[row].all())
+            hits[i].extend(hit[row, at].tolist())
+    for i, h in enumerate(hits):
+        result["exact"][i] = spans_right[i]
+        result["token_accuracy"][i] = sum(h) / len(h)
     return result
+
+
+def decoded_spans(s: Sample) -> list[tuple[int, int]]:
+    """(first, last) index of each span greedy decoding generates: from the first answer token on,
+    and from each later question's answer (``Sample.asked``), to the last answer token before the
+    next question; the question itself is given, as the sequence has it."""
+    starts = [int(s.answer[0]), *(int(a) for a in s.asked)]
+    ends = [int(s.answer[s.answer < nxt][-1]) for nxt in starts[1:]] + [int(s.answer[-1])]
+    return list(zip(starts, ends))
 
 
 def greedy(model, prefix: torch.Tensor, steps: int) -> torch.Tensor:
