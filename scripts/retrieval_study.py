@@ -121,7 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--encodings", type=listed(list(VARIANTS)), default=DEFAULTS["encodings"])
     parser.add_argument("--tasks", type=listed(TASK_NAMES.values()), default=DEFAULTS["tasks"])
     parser.add_argument("--seeds", type=listed(None), default=DEFAULTS["seeds"])
-    parser.add_argument("--steps", type=positive, help="train.steps for every run (a smoke test); default the recipe's")
+    parser.add_argument("--steps", type=positive, help="train.steps for every run instead of the recipe's")
     parser.add_argument("--jobs", type=positive, default=1, help="tasks at a time")
     parser.add_argument("--threads", type=positive, help="torch threads per task (default: cores / jobs)")
     parser.add_argument("--work", type=Path, help="where the runs go (default: results/study/<name>)")
@@ -339,7 +339,7 @@ def header_lines(args, log: ref.Log, missing: list[str]) -> list[str]:
         f"- runs: `{notes.shown(args.work)}` (not committed: weights and checkpoints); each task's log in its `logs/`",
         f"- models: {models}",
         f"- tasks: {', '.join(args.tasks)}; seeds: {', '.join(map(str, args.seeds))}"
-        + (f"; train.steps={args.steps} (a smoke test, not the recipe's)" if args.steps else ""),
+        + (f"; train.steps={args.steps} for every run, instead of the recipe's" if args.steps else ""),
         f"- not evaluated: {', '.join(missing)}" if missing else "- every run of the grid evaluated",
         "",
     ]

@@ -142,3 +142,5 @@ def test_the_figure_has_a_panel_per_task_and_a_legend_entry_per_line():
                      "training length T"]  # fmt: skip
     colours = {line.get_label(): line.get_color() for line in panels[0].get_lines()}
     assert colours["RoPE, 2 seeds"] != colours["RoPE, randomized positions, 1 seed"]
+    dashes = {line.get_label(): line.get_linestyle() for line in panels[0].get_lines()}
+    assert dashes["RoPE, 2 seeds"] != dashes["RoPE, randomized positions, 1 seed"]  # shades alone are close

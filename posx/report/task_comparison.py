@@ -4,8 +4,8 @@ Input: ``posx.report.task_claims.exact_shares`` rows (one per encoding, method, 
 factor). Each line is one encoding evaluated with one method (RoPE also with PI and YaRN,
 zero-shot), its points the mean exact share over seeds, its bars ± the sample std over seeds
 (no bar for one seed: the legend entry says how many seeds each line has). Colour: the encoding
-(a shade of RoPE's for each RoPE variant); marker and line style: the method
-(``posx.report.looks``). Lines that would coincide sit side by side (``palette.dodge``); the
+(a shade of RoPE's for each RoPE variant, which also has a dash pattern of its own); marker and
+line style: the method (``posx.report.looks``). Lines that would coincide sit side by side (``palette.dodge``); the
 title says by how much.
 """
 
@@ -17,7 +17,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from posx.report.axes import factor_axis, legend_order
-from posx.report.looks import looks
+from posx.report.looks import SPARE_STYLES, looks
 from posx.report.palette import dodge, dodge_note, legend, legend_inches, wrap
 
 CELL = ["encoding", "method", "task", "factor"]
@@ -54,6 +54,10 @@ def figure(shares: pd.DataFrame, labels: dict[str, str], families: dict[str, str
     seeds = {k: list(summary[(summary["encoding"] == k[0]) & (summary["method"] == k[1])]["n_seeds"]) for k in keys}
     texts = [label_of(e, m, labels, seeds[(e, m)]) for e, m in keys]
     styles = looks([(families.get(e, e), e, m) for e, m in keys], size=4.5)
+    variants = list(dict.fromkeys(e for e, _m in keys if families.get(e, e) != e))
+    for (e, _m), look in zip(keys, styles):
+        if e in variants:  # shades of one colour are close: a variant also has a dash pattern of its own
+            look["linestyle"] = SPARE_STYLES[variants.index(e) % len(SPARE_STYLES)]
     factors = sorted(summary["factor"].unique())
     cols = min(3, max(1, len(tasks)))
     rows = math.ceil(len(tasks) / cols)
