@@ -5,7 +5,7 @@ field is read: a composed config, a record read back). Imports nothing of posx.
 
 from __future__ import annotations
 
-from dataclasses import MISSING, dataclass, field
+from dataclasses import MISSING, dataclass, field, fields
 from enum import Enum
 from typing import Any, Optional
 
@@ -71,6 +71,13 @@ def at_least(default: Any, lo: float, hi: Optional[float] = None, note: str = ""
 
 def within(default: Any, lo: float, hi: float, lo_open: bool = False, hi_open: bool = False) -> Any:
     return bound(default, lo=lo, hi=hi, lo_open=lo_open, hi_open=hi_open, interval=True)
+
+
+def like(group: type, name: str, default: Any = MISSING) -> Any:
+    """A field held to the bound of ``group``'s field ``name`` (with its default unless given):
+    a record's field keeps the rule of the config key it comes from."""
+    source = next(f for f in fields(group) if f.name == name)
+    return field(default=source.default if default is MISSING else default, metadata=source.metadata)
 
 
 def _choice(name: str, values: str, doc: str) -> type[Choice]:

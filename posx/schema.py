@@ -51,16 +51,19 @@ from posx.fieldtypes import (
     Variant,
     at_least,
     bound,
+    like,
     positive,
     within,
 )
 from posx.ropeparams import (
+    ABFConfig,
     DCAConfig,
     DynamicNTKConfig,
     Llama3Config,
     LMInfiniteConfig,
     LongRopeConfig,
     ReRoPEConfig,
+    RopeArgs,
     SelfExtendConfig,
     StreamingLLMConfig,
     YarnConfig,
@@ -100,7 +103,7 @@ class ModelConfig:
 @dataclass
 class PosConfig:
     name: Encoding = Encoding.rope  # the positional encoding (posx/model/encodings.py)
-    base: float = bound(10000.0, lo=1, lo_open=True)  # RoPE base b of theta_i = b^(-2i/d)
+    base: float = like(RopeArgs, "base")  # RoPE base b of theta_i = b^(-2i/d)
     max_positions: Optional[int] = positive(
         None, MAX_SIZE
     )  # absolute: rows of the learned table (null: train.context_length)
@@ -261,7 +264,7 @@ class EvalConfig:
     scale: Optional[float] = at_least(
         None, 1, note=" (or null for L/T)"
     )  # fixed RoPE scale s; null: s = L / T for each length
-    abf_base: float = bound(500000.0, lo=1, lo_open=True)  # ABF's new base
+    abf_base: float = like(ABFConfig, "new_base")  # ABF's new base
     yarn: YarnConfig = field(default_factory=YarnConfig)  # also the ramp of dynamic_yarn, ntk_by_parts
     dynamic_ntk: DynamicNTKConfig = field(default_factory=DynamicNTKConfig)  # dynamic_ntk, as transformers has it
     llama3: Llama3Config = field(default_factory=Llama3Config)  # Llama 3.1 (transformers' llama3 rope_type)
@@ -373,7 +376,7 @@ class ExtendRootConfig(Config):
     parent: Optional[str] = None  # the run to extend (path or name under results/runs); set by RUN
     method: ExtendMethod = ExtendMethod.yarn  # a RoPE method, or interpolate (learned absolute only)
     factor: float = at_least(4.0, 1, note=" (the new context is factor x T)")  # new context = factor x the parent's T
-    new_base: float = bound(500000.0, lo=1, lo_open=True, note=" (ABF uses 500000)")  # abf: the new RoPE base
+    new_base: float = like(ABFConfig, "new_base")  # abf: the new RoPE base
     extend: ExtendConfig = field(default_factory=ExtendConfig)  # the continued training at factor x T
 
     def check(self, at: str = "") -> Optional[str]:

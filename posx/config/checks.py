@@ -2,9 +2,8 @@
 naming the key: the schema's own rules (each bound in its field's metadata, each rule across
 fields in its group's ``check``, walked by ``posx.core.validate``), then what only the module
 that owns a name can tell: the device (``posx.core.device``), the tracker's package
-(``posx.core.trackers``), T5's buckets (``posx.model.encodings``), the RoPE methods' parameters
-(``posx.rope``, through ``posx.model.rescale``), whether a task of the training mix fits
-(``posx.config.taskchecks``), and this machine's cores.
+(``posx.core.trackers``), T5's buckets (``posx.model.encodings``), whether a task of the
+training mix fits (``posx.config.taskchecks``), and this machine's cores.
 """
 
 from __future__ import annotations
@@ -22,8 +21,7 @@ from posx.core.trackers import check_tracker
 from posx.core.validate import validate
 from posx.eval.scoring import eval_lengths
 from posx.model.encodings import check_t5_buckets
-from posx.model.rescale import check_methods, check_params
-from posx.rope import METHODS
+from posx.model.rescale import check_methods
 from posx.schema import ROTARY, Config
 
 # threads: at most THREADS_PER_CORE per core of this machine, and never fewer than MIN_MAX_THREADS
@@ -56,7 +54,6 @@ def check_config(cfg: DictConfig | Config) -> None:
             "or null for torch's default"
         )
     check_t5_buckets(cfg.pos.num_buckets, cfg.pos.max_distance)
-    check_params(cfg.eval, METHODS)  # every method's, as before: a bad value is wrong even if unused
     check_mix(cfg.data, cfg.train.context_length)
 
 

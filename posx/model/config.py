@@ -3,20 +3,14 @@ it is the one place a run config (``model.*``, ``pos.*``) turns into a model and
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, fields
 from functools import partial
 
 from posx.core.validate import validate
+from posx.fieldtypes import like
 from posx.schema import Attention, AttnScale, Block, DataConfig, Encoding, ModelConfig, PosConfig
 
-
-def _field(group: type, name: str, default):
-    """A field holding the metadata (the bound) of the schema's field ``name`` of ``group``: a
-    record's field is held to the rule of the config key it comes from."""
-    return field(default=default, metadata=next(f.metadata for f in fields(group) if f.name == name))
-
-
-_m, _p = partial(_field, ModelConfig), partial(_field, PosConfig)
+_m, _p = partial(like, ModelConfig), partial(like, PosConfig)
 
 
 # GPTConfig fields named otherwise in the run config; every other field is the model.* or pos.*
@@ -39,7 +33,7 @@ def _select(cfg, dotted: str):
 
 @dataclass
 class GPTConfig:
-    vocab_size: int = _field(DataConfig, "vocab_size", 256)  # byte-level tokens
+    vocab_size: int = like(DataConfig, "vocab_size", 256)  # byte-level tokens
     n_layer: int = _m("n_layer", 4)  # transformer blocks
     n_head: int = _m("n_head", 4)  # attention heads
     d_model: int = _m("d_model", 128)  # residual width; head_dim = d_model // n_head

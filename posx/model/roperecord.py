@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from posx.core import fieldcheck
 from posx.core.errors import PosxError
-from posx.ropecheck import MAX_FACTOR
+from posx.ropeparams import MAX_FACTOR
 from posx.schema import Method
 
 METHOD_NAMES = Method.values()  # posx.rope.METHODS (tests/test_config_choices.py keeps them equal)

@@ -16,7 +16,7 @@ from posx.core import fieldcheck
 from posx.core.errors import PosxError
 from posx.model.config import GPTConfig
 from posx.model.roperecord import RopeRecord
-from posx.ropecheck import MAX_FACTOR
+from posx.ropeparams import MAX_FACTOR
 
 META_FORMAT = "posx-run/1"
 
