@@ -289,7 +289,7 @@ DAMAGE_NEEDLE = {
     "meta_data_list": "is incomplete or corrupt",
     "meta_rope_list": "rope record",
     "meta_rope_no_method": "rope record",
-    "meta_rope_unknown_method": "unknown RoPE method 'bogus'",
+    "meta_rope_unknown_method": "rope record in runs/dmg/model.json: rope.method=bogus is unknown",
     "meta_rope_bad_params": "beta_slow < beta_fast",
     "meta_inv_freq_short": "holds 1 frequencies",
     "meta_inv_freq_text": "rope record",

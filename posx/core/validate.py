@@ -25,11 +25,19 @@ from posx.core.fieldcheck import is_integer, is_real
 _TYPES = {bool: lambda v: isinstance(v, bool), int: is_integer, float: is_real, str: lambda v: isinstance(v, str)}
 
 
-def validate(data: Any, kind: type, where: str = "") -> Any:
-    """``data`` as an instance of the dataclass ``kind``, every rule of the schema checked."""
-    if not isinstance(data, Mapping):
-        raise PosxError(f"{where or 'the config'} is a {type(data).__name__}, not a mapping")
-    return _group(data, kind, "", where)
+def validate(data: Any, kind: type, where: str = "", fix: str = "", at: str = "") -> Any:
+    """``data`` as an instance of the dataclass ``kind``, every rule of the schema checked
+    (``where`` names a record in a message, ``fix`` says how to mend one, ``at`` is the
+    prefix of its keys, as ``rope.``)."""
+    try:
+        if not isinstance(data, Mapping):
+            named = _fail(where, at.rstrip(".")) if at else PosxError(where or "the config")
+            raise PosxError(f"{named} is a {type(data).__name__}, not a mapping")
+        return _group(data, kind, at, where)
+    except PosxError as exc:
+        if not fix:
+            raise
+        raise PosxError(f"{exc}; {fix}") from None
 
 
 def _fail(where: str, message: str) -> PosxError:
@@ -51,6 +59,9 @@ def _group(data: Any, kind: type, at: str, where: str) -> Any:
     if extra:
         said = f"{at.rstrip('.') or where or 'the config'} has unknown keys {extra}; was it written by a newer posx?"
         raise _fail(where if at else "", said)
+    missing = [n for n, f in fields.items() if n not in data and f.default is f.default_factory is dataclasses.MISSING]
+    if missing:
+        raise _fail(where, f"{at}{missing[0]} is missing")
     hints = _hints(kind)
     values = {
         name: _value(data[name], hints[name], fields[name].metadata.get("bound"), at + name, where)
@@ -72,6 +83,10 @@ def _value(value: Any, hint: Any, rule: Any, key: str, where: str) -> Any:
         hint = next(a for a in typing.get_args(hint) if a is not type(None))
     if dataclasses.is_dataclass(hint):
         return _group(value, hint, key + ".", where)
+    if typing.get_origin(hint) is dict or hint is dict:
+        if not isinstance(value, Mapping):
+            raise _fail(where, f"{key}={value!r} is not a mapping")
+        return _plain(dict(value), key, where)
     if typing.get_origin(hint) is list:
         return _list(value, typing.get_args(hint)[0], rule, key, where)
     if hint is Any:
