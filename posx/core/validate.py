@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 import math
+import types
 import typing
 from collections.abc import Mapping
 from functools import cache
@@ -77,7 +78,7 @@ def _group(data: Any, kind: type, at: str, where: str) -> Any:
 
 def _value(value: Any, hint: Any, rule: Any, key: str, where: str) -> Any:
     """One field's value, of type ``hint``, within ``rule`` (a ``posx.schema.Bound`` or None)."""
-    if typing.get_origin(hint) is typing.Union:
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
         if value is None:
             return None
         hint = next(a for a in typing.get_args(hint) if a is not type(None))

@@ -8,12 +8,15 @@ naming the file and the field, never a KeyError or a NaN later.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 
 from posx import __version__
 from posx.core import fieldcheck
 from posx.core.errors import PosxError
+from posx.core.fieldcheck import SHA256
+from posx.core.validate import validate
+from posx.fieldtypes import at_least, bound, positive
 from posx.model.config import GPTConfig
 from posx.model.roperecord import RopeRecord
 from posx.ropeparams import MAX_FACTOR
@@ -21,18 +24,25 @@ from posx.ropeparams import MAX_FACTOR
 META_FORMAT = "posx-run/1"
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Lineage:
     """Where an extended run (``posx extend``) came from."""
 
     parent: str  # the parent run's directory name
-    parent_path: str  # its absolute path when the extension ran
+    parent_path: str = ""  # its absolute path when the extension ran
     method: str  # the rescaling (a posx.rope method, or interpolate)
-    factor: float  # new context = factor x train_context
-    steps: int  # continued-training steps asked for
-    train_context: int  # the parent's T
-    parent_step: int  # the parent's optimizer steps
+    factor: float = bound(lo=0, lo_open=True, hi=MAX_FACTOR)  # new context = factor x train_context
+    steps: int = at_least(0, 0, fieldcheck.MAX_STEPS)  # continued-training steps asked for
+    train_context: int = positive(MISSING, fieldcheck.MAX_CONTEXT)  # the parent's T
+    parent_step: int = at_least(0, 0, fieldcheck.MAX_STEPS)  # the parent's optimizer steps
     parent_weights_sha256: str | None = None  # the parent's model.safetensors (None: recorded before this field)
+
+    def check(self, at: str = "") -> str | None:
+        if not (self.parent and self.method):
+            return f"{at}{'method' if self.parent else 'parent'} is empty"
+        if self.parent_weights_sha256 is not None and not SHA256.fullmatch(self.parent_weights_sha256):
+            return f"{at}parent_weights_sha256={self.parent_weights_sha256!r} is not a sha256 hex digest"
+        return None
 
     def to_dict(self) -> dict:
         return {f.name: getattr(self, f.name) for f in fields(self)}
@@ -41,29 +51,7 @@ class Lineage:
     def from_dict(cls, data, where: str) -> "Lineage | None":
         if not data:
             return None
-        fix = "re-run the extension"
-        where = f"the extended_from record in {where}"
-        if not isinstance(data, dict):
-            raise fieldcheck.refuse(where, "extended_from", data, "a mapping", fix)
-        for key in ("parent", "method", "factor", "train_context"):
-            if key not in data:
-                raise PosxError(f"{where} is incomplete: it has no {key}; {fix}")
-        return cls(
-            parent=fieldcheck.text(data["parent"], "extended_from.parent", where, fix),
-            parent_path=fieldcheck.text(
-                data.get("parent_path", ""), "extended_from.parent_path", where, fix, empty=True
-            ),
-            method=fieldcheck.text(data["method"], "extended_from.method", where, fix),
-            factor=fieldcheck.number(data["factor"], "extended_from.factor", where, fix, hi=MAX_FACTOR, positive=True),
-            steps=fieldcheck.integer(data.get("steps", 0), "extended_from.steps", where, fix),
-            train_context=fieldcheck.integer(
-                data["train_context"], "extended_from.train_context", where, fix, lo=1, hi=fieldcheck.MAX_CONTEXT
-            ),
-            parent_step=fieldcheck.integer(data.get("parent_step", 0), "extended_from.parent_step", where, fix),
-            parent_weights_sha256=fieldcheck.sha256(
-                data.get("parent_weights_sha256"), "extended_from.parent_weights_sha256", where, fix, optional=True
-            ),
-        )
+        return validate(data, cls, f"the extended_from record in {where}", "re-run the extension", "extended_from.")
 
 
 @dataclass
