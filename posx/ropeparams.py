@@ -116,7 +116,7 @@ class DCAConfig:
     def check(self, at: str = "") -> Optional[str]:
         if self.chunk_size is not None and self.local_window is not None and self.local_window >= self.chunk_size:
             return (
-                f"dca local_window ({self.local_window}) must be below chunk_size ({self.chunk_size}): "
+                f"{at}local_window={self.local_window} must be below {at}chunk_size={self.chunk_size}: "
                 "chunks hold s - w tokens"
             )
         return None
