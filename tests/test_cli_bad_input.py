@@ -112,6 +112,7 @@ RANGE = [
     (["train", "pos=fire", "pos.fire_hidden=0"], "pos.fire_hidden must be positive"),
     (["train", "model.nope_every=-1"], "model.nope_every=-1 must be 0"),
     (["train", "model.nope_every=1"], "(1: use pos=nope)"),
+    (["train", "model.short_conv=-1"], "model.short_conv=-1 must be 0 or more (0: off)"),
     (["train", "pos=absolute", "model.nope_every=2"], "needs positions inside attention"),
     (["train", "model.attn_scale=cubic"], "model.attn_scale=cubic is unknown"),
     (["train", "model.attn_scale=logn", "model.attn_scale_length=1"], "model.attn_scale_length=1 must be at least 2"),

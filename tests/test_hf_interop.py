@@ -155,7 +155,8 @@ def test_resonance_extensions_are_refused_in_one_line(method, tmp_path):
 
 
 @pytest.mark.parametrize(
-    "option", [{"rotary_fraction": 0.5}, {"attn_scale": "logn"}, {"attn_scale": "ssmax"}, {"nope_every": 2}]
+    "option",
+    [{"rotary_fraction": 0.5}, {"attn_scale": "logn"}, {"attn_scale": "ssmax"}, {"nope_every": 2}, {"short_conv": 3}],
 )
 def test_options_llama_cannot_hold_are_refused_in_one_line(option, tmp_path):
     m = random_llama()

@@ -7,6 +7,7 @@ import torch
 
 from posx import rope
 from posx.core.errors import PosxError
+from posx.model.blocks import ShortConv
 from posx.model.config import GPTConfig
 from posx.model.encodings import ENCODINGS
 from posx.model.gpt import GPT
@@ -78,7 +79,10 @@ def tiny(pos: str, **kw) -> GPT:
     return GPT(GPTConfig(n_layer=2, n_head=2, d_model=32, pos=pos, max_positions=64, **kw)).eval()
 
 
-@pytest.mark.parametrize("pos,kw", [(p, {}) for p in sorted(ENCODINGS)] + [("t5", {"t5_per_layer": True})])
+@pytest.mark.parametrize(
+    "pos,kw",
+    [(p, {}) for p in sorted(ENCODINGS)] + [("t5", {"t5_per_layer": True}), ("rope", {"short_conv": 3})],
+)
 def test_causality_changing_a_later_token_leaves_earlier_logits(pos, kw):
     model = tiny(pos, **kw)
     idx = torch.randint(0, 256, (2, 40))
@@ -88,6 +92,27 @@ def test_causality_changing_a_later_token_leaves_earlier_logits(pos, kw):
         a, b = model(idx)[0], model(changed)[0]
     torch.testing.assert_close(a[:, :25], b[:, :25])
     assert not torch.allclose(a[:, 25:], b[:, 25:])
+
+
+def test_short_conv_adds_the_weighted_sum_of_the_last_k_positions_per_channel():
+    torch.manual_seed(0)
+    conv = ShortConv(6, 3)
+    x = torch.randn(2, 9, 6)
+    w = conv.conv.weight[:, 0, :]  # (C, k): tap j multiplies position t - (k - 1 - j)
+    expected = x.clone()
+    for t in range(9):
+        for j in range(3):
+            s = t - (2 - j)
+            if s >= 0:
+                expected[:, t] += w[:, j] * x[:, s]
+    with torch.no_grad():
+        torch.testing.assert_close(conv(x), expected)
+
+
+def test_short_conv_is_off_by_default_and_adds_one_kernel_per_block():
+    plain, conv = tiny("rope"), tiny("rope", short_conv=4)
+    assert not any("conv" in name for name, _ in plain.named_parameters())
+    assert conv.num_params() - plain.num_params() == 2 * 32 * 4  # n_layer x d_model x kernel
 
 
 def test_learned_absolute_has_no_row_past_its_table():

@@ -113,3 +113,14 @@ def test_the_report_says_when_tokenizers_differ():
     note = task_figures.tokenizer_note([byte, bpe])
     assert "bpe, byte" in note and "bits per byte" in note
     assert "vocabularies 1024, 512" in task_figures.tokenizer_note([bpe, {**bpe, "data.vocab_size": "1024"}])
+
+
+def test_the_task_legend_names_lines_that_only_later_panels_draw():
+    frame = tasks_frame(seeds=(0,))
+    frame = frame[
+        ((frame["encoding"] == "rope") & (frame["task"] == "niah"))
+        | ((frame["encoding"] == "alibi") & (frame["task"] == "copy"))
+    ]
+    fig = task_figures._curves_figure(task_figures.summarize_tasks(frame), Facets(), "")
+    texts = [t.get_text() for legend in fig.legends for t in legend.get_texts()]
+    assert len(texts) == 2 and any("rope" in t for t in texts) and any("alibi" in t for t in texts)

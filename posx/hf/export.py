@@ -289,11 +289,11 @@ def config_json(config) -> dict:
 
 
 # Model options LlamaForCausalLM has no equivalent of, with the value that means "off".
-PLAIN = {"rotary_fraction": 1.0, "attn_scale": "none", "nope_every": 0}
+PLAIN = {"rotary_fraction": 1.0, "attn_scale": "none", "nope_every": 0, "short_conv": 0}
 
 
 def check_plain(m, run_dir: Path) -> None:
-    """A run with partial rotation, a logit scale or NoPE layers is refused in one line."""
+    """A run with partial rotation, a logit scale, NoPE layers or a short convolution is refused in one line."""
     for name, plain in PLAIN.items():
         if getattr(m, name) != plain:
             raise PosxError(

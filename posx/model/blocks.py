@@ -75,3 +75,23 @@ def make_norm(block: str, d_model: int) -> nn.Module:
     """The block's normalisation: LayerNorm (gpt2) or RMSNorm (llama)."""
     check_block(block)
     return RMSNorm(d_model) if block == "llama" else nn.LayerNorm(d_model)
+
+
+class ShortConv(nn.Module):
+    """``model.short_conv``: a causal depthwise convolution over the last ``kernel`` positions,
+    added to its input before attention, ``x + conv(x)``: each position sees its own recent
+    tokens in its query and key, so matching "the token before this one" needs no attention
+    layer of its own. Zoology's two-layer attention baseline, the one that solves multi-query
+    associative recall at width 64 (Arora et al. 2023, arXiv 2312.04927; github.com/HazyResearch/zoology,
+    ``mixers/base_conv.py``, kernel 3), has such a convolution in front of its attention; Allen-Zhu
+    (2025, "Physics of Language Models: Part 4.1", canon layers) adds the same to every block.
+    Its weights act on relative offsets 0 .. kernel - 1 only, whatever the sequence's length, so
+    it gives no encoding positions past T it did not see at T."""
+
+    def __init__(self, d_model: int, kernel: int):
+        super().__init__()
+        self.conv = nn.Conv1d(d_model, d_model, kernel, groups=d_model, padding=kernel - 1, bias=False)
+
+    def forward(self, x: Tensor) -> Tensor:
+        T = x.shape[1]  # x: (B, T, C)
+        return x + self.conv(x.transpose(1, 2))[..., :T].transpose(1, 2)  # the left-padded part only: causal

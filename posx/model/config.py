@@ -57,6 +57,7 @@ class GPTConfig:
     attn_scale: AttnScale = "none"  # none | logn | ssmax (posx.model.scaling.ATTN_SCALES)
     attn_scale_length: int = _m("attn_scale_length", 128)  # T of attn_scale: the trained length
     nope_every: int = _m("nope_every", 0)  # layers with (layer + 1) % nope_every == 0 attend without positions; 0: none
+    short_conv: int = _m("short_conv", 0)  # the causal depthwise convolution's kernel (posx.model.blocks); 0: off
     randomized: bool = False  # training positions: a sorted random subset of [0, randomized_max)
     randomized_max: int = _p("randomized_max", 1024)  # randomized: L_max
     pose_length: int = _p("pose_length", 0)  # PoSE: training ids cover [0, pose_length); 0: off

@@ -74,6 +74,7 @@ class Block(nn.Module):
     def __init__(self, config: GPTConfig, layer: int):
         super().__init__()
         self.ln1 = blocks.make_norm(config.block, config.d_model)
+        self.conv = blocks.ShortConv(config.d_model, config.short_conv) if config.short_conv else None
         self.attn = CausalSelfAttention(config, layer)
         self.ln2 = blocks.make_norm(config.block, config.d_model)
         if config.block == "llama":
@@ -83,7 +84,10 @@ class Block(nn.Module):
             self.mlp = MLP(config)
 
     def forward(self, x: Tensor, pos: PositionalEncoding, positions: Tensor, mask: Tensor | FlexBias | None) -> Tensor:
-        x = x + self.attn(self.ln1(x), pos, positions, mask)
+        h = self.ln1(x)  # (B, T, C)
+        if self.conv is not None:  # model.short_conv: each position mixes in its last few tokens first
+            h = self.conv(h)
+        x = x + self.attn(h, pos, positions, mask)
         return x + self.mlp(self.ln2(x))
 
 

@@ -132,8 +132,20 @@ def _curves_figure(data: pd.DataFrame, facets: Facets, facet: str) -> Figure:
     for k in range(len(tasks), rows * cols):  # empty cells of the last row
         axes[2 * (k // cols)][k % cols].set_visible(False)
         axes[2 * (k // cols) + 1][k % cols].set_visible(False)
-    handles, texts = axes[0][0].get_legend_handles_labels()
-    legend(fig, handles, texts, loc="outside lower center", ncol=min(3, len(texts)), fontsize=8, frameon=False)
+    drawn = {}  # every line of every panel, once: a group may have rows for some tasks only
+    for ax in fig.axes:
+        for handle, text in zip(*ax.get_legend_handles_labels()):
+            drawn.setdefault(text, handle)
+    texts = [label for label in labels if label in drawn]
+    legend(
+        fig,
+        [drawn[t] for t in texts],
+        texts,
+        loc="outside lower center",
+        ncol=min(3, len(texts)),
+        fontsize=8,
+        frameon=False,
+    )
     fig.suptitle(wrap(_curves_title(shared, facet, len(keys), factors), 110), fontsize=9)
     return fig
 
