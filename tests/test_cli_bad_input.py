@@ -324,8 +324,8 @@ CONFIG_NEEDLE = {
     "config_wrong_type": "does not fit the config schema",
     "checkpoint_state_garbage": "is incomplete or corrupt",
     "checkpoint_latest_list": "latest.json is unreadable",
-    "checkpoint_extra_list": "is incomplete or corrupt",
-    "checkpoint_rope_string": "rope record",
+    "checkpoint_extra_list": "is incomplete or corrupt: extra is a list, not a mapping",
+    "checkpoint_rope_string": "extra.rope='pi' is not a mapping",
 }
 
 

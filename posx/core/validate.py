@@ -53,8 +53,9 @@ def _hints(kind: type) -> dict[str, Any]:
 def _group(data: Any, kind: type, at: str, where: str) -> Any:
     """A group of settings: a mapping of ``kind``'s fields (an absent one keeps its default)."""
     if not isinstance(data, Mapping):
-        key = at.rstrip(".")
-        raise _fail(where, f"{key}={data!r} must be a group of settings ({key}.<name>=<value>), not one value")
+        key = at.rstrip(".")  # a record (named by where) holds mappings; a config, groups of settings
+        said = "is not a mapping" if where else f"must be a group of settings ({key}.<name>=<value>), not one value"
+        raise _fail(where, f"{key}={data!r} {said}")
     fields = {f.name: f for f in dataclasses.fields(kind)}
     extra = sorted(str(k) for k in data if k not in fields)
     if extra:

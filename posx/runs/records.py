@@ -141,7 +141,7 @@ def _check_tokenizer(tok, where: Path, fix: str) -> None:
 class TrainExtras:
     """What a training checkpoint keeps besides tensors, so a resumed run is the same run."""
 
-    val_loss: float | None = None  # the last validation loss (None before the first)
+    val_loss: float | None = at_least(None, 0.0)  # the last validation loss (None before the first)
     data_sha256: str | None = None  # the corpus it trains on
     rope: RopeRecord = field(default_factory=RopeRecord.identity)  # frequencies it trains with
     extended_from: Lineage | None = None  # an extension's parent
@@ -158,21 +158,13 @@ class TrainExtras:
             "config": self.config,
         }
 
+    def check(self, at: str = "") -> str | None:
+        for name in ("data_sha256", "tokenizer_sha256"):
+            value = getattr(self, name)
+            if value is not None and not SHA256.fullmatch(value):
+                return f"{at}{name}={value!r} is not a sha256 hex digest"
+        return None
+
     @classmethod
     def from_dict(cls, d, where: str) -> "TrainExtras":
-        fix = "start a new run"
-        if not isinstance(d, dict):
-            raise PosxError(f"checkpoint {where} is incomplete or corrupt (extra is a {type(d).__name__}); {fix}")
-        val_loss, config = d.get("val_loss"), d.get("config")
-        if not (config is None or isinstance(config, dict)):
-            raise fieldcheck.refuse(where, "extra.config", config, "a mapping of config keys", fix)
-        return cls(
-            val_loss=None if val_loss is None else fieldcheck.number(val_loss, "extra.val_loss", where, fix, lo=0.0),
-            data_sha256=fieldcheck.sha256(d.get("data_sha256"), "extra.data_sha256", where, fix, optional=True),
-            rope=RopeRecord.from_dict(d.get("rope"), where),
-            extended_from=Lineage.from_dict(d.get("extended_from"), where),
-            tokenizer_sha256=fieldcheck.sha256(
-                d.get("tokenizer_sha256"), "extra.tokenizer_sha256", where, fix, optional=True
-            ),
-            config=config,
-        )
+        return validate(d, cls, f"checkpoint {where} is incomplete or corrupt", "start a new run", "extra.")
