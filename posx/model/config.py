@@ -6,7 +6,6 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from functools import partial
 
-from posx.core.validate import validate
 from posx.fieldtypes import like
 from posx.schema import Attention, AttnScale, Block, DataConfig, Encoding, ModelConfig, PosConfig
 
@@ -70,12 +69,6 @@ class GPTConfig:
         return asdict(self)
 
     check = ModelConfig.check  # heads that divide d_model
-
-    @classmethod
-    def from_dict(cls, data: dict) -> "GPTConfig":
-        """Read a config from model.json: every field of its type and within its config key's
-        bounds, before any size is used to allocate (a damaged or crafted file is one PosxError)."""
-        return validate(data, cls, "model metadata")
 
     @classmethod
     def from_run_config(cls, cfg, vocab_size: int) -> "GPTConfig":

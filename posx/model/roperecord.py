@@ -1,13 +1,13 @@
 """The typed record of the RoPE frequencies a model trained with, as model.json and checkpoints
-hold it. It reads and checks the record without computing anything, so listing runs needs no
-torch; ``posx.model.rescale.trained_frequencies`` turns a record into frequencies."""
+hold it: its fields' bounds are checked where those are read (``posx.runs.records``, through
+``posx.core.validate``), without computing anything, so listing runs needs no torch;
+``posx.model.rescale.trained_frequencies`` turns a record into frequencies."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import List, Optional
 
-from posx.core.validate import validate
 from posx.fieldtypes import MAX_SIZE, at_least, bound, positive
 from posx.ropeparams import MAX_FACTOR
 from posx.schema import Method
@@ -48,12 +48,3 @@ class RopeRecord:
             out["inv_freq"] = list(self.inv_freq)
             out["attention_factor"] = self.attention_factor if self.attention_factor is not None else 1.0
         return out
-
-    @classmethod
-    def from_dict(cls, data, where: str) -> "RopeRecord":
-        """Read a record written by ``to_dict`` (or by posx before this class): every field of
-        its type, finite and in range, else a one-line PosxError naming ``where`` and the field."""
-        if data is None:
-            return cls.identity()
-        fix = "re-run the extension (or re-train the run)"
-        return validate(data, cls, f"the rope record in {where}", fix, at="rope.")

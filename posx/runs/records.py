@@ -1,8 +1,9 @@
 """Typed records a run directory holds as JSON: the run's metadata (``model.json``), the
 lineage of an extended run, and the scalars a checkpoint keeps besides its tensors. Each is
-read through one function (``from_dict``) that checks every field beside its reading (of its
-type, finite, in range: ``posx.core.fieldcheck``); a damaged record is a one-line ``PosxError``
-naming the file and the field, never a KeyError or a NaN later.
+read through one function (``from_dict``) that walks it with ``posx.core.validate``: every field
+of its type, finite, within the bound in its metadata, the rules across fields in ``check``; a
+damaged record is a one-line ``PosxError`` naming the file and the field, never a KeyError or a
+NaN later.
 """
 
 from __future__ import annotations
@@ -47,21 +48,15 @@ class Lineage:
     def to_dict(self) -> dict:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
-    @classmethod
-    def from_dict(cls, data, where: str) -> "Lineage | None":
-        if not data:
-            return None
-        return validate(data, cls, f"the extended_from record in {where}", "re-run the extension", "extended_from.")
-
 
 @dataclass
 class RunMeta:
     """``model.json``: what rebuilds the model and says what it is, without Hydra."""
 
     model: GPTConfig
-    train_context: int  # T, the length the model trained at
-    data: dict  # corpus fingerprint and the data config it came from
-    step: int  # optimizer steps taken
+    train_context: int = positive(MISSING, fieldcheck.MAX_CONTEXT)  # T, the length the model trained at
+    data: dict = field(default_factory=dict)  # corpus fingerprint and the data config it came from
+    step: int = at_least(0, 0, fieldcheck.MAX_STEPS)  # optimizer steps taken
     rope: RopeRecord = field(default_factory=RopeRecord.identity)  # frequencies it trained with
     extended_from: Lineage | None = None  # posx extend: where it came from
     weights_sha256: str | None = None  # checksum of model.safetensors (set by save_run; older runs lack it)
@@ -80,6 +75,17 @@ class RunMeta:
             "saved_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
         }
 
+    def check(self, at: str = "") -> str | None:
+        """data.tokenizer: absent (a run from before token stores: bytes), or a mapping whose kind
+        and sha256 say what the ids mean; weights_sha256, where given, not empty."""
+        tok = self.data.get("tokenizer")
+        if tok is not None and not (isinstance(tok, dict) and isinstance(tok.get("kind"), str) and tok["kind"]):
+            return f"data.tokenizer={tok!r} is not a mapping with a kind"
+        sha = tok.get("sha256") if isinstance(tok, dict) else None
+        if sha is not None and not SHA256.fullmatch(str(sha)):
+            return f"data.tokenizer.sha256={sha!r} is not a sha256 hex digest"
+        return "weights_sha256 is empty" if self.weights_sha256 == "" else None
+
     @classmethod
     def from_dict(cls, d, where: Path) -> "RunMeta":
         """``weights_sha256`` may be absent or null (a run saved before posx recorded it, or a record
@@ -87,29 +93,8 @@ class RunMeta:
         if not isinstance(d, dict) or d.get("format") != META_FORMAT:
             found = d.get("format") if isinstance(d, dict) else type(d).__name__
             raise PosxError(f"{where} is not posx run metadata (format {found!r})")
-        fix = "re-train the run"
-        data = d.get("data", {})
-        if not isinstance(data, dict):
-            raise fieldcheck.refuse(where, "data", data, "a mapping", fix)
-        _check_tokenizer(data.get("tokenizer"), where, fix)
-        for key in ("model", "train_context"):
-            if key not in d:
-                raise PosxError(f"{where} is incomplete or corrupt: it has no {key}; {fix}")
-        try:
-            model = GPTConfig.from_dict(d["model"])
-        except PosxError as exc:
-            raise PosxError(f"{where}: {exc}; {fix}") from None
-        return cls(
-            model,
-            fieldcheck.integer(d["train_context"], "train_context", where, fix, lo=1, hi=fieldcheck.MAX_CONTEXT),
-            fieldcheck.finite_tree(data, "data", where, fix),
-            fieldcheck.integer(d.get("step", 0), "step", where, fix),
-            rope=RopeRecord.from_dict(d.get("rope"), str(where)),
-            extended_from=Lineage.from_dict(d.get("extended_from"), str(where)),
-            weights_sha256=None
-            if d.get("weights_sha256") is None
-            else fieldcheck.text(d["weights_sha256"], "weights_sha256", where, fix),
-        )  # compared with the weights' own on load
+        record = {k: v for k, v in d.items() if k not in ("format", "posx_version", "saved_at")}  # written, not read
+        return validate(record, cls, f"{where} is incomplete or corrupt", "re-train the run")  # weights: on load
 
     @property
     def data_config(self) -> dict:
@@ -124,17 +109,6 @@ class RunMeta:
             "val_fraction": 0.05,
             **{k: v for k, v in recorded.items() if v is not None},
         }
-
-
-def _check_tokenizer(tok, where: Path, fix: str) -> None:
-    """model.json's data.tokenizer: absent (a run from before token stores: bytes), or a mapping
-    whose kind and sha256 say what the ids mean."""
-    if tok is None:
-        return
-    if not isinstance(tok, dict):
-        raise fieldcheck.refuse(where, "data.tokenizer", tok, "a mapping", fix)
-    fieldcheck.text(tok.get("kind"), "data.tokenizer.kind", where, fix)
-    fieldcheck.sha256(tok.get("sha256"), "data.tokenizer.sha256", where, fix, optional=True)
 
 
 @dataclass
