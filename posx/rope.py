@@ -70,47 +70,41 @@ Decisions where the published definitions leave room:
   * Where a method reduces to the identity (s = 1, or a dynamic method at length <= L) it
     returns theta itself, so the result is bit-identical to ``none``.
 
-All arithmetic is float64; the result is cast to float32 once, at the end. The checks of the
-arguments live in ``posx.ropecheck``: the registry pairs each method with the check of its
-extra parameters, which ``check_params`` runs on its own and ``frequencies`` runs first.
+All arithmetic is float64; the result is cast to float32 once, at the end. The arguments, with
+their bounds and rules, are the dataclasses of ``posx.ropeparams``: the registry pairs each
+method with the one of its extra parameters, which ``check_params`` walks on its own
+(``posx.core.validate``) and ``frequencies`` walks first.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-import typing
 from types import MappingProxyType
 from typing import Callable, Mapping, NamedTuple
 
 import torch
 
 from posx.core.errors import PosxError, choose
-from posx.ropecheck import (
+from posx.core.validate import validate
+from posx.ropeparams import (
     MAX_FACTOR,
-    check_abf,
-    check_base,
-    check_dca,
-    check_factor,
-    check_head_dim,
-    check_llama3,
-    check_lm_infinite,
-    check_longrope,
-    check_none,
-    check_original_context,
-    check_ramp,
-    check_rerope,
-    check_self_extend,
-    check_streaming_llm,
-    check_yarn,
-    current_length,
+    ABFConfig,
+    DCAConfig,
+    Llama3Config,
+    LMInfiniteConfig,
+    LongRopeConfig,
+    ReRoPEConfig,
+    RopeArgs,
+    SelfExtendConfig,
+    StreamingLLMConfig,
+    YarnConfig,
 )
-from posx.schema import EvalConfig
 
 __all__ = [
     "METHODS",
     "DYNAMIC_METHODS",
-    "MAX_FACTOR",  # the largest factor accepted, from posx.ropecheck
+    "MAX_FACTOR",  # the largest factor accepted, from posx.ropeparams
     "base_inv_freq",
     "check_params",
     "frequencies",
@@ -180,7 +174,7 @@ def _ntk(head_dim, base, factor, original_context):
 
 
 def _dynamic_ntk(head_dim, base, factor, original_context, length=None):
-    ell = max(current_length(length, original_context), original_context)
+    ell = max(_current(length, original_context), original_context)
     if ell == original_context:
         return _theta(head_dim, base), 1.0
     scale = factor * ell / original_context - (factor - 1)
@@ -201,7 +195,7 @@ def _dynamic_yarn(head_dim, base, factor, original_context, length=None, beta_fa
             f"dynamic_yarn takes its scale from length / original_context, got "
             f"factor={factor!r}; leave factor at 1 and pass length"
         )
-    s = max(1.0, current_length(length, original_context) / original_context)
+    s = max(1.0, _current(length, original_context) / original_context)
     inv = _yarn_inv_freq(head_dim, base, s, original_context, beta_fast, beta_slow, truncate)
     return inv, _yarn_attention(s)
 
@@ -233,11 +227,11 @@ def _llama3(head_dim, base, factor, original_context, low_freq_factor=1.0, high_
 def _longrope(
     head_dim, base, factor, original_context, short_factor=None, long_factor=None, length=None, attention_factor=None
 ):
-    is_long = current_length(length, original_context) > original_context
+    is_long = _current(length, original_context) > original_context
     name, ext = ("long_factor", long_factor) if is_long else ("short_factor", short_factor)
     theta = _theta(head_dim, base)
     if ext is not None:
-        ext = [float(x) for x in ext]  # checked by check_longrope
+        ext = [float(x) for x in ext]  # checked by LongRopeConfig's bounds
         if len(ext) != head_dim // 2:
             raise PosxError(
                 f"longrope {name} has {len(ext)} entries, expected head_dim // 2 = "
@@ -249,7 +243,7 @@ def _longrope(
             math.sqrt(1 + math.log(factor) / math.log(original_context)) if factor > 1 and original_context > 1 else 1.0
         )
     else:
-        attention = float(attention_factor)  # checked by check_longrope
+        attention = float(attention_factor)  # checked by LongRopeConfig's bounds
     return theta, attention
 
 
@@ -286,40 +280,41 @@ class _Method(NamedTuple):
     fn: Callable[..., tuple[torch.Tensor, float]]
     params: Mapping[str, object]  # extra parameters and their published defaults
     needs_context: bool
-    check: Callable[..., None]  # validates the extra parameters
+    schema: type | None  # the dataclass of the extra parameters: their bounds and rules
 
 
-def _method(fn, needs_context: bool = False, check=check_none, **params) -> _Method:
-    return _Method(fn, MappingProxyType(params), needs_context, check)
+def _method(fn, needs_context: bool = False, schema: type | None = None, *, length: bool = False, **params) -> _Method:
+    """``schema``'s fields (a subset of them in ``params``) and their defaults; ``length``: a dynamic method."""
+    chosen = params or {f.name: f.default for f in dataclasses.fields(schema)} if schema else {}
+    return _Method(fn, MappingProxyType({**chosen, **({"length": None} if length else {})}), needs_context, schema)
 
 
-def _defaults(group: str) -> dict:
-    """A method's parameters and their published defaults, as its group of the schema
-    (``eval.<group>``) declares them."""
-    return {f.name: f.default for f in dataclasses.fields(typing.get_type_hints(EvalConfig)[group])}
+def _current(length, original_context: int) -> int:
+    """The current sequence length of a dynamic method: ``length``, or ``original_context`` when None."""
+    return original_context if length is None else int(length)
 
 
-_YARN_BETAS = {k: v for k, v in _defaults("yarn").items() if k != "attention_factor"}
+_RAMP = {"beta_fast": YarnConfig.beta_fast, "beta_slow": YarnConfig.beta_slow, "truncate": YarnConfig.truncate}
 
 _REGISTRY: Mapping[str, _Method] = MappingProxyType(
     {
         "none": _method(_none),
         "pi": _method(_pi),
         "ntk": _method(_ntk),
-        "dynamic_ntk": _method(_dynamic_ntk, True, length=None),
-        "yarn": _method(_yarn, True, check_yarn, **_defaults("yarn")),
-        "dynamic_yarn": _method(_dynamic_yarn, True, check_ramp, length=None, **_YARN_BETAS),
-        "ntk_by_parts": _method(_ntk_by_parts, True, check_ramp, **_YARN_BETAS),
-        "abf": _method(_abf, check=check_abf, new_base=EvalConfig.abf_base),
-        "llama3": _method(_llama3, True, check_llama3, **_defaults("llama3")),
-        "longrope": _method(_longrope, True, check_longrope, **_defaults("longrope"), length=None),
+        "dynamic_ntk": _method(_dynamic_ntk, True, length=True),
+        "yarn": _method(_yarn, True, YarnConfig),
+        "dynamic_yarn": _method(_dynamic_yarn, True, YarnConfig, length=True, **_RAMP),
+        "ntk_by_parts": _method(_ntk_by_parts, True, YarnConfig, **_RAMP),
+        "abf": _method(_abf, schema=ABFConfig),
+        "llama3": _method(_llama3, True, Llama3Config),
+        "longrope": _method(_longrope, True, LongRopeConfig, length=True),
         "resonance": _method(_resonance, True),
-        "resonance_yarn": _method(_resonance_yarn, True, check_yarn, **_defaults("yarn")),
-        "self_extend": _method(_windowed, check=check_self_extend, **_defaults("self_extend")),
-        "rerope": _method(_windowed, check=check_rerope, **_defaults("rerope")),
-        "lm_infinite": _method(_windowed, check=check_lm_infinite, **_defaults("lm_infinite")),
-        "dca": _method(_windowed, check=check_dca, **_defaults("dca")),
-        "streaming_llm": _method(_windowed, check=check_streaming_llm, **_defaults("streaming_llm")),
+        "resonance_yarn": _method(_resonance_yarn, True, YarnConfig),
+        "self_extend": _method(_windowed, schema=SelfExtendConfig),
+        "rerope": _method(_windowed, schema=ReRoPEConfig),
+        "lm_infinite": _method(_windowed, schema=LMInfiniteConfig),
+        "dca": _method(_windowed, schema=DCAConfig),
+        "streaming_llm": _method(_windowed, schema=StreamingLLMConfig),
     }
 )
 
@@ -339,8 +334,7 @@ def _lookup(method: str) -> _Method:
 
 def base_inv_freq(head_dim: int, base: float) -> torch.Tensor:
     """theta_i = base^(-2i/head_dim) for i < head_dim // 2, as float32."""
-    check_head_dim(head_dim)
-    check_base(base)
+    validate({"head_dim": head_dim, "base": base}, RopeArgs, "RoPE")
     return _theta(head_dim, base).float()
 
 
@@ -361,8 +355,10 @@ def check_params(method: str, factor: float = 1.0, **params) -> None:
     if unknown:
         accepted = ", ".join(spec.params) or "none"
         raise PosxError(f"unknown parameter {unknown[0]!r} for RoPE method {method!r}; accepted: {accepted}")
-    check_factor(factor)
-    spec.check(**{**spec.params, **params})
+    where = f"RoPE method {method!r}"
+    validate({"factor": factor, "length": params.get("length")}, RopeArgs, where)
+    if spec.schema is not None:
+        validate({k: v for k, v in {**spec.params, **params}.items() if k != "length"}, spec.schema, where)
 
 
 def frequencies(
@@ -381,9 +377,12 @@ def frequencies(
     """
     spec = _lookup(method)
     check_params(method, factor, **params)
-    check_head_dim(head_dim)
-    check_base(base)
-    check_original_context(original_context, method, spec.needs_context)
+    validate({"head_dim": head_dim, "base": base, "original_context": original_context}, RopeArgs, "RoPE")
+    if spec.needs_context and original_context is None:
+        raise PosxError(
+            f"RoPE method {method!r} needs original_context (the trained context length); "
+            "pass original_context=<block size used in training>"
+        )
     context = None if original_context is None else int(original_context)
     inv, attention = spec.fn(int(head_dim), float(base), float(factor), context, **{**spec.params, **params})
     return inv.to(torch.float32), float(attention)

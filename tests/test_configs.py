@@ -141,6 +141,7 @@ def test_presets_compose_to_the_values_they_had_when_their_files_restated_defaul
         "attn_scale": "none",
         "attn_scale_length": None,
         "nope_every": 0,
+        "short_conv": 0,
     }
     assert (gpu.eval.tokens, gpu.eval.batch_tokens, gpu.eval.after_train) == (65536, 65536, True)
     tiny = compose(["model=llama_tiny", "pos=t5"])

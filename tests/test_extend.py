@@ -235,7 +235,7 @@ BAD = [
     (["extend", "method=pi"], "name the run to extend"),
     (["extend", "rope", "method=interpolate"], "interpolate is for learned-absolute"),
     (["extend", "absolute", "method=yarn"], "extend only with method=interpolate"),
-    (["extend", "rope", "factor=0.5"], "must be a finite number of at least 1"),
+    (["extend", "rope", "factor=0.5"], "factor=0.5 must be at least 1"),
     (["extend", "rope", "method=bogus"], "method=bogus is unknown"),
     (["extend", "rope", "model.n_layer=8"], "keeps its parent's model"),
     (["extend", "rope", "extend.steps=0"], "extend.steps must be positive"),

@@ -75,14 +75,14 @@ CASES = [
     ({"num_key_value_heads": 1}, r"do not match its config.json: model.layers.0.self_attn.k_proj.weight"),
     ({"num_key_value_heads": 3}, "num_attention_heads=2 is not a multiple of num_key_value_heads=3"),
     ({"num_attention_heads": 3, "num_key_value_heads": 3}, r"transformers refuses \(The hidden size \(32\)"),
-    ({"max_position_embeddings": 0}, "sets max_position_embeddings=0; it must be a whole number of at least 1"),
+    ({"max_position_embeddings": 0}, "config.json: max_position_embeddings must be positive, got 0"),
     ({"max_position_embeddings": None}, r"transformers refuses \(Field 'max_position_embeddings' expected int"),
     (
         {"rope_parameters": {"rope_type": "yarn", "rope_theta": 1e4, "factor": 2.0, ORIGINAL: 0}},
-        f"sets rope_parameters.{ORIGINAL}=0; it must be the context",
+        f"config.json: rope_parameters.{ORIGINAL} must be positive, got 0",
     ),
     ({"rope_parameters": {"rope_type": "default", "rope_theta": 0}}, "sets rope_theta=0; RoPE's base must be"),
-    ({"vocab_size": "abc"}, "sets vocab_size='abc'; it must be a whole number"),
+    ({"vocab_size": "abc"}, "config.json: vocab_size='abc' is not a valid int"),
 ]
 
 

@@ -104,7 +104,7 @@ def test_a_damaged_model_json_is_still_refused_in_one_line(results):
 
     proc = posx("report", str(results / "runs"), "--out", str(results.parent / "rep"), "--format", "png")
     assert proc.returncode == 2, proc.stderr
-    assert "pos='sinusoidal-ish' is not one of absolute, rope" in proc.stderr
+    assert "pos=sinusoidal-ish is unknown; choose one of absolute, rope" in proc.stderr
     assert "Traceback" not in proc.stderr
     listed = posx("runs", "--csv", "-")
     assert listed.returncode == 0 and "Traceback" not in listed.stderr

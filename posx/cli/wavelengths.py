@@ -19,11 +19,11 @@ from posx.config.compose import compose
 from posx.core import files
 from posx.core.console import new_console
 from posx.core.errors import PosxError
-from posx.model.encodings import ROTARY
 from posx.model.rescale import WINDOWED
 from posx.report import frequencies as freqplot
 from posx.runs.paths import read_meta, resolve_run
 from posx.runs.records import RunMeta
+from posx.schema import ROTARY
 
 FREQUENCIES_TAKES = "RUN, key=value overrides, --head-dim, --base, --context, --factor, --methods and --out"
 

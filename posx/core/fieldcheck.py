@@ -14,7 +14,7 @@ from posx.core.errors import PosxError
 
 MAX_CONTEXT = 1 << 24  # the largest context length a record may give (far beyond what posx trains)
 MAX_STEPS = 1 << 53  # the largest step count a record may give
-_SHA256 = re.compile(r"[0-9a-f]{64}")
+SHA256 = re.compile(r"[0-9a-f]{64}")
 
 
 def _show(value) -> str:
@@ -67,7 +67,7 @@ def sha256(value, name: str, where, fix: str, optional: bool = False) -> str | N
     """A sha256 hex digest (None too with ``optional``)."""
     if optional and value is None:
         return None
-    if not isinstance(value, str) or not _SHA256.fullmatch(value):
+    if not isinstance(value, str) or not SHA256.fullmatch(value):
         raise refuse(where, name, value, "a sha256 hex digest", fix)
     return value
 

@@ -2,7 +2,8 @@
 ``PosxError`` line that names the file and what to change.
 
 * Before transformers reads ``config.json``: the sizes posx and the model divide by are whole
-  numbers of at least 1, and the heads divide what they split (``check_config_sizes``).
+  numbers of at least 1, and the heads divide what they split (``Sizes``, walked by
+  ``posx.core.validate``: ``check_config_sizes``).
 * What transformers' own config validation refuses (``huggingface_hub``'s strict dataclasses,
   told by their type names as ``posx.core.library_errors`` tells library errors, so that
   package is never imported here) becomes one line too (``config_refusal``).
@@ -15,24 +16,16 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Optional
 
 from posx.core.errors import PosxError
-from posx.core.fieldcheck import is_integer
 from posx.core.library_errors import type_names
+from posx.core.validate import validate
+from posx.fieldtypes import positive
 
-# Sizes config.json may give (absent or null: the model's default); each must be at least 1.
-SIZES = (
-    "vocab_size",
-    "hidden_size",
-    "intermediate_size",
-    "num_hidden_layers",
-    "num_attention_heads",
-    "num_key_value_heads",
-    "head_dim",
-    "max_position_embeddings",
-)
+ORIGINAL = "original_max_position_embeddings"
 REFUSED = "huggingface_hub.errors.StrictDataclassError"  # transformers' config validation (v5)
 SHOWN = 3  # weight names a line lists
 
@@ -46,36 +39,47 @@ def _read(model_dir: Path) -> dict:
     return data if isinstance(data, dict) else {}
 
 
-def _whole(value: Any) -> bool:
-    return is_integer(value) and value >= 1
+@dataclass
+class _Original:  # rope_parameters (transformers 5) or rope_scaling (4): the context the model trained with
+    original_max_position_embeddings: Optional[int] = positive(None)
+
+
+@dataclass
+class Sizes:
+    """The sizes of config.json posx and the model divide by; absent or null: the model's default."""
+
+    vocab_size: Optional[int] = positive(None)
+    hidden_size: Optional[int] = positive(None)
+    intermediate_size: Optional[int] = positive(None)
+    num_hidden_layers: Optional[int] = positive(None)
+    num_attention_heads: Optional[int] = positive(None)
+    num_key_value_heads: Optional[int] = positive(None)
+    head_dim: Optional[int] = positive(None)
+    max_position_embeddings: Optional[int] = positive(None)
+    rope_parameters: Optional[_Original] = None
+    rope_scaling: Optional[_Original] = None
+
+    def check(self, at: str = "") -> Optional[str]:
+        hidden, heads, kv = self.hidden_size, self.num_attention_heads, self.num_key_value_heads
+        if hidden and heads and self.head_dim is None and hidden % heads:
+            return (
+                f"hidden_size={hidden} is not a multiple of num_attention_heads={heads}; "
+                "set num_attention_heads (or head_dim) to the model's"
+            )
+        if heads and kv and heads % kv:
+            return f"num_attention_heads={heads} is not a multiple of num_key_value_heads={kv}; set it to the model's"
+        return None
 
 
 def check_config_sizes(model_dir: Path) -> None:
-    """config.json's sizes: positive whole numbers; heads that divide hidden_size (where the
-    head size is not given) and that the key/value heads divide."""
-    data, where = _read(model_dir), f"{model_dir}/config.json"
-    for key in SIZES:
-        if data.get(key) is not None and not _whole(data[key]):
-            raise PosxError(f"{where} sets {key}={data[key]!r}; it must be a whole number of at least 1")
-    for nest in ("rope_parameters", "rope_scaling"):  # transformers 5 and 4 spellings
-        nested = data.get(nest)
-        original = nested.get("original_max_position_embeddings") if isinstance(nested, dict) else None
-        if original is not None and not _whole(original):
-            raise PosxError(
-                f"{where} sets {nest}.original_max_position_embeddings={original!r}; it must be the context "
-                "the model trained with (at least 1)"
-            )
-    hidden, heads, kv = data.get("hidden_size"), data.get("num_attention_heads"), data.get("num_key_value_heads")
-    if hidden and heads and data.get("head_dim") is None and hidden % heads:
-        raise PosxError(
-            f"{where}: hidden_size={hidden} is not a multiple of num_attention_heads={heads}; "
-            "set num_attention_heads (or head_dim) to the model's"
-        )
-    if heads and kv and heads % kv:
-        raise PosxError(
-            f"{where}: num_attention_heads={heads} is not a multiple of num_key_value_heads={kv}; "
-            "set num_key_value_heads to the model's"
-        )
+    """config.json's ``Sizes``: positive whole numbers, and heads that divide what they split."""
+    data = _read(model_dir)
+    sizes = {f.name: data[f.name] for f in fields(Sizes) if data.get(f.name) is not None}
+    for nest in ("rope_parameters", "rope_scaling"):
+        nested = sizes.pop(nest, None)
+        if isinstance(nested, dict) and nested.get(ORIGINAL) is not None:
+            sizes[nest] = {ORIGINAL: nested[ORIGINAL]}
+    validate(sizes, Sizes, f"{model_dir}/config.json")
 
 
 def config_refusal(exc: BaseException, model_dir: Path) -> PosxError | None:

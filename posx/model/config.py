@@ -4,32 +4,12 @@ it is the one place a run config (``model.*``, ``pos.*``) turns into a model and
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields
+from functools import partial
 
-from posx.core.errors import PosxError
-from posx.core.fieldcheck import is_integer, is_number
-from posx.schema import Attention, AttnScale, Block, Encoding, ModelConfig
+from posx.fieldtypes import like
+from posx.schema import Attention, AttnScale, Block, DataConfig, Encoding, ModelConfig, PosConfig
 
-# The names a model.json may give. They are the schema's choices, which mirror the registries
-# that build the model (posx.model.encodings.ENCODINGS and the rest; tests/test_config_choices.py
-# keeps them equal), so reading a run's metadata imports no torch.
-_CHOICES = {
-    name: e.values()
-    for name, e in (("pos", Encoding), ("attention", Attention), ("attn_scale", AttnScale), ("block", Block))
-}
-
-# Largest value model.json may give an integer field: far beyond what posx trains, small
-# enough that a crafted file cannot make it allocate without bound.
-_MAX_INT = {
-    "vocab_size": 1 << 22,
-    "n_layer": 1024,
-    "n_head": 1024,
-    "d_model": 1 << 16,
-    "mlp_ratio": 64,
-    "multiple_of": 1 << 16,
-    "short_conv": 1024,
-}
-
-_MIN_INT = {"nope_every": 0, "pose_length": 0, "short_conv": 0}  # 0: off; every other integer field is at least 1
+_m, _p = partial(like, ModelConfig), partial(like, PosConfig)
 
 
 # GPTConfig fields named otherwise in the run config; every other field is the model.* or pos.*
@@ -52,34 +32,34 @@ def _select(cfg, dotted: str):
 
 @dataclass
 class GPTConfig:
-    vocab_size: int = 256  # byte-level tokens
-    n_layer: int = 4  # transformer blocks
-    n_head: int = 4  # attention heads
-    d_model: int = 128  # residual width; head_dim = d_model // n_head
-    mlp_ratio: int = 4  # MLP hidden = mlp_ratio * d_model
-    dropout: float = 0.0  # attention and residual dropout while training
-    pos: str = "rope"  # positional encoding name (posx.model.encodings.ENCODINGS)
-    rope_base: float = 10000.0  # RoPE base
-    max_positions: int = 128  # learned-absolute table rows
-    t5_num_buckets: int = 32  # T5 bias: relative-distance buckets
-    t5_max_distance: int = 128  # T5 bias: distances from here on share the last bucket
+    vocab_size: int = like(DataConfig, "vocab_size", 256)  # byte-level tokens
+    n_layer: int = _m("n_layer", 4)  # transformer blocks
+    n_head: int = _m("n_head", 4)  # attention heads
+    d_model: int = _m("d_model", 128)  # residual width; head_dim = d_model // n_head
+    mlp_ratio: int = _m("mlp_ratio", 4)  # MLP hidden = mlp_ratio * d_model
+    dropout: float = _m("dropout", 0.0)  # attention and residual dropout while training
+    pos: Encoding = "rope"  # positional encoding name (posx.model.encodings.ENCODINGS)
+    rope_base: float = _p("base", 10000.0)  # RoPE base
+    max_positions: int = _p("max_positions", 128)  # learned-absolute table rows
+    t5_num_buckets: int = _p("num_buckets", 32)  # T5 bias: relative-distance buckets
+    t5_max_distance: int = _p("max_distance", 128)  # T5 bias: distances from here on share the last bucket
     t5_per_layer: bool = False  # T5 bias: one table per layer instead of one shared
-    block: str = "gpt2"  # gpt2 (LayerNorm + GELU) | llama (RMSNorm + SwiGLU), posx.model.blocks.BLOCKS
-    multiple_of: int = 8  # llama: SwiGLU hidden rounded up to a multiple of this
+    block: Block = "gpt2"  # gpt2 (LayerNorm + GELU) | llama (RMSNorm + SwiGLU), posx.model.blocks.BLOCKS
+    multiple_of: int = _m("multiple_of", 8)  # llama: SwiGLU hidden rounded up to a multiple of this
     tie_embeddings: bool = True  # lm_head shares the token embedding matrix
-    attention: str = "sdpa"  # sdpa | flex: how the bias encodings attend (posx.model.attention)
-    rotary_fraction: float = 1.0  # rope, xpos: share of pairs that rotate (p-RoPE), highest frequencies first
-    xpos_scale_base: float = 512.0  # xpos: B of zeta^(n/B)
-    fire_threshold: float = 512.0  # fire: initial threshold L (learned)
-    fire_hidden: int = 32  # fire: MLP hidden width
-    cope_npos: int = 129  # cope: positions 0 .. cope_npos - 1
-    attn_scale: str = "none"  # none | logn | ssmax (posx.model.scaling.ATTN_SCALES)
-    attn_scale_length: int = 128  # T of attn_scale: the trained length
-    nope_every: int = 0  # layers with (layer + 1) % nope_every == 0 attend without positions; 0: none
-    short_conv: int = 0  # kernel of the causal depthwise convolution before each attention (posx.model.blocks); 0: off
+    attention: Attention = "sdpa"  # sdpa | flex: how the bias encodings attend (posx.model.attention)
+    rotary_fraction: float = _p("rotary_fraction", 1.0)  # rope, xpos: share of pairs that rotate (p-RoPE)
+    xpos_scale_base: float = _p("xpos_scale_base", 512.0)  # xpos: B of zeta^(n/B)
+    fire_threshold: float = _p("fire_threshold", 512.0)  # fire: initial threshold L (learned)
+    fire_hidden: int = _p("fire_hidden", 32)  # fire: MLP hidden width
+    cope_npos: int = _p("cope_npos", 129)  # cope: positions 0 .. cope_npos - 1
+    attn_scale: AttnScale = "none"  # none | logn | ssmax (posx.model.scaling.ATTN_SCALES)
+    attn_scale_length: int = _m("attn_scale_length", 128)  # T of attn_scale: the trained length
+    nope_every: int = _m("nope_every", 0)  # layers with (layer + 1) % nope_every == 0 attend without positions; 0: none
+    short_conv: int = _m("short_conv", 0)  # the causal depthwise convolution's kernel (posx.model.blocks); 0: off
     randomized: bool = False  # training positions: a sorted random subset of [0, randomized_max)
-    randomized_max: int = 1024  # randomized: L_max
-    pose_length: int = 0  # PoSE: training ids cover [0, pose_length); 0: off
+    randomized_max: int = _p("randomized_max", 1024)  # randomized: L_max
+    pose_length: int = _p("pose_length", 0)  # PoSE: training ids cover [0, pose_length); 0: off
 
     @property
     def head_dim(self) -> int:
@@ -88,46 +68,7 @@ class GPTConfig:
     def to_dict(self) -> dict:
         return asdict(self)
 
-    @classmethod
-    def from_dict(cls, data: dict) -> "GPTConfig":
-        """Read a config from model.json: every field of its type and in range, before any
-        size is used to allocate (a damaged or crafted file is one PosxError)."""
-        if not isinstance(data, dict):
-            raise PosxError(f"model metadata is a {type(data).__name__}, not a mapping")
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise PosxError(f"model metadata has unknown keys {unknown}; was it written by a newer posx?")
-        config = cls(**data)
-        config.validate()
-        return config
-
-    def validate(self, where: str = "model metadata") -> None:
-        """Every field of its type and within bounds (``where`` names the source in messages)."""
-        for f in fields(self):
-            value, kind = getattr(self, f.name), f.type
-            if kind == "bool":
-                ok = isinstance(value, bool)
-            elif kind == "int":
-                ok = is_integer(value) and _MIN_INT.get(f.name, 1) <= value <= _MAX_INT.get(f.name, 1 << 24)
-            else:
-                ok = is_number(value) if kind == "float" else isinstance(value, str)
-            if not ok:
-                limit = f" from {_MIN_INT.get(f.name, 1)} to {_MAX_INT.get(f.name, 1 << 24)}" if kind == "int" else ""
-                raise PosxError(f"{where}: {f.name}={value!r} is not a valid {kind}{limit}")
-        if not 0 <= self.dropout < 1 or self.rope_base <= 1 or self.d_model % self.n_head:
-            raise PosxError(
-                f"{where} is inconsistent (dropout={self.dropout}, rope_base={self.rope_base}, "
-                f"d_model={self.d_model} over n_head={self.n_head})"
-            )
-        for name, choices in _CHOICES.items():
-            if getattr(self, name) not in choices:
-                raise PosxError(f"{where}: {name}={getattr(self, name)!r} is not one of {', '.join(choices)}")
-        if not 0 <= self.rotary_fraction <= 1 or self.xpos_scale_base <= 0 or self.fire_threshold <= 0:
-            raise PosxError(
-                f"{where} is inconsistent (rotary_fraction={self.rotary_fraction} must be in [0, 1], "
-                f"xpos_scale_base={self.xpos_scale_base} and fire_threshold={self.fire_threshold} positive)"
-            )
+    check = ModelConfig.check  # heads that divide d_model
 
     @classmethod
     def from_run_config(cls, cfg, vocab_size: int) -> "GPTConfig":

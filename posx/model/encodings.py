@@ -322,8 +322,6 @@ ENCODINGS = {
     "cope": lambda c: CoPE(c.n_layer, c.d_model // c.n_head, c.cope_npos),
 }
 
-ROTARY = ("rope", "xpos")  # the encodings that rotate q and k: RoPE rescaling methods apply
-
 
 def build_encoding(config) -> PositionalEncoding:
     """Make the encoding named by ``config.pos`` (a ``GPTConfig``)."""

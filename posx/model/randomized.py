@@ -35,8 +35,6 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-TAKES_POSITIONS = ("rope", "xpos", "absolute", "sinusoidal")  # encodings pos.randomized applies to
-
 
 def random_positions(length: int, limit: int, device: torch.device) -> Tensor:
     """(length,) int64: a sorted subset of [0, limit) drawn uniformly, on ``device``."""

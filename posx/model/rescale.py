@@ -2,9 +2,9 @@
 row makes, the typed record of the frequencies a model trained with, and ``rescaled``, the
 context manager that installs other frequencies and always puts the trained ones back.
 
-``posx.rope`` is the one place method parameters are validated: ``check_params`` runs its
-checks on a config before any model exists, ``check_methods`` computes every row's
-frequencies for a real model before any row is scored.
+A method's parameters keep the bounds and rules of their dataclass (``posx.ropeparams``),
+checked in a config with the rest of the schema and by ``posx.rope`` on every call;
+``check_methods`` computes every row's frequencies for a real model before any row is scored.
 """
 
 from __future__ import annotations
@@ -98,18 +98,6 @@ def method_args(method: str, ev, scale: float, length: int) -> tuple[float, dict
     if method not in METHOD_ARGS:
         raise PosxError(f"eval.methods has unknown method '{method}'; {choose(METHOD_ARGS)}")
     return METHOD_ARGS[method](ev, scale, length)
-
-
-def check_params(ev, methods) -> None:
-    """Each method's parameters as the ``eval`` config gives them, checked by ``posx.rope`` on
-    their own (no model needed); the message names the config group."""
-    for method in methods:
-        factor, params = method_args(method, ev, 1.0, 1)
-        try:
-            rope.check_params(method, factor, **params)
-        except PosxError as exc:
-            group = _GROUP.get(method)
-            raise PosxError(f"{group}: {exc}" if group else str(exc)) from None
 
 
 def method_frequencies(

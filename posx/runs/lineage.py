@@ -17,13 +17,13 @@ import torch
 from posx import rope
 from posx.core.errors import PosxError
 from posx.model.config import GPTConfig
-from posx.model.encodings import ROTARY
 from posx.model.gpt import GPT
 from posx.model.rescale import WINDOWED, install_trained
 from posx.model.roperecord import RopeRecord
 from posx.runs.paths import META, read_meta
 from posx.runs.records import Lineage, RunMeta
 from posx.runs.rundir import load_run
+from posx.schema import ROTARY
 
 INTERPOLATE = "interpolate"
 

@@ -1,69 +1,52 @@
 """Typed records a run directory holds as JSON: the run's metadata (``model.json``), the
 lineage of an extended run, and the scalars a checkpoint keeps besides its tensors. Each is
-read through one function (``from_dict``) that checks every field beside its reading (of its
-type, finite, in range: ``posx.core.fieldcheck``); a damaged record is a one-line ``PosxError``
-naming the file and the field, never a KeyError or a NaN later.
+read through one function (``from_dict``) that walks it with ``posx.core.validate``: every field
+of its type, finite, within the bound in its metadata, the rules across fields in ``check``; a
+damaged record is a one-line ``PosxError`` naming the file and the field, never a KeyError or a
+NaN later.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 
 from posx import __version__
 from posx.core import fieldcheck
 from posx.core.errors import PosxError
+from posx.core.fieldcheck import SHA256
+from posx.core.validate import validate
+from posx.fieldtypes import at_least, bound, positive
 from posx.model.config import GPTConfig
 from posx.model.roperecord import RopeRecord
-from posx.ropecheck import MAX_FACTOR
+from posx.ropeparams import MAX_FACTOR
 
 META_FORMAT = "posx-run/1"
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Lineage:
     """Where an extended run (``posx extend``) came from."""
 
     parent: str  # the parent run's directory name
-    parent_path: str  # its absolute path when the extension ran
+    parent_path: str = ""  # its absolute path when the extension ran
     method: str  # the rescaling (a posx.rope method, or interpolate)
-    factor: float  # new context = factor x train_context
-    steps: int  # continued-training steps asked for
-    train_context: int  # the parent's T
-    parent_step: int  # the parent's optimizer steps
+    factor: float = bound(lo=0, lo_open=True, hi=MAX_FACTOR)  # new context = factor x train_context
+    steps: int = at_least(0, 0, fieldcheck.MAX_STEPS)  # continued-training steps asked for
+    train_context: int = positive(MISSING, fieldcheck.MAX_CONTEXT)  # the parent's T
+    parent_step: int = at_least(0, 0, fieldcheck.MAX_STEPS)  # the parent's optimizer steps
     parent_weights_sha256: str | None = None  # the parent's model.safetensors (None: recorded before this field)
+
+    def check(self, at: str = "") -> str | None:
+        if not (self.parent and self.method):
+            return f"{at}{'method' if self.parent else 'parent'} is empty"
+        if self.parent_weights_sha256 is not None and not SHA256.fullmatch(self.parent_weights_sha256):
+            return f"{at}parent_weights_sha256={self.parent_weights_sha256!r} is not a sha256 hex digest"
+        return None
 
     def to_dict(self) -> dict:
         return {f.name: getattr(self, f.name) for f in fields(self)}
-
-    @classmethod
-    def from_dict(cls, data, where: str) -> "Lineage | None":
-        if not data:
-            return None
-        fix = "re-run the extension"
-        where = f"the extended_from record in {where}"
-        if not isinstance(data, dict):
-            raise fieldcheck.refuse(where, "extended_from", data, "a mapping", fix)
-        for key in ("parent", "method", "factor", "train_context"):
-            if key not in data:
-                raise PosxError(f"{where} is incomplete: it has no {key}; {fix}")
-        return cls(
-            parent=fieldcheck.text(data["parent"], "extended_from.parent", where, fix),
-            parent_path=fieldcheck.text(
-                data.get("parent_path", ""), "extended_from.parent_path", where, fix, empty=True
-            ),
-            method=fieldcheck.text(data["method"], "extended_from.method", where, fix),
-            factor=fieldcheck.number(data["factor"], "extended_from.factor", where, fix, hi=MAX_FACTOR, positive=True),
-            steps=fieldcheck.integer(data.get("steps", 0), "extended_from.steps", where, fix),
-            train_context=fieldcheck.integer(
-                data["train_context"], "extended_from.train_context", where, fix, lo=1, hi=fieldcheck.MAX_CONTEXT
-            ),
-            parent_step=fieldcheck.integer(data.get("parent_step", 0), "extended_from.parent_step", where, fix),
-            parent_weights_sha256=fieldcheck.sha256(
-                data.get("parent_weights_sha256"), "extended_from.parent_weights_sha256", where, fix, optional=True
-            ),
-        )
 
 
 @dataclass
@@ -71,9 +54,9 @@ class RunMeta:
     """``model.json``: what rebuilds the model and says what it is, without Hydra."""
 
     model: GPTConfig
-    train_context: int  # T, the length the model trained at
-    data: dict  # corpus fingerprint and the data config it came from
-    step: int  # optimizer steps taken
+    train_context: int = positive(MISSING, fieldcheck.MAX_CONTEXT)  # T, the length the model trained at
+    data: dict = field(default_factory=dict)  # corpus fingerprint and the data config it came from
+    step: int = at_least(0, 0, fieldcheck.MAX_STEPS)  # optimizer steps taken
     rope: RopeRecord = field(default_factory=RopeRecord.identity)  # frequencies it trained with
     extended_from: Lineage | None = None  # posx extend: where it came from
     weights_sha256: str | None = None  # checksum of model.safetensors (set by save_run; older runs lack it)
@@ -92,6 +75,17 @@ class RunMeta:
             "saved_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
         }
 
+    def check(self, at: str = "") -> str | None:
+        """data.tokenizer: absent (a run from before token stores: bytes), or a mapping whose kind
+        and sha256 say what the ids mean; weights_sha256, where given, not empty."""
+        tok = self.data.get("tokenizer")
+        if tok is not None and not (isinstance(tok, dict) and isinstance(tok.get("kind"), str) and tok["kind"]):
+            return f"data.tokenizer={tok!r} is not a mapping with a kind"
+        sha = tok.get("sha256") if isinstance(tok, dict) else None
+        if sha is not None and not SHA256.fullmatch(str(sha)):
+            return f"data.tokenizer.sha256={sha!r} is not a sha256 hex digest"
+        return "weights_sha256 is empty" if self.weights_sha256 == "" else None
+
     @classmethod
     def from_dict(cls, d, where: Path) -> "RunMeta":
         """``weights_sha256`` may be absent or null (a run saved before posx recorded it, or a record
@@ -99,29 +93,8 @@ class RunMeta:
         if not isinstance(d, dict) or d.get("format") != META_FORMAT:
             found = d.get("format") if isinstance(d, dict) else type(d).__name__
             raise PosxError(f"{where} is not posx run metadata (format {found!r})")
-        fix = "re-train the run"
-        data = d.get("data", {})
-        if not isinstance(data, dict):
-            raise fieldcheck.refuse(where, "data", data, "a mapping", fix)
-        _check_tokenizer(data.get("tokenizer"), where, fix)
-        for key in ("model", "train_context"):
-            if key not in d:
-                raise PosxError(f"{where} is incomplete or corrupt: it has no {key}; {fix}")
-        try:
-            model = GPTConfig.from_dict(d["model"])
-        except PosxError as exc:
-            raise PosxError(f"{where}: {exc}; {fix}") from None
-        return cls(
-            model,
-            fieldcheck.integer(d["train_context"], "train_context", where, fix, lo=1, hi=fieldcheck.MAX_CONTEXT),
-            fieldcheck.finite_tree(data, "data", where, fix),
-            fieldcheck.integer(d.get("step", 0), "step", where, fix),
-            rope=RopeRecord.from_dict(d.get("rope"), str(where)),
-            extended_from=Lineage.from_dict(d.get("extended_from"), str(where)),
-            weights_sha256=None
-            if d.get("weights_sha256") is None
-            else fieldcheck.text(d["weights_sha256"], "weights_sha256", where, fix),
-        )  # compared with the weights' own on load
+        record = {k: v for k, v in d.items() if k not in ("format", "posx_version", "saved_at")}  # written, not read
+        return validate(record, cls, f"{where} is incomplete or corrupt", "re-train the run")  # weights: on load
 
     @property
     def data_config(self) -> dict:
@@ -138,22 +111,11 @@ class RunMeta:
         }
 
 
-def _check_tokenizer(tok, where: Path, fix: str) -> None:
-    """model.json's data.tokenizer: absent (a run from before token stores: bytes), or a mapping
-    whose kind and sha256 say what the ids mean."""
-    if tok is None:
-        return
-    if not isinstance(tok, dict):
-        raise fieldcheck.refuse(where, "data.tokenizer", tok, "a mapping", fix)
-    fieldcheck.text(tok.get("kind"), "data.tokenizer.kind", where, fix)
-    fieldcheck.sha256(tok.get("sha256"), "data.tokenizer.sha256", where, fix, optional=True)
-
-
 @dataclass
 class TrainExtras:
     """What a training checkpoint keeps besides tensors, so a resumed run is the same run."""
 
-    val_loss: float | None = None  # the last validation loss (None before the first)
+    val_loss: float | None = at_least(None, 0.0)  # the last validation loss (None before the first)
     data_sha256: str | None = None  # the corpus it trains on
     rope: RopeRecord = field(default_factory=RopeRecord.identity)  # frequencies it trains with
     extended_from: Lineage | None = None  # an extension's parent
@@ -170,21 +132,13 @@ class TrainExtras:
             "config": self.config,
         }
 
+    def check(self, at: str = "") -> str | None:
+        for name in ("data_sha256", "tokenizer_sha256"):
+            value = getattr(self, name)
+            if value is not None and not SHA256.fullmatch(value):
+                return f"{at}{name}={value!r} is not a sha256 hex digest"
+        return None
+
     @classmethod
     def from_dict(cls, d, where: str) -> "TrainExtras":
-        fix = "start a new run"
-        if not isinstance(d, dict):
-            raise PosxError(f"checkpoint {where} is incomplete or corrupt (extra is a {type(d).__name__}); {fix}")
-        val_loss, config = d.get("val_loss"), d.get("config")
-        if not (config is None or isinstance(config, dict)):
-            raise fieldcheck.refuse(where, "extra.config", config, "a mapping of config keys", fix)
-        return cls(
-            val_loss=None if val_loss is None else fieldcheck.number(val_loss, "extra.val_loss", where, fix, lo=0.0),
-            data_sha256=fieldcheck.sha256(d.get("data_sha256"), "extra.data_sha256", where, fix, optional=True),
-            rope=RopeRecord.from_dict(d.get("rope"), where),
-            extended_from=Lineage.from_dict(d.get("extended_from"), where),
-            tokenizer_sha256=fieldcheck.sha256(
-                d.get("tokenizer_sha256"), "extra.tokenizer_sha256", where, fix, optional=True
-            ),
-            config=config,
-        )
+        return validate(d, cls, f"checkpoint {where} is incomplete or corrupt", "start a new run", "extra.")

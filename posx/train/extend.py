@@ -32,17 +32,17 @@ from typing import NamedTuple
 from omegaconf import DictConfig, OmegaConf
 
 from posx.config.applies import SET_BY_EXTEND, key_of
-from posx.config.checks import check_extend_config
+from posx.config.checks import check_config
 from posx.core import fieldcheck
 from posx.core.errors import PosxError
 from posx.model.config import GPTConfig
-from posx.model.randomized import TAKES_POSITIONS
 from posx.model.rescale import method_args, trained_frequencies
 from posx.model.roperecord import RopeRecord
 from posx.runs.lineage import INTERPOLATE, check_method, extended_model, new_context
 from posx.runs.paths import CONFIG, read_config, read_meta, resolve_run
 from posx.runs.records import Lineage, RunMeta
 from posx.runs.rundir import load_run
+from posx.schema import TAKES_POSITIONS
 from posx.train.state import FromParent
 
 
@@ -135,7 +135,7 @@ class Checked(NamedTuple):
 def check(cfg: DictConfig, overrides: list[str]) -> Checked:
     """Everything about an extension that can be refused from the parent's model.json alone: a
     sweep checks each job with it before the first one trains."""
-    check_extend_config(cfg)
+    check_config(cfg)
     forbid_unused_overrides(overrides)
     parent_dir = resolve_run(cfg.parent, cfg.results_dir)
     parent = read_meta(parent_dir)

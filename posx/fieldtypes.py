@@ -1,0 +1,127 @@
+"""The types of the schema's fields (``posx.schema``): the choice Enums, and the ``Bound`` a
+number keeps (in a field's ``metadata["bound"]``, checked by ``posx.core.validate`` wherever the
+field is read: a composed config, a record read back). Imports nothing of posx.
+"""
+
+from __future__ import annotations
+
+from dataclasses import MISSING, dataclass, field, fields
+from enum import Enum
+from typing import Any, Optional
+
+
+class Choice(str, Enum):
+    """A str-valued Enum whose ``str()`` and ``format()`` are its value."""
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+    @classmethod
+    def values(cls) -> tuple[str, ...]:
+        """The names the choice accepts, in its order."""
+        return tuple(member.value for member in cls)
+
+
+@dataclass(frozen=True)
+class Bound:
+    """The range of a number (of each entry, for a list) and the rules of a list: a field's
+    ``metadata["bound"]``, which ``posx.core.validate`` checks wherever the field is read."""
+
+    lo: Optional[float] = None
+    hi: Optional[float] = None
+    lo_open: bool = False  # lo itself is outside
+    hi_open: bool = False  # hi itself is outside
+    interval: bool = False  # say "must be in [lo, hi]" rather than the side crossed
+    note: str = ""  # what null stands for, or why the bound
+    unique: bool = False  # a list names each value once (a repeat would score a thing twice)
+    example: str = ""  # a list that may not be empty: an example of one
+
+    def problem(self, key: str, value: float) -> Optional[str]:
+        """What is wrong with ``value`` at ``key``, in one line; None when it is in range."""
+        low = self.lo is not None and (value <= self.lo if self.lo_open else value < self.lo)
+        high = self.hi is not None and (value >= self.hi if self.hi_open else value > self.hi)
+        if not (low or high):
+            return None
+        if self.interval:
+            return f"{key}={value} must be in {'[('[self.lo_open]}{self.lo}, {self.hi}{'])'[self.hi_open]}{self.note}"
+        if high:
+            return f"{key}={value} must be at most {self.hi}{self.note}"
+        if self.lo == 0 and self.lo_open:
+            return f"{key} must be positive, got {value}; set {key}=<a positive number>"
+        if self.lo == 0:
+            return f"{key}={value} must be 0 or more{self.note}"
+        return f"{key}={value} must be {'greater than' if self.lo_open else 'at least'} {self.lo}{self.note}"
+
+
+def bound(default: Any = MISSING, *, factory: Any = MISSING, **rules: Any) -> Any:
+    """A field with ``default`` (or a ``factory`` of it) whose metadata holds the Bound of ``rules``."""
+    return field(default=default, default_factory=factory, metadata={"bound": Bound(**rules)})
+
+
+def positive(default: Any, hi: Optional[float] = None, note: str = "") -> Any:
+    return bound(default, lo=0, lo_open=True, hi=hi, note=note)
+
+
+def at_least(default: Any, lo: float, hi: Optional[float] = None, note: str = "") -> Any:
+    return bound(default, lo=lo, hi=hi, note=note)
+
+
+def within(default: Any, lo: float, hi: float, lo_open: bool = False, hi_open: bool = False) -> Any:
+    return bound(default, lo=lo, hi=hi, lo_open=lo_open, hi_open=hi_open, interval=True)
+
+
+def like(group: type, name: str, default: Any = MISSING) -> Any:
+    """A field held to the bound of ``group``'s field ``name`` (with its default unless given):
+    a record's field keeps the rule of the config key it comes from."""
+    source = next(f for f in fields(group) if f.name == name)
+    return field(default=source.default if default is MISSING else default, metadata=source.metadata)
+
+
+def _choice(name: str, values: str, doc: str) -> type[Choice]:
+    made = Choice(name, [(v, v) for v in values.split()], module=__name__)
+    made.__doc__ = doc
+    return made
+
+
+Encoding = _choice(
+    "Encoding",
+    "absolute rope sinusoidal alibi t5 nope xpos fire kerple cope",
+    "pos.name: posx.model.encodings.ENCODINGS",
+)
+Block = _choice("Block", "gpt2 llama", "model.block: posx.model.blocks.BLOCKS")
+Attention = _choice("Attention", "sdpa flex", "model.attention: posx.model.attention.ATTENTION")
+AttnScale = _choice("AttnScale", "none logn ssmax", "model.attn_scale: posx.model.scaling.ATTN_SCALES")
+Method = _choice(
+    "Method",
+    "none pi ntk dynamic_ntk yarn dynamic_yarn ntk_by_parts abf llama3 longrope resonance resonance_yarn "
+    "self_extend rerope lm_infinite dca streaming_llm",
+    "eval.methods: posx.rope.METHODS",
+)
+ExtendMethod = _choice(
+    "ExtendMethod",
+    " ".join(Method) + " interpolate",
+    "posx extend's method: posx.rope.METHODS, or interpolate (learned absolute)",
+)
+Beyond = _choice("Beyond", "none clamp interpolate", "eval.absolute_beyond: posx.model.encodings.BEYOND")
+Protocol = _choice("Protocol", "nonoverlapping sliding", "eval.protocol: posx.eval.scoring.PROTOCOLS")
+Variant = _choice("Variant", "prompt copy", "eval.passkey.variants: posx.eval.passkey.VARIANTS")
+Task = _choice(
+    "Task",
+    "passkey niah niah_multikey niah_multivalue variable_tracking mqar copy selective_copy",
+    "eval.tasks, data.mix_tasks: posx.tasks.registry.TASKS",
+)
+TaskScoring = _choice("TaskScoring", "teacher_forced generate", "eval.task_scoring: posx.tasks.scoring.SCORINGS")
+MixLoss = _choice("MixLoss", "all answers", "data.mix_loss: posx.train.taskmix.MIX_LOSSES")
+Source = _choice("Source", "stdlib text datasets", "data.source: posx.data.sources.SOURCES")
+Logger = _choice("Logger", "none tensorboard wandb", "logger.name: posx.core.trackers.LOGGERS")
+LoggerMode = _choice("LoggerMode", "offline online disabled", "logger.mode: wandb's modes")
+
+
+# The largest size or count a config or a record may give: far beyond what posx trains, small
+# enough that a crafted file cannot make it allocate without bound.
+MAX_SIZE = 1 << 24
+ROTARY = ("rope", "xpos")  # the encodings that rotate q and k: RoPE rescaling methods apply
+TAKES_POSITIONS = ("rope", "xpos", "absolute", "sinusoidal")  # the encodings pos.randomized and PoSE apply to
