@@ -5,7 +5,7 @@ One command regenerates ``results/reference/<name>/`` (default ``cpu-retrieval``
     python scripts/retrieval_study.py                          # the whole grid
     python scripts/retrieval_study.py --dry-run                # what is done and what is left; run nothing
     python scripts/retrieval_study.py --encodings rope --seeds 0 --tasks copy --steps 20 \\
-        --name smoke --work /tmp/smoke/runs --out /tmp/smoke/out   # a smoke test of the whole chain
+        --name smoke --work smoke/runs --out smoke/out   # a smoke test of the whole chain
 
 It drives the real CLI (``python -m posx``) in phases, like ``scripts/reference_study.py``, whose
 task log, resume and phase runner it uses:

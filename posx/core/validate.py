@@ -42,7 +42,9 @@ def validate(data: Any, kind: type, where: str = "", fix: str = "", at: str = ""
 
 
 def _fail(where: str, message: str) -> PosxError:
-    return PosxError(f"{where}: {message}" if where else message)
+    """One line, whatever the value it quotes holds (a newline in a record's string stays ``\\n``)."""
+    line = message.replace("\r", "\\r").replace("\n", "\\n")
+    return PosxError(f"{where}: {line}" if where else line)
 
 
 @cache
@@ -110,7 +112,7 @@ def _value(value: Any, hint: Any, rule: Any, key: str, where: str) -> Any:
 def _list(value: Any, hint: Any, rule: Any, key: str, where: str) -> list:
     """A list of plain values of type ``hint``; with ``rule``: not empty, each value once."""
     if not isinstance(value, (list, tuple)):
-        raise _fail(where, f"{key}={value!r} is not a list; write a list in brackets, e.g. {key}=[{value}]")
+        raise _fail(where, f"{key}={value!r} is not a list; write a list in brackets, e.g. {key}=[{value!r}]")
     for i, item in enumerate(value):
         if isinstance(item, (list, tuple, Mapping)):
             kind = "mapping" if isinstance(item, Mapping) else "list"
