@@ -362,6 +362,18 @@ def check(args) -> int:
     return study_check.main(argv + (["--runs", *args.only] if args.only else []))
 
 
+def announce(args, tasks: list, todo: list, listing: bool) -> None:
+    """The study's one-line state (tasks done and left, jobs, where the runs go); with ``listing``,
+    every task and the command it runs."""
+    print(
+        f"study {args.name}: {len(tasks)} tasks, {len(tasks) - len(todo)} done, {len(todo)} to run "
+        f"({args.jobs} at a time, {args.threads} thread(s) each); runs in {args.work}",
+        flush=True,
+    )
+    for t in tasks if listing else ():
+        print(f"  {'todo' if t in todo else 'done'}  {t.key}: python -m posx {' '.join(t.args)}")
+
+
 def main() -> None:
     """Plan the study, list it (``--plan``) or run what is not done, then write its notes."""
     args = parse_args()
@@ -369,14 +381,8 @@ def main() -> None:
     log = Log(args.work / "tasks.jsonl")
     tasks = plan(args)
     todo = [t for t in tasks if t.key not in log.done and not t.done()]
-    print(
-        f"study {args.name}: {len(tasks)} tasks, {len(tasks) - len(todo)} done, {len(todo)} to run "
-        f"({args.jobs} at a time, {args.threads} thread(s) each); runs in {args.work}",
-        flush=True,
-    )
+    announce(args, tasks, todo, listing=args.plan)
     if args.plan:
-        for t in tasks:
-            print(f"  {'done' if t not in todo else 'todo'}  {t.key}: python -m posx {' '.join(t.args)}")
         return
     started = time.time()
     run_phases(todo, args, log)

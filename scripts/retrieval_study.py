@@ -277,14 +277,8 @@ def main(argv: list[str] | None = None) -> None:
     log = ref.Log(args.work / "tasks.jsonl")
     tasks = plan(args)
     todo = left(tasks, log)
-    print(
-        f"study {args.name}: {len(tasks)} tasks, {len(tasks) - len(todo)} done, {len(todo)} to run "
-        f"({args.jobs} at a time, {args.threads} thread(s) each); runs in {args.work}",
-        flush=True,
-    )
+    ref.announce(args, tasks, todo, listing=args.dry_run)
     if args.dry_run:
-        for t in tasks:
-            print(f"  {'todo' if t in todo else 'done'}  {t.key}: python -m posx {' '.join(t.args)}")
         return
     (args.work / "logs").mkdir(parents=True, exist_ok=True)
     note(args.work, "start")
