@@ -47,17 +47,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import study_check  # scripts/study_check.py: a script's own folder is on sys.path
+from study_grids import BEYOND, GRIDS, MAIN_METHODS, NAMES, Extension, Trained
 
 from posx.config import applies
 from posx.runs.paths import is_run, is_run_dir
 
 REPO = Path(__file__).resolve().parents[1]  # results/ and the study_notes script live here
 
-ENCODINGS = ["rope", "absolute", "sinusoidal", "alibi", "t5", "nope"]
-ALL_METHODS = ["none", "pi", "ntk", "dynamic_ntk", "yarn", "dynamic_yarn", "ntk_by_parts", "abf", "llama3", "longrope"]
-MAIN_METHODS = ["none", "pi", "ntk", "yarn", "abf"]  # the sliding protocol's
-EXTEND_METHODS = ["pi", "yarn", "abf", "none"]  # none: plain continued training at the new length
-BEYOND = ["none", "clamp", "interpolate"]  # learned absolute past its table
 PRESETS = {  # block -> model config, plus what every command gets
     # eager training on the CPU, as the study was made (train.compile=auto may compile a long llama run)
     "cpu": {"models": {"gpt2": "tiny", "llama": "llama_tiny"}, "train": ["train.compile=false"], "eval": []},
@@ -97,12 +93,6 @@ def resume(run: Path, args) -> list[str]:
     return ["train", "--resume", str(run), f"threads={args.threads}"]
 
 
-def trained_runs(seeds: list[int]) -> list[tuple[str, str, str, int]]:
-    """(encoding, block, run name, seed) of every run trained from scratch: six encodings, then llama RoPE."""
-    trained = [(enc, "gpt2", f"{enc}-s{s}", s) for enc in ENCODINGS for s in seeds]
-    return trained + [("rope", "llama", f"llama-rope-s{s}", s) for s in seeds]
-
-
 def train_task(args, name: str, overrides: list[str]) -> Task:
     """Phase 1: train one run at the preset's size, or resume it if it was stopped."""
     run = args.work / "runs" / name
@@ -130,32 +120,27 @@ def eval_task(args, name: str, label: str, overrides: list[str], phase: int = 2)
     return Task(f"eval-{name}-{label}", phase, cmd, run=name)
 
 
-def eval_tasks(args, enc: str, name: str) -> list[Task]:
-    """Phase 2 for one trained run: every method its encoding has at 1x-8x, then the sliding protocol."""
+def eval_tasks(args, kind: Trained, name: str) -> list[Task]:
+    """Phase 2 for one trained run: every method its kind has at 1x-8x, then the sliding protocol."""
     sliding = ["eval.protocol=sliding", "eval.passkey.enabled=false", "eval.tasks=[]"]  # perplexity only
-    if enc == "rope":
-        return [
-            eval_task(args, name, "main", [f"eval.methods={list_arg(ALL_METHODS)}"]),
-            eval_task(args, name, "sliding", [f"eval.methods={list_arg(MAIN_METHODS)}", *sliding]),
-        ]
-    if enc == "absolute":
-        beyond = [
+    grid = GRIDS[args.grid]
+    if kind.encoding == "rope" and kind.methods:
+        main = [eval_task(args, name, "main", [f"eval.methods={list_arg(grid.rope_methods)}"])]
+        methods = MAIN_METHODS
+    elif kind.encoding == "absolute":
+        main = [
             eval_task(args, name, f"main-{b}", ["eval.methods=[none]", f"eval.absolute_beyond={b}"]) for b in BEYOND
         ]
-        return [*beyond, eval_task(args, name, "sliding", ["eval.methods=[none]", *sliding])]
-    return [
-        eval_task(args, name, "main", ["eval.methods=[none]"]),
-        eval_task(args, name, "sliding", ["eval.methods=[none]", *sliding]),
-    ]
+        methods = ["none"]
+    else:
+        main, methods = [eval_task(args, name, "main", ["eval.methods=[none]"])], ["none"]
+    if not kind.sliding:
+        return main
+    return [*main, eval_task(args, name, "sliding", [f"eval.methods={list_arg(methods)}", *sliding])]
 
 
-def extension_name(args, seed: int, method: str) -> str:
-    return f"rope-s{seed}-{method}-x{args.factor:g}"
-
-
-def extension_tasks(args, seed: int, method: str) -> list[Task]:
+def extension_tasks(args, ext: Extension, name: str, seed: int) -> list[Task]:
     """Phase 2 extends a RoPE seed to factor x T with one method (or resumes it); phase 3 evaluates it."""
-    name = extension_name(args, seed, method)
     child = args.work / "runs" / name
     if stopped(child):
         cmd = resume(child, args)
@@ -163,13 +148,14 @@ def extension_tasks(args, seed: int, method: str) -> list[Task]:
         cmd = [
             "extend",
             str(args.work / "runs" / f"rope-s{seed}"),
-            f"method={method}",
+            f"method={ext.method}",
             f"factor={args.factor:g}",
             f"seed={seed}",
             f"name={name}",
             f"threads={args.threads}",
             f"extend.eval_every={args.extend_eval_every}",
             "eval.after_train=false",
+            *ext.overrides,
             *PRESETS[args.preset]["train"],
             *(o for o in args.set if applies.key_of(o) not in applies.SET_BY_EXTEND),  # the extension's own
             *args.extend_set,
@@ -178,20 +164,28 @@ def extension_tasks(args, seed: int, method: str) -> list[Task]:
     return [Task(f"extend-{name}", 2, cmd, lambda: is_run(child), name), eval_task(args, name, "main", [], phase=3)]
 
 
+def prepare_tasks(args) -> list[Task]:
+    """Phase 0: each corpus setting's token store, built once before any training could build it twice at once."""
+    tasks = []
+    for setting in GRIDS[args.grid].data_settings():
+        prepare = applies.only([*PRESETS[args.preset]["train"], *setting, *args.set], applies.PREPARE)
+        key = "-".join(["data-prepare", *(o.split("=", 1)[1] for o in setting)])
+        tasks.append(Task(key, 0, ["data", "prepare", *prepare, *common(args)]))
+    return tasks
+
+
 def plan(args) -> list[Task]:
     """Every task of the study in the order it runs, each with the files that say it is done."""
-    preset = PRESETS[args.preset]
-    # the token store is built once, before any training could build it twice at the same time
-    prepare = applies.only([*preset["train"], *args.set], applies.PREPARE)  # the overrides it reads
-    tasks = [Task("data-prepare", 0, ["data", "prepare", *prepare, *common(args)])]
-    trained = trained_runs(args.seeds)
-    for enc, block, name, seed in trained:
-        tasks.append(train_task(args, name, [f"model={preset['models'][block]}", f"pos={enc}", f"seed={seed}"]))
-    for enc, _block, name, _seed in trained:
-        tasks += eval_tasks(args, enc, name)
-    for seed in args.seeds:
-        for method in EXTEND_METHODS:
-            tasks += extension_tasks(args, seed, method)
+    models, grid = PRESETS[args.preset]["models"], GRIDS[args.grid]
+    tasks = prepare_tasks(args)
+    trained = grid.runs(args.seeds)
+    for kind, name, seed in trained:
+        overrides = [f"model={models[kind.block]}", f"pos={kind.encoding}", f"seed={seed}", *kind.overrides]
+        tasks.append(train_task(args, name, overrides))
+    for kind, name, _seed in trained:
+        tasks += eval_tasks(args, kind, name)
+    for ext, name, seed in grid.extended(args.seeds, args.factor):
+        tasks += extension_tasks(args, ext, name, seed)
     if args.only:  # the token store's task and every task of the runs named, parents included
         parents = study_runs(args)
         wanted = set(args.only) | {parents[name] for name in args.only if parents[name]}
@@ -201,8 +195,9 @@ def plan(args) -> list[Task]:
 
 def study_runs(args) -> dict[str, str | None]:
     """Every run of the study: run name -> the run it extends (None for one trained from scratch)."""
-    runs: dict[str, str | None] = {name: None for _enc, _block, name, _seed in trained_runs(args.seeds)}
-    return runs | {extension_name(args, s, m): f"rope-s{s}" for s in args.seeds for m in EXTEND_METHODS}
+    grid = GRIDS[args.grid]
+    runs: dict[str, str | None] = {name: None for _kind, name, _seed in grid.runs(args.seeds)}
+    return runs | {name: f"rope-s{s}" for _ext, name, s in grid.extended(args.seeds, args.factor)}
 
 
 class Log:
@@ -258,7 +253,10 @@ def build_parser() -> argparse.ArgumentParser:
     """The study's command line."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--preset", choices=sorted(PRESETS), default="cpu")
-    parser.add_argument("--name", help="study name (default: cpu-tiny or gpu-small)")
+    parser.add_argument(
+        "--grid", choices=sorted(GRIDS), default="first", help="first: the first edition; methods: the second"
+    )
+    parser.add_argument("--name", help="study name (default: cpu-tiny, gpu-small; cpu-methods, gpu-methods)")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--factor", type=float, default=4.0, help="extension factor (new T = factor x T)")
     parser.add_argument("--extend-eval-every", type=int, default=20, help="validation every N extension steps")
@@ -307,7 +305,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     in; a run ``--only`` names that the study does not make stops here (exit 2)."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    args.name = args.name or {"cpu": "cpu-tiny", "gpu": "gpu-small"}[args.preset]
+    args.name = args.name or NAMES[(args.grid, args.preset)]
     work = args.name + ("-check" if args.check else "")  # a check makes its runs again, apart from the study's
     args.work = (args.work or REPO / "results" / "study" / work).resolve()
     args.out = (args.out or REPO / "results" / "reference" / args.name).resolve()

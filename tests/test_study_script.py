@@ -13,6 +13,8 @@ import pytest
 
 from posx.config.checks import check_config
 from posx.config.compose import compose
+from posx.model.encodings import ENCODINGS
+from posx.rope import METHODS
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -33,8 +35,9 @@ def study():
     return _script("reference_study")
 
 
-def _args(tmp_path: Path, preset: str = "cpu", seeds=(0, 1, 2)) -> argparse.Namespace:
+def _args(tmp_path: Path, preset: str = "cpu", seeds=(0, 1, 2), grid: str = "first") -> argparse.Namespace:
     return argparse.Namespace(
+        grid=grid,
         preset=preset,
         work=tmp_path,
         seeds=list(seeds),
@@ -50,13 +53,13 @@ def _args(tmp_path: Path, preset: str = "cpu", seeds=(0, 1, 2)) -> argparse.Name
 
 @pytest.mark.slow
 @pytest.mark.parametrize("preset", ["cpu", "gpu"])
-def test_the_grid_is_complete_and_every_training_composes(study, tmp_path, preset):
+def test_the_grid_is_complete_and_every_training_composes(study, grids, tmp_path, preset):
     tasks = study.plan(_args(tmp_path, preset))
     trains = [t for t in tasks if t.args[0] == "train"]
     extends = [t for t in tasks if t.args[0] == "extend"]
     evals = [t for t in tasks if t.args[0] == "eval-extrapolate"]
-    assert len(trains) == 3 * (len(study.ENCODINGS) + 1)  # six encodings and llama-block RoPE, 3 seeds
-    assert len(extends) == 3 * len(study.EXTEND_METHODS)
+    assert len(trains) == 3 * (6 + 1)  # six encodings and llama-block RoPE, 3 seeds
+    assert len(extends) == 3 * 4  # PI, YaRN, ABF, continued training
     assert len({t.key for t in tasks}) == len(tasks)
     assert [t.args[:2] for t in tasks if t.phase == 0] == [["data", "prepare"]]
     # absolute: none, clamp, interpolate and sliding; others: main and sliding; extensions: one
@@ -68,7 +71,34 @@ def test_the_grid_is_complete_and_every_training_composes(study, tmp_path, prese
     rope = compose([a for a in trains[0].args[1:] if not a.startswith(("name=", "results_dir="))])
     assert rope.train.context_length == (128 if preset == "cpu" else 512)
     main = next(t for t in evals if t.key == "eval-rope-s0-main")
-    assert "--defaults" in main.args and f"eval.methods={study.list_arg(study.ALL_METHODS)}" in main.args
+    assert "--defaults" in main.args and f"eval.methods={study.list_arg(grids.FIRST_METHODS)}" in main.args
+
+
+@pytest.fixture(scope="module")
+def grids():
+    return _script("study_grids")
+
+
+def test_the_second_grid_has_every_encoding_and_the_seeds_its_calls_need(study, grids, tmp_path):
+    tasks = study.plan(_args(tmp_path, grid="methods"))
+    trains = {t.run: t for t in tasks if t.args[0] == "train"}
+    seeds = lambda prefix: sorted(int(r.rsplit("-s", 1)[1]) for r in trains if r.rsplit("-s", 1)[0] == prefix)  # noqa: E731
+    assert seeds("rope") == seeds("t5") == [0, 1, 2, 3, 4]  # five seeds where the first edition could not call
+    encodings = {a.split("=", 1)[1] for t in trains.values() for a in t.args if a.startswith("pos=")}
+    assert encodings == set(ENCODINGS)
+    extends = [t.run for t in tasks if t.args[0] == "extend"]
+    assert {r for r in extends if "-s4-" in r} == {f"rope-s4-{m}-x4" for m in ("pi", "yarn", "abf", "none")}
+    assert (
+        "rope-s0-yarn-pose-x4" in extends
+        and "extend.pose=true" in next(t for t in tasks if t.run == "rope-s0-yarn-pose-x4").args
+    )
+    assert [t.key for t in tasks if t.phase == 0] == ["data-prepare", "data-prepare-bpe-1024"]
+    main = next(t for t in tasks if t.key == "eval-rope-s0-main")
+    assert f"eval.methods={study.list_arg(grids.ALL_METHODS)}" in main.args
+    assert set(grids.ALL_METHODS) == set(METHODS)  # every RoPE method, zero-shot
+    for prefix in {r.rsplit("-s", 1)[0] for r in trains}:  # one run of each kind composes and passes the checks
+        t = trains[f"{prefix}-s0"]
+        check_config(compose([a for a in t.args[1:] if not a.startswith(("name=", "results_dir="))]))
 
 
 def test_finished_work_is_skipped_and_a_stopped_run_resumes(study, tmp_path):
