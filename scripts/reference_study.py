@@ -37,7 +37,6 @@ machine, or this change, reproduce it?
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
@@ -48,6 +47,7 @@ from pathlib import Path
 
 import study_check  # scripts/study_check.py: a script's own folder is on sys.path
 from study_grids import BEYOND, GRIDS, MAIN_METHODS, NAMES, Extension, Trained
+from study_log import Log, note
 
 from posx.config import applies
 from posx.runs.paths import is_run, is_run_dir
@@ -198,28 +198,6 @@ def study_runs(args) -> dict[str, str | None]:
     grid = GRIDS[args.grid]
     runs: dict[str, str | None] = {name: None for _kind, name, _seed in grid.runs(args.seeds)}
     return runs | {name: f"rope-s{s}" for _ext, name, s in grid.extended(args.seeds, args.factor)}
-
-
-class Log:
-    """tasks.jsonl in the work directory: one line per finished task (key, seconds, exit code)."""
-
-    def __init__(self, path: Path):
-        self.path = path
-        self.done: dict = {}
-        if path.is_file():
-            for line in path.read_text().splitlines():
-                try:
-                    entry = json.loads(line)
-                except json.JSONDecodeError:
-                    continue  # a line cut by a kill
-                if entry.get("rc") == 0:
-                    self.done[entry["key"]] = entry
-
-    def add(self, entry: dict) -> None:
-        with self.path.open("a") as f:
-            f.write(json.dumps(entry) + "\n")
-        if entry["rc"] == 0:
-            self.done[entry["key"]] = entry
 
 
 def run_task(task: Task, args, log: Log, counter: list, total: int) -> int:
@@ -383,7 +361,9 @@ def main() -> None:
     if args.plan:
         return
     started = time.time()
+    note(args.work, "start")
     run_phases(todo, args, log)
+    note(args.work, "end")
     sys.exit(check(args) if args.check else write_notes(args, time.time() - started))
 
 

@@ -30,8 +30,6 @@ killed counts to its last finished task).
 from __future__ import annotations
 
 import argparse
-import json
-import math
 import os
 import shutil
 import tempfile
@@ -39,7 +37,8 @@ import time
 from pathlib import Path
 
 import pandas as pd
-import reference_study as ref  # scripts/: the task log, resume and phase runner
+import reference_study as ref  # scripts/: resume and the phase runner
+import study_log  # scripts/: the task and invocation logs
 import study_notes as notes  # scripts/: git, the machine, publish
 
 from posx.config.compose import config_dir
@@ -205,7 +204,7 @@ def plan(args) -> list[ref.Task]:
     return tasks + [eval_task(args, *cell) for cell in grid(args)]
 
 
-def left(tasks: list[ref.Task], log: ref.Log) -> list[ref.Task]:
+def left(tasks: list[ref.Task], log: study_log.Log) -> list[ref.Task]:
     """The tasks not done: a run's training or evaluation by its files (a run removed is made
     again), the token store by the task log."""
     return [t for t in tasks if not (t.done() if t.run else t.key in log.done)]
@@ -236,54 +235,19 @@ def command(args) -> str:
     return " ".join(parts)
 
 
-def read_jsonl(path: Path) -> list[dict]:
-    """The entries of a JSON-lines log; a line cut by a kill is skipped."""
-    entries = []
-    for line in path.read_text().splitlines() if path.is_file() else []:
-        try:
-            entries.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return entries
-
-
-def note(work: Path, event: str) -> None:
-    """An invocation's ``start`` or ``end`` in invocations.jsonl (seconds since the epoch)."""
-    with (work / "invocations.jsonl").open("a") as f:
-        f.write(json.dumps({"event": event, "at": time.time()}) + "\n")
-
-
-def wall_seconds(events: list[dict], task_ends: list[float]) -> tuple[float, int]:
-    """(seconds, invocations): each invocation from its start to its end, or, killed before its
-    end, to the last task that finished before the next start (at least that long)."""
-    starts = sorted(e["at"] for e in events if e.get("event") == "start")
-    ends = [e["at"] for e in events if e.get("event") == "end"]
-    total = 0.0
-    for start, following in zip(starts, [*starts[1:], math.inf]):
-        inside = [t for t in [*ends, *task_ends] if start <= t < following]
-        total += max(inside, default=start) - start
-    return total, len(starts)
-
-
-def task_ends(work: Path) -> list[float]:
-    """When each task of tasks.jsonl finished (its ``finished`` is local time), failed ones too."""
-    found = [e.get("finished") for e in read_jsonl(work / "tasks.jsonl")]
-    return [time.mktime(time.strptime(f, "%Y-%m-%d %H:%M:%S")) for f in found if isinstance(f, str)]
-
-
 def main(argv: list[str] | None = None) -> None:
     """Plan the grid, list it (``--dry-run``) or run what is left, then write the outputs."""
     args = parse_args(argv)
-    log = ref.Log(args.work / "tasks.jsonl")
+    log = study_log.Log(args.work / "tasks.jsonl")
     tasks = plan(args)
     todo = left(tasks, log)
     ref.announce(args, tasks, todo, listing=args.dry_run)
     if args.dry_run:
         return
     (args.work / "logs").mkdir(parents=True, exist_ok=True)
-    note(args.work, "start")
+    study_log.note(args.work, "start")
     ref.run_phases(todo, args, log)
-    note(args.work, "end")
+    study_log.note(args.work, "end")
     write_outputs(args, log)
     print(f"wrote {args.out}", flush=True)
 
@@ -301,9 +265,9 @@ def exact_table(shares: pd.DataFrame, encodings: list[str]) -> pd.DataFrame:
     return table.sort_values(["encoding", "task"], key=lambda c: c.map(rank) if c.name == "encoding" else c)
 
 
-def timing_line(args, log: ref.Log) -> str:
+def timing_line(args, log: study_log.Log) -> str:
     """The wall time over every invocation, and the tasks' own time from the task log."""
-    wall, calls = wall_seconds(read_jsonl(args.work / "invocations.jsonl"), task_ends(args.work))
+    wall, calls = study_log.wall_time(args.work)
     task_time = sum(entry.get("seconds", 0) for entry in log.done.values())
     return (
         f"- wall time: {wall / 60:.1f} min over {calls} invocation(s), resumes included (a killed one counted "
@@ -312,7 +276,7 @@ def timing_line(args, log: ref.Log) -> str:
     )
 
 
-def header_lines(args, log: ref.Log, missing: list[str]) -> list[str]:
+def header_lines(args, log: study_log.Log, missing: list[str]) -> list[str]:
     """STUDY.md's head: what the study is, the command, the commit, machine, time and grid."""
     models = "; ".join(f"{e} ({' '.join(VARIANTS[e])})" for e in args.encodings)
     dirty = " (with uncommitted changes)" if notes.git("status", "--porcelain", "--untracked-files=no") else ""
@@ -339,7 +303,7 @@ def header_lines(args, log: ref.Log, missing: list[str]) -> list[str]:
     ]
 
 
-def study_md(args, log: ref.Log, shares: pd.DataFrame, claims: pd.DataFrame, missing: list[str]) -> str:
+def study_md(args, log: study_log.Log, shares: pd.DataFrame, claims: pd.DataFrame, missing: list[str]) -> str:
     """STUDY.md: the command, where and how long, the claims, the figure and the exact shares."""
     lines = [
         *header_lines(args, log, missing),
@@ -373,7 +337,7 @@ def study_md(args, log: ref.Log, shares: pd.DataFrame, claims: pd.DataFrame, mis
     )
 
 
-def write_outputs(args, log: ref.Log) -> None:
+def write_outputs(args, log: study_log.Log) -> None:
     """exact.csv, claims.csv, the figure and STUDY.md, built beside ``--out`` and swapped in whole."""
     shares = collect(args)
     claims = task_claims.check(shares)

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import pandas as pd
 import study_check  # scripts/study_check.py: a script's own folder is on sys.path
+import study_log  # scripts/study_log.py: the task and invocation logs
 import torch
 
 from posx.report.claims import Numbers, check
@@ -177,8 +178,13 @@ def header_lines(args, times: pd.DataFrame) -> list[str]:
     dirty = " (with uncommitted changes)" if git("status", "--porcelain", "--untracked-files=no") else ""
     phases = times.groupby("phase")["seconds"].sum()
     total = times["seconds"].sum()
-    ends = pd.to_datetime(times["finished"])
-    span = (ends.max() - (ends - pd.to_timedelta(times["seconds"], unit="s")).min()).total_seconds()
+    wall, calls = study_log.wall_time(args.work)
+    if calls:
+        span = f"{wall / 60:.0f} min over {calls} invocation(s), summed (a killed one counts to its last finished task)"
+    else:  # a study run before invocations were logged: from the first task's start to the last one's end
+        ends = pd.to_datetime(times["finished"])
+        seconds = (ends.max() - (ends - pd.to_timedelta(times["seconds"], unit="s")).min()).total_seconds()
+        span = f"{seconds / 60:.0f} min from the first task's start to the last one's end, over every invocation"
     return [
         f"# Reference study: {args.out.name}",
         "",
@@ -190,8 +196,7 @@ def header_lines(args, times: pd.DataFrame) -> list[str]:
         f"- commit: `{git('rev-parse', 'HEAD')}`{dirty}",
         f"- machine: {machine()}",
         f"- finished: {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}",
-        f"- wall time: {span / 60:.0f} min from the first task's start to the last one's end, over every "
-        f"invocation (resumes included); {total / 60:.0f} min of task time summed over parallel jobs "
+        f"- wall time: {span}, resumes included; {total / 60:.0f} min of task time summed over parallel jobs "
         f"({', '.join(f'phase {p}: {s / 60:.0f} min' for p, s in phases.items())}), {len(times)} tasks; "
         f"the last invocation took {float(args.elapsed) / 60:.0f} min",
         (f"- runs: `{shown(args.work)}` (not committed: weights and checkpoints); every task's log is in its `logs/`"),
