@@ -328,6 +328,8 @@ def write_notes(args, elapsed: float) -> int:
         f"{elapsed:.0f}",
         "--preset",
         args.preset,
+        "--grid",
+        args.grid,
     ]
     return subprocess.run(notes, check=False).returncode
 

@@ -29,9 +29,10 @@ from pathlib import Path
 import pandas as pd
 import study_check  # scripts/study_check.py: a script's own folder is on sys.path
 import study_log  # scripts/study_log.py: the task and invocation logs
+import study_sections  # scripts/study_sections.py: the second edition's sections
 import torch
 
-from posx.report.claims import Numbers, check
+from posx.report.claims import OPTION_DEFAULTS, Numbers, check, matches, parse_label
 
 REPO = Path(__file__).resolve().parents[1]  # the git checkout the notes describe
 
@@ -53,8 +54,8 @@ CAPTIONS = {
     "positions.png": "Loss by position, one panel per group (posx report's default figure).",
     "training.png": "Training and validation loss of every run.",
 }
-# Why a claim may not hold here; printed only under a claim that was not reproduced.
-REASONS = {
+# Why a claim may not hold here, per grid (each edition's numbers); printed only under a claim not reproduced.
+FIRST_REASONS = {
     "sinusoidal": "under the sliding protocol every scored token sees at least half a window of context, so plain "
     "RoPE also meets unseen distances on every token and blows up too; both are far above their 1x "
     "values and the seeds spread widely at 8x, so the gap between them stays inside 2 sigma.",
@@ -77,6 +78,11 @@ REASONS = {
     "continued training at 512: at this scale 200 steps at the new length are enough for any "
     "method that does not compress positions. The paper's advantage comes from 7B/13B models "
     "fine-tuned on a small share of their training tokens.",
+}
+REASONS = {"first": FIRST_REASONS, "methods": {}}
+SEEDS = {  # how many seeds each grid trains (scripts/study_grids.py)
+    "first": "3 seeds each",
+    "methods": "3 seeds each (5 for RoPE, the T5 bias and RoPE's four main extensions)",
 }
 
 
@@ -152,22 +158,35 @@ def orderings(summary: pd.DataFrame, groups: dict) -> pd.DataFrame:
 
 
 def rope_groups(report: Path) -> dict:
-    """The group labels of the RoPE runs of each block."""
+    """The group labels of the RoPE runs trained from scratch: "rope" (the gpt2 block, every option
+    at its default, byte tokens) and "llama" (the llama block)."""
     groups = pd.read_csv(report / "groups.csv").fillna("")
     rope = groups[(groups["encoding"] == "rope") & (groups["parent"] == "")]
-    found = {"rope": rope["label"].iloc[0] if len(rope) == 1 else ""}
+    found = {}
     for label in rope["label"]:
-        found["llama" if "block=llama" in label else "rope"] = label
+        if "block=llama" in label:
+            found["llama"] = label
+        elif not bpe(label) and matches(label, OPTION_DEFAULTS):
+            found["rope"] = label
     return found
 
 
+def bpe(label: str) -> bool:
+    """Whether a group label is of runs trained on BPE tokens (the study's BPE arm)."""
+    return parse_label(label).get("data.tokenizer") == "bpe"
+
+
 def claims_table(summary: pd.DataFrame, ext: pd.DataFrame | None, groups: dict) -> pd.DataFrame:
+    """The papers' claims on the byte-level runs (perplexities of different tokenizers do not
+    compare): the gpt2 block's, then the llama block's RoPE claims."""
+    byte = summary[[not bpe(str(g)) for g in summary["group"]]]
+    gpt2 = byte[byte["group"] != groups.get("llama")]
     frames = []
     for protocol in sorted(summary["protocol"].unique(), key=lambda p: p != "nonoverlapping"):
-        numbers = Numbers(summary, ext if protocol == "nonoverlapping" else None, {"rope": groups["rope"]}, protocol)
-        frames.append(check(numbers).assign(block="gpt2", protocol=protocol))
+        frames.append(check(Numbers(gpt2, ext if protocol == "nonoverlapping" else None, None, protocol)))
+        frames[-1] = frames[-1].assign(block="gpt2", protocol=protocol)
         if "llama" in groups:
-            llama = check(Numbers(summary, None, {"rope": groups["llama"]}, protocol))
+            llama = check(Numbers(byte, None, {"rope": groups["llama"]}, protocol))
             llama = llama[llama["claim"].str.startswith(("rotary", "zero-shot YaRN"))]
             frames.append(llama.assign(block="llama", protocol=protocol))
     return pd.concat(frames, ignore_index=True)[["paper", "claim", "block", "protocol", "verdict", "numbers"]]
@@ -188,8 +207,8 @@ def header_lines(args, times: pd.DataFrame) -> list[str]:
     return [
         f"# Reference study: {args.out.name}",
         "",
-        "Every positional encoding and RoPE rescaling method of posx, 3 seeds each, evaluated from 1x to 8x the "
-        "training length, with the papers' claims checked. Regenerate it from a clean clone with:",
+        f"Every positional encoding and RoPE rescaling method of posx, {SEEDS[args.grid]}, evaluated from 1x to 8x "
+        "the training length, with the papers' claims checked. Regenerate it, or continue it where it stopped, with:",
         "",
         f"```bash\n{args.command}\n```",
         "",
@@ -204,8 +223,9 @@ def header_lines(args, times: pd.DataFrame) -> list[str]:
     ]
 
 
-def claims_lines(claims: pd.DataFrame) -> list[str]:
-    """The papers' claims: the verdicts, the likely reason where one does not hold, the numbers behind each."""
+def claims_lines(claims: pd.DataFrame, reasons: dict, table: bool = True) -> list[str]:
+    """The papers' claims: the verdicts (``table``: as a table), the likely reason where one does not
+    hold, the numbers behind each."""
     counts = claims["verdict"].value_counts()
     lines = [
         "## The papers' claims",
@@ -215,14 +235,14 @@ def claims_lines(claims: pd.DataFrame) -> list[str]:
         "other way by that much, and *not reproduced* otherwise (`posx/report/claims.py`). "
         f"Verdicts: {', '.join(f'{n} {v}' for v, n in counts.items())}.",
         "",
-        claims.drop(columns=["numbers"]).to_markdown(index=False),
-        "",
     ]
+    if table:
+        lines += [claims.drop(columns=["numbers"]).to_markdown(index=False), ""]
     unmet = claims[claims["verdict"] != "reproduced"]
     if not unmet.empty:
         lines += ["### Where a claim does not hold, and the likely reason", ""]
         for claim in dict.fromkeys(unmet["claim"]):
-            reason = next((r for k, r in REASONS.items() if claim.startswith(k) and r), "")
+            reason = next((r for k, r in reasons.items() if claim.startswith(k) and r), "")
             lines.append(f"- **{claim}**: {reason or 'see the numbers below.'}")
         lines.append("")
     lines += ["### The numbers behind each verdict", ""]
@@ -238,9 +258,14 @@ def figure_lines(report: Path) -> list[str]:
     return lines
 
 
-def study_md(args, report: Path, claims: pd.DataFrame, order: pd.DataFrame, ext_md: str, times: pd.DataFrame) -> str:
-    """STUDY.md: how the study ran, the claims checked, the orderings, the extension table, figures and files."""
-    lines = header_lines(args, times) + claims_lines(claims)
+def study_md(args, report: Path, claims: pd.DataFrame, order: pd.DataFrame, ext_md: str, sections: list[str]) -> str:
+    """STUDY.md: how the study ran, the claims checked (the second edition: its verdicts and headline
+    figure first, then ``sections``), the orderings, the extension table, figures and files."""
+    lines = header_lines(args, task_times(args.work))
+    if args.grid == "methods":
+        first = REPO / "results" / "reference" / "cpu-tiny" / "claims.csv"
+        lines += study_sections.glance_lines(claims, first, CAPTIONS["encodings.png"])
+    lines += claims_lines(claims, REASONS[args.grid], table=args.grid == "first") + sections
     lines += [
         "## Orderings",
         "",
@@ -287,6 +312,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--command", required=True, help="the command that ran the study, for STUDY.md")
     parser.add_argument("--elapsed", type=float, default=0.0, help="seconds the last invocation took")
     parser.add_argument("--preset", default="cpu")
+    parser.add_argument("--grid", choices=["first", "methods"], default="first", help="the study's grid")
     args = parser.parse_args()
     args.work, args.out = args.work.resolve(), args.out.resolve()
     return args
@@ -337,7 +363,8 @@ def write_outputs(args, staging: Path) -> None:
     """Every output of the study into ``staging``: report/, sweep.csv, claims.csv, extension.md and STUDY.md."""
     report = staging / "report"
     run_report(args.work, report)
-    sweep_table(args.work / "runs").to_csv(staging / "sweep.csv", index=False)
+    sweep = sweep_table(args.work / "runs")
+    sweep.to_csv(staging / "sweep.csv", index=False)
     summary = read_summary(report)
     ext = pd.read_csv(report / "extension.csv") if (report / "extension.csv").is_file() else None
     groups = rope_groups(report)
@@ -345,8 +372,13 @@ def write_outputs(args, staging: Path) -> None:
     claims.to_csv(staging / "claims.csv", index=False)
     ext_md = extension_md(report, ext)
     (staging / "extension.md").write_text("# Extension\n" + ext_md + "\n")
-    order = orderings(summary, groups)
-    (staging / "STUDY.md").write_text(study_md(args, report, claims, order, ext_md.strip(), task_times(args.work)))
+    order = orderings(summary[[not bpe(str(g)) for g in summary["group"]]], groups)
+    sections = []
+    if args.grid == "methods":
+        retrieval = REPO / "results" / "reference" / "cpu-retrieval"
+        sections = study_sections.bpb_lines(sweep) + study_sections.bpe_lines(sweep)
+        sections += study_sections.task_lines(retrieval, staging, REPO / "results" / "study" / "cpu-retrieval" / "runs")
+    (staging / "STUDY.md").write_text(study_md(args, report, claims, order, ext_md.strip(), sections))
 
 
 def main() -> None:

@@ -151,30 +151,25 @@ class Numbers:
         self.extension = extension if extension is not None else pd.DataFrame()
 
     def ppl(self, encoding: str, method: str, factor: float) -> Cell:
-        row = self.trained[
-            (self.trained["encoding"] == encoding)
-            & (self.trained["method"] == method)
-            & np.isclose(self.trained["factor"], factor)
-            & (self.trained["n_seeds"] > 0)
-        ]
-        label = f"{encoding}/{method} at {factor:g}x"
-        if len(row) != 1:
-            return Cell(label, math.nan, math.nan)
-        return Cell(label, float(row["ppl_mean"].iloc[0]), float(row["ppl_std"].iloc[0]))
+        """The encoding's cell with ``method``, of the group with every option at its default."""
+        return self._cell(encoding, method, factor, {}, f"{encoding}/{method} at {factor:g}x")
 
     def option(self, encoding: str, factor: float, settings: dict | None = None) -> Cell:
         """The encoding's own cell (method none) of the group with ``settings`` (group-label keys
         and values) and every other option of OPTION_DEFAULTS at its default."""
         settings = settings or {}
-        wanted = {**OPTION_DEFAULTS, **settings}
         label = " ".join([encoding, *(f"{k}={v}" for k, v in settings.items()), f"at {factor:g}x"])
+        return self._cell(encoding, "none", factor, settings, label)
+
+    def _cell(self, encoding: str, method: str, factor: float, settings: dict, label: str) -> Cell:
+        wanted = {**OPTION_DEFAULTS, **settings}
         rows = self.trained[
             (self.trained["encoding"] == encoding)
-            & (self.trained["method"] == "none")
+            & (self.trained["method"] == method)
             & np.isclose(self.trained["factor"], factor)
             & (self.trained["n_seeds"] > 0)
         ]
-        rows = rows[[_matches(str(g), wanted) for g in rows["group"]]]
+        rows = rows[[matches(str(g), wanted) for g in rows["group"]]]
         if len(rows) != 1:
             return Cell(label, math.nan, math.nan)
         return Cell(label, float(rows["ppl_mean"].iloc[0]), float(rows["ppl_std"].iloc[0]))
@@ -208,7 +203,7 @@ def parse_label(label: str) -> dict[str, str]:
     return dict(p.split("=", 1) for p in parts if "=" in p)
 
 
-def _matches(label: str, wanted: dict[str, str]) -> bool:
+def matches(label: str, wanted: dict[str, str]) -> bool:
     """Whether a group label has ``wanted``; a key it does not name, or names as "—" (a run
     without the key), counts as at its default."""
     found = {k: v for k, v in parse_label(label).items() if v != "—"}
@@ -367,14 +362,14 @@ def _option_comparisons(n: Numbers, longest: float) -> list[tuple]:
             )
         )
     for paper, key, value, what in (
-        (RANDOMIZED, "pos.randomized", "True", "randomized positions"),
-        (LOGN, "model.attn_scale", "logn", "log-n scaling"),
-        (SSMAX, "model.attn_scale", "ssmax", "Scalable-Softmax"),
+        (RANDOMIZED, "pos.randomized", "True", "randomized positions improve"),
+        (LOGN, "model.attn_scale", "logn", "log-n scaling improves"),
+        (SSMAX, "model.attn_scale", "ssmax", "Scalable-Softmax improves"),
     ):
         found.append(
             (
                 paper,
-                f"{what} improve RoPE far past T ({longest:g}x)",
+                f"{what} RoPE far past T ({longest:g}x)",
                 [(n.option("rope", longest, {key: value}), rope_far)],
                 [],
             )
@@ -382,7 +377,7 @@ def _option_comparisons(n: Numbers, longest: float) -> list[tuple]:
     for k in sorted(n.labelled("model.nope_every") - {OPTION_DEFAULTS["model.nope_every"]}):
         cell = n.option("rope", longest, {"model.nope_every": k})
         found.append(
-            (HYBRID, f"NoPE every {k}th layer extrapolates better than RoPE in every layer", [(cell, rope_far)], [])
+            (HYBRID, f"NoPE every {k} layers extrapolates better than RoPE in every layer", [(cell, rope_far)], [])
         )
     return found
 

@@ -1,0 +1,178 @@
+"""The second edition's own sections of STUDY.md (``study_notes.py --grid methods``): the verdicts
+at a glance beside the first edition's, every encoding in bits per byte, the BPE arm's orderings
+against the byte-level ones, and the retrieval side from the committed retrieval comparison.
+
+A number is a mean ± sample std over seeds of one kind of run (the run name without ``-s<seed>``);
+two are compared as ``posx.report.claims`` does, called only beyond two standard deviations of
+their difference.
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+
+from posx.report.claims import Cell, verdict
+
+FACTORS = [1.0, 2.0, 4.0, 8.0]
+TASK_ENCODINGS = ["rope", "alibi", "nope", "fire", "rope-randomized", "rope-hybrid"]  # the task arm
+BPE_PAIRS = {"byte": ("rope", "alibi"), "BPE": ("bpe-rope", "bpe-alibi")}
+
+
+def kinds(sweep: pd.DataFrame) -> pd.DataFrame:
+    """The rows of runs trained from scratch (``<kind>-s<seed>``), with their kind."""
+    parts = sweep["job"].str.extract(r"^(?P<kind>.+)-s(?P<seed>\d+)$")
+    return sweep.assign(kind=parts["kind"]).dropna(subset=["kind"])
+
+
+def cells(sweep: pd.DataFrame, value: str) -> pd.DataFrame:
+    """Mean, std and seeds of ``value`` per kind, method, absolute_beyond, protocol and factor."""
+    keys = ["kind", "method", "absolute_beyond", "protocol", "factor"]
+    rows = kinds(sweep)
+    rows = rows[rows["status"] == "ok"].fillna({"absolute_beyond": "none"})
+    return rows.groupby(keys)[value].agg(["mean", "std", "count"]).reset_index()
+
+
+def cell(table: pd.DataFrame, kind: str, factor: float, method: str = "none", beyond: str = "none") -> Cell:
+    """One kind's number at one factor (non-overlapping windows); NaN when not scored."""
+    row = table[
+        (table["kind"] == kind)
+        & (table["method"] == method)
+        & (table["absolute_beyond"] == beyond)
+        & (table["protocol"] == "nonoverlapping")
+        & (table["factor"] == factor)
+    ]
+    if len(row) != 1:
+        return Cell(f"{kind} at {factor:g}x", math.nan, math.nan)
+    return Cell(f"{kind} at {factor:g}x", float(row["mean"].iloc[0]), float(row["std"].iloc[0]))
+
+
+def shown(c: Cell) -> str:
+    return "—" if not math.isfinite(c.mean) else f"{c.mean:.3f}" + (f" ± {c.std:.3f}" if math.isfinite(c.std) else "")
+
+
+def glance_lines(claims: pd.DataFrame, first_csv: Path, caption: str) -> list[str]:
+    """The verdict of every claim, with the first edition's (its claims.csv) where it checked the same
+    one, then the headline figure with ``caption``."""
+    first = pd.read_csv(first_csv) if first_csv.is_file() else None
+    table = claims[["paper", "claim", "block", "protocol", "verdict"]].copy()
+    if first is not None:
+        before = first.set_index(["claim", "block", "protocol"])["verdict"]
+        keys = zip(table["claim"], table["block"], table["protocol"])
+        table["first edition"] = [before.get(k, "not checked") for k in keys]
+    counts = lambda frame: ", ".join(f"{n} {v}" for v, n in frame["verdict"].value_counts().items())  # noqa: E731
+    lines = ["## Verdicts at a glance", "", f"This edition: {counts(claims)}."]
+    if first is not None:
+        lines[-1] += f" The first edition: {counts(first)} (of {len(first)} checks)."
+    figure = "![Perplexity against length, every encoding](report/encodings.png)"
+    return [*lines, "", table.to_markdown(index=False), "", figure, "", caption, ""]
+
+
+def bpb_lines(sweep: pd.DataFrame) -> list[str]:
+    """Every kind trained from scratch, its own encoding (no rescaling), in bits per byte and perplexity."""
+    bpb, ppl = cells(sweep, "bpb"), cells(sweep, "ppl")
+    rows = []
+    for kind, beyond in dict.fromkeys(zip(bpb["kind"], bpb["absolute_beyond"])):
+        row = {"run": kind if beyond == "none" else f"{kind} ({beyond})"}
+        for f in FACTORS:
+            row[f"{f:g}x bpb"] = shown(cell(bpb, kind, f, beyond=beyond))
+            row[f"{f:g}x ppl"] = shown(cell(ppl, kind, f, beyond=beyond))
+        rows.append(row)
+    return [
+        "## Every run in bits per byte",
+        "",
+        "Non-overlapping windows, no rescaling (learned absolute past its table: as named), mean ± std over "
+        "seeds. Bits per byte compare across tokenizers; perplexity per token does not (the `bpe-` rows).",
+        "",
+        pd.DataFrame(rows).to_markdown(index=False),
+        "",
+    ]
+
+
+def ordering(a: Cell, b: Cell, names: tuple[str, str]) -> str:
+    """Which of two cells is lower, or level when the difference is within 2σ; — when one is not scored."""
+    if not (math.isfinite(a.mean) and math.isfinite(b.mean)):
+        return "—"
+    called = verdict(a, b)
+    return names[0] if called == "reproduced" else names[1] if called == "reversed" else "level (within 2σ)"
+
+
+def bpe_lines(sweep: pd.DataFrame) -> list[str]:
+    """RoPE against ALiBi at each length, byte tokens and BPE tokens, in bits per byte."""
+    bpb = cells(sweep, "bpb")
+    if not (bpb["kind"] == BPE_PAIRS["BPE"][0]).any():
+        return []
+    rows = []
+    for f in FACTORS:
+        row, calls = {"length": f"{f:g}x T"}, []
+        for tokens, (rope, alibi) in BPE_PAIRS.items():
+            a, b = cell(bpb, alibi, f), cell(bpb, rope, f)
+            row[f"ALiBi, {tokens}"], row[f"RoPE, {tokens}"] = shown(a), shown(b)
+            calls.append(ordering(a, b, ("ALiBi", "RoPE")))
+        row["lower, byte"], row["lower, BPE"] = calls
+        row["ordering survives"] = "yes" if calls[0] == calls[1] else "no"
+        rows.append(row)
+    return [
+        "## A tokenizer change: the BPE arm",
+        "",
+        "RoPE and ALiBi trained on the same corpus with a byte-level BPE of 1,024 tokens (`data.tokenizer=bpe "
+        "data.vocab_size=1024`) at the same T in tokens, so a BPE window holds more text; bits per byte, mean "
+        "± std over seeds; the lower is named only beyond 2σ.",
+        "",
+        pd.DataFrame(rows).to_markdown(index=False),
+        "",
+    ]
+
+
+def task_lines(retrieval: Path, staging: Path, runs: Path) -> list[str]:
+    """The retrieval side, from the committed retrieval comparison: its exact shares and verdicts for
+    the task arm's encodings, and the NIAH heatmap of their passkey runs where those runs are here."""
+    if not (retrieval / "exact.csv").is_file():
+        return []
+    exact = pd.read_csv(retrieval / "exact.csv")
+    exact = exact[exact["encoding"].isin(TASK_ENCODINGS) & (exact["method"] == "none")]
+    table = exact.groupby(["encoding", "task", "factor"])["exact"].agg(["mean", "std"]).reset_index()
+    table["cell"] = [f"{m:.0%} ± {s:.0%}" for m, s in zip(table["mean"], table["std"])]
+    wide = table.pivot(index=["encoding", "task"], columns="factor", values="cell").reset_index()
+    wide.columns = [c if isinstance(c, str) else f"{c:g}x" for c in wide.columns]
+    claims = pd.read_csv(retrieval / "claims.csv")[["paper", "claim", "task", "verdict"]]
+    lines = [
+        "## Retrieval: the task arm",
+        "",
+        f"From the retrieval comparison (`{retrieval.name}`: the retrieval recipe, one task per run, 3 seeds; its "
+        "STUDY.md has the command), for the encodings this arm compares. Exact-answer share, mean ± std over seeds.",
+        "",
+        wide.to_markdown(index=False),
+        "",
+        claims.to_markdown(index=False),
+        "",
+    ]
+    passkey = [runs / f"{e}-passkey-s{s}" for e in TASK_ENCODINGS for s in range(3)]
+    if all(p.is_dir() for p in passkey) and draw_heatmap(passkey, staging / "tasks"):
+        lines += ["![NIAH heatmap](tasks/niah_heatmap.png)", "", HEATMAP_CAPTION, ""]
+    return lines
+
+
+HEATMAP_CAPTION = (
+    "Passkey retrieval by needle depth (rows) and evaluation length (columns), exact share over the three seeds "
+    "of each passkey-trained run; one panel per encoding (and RoPE's zero-shot PI and YaRN)."
+)
+
+
+def draw_heatmap(runs: list[Path], out: Path) -> bool:
+    """``posx report`` over ``runs``; its NIAH heatmap copied into ``out``. Whether it was drawn."""
+    with tempfile.TemporaryDirectory() as tmp:
+        report = Path(tmp) / "report"
+        command = [sys.executable, "-m", "posx", "report", *map(str, runs), "--out", str(report), "--format", "png"]
+        done = subprocess.run([*command, "--results-dir", tmp], capture_output=True, text=True)
+        if done.returncode != 0 or not (report / "niah_heatmap.png").is_file():
+            return False
+        out.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(report / "niah_heatmap.png", out / "niah_heatmap.png")
+    return True

@@ -1,0 +1,120 @@
+"""scripts/study_sections.py: the second edition's sections come from the runs' numbers (kinds by
+run name, bits per byte over seeds, an ordering named only beyond 2 sigma, the first edition's
+verdict beside each claim)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def sections():
+    if str(REPO / "scripts") not in sys.path:
+        sys.path.append(str(REPO / "scripts"))
+    spec = importlib.util.spec_from_file_location("study_sections", REPO / "scripts" / "study_sections.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _sweep(values: dict[str, list[float]], factor: float = 8.0) -> pd.DataFrame:
+    """One row per seed of each kind: bpb as given, ppl = 2**bpb (byte tokens)."""
+    rows = [
+        {"job": f"{kind}-s{seed}", "method": "none", "absolute_beyond": None, "protocol": "nonoverlapping",
+         "factor": factor, "status": "ok", "bpb": v, "ppl": 2**v}
+        for kind, vs in values.items()
+        for seed, v in enumerate(vs)
+    ]  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_an_extension_is_not_a_kind_and_seeds_pool(sections):
+    sweep = _sweep({"rope": [1.0, 1.2, 1.4]})
+    sweep = pd.concat([sweep, sweep.iloc[:1].assign(job="rope-s0-yarn-x4", bpb=9.0)], ignore_index=True)
+    table = sections.cells(sweep, "bpb")
+    assert list(table["kind"]) == ["rope"] and table["count"].iloc[0] == 3
+    assert table["mean"].iloc[0] == pytest.approx(1.2) and table["std"].iloc[0] == pytest.approx(0.2)
+
+
+def test_an_ordering_that_a_tokenizer_change_undoes_is_reported(sections):
+    sweep = pd.concat(
+        [
+            _sweep({"rope": [2.0, 2.1, 2.2], "alibi": [1.0, 1.1, 1.2]}, f)  # byte: ALiBi lower by 1.0, std 0.1
+            for f in sections.FACTORS
+        ]
+        + [_sweep({"bpe-rope": [1.0, 1.5, 2.0], "bpe-alibi": [1.2, 1.4, 1.9]}, f) for f in sections.FACTORS]
+    )
+    text = "\n".join(sections.bpe_lines(sweep))
+    row = next(line for line in text.splitlines() if line.startswith("| 8x T"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[5:] == ["ALiBi", "level (within 2σ)", "no"]
+
+
+def test_a_missing_arm_is_not_scored_rather_than_level(sections):
+    sweep = pd.concat(
+        [_sweep({"rope": [2.0, 2.1], "bpe-rope": [1.0, 1.1], "bpe-alibi": [1.0, 1.1]}, f) for f in (1.0,)]
+    )
+    row = next(line for line in "\n".join(sections.bpe_lines(sweep)).splitlines() if line.startswith("| 1x T"))
+    assert [c.strip() for c in row.strip("|").split("|")][5] == "—"
+
+
+def test_each_verdict_stands_beside_the_first_editions(sections, tmp_path):
+    first = tmp_path / "claims.csv"
+    pd.DataFrame(
+        [
+            {
+                "paper": "P",
+                "claim": "a",
+                "block": "gpt2",
+                "protocol": "nonoverlapping",
+                "verdict": "reversed",
+                "numbers": "",
+            }
+        ]
+    ).to_csv(first, index=False)
+    claims = pd.DataFrame(
+        [
+            {"paper": "P", "claim": c, "block": "gpt2", "protocol": "nonoverlapping", "verdict": "reproduced"}
+            for c in ("a", "b")
+        ]
+    )
+    text = "\n".join(sections.glance_lines(claims, first, "caption"))
+    assert "This edition: 2 reproduced. The first edition: 1 reversed (of 1 checks)." in text
+    assert "| reproduced | reversed " in text and "| reproduced | not checked " in text
+
+
+def test_the_bpe_arm_stays_out_of_the_byte_level_claims(tmp_path):
+    spec = importlib.util.spec_from_file_location("study_notes", REPO / "scripts" / "study_notes.py")
+    notes = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(notes)
+    byte, bpe = "data.tokenizer=byte", "data.tokenizer=bpe, data.vocab_size=1024"
+    rows = [
+        ("alibi", byte, 1, 4.4, 0.1), ("alibi", byte, 8, 4.3, 0.1), ("alibi", bpe, 1, 90.0, 1.0),
+        ("alibi", bpe, 8, 99.0, 1.0), ("t5", "-", 1, 5.0, 0.1), ("t5", "-", 8, 8.6, 0.5),
+    ]  # fmt: skip
+    summary = pd.DataFrame(
+        [
+            {
+                "group": g,
+                "parent": "",
+                "encoding": e,
+                "method": "none",
+                "protocol": "nonoverlapping",
+                "factor": float(f),
+                "ppl_mean": m,
+                "ppl_std": s,
+                "n_seeds": 3,
+            }
+            for e, g, f, m, s in rows
+        ]  # fmt: skip
+    )
+    claims = notes.claims_table(summary, None, {})
+    flat = claims[claims["claim"].str.startswith("ALiBi stays flat")]
+    assert list(flat["verdict"]) == ["reproduced"] and "99.0" not in flat["numbers"].iloc[0]
