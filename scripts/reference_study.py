@@ -99,9 +99,11 @@ def train_task(args, name: str, overrides: list[str]) -> Task:
     if stopped(run):
         cmd = resume(run, args)
     else:
+        grid = [o for preset, o in GRIDS[args.grid].preset_train if preset == args.preset]
         cmd = [
             "train",
             *PRESETS[args.preset]["train"],
+            *grid,
             *overrides,
             f"name={name}",
             f"threads={args.threads}",

@@ -96,6 +96,9 @@ def test_the_second_grid_has_every_encoding_and_the_seeds_its_calls_need(study, 
     main = next(t for t in tasks if t.key == "eval-rope-s0-main")
     assert f"eval.methods={study.list_arg(grids.ALL_METHODS)}" in main.args
     assert set(grids.ALL_METHODS) == set(METHODS)  # every RoPE method, zero-shot
+    gpu = [t for t in study.plan(_args(tmp_path, "gpu", grid="methods")) if t.args[0] == "train"]
+    assert len(gpu) == len(trains) and all("train.steps=2000" in t.args for t in gpu)  # sized for one H200
+    check_config(compose([a for a in gpu[0].args[1:] if not a.startswith(("name=", "results_dir="))]))
     for prefix in {r.rsplit("-s", 1)[0] for r in trains}:  # one run of each kind composes and passes the checks
         t = trains[f"{prefix}-s0"]
         check_config(compose([a for a in t.args[1:] if not a.startswith(("name=", "results_dir="))]))
