@@ -28,6 +28,7 @@ from pathlib import Path
 
 import pandas as pd
 import study_check  # scripts/study_check.py: a script's own folder is on sys.path
+import study_figure  # scripts/study_figure.py: the second edition's headline figure
 import study_log  # scripts/study_log.py: the task and invocation logs
 import study_sections  # scripts/study_sections.py: the second edition's sections
 import torch
@@ -264,7 +265,7 @@ def study_md(args, report: Path, claims: pd.DataFrame, order: pd.DataFrame, ext_
     lines = header_lines(args, task_times(args.work))
     if args.grid == "methods":
         first = REPO / "results" / "reference" / "cpu-tiny" / "claims.csv"
-        lines += study_sections.glance_lines(claims, first, CAPTIONS["encodings.png"])
+        lines += study_sections.glance_lines(claims, first, study_figure.CAPTION)
     lines += claims_lines(claims, REASONS[args.grid], table=args.grid == "first") + sections
     lines += [
         "## Orderings",
@@ -355,8 +356,7 @@ def extension_md(report: Path, ext: pd.DataFrame | None) -> str:
     """The Extension section of the report's summary.md, without its heading; a note when nothing was extended."""
     if ext is None:
         return "(no extension runs)"
-    section = (report / "summary.md").read_text().split("## Extension", 1)[-1].split("\n## ", 1)[0]
-    return "\n".join(line for line in section.splitlines())
+    return (report / "summary.md").read_text().split("## Extension", 1)[-1].split("\n## ", 1)[0]
 
 
 def write_outputs(args, staging: Path) -> None:
@@ -375,6 +375,7 @@ def write_outputs(args, staging: Path) -> None:
     order = orderings(summary[[not bpe(str(g)) for g in summary["group"]]], groups)
     sections = []
     if args.grid == "methods":
+        study_figure.draw(sweep, staging)
         retrieval = REPO / "results" / "reference" / "cpu-retrieval"
         sections = study_sections.bpb_lines(sweep) + study_sections.bpe_lines(sweep)
         sections += study_sections.task_lines(retrieval, staging, REPO / "results" / "study" / "cpu-retrieval" / "runs")

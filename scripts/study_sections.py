@@ -70,7 +70,7 @@ def glance_lines(claims: pd.DataFrame, first_csv: Path, caption: str) -> list[st
     lines = ["## Verdicts at a glance", "", f"This edition: {counts(claims)}."]
     if first is not None:
         lines[-1] += f" The first edition: {counts(first)} (of {len(first)} checks)."
-    figure = "![Perplexity against length, every encoding](report/encodings.png)"
+    figure = "![Perplexity against evaluation length, every kind of run](headline.png)"
     return [*lines, "", table.to_markdown(index=False), "", figure, "", caption, ""]
 
 

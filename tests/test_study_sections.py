@@ -118,3 +118,20 @@ def test_the_bpe_arm_stays_out_of_the_byte_level_claims(tmp_path):
     claims = notes.claims_table(summary, None, {})
     flat = claims[claims["claim"].str.startswith("ALiBi stays flat")]
     assert list(flat["verdict"]) == ["reproduced"] and "99.0" not in flat["numbers"].iloc[0]
+
+
+def test_the_headline_figure_has_a_line_per_kind_in_its_panel(sections):
+    spec = importlib.util.spec_from_file_location("study_figure", REPO / "scripts" / "study_figure.py")
+    figure = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(figure)
+    frames = [_sweep({"rope": [2.0, 2.2], "alibi": [1.8, 1.9], "rope-hybrid": [2.1, 2.3]}, f) for f in sections.FACTORS]
+    sweep = pd.concat(frames + [f.assign(method="yarn") for f in frames[:1]], ignore_index=True)
+    sweep = sweep[(sweep["job"].str.startswith("rope-s")) | (sweep["method"] == "none")]
+    axes = figure.figure(sweep).axes
+    labels = [[t for t in ax.get_legend_handles_labels()[1] if t != "training length T"] for ax in axes]
+    assert labels == [
+        ["rope (2)", "alibi (2)"],
+        ["RoPE (2)", "NoPE every 2nd layer (2)"],
+        ["none (2)", "yarn (2)"],
+        ["none (2)"],
+    ]
