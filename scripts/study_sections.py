@@ -75,20 +75,21 @@ def glance_lines(claims: pd.DataFrame, first_csv: Path, caption: str) -> list[st
 
 
 def bpb_lines(sweep: pd.DataFrame) -> list[str]:
-    """Every kind trained from scratch, its own encoding (no rescaling), in bits per byte and perplexity."""
+    """Every kind trained from scratch with each method it was evaluated with, in bits per byte and perplexity."""
     bpb, ppl = cells(sweep, "bpb"), cells(sweep, "ppl")
     rows = []
-    for kind, beyond in dict.fromkeys(zip(bpb["kind"], bpb["absolute_beyond"])):
-        row = {"run": kind if beyond == "none" else f"{kind} ({beyond})"}
+    for kind, method, beyond in dict.fromkeys(zip(bpb["kind"], bpb["method"], bpb["absolute_beyond"])):
+        row = {"run": kind, "method": beyond if kind.endswith("absolute") else method}
         for f in FACTORS:
-            row[f"{f:g}x bpb"] = shown(cell(bpb, kind, f, beyond=beyond))
-            row[f"{f:g}x ppl"] = shown(cell(ppl, kind, f, beyond=beyond))
+            row[f"{f:g}x bpb"] = shown(cell(bpb, kind, f, method, beyond))
+            row[f"{f:g}x ppl"] = shown(cell(ppl, kind, f, method, beyond))
         rows.append(row)
     return [
         "## Every run in bits per byte",
         "",
-        "Non-overlapping windows, no rescaling (learned absolute past its table: as named), mean ± std over "
-        "seeds. Bits per byte compare across tokenizers; perplexity per token does not (the `bpe-` rows).",
+        "Non-overlapping windows, each kind of run with each method it was evaluated with (learned absolute: "
+        "past its table as named), zero-shot; mean ± std over seeds. Bits per byte compare across tokenizers; "
+        "perplexity per token does not (the `bpe-` rows).",
         "",
         pd.DataFrame(rows).to_markdown(index=False),
         "",
