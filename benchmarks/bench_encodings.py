@@ -155,7 +155,7 @@ def memory_case(pos: str, factor: int, args) -> dict:
         peak = torch.cuda.max_memory_allocated() - before
     else:
         peak = _status_kib("VmHWM") * 1024 - before
-    H = model.config.n_head
+    H = model.config.model.n_head
     element = element_bytes(device)
     # a (1, H, L, L) mask exists where the encoding builds one for SDPA (the bias encodings)
     masked = args.attention == "sdpa" and model.pos.attn_masks(2, 1, torch.float32, device)[0] is not None

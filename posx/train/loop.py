@@ -236,7 +236,7 @@ def announce(state: LoopState, resuming: bool) -> None:
     ranks = f" ranks={distributed.world_size()} micro_batch={state.micro}" if distributed.enabled() else ""
     state.console.print(
         f"[bold]posx train[/] {escape(str(state.run_dir))}  pos={cfg.pos.name} T={cfg.train.context_length} "
-        f"params={model.num_params() / 1e6:.2f}M device={state.device}{ranks} attention={model.config.attention}"
+        f"params={model.num_params() / 1e6:.2f}M device={state.device}{ranks} attention={model.config.model.attention}"
         f"{' compiled' if state.compiled else ''}" + (f"  [cyan]resuming at step {state.step}[/]" if resuming else "")
     )
     too_large = memory.warning(model.config, state.micro, cfg.train.context_length, model.num_params(), state.device)

@@ -15,9 +15,9 @@ from torch.nn.parallel import DistributedDataParallel
 
 from posx.data import corpus as data_mod
 from posx.data import store
-from posx.model.config import GPTConfig
 from posx.model.gpt import GPT
 from posx.model.roperecord import RopeRecord
+from posx.model.spec import ModelSpec
 from posx.runs.records import Lineage, TrainExtras
 
 
@@ -44,9 +44,9 @@ class FromParent:
 Start = Fresh | Resume | FromParent
 
 
-def gpt_config(cfg: DictConfig, vocab_size: int = data_mod.VOCAB_SIZE) -> GPTConfig:
+def gpt_config(cfg: DictConfig, vocab_size: int = data_mod.VOCAB_SIZE) -> ModelSpec:
     """The model a run config describes, on the corpus tokenizer's vocabulary (256: bytes)."""
-    return GPTConfig.from_run_config(cfg, vocab_size)
+    return ModelSpec.from_config(cfg, vocab_size)
 
 
 @dataclass
