@@ -33,7 +33,7 @@ def test_the_schema_defaults_pass_their_own_rules():
     made = validate(dataclasses.asdict(ExtendRootConfig(parent="run")), ExtendRootConfig)
     assert made == ExtendRootConfig(parent="run")
     assert validate(dataclasses.asdict(Config()), Config) == Config()
-    assert validate(spec().to_dict(), ModelSpec, "model metadata") == spec()
+    assert validate(dataclasses.asdict(spec()), ModelSpec, "model metadata") == spec()
     assert validate({}, RopeArgs) == RopeArgs()
 
 
@@ -61,9 +61,9 @@ def test_a_model_record_keeps_the_bound_of_its_config_key():
     """A model record holds the schema's own sections, and its vocab_size the bound of data.vocab_size."""
     record = {f.name: f for f in dataclasses.fields(ModelSpec)}
     assert record["vocab_size"].metadata == dict(_groups(Config))["data.vocab_size"].metadata
-    data = {**spec().to_dict(), "model": {"n_layer": 2000}}
+    data = {**dataclasses.asdict(spec()), "model": {"n_layer": 2000}}
     with pytest.raises(PosxError, match="^model metadata: model.n_layer=2000 must be at most 1024$"):
         validate(data, ModelSpec, "model metadata")
-    data = {**spec().to_dict(), "pos": {**spec().to_dict()["pos"], "max_positions": None}}
+    data = {**dataclasses.asdict(spec()), "pos": {**dataclasses.asdict(spec())["pos"], "max_positions": None}}
     with pytest.raises(PosxError, match="^model metadata: pos.max_positions is null; a model record holds"):
         validate(data, ModelSpec, "model metadata")

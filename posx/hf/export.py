@@ -288,23 +288,18 @@ def config_json(config) -> dict:
     return data
 
 
-# Model options LlamaForCausalLM has no equivalent of (section, key), with the value that means "off".
-PLAIN = {
-    ("pos", "rotary_fraction"): 1.0,
-    ("model", "attn_scale"): "none",
-    ("model", "nope_every"): 0,
-    ("model", "short_conv"): 0,
-}
+# Model options LlamaForCausalLM has no equivalent of, with the value that means "off".
+PLAIN = {"pos.rotary_fraction": 1.0, "model.attn_scale": "none", "model.nope_every": 0, "model.short_conv": 0}
 
 
 def check_plain(spec, run_dir: Path) -> None:
     """A run with partial rotation, a logit scale, NoPE layers or a short convolution is refused in one line."""
-    sections = spec.sections()
-    for (section, name), plain in PLAIN.items():
-        if sections[section][name] != plain:
+    for key, plain in PLAIN.items():
+        section, name = key.split(".")
+        if spec.sections()[section][name] != plain:
             raise PosxError(
-                f"{run_dir} trains with {section}.{name}={sections[section][name]}, which transformers' Llama "
-                f"cannot hold (only {section}.{name}={plain}); this run cannot be exported"
+                f"{run_dir} trains with {key}={spec.sections()[section][name]}, which transformers' Llama cannot "
+                f"hold (only {key}={plain}); this run cannot be exported"
             )
 
 

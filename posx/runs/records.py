@@ -9,7 +9,7 @@ NaN later.
 from __future__ import annotations
 
 import time
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 
 from posx import __version__
@@ -66,7 +66,7 @@ class RunMeta:
         return {
             "format": META_FORMAT,
             "posx_version": __version__,
-            "model": self.model.to_dict(),
+            "model": asdict(self.model),
             "train_context": self.train_context,
             "data": self.data,
             "step": self.step,
@@ -95,11 +95,8 @@ class RunMeta:
         if found not in (META_FORMAT, legacy.FORMAT):
             raise PosxError(f"{where} is not posx run metadata (format {found!r})")
         record = {k: v for k, v in d.items() if k not in ("format", "posx_version", "saved_at")}  # written, not read
-        fix = f"{where} is incomplete or corrupt", "re-train the run"
-        if found == legacy.FORMAT:
-            with legacy.spelled():
-                return validate(legacy.upgrade(record), cls, *fix)
-        return validate(record, cls, *fix)  # weights: on load
+        with legacy.spelled(found):  # weights: on load
+            return validate(legacy.upgrade(record, found), cls, f"{where} is incomplete or corrupt", "re-train the run")
 
     @property
     def data_config(self) -> dict:
