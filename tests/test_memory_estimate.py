@@ -20,7 +20,7 @@ def test_the_estimate_grows_with_the_tokens_of_a_pass_and_the_width():
     state = memory.estimate_bytes(config, 0, 1000, CPU)
     assert state == 16 * 1000 and two - state == 2 * (one - state)
     wider = spec(d_model=256, n_head=4)
-    assert memory.activation_elements(wider) == 2 * memory.activation_elements(config)
+    assert memory.activation_elements(wider.model) == 2 * memory.activation_elements(config.model)
     assert memory.estimate_bytes(config, 4096, 0, torch.device("cuda")) < one  # bf16 activations
 
 

@@ -225,9 +225,8 @@ def load_hf(model_dir: Path, device: torch.device) -> tuple[HFCausalLM, RunMeta]
     rotary = _rotary(model, head_dim, model_dir)
     T = _train_context(params, config, model_dir)
     sizes = ModelConfig(n_layer=config.num_hidden_layers, n_head=n_head, d_model=n_head * head_dim, block="llama")
-    rope = PosConfig(name="rope", base=float(params["rope_theta"]))
-    spec = ModelSpec.resolved(sizes, rope, T, T, config.vocab_size)  # the RoPE only: head_dim and base are read
-    meta = RunMeta(spec, T, {}, 0)
+    spec = ModelSpec.resolved(sizes, PosConfig(name="rope", base=float(params["rope_theta"])), T, T, config.vocab_size)
+    meta = RunMeta(spec, T, {}, 0)  # describes the RoPE only: head_dim and base are what evaluate() reads
     return HFCausalLM(model, rotary).to(device), meta
 
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import importlib
 import json
+from operator import attrgetter
 from pathlib import Path
 from types import ModuleType
 
@@ -295,11 +296,10 @@ PLAIN = {"pos.rotary_fraction": 1.0, "model.attn_scale": "none", "model.nope_eve
 def check_plain(spec, run_dir: Path) -> None:
     """A run with partial rotation, a logit scale, NoPE layers or a short convolution is refused in one line."""
     for key, plain in PLAIN.items():
-        section, name = key.split(".")
-        if spec.sections()[section][name] != plain:
+        if (value := attrgetter(key)(spec)) != plain:
             raise PosxError(
-                f"{run_dir} trains with {key}={spec.sections()[section][name]}, which transformers' Llama cannot "
-                f"hold (only {key}={plain}); this run cannot be exported"
+                f"{run_dir} trains with {key}={value}, which transformers' Llama cannot hold "
+                f"(only {key}={plain}); this run cannot be exported"
             )
 
 

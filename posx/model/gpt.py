@@ -97,10 +97,9 @@ class GPT(nn.Module):
 
     def __init__(self, config: ModelSpec):
         super().__init__()
-        m = config.model
+        self.config, m = config, config.model
         if m.attention not in ATTENTION:
             raise unknown("attention", m.attention, ATTENTION)
-        self.config = config
         self.tok_emb = nn.Embedding(config.vocab_size, m.d_model)
         self.pos = build_encoding(config)
         self.blocks = nn.ModuleList(Block(m, i) for i in range(m.n_layer))

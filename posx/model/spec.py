@@ -25,9 +25,7 @@ class ModelSpec:
 
     def check(self, at: str = "") -> str | None:
         """Every value resolved: a null (T's default) means nothing once T is not beside it."""
-        nulls = [
-            f"{at}{name}.{key}" for name, group in self.sections().items() for key, v in group.items() if v is None
-        ]
+        nulls = [f"{at}{s}.{key}" for s, group in self.sections().items() for key, v in group.items() if v is None]
         return f"{nulls[0]} is null; a model record holds the value resolved against T" if nulls else None
 
     @classmethod

@@ -147,8 +147,7 @@ def _kept(key: str) -> bool:
 def _add_recorded(found: dict, meta: RunMeta, parent: dict | None) -> None:
     """Adds to ``found`` what model.json records: the model actually built, T, the steps, the
     corpus fingerprint, and an extended run's lineage (``parent``: its parent's identity)."""
-    recorded = dotted(meta.model.sections())  # the model actually built (pos.max_positions resolved)
-    found.update({key: value for key, value in recorded.items() if _kept(key)})
+    found.update({k: v for k, v in dotted(meta.model.sections()).items() if _kept(k)})  # as built (nulls resolved)
     found["T"] = meta.train_context
     found.setdefault("steps", meta.step)
     if meta.data.get("sha256"):

@@ -30,15 +30,15 @@ import torch
 
 from posx.model.blocks import swiglu_hidden
 from posx.model.spec import ModelSpec
+from posx.schema import ModelConfig
 
 GIB = 1024**3
 MEMINFO = Path("/proc/meminfo")
 CGROUP = Path("/sys/fs/cgroup")  # cgroup v2: memory.max and memory.current (a SLURM job's limit)
 
 
-def activation_elements(config: ModelSpec) -> int:
-    """Activations kept for backward per token, over every layer, in elements."""
-    m = config.model
+def activation_elements(m: ModelConfig) -> int:
+    """Activations kept for backward per token, over every layer, in elements (``m``: the model section)."""
     if m.block == "llama":
         return m.n_layer * (13 * m.d_model + 4 * swiglu_hidden(m.d_model, m.mlp_ratio, m.multiple_of))
     return m.n_layer * (10 * m.d_model + 2 * m.mlp_ratio * m.d_model)
@@ -47,7 +47,7 @@ def activation_elements(config: ModelSpec) -> int:
 def estimate_bytes(config: ModelSpec, tokens: int, n_params: int, device: torch.device) -> int:
     """Training memory of one micro-batch of ``tokens`` tokens, with the optimizer's state."""
     element = 2 if device.type == "cuda" else 4
-    per_token = activation_elements(config) * element + 3 * 4 * config.vocab_size
+    per_token = activation_elements(config.model) * element + 3 * 4 * config.vocab_size
     return tokens * per_token + 16 * n_params
 
 
