@@ -1,6 +1,5 @@
-"""What a training run starts from (``Fresh``, ``Resume``, ``FromParent``), the model its
-and the state the loop (``posx.train.loop``) carries from one
-step to the next (``LoopState``)."""
+"""What a training run starts from (``Fresh``, ``Resume``, ``FromParent``), and the state the
+loop (``posx.train.loop``) carries from one step to the next (``LoopState``)."""
 
 from __future__ import annotations
 
