@@ -6,7 +6,7 @@ its Enum fails at composition. Each number's bounds are in its field's metadata 
 ``at_least``, ``within``: a ``Bound`` of ``posx.fieldtypes``), each rule across the fields of a
 group in the group's ``check(at)`` (which returns what is wrong and how to fix it, in one line,
 or None); ``posx.core.validate`` walks them all, for a composed config (``posx.config.checks``)
-and for a record read back (``model.json`` through ``posx.model.config.GPTConfig``). Each
+and for a record read back (``model.json``, whose model record holds ``ModelConfig`` and ``PosConfig``). Each
 field's trailing comment is its description in the configuration reference
 (``posx.config.reference``).
 

@@ -18,9 +18,10 @@ import torch.nn.attention.flex_attention as torch_flex
 
 from posx.core.errors import PosxError
 from posx.model import attention
-from posx.model.config import GPTConfig
 from posx.model.encodings import ALiBi
 from posx.model.gpt import GPT
+
+from helpers.model import changed, spec
 
 pytestmark = pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")
 
@@ -39,22 +40,22 @@ CASES = [
 def pair(pos: str, n_head: int, per_layer: bool, device: str = "cpu") -> tuple[GPT, GPT]:
     """The same weights twice: once attending through SDPA, once through FlexAttention."""
     torch.manual_seed(0)
-    cfg = GPTConfig(
+    cfg = spec(
         n_layer=2,
         n_head=n_head,
         d_model=16 * n_head,  # head dim 16: Triton's tl.dot wants every dimension >= 16
         pos=pos,
         max_positions=T,
-        t5_num_buckets=8,
-        t5_max_distance=24,
-        t5_per_layer=per_layer,
+        num_buckets=8,
+        max_distance=24,
+        per_layer=per_layer,
     )
     sdpa = GPT(cfg).to(device)
     if pos == "t5":  # a learned table is zero-free after training; give it structure to compare
         with torch.no_grad():
             for table in sdpa.pos.tables:
                 table.weight.normal_(0.0, 1.0)
-    flex = GPT(GPTConfig(**{**cfg.to_dict(), "attention": "flex"})).to(device)
+    flex = GPT(changed(cfg, attention="flex")).to(device)
     flex.load_state_dict(sdpa.state_dict())
     return sdpa, flex
 
@@ -108,7 +109,7 @@ def test_flex_matches_sdpa_on_cuda(pos, n_head, per_layer, ieee_fp32):
 def test_t5_flex_tiles_fit_torchs_rules():
     """T5's CUDA tile sizes must divide the BlockMask's blocks, and the backward's pairs must
     nest as torch's flex lowering requires, or every compiled T5 + flex run stops."""
-    options = GPT(GPTConfig(n_layer=1, n_head=2, d_model=16, pos="t5", attention="flex")).pos.flex_kernel_options
+    options = GPT(spec(n_layer=1, n_head=2, d_model=16, pos="t5", attention="flex")).pos.flex_kernel_options
     q_block, kv_block = attention.causal_block_mask(256, torch.device("cpu")).BLOCK_SIZE
     for key, block in (("BLOCK_M", q_block), ("BLOCK_N", kv_block), ("BLOCK_M1", q_block), ("BLOCK_N2", kv_block)):
         assert block % options[key] == 0, key
@@ -120,7 +121,7 @@ def test_t5_flex_trains_compiled_in_bf16_at_head_dim_64():
     """The shape that stopped compiled training on an H200 with torch's default tiles (T5's
     gathered table needed 272 KiB of shared memory): head dim 64, bf16 autocast, T = 512."""
     torch.manual_seed(0)
-    model = GPT(GPTConfig(n_layer=2, n_head=8, d_model=512, pos="t5", attention="flex")).cuda()
+    model = GPT(spec(n_layer=2, n_head=8, d_model=512, pos="t5", attention="flex")).cuda()
     step = torch.compile(model)
     x = torch.randint(0, 256, (4, 513), device="cuda")
     with torch.autocast("cuda", dtype=torch.bfloat16):
@@ -133,9 +134,9 @@ def test_t5_flex_trains_compiled_in_bf16_at_head_dim_64():
 def test_flex_without_a_bias_is_sdpa():
     """Encodings without a bias attend through SDPA's causal path whatever model.attention says."""
     torch.manual_seed(0)
-    cfg = GPTConfig(n_layer=1, n_head=3, d_model=24, pos="rope")
+    cfg = spec(n_layer=1, n_head=3, d_model=24, pos="rope")
     a = GPT(cfg)
-    b = GPT(GPTConfig(**{**cfg.to_dict(), "attention": "flex"}))
+    b = GPT(changed(cfg, attention="flex"))
     b.load_state_dict(a.state_dict())
     x = torch.randint(0, 256, (1, 50))
     assert torch.equal(a(x)[0], b(x)[0])
@@ -143,7 +144,7 @@ def test_flex_without_a_bias_is_sdpa():
 
 def test_flex_with_dropout_trains_through_sdpa():
     """FlexAttention has no dropout: training with dropout falls back to the SDPA mask path."""
-    model = GPT(GPTConfig(n_layer=1, n_head=2, d_model=16, pos="alibi", dropout=0.1, attention="flex"))
+    model = GPT(spec(n_layer=1, n_head=2, d_model=16, pos="alibi", dropout=0.1, attention="flex"))
     cpu = torch.device("cpu")
     model.train()
     with torch.no_grad():
@@ -155,7 +156,7 @@ def test_flex_with_dropout_trains_through_sdpa():
 
 def test_flex_on_the_cpu_trains_through_sdpa():
     """No flex backward on the CPU: with gradients on, the SDPA mask path; without, flex."""
-    model = GPT(GPTConfig(n_layer=1, n_head=2, d_model=16, pos="t5", attention="flex"))
+    model = GPT(spec(n_layer=1, n_head=2, d_model=16, pos="t5", attention="flex"))
     cpu = torch.device("cpu")
     assert not any(isinstance(m, attention.FlexBias) for m in model._biases(8, torch.float32, cpu))
     with torch.inference_mode():
@@ -164,18 +165,18 @@ def test_flex_on_the_cpu_trains_through_sdpa():
 
 def test_unknown_attention_is_a_posx_error():
     with pytest.raises(PosxError, match="attention=dense is unknown"):
-        GPT(GPTConfig(attention="dense"))
+        GPT(spec(attention="dense"))
 
 
 def test_a_deep_copy_attends_with_its_own_bias():
     """The score_mods are bound to their module: a deep copy's flex uses the copy's T5 table."""
-    model = GPT(GPTConfig(n_layer=1, n_head=3, d_model=24, pos="t5", attention="flex")).eval()
+    model = GPT(spec(n_layer=1, n_head=3, d_model=24, pos="t5", attention="flex")).eval()
     twin = copy.deepcopy(model)
     with torch.no_grad():
         twin.pos.tables[0].weight.add_(1.0)
         x = torch.randint(0, 256, (1, 30))
         assert not torch.allclose(model(x)[0], twin(x)[0])
-        ref = GPT(GPTConfig(**{**twin.config.to_dict(), "attention": "sdpa"})).eval()
+        ref = GPT(changed(twin.config, attention="sdpa")).eval()
         ref.load_state_dict(twin.state_dict())
         assert torch.allclose(twin(x)[0], ref(x)[0], atol=1e-5)
 

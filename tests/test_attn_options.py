@@ -9,14 +9,15 @@ import pytest
 import torch
 
 from posx.model import scaling
-from posx.model.config import GPTConfig
 from posx.model.fire import FireMLP
 from posx.model.gpt import GPT
+
+from helpers.model import spec
 
 
 def _model(**kw) -> GPT:
     torch.manual_seed(0)
-    return GPT(GPTConfig(n_layer=4, n_head=2, d_model=32, **kw)).eval()
+    return GPT(spec(n_layer=4, n_head=2, d_model=32, **kw)).eval()
 
 
 def _twin(a: GPT, **kw) -> GPT:

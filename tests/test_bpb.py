@@ -12,17 +12,18 @@ from omegaconf import OmegaConf
 from posx.data.tokenizer import train_bpe
 from posx.eval import bytecount
 from posx.eval.extrapolate import evaluate
-from posx.model.config import GPTConfig
 from posx.model.gpt import GPT
 from posx.runs.records import RunMeta
 from posx.schema import EvalConfig
+
+from helpers.model import spec
 
 DOCS = [f"déf f{i}(x):  # ünïcode ✓ {i * 7}\n    return x ** {i} - 'ß'\n" for i in range(60)]
 
 
 def test_byte_rows_have_bpb_equal_to_nats_per_token_over_ln2():
     torch.manual_seed(0)
-    model = GPT(GPTConfig(n_layer=1, n_head=2, d_model=16, pos="rope")).eval()
+    model = GPT(spec(n_layer=1, n_head=2, d_model=16, pos="rope")).eval()
     meta = RunMeta(model=model.config, train_context=8, data={}, step=0)
     ev = OmegaConf.structured(
         EvalConfig(factors=[1, 2], methods=["none", "pi"], tokens=64, protocol="sliding", stride=4)
@@ -64,7 +65,7 @@ def test_a_bpe_rows_bytes_are_those_of_the_text_its_scored_tokens_decode_to():
     tok = train_bpe(iter(DOCS), 300)
     val = torch.from_numpy(tok.encode("".join(DOCS * 3)))
     torch.manual_seed(0)
-    model = GPT(GPTConfig(n_layer=1, n_head=2, d_model=16, pos="rope", vocab_size=tok.vocab_size)).eval()
+    model = GPT(spec(n_layer=1, n_head=2, d_model=16, pos="rope", vocab_size=tok.vocab_size)).eval()
     meta = RunMeta(model=model.config, train_context=16, data={}, step=0)
     ev = OmegaConf.structured(EvalConfig(factors=[1, 2], methods=["none"], tokens=64))
     df = evaluate(model, meta, val, ev, torch.device("cpu"), "r", tokenizer=tok).table

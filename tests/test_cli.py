@@ -34,7 +34,7 @@ def test_train_writes_a_complete_run(trained_runs):
     assert metrics["step"].tolist() == list(range(1, 7))
     assert metrics["val_loss"].notna().sum() == 2  # eval_every=3 over 6 steps
     meta = json.loads((run / "model.json").read_text())
-    assert meta["model"]["pos"] == "rope" and meta["train_context"] == 32
+    assert meta["format"] == "posx-run/2" and meta["model"]["pos"]["name"] == "rope" and meta["train_context"] == 32
     assert meta["data"]["sha256"] and meta["data"]["python"]
     assert "_target_" not in (run / "config.yaml").read_text()
 
@@ -121,10 +121,11 @@ def _run_copy(tmp, request) -> Path:
     return run
 
 
-def _edit_meta(tmp, request, **model) -> None:
+def _edit_meta(tmp, request, section: str | None = None, **values) -> None:
+    """The run's model record (or its ``section``, model or pos) with ``values`` set."""
     run = _run_copy(tmp, request)
     meta = json.loads((run / "model.json").read_text())
-    meta["model"].update(model)
+    (meta["model"][section] if section else meta["model"]).update(values)
     (run / "model.json").write_text(json.dumps(meta))
 
 
@@ -192,7 +193,7 @@ SETUPS = {
     "truncated_weights_no_checksum": lambda tmp, request: _truncate_weights(tmp, request, keep_checksum=False),
     "flipped_weight": _flip_weight_byte,
     "vocab_mismatch": lambda tmp, request: _edit_meta(tmp, request, vocab_size=300),
-    "layers_mismatch": lambda tmp, request: _edit_meta(tmp, request, n_layer=3),
+    "layers_mismatch": lambda tmp, request: _edit_meta(tmp, request, "model", n_layer=3),
     "meta_not_json": lambda tmp, request: (_run_copy(tmp, request) / "model.json").write_text("{not json"),
     "duplicate_in_saved_settings": _duplicate_in_saved_settings,
     "two_runs": _two_runs,

@@ -16,9 +16,10 @@ from typer.testing import CliRunner
 from posx import __version__
 from posx.cli import app
 from posx.core.lock import LOCK_NAME
-from posx.model.config import GPTConfig
 from posx.report import collection
 from posx.runs.records import Lineage, RunMeta
+
+from helpers.model import spec
 
 
 def _run(root: Path, name: str, ppl: float, finished: bool = True, parent: str | None = None) -> Path:
@@ -36,7 +37,7 @@ def _run(root: Path, name: str, ppl: float, finished: bool = True, parent: str |
             if parent
             else None
         )
-        meta = RunMeta(GPTConfig(), train_context=32, data={}, step=6, extended_from=lineage)
+        meta = RunMeta(spec(), train_context=32, data={}, step=6, extended_from=lineage)
         (run / "model.json").write_text(json.dumps(meta.to_dict()))
         rows = [
             {

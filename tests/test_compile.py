@@ -21,11 +21,12 @@ from posx import rope
 from posx.config.compose import compose
 from posx.core.device import BF16_PEAK, bf16_peak_flops, peak_for_name, use_compile, use_tf32
 from posx.core.errors import PosxError
-from posx.model.config import GPTConfig
 from posx.model.gpt import GPT
 from posx.model.rescale import rescaled
 from posx.train import loop, state, steps
 from tests.conftest import TINY
+
+from helpers.model import spec
 
 pytestmark = pytest.mark.filterwarnings("ignore:flex_attention called without torch.compile")
 
@@ -69,7 +70,7 @@ def check_graphs(pos: str, attention: str, device: str, backend, atol: float) ->
     torch._dynamo.reset()
     counters.clear()
     torch.manual_seed(0)
-    model = GPT(GPTConfig(n_layer=2, n_head=3, d_model=48, pos=pos, attention=attention)).to(device)
+    model = GPT(spec(n_layer=2, n_head=3, d_model=48, pos=pos, attention=attention)).to(device)
     fwd = torch.compile(model, backend=backend)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     compiles = Compiles()
@@ -120,7 +121,7 @@ def test_compiled_flex_graph_on_cpu():
     """A flex model's forward (no grad) traces through dynamo: block mask and score_mods."""
     torch._dynamo.reset()
     torch.manual_seed(0)
-    model = GPT(GPTConfig(n_layer=1, n_head=3, d_model=24, pos="t5", attention="flex")).eval()
+    model = GPT(spec(n_layer=1, n_head=3, d_model=24, pos="t5", attention="flex")).eval()
     backend = Counting()
     fwd = torch.compile(model, backend=backend)
     x = torch.randint(0, 256, (1, 40))
@@ -143,7 +144,7 @@ def test_train_compile_setting():
 
 
 def test_mfu_formula_and_peaks():
-    model = GPT(GPTConfig(n_layer=4, n_head=4, d_model=128, pos="t5"))
+    model = GPT(spec(n_layer=4, n_head=4, d_model=128, pos="t5"))
     n = model.num_params() - sum(p.numel() for p in model.pos.parameters())
     assert model.flops_per_token(128) == 6 * n + 12 * 4 * 4 * 32 * 128
     assert steps.mfu(1000.0, 1e9, 4e12) == pytest.approx(0.25)

@@ -25,15 +25,16 @@ import torch
 from torch.nn.attention.flex_attention import flex_attention
 
 from posx.model.attention import FlexFallbackWarning, causal_block_mask
-from posx.model.config import GPTConfig
 from posx.model.encodings import ENCODINGS, T5Bias
 from posx.model.gpt import GPT
 from tests.test_compile import Compiles
 
+from helpers.model import spec
+
 T = 16
 FACTORS = (1, 2, 4, 8)
 BATCHES = (2, 3)  # not 1: dynamo always specialises a size of 1
-FLEX = [pos for pos in ENCODINGS if GPT(GPTConfig(n_layer=1, n_head=2, d_model=16, pos=pos)).pos.score_mod(0)]
+FLEX = [pos for pos in ENCODINGS if GPT(spec(n_layer=1, n_head=2, d_model=16, pos=pos)).pos.score_mod(0)]
 ALL_CASES = [(pos, "sdpa") for pos in ENCODINGS] + [(pos, "flex") for pos in FLEX]
 # Each case compiles for minutes on a 2-core CPU, so the suite runs one of each kind: RoPE (the
 # frequencies), learned absolute (its table bound) and T5 through flex (a per-layer table in a
@@ -44,7 +45,7 @@ CASES = ALL_CASES if os.environ.get("POSX_COMPILE_ALL") == "1" else SAMPLE
 
 def tiny(pos: str, attention: str) -> GPT:
     torch.manual_seed(0)
-    config = GPTConfig(n_layer=1, n_head=2, d_model=32, pos=pos, attention=attention, max_positions=T * max(FACTORS))
+    config = spec(n_layer=1, n_head=2, d_model=32, pos=pos, attention=attention, max_positions=T * max(FACTORS))
     return GPT(config).eval()
 
 
@@ -83,7 +84,7 @@ def test_t5_flex_trains_a_step_under_cpu_bf16_autocast_and_evaluates_through_fle
     model.eval()
     with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
         flex, _ = model(idx[:, :-1])
-        model.config.attention = "sdpa"  # the reference path, same weights
+        model.config.model.attention = "sdpa"  # the reference path, same weights
         sdpa, _ = model(idx[:, :-1])
     assert flex.dtype == torch.bfloat16
     torch.testing.assert_close(flex.float(), sdpa.float(), atol=3e-2, rtol=3e-2)

@@ -10,10 +10,10 @@ from omegaconf import OmegaConf
 from posx.config.checks import check_config
 from posx.config.compose import compose, config_dir
 from posx.core.errors import PosxError
-from posx.model.config import GPTConfig
+from posx.data.corpus import VOCAB_SIZE
 from posx.model.gpt import GPT
+from posx.model.spec import ModelSpec
 from posx.schema import Config, ExtendRootConfig
-from posx.train.state import gpt_config
 
 GROUPS = ["model", "pos", "data", "train", "eval", "logger"]
 
@@ -38,7 +38,7 @@ def test_every_experiment_composes(experiment):
 
 
 def test_small_preset_is_tens_of_millions_of_parameters():
-    n = GPT(gpt_config(compose(["experiment=gpu_small"]))).num_params()
+    n = GPT(ModelSpec.from_config(compose(["experiment=gpu_small"]), VOCAB_SIZE)).num_params()
     assert 10e6 < n < 100e6
 
 
@@ -58,15 +58,15 @@ def test_meaningless_values_fail_the_check():
     "overrides", [[], ["pos=t5", "pos.per_layer=true"], ["model=llama_tiny"], ["pos=absolute", "pos.max_positions=256"]]
 )
 def test_the_model_config_conversion_round_trips(overrides):
-    """cfg -> GPTConfig -> the run-config values -> GPTConfig again is the identity (one table,
-    posx.model.config.RUN_KEYS, serves both directions)."""
+    """cfg -> ModelSpec -> its sections written back as the config's -> ModelSpec again is the
+    identity (the sections are the config's own)."""
     cfg = compose(overrides)
-    model = GPTConfig.from_run_config(cfg, 256)
+    model = ModelSpec.from_config(cfg, 256)
     again = OmegaConf.create(OmegaConf.to_container(cfg, resolve=True))
-    for key, value in model.run_config_values().items():
-        OmegaConf.update(again, key, value, merge=False)
+    for section, values in model.sections().items():
+        OmegaConf.update(again, section, values, merge=False)
     again.train.context_length = 7  # max_positions is explicit now: T no longer matters
-    assert GPTConfig.from_run_config(again, 256) == model
+    assert ModelSpec.from_config(again, 256) == model
 
 
 def _restated(values, defaults, prefix: str = "") -> list[str]:
@@ -154,7 +154,7 @@ def test_presets_compose_to_the_values_they_had_when_their_files_restated_defaul
 def test_fires_threshold_defaults_to_a_quarter_of_T_the_papers_ratio(T):
     cfg = compose(["pos=fire", f"train.context_length={T}"])
     check_config(cfg)
-    assert GPTConfig.from_run_config(cfg, 256).fire_threshold == T / 4  # 512 at 2048, as Li et al. pair them
+    assert ModelSpec.from_config(cfg, 256).pos.fire_threshold == T / 4  # 512 at 2048, as Li et al. pair them
 
 
 def test_a_fire_threshold_past_T_is_refused_with_the_fix_named():

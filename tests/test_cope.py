@@ -15,12 +15,12 @@ import torch.nn.functional as F
 
 from posx.core.errors import PosxError
 from posx.model import attention
-from posx.model.config import GPTConfig
 from posx.model.cope import CoPE
 from posx.model.gpt import GPT
 from posx.runs.lineage import check_method
 
 from helpers.attention import qkv
+from helpers.model import spec
 
 
 def authors_cope(query, key, val, pos_emb, npos: int) -> torch.Tensor:
@@ -75,7 +75,7 @@ def test_a_zero_table_is_attention_without_positions():
 
 def test_the_model_trains_every_table_and_defaults_to_t_plus_one(tmp_path):
     torch.manual_seed(0)
-    config = GPTConfig(vocab_size=32, n_layer=2, n_head=2, d_model=16, pos="cope", cope_npos=33)
+    config = spec(vocab_size=32, n_layer=2, n_head=2, d_model=16, pos="cope", cope_npos=33)
     model = GPT(config)
     idx = torch.randint(0, 32, (4, 32))
     _, loss = model(idx, idx)
@@ -93,7 +93,7 @@ def test_bf16_on_cuda_follows_float32_on_the_cpu():
     """Under CUDA's bf16 autocast the gates' counts are summed in float32, so the positions and
     the output stay close to the CPU's float32."""
     torch.manual_seed(0)
-    model = GPT(GPTConfig(vocab_size=32, n_layer=2, n_head=2, d_model=16, pos="cope", cope_npos=65)).eval()
+    model = GPT(spec(vocab_size=32, n_layer=2, n_head=2, d_model=16, pos="cope", cope_npos=65)).eval()
     with torch.no_grad():
         for table in model.pos.tables:
             table.normal_()

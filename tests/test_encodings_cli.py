@@ -19,13 +19,13 @@ from posx.cli import app
 from posx.config.compose import compose
 from posx.core.errors import PosxError
 from posx.eval.run import evaluate_run
-from posx.model.config import GPTConfig
 from posx.model.encodings import ENCODINGS
 from posx.model.rescale import WINDOWED
 from posx.report import frequencies as freqplot
 from posx.runs.records import RunMeta
 
 from conftest import run_posx
+from helpers.model import spec
 
 ALL_METHODS = "[" + ",".join(rope.METHODS) + "]"
 
@@ -188,7 +188,7 @@ def test_frequency_table_columns_follow_the_methods():
 def test_frequencies_takes_head_dim_base_and_t_from_a_run_and_never_cuts_a_value(tmp_path, monkeypatch):
     run = tmp_path / "results" / "runs" / "r"
     run.mkdir(parents=True)
-    meta = RunMeta(GPTConfig(n_head=2, d_model=32, rope_base=500.0), train_context=16, data={}, step=1)
+    meta = RunMeta(spec(n_head=2, d_model=32, base=500.0), train_context=16, data={}, step=1)
     (run / "model.json").write_text(json.dumps(meta.to_dict()))
     monkeypatch.chdir(tmp_path)
     out = CliRunner().invoke(app, ["frequencies", "r", "--factor", "2"], env={"COLUMNS": "80"})

@@ -199,7 +199,7 @@ def test_absolute_extends_by_interpolating_its_table(work):
     assert digest(parent) == before
     child = work / "results" / "runs" / "absolute-interpolate-x2"
     model, meta = load_run(child)
-    assert model.pos.max_length() == 64 and meta.model.max_positions == 64
+    assert model.pos.max_length() == 64 and meta.model.pos.max_positions == 64
     assert meta.rope.method == "none" and meta.extended_from.method == "interpolate"
     df = pd.read_csv(child / "extrapolation.csv").set_index(["stage", "eval_context"])
     for stage in ("zero-shot", "extended"):

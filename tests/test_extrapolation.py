@@ -12,10 +12,11 @@ from omegaconf import OmegaConf
 from posx import rope
 from posx.eval.extrapolate import evaluate, window_nll
 from posx.eval.scoring import tokens_for
-from posx.model.config import GPTConfig
 from posx.model.gpt import GPT
 from posx.runs.records import RunMeta
 from posx.schema import EvalConfig
+
+from helpers.model import spec
 
 
 def test_scored_tokens_is_a_multiple_of_every_length():
@@ -29,7 +30,7 @@ def test_scored_tokens_is_a_multiple_of_every_length():
 
 def _model(pos="rope"):
     torch.manual_seed(0)
-    return GPT(GPTConfig(n_layer=2, n_head=2, d_model=32, pos=pos, max_positions=16)).eval()
+    return GPT(spec(n_layer=2, n_head=2, d_model=32, pos=pos, max_positions=16)).eval()
 
 
 def test_window_nll_is_the_token_weighted_mean_and_independent_of_batching():

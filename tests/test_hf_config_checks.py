@@ -16,12 +16,12 @@ transformers = pytest.importorskip("transformers")
 from posx.core.errors import PosxError  # noqa: E402
 from posx.hf import checkpoint as hf_checkpoint  # noqa: E402
 from posx.hf.export import export_run  # noqa: E402
-from posx.model.config import GPTConfig  # noqa: E402
 from posx.model.gpt import GPT  # noqa: E402
 from posx.runs.records import RunMeta  # noqa: E402
 from posx.runs.rundir import save_run  # noqa: E402
 
 from conftest import run_posx  # noqa: E402
+from helpers.model import spec  # noqa: E402
 
 CPU = torch.device("cpu")
 ORIGINAL = "original_max_position_embeddings"
@@ -30,7 +30,7 @@ ORIGINAL = "original_max_position_embeddings"
 def _export(root: Path, tie: bool) -> Path:
     """posx export of a random two-layer llama-block run (head_dim 16, T = 32)."""
     torch.manual_seed(0)
-    config = GPTConfig(n_layer=2, n_head=2, d_model=32, block="llama", tie_embeddings=tie)
+    config = spec(n_layer=2, n_head=2, d_model=32, block="llama", tie_embeddings=tie)
     run = root / f"run-{tie}"
     run.mkdir()
     save_run(run, GPT(config), RunMeta(config, 32, {}, 0))

@@ -11,10 +11,11 @@ transformers = pytest.importorskip("transformers")
 from posx.core.errors import PosxError  # noqa: E402
 from posx.data import tokenizer as tok_mod  # noqa: E402
 from posx.hf.export import export_run  # noqa: E402
-from posx.model.config import GPTConfig  # noqa: E402
 from posx.model.gpt import GPT  # noqa: E402
 from posx.runs.records import RunMeta  # noqa: E402
 from posx.runs.rundir import save_run  # noqa: E402
+
+from helpers.model import spec  # noqa: E402
 
 TEXTS = [f"def f{i}(x):\n    return x * {i} + {i * i}  # line {i}\n" for i in range(200)]
 
@@ -22,7 +23,7 @@ TEXTS = [f"def f{i}(x):\n    return x * {i} + {i * i}  # line {i}\n" for i in ra
 def test_a_bpe_run_exports_its_own_tokenizer(tmp_path):
     bpe = tok_mod.train_bpe(iter(TEXTS), 300)
     torch.manual_seed(0)
-    config = GPTConfig(vocab_size=bpe.vocab_size, n_layer=1, n_head=2, d_model=32, block="llama")
+    config = spec(vocab_size=bpe.vocab_size, n_layer=1, n_head=2, d_model=32, block="llama")
     run = tmp_path / "bpe-run"
     run.mkdir()
     save_run(run, GPT(config), RunMeta(config, 32, {"tokenizer": bpe.describe()}, 0))
@@ -42,7 +43,7 @@ def test_only_the_tokenizer_the_run_trained_with_is_exported(tmp_path):
     # the ids mean what model.json's tokenizer says: a run whose tokenizer.json went missing
     # (which read as the byte vocabulary) or was swapped for another is refused before --out
     bpe, other = tok_mod.train_bpe(iter(TEXTS), 300), tok_mod.train_bpe(iter(TEXTS[:50]), 290)
-    config = GPTConfig(vocab_size=bpe.vocab_size, n_layer=1, n_head=2, d_model=32, block="llama")
+    config = spec(vocab_size=bpe.vocab_size, n_layer=1, n_head=2, d_model=32, block="llama")
     run = tmp_path / "bpe-run"
     run.mkdir()
     save_run(run, GPT(config), RunMeta(config, 32, {"tokenizer": bpe.describe()}, 0))

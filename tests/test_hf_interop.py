@@ -26,7 +26,6 @@ from posx.hf import checkpoint as hf_checkpoint  # noqa: E402
 from posx.hf import export as hf_export  # noqa: E402
 from posx.hf.checkpoint import HFCausalLM, evaluate_hf_dir  # noqa: E402
 from posx.model.blocks import swiglu_hidden  # noqa: E402
-from posx.model.config import GPTConfig  # noqa: E402
 from posx.model.gpt import GPT  # noqa: E402
 from posx.model.rescale import WINDOWED, install_trained, method_frequencies  # noqa: E402
 from posx.model.roperecord import RopeRecord  # noqa: E402
@@ -37,6 +36,7 @@ from posx.schema import EvalConfig, ExtendRootConfig  # noqa: E402
 from posx.train.extend import rope_record  # noqa: E402
 
 from conftest import run_posx  # noqa: E402
+from helpers.model import changed, spec  # noqa: E402
 
 T, HEAD_DIM, BASE = 32, 16, 100.0  # a small base puts YaRN's ramp and llama3's bands inside head_dim
 
@@ -44,9 +44,7 @@ T, HEAD_DIM, BASE = 32, 16, 100.0  # a small base puts YaRN's ramp and llama3's 
 def random_llama(tie: bool = False) -> GPT:
     """A llama-block posx model with weights far from init, so logits vary a lot."""
     torch.manual_seed(0)
-    m = GPT(
-        GPTConfig(n_layer=2, n_head=2, d_model=2 * HEAD_DIM, rope_base=BASE, block="llama", tie_embeddings=tie)
-    ).eval()
+    m = GPT(spec(n_layer=2, n_head=2, d_model=2 * HEAD_DIM, base=BASE, block="llama", tie_embeddings=tie)).eval()
     with torch.no_grad():
         for _name, p in m.named_parameters():
             p.copy_(1 + 0.3 * torch.randn_like(p) if p.dim() == 1 else 0.15 * torch.randn_like(p))
@@ -58,14 +56,14 @@ def hf_twin(m: GPT, rope_parameters: dict, max_positions: int) -> torch.nn.Modul
     meta = RunMeta(m.config, T, {}, 0)
     config = transformers.LlamaConfig(
         vocab_size=256,
-        hidden_size=m.config.d_model,
-        intermediate_size=swiglu_hidden(m.config.d_model, 4, 8),
-        num_hidden_layers=m.config.n_layer,
-        num_attention_heads=m.config.n_head,
+        hidden_size=m.config.model.d_model,
+        intermediate_size=swiglu_hidden(m.config.model.d_model, 4, 8),
+        num_hidden_layers=m.config.model.n_layer,
+        num_attention_heads=m.config.model.n_head,
         head_dim=HEAD_DIM,
         max_position_embeddings=max_positions,
         rms_norm_eps=1e-6,
-        tie_word_embeddings=m.config.tie_embeddings,
+        tie_word_embeddings=m.config.model.tie_embeddings,
         rope_parameters={"rope_theta": BASE, **rope_parameters},
     )
     hf = transformers.LlamaForCausalLM(config).eval()
@@ -160,11 +158,11 @@ def test_resonance_extensions_are_refused_in_one_line(method, tmp_path):
 )
 def test_options_llama_cannot_hold_are_refused_in_one_line(option, tmp_path):
     m = random_llama()
-    config = GPTConfig(**{**m.config.to_dict(), **option})
+    config = changed(m.config, **option)
     (tmp_path / "run").mkdir()
     save_run(tmp_path / "run", GPT(config), RunMeta(config, T, {}, 1))
     name = next(iter(option))
-    with pytest.raises(hf_export.PosxError, match=f"trains with {name}=.*cannot be exported"):
+    with pytest.raises(hf_export.PosxError, match=f"trains with (model|pos)\\.{name}=.*cannot be exported"):
         hf_export.export_run(tmp_path / "run", tmp_path / "hf")
     assert not (tmp_path / "hf").exists()
 

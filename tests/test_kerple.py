@@ -17,13 +17,13 @@ from torch.nn.attention.flex_attention import flex_attention
 from posx.config.compose import compose
 from posx.core.errors import PosxError
 from posx.model.attention import causal_block_mask
-from posx.model.config import GPTConfig
 from posx.model.encodings import KERPLE_EPS, KerpleLog
 from posx.model.gpt import GPT
 from posx.runs.lineage import check_method
 from posx.train import loop, state
 
 from helpers.attention import qkv
+from helpers.model import spec
 from helpers.runs import TINY
 
 
@@ -101,7 +101,7 @@ def test_a_value_below_the_floor_is_projected_and_keeps_its_gradient():
 
 def test_the_authors_initialisation_and_one_kernel_for_every_layer():
     torch.manual_seed(0)
-    model = GPT(GPTConfig(n_layer=3, n_head=64, d_model=128, pos="kerple"))
+    model = GPT(spec(n_layer=3, n_head=64, d_model=128, pos="kerple"))
     p, a = model.pos.p.detach(), model.pos.a.detach()
     assert p.shape == a.shape == (64,) and 0 <= p.min() and p.max() < 2 and 0 <= a.min() and a.max() < 1
     assert p.max() > 1 and a.max() > 0.5  # spread over U(0, 2) and U(0, 1)
@@ -111,7 +111,7 @@ def test_the_authors_initialisation_and_one_kernel_for_every_layer():
 
 def test_training_moves_the_kernel_and_extend_refuses_it():
     torch.manual_seed(0)
-    model = GPT(GPTConfig(vocab_size=32, n_layer=2, n_head=2, d_model=16, pos="kerple"))
+    model = GPT(spec(vocab_size=32, n_layer=2, n_head=2, d_model=16, pos="kerple"))
     before = model.pos.p.detach().clone()
     idx = torch.randint(0, 32, (4, 24))
     _, loss = model(idx, idx)
@@ -126,8 +126,8 @@ def test_training_moves_the_kernel_and_extend_refuses_it():
 def test_compiled_flex_on_cuda_trains_the_kernel_as_sdpa_does():
     """FlexAttention's backward (CUDA only) carries the gradient of p and a out of the score_mod."""
     torch.manual_seed(0)
-    model = GPT(GPTConfig(vocab_size=64, n_layer=2, n_head=4, d_model=64, pos="kerple")).cuda()
-    twin = GPT(GPTConfig(vocab_size=64, n_layer=2, n_head=4, d_model=64, pos="kerple", attention="flex")).cuda()
+    model = GPT(spec(vocab_size=64, n_layer=2, n_head=4, d_model=64, pos="kerple")).cuda()
+    twin = GPT(spec(vocab_size=64, n_layer=2, n_head=4, d_model=64, pos="kerple", attention="flex")).cuda()
     twin.load_state_dict(model.state_dict())
     idx = torch.randint(0, 64, (2, 256), device="cuda")
     for m in (model, torch.compile(twin)):

@@ -13,20 +13,21 @@ from hydra import compose, initialize_config_dir
 from posx.config.applies import SET_BY_EXTEND, key_of
 from posx.config.compose import config_dir, register_configs
 from posx.core.errors import PosxError
+from posx.data.corpus import VOCAB_SIZE
 from posx.model import blocks
-from posx.model.config import GPTConfig
 from posx.model.encodings import ENCODINGS
 from posx.model.gpt import GPT
+from posx.model.spec import ModelSpec
 from posx.runs.rundir import load_run
-from posx.train.state import gpt_config
 
 from conftest import REPO, run_posx
+from helpers.model import spec
 
 FIXTURES = REPO / "tests" / "fixtures" / "premove"
 
 
 def small(**kw) -> GPT:
-    return GPT(GPTConfig(n_layer=2, n_head=2, d_model=32, max_positions=64, **kw)).eval()
+    return GPT(spec(n_layer=2, n_head=2, d_model=32, max_positions=64, **kw)).eval()
 
 
 def test_swiglu_hidden_follows_llama_rounding():
@@ -84,9 +85,9 @@ def _compose(*overrides: str):
 
 @pytest.mark.parametrize("llama, gpt2", [("llama_tiny", "tiny"), ("llama_small", "small")])
 def test_llama_presets_match_the_gpt2_presets_in_size(llama, gpt2):
-    a = GPT(gpt_config(_compose(f"model={llama}"))).num_params()
-    b = GPT(gpt_config(_compose(f"model={gpt2}"))).num_params()
-    assert gpt_config(_compose(f"model={llama}")).block == "llama"
+    a = GPT(ModelSpec.from_config(_compose(f"model={llama}"), VOCAB_SIZE)).num_params()
+    b = GPT(ModelSpec.from_config(_compose(f"model={gpt2}"), VOCAB_SIZE)).num_params()
+    assert ModelSpec.from_config(_compose(f"model={llama}"), VOCAB_SIZE).model.block == "llama"
     assert abs(a - b) / b < 0.01
 
 
@@ -97,7 +98,7 @@ def test_old_gpt2_run_gives_its_recorded_table(tmp_path):
     shutil.copytree(FIXTURES / "runs" / "old-rope", tmp_path / "old-rope")
     recorded = pd.read_csv(tmp_path / "old-rope" / "extrapolation.csv")
     model, meta = load_run(tmp_path / "old-rope")
-    assert meta.model.block == "gpt2" and meta.model.tie_embeddings
+    assert meta.model.model.block == "gpt2" and meta.model.model.tie_embeddings
     run_posx(
         "eval-extrapolate",
         "old-rope",
@@ -116,14 +117,14 @@ def test_train_and_extend_a_llama_run(tmp_path, tiny_args):
     run_posx("train", "model=llama_tiny", "model.tie_embeddings=false", "name=ll", *tiny_args, cwd=tmp_path)
     run = tmp_path / "results" / "runs" / "ll"
     model, meta = load_run(run)
-    assert meta.model.block == "llama" and not meta.model.tie_embeddings
+    assert meta.model.model.block == "llama" and not meta.model.model.tie_embeddings
     assert model.lm_head.weight is not model.tok_emb.weight
     # an extension keeps its parent's model, and sets the train.* keys of its own schedule itself
     keep = [a for a in tiny_args if not a.startswith("model.") and key_of(a) not in SET_BY_EXTEND]
     run_posx("extend", str(run), "method=yarn", "factor=2", "extend.steps=2", "name=llx", *keep, cwd=tmp_path)
     _, child_meta = load_run(tmp_path / "results" / "runs" / "llx")
     assert child_meta.extended_from.method == "yarn"
-    assert child_meta.model.block == "llama" and not child_meta.model.tie_embeddings
+    assert child_meta.model.model.block == "llama" and not child_meta.model.model.tie_embeddings
 
 
 @pytest.mark.slow

@@ -6,26 +6,26 @@ from __future__ import annotations
 
 import torch
 
-from posx.model.config import GPTConfig
 from posx.train import memory
 
 from helpers.cli import run_posx
+from helpers.model import spec
 
 CPU = torch.device("cpu")
 
 
 def test_the_estimate_grows_with_the_tokens_of_a_pass_and_the_width():
-    config = GPTConfig()
+    config = spec()
     one, two = (memory.estimate_bytes(config, t, 1000, CPU) for t in (4096, 8192))
     state = memory.estimate_bytes(config, 0, 1000, CPU)
     assert state == 16 * 1000 and two - state == 2 * (one - state)
-    wider = GPTConfig(d_model=256, n_head=4)
-    assert memory.activation_elements(wider) == 2 * memory.activation_elements(config)
+    wider = spec(d_model=256, n_head=4)
+    assert memory.activation_elements(wider.model) == 2 * memory.activation_elements(config.model)
     assert memory.estimate_bytes(config, 4096, 0, torch.device("cuda")) < one  # bf16 activations
 
 
 def test_a_warning_only_when_the_estimate_exceeds_what_is_free(monkeypatch):
-    config = GPTConfig()
+    config = spec()
     need = memory.estimate_bytes(config, 32 * 4096, 10, CPU)
     monkeypatch.setattr(memory, "available_bytes", lambda device: need)
     assert memory.warning(config, 32, 4096, 10, CPU) is None

@@ -5,10 +5,11 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from posx.model.config import GPTConfig
 from posx.report.claims import Numbers, check, method_claims, parse_label
 from posx.report.groups import identity
 from posx.runs.records import RunMeta
+
+from helpers.model import spec
 
 
 def _summary(cells: dict) -> pd.DataFrame:
@@ -112,12 +113,12 @@ def test_labels_parse_into_keys_and_values():
 
 
 def test_keys_a_model_never_reads_do_not_split_groups():
-    """A run written before the newer options (model.json without them: GPTConfig's defaults)
+    """A run written before the newer options (model.json without them: the values format 1 built)
     and a new run with the same settings have one identity."""
-    old = RunMeta(GPTConfig(), 64, {}, 10)
-    new = RunMeta(GPTConfig(attn_scale_length=64, randomized_max=512), 64, {}, 10)
+    old = RunMeta(spec(), 64, {}, 10)
+    new = RunMeta(spec(attn_scale_length=64, randomized_max=512), 64, {}, 10)
     assert identity({}, old, None, None, []) == identity({}, new, None, None, [])
-    scaled = RunMeta(GPTConfig(attn_scale="logn", attn_scale_length=64), 64, {}, 10)
+    scaled = RunMeta(spec(attn_scale="logn", attn_scale_length=64), 64, {}, 10)
     assert identity({}, scaled, None, None, [])["model.attn_scale_length"] == "64"
 
 

@@ -8,11 +8,12 @@ import torch
 from posx import rope
 from posx.core.errors import PosxError
 from posx.model.blocks import ShortConv
-from posx.model.config import GPTConfig
 from posx.model.encodings import ENCODINGS
 from posx.model.gpt import GPT
 from posx.model.positional import PositionOutOfRange
 from posx.model.rotary import Rotary, rotate_pairs
+
+from helpers.model import spec
 
 
 # --- the background article's RoPE code, verbatim in behaviour, as a reference ---------------
@@ -76,12 +77,12 @@ def test_attention_factor_scales_logits_by_its_square():
 
 def tiny(pos: str, **kw) -> GPT:
     torch.manual_seed(0)
-    return GPT(GPTConfig(n_layer=2, n_head=2, d_model=32, pos=pos, max_positions=64, **kw)).eval()
+    return GPT(spec(n_layer=2, n_head=2, d_model=32, pos=pos, max_positions=64, **kw)).eval()
 
 
 @pytest.mark.parametrize(
     "pos,kw",
-    [(p, {}) for p in sorted(ENCODINGS)] + [("t5", {"t5_per_layer": True}), ("rope", {"short_conv": 3})],
+    [(p, {}) for p in sorted(ENCODINGS)] + [("t5", {"per_layer": True}), ("rope", {"short_conv": 3})],
 )
 def test_causality_changing_a_later_token_leaves_earlier_logits(pos, kw):
     model = tiny(pos, **kw)
@@ -135,7 +136,7 @@ def test_rope_model_runs_past_training_length_and_angles_stay_float32_under_auto
 
 def test_unknown_encoding_is_a_clear_error():
     with pytest.raises(PosxError, match="unknown positional encoding 'bogus'"):
-        GPT(GPTConfig(pos="bogus"))
+        GPT(spec(pos="bogus"))
 
 
 def test_frequencies_are_not_saved_in_the_state_dict():

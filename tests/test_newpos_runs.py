@@ -73,7 +73,7 @@ def test_a_pose_extension_trains_at_t_with_ids_covering_the_new_length(tmp_path,
     run_posx("extend", "r", "method=yarn", "factor=4", *ext, cwd=tmp_path)
     child = tmp_path / "results" / "runs" / "r-yarn-x4-pose"
     model, meta = load_run(child)
-    assert meta.train_context == 32 and meta.model.pose_length == 128  # trained at T, ids up to 4T
+    assert meta.train_context == 32 and meta.model.pos.pose_length == 128  # trained at T, ids up to 4T
     assert meta.rope.method == "yarn" and meta.rope.factor == 4.0 and meta.extended_from.factor == 4.0
     config = yaml.safe_load((child / "config.yaml").read_text())
     assert config["train"]["batch_size"] == 32 and config["extend"]["pose"] is True  # the tokens of a step at T

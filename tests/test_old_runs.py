@@ -42,7 +42,7 @@ def test_plain_and_extended_metadata_read_as_typed_records(old):
     assert len(yarn.rope.inv_freq) == yarn.model.head_dim // 2
     assert yarn.extended_from.parent == "old-rope" and yarn.extended_from.train_context == 16
     interp = read_meta(old / "old-abs-interp")
-    assert interp.extended_from.method == "interpolate" and interp.model.max_positions == 32
+    assert interp.extended_from.method == "interpolate" and interp.model.pos.max_positions == 32
 
 
 def test_an_old_extended_run_rotates_with_exactly_its_recorded_frequencies(old):

@@ -10,7 +10,6 @@ import torch
 
 from posx.config.compose import compose, config_dir
 from posx.core.errors import PosxError
-from posx.model.config import GPTConfig
 from posx.model.encodings import (
     BEYOND,
     ENCODINGS,
@@ -23,6 +22,8 @@ from posx.model.encodings import (
 )
 from posx.model.gpt import GPT
 from posx.model.positional import PositionOutOfRange, causal_toeplitz
+
+from helpers.model import spec
 
 # Press et al.'s slopes (arXiv 2108.12409, section 3 and its reference code get_slopes): 2^(-8h/n)
 # for powers of two; for 6 and 12 heads the 4 / 8 power-of-two slopes followed by every other slope of the 8 / 16 set.
@@ -41,7 +42,7 @@ T5_BUCKETS = [0, 1, 7, 15, 16, 16, 17, 19, 21, 21, 23, 26, 29, 31, 31, 31]
 
 def tiny(pos: str, **kw) -> GPT:
     torch.manual_seed(0)
-    return GPT(GPTConfig(n_layer=2, n_head=2, d_model=32, pos=pos, max_positions=64, **kw)).eval()
+    return GPT(spec(n_layer=2, n_head=2, d_model=32, pos=pos, max_positions=64, **kw)).eval()
 
 
 def test_every_encoding_has_a_yaml_and_every_yaml_an_encoding():
@@ -109,7 +110,7 @@ def test_t5_bias_looks_up_its_table_by_bucket_of_distance():
 
 
 def test_t5_per_layer_tables_differ_and_learn():
-    model = tiny("t5", t5_per_layer=True).train()
+    model = tiny("t5", per_layer=True).train()
     assert len(model.pos.tables) == 2
     masks = model.pos.attn_masks(10, 2, torch.float32, torch.device("cpu"))
     assert masks[0] is not masks[1] and not torch.equal(masks[0], masks[1])

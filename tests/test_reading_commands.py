@@ -94,7 +94,7 @@ def test_a_damaged_model_json_is_still_refused_in_one_line(results):
     report stops on it (exit 2), the listing names it as damaged and lists the other runs."""
     meta = results / "runs" / "rope" / "model.json"
     data = json.loads(meta.read_text())
-    data["model"]["pos"] = "sinusoidal-ish"
+    data["model"]["pos"]["name"] = "sinusoidal-ish"
     meta.write_text(json.dumps(data))
 
     def posx(*args: str) -> subprocess.CompletedProcess:
@@ -104,7 +104,7 @@ def test_a_damaged_model_json_is_still_refused_in_one_line(results):
 
     proc = posx("report", str(results / "runs"), "--out", str(results.parent / "rep"), "--format", "png")
     assert proc.returncode == 2, proc.stderr
-    assert "pos=sinusoidal-ish is unknown; choose one of absolute, rope" in proc.stderr
+    assert "model.pos.name=sinusoidal-ish is unknown; choose one of absolute, rope" in proc.stderr
     assert "Traceback" not in proc.stderr
     listed = posx("runs", "--csv", "-")
     assert listed.returncode == 0 and "Traceback" not in listed.stderr

@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from posx.model.config import GPTConfig
 from posx.report.output import DPI
 from posx.report.summary import report
 from posx.runs.records import Lineage, RunMeta
 
 from conftest import REPO, run_posx
 from helpers.cli import start_posx
+from helpers.model import spec
 
 pytestmark = pytest.mark.slow  # every test here runs the CLI in a subprocess or trains
 
@@ -192,7 +192,7 @@ def _fake_run(root: Path, name: str, rows: list[dict], seed: int, parent: str | 
         if parent
         else None
     )
-    meta = RunMeta(GPTConfig(), train_context=512 if parent else 128, data={}, step=1, extended_from=lineage)
+    meta = RunMeta(spec(), train_context=512 if parent else 128, data={}, step=1, extended_from=lineage)
     (run / "model.json").write_text(json.dumps(meta.to_dict()))
     with open(run / "extrapolation.csv", "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))

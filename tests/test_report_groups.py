@@ -14,12 +14,13 @@ import yaml
 from rich.console import Console
 
 from posx.core.errors import PosxError
-from posx.model.config import GPTConfig
 from posx.report import queries, store
 from posx.report.position_figures import position_curves
 from posx.report.runtables import find_run_dirs
 from posx.report.summary import report
 from posx.runs.records import RunMeta
+
+from helpers.model import spec
 
 
 def read(path: Path) -> list[dict]:
@@ -45,7 +46,7 @@ def _run(
             {"seed": seed, "name": name, "device": "cpu", "train": {"context_length": T, "steps": steps, "lr": 0.003}}
         )
     )
-    meta = RunMeta(GPTConfig(pos=pos, max_positions=T), train_context=T, data={"sha256": "ab" * 32}, step=steps)
+    meta = RunMeta(spec(pos=pos, max_positions=T), train_context=T, data={"sha256": "ab" * 32}, step=steps)
     (run / "model.json").write_text(json.dumps(meta.to_dict()))
     (run / "metrics.csv").write_text("step,train_loss,val_loss,lr,tokens_per_s\n1,5.0,,1,1\n2,4.0,4.5,1,1\n")
     if tokens is not None:  # a table that records its settings

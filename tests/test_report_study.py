@@ -18,10 +18,11 @@ import pytest
 import yaml
 
 from posx.core.errors import PosxError
-from posx.model.config import GPTConfig
 from posx.report.claims import Cell, Numbers, check, verdict
 from posx.report.summary import report
 from posx.runs.records import Lineage, RunMeta
+
+from helpers.model import spec
 
 T = 32
 
@@ -67,7 +68,7 @@ def _run(
     (run / "config.yaml").write_text(yaml.safe_dump({"seed": seed, "name": name, "train": {"context_length": T}}))
     context = T * (4 if lineage else 1)
     meta = RunMeta(
-        GPTConfig(pos=pos, max_positions=context),
+        spec(pos=pos, max_positions=context),
         train_context=context,
         data={"sha256": "ab" * 32},
         step=6,

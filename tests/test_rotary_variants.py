@@ -9,17 +9,18 @@ import torch
 
 from posx import rope
 from posx.model import xpos
-from posx.model.config import GPTConfig
 from posx.model.gpt import GPT
 from posx.model.randomized import pose_positions, random_positions
 from posx.model.rotary import Rotary, XPos
+
+from helpers.model import spec
 
 HD, BASE = 16, 10000.0
 
 
 def _model(**kw) -> GPT:
     torch.manual_seed(0)
-    return GPT(GPTConfig(n_layer=2, n_head=2, d_model=2 * HD, **kw)).eval()
+    return GPT(spec(n_layer=2, n_head=2, d_model=2 * HD, **kw)).eval()
 
 
 def _same_weights(a: GPT, b: GPT) -> None:

@@ -11,9 +11,11 @@ import pytest
 from posx.core.errors import PosxError
 from posx.core.validate import validate
 from posx.fieldtypes import Bound
-from posx.model.config import GPTConfig
+from posx.model.spec import ModelSpec
 from posx.ropeparams import RopeArgs
 from posx.schema import Config, ExtendRootConfig
+
+from helpers.model import spec
 
 
 def _groups(kind: type, at: str = ""):
@@ -31,7 +33,7 @@ def test_the_schema_defaults_pass_their_own_rules():
     made = validate(dataclasses.asdict(ExtendRootConfig(parent="run")), ExtendRootConfig)
     assert made == ExtendRootConfig(parent="run")
     assert validate(dataclasses.asdict(Config()), Config) == Config()
-    assert validate(dataclasses.asdict(GPTConfig()), GPTConfig, "model metadata") == GPTConfig()
+    assert validate(dataclasses.asdict(spec()), ModelSpec, "model metadata") == spec()
     assert validate({}, RopeArgs) == RopeArgs()
 
 
@@ -56,10 +58,12 @@ def test_a_value_past_a_bound_is_one_line_naming_its_key(key, f):
 
 
 def test_a_model_record_keeps_the_bound_of_its_config_key():
-    """GPTConfig's fields carry the metadata of the model.* and pos.* keys they come from."""
-    model = {f.name: f for f in dataclasses.fields(GPTConfig)}
-    config = dict(_groups(Config))
-    assert model["n_layer"].metadata == config["model.n_layer"].metadata
-    assert model["rope_base"].metadata == config["pos.base"].metadata
-    with pytest.raises(PosxError, match="^model metadata: n_layer=2000 must be at most 1024$"):
-        validate({"n_layer": 2000}, GPTConfig, "model metadata")
+    """A model record holds the schema's own sections, and its vocab_size the bound of data.vocab_size."""
+    record = {f.name: f for f in dataclasses.fields(ModelSpec)}
+    assert record["vocab_size"].metadata == dict(_groups(Config))["data.vocab_size"].metadata
+    data = {**dataclasses.asdict(spec()), "model": {"n_layer": 2000}}
+    with pytest.raises(PosxError, match="^model metadata: model.n_layer=2000 must be at most 1024$"):
+        validate(data, ModelSpec, "model metadata")
+    data = {**dataclasses.asdict(spec()), "pos": {**dataclasses.asdict(spec())["pos"], "max_positions": None}}
+    with pytest.raises(PosxError, match="^model metadata: pos.max_positions is null; a model record holds"):
+        validate(data, ModelSpec, "model metadata")

@@ -8,8 +8,9 @@ import torch.nn.functional as F
 
 from posx.core.errors import PosxError
 from posx.eval import scoring
-from posx.model.config import GPTConfig
 from posx.model.gpt import GPT
+
+from helpers.model import spec
 
 CPU = torch.device("cpu")
 
@@ -17,7 +18,7 @@ CPU = torch.device("cpu")
 @pytest.fixture(scope="module")
 def model() -> GPT:
     torch.manual_seed(0)
-    m = GPT(GPTConfig(n_layer=2, n_head=2, d_model=32, pos="rope")).eval()
+    m = GPT(spec(n_layer=2, n_head=2, d_model=32, pos="rope")).eval()
     return m
 
 

@@ -35,7 +35,7 @@ def test_parallel_sweep_jobs_write_their_own_files_and_a_complete_table(tmp_path
     assert [j.name for j in jobs] == ["0_absolute_s0", "1_absolute_s1", "2_rope_s0", "3_rope_s1"]
     for job in jobs:  # every job wrote a complete run of its own config into its own directory
         _, meta = load_run(job)
-        assert meta.model.pos == job.name.split("_")[1]
+        assert meta.model.pos.name == job.name.split("_")[1]
         assert f"seed: {job.name[-1]}" in (job / "config.yaml").read_text()
         assert len(pd.read_csv(job / "extrapolation.csv")) == 4
     table = pd.read_csv(sweep / "sweep.csv")

@@ -13,13 +13,14 @@ from torch import nn
 from posx.core.errors import PosxError
 from posx.eval import history, passkey, suite
 from posx.eval.extrapolate import evaluate
-from posx.model.config import GPTConfig
 from posx.model.gpt import GPT
 from posx.runs.records import RunMeta
 from posx.schema import EvalConfig, TaskOptions
 from posx.tasks import interval, registry, scoring
 from posx.tasks.base import byte_encode, scrub, starts
 from posx.tasks.variable_tracking import chain
+
+from helpers.model import spec
 
 CPU = torch.device("cpu")
 OPTS = OmegaConf.structured(TaskOptions())  # as evaluation passes it (a DictConfig)
@@ -213,7 +214,7 @@ def test_summary_rows_and_wilson_interval(val):
 
 def test_evaluate_writes_task_rows_for_every_cell_and_history_keeps_them(val, tmp_path):
     torch.manual_seed(0)
-    model = GPT(GPTConfig(n_layer=1, n_head=2, d_model=16, pos="rope")).eval()
+    model = GPT(spec(n_layer=1, n_head=2, d_model=16, pos="rope")).eval()
     meta = RunMeta(model=model.config, train_context=64, data={}, step=0)
     ev = OmegaConf.structured(EvalConfig(factors=[1, 2], methods=["none", "pi"], tokens=256,
                                          tasks=["passkey", "niah", "mqar"]))  # fmt: skip
@@ -242,7 +243,7 @@ def test_the_prompt_trials_are_scored_once_for_passkey_csv_and_tasks_csv(val):
     """The suite's passkey task reads the prompt trials' scoring: turning it on adds no forward
     pass; drawn with other settings (a different seed) its samples are its own and run again."""
     torch.manual_seed(0)
-    model = GPT(GPTConfig(n_layer=1, n_head=2, d_model=16, pos="rope")).eval()
+    model = GPT(spec(n_layer=1, n_head=2, d_model=16, pos="rope")).eval()
     meta = RunMeta(model=model.config, train_context=64, data={}, step=0)
     calls = []
     model.register_forward_hook(lambda *_: calls.append(1))

@@ -13,18 +13,18 @@ import torch
 
 from posx.config.compose import compose
 from posx.core.errors import PosxError
-from posx.model.config import GPTConfig
 from posx.model.gpt import GPT
 from posx.train.steps import check_eval_fits, train_step
 
 from conftest import run_posx
+from helpers.model import spec
 
 CPU = torch.device("cpu")
 
 
 def setup(seed: int = 0):
     torch.manual_seed(seed)
-    model = GPT(GPTConfig(n_layer=2, n_head=2, d_model=32, pos="rope"))
+    model = GPT(spec(n_layer=2, n_head=2, d_model=32, pos="rope"))
     gen = torch.Generator().manual_seed(seed)
     x = torch.randint(0, 256, (8, 17), generator=gen)
     return model, x[:, :-1], x[:, 1:]

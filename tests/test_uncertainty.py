@@ -16,17 +16,18 @@ from omegaconf import OmegaConf
 from posx.eval import scoring
 from posx.eval.extrapolate import evaluate
 from posx.eval.tables import ADDED_COLUMNS, read_table
-from posx.model.config import GPTConfig
 from posx.model.gpt import GPT
 from posx.runs.records import RunMeta
 from posx.schema import EvalConfig
+
+from helpers.model import spec
 
 CPU = torch.device("cpu")
 
 
 def _model() -> GPT:
     torch.manual_seed(0)
-    return GPT(GPTConfig(n_layer=2, n_head=2, d_model=32, pos="rope")).eval()
+    return GPT(spec(n_layer=2, n_head=2, d_model=32, pos="rope")).eval()
 
 
 def test_window_sums_add_up_and_the_interval_is_the_t_interval_of_window_means():

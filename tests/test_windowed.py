@@ -23,7 +23,6 @@ from posx import rope
 from posx.core.errors import PosxError
 from posx.eval.extrapolate import cell_key, evaluate
 from posx.model import attention
-from posx.model.config import GPTConfig
 from posx.model.gpt import GPT
 from posx.model.rescale import method_window, windowed_attention
 from posx.model.rotary import Rotary, XPos
@@ -33,6 +32,7 @@ from posx.runs.records import RunMeta
 from posx.schema import EvalConfig
 
 from helpers.attention import BASE, HD, plain_attention, qkv, rotate_complex, windowed_attend
+from helpers.model import spec
 
 
 def authors_attention(q, k, v, group: int, window: int) -> torch.Tensor:
@@ -257,7 +257,7 @@ def test_bad_lm_infinite_parameters_are_refused(params):
 
 def _model(pos: str = "rope") -> GPT:
     torch.manual_seed(0)
-    return GPT(GPTConfig(vocab_size=32, n_layer=2, n_head=2, d_model=16, pos=pos)).eval()
+    return GPT(spec(vocab_size=32, n_layer=2, n_head=2, d_model=16, pos=pos)).eval()
 
 
 def test_the_model_attends_grouped_only_inside_the_block():

@@ -56,7 +56,7 @@ def frequencies(args: list[str], geometry: tuple, factor: float, methods: str | 
 def _rope_geometry(given: tuple, model: RunMeta | None, cfg) -> tuple[int, float, int]:
     """head_dim, base and T: each as given, else the run's, else the configured model's."""
     if model is not None:
-        fallback = (model.model.head_dim, model.model.rope_base, model.train_context)
+        fallback = (model.model.head_dim, model.model.pos.base, model.train_context)
     else:
         fallback = (cfg.model.d_model // cfg.model.n_head, cfg.pos.base, cfg.train.context_length)
     return tuple(value if value is not None else default for value, default in zip(given, fallback))
@@ -67,8 +67,8 @@ def _rope_run(runs: list[str], results_dir: str) -> RunMeta | None:
     if len(runs) > 1:
         raise PosxError(f"posx frequencies takes at most one run, got {', '.join(runs)}")
     model = read_meta(resolve_run(runs[0], results_dir)) if runs else None
-    if model is not None and model.model.pos not in ROTARY:
-        raise PosxError(f"{runs[0]} uses pos={model.model.pos}, not RoPE; it has no rotary frequencies")
+    if model is not None and model.model.pos.name not in ROTARY:
+        raise PosxError(f"{runs[0]} uses pos={model.model.pos.name}, not RoPE; it has no rotary frequencies")
     return model
 
 

@@ -1,7 +1,7 @@
 """The one walker of the schema's rules, for a composed config and for every record read back.
 
 ``validate(data, kind)`` walks a mapping (a resolved config, a JSON record) against a dataclass
-of ``posx.schema`` (or one whose fields carry the schema's metadata, as ``GPTConfig``): each
+of ``posx.schema`` (or a record holding them, or whose fields carry the schema's metadata): each
 value of its field's type (a bool is no number, NaN and inf are no setting, a list holds plain
 values), each number within the ``Bound`` of its field's metadata, each choice one of its Enum,
 then every group's own ``check(at)``, the rules across its fields. The first problem is one

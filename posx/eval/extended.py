@@ -75,7 +75,7 @@ def _lengths(meta: RunMeta, val: torch.Tensor, ev) -> _Lengths:
     """The lengths, each stage's stride at each and the scored tokens, checked against the held-out split."""
     T0, T1 = meta.extended_from.train_context, meta.train_context
     # a PoSE child trains at T0 with positions over s x T0: its new length is that reach
-    lengths = lengths_for(T0, meta.model.pose_length or T1, ev.factors)
+    lengths = lengths_for(T0, meta.model.pos.pose_length or T1, ev.factors)
     # sliding: eval.stride, or half of the length the scored model trained at (each stage's own T)
     strides = {(T, L): scoring.stride_for(ev.protocol, ev.stride, T, L) for T in (T0, T1) for L in lengths}
     n_tokens = scoring.tokens_for(ev.protocol, ev.tokens, lengths, list(strides.values()))
@@ -139,7 +139,7 @@ def evaluate_extended(
     stages = _stages(model, meta, results_dir, device, console)
     interpolated = lineage.method == INTERPOLATE
     shared = {
-        "run": run_name, "pos": meta.model.pos, "method": lineage.method,
+        "run": run_name, "pos": meta.model.pos.name, "method": lineage.method,
         "scale": lineage.factor if interpolated else meta.rope.factor, "protocol": ev.protocol,
         "reference_context": T0, "absolute_beyond": "none", "within_documents": False, "documents": math.nan,
         "eval_id": "", "window_start": "stream", "normalisation": "token",

@@ -61,7 +61,7 @@ def _new_row(
     when eval.within_documents, else None)."""
     T = meta.train_context
     return {
-        "run": run_name, "pos": meta.model.pos, "train_context": T, "eval_context": L, "factor": float(factor),
+        "run": run_name, "pos": meta.model.pos.name, "train_context": T, "eval_context": L, "factor": float(factor),
         "method": method, "scale": scale, "attention_factor": 1.0, "nll": math.nan, "ppl": math.nan, "tokens": 0,
         "status": "ok", "protocol": ev.protocol, "stride": stride, "reference_context": T, "stage": "zero-shot",
         "absolute_beyond": beyond, "within_documents": plan is not None,
@@ -106,7 +106,7 @@ def _plan(model: GPT, meta: RunMeta, val: torch.Tensor, ev, val_docs, tokenizer)
             f"at each length ({needed} read); lower eval.tokens or use more data"
         )
     scales = [float(ev.scale) if ev.scale is not None else L / T for L in lengths]
-    rope_args = {"head_dim": meta.model.head_dim, "base": meta.model.rope_base, "train_context": T}
+    rope_args = {"head_dim": meta.model.head_dim, "base": meta.model.pos.base, "train_context": T}
     if model.pos.uses_rope:  # bad method parameters fail here, before any row is computed
         check_methods(ev, ev.methods, rows=list(zip(scales, lengths)), **rope_args)
     counts = bytecount.token_bytes(tokenizer)

@@ -79,8 +79,8 @@ def not_for_extended(ev: DictConfig) -> list[str]:
 def evaluate_loaded(run: Loaded, cfg: DictConfig, console: Console) -> Evaluation:
     """A plain run: every method at every factor; an extended run: zero-shot and extended."""
     meta = run.meta
-    beyond = f" absolute_beyond={cfg.eval.absolute_beyond}" if meta.model.pos == "absolute" else ""
-    heading = f" {run.run_dir}  pos={meta.model.pos} T={meta.train_context}{beyond}"
+    beyond = f" absolute_beyond={cfg.eval.absolute_beyond}" if meta.model.pos.name == "absolute" else ""
+    heading = f" {run.run_dir}  pos={meta.model.pos.name} T={meta.train_context}{beyond}"
     console.print(Text.assemble(("posx eval-extrapolate", "bold"), heading))  # the path as written
     if meta.extended_from is not None:
         unused = not_for_extended(cfg.eval)

@@ -50,9 +50,10 @@ from posx.eval.run import show
 from posx.eval.tables import Evaluation, write_tables
 from posx.hf.checks import check_config_sizes, check_loading, config_refusal
 from posx.hf.export import require_transformers
-from posx.model.config import GPTConfig
 from posx.model.gpt import lm_loss
+from posx.model.spec import ModelSpec
 from posx.runs.records import RunMeta
+from posx.schema import ModelConfig, PosConfig
 
 # One evaluation batch's logits at most, counted at 4 bytes a value: with a large vocabulary
 # (e.g. 128k) eval.batch_tokens' default would otherwise make (B, L, vocab) logits of gigabytes.
@@ -223,16 +224,9 @@ def load_hf(model_dir: Path, device: torch.device) -> tuple[HFCausalLM, RunMeta]
     check_loading(info, model_dir)
     rotary = _rotary(model, head_dim, model_dir)
     T = _train_context(params, config, model_dir)
-    spec = GPTConfig(
-        vocab_size=config.vocab_size,
-        n_layer=config.num_hidden_layers,
-        n_head=n_head,
-        d_model=n_head * head_dim,
-        pos="rope",
-        rope_base=float(params["rope_theta"]),
-        block="llama",
-    )  # describes the RoPE only: head_dim and base are what evaluate() reads
-    meta = RunMeta(spec, T, {}, 0)
+    sizes = ModelConfig(n_layer=config.num_hidden_layers, n_head=n_head, d_model=n_head * head_dim, block="llama")
+    spec = ModelSpec.resolved(sizes, PosConfig(name="rope", base=float(params["rope_theta"])), T, T, config.vocab_size)
+    meta = RunMeta(spec, T, {}, 0)  # describes the RoPE only: head_dim and base are what evaluate() reads
     return HFCausalLM(model, rotary).to(device), meta
 
 
@@ -301,7 +295,7 @@ def evaluate_hf_dir(model_dir: Path, cfg: DictConfig, console: Console | None = 
     if rope_type != "default":
         console.print(
             f"[yellow]warning:[/] {model_dir} already rescales RoPE ({rope_type}); every row rescales "
-            f"plain RoPE of base {meta.model.rope_base:g} from T={meta.train_context}, so `none` is "
+            f"plain RoPE of base {meta.model.pos.base:g} from T={meta.train_context}, so `none` is "
             "not the checkpoint's own scaling"
         )
     console.print(

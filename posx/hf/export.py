@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import importlib
 import json
+from operator import attrgetter
 from pathlib import Path
 from types import ModuleType
 
@@ -60,7 +61,7 @@ def require_transformers() -> ModuleType:
 
 
 def _trained(meta: RunMeta, where: str = "the run") -> tuple[torch.Tensor, float]:
-    return trained_frequencies(meta.rope, meta.model.head_dim, meta.model.rope_base, meta.train_context, where)
+    return trained_frequencies(meta.rope, meta.model.head_dim, meta.model.pos.base, meta.train_context, where)
 
 
 def _default(theta: float) -> dict:
@@ -73,7 +74,7 @@ def rope_parameters(meta: RunMeta) -> dict:
     method = record.method
     defaults = rope.method_params(method) if method in rope.METHODS else {}
     params = {**defaults, **record.params}  # the published defaults where the record is silent
-    base, d = meta.model.rope_base, meta.model.head_dim
+    base, d = meta.model.pos.base, meta.model.head_dim
     s = float(record.factor)
     T0 = record.original_context if record.original_context is not None else meta.train_context
     length = int(params.get("length") or T0)
@@ -139,7 +140,7 @@ def _longrope(meta: RunMeta, ext: list | None, s: float, T0: int) -> dict:
     _, attention = _trained(meta)
     return {
         "rope_type": "longrope",
-        "rope_theta": meta.model.rope_base,
+        "rope_theta": meta.model.pos.base,
         "factor": s,
         "original_max_position_embeddings": T0,
         "short_factor": ext,
@@ -150,15 +151,15 @@ def _longrope(meta: RunMeta, ext: list | None, s: float, T0: int) -> dict:
 
 def llama_config(meta: RunMeta, hidden: int):
     """The ``transformers.LlamaConfig`` of a llama-block run."""
-    m = meta.model
+    m = meta.model.model
     config = require_transformers().LlamaConfig(
-        vocab_size=m.vocab_size,
+        vocab_size=meta.model.vocab_size,
         hidden_size=m.d_model,
         intermediate_size=hidden,
         num_hidden_layers=m.n_layer,
         num_attention_heads=m.n_head,
         num_key_value_heads=m.n_head,
-        head_dim=m.head_dim,
+        head_dim=meta.model.head_dim,
         hidden_act="silu",
         max_position_embeddings=meta.train_context,
         rms_norm_eps=RMS_EPS,
@@ -198,9 +199,9 @@ def head_permutation(n_head: int, head_dim: int) -> torch.Tensor:
 
 def hf_state_dict(model, meta: RunMeta) -> dict[str, torch.Tensor]:
     """posx GPT (llama block) weights under LlamaForCausalLM's names, q/k rows permuted."""
-    m = meta.model
+    m = meta.model.model
     sd = {k: v.detach().cpu().float() for k, v in model.state_dict().items()}
-    perm = head_permutation(m.n_head, m.head_dim)
+    perm = head_permutation(m.n_head, meta.model.head_dim)
     out = {"model.embed_tokens.weight": sd["tok_emb.weight"], "model.norm.weight": sd["ln_f.weight"]}
     if not m.tie_embeddings:
         out["lm_head.weight"] = sd["lm_head.weight"]
@@ -289,16 +290,16 @@ def config_json(config) -> dict:
 
 
 # Model options LlamaForCausalLM has no equivalent of, with the value that means "off".
-PLAIN = {"rotary_fraction": 1.0, "attn_scale": "none", "nope_every": 0, "short_conv": 0}
+PLAIN = {"pos.rotary_fraction": 1.0, "model.attn_scale": "none", "model.nope_every": 0, "model.short_conv": 0}
 
 
-def check_plain(m, run_dir: Path) -> None:
+def check_plain(spec, run_dir: Path) -> None:
     """A run with partial rotation, a logit scale, NoPE layers or a short convolution is refused in one line."""
-    for name, plain in PLAIN.items():
-        if getattr(m, name) != plain:
+    for key, plain in PLAIN.items():
+        if (value := attrgetter(key)(spec)) != plain:
             raise PosxError(
-                f"{run_dir} trains with {name}={getattr(m, name)}, which transformers' Llama cannot hold "
-                f"(only {name}={plain}); this run cannot be exported"
+                f"{run_dir} trains with {key}={value}, which transformers' Llama cannot hold "
+                f"(only {key}={plain}); this run cannot be exported"
             )
 
 
@@ -306,13 +307,13 @@ def export_run(run_dir: Path, out: Path) -> Path:
     """Write the transformers directory of ``run_dir`` to ``out`` (new or empty), atomically."""
     require_transformers()
     model, meta = load_run(run_dir)
-    m = meta.model
-    if m.block != "llama" or m.pos != "rope":
+    m, pos = meta.model.model, meta.model.pos
+    if m.block != "llama" or pos.name != "rope":
         raise PosxError(
-            f"{run_dir} is a {m.block}-block {m.pos} run; posx exports llama-block RoPE runs only "
+            f"{run_dir} is a {m.block}-block {pos.name} run; posx exports llama-block RoPE runs only "
             "(train one with model=llama_tiny or model.block=llama pos=rope)"
         )
-    check_plain(m, run_dir)
+    check_plain(meta.model, run_dir)
     tok = run_tokenizer(run_dir, meta)
     files.new_dir(out, "--out")
     hidden = model.blocks[0].mlp.gate.out_features

@@ -307,24 +307,24 @@ class KerpleLog(PositionalEncoding):
         return score - (self.p[h] * torch.log1p(self.a[h] * n)).to(score.dtype)
 
 
-# Name -> maker. A maker takes the model's config (posx.model.config.GPTConfig) and returns the
-# component; configs and run files hold only the name.
+# Name -> maker. A maker takes the model's spec (posx.model.spec.ModelSpec: its model and pos
+# sections) and returns the component; configs and run files hold only the name.
 ENCODINGS = {
-    "absolute": lambda c: LearnedAbsolute(c.max_positions, c.d_model),
-    "rope": lambda c: Rotary(c.d_model // c.n_head, c.rope_base, c.rotary_fraction),
-    "sinusoidal": lambda c: Sinusoidal(c.d_model),
-    "alibi": lambda c: ALiBi(c.n_head),
-    "t5": lambda c: T5Bias(c.n_head, c.n_layer, c.t5_num_buckets, c.t5_max_distance, c.t5_per_layer),
-    "nope": lambda c: PositionalEncoding(),
-    "xpos": lambda c: XPos(c.d_model // c.n_head, c.rope_base, c.rotary_fraction, c.xpos_scale_base),
-    "fire": lambda c: Fire(c.n_head, c.fire_hidden, c.fire_threshold),
-    "kerple": lambda c: KerpleLog(c.n_head),
-    "cope": lambda c: CoPE(c.n_layer, c.d_model // c.n_head, c.cope_npos),
+    "absolute": lambda s: LearnedAbsolute(s.pos.max_positions, s.model.d_model),
+    "rope": lambda s: Rotary(s.head_dim, s.pos.base, s.pos.rotary_fraction),
+    "sinusoidal": lambda s: Sinusoidal(s.model.d_model),
+    "alibi": lambda s: ALiBi(s.model.n_head),
+    "t5": lambda s: T5Bias(s.model.n_head, s.model.n_layer, s.pos.num_buckets, s.pos.max_distance, s.pos.per_layer),
+    "nope": lambda s: PositionalEncoding(),
+    "xpos": lambda s: XPos(s.head_dim, s.pos.base, s.pos.rotary_fraction, s.pos.xpos_scale_base),
+    "fire": lambda s: Fire(s.model.n_head, s.pos.fire_hidden, s.pos.fire_threshold),
+    "kerple": lambda s: KerpleLog(s.model.n_head),
+    "cope": lambda s: CoPE(s.model.n_layer, s.head_dim, s.pos.cope_npos),
 }
 
 
-def build_encoding(config) -> PositionalEncoding:
-    """Make the encoding named by ``config.pos`` (a ``GPTConfig``)."""
-    if config.pos not in ENCODINGS:
-        raise PosxError(f"unknown positional encoding '{config.pos}'; {choose(ENCODINGS)}")
-    return ENCODINGS[config.pos](config)
+def build_encoding(spec) -> PositionalEncoding:
+    """Make the encoding named by ``spec.pos.name`` (a ``ModelSpec``)."""
+    if spec.pos.name not in ENCODINGS:
+        raise PosxError(f"unknown positional encoding '{spec.pos.name}'; {choose(ENCODINGS)}")
+    return ENCODINGS[spec.pos.name](spec)

@@ -19,14 +19,15 @@ from posx.core.device import compute_dtype
 from posx.core.errors import unknown
 from posx.model import blocks, scaling, windowed
 from posx.model.attention import ATTENTION, FlexBias, attend, causal_block_mask, flex_applies
-from posx.model.config import GPTConfig
 from posx.model.encodings import build_encoding
 from posx.model.positional import PositionalEncoding, PositionOutOfRange
 from posx.model.randomized import pose_positions, random_positions
+from posx.model.spec import ModelSpec
+from posx.schema import ModelConfig
 
 
 class CausalSelfAttention(nn.Module):
-    def __init__(self, config: GPTConfig, layer: int):
+    def __init__(self, config: ModelConfig, layer: int):
         super().__init__()
         self.layer = layer
         self.n_head = config.n_head
@@ -60,7 +61,7 @@ class CausalSelfAttention(nn.Module):
 
 
 class MLP(nn.Module):
-    def __init__(self, config: GPTConfig):
+    def __init__(self, config: ModelConfig):
         super().__init__()
         self.up = nn.Linear(config.d_model, config.mlp_ratio * config.d_model, bias=False)
         self.down = nn.Linear(config.mlp_ratio * config.d_model, config.d_model, bias=False)
@@ -71,7 +72,7 @@ class MLP(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, config: GPTConfig, layer: int):
+    def __init__(self, config: ModelConfig, layer: int):
         super().__init__()
         self.ln1 = blocks.make_norm(config.block, config.d_model)
         self.conv = blocks.ShortConv(config.d_model, config.short_conv) if config.short_conv else None
@@ -94,23 +95,23 @@ class Block(nn.Module):
 class GPT(nn.Module):
     supports_windowed = True  # RoPE models attend with a windowed method when one is installed
 
-    def __init__(self, config: GPTConfig):
+    def __init__(self, config: ModelSpec):
         super().__init__()
-        if config.attention not in ATTENTION:
-            raise unknown("attention", config.attention, ATTENTION)
-        self.config = config
-        self.tok_emb = nn.Embedding(config.vocab_size, config.d_model)
+        self.config, m = config, config.model
+        if m.attention not in ATTENTION:
+            raise unknown("attention", m.attention, ATTENTION)
+        self.tok_emb = nn.Embedding(config.vocab_size, m.d_model)
         self.pos = build_encoding(config)
-        self.blocks = nn.ModuleList(Block(config, i) for i in range(config.n_layer))
-        self.ln_f = blocks.make_norm(config.block, config.d_model)
-        self.lm_head = nn.Linear(config.d_model, config.vocab_size, bias=False)
-        if config.tie_embeddings:
+        self.blocks = nn.ModuleList(Block(m, i) for i in range(m.n_layer))
+        self.ln_f = blocks.make_norm(m.block, m.d_model)
+        self.lm_head = nn.Linear(m.d_model, config.vocab_size, bias=False)
+        if m.tie_embeddings:
             self.lm_head.weight = self.tok_emb.weight
         self.apply(self._init_weights)
         # GPT-2: scale the residual projections by 1/sqrt(2 * n_layer)
         for name, p in self.named_parameters():
             if name.endswith(("attn.proj.weight", "mlp.down.weight")):
-                nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * config.n_layer))
+                nn.init.normal_(p, mean=0.0, std=0.02 / math.sqrt(2 * m.n_layer))
 
     @staticmethod
     def _init_weights(module: nn.Module) -> None:
@@ -126,18 +127,18 @@ class GPT(nn.Module):
         """Training FLOPs per token at sequence length T: 6N + 12·L·H·Q·T (PaLM, appendix B;
         nanoGPT's estimate_mfu), N the parameters that multiply (the output matmul counts, the
         input lookup and the encoding's tables do not), Q the head dim."""
-        c = self.config
+        c = self.config.model
         n = self.num_params() - sum(p.numel() for p in self.pos.parameters())
         if not c.tie_embeddings:  # an untied input embedding is a lookup, not a matmul
             n -= self.tok_emb.weight.numel()
-        return 6.0 * n + 12.0 * c.n_layer * c.n_head * c.head_dim * length
+        return 6.0 * n + 12.0 * c.n_layer * c.n_head * self.config.head_dim * length
 
     def _biases(self, T: int, dtype: torch.dtype, device: torch.device) -> list:
         """Per layer: None, the SDPA mask, or a FlexBias (flex, a bias encoding, and
         ``flex_applies``: no dropout, no CPU backward)."""
         n = len(self.blocks)
-        dropout = self.config.dropout if self.training else 0.0
-        if self.config.attention == "flex" and flex_applies(device, dropout):
+        dropout = self.config.model.dropout if self.training else 0.0
+        if self.config.model.attention == "flex" and flex_applies(device, dropout):
             mods = [self.pos.score_mod(layer) for layer in range(n)]
             if mods[0] is not None:
                 block_mask = causal_block_mask(T, device)
@@ -153,10 +154,10 @@ class GPT(nn.Module):
         if limit is not None and offset + T > limit:
             raise PositionOutOfRange(f"position {offset + T - 1} is past the learned table of {limit} rows")
         positions = torch.arange(offset, offset + T, device=idx.device)  # (T,)
-        if self.training and self.config.randomized:  # posx.model.randomized
-            positions = random_positions(T, self.config.randomized_max, idx.device)
-        elif self.training and self.config.pose_length:
-            positions = pose_positions(T, self.config.pose_length, idx.device)
+        if self.training and self.config.pos.randomized:  # posx.model.randomized
+            positions = random_positions(T, self.config.pos.randomized_max, idx.device)
+        elif self.training and self.config.pos.pose_length:
+            positions = pose_positions(T, self.config.pos.pose_length, idx.device)
         x = self.pos.embed(self.tok_emb(idx), positions)  # (B, T, C)
         # Bias masks are built once per forward (ALiBi: once per length) and shared by layers.
         masks = self._biases(T, compute_dtype(x), x.device)

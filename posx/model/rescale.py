@@ -151,12 +151,12 @@ def install_trained(model: GPT, record: RopeRecord, train_context: int, where: s
     if model.pos.uses_rope:
         cfg = model.config
         model.pos.set_trained_frequencies(
-            *trained_frequencies(record, cfg.head_dim, cfg.rope_base, train_context, where)
+            *trained_frequencies(record, cfg.head_dim, cfg.pos.base, train_context, where)
         )
     elif not record.is_identity:
         raise PosxError(
             f"{where} records RoPE method {record.method!r} but its model "
-            f"({model.config.pos}) has no RoPE; it is inconsistent"
+            f"({model.config.pos.name}) has no RoPE; it is inconsistent"
         )
 
 

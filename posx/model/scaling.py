@@ -68,7 +68,7 @@ class LogitScale(nn.Module):
 
 
 def make_scale(config) -> LogitScale | None:
-    """The layer's logit scale for a ``GPTConfig``, or None (``attn_scale=none``)."""
+    """The layer's logit scale for the ``model`` section (``ModelConfig``), or None (``attn_scale=none``)."""
     if config.attn_scale == "none":
         return None
     return LogitScale(config.attn_scale, config.n_head, config.attn_scale_length)

@@ -179,7 +179,7 @@ def _listing(path: Path, config: dict, meta, table: pd.DataFrame | None) -> dict
     else:  # unfinished: its checkpoint's; with a damaged model.json, not known
         lineage = None if (path / META).is_file() else lineage_of(path)
     return {
-        "encoding": meta.model.pos if meta else str(_mapping(config.get("pos")).get("name", "")),
+        "encoding": meta.model.pos.name if meta else str(_mapping(config.get("pos")).get("name", "")),
         "T": meta.train_context if meta else train.get("context_length", ""),
         "steps": meta.step if meta else train.get("steps", ""),
         "val_ppl": _val_ppl(path / METRICS),

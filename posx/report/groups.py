@@ -137,18 +137,17 @@ def _configured(config: dict | None, extended: bool) -> dict:
     evaluation left out), renamed where ``RENAMED`` says; empty without a config."""
     defaults = {k: v for k, v in _defaults(ExtendRootConfig if extended else Config) if not k.startswith("eval.")}
     filled = {**defaults, **dotted({k: v for k, v in config.items() if k != "eval"})} if config else {}
-    return {
-        RENAMED.get(key, key): value
-        for key, value in filled.items()
-        if not any(key == i or key.startswith(i + ".") for i in IGNORED)
-    }
+    return {RENAMED.get(key, key): value for key, value in filled.items() if _kept(key)}
+
+
+def _kept(key: str) -> bool:
+    return not any(key == i or key.startswith(i + ".") for i in IGNORED)
 
 
 def _add_recorded(found: dict, meta: RunMeta, parent: dict | None) -> None:
     """Adds to ``found`` what model.json records: the model actually built, T, the steps, the
     corpus fingerprint, and an extended run's lineage (``parent``: its parent's identity)."""
-    for key, value in meta.model.run_config_values().items():
-        found[key] = value  # the model actually built (pos.max_positions resolved)
+    found.update({k: v for k, v in dotted(meta.model.sections()).items() if _kept(k)})  # as built (nulls resolved)
     found["T"] = meta.train_context
     found.setdefault("steps", meta.step)
     if meta.data.get("sha256"):

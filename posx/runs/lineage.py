@@ -10,13 +10,13 @@ absolute analogue of PI (Chen et al. 2023).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import torch
 
 from posx import rope
 from posx.core.errors import PosxError
-from posx.model.config import GPTConfig
 from posx.model.gpt import GPT
 from posx.model.rescale import WINDOWED, install_trained
 from posx.model.roperecord import RopeRecord
@@ -76,7 +76,7 @@ def extended_model(
         install_trained(parent_model, record, parent.train_context, where)
         return parent_model
     T1 = new_context(parent.train_context, factor)
-    model = GPT(GPTConfig(**{**parent.model.to_dict(), "max_positions": T1}))
+    model = GPT(replace(parent.model, pos=replace(parent.model.pos, max_positions=T1)))
     state = parent_model.state_dict()
     state["pos.table.weight"] = interpolate_table(state["pos.table.weight"], T1, factor)
     model.load_state_dict(state)

@@ -9,7 +9,7 @@ NaN later.
 from __future__ import annotations
 
 import time
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from pathlib import Path
 
 from posx import __version__
@@ -18,11 +18,12 @@ from posx.core.errors import PosxError
 from posx.core.fieldcheck import SHA256
 from posx.core.validate import validate
 from posx.fieldtypes import at_least, bound, positive
-from posx.model.config import GPTConfig
 from posx.model.roperecord import RopeRecord
+from posx.model.spec import ModelSpec
 from posx.ropeparams import MAX_FACTOR
+from posx.runs import legacy
 
-META_FORMAT = "posx-run/1"
+META_FORMAT = "posx-run/2"  # the model record as the schema's sections (posx-run/1: posx.runs.legacy)
 
 
 @dataclass(kw_only=True)
@@ -53,7 +54,7 @@ class Lineage:
 class RunMeta:
     """``model.json``: what rebuilds the model and says what it is, without Hydra."""
 
-    model: GPTConfig
+    model: ModelSpec  # vocab_size and the model and pos sections it was built from
     train_context: int = positive(MISSING, fieldcheck.MAX_CONTEXT)  # T, the length the model trained at
     data: dict = field(default_factory=dict)  # corpus fingerprint and the data config it came from
     step: int = at_least(0, 0, fieldcheck.MAX_STEPS)  # optimizer steps taken
@@ -65,7 +66,7 @@ class RunMeta:
         return {
             "format": META_FORMAT,
             "posx_version": __version__,
-            "model": self.model.to_dict(),
+            "model": asdict(self.model),
             "train_context": self.train_context,
             "data": self.data,
             "step": self.step,
@@ -90,11 +91,12 @@ class RunMeta:
     def from_dict(cls, d, where: Path) -> "RunMeta":
         """``weights_sha256`` may be absent or null (a run saved before posx recorded it, or a record
         built without weights); a checkpoint's checksums may not (``posx.runs.checkpoint``)."""
-        if not isinstance(d, dict) or d.get("format") != META_FORMAT:
-            found = d.get("format") if isinstance(d, dict) else type(d).__name__
+        found = d.get("format") if isinstance(d, dict) else type(d).__name__
+        if found not in (META_FORMAT, legacy.FORMAT):
             raise PosxError(f"{where} is not posx run metadata (format {found!r})")
         record = {k: v for k, v in d.items() if k not in ("format", "posx_version", "saved_at")}  # written, not read
-        return validate(record, cls, f"{where} is incomplete or corrupt", "re-train the run")  # weights: on load
+        with legacy.spelled(found):  # weights: on load
+            return validate(legacy.upgrade(record, found), cls, f"{where} is incomplete or corrupt", "re-train the run")
 
     @property
     def data_config(self) -> dict:

@@ -3,7 +3,7 @@ their files and finds them).
 
 A run directory holds:
   config.yaml        the resolved config it was trained with
-  model.json         what is needed to rebuild the model (GPTConfig, T, data fingerprint)
+  model.json         what is needed to rebuild the model (its ModelSpec, T, data fingerprint)
   model.safetensors  the weights
   metrics.csv        step, train_loss, val_loss, lr, tokens_per_s
   extrapolation.csv / .md   after `posx eval-extrapolate`
@@ -50,14 +50,14 @@ def load_run(run_dir: str | Path, device: str | torch.device = "cpu") -> tuple[G
         )
     if meta.weights_sha256 and files.sha256_file(weights) != meta.weights_sha256:
         raise PosxError(f"{weights} is corrupt: its checksum differs from the one in {META}; re-train the run")
-    m = meta.model
+    spec, m = meta.model, meta.model.model
     described = (
-        f"{META} (vocab_size={m.vocab_size}, n_layer={m.n_layer}, d_model={m.d_model}, "
-        f"mlp_ratio={m.mlp_ratio}, block={m.block}, pos={m.pos}, max_positions={m.max_positions})"
+        f"{META} (vocab_size={spec.vocab_size}, n_layer={m.n_layer}, d_model={m.d_model}, "
+        f"mlp_ratio={m.mlp_ratio}, block={m.block}, pos={spec.pos.name}, max_positions={spec.pos.max_positions})"
     )
     with torch.device("meta"):  # shapes only: nothing is allocated before the file agrees
-        check_shapes(weights, expected_shapes(GPT(m)), described)
-    model = GPT(m)
+        check_shapes(weights, expected_shapes(GPT(spec)), described)
+    model = GPT(spec)
     load_weights(model, weights, described, device)
     install_trained(model, meta.rope, meta.train_context, f"{run_dir / META}")
     return model.to(device), meta

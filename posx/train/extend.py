@@ -35,9 +35,9 @@ from posx.config.applies import SET_BY_EXTEND, key_of
 from posx.config.checks import check_config
 from posx.core import fieldcheck
 from posx.core.errors import PosxError
-from posx.model.config import GPTConfig
 from posx.model.rescale import method_args, trained_frequencies
 from posx.model.roperecord import RopeRecord
+from posx.model.spec import ModelSpec
 from posx.runs.lineage import INTERPOLATE, check_method, extended_model, new_context
 from posx.runs.paths import CONFIG, read_config, read_meta, resolve_run
 from posx.runs.records import Lineage, RunMeta
@@ -56,20 +56,20 @@ def rope_record(cfg: DictConfig, parent: RunMeta) -> RopeRecord:
         params = {**params, "new_base": float(cfg.new_base)}  # extend's own key, not eval.abf_base
     record = RopeRecord(method=method, factor=factor, params=params, original_context=T)
     trained_frequencies(
-        record, parent.model.head_dim, parent.model.rope_base, T, "the extension"
+        record, parent.model.head_dim, parent.model.pos.base, T, "the extension"
     )  # a bad parameter fails here
     return record
 
 
-def child_config(cfg: DictConfig, parent_dir: Path, parent: RunMeta, child: GPTConfig, T1: int) -> DictConfig:
+def child_config(cfg: DictConfig, parent_dir: Path, parent: RunMeta, child: ModelSpec, T1: int) -> DictConfig:
     """The composed config with the child's model, the parent's corpus and the extend.*
     schedule filled in, so the child's config.yaml says what actually ran."""
     out = copy.deepcopy(cfg)
+    for section, values in child.sections().items():
+        OmegaConf.update(out, section, values, merge=True)  # every key of the section is set
     model = read_config(parent_dir).get("model") if (parent_dir / CONFIG).is_file() else None
     name = model.get("name") if isinstance(model, dict) else None
     out.model.name = str(name) if name else "parent"
-    for key, value in child.run_config_values().items():
-        OmegaConf.update(out, key, value, merge=False)
     for key, value in parent.data_config.items():  # the parent's corpus and tokenizer
         OmegaConf.update(out, f"data.{key}", value, merge=False)
     e, t = cfg.extend, out.train
@@ -87,10 +87,10 @@ def pose_window(cfg: DictConfig, parent: RunMeta, T1: int) -> int:
     then draws PoSE position ids over [0, T1): ``posx.model.randomized.pose_positions``)."""
     if not cfg.extend.pose:
         return T1
-    if parent.model.pos not in TAKES_POSITIONS:
+    if parent.model.pos.name not in TAKES_POSITIONS:
         raise PosxError(
             f"extend.pose needs an encoding that reads positions ({', '.join(TAKES_POSITIONS)}); "
-            f"the parent has pos={parent.model.pos}"
+            f"the parent has pos={parent.model.pos.name}"
         )
     return parent.train_context
 
@@ -139,7 +139,7 @@ def check(cfg: DictConfig, overrides: list[str]) -> Checked:
     forbid_unused_overrides(overrides)
     parent_dir = resolve_run(cfg.parent, cfg.results_dir)
     parent = read_meta(parent_dir)
-    check_method(cfg.method, parent.model.pos, f"run {parent_dir}")
+    check_method(cfg.method, parent.model.pos.name, f"run {parent_dir}")
     if parent.extended_from:
         raise PosxError(
             f"{parent_dir} is itself an extension of {parent.extended_from.parent}; "
@@ -161,7 +161,7 @@ def prepare(cfg: DictConfig, overrides: list[str]) -> Extension:
     parent_model, _ = load_run(parent_dir, device="cpu")
     model = extended_model(parent_model, parent, cfg.method, float(cfg.factor), record, f"run {parent_dir}")
     if window != T1:  # PoSE: training ids cover the new length
-        model.config = dataclasses.replace(model.config, pose_length=T1)
+        model.config = dataclasses.replace(model.config, pos=dataclasses.replace(model.config.pos, pose_length=T1))
     if record is not None:  # the numbers themselves, besides the recipe that gives them
         record.inv_freq = model.pos.trained_inv_freq.tolist()
         record.attention_factor = model.pos.trained_attention_factor

@@ -65,13 +65,14 @@ from posx.data import corpus as data_mod
 from posx.data import store
 from posx.model.gpt import GPT
 from posx.model.rescale import install_trained
+from posx.model.spec import ModelSpec
 from posx.runs import checkpoint, resumable
 from posx.runs.paths import CONFIG
 from posx.runs.records import RunMeta, TrainExtras
 from posx.runs.rundir import save_run
 from posx.train import memory, taskcurve
 from posx.train.compiling import compile_seconds, decide_compile
-from posx.train.state import FromParent, LoopState, Resume, Start, gpt_config
+from posx.train.state import FromParent, LoopState, Resume, Start
 from posx.train.steps import (
     batch_layout,
     check_eval_fits,
@@ -160,9 +161,9 @@ def set_up(cfg: DictConfig, run_dir: Path, start: Start, console: Console, devic
     torch.manual_seed(cfg.seed)
     local, micro = batch_layout(cfg, distributed.world_size())
     corpus = load_data(cfg, start, console)
-    model = (start.model if isinstance(start, FromParent) else GPT(gpt_config(cfg, corpus.tokenizer.vocab_size))).to(
-        device
-    )
+    model = (
+        start.model if isinstance(start, FromParent) else GPT(ModelSpec.from_config(cfg, corpus.tokenizer.vocab_size))
+    ).to(device)
     use_tf32(device, cfg.train.tf32)
     work = (local * cfg.train.context_length, cfg.train.steps)  # tokens per step on this rank, steps
     compiled = decide_compile(cfg.train.compile, device, cfg.model.block, cfg.model.n_layer, model.num_params(), work)
@@ -236,7 +237,7 @@ def announce(state: LoopState, resuming: bool) -> None:
     ranks = f" ranks={distributed.world_size()} micro_batch={state.micro}" if distributed.enabled() else ""
     state.console.print(
         f"[bold]posx train[/] {escape(str(state.run_dir))}  pos={cfg.pos.name} T={cfg.train.context_length} "
-        f"params={model.num_params() / 1e6:.2f}M device={state.device}{ranks} attention={model.config.attention}"
+        f"params={model.num_params() / 1e6:.2f}M device={state.device}{ranks} attention={model.config.model.attention}"
         f"{' compiled' if state.compiled else ''}" + (f"  [cyan]resuming at step {state.step}[/]" if resuming else "")
     )
     too_large = memory.warning(model.config, state.micro, cfg.train.context_length, model.num_params(), state.device)
@@ -390,7 +391,7 @@ def finish(state: LoopState) -> None:
     if corpus.tokenizer.hf is not None:  # the run carries the tokenizer its ids mean
         files.write_text(run_dir / "tokenizer.json", corpus.tokenizer.to_json())
     meta = RunMeta(
-        model=gpt_config(cfg, corpus.tokenizer.vocab_size),
+        model=ModelSpec.from_config(cfg, corpus.tokenizer.vocab_size),
         train_context=cfg.train.context_length,
         data={**corpus.fingerprint, "config": store.data_config(cfg.data)},
         step=cfg.train.steps,

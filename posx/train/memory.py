@@ -29,25 +29,25 @@ from pathlib import Path
 import torch
 
 from posx.model.blocks import swiglu_hidden
-from posx.model.config import GPTConfig
+from posx.model.spec import ModelSpec
+from posx.schema import ModelConfig
 
 GIB = 1024**3
 MEMINFO = Path("/proc/meminfo")
 CGROUP = Path("/sys/fs/cgroup")  # cgroup v2: memory.max and memory.current (a SLURM job's limit)
 
 
-def activation_elements(config: GPTConfig) -> int:
-    """Activations kept for backward per token, over every layer, in elements."""
-    if config.block == "llama":
-        mlp = 4 * swiglu_hidden(config.d_model, config.mlp_ratio, config.multiple_of)
-        return config.n_layer * (13 * config.d_model + mlp)
-    return config.n_layer * (10 * config.d_model + 2 * config.mlp_ratio * config.d_model)
+def activation_elements(m: ModelConfig) -> int:
+    """Activations kept for backward per token, over every layer, in elements (``m``: the model section)."""
+    if m.block == "llama":
+        return m.n_layer * (13 * m.d_model + 4 * swiglu_hidden(m.d_model, m.mlp_ratio, m.multiple_of))
+    return m.n_layer * (10 * m.d_model + 2 * m.mlp_ratio * m.d_model)
 
 
-def estimate_bytes(config: GPTConfig, tokens: int, n_params: int, device: torch.device) -> int:
+def estimate_bytes(config: ModelSpec, tokens: int, n_params: int, device: torch.device) -> int:
     """Training memory of one micro-batch of ``tokens`` tokens, with the optimizer's state."""
     element = 2 if device.type == "cuda" else 4
-    per_token = activation_elements(config) * element + 3 * 4 * config.vocab_size
+    per_token = activation_elements(config.model) * element + 3 * 4 * config.vocab_size
     return tokens * per_token + 16 * n_params
 
 
@@ -78,7 +78,7 @@ def available_bytes(device: torch.device) -> int | None:
     return min(known) if known else None
 
 
-def warning(config: GPTConfig, micro: int, context: int, n_params: int, device: torch.device) -> str | None:
+def warning(config: ModelSpec, micro: int, context: int, n_params: int, device: torch.device) -> str | None:
     """One line (without its ``warning:``) when the estimate exceeds the free memory, else None."""
     need, free = estimate_bytes(config, micro * context, n_params, device), available_bytes(device)
     if free is None or need <= free:

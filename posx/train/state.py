@@ -1,6 +1,5 @@
-"""What a training run starts from (``Fresh``, ``Resume``, ``FromParent``), the model its
-config describes (``gpt_config``), and the state the loop (``posx.train.loop``) carries from one
-step to the next (``LoopState``)."""
+"""What a training run starts from (``Fresh``, ``Resume``, ``FromParent``), and the state the
+loop (``posx.train.loop``) carries from one step to the next (``LoopState``)."""
 
 from __future__ import annotations
 
@@ -13,9 +12,7 @@ from omegaconf import DictConfig
 from rich.console import Console
 from torch.nn.parallel import DistributedDataParallel
 
-from posx.data import corpus as data_mod
 from posx.data import store
-from posx.model.config import GPTConfig
 from posx.model.gpt import GPT
 from posx.model.roperecord import RopeRecord
 from posx.runs.records import Lineage, TrainExtras
@@ -42,11 +39,6 @@ class FromParent:
 
 
 Start = Fresh | Resume | FromParent
-
-
-def gpt_config(cfg: DictConfig, vocab_size: int = data_mod.VOCAB_SIZE) -> GPTConfig:
-    """The model a run config describes, on the corpus tokenizer's vocabulary (256: bytes)."""
-    return GPTConfig.from_run_config(cfg, vocab_size)
 
 
 @dataclass

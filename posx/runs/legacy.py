@@ -1,0 +1,53 @@
+"""The one reader of ``model.json``'s first format, ``posx-run/1``: its ``model`` record was flat, the
+``model.*`` and ``pos.*`` keys side by side, five named otherwise. ``upgrade`` makes it the sections
+the schema's walker checks in a current record; ``spelled`` names a refused key as the old file does."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import fields
+
+from posx.core.errors import PosxError
+from posx.schema import ModelConfig, PosConfig
+
+FORMAT = "posx-run/1"
+# Format 1's keys that the pos section names otherwise; any other key is the model.* or pos.* key of its name.
+_RENAMED = {"pos": "name", "rope_base": "base", **{f"t5_{k}": k for k in ("num_buckets", "max_distance", "per_layer")}}
+_SPELLED = {new: old for old, new in _RENAMED.items()}
+# What format 1 built for a key its record lacks (it predates the option), where the sections hold null.
+_ABSENT = dict(max_positions=128, cope_npos=129, fire_threshold=512.0, attn_scale_length=128, randomized_max=1024)
+_SECTION_KEY = re.compile(r"\bmodel\.(model|pos)\b(?:\.(\w+))?")  # a section, or a key in one (pos: renamed)
+
+
+def upgrade(record: Mapping, found: str) -> dict:
+    """A record of format ``found``; of format 1, with its flat ``model`` as ``vocab_size`` and the
+    ``model`` and ``pos`` sections (a key of neither stays beside them, where the walker refuses it)."""
+    flat = record.get("model")
+    if found != FORMAT or not isinstance(flat, Mapping):
+        return dict(record)  # a current record, or one the walker says what is wrong with
+    model_keys, pos_keys = ({f.name for f in fields(kind)} for kind in (ModelConfig, PosConfig))
+    spec: dict = {"model": {}, "pos": {}}
+    for key, value in {**_ABSENT, **flat}.items():
+        name = _RENAMED.get(key, key)
+        if key in _RENAMED or name in pos_keys - model_keys:
+            spec["pos"][name] = value
+        elif name in model_keys - pos_keys or key in spec:  # "model" (no format-1 key): refused in its section
+            spec["model"][name] = value
+        else:
+            spec[key] = value
+    return {**record, "model": spec}
+
+
+@contextlib.contextmanager
+def spelled(found: str) -> Iterator[None]:
+    """A refusal of a format-1 record names its keys as that file does."""
+    try:
+        yield
+    except PosxError as exc:
+        if found != FORMAT:
+            raise
+        raise PosxError(
+            _SECTION_KEY.sub(lambda m: "model" + (f".{_SPELLED.get(m[2], m[2])}" if m[2] else ""), str(exc))
+        ) from None
