@@ -6,32 +6,9 @@ inverse frequencies (float32, shape ``(head_dim // 2,)``) and the attention fact
 are kept apart: the rotation uses the inverse frequencies, and the caller multiplies cos and
 sin (so q and k) by the attention factor, which scales the attention logits by its square.
 
-Notation: d = head_dim, i = 0 .. d/2 - 1, theta_i = b^(-2i/d),
-b = base, L = original_context (the length the model was trained at), s = factor.
-
-    none          theta_i                                        (Su et al. 2021)
-    pi            theta_i / s                                    (Chen et al. 2023)
-    ntk           base b * s^(d/(d-2))                           (bloc97 2023)
-    dynamic_ntk   base b * (s*l/L - (s-1))^(d/(d-2)), l = max(length, L)   (transformers)
-    yarn          theta_i*(1-g_i)/s + theta_i*g_i, attention 0.1*ln(s) + 1 (Peng et al. 2023)
-    dynamic_yarn  yarn with s = max(1, length / L)
-    ntk_by_parts  yarn's frequencies with attention factor 1 (YaRN paper ablation)
-    abf           theta_i computed with new_base                 (Xiong et al. 2023)
-    llama3        wavelength bands against L                     (transformers)
-    longrope      theta_i / ext_i, ext = long_factor if length > L else short_factor
-    resonance     theta_i = 2*pi / round(2*pi / theta_i) where 2*pi / theta_i < L  (Wang et al. 2024)
-    resonance_yarn  resonance applied to yarn's frequencies, yarn's attention factor
-    self_extend   theta_i; past a window of W, attention meets positions grouped by G
-                  (Jin et al. 2024; the grouping is applied in attention, posx.model.windowed)
-    rerope        theta_i; past a window of W, every distance is W, or W + (n - W) / k with
-                  leak_factor k (Su 2023, ReRoPE / Leaky ReRoPE; applied in attention too)
-    lm_infinite   theta_i; past a window of W only the first global_tokens keys are attended,
-                  at distance W (Han et al. 2024, LM-Infinite; applied in attention too)
-    dca           theta_i; keys at their place in chunks of s - w tokens, queries at one of three
-                  positions by the key's chunk, every distance <= s (An et al. 2024, Dual Chunk
-                  Attention; applied in attention too)
-    streaming_llm theta_i; a cache of the first sinks tokens and the latest recent ones, each key
-                  at its place in the cache (Xiao et al. 2024, StreamingLLM; applied in attention too)
+Notation: d = head_dim, i = 0 .. d/2 - 1, theta_i = b^(-2i/d), b = base, L = original_context
+(the length the model was trained at), s = factor. Each method's formula and source: the RoPE
+methods' table of docs/encodings.md.
 
 Decisions where the published definitions leave room:
   * ``none`` and ``abf`` ignore ``factor`` (it is still checked to be >= 1).
