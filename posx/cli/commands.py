@@ -82,9 +82,9 @@ def _cfg_job(overrides: list[str]) -> bool:
     parent's model and corpus, the extend.* schedule in train.*), not the composed extend.yaml."""
     with user_errors():
         parsed = command_line.parse(overrides)
-        if parsed.cfg != "job" or parsed.multirun:
+        if parsed.flags.cfg != "job" or parsed.flags.multirun:
             return False
-        rest = parsed.overrides
+        rest = parsed.lines
         cfg = compose(rest, config_name="extend")
         ext = prepare_extension(cfg, rest)
         print(
