@@ -135,47 +135,17 @@ class Evaluation:
         return pd.DataFrame(self.tasks, columns=TASK_COLUMNS)
 
 
-# Numeric columns of the tables; a value there that is not a number is a damaged table.
-NUMERIC = {
-    "documents",
-    "train_context",
-    "eval_context",
-    "factor",
-    "scale",
-    "attention_factor",
-    "nll",
-    "ppl",
-    "tokens",
-    "stride",
-    "reference_context",
-    "bucket_start",
-    "bucket_end",
-    "depth_lo",
-    "depth_hi",
-    "trials",
-    "accuracy",
-    "key_nll",
-    "nll_se",
-    "ppl_lo",
-    "ppl_hi",
-    "windows",
-    "bytes",
-    "bpb",
-    "bpb_lo",
-    "bpb_hi",
-    "accuracy_lo",
-    "accuracy_hi",
-    "token_accuracy",
-    "answer_nll",
-    "answer_nll_se",
-    "answer_tokens",
-}
 TABLE_COLUMNS = {
     "extrapolation.csv": COLUMNS,
     "positions.csv": POSITION_COLUMNS,
     "passkey.csv": PASSKEY_COLUMNS,
     "tasks.csv": TASK_COLUMNS,
 }
+# The columns that hold no number (names, statuses, flags); every other column is numeric, and a
+# value there that is not a number is a damaged table.
+NOT_NUMBERS = {"run", "pos", "method", "status", "protocol", "stage", "absolute_beyond", "within_documents", "eval_id",
+                "window_start", "normalisation", "variant", "task"}  # fmt: skip
+NUMERIC = {c for columns in TABLE_COLUMNS.values() for c in columns} - NOT_NUMBERS
 # Per table: the columns added after its first version, with the value an older table implies.
 OPTIONAL = {
     "extrapolation.csv": ADDED_COLUMNS,
