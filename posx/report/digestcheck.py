@@ -17,7 +17,7 @@ from posx.core.fieldcheck import is_number
 
 KNOWN_TABLES = ("extrapolation.csv", "positions.csv", "passkey.csv", "metrics.csv", "tasks.csv")
 HEX = set("0123456789abcdef")
-LISTED = {"encoding", "T", "steps", "val_ppl", "evaluated_lengths", "parent"}
+LISTED = {"encoding", "T", "steps", "val_ppl", "evaluated_lengths", "parent"}  # a listing's keys (posx runs)
 
 
 def seal(digest: dict) -> str:
@@ -64,14 +64,7 @@ def _cell(value) -> bool:
 
 
 def _listing(value) -> bool:
-    if not isinstance(value, dict) or set(value) != {
-        "encoding",
-        "T",
-        "steps",
-        "val_ppl",
-        "evaluated_lengths",
-        "parent",
-    }:
+    if not isinstance(value, dict) or set(value) != LISTED:
         return False
     ppl = value["val_ppl"]
     ppl_ok = ppl is None or (isinstance(ppl, float) and (ppl == math.inf or (is_number(ppl) and ppl > 0)))
