@@ -48,23 +48,11 @@ TASK_COLUMNS = [
 DEFAULT_PROTOCOL = "nonoverlapping"  # eval.protocol's default, and that of tables written before it existed
 # Columns added to extrapolation.csv after its first version, with the value an older table implies.
 ADDED_COLUMNS = {
-    "protocol": DEFAULT_PROTOCOL,
-    "stage": "zero-shot",
-    "absolute_beyond": "none",
-    "within_documents": False,
-    "documents": float("nan"),
-    "nll_se": math.nan,
-    "ppl_lo": math.nan,
-    "ppl_hi": math.nan,
-    "windows": math.nan,
-    "eval_id": "",
-    "bytes": math.nan,
-    "bpb": math.nan,
-    "bpb_lo": math.nan,
-    "bpb_hi": math.nan,
-    "window_start": "",
-    "normalisation": "token",
-}
+    "protocol": DEFAULT_PROTOCOL, "stage": "zero-shot", "absolute_beyond": "none", "within_documents": False,
+    "eval_id": "", "window_start": "", "normalisation": "token",
+    **dict.fromkeys(["documents", "nll_se", "ppl_lo", "ppl_hi", "windows", "bytes", "bpb", "bpb_lo", "bpb_hi"],
+                    math.nan),  # the numbers an older table lacks
+}  # fmt: skip
 
 
 @dataclass
