@@ -80,8 +80,9 @@ def _listing(value) -> bool:
     )
 
 
-def _seed(value) -> bool:
-    return value is None or (isinstance(value, int) and not isinstance(value, bool) and -(2**63) <= value < 2**63)
+def whole(value) -> bool:
+    """A whole number a table's seed column (64-bit) can hold."""
+    return isinstance(value, int) and not isinstance(value, bool) and -(2**63) <= value < 2**63
 
 
 def valid(digest, fmt: str, damageable) -> bool:
@@ -91,7 +92,7 @@ def valid(digest, fmt: str, damageable) -> bool:
         "format": lambda v: v == fmt,
         "stamp": _hex,
         "content": _hex,
-        "seed": _seed,
+        "seed": lambda v: v is None or whole(v),
         "config": lambda v: isinstance(v, bool),
         "finished": lambda v: isinstance(v, bool),
         "identity": _texts,
