@@ -62,11 +62,13 @@ def run_hydra(
     config_name: str,
     args: list[str],
     check_job: Callable[[DictConfig, list[str]], object] | None = None,
+    show_job: Callable[[list[str]], None] | None = None,
 ) -> None:
     """Run ``task`` through ``hydra.main`` on ``args`` instead of the process's own arguments
     (``-m``, ``--cfg job``, launchers and sweeps behave as on Hydra's own command line), after
-    posx's own checks of the command line and of every job it would run (composed, then
-    ``check_job`` of its config and overrides)."""
+    posx's own checks of the command line, read once, and of every job it would run (composed,
+    then ``check_job`` of its config and overrides). ``show_job`` of the overrides answers
+    ``--cfg job`` instead of Hydra."""
     with user_errors():
         refuse_additions(args)
         check_launcher(args)
@@ -87,6 +89,9 @@ def run_hydra(
                 "--experimental-rerun loads a pickle and runs what it holds; posx refuses it — "
                 "re-run with the overrides instead (they are in the run's config.yaml)"
             )
+        if show_job is not None and parsed.flags.cfg == "job":
+            show_job(parsed.lines)
+            return
         # Compose the sweep's jobs here (every value of every sweep at least once), so a typo'd
         # key, a wrong type or a missing group option is one line and exit 2, not Hydra's
         # multi-line report from inside the sweep.
