@@ -95,14 +95,14 @@ def run_hydra(
         # Compose the sweep's jobs here (every value of every sweep at least once), so a typo'd
         # key, a wrong type or a missing group option is one line and exit 2, not Hydra's
         # multi-line report from inside the sweep.
-        jobs = command_line.probes(parsed.overrides)
-        for overrides in jobs:
+        probed = command_line.probes(parsed.overrides)
+        for overrides in probed:
             job = compose(overrides, config_name)
             if check_job is not None and parsed.flags.multirun:
                 check_job(job, overrides)
         if parsed.flags.multirun:  # before Hydra writes its multirun.yaml there
             command_line.refuse_name_in_sweep(parsed.overrides)
-            check_sweep_dir(jobs[0], config_name)
+            check_sweep_dir(probed[0], config_name)
     main = hydra.main(version_base="1.3", config_path=str(config_dir()), config_name=config_name)(task)
     with user_errors(TRAINING_INTERRUPTED), command_line.argv(args), hydra_raises():
         main()
