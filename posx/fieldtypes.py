@@ -80,44 +80,34 @@ def like(group: type, name: str, default: Any = MISSING) -> Any:
     return field(default=source.default if default is MISSING else default, metadata=source.metadata)
 
 
-def _choice(name: str, values: str, doc: str) -> type[Choice]:
-    made = Choice(name, [(v, v) for v in values.split()], module=__name__)
+def choice(name: str, values: str, doc: str, module: str = __name__) -> type[Choice]:
+    """The ``Choice`` ``name`` of the space-separated ``values``; ``doc`` names the registry it mirrors."""
+    made = Choice(name, [(v, v) for v in values.split()], module=module)
     made.__doc__ = doc
     return made
 
 
-Encoding = _choice(
+Encoding = choice(
     "Encoding",
     "absolute rope sinusoidal alibi t5 nope xpos fire kerple cope",
     "pos.name: posx.model.encodings.ENCODINGS",
 )
-Block = _choice("Block", "gpt2 llama", "model.block: posx.model.blocks.BLOCKS")
-Attention = _choice("Attention", "sdpa flex", "model.attention: posx.model.attention.ATTENTION")
-AttnScale = _choice("AttnScale", "none logn ssmax", "model.attn_scale: posx.model.scaling.ATTN_SCALES")
-Method = _choice(
-    "Method",
-    "none pi ntk dynamic_ntk yarn dynamic_yarn ntk_by_parts abf llama3 longrope resonance resonance_yarn "
-    "self_extend rerope lm_infinite dca streaming_llm",
-    "eval.methods: posx.rope.METHODS",
-)
-ExtendMethod = _choice(
-    "ExtendMethod",
-    " ".join(Method) + " interpolate",
-    "posx extend's method: posx.rope.METHODS, or interpolate (learned absolute)",
-)
-Beyond = _choice("Beyond", "none clamp interpolate", "eval.absolute_beyond: posx.model.encodings.BEYOND")
-Protocol = _choice("Protocol", "nonoverlapping sliding", "eval.protocol: posx.eval.scoring.PROTOCOLS")
-Variant = _choice("Variant", "prompt copy", "eval.passkey.variants: posx.eval.passkey.VARIANTS")
-Task = _choice(
+Block = choice("Block", "gpt2 llama", "model.block: posx.model.blocks.BLOCKS")
+Attention = choice("Attention", "sdpa flex", "model.attention: posx.model.attention.ATTENTION")
+AttnScale = choice("AttnScale", "none logn ssmax", "model.attn_scale: posx.model.scaling.ATTN_SCALES")
+Beyond = choice("Beyond", "none clamp interpolate", "eval.absolute_beyond: posx.model.encodings.BEYOND")
+Protocol = choice("Protocol", "nonoverlapping sliding", "eval.protocol: posx.eval.scoring.PROTOCOLS")
+Variant = choice("Variant", "prompt copy", "eval.passkey.variants: posx.eval.passkey.VARIANTS")
+Task = choice(
     "Task",
     "passkey niah niah_multikey niah_multivalue variable_tracking mqar copy selective_copy",
     "eval.tasks, data.mix_tasks: posx.tasks.registry.TASKS",
 )
-TaskScoring = _choice("TaskScoring", "teacher_forced generate", "eval.task_scoring: posx.tasks.scoring.SCORINGS")
-MixLoss = _choice("MixLoss", "all answers", "data.mix_loss: posx.train.taskmix.MIX_LOSSES")
-Source = _choice("Source", "stdlib text datasets", "data.source: posx.data.sources.SOURCES")
-Logger = _choice("Logger", "none tensorboard wandb", "logger.name: posx.core.trackers.LOGGERS")
-LoggerMode = _choice("LoggerMode", "offline online disabled", "logger.mode: wandb's modes")
+TaskScoring = choice("TaskScoring", "teacher_forced generate", "eval.task_scoring: posx.tasks.scoring.SCORINGS")
+MixLoss = choice("MixLoss", "all answers", "data.mix_loss: posx.train.taskmix.MIX_LOSSES")
+Source = choice("Source", "stdlib text datasets", "data.source: posx.data.sources.SOURCES")
+Logger = choice("Logger", "none tensorboard wandb", "logger.name: posx.core.trackers.LOGGERS")
+LoggerMode = choice("LoggerMode", "offline online disabled", "logger.mode: wandb's modes")
 
 
 # The largest size or count a config or a record may give: far beyond what posx trains, small

@@ -6,32 +6,9 @@ inverse frequencies (float32, shape ``(head_dim // 2,)``) and the attention fact
 are kept apart: the rotation uses the inverse frequencies, and the caller multiplies cos and
 sin (so q and k) by the attention factor, which scales the attention logits by its square.
 
-Notation: d = head_dim, i = 0 .. d/2 - 1, theta_i = b^(-2i/d),
-b = base, L = original_context (the length the model was trained at), s = factor.
-
-    none          theta_i                                        (Su et al. 2021)
-    pi            theta_i / s                                    (Chen et al. 2023)
-    ntk           base b * s^(d/(d-2))                           (bloc97 2023)
-    dynamic_ntk   base b * (s*l/L - (s-1))^(d/(d-2)), l = max(length, L)   (transformers)
-    yarn          theta_i*(1-g_i)/s + theta_i*g_i, attention 0.1*ln(s) + 1 (Peng et al. 2023)
-    dynamic_yarn  yarn with s = max(1, length / L)
-    ntk_by_parts  yarn's frequencies with attention factor 1 (YaRN paper ablation)
-    abf           theta_i computed with new_base                 (Xiong et al. 2023)
-    llama3        wavelength bands against L                     (transformers)
-    longrope      theta_i / ext_i, ext = long_factor if length > L else short_factor
-    resonance     theta_i = 2*pi / round(2*pi / theta_i) where 2*pi / theta_i < L  (Wang et al. 2024)
-    resonance_yarn  resonance applied to yarn's frequencies, yarn's attention factor
-    self_extend   theta_i; past a window of W, attention meets positions grouped by G
-                  (Jin et al. 2024; the grouping is applied in attention, posx.model.windowed)
-    rerope        theta_i; past a window of W, every distance is W, or W + (n - W) / k with
-                  leak_factor k (Su 2023, ReRoPE / Leaky ReRoPE; applied in attention too)
-    lm_infinite   theta_i; past a window of W only the first global_tokens keys are attended,
-                  at distance W (Han et al. 2024, LM-Infinite; applied in attention too)
-    dca           theta_i; keys at their place in chunks of s - w tokens, queries at one of three
-                  positions by the key's chunk, every distance <= s (An et al. 2024, Dual Chunk
-                  Attention; applied in attention too)
-    streaming_llm theta_i; a cache of the first sinks tokens and the latest recent ones, each key
-                  at its place in the cache (Xiao et al. 2024, StreamingLLM; applied in attention too)
+Notation: d = head_dim, i = 0 .. d/2 - 1, theta_i = b^(-2i/d), b = base, L = original_context
+(the length the model was trained at), s = factor. Each method's formula and source: the RoPE
+methods' table of docs/encodings.md.
 
 Decisions where the published definitions leave room:
   * ``none`` and ``abf`` ignore ``factor`` (it is still checked to be >= 1).
@@ -71,8 +48,8 @@ Decisions where the published definitions leave room:
     returns theta itself, so the result is bit-identical to ``none``.
 
 All arithmetic is float64; the result is cast to float32 once, at the end. The arguments, with
-their bounds and rules, are the dataclasses of ``posx.ropeparams``: the registry pairs each
-method with the one of its extra parameters, which ``check_params`` walks on its own
+their bounds and rules, are the dataclasses of ``posx.ropeparams``, where ``METHOD_PARAMS`` pairs
+each method with the one of its extra parameters, which ``check_params`` walks on its own
 (``posx.core.validate``) and ``frequencies`` walks first.
 """
 
@@ -87,19 +64,7 @@ import torch
 
 from posx.core.errors import PosxError, choose
 from posx.core.validate import validate
-from posx.ropeparams import (
-    MAX_FACTOR,
-    ABFConfig,
-    DCAConfig,
-    Llama3Config,
-    LMInfiniteConfig,
-    LongRopeConfig,
-    ReRoPEConfig,
-    RopeArgs,
-    SelfExtendConfig,
-    StreamingLLMConfig,
-    YarnConfig,
-)
+from posx.ropeparams import MAX_FACTOR, METHOD_PARAMS, RopeArgs
 
 __all__ = [
     "METHODS",
@@ -278,15 +243,9 @@ def _resonance_yarn(
 
 class _Method(NamedTuple):
     fn: Callable[..., tuple[torch.Tensor, float]]
-    params: Mapping[str, object]  # extra parameters and their published defaults
-    needs_context: bool
-    schema: type | None  # the dataclass of the extra parameters: their bounds and rules
-
-
-def _method(fn, needs_context: bool = False, schema: type | None = None, *, length: bool = False, **params) -> _Method:
-    """``schema``'s fields (a subset of them in ``params``) and their defaults; ``length``: a dynamic method."""
-    chosen = params or {f.name: f.default for f in dataclasses.fields(schema)} if schema else {}
-    return _Method(fn, MappingProxyType({**chosen, **({"length": None} if length else {})}), needs_context, schema)
+    needs_context: bool = False  # original_context is required
+    length: bool = False  # a dynamic method: it reads the current sequence length
+    only: tuple[str, ...] = ()  # the fields of its dataclass (METHOD_PARAMS) it takes; empty: all
 
 
 def _current(length, original_context: int) -> int:
@@ -294,27 +253,28 @@ def _current(length, original_context: int) -> int:
     return original_context if length is None else int(length)
 
 
-_RAMP = {"beta_fast": YarnConfig.beta_fast, "beta_slow": YarnConfig.beta_slow, "truncate": YarnConfig.truncate}
+_RAMP = ("beta_fast", "beta_slow", "truncate")  # YarnConfig's ramp, without yarn's attention factor
 
+# Each method's parameters, their defaults and rules are its dataclass in posx.ropeparams.METHOD_PARAMS.
 _REGISTRY: Mapping[str, _Method] = MappingProxyType(
     {
-        "none": _method(_none),
-        "pi": _method(_pi),
-        "ntk": _method(_ntk),
-        "dynamic_ntk": _method(_dynamic_ntk, True, length=True),
-        "yarn": _method(_yarn, True, YarnConfig),
-        "dynamic_yarn": _method(_dynamic_yarn, True, YarnConfig, length=True, **_RAMP),
-        "ntk_by_parts": _method(_ntk_by_parts, True, YarnConfig, **_RAMP),
-        "abf": _method(_abf, schema=ABFConfig),
-        "llama3": _method(_llama3, True, Llama3Config),
-        "longrope": _method(_longrope, True, LongRopeConfig, length=True),
-        "resonance": _method(_resonance, True),
-        "resonance_yarn": _method(_resonance_yarn, True, YarnConfig),
-        "self_extend": _method(_windowed, schema=SelfExtendConfig),
-        "rerope": _method(_windowed, schema=ReRoPEConfig),
-        "lm_infinite": _method(_windowed, schema=LMInfiniteConfig),
-        "dca": _method(_windowed, schema=DCAConfig),
-        "streaming_llm": _method(_windowed, schema=StreamingLLMConfig),
+        "none": _Method(_none),
+        "pi": _Method(_pi),
+        "ntk": _Method(_ntk),
+        "dynamic_ntk": _Method(_dynamic_ntk, True, length=True),
+        "yarn": _Method(_yarn, True),
+        "dynamic_yarn": _Method(_dynamic_yarn, True, length=True, only=_RAMP),
+        "ntk_by_parts": _Method(_ntk_by_parts, True, only=_RAMP),
+        "abf": _Method(_abf),
+        "llama3": _Method(_llama3, True),
+        "longrope": _Method(_longrope, True, length=True),
+        "resonance": _Method(_resonance, True),
+        "resonance_yarn": _Method(_resonance_yarn, True),
+        "self_extend": _Method(_windowed),
+        "rerope": _Method(_windowed),
+        "lm_infinite": _Method(_windowed),
+        "dca": _Method(_windowed),
+        "streaming_llm": _Method(_windowed),
     }
 )
 
@@ -344,21 +304,25 @@ def method_params(method: str) -> dict[str, object]:
     None means "derived": length -> original_context, attention_factor -> the method's
     formula, longrope's short/long factors -> all ones.
     """
-    return dict(_lookup(method).params)
+    spec, schema = _lookup(method), METHOD_PARAMS[method]
+    fields = dataclasses.fields(schema) if schema else ()
+    defaults = {f.name: f.default for f in fields if not spec.only or f.name in spec.only}
+    return {**defaults, **({"length": None} if spec.length else {})}
 
 
 def check_params(method: str, factor: float = 1.0, **params) -> None:
     """Check a method's factor and extra parameters on their own (no model needed): what
     ``frequencies`` checks first. Raises PosxError naming the parameter."""
-    spec = _lookup(method)
-    unknown = sorted(set(params) - set(spec.params))
+    accepted, schema = method_params(method), METHOD_PARAMS[method]
+    unknown = sorted(set(params) - set(accepted))
     if unknown:
-        accepted = ", ".join(spec.params) or "none"
-        raise PosxError(f"unknown parameter {unknown[0]!r} for RoPE method {method!r}; accepted: {accepted}")
+        raise PosxError(
+            f"unknown parameter {unknown[0]!r} for RoPE method {method!r}; accepted: {', '.join(accepted) or 'none'}"
+        )
     where = f"RoPE method {method!r}"
     validate({"factor": factor, "length": params.get("length")}, RopeArgs, where)
-    if spec.schema is not None:
-        validate({k: v for k, v in {**spec.params, **params}.items() if k != "length"}, spec.schema, where)
+    if schema is not None:
+        validate({k: v for k, v in {**accepted, **params}.items() if k != "length"}, schema, where)
 
 
 def frequencies(
@@ -384,7 +348,7 @@ def frequencies(
             "pass original_context=<block size used in training>"
         )
     context = None if original_context is None else int(original_context)
-    inv, attention = spec.fn(int(head_dim), float(base), float(factor), context, **{**spec.params, **params})
+    inv, attention = spec.fn(int(head_dim), float(base), float(factor), context, **{**method_params(method), **params})
     return inv.to(torch.float32), float(attention)
 
 

@@ -1,7 +1,9 @@
 """The arguments of the RoPE methods (``posx.rope.frequencies``): those every method shares
 (``RopeArgs``), and a dataclass per method of its extra parameters (``eval.<method>`` in the
 config), each field with its published default and its bounds, each rule across fields in the
-class's ``check``; ``posx.core.validate`` walks them. Imports nothing of posx but the field types.
+class's ``check``; ``posx.core.validate`` walks them. ``METHOD_PARAMS`` declares every method
+once, with its dataclass: the ``Method`` choice and ``posx.rope``'s registry follow it. Imports
+nothing of posx but the field types.
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import List, Optional
 
-from posx.fieldtypes import MAX_SIZE, at_least, bound, positive
+from posx.fieldtypes import MAX_SIZE, at_least, bound, choice, positive
 
 MAX_FACTOR = 1e6  # a context a million times the trained one: past any use, short of overflow
 _BETA = dict(lo=1e-9, hi=1e9, note=" (the published values are 1 and 32)")  # rotations over the trained context
@@ -128,3 +130,34 @@ class StreamingLLMConfig:
     recent: Optional[int] = positive(
         None, MAX_SIZE
     )  # R: the latest tokens kept besides the current one; null: T - S - 1
+
+
+# Every RoPE method, in the order tables list them, with the dataclass of its extra parameters
+# (None: it takes none beyond ``RopeArgs``). The ``Method`` choice lists these names, and
+# ``posx.rope`` takes each method's parameters, defaults and rules from its dataclass.
+METHOD_PARAMS: dict[str, Optional[type]] = {
+    "none": None,
+    "pi": None,
+    "ntk": None,
+    "dynamic_ntk": None,  # eval.dynamic_ntk.factor is its factor, not a parameter
+    "yarn": YarnConfig,
+    "dynamic_yarn": YarnConfig,  # the ramp only
+    "ntk_by_parts": YarnConfig,  # the ramp only
+    "abf": ABFConfig,
+    "llama3": Llama3Config,
+    "longrope": LongRopeConfig,
+    "resonance": None,
+    "resonance_yarn": YarnConfig,
+    "self_extend": SelfExtendConfig,
+    "rerope": ReRoPEConfig,
+    "lm_infinite": LMInfiniteConfig,
+    "dca": DCAConfig,
+    "streaming_llm": StreamingLLMConfig,
+}
+Method = choice("Method", " ".join(METHOD_PARAMS), "eval.methods: posx.rope.METHODS", __name__)
+ExtendMethod = choice(
+    "ExtendMethod",
+    " ".join(METHOD_PARAMS) + " interpolate",
+    "posx extend's method: posx.rope.METHODS, or interpolate (learned absolute)",
+    __name__,
+)

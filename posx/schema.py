@@ -10,15 +10,15 @@ and for a record read back (``model.json``, whose model record holds ``ModelConf
 field's trailing comment is its description in the configuration reference
 (``posx.config.reference``).
 
-Choice fields are Enums (``posx.fieldtypes``): each lists the names of a registry owned elsewhere
-(the registries stay the source of truth of behaviour; ``tests/test_config_choices.py`` fails
-when an Enum and its registry differ). A member *is* its string (``Encoding.rope == "rope"``,
-the same hash, ``str()`` and f-strings give ``rope``, JSON writes ``"rope"``), so registries
-keyed by name, comparisons and run directories written before keep working;
-``posx.config.compose.to_yaml`` writes plain strings. Not Enums, on purpose: ``device``
-(``cuda:N`` is open-ended), ``data.tokenizer`` (also a path to a tokenizer.json; checked in
-``posx.data.tokenizer``) and ``train.compile`` (Hydra and YAML read ``true``/``false`` as
-booleans, which an Enum field refuses; checked in ``posx.core.device``).
+Choice fields are Enums (``posx.fieldtypes``; the RoPE methods' in ``posx.ropeparams``): each
+lists the names of a registry owned elsewhere (the registries stay the source of truth of
+behaviour; ``tests/test_config_choices.py`` fails when an Enum and its registry differ). A
+member *is* its string (``Encoding.rope == "rope"``, the same hash, ``str()`` and f-strings give
+``rope``, JSON writes ``"rope"``), so registries keyed by name, comparisons and run directories
+written before keep working; ``posx.config.compose.to_yaml`` writes plain strings. Not Enums, on
+purpose: ``device`` (``cuda:N`` is open-ended), ``data.tokenizer`` (also a path to a
+tokenizer.json; checked in ``posx.data.tokenizer``) and ``train.compile`` (Hydra and YAML read
+``true``/``false`` as booleans, which an Enum field refuses; checked in ``posx.core.device``).
 
 This module imports nothing of posx but the ground floor beside it (``posx.fieldtypes``,
 ``posx.ropeparams``). Configs hold names, never import paths: a run directory is loadable
@@ -39,10 +39,8 @@ from posx.fieldtypes import (
     Beyond,
     Block,
     Encoding,
-    ExtendMethod,
     Logger,
     LoggerMode,
-    Method,
     MixLoss,
     Protocol,
     Source,
@@ -59,9 +57,11 @@ from posx.ropeparams import (
     ABFConfig,
     DCAConfig,
     DynamicNTKConfig,
+    ExtendMethod,
     Llama3Config,
     LMInfiniteConfig,
     LongRopeConfig,
+    Method,
     ReRoPEConfig,
     RopeArgs,
     SelfExtendConfig,

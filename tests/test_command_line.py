@@ -18,11 +18,22 @@ REPO = Path(__file__).resolve().parents[1]
 
 def test_the_flags_hydra_takes_are_read_with_their_short_forms():
     parsed = command_line.parse(["-m", "pos=rope,absolute", "seed=0,1", "-cn", "extend", "--info"])
-    assert parsed.multirun and parsed.config_name == "extend" and parsed.info == "all"
-    assert parsed.overrides == ["pos=rope,absolute", "seed=0,1"]
-    assert command_line.modes(parsed) == ["-m/--multirun", "--info"]
-    assert command_line.modes(command_line.parse(["--cfg", "job", "seed=1"])) == ["--cfg"]
-    assert command_line.parse(["--experimental-rerun", "x.pickle"]).experimental_rerun == "x.pickle"
+    flags = parsed.flags
+    assert flags.multirun and flags.config_name == "extend" and flags.info == "all"
+    assert parsed.lines == ["pos=rope,absolute", "seed=0,1"]
+    assert command_line.modes(flags) == ["-m/--multirun", "--info"]
+    assert command_line.modes(command_line.parse(["--cfg", "job", "seed=1"]).flags) == ["--cfg"]
+    assert command_line.parse(["--experimental-rerun", "x.pickle"]).flags.experimental_rerun == "x.pickle"
+
+
+def test_the_overrides_are_read_once_by_hydras_grammar():
+    parsed = command_line.parse(["-m", "+a.b=1", "seed=0,1", "hydra.run.dir=x"])
+    assert [o.key_or_group for o in parsed.overrides] == ["a.b", "seed", "hydra.run.dir"]
+    assert [o.is_sweep_override() for o in parsed.overrides] == [False, True, False]
+    with pytest.raises(OverrideParseException):
+        command_line.parse(["eval.factors=[1,2"])
+    with pytest.raises(PosxError, match="posx does not put a run in hydra.run.dir"):
+        command_line.refuse_run_dir(parsed.overrides)
 
 
 def test_a_malformed_command_line_is_one_line():
@@ -33,13 +44,13 @@ def test_a_malformed_command_line_is_one_line():
 
 
 def test_probes_use_every_value_of_every_sweep_once_beside_the_first_of_the_others():
-    assert command_line.probes(["a=1,2", "b=3,4,5", "c=x"]) == [
+    assert command_line.probes(command_line.parse(["a=1,2", "b=3,4,5", "c=x"]).overrides) == [
         ["a=1", "b=3", "c=x"],
         ["a=2", "b=3", "c=x"],
         ["a=1", "b=4", "c=x"],
         ["a=1", "b=5", "c=x"],
     ]
-    assert command_line.probes(["pos=rope"]) == [["pos=rope"]]
+    assert command_line.probes(command_line.parse(["pos=rope"]).overrides) == [["pos=rope"]]
 
 
 def test_argv_is_restored_after_hydra_reads_it():

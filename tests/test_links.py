@@ -164,6 +164,7 @@ def _posx_sweep_record(sweep: Path, task: list[str], config_name: str = "config"
 
 
 SWEEP = ["seed=0,1", "experiment=quick", "train.steps=2"]
+FIRST_JOB = ["seed=0", "experiment=quick", "train.steps=2"]  # the sweep's first job (check_sweep_dir)
 
 
 @pytest.mark.parametrize(
@@ -209,8 +210,8 @@ def test_a_posx_sweep_directory_may_be_swept_again(tmp_path):
         (sweep / name).write_text("")
     (sweep / "0_rope_s0").mkdir()
     (sweep / "0_rope_s0" / "config.yaml").write_text("seed: 0\n")
-    assert check_sweep_dir([*SWEEP, f"hydra.sweep.dir={sweep}"], "config") == sweep
-    assert check_sweep_dir([*SWEEP, f"hydra.sweep.dir={tmp_path / 'new'}"], "config") == tmp_path / "new"
+    assert check_sweep_dir([*FIRST_JOB, f"hydra.sweep.dir={sweep}"], "config") == sweep
+    assert check_sweep_dir([*FIRST_JOB, f"hydra.sweep.dir={tmp_path / 'new'}"], "config") == tmp_path / "new"
 
 
 @pytest.mark.parametrize(
@@ -230,5 +231,6 @@ def test_a_sweep_refuses_the_folders_that_hold_many_runs(tmp_path, kind):
     (tmp_path / "results" / kind / "rope-T64-s0-x").mkdir(parents=True)
     with pytest.raises(PosxError, match="is where posx keeps .*: a sweep needs a directory of its own"):
         check_sweep_dir(
-            [*SWEEP, f"results_dir={tmp_path / 'results'}", f"hydra.sweep.dir={tmp_path / 'results' / kind}"], "config"
+            [*FIRST_JOB, f"results_dir={tmp_path / 'results'}", f"hydra.sweep.dir={tmp_path / 'results' / kind}"],
+            "config",
         )

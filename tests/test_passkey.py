@@ -89,23 +89,29 @@ class Oracle(nn.Module):
         return logits, None  # as GPT.forward without targets
 
 
+def _score(model, trials, batch_tokens, device):
+    """Per trial: the mean NLL of the scored key tokens and whether greedy decoding reproduces them."""
+    scored = passkey.score(model, trials, batch_tokens, device)
+    return scored.nll, scored.exact
+
+
 @pytest.mark.parametrize("variant", passkey.VARIANTS)
 def test_scoring_reads_exactly_the_key_positions(val, variant):
     L, digits = 96, 5
     trials = passkey.make_trials(val, L, variant, 8, digits, 4, seed=0)
     k = trials[0].scored
-    nll, exact = passkey.score_trials(Oracle(), trials, batch_tokens=3 * L, device=CPU)
+    nll, exact = _score(Oracle(), trials, batch_tokens=3 * L, device=CPU)
     assert exact.all() and (nll < 1e-6).all()
     # wrong everywhere except the positions that predict the scored key tokens: still exact
     before = list(range(0, L - k - 1))
-    nll, exact = passkey.score_trials(Oracle(before), trials, 3 * L, CPU)
+    nll, exact = _score(Oracle(before), trials, 3 * L, CPU)
     assert exact.all() and (nll < 1e-6).all()
     # wrong at the prediction of the last key token: no trial is exact, NLL up by 20/k
-    nll, exact = passkey.score_trials(Oracle([L - 2]), trials, 3 * L, CPU)
+    nll, exact = _score(Oracle([L - 2]), trials, 3 * L, CPU)
     assert not exact.any()
     assert nll == pytest.approx(np.full(len(trials), 20.0 / k), rel=1e-4)
     # the position predicting the first digit of the repeat is scored by prompt, not by copy
-    nll, exact = passkey.score_trials(Oracle([L - digits - 1]), trials, 3 * L, CPU)
+    nll, exact = _score(Oracle([L - digits - 1]), trials, 3 * L, CPU)
     assert exact.all() == (variant == "copy")
 
 
@@ -144,7 +150,7 @@ def test_teacher_forced_exact_match_is_greedy_decoding(val):
         trials = passkey.make_trials(val, 72, variant, 8, 3, 2, seed=5)
         for t in trials[1::2]:  # the planted key's last digit changed: induction copies the wrong key
             t.tokens[t.key_start + 2] = ord("0") + (t.tokens[t.key_start + 2] - ord("0") + 1) % 10
-        _, exact = passkey.score_trials(model, trials, 1000, CPU)
+        _, exact = _score(model, trials, 1000, CPU)
         for t, hit in zip(trials, exact):
             prompt = torch.from_numpy(t.tokens[: -t.scored]).long()
             generated = greedy(model, prompt, t.scored)

@@ -62,9 +62,7 @@ def extend(run: str | None, overrides: list[str]) -> None:
         # Next to the other overrides: Hydra's parser takes one contiguous run of them.
         first = next((i for i, a in enumerate(overrides) if "=" in a and not a.startswith("-")), len(overrides))
         overrides.insert(first, f"parent='{quoted}'")
-    if _cfg_job(overrides):
-        return
-    jobs.run_hydra(jobs.extend_job, "extend", overrides, check_job=check_extension)
+    jobs.run_hydra(jobs.extend_job, "extend", overrides, check_job=check_extension, show_job=_show_job)
 
 
 def _one_parent(run: str | None, overrides: list[str]) -> None:
@@ -77,22 +75,16 @@ def _one_parent(run: str | None, overrides: list[str]) -> None:
         )
 
 
-def _cfg_job(overrides: list[str]) -> bool:
+def _show_job(overrides: list[str]) -> None:
     """``posx extend RUN --cfg job``: print the config the extension will actually run (the
     parent's model and corpus, the extend.* schedule in train.*), not the composed extend.yaml."""
-    with user_errors():
-        parsed = command_line.parse(overrides)
-        if parsed.cfg != "job" or parsed.multirun:
-            return False
-        rest = parsed.overrides
-        cfg = compose(rest, config_name="extend")
-        ext = prepare_extension(cfg, rest)
-        print(
-            f"# the config this extension will run: {ext.parent_dir} -> {Path(cfg.results_dir) / 'runs' / ext.name}\n"
-            + to_yaml(ext.config),
-            end="",
-        )
-    return True
+    cfg = compose(overrides, config_name="extend")
+    ext = prepare_extension(cfg, overrides)
+    print(
+        f"# the config this extension will run: {ext.parent_dir} -> {Path(cfg.results_dir) / 'runs' / ext.name}\n"
+        + to_yaml(ext.config),
+        end="",
+    )
 
 
 def export(run: str, out: Path, results_dir: str) -> None:

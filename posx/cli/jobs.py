@@ -62,41 +62,47 @@ def run_hydra(
     config_name: str,
     args: list[str],
     check_job: Callable[[DictConfig, list[str]], object] | None = None,
+    show_job: Callable[[list[str]], None] | None = None,
 ) -> None:
     """Run ``task`` through ``hydra.main`` on ``args`` instead of the process's own arguments
     (``-m``, ``--cfg job``, launchers and sweeps behave as on Hydra's own command line), after
-    posx's own checks of the command line and of every job it would run (composed, then
-    ``check_job`` of its config and overrides)."""
+    posx's own checks of the command line, read once, and of every job it would run (composed,
+    then ``check_job`` of its config and overrides). ``show_job`` of the overrides answers
+    ``--cfg job`` instead of Hydra."""
     with user_errors():
         refuse_additions(args)
         check_launcher(args)
         register_configs()
         parsed = command_line.parse(args)
         command_line.refuse_run_dir(parsed.overrides)
-        if parsed.multirun and launcher.env_world_size() > 1:
+        if parsed.flags.multirun and launcher.env_world_size() > 1:
             raise PosxError(
                 f"-m cannot run under torchrun ({launcher.env_world_size()} ranks): run the sweep "
                 "with hydra/launcher=submitit_slurm hydra.launcher.tasks_per_node=N instead "
                 "(each sweep job then trains on N ranks)"
             )
-        modes = command_line.modes(parsed)
+        modes = command_line.modes(parsed.flags)
         if len(modes) > 1:
             raise PosxError(f"{' and '.join(modes)} cannot go together; give one of them")
-        if parsed.experimental_rerun is not None:
+        if parsed.flags.experimental_rerun is not None:
             raise PosxError(
                 "--experimental-rerun loads a pickle and runs what it holds; posx refuses it — "
                 "re-run with the overrides instead (they are in the run's config.yaml)"
             )
+        if show_job is not None and parsed.flags.cfg == "job":
+            show_job(parsed.lines)
+            return
         # Compose the sweep's jobs here (every value of every sweep at least once), so a typo'd
         # key, a wrong type or a missing group option is one line and exit 2, not Hydra's
         # multi-line report from inside the sweep.
-        for overrides in command_line.probes(parsed.overrides):
+        probed = command_line.probes(parsed.overrides)
+        for overrides in probed:
             job = compose(overrides, config_name)
-            if check_job is not None and parsed.multirun:
+            if check_job is not None and parsed.flags.multirun:
                 check_job(job, overrides)
-        if parsed.multirun:  # before Hydra writes its multirun.yaml there
+        if parsed.flags.multirun:  # before Hydra writes its multirun.yaml there
             command_line.refuse_name_in_sweep(parsed.overrides)
-            check_sweep_dir(parsed.overrides, config_name)
+            check_sweep_dir(probed[0], config_name)
     main = hydra.main(version_base="1.3", config_path=str(config_dir()), config_name=config_name)(task)
     with user_errors(TRAINING_INTERRUPTED), command_line.argv(args), hydra_raises():
         main()

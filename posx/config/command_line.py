@@ -1,10 +1,11 @@
-"""The Hydra command line of ``posx train`` and ``posx extend``, read before Hydra runs.
+"""The Hydra command line of ``posx train`` and ``posx extend``, read once before Hydra runs.
 
 ``parse`` reads the flags Hydra's own ``@hydra.main`` accepts (the same names, short forms and
-choices), so posx can refuse a combination before Hydra makes a sweep directory; Hydra then
-reads the same arguments again through ``hydra.main``. ``probes`` lists override sets that use
-every value of every sweep, so each can be composed before the sweep launches. ``argv``
-hands the arguments to ``hydra.main``, which reads ``sys.argv``.
+choices) and the overrides with Hydra's own grammar (``OverridesParser``); every check of posx
+before Hydra runs works on that one result (``CommandLine``), so posx can refuse a combination
+before Hydra makes a sweep directory. ``probes`` lists override sets that use every value of
+every sweep, so each can be composed before the sweep launches. ``argv`` hands the arguments to
+``hydra.main``, which reads ``sys.argv`` itself (Hydra's public API takes no parsed command line).
 """
 
 from __future__ import annotations
@@ -13,11 +14,12 @@ import argparse
 import contextlib
 import sys
 from collections.abc import Iterator
+from typing import NamedTuple
 
 from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import Override
 from hydra.errors import OverrideParseException
 
-from posx.config.applies import key_of
 from posx.core.errors import PosxError
 
 INFO = ("all", "config", "defaults", "defaults-tree", "plugins", "searchpath")
@@ -80,45 +82,59 @@ def unreadable(exc: OverrideParseException) -> str:
     )
 
 
-def parse(args: list[str]) -> argparse.Namespace:
-    """The flags and overrides of ``args``; a malformed line is one ``PosxError`` line."""
-    return parser().parse_args(args)
+class CommandLine(NamedTuple):
+    """A command line read once: Hydra's flags, and the overrides as Hydra's grammar reads them."""
+
+    flags: argparse.Namespace
+    overrides: list[Override]
+
+    @property
+    def lines(self) -> list[str]:
+        """The overrides as given."""
+        return [o.input_line for o in self.overrides]
 
 
-def modes(parsed: argparse.Namespace) -> list[str]:
-    """The mutually exclusive modes ``parsed`` asks for (a run, a sweep, printing the config, ...)."""
+def parse(args: list[str]) -> CommandLine:
+    """The flags and overrides of ``args``; a malformed line is one ``PosxError`` line, an
+    override the grammar cannot read an ``OverrideParseException`` (``unreadable`` words it)."""
+    flags = parser().parse_args(args)
+    return CommandLine(flags, OverridesParser.create().parse_overrides(flags.overrides))
+
+
+def modes(flags: argparse.Namespace) -> list[str]:
+    """The mutually exclusive modes ``flags`` asks for (a run, a sweep, printing the config, ...)."""
     return [
         flag
         for flag, on in (
-            ("-m/--multirun", parsed.multirun),
-            ("--cfg", parsed.cfg),
-            ("--info", parsed.info),
-            ("--run", parsed.run),
-            ("--shell-completion", parsed.shell_completion),
+            ("-m/--multirun", flags.multirun),
+            ("--cfg", flags.cfg),
+            ("--info", flags.info),
+            ("--run", flags.run),
+            ("--shell-completion", flags.shell_completion),
         )
         if on
     ]
 
 
-def refuse_run_dir(overrides: list[str]) -> None:
+def refuse_run_dir(overrides: list[Override]) -> None:
     """``hydra.run.dir`` is where Hydra would put a single run's own files, and posx writes none
     there (a run goes to ``<results_dir>/runs/<name>/``): setting it would only make an empty
     directory, so it is refused with the keys that do choose where a run goes."""
-    for override in overrides:
-        if key_of(override) == "hydra.run.dir":
+    for o in overrides:
+        if o.key_or_group == "hydra.run.dir":
             raise PosxError(
-                f"'{override}': posx does not put a run in hydra.run.dir; it makes <results_dir>/runs/<name>/ "
+                f"'{o.input_line}': posx does not put a run in hydra.run.dir; it makes <results_dir>/runs/<name>/ "
                 "(set results_dir=DIR and name=NAME instead; a sweep's jobs go under hydra.sweep.dir)"
             )
 
 
-def refuse_name_in_sweep(overrides: list[str]) -> None:
+def refuse_name_in_sweep(overrides: list[Override]) -> None:
     """``name=`` names one run under results/runs; a sweep's jobs are named by Hydra
     (``hydra.sweep.subdir``), so in a sweep it would be recorded in each config.yaml but used by none."""
-    for override in overrides:
-        if key_of(override) == "name":
+    for o in overrides:
+        if o.key_or_group == "name":
             raise PosxError(
-                f"'{override}': name= names a single run; a sweep's jobs are named <number>_<values> inside "
+                f"'{o.input_line}': name= names a single run; a sweep's jobs are named <number>_<values> inside "
                 "hydra.sweep.dir (choose the sweep's directory with hydra.sweep.dir= instead)"
             )
 
@@ -136,11 +152,10 @@ def refuse_sweep_values(overrides: list[str], command: str, why: str) -> None:
             raise PosxError(f"{command} takes one value per key, not '{item.input_line}' ({why})")
 
 
-def probes(overrides: list[str]) -> list[list[str]]:
+def probes(parsed: list[Override]) -> list[list[str]]:
     """Override lists that together use every value of every sweep: the first job, then for
     each sweep each other value with the rest at their first. ``a=1,2 b=3,4`` -> ``[a=1 b=3],
     [a=2 b=3], [a=1 b=4]``."""
-    parsed = OverridesParser.create().parse_overrides(overrides)
     values = [list(o.sweep_string_iterator()) if o.is_sweep_override() else [None] for o in parsed]
     for o, v in zip(parsed, values):
         if not v:  # Hydra would launch no job and exit 0

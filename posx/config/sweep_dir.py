@@ -15,7 +15,6 @@ from pathlib import Path
 
 import yaml
 
-from posx.config.command_line import probes
 from posx.config.compose import with_hydra
 from posx.core.errors import PosxError
 from posx.core.lock import LOCK_NAME
@@ -26,9 +25,10 @@ RECORD = "multirun.yaml"  # what Hydra's sweeper writes at the top of the sweep 
 SWEEP_FILES = frozenset({RECORD, "sweep.csv", "sweep.md", LOCK_NAME, ".submitit"})  # posx's, beside the jobs
 
 
-def check_sweep_dir(overrides: list[str], config_name: str) -> Path:
-    """The sweep directory of ``overrides`` (a ``-m`` command line), refused unless posx may write it."""
-    job = with_hydra(probes(overrides)[0], config_name)
+def check_sweep_dir(first_job: list[str], config_name: str) -> Path:
+    """The sweep directory of a ``-m`` command line whose first job has the overrides ``first_job``
+    (``posx.config.command_line.probes``), refused unless posx may write it."""
+    job = with_hydra(first_job, config_name)
     sweep = Path(str(job.hydra.sweep.dir))
     reason = _shared(sweep, Path(job.results_dir)) or _refusal(sweep) or _another_command(sweep, config_name)
     if reason:

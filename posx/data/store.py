@@ -55,17 +55,9 @@ from posx.data import tokenizer as tok_mod
 STORE_FORMAT = 1  # bump when the layout or the construction changes
 PROGRESS_S = 0.2  # the least time between two progress updates while a BPE trains
 DATA_KEYS = (
-    "source",
-    "path",
-    "val_fraction",
-    "tokenizer",
-    "vocab_size",
-    "name",
-    "config_name",
-    "data_files",
-    "split",
+    "source", "path", "val_fraction", "tokenizer", "vocab_size", "name", "config_name", "data_files", "split",
     "text_column",
-)
+)  # fmt: skip
 # what a run recorded before these keys existed (posx.config.DataConfig's defaults)
 DEFAULTS = {
     "source": "stdlib",

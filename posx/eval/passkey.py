@@ -127,12 +127,6 @@ class Scored:
     as_task: dict | None  # the same logits judged as task samples (``score_samples``' result); None unless asked
 
 
-def score_trials(model, trials: list[Trial], batch_tokens: int, device: torch.device) -> tuple[np.ndarray, np.ndarray]:
-    """Per trial: mean NLL of the scored key tokens (nats) and whether greedy reproduces them."""
-    scored = score(model, trials, batch_tokens, device)
-    return scored.nll, scored.exact
-
-
 @torch.no_grad()
 def score(model, trials: list[Trial], batch_tokens: int, device: torch.device, as_task: bool = False) -> Scored:
     """One forward pass per batch of trials; from its logits passkey.csv's per-trial numbers and,

@@ -26,95 +26,33 @@ from posx.runs.paths import display_name
 
 KEYS = ("run", "pos", "train_context", "eval_context", "factor", "method")  # the cell every table row belongs to
 COLUMNS = [
-    *KEYS,
-    "scale",
-    "attention_factor",
-    "nll",
-    "ppl",
-    "tokens",
-    "status",
-    "protocol",
-    "stride",
-    "reference_context",
-    "stage",
-    "absolute_beyond",
-    "within_documents",
-    "documents",
-    "nll_se",
-    "ppl_lo",
-    "ppl_hi",
-    "windows",
-    "eval_id",
-    "bytes",
-    "bpb",
-    "bpb_lo",
-    "bpb_hi",
-    "window_start",
-    "normalisation",
-]
+    *KEYS, "scale", "attention_factor", "nll", "ppl", "tokens", "status", "protocol", "stride", "reference_context",
+    "stage", "absolute_beyond", "within_documents", "documents", "nll_se", "ppl_lo", "ppl_hi", "windows", "eval_id",
+    "bytes", "bpb", "bpb_lo", "bpb_hi", "window_start", "normalisation",
+]  # fmt: skip
 # bytes: UTF-8 bytes of the text the scored tokens cover; bpb: bits per byte, nll x tokens / ln 2 / bytes, with
 # its 95% interval (posx.eval.bytecount); window_start: what starts a window (stream: every stride tokens of the
 # held-out text, documents: a document start); normalisation: how the NLL averages (token: over scored tokens).
 # nll_se: standard error of the mean NLL over the scored windows; ppl_lo/ppl_hi: the 95% interval
 # exp(nll -/+ q nll_se), q Student's t (posx.eval.scoring.interval); eval_id: the identity of the evaluation
 # settings (posx.eval.history), the name of the eval/<eval_id>/ folder that keeps this table.
-POSITION_COLUMNS = [
-    *KEYS,
-    "protocol",
-    "bucket_start",
-    "bucket_end",
-    "tokens",
-    "nll",
-    "stage",
-]
-PASSKEY_COLUMNS = [
-    *KEYS,
-    "variant",
-    "depth_lo",
-    "depth_hi",
-    "trials",
-    "accuracy",
-    "key_nll",
-    "status",
-]
+POSITION_COLUMNS = [*KEYS, "protocol", "bucket_start", "bucket_end", "tokens", "nll", "stage"]
+PASSKEY_COLUMNS = [*KEYS, "variant", "depth_lo", "depth_hi", "trials", "accuracy", "key_nll", "status"]
 TASK_COLUMNS = [
-    *KEYS,
-    "task",
-    "depth_lo",
-    "depth_hi",
-    "trials",
-    "accuracy",
-    "accuracy_lo",
-    "accuracy_hi",
-    "token_accuracy",
-    "answer_nll",
-    "answer_nll_se",
-    "answer_tokens",
-    "status",
-]
+    *KEYS, "task", "depth_lo", "depth_hi", "trials", "accuracy", "accuracy_lo", "accuracy_hi", "token_accuracy",
+    "answer_nll", "answer_nll_se", "answer_tokens", "status",
+]  # fmt: skip
 # accuracy: share of samples whose every answer token is the argmax (exact), accuracy_lo/hi its 95% Wilson
 # interval; token_accuracy: mean share of right answer tokens; answer_nll: mean NLL per answer token (nats),
 # answer_nll_se its standard error over samples (posx.tasks.scoring).
 DEFAULT_PROTOCOL = "nonoverlapping"  # eval.protocol's default, and that of tables written before it existed
 # Columns added to extrapolation.csv after its first version, with the value an older table implies.
 ADDED_COLUMNS = {
-    "protocol": DEFAULT_PROTOCOL,
-    "stage": "zero-shot",
-    "absolute_beyond": "none",
-    "within_documents": False,
-    "documents": float("nan"),
-    "nll_se": math.nan,
-    "ppl_lo": math.nan,
-    "ppl_hi": math.nan,
-    "windows": math.nan,
-    "eval_id": "",
-    "bytes": math.nan,
-    "bpb": math.nan,
-    "bpb_lo": math.nan,
-    "bpb_hi": math.nan,
-    "window_start": "",
-    "normalisation": "token",
-}
+    "protocol": DEFAULT_PROTOCOL, "stage": "zero-shot", "absolute_beyond": "none", "within_documents": False,
+    "eval_id": "", "window_start": "", "normalisation": "token",
+    **dict.fromkeys(["documents", "nll_se", "ppl_lo", "ppl_hi", "windows", "bytes", "bpb", "bpb_lo", "bpb_hi"],
+                    math.nan),  # the numbers an older table lacks
+}  # fmt: skip
 
 
 @dataclass
@@ -135,47 +73,17 @@ class Evaluation:
         return pd.DataFrame(self.tasks, columns=TASK_COLUMNS)
 
 
-# Numeric columns of the tables; a value there that is not a number is a damaged table.
-NUMERIC = {
-    "documents",
-    "train_context",
-    "eval_context",
-    "factor",
-    "scale",
-    "attention_factor",
-    "nll",
-    "ppl",
-    "tokens",
-    "stride",
-    "reference_context",
-    "bucket_start",
-    "bucket_end",
-    "depth_lo",
-    "depth_hi",
-    "trials",
-    "accuracy",
-    "key_nll",
-    "nll_se",
-    "ppl_lo",
-    "ppl_hi",
-    "windows",
-    "bytes",
-    "bpb",
-    "bpb_lo",
-    "bpb_hi",
-    "accuracy_lo",
-    "accuracy_hi",
-    "token_accuracy",
-    "answer_nll",
-    "answer_nll_se",
-    "answer_tokens",
-}
 TABLE_COLUMNS = {
     "extrapolation.csv": COLUMNS,
     "positions.csv": POSITION_COLUMNS,
     "passkey.csv": PASSKEY_COLUMNS,
     "tasks.csv": TASK_COLUMNS,
 }
+# The columns that hold no number (names, statuses, flags); every other column is numeric, and a
+# value there that is not a number is a damaged table.
+NOT_NUMBERS = {"run", "pos", "method", "status", "protocol", "stage", "absolute_beyond", "within_documents", "eval_id",
+                "window_start", "normalisation", "variant", "task"}  # fmt: skip
+NUMERIC = {c for columns in TABLE_COLUMNS.values() for c in columns} - NOT_NUMBERS
 # Per table: the columns added after its first version, with the value an older table implies.
 OPTIONAL = {
     "extrapolation.csv": ADDED_COLUMNS,

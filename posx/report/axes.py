@@ -12,25 +12,13 @@ import numpy as np
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from posx.report import palette
+from posx.ropeparams import METHOD_PARAMS
+from posx.schema import EvalConfig
 
-METHOD_ORDER = [
-    "none",
-    "pi",
-    "ntk",
-    "yarn",
-    "abf",
-    "dynamic_ntk",
-    "dynamic_yarn",
-    "ntk_by_parts",
-    "llama3",
-    "longrope",
-    "self_extend",
-    "rerope",
-    "lm_infinite",
-    "dca",
-    "streaming_llm",
-    "interpolate",
-]
+# Legend order: the methods evaluated by default, the other RoPE methods in the order
+# posx.ropeparams declares them, then the learned table's interpolate.
+_DEFAULT_METHODS = EvalConfig().methods
+METHOD_ORDER = [*_DEFAULT_METHODS, *(m for m in METHOD_PARAMS if m not in _DEFAULT_METHODS), "interpolate"]
 
 
 def legend_order(name: str) -> tuple:

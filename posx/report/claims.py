@@ -15,46 +15,12 @@ non-overlapping windows a model that used the longer context well would score *l
 than at T, so "worse at s·T than at T" is a conservative test of "poor".
 
 A claim is reproduced when all its comparisons are, reversed when any is, and not reproduced
-otherwise. The claims, with the papers they come from:
-
-* Press et al. 2022, "Train Short, Test Long" (ALiBi), arXiv 2108.12409, Fig. 1: past T,
-  sinusoidal blows up, rotary degrades, the T5 bias degrades slowly, ALiBi stays flat;
-* Chen et al. 2023, "Extending Context Window ... via Positional Interpolation", arXiv
-  2306.15595: PI without fine-tuning is poor at the new length, a short fine-tune fixes it;
-* Peng et al. 2023, "YaRN", arXiv 2309.00071: zero-shot YaRN beats PI and NTK, and fine-tuned
-  YaRN is the best of the extensions;
-* Xiong et al. 2023, "Effective Long-Context Scaling of Foundation Models" (Llama 2 Long), arXiv
-  2309.16039: a raised base (ABF) needs continued training.
-
-The claims of the newer positional methods (``method_claims``), each listed only when the report
-has a run of its method, so a report without them keeps its table:
-
-* Li et al., ICLR 2024 (FIRE), arXiv 2310.04418: FIRE beats ALiBi and the T5 bias far past T;
-* Chi et al., NeurIPS 2022 (KERPLE), arXiv 2205.09921: the log kernel beats ALiBi far past T;
-* Sun et al., ACL 2023 (xPos), arXiv 2212.10554: xPos beats RoPE past T;
-* Barbero et al., ICLR 2025 (p-RoPE), arXiv 2410.06205: rotating a fraction of the pairs is no
-  worse than RoPE at T and better past it;
-* Ruoss et al., ACL 2023, arXiv 2305.16843: randomized positions improve length generalisation;
-* Chiang & Cholak, ACL 2022, arXiv 2202.12172: log-n scaling helps past T; Nakanishi 2025
-  (Scalable-Softmax), arXiv 2501.19399: SSMax helps past T;
-* Yang et al. 2025, arXiv 2501.18795 (and Llama 4): NoPE every K-th layer extrapolates better
-  than RoPE in every layer;
-* Wang et al., ACL 2024 Findings (Resonance RoPE), arXiv 2403.00071: Resonance improves YaRN
-  (both fine-tuned, at s·T);
-* Zhu et al., ICLR 2024 (PoSE), arXiv 2309.10400: trained at T with skipped position ids, an
-  extension comes close to fine-tuning at s·T (within 10%) and beats zero-shot.
-* Jin et al., ICML 2024 (Self-Extend), arXiv 2401.01325: without training, grouped attention
-  keeps a RoPE model's perplexity far past T at its level at T, where plain RoPE climbs;
-* Su 2023 (ReRoPE), github.com/bojone/rerope: without training, "longer context, lower loss":
-  at 2x and 4x T a RoPE model with rectified distances scores lower than at T (Llama 2 13B:
-  loss 1.4267 at 8k and 1.4001 at 16k against 1.4967 at 4k). The rows do not say whether
-  ``eval.rerope.leak_factor`` was set; the claim is about ReRoPE, its default;
-* Han et al., NAACL 2024 (LM-Infinite), arXiv 2308.16137: without training, the Lambda-shaped
-  mask keeps a RoPE model's perplexity far past T at its level at T, where plain RoPE climbs;
-* An et al., ICML 2024 (Dual Chunk Attention), arXiv 2402.17463: without training, chunked
-  positions keep a RoPE model's perplexity far past T at its level at T, where plain RoPE climbs;
-* Xiao et al., ICLR 2024 (StreamingLLM), arXiv 2309.17453: without training, a cache of attention
-  sinks and recent tokens keeps a RoPE model's perplexity far past T at its level at T.
+otherwise. The claims, below, are those of the ALiBi paper (four encodings past T), of PI,
+YaRN and Llama 2 Long (ABF) on trained and extended runs, and of the newer methods
+(``method_claims``), each of those listed only when the report has a run of its method, so a
+report without them keeps its table; every paper, with its arXiv id, is cited in
+docs/encodings.md. ReRoPE's claim is about ReRoPE, ``eval.rerope.leak_factor``'s default: the
+rows do not say whether it was set.
 
 A run with one of the options (``pos.rotary_fraction``, ``model.attn_scale``, ...) is found by its
 group label (``posx.report.groups``): a key the label does not name counts as at its default.

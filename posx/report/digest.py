@@ -35,7 +35,7 @@ from posx.core import files
 from posx.core.errors import PosxError
 from posx.eval import history, manifest
 from posx.eval.tables import left_out, read_table, refit
-from posx.report.digestcheck import sealed, valid
+from posx.report.digestcheck import sealed, valid, whole
 from posx.report.groups import identity
 from posx.runs.paths import CONFIG, META, interpolation_in, lineage_of, read_meta
 
@@ -88,14 +88,9 @@ def read_config(path: Path) -> dict | None:
         saved = yaml.load(config.read_text(encoding="utf-8"), Loader=yaml.CSafeLoader)
     except (yaml.YAMLError, UnicodeDecodeError):
         return {}
-    if not isinstance(saved, dict) or interpolation_in(saved) is not None or not _whole(saved.get("seed", 0)):
+    if not isinstance(saved, dict) or interpolation_in(saved) is not None or not whole(saved.get("seed", 0)):
         return {}
     return saved
-
-
-def _whole(value) -> bool:
-    """A whole number a table's seed column (64-bit) can hold."""
-    return isinstance(value, int) and not isinstance(value, bool) and -(2**63) <= value < 2**63
 
 
 def header(path: Path) -> list[str]:

@@ -17,7 +17,7 @@ from posx.core.fieldcheck import is_number
 
 KNOWN_TABLES = ("extrapolation.csv", "positions.csv", "passkey.csv", "metrics.csv", "tasks.csv")
 HEX = set("0123456789abcdef")
-LISTED = {"encoding", "T", "steps", "val_ppl", "evaluated_lengths", "parent"}
+LISTED = {"encoding", "T", "steps", "val_ppl", "evaluated_lengths", "parent"}  # a listing's keys (posx runs)
 
 
 def seal(digest: dict) -> str:
@@ -64,14 +64,7 @@ def _cell(value) -> bool:
 
 
 def _listing(value) -> bool:
-    if not isinstance(value, dict) or set(value) != {
-        "encoding",
-        "T",
-        "steps",
-        "val_ppl",
-        "evaluated_lengths",
-        "parent",
-    }:
+    if not isinstance(value, dict) or set(value) != LISTED:
         return False
     ppl = value["val_ppl"]
     ppl_ok = ppl is None or (isinstance(ppl, float) and (ppl == math.inf or (is_number(ppl) and ppl > 0)))
@@ -87,8 +80,9 @@ def _listing(value) -> bool:
     )
 
 
-def _seed(value) -> bool:
-    return value is None or (isinstance(value, int) and not isinstance(value, bool) and -(2**63) <= value < 2**63)
+def whole(value) -> bool:
+    """A whole number a table's seed column (64-bit) can hold."""
+    return isinstance(value, int) and not isinstance(value, bool) and -(2**63) <= value < 2**63
 
 
 def valid(digest, fmt: str, damageable) -> bool:
@@ -98,7 +92,7 @@ def valid(digest, fmt: str, damageable) -> bool:
         "format": lambda v: v == fmt,
         "stamp": _hex,
         "content": _hex,
-        "seed": _seed,
+        "seed": lambda v: v is None or whole(v),
         "config": lambda v: isinstance(v, bool),
         "finished": lambda v: isinstance(v, bool),
         "identity": _texts,

@@ -24,21 +24,8 @@ from posx.report.axes import colors_for, figure_legend, legend_order, log_ticks
 from posx.report.output import FORMATS
 
 KEY = ["group", "parent", "encoding", "method"]
-COLUMNS = [
-    *KEY,
-    "factor",
-    "steps",
-    "zero_shot",
-    "zero_shot_std",
-    "extended",
-    "extended_std",
-    "extended_1x",
-    "extended_1x_std",
-    "extended_2x_new",
-    "extended_2x_new_std",
-    "n_seeds",
-    "seeds",
-]
+CELLS = ("zero_shot", "extended", "extended_1x", "extended_2x_new")  # each with its std over seeds, <cell>_std
+COLUMNS = [*KEY, "factor", "steps", *(f"{c}{std}" for c in CELLS for std in ("", "_std")), "n_seeds", "seeds"]
 
 
 def _cell(summary: pd.DataFrame, key: tuple, method: str, factor: float) -> tuple[float, float]:
@@ -60,36 +47,22 @@ def extension_table(summary: pd.DataFrame, extended: dict) -> pd.DataFrame:
     rows = []
     for (group, parent, enc), (method, factor, steps) in extended.items():
         key = (group, parent, enc, method)
-        zs = _cell(summary, key, f"{method} (zero-shot)", factor)
-        ext = _cell(summary, key, f"{method} (extended)", factor)
-        one = _cell(summary, key, f"{method} (extended)", 1.0)
-        past = _cell(summary, key, f"{method} (extended)", 2 * factor)
+        found = (  # the cells of CELLS: zero-shot at s·T, extended at s·T, at T and at 2 s·T
+            _cell(summary, key, f"{method} (zero-shot)", factor),
+            *(_cell(summary, key, f"{method} (extended)", f) for f in (factor, 1.0, 2 * factor)),
+        )
         seeds = summary[
             (summary["group"] == group)
             & (summary["parent"] == parent)
             & (summary["method"] == f"{method} (extended)")
             & np.isclose(summary["factor"], factor)
         ]
-        rows.append(
-            {
-                "group": group,
-                "parent": parent,
-                "encoding": enc,
-                "method": method,
-                "factor": factor,
-                "steps": steps,
-                "zero_shot": zs[0],
-                "zero_shot_std": zs[1],
-                "extended": ext[0],
-                "extended_std": ext[1],
-                "extended_1x": one[0],
-                "extended_1x_std": one[1],
-                "extended_2x_new": past[0],
-                "extended_2x_new_std": past[1],
-                "n_seeds": int(seeds["n_seeds"].iloc[0]) if not seeds.empty else 0,
-                "seeds": seeds["seeds"].iloc[0] if not seeds.empty else "",
-            }
-        )
+        row = {**dict(zip(KEY, key)), "factor": factor, "steps": steps}
+        for cell, (mean, std) in zip(CELLS, found):
+            row.update({cell: mean, f"{cell}_std": std})
+        row["n_seeds"] = int(seeds["n_seeds"].iloc[0]) if not seeds.empty else 0
+        row["seeds"] = seeds["seeds"].iloc[0] if not seeds.empty else ""
+        rows.append(row)
     return pd.DataFrame(rows, columns=COLUMNS).sort_values(KEY, kind="stable").reset_index(drop=True)
 
 

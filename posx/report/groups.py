@@ -41,21 +41,9 @@ from posx.schema import POS_READ_BY, Config, EvalConfig, ExtendRootConfig
 
 # Keys of config.yaml that never separate runs: where and how a run ran, not what it is.
 IGNORED = (
-    "seed",
-    "name",
-    "device",
-    "threads",
-    "logger",
-    "results_dir",
-    "parent",
-    "data.cache_dir",
-    "train.eval_every",
-    "train.eval_batches",
-    "train.checkpoint_every",
-    "model.name",
-    "extend.eval_every",
-    "hydra",
-)
+    "seed", "name", "device", "threads", "logger", "results_dir", "parent", "data.cache_dir", "train.eval_every",
+    "train.eval_batches", "train.checkpoint_every", "model.name", "extend.eval_every", "hydra",
+)  # fmt: skip
 RENAMED = {"train.context_length": "T", "train.steps": "steps"}
 COLUMN_KEYS = ("pos.name", "parent")
 ONLY_EXTENDED = ("parent.", "extend.", "new_base")  # keys only an extended run has

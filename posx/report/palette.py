@@ -52,33 +52,13 @@ METHOD_COLORS = {
     "interpolate": "#e7969c",  # rose
     "clamp": "#9c9ede",  # lavender
 }
-MARKER_OF = {  # a different marker for every encoding and method; none: RoPE's, like its colour
-    "rope": "o",
-    "alibi": "s",
-    "nope": "^",
-    "absolute": "D",
-    "sinusoidal": "v",
-    "t5": "P",
-    "none": "o",
-    "pi": "X",
-    "ntk": "<",
-    "yarn": ">",
-    "abf": "*",
-    "dynamic_ntk": "p",
-    "dynamic_yarn": "h",
-    "ntk_by_parts": "d",
-    "llama3": "8",
-    "longrope": "H",
-    "self_extend": "2",
-    "rerope": "3",
-    "lm_infinite": "4",
-    "dca": "x",
-    "streaming_llm": "|",
-    "resonance": "_",
-    "resonance_yarn": 7,  # a caret
-    "interpolate": "1",
-    "clamp": "+",
-}
+# A different marker for every encoding and method (none: RoPE's, like its colour; 7: a caret).
+MARKER_OF = {
+    "rope": "o", "alibi": "s", "nope": "^", "absolute": "D", "sinusoidal": "v", "t5": "P", "none": "o", "pi": "X",
+    "ntk": "<", "yarn": ">", "abf": "*", "dynamic_ntk": "p", "dynamic_yarn": "h", "ntk_by_parts": "d", "llama3": "8",
+    "longrope": "H", "self_extend": "2", "rerope": "3", "lm_infinite": "4", "dca": "x", "streaming_llm": "|",
+    "resonance": "_", "resonance_yarn": 7, "interpolate": "1", "clamp": "+",
+}  # fmt: skip
 MARKERS = ["o", "s", "^", "D", "v", "P", "X", "<", ">", "*"]  # names outside MARKER_OF, by a hash
 DODGE = 0.04  # sideways offset between neighbouring lines, as a share of the factor (log axis)
 NATIVE = ("none", "clamp", "interpolate")  # an encoding on its own, not a RoPE rescaling

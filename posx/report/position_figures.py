@@ -25,11 +25,10 @@ from posx.report import output
 from posx.report.axes import legend_order
 from posx.report.facets import MAX_PANELS, Facets, band_name, chunks, file_names, line_labels, rows_of
 from posx.report.looks import looks
-from posx.report.palette import legend, legend_inches, stagger, wrap
+from posx.report.palette import NATIVE, legend, legend_inches, stagger, wrap
 
 PANEL = ["group", "parent", "encoding"]
 LINE = [*PANEL, "method"]
-NATIVE = ["none", "clamp", "interpolate"]
 
 
 def position_curves(cells: pd.DataFrame, factor: float | None, smooth: int = 1) -> tuple[pd.DataFrame, dict]:

@@ -42,10 +42,9 @@ from posx.report.facets import (
     panel_title,
 )
 from posx.report.looks import looks
-from posx.report.palette import dodge, dodge_note, legend, legend_inches
+from posx.report.palette import NATIVE, dodge, dodge_note, legend, legend_inches
 
 LINE = ["group", "parent", "encoding", "method"]
-NATIVE = ["none", "clamp", "interpolate"]  # an encoding on its own (absolute: three ways past its table)
 
 
 def _lines(data: pd.DataFrame) -> list[tuple]:

@@ -42,7 +42,7 @@ from posx.report.groups import Member, identity
 from posx.report.scan import COLUMNS
 from posx.runs.paths import CONFIG, META, NOT_RUNS, RUN_MARKERS, is_run, is_run_dir, read_meta, require_dir
 
-TABLES = ("extrapolation.csv", "positions.csv", "passkey.csv")
+TABLES = digests.TABLES
 OPTIONAL = ("metrics.csv", "tasks.csv")  # read when there; a run without it is not "missing" a table
 EVALUATIONS = ("current", "all")
 # The cell of each table that one evaluation scores once; in --evaluations all the newest wins.

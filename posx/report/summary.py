@@ -39,21 +39,10 @@ from posx.report.runtables import RunTables, check_evaluations, collect, find_ru
 from posx.report.writeup import GROUP, KEYS, figure_notes, markdown, rich_summary
 from posx.runs.paths import RESULTS
 
-SUMMARY_COLUMNS = [
-    *GROUP,
-    "train_context",
-    "eval_context",
-    "ppl_mean",
-    "ppl_std",
-    "ppl_lo",
-    "ppl_hi",
-    "bpb_mean",  # bits per byte: comparable across tokenizers
-    "band",
-    "n_seeds",
-    "seeds",
-    "ratio_to_1x",
-    "status",
-]
+SUMMARY_COLUMNS = [  # bpb_mean: bits per byte, comparable across tokenizers
+    *GROUP, "train_context", "eval_context", "ppl_mean", "ppl_std", "ppl_lo", "ppl_hi", "bpb_mean", "band", "n_seeds",
+    "seeds", "ratio_to_1x", "status",
+]  # fmt: skip
 TERMINAL_LINES = 20  # duplicates, missing tables and notes printed; the files list every one
 BAND_SEEDS, BAND_WINDOWS = "± std over seeds", "95% interval over windows (one seed)"
 

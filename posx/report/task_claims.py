@@ -22,16 +22,10 @@ one seed nothing is called. Each comparison gives one of
 
 A claim is ``not run`` when any comparison is, else ``does not hold`` when any is, else
 ``holds`` when all do, else ``not called``. Each claim is checked per task; its ``all tasks``
-row combines the tasks' verdicts the same way. The claims:
-
-* Arora et al. 2023, "Zoology", arXiv 2312.04927: attention solves multi-query associative
-  recall at this width: RoPE's exact share on MQAR (or multi-key NIAH) at 1x is at least 90%;
-* Kazemnejad et al. 2023, NeurIPS 2023, arXiv 2305.19466: NoPE generalises at least as well as
-  RoPE and ALiBi: NoPE's exact share past T is no lower than either's;
-* Ruoss et al. 2023, ACL 2023, arXiv 2305.16843: randomized positions extend length
-  generalisation: randomized RoPE beats RoPE past T;
-* Li et al. 2023, ICLR 2024, arXiv 2310.04418: FIRE generalises best of the relative
-  encodings: FIRE past T is no lower than RoPE, ALiBi or xPos.
+row combines the tasks' verdicts the same way. The claims (``check``, each with its paper's
+citation; also in docs/tasks.md): attention solves MQAR at this width (Zoology), NoPE
+generalises at least as well as RoPE and ALiBi, randomized positions beat RoPE past T, and FIRE
+is no lower than RoPE, ALiBi or xPos past T.
 """
 
 from __future__ import annotations

@@ -16,9 +16,9 @@ from rich.text import Text
 from posx.report.groups import explain
 from posx.report.mdtable import md_table
 from posx.report.queries import PASSKEY_KEYS as PASSKEY_GROUP
+from posx.report.queries import SUMMARY_KEYS as GROUP
 from posx.report.runtables import RunTables
 
-GROUP = ["group", "parent", "encoding", "method", "protocol", "factor"]
 KEYS = GROUP[:-1]  # a curve: everything but the factor
 TERMINAL_ROWS = 40  # rows of the terminal table; summary.md and summary.csv have every row
 
