@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from posx.rope import METHODS
+
 ENCODINGS = ["rope", "absolute", "sinusoidal", "alibi", "t5", "nope"]  # the first edition's
 FIRST_METHODS = [
     "none",
@@ -28,10 +30,7 @@ FIRST_METHODS = [
     "llama3",
     "longrope",
 ]
-ALL_METHODS = [
-    *FIRST_METHODS,
-    *("resonance", "resonance_yarn", "self_extend", "rerope", "lm_infinite", "dca", "streaming_llm"),
-]
+ALL_METHODS = list(METHODS)  # every method posx has, in its declared order
 MAIN_METHODS = ["none", "pi", "ntk", "yarn", "abf"]  # the sliding protocol's
 BEYOND = ["none", "clamp", "interpolate"]  # learned absolute past its table
 MORE_SEEDS = 2  # a five-seed comparison: the base seeds and the next two
