@@ -29,8 +29,10 @@ def _start(tmp_path: Path, how: str, ignored: bool = False) -> tuple[subprocess.
         {how}
         print("went on")
     """)
-    # ignored: started as a shell script's background job is, with SIGINT ignored
-    before = (lambda: signal.signal(signal.SIGINT, signal.SIG_IGN)) if ignored else None
+    # ignored: started as a shell script's background job is, with SIGINT ignored; otherwise the
+    # default, whatever this test process was started with (the suite itself may run in the background)
+    disposition = signal.SIG_IGN if ignored else signal.SIG_DFL
+    before = lambda: signal.signal(signal.SIGINT, disposition)  # noqa: E731
     proc = subprocess.run(
         [sys.executable, "-c", code, str(marker)], capture_output=True, text=True, timeout=120, preexec_fn=before
     )
