@@ -16,7 +16,6 @@ started from."""
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -66,17 +65,6 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.get_closest_marker("cuda"):  # the mark, not a test id that says cuda
             item.add_marker(skip)
-
-
-@pytest.fixture(scope="session", autouse=True)
-def temporary_files_under_pytest(tmp_path_factory):
-    """posx's temporary files (the report's file links, staged folders) go under pytest's own
-    temporary folder, which pytest prunes: a worker that exits without running its finalizers
-    leaves nothing in the system's."""
-    folder = tmp_path_factory.mktemp("tmp")
-    os.environ["TMPDIR"] = str(folder)
-    tempfile.tempdir = None  # tempfile reads TMPDIR again
-    yield folder
 
 
 @pytest.fixture(scope="session")
