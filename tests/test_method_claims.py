@@ -10,27 +10,7 @@ from posx.report.groups import identity
 from posx.runs.records import RunMeta
 
 from helpers.model import spec
-
-
-def _summary(cells: dict) -> pd.DataFrame:
-    """cells: (encoding, group label, factor) -> (mean, std), three seeds each."""
-    return pd.DataFrame(
-        [
-            {
-                "group": g,
-                "parent": "",
-                "encoding": e,
-                "method": "none",
-                "protocol": "nonoverlapping",
-                "factor": float(f),
-                "ppl_mean": mean,
-                "ppl_std": std,
-                "n_seeds": 3,
-            }
-            for (e, g, f), (mean, std) in cells.items()
-        ]
-    )
-
+from helpers.summary import summary as _summary
 
 BASE = {
     ("rope", "-", 1): (4.0, 0.1),

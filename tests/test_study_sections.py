@@ -11,6 +11,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+import helpers.summary
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -99,22 +101,7 @@ def test_the_bpe_arm_stays_out_of_the_byte_level_claims(tmp_path):
         ("alibi", byte, 1, 4.4, 0.1), ("alibi", byte, 8, 4.3, 0.1), ("alibi", bpe, 1, 90.0, 1.0),
         ("alibi", bpe, 8, 99.0, 1.0), ("t5", "-", 1, 5.0, 0.1), ("t5", "-", 8, 8.6, 0.5),
     ]  # fmt: skip
-    summary = pd.DataFrame(
-        [
-            {
-                "group": g,
-                "parent": "",
-                "encoding": e,
-                "method": "none",
-                "protocol": "nonoverlapping",
-                "factor": float(f),
-                "ppl_mean": m,
-                "ppl_std": s,
-                "n_seeds": 3,
-            }
-            for e, g, f, m, s in rows
-        ]  # fmt: skip
-    )
+    summary = helpers.summary.summary({(e, g, f): (m, s) for e, g, f, m, s in rows})
     claims = notes.claims_table(summary, None, {})
     flat = claims[claims["claim"].str.startswith("ALiBi stays flat")]
     assert list(flat["verdict"]) == ["reproduced"] and "99.0" not in flat["numbers"].iloc[0]
