@@ -20,9 +20,11 @@ import pandas as pd
 import study_sections  # scripts/: the sweep's numbers per kind of run
 from matplotlib.figure import Figure
 
+from posx.model.rescale import WINDOWED
 from posx.report.axes import factor_axis, log_ticks
 from posx.report.output import save
 from posx.report.palette import color_of, distinct, dodge, marker_of
+from posx.rope import METHODS
 
 ENCODINGS = ["rope", "absolute", "sinusoidal", "alibi", "t5", "nope", "fire", "kerple", "cope", "xpos"]
 OPTIONS = {
@@ -33,9 +35,8 @@ OPTIONS = {
     "rope-logn": "log-n scaling",
     "rope-ssmax": "Scalable-Softmax",
 }
-FREQUENCY = ["none", "pi", "ntk", "dynamic_ntk", "yarn", "dynamic_yarn", "ntk_by_parts", "abf", "llama3", "longrope"]
-FREQUENCY += ["resonance", "resonance_yarn"]
-ATTENTION = ["none", "self_extend", "rerope", "lm_infinite", "dca", "streaming_llm"]
+FREQUENCY = [m for m in METHODS if m not in WINDOWED]  # none first, then those that set frequencies
+ATTENTION = ["none", *(m for m in METHODS if m in WINDOWED)]  # those that act in attention
 CAPTION = (
     "Perplexity against evaluation length (log-log; T dashed), byte-level runs on the gpt2 block, "
     "non-overlapping windows; mean over seeds, bars ± std over seeds, seeds in the legend. Top left: each "
@@ -74,14 +75,8 @@ def figure(sweep: pd.DataFrame) -> Figure:
     factors = sorted(table["factor"].unique())
     fig = Figure(figsize=(13, 9.5), layout="constrained")
     axes = list(fig.subplots(2, 2, sharey=True).flat)
-    panels = _lines(table)
-    shown = table[
-        [
-            key in {line[:3] for p in panels for line in p}
-            for key in zip(table["kind"], table["method"], table["absolute_beyond"])
-        ]
-    ]
-    for ax, title, lines in zip(axes, TITLES, panels):
+    drawn = []
+    for ax, title, lines in zip(axes, TITLES, _lines(table)):
         for i, (kind, method, beyond, name, colour, marker) in enumerate(lines):
             g = table[(table["kind"] == kind) & (table["method"] == method) & (table["absolute_beyond"] == beyond)]
             g = g.sort_values("factor")
@@ -90,13 +85,15 @@ def figure(sweep: pd.DataFrame) -> Figure:
             ax.plot(x, g["mean"], color=colour, marker=marker, markersize=4, linewidth=1.2, label=f"{name} ({seeds})")
             sd = g["std"].fillna(0)
             ax.vlines(x, g["mean"] - sd, g["mean"] + sd, color=colour, linewidth=0.8, alpha=0.6)
-        ax.set_yscale("log")
-        log_ticks(ax, (shown["mean"] - shown["std"].fillna(0)).min(), (shown["mean"] + shown["std"].fillna(0)).max())
+            drawn += [*(g["mean"] - sd), *(g["mean"] + sd)]
         ax.set_title(title, fontsize=10)
         ax.set_ylabel("perplexity (log scale)", fontsize=8)
         ax.set_xlabel("evaluation length (x T, log scale)", fontsize=8)
         factor_axis(ax, factors)
         ax.legend(fontsize=7, frameon=False, loc="upper left", title="(seeds)", title_fontsize=7)
+    for ax in axes:  # one range for the shared axis, from every line drawn
+        ax.set_yscale("log")
+        log_ticks(ax, min(drawn), max(drawn))
     fig.suptitle(
         "Perplexity against evaluation length, byte-level runs, gpt2 block, non-overlapping windows; mean over "
         "seeds, bars ± std over seeds; lines offset sideways a few percent of a factor so equal values stay visible",

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from posx.rope import METHODS
+from posx import rope
 
 ENCODINGS = ["rope", "absolute", "sinusoidal", "alibi", "t5", "nope"]  # the first edition's
 FIRST_METHODS = [
@@ -30,7 +30,7 @@ FIRST_METHODS = [
     "llama3",
     "longrope",
 ]
-ALL_METHODS = list(METHODS)  # every method posx has, in its declared order
+ALL_METHODS = list(rope.METHODS)  # every method posx has, in its declared order
 MAIN_METHODS = ["none", "pi", "ntk", "yarn", "abf"]  # the sliding protocol's
 BEYOND = ["none", "clamp", "interpolate"]  # learned absolute past its table
 MORE_SEEDS = 2  # a five-seed comparison: the base seeds and the next two
@@ -127,5 +127,9 @@ METHODS = Grid(
 )
 
 GRIDS = {"first": FIRST, "methods": METHODS}
-NAMES = {("first", "cpu"): "cpu-tiny", ("first", "gpu"): "gpu-small", ("methods", "cpu"): "cpu-methods"}
-NAMES[("methods", "gpu")] = "gpu-methods"
+NAMES = {  # (grid, preset) -> the study's default name
+    ("first", "cpu"): "cpu-tiny",
+    ("first", "gpu"): "gpu-small",
+    ("methods", "cpu"): "cpu-methods",
+    ("methods", "gpu"): "gpu-methods",
+}

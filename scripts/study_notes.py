@@ -16,7 +16,6 @@ output (it has a STUDY.md).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import platform
 import shutil
@@ -32,6 +31,7 @@ import study_figure  # scripts/study_figure.py: the second edition's headline fi
 import study_log  # scripts/study_log.py: the task and invocation logs
 import study_sections  # scripts/study_sections.py: the second edition's sections
 import torch
+from study_grids import GRIDS
 
 from posx.report.claims import OPTION_DEFAULTS, Numbers, check, matches, parse_label
 
@@ -118,8 +118,7 @@ def shown(path: Path) -> str:
 
 
 def task_times(work: Path) -> pd.DataFrame:
-    rows = [json.loads(line) for line in (work / "tasks.jsonl").read_text().splitlines() if line.strip()]
-    done = pd.DataFrame(rows)
+    done = pd.DataFrame(study_log.read_jsonl(work / "tasks.jsonl"))
     return done[done["rc"] == 0].drop_duplicates("key", keep="last")
 
 
@@ -177,15 +176,19 @@ def bpe(label: str) -> bool:
     return parse_label(label).get("data.tokenizer") == "bpe"
 
 
+def byte_level(summary: pd.DataFrame) -> pd.DataFrame:
+    """The summary's rows of runs on byte tokens (perplexities of different tokenizers do not compare)."""
+    return summary[[not bpe(str(g)) for g in summary["group"]]]
+
+
 def claims_table(summary: pd.DataFrame, ext: pd.DataFrame | None, groups: dict) -> pd.DataFrame:
-    """The papers' claims on the byte-level runs (perplexities of different tokenizers do not
-    compare): the gpt2 block's, then the llama block's RoPE claims."""
-    byte = summary[[not bpe(str(g)) for g in summary["group"]]]
+    """The papers' claims on the byte-level runs: the gpt2 block's, then the llama block's RoPE claims."""
+    byte = byte_level(summary)
     gpt2 = byte[byte["group"] != groups.get("llama")]
     frames = []
     for protocol in sorted(summary["protocol"].unique(), key=lambda p: p != "nonoverlapping"):
-        frames.append(check(Numbers(gpt2, ext if protocol == "nonoverlapping" else None, None, protocol)))
-        frames[-1] = frames[-1].assign(block="gpt2", protocol=protocol)
+        numbers = Numbers(gpt2, ext if protocol == "nonoverlapping" else None, None, protocol)
+        frames.append(check(numbers).assign(block="gpt2", protocol=protocol))
         if "llama" in groups:
             llama = check(Numbers(byte, None, {"rope": groups["llama"]}, protocol))
             llama = llama[llama["claim"].str.startswith(("rotary", "zero-shot YaRN"))]
@@ -313,7 +316,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--command", required=True, help="the command that ran the study, for STUDY.md")
     parser.add_argument("--elapsed", type=float, default=0.0, help="seconds the last invocation took")
     parser.add_argument("--preset", default="cpu")
-    parser.add_argument("--grid", choices=["first", "methods"], default="first", help="the study's grid")
+    parser.add_argument("--grid", choices=sorted(GRIDS), default="first", help="the study's grid")
     args = parser.parse_args()
     args.work, args.out = args.work.resolve(), args.out.resolve()
     return args
@@ -372,7 +375,7 @@ def write_outputs(args, staging: Path) -> None:
     claims.to_csv(staging / "claims.csv", index=False)
     ext_md = extension_md(report, ext)
     (staging / "extension.md").write_text("# Extension\n" + ext_md + "\n")
-    order = orderings(summary[[not bpe(str(g)) for g in summary["group"]]], groups)
+    order = orderings(byte_level(summary), groups)
     sections = []
     if args.grid == "methods":
         study_figure.draw(sweep, staging)
