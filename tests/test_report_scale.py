@@ -180,6 +180,12 @@ def test_a_digest_written_before_tasks_were_listed_still_brings_its_task_rows(tm
     assert rows == [(0.0, 1.0), (0.5, 0.5)]
 
 
+def test_shard_names_sort_in_the_order_they_were_written():
+    # the newest shard wins by name: two reports in one second must still sort by time of writing
+    names = [store.shard_name() for _ in range(200)]
+    assert names == sorted(names) and len(set(names)) == len(names)
+
+
 def test_a_digest_cached_in_an_older_format_is_read_again(tmp_path):
     runs = tmp_path / "runs"
     _run(runs, "a0", 0, 10.0)

@@ -86,6 +86,15 @@ def connect() -> duckdb.DuckDBPyConnection:
     return con
 
 
+def shard_name() -> str:
+    """A new shard's name: the time it is written to the nanosecond, in fixed width, so that names
+    sort in the order shards were written (the newest shard wins, also between two reports in one
+    second), then the process and a random tag (two processes in one nanosecond)."""
+    ns = time.time_ns()
+    second = time.strftime("%Y%m%d-%H%M%S", time.localtime(ns // 10**9))
+    return f"{second}.{ns % 10**9:09d}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+
+
 def _shards(cache: Path, complete: bool = True) -> list[Path]:
     """The cache's shards, oldest first: those holding every table (``complete``), or the others,
     written by an older posx."""
@@ -213,7 +222,7 @@ def keep(gathered: Gathered) -> None:
     if gathered.pending is None:
         discard(gathered)
         return
-    name = f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    name = shard_name()
     try:
         cache = files.real_dir(gathered.cache, "the report cache")
         staging = cache / f".{name}.tmp"
@@ -304,7 +313,7 @@ def compact(con, cache: Path) -> None:
     shards = _shards(cache)
     if len(shards) <= MAX_SHARDS:
         return
-    name = f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    name = shard_name()
     staging = cache / f".{name}.tmp"
     staging.mkdir()
     links = Links()
