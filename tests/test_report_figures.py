@@ -83,7 +83,7 @@ def test_a_crowded_panel_goes_on_in_further_panels_and_files():
     [(_, fig)] = ppl_figures(frame([(g, "rope", "none") for g in groups]), facets_of(identities), [])
     counts = [len(drawn(ax)) for ax in fig.axes if drawn(ax)]
     assert counts == [MAX_LINES, 2]
-    assert "lines 1 of 2 panels" in fig.axes[0].get_title()
+    assert "lines 1 of 2 panels" in fig.axes[0].get_title().replace("\n", " ")
     many = {(f"T={t}", "", "rope"): ident("rope", T=str(t)) for t in range(32, 32 * (MAX_PANELS + 3), 32)}
     files = ppl_figures(frame([(g, "rope", "none") for g, _, _ in many]), facets_of(many), [])
     assert [name for name, _ in files] == ["ppl_vs_length.png", "ppl_vs_length-2.png"]
@@ -115,6 +115,43 @@ def test_labels_name_the_key_that_differs_whole_and_wrapped():
     ]
     long = palette.wrap("rope · pi · " + ", ".join(f"model.key_{i}=value" for i in range(12)))
     assert all(len(line) <= palette.WRAP for line in long.split("\n")) and "model.key_11=value" in long
+
+
+def variants() -> tuple[pd.DataFrame, Facets]:
+    """Six RoPE groups, five of them with one option away from the rest, four methods each, and ALiBi."""
+    plain = {"pos.rope_fraction": "1.0", "pos.nope_every": "0", "pos.logn_scaling": "False", "pos.rope_theta": "10000"}
+    changes = [{}, {"pos.rope_fraction": "0.25"}, {"pos.nope_every": "2"}, {"pos.logn_scaling": "True"},
+               {"pos.rope_theta": "500000"}, {"pos.rope_fraction": "0.5"}]  # fmt: skip
+    identities = {(f"g{k}", "", "rope"): ident("rope", **{**plain, **c}) for k, c in enumerate(changes)}
+    identities[("alibi", "", "alibi")] = ident("alibi")  # reads none of the RoPE keys
+    lines = [(g, "rope", m) for g, _, _ in identities if g != "alibi" for m in ("none", "pi", "ntk", "yarn")]
+    return frame([*lines, ("alibi", "alibi", "none")]), facets_of(identities)
+
+
+def test_a_label_names_only_what_sets_its_group_apart_and_the_legend_says_the_rest():
+    summary, facets = variants()
+    [(_, fig)] = encodings_figures(summary, facets, [])
+    panels = [ax for ax in fig.axes if drawn(ax)]
+    texts = {t.replace("\n", " ") for ax in panels for t in legend_texts(ax)}
+    assert {"rope · none", "alibi · none", "rope · yarn · pos.rope_fraction=0.25", "rope · pi · pos.nope_every=2",
+            "rope · ntk · pos.rope_theta=500000", "rope · none · pos.rope_fraction=0.5"} <= texts  # fmt: skip
+    assert not any("alibi" in t and "pos." in t for t in texts)  # a key ALiBi does not read is not on its line
+    titles = {ax.get_legend().get_title().get_text().replace("\n", " ") for ax in panels}
+    assert titles == {"where a label does not say: pos.logn_scaling=False, pos.nope_every=0, pos.rope_fraction=1.0, "
+                      "pos.rope_theta=10000"}  # fmt: skip
+    tie = {(f"g{k}", "", "rope"): ident("rope", **{"train.lr": lr}) for k, lr in enumerate(("0.001", "0.003"))}
+    assert list(facets_of(tie).names(list(tie)).values()) == ["train.lr=0.001", "train.lr=0.003"]  # no usual value
+    assert facets_of(tie).usual(list(tie)) == ""
+
+
+def test_a_crowded_method_panel_goes_on_in_rows_and_keeps_each_group_whole():
+    summary, facets = variants()
+    [(_, fig)] = encodings_figures(summary, facets, [])
+    right = [ax for ax in fig.axes if drawn(ax) and "RoPE + rescaling" in ax.get_title().replace("\n", " ")]
+    groups = [{t.split(" · ", 2)[-1] if t.count(" · ") > 1 else "plain" for t in legend_texts(ax)[:-1]} for ax in right]
+    assert len(right) == 2 and all(len(drawn(ax)) <= MAX_LINES for ax in right)
+    assert sum(len(drawn(ax)) for ax in right) == 24 and not groups[0] & groups[1]  # no group split over two panels
+    assert "lines 2 of 2 panels" in right[1].get_title().replace("\n", " ")
 
 
 def test_no_two_lines_of_a_panel_look_alike():
@@ -159,7 +196,8 @@ def test_bands_say_what_they_are():
     first = legend_texts(panels[0])
     assert any("rope · pi" in t and "± std over 2 seeds" in t for t in first)  # two seeds: their spread
     assert any("alibi" in t and "95% window interval" in t.replace("\n", " ") for t in first)  # one: its windows
-    assert "band 95% window interval (one seed)" in panels[1].get_title()  # shared by every line: said once
+    # shared by every line: said once
+    assert "band 95% window interval (one seed)" in panels[1].get_title().replace("\n", " ")
 
 
 def test_a_figure_stops_at_max_files_and_says_what_it_left_out():

@@ -4,8 +4,12 @@ A figure never pools runs that are not seeds of one group, and never draws on on
 whose numbers do not compare: groups that differ in T, model size, transformer block or
 tokenizer (``FACET_KEYS``) go to different panels (or files), one per *facet*. Inside a panel
 a line is one group (the mean over its seeds, a band over them) and its legend entry names the
-encoding, the method and exactly the keys that differ between the groups drawn in that panel
-(``Facets.names``), nothing cut.
+encoding, the method and the keys that differ between the groups drawn in that panel
+(``Facets.names``). A key most of the panel's groups share one value of is named only where a
+group differs from it, and that usual value is said once, in the legend's title (``usual``): six
+RoPE variants read ``rope``, ``rope · pos.rope_fraction=0.25``, ... under "where a label does not
+say: pos.rope_fraction=1.0, ...", not five keys on every line. A key an encoding does not read
+is not named on its lines.
 
 A line is keyed by (group label, parent, encoding), the columns every report table carries
 (``posx.report.groups``). ``Facets.of`` maps each to its facet's label (the facet keys that
@@ -15,7 +19,8 @@ facet) and ``Facets.identities`` to the group's identity.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import itertools
+from dataclasses import dataclass, field, replace
 
 import pandas as pd
 
@@ -33,6 +38,12 @@ class Facets:
     of: dict = field(default_factory=dict)  # (group, parent, encoding) -> facet label
     identities: dict = field(default_factory=dict)  # (group, parent, encoding) -> the group's identity
     keys: tuple = ()  # the facet keys that differ over the report
+    context: tuple = ()  # the lines labels are told apart from (``among``); none: each panel's own
+
+    def among(self, lines: list[tuple]) -> Facets:
+        """These facets naming each line against all of ``lines`` (a facet's, split over several
+        panels) rather than only its own panel's: a group is called the same in every panel."""
+        return replace(self, context=tuple(dict.fromkeys(tuple(line[:3]) for line in lines)))
 
     def facet(self, key: tuple) -> str:
         return self.of.get(tuple(key), "")
@@ -46,23 +57,42 @@ class Facets:
         order = sorted(set(labels), key=_facet_order)
         return [(f, data[labels == f]) for f in order]
 
+    def _shown(self, keys: list[tuple]) -> tuple[list[str], dict[str, str]]:
+        """The identity keys that differ between the groups ``keys`` (the encoding, parent and
+        facet keys are said elsewhere), and of those the usual value of each that has one."""
+        pool = self.context or dict.fromkeys(tuple(k) for k in keys)
+        known = [self.identities[k] for k in pool if k in self.identities]
+        shown = [k for k in differences(known) if k not in COLUMN_KEYS and k not in self.keys]
+        usual = {k: v for k in shown if (v := _usual([i[k] for i in known if k in i])) is not None}
+        return shown, usual
+
     def names(self, keys: list[tuple]) -> dict[tuple, str]:
-        """Per line key, ``k=v, ...`` of the identity keys that differ between the groups ``keys``
-        (the groups of one panel); the encoding, parent and facet keys are said elsewhere.
-        A group without a recorded identity is called by its label."""
-        keys = list(dict.fromkeys(tuple(k) for k in keys))
-        known = [k for k in keys if k in self.identities]
-        shown = [
-            k for k in differences([self.identities[k] for k in known]) if k not in COLUMN_KEYS and k not in self.keys
-        ]
+        """Per line key, ``k=v, ...`` of the identity keys in which its group differs from the other
+        groups ``keys`` (the groups of one panel): every differing key it holds, but a key at its
+        usual value (``usual``). A group without a recorded identity is called by its label."""
+        shown, usual = self._shown(keys)
         out = {}
-        for key in keys:
+        for key in dict.fromkeys(tuple(k) for k in keys):
             ident = self.identities.get(key)
             if ident is None:
                 out[key] = "" if key[0] in ("", "-") else str(key[0])
             else:
-                out[key] = ", ".join(f"{k}={ident.get(k, '—')}" for k in shown)
+                said = [k for k in shown if k in ident and (k not in usual or ident[k] != usual[k])]
+                out[key] = ", ".join(f"{k}={ident[k]}" for k in said)
         return out
+
+    def usual(self, keys: list[tuple]) -> str:
+        """The legend title that says the values ``names`` leaves unsaid ("" when it leaves none)."""
+        _, usual = self._shown(keys)
+        return ("where a label does not say: " + ", ".join(f"{k}={v}" for k, v in usual.items())) if usual else ""
+
+
+def _usual(values: list) -> object | None:
+    """The value more of ``values`` hold than any other, if at least two hold it; else None."""
+    counts = pd.Series(values, dtype=object).value_counts(sort=True)
+    if len(counts) == 0 or counts.iloc[0] < 2 or (len(counts) > 1 and counts.iloc[1] == counts.iloc[0]):
+        return None
+    return counts.index[0]
 
 
 def _line_keys(data: pd.DataFrame) -> pd.DataFrame:
@@ -93,6 +123,20 @@ def facets_of(identities: dict[tuple, dict]) -> Facets:
     varying = tuple(k for k in FACET_KEYS if len({v[k] for v in values.values()}) > 1)
     of = {line: ", ".join(f"{k}={v[k] or '—'}" for k in varying) for line, v in values.items()}
     return Facets(of, dict(identities), varying)
+
+
+def pack(lines: list[tuple], size: int = MAX_LINES) -> list[list[tuple]]:
+    """``lines`` (ordered so that a group's lines, keyed by their first three fields, are
+    consecutive) in pieces of at most ``size``, a group's lines kept in one piece where they fit:
+    a reader compares one group's methods inside one panel."""
+    pieces: list[list[tuple]] = []
+    for _, same in itertools.groupby(lines, key=lambda line: tuple(line[:3])):
+        mine = list(same)
+        if pieces and len(pieces[-1]) + len(mine) <= size:
+            pieces[-1] += mine
+        else:
+            pieces += chunks(mine, size)
+    return pieces
 
 
 def chunks(items: list, size: int) -> list[list]:
@@ -128,6 +172,13 @@ def line_labels(facets: Facets, lines: list[tuple]) -> list[str]:
         " · ".join(part for part in (f"{e} · {m}", f"from {p}" if p else "", names[(g, p, e)]) if part)
         for g, p, e, m in lines
     ]
+
+
+def legend_texts(facets: Facets, lines: list[tuple]) -> list[str]:
+    """Every text of a panel's legend, to size it by: the ``lines``' labels and the title saying
+    what they leave unsaid."""
+    usual = facets.usual([line[:3] for line in lines])
+    return [*line_labels(facets, lines), *([usual] if usual else [])]
 
 
 def band_name(seeds: list[int], one: str = "95% window interval (one seed)") -> str:

@@ -166,6 +166,9 @@ def legend_inches(labels: list[str], columns: int = 1) -> float:
     return LEGEND_LINE * (-(-rows // columns) + 3)
 
 
-def legend(target, handles: list, labels: list[str], **kwargs):
-    """``target.legend`` (an Axes or a Figure) with every label wrapped (``wrap``)."""
+def legend(target, handles: list, labels: list[str], title: str = "", **kwargs):
+    """``target.legend`` (an Axes or a Figure) with every label and the ``title`` (what the labels
+    leave unsaid, ``Facets.usual``) wrapped (``wrap``)."""
+    if title:
+        kwargs.update(title=wrap(title), title_fontsize=kwargs.get("fontsize"), alignment="left")
     return target.legend(handles, [wrap(label) for label in labels], **kwargs)

@@ -29,7 +29,7 @@ from matplotlib.figure import Figure
 
 from posx.report import output, position_figures, ppl_figures, task_figures
 from posx.report.axes import factor_axis, legend_order
-from posx.report.facets import Facets, band_name, chunks, file_names, line_labels, rows_of
+from posx.report.facets import Facets, band_name, chunks, file_names, legend_texts, line_labels, rows_of
 from posx.report.looks import looks
 from posx.report.output import FORMATS
 from posx.report.palette import dodge, dodge_note, legend, legend_inches
@@ -56,7 +56,8 @@ def _passkey_figure(data: pd.DataFrame, facets: Facets, facet: str, factors: lis
     variants = list(dict.fromkeys(data["variant"]))
     none_found = bool((data["accuracy_mean"].fillna(0) == 0).all())
     keys = list(dict.fromkeys(data[PASSKEY_LINE].fillna("").astype(str).itertuples(index=False, name=None)))
-    below = legend_inches(line_labels(facets, keys), columns=2)  # the legend under the panels
+    below = legend_inches(legend_texts(facets, keys), columns=2)  # the legend under the panels
+    usual = facets.usual(keys)
     fig = Figure(figsize=(6.0 * len(variants), (4.6 if none_found else 8.4) + below), layout="constrained")
     axes = fig.subplots(1 if none_found else 2, len(variants), squeeze=False)
     rows = [None, axes[0]] if none_found else [axes[0], axes[1]]
@@ -77,7 +78,7 @@ def _passkey_figure(data: pd.DataFrame, facets: Facets, facet: str, factors: lis
             rows[1][col].plot(x, g["key_nll_mean"], label=label, **look)
         _passkey_axes(rows[0][col] if rows[0] is not None else None, rows[1][col], variant, factors)
     handles, labels = rows[1][0].get_legend_handles_labels()
-    legend(fig, handles, labels, loc="outside lower center", ncol=2, fontsize=8, frameon=False)
+    legend(fig, handles, labels, usual, loc="outside lower center", ncol=2, fontsize=8, frameon=False)
     nothing = "; exact match 0 everywhere, so only the key NLL is shown" if none_found else ""
     bars = "" if none_found else f" (accuracy bars: {', '.join(sorted(bands))})"
     dodged = f"\n{dodge_note(most, factors)}" if most > 1 else ""
@@ -112,7 +113,7 @@ def plot_training(
     rows = chunks(facets.split(training.assign(parent=training["parent"].fillna(""))), 3)
     drawn = {}
     for name, mine in zip(file_names("training.png", len(rows), notes), rows):
-        heights = [max(4.4, legend_inches(_training_labels(data, facets)[1]) + 1.0) for _, data in mine]
+        heights = [max(4.4, legend_inches(legend_texts(facets, _training_keys(data))) + 1.0) for _, data in mine]
         fig = Figure(figsize=(13, sum(heights)), layout="constrained")
         axes = fig.subplots(len(mine), 2, squeeze=False, height_ratios=heights)
         for (facet, data), pair in zip(mine, axes):
@@ -122,10 +123,15 @@ def plot_training(
     return drawn
 
 
+def _training_keys(data: pd.DataFrame) -> list[tuple]:
+    """The lines of one row of training.png (one per group), keyed as a method-less line."""
+    return [(*k, "none") for k in dict.fromkeys(data[TRAINING_LINE].astype(str).itertuples(index=False, name=None))]
+
+
 def _training_labels(data: pd.DataFrame, facets: Facets) -> tuple[list[tuple], list[str]]:
     """The lines of one row of training.png (one per group) and their legend entries."""
-    keys = list(dict.fromkeys(data[TRAINING_LINE].astype(str).itertuples(index=False, name=None)))
-    return keys, [label.replace(" · none", "", 1) for label in line_labels(facets, [(*k, "none") for k in keys])]
+    keys = _training_keys(data)
+    return [k[:3] for k in keys], [label.replace(" · none", "", 1) for label in line_labels(facets, keys)]
 
 
 def _training_row(pair, data: pd.DataFrame, facets: Facets, facet: str) -> None:
@@ -146,7 +152,7 @@ def _training_row(pair, data: pd.DataFrame, facets: Facets, facet: str) -> None:
         ax.set_title(f"{facet or 'all groups'}: {what}", fontsize=10)
         ax.grid(True, alpha=0.3)
     handles, labels = pair[1].get_legend_handles_labels()
-    legend(pair[1], handles, labels, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
+    legend(pair[1], handles, labels, facets.usual(keys), loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
 
 
 def draw_all(tables: dict, out_dir: Path, factor, smooth: int, facets: Facets, notes: list[str],

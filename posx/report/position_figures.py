@@ -23,7 +23,7 @@ from matplotlib.figure import Figure
 
 from posx.report import output
 from posx.report.axes import legend_order
-from posx.report.facets import MAX_PANELS, Facets, band_name, chunks, file_names, line_labels, rows_of
+from posx.report.facets import MAX_PANELS, Facets, band_name, chunks, file_names, legend_texts, line_labels, rows_of
 from posx.report.looks import looks
 from posx.report.palette import NATIVE, legend, legend_inches, stagger, wrap
 
@@ -92,7 +92,7 @@ def draw_lines(ax, data: pd.DataFrame, facets: Facets) -> str:
     ax.set_ylabel("mean NLL (nats per token)", fontsize=8)
     ax.grid(True, alpha=0.3)
     handles, texts = ax.get_legend_handles_labels()
-    legend(ax, handles, texts, fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=1)
+    legend(ax, handles, texts, facets.usual(keys), fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.18), ncol=1)
     return shared
 
 
@@ -123,7 +123,7 @@ def plot_positions(
     for name, mine in zip(file_names("positions.png", len(files), notes), files):
         cols = min(3, len(mine))
         rows = -(-len(mine) // cols)
-        tallest = max(legend_inches(line_labels(facets, _keys(data))) for _, _, data in mine)  # legends below
+        tallest = max(legend_inches(legend_texts(facets, _keys(data))) for _, _, data in mine)  # legends below
         fig = Figure(figsize=(5.2 * cols, (4.0 + tallest) * rows), layout="constrained")
         axes = fig.subplots(rows, cols, squeeze=False).ravel()
         for ax in axes[len(mine) :]:
@@ -165,7 +165,7 @@ def plot_position_encodings(
     files = chunks(rows, 3)
     drawn = {}
     for name, mine in zip(file_names("positions_by_encoding.png", len(files), notes), files):
-        heights = [4.2 + legend_inches(line_labels(facets, _keys(part))) for _, part in mine]
+        heights = [4.2 + legend_inches(legend_texts(facets, _keys(part))) for _, part in mine]
         fig = Figure(figsize=(12, sum(heights)), layout="constrained")
         axes = fig.subplots(len(mine), 2, squeeze=False, height_ratios=heights)
         for (facet, part), row in zip(mine, axes):

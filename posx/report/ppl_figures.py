@@ -8,14 +8,16 @@ shade per group within it), marker and line style the method (``posx.report.look
 legend names each line's encoding, method and the keys that differ between the panel's groups.
 Lines that coincide stay visible: markers are hollow and the lines of a panel sit side by side
 on the factor axis, never further than a quarter of the way to the next factor
-(``palette.dodge``). Past ``MAX_LINES`` lines a panel's lines go on in a further panel, past
+(``palette.dodge``). Past ``MAX_LINES`` lines a panel's lines go on in a further panel (a
+group's lines kept together, ``facets.pack``), past
 ``MAX_PANELS`` panels a figure goes on in a further file (``ppl_vs_length-2.png``, ...).
 
 * ``ppl_vs_length.png``: every line of the summary. Lengths a line could not score (out of
   range, non-finite) are marked with an x at the top of its panel.
 * ``encodings.png``: trained runs only, per facet and protocol two panels: every encoding without
   rescaling (learned absolute's ``clamp`` and ``interpolate`` past its table with their own
-  markers), and the RoPE runs with each rescaling method zero-shot.
+  markers), and the RoPE runs with each rescaling method zero-shot; a crowded pair goes on in
+  further rows.
 * ``ppl_median_over_groups.png``, only with ``posx report --median-over-groups``: per encoding x
   method x protocol the median over the groups' means, band from the lowest to the highest
   group mean, each legend entry saying how many groups it pools. It compares unlike models by
@@ -32,17 +34,18 @@ from matplotlib.figure import Figure
 from posx.report import output
 from posx.report.axes import factor_axis, legend_order, log_ticks
 from posx.report.facets import (
-    MAX_LINES,
     MAX_PANELS,
     Facets,
     band_name,
     chunks,
     file_names,
+    legend_texts,
     line_labels,
+    pack,
     panel_title,
 )
 from posx.report.looks import looks
-from posx.report.palette import NATIVE, dodge, dodge_note, legend, legend_inches
+from posx.report.palette import NATIVE, dodge, dodge_note, legend, legend_inches, wrap
 
 LINE = ["group", "parent", "encoding", "method"]
 
@@ -100,17 +103,18 @@ def _height(data: pd.DataFrame, facets: Facets) -> float:
     bands) runs longer, so the legend never squeezes the axes away."""
     if data is None or data.empty:
         return 4.2
-    labels = line_labels(facets, _lines(data))
+    labels = legend_texts(facets, _lines(data))
     return max(4.2, legend_inches([f"{label} (band ± std over 10 seeds)" for label in labels]) + 1.0)
 
 
-def _dress(ax, title: str, shared: str, n_lines: int, factors: list, unit: str) -> None:
+def _dress(ax, title: str, shared: str, lines: list[tuple], factors: list, unit: str, facets: Facets) -> None:
     band = f"; band {shared}" if shared else ""
-    dodged = f"\n{dodge_note(n_lines, factors)}" if n_lines > 1 else ""
-    ax.set_title(f"{title}{band}{dodged}", fontsize=9)
+    dodged = f"\n{dodge_note(len(lines), factors)}" if len(lines) > 1 else ""
+    ax.set_title(f"{wrap(title + band, 75)}{dodged}", fontsize=9)
     ax.set_xlabel(f"evaluation length (multiples of {unit}, log scale)", fontsize=9)
     handles, labels = ax.get_legend_handles_labels()
-    legend(ax, handles, labels, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7.5)
+    usual = facets.usual([line[:3] for line in lines])
+    legend(ax, handles, labels, usual, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7.5)
 
 
 def _unit(data: pd.DataFrame) -> str:
@@ -118,20 +122,22 @@ def _unit(data: pd.DataFrame) -> str:
     return f"T = {ts.pop()} tokens" if len(ts) == 1 else "each run's T"
 
 
-def _panels(summary: pd.DataFrame, facets: Facets) -> list[tuple[str, pd.DataFrame, pd.DataFrame]]:
-    """(title, scored rows, unscored rows) per facet x protocol x piece of at most MAX_LINES lines."""
+def _panels(summary: pd.DataFrame, facets: Facets) -> list[tuple[str, pd.DataFrame, pd.DataFrame, Facets]]:
+    """(title, scored rows, unscored rows, the facets naming its lines) per facet x protocol x
+    piece of at most MAX_LINES lines."""
     scored = summary[summary["n_seeds"] > 0]
     protocols = sorted(scored["protocol"].unique(), key=lambda p: (p != "nonoverlapping", p))
     out = []
     for facet, mine in facets.split(scored):
         for protocol in protocols:
             rows = mine[mine["protocol"] == protocol]
-            pieces = chunks(_lines(rows), MAX_LINES) if not rows.empty else []
+            pieces = pack(_lines(rows)) if not rows.empty else []
+            named = facets.among(_lines(rows))
             for i, piece in enumerate(pieces):
                 part = rows[_of(rows, piece)]
                 gone = summary[(summary["n_seeds"] == 0) & (summary["protocol"] == protocol)]
                 title = f"{panel_title(facet, i, len(pieces))} · {protocol} windows"
-                out.append((title, part, gone))
+                out.append((title, part, gone, named))
     return out
 
 
@@ -146,48 +152,61 @@ def ppl_figures(
     files = chunks(panels, MAX_PANELS)
     out = []
     for file_name, mine in zip(file_names(name, len(files), notes), files):
-        heights = [_height(data, facets) for _, data, _ in mine]
+        heights = [_height(data, named) for _, data, _, named in mine]
         fig = Figure(figsize=(9.5, sum(heights)), layout="constrained")
         axes = fig.subplots(len(mine), 1, squeeze=False, height_ratios=heights)[:, 0]
-        for ax, (title, data, gone) in zip(axes, mine):
-            shared = draw_panel(ax, data, facets, factors, gone)
-            _dress(ax, title, shared, len(_lines(data)), factors, _unit(data))
+        for ax, (title, data, gone, named) in zip(axes, mine):
+            shared = draw_panel(ax, data, named, factors, gone)
+            _dress(ax, title, shared, _lines(data), factors, _unit(data), named)
         fig.suptitle("Perplexity vs evaluation length: one line per group (mean over its seeds)", fontsize=11)
         out.append((file_name, fig))
     return out
+
+
+def _encoding_rows(data: pd.DataFrame, facets: Facets) -> list[tuple]:
+    """(title, left rows, right rows, the facets naming their lines) per facet x protocol x piece:
+    encodings without rescaling on the left, RoPE with each method on the right (None where a
+    side has fewer pieces than the other)."""
+    rows = []
+    for facet, mine in facets.split(data):
+        for protocol in sorted(mine["protocol"].unique(), key=lambda p: (p != "nonoverlapping", p)):
+            here = mine[mine["protocol"] == protocol]
+            rope = here[here["encoding"] == "rope"]
+            left = here[here["method"].isin(NATIVE)]
+            right = pd.concat([rope[rope["method"] == "none"], rope[~rope["method"].isin(NATIVE)]])
+            named = facets.among(_lines(here))
+            pieces = [pack(_lines(left)), pack(_lines(right)) if (right["method"] != "none").any() else []]
+            n = max(map(len, pieces))
+            sides = [[side[_of(side, p[i])] if i < len(p) else None for i in range(n)]
+                     for side, p in zip((left, right), pieces)]  # fmt: skip
+            rows += [(f"{panel_title(facet, i, n)} · {protocol} windows", lhs, rhs, named)
+                     for i, (lhs, rhs) in enumerate(zip(*sides))]  # fmt: skip
+    return rows
 
 
 def encodings_figures(
     summary: pd.DataFrame, facets: Facets, notes: list[str], name: str = "encodings.png"
 ) -> list[tuple[str, Figure]]:
     """``encodings.png``: trained runs; per facet x protocol, encodings without rescaling (left)
-    and RoPE with each method zero-shot (right)."""
+    and RoPE with each method zero-shot (right), a crowded pair going on in further rows."""
     data = summary[(summary["n_seeds"] > 0) & (summary["parent"].fillna("") == "")]
     if data.empty:
         return []
     factors = sorted(data["factor"].unique())
-    rows = []
-    for facet, mine in facets.split(data):
-        for protocol in sorted(mine["protocol"].unique(), key=lambda p: (p != "nonoverlapping", p)):
-            here = mine[mine["protocol"] == protocol]
-            left = here[here["method"].isin(NATIVE)]
-            right = here[(here["encoding"] == "rope") & ~here["method"].isin(NATIVE)]
-            right = pd.concat([here[(here["encoding"] == "rope") & (here["method"] == "none")], right])
-            rows.append((f"{facet or 'all groups'} · {protocol} windows", left, right if len(right) > 0 else None))
-    files = chunks(rows, 3)
+    files = chunks(_encoding_rows(data, facets), 3)
     out = []
     for file_name, mine in zip(file_names(name, len(files), notes), files):
-        cols = 2 if any(r[2] is not None and (r[2]["method"] != "none").any() for r in mine) else 1
-        heights = [max(_height(part, facets) for part in (left, right) if part is not None) for _, left, right in mine]
+        cols = 2 if any(right is not None for _, _, right, _ in mine) else 1
+        heights = [max(_height(part, named) for part in pair if part is not None) for _, *pair, named in mine]
         fig = Figure(figsize=(7.5 * cols, sum(heights)), layout="constrained")
         axes = fig.subplots(len(mine), cols, squeeze=False, height_ratios=heights)
-        for (title, left, right), row in zip(mine, axes):
-            for ax, part, what in ((row[0], left, "encodings, no rescaling"), (row[-1], right, "RoPE + rescaling")):
-                if part is None or part.empty or (cols == 1 and what.startswith("RoPE")):
-                    ax.set_visible(part is not None and not part.empty)
+        for (title, left, right, named), row in zip(mine, axes):
+            for ax, part, what in zip(row, (left, right), ("encodings, no rescaling", "RoPE + rescaling")):
+                if part is None:
+                    ax.set_visible(False)
                     continue
-                shared = draw_panel(ax, part, facets, factors)
-                _dress(ax, f"{title}: {what}", shared, len(_lines(part)), factors, _unit(part))
+                shared = draw_panel(ax, part, named, factors)
+                _dress(ax, f"{title}: {what}", shared, _lines(part), factors, _unit(part), named)
         fig.suptitle("Perplexity vs evaluation length, trained runs: one line per group (mean over its seeds)")
         out.append((file_name, fig))
     return out
@@ -212,7 +231,7 @@ def median_figure(summary: pd.DataFrame, name: str = "ppl_median_over_groups.png
     for ax, protocol in zip(fig.subplots(len(protocols), 1, squeeze=False)[:, 0], protocols):
         mine = pooled[pooled["protocol"] == protocol]
         shared = draw_panel(ax, mine, Facets(), factors, band="lowest..highest group mean")
-        _dress(ax, f"{protocol} windows", shared, len(_lines(mine)), factors, "each run's T")
+        _dress(ax, f"{protocol} windows", shared, _lines(mine), factors, "each run's T", Facets())
     fig.suptitle("Median over groups of different settings (asked for with --median-over-groups): not one model")
     return [(name, fig)]
 

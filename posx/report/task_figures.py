@@ -109,7 +109,7 @@ def _curves_figure(data: pd.DataFrame, facets: Facets, facet: str) -> Figure:
     styles = looks([(k[2], k[:3], k[3]) for k in keys], size=4.5)
     cols = min(4, len(tasks))
     rows = math.ceil(len(tasks) / cols)
-    below = legend_inches(labels, columns=min(3, len(labels)))  # the legend under the panels
+    below = legend_inches([*labels, facets.usual(keys)], columns=min(3, len(labels)))  # the legend under the panels
     fig = Figure(figsize=(3.6 * cols + 0.4, 5.2 * rows + 1.0 + below), layout="constrained")
     axes = fig.subplots(2 * rows, cols, squeeze=False)
     factors = sorted(data["factor"].unique())
@@ -141,6 +141,7 @@ def _curves_figure(data: pd.DataFrame, facets: Facets, facet: str) -> Figure:
         fig,
         [drawn[t] for t in texts],
         texts,
+        facets.usual(keys),
         loc="outside lower center",
         ncol=min(3, len(texts)),
         fontsize=8,
@@ -193,9 +194,10 @@ def plot_niah_heatmaps(
     panels = []
     for facet, mine in facets.split(cells.assign(parent="")):
         keys = _keys(mine)
+        usual = facets.usual(keys)  # what a panel's label leaves unsaid, said on each
         for key, label in zip(keys, line_labels(facets, keys)):
             at = (mine["group"].astype(str) == key[0]) & (mine["encoding"] == key[2]) & (mine["method"] == key[3])
-            panels.append((" · ".join(p for p in (facet, label) if p), mine[at]))
+            panels.append((" · ".join(p for p in (facet, label, usual) if p), mine[at]))
     files = chunks(panels, HEATMAP_PANELS)
     shape = (sorted(cells["factor"].unique()), sorted(cells["depth_lo"].unique()))
     return {
