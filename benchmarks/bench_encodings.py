@@ -49,12 +49,11 @@ import torch
 from omegaconf import OmegaConf
 
 from benchmarks.harness import interleaved, repeat, stepper, summary
-from posx.data.corpus import VOCAB_SIZE
 from posx.eval.extrapolate import window_nll
 from posx.model.encodings import ENCODINGS
 from posx.model.gpt import GPT
 from posx.model.spec import ModelSpec
-from posx.schema import Config
+from posx.schema import BYTES, Config
 
 REPO = Path(__file__).resolve().parents[1]  # where ``python -m benchmarks.bench_encodings`` runs
 
@@ -92,7 +91,7 @@ def train_throughput(args) -> dict[str, dict]:
     for name, (pos, overrides) in cases.items():
         cfg = config(pos, args, overrides)
         torch.manual_seed(0)
-        model = GPT(ModelSpec.from_config(cfg, VOCAB_SIZE)).to(device).train()
+        model = GPT(ModelSpec.from_config(cfg, BYTES)).to(device).train()
         steps[name] = stepper(model, cfg, x[:, :-1], x[:, 1:], device)
     interleaved(steps, 2, device, order="fixed")  # warm-up: first-call allocations and kernel choice
     cases = {pos: partial(repeat, step, args.steps) for pos, step in steps.items()}
@@ -126,7 +125,7 @@ def memory_case(pos: str, factor: int, args) -> dict:
     device = torch.device(args.device)
     cfg = config(pos, args)
     torch.manual_seed(0)
-    model = GPT(ModelSpec.from_config(cfg, VOCAB_SIZE)).to(device).eval()
+    model = GPT(ModelSpec.from_config(cfg, BYTES)).to(device).eval()
     if pos == "absolute":
         model.pos.set_beyond("clamp")
     L = factor * args.context

@@ -21,11 +21,11 @@ from omegaconf import OmegaConf
 from benchmarks.harness import interleaved
 from posx.config.compose import compose
 from posx.data import store
-from posx.data.corpus import VOCAB_SIZE
 from posx.eval.extrapolate import evaluate
 from posx.model.gpt import GPT
 from posx.model.spec import ModelSpec
 from posx.runs.records import RunMeta
+from posx.schema import BYTES
 
 # Passkey off means the task suite off too: its default, [passkey], scores the prompt trials itself
 # when passkey.csv is not written.
@@ -59,7 +59,7 @@ def main() -> None:
     args = parser.parse_args()
     base = compose(["device=cpu", *args.overrides])
     torch.manual_seed(0)
-    model = GPT(ModelSpec.from_config(base, VOCAB_SIZE)).eval()
+    model = GPT(ModelSpec.from_config(base, BYTES)).eval()
     meta = RunMeta(model.config, base.train.context_length, {}, 0)
     val = store.load(base.data, base.data.cache_dir).val
     print(

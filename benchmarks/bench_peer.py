@@ -53,12 +53,11 @@ from benchmarks.harness import interleaved, speedups, synchronize, to_equal_loss
 from posx.core.device import bf16_peak_flops, use_tf32
 from posx.data import corpus as data_mod
 from posx.data import store
-from posx.data.corpus import VOCAB_SIZE
 from posx.eval import scoring
 from posx.model.gpt import GPT, lm_loss
 from posx.model.rescale import method_frequencies, rescaled
 from posx.model.spec import ModelSpec
-from posx.schema import Config
+from posx.schema import BYTES, Config
 from posx.train.compiling import decide_compile
 from posx.train.steps import lr_at, set_lr, train_step
 
@@ -94,7 +93,7 @@ def llama_config(cfg, hidden: int, rope_type: str = "default", factor: float = 1
     if rope_type == "yarn":
         rope["original_max_position_embeddings"] = T
     return LlamaConfig(
-        vocab_size=data_mod.VOCAB_SIZE,
+        vocab_size=BYTES,
         hidden_size=m.d_model,
         intermediate_size=hidden,
         num_hidden_layers=m.n_layer,
@@ -309,7 +308,7 @@ def both_models(cfg, seed: int, device: torch.device) -> tuple[GPT, LlamaForCaus
     """posx's model and the Llama of its size, each initialised from ``seed``, and the Llama's
     SwiGLU hidden size."""
     torch.manual_seed(seed)
-    posx_model = GPT(ModelSpec.from_config(cfg, VOCAB_SIZE)).to(device)
+    posx_model = GPT(ModelSpec.from_config(cfg, BYTES)).to(device)
     torch.manual_seed(seed)
     hf, hidden = matched_llama(cfg, posx_model.num_params())
     return posx_model, hf.to(device), hidden

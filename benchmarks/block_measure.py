@@ -35,10 +35,10 @@ import torch
 
 from benchmarks.harness import interleaved, posx, repeat, speedups, stepper
 from posx.config.compose import compose
-from posx.data.corpus import VOCAB_SIZE
 from posx.model.gpt import GPT
 from posx.model.spec import ModelSpec
 from posx.runs.rundir import load_run
+from posx.schema import BYTES
 
 METHODS = "none,pi,ntk,dynamic_ntk,yarn,dynamic_yarn,ntk_by_parts,abf,llama3,longrope"
 PRESETS = {"gpt2": "tiny", "llama": "llama_tiny"}
@@ -56,7 +56,7 @@ def throughput(rounds: int, steps: int) -> list[dict]:
     for block, preset in PRESETS.items():
         cfg = compose([f"model={preset}"])
         torch.manual_seed(0)
-        model = GPT(ModelSpec.from_config(cfg, VOCAB_SIZE)).train()
+        model = GPT(ModelSpec.from_config(cfg, BYTES)).train()
         B, T = cfg.train.batch_size, cfg.train.context_length
         x = torch.randint(0, 256, (B, T + 1), generator=torch.Generator().manual_seed(0))  # (B, T + 1)
         cases[block] = stepper(model, cfg, x[:, :-1], x[:, 1:], device)

@@ -23,10 +23,9 @@ import torch
 from omegaconf import OmegaConf
 
 from benchmarks.harness import interleaved, speedups
-from posx.data.corpus import VOCAB_SIZE
 from posx.model.gpt import GPT
 from posx.model.spec import ModelSpec
-from posx.schema import Config
+from posx.schema import BYTES, Config
 from posx.train.steps import make_optimizer, train_step
 
 SIZES = {"quick": (2, 4, 64, 64), "tiny": (4, 4, 128, 128)}  # n_layer, n_head, d_model, T
@@ -58,11 +57,11 @@ def stepper(model, cfg, fwd, x, y, forward_only: bool):
 def measure(block: str, size: str, args) -> dict:
     cfg = case_config(block, size, args.batch_size)
     torch.manual_seed(0)
-    eager = GPT(ModelSpec.from_config(cfg, VOCAB_SIZE))
+    eager = GPT(ModelSpec.from_config(cfg, BYTES))
     other = copy.deepcopy(eager)
     T = cfg.train.context_length
-    x = torch.randint(0, VOCAB_SIZE, (args.batch_size, T))
-    y = torch.randint(0, VOCAB_SIZE, (args.batch_size, T))
+    x = torch.randint(0, BYTES, (args.batch_size, T))
+    y = torch.randint(0, BYTES, (args.batch_size, T))
     cases = {
         "eager": stepper(eager, cfg, eager, x, y, args.forward),
         "compiled": stepper(other, cfg, torch.compile(other), x, y, args.forward),

@@ -174,6 +174,9 @@ class TaskOptions:
         return None
 
 
+BYTES = 256  # the byte tokenizer's vocabulary: one id per byte value
+
+
 @dataclass
 class DataConfig:
     source: Source = Source.stdlib  # stdlib: the interpreter's own .py files; text: data.path; datasets: HF datasets
@@ -200,10 +203,10 @@ class DataConfig:
     mix_loss: MixLoss = MixLoss.all  # task_mix: all: every token of a task sequence; answers: its answer tokens only
 
     def check(self, at: str = "") -> Optional[str]:
-        if self.tokenizer == "bpe" and self.vocab_size < 257:
+        if self.tokenizer == "bpe" and self.vocab_size < BYTES + 1:
             return (
-                f"{at}vocab_size={self.vocab_size} is smaller than the byte alphabet of a byte-level BPE (256 bytes "
-                f"+ 1 end-of-document token); set {at}vocab_size to at least 257"
+                f"{at}vocab_size={self.vocab_size} is smaller than the byte alphabet of a byte-level BPE "
+                f"({BYTES} bytes + 1 end-of-document token); set {at}vocab_size to at least {BYTES + 1}"
             )
         if self.task_mix and not self.mix_tasks:
             return f"{at}mix_tasks is empty; name the tasks to mix in, or set {at}task_mix=0"

@@ -37,12 +37,12 @@ import torch
 from safetensors.torch import load_file
 
 from posx.config.resume import saved_config
-from posx.data.corpus import VOCAB_SIZE
 from posx.eval.tables import TABLE_COLUMNS, read_table
 from posx.model.gpt import GPT
 from posx.model.spec import ModelSpec
 from posx.runs import checkpoint, resumable
 from posx.runs.rundir import load_run
+from posx.schema import BYTES
 from posx.train.steps import make_optimizer
 
 REPORT_FILES = {"summary.csv", "summary.md", "missing.csv"}
@@ -86,7 +86,7 @@ def check_loadable(run_dir: Path) -> int:
         load_run(run_dir)
     if not resumable.exists(run_dir):
         return 0
-    model = GPT(ModelSpec.from_config(cfg, VOCAB_SIZE))
+    model = GPT(ModelSpec.from_config(cfg, BYTES))
     optimizer = make_optimizer(model, cfg, torch.device("cpu"))
     state = checkpoint.load(run_dir, model, optimizer, torch.Generator(), "cpu")
     assert len(state.metrics) == state.step, (len(state.metrics), state.step)

@@ -11,10 +11,10 @@ import torch
 pytest.importorskip("transformers")
 
 from benchmarks import bench_peer, step_split  # the repository root is on pytest's pythonpath (pyproject.toml)
-from posx.data.corpus import VOCAB_SIZE
 from posx.model.gpt import GPT
 from posx.model.rescale import method_frequencies
 from posx.model.spec import ModelSpec
+from posx.schema import BYTES
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +29,7 @@ def args(model: str, context: int):
 @pytest.mark.parametrize("preset,context", [("tiny", 128), pytest.param("small", 512, marks=pytest.mark.slow)])
 def test_llama_matches_posx_within_one_percent(bench, preset, context):
     cfg = bench.run_config(args(preset, context))
-    posx = GPT(ModelSpec.from_config(cfg, VOCAB_SIZE))
+    posx = GPT(ModelSpec.from_config(cfg, BYTES))
     hf, _ = bench.matched_llama(cfg, posx.num_params())
     c = hf.config
     assert (c.hidden_size, c.num_hidden_layers, c.num_attention_heads) == (
@@ -57,7 +57,7 @@ def test_step_split_gives_every_op_one_part_on_both_sides(bench, block):
     a = args("tiny", 32)
     a.block = block
     cfg = bench.run_config(a)
-    posx = GPT(ModelSpec.from_config(cfg, VOCAB_SIZE))
+    posx = GPT(ModelSpec.from_config(cfg, BYTES))
     hf, _ = bench.matched_llama(cfg, posx.num_params())
     x = torch.randint(0, 256, (2, 32))
     for model, call in ((posx, posx), (hf, bench.Logits(hf))):

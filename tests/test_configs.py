@@ -10,10 +10,9 @@ from omegaconf import OmegaConf
 from posx.config.checks import check_config
 from posx.config.compose import compose, config_dir
 from posx.core.errors import PosxError
-from posx.data.corpus import VOCAB_SIZE
 from posx.model.gpt import GPT
 from posx.model.spec import ModelSpec
-from posx.schema import Config, ExtendRootConfig
+from posx.schema import BYTES, Config, ExtendRootConfig
 
 GROUPS = ["model", "pos", "data", "train", "eval", "logger"]
 
@@ -38,7 +37,7 @@ def test_every_experiment_composes(experiment):
 
 
 def test_small_preset_is_tens_of_millions_of_parameters():
-    n = GPT(ModelSpec.from_config(compose(["experiment=gpu_small"]), VOCAB_SIZE)).num_params()
+    n = GPT(ModelSpec.from_config(compose(["experiment=gpu_small"]), BYTES)).num_params()
     assert 10e6 < n < 100e6
 
 

@@ -13,12 +13,12 @@ from hydra import compose, initialize_config_dir
 from posx.config.applies import SET_BY_EXTEND, key_of
 from posx.config.compose import config_dir, register_configs
 from posx.core.errors import PosxError
-from posx.data.corpus import VOCAB_SIZE
 from posx.model import blocks
 from posx.model.encodings import ENCODINGS
 from posx.model.gpt import GPT
 from posx.model.spec import ModelSpec
 from posx.runs.rundir import load_run
+from posx.schema import BYTES
 
 from conftest import REPO, run_posx
 from helpers.model import spec
@@ -85,9 +85,9 @@ def _compose(*overrides: str):
 
 @pytest.mark.parametrize("llama, gpt2", [("llama_tiny", "tiny"), ("llama_small", "small")])
 def test_llama_presets_match_the_gpt2_presets_in_size(llama, gpt2):
-    a = GPT(ModelSpec.from_config(_compose(f"model={llama}"), VOCAB_SIZE)).num_params()
-    b = GPT(ModelSpec.from_config(_compose(f"model={gpt2}"), VOCAB_SIZE)).num_params()
-    assert ModelSpec.from_config(_compose(f"model={llama}"), VOCAB_SIZE).model.block == "llama"
+    a = GPT(ModelSpec.from_config(_compose(f"model={llama}"), BYTES)).num_params()
+    b = GPT(ModelSpec.from_config(_compose(f"model={gpt2}"), BYTES)).num_params()
+    assert ModelSpec.from_config(_compose(f"model={llama}"), BYTES).model.block == "llama"
     assert abs(a - b) / b < 0.01
 
 

@@ -23,10 +23,10 @@ from posx.config.compose import compose, to_yaml
 from posx.config.resume import differences, resume_config, saved_config
 from posx.core.errors import PosxError, Preempted
 from posx.core.progress import Reporter
-from posx.data.corpus import VOCAB_SIZE
 from posx.model.gpt import GPT
 from posx.model.spec import ModelSpec
 from posx.runs import checkpoint, resumable
+from posx.schema import BYTES
 from posx.train.loop import train
 from posx.train.state import Fresh, Resume
 from posx.train.steps import make_optimizer
@@ -91,7 +91,7 @@ def test_checkpoint_restores_optimizer_and_rng_exactly(tmp_path, text_corpus):
     run = tmp_path / "run"
     run.mkdir()
     train(cfg, run, Fresh())
-    model = GPT(ModelSpec.from_config(cfg, VOCAB_SIZE))
+    model = GPT(ModelSpec.from_config(cfg, BYTES))
     opt = make_optimizer(model, cfg, torch.device("cpu"))
     gen = torch.Generator()
     state = checkpoint.load(run, model, opt, gen)
@@ -119,7 +119,7 @@ def test_a_corrupt_checkpoint_file_is_refused(tmp_path, text_corpus):
     blob = bytearray(target.read_bytes())
     blob[-5] ^= 0xFF  # one flipped bit inside tensor data: safetensors itself would not notice
     target.write_bytes(bytes(blob))
-    model = GPT(ModelSpec.from_config(cfg, VOCAB_SIZE))
+    model = GPT(ModelSpec.from_config(cfg, BYTES))
     with pytest.raises(PosxError, match="optimizer.safetensors is missing or corrupt"):
         checkpoint.load(run, model, make_optimizer(model, cfg, torch.device("cpu")), torch.Generator())
 
@@ -200,7 +200,7 @@ def test_disk_full_on_a_real_tiny_filesystem(tmp_path, text_corpus):
         run.mkdir()
         with pytest.raises(PosxError, match=r"disk full .*step-4 checkpoint.*\(step 2\) is intact"):
             train(cfg, run, Fresh())
-        model = GPT(ModelSpec.from_config(cfg, VOCAB_SIZE))
+        model = GPT(ModelSpec.from_config(cfg, BYTES))
         assert checkpoint.load(run, model, make_optimizer(model, cfg, torch.device("cpu")), torch.Generator()).step == 2
     finally:
         subprocess.run(["umount", str(mount)], check=False)
@@ -225,7 +225,7 @@ def test_nonfinite_loss_names_the_step_and_keeps_the_last_good_checkpoint(tmp_pa
     with pytest.raises(PosxError, match=r"training loss is nan at step 4; the last good checkpoint \(step 3\)"):
         train(cfg, run, Fresh())
     monkeypatch.undo()
-    model = GPT(ModelSpec.from_config(cfg, VOCAB_SIZE))
+    model = GPT(ModelSpec.from_config(cfg, BYTES))
     assert checkpoint.load(run, model, make_optimizer(model, cfg, torch.device("cpu")), torch.Generator()).step == 3
     assert all(torch.isfinite(p).all() for p in model.parameters())
 
@@ -241,7 +241,7 @@ def test_nonfinite_loss_through_the_cli_exits_nonzero_and_keeps_the_run(tmp_path
     step = resumable.latest_step(run)
     if step is not None:  # a checkpoint made before the blow-up stays, and it loads
         cfg = saved_config(run)
-        model = GPT(ModelSpec.from_config(cfg, VOCAB_SIZE))
+        model = GPT(ModelSpec.from_config(cfg, BYTES))
         checkpoint.load(run, model, make_optimizer(model, cfg, torch.device("cpu")), torch.Generator())
 
 

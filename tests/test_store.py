@@ -14,6 +14,7 @@ from rich.console import Console
 from posx.core.errors import PosxError
 from posx.data import corpus as data
 from posx.data import hfdatasets, sources, splitfiles, store
+from posx.schema import BYTES
 from tests.test_tokenizer import HARD
 
 PREMOVE = Path(__file__).resolve().parent / "fixtures" / "premove"
@@ -68,7 +69,7 @@ def test_byte_store_holds_the_byte_corpus(tmp_path, layout):
     assert fp["sha256"] == hashlib.sha256(train + val).hexdigest()
     assert (fp["train_bytes"], fp["val_bytes"], fp["tokens"]) == (len(train), len(val), len(train) + len(val))
     assert fp["split"] == ("bytes" if layout == "one-file" else "files")
-    assert fp["tokenizer"]["kind"] == "byte" and fp["tokenizer"]["vocab_size"] == data.VOCAB_SIZE
+    assert fp["tokenizer"]["kind"] == "byte" and fp["tokenizer"]["vocab_size"] == BYTES
 
 
 def test_byte_store_holds_the_bytes_old_runs_trained_on(tmp_path):

@@ -11,8 +11,6 @@ import torch
 
 from posx.core.errors import PosxError
 
-VOCAB_SIZE = 256  # the byte tokenizer's vocabulary
-
 
 def require_tokens(tokens: torch.Tensor, needed: int, what: str) -> None:
     """Raise PosxError when ``tokens`` holds fewer than ``needed`` tokens."""

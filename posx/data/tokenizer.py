@@ -40,7 +40,7 @@ from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import decoders, models, pre_tokenizers, trainers
 
 from posx.core.errors import PosxError
-from posx.data.corpus import VOCAB_SIZE
+from posx.schema import BYTES
 
 BYTE, BPE, FILE = "byte", "bpe", "file"  # a tokenizer's kind, as a store's fingerprint records it
 EOD = "<|endoftext|>"
@@ -129,7 +129,7 @@ def pieces(text: str, size: int) -> list[str]:
 
 
 def byte_tokenizer() -> Tokenizer:
-    return Tokenizer(BYTE, VOCAB_SIZE, None, hashlib.sha256(b"posx byte tokenizer").hexdigest())
+    return Tokenizer(BYTE, BYTES, None, hashlib.sha256(b"posx byte tokenizer").hexdigest())
 
 
 def dtype_for(vocab_size: int) -> np.dtype:

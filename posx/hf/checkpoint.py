@@ -44,7 +44,6 @@ from posx.core.device import pick_device, set_threads
 from posx.core.errors import PosxError
 from posx.data import store
 from posx.data import tokenizer as tok_mod
-from posx.data.corpus import VOCAB_SIZE
 from posx.eval.extrapolate import evaluate
 from posx.eval.run import show
 from posx.eval.tables import Evaluation, write_tables
@@ -53,7 +52,7 @@ from posx.hf.export import require_transformers
 from posx.model.gpt import lm_loss
 from posx.model.spec import ModelSpec
 from posx.runs.records import RunMeta
-from posx.schema import ModelConfig, PosConfig
+from posx.schema import BYTES, ModelConfig, PosConfig
 
 # One evaluation batch's logits at most, counted at 4 bytes a value: with a large vocabulary
 # (e.g. 128k) eval.batch_tokens' default would otherwise make (B, L, vocab) logits of gigabytes.
@@ -238,10 +237,10 @@ def checkpoint_tokenizer(model_dir: Path, vocab_size: int, cache_dir: str | Path
     except (OSError, ValueError, KeyError, TypeError):
         tok = None
     if tok is None or tok.encode(PROBE, add_special_tokens=False) == list(PROBE.encode()):
-        if vocab_size < VOCAB_SIZE:
+        if vocab_size < BYTES:
             raise PosxError(
                 f"{model_dir} has no tokenizer posx can load and a vocabulary of {vocab_size}, "
-                f"fewer than posx's {VOCAB_SIZE} bytes; add its tokenizer files"
+                f"fewer than posx's {BYTES} bytes; add its tokenizer files"
             )
         return tok_mod.BYTE
     if not tok.is_fast:

@@ -6,12 +6,12 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields, replace
 
 from posx.fieldtypes import like
-from posx.schema import DataConfig, ModelConfig, PosConfig
+from posx.schema import BYTES, DataConfig, ModelConfig, PosConfig
 
 
 @dataclass(kw_only=True)
 class ModelSpec:
-    vocab_size: int = like(DataConfig, "vocab_size", 256)  # the tokenizer's ids (256: bytes)
+    vocab_size: int = like(DataConfig, "vocab_size", BYTES)  # the tokenizer's ids
     model: ModelConfig  # the transformer, as the config's model.* keys
     pos: PosConfig  # the positional encoding, as the config's pos.* keys
 
