@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from posx.report import palette, task_figures
+from posx.report import output, palette, plots, task_figures
 from posx.report.facets import MAX_FILES, MAX_LINES, MAX_PANELS, Facets, facets_of, file_names
 from posx.report.looks import looks
 from posx.report.plots import draw_all
@@ -152,6 +152,20 @@ def test_a_crowded_method_panel_goes_on_in_rows_and_keeps_each_group_whole():
     assert len(right) == 2 and all(len(drawn(ax)) <= MAX_LINES for ax in right)
     assert sum(len(drawn(ax)) for ax in right) == 24 and not groups[0] & groups[1]  # no group split over two panels
     assert "lines 2 of 2 panels" in right[1].get_title().replace("\n", " ")
+
+
+def test_a_crowded_training_figure_goes_on_in_further_rows(tmp_path, monkeypatch):
+    groups = [f"steps={k}" for k in range(MAX_LINES + 3)]
+    identities = {(g, "", "rope"): ident("rope", steps=str(k)) for k, g in enumerate(groups)}
+    training = pd.DataFrame([{"group": g, "parent": "", "encoding": "rope", "step": step, "train_loss": 3 - step / 100,
+                              "train_std": 0.1, "val_loss": 3 - step / 90, "val_std": 0.1}
+                             for g in groups for step in (0, 50, 100)])  # fmt: skip
+    saved = []
+    monkeypatch.setattr(output, "save", lambda fig, path, formats=(): saved.append(fig) or path)
+    plots.plot_training(training, tmp_path, facets_of(identities), [])
+    [fig] = saved
+    assert [len(drawn(ax)) for ax in fig.axes] == [MAX_LINES, MAX_LINES, 3, 3]  # (training | validation) per row
+    assert "lines 2 of 2 panels" in fig.axes[2].get_title()
 
 
 def test_no_two_lines_of_a_panel_look_alike():

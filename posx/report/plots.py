@@ -8,7 +8,8 @@ straight to PNG: no pyplot, no backend switch, no display needed).
 * ``passkey.png`` (here): passkey exact-match accuracy (mean ± std over seeds as error bars) and
   key NLL by evaluation length, one column per variant, one file per facet;
 * ``training.png`` (here): training and validation loss by step from the runs' metrics.csv, per
-  facet a row of two panels, one line per group (mean over its runs, band ± std over them);
+  facet a row of two panels (more rows past ``MAX_LINES`` groups), one line per group (mean over
+  its runs, band ± std over them);
 * the task suite: ``posx.report.task_figures``; extension.png: ``posx.report.extension``.
 
 No figure pools groups (``posx.report.facets``): groups that differ in T, model size, block or
@@ -29,7 +30,17 @@ from matplotlib.figure import Figure
 
 from posx.report import output, position_figures, ppl_figures, task_figures
 from posx.report.axes import factor_axis, legend_order
-from posx.report.facets import Facets, band_name, chunks, file_names, legend_texts, line_labels, rows_of
+from posx.report.facets import (
+    Facets,
+    band_name,
+    chunks,
+    file_names,
+    legend_texts,
+    line_labels,
+    pack,
+    panel_title,
+    rows_of,
+)
 from posx.report.looks import looks
 from posx.report.output import FORMATS
 from posx.report.palette import dodge, dodge_note, legend, legend_inches
@@ -110,17 +121,30 @@ def plot_training(
     """``training.png``: per facet a row (training loss | validation loss), one line per group."""
     if training.empty:
         return {}
-    rows = chunks(facets.split(training.assign(parent=training["parent"].fillna(""))), 3)
+    rows = chunks(_training_rows(training.assign(parent=training["parent"].fillna("")), facets), 3)
     drawn = {}
     for name, mine in zip(file_names("training.png", len(rows), notes), rows):
-        heights = [max(4.4, legend_inches(legend_texts(facets, _training_keys(data))) + 1.0) for _, data in mine]
+        heights = [max(4.4, legend_inches(legend_texts(named, _training_keys(data))) + 1.0) for _, data, named in mine]
         fig = Figure(figsize=(13, sum(heights)), layout="constrained")
         axes = fig.subplots(len(mine), 2, squeeze=False, height_ratios=heights)
-        for (facet, data), pair in zip(mine, axes):
-            _training_row(pair, data, facets, facet)
+        for (title, data, named), pair in zip(mine, axes):
+            _training_row(pair, data, named, title)
         fig.suptitle("Training curves (metrics.csv): one line per group, mean over its runs, band ± std over them")
         drawn[name] = output.save(fig, out_dir / name, formats)
     return drawn
+
+
+def _training_rows(training: pd.DataFrame, facets: Facets) -> list[tuple[str, pd.DataFrame, Facets]]:
+    """(title, rows, the facets naming its lines) per facet x piece of at most MAX_LINES groups."""
+    out = []
+    for facet, data in facets.split(training):
+        keys = _training_keys(data)
+        pieces = pack(keys)
+        lines = pd.MultiIndex.from_frame(data[TRAINING_LINE].astype(str))
+        for i, piece in enumerate(pieces):
+            mine = data[lines.isin([k[:3] for k in piece])]
+            out.append((panel_title(facet, i, len(pieces)), mine, facets.among(keys)))
+    return out
 
 
 def _training_keys(data: pd.DataFrame) -> list[tuple]:
@@ -134,7 +158,7 @@ def _training_labels(data: pd.DataFrame, facets: Facets) -> tuple[list[tuple], l
     return [k[:3] for k in keys], [label.replace(" · none", "", 1) for label in line_labels(facets, keys)]
 
 
-def _training_row(pair, data: pd.DataFrame, facets: Facets, facet: str) -> None:
+def _training_row(pair, data: pd.DataFrame, facets: Facets, title: str) -> None:
     keys, labels = _training_labels(data, facets)
     for key, label, look in zip(keys, labels, looks([(k[2], k, "none") for k in keys])):
         g = rows_of(data, TRAINING_LINE, key).sort_values("step")
@@ -149,7 +173,7 @@ def _training_row(pair, data: pd.DataFrame, facets: Facets, facet: str) -> None:
     for ax, what in zip(pair, ("training loss", "validation loss")):
         ax.set_xlabel("optimizer step")
         ax.set_ylabel(f"{what} (nats per token)")
-        ax.set_title(f"{facet or 'all groups'}: {what}", fontsize=10)
+        ax.set_title(f"{title}: {what}", fontsize=10)
         ax.grid(True, alpha=0.3)
     handles, labels = pair[1].get_legend_handles_labels()
     legend(pair[1], handles, labels, facets.usual(keys), loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
