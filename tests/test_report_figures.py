@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from posx.report import output, palette, plots, task_figures
+from posx.report import output, palette, plots, position_figures, task_figures
 from posx.report.facets import MAX_FILES, MAX_LINES, MAX_PANELS, Facets, facets_of, file_names
 from posx.report.looks import looks
 from posx.report.plots import draw_all
@@ -166,6 +166,19 @@ def test_a_crowded_training_figure_goes_on_in_further_rows(tmp_path, monkeypatch
     [fig] = saved
     assert [len(drawn(ax)) for ax in fig.axes] == [MAX_LINES, MAX_LINES, 3, 3]  # (training | validation) per row
     assert "lines 2 of 2 panels" in fig.axes[2].get_title()
+
+
+def test_a_crowded_positions_by_encoding_row_goes_on_in_further_rows(tmp_path, monkeypatch):
+    summary, facets = variants()
+    lines = summary.drop_duplicates(["group", "encoding", "method"])[["group", "encoding", "method"]]
+    cells = pd.concat([lines.assign(x=x / 4, nll=1.0 + x, nll_std=0.1, n=1) for x in range(1, 9)])
+    cells = cells.assign(parent="", protocol="nonoverlapping", factor=4.0)
+    saved = []
+    monkeypatch.setattr(output, "save", lambda fig, path, formats=(): saved.append(fig) or path)
+    position_figures.plot_position_encodings(cells, 4.0, tmp_path, 1, facets, [])
+    [fig] = saved
+    right = [ax for ax in fig.axes if drawn(ax) and "RoPE + rescaling" in ax.get_title().replace("\n", " ")]
+    assert len(right) == 2 and [len(drawn(ax)) for ax in right] == [MAX_LINES, 24 - MAX_LINES]
 
 
 def test_no_two_lines_of_a_panel_look_alike():

@@ -139,6 +139,24 @@ def pack(lines: list[tuple], size: int = MAX_LINES) -> list[list[tuple]]:
     return pieces
 
 
+def pair_pieces(left: pd.DataFrame, right: pd.DataFrame, order) -> list[tuple]:
+    """The two sides of a figure's row (encodings | RoPE methods), each cut into pieces of at most
+    ``MAX_LINES`` lines (``pack``; ``order(side)`` lists a side's lines, keyed by ``LINE`` +
+    method), as (left piece, right piece) rows; None where a side has fewer pieces than the other."""
+    pieces = [pack(order(side)) if not side.empty else [] for side in (left, right)]
+    n = max(map(len, pieces))
+    return [
+        tuple(_with_lines(side, cut[i]) if i < len(cut) else None for side, cut in zip((left, right), pieces))
+        for i in range(n)
+    ]
+
+
+def _with_lines(data: pd.DataFrame, lines: list[tuple]) -> pd.DataFrame:
+    """The rows of ``data`` on ``lines`` (``LINE`` + method, as text; a missing value as "")."""
+    keys = pd.MultiIndex.from_frame(data[[*LINE, "method"]].fillna("").astype(str))
+    return data[keys.isin([tuple(line) for line in lines])]
+
+
 def chunks(items: list, size: int) -> list[list]:
     """``items`` in consecutive pieces of at most ``size``."""
     return [items[i : i + size] for i in range(0, len(items), size)] or [[]]

@@ -23,7 +23,18 @@ from matplotlib.figure import Figure
 
 from posx.report import output
 from posx.report.axes import legend_order
-from posx.report.facets import MAX_PANELS, Facets, band_name, chunks, file_names, legend_texts, line_labels, rows_of
+from posx.report.facets import (
+    MAX_PANELS,
+    Facets,
+    band_name,
+    chunks,
+    file_names,
+    legend_texts,
+    line_labels,
+    pair_pieces,
+    panel_title,
+    rows_of,
+)
 from posx.report.looks import looks
 from posx.report.palette import NATIVE, legend, legend_inches, stagger, wrap
 
@@ -161,23 +172,24 @@ def plot_position_encodings(
     data, shorter = longest_per_line(data, LINE, factor)
     notes.extend(f"`positions_by_encoding.png`: {said}" for said in shorter)
     data = _smoothed(data[[*LINE, "x", "nll", "nll_std", "n"]].sort_values([*LINE, "x"]), smooth)
-    rows = [(f, mine) for f, mine in facets.split(data)]
+    rows = []
+    for facet, part in facets.split(data):
+        pairs = pair_pieces(part[part["method"].isin(NATIVE)], part[part["encoding"] == "rope"], _keys)
+        rows += [(panel_title(facet, i, len(pairs)), *pair, facets.among(_keys(part))) for i, pair in enumerate(pairs)]
     files = chunks(rows, 3)
     drawn = {}
     for name, mine in zip(file_names("positions_by_encoding.png", len(files), notes), files):
-        heights = [4.2 + legend_inches(legend_texts(facets, _keys(part))) for _, part in mine]
+        heights = [4.2 + max(legend_inches(legend_texts(named, _keys(p))) for p in pair if p is not None)
+                   for _, *pair, named in mine]  # fmt: skip
         fig = Figure(figsize=(12, sum(heights)), layout="constrained")
         axes = fig.subplots(len(mine), 2, squeeze=False, height_ratios=heights)
-        for (facet, part), row in zip(mine, axes):
-            left = part[part["method"].isin(NATIVE)]
-            right = part[part["encoding"] == "rope"]
+        for (where, left, right, named), row in zip(mine, axes):
             for ax, lines, what in ((row[0], left, "encodings, no rescaling"), (row[1], right, "RoPE + rescaling")):
-                if lines.empty:
+                if lines is None:
                     ax.set_visible(False)
                     continue
-                shared = draw_lines(ax, lines, facets)
-                title = f"{facet or 'all groups'}: {what}, windows of {factor:g} x T{_band(shared)}"
-                ax.set_title(wrap(title, 70), fontsize=9)
+                shared = draw_lines(ax, lines, named)
+                ax.set_title(wrap(f"{where}: {what}, windows of {factor:g} x T{_band(shared)}", 70), fontsize=9)
         smoothed = f", moving mean over {smooth} buckets" if smooth > 1 else ""
         fig.suptitle(f"Loss by token position, trained runs: one line per group, mean over its seeds{smoothed}")
         drawn[name] = output.save(fig, out_dir / name, formats)

@@ -42,6 +42,7 @@ from posx.report.facets import (
     legend_texts,
     line_labels,
     pack,
+    pair_pieces,
     panel_title,
 )
 from posx.report.looks import looks
@@ -175,12 +176,9 @@ def _encoding_rows(data: pd.DataFrame, facets: Facets) -> list[tuple]:
             left = here[here["method"].isin(NATIVE)]
             right = pd.concat([rope[rope["method"] == "none"], rope[~rope["method"].isin(NATIVE)]])
             named = facets.among(_lines(here))
-            pieces = [pack(_lines(left)), pack(_lines(right)) if (right["method"] != "none").any() else []]
-            n = max(map(len, pieces))
-            sides = [[side[_of(side, p[i])] if i < len(p) else None for i in range(n)]
-                     for side, p in zip((left, right), pieces)]  # fmt: skip
-            rows += [(f"{panel_title(facet, i, n)} · {protocol} windows", lhs, rhs, named)
-                     for i, (lhs, rhs) in enumerate(zip(*sides))]  # fmt: skip
+            pairs = pair_pieces(left, right if (right["method"] != "none").any() else right.iloc[:0], _lines)
+            rows += [(f"{panel_title(facet, i, len(pairs))} · {protocol} windows", *pair, named)
+                     for i, pair in enumerate(pairs)]  # fmt: skip
     return rows
 
 
