@@ -179,6 +179,12 @@ def test_a_crowded_positions_by_encoding_row_goes_on_in_further_rows(tmp_path, m
     [fig] = saved
     right = [ax for ax in fig.axes if drawn(ax) and "RoPE + rescaling" in ax.get_title().replace("\n", " ")]
     assert len(right) == 2 and [len(drawn(ax)) for ax in right] == [MAX_LINES, 24 - MAX_LINES]
+    methods = [f"m{k}" for k in range(MAX_LINES + 5)]  # one group evaluated with many methods: positions.png
+    one = pd.concat([cells[cells["group"] == "g0"].drop_duplicates("x").assign(method=m) for m in methods])
+    position_figures.plot_positions(one, tmp_path, 4.0, 1, facets, [])
+    panels = [ax for ax in saved[-1].axes if drawn(ax)]
+    assert [len(drawn(ax)) for ax in panels] == [MAX_LINES, 5]
+    assert "lines 2 of 2 panels" in panels[1].get_title().replace("\n", " ")
 
 
 def test_no_two_lines_of_a_panel_look_alike():

@@ -146,12 +146,12 @@ def pair_pieces(left: pd.DataFrame, right: pd.DataFrame, order) -> list[tuple]:
     pieces = [pack(order(side)) if not side.empty else [] for side in (left, right)]
     n = max(map(len, pieces))
     return [
-        tuple(_with_lines(side, cut[i]) if i < len(cut) else None for side, cut in zip((left, right), pieces))
+        tuple(rows_on(side, cut[i]) if i < len(cut) else None for side, cut in zip((left, right), pieces))
         for i in range(n)
     ]
 
 
-def _with_lines(data: pd.DataFrame, lines: list[tuple]) -> pd.DataFrame:
+def rows_on(data: pd.DataFrame, lines: list[tuple]) -> pd.DataFrame:
     """The rows of ``data`` on ``lines`` (``LINE`` + method, as text; a missing value as "")."""
     keys = pd.MultiIndex.from_frame(data[[*LINE, "method"]].fillna("").astype(str))
     return data[keys.isin([tuple(line) for line in lines])]

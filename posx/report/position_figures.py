@@ -31,9 +31,11 @@ from posx.report.facets import (
     file_names,
     legend_texts,
     line_labels,
+    pack,
     pair_pieces,
     panel_title,
     rows_of,
+    rows_on,
 )
 from posx.report.looks import looks
 from posx.report.palette import NATIVE, legend, legend_inches, stagger, wrap
@@ -128,22 +130,25 @@ def plot_positions(
     panels = []
     for facet, mine in facets.split(curves):
         for panel in dict.fromkeys(mine[PANEL].itertuples(index=False, name=None)):
-            panels.append((facet, panel, rows_of(mine, PANEL, panel)))
+            data = rows_of(mine, PANEL, panel)
+            pieces = pack(_keys(data))  # one group's methods, MAX_LINES to a panel
+            split = [f"lines {i + 1} of {len(pieces)} panels" if len(pieces) > 1 else "" for i in range(len(pieces))]
+            panels += [(facet, panel, rows_on(data, piece), part) for piece, part in zip(pieces, split)]
     files = chunks(panels, MAX_PANELS)
     drawn = {}
     for name, mine in zip(file_names("positions.png", len(files), notes), files):
         cols = min(3, len(mine))
         rows = -(-len(mine) // cols)
-        tallest = max(legend_inches(legend_texts(facets, _keys(data))) for _, _, data in mine)  # legends below
+        tallest = max(legend_inches(legend_texts(facets, _keys(data))) for _, _, data, _ in mine)  # legends below
         fig = Figure(figsize=(5.2 * cols, (4.0 + tallest) * rows), layout="constrained")
         axes = fig.subplots(rows, cols, squeeze=False).ravel()
         for ax in axes[len(mine) :]:
             ax.set_visible(False)
-        for ax, (facet, panel, data) in zip(axes, mine):
+        for ax, (facet, panel, data, part) in zip(axes, mine):
             shared = draw_lines(ax, data, facets)
             group, parent, enc = panel
             names = facets.names([panel])[panel]
-            where = " · ".join(p for p in (facet, enc, f"from {parent}" if parent else "", names) if p)
+            where = " · ".join(p for p in (facet, enc, f"from {parent}" if parent else "", names, part) if p)
             ax.set_title(wrap(f"{where}: at {chosen[panel]:g} T{_band(shared)}"), fontsize=8)
         smoothed = f", moving mean over {smooth} buckets" if smooth > 1 else ""
         fig.suptitle(f"Loss by token position: one panel per group, mean over its seeds{smoothed}", fontsize=10)
