@@ -111,7 +111,7 @@ METHODS = Grid(
         _option("hybrid", "model.nope_every=2"),
         _option("logn", "model.attn_scale=logn"),
         _option("ssmax", "model.attn_scale=ssmax"),
-        Trained("llama-rope", "rope", block="llama", sliding=False),
+        Trained("llama-rope", "rope", block="llama"),  # sliding too: the first edition checked its claims there
         Trained("bpe-rope", "rope", BPE, sliding=False, methods=False),
         Trained("bpe-alibi", "alibi", BPE, sliding=False),
     ),

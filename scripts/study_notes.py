@@ -188,7 +188,8 @@ def claims_lines(claims: pd.DataFrame, reasons: dict, table: bool = True) -> lis
         "",
         "A claim is *reproduced* when every comparison it makes goes the paper's way by more than two standard "
         "deviations of the difference (2·sqrt(std_a² + std_b²), std over seeds), *reversed* when one goes the "
-        "other way by that much, and *not reproduced* otherwise (`posx/report/claims.py`). "
+        "other way by that much, *not checked* when a cell it needs was not scored, and *not reproduced* otherwise "
+        "(`posx/report/claims.py`). "
         f"Verdicts: {', '.join(f'{n} {v}' for v, n in counts.items())}.",
         "",
     ]

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from posx.report.claims import Cell, verdict
+from posx.report.claims import NOT_CHECKED, Cell, verdict
 
 FACTORS = [1.0, 2.0, 4.0, 8.0]
 TASK_ENCODINGS = ["rope", "alibi", "nope", "fire", "rope-randomized", "rope-hybrid"]  # the task arm
@@ -101,6 +101,8 @@ def ordering(a: Cell, b: Cell, names: tuple[str, str]) -> str:
     if not (math.isfinite(a.mean) and math.isfinite(b.mean)):
         return "—"
     called = verdict(a, b)
+    if called == NOT_CHECKED:
+        return "not called (one seed)"
     return names[0] if called == "reproduced" else names[1] if called == "reversed" else "level (within 2σ)"
 
 

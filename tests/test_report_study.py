@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from posx.core.errors import PosxError
-from posx.report.claims import Cell, Numbers, check, verdict
+from posx.report.claims import Cell, Numbers, check, combine, verdict
 from posx.report.summary import report
 from posx.runs.records import Lineage, RunMeta
 
@@ -226,8 +226,12 @@ def test_a_difference_is_called_only_past_two_standard_deviations():
     low, high = Cell("a", 10.0, 1.0), Cell("b", 10.0 + 2 * math.sqrt(2) + 0.01, 1.0)
     assert verdict(low, high) == "reproduced" and verdict(high, low) == "reversed"
     assert verdict(low, Cell("b", 10.0 + 2 * math.sqrt(2) - 0.01, 1.0)) == "not reproduced"
-    assert verdict(Cell("a", 1.0, math.nan), Cell("b", 9.0, 0.1)) == "not reproduced"  # one seed: not called
-    assert verdict(Cell("a", math.nan, math.nan), high) == "not reproduced"  # not scored
+    assert verdict(Cell("a", 1.0, math.nan), Cell("b", 9.0, 0.1)) == "not checked"  # one seed: not called
+    assert verdict(Cell("a", math.nan, math.nan), high) == "not checked"  # not scored
+    assert combine(["reproduced", "not checked"]) == "not checked"  # a claim half scored says so
+    assert combine(["not checked", "not reproduced"]) == "not reproduced"
+    assert combine(["not reproduced", "reversed", "not checked"]) == "reversed"
+    assert combine(["reproduced", "reproduced"]) == "reproduced"
 
 
 def _summary_of(cells: dict) -> pd.DataFrame:

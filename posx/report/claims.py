@@ -7,15 +7,16 @@ called only when the difference exceeds two standard deviations of the differenc
 
 * ``reproduced``: b − a > 2σ, the paper's direction;
 * ``reversed``: a − b > 2σ, the opposite direction;
-* ``not reproduced``: the difference is within 2σ, a cell is missing (not scored), or a cell
-  has one seed.
+* ``not reproduced``: the difference is within 2σ;
+* ``not checked``: a cell is missing (not scored) or has one seed: nothing to call it against.
 
 Perplexities at different lengths are compared only where the claim is about degradation: with
 non-overlapping windows a model that used the longer context well would score *lower* at s·T
 than at T, so "worse at s·T than at T" is a conservative test of "poor".
 
-A claim is reproduced when all its comparisons are, reversed when any is, and not reproduced
-otherwise. The claims, below, are those of the ALiBi paper (four encodings past T), of PI,
+A claim is reversed when any of its comparisons is, else not reproduced when any is, else not
+checked when any is, else reproduced: a claim whose cells a study did not score says so
+instead of counting against the paper. The claims, below, are those of the ALiBi paper (four encodings past T), of PI,
 YaRN and Llama 2 Long (ABF) on trained and extended runs, and of the newer methods
 (``method_claims``), each of those listed only when the report has a run of its method, so a
 report without them keeps its table; every paper, with its arXiv id, is cited in
@@ -79,10 +80,13 @@ class Cell:
         return f"{self.label} {self.mean:.3f}" + (f" ± {self.std:.3f}" if math.isfinite(self.std) else "")
 
 
+NOT_CHECKED = "not checked"  # a comparison without two scored cells of several seeds
+
+
 def verdict(low: Cell, high: Cell) -> str:
     """Is ``low`` below ``high`` by more than two standard deviations of the difference?"""
     if not all(math.isfinite(v) for v in (low.mean, high.mean, low.std, high.std)):
-        return "not reproduced"  # not scored, or one seed: no spread to call a difference against
+        return NOT_CHECKED  # not scored, or one seed: no spread to call a difference against
     sigma = math.hypot(low.std, high.std)
     diff = high.mean - low.mean
     if diff > 2 * sigma:
@@ -93,9 +97,8 @@ def verdict(low: Cell, high: Cell) -> str:
 
 
 def combine(verdicts: list[str]) -> str:
-    if verdicts and all(v == "reproduced" for v in verdicts):
-        return "reproduced"
-    return "reversed" if "reversed" in verdicts else "not reproduced"
+    """A claim's verdict from its comparisons' (module docstring)."""
+    return next((v for v in ("reversed", "not reproduced", NOT_CHECKED) if v in verdicts), "reproduced")
 
 
 class Numbers:
@@ -182,8 +185,9 @@ def _claim(paper: str, claim: str, pairs: list[tuple[Cell, Cell]], flat: list[tu
     verdicts = [verdict(lo, hi) for lo, hi in pairs]
     notes = [f"{lo.text()} < {hi.text()}: {v}" for (lo, hi), v in zip(pairs, verdicts)]
     for a, b in flat:
-        known = all(math.isfinite(v) for v in (a.mean, b.mean, a.std, b.std))
-        verdicts.append("reproduced" if known and verdict(b, a) != "reproduced" else "not reproduced")
+        above = verdict(b, a)  # reproduced: a is above b by more than 2 sigma
+        flat_verdict = {NOT_CHECKED: NOT_CHECKED, "reproduced": "not reproduced"}.get(above, "reproduced")
+        verdicts.append(flat_verdict)
         notes.append(f"{a.text()} no worse than {b.text()}: {verdicts[-1]}")
     return {"paper": paper, "claim": claim, "verdict": combine(verdicts), "numbers": "; ".join(notes)}
 
