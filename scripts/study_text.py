@@ -49,7 +49,50 @@ FIRST_REASONS = {
     "method that does not compress positions. The paper's advantage comes from 7B/13B models "
     "fine-tuned on a small share of their training tokens.",
 }
-METHODS_REASONS: dict[str, str] = {}
+METHODS_REASONS = {
+    "the T5 bias": "with five seeds the means still order the paper's way at 8x in both protocols (8.40 against "
+    "11.95 non-overlapping), but RoPE's spread at 8x is wide (± 1.81 over five seeds: how far past T a seed's "
+    "rotary pairs wrap varies with training), so the gap of 3.54 stays just inside 2 sigma (3.79). Two more "
+    "seeds did not call it; the spread, not the mean, is the obstacle.",
+    "zero-shot YaRN beats NTK": "five seeds call YaRN's lead at 4x and 8x (and at every length with sliding "
+    "windows), but at 2x NTK is level with YaRN or slightly ahead (4.13 against 4.18), on both blocks. With "
+    "head_dim 32 only 16 rotary pairs exist and at T = 128 few of them turn fewer than beta_slow times over T, "
+    "so at s = 2 NTK's base change and YaRN's ramp move nearly the same pairs, and YaRN's attention "
+    "temperature (1.07 at s = 2) costs a little. On the llama block, with three seeds, NTK's spread (± 0.55 at "
+    "4x) hides the lead the gpt2 block shows.",
+    "sinusoidal": "under the sliding protocol every scored token sees at least half a window of context, so plain "
+    "RoPE also meets unseen distances on every token and blows up too (20.4 ± 5.7 at 8x); both are far above "
+    "their 1x values and the seeds spread widely, so the gap between them stays inside 2 sigma.",
+    "FIRE beats ALiBi": "FIRE is better than ALiBi at T (4.28 against 4.44) and beats the T5 bias far out, but "
+    "past T it climbs (4.95 at 8x) while ALiBi stays flat. FIRE divides every distance by the query's own "
+    "position, psi(i - j) / psi(max(L, i)): at 8x a key 128 tokens back gets the bias a key about 34 back got "
+    "at the end of a training window (c near its initial 0.1), so local order blurs as it does under PI. The paper's lead over "
+    "ALiBi is for T = 2048 on C4 with much larger models, where the learned function had seen far more "
+    "distinct normalised distances.",
+    "KERPLE": "the means order the paper's way at every length past T (4.25 against 4.33 at 8x), but the gap is "
+    "inside 2 sigma with three seeds (0.19): both biases keep the loss flat here, and the log kernel's edge is "
+    "small at T = 128.",
+    "xPos": "xPos beats RoPE clearly at 4x and 8x; at 2x the gap (4.10 against 4.74) sits just inside 2 sigma "
+    "(0.68), because both models' spreads over three seeds grow fast past T.",
+    "RoPE rotating a fraction": "with a quarter of its pairs rotating the model is worse at T (4.08 against "
+    "3.92, beyond 2 sigma): at head_dim 32 that leaves 4 rotating pairs, too few to carry position at this "
+    "size. At 8x its mean is lower (10.2 against 11.9) but inside RoPE's wide spread. Barbero et al. measured "
+    "Gemma-scale models with head_dim 256.",
+    "log-n scaling": "log-n scaling sharpens attention past T, but RoPE's loss at 8x comes from rotation angles "
+    "it never saw, which sharper attention does not undo: 12.4 ± 2.1 against 11.9 ± 1.8. Its claim is about "
+    "attention dilution over long inputs, which a 4-layer byte model at 8 x 128 tokens barely suffers.",
+    "Scalable-Softmax": "as for log-n scaling: the mean at 8x is lower (10.9 against 11.9) but inside the spread; "
+    "scaling the softmax does not remove the unseen rotation angles that dominate RoPE's loss past T.",
+    "NoPE every 2 layers": "with 4 layers, half of them still rotate and meet unseen angles past T exactly as "
+    "before (12.7 ± 0.7 at 8x against 11.9 ± 1.8); Yang et al.'s gain is for 8B models trained on long "
+    "contexts, where the NoPE layers do the long-range retrieval.",
+    "Dual Chunk Attention": "DCA holds far better than plain RoPE (4.25 against 11.9 at 8x) but not at T's "
+    "level (3.92): queries in later chunks see every earlier chunk at one shared position (the chunk size, "
+    "3T/4 by default), which flattens the order of everything beyond the local window.",
+    "ReRoPE": "ReRoPE caps every distance past its window (T/4 = 32 by default) at the window, so it is already "
+    "a little worse at T (3.95 against 3.92); the byte-level tiny model gains only about 0.06 from twice the "
+    "context (StreamingLLM at 2x: 3.85), so ReRoPE at 2x (3.92) lands level with RoPE at T, inside 2 sigma.",
+}
 REASONS = {"first": FIRST_REASONS, "methods": METHODS_REASONS}
 SEEDS = {  # how many seeds each grid trains (scripts/study_grids.py)
     "first": "3 seeds each",
