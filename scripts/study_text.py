@@ -65,10 +65,10 @@ METHODS_REASONS = {
     "their 1x values and the seeds spread widely, so the gap between them stays inside 2 sigma.",
     "FIRE beats ALiBi": "FIRE is better than ALiBi at T (4.28 against 4.44) and beats the T5 bias far out, but "
     "past T it climbs (4.95 at 8x) while ALiBi stays flat. FIRE divides every distance by the query's own "
-    "position, psi(i - j) / psi(max(L, i)): at 8x a key 128 tokens back gets the bias a key about 34 back got "
-    "at the end of a training window (c near its initial 0.1), so local order blurs as it does under PI. The paper's lead over "
-    "ALiBi is for T = 2048 on C4 with much larger models, where the learned function had seen far more "
-    "distinct normalised distances.",
+    "position, psi(i - j) / psi(max(L, i)): at 8x a key 128 tokens back gets the bias a key about 34 back "
+    "got at the end of a training window (c near its initial 0.1), so local order blurs as it does under PI. "
+    "The paper's lead over ALiBi is for T = 2048 on C4 with much larger models, where the learned function "
+    "had seen far more distinct normalised distances.",
     "KERPLE": "the means order the paper's way at every length past T (4.25 against 4.33 at 8x), but the gap is "
     "inside 2 sigma with three seeds (0.19): both biases keep the loss flat here, and the log kernel's edge is "
     "small at T = 128.",
