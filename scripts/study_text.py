@@ -89,6 +89,16 @@ METHODS_REASONS = {
     "Dual Chunk Attention": "DCA holds far better than plain RoPE (4.25 against 11.9 at 8x) but not at T's "
     "level (3.92): queries in later chunks see every earlier chunk at one shared position (the chunk size, "
     "3T/4 by default), which flattens the order of everything beyond the local window.",
+    "a short fine-tune": "as in the first edition: 200 steps take PI from 12.99 to 4.44 at 4x, but not to "
+    "within 10% of the parent at T (4.31): interpolation squeezes positions 4x, and a byte-level model leans "
+    "on fine positional resolution over short distances, which it has to relearn. The PI paper fine-tuned "
+    "for 1000 steps on 7B-65B models.",
+    "fine-tuned YaRN": "YaRN beats fine-tuned PI clearly (3.75 against 4.44), but with five seeds it is still "
+    "level, within 2 sigma, with ABF (3.77) and with plain continued training at 512 (3.79): at this scale 200 "
+    "steps at the new length are enough for any method that does not compress positions.",
+    "Resonance improves YaRN": "fine-tuned, Resonance YaRN and YaRN are level (3.743 against 3.750, three "
+    "seeds): Resonance rounds the wavelengths of the pairs that turn within the training length to whole "
+    "tokens, and with 16 rotary pairs at T = 128 that moves few pairs by little.",
     "ReRoPE": "ReRoPE caps every distance past its window (T/4 = 32 by default) at the window, so it is already "
     "a little worse at T (3.95 against 3.92); the byte-level tiny model gains only about 0.06 from twice the "
     "context (StreamingLLM at 2x: 3.85), so ReRoPE at 2x (3.92) lands level with RoPE at T, inside 2 sigma.",
