@@ -26,7 +26,11 @@ METRICS = "metrics.csv"
 METRIC_COLUMNS = ["step", "train_loss", "val_loss"]  # what the report draws of metrics.csv
 # Numeric columns that hold counts and lengths: read as integers, so they print as posx wrote them.
 INTEGER = {"train_context", "eval_context", "bucket_start", "bucket_end", "trials", "step"}  # depths are fractions
-COLUMNS = {**TABLE_COLUMNS, METRICS: METRIC_COLUMNS}
+# A table's own ``run`` column (the run's name) gives way to the run's folder, which the scan adds
+# as ``run``: one column of that name, which the views and queries join on.
+COLUMNS = {
+    name: [c for c in columns if c != "run"] for name, columns in {**TABLE_COLUMNS, METRICS: METRIC_COLUMNS}.items()
+}
 MAX_LINE = 1 << 17  # bytes in one line of a table: posx writes far shorter ones; a longer one is damage
 
 

@@ -278,7 +278,12 @@ def gather(run_dirs: list[Path], cache: Path, tries: int = 2) -> Gathered:
     (``digest.refuse_damaged``) stops the report with that file's error, as when the report reads
     the file itself (``--evaluations all``); such a run is never cached, since a refused report
     keeps no shard."""
-    stamps = {str(p): digests.stamp(p) for p in run_dirs}
+    # Every path is spelled one way, absolute without ``..``, as the scan and the links spell the
+    # files they read (``Links.link``): a run or cache given relative, through ``..`` or absolute
+    # must meet the same entries, in this report and in the next.
+    spelled = {os.path.abspath(p): p for p in run_dirs}
+    cache = Path(os.path.abspath(cache))
+    stamps = {run: digests.stamp(Path(run)) for run in spelled}
     con = connect()
     try:
         known = _cached(con, _shards(cache), stamps)
@@ -299,7 +304,7 @@ def gather(run_dirs: list[Path], cache: Path, tries: int = 2) -> Gathered:
             if pending is not None:
                 shutil.rmtree(pending, ignore_errors=True)
             raise
-        return Gathered({Path(run): found[run] for run in stamps}, con, cache, pending, links, stale)
+        return Gathered({Path(spelled[run]): found[run] for run in stamps}, con, cache, pending, links, stale)
     except duckdb.IOException:
         if tries <= 1:
             raise
