@@ -89,8 +89,8 @@ def choice(name: str, values: str, doc: str, module: str = __name__) -> type[Cho
 
 Encoding = choice(
     "Encoding",
-    "absolute rope sinusoidal alibi t5 nope xpos fire kerple cope",
-    "pos.name: posx.model.encodings.ENCODINGS",
+    "absolute rope sinusoidal alibi t5 nope xpos fire kerple cope custom",
+    "pos.name: posx.model.encodings.ENCODINGS, then custom (a class from outside posx, pos.impl)",
 )
 Block = choice("Block", "gpt2 llama", "model.block: posx.model.blocks.BLOCKS")
 Attention = choice("Attention", "sdpa flex", "model.attention: posx.model.attention.ATTENTION")

@@ -58,17 +58,24 @@ from __future__ import annotations
 import dataclasses
 import math
 from types import MappingProxyType
-from typing import Callable, Mapping, NamedTuple
+from typing import Any, Callable, Mapping, NamedTuple, Optional
 
 import torch
 
 from posx.core.errors import PosxError, choose
+from posx.core.methods import RopeMethod, attention_method, rope_method, user_method
 from posx.core.validate import validate
 from posx.ropeparams import MAX_FACTOR, METHOD_PARAMS, RopeArgs
 
 __all__ = [
     "METHODS",
     "DYNAMIC_METHODS",
+    "RopeMethod",
+    "attention_method",
+    "rope_method",
+    "user_method",
+    "window_of",
+    "params_of",
     "MAX_FACTOR",  # the largest factor accepted, from posx.ropeparams
     "base_inv_freq",
     "check_params",
@@ -246,6 +253,8 @@ class _Method(NamedTuple):
     needs_context: bool = False  # original_context is required
     length: bool = False  # a dynamic method: it reads the current sequence length
     only: tuple[str, ...] = ()  # the fields of its dataclass (METHOD_PARAMS) it takes; empty: all
+    params: Optional[type] = None  # the dataclass of its extra parameters (posx's own: METHOD_PARAMS)
+    window: Optional[Callable[[Any, int], Any]] = None  # an attention-side method from outside posx
 
 
 def _current(length, original_context: int) -> int:
@@ -255,41 +264,88 @@ def _current(length, original_context: int) -> int:
 
 _RAMP = ("beta_fast", "beta_slow", "truncate")  # YarnConfig's ramp, without yarn's attention factor
 
-# Each method's parameters, their defaults and rules are its dataclass in posx.ropeparams.METHOD_PARAMS.
+# posx's own methods. Each one's parameters, their defaults and rules are its dataclass in
+# posx.ropeparams.METHOD_PARAMS, which fills ``params`` below; a method from outside posx
+# becomes the same record (``_from_user``) and is looked up through the same ``_lookup``.
+_OWN: dict[str, _Method] = {
+    "none": _Method(_none),
+    "pi": _Method(_pi),
+    "ntk": _Method(_ntk),
+    "dynamic_ntk": _Method(_dynamic_ntk, True, length=True),
+    "yarn": _Method(_yarn, True),
+    "dynamic_yarn": _Method(_dynamic_yarn, True, length=True, only=_RAMP),
+    "ntk_by_parts": _Method(_ntk_by_parts, True, only=_RAMP),
+    "abf": _Method(_abf),
+    "llama3": _Method(_llama3, True),
+    "longrope": _Method(_longrope, True, length=True),
+    "resonance": _Method(_resonance, True),
+    "resonance_yarn": _Method(_resonance_yarn, True),
+    "self_extend": _Method(_windowed),
+    "rerope": _Method(_windowed),
+    "lm_infinite": _Method(_windowed),
+    "dca": _Method(_windowed),
+    "streaming_llm": _Method(_windowed),
+}
 _REGISTRY: Mapping[str, _Method] = MappingProxyType(
-    {
-        "none": _Method(_none),
-        "pi": _Method(_pi),
-        "ntk": _Method(_ntk),
-        "dynamic_ntk": _Method(_dynamic_ntk, True, length=True),
-        "yarn": _Method(_yarn, True),
-        "dynamic_yarn": _Method(_dynamic_yarn, True, length=True, only=_RAMP),
-        "ntk_by_parts": _Method(_ntk_by_parts, True, only=_RAMP),
-        "abf": _Method(_abf),
-        "llama3": _Method(_llama3, True),
-        "longrope": _Method(_longrope, True, length=True),
-        "resonance": _Method(_resonance, True),
-        "resonance_yarn": _Method(_resonance_yarn, True),
-        "self_extend": _Method(_windowed),
-        "rerope": _Method(_windowed),
-        "lm_infinite": _Method(_windowed),
-        "dca": _Method(_windowed),
-        "streaming_llm": _Method(_windowed),
-    }
+    {name: method._replace(params=METHOD_PARAMS[name]) for name, method in _OWN.items()}
 )
 
 METHODS: tuple[str, ...] = tuple(_REGISTRY)
 DYNAMIC_METHODS: frozenset[str] = frozenset({"dynamic_ntk", "dynamic_yarn", "longrope"})
 
 
+# --------------------------------------------------------------------------- methods from outside posx
+
+
+def _from_user(name: str) -> _Method:
+    user, _ = user_method(name, choose(METHODS))
+    if user.window is not None:
+        return _Method(_windowed, params=user.params, window=user.window)
+
+    def fn(head_dim, base, factor, original_context, **params):
+        made = user.params(**params) if user.params is not None else None
+        out = user.frequencies(_theta(head_dim, base), original_context, round(factor * original_context), made)
+        return _checked(out, head_dim, name)
+
+    return _Method(fn, True, params=user.params)
+
+
+def _checked(out, head_dim: int, name: str) -> tuple[torch.Tensor, float]:
+    """A frequency method's result from outside posx, as posx's own methods return it."""
+    if not (isinstance(out, tuple) and len(out) == 2 and isinstance(out[0], torch.Tensor)):
+        raise PosxError(
+            f"eval.methods: {name} must return (inv_freq tensor, attention_factor), got {type(out).__name__}"
+        )
+    inv, attention = out[0].to(torch.float64), out[1]
+    if inv.shape != (head_dim // 2,) or not bool(torch.isfinite(inv).all() and (inv > 0).all()):
+        raise PosxError(
+            f"eval.methods: {name} returned inverse frequencies of shape {tuple(inv.shape)}; expected "
+            f"{head_dim // 2} finite positive numbers (head_dim // 2)"
+        )
+    if not (isinstance(attention, (int, float)) and math.isfinite(attention) and attention > 0):
+        raise PosxError(f"eval.methods: {name} returned attention_factor={attention!r}; expected a positive number")
+    return inv, float(attention)
+
+
 # --------------------------------------------------------------------------- public API
 
 
 def _lookup(method: str) -> _Method:
-    try:
-        return _REGISTRY[method]
-    except (KeyError, TypeError):
-        raise PosxError(f"unknown RoPE method {method!r}; {choose(METHODS)}") from None
+    """posx's own method ``method``, or the one it designates outside posx (``user_method``)."""
+    if not isinstance(method, str):
+        raise PosxError(f"unknown RoPE method {method!r}; {choose(METHODS)}")
+    return _REGISTRY[method] if method in _REGISTRY else _from_user(method)
+
+
+def window_of(method: str) -> Optional[Callable[[Any, int], Any]]:
+    """An attention-side method's window maker from outside posx (None: posx's own methods, whose
+    windows ``posx.model.rescale`` builds, and every frequency method)."""
+    return _lookup(method).window
+
+
+def params_of(method: str) -> Optional[type]:
+    """The dataclass of ``method``'s extra parameters (None: it takes none)."""
+    return _lookup(method).params
 
 
 def base_inv_freq(head_dim: int, base: float) -> torch.Tensor:
@@ -304,8 +360,8 @@ def method_params(method: str) -> dict[str, object]:
     None means "derived": length -> original_context, attention_factor -> the method's
     formula, longrope's short/long factors -> all ones.
     """
-    spec, schema = _lookup(method), METHOD_PARAMS[method]
-    fields = dataclasses.fields(schema) if schema else ()
+    spec = _lookup(method)
+    fields = dataclasses.fields(spec.params) if spec.params else ()
     defaults = {f.name: f.default for f in fields if not spec.only or f.name in spec.only}
     return {**defaults, **({"length": None} if spec.length else {})}
 
@@ -313,7 +369,7 @@ def method_params(method: str) -> dict[str, object]:
 def check_params(method: str, factor: float = 1.0, **params) -> None:
     """Check a method's factor and extra parameters on their own (no model needed): what
     ``frequencies`` checks first. Raises PosxError naming the parameter."""
-    accepted, schema = method_params(method), METHOD_PARAMS[method]
+    accepted, schema = method_params(method), _lookup(method).params
     unknown = sorted(set(params) - set(accepted))
     if unknown:
         raise PosxError(

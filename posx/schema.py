@@ -61,7 +61,6 @@ from posx.ropeparams import (
     Llama3Config,
     LMInfiniteConfig,
     LongRopeConfig,
-    Method,
     ReRoPEConfig,
     RopeArgs,
     SelfExtendConfig,
@@ -129,6 +128,8 @@ class PosConfig:
     pose_length: int = at_least(
         0, 0, MAX_SIZE
     )  # PoSE: training position ids in two chunks with a skip, covering [0, pose_length); 0: off
+    impl: str = ""  # custom: the encoding's class, module:Class or an entry point of posx.encodings (runs its code)
+    params: Any = None  # custom: the class's parameters, {key: value}, checked against its Params dataclass
 
     def check(self, at: str = "") -> Optional[str]:
         if self.rotary_fraction != 1 and self.name not in ROTARY:
@@ -145,6 +146,7 @@ POS_READ_BY = {
     **dict.fromkeys(("num_buckets", "max_distance", "per_layer"), ("t5",)),
     **dict.fromkeys(("fire_threshold", "fire_hidden"), ("fire",)),
     **{"max_positions": ("absolute",), "xpos_scale_base": ("xpos",), "cope_npos": ("cope",)},
+    **dict.fromkeys(("impl", "params"), ("custom",)),
 }
 
 
@@ -262,9 +264,10 @@ class PasskeyConfig:
 @dataclass
 class EvalConfig:
     factors: List[float] = bound(factory=lambda: [1.0, 2.0, 4.0, 8.0], **_FACTORS)  # lengths as multiples of T
-    methods: List[Method] = bound(
+    methods: List[str] = bound(
         factory=lambda: ["none", "pi", "ntk", "yarn", "abf"], unique=True, example="[none,pi]"
-    )  # RoPE methods scored
+    )  # RoPE methods scored: posx's own (posx.rope.METHODS), or module:function from outside posx
+    params: Any = None  # parameters of methods from outside posx, {name: {key: value}}, name after the ':'; null: none
     tokens: int = positive(16384)  # scored tokens at every length (rounded up to a multiple of each length)
     batch_tokens: int = positive(16384)  # tokens per forward pass (memory knob)
     scale: Optional[float] = at_least(

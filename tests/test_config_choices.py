@@ -13,6 +13,7 @@ from posx.config.compose import compose, to_yaml
 from posx.core.errors import PosxError
 from posx.model.encodings import ENCODINGS
 from posx.rope import METHODS
+from posx.ropeparams import Method
 from posx.schema import (
     Attention,
     AttnScale,
@@ -21,7 +22,6 @@ from posx.schema import (
     Encoding,
     ExtendMethod,
     Logger,
-    Method,
     MixLoss,
     Protocol,
     Source,
@@ -32,7 +32,7 @@ from posx.schema import (
 
 # Each choice with the registry it mirrors: (module, attribute); a dict's keys or a tuple's items.
 REGISTRIES = {
-    Encoding: ("posx.model.encodings", "ENCODINGS"),
+    Encoding: ("posx.model.encodings", "encoding_names"),
     Block: ("posx.model.blocks", "BLOCKS"),
     Attention: ("posx.model.attention", "ATTENTION"),
     AttnScale: ("posx.model.scaling", "ATTN_SCALES"),
@@ -52,6 +52,7 @@ REGISTRIES = {
 def test_each_choice_lists_exactly_its_registry(enum):
     module, name = REGISTRIES[enum]
     registry = getattr(importlib.import_module(module), name)
+    registry = registry() if callable(registry) else registry
     assert [m.value for m in enum] == list(registry)
 
 

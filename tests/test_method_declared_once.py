@@ -10,8 +10,8 @@ import typing
 from pathlib import Path
 
 from posx import rope
-from posx.ropeparams import METHOD_PARAMS
-from posx.schema import EvalConfig, ExtendMethod, Method
+from posx.ropeparams import METHOD_PARAMS, Method
+from posx.schema import EvalConfig, ExtendMethod
 
 REPO = Path(__file__).resolve().parents[1]
 

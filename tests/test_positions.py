@@ -18,6 +18,7 @@ from posx.model.encodings import (
     Sinusoidal,
     T5Bias,
     alibi_slopes,
+    encoding_names,
     t5_buckets,
 )
 from posx.model.gpt import GPT
@@ -46,11 +47,13 @@ def tiny(pos: str, **kw) -> GPT:
 
 
 def test_every_encoding_has_a_yaml_and_every_yaml_an_encoding():
-    """One registry (posx.model.encodings.ENCODINGS); the pos/ config group mirrors it."""
+    """One registry (posx.model.encodings.ENCODINGS, and custom); the pos/ config group mirrors it."""
     yamls = {p.stem for p in (config_dir() / "pos").glob("*.yaml")}
-    assert yamls == set(ENCODINGS)
+    assert yamls == set(encoding_names())
     for name in ENCODINGS:  # each option selects its own encoding (the file may hold only a comment)
         assert compose([f"pos={name}"]).pos.name == name
+    with pytest.raises(PosxError, match="pos=custom needs pos.impl=module:Class"):  # custom names a class
+        compose(["pos=custom"])
 
 
 @pytest.mark.parametrize("n_head", sorted(SLOPES))

@@ -34,17 +34,20 @@ from posx.train.extend import check as check_extension
 from posx.train.extend import forbid_unused_overrides
 from posx.train.extend import prepare as prepare_extension
 
-EVAL_TAKES = "RUN or --latest, --force, --defaults, and key=value overrides"
+EVAL_TAKES = "RUN or --latest, --force, --defaults, --allow-changed-code, and key=value overrides"
 # Why a sweep's value does not go to a command that runs once.
 ONCE = "it runs once: give one value and run it again for the next, or write a list in brackets, e.g. key=[a,b]"
 
 
-def train(args: list[str], resume: str | None) -> None:
+def train(args: list[str], resume: str | None, allow_changed_code: bool = False) -> None:
     """``posx train``: a Hydra job (or sweep), or ``--resume RUN`` from its last checkpoint."""
     if resume is not None:
         with user_errors():
-            jobs.resume(resume, args)
+            jobs.resume(resume, args, allow_changed_code)
         return
+    if allow_changed_code:
+        with user_errors():
+            raise PosxError("--allow-changed-code goes with --resume RUN (a new run records the code it trains with)")
     # a sweep's jobs are checked as each job checks itself (check_train_config) before the first trains
     jobs.run_hydra(jobs.train_job, "config", args, check_job=lambda cfg, _overrides: check_train_config(cfg))
 
@@ -96,7 +99,9 @@ def export(run: str, out: Path, results_dir: str) -> None:
         )
 
 
-def eval_extrapolate(run: str | None, overrides: list[str], latest: bool, force: bool, defaults: bool) -> None:
+def eval_extrapolate(
+    run: str | None, overrides: list[str], latest: bool, force: bool, defaults: bool, allow_changed_code: bool = False
+) -> None:
     """``posx eval-extrapolate``: a posx run with its own settings (or the defaults), or a
     transformers checkpoint directory with the composed ones."""
     # `--latest key=value` or `--latest ~key`: the first override landed in RUN
@@ -133,7 +138,7 @@ def eval_extrapolate(run: str | None, overrides: list[str], latest: bool, force:
                 highlight=False,
                 markup=False,
             )
-        evaluate_run(run_dir, cfg, console, force=force)
+        evaluate_run(run_dir, cfg, console, force=force, allow_changed_code=allow_changed_code)
         digest.refresh(run_dir)  # what posx report and posx runs read of the run
 
 

@@ -41,7 +41,7 @@ from posx.core.lock import LOCK_NAME, Busy
 from posx.eval.run import evaluate_run
 from posx.report import digest
 from posx.report.sweep import update_sweep_table
-from posx.runs import resumable
+from posx.runs import code, resumable
 from posx.runs.paths import CONFIG, check_writable, is_run, new_named_run_dir, new_run_dir, read_meta, resolve_run
 from posx.train import extend as extension
 from posx.train.loop import train
@@ -239,8 +239,18 @@ def train_job(cfg: DictConfig) -> None:
         with says_what_it_left(job.path):
             if not job.finished:
                 with cleanup_on_failure(job):
+                    distributed.on_main(lambda: _record_code(job, cfg))
                     train(cfg, job.path, job.start, console)
             distributed.on_main(lambda: _after_train(job, cfg, console))
+
+
+def _record_code(job: JobDir, cfg: DictConfig) -> None:
+    """A new run records the code from outside posx it trains with (``posx.runs.code``); a
+    requeued sweep job resumes only with the code it recorded."""
+    if isinstance(job.start, Resume):
+        code.check(job.path, allow=False, doing="resume it")
+    else:
+        code.record(job.path, code.encoding_sources(cfg))
 
 
 def extend_job(cfg: DictConfig) -> None:
@@ -263,8 +273,9 @@ def extend_job(cfg: DictConfig) -> None:
             distributed.on_main(lambda: _after_train(job, ext.config, console))
 
 
-def resume(run: str, overrides: list[str]) -> None:
-    """``posx train --resume RUN``: continue a run in place from its latest checkpoint."""
+def resume(run: str, overrides: list[str], allow_changed_code: bool = False) -> None:
+    """``posx train --resume RUN``: continue a run in place from its latest checkpoint (with code
+    from outside posx that changed since the run recorded it only when ``allow_changed_code``)."""
     refuse_flags(overrides)
     composed = compose(overrides)
     run_dir = resolve_run(run, composed.results_dir)
@@ -279,6 +290,8 @@ def resume(run: str, overrides: list[str]) -> None:
             )
             return
         check_writable(run_dir)
+        for line in code.check(run_dir, allow_changed_code, "resume it"):
+            console.print(f"warning: {line}; resuming with the code as it is now ({code.ALLOW_FLAG})", markup=False)
         train(cfg, run_dir, Resume(), console)
         distributed.on_main(lambda: digest.refresh(run_dir))
         if cfg.eval.after_train:

@@ -58,6 +58,12 @@ app = typer.Typer(
 PASS_THROUGH = {"allow_extra_args": True, "ignore_unknown_options": True}
 
 
+ALLOW_CHANGED_CODE = (
+    "Go on although the source of a class or method from outside posx (pos.impl, eval.methods) changed since "
+    "the run or evaluation recorded it (code.json); without it posx refuses."
+)
+
+
 def command(owner: typer.Typer, name: str | None = None, **settings):
     """``owner.command``, with the docstring as help and each of its paragraphs on one line: Typer's
     rich markup keeps the line breaks of every paragraph but the first, so a docstring wrapped
@@ -84,6 +90,7 @@ def train(
         + ", ".join(f"{key}.*" if key == "eval" else key for key in RESUME_SAFE)
         + ".",
     ),
+    allow_changed_code: bool = typer.Option(False, "--allow-changed-code", help=ALLOW_CHANGED_CODE),
 ) -> None:
     """Train a GPT; writes results/runs/<name>/ (config, metrics, checkpoint, weights).
 
@@ -91,7 +98,7 @@ def train(
     file holding the traceback), 75 stopped by SIGTERM/SIGUSR2 after saving a checkpoint
     (resume it with --resume).
     """
-    work().train(list(overrides or []), resume)
+    work().train(list(overrides or []), resume, allow_changed_code)
 
 
 @command(app, context_settings=PASS_THROUGH, epilog=EXTEND_EPILOG)
@@ -135,11 +142,12 @@ def eval_extrapolate(
     defaults: bool = typer.Option(
         False, "--defaults", help="Start from the default evaluation settings instead of the run's own."
     ),
+    allow_changed_code: bool = typer.Option(False, "--allow-changed-code", help=ALLOW_CHANGED_CODE),
 ) -> None:
     """Perplexity at 1x, 2x, 4x, 8x the training length, for each RoPE rescaling method.
 
     RUN may also be a local transformers checkpoint directory (config.json), e.g. `posx export`'s."""
-    work().eval_extrapolate(run, list(overrides or []), latest, force, defaults)
+    work().eval_extrapolate(run, list(overrides or []), latest, force, defaults, allow_changed_code)
 
 
 @command(app, "frequencies", context_settings=PASS_THROUGH, epilog=FREQ_EPILOG)

@@ -3,7 +3,8 @@ naming the key: the schema's own rules (each bound in its field's metadata, each
 fields in its group's ``check``, walked by ``posx.core.validate``), then what only the module
 that owns a name can tell: the device (``posx.core.device``), the tracker's package
 (``posx.core.trackers``), T5's buckets (``posx.model.encodings``), whether a task of the
-training mix fits (``posx.config.taskchecks``), and this machine's cores.
+training mix fits (``posx.config.taskchecks``), this machine's cores, and code from outside posx
+(a ``pos=custom`` class, a method of ``eval.methods``: imported, so run, and checked here).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import os
 
 from omegaconf import DictConfig, OmegaConf
 
+from posx import rope
 from posx.config.inert import refuse_inert
 from posx.config.taskchecks import check_mix
 from posx.core.device import check_compile, check_device
@@ -20,8 +22,9 @@ from posx.core.errors import PosxError
 from posx.core.trackers import check_tracker
 from posx.core.validate import validate
 from posx.eval.scoring import eval_lengths
+from posx.model.custom import check_params as check_encoding_params
 from posx.model.encodings import check_t5_buckets
-from posx.model.rescale import check_methods
+from posx.model.rescale import check_methods, param_key, user_params
 from posx.schema import ROTARY, Config
 
 # threads: at most THREADS_PER_CORE per core of this machine, and never fewer than MIN_MAX_THREADS
@@ -55,6 +58,36 @@ def check_config(cfg: DictConfig | Config) -> None:
         )
     check_t5_buckets(cfg.pos.num_buckets, cfg.pos.max_distance)
     check_mix(cfg.data, cfg.train.context_length)
+    check_user_code(cfg)
+
+
+def check_user_code(cfg) -> None:
+    """Code from outside posx, loaded and checked before any work (``posx.core.imports``): the
+    class of ``pos=custom`` with its ``pos.params``, and each method of ``eval.methods`` that is not
+    posx's own with its ``eval.params.<name>``; ``eval.params`` names no other method."""
+    if cfg.pos.name == "custom":
+        check_encoding_params(cfg.pos.impl, _plain(cfg.pos.params))
+    ev = cfg.eval
+    outside = [m for m in ev.methods if m not in rope.METHODS]
+    for method in outside:
+        params, kind, at = user_params(method, ev), rope.params_of(method), f"eval.params.{param_key(method)}"
+        accepted = rope.method_params(method)
+        unknown = sorted(str(k) for k in params if k not in accepted)
+        if unknown:
+            takes = ", ".join(accepted) or "none"
+            raise PosxError(f"{at}.{unknown[0]} is not a parameter of {method}; accepted: {takes}")
+        if kind is not None:
+            validate(params, kind, at=f"{at}.")
+    extra = sorted(set(_plain(ev.params) or {}) - {param_key(m) for m in outside})
+    if extra:
+        raise PosxError(
+            f"eval.params.{extra[0]} names no method of eval.methods from outside posx; "
+            "its key is the name after the ':' of one of them"
+        )
+
+
+def _plain(node):
+    return OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else node
 
 
 def check_train_config(cfg) -> None:

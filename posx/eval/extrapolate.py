@@ -36,6 +36,7 @@ from posx.model.rescale import (
     WINDOWED,
     absolute_beyond,
     check_methods,
+    is_windowed,
     method_frequencies,
     method_window,
     rescaled,
@@ -246,7 +247,7 @@ def _unscorable(model: GPT, method: str, L: int) -> str | None:
     """Why a cell cannot be scored at all (a RoPE method without RoPE, a length past the table), else None."""
     if method != "none" and not model.pos.uses_rope:
         return "not_applicable"
-    if method in WINDOWED and not model.supports_windowed:  # a transformers checkpoint attends its own way
+    if is_windowed(method) and not model.supports_windowed:  # a transformers checkpoint attends its own way
         return "not_applicable"
     limit = model.pos.max_length()
     if limit is not None and L > limit:

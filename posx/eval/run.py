@@ -28,6 +28,8 @@ from posx.eval.extended import evaluate_extended
 from posx.eval.extrapolate import evaluate
 from posx.eval.tables import Evaluation, passkey_table, rich_table
 from posx.model.gpt import GPT
+from posx.runs import code
+from posx.runs.paths import EVAL_DIR
 from posx.runs.records import RunMeta
 from posx.runs.rundir import load_run
 from posx.schema import EvalConfig
@@ -157,17 +159,29 @@ def _show_answers(console: Console, frame, title: str, by: str, none: str) -> No
         console.print(passkey_table(frame, title, by=by))
 
 
-def evaluate_run(run_dir: Path, cfg: DictConfig, console: Console | None = None, force: bool = False) -> Evaluation:
+def evaluate_run(
+    run_dir: Path,
+    cfg: DictConfig,
+    console: Console | None = None,
+    force: bool = False,
+    allow_changed_code: bool = False,
+) -> Evaluation:
     """Load a run, evaluate it with ``cfg.eval`` on ``cfg.device``, keep and show its tables.
     An evaluation with the same settings already stored is shown again, not recomputed,
-    unless ``force`` (the run is loaded either way: bad weights or device fail the same)."""
+    unless ``force`` (the run is loaded either way: bad weights or device fail the same).
+    Code from outside posx that changed since the run (or the stored evaluation) recorded it is
+    refused unless ``allow_changed_code`` (``posx.runs.code``); allowed, it is evaluated again."""
     console = console or new_console()
     run_dir = Path(run_dir)
     settings = history.settings_of(cfg.eval)
     eid = history.eval_id(settings)
     history.check_writable(run_dir, eid)
+    for line in code.check(run_dir, allow_changed_code, "evaluate it"):
+        console.print(f"warning: {line}; evaluating with the code as it is now ({code.ALLOW_FLAG})", markup=False)
     run = load(run_dir, cfg, console)
     folder = None if force else history.stored(run_dir, eid, run.meta.weights_sha256)
+    if folder is not None and code.check(folder, allow_changed_code, "evaluate again"):
+        folder = None  # its methods' code changed, and the user allowed it: score them again
     if folder is not None:
         console.print(
             f"{run_dir} was already evaluated with these settings ({folder}); nothing computed "
@@ -179,6 +193,7 @@ def evaluate_run(run_dir: Path, cfg: DictConfig, console: Console | None = None,
         return result
     result = evaluate_loaded(run, cfg, console)
     written = history.save(result, run_dir, settings, str(run.device), run.meta.weights_sha256)
+    code.record(run_dir / EVAL_DIR / eid, code.method_sources(cfg.eval.methods))
     show(result, run.run_dir, written, console)
     if cfg.logger.name != "none":
         record = {"eval_id": eid, "settings": settings}

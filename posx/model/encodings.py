@@ -7,7 +7,9 @@ Every encoding is a ``PositionalEncoding`` with three hooks, each a no-op by def
 * ``distance_bias(layer, length)``  a bias on the logits by query-key distance (ALiBi, T5, KERPLE)
 
 The attention block calls them and never asks which encoding it has, so a new encoding is
-a new subclass of ``posx.model.positional.PositionalEncoding`` plus one line in ``ENCODINGS``.
+a new subclass of ``posx.model.positional.PositionalEncoding`` plus one line in ``ENCODINGS``;
+one from outside posx is the same subclass, named by ``pos=custom pos.impl=module:Class``
+(``posx.model.custom``).
 RoPE and xPos (RoPE's ``rotate`` with a per-pair scale) live in ``posx.model.rotary``; FIRE,
 whose bias also depends on the query position, overrides ``attn_masks`` and ``score_mod``
 instead of ``distance_bias`` (``posx.model.fire``); CoPE, whose positions depend on the logits,
@@ -38,6 +40,7 @@ from torch import Tensor, nn
 from posx.core.errors import PosxError, choose, unknown
 from posx.model import fire
 from posx.model.cope import CoPE
+from posx.model.custom import build_custom
 from posx.model.positional import PositionalEncoding
 from posx.model.rotary import Rotary, XPos
 
@@ -307,7 +310,7 @@ class KerpleLog(PositionalEncoding):
         return score - (self.p[h] * torch.log1p(self.a[h] * n)).to(score.dtype)
 
 
-# Name -> maker. A maker takes the model's spec (posx.model.spec.ModelSpec: its model and pos
+# posx's own encodings, name -> maker. A maker takes the model's spec (posx.model.spec.ModelSpec: its model and pos
 # sections) and returns the component; configs and run files hold only the name.
 ENCODINGS = {
     "absolute": lambda s: LearnedAbsolute(s.pos.max_positions, s.model.d_model),
@@ -321,10 +324,19 @@ ENCODINGS = {
     "kerple": lambda s: KerpleLog(s.model.n_head),
     "cope": lambda s: CoPE(s.model.n_layer, s.head_dim, s.pos.cope_npos),
 }
+CUSTOM = "custom"  # pos.name of a class from outside posx, named by pos.impl (posx.model.custom)
+
+
+def encoding_names() -> tuple[str, ...]:
+    """What pos.name accepts: posx's own encodings, then ``custom``."""
+    return (*ENCODINGS, CUSTOM)
 
 
 def build_encoding(spec) -> PositionalEncoding:
-    """Make the encoding named by ``spec.pos.name`` (a ``ModelSpec``)."""
+    """Make the encoding named by ``spec.pos.name`` (a ``ModelSpec``): one of posx's own, or the
+    class ``pos.impl`` names from outside posx."""
+    if spec.pos.name == CUSTOM:
+        return build_custom(spec)
     if spec.pos.name not in ENCODINGS:
-        raise PosxError(f"unknown positional encoding '{spec.pos.name}'; {choose(ENCODINGS)}")
+        raise PosxError(f"unknown positional encoding '{spec.pos.name}'; {choose(encoding_names())}")
     return ENCODINGS[spec.pos.name](spec)

@@ -12,12 +12,14 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import typing
+from collections.abc import Mapping
 from typing import Callable, Iterator
 
 import torch
 
 from posx import rope
 from posx.core.errors import PosxError, choose
+from posx.core.validate import validate
 from posx.model.gpt import GPT
 from posx.model.roperecord import RopeRecord
 from posx.model.windowed import DualChunk, Grouping, Lambda, Rectified, Sinks, Windowed
@@ -93,11 +95,28 @@ _WINDOWS: dict[str, Callable[[dict, int], Windowed]] = {
 WINDOWED = frozenset(_WINDOWS)
 
 
+def param_key(method: str) -> str:
+    """The key of ``eval.params`` that holds the parameters of a method from outside posx: the
+    attribute of its import path (``my_rescale`` for ``mymod:my_rescale``), or its entry point's name."""
+    return str(method).rpartition(":")[2]
+
+
+def user_params(method: str, ev) -> dict:
+    """The parameters ``eval.params`` gives a method from outside posx (none: its defaults)."""
+    given = (ev.params or {}).get(param_key(method)) or {}
+    if not isinstance(given, Mapping):
+        raise PosxError(f"eval.params.{param_key(method)}={given!r} must be a mapping of {method}'s parameters")
+    return dict(given)
+
+
 def method_args(method: str, ev, scale: float, length: int) -> tuple[float, dict]:
-    """(factor, params) of ``rope.frequencies`` for ``method`` at one (scale, length) row."""
-    if method not in METHOD_ARGS:
+    """(factor, params) of ``rope.frequencies`` for ``method`` at one (scale, length) row: posx's
+    own methods as ``METHOD_ARGS`` says, a method from outside posx with ``eval.params.<name>``."""
+    if method in METHOD_ARGS:
+        return METHOD_ARGS[method](ev, scale, length)
+    if method in rope.METHODS:
         raise PosxError(f"eval.methods has unknown method '{method}'; {choose(METHOD_ARGS)}")
-    return METHOD_ARGS[method](ev, scale, length)
+    return scale, user_params(method, ev)
 
 
 def method_frequencies(
@@ -108,16 +127,26 @@ def method_frequencies(
     try:
         return rope.frequencies(method, head_dim, base=base, factor=factor, original_context=train_context, **params)
     except PosxError as exc:
-        group = _GROUP.get(method)
+        group = _GROUP.get(method) or (f"eval.params.{param_key(method)}" if method not in rope.METHODS else None)
         raise PosxError(f"{group}: {exc}" if group else str(exc)) from None
 
 
+def is_windowed(method: str) -> bool:
+    """Whether ``method`` acts in attention: posx's own (``WINDOWED``) or one from outside posx."""
+    return method in WINDOWED or (method not in rope.METHODS and rope.window_of(method) is not None)
+
+
 def method_window(method: str, ev, train_context: int) -> Windowed | None:
-    """The windowed attention of ``method`` (None for a method that only sets frequencies)."""
-    if method not in WINDOWED:
+    """The windowed attention of ``method`` (None for a method that only sets frequencies); one
+    from outside posx gets its parameters validated as its dataclass (``posx.core.validate``)."""
+    if method in WINDOWED:
+        _, params = method_args(method, ev, 1.0, train_context)
+        return _WINDOWS[method](params, train_context)
+    if not is_windowed(method):
         return None
-    _, params = method_args(method, ev, 1.0, train_context)
-    return _WINDOWS[method](params, train_context)
+    kind, given = rope.params_of(method), user_params(method, ev)
+    made = validate(given, kind, at=f"eval.params.{param_key(method)}.") if kind is not None else None
+    return rope.window_of(method)(made, train_context)
 
 
 def check_methods(ev, methods, head_dim: int, base: float, train_context: int, rows: list[tuple[float, int]]) -> None:

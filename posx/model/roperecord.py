@@ -9,8 +9,7 @@ from dataclasses import dataclass, field
 from typing import List, Optional
 
 from posx.fieldtypes import MAX_SIZE, at_least, bound, positive
-from posx.ropeparams import MAX_FACTOR
-from posx.schema import Method
+from posx.ropeparams import MAX_FACTOR, Method
 
 
 @dataclass

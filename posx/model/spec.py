@@ -8,6 +8,8 @@ from dataclasses import asdict, dataclass, fields, replace
 from posx.fieldtypes import like
 from posx.schema import BYTES, DataConfig, ModelConfig, PosConfig
 
+NULL_IS_A_VALUE = {("pos", "params")}  # a custom encoding's parameters: null gives none (all defaults)
+
 
 @dataclass(kw_only=True)
 class ModelSpec:
@@ -25,7 +27,12 @@ class ModelSpec:
 
     def check(self, at: str = "") -> str | None:
         """Every value resolved: a null (T's default) means nothing once T is not beside it."""
-        nulls = [f"{at}{s}.{key}" for s, group in self.sections().items() for key, v in group.items() if v is None]
+        nulls = [
+            f"{at}{s}.{key}"
+            for s, group in self.sections().items()
+            for key, v in group.items()
+            if v is None and (s, key) not in NULL_IS_A_VALUE
+        ]
         return f"{nulls[0]} is null; a model record holds the value resolved against T" if nulls else None
 
     @classmethod
