@@ -22,10 +22,13 @@ def options(group: str) -> list[str]:
 
 
 @pytest.mark.parametrize("group,option", [(g, o) for g in GROUPS for o in options(g)])
-def test_every_group_option_composes(group, option):
+def test_every_group_option_composes(group, option, monkeypatch):
     overrides = [f"{group}={option}"]
     if (group, option) == ("data", "text"):
         overrides.append("data.path=corpus.txt")  # the one required value
+    if (group, option) == ("pos", "custom"):  # the class it names: the example's
+        monkeypatch.syspath_prepend(str(config_dir().parent))
+        overrides.append("pos.impl=examples.alibi_encoding:ALiBi")
     cfg = compose(overrides)
     check_config(cfg)
 

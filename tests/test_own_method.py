@@ -237,3 +237,23 @@ def test_the_command_line_refuses_a_missing_module_in_one_line_and_writes_nothin
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "no module 'no_such_module_here' on the Python path" in lines[0]
     assert not (tmp_path / "results").exists()
+
+
+def test_a_config_folder_on_the_search_path_names_the_code(tmp_path, repo_on_path):
+    (tmp_path / "pos").mkdir()
+    (tmp_path / "pos" / "my_alibi.yaml").write_text(f"name: custom\nimpl: {MY_ALIBI}\nparams: {{max_bias: 4}}\n")
+    (tmp_path / "eval").mkdir()
+    (tmp_path / "eval" / "mine.yaml").write_text(
+        f"methods: [none, {PARTIAL_PI}]\nparams: {{partial_pi: {{strength: 0.5}}}}\n"
+    )
+    cfg = compose(["pos=my_alibi", "eval=mine", f"hydra.searchpath=[file://{tmp_path}]"])
+    assert (cfg.pos.name, cfg.pos.impl, cfg.pos.params.max_bias) == ("custom", MY_ALIBI, 4)
+    assert list(cfg.eval.methods) == ["none", PARTIAL_PI] and cfg.eval.params.partial_pi.strength == 0.5
+
+
+def test_the_tutorial_shows_each_example_as_it_is_and_each_fits_in_40_lines():
+    page = (REPO / "docs" / "own-method.md").read_text(encoding="utf-8")
+    for name in ("alibi_encoding.py", "partial_pi.py"):
+        text = (REPO / "examples" / name).read_text(encoding="utf-8")
+        assert len(text.splitlines()) <= 40, name
+        assert text.rstrip() in page, name
