@@ -47,6 +47,11 @@ Decisions where the published definitions leave room:
   * Where a method reduces to the identity (s = 1, or a dynamic method at length <= L) it
     returns theta itself, so the result is bit-identical to ``none``.
 
+A method from outside posx (``eval.methods=[module:function]``, or an entry point of
+``posx.methods``; declared with ``rope_method`` or ``attention_method`` of ``posx.core.methods``)
+is looked up by the same ``_lookup`` and becomes the same record: its function takes theta, T and
+the length to reach, its parameters are its own dataclass, checked as posx's own are.
+
 All arithmetic is float64; the result is cast to float32 once, at the end. The arguments, with
 their bounds and rules, are the dataclasses of ``posx.ropeparams``, where ``METHOD_PARAMS`` pairs
 each method with the one of its extra parameters, which ``check_params`` walks on its own

@@ -20,6 +20,7 @@ from posx.config.checks import check_train_config
 from posx.config.compose import compose
 from posx.core import imports
 from posx.core.errors import PosxError
+from posx.eval import history
 from posx.model.encodings import ALiBi
 from posx.model.gpt import GPT
 from posx.model.rescale import method_frequencies, method_window
@@ -257,3 +258,11 @@ def test_the_tutorial_shows_each_example_as_it_is_and_each_fits_in_40_lines():
         text = (REPO / "examples" / name).read_text(encoding="utf-8")
         assert len(text.splitlines()) <= 40, name
         assert text.rstrip() in page, name
+
+
+def test_eval_params_joins_an_evaluations_identity_only_when_set():
+    default = history.settings_of(ev())
+    assert "params" not in default  # evaluations made before the key existed keep their ids
+    given = history.settings_of(ev(params={"partial_pi": {"strength": 0.5}}))
+    assert given["params"] == {"partial_pi": {"strength": 0.5}}
+    assert history.eval_id(given) != history.eval_id(default)

@@ -32,12 +32,15 @@ TABLE_FILES = ("extrapolation.csv", "extrapolation.md", "positions.csv", "passke
 # away, and the next evaluation writes its own.
 UNREADABLE_FIX = "move it out of the run directory, then evaluate again"
 NOT_IDENTITY = ("after_train", "batch_tokens")  # eval.* keys that do not change the numbers
+# eval.* keys that are part of the identity only when set: null adds nothing, so an evaluation
+# made before the key existed keeps its id (eval.params: the parameters of methods from outside posx)
+SET_ONLY = ("params",)
 
 
 def settings_of(ev) -> dict:
     """The evaluation settings that make its identity, as plain data."""
     data = OmegaConf.to_container(ev, resolve=True, enum_to_str=True) if isinstance(ev, DictConfig) else dict(ev)
-    return {k: v for k, v in data.items() if k not in NOT_IDENTITY}
+    return {k: v for k, v in data.items() if k not in NOT_IDENTITY and not (k in SET_ONLY and v is None)}
 
 
 def eval_id(settings: dict) -> str:
