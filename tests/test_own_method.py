@@ -266,3 +266,35 @@ def test_eval_params_joins_an_evaluations_identity_only_when_set():
     given = history.settings_of(ev(params={"partial_pi": {"strength": 0.5}}))
     assert given["params"] == {"partial_pi": {"strength": 0.5}}
     assert history.eval_id(given) != history.eval_id(default)
+
+
+@pytest.mark.slow
+def test_a_resume_or_evaluation_whose_code_changed_is_refused_in_one_line(tmp_path, monkeypatch, tiny_args):
+    path = module(
+        tmp_path,
+        monkeypatch,
+        "decay_bias",
+        """
+        import torch
+        from posx.model.positional import PositionalEncoding
+
+        class Decay(PositionalEncoding):
+            def __init__(self, spec, params):
+                super().__init__()
+                self.n_head = spec.model.n_head
+
+            def distance_bias(self, layer, length):
+                return -0.1 * torch.arange(length, dtype=torch.float32).expand(self.n_head, length)
+        """,
+    )
+    run_posx("train", "pos=custom", "pos.impl=decay_bias:Decay", "name=decay", *tiny_args, cwd=tmp_path)
+    run = tmp_path / "results" / "runs" / "decay"
+    assert code.read(run)["pos.impl"].sha256 == imports.load("decay_bias:Decay", "", "pos.impl")[1].sha256
+    path.write_text(path.read_text(encoding="utf-8") + "# edited\n", encoding="utf-8")
+    for command in (["train", "--resume", str(run)], ["eval-extrapolate", str(run)]):
+        refused = run_posx(*command, cwd=tmp_path, check=False)
+        assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+        assert "the source of decay_bias:Decay" in refused.stderr and "--allow-changed-code" in refused.stderr
+    allowed = run_posx("eval-extrapolate", str(run), "--allow-changed-code", "eval.factors=[1]", cwd=tmp_path)
+    assert "warning: pos.impl: the source of decay_bias:Decay" in allowed.stdout
+    assert (run / "extrapolation.csv").is_file()

@@ -279,6 +279,7 @@ def resume(run: str, overrides: list[str], allow_changed_code: bool = False) -> 
     refuse_flags(overrides)
     composed = compose(overrides)
     run_dir = resolve_run(run, composed.results_dir)
+    changed = code.check(run_dir, allow_changed_code, "resume it")  # before its config loads the code
     cfg = resume_config(run_dir, overrides, composed)
     with distributed.session(cfg.device), says_what_it_left(run_dir):
         console = _console()
@@ -290,7 +291,7 @@ def resume(run: str, overrides: list[str], allow_changed_code: bool = False) -> 
             )
             return
         check_writable(run_dir)
-        for line in code.check(run_dir, allow_changed_code, "resume it"):
+        for line in changed:
             console.print(f"warning: {line}; resuming with the code as it is now ({code.ALLOW_FLAG})", markup=False)
         train(cfg, run_dir, Resume(), console)
         distributed.on_main(lambda: digest.refresh(run_dir))

@@ -123,7 +123,7 @@ def _line(exc: BaseException) -> str:
 
 def changed(recorded: Source) -> str | None:
     """What differs between the code a run recorded and the code now on disk, in one phrase; None
-    when it is the same file with the same bytes. Reads the file; imports nothing."""
+    when it is the same file with the same bytes. Reads the file; the module itself is not run."""
     current = _current_file(recorded.target)
     if not current:
         return f"{recorded.name} ({recorded.file}) cannot be found any more"
@@ -137,7 +137,8 @@ def changed(recorded: Source) -> str | None:
 
 
 def _current_file(target: str) -> str:
-    """The file the module of ``target`` is (or would be) loaded from, without running it."""
+    """The file the module of ``target`` is (or would be) loaded from, without running the module
+    itself (the packages above it are imported, as Python must to find it)."""
     module_name = target.partition(":")[0]
     loaded = sys.modules.get(module_name)
     if loaded is not None:
