@@ -324,6 +324,17 @@ class Config:
         return _encoding_fits(self) or _positions_reach(self)
 
 
+def evaluated_length(factor: float, context: int) -> int:
+    """The length a factor stands for: round(factor x T). The one rule for it, read by the
+    evaluation, its checks before any work, the model spec and ``posx extend``."""
+    return round(factor * context)
+
+
+def rope_scale(scale: Optional[float], length: int, context: int) -> float:
+    """The RoPE scale s of a row evaluated at ``length``: ``eval.scale`` when set, else L / T."""
+    return float(scale) if scale is not None else length / context
+
+
 def _encoding_fits(cfg: Config) -> Optional[str]:
     """pos.name against model.d_model, model.n_head, model.nope_every and T."""
     p, m, T = cfg.pos, cfg.model, cfg.train.context_length
@@ -349,7 +360,7 @@ def _positions_reach(cfg: Config) -> Optional[str]:
     """pos.randomized and pos.pose_length: past T, and within a learned table."""
     p, T = cfg.pos, cfg.train.context_length
     table = p.max_positions or T
-    limit = p.randomized_max if p.randomized_max is not None else round(max(cfg.eval.factors) * T)
+    limit = p.randomized_max if p.randomized_max is not None else evaluated_length(max(cfg.eval.factors), T)
     if p.randomized and limit < T:
         return f"pos.randomized_max={limit} must be at least train.context_length={T}"
     if p.randomized and p.name == "absolute" and table < limit:

@@ -105,7 +105,7 @@ def _plan(model: GPT, meta: RunMeta, val: torch.Tensor, ev, val_docs, tokenizer)
             f"the held-out split has {len(val)} tokens but eval.tokens asks for {n_tokens} "
             f"at each length ({needed} read); lower eval.tokens or use more data"
         )
-    scales = [float(ev.scale) if ev.scale is not None else L / T for L in lengths]
+    scales = [scale for scale, _ in scoring.eval_rows(ev, T)]
     rope_args = {"head_dim": meta.model.head_dim, "base": meta.model.pos.base, "train_context": T}
     if model.pos.uses_rope:  # bad method parameters fail here, before any row is computed
         check_methods(ev, ev.methods, rows=list(zip(scales, lengths)), **rope_args)
