@@ -35,7 +35,8 @@ def rewritten(out: Path, claims: pd.DataFrame, earlier: pd.DataFrame | None) -> 
     tail = rest.split("\n## Exact answers", 1)[1] if "\n## Exact answers" in rest else ""
     lines = [line for line in head.rstrip("\n").splitlines() if not line.startswith("- notes: ")]
     again = f"python scripts/retrieval_notes.py --out {notes.shown(out)}"
-    dirty = " (with uncommitted changes)" if notes.git("status", "--porcelain", "--untracked-files=no") else ""
+    code = notes.git("status", "--porcelain", "--untracked-files=no", "--", ".", ":!results")  # the outputs aside
+    dirty = " (with uncommitted changes)" if code else ""
     lines.append(f"- notes: claims re-derived from the committed exact.csv with `{again}` at commit "
                  f"`{notes.git('rev-parse', 'HEAD')}`{dirty}; no run was redone")  # fmt: skip
     changed = study_verdicts.changed_lines(claims, earlier, task_claims.CLAIM_KEYS)

@@ -294,7 +294,8 @@ def committed_header(args, out: Path) -> list[str]:
     while lines and not lines[-1]:
         lines.pop()
     again = f"python scripts/study_notes.py --from-committed --out {shown(args.out)} --grid {args.grid}"
-    dirty = " (with uncommitted changes)" if git("status", "--porcelain", "--untracked-files=no") else ""
+    code = git("status", "--porcelain", "--untracked-files=no", "--", ".", ":!results")  # the outputs aside
+    dirty = " (with uncommitted changes)" if code else ""
     return [*lines, f"- notes: re-derived from the committed tables with `{again}` at commit "
             f"`{git('rev-parse', 'HEAD')}`{dirty}; no run was redone", ""]  # fmt: skip
 
