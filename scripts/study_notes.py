@@ -34,7 +34,7 @@ import study_setting  # scripts/study_setting.py: what the study is (corpus, mod
 import study_verdicts  # scripts/study_verdicts.py: the claims, their reasons, the earlier rule's calls
 import torch
 from study_grids import GRIDS
-from study_text import SEEDS, SMOOTH, captions  # scripts/study_text.py: the notes' prose
+from study_text import SMOOTH, captions  # scripts/study_text.py: the notes' prose
 
 from posx.report import seed_cells
 from posx.report.claims import OPTION_DEFAULTS, matches
@@ -134,7 +134,7 @@ def byte_level(summary: pd.DataFrame) -> pd.DataFrame:
     return summary[[not study_verdicts.is_bpe(str(g)) for g in summary["group"]]]
 
 
-def header_lines(args, times: pd.DataFrame) -> list[str]:
+def header_lines(args, times: pd.DataFrame, seeds: str) -> list[str]:
     """The title, the command that regenerates the study, and the commit, machine and time it took."""
     dirty = " (with uncommitted changes)" if git("status", "--porcelain", "--untracked-files=no") else ""
     phases = times.groupby("phase")["seconds"].sum()
@@ -149,7 +149,7 @@ def header_lines(args, times: pd.DataFrame) -> list[str]:
     return [
         f"# Reference study: {args.out.name}",
         "",
-        f"Every positional encoding and RoPE rescaling method of posx, {SEEDS[args.grid]}, evaluated from 1x to 8x "
+        f"Every positional encoding and RoPE rescaling method of posx, {seeds}, evaluated from 1x to 8x "
         "the training length, with the papers' claims checked. Regenerate it, or continue it where it stopped, with:",
         "",
         f"```bash\n{args.command}\n```",
@@ -324,7 +324,8 @@ def write_outputs(args, staging: Path) -> None:
         study_figure.draw(sweep, staging)
         if (args.out / "tasks").is_dir():  # the committed NIAH heatmap, kept where its runs are not here
             shutil.copytree(args.out / "tasks", staging / "tasks")
-    write_notes(args, staging, sweep, header_lines(args, task_times(args.work)), None)
+    seeds = study_setting.seed_span(seed_cells.read_groups(report / "groups.csv"))
+    write_notes(args, staging, sweep, header_lines(args, task_times(args.work), seeds), None)
 
 
 def write_notes(args, staging: Path, sweep: pd.DataFrame, header: list[str], earlier_calls) -> None:

@@ -159,8 +159,9 @@ def task_lines(retrieval: Path, staging: Path, runs: Path) -> list[str]:
     lines = [
         "## Retrieval: the task arm",
         "",
-        f"From the retrieval comparison (`{retrieval.name}`: the retrieval recipe, one task per run, 3 seeds; its "
-        "STUDY.md has the command), for the encodings this arm compares. Exact-answer share, mean ± std over seeds.",
+        f"From the retrieval comparison (`{retrieval.name}`: the retrieval recipe, one task per run, "
+        f"{exact.groupby(['encoding', 'task'])['seed'].nunique().max()} seeds; its STUDY.md has the command), for the "
+        "encodings this arm compares. Exact-answer share, mean ± std over seeds.",
         "",
         wide.to_markdown(index=False),
         "",
@@ -179,7 +180,7 @@ def task_lines(retrieval: Path, staging: Path, runs: Path) -> list[str]:
 
 
 HEATMAP_CAPTION = (
-    "Passkey retrieval by needle depth (rows) and evaluation length (columns), exact share over the three seeds "
+    "Passkey retrieval by needle depth (rows) and evaluation length (columns), exact share over the seeds "
     "of each passkey-trained run; one panel per encoding (and RoPE's zero-shot PI and YaRN). Drawn from the "
     "retrieval comparison's passkey runs when they were present and committed as `tasks/niah_heatmap.png`, so "
     "it shows on a clean clone."

@@ -40,6 +40,12 @@ def seeds_per_arm(groups: pd.DataFrame) -> str:
     return ", ".join(f"{n} arm(s) with {k} seeds" for k, n in counts.items())
 
 
+def seed_span(groups: pd.DataFrame) -> str:
+    """"n seeds each", or "n to m seeds per arm", over the groups of ``groups.csv``."""
+    low, high = int(groups["runs"].min()), int(groups["runs"].max())
+    return f"{low} seeds each" if low == high else f"{low} to {high} seeds per arm"
+
+
 def header_fact(header: list[str], name: str) -> str:
     """A "- name: value" line's value from STUDY.md's header ('' when absent)."""
     return next((line.split(": ", 1)[1] for line in header if line.startswith(f"- {name}: ")), "")

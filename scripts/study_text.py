@@ -46,9 +46,3 @@ def captions(ext: pd.DataFrame | None, longest: float) -> dict[str, str]:
         "positions.png": "Loss by position, one panel per group (posx report's default figure).",
         "training.png": "Training and validation loss of every run.",
     }
-
-
-SEEDS = {  # how many seeds each grid trains (scripts/study_grids.py)
-    "first": "3 seeds each",
-    "methods": "3 seeds each (5 for RoPE, the T5 bias and RoPE's four main extensions)",
-}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import shutil
 import sys
 from pathlib import Path
 
@@ -261,3 +262,19 @@ def test_bad_input_to_the_check(checker, tmp_path, capsys):
     with pytest.raises(SystemExit) as stop:
         _check(checker, work, "--tolerance", "five")
     assert stop.value.code == 2
+
+
+def test_the_committed_notes_are_what_the_notes_only_mode_writes(notes, tmp_path):
+    """study_notes.py --from-committed over a copy of the first edition writes its committed
+    claims.csv and STUDY.md again (but the line saying when the notes were re-derived)."""
+    study = REPO / "results" / "reference" / "cpu-tiny"
+    out = tmp_path / "cpu-tiny"
+    shutil.copytree(study, out)
+    args = argparse.Namespace(out=out, work=None, grid="first", preset="cpu", from_committed=True)
+    staging = tmp_path / "staging"
+    notes.notes_only(args, staging)
+    assert (staging / "claims.csv").read_text() == (study / "claims.csv").read_text()
+    again, committed = ((p / "STUDY.md").read_text().splitlines() for p in (staging, study))
+    assert [line for line in again if not line.startswith("- notes: ")] == [
+        line for line in committed if not line.startswith("- notes: ")
+    ]
