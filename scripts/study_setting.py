@@ -41,7 +41,7 @@ def seeds_per_arm(groups: pd.DataFrame) -> str:
 
 
 def seed_span(groups: pd.DataFrame) -> str:
-    """"n seeds each", or "n to m seeds per arm", over the groups of ``groups.csv``."""
+    """ "n seeds each", or "n to m seeds per arm", over the groups of ``groups.csv``."""
     low, high = int(groups["runs"].min()), int(groups["runs"].max())
     return f"{low} seeds each" if low == high else f"{low} to {high} seeds per arm"
 
