@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 
 import pandas as pd
-from study_verdicts import CLAIM_KEYS, per_claim
+from study_verdicts import CLAIM_KEYS, SHOWN, per_claim
 
 from posx.report.claims import Cell, parse_label
 from posx.report.mdtable import md_table
@@ -81,7 +81,7 @@ def glance_lines(claims: pd.DataFrame, first_csv: Path, caption: str) -> list[st
     if first is not None:
         lines[-1] += f" The first edition, under the same rule: {counts(first)} (of {len(first)} checks)."
     figure = "![Perplexity against evaluation length, every kind of run](headline.png)"
-    return [*lines, "", table.to_markdown(index=False), "", figure, "", caption, ""]
+    return [*lines, "", table.rename(columns=SHOWN).to_markdown(index=False), "", figure, "", caption, ""]
 
 
 def bpb_lines(sweep: pd.DataFrame) -> list[str]:
@@ -165,7 +165,7 @@ def task_lines(retrieval: Path, staging: Path, runs: Path) -> list[str]:
         "",
         wide.to_markdown(index=False),
         "",
-        claims.to_markdown(index=False),
+        claims.rename(columns=SHOWN).to_markdown(index=False),
         "",
     ]
     passkey = [runs / f"{e}-passkey-s{s}" for e in TASK_ENCODINGS for s in range(3)]

@@ -21,6 +21,7 @@ from posx.report.claims import RECOVERED, Numbers, check, corrected, parse_label
 from posx.report.stats import ALPHA, CONTRADICTED, INCONCLUSIVE, NO_WORSE, NOT_CHECKED, POWER, SUPPORTED
 
 CLAIM_KEYS = ["paper", "claim", "block", "protocol"]
+SHOWN = {"holm_verdict": "Holm-corrected"}  # a column's heading in STUDY.md
 # the earlier rule's words, as the new outcomes: a comparison's call under each
 EARLIER = {
     **{"reproduced": SUPPORTED, "reversed": CONTRADICTED, "not reproduced": INCONCLUSIVE, "not checked": NOT_CHECKED},
@@ -106,7 +107,7 @@ def claims_lines(claims: pd.DataFrame, table: bool = True) -> list[str]:
     lines[-1] += f"{counts(claims, 'holm_verdict')}."
     lines.append("")
     if table:
-        lines += [per_claim(claims, CLAIM_KEYS).to_markdown(index=False), ""]
+        lines += [per_claim(claims, CLAIM_KEYS).rename(columns=SHOWN).to_markdown(index=False), ""]
     unmet = claims[claims["verdict"] != SUPPORTED]
     if not unmet.empty:
         lines += ["### Where a claim is not supported, and why, from its numbers", ""]
@@ -196,7 +197,7 @@ def retrieval_lines(claims: pd.DataFrame) -> list[str]:
         f"Verdicts per claim and task: {_count(table[table['task'] != task_claims.ALL_TASKS], 'verdict')}; "
         f"Holm-corrected: {_count(table[table['task'] != task_claims.ALL_TASKS], 'holm_verdict')}.",
         "",
-        table.to_markdown(index=False),
+        table.rename(columns=SHOWN).to_markdown(index=False),
         "",
         'The numbers behind each verdict (d = first − second of the test "first < second"):',
         "",
