@@ -137,8 +137,8 @@ class Numbers:
         }[column]
         if len(rows) != 1:
             return Cell(label)
-        stage, factor = ("zero-shot", self.factor()) if column == "zero_shot" else ("extended", self.factor())
-        factor = 1.0 if column == "extended_1x" else factor
+        stage = "zero-shot" if column == "zero_shot" else "extended"
+        factor = 1.0 if column == "extended_1x" else self.factor()
         cells = self.seeds[
             (self.seeds["group"] == str(rows["group"].iloc[0]))
             & (self.seeds["method"] == f"{method} ({stage})")
