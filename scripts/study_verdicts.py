@@ -122,6 +122,7 @@ def claims_lines(claims: pd.DataFrame, table: bool = True) -> list[str]:
             else (f": d = {r.diff:+.3f} [{r.ci_low:+.3f}, {r.ci_high:+.3f}], {r.test}, df {r.df:.1f}, p = {r.p:.2g}, ")
         )
         said = f"{r.outcome}, Holm {r.holm_outcome}" if test else r.outcome
+        said += f" (detectable: {r.detectable:.3f})" if math.isfinite(r.detectable) else ""
         lines.append(f"- {r.claim} ({r.block}, {r.protocol}): {r.comparison}{test or ': '}{said}")
     return [*lines, ""]
 

@@ -184,7 +184,8 @@ def _claim(paper: str, claim: str, pairs: list[tuple[Cell, Cell]], flat: list[tu
     rows = [_row(paper, claim, f"{lo.text()} < {hi.text()}", lo, hi) for lo, hi in pairs]
     for a, b in flat:
         bound = b.scaled(1 + NO_WORSE)
-        rows.append(_row(paper, claim, f"{a.text()} no worse than {b.text()} (within {NO_WORSE:.0%})", a, bound))
+        text = f"{a.text()} no worse than {b.text()}: below {bound.label} {bound.mean:.3f}"
+        rows.append(_row(paper, claim, text, a, bound))
     return rows
 
 
