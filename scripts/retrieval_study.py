@@ -40,11 +40,13 @@ import pandas as pd
 import reference_study as ref  # scripts/: resume and the phase runner
 import study_log  # scripts/: the task and invocation logs
 import study_notes as notes  # scripts/: git, the machine, publish
+import study_verdicts  # scripts/: the claims' lines, where the earlier rule differed
 
 from posx.config.compose import config_dir
 from posx.core.errors import PosxError
 from posx.eval.tables import read_table
 from posx.report import task_claims, task_comparison
+from posx.report.claims import corrected
 from posx.report.mdtable import md_table
 from posx.report.output import save
 from posx.runs.paths import is_run
@@ -303,19 +305,13 @@ def header_lines(args, log: study_log.Log, missing: list[str]) -> list[str]:
     ]
 
 
-def study_md(args, log: study_log.Log, shares: pd.DataFrame, claims: pd.DataFrame, missing: list[str]) -> str:
-    """STUDY.md: the command, where and how long, the claims, the figure and the exact shares."""
+def study_md(args, header: list[str], shares: pd.DataFrame, claims: pd.DataFrame, earlier=None) -> str:
+    """STUDY.md: ``header`` (the command, where and how long), the claims (and, given the earlier
+    rule's calls, where they differ), the figure and the exact shares."""
     lines = [
-        *header_lines(args, log, missing),
-        "## Claims",
-        "",
-        "Past T is, per seed, the mean exact share at 2x, 4x and 8x; numbers are mean ± std over seeds. A "
-        "difference is called only beyond 2 standard deviations of the difference (one seed: never); an "
-        f"encoding below {task_claims.LEARNED:.0%} exact at 1x did not learn the task, and its comparisons "
-        "are not called. `not run`: a run the claim needs is missing.",
-        "",
-        md_table(claims),
-        "",
+        *header,
+        *study_verdicts.retrieval_lines(claims),
+        *study_verdicts.changed_lines(claims, earlier, task_claims.CLAIM_KEYS),
         "## Exact answers",
         "",
     ]
@@ -340,7 +336,7 @@ def study_md(args, log: study_log.Log, shares: pd.DataFrame, claims: pd.DataFram
 def write_outputs(args, log: study_log.Log) -> None:
     """exact.csv, claims.csv, the figure and STUDY.md, built beside ``--out`` and swapped in whole."""
     shares = collect(args)
-    claims = task_claims.check(shares)
+    claims = corrected(task_claims.check(shares), task_claims.CLAIM_KEYS)
     missing = [run_name(*c) for c in grid(args) if not (args.work / "runs" / run_name(*c) / "tasks.csv").is_file()]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{args.out.name}.new-", dir=args.out.parent))
@@ -350,7 +346,7 @@ def write_outputs(args, log: study_log.Log) -> None:
         if not shares.empty:
             tasks = [t for t in args.tasks if t in set(shares["task"])]
             save(task_comparison.figure(shares, LABELS, FAMILIES, tasks), staging / "exact_vs_length.png")
-        (staging / "STUDY.md").write_text(study_md(args, log, shares, claims, missing))
+        (staging / "STUDY.md").write_text(study_md(args, header_lines(args, log, missing), shares, claims))
     except BaseException:
         shutil.rmtree(staging)  # the half-built folder this call made
         raise
