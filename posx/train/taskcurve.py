@@ -61,6 +61,50 @@ def score(model, held: dict, step: int, tokens: int, batch_tokens: int, device: 
     return rows
 
 
+def latest(rows: list[dict]) -> list[dict]:
+    """The rows of the last scored step (one per task); [] without any."""
+    if not rows:
+        return []
+    last = max(r["step"] for r in rows)
+    return [r for r in rows if r["step"] == last]
+
+
+def brief(rows: list[dict]) -> str:
+    """The progress line's task part: the exact share per task at the last scored step
+    (``exact copy 99% mqar 3%``); "" before the first validation or without a mix."""
+    shown = [f"{r['task']} {r['accuracy']:.0%}" for r in latest(rows) if r["accuracy"] == r["accuracy"]]
+    return f"exact {' '.join(shown)}" if shown else ""
+
+
+def summary(rows: list[dict]) -> str:
+    """The done line's task part: exact answers per task on the held-out set at T at the last
+    scored step (``copy 127/128 (99.2%)``); "" without any."""
+    last = latest(rows)
+    if not last:
+        return ""
+    cells = [
+        f"{r['task']} {round(r['accuracy'] * r['trials'])}/{r['trials']} ({r['accuracy']:.1%})"
+        for r in last
+        if r["accuracy"] == r["accuracy"]
+    ]
+    if not cells:
+        return ""
+    return f"exact answers at T on the held-out task set (step {last[0]['step']}): {', '.join(cells)}"
+
+
+def done_scores(cfg, val_loss: float, rows: list[dict]) -> str:
+    """The done line's scores: a run with a task mix first states its exact answers at T
+    (``summary``); the text loss follows, said to be of text that a task-only run never saw."""
+    text = (
+        f"val loss {val_loss:.4f} (ppl {math.exp(val_loss):.2f} "
+        f"over {cfg.train.eval_batches} batches of random held-out windows)"
+    )
+    if float(cfg.data.task_mix) >= 1:
+        text = f"text {text}, a text this run never trained on (data.task_mix=1)"
+    tasks = summary(rows)
+    return f"{tasks}; {text}" if tasks else text
+
+
 def write(run_dir: Path, rows: list[dict]) -> None:
     """task_curve.csv with every row so far, replaced atomically (none: no file)."""
     if rows:
