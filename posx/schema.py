@@ -93,7 +93,7 @@ class ModelConfig:
     )  # layers i with (i+1) % K == 0 attend without positions (Llama 4's interleaved NoPE); 0: none
     short_conv: int = at_least(
         0, 0, 1024, " (0: off)"
-    )  # kernel of a causal depthwise convolution before each block's attention (zoology's short conv); 0: off
+    )  # kernel of a causal depthwise convolution before each block's attention (zoology's BaseConv/Based); 0: off
 
     def check(self, at: str = "") -> Optional[str]:
         if self.d_model % self.n_head:

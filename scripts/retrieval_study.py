@@ -1,4 +1,5 @@
-"""The retrieval comparison: eight encodings x 3 seeds x the recipe's tasks, the papers' claims checked.
+"""The retrieval comparison: eight encodings, each with and without the short convolution, x 3 seeds
+x the recipe's tasks, the papers' claims checked.
 
 One command regenerates ``results/reference/<name>/`` (default ``cpu-retrieval``):
 
@@ -11,12 +12,15 @@ It drives the real CLI (``python -m posx``) in phases, like ``scripts/reference_
 task log, resume and phase runner it uses:
 
 0. ``posx data prepare``: the token store the evaluations read, built once;
-1. train one run per encoding x task x seed with the recipe (``experiment=retrieval``, one task
-   per run: ``data.mix_tasks=[task]``): RoPE, NoPE, ALiBi, FIRE, xPos, RoPE with randomized
-   positions, RoPE rotating a quarter of its pairs, and RoPE with NoPE in every 2nd layer;
+1. train one run per arm x task x seed with the recipe (``experiment=retrieval``, one task
+   per run: ``data.mix_tasks=[task]``). The encodings: RoPE, NoPE, ALiBi, FIRE, xPos, RoPE with
+   randomized positions, RoPE rotating a quarter of its pairs, and RoPE with NoPE in every 2nd
+   layer; each has two arms (``posx.report.task_arms``, ``--conv``): ``<encoding>`` without the
+   short convolution (``model.short_conv=0``, pure attention) and ``<encoding>-conv`` with it;
 2. evaluate every run at 1x-8x T (``posx eval-extrapolate`` with the run's own task settings:
    the suite it trained on), plain RoPE also with PI and YaRN, zero-shot;
-3. read each run's ``tasks.csv``, check the papers' claims (``posx.report.task_claims``), draw the
+3. read each run's ``tasks.csv``, check the papers' claims (``posx.report.task_claims``), report
+   the convolution's effect per encoding (``task_arms.conv_effect``), draw the
    figure (``posx.report.task_comparison``) and write ``exact.csv``, ``claims.csv``,
    ``exact_vs_length.png`` (and .pdf) and ``STUDY.md``; the folder is replaced whole.
 
@@ -44,42 +48,23 @@ import study_notes as notes  # scripts/: git, the machine, publish
 from posx.config.compose import config_dir
 from posx.core.errors import PosxError
 from posx.eval.tables import read_table
-from posx.report import task_claims, task_comparison
+from posx.report import task_arms, task_claims, task_comparison
 from posx.report.mdtable import md_table
 from posx.report.output import save
-from posx.runs.paths import is_run
+from posx.runs.paths import CONFIG, is_run, is_run_dir, read_config
 from posx.schema import Task as TASK_NAMES
 
 REPO = ref.REPO
-VARIANTS = {  # the study's name of each model -> its training overrides
-    "rope": ["pos=rope"],
-    "nope": ["pos=nope"],
-    "alibi": ["pos=alibi"],
-    "fire": ["pos=fire"],
-    "xpos": ["pos=xpos"],
-    "rope-randomized": ["pos=rope", "pos.randomized=true"],
-    "rope-partial": ["pos=rope", "pos.rotary_fraction=0.25"],
-    "rope-hybrid": ["pos=rope", "model.nope_every=2"],
-}
-LABELS = {
-    "rope": "RoPE",
-    "nope": "NoPE",
-    "alibi": "ALiBi",
-    "fire": "FIRE",
-    "xpos": "xPos",
-    "rope-randomized": "RoPE, randomized positions",
-    "rope-partial": "RoPE rotating 25% of its pairs",
-    "rope-hybrid": "RoPE, NoPE in every 2nd layer",
-}
-FAMILIES = {name: "rope" for name in VARIANTS if name.startswith("rope-")}  # a shade of RoPE's colour
+VARIANTS = task_arms.ENCODINGS  # the study's name of each encoding -> its training overrides
 FACTORS = [1, 2, 4, 8]
-METHODS = {"rope": ["none", "pi", "yarn"]}  # every other model: none
+METHODS = {"rope": ["none", "pi", "yarn"], "rope-conv": ["none", "pi", "yarn"]}  # every other arm: none
 DEFAULTS = {
     "name": "cpu-retrieval",
     "experiment": "retrieval",
     "tasks": ["copy", "passkey", "mqar"],
     "seeds": [0, 1, 2],
     "encodings": list(VARIANTS),
+    "conv": "both",
 }
 
 
@@ -118,6 +103,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--name", default=DEFAULTS["name"], help="study name (default: %(default)s)")
     parser.add_argument("--experiment", default=DEFAULTS["experiment"], help="the recipe (configs/experiment/)")
     parser.add_argument("--encodings", type=listed(list(VARIANTS)), default=DEFAULTS["encodings"])
+    parser.add_argument(
+        "--conv", choices=task_arms.CONV_CHOICES, default=DEFAULTS["conv"],
+        help="which arms of each encoding: without the short convolution, with it, or both (default: %(default)s)",
+    )  # fmt: skip
     parser.add_argument("--tasks", type=listed(TASK_NAMES.values()), default=DEFAULTS["tasks"])
     parser.add_argument("--seeds", type=listed(None), default=DEFAULTS["seeds"])
     parser.add_argument("--steps", type=positive, help="train.steps for every run instead of the recipe's")
@@ -147,12 +136,35 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error(f"--experiment {args.experiment}: no such recipe; choose from {known}")
     if args.out.exists() and not (args.out / "STUDY.md").is_file():
         parser.error(f"--out {args.out}: exists and is not a study's output (no STUDY.md); name another")
+    args.arms = task_arms.arms(args.encodings, args.conv)
+    for arm, task, seed in grid(args):
+        wrong = other_conv(args.work / "runs" / run_name(arm, task, seed), arm)
+        if wrong:
+            parser.error(wrong)
     return args
 
 
+def other_conv(run: Path, arm: str) -> str:
+    """Why a run folder already there cannot be this arm's (trained with another
+    ``model.short_conv``, as a study from before the no-convolution arms named its runs); ""."""
+    if not is_run_dir(run) or not (run / CONFIG).is_file():
+        return ""
+    try:
+        kernel = (read_config(run).get("model") or {}).get("short_conv")
+    except PosxError as exc:
+        return str(exc)
+    want = task_arms.CONV_KERNEL if task_arms.ARMS[arm].conv else 0
+    if kernel == want:
+        return ""
+    return (
+        f"{run} was trained with model.short_conv={kernel}, not arm {arm}'s {want}; move it away or name another --work"
+    )
+
+
 def grid(args) -> list[tuple[str, str, int]]:
-    """(encoding, task, seed) of every run, encodings first."""
-    return [(e, t, s) for e in args.encodings for t in args.tasks for s in args.seeds]
+    """(arm, task, seed) of every run, arms first (``task_arms``: an encoding without, then with
+    the short convolution)."""
+    return [(a, t, s) for a in args.arms for t in args.tasks for s in args.seeds]
 
 
 def run_name(encoding: str, task: str, seed: int) -> str:
@@ -178,7 +190,7 @@ def train_task(args, encoding: str, task: str, seed: int) -> ref.Task:
     run = args.work / "runs" / name
     steps = [f"train.steps={args.steps}"] if args.steps else []
     cmd = ref.resume(run, args) if ref.stopped(run) else [
-        "train", f"experiment={args.experiment}", *VARIANTS[encoding], f"data.mix_tasks=[{task}]",
+        "train", f"experiment={args.experiment}", *task_arms.ARMS[encoding].overrides, f"data.mix_tasks=[{task}]",
         f"seed={seed}", f"name={name}", f"threads={args.threads}", "eval.after_train=false",
         "train.compile=false", *steps, *args.set, *ref.common(args),
     ]  # fmt: skip
@@ -226,7 +238,7 @@ def collect(args) -> pd.DataFrame:
 def command(args) -> str:
     """The command that regenerates this study: its options that differ from the defaults."""
     parts = ["python", "scripts/retrieval_study.py"]
-    for key in ("name", "encodings", "tasks", "seeds", "experiment"):
+    for key in ("name", "encodings", "conv", "tasks", "seeds", "experiment"):
         value = getattr(args, key)
         if value != DEFAULTS[key]:
             parts += [f"--{key}", value if isinstance(value, str) else ",".join(str(v) for v in value)]
@@ -265,6 +277,19 @@ def exact_table(shares: pd.DataFrame, encodings: list[str]) -> pd.DataFrame:
     return table.sort_values(["encoding", "task"], key=lambda c: c.map(rank) if c.name == "encoding" else c)
 
 
+def effect_table(shares: pd.DataFrame) -> pd.DataFrame:
+    """The convolution's effect (``task_arms.conv_effect``) as shown: shares as percentages."""
+    effect = task_arms.conv_effect(shares)
+    shown = effect[["encoding", "task", "where", "test", "seeds"]].copy()
+    shown["without"] = effect["without"].map("{:.1%}".format)
+    shown["with"] = effect["with"].map("{:.1%}".format)
+    shown["difference"] = effect["difference"].map("{:+.1%}".format)
+    shown["95% CI"] = [
+        "(one seed)" if lo != lo else f"[{lo:+.1%}, {hi:+.1%}]" for lo, hi in zip(effect["ci_low"], effect["ci_high"])
+    ]
+    return shown[["encoding", "task", "where", "without", "with", "difference", "95% CI", "test", "seeds"]]
+
+
 def timing_line(args, log: study_log.Log) -> str:
     """The wall time over every invocation, and the tasks' own time from the task log."""
     wall, calls = study_log.wall_time(args.work)
@@ -278,7 +303,7 @@ def timing_line(args, log: study_log.Log) -> str:
 
 def header_lines(args, log: study_log.Log, missing: list[str]) -> list[str]:
     """STUDY.md's head: what the study is, the command, the commit, machine, time and grid."""
-    models = "; ".join(f"{e} ({' '.join(VARIANTS[e])})" for e in args.encodings)
+    models = "; ".join(f"{a} ({' '.join(task_arms.ARMS[a].overrides)})" for a in args.arms)
     dirty = " (with uncommitted changes)" if notes.git("status", "--porcelain", "--untracked-files=no") else ""
     return [
         f"# Retrieval comparison: {args.name}",
@@ -303,6 +328,25 @@ def header_lines(args, log: study_log.Log, missing: list[str]) -> list[str]:
     ]
 
 
+def conv_lines(shares: pd.DataFrame) -> list[str]:
+    """STUDY.md's section on the convolution's effect; none when no encoding has both arms."""
+    effect = effect_table(shares) if not shares.empty else pd.DataFrame()
+    if effect.empty:
+        return []
+    return [
+        "## The convolution's effect",
+        "",
+        "Each encoding's arm with the short convolution "
+        f"(`model.short_conv={task_arms.CONV_KERNEL}`, `<encoding>-conv`) "
+        "against its arm without it (`model.short_conv=0`): the mean exact share over seeds, the difference "
+        "(with − without) and its 95% confidence interval (scipy.stats: paired t by seed, or Welch's t when "
+        "the arms' seeds differ); past T is the per-seed mean of 2x, 4x and 8x.",
+        "",
+        md_table(effect),
+        "",
+    ]
+
+
 def study_md(args, log: study_log.Log, shares: pd.DataFrame, claims: pd.DataFrame, missing: list[str]) -> str:
     """STUDY.md: the command, where and how long, the claims, the figure and the exact shares."""
     lines = [
@@ -316,6 +360,7 @@ def study_md(args, log: study_log.Log, shares: pd.DataFrame, claims: pd.DataFram
         "",
         md_table(claims),
         "",
+        *conv_lines(shares),
         "## Exact answers",
         "",
     ]
@@ -331,7 +376,7 @@ def study_md(args, log: study_log.Log, shares: pd.DataFrame, claims: pd.DataFram
             "",
             "Mean ± std over seeds of the exact share (number of seeds):",
             "",
-            md_table(exact_table(shares, args.encodings)),
+            md_table(exact_table(shares, args.arms)),
             "",
         ]
     )
@@ -349,7 +394,8 @@ def write_outputs(args, log: study_log.Log) -> None:
         claims.to_csv(staging / "claims.csv", index=False)
         if not shares.empty:
             tasks = [t for t in args.tasks if t in set(shares["task"])]
-            save(task_comparison.figure(shares, LABELS, FAMILIES, tasks), staging / "exact_vs_length.png")
+            figure = task_comparison.figure(shares, task_arms.LABELS, task_arms.FAMILIES, tasks)
+            save(figure, staging / "exact_vs_length.png")
         (staging / "STUDY.md").write_text(study_md(args, log, shares, claims, missing))
     except BaseException:
         shutil.rmtree(staging)  # the half-built folder this call made

@@ -1,0 +1,135 @@
+"""The retrieval comparison's arms: every encoding with and without the short convolution.
+
+The recipe (``experiment=retrieval``) puts a short causal convolution before each block's
+attention (``model.short_conv``). It gives every model learned local order, whatever its
+encoding, so a comparison of encodings with it in every arm compares "encoding + convolution".
+Each encoding therefore has two arms: ``<encoding>`` with ``model.short_conv=0`` (pure
+attention, the setting of the length-generalisation papers) and ``<encoding>-conv`` with the
+recipe's kernel, named for what they have (``NoPE`` and ``NoPE + conv``). An arm's id is the
+``encoding`` column of the study's exact shares (``posx.report.task_claims``), so a claim
+about ``nope`` is checked on the model without the convolution, and one about ``nope-conv`` on
+the model with it. ``conv_effect`` reports the convolution's effect as rows of its own.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from posx.report.task_claims import PAST
+
+CONV_KERNEL = 4  # the recipe's model.short_conv (configs/experiment/retrieval.yaml)
+CONV = "-conv"  # an arm with the convolution: <encoding>-conv
+ENCODINGS = {  # the study's name of each encoding -> its training overrides
+    "rope": ["pos=rope"],
+    "nope": ["pos=nope"],
+    "alibi": ["pos=alibi"],
+    "fire": ["pos=fire"],
+    "xpos": ["pos=xpos"],
+    "rope-randomized": ["pos=rope", "pos.randomized=true"],
+    "rope-partial": ["pos=rope", "pos.rotary_fraction=0.25"],
+    "rope-hybrid": ["pos=rope", "model.nope_every=2"],
+}
+ENCODING_LABELS = {
+    "rope": "RoPE",
+    "nope": "NoPE",
+    "alibi": "ALiBi",
+    "fire": "FIRE",
+    "xpos": "xPos",
+    "rope-randomized": "RoPE, randomized positions",
+    "rope-partial": "RoPE rotating 25% of its pairs",
+    "rope-hybrid": "RoPE, NoPE in every 2nd layer",
+}
+CONV_CHOICES = ("both", "with", "without")  # the study's --conv: which arms of each encoding
+
+
+@dataclass(frozen=True)
+class Arm:
+    encoding: str  # a key of ENCODINGS
+    conv: bool  # model.short_conv=CONV_KERNEL (True) or 0
+
+    @property
+    def name(self) -> str:
+        return self.encoding + (CONV if self.conv else "")
+
+    @property
+    def label(self) -> str:
+        return ENCODING_LABELS[self.encoding] + (" + conv" if self.conv else "")
+
+    @property
+    def overrides(self) -> list[str]:
+        return [*ENCODINGS[self.encoding], f"model.short_conv={CONV_KERNEL if self.conv else 0}"]
+
+
+ARMS = {a.name: a for e in ENCODINGS for a in (Arm(e, False), Arm(e, True))}  # name -> Arm
+LABELS = {name: a.label for name, a in ARMS.items()}  # the figure's legend text
+FAMILIES = {  # the encoding whose colour an arm takes a shade of: RoPE's variants and every conv arm
+    name: ("rope" if a.encoding.startswith("rope-") else a.encoding)
+    for name, a in ARMS.items()
+    if a.conv or a.encoding.startswith("rope-")
+}
+
+
+def arms(encodings: list[str], conv: str) -> list[str]:
+    """The arm names of ``encodings`` for ``--conv`` (both: without, then with)."""
+    sides = {"both": (False, True), "with": (True,), "without": (False,)}[conv]
+    return [Arm(e, c).name for e in encodings for c in sides]
+
+
+EFFECT_COLUMNS = ["encoding", "task", "where", "without", "with", "difference", "ci_low", "ci_high", "test", "seeds"]
+
+
+def conv_effect(shares: pd.DataFrame) -> pd.DataFrame:
+    """The convolution's effect, one row per encoding, task and place (at T: 1x; past T: the mean
+    of 2x, 4x and 8x per seed): mean exact share without and with it, the difference (with −
+    without) and its 95% CI from scipy.stats (paired t by seed where both arms have the same
+    seeds, Welch's t otherwise; none with fewer than two seeds an arm). Only encodings with
+    both arms in ``shares`` (method ``none``) get rows."""
+    rows = []
+    names = set(shares["encoding"])
+    for encoding in ENCODINGS:
+        if encoding not in names or encoding + CONV not in names:
+            continue
+        for task in sorted(set(shares["task"])):
+            for where, factors in (("at T", (1.0,)), ("past T", PAST)):
+                rows.append(_effect(shares, encoding, task, where, factors))
+    return pd.DataFrame([r for r in rows if r is not None], columns=EFFECT_COLUMNS)
+
+
+def _effect(shares: pd.DataFrame, encoding: str, task: str, where: str, factors) -> dict | None:
+    """One row of ``conv_effect``; None when an arm has no seed there."""
+    without = _by_seed(shares, encoding, task, factors)
+    with_ = _by_seed(shares, encoding + CONV, task, factors)
+    if not without or not with_:
+        return None
+    a, b = np.array(list(with_.values())), np.array(list(without.values()))
+    paired = sorted(with_) == sorted(without)
+    low = high = math.nan
+    if len(a) >= 2 and len(b) >= 2:
+        if paired:
+            order = sorted(with_)
+            test = stats.ttest_rel([with_[s] for s in order], [without[s] for s in order])
+        else:
+            test = stats.ttest_ind(a, b, equal_var=False)
+        low, high = test.confidence_interval(0.95)
+    return {
+        "encoding": encoding, "task": task, "where": where, "without": b.mean(), "with": a.mean(),
+        "difference": a.mean() - b.mean(), "ci_low": low, "ci_high": high,
+        "test": "paired t" if paired else "Welch t", "seeds": f"{len(a)}/{len(b)}",
+    }  # fmt: skip
+
+
+def _by_seed(shares: pd.DataFrame, arm: str, task: str, factors) -> dict[int, float]:
+    """{seed: mean exact share over ``factors``} of one arm (method none); a seed missing any
+    of them is left out."""
+    mine = shares[(shares["encoding"] == arm) & (shares["task"] == task) & (shares["method"] == "none")]
+    out = {}
+    for seed, rows in mine.groupby("seed"):
+        found = [rows[np.isclose(rows["factor"], f)]["exact"] for f in factors]
+        if all(len(f) == 1 for f in found):
+            out[int(seed)] = float(np.mean([f.iloc[0] for f in found]))
+    return out
