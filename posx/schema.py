@@ -39,6 +39,7 @@ from posx.fieldtypes import (
     Beyond,
     Block,
     Encoding,
+    Layout,
     Logger,
     LoggerMode,
     MixLoss,
@@ -164,6 +165,12 @@ class TaskOptions:
     separator: str = ":"  # mqar: between a key and its value ('': none, zoology's pairs)
     span: int = at_least(16, 2, note=" (a cue and a scored letter)")  # copy: letters of the copied span
     cue: int = positive(4)  # copy: tokens of the repeat that are given before scoring starts
+    layout: Layout = Layout.fixed  # fixed: one layout per length; varied: counts and lengths drawn from ranges
+    min_pairs: int = at_least(0, 0, MAX_SIZE, " (0: queries)")  # mqar, varied layout: fewest pairs
+    pairs: int = at_least(0, 0, MAX_SIZE, " (0: as many as fit)")  # mqar, varied layout: most pairs
+    base_length: int = at_least(
+        0, 0, MAX_SIZE, " (0: no scaling)"
+    )  # mqar_more: the length at which it has mqar's pairs; longer, the pairs grow with the length
 
     def check(self, at: str = "") -> Optional[str]:
         if self.trials < self.depth_buckets:
@@ -171,6 +178,8 @@ class TaskOptions:
                 f"{at}trials={self.trials} is fewer than {at}depth_buckets={self.depth_buckets}; "
                 "every depth bucket needs a sample"
             )
+        if self.pairs and self.min_pairs > self.pairs:
+            return f"{at}min_pairs={self.min_pairs} is more than {at}pairs={self.pairs}; lower it or raise pairs"
         return None
 
 

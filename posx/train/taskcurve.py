@@ -2,7 +2,9 @@
 
 A run with a task mix (``data.task_mix`` > 0) draws, once, ``data.task_options.trials`` samples
 of every task of ``data.mix_tasks`` at the training length T, from the *held-out* split, seeded
-by ``data.task_options.seed`` (the same set for every run of that data and those options); at
+by ``data.task_options.seed`` and the validation stream (``registry.VALIDATION``: the same set
+for every run of that data and those options, and never the samples an evaluation scores,
+whatever its seed; the fixed layout's passkey trials have no stream); at
 every validation it scores them teacher-forced (``posx.tasks.scoring``: exact answers, answer
 tokens right, answer NLL) and appends one row per task to task_curve.csv with the step and the
 training tokens seen. So a report tells a model that has not learned a task yet (the curve
@@ -24,6 +26,7 @@ from posx.core import files
 from posx.eval.suite import samples_of
 from posx.runs.paths import TASK_CURVE
 from posx.tasks import scoring
+from posx.tasks.registry import VALIDATION
 
 CURVE = TASK_CURVE
 COLUMNS = ("step", "tokens", "task", "trials", "accuracy", "token_accuracy", "answer_nll")
@@ -34,7 +37,7 @@ def held_out(data_cfg, T: int, val, tokenizer) -> dict:
     if data_cfg.task_mix <= 0:
         return {}
     opts = data_cfg.task_options
-    return {str(t): samples_of(str(t), val, T, opts, tokenizer) for t in data_cfg.mix_tasks}
+    return {str(t): samples_of(str(t), val, T, opts, tokenizer, VALIDATION) for t in data_cfg.mix_tasks}
 
 
 @torch.no_grad()
