@@ -44,6 +44,7 @@ import pandas as pd
 import reference_study as ref  # scripts/: resume and the phase runner
 import study_log  # scripts/: the task and invocation logs
 import study_notes as notes  # scripts/: git, the machine, publish
+import yaml
 
 from posx.config.compose import config_dir
 from posx.core.errors import PosxError
@@ -137,6 +138,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.out.exists() and not (args.out / "STUDY.md").is_file():
         parser.error(f"--out {args.out}: exists and is not a study's output (no STUDY.md); name another")
     args.arms = task_arms.arms(args.encodings, args.conv)
+    args.varied = varied_recipe(args)
     for arm, task, seed in grid(args):
         wrong = other_conv(args.work / "runs" / run_name(arm, task, seed), arm)
         if wrong:
@@ -204,9 +206,26 @@ def eval_task(args, encoding: str, task: str, seed: int) -> ref.Task:
     methods = METHODS.get(encoding, ["none"])
     cmd = [
         "eval-extrapolate", str(run), f"eval.methods={ref.list_arg(methods)}",
-        f"eval.factors={ref.list_arg(str(f) for f in FACTORS)}", f"threads={args.threads}", *ref.common(args),
+        f"eval.factors={ref.list_arg(str(f) for f in FACTORS)}", f"eval.tasks={ref.list_arg(axes(args, task))}",
+        f"eval.task_options.seed={seed}", f"threads={args.threads}", *ref.common(args),
     ]  # fmt: skip
     return ref.Task(f"eval-{name}", 2, cmd, lambda: evaluated(run, methods), name)
+
+
+def varied_recipe(args) -> bool:
+    """Whether the recipe (with ``--set``) draws the varied layout (``data.task_options.layout``)."""
+    recipe = yaml.safe_load((config_dir() / "experiment" / f"{args.experiment}.yaml").read_text()) or {}
+    layout = ((recipe.get("data") or {}).get("task_options") or {}).get("layout", "fixed")
+    for item in args.set:
+        key, _, value = item.partition("=")
+        layout = value if key.lstrip("+") == "data.task_options.layout" else layout
+    return layout == "varied"
+
+
+def axes(args, task: str) -> tuple[str, ...]:
+    """The tasks a run of ``task`` is scored on: with the varied layout, MQAR made longer (``mqar``)
+    and made harder (``mqar_more``) past T (``task_comparison.AXES``); else the task alone."""
+    return task_comparison.AXES.get(task, (task,)) if args.varied else (task,)
 
 
 def plan(args) -> list[ref.Task]:
@@ -229,10 +248,24 @@ def collect(args) -> pd.DataFrame:
         path = args.work / "runs" / run_name(encoding, task, seed) / "tasks.csv"
         if path.is_file():
             rows = read_table(path)
-            frames.append(rows[rows["task"] == task].assign(encoding=encoding, seed=seed))
+            frames.append(rows[rows["task"].isin(axes(args, task))].assign(encoding=encoding, seed=seed))
     if not frames:
         return pd.DataFrame(columns=task_claims.SHARE_COLUMNS)
     return task_claims.exact_shares(pd.concat(frames, ignore_index=True))
+
+
+def chance_of(args) -> pd.DataFrame:
+    """Chance levels (``task_comparison.chance_levels``) of every task the study scores, from the
+    task options and T of the first of its runs that has a config."""
+    frames = []
+    for task in args.tasks:
+        runs = [args.work / "runs" / run_name(a, task, s) for a in args.arms for s in args.seeds]
+        found = next((r for r in runs if (r / CONFIG).is_file()), None)
+        if found is not None:
+            cfg = read_config(found)
+            T = cfg["train"]["context_length"]
+            frames.append(task_comparison.chance_levels(cfg["eval"]["task_options"], T, axes(args, task), FACTORS))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=task_comparison.CHANCE_COLUMNS)
 
 
 def command(args) -> str:
@@ -262,32 +295,6 @@ def main(argv: list[str] | None = None) -> None:
     study_log.note(args.work, "end")
     write_outputs(args, log)
     print(f"wrote {args.out}", flush=True)
-
-
-def exact_table(shares: pd.DataFrame, encodings: list[str]) -> pd.DataFrame:
-    """Encoding x method x task by rows, factors by columns: mean ± std of the exact share (n seeds)."""
-    summary = task_comparison.summarize(shares)
-    summary["cell"] = [
-        f"{m:.1%}" + (f" ± {s:.1%}" if s == s else "") + f" ({n})"
-        for m, s, n in zip(summary["exact_mean"], summary["exact_std"], summary["n_seeds"])
-    ]
-    table = summary.pivot(index=["encoding", "method", "task"], columns="factor", values="cell").reset_index()
-    table.columns = [c if isinstance(c, str) else f"{c:g}x" for c in table.columns]
-    rank = {e: i for i, e in enumerate(encodings)}
-    return table.sort_values(["encoding", "task"], key=lambda c: c.map(rank) if c.name == "encoding" else c)
-
-
-def effect_table(shares: pd.DataFrame) -> pd.DataFrame:
-    """The convolution's effect (``task_arms.conv_effect``) as shown: shares as percentages."""
-    effect = task_arms.conv_effect(shares)
-    shown = effect[["encoding", "task", "where", "test", "seeds"]].copy()
-    shown["without"] = effect["without"].map("{:.1%}".format)
-    shown["with"] = effect["with"].map("{:.1%}".format)
-    shown["difference"] = effect["difference"].map("{:+.1%}".format)
-    shown["95% CI"] = [
-        "(one seed)" if lo != lo else f"[{lo:+.1%}, {hi:+.1%}]" for lo, hi in zip(effect["ci_low"], effect["ci_high"])
-    ]
-    return shown[["encoding", "task", "where", "without", "with", "difference", "95% CI", "test", "seeds"]]
 
 
 def timing_line(args, log: study_log.Log) -> str:
@@ -330,7 +337,7 @@ def header_lines(args, log: study_log.Log, missing: list[str]) -> list[str]:
 
 def conv_lines(shares: pd.DataFrame) -> list[str]:
     """STUDY.md's section on the convolution's effect; none when no encoding has both arms."""
-    effect = effect_table(shares) if not shares.empty else pd.DataFrame()
+    effect = task_arms.effect_table(shares) if not shares.empty else pd.DataFrame()
     if effect.empty:
         return []
     return [
@@ -348,6 +355,7 @@ def conv_lines(shares: pd.DataFrame) -> list[str]:
 
 
 def study_md(args, log: study_log.Log, shares: pd.DataFrame, claims: pd.DataFrame, missing: list[str]) -> str:
+    chance = chance_of(args)
     """STUDY.md: the command, where and how long, the claims, the figure and the exact shares."""
     lines = [
         *header_lines(args, log, missing),
@@ -374,9 +382,11 @@ def study_md(args, log: study_log.Log, shares: pd.DataFrame, claims: pd.DataFram
             "Exact answers (share of samples with every answer token right) against evaluation length, one panel "
             "per task, one line per encoding and method: mean over seeds, bars ± std over seeds.",
             "",
-            "Mean ± std over seeds of the exact share (number of seeds):",
+            "Mean ± std over seeds of the exact share (number of seeds); the `chance` rows: what a model that "
+            "picks one of the candidates planted in the sequence scores (`posx.tasks.chance`; copy: letters "
+            "guessed), the grey dotted line of the figure:",
             "",
-            md_table(exact_table(shares, args.arms)),
+            md_table(task_comparison.exact_table(shares, args.arms, chance)),
             "",
         ]
     )
@@ -393,8 +403,8 @@ def write_outputs(args, log: study_log.Log) -> None:
         shares.to_csv(staging / "exact.csv", index=False)
         claims.to_csv(staging / "claims.csv", index=False)
         if not shares.empty:
-            tasks = [t for t in args.tasks if t in set(shares["task"])]
-            figure = task_comparison.figure(shares, task_arms.LABELS, task_arms.FAMILIES, tasks)
+            tasks = [x for t in args.tasks for x in axes(args, t) if x in set(shares["task"])]
+            figure = task_comparison.figure(shares, task_arms.LABELS, task_arms.FAMILIES, tasks, chance_of(args))
             save(figure, staging / "exact_vs_length.png")
         (staging / "STUDY.md").write_text(study_md(args, log, shares, claims, missing))
     except BaseException:

@@ -175,3 +175,28 @@ def test_the_convolutions_effect_is_a_row_of_its_own_with_a_paired_interval(stud
     assert (row["ci_low"], row["ci_high"]) == pytest.approx((d.mean() - half, d.mean() + half))
     text = (args.out / "STUDY.md").read_text()
     assert "## The convolution's effect" in text and "| nope | copy | past T | 55.0% | 94.0% | +39.0% |" in text
+
+
+def test_a_varied_recipe_scores_mqar_longer_and_harder_on_a_test_set_per_seed(study, tmp_path):
+    args = study.parse_args(
+        _argv(tmp_path, "--experiment", "retrieval_varied", "--encodings", "nope", "--conv", "without")
+    )
+    evals = {t.run: t.args for t in study.plan(args) if t.args[0] == "eval-extrapolate"}
+    assert "eval.tasks=[mqar,mqar_more]" in evals["nope-mqar-s1"] and "eval.tasks=[copy]" in evals["nope-copy-s1"]
+    assert "eval.task_options.seed=1" in evals["nope-mqar-s1"] and "eval.task_options.seed=2" in evals["nope-copy-s2"]
+    fixed = study.parse_args(_argv(tmp_path, "--encodings", "nope", "--conv", "without"))  # the fixed layout
+    assert "eval.tasks=[mqar]" in {t.run: t.args for t in study.plan(fixed)}["nope-mqar-s0"]
+
+
+def test_the_exact_table_states_each_tasks_chance_level(study, tmp_path):
+    args = study.parse_args(_argv(tmp_path, "--encodings", "nope", "--conv", "without", "--tasks", "passkey"))
+    for seed in range(2):
+        run = args.work / "runs" / f"nope-passkey-s{seed}"
+        _finished(run, ["none"], "passkey", 0.5)
+        options = "{layout: varied, distractors: 3}"
+        (run / "config.yaml").write_text(
+            f"model: {{short_conv: 0}}\ntrain: {{context_length: 32}}\neval: {{task_options: {options}}}\n"
+        )
+    study.write_outputs(args, study.ref.Log(args.work / "tasks.jsonl"))
+    text = (args.out / "STUDY.md").read_text()
+    assert "| chance | - | passkey | 25.0% | 25.0% | 25.0% | 25.0% |" in text  # 1 / (1 + 3 distractors)

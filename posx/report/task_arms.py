@@ -100,6 +100,19 @@ def conv_effect(shares: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame([r for r in rows if r is not None], columns=EFFECT_COLUMNS)
 
 
+def effect_table(shares: pd.DataFrame) -> pd.DataFrame:
+    """The convolution's effect (``conv_effect``) as shown in STUDY.md: shares as percentages."""
+    effect = conv_effect(shares)
+    shown = effect[["encoding", "task", "where", "test", "seeds"]].copy()
+    shown["without"] = effect["without"].map("{:.1%}".format)
+    shown["with"] = effect["with"].map("{:.1%}".format)
+    shown["difference"] = effect["difference"].map("{:+.1%}".format)
+    shown["95% CI"] = [
+        "(one seed)" if lo != lo else f"[{lo:+.1%}, {hi:+.1%}]" for lo, hi in zip(effect["ci_low"], effect["ci_high"])
+    ]
+    return shown[["encoding", "task", "where", "without", "with", "difference", "95% CI", "test", "seeds"]]
+
+
 def _effect(shares: pd.DataFrame, encoding: str, task: str, where: str, factors) -> dict | None:
     """One row of ``conv_effect``; None when an arm has no seed there."""
     without = _by_seed(shares, encoding, task, factors)
