@@ -104,6 +104,7 @@ Task = choice(
     "eval.tasks, data.mix_tasks: posx.tasks.registry.TASKS",
 )
 TaskScoring = choice("TaskScoring", "teacher_forced generate", "eval.task_scoring: posx.tasks.scoring.SCORINGS")
+AtTest = choice("AtTest", "dense sampled", "eval.randomized_positions: posx.model.randomized.AT_TEST")
 Layout = choice("Layout", "fixed varied", "eval.task_options.layout: posx.tasks.base.LAYOUTS")
 MixLoss = choice("MixLoss", "all answers", "data.mix_loss: posx.train.taskmix.MIX_LOSSES")
 Source = choice("Source", "stdlib text datasets", "data.source: posx.data.sources.SOURCES")

@@ -35,6 +35,7 @@ from posx.fieldtypes import (
     ROTARY,
     TAKES_POSITIONS,
     Attention,
+    AtTest,
     AttnScale,
     Beyond,
     Block,
@@ -290,6 +291,9 @@ class EvalConfig:
     dca: DCAConfig = field(default_factory=DCAConfig)  # Dual Chunk Attention's chunks
     streaming_llm: StreamingLLMConfig = field(default_factory=StreamingLLMConfig)  # StreamingLLM's cache
     absolute_beyond: Beyond = Beyond.none  # learned absolute past its table
+    randomized_positions: AtTest = (
+        AtTest.dense
+    )  # pos.randomized models: dense 0..n-1, or sampled as trained (the paper's)
     after_train: bool = False  # evaluate at the end of `posx train`
     protocol: Protocol = Protocol.nonoverlapping  # sliding: windows scoring their last eval.stride tokens
     stride: Optional[int] = positive(None)  # sliding: tokens scored per window; null: T/2

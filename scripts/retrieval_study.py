@@ -48,11 +48,12 @@ import yaml
 
 from posx.config.compose import config_dir
 from posx.core.errors import PosxError
+from posx.eval import history
 from posx.eval.tables import read_table
 from posx.report import task_arms, task_claims, task_comparison
 from posx.report.mdtable import md_table
 from posx.report.output import save
-from posx.runs.paths import CONFIG, is_run, is_run_dir, read_config
+from posx.runs.paths import CONFIG, EVAL_DIR, is_run, is_run_dir, read_config
 from posx.schema import Task as TASK_NAMES
 
 REPO = ref.REPO
@@ -173,9 +174,19 @@ def run_name(encoding: str, task: str, seed: int) -> str:
     return f"{encoding}-{task}-s{seed}"
 
 
-def evaluated(run: Path, methods: list[str]) -> bool:
-    """Whether the run's current tables score every method at every factor of the study."""
-    path = run / "tasks.csv"
+def tasks_table(run: Path, positions: str | None) -> Path:
+    """The run's tasks.csv: its current one (``positions`` None), or that of its newest stored
+    evaluation with ``eval.randomized_positions=positions`` (a randomized arm has two)."""
+    if positions is None:
+        return run / "tasks.csv"
+    records = sorted((run / EVAL_DIR).glob(f"*/{history.SETTINGS}"), key=lambda p: p.stat().st_mtime, reverse=True)
+    found = [r.parent for r in records if history.read_record(r)["settings"].get("randomized_positions") == positions]
+    return found[0] / "tasks.csv" if found else run / EVAL_DIR / f"no-{positions}-evaluation" / "tasks.csv"
+
+
+def evaluated(run: Path, methods: list[str], positions: str | None = None) -> bool:
+    """Whether the run's tables (``tasks_table``) score every method at every factor of the study."""
+    path = tasks_table(run, positions)
     if not path.is_file():
         return False
     try:
@@ -199,8 +210,9 @@ def train_task(args, encoding: str, task: str, seed: int) -> ref.Task:
     return ref.Task(f"train-{name}", 1, cmd, lambda: is_run(run), name)
 
 
-def eval_task(args, encoding: str, task: str, seed: int) -> ref.Task:
-    """Phase 2: the suite the run trained on at 1x-8x, with the study's methods."""
+def eval_task(args, encoding: str, task: str, seed: int, positions: str | None = None) -> ref.Task:
+    """Phase 2: the suite the run trained on at 1x-8x, with the study's methods, on a test set
+    drawn for the run's seed; ``positions``: ``eval.randomized_positions`` (a randomized arm's)."""
     name = run_name(encoding, task, seed)
     run = args.work / "runs" / name
     methods = METHODS.get(encoding, ["none"])
@@ -208,8 +220,18 @@ def eval_task(args, encoding: str, task: str, seed: int) -> ref.Task:
         "eval-extrapolate", str(run), f"eval.methods={ref.list_arg(methods)}",
         f"eval.factors={ref.list_arg(str(f) for f in FACTORS)}", f"eval.tasks={ref.list_arg(axes(args, task))}",
         f"eval.task_options.seed={seed}", f"threads={args.threads}", *ref.common(args),
+        *([f"eval.randomized_positions={positions}"] if positions else []),
     ]  # fmt: skip
-    return ref.Task(f"eval-{name}", 2, cmd, lambda: evaluated(run, methods), name)
+    key = f"eval-{positions}-{name}" if positions else f"eval-{name}"
+    return ref.Task(key, 2, cmd, lambda: evaluated(run, methods, positions), name)
+
+
+def eval_tasks(args, arm: str, task: str, seed: int) -> list[ref.Task]:
+    """A run's evaluations: one, or for an arm trained on sampled positions two, sampled as
+    published and dense (``task_arms.SAMPLED_AT_TEST``)."""
+    if not task_arms.ARMS[arm].sampled:
+        return [eval_task(args, arm, task, seed)]
+    return [eval_task(args, arm, task, seed, "sampled"), eval_task(args, arm, task, seed, "dense")]
 
 
 def varied_recipe(args) -> bool:
@@ -232,7 +254,7 @@ def plan(args) -> list[ref.Task]:
     """Every task in the order it runs, each with the files that say it is done."""
     tasks = [ref.Task("data-prepare", 0, ["data", "prepare", *ref.common(args)])]
     tasks += [train_task(args, *cell) for cell in grid(args)]
-    return tasks + [eval_task(args, *cell) for cell in grid(args)]
+    return tasks + [t for cell in grid(args) for t in eval_tasks(args, *cell)]
 
 
 def left(tasks: list[ref.Task], log: study_log.Log) -> list[ref.Task]:
@@ -245,10 +267,14 @@ def collect(args) -> pd.DataFrame:
     """Exact shares (``task_claims.exact_shares``) of every evaluated run of the grid."""
     frames = []
     for encoding, task, seed in grid(args):
-        path = args.work / "runs" / run_name(encoding, task, seed) / "tasks.csv"
-        if path.is_file():
-            rows = read_table(path)
-            frames.append(rows[rows["task"].isin(axes(args, task))].assign(encoding=encoding, seed=seed))
+        run = args.work / "runs" / run_name(encoding, task, seed)
+        sampled = task_arms.ARMS[encoding].sampled  # sampled positions: method none; dense: method dense
+        for positions in ("sampled", "dense") if sampled else (None,):
+            path = tasks_table(run, positions)
+            if path.is_file():
+                rows = read_table(path)
+                rows = rows[rows["task"].isin(axes(args, task))].assign(encoding=encoding, seed=seed)
+                frames.append(rows.assign(method=task_arms.DENSE) if positions == "dense" else rows)
     if not frames:
         return pd.DataFrame(columns=task_claims.SHARE_COLUMNS)
     return task_claims.exact_shares(pd.concat(frames, ignore_index=True))

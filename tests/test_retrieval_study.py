@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 from scipy.stats import t as t_dist
 
 from posx.eval.tables import TASK_COLUMNS
@@ -51,7 +52,10 @@ def test_the_grid_is_one_training_and_one_evaluation_per_arm_task_and_seed(study
     tasks = study.plan(args)
     trains = [t for t in tasks if t.args[0] == "train"]
     evals = [t for t in tasks if t.args[0] == "eval-extrapolate"]
-    assert len(trains) == len(evals) == len(study.VARIANTS) * 2 * 3 * 3  # encodings x {no conv, conv}
+    assert len(trains) == len(study.VARIANTS) * 2 * 3 * 3  # encodings x {no conv, conv} x tasks x seeds
+    assert len(evals) == len(trains) + 2 * 3 * 3  # randomized RoPE's arms also on dense positions
+    randomized = [t.args for t in evals if t.run == "rope-randomized-copy-s0"]
+    assert [a[-1] for a in randomized] == ["eval.randomized_positions=sampled", "eval.randomized_positions=dense"]
     assert len({t.key for t in tasks}) == len(tasks)
     by_run = {t.run: set(t.args) for t in trains}
     want = {"experiment=retrieval", "pos=rope", "model.nope_every=2", "data.mix_tasks=[mqar]", "seed=2"}
@@ -135,20 +139,32 @@ def test_an_output_folder_that_is_not_a_studys_is_refused_before_anything_runs(s
     assert (tmp_path / "out" / "notes.txt").read_text() == "mine" and not (tmp_path / "work").exists()
 
 
+def _stored(run: Path, positions: str, task: str, exact: float) -> None:
+    """An evaluation of ``run`` with eval.randomized_positions=``positions`` kept under eval/<id>/."""
+    folder = run / "eval" / positions
+    _finished(folder, ["none"], task, exact)
+    record = {"id": positions, "settings": {"randomized_positions": positions}, "device": "cpu"}
+    (folder / "eval.yaml").write_text(yaml.safe_dump(record))
+
+
 def test_the_outputs_come_from_the_evaluated_runs(study, tmp_path):
-    args = study.parse_args(_argv(tmp_path, "--encodings", "rope,rope-randomized", "--tasks", "copy"))
+    args = study.parse_args(
+        _argv(tmp_path, "--encodings", "rope,rope-randomized", "--conv", "without", "--tasks", "copy")
+    )
     for seed, (rope, randomized) in enumerate([(0.1, 0.9), (0.12, 0.92), (0.11, 0.91)]):
         _finished(args.work / "runs" / f"rope-copy-s{seed}", ["none", "pi", "yarn"], "copy", rope)
-        _finished(args.work / "runs" / f"rope-randomized-copy-s{seed}", ["none"], "copy", randomized)
+        _stored(args.work / "runs" / f"rope-randomized-copy-s{seed}", "sampled", "copy", randomized)
+        _stored(args.work / "runs" / f"rope-randomized-copy-s{seed}", "dense", "copy", randomized - 0.5)
     study.write_outputs(args, study.ref.Log(args.work / "tasks.jsonl"))
     claims = pd.read_csv(args.out / "claims.csv")
     ruoss = claims[claims["paper"].str.startswith("Ruoss")]
     assert list(ruoss["verdict"]) == ["not called"]  # exact 10% and 90% at 1x: RoPE did not learn copy
     shares = pd.read_csv(args.out / "exact.csv")
-    assert len(shares) == 3 * (3 + 1) * 4  # seeds x (RoPE's three methods + randomized) x factors
+    assert len(shares) == 3 * (3 + 2) * 4  # seeds x (RoPE's three methods + randomized sampled and dense) x factors
     text = (args.out / "STUDY.md").read_text()
-    assert "python scripts/retrieval_study.py --encodings rope,rope-randomized --tasks copy" in text
-    assert "| rope-randomized | none | copy | 91.0% ± 1.0% (3) |" in text
+    assert "python scripts/retrieval_study.py --encodings rope,rope-randomized --conv without --tasks copy" in text
+    assert "| rope-randomized | none | copy | 91.0% ± 1.0% (3) |" in text  # sampled positions, as published
+    assert "| rope-randomized | dense | copy | 41.0% ± 1.0% (3) |" in text  # the dense evaluation beside it
     assert (args.out / "exact_vs_length.png").is_file() and str(tmp_path) not in text
 
 

@@ -44,6 +44,8 @@ ENCODING_LABELS = {
     "rope-partial": "RoPE rotating 25% of its pairs",
     "rope-hybrid": "RoPE, NoPE in every 2nd layer",
 }
+SAMPLED_AT_TEST = ("rope-randomized",)  # trained on sampled positions: scored on sampled ones too, dense beside
+DENSE = "dense"  # the exact shares' method of such an arm scored on the dense positions 0 .. n-1
 CONV_CHOICES = ("both", "with", "without")  # the study's --conv: which arms of each encoding
 
 
@@ -59,6 +61,11 @@ class Arm:
     @property
     def label(self) -> str:
         return ENCODING_LABELS[self.encoding] + (" + conv" if self.conv else "")
+
+    @property
+    def sampled(self) -> bool:
+        """Evaluated as published on sampled positions (method ``none``), and on dense ones (``DENSE``)."""
+        return self.encoding in SAMPLED_AT_TEST
 
     @property
     def overrides(self) -> list[str]:

@@ -76,6 +76,8 @@ def label_of(encoding: str, method: str, labels: dict[str, str], seeds: list[int
     """A legend entry: the encoding's label, the method when there is one, the seeds it averages."""
     name = labels.get(encoding, encoding)
     method_text = "" if method == "none" else f" + {METHOD_NAMES.get(method, method)} (zero-shot)"
+    if method == "dense":  # a randomized arm scored on the dense positions too (task_arms.DENSE)
+        method_text = ", scored on dense positions"
     counts = sorted(set(seeds))
     many = "seed" if counts == [1] else "seeds"
     return f"{name}{method_text}, {'/'.join(str(c) for c in counts)} {many}"
