@@ -14,7 +14,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from posx.eval import suite
+from posx.eval import history, suite
 from posx.schema import EvalConfig, TaskOptions
 from posx.tasks import registry
 from posx.tasks.chance import chance
@@ -61,11 +61,11 @@ def test_a_longer_mqar_keeps_the_pairs_and_mqar_more_scales_them(val):
     assert max(distance) > 400  # distances to the pairs reach far across the longer sequence
 
 
-def test_the_fixed_layout_is_the_layout_the_committed_results_were_drawn_with(val, tmp_path):
-    """The fixed layout's samples equal those of the generators before the varied layout existed
-    (git's copy of posx/tasks at the commit that introduced it, run in a child process)."""
+def old_posx(tmp_path: Path, script: str) -> str:
+    """``script``'s stdout, run by posx as it was before the varied layout (git's copy of posx at
+    the commit before the one that added posx/tasks/chance.py), in a child process."""
     if not (REPO / ".git").exists():
-        pytest.skip("needs the git history of posx/tasks")
+        pytest.skip("needs the git history of posx")
     old = tmp_path / "old"
     listing = subprocess.run(["git", "-C", str(REPO), "log", "--format=%H", "--", "posx/tasks/chance.py"],
                              capture_output=True, text=True, check=True).stdout.split()  # fmt: skip
@@ -73,6 +73,11 @@ def test_the_fixed_layout_is_the_layout_the_committed_results_were_drawn_with(va
     archive = subprocess.run(["git", "-C", str(REPO), "archive", base, "posx"], capture_output=True, check=True)
     old.mkdir()
     subprocess.run(["tar", "-x", "-C", str(old)], input=archive.stdout, check=True)
+    return subprocess.run([sys.executable, "-c", script], cwd=old, capture_output=True, text=True, check=True,
+                          env={"PYTHONPATH": str(old), "PATH": "/usr/bin:/bin"}).stdout  # fmt: skip
+
+
+def test_the_fixed_layout_is_the_layout_the_committed_results_were_drawn_with(val, tmp_path):
     script = (
         "import sys, numpy as np, torch\n"
         "from omegaconf import OmegaConf\n"
@@ -85,14 +90,12 @@ def test_the_fixed_layout_is_the_layout_the_committed_results_were_drawn_with(va
         "    for s in registry.make_samples(task, val, 64, 16, opts, 5):\n"
         "        sys.stdout.write(task + ' ' + s.tokens.tobytes().hex() + ' ' + s.answer.tobytes().hex() + '\\n')\n"
     )
-    before = subprocess.run([sys.executable, "-c", script], cwd=old, capture_output=True, text=True, check=True,
-                            env={"PYTHONPATH": str(old), "PATH": "/usr/bin:/bin"}).stdout  # fmt: skip
     now = [
         f"{task} {s.tokens.tobytes().hex()} {s.answer.tobytes().hex()}"
         for task in ("mqar", "copy", "niah_multikey", "passkey")
         for s in registry.make_samples(task, val, 64, 16, FIXED, 5)
     ]
-    assert before.splitlines() == now
+    assert old_posx(tmp_path, script).splitlines() == now
 
 
 def test_varied_copy_and_niah_draw_their_span_and_distractors(val):
@@ -137,3 +140,18 @@ def test_the_validation_set_is_never_the_evaluations_samples(val):
 
 def test_min_pairs_above_pairs_is_refused_in_one_line():
     assert "min_pairs=9 is more than pairs=8" in TaskOptions(min_pairs=9, pairs=8).check()
+
+
+def test_the_new_evaluation_settings_at_their_old_behaviour_keep_an_evaluations_id(tmp_path):
+    script = (
+        "from omegaconf import OmegaConf\n"
+        "from posx.eval import history\n"
+        "from posx.schema import EvalConfig\n"
+        "print(history.eval_id(history.settings_of(OmegaConf.structured(EvalConfig()))))\n"
+    )
+    old = history.settings_of(OmegaConf.structured(EvalConfig()))
+    assert old_posx(tmp_path, script).strip() == history.eval_id(old)  # the id an older posx gave
+    ev = OmegaConf.structured(EvalConfig(randomized_positions="sampled", task_options=TaskOptions(layout="varied")))
+    new = history.settings_of(ev)
+    assert new["randomized_positions"] == "sampled" and new["task_options"]["layout"] == "varied"
+    assert history.eval_id(new) != history.eval_id(old)
