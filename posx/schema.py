@@ -169,9 +169,7 @@ class TaskOptions:
     layout: Layout = Layout.fixed  # fixed: one layout per length; varied: counts and lengths drawn from ranges
     min_pairs: int = at_least(0, 0, MAX_SIZE, " (0: queries)")  # mqar, varied layout: fewest pairs
     pairs: int = at_least(0, 0, MAX_SIZE, " (0: as many as fit)")  # mqar, varied layout: most pairs
-    base_length: int = at_least(
-        0, 0, MAX_SIZE, " (0: no scaling)"
-    )  # mqar_more: the length at which it has mqar's pairs; longer, the pairs grow with the length
+    base_length: int = at_least(0, 0, MAX_SIZE, " (0: none)")  # mqar_more: has mqar's pairs at it, more past it
 
     def check(self, at: str = "") -> Optional[str]:
         if self.trials < self.depth_buckets:

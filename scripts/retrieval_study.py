@@ -53,7 +53,7 @@ from posx.eval.tables import read_table
 from posx.report import task_arms, task_claims, task_comparison
 from posx.report.mdtable import md_table
 from posx.report.output import save
-from posx.runs.paths import CONFIG, EVAL_DIR, is_run, is_run_dir, read_config
+from posx.runs.paths import CONFIG, is_run, is_run_dir, read_config
 from posx.schema import Task as TASK_NAMES
 
 REPO = ref.REPO
@@ -174,19 +174,9 @@ def run_name(encoding: str, task: str, seed: int) -> str:
     return f"{encoding}-{task}-s{seed}"
 
 
-def tasks_table(run: Path, positions: str | None) -> Path:
-    """The run's tasks.csv: its current one (``positions`` None), or that of its newest stored
-    evaluation with ``eval.randomized_positions=positions`` (a randomized arm has two)."""
-    if positions is None:
-        return run / "tasks.csv"
-    records = sorted((run / EVAL_DIR).glob(f"*/{history.SETTINGS}"), key=lambda p: p.stat().st_mtime, reverse=True)
-    found = [r.parent for r in records if history.read_record(r)["settings"].get("randomized_positions") == positions]
-    return found[0] / "tasks.csv" if found else run / EVAL_DIR / f"no-{positions}-evaluation" / "tasks.csv"
-
-
 def evaluated(run: Path, methods: list[str], positions: str | None = None) -> bool:
-    """Whether the run's tables (``tasks_table``) score every method at every factor of the study."""
-    path = tasks_table(run, positions)
+    """Whether the run's tables (``history.tasks_table``) score every method at every factor of the study."""
+    path = history.tasks_table(run, positions, "randomized_positions")
     if not path.is_file():
         return False
     try:
@@ -270,7 +260,7 @@ def collect(args) -> pd.DataFrame:
         run = args.work / "runs" / run_name(encoding, task, seed)
         sampled = task_arms.ARMS[encoding].sampled  # sampled positions: method none; dense: method dense
         for positions in ("sampled", "dense") if sampled else (None,):
-            path = tasks_table(run, positions)
+            path = history.tasks_table(run, positions, "randomized_positions")
             if path.is_file():
                 rows = read_table(path)
                 rows = rows[rows["task"].isin(axes(args, task))].assign(encoding=encoding, seed=seed)
@@ -361,25 +351,6 @@ def header_lines(args, log: study_log.Log, missing: list[str]) -> list[str]:
     ]
 
 
-def conv_lines(shares: pd.DataFrame) -> list[str]:
-    """STUDY.md's section on the convolution's effect; none when no encoding has both arms."""
-    effect = task_arms.effect_table(shares) if not shares.empty else pd.DataFrame()
-    if effect.empty:
-        return []
-    return [
-        "## The convolution's effect",
-        "",
-        "Each encoding's arm with the short convolution "
-        f"(`model.short_conv={task_arms.CONV_KERNEL}`, `<encoding>-conv`) "
-        "against its arm without it (`model.short_conv=0`): the mean exact share over seeds, the difference "
-        "(with − without) and its 95% confidence interval (scipy.stats: paired t by seed, or Welch's t when "
-        "the arms' seeds differ); past T is the per-seed mean of 2x, 4x and 8x.",
-        "",
-        md_table(effect),
-        "",
-    ]
-
-
 def study_md(args, log: study_log.Log, shares: pd.DataFrame, claims: pd.DataFrame, missing: list[str]) -> str:
     chance = chance_of(args)
     """STUDY.md: the command, where and how long, the claims, the figure and the exact shares."""
@@ -394,7 +365,7 @@ def study_md(args, log: study_log.Log, shares: pd.DataFrame, claims: pd.DataFram
         "",
         md_table(claims),
         "",
-        *conv_lines(shares),
+        *task_arms.conv_section(shares),
         "## Exact answers",
         "",
     ]

@@ -174,6 +174,17 @@ def save(result: Evaluation, run_dir: Path, settings: dict, device: str, weights
     return _copy_tables(folder, run_dir, eid)
 
 
+def tasks_table(run_dir: Path, value, key: str) -> Path:
+    """A run's tasks.csv: its current one (``value`` None), or that of its newest stored evaluation
+    whose setting ``key`` is ``value`` (a path that does not exist when none is)."""
+    run_dir = Path(run_dir)
+    if value is None:
+        return run_dir / "tasks.csv"
+    records = sorted((run_dir / EVAL_DIR).glob(f"*/{SETTINGS}"), key=lambda p: p.stat().st_mtime, reverse=True)
+    found = [r.parent for r in records if read_record(r)["settings"].get(key) == value]
+    return found[0] / "tasks.csv" if found else run_dir / EVAL_DIR / f"no-{key}-{value}" / "tasks.csv"
+
+
 def make_current(run_dir: Path, folder: Path) -> list[Path]:
     """A stored evaluation becomes the current one again (the previous current one stays stored)."""
     _keep_legacy(Path(run_dir))

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from posx.report.mdtable import md_table
 from posx.report.task_claims import PAST
 
 CONV_KERNEL = 4  # the recipe's model.short_conv (configs/experiment/retrieval.yaml)
@@ -118,6 +119,25 @@ def effect_table(shares: pd.DataFrame) -> pd.DataFrame:
         "(one seed)" if lo != lo else f"[{lo:+.1%}, {hi:+.1%}]" for lo, hi in zip(effect["ci_low"], effect["ci_high"])
     ]
     return shown[["encoding", "task", "where", "without", "with", "difference", "95% CI", "test", "seeds"]]
+
+
+def conv_section(shares: pd.DataFrame) -> list[str]:
+    """STUDY.md's section on the convolution's effect; none when no encoding has both arms."""
+    effect = effect_table(shares) if not shares.empty else pd.DataFrame()
+    if effect.empty:
+        return []
+    return [
+        "## The convolution's effect",
+        "",
+        "Each encoding's arm with the short convolution "
+        f"(`model.short_conv={CONV_KERNEL}`, `<encoding>-conv`) "
+        "against its arm without it (`model.short_conv=0`): the mean exact share over seeds, the difference "
+        "(with − without) and its 95% confidence interval (scipy.stats: paired t by seed, or Welch's t when "
+        "the arms' seeds differ); past T is the per-seed mean of 2x, 4x and 8x.",
+        "",
+        md_table(effect),
+        "",
+    ]
 
 
 def _effect(shares: pd.DataFrame, encoding: str, task: str, where: str, factors) -> dict | None:
