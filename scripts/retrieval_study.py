@@ -381,7 +381,8 @@ def study_md(args, log: study_log.Log, shares: pd.DataFrame, claims: pd.DataFram
             "",
             "Mean ± std over seeds of the exact share (number of seeds); the `chance` rows: what a model that "
             "picks one of the candidates planted in the sequence scores (`posx.tasks.chance`; copy: letters "
-            "guessed), the grey dotted line of the figure:",
+            "guessed), the grey dotted line of the figure. Randomized RoPE's `none` rows are scored on positions "
+            "sampled at test time, as the paper scores them; its `dense` rows on the positions 0…n−1:",
             "",
             md_table(task_comparison.exact_table(shares, args.arms, chance)),
             "",

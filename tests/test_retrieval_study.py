@@ -143,7 +143,8 @@ def _stored(run: Path, positions: str, task: str, exact: float) -> None:
     """An evaluation of ``run`` with eval.randomized_positions=``positions`` kept under eval/<id>/."""
     folder = run / "eval" / positions
     _finished(folder, ["none"], task, exact)
-    record = {"id": positions, "settings": {"randomized_positions": positions}, "device": "cpu"}
+    settings = {"randomized_positions": positions} if positions != "dense" else {}  # dense: left out, as posx saves it
+    record = {"id": positions, "settings": settings, "device": "cpu"}
     (folder / "eval.yaml").write_text(yaml.safe_dump(record))
 
 
@@ -165,6 +166,11 @@ def test_the_outputs_come_from_the_evaluated_runs(study, tmp_path):
     assert "python scripts/retrieval_study.py --encodings rope,rope-randomized --conv without --tasks copy" in text
     assert "| rope-randomized | none | copy | 91.0% ± 1.0% (3) |" in text  # sampled positions, as published
     assert "| rope-randomized | dense | copy | 41.0% ± 1.0% (3) |" in text  # the dense evaluation beside it
+    shares = shares.assign(factor=shares["factor"].astype(float))
+    fig = study.task_comparison.figure(shares, study.task_arms.LABELS, study.task_arms.FAMILIES, ["copy"])
+    names = [" ".join(t.get_text().split()) for t in fig.legends[0].texts]  # unwrapped
+    assert "RoPE, randomized positions, scored on sampled positions, 3 seeds" in names
+    assert "RoPE, randomized positions, scored on dense positions, 3 seeds" in names and "RoPE, 3 seeds" in names
     assert (args.out / "exact_vs_length.png").is_file() and str(tmp_path) not in text
 
 

@@ -176,12 +176,13 @@ def save(result: Evaluation, run_dir: Path, settings: dict, device: str, weights
 
 def tasks_table(run_dir: Path, value, key: str) -> Path:
     """A run's tasks.csv: its current one (``value`` None), or that of its newest stored evaluation
-    whose setting ``key`` is ``value`` (a path that does not exist when none is)."""
+    whose setting ``key`` is ``value`` (a ``LATER`` key left out of the settings has its old
+    value); a path that does not exist when none is."""
     run_dir = Path(run_dir)
     if value is None:
         return run_dir / "tasks.csv"
     records = sorted((run_dir / EVAL_DIR).glob(f"*/{SETTINGS}"), key=lambda p: p.stat().st_mtime, reverse=True)
-    found = [r.parent for r in records if read_record(r)["settings"].get(key) == value]
+    found = [r.parent for r in records if read_record(r)["settings"].get(key, LATER.get(key)) == value]
     return found[0] / "tasks.csv" if found else run_dir / EVAL_DIR / f"no-{key}-{value}" / "tasks.csv"
 
 

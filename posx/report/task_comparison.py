@@ -72,12 +72,13 @@ def _lines(summary: pd.DataFrame, order: list[str]) -> list[tuple[str, str]]:
     return sorted(keys, key=lambda k: (rank.get(k[0], len(rank)), k[0], legend_order(k[1])))
 
 
-def label_of(encoding: str, method: str, labels: dict[str, str], seeds: list[int]) -> str:
-    """A legend entry: the encoding's label, the method when there is one, the seeds it averages."""
+def label_of(encoding: str, method: str, labels: dict[str, str], seeds: list[int], two: bool = False) -> str:
+    """A legend entry: the encoding's label, the method when there is one, the seeds it averages;
+    ``two``: the encoding is scored on sampled positions (method none) and on dense ones (``dense``)."""
     name = labels.get(encoding, encoding)
     method_text = "" if method == "none" else f" + {METHOD_NAMES.get(method, method)} (zero-shot)"
-    if method == "dense":  # a randomized arm scored on the dense positions too (task_arms.DENSE)
-        method_text = ", scored on dense positions"
+    if two:  # randomized positions (task_arms.SAMPLED_AT_TEST): as published, and dense beside it
+        method_text = ", scored on dense positions" if method == "dense" else ", scored on sampled positions"
     counts = sorted(set(seeds))
     many = "seed" if counts == [1] else "seeds"
     return f"{name}{method_text}, {'/'.join(str(c) for c in counts)} {many}"
@@ -93,7 +94,8 @@ def figure(
     summary = summarize(shares)
     keys = _lines(summary, list(labels))
     seeds = {k: list(summary[(summary["encoding"] == k[0]) & (summary["method"] == k[1])]["n_seeds"]) for k in keys}
-    texts = [label_of(e, m, labels, seeds[(e, m)]) for e, m in keys]
+    both = {e for e, m in keys if m == "dense"}
+    texts = [label_of(e, m, labels, seeds[(e, m)], e in both and m in ("none", "dense")) for e, m in keys]
     styles = looks([(families.get(e, e), e, m) for e, m in keys], size=4.5)
     variants = list(dict.fromkeys(e for e, _m in keys if families.get(e, e) != e))
     for (e, _m), look in zip(keys, styles):
