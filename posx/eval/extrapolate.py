@@ -32,6 +32,7 @@ from posx.eval import bytecount, documents, passkey, scoring, suite
 from posx.eval.tables import COLUMNS, KEYS, Evaluation, position_rows
 from posx.model.gpt import GPT
 from posx.model.positional import PositionOutOfRange
+from posx.model.randomized import sampled_at_test
 from posx.model.rescale import (
     WINDOWED,
     absolute_beyond,
@@ -167,7 +168,8 @@ def evaluate(
             row["bytes"] = p.n_bytes[L]
             asked = {"passkey": cell_trials, "tasks": tasks, "shared": shared}
             starts = p.plans[L].starts if p.within else None
-            scores, results = _score_cell(model, val, ev, device, row, p.n_tokens, asked, p.rope_args, starts, memo)
+            with sampled_at_test(model, str(ev.randomized_positions), L):
+                scores, results = _score_cell(model, val, ev, device, row, p.n_tokens, asked, p.rope_args, starts, memo)
             keys = {k: row[k] for k in KEYS}
             task_rows += suite.suite_rows(keys, row["status"], tasks, L, results.get("tasks"), depth)
             if long_tables and row["status"] == "ok":

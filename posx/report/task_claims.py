@@ -125,19 +125,22 @@ def per_task(rows: pd.DataFrame) -> pd.DataFrame:
     return pd.concat(out, ignore_index=True)
 
 
-def check(shares: pd.DataFrame) -> pd.DataFrame:
+def check(shares: pd.DataFrame, suffix: str = "", said: str = "") -> pd.DataFrame:
     """Every comparison of every claim (module docstring), per task it concerns (COLUMNS); a
-    claim with no task run has a ``not checked`` comparison."""
+    claim with no task run has a ``not checked`` comparison. ``suffix``: the arms checked are
+    ``<encoding><suffix>`` (``posx.report.task_arms``: the arms with the short convolution), and
+    every claim's text ends with ``said``."""
     tasks = sorted(set(shares["task"])) or ["—"]
+    e = {name: name + suffix for name in ("rope", "nope", "alibi", "fire", "xpos", "rope-randomized")}
     recall = [t for t in tasks if t in RECALL_TASKS] or [RECALL_TASKS[0]]
-    arora = f"attention (RoPE) solves associative recall at this width: exact ≥ {SOLVED:.0%} at 1x"
-    nope = "NoPE generalises at least as well as RoPE and ALiBi (exact past T no lower)"
-    ruoss = "randomized positions extend length generalisation (randomized RoPE beats RoPE past T)"
-    fire = "FIRE generalises best of the relative encodings (exact past T no lower than RoPE, ALiBi, xPos)"
-    rows = [at_least(shares, t, "rope", ARORA, arora) for t in recall]
+    arora = f"attention (RoPE) solves associative recall at this width: exact ≥ {SOLVED:.0%} at 1x" + said
+    nope = "NoPE generalises at least as well as RoPE and ALiBi (exact past T no lower)" + said
+    ruoss = "randomized positions extend length generalisation (randomized RoPE beats RoPE past T)" + said
+    fire = "FIRE generalises best of the relative encodings (exact past T no lower than RoPE, ALiBi, xPos)" + said
+    rows = [at_least(shares, t, e["rope"], ARORA, arora) for t in recall]
     for t in tasks:
-        rows += [beats(shares, t, "nope", other, False, KAZEMNEJAD, nope) for other in ("rope", "alibi")]
-    rows += [beats(shares, t, "rope-randomized", "rope", True, RUOSS, ruoss) for t in tasks]
+        rows += [beats(shares, t, e["nope"], e[other], False, KAZEMNEJAD, nope) for other in ("rope", "alibi")]
+    rows += [beats(shares, t, e["rope-randomized"], e["rope"], True, RUOSS, ruoss) for t in tasks]
     for t in tasks:
-        rows += [beats(shares, t, "fire", other, False, LI, fire) for other in ("rope", "alibi", "xpos")]
+        rows += [beats(shares, t, e["fire"], e[other], False, LI, fire) for other in ("rope", "alibi", "xpos")]
     return pd.DataFrame(rows, columns=COLUMNS)
