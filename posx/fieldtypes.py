@@ -100,10 +100,12 @@ Protocol = choice("Protocol", "nonoverlapping sliding", "eval.protocol: posx.eva
 Variant = choice("Variant", "prompt copy", "eval.passkey.variants: posx.eval.passkey.VARIANTS")
 Task = choice(
     "Task",
-    "passkey niah niah_multikey niah_multivalue variable_tracking mqar copy selective_copy",
+    "passkey niah niah_multikey niah_multivalue variable_tracking mqar copy selective_copy mqar_more",
     "eval.tasks, data.mix_tasks: posx.tasks.registry.TASKS",
 )
 TaskScoring = choice("TaskScoring", "teacher_forced generate", "eval.task_scoring: posx.tasks.scoring.SCORINGS")
+AtTest = choice("AtTest", "dense sampled", "eval.randomized_positions: posx.model.randomized.AT_TEST")
+Layout = choice("Layout", "fixed varied", "eval.task_options.layout: posx.tasks.base.LAYOUTS")
 MixLoss = choice("MixLoss", "all answers", "data.mix_loss: posx.train.taskmix.MIX_LOSSES")
 Source = choice("Source", "stdlib text datasets", "data.source: posx.data.sources.SOURCES")
 Logger = choice("Logger", "none tensorboard wandb", "logger.name: posx.core.trackers.LOGGERS")

@@ -35,10 +35,12 @@ from posx.fieldtypes import (
     ROTARY,
     TAKES_POSITIONS,
     Attention,
+    AtTest,
     AttnScale,
     Beyond,
     Block,
     Encoding,
+    Layout,
     Logger,
     LoggerMode,
     MixLoss,
@@ -92,7 +94,7 @@ class ModelConfig:
     )  # layers i with (i+1) % K == 0 attend without positions (Llama 4's interleaved NoPE); 0: none
     short_conv: int = at_least(
         0, 0, 1024, " (0: off)"
-    )  # kernel of a causal depthwise convolution before each block's attention (zoology's short conv); 0: off
+    )  # kernel of a causal depthwise convolution before each block's attention (zoology's BaseConv/Based); 0: off
 
     def check(self, at: str = "") -> Optional[str]:
         if self.d_model % self.n_head:
@@ -166,6 +168,10 @@ class TaskOptions:
     separator: str = ":"  # mqar: between a key and its value ('': none, zoology's pairs)
     span: int = at_least(16, 2, note=" (a cue and a scored letter)")  # copy: letters of the copied span
     cue: int = positive(4)  # copy: tokens of the repeat that are given before scoring starts
+    layout: Layout = Layout.fixed  # fixed: one layout per length; varied: counts and lengths drawn from ranges
+    min_pairs: int = at_least(0, 0, MAX_SIZE, " (0: queries)")  # mqar, varied layout: fewest pairs
+    pairs: int = at_least(0, 0, MAX_SIZE, " (0: as many as fit)")  # mqar, varied layout: most pairs
+    base_length: int = at_least(0, 0, MAX_SIZE, " (0: none)")  # mqar_more: has mqar's pairs at it, more past it
 
     def check(self, at: str = "") -> Optional[str]:
         if self.trials < self.depth_buckets:
@@ -173,6 +179,8 @@ class TaskOptions:
                 f"{at}trials={self.trials} is fewer than {at}depth_buckets={self.depth_buckets}; "
                 "every depth bucket needs a sample"
             )
+        if self.pairs and self.min_pairs > self.pairs:
+            return f"{at}min_pairs={self.min_pairs} is more than {at}pairs={self.pairs}; lower it or raise pairs"
         return None
 
 
@@ -284,6 +292,9 @@ class EvalConfig:
     dca: DCAConfig = field(default_factory=DCAConfig)  # Dual Chunk Attention's chunks
     streaming_llm: StreamingLLMConfig = field(default_factory=StreamingLLMConfig)  # StreamingLLM's cache
     absolute_beyond: Beyond = Beyond.none  # learned absolute past its table
+    randomized_positions: AtTest = (
+        AtTest.dense
+    )  # pos.randomized models: dense 0..n-1, or sampled as trained (the paper's)
     after_train: bool = False  # evaluate at the end of `posx train`
     protocol: Protocol = Protocol.nonoverlapping  # sliding: windows scoring their last eval.stride tokens
     stride: Optional[int] = positive(None)  # sliding: tokens scored per window; null: T/2
@@ -327,6 +338,17 @@ class Config:
         return _encoding_fits(self) or _positions_reach(self)
 
 
+def evaluated_length(factor: float, context: int) -> int:
+    """The length a factor stands for: round(factor x T). The one rule for it, read by the
+    evaluation, its checks before any work, the model spec and ``posx extend``."""
+    return round(factor * context)
+
+
+def rope_scale(scale: Optional[float], length: int, context: int) -> float:
+    """The RoPE scale s of a row evaluated at ``length``: ``eval.scale`` when set, else L / T."""
+    return float(scale) if scale is not None else length / context
+
+
 def _encoding_fits(cfg: Config) -> Optional[str]:
     """pos.name against model.d_model, model.n_head, model.nope_every and T."""
     p, m, T = cfg.pos, cfg.model, cfg.train.context_length
@@ -352,7 +374,7 @@ def _positions_reach(cfg: Config) -> Optional[str]:
     """pos.randomized and pos.pose_length: past T, and within a learned table."""
     p, T = cfg.pos, cfg.train.context_length
     table = p.max_positions or T
-    limit = p.randomized_max if p.randomized_max is not None else round(max(cfg.eval.factors) * T)
+    limit = p.randomized_max if p.randomized_max is not None else evaluated_length(max(cfg.eval.factors), T)
     if p.randomized and limit < T:
         return f"pos.randomized_max={limit} must be at least train.context_length={T}"
     if p.randomized and p.name == "absolute" and table < limit:

@@ -1,4 +1,5 @@
-"""The retrieval comparison: eight encodings x 3 seeds x the recipe's tasks, the papers' claims checked.
+"""The retrieval comparison: eight encodings, each with and without the short convolution, x 3 seeds
+x the recipe's tasks, the papers' claims checked.
 
 One command regenerates ``results/reference/<name>/`` (default ``cpu-retrieval``):
 
@@ -11,12 +12,15 @@ It drives the real CLI (``python -m posx``) in phases, like ``scripts/reference_
 task log, resume and phase runner it uses:
 
 0. ``posx data prepare``: the token store the evaluations read, built once;
-1. train one run per encoding x task x seed with the recipe (``experiment=retrieval``, one task
-   per run: ``data.mix_tasks=[task]``): RoPE, NoPE, ALiBi, FIRE, xPos, RoPE with randomized
-   positions, RoPE rotating a quarter of its pairs, and RoPE with NoPE in every 2nd layer;
+1. train one run per arm x task x seed with the recipe (``experiment=retrieval``, one task
+   per run: ``data.mix_tasks=[task]``). The encodings: RoPE, NoPE, ALiBi, FIRE, xPos, RoPE with
+   randomized positions, RoPE rotating a quarter of its pairs, and RoPE with NoPE in every 2nd
+   layer; each has two arms (``posx.report.task_arms``, ``--conv``): ``<encoding>`` without the
+   short convolution (``model.short_conv=0``, pure attention) and ``<encoding>-conv`` with it;
 2. evaluate every run at 1x-8x T (``posx eval-extrapolate`` with the run's own task settings:
    the suite it trained on), plain RoPE also with PI and YaRN, zero-shot;
-3. read each run's ``tasks.csv``, check the papers' claims (``posx.report.task_claims``), draw the
+3. read each run's ``tasks.csv``, check the papers' claims (``posx.report.task_claims``), report
+   the convolution's effect per encoding (``task_arms.conv_effect``), draw the
    figure (``posx.report.task_comparison``) and write ``exact.csv``, ``claims.csv``,
    ``exact_vs_length.png`` (and .pdf) and ``STUDY.md``; the folder is replaced whole.
 
@@ -40,46 +44,31 @@ import pandas as pd
 import reference_study as ref  # scripts/: resume and the phase runner
 import study_log  # scripts/: the task and invocation logs
 import study_notes as notes  # scripts/: git, the machine, publish
+import study_verdicts  # scripts/: the claims' lines, where the earlier rule differed
+import yaml
 
 from posx.config.compose import config_dir
 from posx.core.errors import PosxError
+from posx.eval import history
 from posx.eval.tables import read_table
-from posx.report import task_claims, task_comparison
+from posx.report import task_arms, task_claims, task_comparison
+from posx.report.claims import corrected
 from posx.report.mdtable import md_table
 from posx.report.output import save
-from posx.runs.paths import is_run
+from posx.runs.paths import CONFIG, is_run, is_run_dir, read_config
 from posx.schema import Task as TASK_NAMES
 
 REPO = ref.REPO
-VARIANTS = {  # the study's name of each model -> its training overrides
-    "rope": ["pos=rope"],
-    "nope": ["pos=nope"],
-    "alibi": ["pos=alibi"],
-    "fire": ["pos=fire"],
-    "xpos": ["pos=xpos"],
-    "rope-randomized": ["pos=rope", "pos.randomized=true"],
-    "rope-partial": ["pos=rope", "pos.rotary_fraction=0.25"],
-    "rope-hybrid": ["pos=rope", "model.nope_every=2"],
-}
-LABELS = {
-    "rope": "RoPE",
-    "nope": "NoPE",
-    "alibi": "ALiBi",
-    "fire": "FIRE",
-    "xpos": "xPos",
-    "rope-randomized": "RoPE, randomized positions",
-    "rope-partial": "RoPE rotating 25% of its pairs",
-    "rope-hybrid": "RoPE, NoPE in every 2nd layer",
-}
-FAMILIES = {name: "rope" for name in VARIANTS if name.startswith("rope-")}  # a shade of RoPE's colour
+VARIANTS = task_arms.ENCODINGS  # the study's name of each encoding -> its training overrides
 FACTORS = [1, 2, 4, 8]
-METHODS = {"rope": ["none", "pi", "yarn"]}  # every other model: none
+METHODS = {"rope": ["none", "pi", "yarn"], "rope-conv": ["none", "pi", "yarn"]}  # every other arm: none
 DEFAULTS = {
     "name": "cpu-retrieval",
     "experiment": "retrieval",
     "tasks": ["copy", "passkey", "mqar"],
     "seeds": [0, 1, 2],
     "encodings": list(VARIANTS),
+    "conv": "both",
 }
 
 
@@ -118,6 +107,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--name", default=DEFAULTS["name"], help="study name (default: %(default)s)")
     parser.add_argument("--experiment", default=DEFAULTS["experiment"], help="the recipe (configs/experiment/)")
     parser.add_argument("--encodings", type=listed(list(VARIANTS)), default=DEFAULTS["encodings"])
+    parser.add_argument(
+        "--conv", choices=task_arms.CONV_CHOICES, default=DEFAULTS["conv"],
+        help="which arms of each encoding: without the short convolution, with it, or both (default: %(default)s)",
+    )  # fmt: skip
     parser.add_argument("--tasks", type=listed(TASK_NAMES.values()), default=DEFAULTS["tasks"])
     parser.add_argument("--seeds", type=listed(None), default=DEFAULTS["seeds"])
     parser.add_argument("--steps", type=positive, help="train.steps for every run instead of the recipe's")
@@ -147,21 +140,45 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error(f"--experiment {args.experiment}: no such recipe; choose from {known}")
     if args.out.exists() and not (args.out / "STUDY.md").is_file():
         parser.error(f"--out {args.out}: exists and is not a study's output (no STUDY.md); name another")
+    args.arms = task_arms.arms(args.encodings, args.conv)
+    args.varied = varied_recipe(args)
+    for arm, task, seed in grid(args):
+        wrong = other_conv(args.work / "runs" / run_name(arm, task, seed), arm)
+        if wrong:
+            parser.error(wrong)
     return args
 
 
+def other_conv(run: Path, arm: str) -> str:
+    """Why a run folder already there cannot be this arm's (trained with another
+    ``model.short_conv``, as a study from before the no-convolution arms named its runs); ""."""
+    if not is_run_dir(run) or not (run / CONFIG).is_file():
+        return ""
+    try:
+        kernel = (read_config(run).get("model") or {}).get("short_conv")
+    except PosxError as exc:
+        return str(exc)
+    want = task_arms.CONV_KERNEL if task_arms.ARMS[arm].conv else 0
+    if kernel == want:
+        return ""
+    return (
+        f"{run} was trained with model.short_conv={kernel}, not arm {arm}'s {want}; move it away or name another --work"
+    )
+
+
 def grid(args) -> list[tuple[str, str, int]]:
-    """(encoding, task, seed) of every run, encodings first."""
-    return [(e, t, s) for e in args.encodings for t in args.tasks for s in args.seeds]
+    """(arm, task, seed) of every run, arms first (``task_arms``: an encoding without, then with
+    the short convolution)."""
+    return [(a, t, s) for a in args.arms for t in args.tasks for s in args.seeds]
 
 
 def run_name(encoding: str, task: str, seed: int) -> str:
     return f"{encoding}-{task}-s{seed}"
 
 
-def evaluated(run: Path, methods: list[str]) -> bool:
-    """Whether the run's current tables score every method at every factor of the study."""
-    path = run / "tasks.csv"
+def evaluated(run: Path, methods: list[str], positions: str | None = None) -> bool:
+    """Whether the run's tables (``history.tasks_table``) score every method at every factor of the study."""
+    path = history.tasks_table(run, positions, "randomized_positions")
     if not path.is_file():
         return False
     try:
@@ -178,30 +195,58 @@ def train_task(args, encoding: str, task: str, seed: int) -> ref.Task:
     run = args.work / "runs" / name
     steps = [f"train.steps={args.steps}"] if args.steps else []
     cmd = ref.resume(run, args) if ref.stopped(run) else [
-        "train", f"experiment={args.experiment}", *VARIANTS[encoding], f"data.mix_tasks=[{task}]",
+        "train", f"experiment={args.experiment}", *task_arms.ARMS[encoding].overrides, f"data.mix_tasks=[{task}]",
         f"seed={seed}", f"name={name}", f"threads={args.threads}", "eval.after_train=false",
         "train.compile=false", *steps, *args.set, *ref.common(args),
     ]  # fmt: skip
     return ref.Task(f"train-{name}", 1, cmd, lambda: is_run(run), name)
 
 
-def eval_task(args, encoding: str, task: str, seed: int) -> ref.Task:
-    """Phase 2: the suite the run trained on at 1x-8x, with the study's methods."""
+def eval_task(args, encoding: str, task: str, seed: int, positions: str | None = None) -> ref.Task:
+    """Phase 2: the suite the run trained on at 1x-8x, with the study's methods, on a test set
+    drawn for the run's seed; ``positions``: ``eval.randomized_positions`` (a randomized arm's)."""
     name = run_name(encoding, task, seed)
     run = args.work / "runs" / name
     methods = METHODS.get(encoding, ["none"])
     cmd = [
         "eval-extrapolate", str(run), f"eval.methods={ref.list_arg(methods)}",
-        f"eval.factors={ref.list_arg(str(f) for f in FACTORS)}", f"threads={args.threads}", *ref.common(args),
+        f"eval.factors={ref.list_arg(str(f) for f in FACTORS)}", f"eval.tasks={ref.list_arg(axes(args, task))}",
+        f"eval.task_options.seed={seed}", f"threads={args.threads}", *ref.common(args),
+        *([f"eval.randomized_positions={positions}"] if positions else []),
     ]  # fmt: skip
-    return ref.Task(f"eval-{name}", 2, cmd, lambda: evaluated(run, methods), name)
+    key = f"eval-{positions}-{name}" if positions else f"eval-{name}"
+    return ref.Task(key, 2, cmd, lambda: evaluated(run, methods, positions), name)
+
+
+def eval_tasks(args, arm: str, task: str, seed: int) -> list[ref.Task]:
+    """A run's evaluations: one, or for an arm trained on sampled positions two, sampled as
+    published and dense (``task_arms.SAMPLED_AT_TEST``)."""
+    if not task_arms.ARMS[arm].sampled:
+        return [eval_task(args, arm, task, seed)]
+    return [eval_task(args, arm, task, seed, "sampled"), eval_task(args, arm, task, seed, "dense")]
+
+
+def varied_recipe(args) -> bool:
+    """Whether the recipe (with ``--set``) draws the varied layout (``data.task_options.layout``)."""
+    recipe = yaml.safe_load((config_dir() / "experiment" / f"{args.experiment}.yaml").read_text()) or {}
+    layout = ((recipe.get("data") or {}).get("task_options") or {}).get("layout", "fixed")
+    for item in args.set:
+        key, _, value = item.partition("=")
+        layout = value if key.lstrip("+") == "data.task_options.layout" else layout
+    return layout == "varied"
+
+
+def axes(args, task: str) -> tuple[str, ...]:
+    """The tasks a run of ``task`` is scored on: with the varied layout, MQAR made longer (``mqar``)
+    and made harder (``mqar_more``) past T (``task_comparison.AXES``); else the task alone."""
+    return task_comparison.AXES.get(task, (task,)) if args.varied else (task,)
 
 
 def plan(args) -> list[ref.Task]:
     """Every task in the order it runs, each with the files that say it is done."""
     tasks = [ref.Task("data-prepare", 0, ["data", "prepare", *ref.common(args)])]
     tasks += [train_task(args, *cell) for cell in grid(args)]
-    return tasks + [eval_task(args, *cell) for cell in grid(args)]
+    return tasks + [t for cell in grid(args) for t in eval_tasks(args, *cell)]
 
 
 def left(tasks: list[ref.Task], log: study_log.Log) -> list[ref.Task]:
@@ -214,19 +259,37 @@ def collect(args) -> pd.DataFrame:
     """Exact shares (``task_claims.exact_shares``) of every evaluated run of the grid."""
     frames = []
     for encoding, task, seed in grid(args):
-        path = args.work / "runs" / run_name(encoding, task, seed) / "tasks.csv"
-        if path.is_file():
-            rows = read_table(path)
-            frames.append(rows[rows["task"] == task].assign(encoding=encoding, seed=seed))
+        run = args.work / "runs" / run_name(encoding, task, seed)
+        sampled = task_arms.ARMS[encoding].sampled  # sampled positions: method none; dense: method dense
+        for positions in ("sampled", "dense") if sampled else (None,):
+            path = history.tasks_table(run, positions, "randomized_positions")
+            if path.is_file():
+                rows = read_table(path)
+                rows = rows[rows["task"].isin(axes(args, task))].assign(encoding=encoding, seed=seed)
+                frames.append(rows.assign(method=task_arms.DENSE) if positions == "dense" else rows)
     if not frames:
         return pd.DataFrame(columns=task_claims.SHARE_COLUMNS)
     return task_claims.exact_shares(pd.concat(frames, ignore_index=True))
 
 
+def chance_of(args) -> pd.DataFrame:
+    """Chance levels (``task_comparison.chance_levels``) of every task the study scores, from the
+    task options and T of the first of its runs that has a config."""
+    frames = []
+    for task in args.tasks:
+        runs = [args.work / "runs" / run_name(a, task, s) for a in args.arms for s in args.seeds]
+        found = next((r for r in runs if (r / CONFIG).is_file()), None)
+        if found is not None:
+            cfg = read_config(found)
+            T = cfg["train"]["context_length"]
+            frames.append(task_comparison.chance_levels(cfg["eval"]["task_options"], T, axes(args, task), FACTORS))
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=task_comparison.CHANCE_COLUMNS)
+
+
 def command(args) -> str:
     """The command that regenerates this study: its options that differ from the defaults."""
     parts = ["python", "scripts/retrieval_study.py"]
-    for key in ("name", "encodings", "tasks", "seeds", "experiment"):
+    for key in ("name", "encodings", "conv", "tasks", "seeds", "experiment"):
         value = getattr(args, key)
         if value != DEFAULTS[key]:
             parts += [f"--{key}", value if isinstance(value, str) else ",".join(str(v) for v in value)]
@@ -252,19 +315,6 @@ def main(argv: list[str] | None = None) -> None:
     print(f"wrote {args.out}", flush=True)
 
 
-def exact_table(shares: pd.DataFrame, encodings: list[str]) -> pd.DataFrame:
-    """Encoding x method x task by rows, factors by columns: mean ± std of the exact share (n seeds)."""
-    summary = task_comparison.summarize(shares)
-    summary["cell"] = [
-        f"{m:.1%}" + (f" ± {s:.1%}" if s == s else "") + f" ({n})"
-        for m, s, n in zip(summary["exact_mean"], summary["exact_std"], summary["n_seeds"])
-    ]
-    table = summary.pivot(index=["encoding", "method", "task"], columns="factor", values="cell").reset_index()
-    table.columns = [c if isinstance(c, str) else f"{c:g}x" for c in table.columns]
-    rank = {e: i for i, e in enumerate(encodings)}
-    return table.sort_values(["encoding", "task"], key=lambda c: c.map(rank) if c.name == "encoding" else c)
-
-
 def timing_line(args, log: study_log.Log) -> str:
     """The wall time over every invocation, and the tasks' own time from the task log."""
     wall, calls = study_log.wall_time(args.work)
@@ -278,7 +328,7 @@ def timing_line(args, log: study_log.Log) -> str:
 
 def header_lines(args, log: study_log.Log, missing: list[str]) -> list[str]:
     """STUDY.md's head: what the study is, the command, the commit, machine, time and grid."""
-    models = "; ".join(f"{e} ({' '.join(VARIANTS[e])})" for e in args.encodings)
+    models = "; ".join(f"{a} ({' '.join(task_arms.ARMS[a].overrides)})" for a in args.arms)
     dirty = " (with uncommitted changes)" if notes.git("status", "--porcelain", "--untracked-files=no") else ""
     return [
         f"# Retrieval comparison: {args.name}",
@@ -303,19 +353,17 @@ def header_lines(args, log: study_log.Log, missing: list[str]) -> list[str]:
     ]
 
 
-def study_md(args, log: study_log.Log, shares: pd.DataFrame, claims: pd.DataFrame, missing: list[str]) -> str:
-    """STUDY.md: the command, where and how long, the claims, the figure and the exact shares."""
+def study_md(
+    header: list[str], shares: pd.DataFrame, claims: pd.DataFrame, arms: list[str], chance: pd.DataFrame, earlier=None
+) -> str:
+    """STUDY.md: ``header`` (the command, where and how long), the claims (and, given the earlier
+    rule's calls, where they differ), the convolution's effect, the figure and the exact shares of
+    ``arms`` beside each task's ``chance`` level."""
     lines = [
-        *header_lines(args, log, missing),
-        "## Claims",
-        "",
-        "Past T is, per seed, the mean exact share at 2x, 4x and 8x; numbers are mean ± std over seeds. A "
-        "difference is called only beyond 2 standard deviations of the difference (one seed: never); an "
-        f"encoding below {task_claims.LEARNED:.0%} exact at 1x did not learn the task, and its comparisons "
-        "are not called. `not run`: a run the claim needs is missing.",
-        "",
-        md_table(claims),
-        "",
+        *header,
+        *study_verdicts.retrieval_lines(claims),
+        *study_verdicts.changed_lines(claims, earlier, task_claims.CLAIM_KEYS),
+        *task_arms.conv_section(shares),
         "## Exact answers",
         "",
     ]
@@ -329,18 +377,36 @@ def study_md(args, log: study_log.Log, shares: pd.DataFrame, claims: pd.DataFram
             "Exact answers (share of samples with every answer token right) against evaluation length, one panel "
             "per task, one line per encoding and method: mean over seeds, bars ± std over seeds.",
             "",
-            "Mean ± std over seeds of the exact share (number of seeds):",
+            "Mean ± std over seeds of the exact share (number of seeds); the `chance` rows: what a model that "
+            "picks one of the candidates planted in the sequence scores (`posx.tasks.chance`; copy: letters "
+            f"guessed), the grey dotted line of the figure. {randomized_said(shares)}:",
             "",
-            md_table(exact_table(shares, args.encodings)),
+            md_table(task_comparison.exact_table(shares, arms, chance)),
             "",
         ]
+    )
+
+
+def randomized_said(shares: pd.DataFrame) -> str:
+    """How the arms trained on randomized positions were scored: on positions sampled at test time
+    (method none) and on dense ones (method ``dense``), or, in a grid before the sampled scoring,
+    on dense positions only."""
+    if not any(task_arms.ARMS[a].sampled for a in set(shares["encoding"]) if a in task_arms.ARMS):
+        return "No arm trained on randomized positions"
+    if task_arms.DENSE in set(shares["method"]):
+        return (
+            "Randomized RoPE's `none` rows are scored on positions sampled at test time, as the paper scores them; "
+            "its `dense` rows on the positions 0…n−1"
+        )
+    return (
+        "Randomized RoPE is scored on the positions 0…n−1 only, not on positions sampled at test time as the paper does"
     )
 
 
 def write_outputs(args, log: study_log.Log) -> None:
     """exact.csv, claims.csv, the figure and STUDY.md, built beside ``--out`` and swapped in whole."""
     shares = collect(args)
-    claims = task_claims.check(shares)
+    claims = corrected(task_arms.check_claims(shares), task_claims.CLAIM_KEYS)
     missing = [run_name(*c) for c in grid(args) if not (args.work / "runs" / run_name(*c) / "tasks.csv").is_file()]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{args.out.name}.new-", dir=args.out.parent))
@@ -348,9 +414,11 @@ def write_outputs(args, log: study_log.Log) -> None:
         shares.to_csv(staging / "exact.csv", index=False)
         claims.to_csv(staging / "claims.csv", index=False)
         if not shares.empty:
-            tasks = [t for t in args.tasks if t in set(shares["task"])]
-            save(task_comparison.figure(shares, LABELS, FAMILIES, tasks), staging / "exact_vs_length.png")
-        (staging / "STUDY.md").write_text(study_md(args, log, shares, claims, missing))
+            tasks = [x for t in args.tasks for x in axes(args, t) if x in set(shares["task"])]
+            figure = task_comparison.figure(shares, task_arms.LABELS, task_arms.FAMILIES, tasks, chance_of(args))
+            save(figure, staging / "exact_vs_length.png")
+        header = header_lines(args, log, missing)
+        (staging / "STUDY.md").write_text(study_md(header, shares, claims, args.arms, chance_of(args)))
     except BaseException:
         shutil.rmtree(staging)  # the half-built folder this call made
         raise

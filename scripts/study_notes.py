@@ -30,13 +30,19 @@ import study_check  # scripts/study_check.py: a script's own folder is on sys.pa
 import study_figure  # scripts/study_figure.py: the second edition's headline figure
 import study_log  # scripts/study_log.py: the task and invocation logs
 import study_sections  # scripts/study_sections.py: the second edition's sections
+import study_setting  # scripts/study_setting.py: what the study is (corpus, model, T, steps, seeds)
+import study_verdicts  # scripts/study_verdicts.py: the claims, their reasons, the earlier rule's calls
 import torch
 from study_grids import GRIDS
-from study_text import CAPTIONS, REASONS, SEEDS  # scripts/study_text.py: the notes' prose
+from study_text import SMOOTH, captions  # scripts/study_text.py: the notes' prose
 
-from posx.report.claims import OPTION_DEFAULTS, Numbers, check, matches, parse_label
+from posx.report import seed_cells
+from posx.report.claims import OPTION_DEFAULTS, matches
 
 REPO = Path(__file__).resolve().parents[1]  # the git checkout the notes describe
+EARLIER_FILE = (
+    "- `earlier_calls.csv`: each comparison's call under the earlier rule (two standard deviations of one run)"
+)
 
 
 def git(*args: str) -> str:
@@ -118,37 +124,17 @@ def rope_groups(report: Path) -> dict:
     for label in rope["label"]:
         if "block=llama" in label:
             found["llama"] = label
-        elif not bpe(label) and matches(label, OPTION_DEFAULTS):
+        elif not study_verdicts.is_bpe(label) and matches(label, OPTION_DEFAULTS):
             found["rope"] = label
     return found
 
 
-def bpe(label: str) -> bool:
-    """Whether a group label is of runs trained on BPE tokens (the study's BPE arm)."""
-    return parse_label(label).get("data.tokenizer") == "bpe"
-
-
 def byte_level(summary: pd.DataFrame) -> pd.DataFrame:
     """The summary's rows of runs on byte tokens (perplexities of different tokenizers do not compare)."""
-    return summary[[not bpe(str(g)) for g in summary["group"]]]
+    return summary[[not study_verdicts.is_bpe(str(g)) for g in summary["group"]]]
 
 
-def claims_table(summary: pd.DataFrame, ext: pd.DataFrame | None, groups: dict) -> pd.DataFrame:
-    """The papers' claims on the byte-level runs: the gpt2 block's, then the llama block's RoPE claims."""
-    byte = byte_level(summary)
-    gpt2 = byte[byte["group"] != groups.get("llama")]
-    frames = []
-    for protocol in sorted(summary["protocol"].unique(), key=lambda p: p != "nonoverlapping"):
-        numbers = Numbers(gpt2, ext if protocol == "nonoverlapping" else None, None, protocol)
-        frames.append(check(numbers).assign(block="gpt2", protocol=protocol))
-        if "llama" in groups:
-            llama = check(Numbers(byte, None, {"rope": groups["llama"]}, protocol))
-            llama = llama[llama["claim"].str.startswith(("rotary", "zero-shot YaRN"))]
-            frames.append(llama.assign(block="llama", protocol=protocol))
-    return pd.concat(frames, ignore_index=True)[["paper", "claim", "block", "protocol", "verdict", "numbers"]]
-
-
-def header_lines(args, times: pd.DataFrame) -> list[str]:
+def header_lines(args, times: pd.DataFrame, seeds: str) -> list[str]:
     """The title, the command that regenerates the study, and the commit, machine and time it took."""
     dirty = " (with uncommitted changes)" if git("status", "--porcelain", "--untracked-files=no") else ""
     phases = times.groupby("phase")["seconds"].sum()
@@ -163,7 +149,7 @@ def header_lines(args, times: pd.DataFrame) -> list[str]:
     return [
         f"# Reference study: {args.out.name}",
         "",
-        f"Every positional encoding and RoPE rescaling method of posx, {SEEDS[args.grid]}, evaluated from 1x to 8x "
+        f"Every positional encoding and RoPE rescaling method of posx, {seeds}, evaluated from 1x to 8x "
         "the training length, with the papers' claims checked. Regenerate it, or continue it where it stopped, with:",
         "",
         f"```bash\n{args.command}\n```",
@@ -179,70 +165,47 @@ def header_lines(args, times: pd.DataFrame) -> list[str]:
     ]
 
 
-def claims_lines(claims: pd.DataFrame, reasons: dict, table: bool = True) -> list[str]:
-    """The papers' claims: the verdicts (``table``: as a table), the likely reason where one does not
-    hold, the numbers behind each."""
-    counts = claims["verdict"].value_counts()
-    lines = [
-        "## The papers' claims",
-        "",
-        "A claim is *reproduced* when every comparison it makes goes the paper's way by more than two standard "
-        "deviations of the difference (2·sqrt(std_a² + std_b²), std over seeds), *reversed* when one goes the "
-        "other way by that much, *not checked* when a cell it needs was not scored, and *not reproduced* otherwise "
-        "(`posx/report/claims.py`). "
-        f"Verdicts: {', '.join(f'{n} {v}' for v, n in counts.items())}.",
-        "",
-    ]
-    if table:
-        lines += [claims.drop(columns=["numbers"]).to_markdown(index=False), ""]
-    unmet = claims[claims["verdict"] != "reproduced"]
-    if not unmet.empty:
-        lines += ["### Where a claim does not hold, and the likely reason", ""]
-        for claim in dict.fromkeys(unmet["claim"]):
-            reason = next((r for k, r in reasons.items() if claim.startswith(k) and r), "")
-            lines.append(f"- **{claim}**: {reason or 'see the numbers below.'}")
-        lines.append("")
-    lines += ["### The numbers behind each verdict", ""]
-    return lines + [f"- {r.claim} ({r.block}, {r.protocol}): {r.numbers}" for r in claims.itertuples()] + [""]
-
-
-def figure_lines(report: Path) -> list[str]:
-    """Each figure the report drew, in CAPTIONS' order, with its caption."""
+def figure_lines(report: Path, texts: dict[str, str]) -> list[str]:
+    """Each figure the report drew, in ``texts``' order (``study_text.captions``), with its caption."""
     lines = []
-    for name, caption in CAPTIONS.items():
+    for name, caption in texts.items():
         if (report / name).is_file():
             lines += [f"### {name}", "", f"![{name}](report/{name})", "", caption, ""]
     return lines
 
 
-def study_md(args, report: Path, claims: pd.DataFrame, order: pd.DataFrame, ext_md: str, sections: list[str]) -> str:
-    """STUDY.md: how the study ran, the claims checked (the second edition: its verdicts and headline
-    figure first, then ``sections``), the orderings, the extension table, figures and files."""
-    lines = header_lines(args, task_times(args.work))
+def study_md(args, header: list[str], report: Path, claims: pd.DataFrame, parts: dict) -> str:
+    """STUDY.md: ``header`` (how the study ran), its setting, the claims checked (the second
+    edition: its verdicts and headline figure first, then ``parts["sections"]``), where the rule
+    changed a call, the orderings, the extension table, figures and files."""
+    lines = [*header, *parts["setting"], study_verdicts.trust_line(claims), ""]
     if args.grid == "methods":
         first = REPO / "results" / "reference" / "cpu-tiny" / "claims.csv"
         lines += study_sections.glance_lines(claims, first, study_figure.CAPTION)
-    lines += claims_lines(claims, REASONS[args.grid], table=args.grid == "first") + sections
+    lines += study_verdicts.claims_lines(claims, table=args.grid == "first") + parts["sections"]
+    lines += study_verdicts.changed_lines(claims, parts["earlier"])
     lines += [
         "## Orderings",
         "",
         "Mean perplexity over seeds at each length, best first.",
         "",
-        order.to_markdown(index=False),
+        parts["order"].to_markdown(index=False),
         "",
         "## Extension",
         "",
-        ext_md,
+        parts["extension"],
         "",
         "## Figures",
         "",
-        *figure_lines(report),
+        *figure_lines(report, parts["captions"]),
         "## Files",
         "",
         "- `report/`: `posx report --evaluations all` over every run (summary.md/.csv, groups.csv, "
         "passkey_summary.csv, extension.csv and the PNGs)",
         "- `sweep.csv`: every evaluation table of every run stacked (`job` = run name)",
-        "- `claims.csv`: the verdicts above with their numbers",
+        "- `claims.csv`: every comparison behind the verdicts above, one row each: its test, df, p, 95% interval, "
+        "outcome, detectable difference, Holm-corrected p and call, and its claim's verdicts",
+        *([EARLIER_FILE] if parts["earlier"] is not None else []),
         "",
     ]
     return "\n".join(lines)
@@ -264,14 +227,24 @@ def publish(staging: Path, out: Path) -> None:
 def parse_args() -> argparse.Namespace:
     """The command line, with --work and --out made absolute."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--work", type=Path, required=True)
+    parser.add_argument("--work", type=Path, help="the study's work directory (its runs/)")
     parser.add_argument("--out", type=Path, required=True)
-    parser.add_argument("--command", required=True, help="the command that ran the study, for STUDY.md")
+    parser.add_argument("--command", help="the command that ran the study, for STUDY.md")
     parser.add_argument("--elapsed", type=float, default=0.0, help="seconds the last invocation took")
     parser.add_argument("--preset", default="cpu")
     parser.add_argument("--grid", choices=sorted(GRIDS), default="first", help="the study's grid")
+    parser.add_argument(
+        "--from-committed",
+        action="store_true",
+        help="rewrite claims.csv and STUDY.md from --out's committed tables alone (no runs needed)",
+    )
     args = parser.parse_args()
-    args.work, args.out = args.work.resolve(), args.out.resolve()
+    if args.from_committed and not (args.out / "STUDY.md").is_file():
+        parser.error(f"--from-committed: {args.out} has no STUDY.md; give the folder of a committed study")
+    if not args.from_committed and (args.work is None or args.command is None):
+        parser.error("--work and --command are needed (or --from-committed to rewrite the notes alone)")
+    args.out = args.out.resolve()
+    args.work = args.work.resolve() if args.work else None
     return args
 
 
@@ -287,7 +260,7 @@ def run_report(work: Path, report: Path) -> None:
             "--evaluations",
             "all",
             "--smooth",
-            "3",
+            str(SMOOTH),
             "--out",
             str(report),
             "--results-dir",
@@ -308,11 +281,37 @@ def read_summary(report: Path) -> pd.DataFrame:
     return summary
 
 
-def extension_md(report: Path, ext: pd.DataFrame | None) -> str:
-    """The Extension section of the report's summary.md, without its heading; a note when nothing was extended."""
-    if ext is None:
-        return "(no extension runs)"
-    return (report / "summary.md").read_text().split("## Extension", 1)[-1].split("\n## ", 1)[0]
+def extension_md(ext: pd.DataFrame | None) -> str:
+    """The Extension section, without its heading (``study_sections.extension_lines``)."""
+    return "\n".join(study_sections.extension_lines(ext))
+
+
+def committed_header(args, out: Path) -> list[str]:
+    """STUDY.md's header as the study wrote it (how it ran), and a line saying the notes were
+    re-derived from the committed tables."""
+    lines = (out / "STUDY.md").read_text().split("\n## ", 1)[0].splitlines()
+    lines = [line for line in lines if not line.startswith("- notes: ")]
+    while lines and not lines[-1]:
+        lines.pop()
+    again = f"python scripts/study_notes.py --from-committed --out {shown(args.out)} --grid {args.grid}"
+    code = git("status", "--porcelain", "--untracked-files=no", "--", ".", ":!results")  # the outputs aside
+    dirty = " (with uncommitted changes)" if code else ""
+    return [*lines, f"- notes: re-derived from the committed tables with `{again}` at commit "
+            f"`{git('rev-parse', 'HEAD')}`{dirty}; no run was redone", ""]  # fmt: skip
+
+
+def earlier(folder: Path, keys: list[str] = study_verdicts.CLAIM_KEYS) -> pd.DataFrame | None:
+    """The earlier rule's calls: ``earlier_calls.csv``, or, the first time, read from an earlier
+    claims.csv (one row per claim, ``keys`` naming it) and written there; None when neither is there."""
+    kept = folder / "earlier_calls.csv"
+    if kept.is_file():
+        return pd.read_csv(kept)
+    old = pd.read_csv(folder / "claims.csv") if (folder / "claims.csv").is_file() else None
+    if old is None or "outcome" in old.columns:
+        return None
+    calls = study_verdicts.earlier_calls(old, keys)
+    calls.to_csv(kept, index=False)
+    return calls
 
 
 def write_outputs(args, staging: Path) -> None:
@@ -321,21 +320,47 @@ def write_outputs(args, staging: Path) -> None:
     run_report(args.work, report)
     sweep = sweep_table(args.work / "runs")
     sweep.to_csv(staging / "sweep.csv", index=False)
+    if args.grid == "methods":
+        study_figure.draw(sweep, staging)
+        if (args.out / "tasks").is_dir():  # the committed NIAH heatmap, kept where its runs are not here
+            shutil.copytree(args.out / "tasks", staging / "tasks")
+    seeds = study_setting.seed_span(seed_cells.read_groups(report / "groups.csv"))
+    write_notes(args, staging, sweep, header_lines(args, task_times(args.work), seeds), None)
+
+
+def write_notes(args, staging: Path, sweep: pd.DataFrame, header: list[str], earlier_calls) -> None:
+    """claims.csv, extension.md and STUDY.md into ``staging`` from its report/ and ``sweep``."""
+    report = staging / "report"
     summary = read_summary(report)
     ext = pd.read_csv(report / "extension.csv") if (report / "extension.csv").is_file() else None
     groups = rope_groups(report)
-    claims = claims_table(summary, ext, groups)
+    table = seed_cells.read_groups(report / "groups.csv")
+    seeds = seed_cells.per_seed(sweep, table)
+    claims = study_verdicts.claims_table(seeds, ext, groups)
     claims.to_csv(staging / "claims.csv", index=False)
-    ext_md = extension_md(report, ext)
-    (staging / "extension.md").write_text("# Extension\n" + ext_md + "\n")
-    order = orderings(byte_level(summary), groups)
+    ext_md = extension_md(ext)
+    (staging / "extension.md").write_text("# Extension\n\n" + ext_md + "\n")
     sections = []
     if args.grid == "methods":
-        study_figure.draw(sweep, staging)
         retrieval = REPO / "results" / "reference" / "cpu-retrieval"
         sections = study_sections.bpb_lines(sweep) + study_sections.bpe_lines(sweep)
         sections += study_sections.task_lines(retrieval, staging, REPO / "results" / "study" / "cpu-retrieval" / "runs")
-    (staging / "STUDY.md").write_text(study_md(args, report, claims, order, ext_md.strip(), sections))
+    parts = {
+        "setting": study_setting.setting_lines(args.preset, args.grid, sweep, table, header),
+        "sections": sections,
+        "earlier": earlier_calls,
+        "order": orderings(byte_level(summary), groups),
+        "extension": ext_md.strip(),
+        "captions": captions(ext, float(seeds[seeds["parent"] == ""]["factor"].max())),
+    }
+    (staging / "STUDY.md").write_text(study_md(args, header, report, claims, parts))
+
+
+def notes_only(args, staging: Path) -> None:
+    """``--from-committed``: the committed study copied into ``staging``, its notes rewritten."""
+    shutil.copytree(args.out, staging, dirs_exist_ok=True)
+    sweep = pd.read_csv(staging / "sweep.csv", low_memory=False)
+    write_notes(args, staging, sweep, committed_header(args, args.out), earlier(staging))
 
 
 def main() -> None:
@@ -344,7 +369,7 @@ def main() -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{args.out.name}.new-", dir=args.out.parent))
     try:
-        write_outputs(args, staging)
+        (notes_only if args.from_committed else write_outputs)(args, staging)
         publish(staging, args.out)
     finally:
         if staging.exists():

@@ -1,16 +1,17 @@
-"""The newer methods' published claims, checked on synthetic summary tables with the 2-sigma rule."""
+"""The newer methods' published claims, checked on synthetic per-seed cells by the one rule of
+posx.report.stats (three seeds each, paired by seed)."""
 
 from __future__ import annotations
 
 import pandas as pd
 import pytest
 
-from posx.report.claims import Numbers, check, method_claims, parse_label
+from posx.report.claims import COMPARISON_COLUMNS, Numbers, check, corrected, method_claims, parse_label, per_claim
 from posx.report.groups import identity
 from posx.runs.records import RunMeta
 
 from helpers.model import spec
-from helpers.summary import summary as _summary
+from helpers.summary import per_seed
 
 BASE = {
     ("rope", "-", 1): (4.0, 0.1),
@@ -22,26 +23,38 @@ BASE = {
 }
 
 
-def _verdicts(cells: dict, extension: pd.DataFrame | None = None) -> dict[str, str]:
-    rows = method_claims(Numbers(_summary(cells), extension))
-    return {r["paper"].split(" (")[1].rstrip(")") if "(" in r["paper"] else r["paper"]: r["verdict"] for r in rows}
+def _table(seeds: pd.DataFrame, extension: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One row per claim of the newer methods: paper, claim, verdict, holm_verdict."""
+    rows = [r for claim in method_claims(Numbers(seeds, extension)) for r in claim]
+    frame = pd.DataFrame(rows, columns=COMPARISON_COLUMNS)
+    return per_claim(corrected(frame, ["paper", "claim"]), ["paper", "claim"]) if rows else frame
+
+
+def _verdicts(cells: dict, extension: pd.DataFrame | None = None, extended: dict | None = None) -> dict[str, str]:
+    seeds = per_seed(cells)
+    if extended:
+        seeds = pd.concat([seeds, per_seed(extended, parent="rope-T128")], ignore_index=True)
+    table = _table(seeds, extension)
+    if table.empty:
+        return {}
+    return {p.split(" (")[1].rstrip(")") if "(" in p else p: v for p, v in zip(table["paper"], table["verdict"])}
 
 
 def test_no_run_of_a_method_no_claim_so_old_reports_keep_their_table():
-    assert method_claims(Numbers(_summary(BASE))) == []
-    assert len(check(Numbers(_summary(BASE)))) == 6  # the ALiBi and YaRN claims, as before
+    assert method_claims(Numbers(per_seed(BASE))) == []
+    assert check(Numbers(per_seed(BASE)))["claim"].nunique() == 6  # the ALiBi and YaRN claims, as before
 
 
-def test_fire_kerple_and_xpos_reproduce_and_reverse_as_the_numbers_say():
+def test_fire_kerple_and_xpos_supported_contradicted_or_inconclusive_as_the_numbers_say():
     cells = {**BASE, ("fire", "-", 8): (4.0, 0.1), ("kerple", "-", 8): (4.1, 0.1), ("xpos", "-", 2): (6.0, 0.1)}
     cells |= {("xpos", "-", 4): (10.0, 0.1), ("xpos", "-", 8): (30.0, 1.0)}
     v = _verdicts(cells)
-    assert v["FIRE"] == v["KERPLE"] == v["xPos"] == "reproduced"
-    cells[("fire", "-", 8)] = (7.0, 0.1)  # worse than ALiBi and T5: reversed
-    cells[("kerple", "-", 8)] = (4.6, 0.1)  # within 2 sigma of ALiBi's 4.5: not called
-    cells[("xpos", "-", 8)] = (60.5, 1.0)  # within 2 sigma of RoPE at 8x: not called
+    assert v["FIRE"] == v["KERPLE"] == v["xPos"] == "supported"
+    cells[("fire", "-", 8)] = (7.0, 0.1)  # worse than ALiBi and T5 by far: contradicted
+    cells[("kerple", "-", 8)] = (4.45, 0.3)  # 0.05 below ALiBi's 4.5 with a spread of 0.3: inconclusive
+    cells[("xpos", "-", 8)] = (59.5, 3.0)  # 0.5 below RoPE's 60 with a spread of 3: inconclusive
     v = _verdicts(cells)
-    assert v["FIRE"] == "reversed" and v["KERPLE"] == v["xPos"] == "not reproduced"
+    assert v["FIRE"] == "contradicted" and v["KERPLE"] == v["xPos"] == "inconclusive"
 
 
 def test_partial_rope_is_read_from_the_group_label():
@@ -50,9 +63,11 @@ def test_partial_rope_is_read_from_the_group_label():
     cells[("rope", "pos.rotary_fraction=1", 1)] = cells.pop(("rope", "-", 1))
     cells[("rope", "pos.rotary_fraction=1", 8)] = cells.pop(("rope", "-", 8))
     cells |= {("rope", label, 1): (4.05, 0.1), ("rope", label, 8): (20.0, 1.0)}
-    assert _verdicts(cells)["p-RoPE"] == "reproduced"  # no worse at T (within 2 sigma), better far out
-    cells[("rope", label, 1)] = (5.0, 0.1)  # worse at T by far
-    assert _verdicts(cells)["p-RoPE"] == "not reproduced"
+    cells[("rope", label, 1)] = (4.0, 0.02)
+    cells[("rope", "pos.rotary_fraction=1", 1)] = (4.0, 0.02)  # a spread small enough for three seeds
+    assert _verdicts(cells)["p-RoPE"] == "supported"  # no worse at T (below 1.05 x RoPE's), better far out
+    cells[("rope", label, 1)] = (5.0, 0.1)  # worse at T by far more than 5%
+    assert _verdicts(cells)["p-RoPE"] == "contradicted"
 
 
 def test_scales_randomized_and_nope_layers_against_plain_rope():
@@ -60,28 +75,32 @@ def test_scales_randomized_and_nope_layers_against_plain_rope():
     for label in ("model.attn_scale=logn", "model.attn_scale=ssmax", "pos.randomized=True", "model.nope_every=4"):
         cells[("rope", label, 8)] = (30.0, 1.0)
     v = _verdicts(cells)
-    assert v["log-n scaling"] == v["Scalable-Softmax"] == v["randomized positions"] == "reproduced"
-    assert v["hybrid NoPE layers"] == "reproduced"
+    assert v["log-n scaling"] == v["Scalable-Softmax"] == v["randomized positions"] == "supported"
+    assert v["hybrid NoPE layers"] == "supported"
     cells[("rope", "model.nope_every=4", 8)] = (90.0, 1.0)
-    assert _verdicts(cells)["hybrid NoPE layers"] == "reversed"
+    assert _verdicts(cells)["hybrid NoPE layers"] == "contradicted"
+
+
+def _extension(*groups: str) -> pd.DataFrame:
+    """extension.csv's rows that say which group is which extension: (group label, method)."""
+    return pd.DataFrame([{"group": g, "method": g.split("method=")[1].split(",")[0], "factor": 4.0} for g in groups])
 
 
 def test_resonance_improves_yarn_in_the_extension_table():
-    ext = pd.DataFrame(
-        [
-            {"group": "-", "method": "yarn", "factor": 4.0, "extended": 5.0, "extended_std": 0.1},
-            {"group": "-", "method": "resonance_yarn", "factor": 4.0, "extended": 4.5, "extended_std": 0.1},
-        ]
-    ).assign(zero_shot=9.0, zero_shot_std=0.2)
-    assert _verdicts(BASE, ext)["Resonance RoPE"] == "reproduced"
-    ext.loc[1, "extended"] = 5.05
-    assert _verdicts(BASE, ext)["Resonance RoPE"] == "not reproduced"
+    yarn, res = "extend.pose=False, method=yarn", "extend.pose=False, method=resonance_yarn"
+    extended = {
+        ("rope", yarn, 4, "yarn (extended)"): (5.0, 0.1),
+        ("rope", res, 4, "resonance_yarn (extended)"): (4.5, 0.1),
+    }
+    assert _verdicts(BASE, _extension(yarn, res), extended)["Resonance RoPE"] == "supported"
+    extended[("rope", res, 4, "resonance_yarn (extended)")] = (4.98, 0.3)
+    assert _verdicts(BASE, _extension(yarn, res), extended)["Resonance RoPE"] == "inconclusive"
 
 
 def test_a_run_without_an_option_key_counts_as_its_default():
     cells = {**BASE, ("rope", "model.attn_scale=logn", 8): (30.0, 1.0)}
     cells[("rope", "model.attn_scale=—", 8)] = cells.pop(("rope", "-", 8))  # a run written before the key
-    assert _verdicts(cells)["log-n scaling"] == "reproduced"
+    assert _verdicts(cells)["log-n scaling"] == "supported"
 
 
 def test_labels_parse_into_keys_and_values():
@@ -103,20 +122,24 @@ def test_keys_a_model_never_reads_do_not_split_groups():
 
 
 def test_pose_comes_close_to_fine_tuning_at_the_new_length():
-    def row(pose: bool, extended: float, zero: float) -> dict:
-        group = "extend.pose=True" if pose else "extend.pose=False"
-        return {"group": group, "method": "yarn", "factor": 4.0, "extended": extended, "extended_std": 0.1,
-                "zero_shot": zero, "zero_shot_std": 0.2}  # fmt: skip
+    full, pose = "extend.pose=False, method=yarn", "extend.pose=True, method=yarn"
 
-    ext = pd.DataFrame([row(False, 5.0, 9.0), row(True, 5.2, 9.0)])
-    assert _verdicts(BASE, ext)["PoSE"] == "reproduced"  # 5.2 < 1.1 x 5.0 and < 9.0
-    ext = pd.DataFrame([row(False, 5.0, 9.0), row(True, 7.0, 9.0)])
-    assert _verdicts(BASE, ext)["PoSE"] == "reversed"  # far from the fine-tune
-    assert "PoSE" not in _verdicts(BASE, pd.DataFrame([row(False, 5.0, 9.0)]))  # no PoSE run: no claim
+    def extended(at_pose: float) -> dict:
+        return {
+            ("rope", full, 4, "yarn (extended)"): (5.0, 0.02),
+            ("rope", full, 4, "yarn (zero-shot)"): (9.0, 0.2),
+            ("rope", pose, 4, "yarn (extended)"): (at_pose, 0.02),
+            ("rope", pose, 4, "yarn (zero-shot)"): (9.0, 0.2),
+        }
+
+    assert _verdicts(BASE, _extension(full, pose), extended(5.2))["PoSE"] == "supported"  # < 1.1 x 5.0, < 9.0
+    assert _verdicts(BASE, _extension(full, pose), extended(7.0))["PoSE"] == "contradicted"  # far from it
+    assert "PoSE" not in _verdicts(BASE, _extension(full), extended(5.2))  # no PoSE run: no claim
 
 
-def _held_rows(summary: pd.DataFrame, name: str) -> list[dict]:
-    return [r for r in method_claims(Numbers(summary)) if name in r["paper"]]
+def _held(seeds: pd.DataFrame, name: str) -> list[str]:
+    table = _table(seeds)
+    return list(table[table["paper"].str.contains(name, regex=False)]["verdict"]) if not table.empty else []
 
 
 @pytest.mark.parametrize(
@@ -129,30 +152,21 @@ def _held_rows(summary: pd.DataFrame, name: str) -> list[dict]:
     ],
 )
 def test_a_training_free_method_is_called_from_its_rows_at_t_and_far_out(method, name):
-    """Flat (no worse than RoPE at T) and below plain RoPE far out: reproduced; climbing past
-    RoPE's 1x by more than 2 sigma: not reproduced; no rows of the method: no claim."""
-    summary = _summary(BASE)
-    rows = summary[summary["encoding"] == "rope"].assign(method=method)
-    rows.loc[rows["factor"] == 8.0, ["ppl_mean", "ppl_std"]] = (4.1, 0.1)
-    assert _held_rows(summary, name) == []
-    (row,) = _held_rows(pd.concat([summary, rows]), name)
-    assert row["verdict"] == "reproduced" and f"rope/{method} at 8x 4.100" in row["numbers"]
-    rows.loc[rows["factor"] == 8.0, "ppl_mean"] = 5.0  # flat no more: 1.0 above 4.0 at T, sigma 0.14
-    (row,) = _held_rows(pd.concat([summary, rows]), name)
-    assert row["verdict"] == "not reproduced"
+    """Flat (no worse than 1.05 x RoPE at T) and below plain RoPE far out: supported; climbing
+    past RoPE's 1x by far more than the margin: contradicted; no rows of the method: no claim."""
+    cells = {**BASE, ("rope", "-", 1): (4.0, 0.02), ("rope", "-", 8, method): (4.1, 0.02)}
+    assert _held(per_seed(BASE), name) == []
+    assert _held(per_seed(cells), name) == ["supported"]
+    rows = check(Numbers(per_seed(cells)))
+    assert rows["comparison"].str.contains(f"rope/{method} at 8x 4.100", regex=False).any()
+    cells[("rope", "-", 8, method)] = (5.0, 0.1)  # 1.0 above 4.0 at T: far past the 5% margin
+    assert _held(per_seed(cells), name) == ["contradicted"]
 
 
 def test_rerope_is_called_from_its_rows_at_2x_and_4x_against_rope_at_t():
-    """Below RoPE's 1x at 2x and 4x by more than 2 sigma: reproduced; above it at 4x: reversed."""
-    summary = _summary(BASE)
-    rectified = summary[summary["encoding"] == "rope"].assign(method="rerope")
-    rectified.loc[rectified["factor"].isin([2.0, 4.0]), ["ppl_mean", "ppl_std"]] = (3.5, 0.1)
-
-    def verdict(rows: pd.DataFrame) -> str:
-        (row,) = [r for r in method_claims(Numbers(pd.concat([summary, rows]))) if "ReRoPE" in r["paper"]]
-        return row["verdict"]
-
-    assert not [r for r in method_claims(Numbers(summary)) if "ReRoPE" in r["paper"]]
-    assert verdict(rectified) == "reproduced"
-    rectified.loc[rectified["factor"] == 4.0, "ppl_mean"] = 5.0
-    assert verdict(rectified) == "reversed"
+    """Below RoPE's 1x at 2x and 4x: supported; above it at 4x by far: contradicted."""
+    cells = {**BASE, ("rope", "-", 2, "rerope"): (3.5, 0.1), ("rope", "-", 4, "rerope"): (3.5, 0.1)}
+    assert _held(per_seed(BASE), "ReRoPE") == []
+    assert _held(per_seed(cells), "ReRoPE") == ["supported"]
+    cells[("rope", "-", 4, "rerope")] = (5.0, 0.1)
+    assert _held(per_seed(cells), "ReRoPE") == ["contradicted"]

@@ -1,6 +1,6 @@
 """scripts/study_sections.py: the second edition's sections come from the runs' numbers (kinds by
-run name, bits per byte over seeds, an ordering named only beyond 2 sigma, the first edition's
-verdict beside each claim)."""
+run name, bits per byte per seed, an ordering named only where the interval of the difference of
+means excludes zero, the first edition's verdict beside each claim, the extension rows named)."""
 
 from __future__ import annotations
 
@@ -43,6 +43,8 @@ def test_an_extension_is_not_a_kind_and_seeds_pool(sections):
     table = sections.cells(sweep, "bpb")
     assert list(table["kind"]) == ["rope"] and table["count"].iloc[0] == 3
     assert table["mean"].iloc[0] == pytest.approx(1.2) and table["std"].iloc[0] == pytest.approx(0.2)
+    cell = sections.cell(sections.seed_values(sweep, "bpb"), "rope", 8.0)
+    assert cell.seeds == (0, 1, 2) and cell.values == pytest.approx((1.0, 1.2, 1.4))
 
 
 def test_an_ordering_that_a_tokenizer_change_undoes_is_reported(sections):
@@ -56,7 +58,7 @@ def test_an_ordering_that_a_tokenizer_change_undoes_is_reported(sections):
     text = "\n".join(sections.bpe_lines(sweep))
     row = next(line for line in text.splitlines() if line.startswith("| 8x T"))
     cells = [c.strip() for c in row.strip("|").split("|")]
-    assert cells[5:] == ["ALiBi", "level (within 2σ)", "no"]
+    assert cells[5:] == ["ALiBi", "inconclusive", "no"]
 
 
 def test_a_missing_arm_is_not_scored_rather_than_level(sections):
@@ -68,43 +70,43 @@ def test_a_missing_arm_is_not_scored_rather_than_level(sections):
 
 
 def test_each_verdict_stands_beside_the_first_editions(sections, tmp_path):
+    def rows(claims: list[str], verdict: str) -> pd.DataFrame:
+        keys = {"paper": "P", "block": "gpt2", "protocol": "nonoverlapping", "holm_verdict": "inconclusive"}
+        return pd.DataFrame([{**keys, "claim": c, "verdict": verdict} for c in claims])
+
     first = tmp_path / "claims.csv"
-    pd.DataFrame(
-        [
-            {
-                "paper": "P",
-                "claim": "a",
-                "block": "gpt2",
-                "protocol": "nonoverlapping",
-                "verdict": "reversed",
-                "numbers": "",
-            }
-        ]
-    ).to_csv(first, index=False)
-    claims = pd.DataFrame(
-        [
-            {"paper": "P", "claim": c, "block": "gpt2", "protocol": "nonoverlapping", "verdict": "reproduced"}
-            for c in ("a", "b")
-        ]
-    )
-    text = "\n".join(sections.glance_lines(claims, first, "caption"))
-    assert "This edition: 2 reproduced. The first edition: 1 reversed (of 1 checks)." in text
-    assert "| reproduced | reversed " in text and "| reproduced | not checked " in text
+    rows(["a", "a"], "contradicted").to_csv(first, index=False)  # one claim, two comparisons
+    text = "\n".join(sections.glance_lines(rows(["a", "b"], "supported"), first, "caption"))
+    assert "This edition: 2 supported (of 2 checks). The first edition, under the same rule: 1 contradicted" in text
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in text.splitlines() if line.startswith("| P ")]
+    expected = [["supported", "inconclusive", "contradicted"], ["supported", "inconclusive", "not checked"]]
+    assert [r[4:] for r in rows] == expected and "| Holm-corrected " in text
 
 
-def test_the_bpe_arm_stays_out_of_the_byte_level_claims(tmp_path):
-    spec = importlib.util.spec_from_file_location("study_notes", REPO / "scripts" / "study_notes.py")
-    notes = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(notes)
+def test_the_bpe_arm_stays_out_of_the_byte_level_claims(sections):
+    study_verdicts = sys.modules["study_verdicts"]  # loaded by study_sections, from scripts/
     byte, bpe = "data.tokenizer=byte", "data.tokenizer=bpe, data.vocab_size=1024"
     rows = [
-        ("alibi", byte, 1, 4.4, 0.1), ("alibi", byte, 8, 4.3, 0.1), ("alibi", bpe, 1, 90.0, 1.0),
+        ("alibi", byte, 1, 4.4, 0.01), ("alibi", byte, 8, 4.3, 0.01), ("alibi", bpe, 1, 90.0, 1.0),
         ("alibi", bpe, 8, 99.0, 1.0), ("t5", "-", 1, 5.0, 0.1), ("t5", "-", 8, 8.6, 0.5),
     ]  # fmt: skip
-    summary = helpers.summary.summary({(e, g, f): (m, s) for e, g, f, m, s in rows})
-    claims = notes.claims_table(summary, None, {})
+    seeds = helpers.summary.per_seed({(e, g, f): (m, s) for e, g, f, m, s in rows})
+    claims = study_verdicts.claims_table(seeds, None, {})
     flat = claims[claims["claim"].str.startswith("ALiBi stays flat")]
-    assert list(flat["verdict"]) == ["reproduced"] and "99.0" not in flat["numbers"].iloc[0]
+    assert set(flat["verdict"]) == {"supported"} and not flat["comparison"].str.contains("99.0").any()
+
+
+def test_the_extension_rows_name_pose(sections):
+    columns = ("zero_shot", "extended", "extended_1x", "extended_2x_new")
+    ext = pd.DataFrame(
+        [
+            {"group": f"extend.pose={p}, method=yarn", "parent": "rope-T128", "method": "yarn", "factor": 4.0,
+             "steps": 200, "n_seeds": 3, **{c: 4.0 for c in columns}, **{f"{c}_std": 0.1 for c in columns}}
+            for p in (True, False)
+        ]
+    )  # fmt: skip
+    table = [line for line in "\n".join(sections.extension_lines(ext)).splitlines() if line.startswith("| yarn")]
+    assert [line.split("|")[1].strip() for line in table] == ["yarn + PoSE (trained at T)", "yarn (fine-tuned at s·T)"]
 
 
 def test_the_headline_figure_has_a_line_per_kind_in_its_panel(sections):

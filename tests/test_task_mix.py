@@ -163,3 +163,17 @@ def test_a_pool_is_generated_once_and_its_rows_are_what_the_mix_draws():
         assert torch.equal(pool[1][j], my[i])
     cfg.task_pool = 0
     assert make_pool(cfg, 96, TRAIN, seed=0) is None
+
+
+def test_a_task_run_states_its_exact_answers_in_the_progress_and_done_lines(tiny_args, tmp_path):
+    mix = ["data.task_mix=1", "data.mix_tasks=[copy]", "data.task_options.trials=8", "data.task_options.span=4"]
+    out = run_posx("train", "name=t", *tiny_args, *mix, cwd=tmp_path).stdout
+    curve = pd.read_csv(tmp_path / "results" / "runs" / "t" / "task_curve.csv")
+    last = curve[curve["step"] == curve["step"].max()].iloc[0]
+    done = next(line for line in out.splitlines() if line.startswith("done"))
+    exact = round(last["accuracy"] * 8)
+    assert f"(step {last['step']}): copy {exact}/8 ({last['accuracy']:.1%})" in done
+    assert "text val loss" in done and "never trained on" in done  # the perplexity is said to be of text
+    assert any(f"exact copy {a:.0%}" in out for a in curve["accuracy"])  # the progress line
+    plain = run_posx("train", "name=plain", *tiny_args, cwd=tmp_path).stdout
+    assert "exact" not in plain and "done" in plain  # no mix: the text loss alone, as before

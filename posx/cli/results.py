@@ -17,7 +17,7 @@ from posx.cli.exits import user_errors
 from posx.core import files
 from posx.core.console import new_console, say
 from posx.core.errors import PosxError
-from posx.report import collection, selection
+from posx.report import collection, seed_compare, selection
 from posx.runs.paths import resolve_run
 
 
@@ -50,6 +50,10 @@ def compare(run_args: list[str], csv: str | None, results_dir: Path, where: list
             console.print(collection.compare_table(df, names))
             for note in notes:
                 say(console, "note", "yellow", note)
+            groups = seed_compare.seed_groups(dirs, names)  # runs of equal settings but the seed
+            diffs = seed_compare.differences(df, groups)
+            if not diffs.empty:
+                console.print(seed_compare.table(diffs, groups))
         if csv is not None:
             _write_csv(df, csv, console)
 

@@ -254,7 +254,8 @@ def compare(
         None, "--where", metavar="KEY=VALUE", help="Only the runs whose config key has this value (repeatable)."
     ),
 ) -> None:
-    """The runs' current perplexity tables side by side, with ratios to the first run and their 95% intervals."""
+    """The runs' current perplexity tables side by side, with ratios to the first run and their 95% intervals;
+    groups of seeds (equal settings but the seed) compared by their means, each with its 95% interval."""
     reading().compare(run_args, csv, results_dir, where)
 
 

@@ -21,7 +21,7 @@ from posx.core.device import check_compile, check_device
 from posx.core.errors import PosxError
 from posx.core.trackers import check_tracker
 from posx.core.validate import validate
-from posx.eval.scoring import eval_lengths
+from posx.eval.scoring import eval_lengths, eval_rows
 from posx.model.custom import check_params as check_encoding_params
 from posx.model.encodings import check_t5_buckets
 from posx.model.rescale import check_methods, param_key, user_params
@@ -106,5 +106,5 @@ def check_train_config(cfg) -> None:
             f"(train.context_length={T}); a sliding window scores at most its own length"
         )
     if cfg.pos.name in ROTARY:
-        rows = [(float(cfg.eval.scale or f), L) for f, L in zip(cfg.eval.factors, lengths)]
+        rows = eval_rows(cfg.eval, T)  # exactly the rows the evaluation computes
         check_methods(cfg.eval, cfg.eval.methods, cfg.model.d_model // cfg.model.n_head, cfg.pos.base, T, rows)

@@ -35,11 +35,12 @@ from posx.model.gpt import GPT
 from posx.model.positional import PositionOutOfRange
 from posx.runs.lineage import INTERPOLATE, find_parent, zero_shot_model
 from posx.runs.records import RunMeta
+from posx.schema import evaluated_length
 
 
 def lengths_for(reference: int, new: int, factors) -> list[int]:
     """factor x the parent's T and factor x the new T, sorted, without duplicates."""
-    return sorted({round(f * reference) for f in factors} | {round(f * new) for f in factors})
+    return sorted({evaluated_length(f, reference) for f in factors} | {evaluated_length(f, new) for f in factors})
 
 
 def _score(

@@ -32,6 +32,7 @@ from posx.eval import bytecount, documents, passkey, scoring, suite
 from posx.eval.tables import COLUMNS, KEYS, Evaluation, position_rows
 from posx.model.gpt import GPT
 from posx.model.positional import PositionOutOfRange
+from posx.model.randomized import sampled_at_test
 from posx.model.rescale import (
     WINDOWED,
     absolute_beyond,
@@ -106,7 +107,7 @@ def _plan(model: GPT, meta: RunMeta, val: torch.Tensor, ev, val_docs, tokenizer)
             f"the held-out split has {len(val)} tokens but eval.tokens asks for {n_tokens} "
             f"at each length ({needed} read); lower eval.tokens or use more data"
         )
-    scales = [float(ev.scale) if ev.scale is not None else L / T for L in lengths]
+    scales = [scale for scale, _ in scoring.eval_rows(ev, T)]
     rope_args = {"head_dim": meta.model.head_dim, "base": meta.model.pos.base, "train_context": T}
     if model.pos.uses_rope:  # bad method parameters fail here, before any row is computed
         check_methods(ev, ev.methods, rows=list(zip(scales, lengths)), **rope_args)
@@ -168,7 +169,8 @@ def evaluate(
             row["bytes"] = p.n_bytes[L]
             asked = {"passkey": cell_trials, "tasks": tasks, "shared": shared}
             starts = p.plans[L].starts if p.within else None
-            scores, results = _score_cell(model, val, ev, device, row, p.n_tokens, asked, p.rope_args, starts, memo)
+            with sampled_at_test(model, str(ev.randomized_positions), L):
+                scores, results = _score_cell(model, val, ev, device, row, p.n_tokens, asked, p.rope_args, starts, memo)
             keys = {k: row[k] for k in KEYS}
             task_rows += suite.suite_rows(keys, row["status"], tasks, L, results.get("tasks"), depth)
             if long_tables and row["status"] == "ok":

@@ -32,15 +32,32 @@ TABLE_FILES = ("extrapolation.csv", "extrapolation.md", "positions.csv", "passke
 # away, and the next evaluation writes its own.
 UNREADABLE_FIX = "move it out of the run directory, then evaluate again"
 NOT_IDENTITY = ("after_train", "batch_tokens")  # eval.* keys that do not change the numbers
-# eval.* keys that are part of the identity only when set: null adds nothing, so an evaluation
-# made before the key existed keeps its id (eval.params: the parameters of methods from outside posx)
-SET_ONLY = ("params",)
+# Keys added after evaluations were stored, with the value that evaluates as before they existed:
+# at that value a key is left out of the identity, so an evaluation keeps its id (and is found again).
+LATER = {
+    "params": None,  # the parameters of methods from outside posx
+    "randomized_positions": "dense",
+    "task_options": {"layout": "fixed", "min_pairs": 0, "pairs": 0, "base_length": 0},
+}
 
 
 def settings_of(ev) -> dict:
-    """The evaluation settings that make its identity, as plain data."""
+    """The evaluation settings that make its identity, as plain data (``LATER``'s keys at their
+    old behaviour left out)."""
     data = OmegaConf.to_container(ev, resolve=True, enum_to_str=True) if isinstance(ev, DictConfig) else dict(ev)
-    return {k: v for k, v in data.items() if k not in NOT_IDENTITY and not (k in SET_ONLY and v is None)}
+    return _without_later({k: v for k, v in data.items() if k not in NOT_IDENTITY}, LATER)
+
+
+def _without_later(data: dict, later: dict) -> dict:
+    """``data`` without the keys of ``later`` that hold ``later``'s value (nested alike)."""
+    out = {}
+    for key, value in data.items():
+        old = later.get(key)
+        if isinstance(old, dict) and isinstance(value, dict):
+            out[key] = _without_later(value, old)
+        elif key not in later or value != old:
+            out[key] = value
+    return out
 
 
 def eval_id(settings: dict) -> str:
@@ -156,6 +173,18 @@ def save(result: Evaluation, run_dir: Path, settings: dict, device: str, weights
     files.write_text(folder / SETTINGS, yaml.safe_dump(record, sort_keys=False))
     _keep_legacy(run_dir)
     return _copy_tables(folder, run_dir, eid)
+
+
+def tasks_table(run_dir: Path, value, key: str) -> Path:
+    """A run's tasks.csv: its current one (``value`` None), or that of its newest stored evaluation
+    whose setting ``key`` is ``value`` (a ``LATER`` key left out of the settings has its old
+    value); a path that does not exist when none is."""
+    run_dir = Path(run_dir)
+    if value is None:
+        return run_dir / "tasks.csv"
+    records = sorted((run_dir / EVAL_DIR).glob(f"*/{SETTINGS}"), key=lambda p: p.stat().st_mtime, reverse=True)
+    found = [r.parent for r in records if read_record(r)["settings"].get(key, LATER.get(key)) == value]
+    return found[0] / "tasks.csv" if found else run_dir / EVAL_DIR / f"no-{key}-{value}" / "tasks.csv"
 
 
 def make_current(run_dir: Path, folder: Path) -> list[Path]:

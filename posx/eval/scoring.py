@@ -36,6 +36,7 @@ import torch.nn.functional as F
 from posx.core.device import autocast
 from posx.core.errors import PosxError, unknown
 from posx.data.corpus import as_long, require_tokens
+from posx.schema import evaluated_length, rope_scale
 
 PROTOCOLS = ("nonoverlapping", "sliding")
 
@@ -100,7 +101,7 @@ def eval_lengths(factors, train_context: int) -> list[int]:
     round to the same length are one line (they would score the same windows twice)."""
     lengths: dict[int, float] = {}
     for f in factors:
-        L = round(f * train_context)
+        L = evaluated_length(f, train_context)
         if L in lengths:
             raise PosxError(
                 f"eval.factors {lengths[L]:g} and {f:g} both give length {L} at T={train_context}; "
@@ -108,6 +109,12 @@ def eval_lengths(factors, train_context: int) -> list[int]:
             )
         lengths[L] = f
     return list(lengths)
+
+
+def eval_rows(ev, train_context: int) -> list[tuple[float, int]]:
+    """(RoPE scale, length) of each length an evaluation scores (``eval_lengths``): the rows the
+    evaluation computes and the rows its checks before any work compute first."""
+    return [(rope_scale(ev.scale, L, train_context), L) for L in eval_lengths(ev.factors, train_context)]
 
 
 def stride_for(protocol: str, stride: int | None, train_context: int, length: int) -> int:

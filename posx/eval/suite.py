@@ -17,7 +17,7 @@ import torch
 
 from posx.eval import passkey
 from posx.tasks import registry, scoring
-from posx.tasks.base import Sample
+from posx.tasks.base import Sample, varied
 
 
 def passkey_samples(source, length: int, opts, tokenizer) -> list[Sample]:
@@ -34,11 +34,13 @@ def passkey_samples(source, length: int, opts, tokenizer) -> list[Sample]:
     ]  # fmt: skip
 
 
-def samples_of(task: str, val, length: int, opts, tokenizer) -> list[Sample]:
-    """The samples of one task at one length; the passkey's are its own trials."""
-    if task == "passkey":
+def samples_of(task: str, val, length: int, opts, tokenizer, stream: int = 0) -> list[Sample]:
+    """The samples of one task at one length; the passkey's are its own trials in the fixed
+    layout (with the varied one, the generator's, which plant digit distractors). ``stream``:
+    ``registry.make_samples``' (the passkey's own trials have none)."""
+    if task == "passkey" and not varied(opts):
         return passkey_samples(val, length, opts, tokenizer)
-    return registry.make_samples(task, val, length, opts.trials, opts, opts.seed, tokenizer)
+    return registry.make_samples(task, val, length, opts.trials, opts, opts.seed, tokenizer, stream)
 
 
 def make_suite(val, lengths: list[int], ev, tokenizer) -> dict:
@@ -54,7 +56,14 @@ def shares_passkey(ev) -> bool:
     pk, opts = ev.passkey, ev.task_options
     drawn = [(c.trials, c.digits, c.depth_buckets, c.seed) for c in (pk, opts)]
     forced = str(ev.task_scoring) == "teacher_forced"  # passkey.csv is teacher-forced
-    return forced and "passkey" in ev.tasks and pk.enabled and "prompt" in pk.variants and drawn[0] == drawn[1]
+    return (
+        forced
+        and not varied(opts)
+        and "passkey" in ev.tasks
+        and pk.enabled
+        and "prompt" in pk.variants
+        and drawn[0] == drawn[1]
+    )
 
 
 def score_suite(

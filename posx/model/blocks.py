@@ -81,10 +81,15 @@ class ShortConv(nn.Module):
     """``model.short_conv``: a causal depthwise convolution over the last ``kernel`` positions,
     added to its input before attention, ``x + conv(x)``: each position sees its own recent
     tokens in its query and key, so matching "the token before this one" needs no attention
-    layer of its own. Zoology's two-layer attention baseline, the one that solves multi-query
-    associative recall at width 64 (Arora et al. 2023, arXiv 2312.04927; github.com/HazyResearch/zoology,
-    ``mixers/base_conv.py``, kernel 3), has such a convolution in front of its attention; Allen-Zhu
-    (2025, "Physics of Language Models: Part 4.1", canon layers) adds the same to every block.
+    layer of its own. It is the short convolution of zoology's gated-convolution mixers: BaseConv
+    (Arora et al. 2023, "Zoology", arXiv 2312.04927; github.com/HazyResearch/zoology,
+    ``mixers/base_conv.py``, kernel 3) and Based, whose linear attention has one in front of it
+    (Arora et al. 2024, "Simple linear attention language models balance the recall-throughput
+    tradeoff", arXiv 2402.18668). Zoology's attention baseline is plain multi-head attention with
+    learned absolute positions and no convolution. Allen-Zhu (2025, "Physics of Language Models:
+    Part 4.1", canon layers) adds such a convolution to every block. Whatever the encoding, it
+    gives a model learned local order, so a comparison of encodings runs each with and without
+    it (``posx.report.task_arms``).
     Its weights act on relative offsets 0 .. kernel - 1 only, whatever the sequence's length, so
     it gives no encoding positions past T it did not see at T."""
 

@@ -98,6 +98,9 @@ class GPT(nn.Module):
     def __init__(self, config: ModelSpec):
         super().__init__()
         self.config, m = config, config.model
+        self.sampled_positions = (
+            False  # pos.randomized: positions sampled in eval mode too (randomized.sampled_at_test)
+        )
         if m.attention not in ATTENTION:
             raise unknown("attention", m.attention, ATTENTION)
         self.tok_emb = nn.Embedding(config.vocab_size, m.d_model)
@@ -154,7 +157,7 @@ class GPT(nn.Module):
         if limit is not None and offset + T > limit:
             raise PositionOutOfRange(f"position {offset + T - 1} is past the learned table of {limit} rows")
         positions = torch.arange(offset, offset + T, device=idx.device)  # (T,)
-        if self.training and self.config.pos.randomized:  # posx.model.randomized
+        if self.config.pos.randomized and (self.training or self.sampled_positions):  # posx.model.randomized
             positions = random_positions(T, self.config.pos.randomized_max, idx.device)
         elif self.training and self.config.pos.pose_length:
             positions = pose_positions(T, self.config.pos.pose_length, idx.device)

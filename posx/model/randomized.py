@@ -13,8 +13,11 @@ One draw per forward pass, shared by the batch, from torch's default generator: 
 ``seed`` like the weights, saved in checkpoints (resume draws what an uninterrupted run draws),
 the same on every DDP rank.
 
-At evaluation (``model.eval()``) the positions are the plain 0 .. n-1: the scored numbers then
-do not depend on a draw (a choice of posx; the authors' code samples at test time too).
+At evaluation the positions are the plain 0 .. n-1 unless ``eval.randomized_positions=sampled``
+(``sampled_at_test``): the published protocol samples them at test time too (a sorted subset
+of [0, L_max) for every forward pass, as in training), which the authors' code does; posx's
+dense default keeps the scored numbers free of a draw. Sampled evaluation draws from a
+generator seeded by the length, so it is the same on every evaluation of the run.
 Applies to the encodings that read positions: rope, xpos, absolute (its table needs L_max
 rows) and sinusoidal; the bias encodings read the distance in the window and ignore them.
 
@@ -32,8 +35,30 @@ the second chunk's text from further on in a long document; posx windows are con
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 from torch import Tensor
+
+AT_TEST = ("dense", "sampled")  # eval.randomized_positions
+
+
+@contextlib.contextmanager
+def sampled_at_test(model, how: str, seed: int):
+    """Within it, a model trained with ``pos.randomized`` draws its positions in eval mode too when
+    ``how`` is ``sampled`` (module docstring), from torch's CPU generator seeded by ``seed``
+    (its state outside is as before); any other model, or ``dense``, is left as it is."""
+    pos = getattr(getattr(model, "config", None), "pos", None)
+    if how != "sampled" or not getattr(pos, "randomized", False):
+        yield
+        return
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model.sampled_positions = True
+        try:
+            yield
+        finally:
+            model.sampled_positions = False
 
 
 def random_positions(length: int, limit: int, device: torch.device) -> Tensor:

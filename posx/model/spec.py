@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields, replace
 
 from posx.fieldtypes import like
-from posx.schema import BYTES, DataConfig, ModelConfig, PosConfig
+from posx.schema import BYTES, DataConfig, ModelConfig, PosConfig, evaluated_length
 
 NULL_IS_A_VALUE = {("pos", "params")}  # a custom encoding's parameters: null gives none (all defaults)
 
@@ -54,7 +54,7 @@ class ModelSpec:
     def from_config(cls, cfg, vocab_size: int) -> ModelSpec:
         """The model a composed config describes (Hydra's DictConfig or the schema's dataclasses)."""
         T, model, pos = cfg.train.context_length, _section(ModelConfig, cfg.model), _section(PosConfig, cfg.pos)
-        return cls.resolved(model, pos, T, round(max(cfg.eval.factors) * T), vocab_size)
+        return cls.resolved(model, pos, T, evaluated_length(max(cfg.eval.factors), T), vocab_size)
 
 
 def _section(kind: type, node):

@@ -1,23 +1,24 @@
-"""The papers' extrapolation claims, checked against a report's numbers.
+"""The papers' extrapolation claims, checked against a study's numbers.
 
-Each claim is a set of comparisons "a is lower than b" between two cells of a report: a
-perplexity mean ± sample std over seeds (``summary.csv`` or ``extension.csv``). A comparison is
-called only when the difference exceeds two standard deviations of the difference,
-2·sqrt(std_a² + std_b²); with one seed there is no std and nothing is called:
-
-* ``reproduced``: b − a > 2σ, the paper's direction;
-* ``reversed``: a − b > 2σ, the opposite direction;
-* ``not reproduced``: the difference is within 2σ;
-* ``not checked``: a cell is missing (not scored) or has one seed: nothing to call it against.
+Each claim is a set of comparisons "a is lower than b" between two cells of a study: a
+perplexity per seed (``posx.report.seed_cells``, whose means are ``summary.csv``'s). Every
+comparison is called by the one rule of ``posx.report.stats``: the difference of means with its
+95% interval (paired t by seed where both cells have the same seeds, Welch's t otherwise), and
+its outcome *supported*, *contradicted* or *inconclusive* (the smallest difference it could
+have detected stated), or *not checked* (a cell missing, or with one seed). "Within 10%" and "no
+worse than" are non-inferiority tests: a < (1 + margin)·b, the margin RECOVERED − 1 or
+``stats.NO_WORSE``.
 
 Perplexities at different lengths are compared only where the claim is about degradation: with
 non-overlapping windows a model that used the longer context well would score *lower* at s·T
 than at T, so "worse at s·T than at T" is a conservative test of "poor".
 
-A claim is reversed when any of its comparisons is, else not reproduced when any is, else not
-checked when any is, else reproduced: a claim whose cells a study did not score says so
-instead of counting against the paper. The claims, below, are those of the ALiBi paper (four encodings past T), of PI,
-YaRN and Llama 2 Long (ABF) on trained and extended runs, and of the newer methods
+A claim is contradicted when any of its comparisons is, else inconclusive when any is, else not
+checked when any is, else supported (``stats.combine``): a claim whose cells a study did not
+score says so instead of counting against the paper. ``corrected`` adds Holm's correction across
+a study's comparisons beside the uncorrected calls. The claims, below, are those of the ALiBi
+paper (four encodings past T), of PI, YaRN and Llama 2 Long (ABF) on trained and extended runs,
+and of the newer methods
 (``method_claims``), each of those listed only when the report has a run of its method, so a
 report without them keeps its table; every paper, with its arXiv id, is cited in
 docs/encodings.md. ReRoPE's claim is about ReRoPE, ``eval.rerope.leak_factor``'s default: the
@@ -31,10 +32,11 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+
+from posx.report.stats import NO_WORSE, Sample, combine, compare, holm, holm_call
 
 ALIBI, PI, YARN, ABF = (
     "Press et al. 2022 (ALiBi)",
@@ -66,57 +68,36 @@ OPTION_DEFAULTS = {
 RECOVERED = 1.10  # "fixed": the extended model at s·T within 10% of the parent's perplexity at T
 
 
-@dataclass(frozen=True)
-class Cell:
-    """One number of a report: a perplexity mean and its std over seeds."""
-
-    label: str
-    mean: float
-    std: float
-
-    def text(self) -> str:
-        if not math.isfinite(self.mean):
-            return f"{self.label} not scored"
-        return f"{self.label} {self.mean:.3f}" + (f" ± {self.std:.3f}" if math.isfinite(self.std) else "")
+Cell = Sample  # a claim's number: one value per seed (posx.report.stats.Sample)
+COMPARISON_COLUMNS = [
+    "paper", "claim", "comparison", "low", "high", "n_low", "n_high", "diff", "ci_low", "ci_high", "test", "df",
+    "p", "outcome", "detectable", "low_seeds", "low_values", "high_seeds", "high_values",
+]  # fmt: skip
 
 
-NOT_CHECKED = "not checked"  # a comparison without two scored cells of several seeds
-
-
-def verdict(low: Cell, high: Cell) -> str:
-    """Is ``low`` below ``high`` by more than two standard deviations of the difference?"""
-    if not all(math.isfinite(v) for v in (low.mean, high.mean, low.std, high.std)):
-        return NOT_CHECKED  # not scored, or one seed: no spread to call a difference against
-    sigma = math.hypot(low.std, high.std)
-    diff = high.mean - low.mean
-    if diff > 2 * sigma:
-        return "reproduced"
-    if -diff > 2 * sigma:
-        return "reversed"
-    return "not reproduced"
-
-
-def combine(verdicts: list[str]) -> str:
-    """A claim's verdict from its comparisons' (module docstring)."""
-    return next((v for v in ("reversed", "not reproduced", NOT_CHECKED) if v in verdicts), "reproduced")
+def listed(values) -> str:
+    """Seeds or values as claims.csv lists them: space-separated, values to full precision."""
+    return " ".join(repr(float(v)) if isinstance(v, float) else str(v) for v in values)
 
 
 class Numbers:
-    """Cells of one report, read by (encoding, method, factor) for trained runs and by (method,
-    what) for the extension table. ``groups`` names, per encoding, the group to read where an
-    encoding has several (e.g. the gpt2 and the llama block)."""
+    """Per-seed cells of one study (``posx.report.seed_cells``), read by (encoding, method, factor)
+    for trained runs and by (method, what) for the extension table, whose rows say which group is
+    which extension. ``groups`` names, per encoding, the group to read where an encoding has
+    several (e.g. the gpt2 and the llama block)."""
 
     def __init__(
         self,
-        summary: pd.DataFrame,
+        seeds: pd.DataFrame,
         extension: pd.DataFrame | None = None,
         groups: dict | None = None,
         protocol: str = "nonoverlapping",
     ):
-        trained = summary[(summary["parent"].fillna("") == "") & (summary["protocol"] == protocol)]
+        mine = seeds[seeds["protocol"] == protocol]
+        trained = mine[mine["parent"].fillna("") == ""]
         for enc, group in (groups or {}).items():
             trained = trained[(trained["encoding"] != enc) | (trained["group"] == group)]
-        self.trained = trained
+        self.trained, self.seeds = trained, mine
         self.extension = extension if extension is not None else pd.DataFrame()
 
     def ppl(self, encoding: str, method: str, factor: float) -> Cell:
@@ -136,12 +117,8 @@ class Numbers:
             (self.trained["encoding"] == encoding)
             & (self.trained["method"] == method)
             & np.isclose(self.trained["factor"], factor)
-            & (self.trained["n_seeds"] > 0)
         ]
-        rows = rows[[matches(str(g), wanted) for g in rows["group"]]]
-        if len(rows) != 1:
-            return Cell(label, math.nan, math.nan)
-        return Cell(label, float(rows["ppl_mean"].iloc[0]), float(rows["ppl_std"].iloc[0]))
+        return _sample(rows[np.array([matches(str(g), wanted) for g in rows["group"]], dtype=bool)], label)
 
     def labelled(self, key: str) -> set[str]:
         """Every value ``key`` takes in a group label of the report."""
@@ -159,11 +136,25 @@ class Numbers:
             "extended_1x": f"{method} fine-tuned at T",
         }[column]
         if len(rows) != 1:
-            return Cell(label, math.nan, math.nan)
-        return Cell(label, float(rows[column].iloc[0]), float(rows[f"{column}_std"].iloc[0]))
+            return Cell(label)
+        stage = "zero-shot" if column == "zero_shot" else "extended"
+        factor = 1.0 if column == "extended_1x" else self.factor()
+        cells = self.seeds[
+            (self.seeds["group"] == str(rows["group"].iloc[0]))
+            & (self.seeds["method"] == f"{method} ({stage})")
+            & np.isclose(self.seeds["factor"], factor)
+        ]
+        return _sample(cells, label)
 
     def factor(self) -> float:
         return float(self.extension["factor"].iloc[0]) if not self.extension.empty else math.nan
+
+
+def _sample(rows: pd.DataFrame, label: str) -> Cell:
+    """The cell of ``rows`` (one group's seeds); empty when no group or several groups match."""
+    if rows["group"].nunique() != 1:
+        return Cell(label)
+    return Cell(label, tuple(float(v) for v in rows["ppl"]), tuple(int(s) for s in rows["seed"]))
 
 
 def parse_label(label: str) -> dict[str, str]:
@@ -179,23 +170,47 @@ def matches(label: str, wanted: dict[str, str]) -> bool:
     return all(found.get(k, OPTION_DEFAULTS.get(k)) == v for k, v in wanted.items())
 
 
-def _claim(paper: str, claim: str, pairs: list[tuple[Cell, Cell]], flat: list[tuple[Cell, Cell]] = ()) -> dict:
+def _row(paper: str, claim: str, text: str, low: Cell, high: Cell) -> dict:
+    """One comparison "low < high" of a claim, with its test (``posx.report.stats.compare``)."""
+    t = compare(low, high)
+    values = [text, low.label, high.label, len(low.values), len(high.values), t.diff, t.lo, t.hi, t.test, t.df, t.p]
+    arms = [listed(low.seeds), listed(low.values), listed(high.seeds), listed(high.values)]
+    return dict(zip(COMPARISON_COLUMNS, [paper, claim, *values, t.outcome, t.detectable, *arms]))
+
+
+def _claim(paper: str, claim: str, pairs: list[tuple[Cell, Cell]], flat: list[tuple[Cell, Cell]] = ()) -> list[dict]:
     """``pairs``: (a, b) where the paper says a < b. ``flat``: (a, b) where it says a is no worse
-    than b; that holds unless a is above b by more than 2 sigma (then: not reproduced)."""
-    verdicts = [verdict(lo, hi) for lo, hi in pairs]
-    notes = [f"{lo.text()} < {hi.text()}: {v}" for (lo, hi), v in zip(pairs, verdicts)]
+    than b: the non-inferiority test a < (1 + NO_WORSE)·b (``posx.report.stats``)."""
+    rows = [_row(paper, claim, f"{lo.text()} < {hi.text()}", lo, hi) for lo, hi in pairs]
     for a, b in flat:
-        above = verdict(b, a)  # reproduced: a is above b by more than 2 sigma
-        flat_verdict = {NOT_CHECKED: NOT_CHECKED, "reproduced": "not reproduced"}.get(above, "reproduced")
-        verdicts.append(flat_verdict)
-        notes.append(f"{a.text()} no worse than {b.text()}: {verdicts[-1]}")
-    return {"paper": paper, "claim": claim, "verdict": combine(verdicts), "numbers": "; ".join(notes)}
+        bound = b.scaled(1 + NO_WORSE)
+        text = f"{a.text()} no worse than {b.text()}: below {bound.label} {bound.mean:.3f}"
+        rows.append(_row(paper, claim, text, a, bound))
+    return rows
 
 
 def check(numbers: Numbers, longest: float = 8.0) -> pd.DataFrame:
-    """Every claim whose cells the report has (the extension claims need an extension table)."""
-    rows = [*_trained_claims(numbers, longest), *_extension_claims(numbers), *method_claims(numbers, longest)]
-    return pd.DataFrame(rows, columns=["paper", "claim", "verdict", "numbers"])
+    """Every comparison of every claim whose cells the report has (the extension claims need an
+    extension table), one row each (COMPARISON_COLUMNS)."""
+    found = [*_trained_claims(numbers, longest), *_extension_claims(numbers), *method_claims(numbers, longest)]
+    return pd.DataFrame([row for rows in found for row in rows], columns=COMPARISON_COLUMNS)
+
+
+def corrected(rows: pd.DataFrame, claim_keys: list[str]) -> pd.DataFrame:
+    """A study's comparisons with Holm's correction across all of them (``p_holm``,
+    ``holm_outcome``) and each claim's outcome, uncorrected (``verdict``) and corrected
+    (``holm_verdict``), combined over the comparisons sharing ``claim_keys``."""
+    rows = rows.assign(p_holm=holm(list(rows["p"].astype(float))))
+    rows["holm_outcome"] = [holm_call(o, p) for o, p in zip(rows["outcome"], rows["p_holm"])]
+    by = rows.groupby(claim_keys, sort=False)
+    rows["verdict"] = by["outcome"].transform(lambda s: combine(list(s)))
+    rows["holm_verdict"] = by["holm_outcome"].transform(lambda s: combine(list(s)))
+    return rows
+
+
+def per_claim(rows: pd.DataFrame, claim_keys: list[str]) -> pd.DataFrame:
+    """One row per claim of ``corrected`` rows: its keys, verdict and Holm-corrected verdict."""
+    return rows.drop_duplicates(claim_keys)[[*claim_keys, "verdict", "holm_verdict"]].reset_index(drop=True)
 
 
 def _trained_claims(n: Numbers, longest: float) -> list[dict]:
@@ -242,7 +257,7 @@ def _extension_claims(n: Numbers) -> list[dict]:
         return []
     s = n.factor()
     parent = n.ppl("rope", "none", 1)
-    target = Cell(f"{RECOVERED:g} x rope/none at 1x", parent.mean * RECOVERED, parent.std * RECOVERED)
+    target = parent.scaled(RECOVERED)
     return [
         _claim(
             PI,
@@ -298,7 +313,7 @@ def method_claims(n: Numbers, longest: float = 8.0) -> list[dict]:
         [],
     )
     found = [*_option_comparisons(n, longest), *flat, rerope, *_extension_comparisons(n)]
-    return [_claim(paper, claim, pairs, flat) for paper, claim, pairs, flat in found if math.isfinite(pairs[0][0].mean)]
+    return [_claim(paper, claim, pairs, flat) for paper, claim, pairs, flat in found if pairs[0][0].values]
 
 
 def _option_comparisons(n: Numbers, longest: float) -> list[tuple]:
@@ -360,7 +375,7 @@ def _extension_comparisons(n: Numbers) -> list[tuple]:
     found = [(RESONANCE, "Resonance improves YaRN (both fine-tuned, at s·T)", [pair], [])]
     for method in sorted(set(n.extension["method"])):
         pose, full = n.extended(method, "extended", pose=True), n.extended(method, "extended")
-        near = Cell(f"{RECOVERED:g} x {full.label}", full.mean * RECOVERED, full.std * RECOVERED)
+        near = full.scaled(RECOVERED)
         claim = f"{method} with PoSE at T comes within {RECOVERED - 1:.0%} of fine-tuning at s·T, beating zero-shot"
         found.append((POSE, claim, [(pose, near), (pose, n.extended(method, "zero_shot"))], []))
     return found

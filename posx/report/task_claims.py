@@ -7,37 +7,36 @@ rows, pooling the depth ranges). ``encoding`` is the study's name of the model i
 ``rope-randomized`` (RoPE with randomized positions); ``method`` is the RoPE method it was
 evaluated with (``none`` for the encoding as trained).
 
-A number compared is a mean ± sample std over seeds (``posx.report.claims.Cell``); "past T" is,
-per seed, the mean exact share at 2x, 4x and 8x. The rule is ``posx.report.claims``': a
-difference is called only when it exceeds two standard deviations of the difference, so with
-one seed nothing is called. Each comparison gives one of
+A number compared is one value per seed (``posx.report.stats.Sample``); "past T" is, per seed,
+the mean exact share at 2x, 4x and 8x. Every comparison is called by the one rule of
+``posx.report.stats``: the difference of means with its 95% interval (paired by seed where the
+seeds coincide, Welch otherwise), *supported*, *contradicted* or *inconclusive* (with the
+difference it could have detected), or *not checked* (one seed, or a run the claim needs is
+missing). "a beats b" is the test b < a; "a is at least as good as b" is the non-inferiority
+test (1 − NO_WORSE)·b < a; Zoology's "solves" is the test SOLVED < a at 1x. An encoding that did
+not learn the task at T (mean exact share at 1x below ``LEARNED``: comparing chance with chance
+says nothing) makes the comparison *inconclusive* without a test, and says so.
 
-* ``holds``: the paper's direction by more than 2σ ("a beats b"), or, for "a is at least as
-  good as b", a not below b by more than 2σ (the numbers say whether it is above by more than 2σ
-  or level within the noise);
-* ``does not hold``: the opposite direction by more than 2σ;
-* ``not called``: within 2σ, one seed, or an encoding that did not learn the task at T (mean
-  exact share at 1x below ``LEARNED``: comparing chance with chance says nothing);
-* ``not run``: a cell the claim needs is missing.
-
-A claim is ``not run`` when any comparison is, else ``does not hold`` when any is, else
-``holds`` when all do, else ``not called``. Each claim is checked per task; its ``all tasks``
-row combines the tasks' verdicts the same way. The claims (``check``, each with its paper's
-citation; also in docs/tasks.md): attention solves MQAR at this width (Zoology), NoPE
-generalises at least as well as RoPE and ALiBi, randomized positions beat RoPE past T, and FIRE
-is no lower than RoPE, ALiBi or xPos past T.
+``check`` gives one row per comparison (``claims.COMPARISON_COLUMNS`` with ``citation`` and
+``task``); ``claims.corrected`` adds Holm's correction and each claim's verdict per task, which
+combine as every claim's do (``stats.combine``); ``per_task`` adds each claim's ``all tasks``
+row, its tasks' verdicts combined the same way. The claims (each with its paper's citation; also
+in docs/tasks.md): attention solves MQAR at this width (Zoology), NoPE generalises at least as
+well as RoPE and ALiBi, randomized positions beat RoPE past T, and FIRE is no lower than RoPE,
+ALiBi or xPos past T.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
 
-from posx.report.claims import Cell, verdict
+from posx.report.claims import COMPARISON_COLUMNS, listed
+from posx.report.stats import INCONCLUSIVE, NO_WORSE, NOT_CHECKED, Sample, Test, combine, compare
 
-HOLDS, FAILS, UNCALLED, NOT_RUN = "holds", "does not hold", "not called", "not run"
 LEARNED = 0.5  # exact share at 1x below which an encoding is taken not to have learned the task
 SOLVED = 0.9  # Arora et al.: "solves" MQAR
 PAST = (2.0, 4.0, 8.0)  # the factors "past T" averages
@@ -48,8 +47,10 @@ ARORA = ("Arora et al. 2023 (Zoology)", "arXiv 2312.04927")
 KAZEMNEJAD = ("Kazemnejad et al. 2023 (NoPE)", "NeurIPS 2023, arXiv 2305.19466")
 RUOSS = ("Ruoss et al. 2023 (randomized positions)", "ACL 2023, arXiv 2305.16843")
 LI = ("Li et al. 2023 (FIRE)", "ICLR 2024, arXiv 2310.04418")
-COLUMNS = ["paper", "citation", "claim", "task", "verdict", "numbers"]
+COLUMNS = ["paper", "citation", "claim", "task", *COMPARISON_COLUMNS[2:]]
+CLAIM_KEYS = ["paper", "claim", "task"]
 SHARE_COLUMNS = ["encoding", "method", "seed", "task", "factor", "exact", "trials"]
+UNTESTED = Test("", math.nan, math.nan, math.nan, math.nan, math.nan, NOT_CHECKED, math.nan)
 
 
 def exact_shares(rows: pd.DataFrame) -> pd.DataFrame:
@@ -64,123 +65,82 @@ def exact_shares(rows: pd.DataFrame) -> pd.DataFrame:
     return out[SHARE_COLUMNS]
 
 
-def per_seed(shares: pd.DataFrame, encoding: str, task: str, factors, method: str = "none") -> list[float]:
-    """Per seed, the mean exact share over ``factors``; a seed missing any of them is left out."""
+def cell(shares: pd.DataFrame, encoding: str, task: str, factors, method: str = "none") -> Sample:
+    """Per seed, the mean exact share over ``factors`` (a seed missing any of them is left out)."""
     mine = shares[(shares["encoding"] == encoding) & (shares["method"] == method) & (shares["task"] == task)]
-    values = []
-    for _seed, rows in mine.groupby("seed"):
+    values, seeds = [], []
+    for seed, rows in mine.groupby("seed"):
         found = [rows[np.isclose(rows["factor"], f)]["exact"] for f in factors]
         if all(len(f) == 1 for f in found):
             values.append(float(np.mean([f.iloc[0] for f in found])))
-    return values
-
-
-def cell(shares: pd.DataFrame, encoding: str, task: str, factors, method: str = "none") -> Cell | None:
-    """Mean ± std over seeds (std NaN for one seed) of ``per_seed``; None when no seed has it."""
-    values = per_seed(shares, encoding, task, factors, method)
+            seeds.append(int(seed))
     where = "past T (" + ", ".join(f"{f:g}x" for f in factors) + ")" if len(factors) > 1 else f"at {factors[0]:g}x"
-    if not values:
-        return None
-    std = float(np.std(values, ddof=1)) if len(values) > 1 else math.nan
-    return Cell(f"{encoding} {where}", float(np.mean(values)), std)
+    return Sample(f"{encoding} {where}", tuple(values), tuple(seeds))
 
 
 def _unlearned(shares: pd.DataFrame, task: str, encodings) -> list[str]:
     """The encodings whose mean exact share on ``task`` at 1x is below LEARNED (or missing)."""
     found = [(e, cell(shares, e, task, (1.0,))) for e in encodings]
-    return [f"{e} {c.mean:.0%} at 1x" if c else f"{e} not run at 1x" for e, c in found if not c or c.mean < LEARNED]
+    return [f"{e} {c.mean:.0%} at 1x" if c.values else f"{e} not run at 1x" for e, c in found
+            if not c.values or c.mean < LEARNED]  # fmt: skip
 
 
-def compare(shares: pd.DataFrame, task: str, a: str, b: str, strict: bool) -> tuple[str, str]:
-    """(verdict, numbers) of "a beats b past T" (``strict``) or "a is no lower than b past T"."""
+def _row(paper: tuple, claim: str, task: str, text: str, low: Sample, high: Sample, test: Test) -> dict:
+    values = [text, low.label, high.label, len(low.values), len(high.values), test.diff, test.lo, test.hi]
+    values += [test.test, test.df, test.p, test.outcome, test.detectable]
+    values += [listed(low.seeds), listed(low.values), listed(high.seeds), listed(high.values)]
+    return dict(zip(COLUMNS, [*paper, claim, task, *values]))
+
+
+def beats(shares: pd.DataFrame, task: str, a: str, b: str, strict: bool, paper: tuple, claim: str) -> dict:
+    """ "a beats b past T" (``strict``: the test b < a) or "a is no lower than b past T" (the
+    non-inferiority test (1 − NO_WORSE)·b < a)."""
     ca, cb = cell(shares, a, task, PAST), cell(shares, b, task, PAST)
-    sign = ">" if strict else "≥"
-    if ca is None or cb is None:
-        return NOT_RUN, f"{a} {sign} {b}: {' and '.join(e for e, c in ((a, ca), (b, cb)) if c is None)} not run"
-    text = f"{ca.text()} {sign} {cb.text()}"
-    weak = _unlearned(shares, task, (a, b))
+    low = cb if strict else cb.scaled(1 - NO_WORSE)
+    text = f"{ca.text()} {'>' if strict else '≥'} {low.text()}"
+    weak = _unlearned(shares, task, (a, b)) if ca.values and cb.values else []
     if weak:
-        return UNCALLED, f"{text}: not called, not learned at T ({', '.join(weak)} < {LEARNED:.0%})"
-    called = verdict(cb, ca)  # "reproduced": b below a by more than 2 sigma
-    if not all(math.isfinite(v) for v in (ca.std, cb.std)):
-        result = UNCALLED  # one seed: no spread to call against
-    elif strict:
-        result = {"reproduced": HOLDS, "reversed": FAILS}.get(called, UNCALLED)
-    else:
-        result = FAILS if called == "reversed" else HOLDS
-        if result == HOLDS:  # say which: higher beyond the noise, or level within it
-            return result, f"{text}: holds ({'higher by more than' if called == 'reproduced' else 'within'} 2σ)"
-    return result, f"{text}: {result}"
+        text += f": not learned at T ({', '.join(weak)} < {LEARNED:.0%})"
+        return _row(paper, claim, task, text, low, ca, replace(UNTESTED, outcome=INCONCLUSIVE))
+    return _row(paper, claim, task, text, low, ca, compare(low, ca))
 
 
-def at_least(shares: pd.DataFrame, task: str, encoding: str, threshold: float) -> tuple[str, str]:
-    """(verdict, numbers) of "the encoding's exact share at 1x is at least ``threshold``"."""
+def at_least(shares: pd.DataFrame, task: str, encoding: str, paper: tuple, claim: str) -> dict:
+    """ "the encoding's exact share at 1x is above SOLVED": the test SOLVED < exact, by seed."""
     c = cell(shares, encoding, task, (1.0,))
-    if c is None:
-        return NOT_RUN, f"{encoding} on {task} not run"
-    if not math.isfinite(c.std):
-        result = UNCALLED
-    elif c.mean - threshold > 2 * c.std or (c.mean >= threshold and c.std == 0):
-        result = HOLDS
-    elif threshold - c.mean > 2 * c.std:
-        result = FAILS
-    else:
-        result = UNCALLED
-    return result, f"{c.text()} ≥ {threshold:g}: {result}"
+    bar = Sample(f"{SOLVED:g}", tuple(SOLVED for _ in c.values), c.seeds)
+    return _row(paper, claim, task, f"{c.text()} ≥ {SOLVED:g}", bar, c, compare(bar, c))
 
 
-def combine(verdicts: list[str]) -> str:
-    """One verdict of several: not run, else does not hold, else holds if all hold, else not called."""
-    if not verdicts or NOT_RUN in verdicts:
-        return NOT_RUN
-    if FAILS in verdicts:
-        return FAILS
-    return HOLDS if all(v == HOLDS for v in verdicts) else UNCALLED
+def per_task(rows: pd.DataFrame) -> pd.DataFrame:
+    """One row per claim and task of ``claims.corrected`` rows, then each claim's ``all tasks`` row
+    (its tasks' verdicts combined) where it has several tasks."""
+    table = rows.drop_duplicates(CLAIM_KEYS)[[*CLAIM_KEYS, "verdict", "holm_verdict"]]
+    out = []
+    for (paper, claim), g in table.groupby(["paper", "claim"], sort=False):
+        out.append(g)
+        if len(g) > 1:
+            both = {c: combine(list(g[c])) for c in ("verdict", "holm_verdict")}
+            out.append(pd.DataFrame([{"paper": paper, "claim": claim, "task": ALL_TASKS, **both}]))
+    return pd.concat(out, ignore_index=True)
 
 
-def _row(paper: tuple, claim: str, task: str, found: list[tuple[str, str]]) -> dict:
-    numbers = "; ".join(text for _v, text in found)
-    return dict(zip(COLUMNS, [*paper, claim, task, combine([v for v, _t in found]), numbers]))
-
-
-def _per_task(paper: tuple, claim: str, tasks: list[str], check) -> list[dict]:
-    """One row per task (``check(task)``: its comparisons), then the ``all tasks`` row."""
-    rows = [_row(paper, claim, task, check(task)) for task in tasks]
-    if len(rows) > 1:
-        verdicts = [r["verdict"] for r in rows]
-        rows.append(dict(zip(COLUMNS, [*paper, claim, ALL_TASKS, combine(verdicts), "the rows above"])))
-    return rows
-
-
-def check(shares: pd.DataFrame) -> pd.DataFrame:
-    """Every claim (module docstring), one row per task it concerns; a claim with no task run has
-    one ``not run`` row."""
+def check(shares: pd.DataFrame, suffix: str = "", said: str = "") -> pd.DataFrame:
+    """Every comparison of every claim (module docstring), per task it concerns (COLUMNS); a
+    claim with no task run has a ``not checked`` comparison. ``suffix``: the arms checked are
+    ``<encoding><suffix>`` (``posx.report.task_arms``: the arms with the short convolution), and
+    every claim's text ends with ``said``."""
     tasks = sorted(set(shares["task"])) or ["—"]
+    e = {name: name + suffix for name in ("rope", "nope", "alibi", "fire", "xpos", "rope-randomized")}
     recall = [t for t in tasks if t in RECALL_TASKS] or [RECALL_TASKS[0]]
-    rows = [
-        *_per_task(
-            ARORA,
-            f"attention (RoPE) solves associative recall at this width: exact ≥ {SOLVED:.0%} at 1x",
-            recall,
-            lambda t: [at_least(shares, t, "rope", SOLVED)],
-        ),
-        *_per_task(
-            KAZEMNEJAD,
-            "NoPE generalises at least as well as RoPE and ALiBi (exact past T no lower)",
-            tasks,
-            lambda t: [compare(shares, t, "nope", other, strict=False) for other in ("rope", "alibi")],
-        ),
-        *_per_task(
-            RUOSS,
-            "randomized positions extend length generalisation (randomized RoPE beats RoPE past T)",
-            tasks,
-            lambda t: [compare(shares, t, "rope-randomized", "rope", strict=True)],
-        ),
-        *_per_task(
-            LI,
-            "FIRE generalises best of the relative encodings (exact past T no lower than RoPE, ALiBi, xPos)",
-            tasks,
-            lambda t: [compare(shares, t, "fire", other, strict=False) for other in ("rope", "alibi", "xpos")],
-        ),
-    ]
+    arora = f"attention (RoPE) solves associative recall at this width: exact ≥ {SOLVED:.0%} at 1x" + said
+    nope = "NoPE generalises at least as well as RoPE and ALiBi (exact past T no lower)" + said
+    ruoss = "randomized positions extend length generalisation (randomized RoPE beats RoPE past T)" + said
+    fire = "FIRE generalises best of the relative encodings (exact past T no lower than RoPE, ALiBi, xPos)" + said
+    rows = [at_least(shares, t, e["rope"], ARORA, arora) for t in recall]
+    for t in tasks:
+        rows += [beats(shares, t, e["nope"], e[other], False, KAZEMNEJAD, nope) for other in ("rope", "alibi")]
+    rows += [beats(shares, t, e["rope-randomized"], e["rope"], True, RUOSS, ruoss) for t in tasks]
+    for t in tasks:
+        rows += [beats(shares, t, e["fire"], e[other], False, LI, fire) for other in ("rope", "alibi", "xpos")]
     return pd.DataFrame(rows, columns=COLUMNS)

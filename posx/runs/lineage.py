@@ -23,13 +23,13 @@ from posx.model.roperecord import RopeRecord
 from posx.runs.paths import META, read_meta
 from posx.runs.records import Lineage, RunMeta
 from posx.runs.rundir import load_run
-from posx.schema import ROTARY
+from posx.schema import ROTARY, evaluated_length
 
 INTERPOLATE = "interpolate"
 
 
 def new_context(parent_context: int, factor: float) -> int:
-    return int(round(factor * parent_context))
+    return evaluated_length(factor, parent_context)
 
 
 def interpolate_table(table: torch.Tensor, rows: int, factor: float) -> torch.Tensor:

@@ -7,6 +7,12 @@ Encoding each piece on its own makes the answer's token positions exact with any
 BPE cannot merge an answer with the text around it), at the price of a tokenisation the
 tokenizer would not choose for the whole string; the needle and the answer are tokenised alike.
 
+Layout (``eval.task_options.layout``): ``fixed`` gives every sample of a length the same
+counts and lengths (the number of MQAR pairs, the copied span, the distractors), so only the
+needle's depth varies; ``varied`` draws them from ranges at every length, so a model trained at
+T sees the distances up to T, and a longer sequence is the same task with more filler (each
+generator's docstring says what it draws).
+
 Depth is the share of the haystack before the needle a sample is about (0: at the start of the
 sequence, farthest from the question; near 1: right before it). Samples are stratified over
 ``depth_buckets`` equal depth ranges, as the passkey trials are. Every random choice comes from
@@ -26,6 +32,13 @@ from posx.core.errors import PosxError
 
 Encode = Callable[[str], np.ndarray]  # text -> (n,) int64 ids
 LETTERS = np.array(list(string.ascii_lowercase))
+LAYOUTS = ("fixed", "varied")  # eval.task_options.layout (posx.schema.TaskOptions)
+
+
+def varied(opts) -> bool:
+    """Whether ``opts`` asks for the varied layout: the counts and lengths of a sample drawn from
+    ranges at every length (docs/tasks.md), instead of one layout per length (``fixed``)."""
+    return str(opts.layout) == "varied"
 
 
 @dataclass

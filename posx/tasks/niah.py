@@ -7,10 +7,14 @@ tokens are scored. RULER's needles are sentences ("One of the special magic numb
 
 * ``niah``: one needle, at the sample's depth.
 * ``niah_multikey``: that needle and ``distractors`` more with other keys and other values at
-  random depths; the question asks for the first one's key.
+  random depths; the question asks for the first one's key. With the varied layout the number
+  of distractors is drawn uniformly from 1 .. ``distractors``.
 * ``passkey`` (as generated for the training mix): the passkey's prompt format
   (``posx.eval.passkey``), ``MARK<key>\n`` planted and ``MARK`` asked; the evaluation scores the
-  passkey's own trials instead (``posx.tasks.registry``).
+  passkey's own trials instead (``posx.tasks.registry``). With the varied layout
+  ``distractors`` other numbers of the key's digits (``\n<digits>\n``) sit at random depths, so
+  copying the only digits in the window cannot score, and the evaluation scores these samples
+  (``posx.eval.suite``).
 * ``niah_multivalue``: ``answers`` needles with one key and distinct values, the first at the
   sample's depth and the others after it; the answer is every value, in the order they appear,
   separated by commas (the commas are given, the values scored).
@@ -20,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from posx.tasks.base import Context, Sample, depth_of, later_depths, numbers, sample, words
+from posx.tasks.base import Context, Sample, depth_of, later_depths, numbers, sample, varied, words
 
 PASSKEY_MARK = "\npasskey = "  # the passkey's statement and question start with it (posx.eval.passkey)
 
@@ -41,9 +45,17 @@ def niah(ctx: Context, length: int, trial: int, opts, buckets: int) -> Sample | 
     return sample(ctx, length, [(depth, needle(ctx, key, value))], tail, depth, bucket)
 
 
+def distractors(ctx: Context, opts) -> int:
+    """How many distractors a sample has: ``distractors``, or with the varied layout a number drawn
+    uniformly from 1 .. ``distractors`` (0 stays 0)."""
+    if not varied(opts) or opts.distractors == 0:
+        return opts.distractors
+    return int(ctx.rng.integers(1, opts.distractors + 1))
+
+
 def niah_multikey(ctx: Context, length: int, trial: int, opts, buckets: int) -> Sample | None:
     depth, bucket = depth_of(ctx.rng, trial, buckets)
-    n = 1 + opts.distractors
+    n = 1 + distractors(ctx, opts)
     keys, values = words(ctx.rng, n, opts.key_letters), numbers(ctx.rng, n, opts.digits)
     needles = [(depth, needle(ctx, keys[0], values[0]))]
     needles += [(float(ctx.rng.random()), needle(ctx, k, v)) for k, v in zip(keys[1:], values[1:])]
@@ -66,6 +78,12 @@ def niah_multivalue(ctx: Context, length: int, trial: int, opts, buckets: int) -
 
 def passkey(ctx: Context, length: int, trial: int, opts, buckets: int) -> Sample | None:
     depth, bucket = depth_of(ctx.rng, trial, buckets)
-    key, mark = ctx.encode(numbers(ctx.rng, 1, opts.digits)[0]), ctx.encode(PASSKEY_MARK)
-    planted = np.concatenate([mark, key, ctx.encode("\n")])
-    return sample(ctx, length, [(depth, planted)], [(mark, False), (key, True)], depth, bucket)
+    if varied(opts):  # the key and ``distractors`` other numbers of as many digits, at random depths
+        drawn = numbers(ctx.rng, 1 + opts.distractors, opts.digits)
+        key, others = ctx.encode(drawn[0]), [ctx.encode(f"\n{d}\n") for d in drawn[1:]]
+    else:
+        key, others = ctx.encode(numbers(ctx.rng, 1, opts.digits)[0]), []
+    mark = ctx.encode(PASSKEY_MARK)
+    needles = [(depth, np.concatenate([mark, key, ctx.encode("\n")]))]
+    needles += [(float(ctx.rng.random()), d) for d in others]
+    return sample(ctx, length, needles, [(mark, False), (key, True)], depth, bucket)

@@ -24,16 +24,21 @@ GENERATORS = {
     "mqar": mqar.mqar,
     "copy": copy.copy,
     "selective_copy": copy.selective_copy,
+    "mqar_more": mqar.mqar_more,  # the harder MQAR past T: pairs that grow with the length
 }
 TASKS = tuple(GENERATORS)  # eval.tasks: posx.schema.Task lists these
+VALIDATION = 1  # make_samples' stream of a training run's held-out task set (posx.train.taskcurve)
 
 
-def make_samples(task: str, source, length: int, trials: int, opts, seed: int, tokenizer=None) -> list[Sample]:
+def make_samples(
+    task: str, source, length: int, trials: int, opts, seed: int, tokenizer=None, stream: int = 0
+) -> list[Sample]:
     """``trials`` samples of ``task`` at ``length`` from ``source`` (token ids), seeded by (seed,
-    length, task); [] when the length cannot hold the task."""
+    length, task), and by ``stream`` too when it is not 0 (``VALIDATION``: a training run's
+    held-out set, never the evaluation's samples); [] when the length cannot hold the task."""
     buckets = opts.depth_buckets
     generate = GENERATORS[task]
-    rng = np.random.default_rng([seed, length, TASKS.index(task)])
+    rng = np.random.default_rng([seed, length, TASKS.index(task), *([stream] if stream else [])])
     ctx = Context(np.asarray(source), encoder(tokenizer), rng)
     out = []
     for t in range(trials):

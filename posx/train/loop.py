@@ -344,7 +344,9 @@ def record(state: LoopState, train_loss: float, lr: float, tracker: Tracker, pro
         done,
     )
     val = "-" if math.isnan(state.val_loss) else f"{state.val_loss:.3f}"  # "-" until the first validation
-    progress.advance(f"loss {train_loss:.3f} val {val} lr {lr:.1e} {tok_s / 1e3:.1f}k tok/s")
+    tasks = taskcurve.brief(state.curve)  # a run with a task mix: its exact answers at T, as last scored
+    shown = " ".join(s for s in (f"loss {train_loss:.3f} val {val}", tasks, f"lr {lr:.1e}") if s)
+    progress.advance(f"{shown} {tok_s / 1e3:.1f}k tok/s")
 
 
 def validate(state: LoopState) -> None:
@@ -403,7 +405,6 @@ def finish(state: LoopState) -> None:
     steady = metrics["tokens_per_s"].iloc[min(5, len(metrics) - 1) :].median() if len(metrics) else float("nan")
     steady_mfu = mfu(steady, state.flops_per_token, state.peak)
     state.console.print(
-        f"[green]done[/] {escape(str(run_dir))}: val loss {state.val_loss:.4f} (ppl {math.exp(state.val_loss):.2f} "
-        f"over {cfg.train.eval_batches} batches of random held-out windows), "
+        f"[green]done[/] {escape(str(run_dir))}: {escape(taskcurve.done_scores(cfg, state.val_loss, state.curve))}, "
         f"{steady:,.0f} tokens/s, mfu " + ("n/a" if steady_mfu is None else f"{steady_mfu:.1%}")
     )

@@ -22,6 +22,7 @@ from posx.core.errors import PosxError
 from posx.data import corpus as data_mod
 from posx.eval import scoring
 from posx.model.gpt import GPT
+from posx.schema import evaluated_length
 
 COLUMNS = ["step", "train_loss", "val_loss", "lr", "tokens_per_s", "mfu"]  # metrics.csv
 
@@ -139,9 +140,9 @@ def check_eval_fits(cfg: DictConfig, val, parent_context: int | None) -> None:
     """The evaluation after training reads enough held-out tokens, or a one-line error before any
     step. ``parent_context``: an extension is also scored at factor x its parent's T."""
     T, ev = cfg.train.context_length, cfg.eval
-    lengths = [round(f * (cfg.pos.pose_length or T)) for f in ev.factors]  # PoSE: its reach is its new length
+    lengths = [evaluated_length(f, cfg.pos.pose_length or T) for f in ev.factors]  # PoSE: its reach is its new length
     if parent_context is not None:
-        lengths += [round(f * parent_context) for f in ev.factors]
+        lengths += [evaluated_length(f, parent_context) for f in ev.factors]
     n_tokens, needed = scoring.held_out_needed(ev.protocol, ev.stride, ev.tokens, T, sorted(set(lengths)))
     if len(val) < needed:
         raise PosxError(

@@ -2,7 +2,9 @@
 
 A run with a task mix (``data.task_mix`` > 0) draws, once, ``data.task_options.trials`` samples
 of every task of ``data.mix_tasks`` at the training length T, from the *held-out* split, seeded
-by ``data.task_options.seed`` (the same set for every run of that data and those options); at
+by ``data.task_options.seed`` and the validation stream (``registry.VALIDATION``: the same set
+for every run of that data and those options, and never the samples an evaluation scores,
+whatever its seed; the fixed layout's passkey trials have no stream); at
 every validation it scores them teacher-forced (``posx.tasks.scoring``: exact answers, answer
 tokens right, answer NLL) and appends one row per task to task_curve.csv with the step and the
 training tokens seen. So a report tells a model that has not learned a task yet (the curve
@@ -24,6 +26,7 @@ from posx.core import files
 from posx.eval.suite import samples_of
 from posx.runs.paths import TASK_CURVE
 from posx.tasks import scoring
+from posx.tasks.registry import VALIDATION
 
 CURVE = TASK_CURVE
 COLUMNS = ("step", "tokens", "task", "trials", "accuracy", "token_accuracy", "answer_nll")
@@ -34,7 +37,7 @@ def held_out(data_cfg, T: int, val, tokenizer) -> dict:
     if data_cfg.task_mix <= 0:
         return {}
     opts = data_cfg.task_options
-    return {str(t): samples_of(str(t), val, T, opts, tokenizer) for t in data_cfg.mix_tasks}
+    return {str(t): samples_of(str(t), val, T, opts, tokenizer, VALIDATION) for t in data_cfg.mix_tasks}
 
 
 @torch.no_grad()
@@ -59,6 +62,50 @@ def score(model, held: dict, step: int, tokens: int, batch_tokens: int, device: 
         )
     model.train(was_training)
     return rows
+
+
+def latest(rows: list[dict]) -> list[dict]:
+    """The rows of the last scored step (one per task); [] without any."""
+    if not rows:
+        return []
+    last = max(r["step"] for r in rows)
+    return [r for r in rows if r["step"] == last]
+
+
+def brief(rows: list[dict]) -> str:
+    """The progress line's task part: the exact share per task at the last scored step
+    (``exact copy 99% mqar 3%``); "" before the first validation or without a mix."""
+    shown = [f"{r['task']} {r['accuracy']:.0%}" for r in latest(rows) if r["accuracy"] == r["accuracy"]]
+    return f"exact {' '.join(shown)}" if shown else ""
+
+
+def summary(rows: list[dict]) -> str:
+    """The done line's task part: exact answers per task on the held-out set at T at the last
+    scored step (``copy 127/128 (99.2%)``); "" without any."""
+    last = latest(rows)
+    if not last:
+        return ""
+    cells = [
+        f"{r['task']} {round(r['accuracy'] * r['trials'])}/{r['trials']} ({r['accuracy']:.1%})"
+        for r in last
+        if r["accuracy"] == r["accuracy"]
+    ]
+    if not cells:
+        return ""
+    return f"exact answers at T on the held-out task set (step {last[0]['step']}): {', '.join(cells)}"
+
+
+def done_scores(cfg, val_loss: float, rows: list[dict]) -> str:
+    """The done line's scores: a run with a task mix first states its exact answers at T
+    (``summary``); the text loss follows, said to be of text that a task-only run never saw."""
+    text = (
+        f"val loss {val_loss:.4f} (ppl {math.exp(val_loss):.2f} "
+        f"over {cfg.train.eval_batches} batches of random held-out windows)"
+    )
+    if float(cfg.data.task_mix) >= 1:
+        text = f"text {text}, a text this run never trained on (data.task_mix=1)"
+    tasks = summary(rows)
+    return f"{tasks}; {text}" if tasks else text
 
 
 def write(run_dir: Path, rows: list[dict]) -> None:

@@ -1,0 +1,73 @@
+"""Chance level of a task's exact answers at a length, from its options alone.
+
+The share of samples a model answers exactly when it knows the answer's format but not where
+the answer is. For the retrieval tasks that plant candidates, it picks one of the candidates in
+the sequence uniformly, for each question:
+
+* ``mqar`` and ``mqar_more``: one of the n values for each of the ``queries``, (1/n)^queries,
+  averaged over the number of pairs n the layout draws (``posx.tasks.mqar``);
+* ``niah_multikey``: one of the 1 + d needles' values, 1/(1 + d), averaged over the distractors d;
+* ``niah``: 1: the one needle's value is the only candidate, so copying it scores;
+* ``passkey``: 1/(1 + ``distractors``) with the varied layout's digit distractors; 1 with the
+  fixed layout, whose key is the only number planted (copying the digits scores);
+* ``copy``: it guesses each scored letter, 26^-(letters - cue), averaged over the span lengths.
+
+The other tasks have no stated chance level (NaN). A length that cannot hold the task: NaN.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from posx.tasks import mqar
+from posx.tasks.base import LETTERS, varied
+
+
+def chance(task: str, opts, length: int) -> float:
+    """The chance level of the module docstring for ``task`` at ``length`` with ``opts``."""
+    rule = RULES.get(task)
+    return math.nan if rule is None else rule(opts, length)
+
+
+def _uniform_mean(lo: int, hi: int, f) -> float:
+    """The mean of ``f`` over lo .. hi, each equally likely; NaN when the range is empty."""
+    return math.nan if lo > hi else float(np.mean([f(n) for n in range(lo, hi + 1)]))
+
+
+def _mqar(span_of):
+    def rule(opts, length: int) -> float:
+        if varied(opts):
+            lo, hi = span_of(length, opts)
+        else:
+            lo = hi = mqar.room(length, opts)
+            lo = lo if lo >= opts.queries else hi + 1
+        return _uniform_mean(lo, hi, lambda n: n ** -float(opts.queries))
+
+    return rule
+
+
+def _niah_multikey(opts, length: int) -> float:
+    d = opts.distractors
+    lo = 1 if varied(opts) and d > 0 else d
+    return _uniform_mean(lo, d, lambda k: 1 / (1 + k))
+
+
+def _passkey(opts, length: int) -> float:
+    return 1 / (1 + opts.distractors) if varied(opts) else 1.0
+
+
+def _copy(opts, length: int) -> float:
+    lo = min(opts.cue + 1, opts.span) if varied(opts) else opts.span
+    return _uniform_mean(lo, opts.span, lambda k: float(len(LETTERS)) ** -(k - min(opts.cue, k - 1)))
+
+
+RULES = {
+    "mqar": _mqar(mqar.pair_range),
+    "mqar_more": _mqar(mqar.scaled_range),
+    "niah_multikey": _niah_multikey,
+    "niah": lambda opts, length: 1.0,
+    "passkey": _passkey,
+    "copy": _copy,
+}
