@@ -32,7 +32,7 @@ import yaml
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
-from judge_stats import CLAIM, compare_arms  # noqa: E402  (scripts/judge_stats.py: the adapter to the rule)
+from judge_stats import CLAIM, compare_arms, with_holm  # noqa: E402  (scripts/judge_stats.py: the one rule)
 from reference_study import PRESETS, Task, common, list_arg, resume, run_task, stopped  # noqa: E402
 from study_log import Log, note, wall_time  # noqa: E402
 
@@ -204,7 +204,7 @@ def comparisons(args, ppl: pd.DataFrame) -> pd.DataFrame:
                 b = ppl[(ppl["arm"] == base) & (ppl["factor"] == factor)].set_index("seed")["ppl"]
                 call = compare_arms(dict(a), dict(b))
                 rows.append({"yours": yours, "baseline": base, "factor": factor, **call})
-    return pd.DataFrame(rows)
+    return with_holm(pd.DataFrame(rows))
 
 
 def figure(ppl: pd.DataFrame, path: Path) -> None:
@@ -239,8 +239,23 @@ def number(value, digits: int) -> str:
 
 
 def call_row(r) -> str:
-    interval = f"[{r.lo:+.3f}, {r.hi:+.3f}]"
-    return f"| {r.yours} | {r.baseline} | {r.factor}x | {r.diff:+.3f} | {interval} | {r.test} | {r.n} | {r.call} |"
+    interval = f"[{r.lo:+.3f}, {r.hi:+.3f}]" if r.lo == r.lo else "—"
+    detectable = f"{r.detectable:.3f}" if r.detectable == r.detectable else "—"
+    p = f"{r.p:.2g}" if r.p == r.p else "—"
+    cells = [
+        r.yours,
+        r.baseline,
+        f"{r.factor}x",
+        f"{r.diff:+.3f}",
+        interval,
+        r.test,
+        r.n,
+        p,
+        r.call,
+        r.holm,
+        detectable,
+    ]
+    return "| " + " | ".join(map(str, cells)) + " |"
 
 
 def write_page(args, ppl: pd.DataFrame, tasks: pd.DataFrame, calls: pd.DataFrame, seconds: float, runs: int) -> Path:
@@ -263,10 +278,12 @@ def write_page(args, ppl: pd.DataFrame, tasks: pd.DataFrame, calls: pd.DataFrame
         "Difference of mean perplexity (yours - baseline) with its 95% interval: the paired t-test by seed when "
         "both arms have the same seeds, Welch's otherwise (scipy.stats). supported: the interval lies below 0; "
         "contradicted: above 0; inconclusive: it holds 0 (no evidence either way); not checked: an arm has fewer "
-        "than two seeds. Uncorrected for the number of comparisons.",
+        "than two seeds (posx.report.stats, the rule of posx's own verdicts). The Holm column corrects for the "
+        "number of comparisons on this page; detectable: the smallest difference an inconclusive comparison "
+        "would have called with 80% power at its seeds.",
         "",
-        "| yours | baseline | length | difference | 95% interval | test | seeds | call |",
-        "|---|---|---|---|---|---|---|---|",
+        "| yours | baseline | length | difference | 95% interval | test | seeds | p | call | Holm | detectable |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
         *(call_row(r) for r in calls.itertuples()),
     ]
     if len(tasks):

@@ -1,40 +1,35 @@
-"""The comparison ``scripts/judge_method.py`` calls, in one adapter: the study's statistical rule
-(a difference of means with its 95% interval from scipy.stats; the paired t-test by seed when
-both arms have the same seeds, Welch's t-test otherwise; supported / contradicted /
-inconclusive; not checked with fewer than two seeds an arm). ``posx.report.stats`` holds the rule
-for posx's own verdicts; this adapter is the one place the judge would call it instead.
+"""The comparisons ``scripts/judge_method.py`` calls, through the one rule of posx's verdicts
+(``posx.report.stats``): a difference of means with its 95% interval from scipy.stats, the
+paired t-test by seed when both arms have the same seeds, Welch's t-test otherwise; supported /
+contradicted / inconclusive (with the smallest difference detectable at 80% power), not checked
+with fewer than two seeds an arm; Holm's correction across the page's comparisons.
 """
 
 from __future__ import annotations
 
-import math
+import pandas as pd
 
-import numpy as np
-from scipy import stats
+from posx.report.stats import Sample, compare, holm, holm_call
 
 CLAIM = "yours has lower perplexity"  # what "supported" means: the interval of yours - baseline lies below 0
 
 
 def compare_arms(yours: dict[int, float], baseline: dict[int, float]) -> dict:
-    """{"diff", "lo", "hi", "test", "n", "call"}: mean(yours) - mean(baseline) per seed values,
-    its 95% interval, the test used, the seeds, and the call of ``CLAIM``."""
-    a, b = np.array(list(yours.values()), float), np.array(list(baseline.values()), float)
-    diff = float(a.mean() - b.mean()) if len(a) and len(b) else math.nan
-    if len(a) < 2 or len(b) < 2:
-        return {
-            "diff": diff,
-            "lo": math.nan,
-            "hi": math.nan,
-            "test": "",
-            "n": f"{len(a)}/{len(b)}",
-            "call": "not checked",
-        }
-    if sorted(yours) == sorted(baseline):
-        seeds = sorted(yours)
-        result, test = stats.ttest_rel([yours[s] for s in seeds], [baseline[s] for s in seeds]), "paired t"
-    else:
-        result, test = stats.ttest_ind(a, b, equal_var=False), "Welch t"
-    ci = result.confidence_interval(0.95)
-    lo, hi = (diff, diff) if math.isnan(ci.low) else (float(ci.low), float(ci.high))  # no spread: the point itself
-    call = "supported" if hi < 0 else "contradicted" if lo > 0 else "inconclusive"
-    return {"diff": diff, "lo": lo, "hi": hi, "test": test, "n": f"{len(a)}/{len(b)}", "call": call}
+    """{"diff", "lo", "hi", "test", "df", "p", "n", "call", "detectable"} of "yours < baseline":
+    mean(yours) - mean(baseline) over their seeds' values, by ``posx.report.stats.compare``."""
+    mine = Sample("yours", tuple(yours.values()), tuple(yours))
+    base = Sample("baseline", tuple(baseline.values()), tuple(baseline))
+    test = compare(mine, base)
+    return {
+        "diff": mine.mean - base.mean if mine.values and base.values else float("nan"),
+        "lo": test.lo, "hi": test.hi, "test": test.test or "—", "df": test.df, "p": test.p,
+        "n": f"{len(mine.values)}/{len(base.values)}", "call": test.outcome, "detectable": test.detectable,
+    }  # fmt: skip
+
+
+def with_holm(calls: pd.DataFrame) -> pd.DataFrame:
+    """The page's comparisons with Holm's adjusted p and the call it leaves (``holm_call``)."""
+    if calls.empty:
+        return calls.assign(p_holm=[], holm=[])
+    adjusted = holm(list(calls["p"].astype(float)))
+    return calls.assign(p_holm=adjusted, holm=[holm_call(c, p) for c, p in zip(calls["call"], adjusted)])

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from scipy import stats
 
@@ -91,3 +92,10 @@ def test_one_seed_is_not_checked_and_a_constant_difference_is_called_by_its_sign
     assert shifted["call"] == "supported" and shifted["lo"] == shifted["hi"] == pytest.approx(-0.5)
     same = judge_stats.compare_arms({0: 1.0, 1: 2.0}, {0: 1.0, 1: 2.0})
     assert same["call"] == "inconclusive" and math.isclose(same["diff"], 0.0)
+
+
+def test_the_page_corrects_its_calls_for_their_number_by_holm():
+    calls = pd.DataFrame({"call": ["supported", "supported", "contradicted"], "p": [0.03, 0.04, 0.001]})
+    held = judge_stats.with_holm(calls)
+    assert list(held["p_holm"]) == pytest.approx([0.06, 0.06, 0.003])  # 2 x 0.03, then max(0.06, 1 x 0.04)
+    assert list(held["holm"]) == ["inconclusive", "inconclusive", "contradicted"]
