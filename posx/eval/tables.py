@@ -273,7 +273,7 @@ def rich_table(df: pd.DataFrame, title: str) -> Table:
 def _half_width(row) -> str:
     """`` ±h``: half the width of the row's 95% interval (empty when it has none)."""
     lo, hi = row.get("ppl_lo", math.nan), row.get("ppl_hi", math.nan)
-    return f" [dim]±{(hi - lo) / 2:.3f}[/]" if lo == lo and hi == hi else ""
+    return f" [dim]±{(hi - lo) / 2:.3f}[/]" if math.isfinite(lo) and math.isfinite(hi) else ""
 
 
 def passkey_table(pk: pd.DataFrame, title: str, by: str = "variant") -> Table:

@@ -34,6 +34,7 @@ import yaml
 from posx.core import files
 from posx.core.errors import PosxError
 from posx.eval import history, manifest
+from posx.eval.scoring import perplexity
 from posx.eval.tables import left_out, read_table, refit
 from posx.report.digestcheck import sealed, valid, whole
 from posx.report.groups import identity
@@ -112,10 +113,7 @@ def _val_ppl(path: Path) -> float | None:
         return None
     if math.isnan(last):
         return None
-    try:
-        return math.exp(last)
-    except OverflowError:
-        return math.inf
+    return perplexity(last)
 
 
 def _extrapolation(run_dir: Path) -> pd.DataFrame | None:
