@@ -21,12 +21,13 @@ import pandas as pd
 import torch
 
 from posx.core import files
+from posx.eval import tables
 from posx.eval.suite import samples_of
 from posx.runs.paths import TASK_CURVE
 from posx.tasks import scoring
 
 CURVE = TASK_CURVE
-COLUMNS = ("step", "tokens", "task", "trials", "accuracy", "token_accuracy", "answer_nll")
+COLUMNS = tuple(tables.CURVE_COLUMNS)
 
 
 def held_out(data_cfg, T: int, val, tokenizer) -> dict:
@@ -69,12 +70,15 @@ def write(run_dir: Path, rows: list[dict]) -> None:
 
 
 def read(run_dir: Path, up_to: int | None = None) -> list[dict]:
-    """The rows of a run's task_curve.csv (at or before step ``up_to``); [] without one."""
+    """The rows of a run's task_curve.csv (at or before step ``up_to``: a resumed run's checkpoint),
+    each checked (``posx.eval.tables.read_table``: a damaged curve is one line naming the file
+    and the row, never carried on); [] without one."""
     path = run_dir / CURVE
-    if not path.is_file():
+    if not path.exists() and not path.is_symlink():
         return []
-    frame = pd.read_csv(path)
+    frame = tables.read_table(path)[list(COLUMNS)]
     if up_to is not None:
         frame = frame[frame["step"] <= up_to]
+    frame = frame.astype({"step": "int64", "tokens": "int64", "trials": "int64"})
     records = frame.to_dict("records")
     return [{k: (v.item() if isinstance(v, np.generic) else v) for k, v in row.items()} for row in records]
