@@ -148,24 +148,39 @@ POS_READ_BY = {
 }
 
 
+# The largest task sizes (posx/tasks/): far past what a study trains on, small enough that every
+# task fits in TASK_FIT_LENGTH tokens, so whether one fits is tried at a bounded length
+# (posx.config.taskchecks), and a sample set costs at most MAX_TRIALS samples.
+MAX_TRIALS = 1 << 12  # samples per (length, task), and depth ranges
+MAX_PIECE = 32  # digits of a value, letters of a key
+MAX_COUNT = 64  # needles, answers, hops, queries
+MAX_SPAN = 1024  # letters of a copied span, tokens of its cue
+MAX_SEPARATOR = 8  # characters between an MQAR key and its value
+TASK_FIT_LENGTH = 1 << 16  # every task at the sizes above fits in this many byte tokens
+MAX_POOL_TOKENS = 1 << 28  # data.task_pool x (T + 1): the tokens of a pool generated before training
+_SEED = dict(lo=0, hi=2**63 - 1, interval=True)
+
+
 @dataclass
 class TaskOptions:
-    trials: int = positive(16)  # samples per (length, task), the same ones for every method
-    depth_buckets: int = positive(4)  # samples are spread evenly over this many depth ranges
-    seed: int = 0  # seeds keys, values, depths and haystack offsets
-    digits: int = positive(5)  # digits of a value (niah, variable_tracking, mqar) and of the passkey
-    key_letters: int = positive(4)  # letters of a key or variable name
-    distractors: int = at_least(3, 0)  # niah_multikey: needles with other keys
-    answers: int = positive(3)  # niah_multivalue: values of the one key; selective_copy: words to copy
+    trials: int = positive(16, MAX_TRIALS)  # samples per (length, task), the same ones for every method
+    depth_buckets: int = positive(4, MAX_TRIALS)  # samples are spread evenly over this many depth ranges
+    seed: int = bound(0, **_SEED)  # seeds keys, values, depths and haystack offsets
+    digits: int = positive(5, MAX_PIECE)  # digits of a value (niah, variable_tracking, mqar) and of the passkey
+    key_letters: int = positive(4, MAX_PIECE)  # letters of a key or variable name
+    distractors: int = at_least(3, 0, MAX_COUNT)  # niah_multikey: needles with other keys
+    answers: int = positive(3, MAX_COUNT)  # niah_multivalue: values of the one key; selective_copy: words to copy
     hops: int = at_least(
-        2, 0
+        2, 0, MAX_COUNT
     )  # variable_tracking: name-to-name assignments of the chain, RULER's num_hops (names: hops + 1)
-    queries: int = positive(4)  # mqar: keys asked for at the end
+    queries: int = positive(4, MAX_COUNT)  # mqar: keys asked for at the end
     separator: str = ":"  # mqar: between a key and its value ('': none, zoology's pairs)
-    span: int = at_least(16, 2, note=" (a cue and a scored letter)")  # copy: letters of the copied span
-    cue: int = positive(4)  # copy: tokens of the repeat that are given before scoring starts
+    span: int = at_least(16, 2, MAX_SPAN, note=" (a cue and a scored letter)")  # copy: letters of the copied span
+    cue: int = positive(4, MAX_SPAN)  # copy: tokens of the repeat that are given before scoring starts
 
     def check(self, at: str = "") -> Optional[str]:
+        if len(self.separator) > MAX_SEPARATOR:
+            return f"{at}separator has {len(self.separator)} characters; give at most {MAX_SEPARATOR}"
         if self.trials < self.depth_buckets:
             return (
                 f"{at}trials={self.trials} is fewer than {at}depth_buckets={self.depth_buckets}; "
@@ -198,7 +213,7 @@ class DataConfig:
     )  # task_mix: the tasks drawn from, each equally often
     task_options: TaskOptions = field(default_factory=TaskOptions)  # task_mix: the tasks' sizes (trials, seed unread)
     task_pool: int = at_least(
-        0, 0, note=" (0: generate each sequence)"
+        0, 0, 1 << 20, note=" (0: generate each sequence)"
     )  # task_mix: draw task sequences from this many generated once (0: generate each one)
     mix_loss: MixLoss = MixLoss.all  # task_mix: all: every token of a task sequence; answers: its answer tokens only
 
@@ -241,10 +256,10 @@ class PasskeyConfig:
     variants: List[Variant] = bound(
         factory=lambda: ["prompt", "copy"], unique=True
     )  # prompt: key asked for; copy: repeated
-    trials: int = positive(16)  # sequences per (length, variant), the same ones for every method
-    digits: int = positive(5)  # length of the random key
-    depth_buckets: int = positive(4)  # trials are spread evenly over this many depth ranges
-    seed: int = 0  # seeds keys, depths and filler offsets
+    trials: int = positive(16, MAX_TRIALS)  # sequences per (length, variant), the same ones for every method
+    digits: int = positive(5, MAX_PIECE)  # length of the random key
+    depth_buckets: int = positive(4, MAX_TRIALS)  # trials are spread evenly over this many depth ranges
+    seed: int = bound(0, **_SEED)  # seeds keys, depths and filler offsets
 
     def check(self, at: str = "") -> Optional[str]:
         if self.enabled and not self.variants:

@@ -84,7 +84,7 @@ def test_training_with_the_mix_is_reproducible_and_differs_from_training_without
         metrics = pd.read_csv(tmp_path / "results" / "runs" / name / "metrics.csv")
         return metrics["train_loss"].tolist()
 
-    mix = ("data.task_mix=0.5", "data.mix_tasks=[niah,copy]")
+    mix = ("data.task_mix=0.5", "data.mix_tasks=[niah,copy]", "data.task_options.span=4")  # both fit T = 32
     a, b, plain = losses("a", *mix), losses("b", *mix), losses("plain")
     assert a == b and a != plain
 
@@ -113,9 +113,11 @@ def test_answers_only_loss_keeps_just_the_answer_targets():
             assert seq[t] == ":" and f"{seq[t - 1]}:{chr(my[i, t].item())}" in seq[: t - 1]  # key, colon: value
 
 
-def test_a_mix_no_task_of_which_fits_T_is_refused_in_one_line():
-    with pytest.raises(PosxError, match=r"no task of data.mix_tasks \(mqar, variable_tracking\) fits .* T \+ 1 = 33"):
+def test_a_mix_a_task_of_which_never_fits_T_is_refused_in_one_line():
+    with pytest.raises(PosxError, match=r"data.mix_tasks: mqar does not fit in T = 32 tokens"):
         check_config(compose(["data.task_mix=1", "data.mix_tasks=[mqar,variable_tracking]", "train.context_length=32"]))
+    with pytest.raises(PosxError, match=r"copy does not fit in T = 32 .* take copy out of"):
+        check_config(compose(["data.task_mix=1", "data.mix_tasks=[niah,copy]", "train.context_length=32"]))
     check_config(
         compose(
             [

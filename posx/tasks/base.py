@@ -16,6 +16,7 @@ samples, and a training batch drawn at (seed, step) is the same on every run of 
 
 from __future__ import annotations
 
+import math
 import string
 from dataclasses import dataclass
 from typing import Callable
@@ -56,13 +57,30 @@ def encoder(tokenizer) -> Encode:
     return byte_encode if tokenizer is None else tokenizer.encode
 
 
+class TooFew(PosxError):
+    """A task needs more distinct keys or values than its sizes allow: the option to raise is
+    ``option`` of ``task_options``, named with the group the user set (``eval.`` by default, as
+    an evaluation's generators are told; a training mix's check says ``data.``)."""
+
+    def __init__(self, needed: int, what: str, option: str, group: str = "eval."):
+        self.needed, self.what, self.option = needed, what, option
+        said = f"a task needs {needed} distinct {what}, more than there are; raise {group}task_options.{option}"
+        super().__init__(said)
+
+    def of(self, group: str) -> "TooFew":
+        return TooFew(self.needed, self.what, self.option, group)
+
+
+def _more_than(n: int, base: int, places: int) -> bool:
+    """Whether ``n`` > base ** places, without the power when it is certainly larger (its cost
+    stays that of a small number, whatever ``places`` is)."""
+    return places * math.log2(base) < 64 and n > base**places
+
+
 def words(rng: np.random.Generator, n: int, letters: int) -> list[str]:
     """``n`` distinct random lowercase words of ``letters`` letters."""
-    if n > len(LETTERS) ** letters:
-        raise PosxError(
-            f"a task needs {n} distinct words of {letters} letters, more than there are; "
-            "raise eval.task_options.key_letters"
-        )
+    if _more_than(n, len(LETTERS), letters):
+        raise TooFew(n, f"words of {letters} letters", "key_letters")
     out: dict[str, None] = {}
     while len(out) < n:
         out["".join(rng.choice(LETTERS, letters))] = None
@@ -73,10 +91,8 @@ def numbers(rng: np.random.Generator, n: int, digits: int, distinct: bool = True
     """``n`` random numbers of ``digits`` digits (leading zeros allowed), distinct unless not ``distinct``."""
     if not distinct:
         return ["".join(str(d) for d in rng.integers(0, 10, digits)) for _ in range(n)]
-    if n > 10**digits:
-        raise PosxError(
-            f"a task needs {n} distinct values of {digits} digits, more than there are; raise eval.task_options.digits"
-        )
+    if _more_than(n, 10, digits):
+        raise TooFew(n, f"values of {digits} digits", "digits")
     out: dict[str, None] = {}
     while len(out) < n:
         out["".join(str(d) for d in rng.integers(0, 10, digits))] = None
