@@ -336,6 +336,8 @@ class Config:
         """The rules across groups: the encoding against the model's widths and T, and the name."""
         if self.name is not None and (not str(self.name).strip() or "/" in self.name or self.name in (".", "..")):
             return f"name={self.name!r} must be a plain directory name (no '/', not '.' or '..')"
+        if self.name is not None and self.name.startswith("-"):  # every command would read it as an option
+            return f"name={self.name!r} must not start with '-' (a command line reads it as an option); rename it"
         return _encoding_fits(self) or _positions_reach(self)
 
 
