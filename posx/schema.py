@@ -175,7 +175,7 @@ class TaskOptions:
     )  # variable_tracking: name-to-name assignments of the chain, RULER's num_hops (names: hops + 1)
     queries: int = positive(4, MAX_COUNT)  # mqar: keys asked for at the end
     separator: str = ":"  # mqar: between a key and its value ('': none, zoology's pairs)
-    span: int = at_least(16, 2, MAX_SPAN, note=" (a cue and a scored letter)")  # copy: letters of the copied span
+    span: int = at_least(16, 2, MAX_SPAN)  # copy: letters of the copied span
     cue: int = positive(4, MAX_SPAN)  # copy: tokens of the repeat that are given before scoring starts
 
     def check(self, at: str = "") -> Optional[str]:

@@ -31,6 +31,7 @@ import study_figure  # scripts/study_figure.py: the second edition's headline fi
 import study_log  # scripts/study_log.py: the task and invocation logs
 import study_sections  # scripts/study_sections.py: the second edition's sections
 import torch
+from study_args import OneLineParser, number
 from study_grids import GRIDS
 from study_text import CAPTIONS, REASONS, SEEDS  # scripts/study_text.py: the notes' prose
 
@@ -263,11 +264,11 @@ def publish(staging: Path, out: Path) -> None:
 
 def parse_args() -> argparse.Namespace:
     """The command line, with --work and --out made absolute."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = OneLineParser(prog="study_notes.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("--work", type=Path, required=True)
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--command", required=True, help="the command that ran the study, for STUDY.md")
-    parser.add_argument("--elapsed", type=float, default=0.0, help="seconds the last invocation took")
+    parser.add_argument("--elapsed", type=number(0, 1e9), default=0.0, help="seconds the last invocation took")
     parser.add_argument("--preset", default="cpu")
     parser.add_argument("--grid", choices=sorted(GRIDS), default="first", help="the study's grid")
     args = parser.parse_args()
