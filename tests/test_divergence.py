@@ -8,6 +8,7 @@ import math
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 from rich.console import Console
 from test_report_groups import _run
@@ -69,5 +70,7 @@ def test_a_report_of_a_diverged_run_draws_its_figures_and_says_inf(tmp_path):
     console = Console(record=True, width=300)
     out = report([runs], out=tmp_path / "rep", console=console, formats="png")
     assert (out / "ppl_vs_length.png").is_file()
-    summary = (out / "summary.csv").read_text(encoding="utf-8")
-    assert "inf" in summary
+    summary = pd.read_csv(out / "summary.csv")
+    assert (summary["ppl_mean"] == math.inf).sum() == 2 and (summary["ppl_mean"] < math.inf).sum() == 2
+    said = console.export_text()
+    assert "ppl inf in " in said and "(it diverged)" in said
