@@ -31,7 +31,12 @@ from dataclasses import dataclass, field
 from typing import Any, List, Optional
 
 from posx.fieldtypes import (
+    MAX_COUNT,
+    MAX_PIECE,
+    MAX_SEPARATOR,
     MAX_SIZE,
+    MAX_SPAN,
+    MAX_TRIALS,
     ROTARY,
     TAKES_POSITIONS,
     Attention,
@@ -148,17 +153,7 @@ POS_READ_BY = {
 }
 
 
-# The largest task sizes (posx/tasks/): far past what a study trains on, small enough that every
-# task fits in TASK_FIT_LENGTH tokens, so whether one fits is tried at a bounded length
-# (posx.config.taskchecks), and a sample set costs at most MAX_TRIALS samples.
-MAX_TRIALS = 1 << 12  # samples per (length, task), and depth ranges
-MAX_PIECE = 32  # digits of a value, letters of a key
-MAX_COUNT = 64  # needles, answers, hops, queries
-MAX_SPAN = 1024  # letters of a copied span, tokens of its cue
-MAX_SEPARATOR = 8  # characters between an MQAR key and its value
-TASK_FIT_LENGTH = 1 << 16  # every task at the sizes above fits in this many byte tokens
-MAX_POOL_TOKENS = 1 << 28  # data.task_pool x (T + 1): the tokens of a pool generated before training
-_SEED = dict(lo=0, hi=2**63 - 1, interval=True)
+_SEED = dict(lo=0, hi=2**63 - 1, interval=True)  # a seed numpy takes
 
 
 @dataclass
@@ -170,9 +165,7 @@ class TaskOptions:
     key_letters: int = positive(4, MAX_PIECE)  # letters of a key or variable name
     distractors: int = at_least(3, 0, MAX_COUNT)  # niah_multikey: needles with other keys
     answers: int = positive(3, MAX_COUNT)  # niah_multivalue: values of the one key; selective_copy: words to copy
-    hops: int = at_least(
-        2, 0, MAX_COUNT
-    )  # variable_tracking: name-to-name assignments of the chain, RULER's num_hops (names: hops + 1)
+    hops: int = at_least(2, 0, MAX_COUNT)  # variable_tracking: name-to-name links, RULER's num_hops (hops + 1 names)
     queries: int = positive(4, MAX_COUNT)  # mqar: keys asked for at the end
     separator: str = ":"  # mqar: between a key and its value ('': none, zoology's pairs)
     span: int = at_least(16, 2, MAX_SPAN)  # copy: letters of the copied span
@@ -212,9 +205,7 @@ class DataConfig:
         factory=lambda: ["niah", "niah_multikey", "variable_tracking", "mqar", "copy"], unique=True
     )  # task_mix: the tasks drawn from, each equally often
     task_options: TaskOptions = field(default_factory=TaskOptions)  # task_mix: the tasks' sizes (trials, seed unread)
-    task_pool: int = at_least(
-        0, 0, 1 << 20, note=" (0: generate each sequence)"
-    )  # task_mix: draw task sequences from this many generated once (0: generate each one)
+    task_pool: int = at_least(0, 0, 1 << 20, note=" (0: generate each)")  # task_mix: draw from this many made once
     mix_loss: MixLoss = MixLoss.all  # task_mix: all: every token of a task sequence; answers: its answer tokens only
 
     def check(self, at: str = "") -> Optional[str]:

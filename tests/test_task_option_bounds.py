@@ -16,8 +16,8 @@ from posx.config import taskchecks
 from posx.config.checks import check_config, check_train_config
 from posx.config.compose import compose
 from posx.core.errors import PosxError
-from posx.fieldtypes import MAX_SIZE
-from posx.schema import MAX_POOL_TOKENS, TASK_FIT_LENGTH, Config, TaskOptions
+from posx.fieldtypes import MAX_POOL_TOKENS, MAX_SIZE, TASK_FIT_LENGTH
+from posx.schema import Config, TaskOptions
 from posx.tasks import base
 from posx.tasks.registry import GENERATORS
 
