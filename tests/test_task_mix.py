@@ -165,3 +165,14 @@ def test_a_pool_is_generated_once_and_its_rows_are_what_the_mix_draws():
         assert torch.equal(pool[1][j], my[i])
     cfg.task_pool = 0
     assert make_pool(cfg, 96, TRAIN, seed=0) is None
+
+
+def test_a_task_the_training_data_cannot_make_names_the_mix_keys_not_the_evaluations():
+    cfg = data(1.0, ["niah"])
+    short = TRAIN[:40]  # a training split shorter than one sequence's haystack
+    with pytest.raises(PosxError, match=r"take the task out of data\.mix_tasks$"):
+        mix_batch(*batch(T=96), cfg, short, seed=0, step=0)
+    cfg.task_options.key_letters, cfg.task_options.distractors = 1, 40
+    cfg.mix_tasks = ["niah_multikey"]
+    with pytest.raises(PosxError, match=r"raise data\.task_options\.key_letters$"):
+        mix_batch(*batch(T=96), cfg, TRAIN, seed=0, step=0)

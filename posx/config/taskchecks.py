@@ -18,7 +18,7 @@ import numpy as np
 
 from posx.core.errors import PosxError
 from posx.fieldtypes import MAX_POOL_TOKENS, TASK_FIT_LENGTH
-from posx.tasks.base import Context, TooFew, byte_encode
+from posx.tasks.base import Context, TaskError, byte_encode
 from posx.tasks.registry import GENERATORS
 
 TRIES = 4  # samples drawn to tell whether a task fits (the depths of the first buckets)
@@ -48,7 +48,7 @@ def check_mix(data, T: int) -> None:
     for task in (str(t) for t in data.mix_tasks):
         try:
             fitted = fits(task, T, data.task_options)
-        except TooFew as exc:
+        except TaskError as exc:
             raise exc.of("data.") from None
         if not fitted:
             raise PosxError(

@@ -57,18 +57,27 @@ def encoder(tokenizer) -> Encode:
     return byte_encode if tokenizer is None else tokenizer.encode
 
 
-class TooFew(PosxError):
-    """A task needs more distinct keys or values than its sizes allow: the option to raise is
-    ``option`` of ``task_options``, named with the group the user set (``eval.`` by default, as
-    an evaluation's generators are told; a training mix's check says ``data.``)."""
+# The keys a task's message names, per group the user set them in: an evaluation's, or a training mix's.
+KEYS = {"eval.": {"options": "eval.task_options", "tasks": "eval.tasks"},
+        "data.": {"options": "data.task_options", "tasks": "data.mix_tasks"}}  # fmt: skip
 
-    def __init__(self, needed: int, what: str, option: str, group: str = "eval."):
-        self.needed, self.what, self.option = needed, what, option
-        said = f"a task needs {needed} distinct {what}, more than there are; raise {group}task_options.{option}"
-        super().__init__(said)
 
-    def of(self, group: str) -> "TooFew":
-        return TooFew(self.needed, self.what, self.option, group)
+class TaskError(PosxError):
+    """A task that cannot be made with the sizes or the data given. ``said`` names its keys as
+    ``{options}`` and ``{tasks}``, filled with those of ``group`` (``eval.`` by default, as an
+    evaluation's generators are told; the training mix's callers re-raise it ``of("data.")``)."""
+
+    def __init__(self, said: str, group: str = "eval."):
+        self.said = said
+        super().__init__(said.format(**KEYS[group]))
+
+    def of(self, group: str) -> "TaskError":
+        return TaskError(self.said, group)
+
+
+def too_few(needed: int, what: str, option: str) -> TaskError:
+    """More distinct keys or values asked for than ``option`` allows."""
+    return TaskError(f"a task needs {needed} distinct {what}, more than there are; raise {{options}}.{option}")
 
 
 def _more_than(n: int, base: int, places: int) -> bool:
@@ -80,7 +89,7 @@ def _more_than(n: int, base: int, places: int) -> bool:
 def words(rng: np.random.Generator, n: int, letters: int) -> list[str]:
     """``n`` distinct random lowercase words of ``letters`` letters."""
     if _more_than(n, len(LETTERS), letters):
-        raise TooFew(n, f"words of {letters} letters", "key_letters")
+        raise too_few(n, f"words of {letters} letters", "key_letters")
     out: dict[str, None] = {}
     while len(out) < n:
         out["".join(rng.choice(LETTERS, letters))] = None
@@ -92,7 +101,7 @@ def numbers(rng: np.random.Generator, n: int, digits: int, distinct: bool = True
     if not distinct:
         return ["".join(str(d) for d in rng.integers(0, 10, digits)) for _ in range(n)]
     if _more_than(n, 10, digits):
-        raise TooFew(n, f"values of {digits} digits", "digits")
+        raise too_few(n, f"values of {digits} digits", "digits")
     out: dict[str, None] = {}
     while len(out) < n:
         out["".join(str(d) for d in rng.integers(0, 10, digits))] = None
@@ -144,9 +153,9 @@ def haystack(ctx: Context, filler_len: int, avoid: tuple = ()) -> tuple[int, np.
     unique in its sequence. A window that holds none is unchanged, and no window is redrawn, so
     the random stream (and every later sample) is the same as without ``avoid``."""
     if len(ctx.source) < filler_len:
-        raise PosxError(
+        raise TaskError(
             f"the haystack split has {len(ctx.source)} tokens, too few for {filler_len} tokens of filler; "
-            "use more data or take the task out of eval.tasks"
+            "use more data or take the task out of {tasks}"
         )
     offset = int(ctx.rng.integers(0, len(ctx.source) - filler_len + 1))
     filler = np.asarray(ctx.source[offset : offset + filler_len], dtype=np.int64)

@@ -25,6 +25,7 @@ from posx.eval import tables
 from posx.eval.suite import samples_of
 from posx.runs.paths import TASK_CURVE
 from posx.tasks import scoring
+from posx.tasks.base import TaskError
 
 CURVE = TASK_CURVE
 COLUMNS = tuple(tables.CURVE_COLUMNS)
@@ -35,7 +36,10 @@ def held_out(data_cfg, T: int, val, tokenizer) -> dict:
     if data_cfg.task_mix <= 0:
         return {}
     opts = data_cfg.task_options
-    return {str(t): samples_of(str(t), val, T, opts, tokenizer) for t in data_cfg.mix_tasks}
+    try:
+        return {str(t): samples_of(str(t), val, T, opts, tokenizer) for t in data_cfg.mix_tasks}
+    except TaskError as exc:
+        raise exc.of("data.") from None
 
 
 @torch.no_grad()
