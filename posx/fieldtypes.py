@@ -125,3 +125,5 @@ MAX_SPAN = 1024  # letters of a copied span, tokens of its cue
 MAX_SEPARATOR = 8  # characters between an MQAR key and its value
 TASK_FIT_LENGTH = 1 << 16  # every task at the sizes above fits in this many byte tokens
 MAX_POOL_TOKENS = 1 << 28  # data.task_pool x (T + 1): the tokens of a pool generated before training
+MAX_BATCH = 1 << 20  # sequences in a batch, batches in a validation
+MAX_TOKENS = 1 << 36  # tokens an evaluation scores at a length, or puts in one forward pass

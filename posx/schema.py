@@ -31,11 +31,13 @@ from dataclasses import dataclass, field
 from typing import Any, List, Optional
 
 from posx.fieldtypes import (
+    MAX_BATCH,
     MAX_COUNT,
     MAX_PIECE,
     MAX_SEPARATOR,
     MAX_SIZE,
     MAX_SPAN,
+    MAX_TOKENS,
     MAX_TRIALS,
     ROTARY,
     TAKES_POSITIONS,
@@ -223,8 +225,8 @@ class DataConfig:
 class TrainConfig:
     context_length: int = positive(128, MAX_SIZE)  # T: the length the model trains at
     steps: int = positive(800)  # optimizer steps
-    batch_size: int = positive(32)  # sequences per optimizer step, over all ranks together (the global batch)
-    micro_batch_size: Optional[int] = positive(None)  # sequences per forward pass on one rank; null: batch_size / ranks
+    batch_size: int = positive(32, MAX_BATCH)  # sequences per optimizer step, over all ranks (the global batch)
+    micro_batch_size: Optional[int] = positive(None, MAX_BATCH)  # per forward pass on a rank; null: batch_size / ranks
     lr: float = positive(3e-3)  # peak learning rate (AdamW)
     min_lr_ratio: float = within(0.1, 0.0, 1.0)  # cosine decays to lr * min_lr_ratio
     warmup_steps: int = at_least(50, 0)  # linear warmup steps
@@ -233,7 +235,7 @@ class TrainConfig:
     beta2: float = within(0.95, 0.0, 1.0, hi_open=True)  # AdamW's second-moment decay
     grad_clip: float = at_least(1.0, 0, note=" (0: no clipping)")  # max global gradient norm (0 disables)
     eval_every: int = positive(100)  # validation loss every N steps (and at the end)
-    eval_batches: int = positive(8)  # batches per validation estimate
+    eval_batches: int = positive(8, MAX_BATCH)  # batches per validation estimate
     checkpoint_every: int = at_least(
         100, 0, note=" (0: only at the end)"
     )  # resumable checkpoint every N steps (0: only at the end and on SIGTERM/SIGUSR2)
@@ -271,8 +273,8 @@ class EvalConfig:
     methods: List[Method] = bound(
         factory=lambda: ["none", "pi", "ntk", "yarn", "abf"], unique=True, example="[none,pi]"
     )  # RoPE methods scored
-    tokens: int = positive(16384)  # scored tokens at every length (rounded up to a multiple of each length)
-    batch_tokens: int = positive(16384)  # tokens per forward pass (memory knob)
+    tokens: int = positive(16384, MAX_TOKENS)  # scored tokens at every length (rounded up to a multiple of each length)
+    batch_tokens: int = positive(16384, MAX_TOKENS)  # tokens per forward pass (memory knob)
     scale: Optional[float] = at_least(
         None, 1, note=" (or null for L/T)"
     )  # fixed RoPE scale s; null: s = L / T for each length
@@ -289,14 +291,14 @@ class EvalConfig:
     absolute_beyond: Beyond = Beyond.none  # learned absolute past its table
     after_train: bool = False  # evaluate at the end of `posx train`
     protocol: Protocol = Protocol.nonoverlapping  # sliding: windows scoring their last eval.stride tokens
-    stride: Optional[int] = positive(None)  # sliding: tokens scored per window; null: T/2
-    bucket_width: Optional[int] = positive(None)  # positions.csv bucket width in tokens; null: T/8
+    stride: Optional[int] = positive(None, MAX_SIZE)  # sliding: tokens scored per window; null: T/2
+    bucket_width: Optional[int] = positive(None, MAX_SIZE)  # positions.csv bucket width in tokens; null: T/8
     passkey: PasskeyConfig = field(default_factory=PasskeyConfig)  # passkey retrieval (passkey.csv)
     tasks: List[Task] = bound(factory=lambda: ["passkey"], unique=True)  # synthetic tasks scored into tasks.csv
     task_options: TaskOptions = field(default_factory=TaskOptions)  # the tasks' sizes and seed (posx/tasks/)
     task_scoring: TaskScoring = TaskScoring.teacher_forced  # tasks.csv: teacher_forced (one pass) | generate (greedy)
     within_documents: bool = False  # windows never cross a document boundary (posx/eval/documents.py)
-    min_document_tokens: int = at_least(0, 0)  # within_documents: skip documents shorter than this (and than a window)
+    min_document_tokens: int = at_least(0, 0, MAX_SIZE)  # within_documents: skip shorter documents (and than a window)
 
 
 @dataclass
