@@ -117,3 +117,15 @@ LoggerMode = choice("LoggerMode", "offline online disabled", "logger.mode: wandb
 MAX_SIZE = 1 << 24
 ROTARY = ("rope", "xpos")  # the encodings that rotate q and k: RoPE rescaling methods apply
 TAKES_POSITIONS = ("rope", "xpos", "absolute", "sinusoidal")  # the encodings pos.randomized and PoSE apply to
+# The largest task sizes (posx/tasks/): far past what a study trains on, small enough that every
+# task fits in TASK_FIT_LENGTH tokens, so whether one fits is tried at a bounded length
+# (posx.config.taskchecks), and a sample set costs at most MAX_TRIALS samples.
+MAX_TRIALS = 1 << 12  # samples per (length, task), and depth ranges
+MAX_PIECE = 32  # digits of a value, letters of a key
+MAX_COUNT = 64  # needles, answers, hops, queries
+MAX_SPAN = 1024  # letters of a copied span, tokens of its cue
+MAX_SEPARATOR = 8  # characters between an MQAR key and its value
+TASK_FIT_LENGTH = 1 << 16  # every task at the sizes above fits in this many byte tokens
+MAX_POOL_TOKENS = 1 << 28  # data.task_pool x (T + 1): the tokens of a pool generated before training
+MAX_BATCH = 1 << 20  # sequences in a batch, batches in a validation
+MAX_TOKENS = 1 << 36  # tokens an evaluation scores at a length, or puts in one forward pass

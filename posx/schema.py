@@ -31,7 +31,14 @@ from dataclasses import dataclass, field
 from typing import Any, List, Optional
 
 from posx.fieldtypes import (
+    MAX_BATCH,
+    MAX_COUNT,
+    MAX_PIECE,
+    MAX_SEPARATOR,
     MAX_SIZE,
+    MAX_SPAN,
+    MAX_TOKENS,
+    MAX_TRIALS,
     ROTARY,
     TAKES_POSITIONS,
     Attention,
@@ -152,28 +159,31 @@ POS_READ_BY = {
 }
 
 
+_SEED = dict(lo=0, hi=2**63 - 1, interval=True)  # a seed numpy takes
+
+
 @dataclass
 class TaskOptions:
-    trials: int = positive(16)  # samples per (length, task), the same ones for every method
-    depth_buckets: int = positive(4)  # samples are spread evenly over this many depth ranges
-    seed: int = 0  # seeds keys, values, depths and haystack offsets
-    digits: int = positive(5)  # digits of a value (niah, variable_tracking, mqar) and of the passkey
-    key_letters: int = positive(4)  # letters of a key or variable name
-    distractors: int = at_least(3, 0)  # niah_multikey: needles with other keys
-    answers: int = positive(3)  # niah_multivalue: values of the one key; selective_copy: words to copy
-    hops: int = at_least(
-        2, 0
-    )  # variable_tracking: name-to-name assignments of the chain, RULER's num_hops (names: hops + 1)
-    queries: int = positive(4)  # mqar: keys asked for at the end
+    trials: int = positive(16, MAX_TRIALS)  # samples per (length, task), the same ones for every method
+    depth_buckets: int = positive(4, MAX_TRIALS)  # samples are spread evenly over this many depth ranges
+    seed: int = bound(0, **_SEED)  # seeds keys, values, depths and haystack offsets
+    digits: int = positive(5, MAX_PIECE)  # digits of a value (niah, variable_tracking, mqar) and of the passkey
+    key_letters: int = positive(4, MAX_PIECE)  # letters of a key or variable name
+    distractors: int = at_least(3, 0, MAX_COUNT)  # niah_multikey: needles with other keys
+    answers: int = positive(3, MAX_COUNT)  # niah_multivalue: values of the one key; selective_copy: words to copy
+    hops: int = at_least(2, 0, MAX_COUNT)  # variable_tracking: name-to-name links, RULER's num_hops (hops + 1 names)
+    queries: int = positive(4, MAX_COUNT)  # mqar: keys asked for at the end
     separator: str = ":"  # mqar: between a key and its value ('': none, zoology's pairs)
-    span: int = at_least(16, 2, note=" (a cue and a scored letter)")  # copy: letters of the copied span
-    cue: int = positive(4)  # copy: tokens of the repeat that are given before scoring starts
+    span: int = at_least(16, 2, MAX_SPAN, " (a cue and a scored letter)")  # copy: letters of the copied span
+    cue: int = positive(4, MAX_SPAN)  # copy: tokens of the repeat that are given before scoring starts
     layout: Layout = Layout.fixed  # fixed: one layout per length; varied: counts and lengths drawn from ranges
-    min_pairs: int = at_least(0, 0, MAX_SIZE, " (0: queries)")  # mqar, varied layout: fewest pairs
-    pairs: int = at_least(0, 0, MAX_SIZE, " (0: as many as fit)")  # mqar, varied layout: most pairs
+    min_pairs: int = at_least(0, 0, MAX_SPAN, " (0: queries)")  # mqar, varied layout: fewest pairs
+    pairs: int = at_least(0, 0, MAX_SPAN, " (0: as many as fit)")  # mqar, varied layout: most pairs
     base_length: int = at_least(0, 0, MAX_SIZE, " (0: none)")  # mqar_more: has mqar's pairs at it, more past it
 
     def check(self, at: str = "") -> Optional[str]:
+        if len(self.separator) > MAX_SEPARATOR:
+            return f"{at}separator has {len(self.separator)} characters; give at most {MAX_SEPARATOR}"
         if self.trials < self.depth_buckets:
             return (
                 f"{at}trials={self.trials} is fewer than {at}depth_buckets={self.depth_buckets}; "
@@ -207,9 +217,7 @@ class DataConfig:
         factory=lambda: ["niah", "niah_multikey", "variable_tracking", "mqar", "copy"], unique=True
     )  # task_mix: the tasks drawn from, each equally often
     task_options: TaskOptions = field(default_factory=TaskOptions)  # task_mix: the tasks' sizes (trials, seed unread)
-    task_pool: int = at_least(
-        0, 0, note=" (0: generate each sequence)"
-    )  # task_mix: draw task sequences from this many generated once (0: generate each one)
+    task_pool: int = at_least(0, 0, 1 << 20, note=" (0: generate each)")  # task_mix: draw from this many made once
     mix_loss: MixLoss = MixLoss.all  # task_mix: all: every token of a task sequence; answers: its answer tokens only
 
     def check(self, at: str = "") -> Optional[str]:
@@ -227,8 +235,8 @@ class DataConfig:
 class TrainConfig:
     context_length: int = positive(128, MAX_SIZE)  # T: the length the model trains at
     steps: int = positive(800)  # optimizer steps
-    batch_size: int = positive(32)  # sequences per optimizer step, over all ranks together (the global batch)
-    micro_batch_size: Optional[int] = positive(None)  # sequences per forward pass on one rank; null: batch_size / ranks
+    batch_size: int = positive(32, MAX_BATCH)  # sequences per optimizer step, over all ranks (the global batch)
+    micro_batch_size: Optional[int] = positive(None, MAX_BATCH)  # per forward pass on a rank; null: batch_size / ranks
     lr: float = positive(3e-3)  # peak learning rate (AdamW)
     min_lr_ratio: float = within(0.1, 0.0, 1.0)  # cosine decays to lr * min_lr_ratio
     warmup_steps: int = at_least(50, 0)  # linear warmup steps
@@ -237,7 +245,7 @@ class TrainConfig:
     beta2: float = within(0.95, 0.0, 1.0, hi_open=True)  # AdamW's second-moment decay
     grad_clip: float = at_least(1.0, 0, note=" (0: no clipping)")  # max global gradient norm (0 disables)
     eval_every: int = positive(100)  # validation loss every N steps (and at the end)
-    eval_batches: int = positive(8)  # batches per validation estimate
+    eval_batches: int = positive(8, MAX_BATCH)  # batches per validation estimate
     checkpoint_every: int = at_least(
         100, 0, note=" (0: only at the end)"
     )  # resumable checkpoint every N steps (0: only at the end and on SIGTERM/SIGUSR2)
@@ -251,10 +259,10 @@ class PasskeyConfig:
     variants: List[Variant] = bound(
         factory=lambda: ["prompt", "copy"], unique=True
     )  # prompt: key asked for; copy: repeated
-    trials: int = positive(16)  # sequences per (length, variant), the same ones for every method
-    digits: int = positive(5)  # length of the random key
-    depth_buckets: int = positive(4)  # trials are spread evenly over this many depth ranges
-    seed: int = 0  # seeds keys, depths and filler offsets
+    trials: int = positive(16, MAX_TRIALS)  # sequences per (length, variant), the same ones for every method
+    digits: int = positive(5, MAX_PIECE)  # length of the random key
+    depth_buckets: int = positive(4, MAX_TRIALS)  # trials are spread evenly over this many depth ranges
+    seed: int = bound(0, **_SEED)  # seeds keys, depths and filler offsets
 
     def check(self, at: str = "") -> Optional[str]:
         if self.enabled and not self.variants:
@@ -276,8 +284,8 @@ class EvalConfig:
         factory=lambda: ["none", "pi", "ntk", "yarn", "abf"], unique=True, example="[none,pi]"
     )  # RoPE methods scored: posx's own (posx.rope.METHODS), or module:function from outside posx
     params: Any = None  # parameters of methods from outside posx, {name: {key: value}}, name after the ':'; null: none
-    tokens: int = positive(16384)  # scored tokens at every length (rounded up to a multiple of each length)
-    batch_tokens: int = positive(16384)  # tokens per forward pass (memory knob)
+    tokens: int = positive(16384, MAX_TOKENS)  # scored tokens at every length (rounded up to a multiple of each length)
+    batch_tokens: int = positive(16384, MAX_TOKENS)  # tokens per forward pass (memory knob)
     scale: Optional[float] = at_least(
         None, 1, note=" (or null for L/T)"
     )  # fixed RoPE scale s; null: s = L / T for each length
@@ -297,14 +305,14 @@ class EvalConfig:
     )  # pos.randomized models: dense 0..n-1, or sampled as trained (the paper's)
     after_train: bool = False  # evaluate at the end of `posx train`
     protocol: Protocol = Protocol.nonoverlapping  # sliding: windows scoring their last eval.stride tokens
-    stride: Optional[int] = positive(None)  # sliding: tokens scored per window; null: T/2
-    bucket_width: Optional[int] = positive(None)  # positions.csv bucket width in tokens; null: T/8
+    stride: Optional[int] = positive(None, MAX_SIZE)  # sliding: tokens scored per window; null: T/2
+    bucket_width: Optional[int] = positive(None, MAX_SIZE)  # positions.csv bucket width in tokens; null: T/8
     passkey: PasskeyConfig = field(default_factory=PasskeyConfig)  # passkey retrieval (passkey.csv)
     tasks: List[Task] = bound(factory=lambda: ["passkey"], unique=True)  # synthetic tasks scored into tasks.csv
     task_options: TaskOptions = field(default_factory=TaskOptions)  # the tasks' sizes and seed (posx/tasks/)
     task_scoring: TaskScoring = TaskScoring.teacher_forced  # tasks.csv: teacher_forced (one pass) | generate (greedy)
     within_documents: bool = False  # windows never cross a document boundary (posx/eval/documents.py)
-    min_document_tokens: int = at_least(0, 0)  # within_documents: skip documents shorter than this (and than a window)
+    min_document_tokens: int = at_least(0, 0, MAX_SIZE)  # within_documents: skip shorter documents (and than a window)
 
 
 @dataclass
@@ -335,6 +343,8 @@ class Config:
         """The rules across groups: the encoding against the model's widths and T, and the name."""
         if self.name is not None and (not str(self.name).strip() or "/" in self.name or self.name in (".", "..")):
             return f"name={self.name!r} must be a plain directory name (no '/', not '.' or '..')"
+        if self.name is not None and self.name.startswith("-"):  # every command would read it as an option
+            return f"name={self.name!r} must not start with '-' (a command line reads it as an option); rename it"
         return _encoding_fits(self) or _positions_reach(self)
 
 

@@ -21,7 +21,6 @@ one rename); the next attempt with the same ``--out`` must work.
 
 from __future__ import annotations
 
-import argparse
 import os
 import random
 import shutil
@@ -35,6 +34,7 @@ from pathlib import Path
 import pandas as pd
 import torch
 from safetensors.torch import load_file
+from study_args import OneLineParser, number, positive, whole
 
 from posx.config.resume import saved_config
 from posx.eval.tables import TABLE_COLUMNS, read_table
@@ -189,15 +189,17 @@ def _corpus(root: Path) -> Path:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--kills", type=int, default=20)
-    parser.add_argument("--steps", type=int, default=200)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--max-delay", type=float, default=0.4)
+    parser = OneLineParser(prog="kill_resume_soak.py", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--kills", type=whole, default=20)
+    parser.add_argument("--steps", type=positive, default=200)
+    parser.add_argument("--seed", type=whole, default=0)
+    parser.add_argument("--max-delay", type=number(0, 3600), default=0.4)
     parser.add_argument("--phases", default="train", help="comma-separated: train, eval, report")
-    parser.add_argument("--other-kills", type=int, default=10, help="kills in each of the eval and report phases")
+    parser.add_argument("--other-kills", type=whole, default=10, help="kills in each of the eval and report phases")
     opts = parser.parse_args()
     phases = [p.strip() for p in opts.phases.split(",") if p.strip()]
+    if not phases or set(phases) - {"train", "eval", "report"}:
+        parser.error(f"--phases {opts.phases}: give train, eval and report, comma-separated")
     work = Path(tempfile.mkdtemp(prefix="posx-soak-"))
     try:
         start = time.perf_counter()

@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import study_check  # scripts/study_check.py: a script's own folder is on sys.path
+from study_args import OneLineParser, check_folders, check_overrides, folder_name, number, positive, whole
 from study_grids import BEYOND, GRIDS, MAIN_METHODS, NAMES, Extension, Trained
 from study_log import Log, note
 
@@ -231,17 +232,21 @@ def run_task(task: Task, args, log: Log, counter: list, total: int) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """The study's command line."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = OneLineParser(prog="reference_study.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("--preset", choices=sorted(PRESETS), default="cpu")
     parser.add_argument(
         "--grid", choices=sorted(GRIDS), default="first", help="first: the first edition; methods: the second"
     )
-    parser.add_argument("--name", help="study name (default: cpu-tiny, gpu-small; cpu-methods, gpu-methods)")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--factor", type=float, default=4.0, help="extension factor (new T = factor x T)")
-    parser.add_argument("--extend-eval-every", type=int, default=20, help="validation every N extension steps")
-    parser.add_argument("--jobs", type=int, default=1, help="tasks at a time")
-    parser.add_argument("--threads", type=int, default=None, help="torch threads per task (default: cores / jobs)")
+    parser.add_argument(
+        "--name", type=folder_name, help="study name (default: cpu-tiny, gpu-small; cpu-methods, gpu-methods)"
+    )
+    parser.add_argument("--seeds", type=whole, nargs="+", default=[0, 1, 2])
+    parser.add_argument(
+        "--factor", type=number(1, 4096), default=4.0, help="extension factor (new T = factor x T)"
+    )  # posx extend's factor bounds
+    parser.add_argument("--extend-eval-every", type=positive, default=20, help="validation every N extension steps")
+    parser.add_argument("--jobs", type=positive, default=1, help="tasks at a time")
+    parser.add_argument("--threads", type=positive, default=None, help="torch threads per task (default: cores / jobs)")
     parser.add_argument("--work", type=Path, help="where runs go (default: results/study/<name>)")
     parser.add_argument("--out", type=Path, help="the committed outputs (default: results/reference/<name>)")
     parser.add_argument(
@@ -290,6 +295,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args.work = (args.work or REPO / "results" / "study" / work).resolve()
     args.out = (args.out or REPO / "results" / "reference" / args.name).resolve()
     args.threads = args.threads or max(1, (os.cpu_count() or 1) // args.jobs)
+    if len(set(args.seeds)) < len(args.seeds):
+        parser.error(f"--seeds {' '.join(map(str, args.seeds))}: a seed given twice would train one run twice")
+    check_folders(parser, {"--work": args.work, "--out": args.out})
+    check_overrides(parser, "--set", args.set + args.eval_set, [])
+    check_overrides(parser, "--extend-set", args.extend_set, ["parent=check"], "extend")
     unknown = [name for name in args.only or [] if name not in study_runs(args)]
     if unknown:
         parser.error(f"--only {' '.join(unknown)}: not a run of this study (seeds {args.seeds}); --plan lists them")
@@ -357,13 +367,13 @@ def announce(args, tasks: list, todo: list, listing: bool) -> None:
 def main() -> None:
     """Plan the study, list it (``--plan``) or run what is not done, then write its notes."""
     args = parse_args()
-    (args.work / "logs").mkdir(parents=True, exist_ok=True)
     log = Log(args.work / "tasks.jsonl")
     tasks = plan(args)
     todo = [t for t in tasks if t.key not in log.done and not t.done()]
     announce(args, tasks, todo, listing=args.plan)
     if args.plan:
         return
+    (args.work / "logs").mkdir(parents=True, exist_ok=True)
     started = time.time()
     note(args.work, "start")
     run_phases(todo, args, log)

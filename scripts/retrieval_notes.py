@@ -15,7 +15,6 @@ differently. The folder is swapped in whole.
 
 from __future__ import annotations
 
-import argparse
 import shutil
 import tempfile
 from pathlib import Path
@@ -24,6 +23,7 @@ import pandas as pd
 import retrieval_study as study  # scripts/: STUDY.md's body
 import study_notes as notes  # scripts/: git, shown, publish, the earlier rule's calls
 from omegaconf import OmegaConf
+from study_args import OneLineParser  # scripts/: one line and exit 2 for a bad argument
 
 from posx.config.compose import compose
 from posx.report import task_arms, task_claims, task_comparison
@@ -63,7 +63,7 @@ def chance(recipe: str, shares: pd.DataFrame) -> pd.DataFrame:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = OneLineParser(prog="retrieval_notes.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=REPO / "results" / "reference" / "cpu-retrieval")
     parser.add_argument("--recipe", default="retrieval", help="the experiment config the runs trained with")
     args = parser.parse_args(argv)

@@ -46,6 +46,7 @@ import study_log  # scripts/: the task and invocation logs
 import study_notes as notes  # scripts/: git, the machine, publish
 import study_verdicts  # scripts/: the claims' lines, where the earlier rule differed
 import yaml
+from study_args import OneLineParser, check_folders, check_overrides, folder_name, positive
 
 from posx.config.compose import config_dir
 from posx.core.errors import PosxError
@@ -72,13 +73,6 @@ DEFAULTS = {
 }
 
 
-class OneLineParser(argparse.ArgumentParser):
-    """Bad input: one line on stderr, exit 2."""
-
-    def error(self, message):
-        self.exit(2, f"{self.prog}: {message}\n")
-
-
 def listed(choices: list[str] | None):
     """An argparse type: a comma-separated list, each item one of ``choices`` (None: integers)."""
 
@@ -96,15 +90,9 @@ def listed(choices: list[str] | None):
     return parse
 
 
-def positive(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 1")
-    return int(text)
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = OneLineParser(prog="retrieval_study.py", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--name", default=DEFAULTS["name"], help="study name (default: %(default)s)")
+    parser.add_argument("--name", type=folder_name, default=DEFAULTS["name"], help="study name (default: %(default)s)")
     parser.add_argument("--experiment", default=DEFAULTS["experiment"], help="the recipe (configs/experiment/)")
     parser.add_argument("--encodings", type=listed(list(VARIANTS)), default=DEFAULTS["encodings"])
     parser.add_argument(
@@ -131,13 +119,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args.work = (args.work or REPO / "results" / "study" / args.name).absolute()
     args.out = (args.out or REPO / "results" / "reference" / args.name).absolute()
     args.threads = args.threads or max(1, (os.cpu_count() or 1) // args.jobs)
-    for path, option in ((args.work, "--work"), (args.out, "--out")):
-        if path.is_symlink() or (path.exists() and not path.is_dir()):
-            parser.error(f"{option} {path}: not a folder (a link or a file); name another")
+    check_folders(parser, {"--work": args.work, "--out": args.out})
     recipes = config_dir() / "experiment"
-    if not (recipes / f"{args.experiment}.yaml").is_file():
+    if "/" in args.experiment or not (recipes / f"{args.experiment}.yaml").is_file():
         known = ", ".join(sorted(p.stem for p in recipes.glob("*.yaml")))
         parser.error(f"--experiment {args.experiment}: no such recipe; choose from {known}")
+    check_overrides(parser, "--set", args.set, [f"experiment={args.experiment}"])
     if args.out.exists() and not (args.out / "STUDY.md").is_file():
         parser.error(f"--out {args.out}: exists and is not a study's output (no STUDY.md); name another")
     args.arms = task_arms.arms(args.encodings, args.conv)

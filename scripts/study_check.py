@@ -24,6 +24,7 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+from study_args import OneLineParser
 
 KEYS = ["job", "method", "protocol", "absolute_beyond", "factor", "stage"]  # one cell of sweep.csv
 TOLERANCE = 1.0  # seed standard deviations of a cell accepted between the reference and a run made again
@@ -102,7 +103,7 @@ def positive(text: str) -> float:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = OneLineParser(prog="study_check.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("--work", type=Path, required=True, help="the study's work directory (its runs/)")
     parser.add_argument("--reference", type=Path, required=True, help="the committed study (its sweep.csv)")
     parser.add_argument("--tolerance", type=positive, default=TOLERANCE, help="seed standard deviations accepted")

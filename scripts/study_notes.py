@@ -33,6 +33,7 @@ import study_sections  # scripts/study_sections.py: the second edition's section
 import study_setting  # scripts/study_setting.py: what the study is (corpus, model, T, steps, seeds)
 import study_verdicts  # scripts/study_verdicts.py: the claims, their reasons, the earlier rule's calls
 import torch
+from study_args import OneLineParser, number
 from study_grids import GRIDS
 from study_text import SMOOTH, captions  # scripts/study_text.py: the notes' prose
 
@@ -226,11 +227,11 @@ def publish(staging: Path, out: Path) -> None:
 
 def parse_args() -> argparse.Namespace:
     """The command line, with --work and --out made absolute."""
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = OneLineParser(prog="study_notes.py", description=__doc__.split("\n\n")[0])
     parser.add_argument("--work", type=Path, help="the study's work directory (its runs/)")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--command", help="the command that ran the study, for STUDY.md")
-    parser.add_argument("--elapsed", type=float, default=0.0, help="seconds the last invocation took")
+    parser.add_argument("--elapsed", type=number(0, 1e9), default=0.0, help="seconds the last invocation took")
     parser.add_argument("--preset", default="cpu")
     parser.add_argument("--grid", choices=sorted(GRIDS), default="first", help="the study's grid")
     parser.add_argument(

@@ -11,10 +11,14 @@ from pathlib import Path
 
 import pytest
 import yaml
+from rich.console import Console
 from typer.testing import CliRunner
 
 from posx import __version__
 from posx.cli import app
+from posx.config.checks import check_config
+from posx.config.compose import compose
+from posx.core.errors import PosxError
 from posx.core.lock import LOCK_NAME
 from posx.report import collection
 from posx.runs.records import Lineage, RunMeta
@@ -131,3 +135,40 @@ def test_compare_notes_runs_trained_at_other_T_or_scored_otherwise(tmp_path, mon
     monkeypatch.chdir(tmp_path)
     out = CliRunner().invoke(app, ["compare", str(a), str(c)], env={"COLUMNS": "300"})
     assert out.exit_code == 0 and out.output.count("\nnote: the runs were") == 2
+
+
+@pytest.mark.parametrize(
+    "names",
+    [["x", "x lo"], ["x lo", "x"], ["a", "b / a"], ["a", "b", "b / a"], ["method", "stage"], ["x", "x se", "x hi"]],
+)
+def test_compare_never_merges_two_runs_into_one_column(tmp_path, names):
+    dirs = [_run(tmp_path / f"p{i}", n, 10.0 + i) for i, n in enumerate(names)]
+    df, shown, _ = collection.compare(dirs)
+    assert len(set(shown)) == len(names) and len(set(df.columns)) == len(df.columns)
+    for i, name in enumerate(shown):  # each run's own perplexity under its own column
+        assert df.loc[(df["method"] == "none") & (df["factor"] == 1.0), name].tolist() == [pytest.approx(10.0 + i)]
+        if i:
+            ratio = df[f"{name} / {shown[0]}"]
+            assert ratio.tolist() == pytest.approx((df[name] / df[shown[0]]).tolist())
+
+
+def test_markup_in_recorded_values_prints_as_written(tmp_path):
+    runs = tmp_path / "runs"
+    a, b = _run(runs, "[bold]a[/]", 10.0), _run(runs, "b[/]", 12.0)
+    damaged = _run(runs, "c", 11.0, finished=False)
+    (damaged / "config.yaml").write_text(
+        yaml.safe_dump({"seed": 0, "pos": {"name": "[red]x"}, "train": {"context_length": "[/]", "steps": "[b]"}})
+    )
+    console = Console(record=True, width=300)
+    console.print(collection.runs_table(collection.list_runs(runs), f"under {runs}"))
+    df, names, _ = collection.compare([a, b])
+    console.print(collection.compare_table(df, names))
+    text = console.export_text()
+    for written in ("[bold]a[/]", "b[/]", "[red]x", "[/]", "[b]"):
+        assert written in text
+
+
+def test_a_run_name_a_command_line_would_read_as_an_option_is_refused_at_train():
+    with pytest.raises(PosxError, match=r"^name='-x' must not start with '-'"):
+        check_config(compose(["name=-x"]))
+    check_config(compose(["name=x-"]))

@@ -28,11 +28,13 @@ from test_report_scale import _tasks_csv
 
 from posx.core.errors import PosxError
 from posx.eval.tables import read_table
-from posx.report import collection, digest, queries, store
+from posx.report import collection, digest, learning, queries, store
 from posx.report.summary import _load, summarize
+from posx.runs.paths import TASK_CURVE
+from posx.train import taskcurve
 
 RUN_FILES = ["config.yaml", "model.json", "eval.yaml", "metrics.csv", "extrapolation.csv", "positions.csv",
-             "tasks.csv", "digest.json"]  # fmt: skip
+             "tasks.csv", "task_curve.csv", "digest.json"]  # fmt: skip
 SHARD_FILES = ["digests.parquet", "extrapolation.parquet", "positions.parquet", "tasks.parquet", "metrics.parquet",
                "sums.json"]  # fmt: skip
 DERIVED = {"digest.json", *SHARD_FILES}  # posx's own: damage to them is computed again, never an error
@@ -51,6 +53,15 @@ def _positions(run: Path) -> None:
         for b in (0, 16)
     ]  # fmt: skip
     pd.DataFrame(rows).to_csv(run / "positions.csv", index=False)
+
+
+def _curve(run: Path) -> None:
+    """task_curve.csv of a run trained with a task mix: two tasks at two validations."""
+    rows = [
+        {"step": s, "tokens": 512 * s, "task": t, "trials": 8, "accuracy": a, "token_accuracy": a, "answer_nll": 1.5}
+        for s, (t, a) in [(3, ("niah", 0.25)), (3, ("copy", 0.5)), (6, ("niah", 0.5)), (6, ("copy", 0.75))]
+    ]
+    taskcurve.write(run, rows)
 
 
 def _csv(path: Path, kind: str) -> None:
@@ -136,12 +147,12 @@ def _table(path: Path):
 def reference(run: Path) -> dict:
     """What a plain reading of the run's tables gives: perplexity per (method, factor) and task
     accuracy per (method, factor, task), or the refusal."""
-    ext, tasks = _table(run / "extrapolation.csv"), _table(run / "tasks.csv")
+    ext, tasks, curve = _table(run / "extrapolation.csv"), _table(run / "tasks.csv"), _table(run / TASK_CURVE)
     if ext is None or isinstance(ext, Exception):
         return {"refused": True}
     ok = ext[ext["status"] == "ok"]
     found = {"ppl": {(m, float(f)): float(g["ppl"].mean()) for (m, f), g in ok.groupby(["method", "factor"])}}
-    if isinstance(tasks, Exception):
+    if isinstance(tasks, Exception) or isinstance(curve, Exception):  # a listing reads neither: it has the ppl
         return {**found, "refused": True}
     if tasks is not None:
         t = tasks[tasks["status"] == "ok"]
@@ -149,6 +160,8 @@ def reference(run: Path) -> dict:
             (m, float(f), k): float((g["accuracy"] * g["trials"]).sum() / g["trials"].sum())
             for (m, f, k), g in t.groupby(["method", "factor", "task"])
         }
+    if curve is not None:  # one run: the mean over its runs is its own accuracy
+        found["curve"] = {(k, int(n)): float(a) for k, n, a in zip(curve["task"], curve["tokens"], curve["accuracy"])}
     return found
 
 
@@ -162,6 +175,7 @@ def reported(results: Path) -> dict:
         summary = summarize(con)
         ppl = {(r.method, float(r.factor)): float(r.ppl_mean) for r in summary.itertuples()}
         tasks = queries.tasks(con)
+        curve = learning.gather(runs)[0]
     except BaseException:
         store.discard(gathered)
         raise
@@ -173,6 +187,9 @@ def reported(results: Path) -> dict:
             (m, float(f), k): float((g["accuracy"] * g["trials"]).sum() / g["trials"].sum())
             for (m, f, k), g in t.groupby(["method", "factor", "task"])
         }
+    if not curve.empty:
+        means = zip(curve["task"], curve["tokens"], curve["accuracy_mean"])
+        found["curve"] = {(k, int(n)): float(a) for k, n, a in means}
     return found
 
 
@@ -227,6 +244,7 @@ def base(tmp_path_factory) -> tuple[Path, dict]:
     run = _run(results / "runs", "a0", 0, 10.0)
     _positions(run)
     _tasks_csv(run, 0.5)
+    _curve(run)
     digest.refresh(run)
     clean = reported(results)
     shutil.copytree(results, root / "base", symlinks=True)

@@ -5,8 +5,11 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pandas as pd
+import pytest
 
+from posx.core.errors import PosxError
 from posx.report import learning
+from posx.train import taskcurve
 
 
 def run(tmp_path, name: str, group: str, pos: str, accuracies):
@@ -65,3 +68,49 @@ def test_each_panel_names_what_differs_and_no_two_lines_look_alike(tmp_path):
     drawn = ax.get_lines()
     assert sorted(line.get_label() for line in drawn) == sorted(names.values())
     assert len({str(line.get_color()) for line in drawn}) == 3
+
+
+CURVE_DAMAGE = {
+    "a last row cut inside a number": lambda t: t[:-3],
+    "an accuracy of 5.0": lambda t: t.replace(",0.25,", ",5.0,", 1),
+    "a negative count": lambda t: t.replace(",8,", ",-8,", 1),
+    "a count that is not whole": lambda t: t.replace(",8,", ",8.5,", 1),
+    "a step going back": lambda t: t.replace("2,2000,", "0,2000,", 1),
+    "an empty file": lambda t: "",
+    "a removed column": lambda t: (
+        "\n".join(",".join(r.split(",")[:4] + r.split(",")[5:]) for r in t.splitlines()) + "\n"
+    ),
+    "a non-numeric cell": lambda t: t.replace(",1000,", ",lots,", 1),
+    "an empty score with trials": lambda t: t.replace(",0.25,", ",,", 1),
+    "a column named twice": lambda t: t.replace("answer_nll", "accuracy", 1),
+}
+
+
+@pytest.mark.parametrize("kind", list(CURVE_DAMAGE))
+def test_a_damaged_curve_is_one_line_naming_the_file_in_the_report_and_on_resume(tmp_path, kind):
+    runs = [run(tmp_path, "a", "g", "rope", {(1, "mqar"): 0.25, (2, "mqar"): 0.5})]
+    path = tmp_path / "a" / "task_curve.csv"
+    path.write_text(CURVE_DAMAGE[kind](path.read_text(encoding="utf-8")), encoding="utf-8")
+    for read in (lambda: learning.gather(runs), lambda: taskcurve.read(tmp_path / "a", 1)):
+        with pytest.raises(PosxError) as info:
+            read()
+        message = str(info.value)
+        assert "\n" not in message and str(path) in message and "move task_curve.csv aside" in message
+
+
+def test_resume_keeps_the_curve_up_to_the_checkpoint_with_its_types(tmp_path):
+    run(tmp_path, "a", "g", "rope", {(1, "mqar"): 0.25, (1, "copy"): 0.0, (2, "mqar"): 0.5, (3, "mqar"): 0.75})
+    rows = taskcurve.read(tmp_path / "a", 2)
+    assert [(r["step"], r["task"]) for r in rows] == [(1, "mqar"), (1, "copy"), (2, "mqar")]
+    assert all(type(r["step"]) is int and type(r["trials"]) is int for r in rows)
+    assert taskcurve.read(tmp_path / "nothing") == []
+
+
+def test_a_task_with_no_trial_keeps_its_empty_scores_and_draws_no_point(tmp_path):
+    rows = [{"step": 1, "tokens": 10, "task": "copy", "trials": 0, "accuracy": float("nan"),
+             "token_accuracy": float("nan"), "answer_nll": float("nan")}]  # fmt: skip
+    (tmp_path / "a").mkdir()
+    taskcurve.write(tmp_path / "a", rows)
+    assert taskcurve.read(tmp_path / "a")[0]["trials"] == 0
+    curve = SimpleNamespace(path=tmp_path / "a", group="g", member=None)
+    assert learning.gather([curve])[0].empty

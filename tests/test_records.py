@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from posx.core.errors import PosxError
 from posx.eval import history
+from posx.report import collection
 from posx.runs import checkpoint, resumable
 from posx.runs.paths import read_meta
 from posx.runs.records import Lineage, RunMeta, TrainExtras
@@ -300,3 +301,59 @@ def test_an_accepted_checkpoint_record_is_valid(field, value):
     assert extras.extended_from is None or _valid_lineage(extras.extended_from)
     for digest in (extras.data_sha256, extras.tokenizer_sha256):
         assert digest is None or len(digest) == 64
+
+
+def _nested(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+@pytest.mark.parametrize("depth", [40, 5000, 200_000])
+def test_a_record_nested_past_the_limit_is_one_line_naming_the_file(run, depth):
+    path = run / "model.json"
+    text = path.read_text(encoding="utf-8")
+    path.write_text(text.replace('"data": {', f'"deep": {_nested(depth)}, "data": {{', 1), encoding="utf-8")
+    with pytest.raises(PosxError) as info:
+        read_meta(run)
+    _one_line_naming(info, path, "nests more than")
+
+
+def test_a_yaml_alias_bomb_is_refused_without_expanding_it(tmp_path):
+    lines = ["a0: &a0 [1, 1, 1, 1, 1, 1, 1, 1, 1, 1]"]
+    lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 9)]  # 10^9 values
+    path = tmp_path / "eval.yaml"
+    path.write_text("id: x\nsettings:\n" + "\n".join("  " + line for line in lines) + "\n", encoding="utf-8")
+    with pytest.raises(PosxError, match="holds more than"):
+        history.read_record(path)
+
+
+def test_a_listing_shows_a_deeply_nested_run_as_damaged_and_lists_the_others(run, tmp_path):
+    shutil.copytree(run, tmp_path / "runs" / "other")
+    deep = Path(shutil.move(run, tmp_path / "runs" / "deep"))
+    (deep / "eval.yaml").write_text("id: x\nsettings: " + _nested(3000) + "\n", encoding="utf-8")
+    (deep / "model.json").write_text('{"format": ' + _nested(3000)[:3000] + "1" + "]" * 3000 + "}", encoding="utf-8")
+    listed = collection.list_runs(tmp_path / "runs")
+    listed = listed.assign(name=[Path(n).name for n in listed["name"]]).set_index("name")
+    assert set(listed.index) == {"deep", "other"}
+    assert "model.json" in listed.loc["deep", "damaged"] and not listed.loc["other", "damaged"]
+
+
+@pytest.mark.parametrize(
+    "field, value",
+    [("settings.tokens", "abc"), ("settings.tokens", -5), ("settings.protocol", "diagonal"),
+     ("settings.passkey.trials", 0), ("settings.factors", "1,2")],
+)  # fmt: skip
+def test_a_damaged_evaluation_setting_is_refused_naming_it(tmp_path, field, value):
+    path = tmp_path / "eval.yaml"
+    record = {"id": "0123456789", "settings": {"factors": [1, 2], "tokens": 512, "passkey": {"trials": 4}}}
+    _set(record, field, value)
+    path.write_text(yaml.safe_dump(record), encoding="utf-8")
+    with pytest.raises(PosxError) as info:
+        history.read_record(path)
+    _one_line_naming(info, path, field)
+
+
+def test_an_evaluation_record_of_another_version_keeps_loading(tmp_path):
+    path = tmp_path / "eval.yaml"
+    record = {"id": "0123456789", "settings": {"factors": [1, 2], "retired_key": 3, "yarn": {"old": 1}}}
+    path.write_text(yaml.safe_dump(record), encoding="utf-8")
+    assert history.read_record(path)["settings"]["retired_key"] == 3

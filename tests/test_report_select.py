@@ -43,6 +43,18 @@ def test_conditions_select_by_dotted_key_and_refuse_what_selects_nothing():
         selection.keep(RUNS, [("T", "64"), ("model.block", "llama")])
 
 
+@pytest.mark.parametrize("written", ["3_2", "6_4", " 64", "64 ", "+6_4", "0x40", "nan", "inf"])
+def test_a_value_is_compared_as_the_runs_own_number_never_parsed_loosely(written):
+    runs = [{"T": "64", "train.lr": "nan"}, {"T": "32", "train.lr": "inf"}]
+    key = "T" if written.strip("+ ").replace("_", "").isdigit() or written.startswith("0x") else "train.lr"
+    if key == "T":
+        with pytest.raises(PosxError, match="matches no run"):
+            selection.keep(runs, [(key, written)])
+    else:  # the same text is the same value; never a number equal to another
+        assert selection.keep(runs, [(key, written)]) == [written == "nan", written == "inf"]
+    assert selection.keep(runs, [("T", "64.0")]) == [True, False] and selection.keep(runs, [("T", "6.4e1")])[0]
+
+
 @pytest.mark.slow  # two reports
 def test_report_where_draws_only_the_selected_groups(tmp_path):
     runs = tmp_path / "runs"

@@ -263,6 +263,7 @@ def test_sigterm_through_the_cli_exits_75_and_resume_finishes(tmp_path, tiny_arg
 def test_kill_dash_9_at_random_moments_leaves_a_loadable_run(tmp_path, text_corpus, monkeypatch):
     # the soak's subprocesses run the posx this interpreter imports; pin the checkout under test
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+    monkeypatch.syspath_prepend(str(REPO / "scripts"))  # as when it runs: its own folder on sys.path
     spec = importlib.util.spec_from_file_location("soak", REPO / "scripts" / "kill_resume_soak.py")
     soak = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(soak)

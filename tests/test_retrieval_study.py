@@ -121,6 +121,10 @@ def test_a_dry_run_lists_the_grid_and_writes_nothing(study, tmp_path, capsys):
         (["--seeds", "0,x"], "give whole numbers"),
         (["--steps", "0"], "not a whole number >= 1"),
         (["--experiment", "retrieval_typo"], "no such recipe; choose from"),
+        (["--jobs", "0"], "not a whole number >= 1"),
+        (["--name", "a/b"], "is not a plain folder name"),
+        (["--set", "data.task_options.span=100000"], "data.task_options.span=100000 must be at most 1024"),
+        (["--bogus"], "unrecognized arguments"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(study, tmp_path, capsys, bad, said):

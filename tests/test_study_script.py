@@ -278,3 +278,37 @@ def test_the_committed_notes_are_what_the_notes_only_mode_writes(notes, tmp_path
     assert [line for line in again if not line.startswith("- notes: ")] == [
         line for line in committed if not line.startswith("- notes: ")
     ]
+
+
+REFERENCE_BAD = [
+    (["--jobs", "0"], "--jobs: '0' is not a whole number >= 1"),
+    (["--threads", "-2"], "--threads: '-2' is not a whole number >= 1"),
+    (["--factor", "nan"], "--factor: 'nan' is not a number from 1 to 4096"),
+    (["--factor", "0.5"], "--factor: '0.5' is not a number from 1 to 4096"),
+    (["--seeds", "0", "0"], "a seed given twice"),
+    (["--seeds", "-1"], "--seeds: '-1' is not a whole number >= 0"),
+    (["--name", "../elsewhere"], "is not a plain folder name"),
+    (["--extend-eval-every", "0"], "is not a whole number >= 1"),
+    (["--set", "train.steps=abc"], "--set: "),
+    (["--set", "train.steps"], "write KEY=VALUE"),
+    (["--eval-set", "eval.tokens=0"], "eval.tokens must be positive"),
+    (["--extend-set", "extend.steps=0"], "--extend-set: extend.steps must be positive"),
+    (["--bogus"], "unrecognized arguments: --bogus"),
+]
+
+
+@pytest.mark.parametrize("bad, said", REFERENCE_BAD, ids=[" ".join(b) for b, _ in REFERENCE_BAD])
+def test_a_bad_argument_is_one_line_and_exit_2_before_anything_is_written(study, tmp_path, capsys, bad, said):
+    with pytest.raises(SystemExit) as stop:
+        study.parse_args([*bad, "--work", str(tmp_path / "work"), "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and said in err and len(err.strip().splitlines()) == 1, err
+    assert not (tmp_path / "work").exists() and not (tmp_path / "out").exists()
+
+
+def test_a_link_or_a_file_as_the_work_folder_is_refused(study, tmp_path, capsys):
+    (tmp_path / "file").write_text("mine")
+    with pytest.raises(SystemExit) as stop:
+        study.parse_args(["--work", str(tmp_path / "file")])
+    assert stop.value.code == 2 and "--work" in capsys.readouterr().err
+    assert (tmp_path / "file").read_text() == "mine"

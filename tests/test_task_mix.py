@@ -84,7 +84,7 @@ def test_training_with_the_mix_is_reproducible_and_differs_from_training_without
         metrics = pd.read_csv(tmp_path / "results" / "runs" / name / "metrics.csv")
         return metrics["train_loss"].tolist()
 
-    mix = ("data.task_mix=0.5", "data.mix_tasks=[niah,copy]")
+    mix = ("data.task_mix=0.5", "data.mix_tasks=[niah,copy]", "data.task_options.span=4")  # both fit T = 32
     a, b, plain = losses("a", *mix), losses("b", *mix), losses("plain")
     assert a == b and a != plain
 
@@ -113,9 +113,11 @@ def test_answers_only_loss_keeps_just_the_answer_targets():
             assert seq[t] == ":" and f"{seq[t - 1]}:{chr(my[i, t].item())}" in seq[: t - 1]  # key, colon: value
 
 
-def test_a_mix_no_task_of_which_fits_T_is_refused_in_one_line():
-    with pytest.raises(PosxError, match=r"no task of data.mix_tasks \(mqar, variable_tracking\) fits .* T \+ 1 = 33"):
+def test_a_mix_a_task_of_which_never_fits_T_is_refused_in_one_line():
+    with pytest.raises(PosxError, match=r"data.mix_tasks: mqar does not fit in T = 32 tokens"):
         check_config(compose(["data.task_mix=1", "data.mix_tasks=[mqar,variable_tracking]", "train.context_length=32"]))
+    with pytest.raises(PosxError, match=r"copy does not fit in T = 32 .* take copy out of"):
+        check_config(compose(["data.task_mix=1", "data.mix_tasks=[niah,copy]", "train.context_length=32"]))
     check_config(
         compose(
             [
@@ -177,3 +179,14 @@ def test_a_task_run_states_its_exact_answers_in_the_progress_and_done_lines(tiny
     assert any(f"exact copy {a:.0%}" in out for a in curve["accuracy"])  # the progress line
     plain = run_posx("train", "name=plain", *tiny_args, cwd=tmp_path).stdout
     assert "exact" not in plain and "done" in plain  # no mix: the text loss alone, as before
+
+
+def test_a_task_the_training_data_cannot_make_names_the_mix_keys_not_the_evaluations():
+    cfg = data(1.0, ["niah"])
+    short = TRAIN[:40]  # a training split shorter than one sequence's haystack
+    with pytest.raises(PosxError, match=r"take the task out of data\.mix_tasks$"):
+        mix_batch(*batch(T=96), cfg, short, seed=0, step=0)
+    cfg.task_options.key_letters, cfg.task_options.distractors = 1, 40
+    cfg.mix_tasks = ["niah_multikey"]
+    with pytest.raises(PosxError, match=r"raise data\.task_options\.key_letters$"):
+        mix_batch(*batch(T=96), cfg, TRAIN, seed=0, step=0)

@@ -8,14 +8,35 @@ from __future__ import annotations
 import dataclasses
 
 from posx.core.errors import PosxError
-from posx.schema import POS_READ_BY, ModelConfig, PosConfig
+from posx.schema import POS_READ_BY, DataConfig, ModelConfig, PosConfig, TaskOptions
 
 _POS_DEFAULTS = {f.name: f.default for f in dataclasses.fields(PosConfig)}
+_MIX_DEFAULTS = {  # the data.* keys only a task mix reads (data.task_mix > 0)
+    **{f"task_options.{f.name}": f.default for f in dataclasses.fields(TaskOptions)},
+    **{f.name: f.default for f in dataclasses.fields(DataConfig) if f.name in ("task_pool", "mix_loss")},
+    "mix_tasks": DataConfig().mix_tasks,
+}
 _ATTN_SCALE_LENGTH = {f.name: f.default for f in dataclasses.fields(ModelConfig)}["attn_scale_length"]
+
+
+def refuse_unmixed(data) -> None:
+    """A ``data.*`` key of the task mix set while ``data.task_mix=0``: nothing reads it."""
+    if data.task_mix != 0:
+        return
+    for key, default in _MIX_DEFAULTS.items():
+        group, _, name = key.rpartition(".")
+        value = (data[group] if group else data)[name]
+        shown = f"[{','.join(str(v) for v in value)}]" if key == "mix_tasks" else value
+        if (list(value) if key == "mix_tasks" else value) != default:
+            raise PosxError(
+                f"data.{key}={shown} does nothing with data.task_mix=0: only a task mix reads it; remove it, "
+                "or set data.task_mix above 0 (the share of training sequences that are tasks)"
+            )
 
 
 def refuse_inert(cfg) -> None:
     """One ``PosxError`` for the first setting of ``cfg`` that cannot act; None when all can."""
+    refuse_unmixed(cfg.data)
     p, m = cfg.pos, cfg.model
     for key, readers in POS_READ_BY.items():
         if p.name not in readers and p[key] != _POS_DEFAULTS[key]:

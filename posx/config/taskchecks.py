@@ -1,10 +1,15 @@
-"""Whether a task of the training mix fits a training sequence (the tasks' sizes are the schema's).
+"""Whether every task of the training mix fits a training sequence (the tasks' sizes are the schema's).
 
-A training mix is refused when none of its tasks fits a training sequence (T + 1 tokens) with
-the mix's task options: every sequence would stay corpus text, and the run would train on
-something else than it says. Fitting is tried with the byte encoding, which gives every piece
-at least as many tokens as a subword tokenizer, so with another tokenizer a task the check
-passes fits too (and one it refuses might fit; the check is made for bytes only).
+A training mix is refused when a task of it does not fit the held-out curve's length T with the
+mix's task options (``posx.train.taskcurve`` scores it there, and training draws it at T + 1):
+the task would never be trained on or measured, and the run would record it with no trial. Fitting
+is tried with the byte encoding, which gives every piece at least as many tokens as a subword
+tokenizer, so with another tokenizer a task the check passes fits too (and one it refuses might
+fit; the check is made for bytes only).
+
+The check's cost is bounded whatever the values: every task at the schema's largest sizes fits in
+``TASK_FIT_LENGTH`` tokens, and one that fits a sequence fits every longer one, so a T past it is
+tried at that length.
 """
 
 from __future__ import annotations
@@ -12,24 +17,43 @@ from __future__ import annotations
 import numpy as np
 
 from posx.core.errors import PosxError
-from posx.tasks.base import Context, byte_encode
+from posx.fieldtypes import MAX_POOL_TOKENS, TASK_FIT_LENGTH
+from posx.tasks.base import Context, TaskError, byte_encode
 from posx.tasks.registry import GENERATORS
+
+TRIES = 4  # samples drawn to tell whether a task fits (the depths of the first buckets)
 
 
 def fits(task: str, length: int, opts) -> bool:
-    """Whether ``task`` with ``opts`` fits in ``length`` byte tokens (a haystack of spaces)."""
+    """Whether ``task`` with ``opts`` fits in ``length`` byte tokens (a haystack of spaces); tried
+    at min(length, TASK_FIT_LENGTH)."""
+    length = min(length, TASK_FIT_LENGTH)
     ctx = Context(np.full(length, 32, dtype=np.int64), byte_encode, np.random.default_rng(0))
-    return all(GENERATORS[task](ctx, length, trial, opts, opts.depth_buckets) is not None for trial in range(4))
+    return all(GENERATORS[task](ctx, length, trial, opts, opts.depth_buckets) is not None for trial in range(TRIES))
 
 
 def check_mix(data, T: int) -> None:
-    """A training mix (``data.task_mix``, ``data.mix_tasks``, ``data.task_options``) some task of which fits."""
+    """A training mix (``data.task_mix``, ``data.mix_tasks``, ``data.task_options``) every task of
+    which fits, and a task pool within MAX_POOL_TOKENS."""
     if data.task_mix == 0:
         return
-    tasks = [str(t) for t in data.mix_tasks]
-    if str(data.tokenizer) == "byte" and not any(fits(t, T + 1, data.task_options) for t in tasks):
+    if data.task_pool * (T + 1) > MAX_POOL_TOKENS:
         raise PosxError(
-            f"no task of data.mix_tasks ({', '.join(tasks)}) fits in a training sequence of T + 1 = {T + 1} "
-            "tokens with data.task_options; raise train.context_length or make the tasks smaller "
-            "(data.task_options.queries, digits, key_letters, span, hops, ...)"
+            f"data.task_pool={data.task_pool} sequences of T + 1 = {T + 1} tokens is more than {MAX_POOL_TOKENS:,} "
+            f"tokens to generate before training; set data.task_pool to at most {MAX_POOL_TOKENS // (T + 1)}, "
+            "or 0 to generate each sequence as it is drawn"
         )
+    if str(data.tokenizer) != "byte":
+        return
+    for task in (str(t) for t in data.mix_tasks):
+        try:
+            fitted = fits(task, T, data.task_options)
+        except TaskError as exc:
+            raise exc.of("data.") from None
+        if not fitted:
+            raise PosxError(
+                f"data.mix_tasks: {task} does not fit in T = {T} tokens (the held-out curve's length) with "
+                "data.task_options, so it would never be trained on or measured; raise train.context_length, "
+                f"make it smaller (data.task_options.queries, digits, key_letters, span, hops, ...), or take {task} "
+                "out of data.mix_tasks"
+            )

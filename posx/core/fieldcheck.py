@@ -6,15 +6,20 @@ never reaches a model, a tensor or a table.
 
 from __future__ import annotations
 
+import json
 import math
 import numbers
 import re
+
+import yaml
 
 from posx.core.errors import PosxError
 
 MAX_CONTEXT = 1 << 24  # the largest context length a record may give (far beyond what posx trains)
 MAX_STEPS = 1 << 53  # the largest step count a record may give
 SHA256 = re.compile(r"[0-9a-f]{64}")
+MAX_DEPTH = 32  # the deepest nesting a record may hold (posx writes none deeper than 8)
+MAX_NODES = 1 << 20  # the most values a record may hold, aliases counted each time (a YAML alias bomb)
 
 
 def _show(value) -> str:
@@ -83,3 +88,49 @@ def finite_tree(value, name: str, where, fix: str):
     elif not (value is None or isinstance(value, (str, bool)) or is_number(value)):
         raise refuse(where, name, value, "a finite number, a string, a bool or null", fix)
     return value
+
+
+def _too_deep(where, fix: str) -> PosxError:
+    return PosxError(f"{where} is damaged: it nests more than {MAX_DEPTH} deep (posx writes none so deep); {fix}")
+
+
+def bounded(value, where, fix: str):
+    """``value`` (a parsed record) when it nests at most MAX_DEPTH deep and holds at most MAX_NODES
+    values; else one PosxError naming ``where``. Walked without recursion, every shared value
+    (a YAML alias) counted each time it is reached, so the walk itself is bounded."""
+    stack, seen = [(value, 1)], 0
+    while stack:
+        node, depth = stack.pop()
+        seen += 1
+        if seen > MAX_NODES:
+            raise PosxError(
+                f"{where} is damaged: it holds more than {MAX_NODES} values (posx writes none so big); {fix}"
+            )
+        if isinstance(node, (dict, list)):
+            if depth > MAX_DEPTH:
+                raise PosxError(
+                    f"{where} is damaged: it nests more than {MAX_DEPTH} deep (posx writes none so deep); {fix}"
+                )
+            stack.extend((child, depth + 1) for child in (node.values() if isinstance(node, dict) else node))
+    return value
+
+
+def load_json(text: str | bytes, where, fix: str):
+    """A JSON record, ``bounded``; a parser that runs out of stack is the same one line. Other
+    parse errors (json.JSONDecodeError, a ValueError) are the caller's to word."""
+    try:
+        return bounded(json.loads(text), where, fix)
+    except RecursionError:
+        raise PosxError(
+            f"{where} is damaged: it nests more than {MAX_DEPTH} deep (posx writes none so deep); {fix}"
+        ) from None
+
+
+def load_yaml(text: str, where, fix: str):
+    """A YAML record (plain data: no tags), ``bounded``, as ``load_json``; yaml.YAMLError is the caller's."""
+    try:
+        return bounded(yaml.load(text, Loader=yaml.CSafeLoader), where, fix)
+    except RecursionError:
+        raise PosxError(
+            f"{where} is damaged: it nests more than {MAX_DEPTH} deep (posx writes none so deep); {fix}"
+        ) from None

@@ -41,6 +41,24 @@ def validate(data: Any, kind: type, where: str = "", fix: str = "", at: str = ""
         raise PosxError(f"{exc}; {fix}") from None
 
 
+def known(data: Any, kind: type) -> Any:
+    """``data`` with only the keys the dataclass ``kind`` (and each group below it) has: a record
+    written by another posx version, checked by ``validate`` for what this version reads of it."""
+    if not isinstance(data, Mapping):
+        return data
+    fields = {f.name: f for f in dataclasses.fields(kind)}
+    hints = _hints(kind)
+    out = {}
+    for name, value in data.items():
+        if name not in fields:
+            continue
+        hint = hints[name]
+        if typing.get_origin(hint) in (typing.Union, types.UnionType):
+            hint = next(a for a in typing.get_args(hint) if a is not type(None))
+        out[name] = known(value, hint) if dataclasses.is_dataclass(hint) else value
+    return out
+
+
 def _fail(where: str, message: str) -> PosxError:
     """One line, whatever the value it quotes holds (a newline in a record's string stays ``\\n``)."""
     line = message.replace("\r", "\\r").replace("\n", "\\n")

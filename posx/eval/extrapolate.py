@@ -287,11 +287,12 @@ def _fill_scores(row: dict, scores: scoring.Scores) -> None:
         row["status"] = "nonfinite"
         return
     row["nll"] = scores.total / scores.tokens
-    row["ppl"] = math.exp(row["nll"])
+    row["ppl"] = scoring.perplexity(row["nll"])
     ci = scores.interval()
     row.update(nll_se=ci.nll_se, ppl_lo=ci.ppl_lo, ppl_hi=ci.ppl_hi, windows=ci.windows)
     per_byte = scores.tokens / row["bytes"] / bytecount.LN2 if row["bytes"] > 0 else math.nan  # bits/byte per nat/token
-    row.update(bpb=row["nll"] * per_byte, bpb_lo=math.log(ci.ppl_lo) * per_byte, bpb_hi=math.log(ci.ppl_hi) * per_byte)
+    lo, hi = (-math.inf if p == 0 else math.log(p) for p in (ci.ppl_lo, ci.ppl_hi))  # exp(-large) rounds to 0
+    row.update(bpb=row["nll"] * per_byte, bpb_lo=lo * per_byte, bpb_hi=hi * per_byte)
 
 
 def cell_key(

@@ -22,9 +22,11 @@ from omegaconf import DictConfig, OmegaConf
 
 from posx.core import fieldcheck, files
 from posx.core.errors import PosxError
+from posx.core.validate import known, validate
 from posx.eval import manifest
 from posx.eval.tables import Evaluation, read_table, write_tables
 from posx.runs.paths import EVAL_DIR, WRITTEN_DIRS
+from posx.schema import EvalConfig
 
 SETTINGS = "eval.yaml"
 TABLE_FILES = ("extrapolation.csv", "extrapolation.md", "positions.csv", "passkey.csv", "tasks.csv")
@@ -80,7 +82,7 @@ def read_record(path: Path) -> dict:
     """An eval.yaml: {"id", "settings", "device", "weights_sha256"}, each field checked (``weights_sha256``
     is null for a run saved before posx recorded it)."""
     try:
-        record = yaml.safe_load(files.read_regular(path).decode("utf-8"))
+        record = fieldcheck.load_yaml(files.read_regular(path).decode("utf-8"), path, UNREADABLE_FIX)
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         raise PosxError(f"{path} is unreadable ({exc.__class__.__name__}); {UNREADABLE_FIX}") from None
     fix = UNREADABLE_FIX
@@ -90,6 +92,7 @@ def read_record(path: Path) -> dict:
     if not isinstance(eid, str) or not re.fullmatch(r"[0-9A-Za-z_-]{1,64}", eid):
         raise fieldcheck.refuse(path, "id", eid, "an evaluation id (letters, digits, _ and -)", fix)
     fieldcheck.finite_tree(record["settings"], "settings", path, fix)
+    validate(known(record["settings"], EvalConfig), EvalConfig, f"{path} is incomplete or corrupt", fix, "settings.")
     for key in ("device", "weights_sha256"):  # informational, and compared with the run's: a string or null
         if record.get(key) is not None:
             fieldcheck.text(record[key], key, path, fix)

@@ -37,8 +37,8 @@ def write(source: Path, run_dir: Path, eid: str) -> None:
 
 def _read(path: Path, fix: str) -> dict:
     try:
-        record = json.loads(files.read_regular(path).decode("utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+        record = fieldcheck.load_json(files.read_regular(path).decode("utf-8"), path, fix)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
         raise PosxError(f"{path} is damaged (not a manifest posx wrote); {fix}") from None
     where = path
     if not isinstance(record, dict) or record.get("format") != FORMAT:

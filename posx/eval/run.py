@@ -7,6 +7,7 @@ already holds an evaluation with the same settings, the stored one shown again),
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -127,6 +128,14 @@ def show(result: Evaluation, run_dir: Path, written: list[Path], console: Consol
     # an extended run's factors are of its parent's T, not of the T it trained at
     scale = f"factors of the parent's T={reference}" if (df["stage"] == "extended").any() else f"T={reference}"
     console.print(rich_table(df, f"{estimator(df)}, {run_dir.name} ({scale}, {df['protocol'].iloc[0]}{eid})"))
+    overflowed = df[(df["status"] == "ok") & (df["ppl"] == math.inf)]
+    if not overflowed.empty:
+        console.print(
+            f"note: ppl inf: the mean NLL ({overflowed['nll'].min():.4g} nats or more) is past what exp holds; "
+            "the model diverged (its training loss says when)",
+            style="yellow",
+            markup=False,
+        )
     if df["within_documents"].fillna(False).astype(bool).any():
         per_length = df.drop_duplicates("eval_context")
         console.print(

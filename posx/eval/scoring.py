@@ -75,6 +75,15 @@ def t95(windows: int) -> float:
     return T95[windows - 2] if windows - 1 <= len(T95) else 1.959964
 
 
+def perplexity(nll: float) -> float:
+    """exp(``nll``), ``inf`` past what a float holds (a diverged model's loss is a result, not a
+    crash); NaN stays NaN. Every perplexity posx computes from a loss goes through here."""
+    try:
+        return math.exp(nll)
+    except OverflowError:
+        return math.inf
+
+
 @dataclass
 class Interval:
     nll_se: float  # standard error of the mean NLL (nats), over windows
@@ -93,7 +102,7 @@ def interval(window_sum: np.ndarray, tokens: int) -> Interval:
     nll = float(per_window.mean())
     se = float(per_window.std(ddof=1) / math.sqrt(n))
     q = t95(n)
-    return Interval(se, math.exp(nll - q * se), math.exp(nll + q * se), n)
+    return Interval(se, perplexity(nll - q * se), perplexity(nll + q * se), n)
 
 
 def eval_lengths(factors, train_context: int) -> list[int]:

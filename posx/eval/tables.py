@@ -22,6 +22,7 @@ from rich.table import Table
 
 from posx.core import files
 from posx.core.errors import PosxError
+from posx.core.fieldcheck import MAX_CONTEXT, MAX_STEPS
 from posx.runs.paths import display_name
 
 KEYS = ("run", "pos", "train_context", "eval_context", "factor", "method")  # the cell every table row belongs to
@@ -42,6 +43,8 @@ TASK_COLUMNS = [
     *KEYS, "task", "depth_lo", "depth_hi", "trials", "accuracy", "accuracy_lo", "accuracy_hi", "token_accuracy",
     "answer_nll", "answer_nll_se", "answer_tokens", "status",
 ]  # fmt: skip
+CURVE = "task_curve.csv"  # written by training (posx.train.taskcurve), not by an evaluation
+CURVE_COLUMNS = ["step", "tokens", "task", "trials", "accuracy", "token_accuracy", "answer_nll"]
 # accuracy: share of samples whose every answer token is the argmax (exact), accuracy_lo/hi its 95% Wilson
 # interval; token_accuracy: mean share of right answer tokens; answer_nll: mean NLL per answer token (nats),
 # answer_nll_se its standard error over samples (posx.tasks.scoring).
@@ -78,6 +81,7 @@ TABLE_COLUMNS = {
     "positions.csv": POSITION_COLUMNS,
     "passkey.csv": PASSKEY_COLUMNS,
     "tasks.csv": TASK_COLUMNS,
+    CURVE: CURVE_COLUMNS,
 }
 # The columns that hold no number (names, statuses, flags); every other column is numeric, and a
 # value there that is not a number is a damaged table.
@@ -90,6 +94,7 @@ OPTIONAL = {
     "positions.csv": {"stage": "zero-shot"},
     "passkey.csv": {},
     "tasks.csv": {},
+    CURVE: {},
 }
 # Read as text in every table: a run named 2024, or an evaluation id such as 4160285e10 (a hash in
 # hex), is not a number.
@@ -100,6 +105,7 @@ REQUIRED = {
     "positions.csv": ["pos", "eval_context", "factor", "method", "bucket_start", "bucket_end", "tokens", "nll"],
     "passkey.csv": ["pos", "eval_context", "factor", "method", "variant", "trials", "accuracy", "key_nll", "status"],
     "tasks.csv": ["pos", "eval_context", "factor", "method", "task", "trials", "accuracy", "answer_nll", "status"],
+    CURVE: CURVE_COLUMNS,
 }
 # Per table: the cells that say which cell of the evaluation a row is; every row fills them (the
 # report's reader, posx.report.scan, checks the same). Every version has them (REQUIRED).
@@ -108,7 +114,16 @@ KEYED = {
     "positions.csv": ["pos", "eval_context", "factor", "method", "bucket_start", "bucket_end"],
     "passkey.csv": ["pos", "eval_context", "factor", "method", "variant", "status"],
     "tasks.csv": ["pos", "eval_context", "factor", "method", "task", "status"],
+    CURVE: ["step", "tokens", "task", "trials"],
 }
+# Per table: the range of a numeric column (lo, hi, whole numbers only); a score may be empty only
+# where no trial was scored (trials 0). The evaluation tables' ranges are checked by their readers'
+# statuses; the learning curve, which no status guards, here.
+SCORES = ("accuracy", "token_accuracy", "answer_nll")
+RANGES = {
+    CURVE: {"step": (0, MAX_STEPS, True), "tokens": (0, MAX_STEPS * MAX_CONTEXT, True), "trials": (0, MAX_STEPS, True),
+            "accuracy": (0, 1, False), "token_accuracy": (0, 1, False), "answer_nll": (0, math.inf, False)},
+}  # fmt: skip
 
 
 def position_rows(row: dict, buckets, stage: str) -> list[dict]:
@@ -130,8 +145,8 @@ def read_table(path: Path, run_dir: Path | None = None) -> pd.DataFrame:
     are empty). A damaged table is a one-line PosxError naming the file and telling to evaluate
     ``run_dir`` (the file's folder unless given) again: posx writes the whole table or none."""
     path = Path(path)
-    fix = refit(path.parent if run_dir is None else run_dir)
     name = path.name
+    fix = curve_fix(path) if name == CURVE else refit(path.parent if run_dir is None else run_dir)
     text = _text(path, fix)
     _check_widths(path, text, fix)
     if text and not text.endswith("\n"):  # posx ends every line: a cut inside a cell or the header
@@ -156,7 +171,40 @@ def read_table(path: Path, run_dir: Path | None = None) -> pd.DataFrame:
                 f"{path} is damaged: row {_first(wrong)} has a value that is not a number in column {column}; {fix}"
             )
         df[column] = values
+    _check_ranges(path, df, RANGES.get(name, {}), fix)
     return df
+
+
+def curve_fix(path: Path) -> str:
+    """How to get past a damaged learning curve: training wrote it, and nothing can score again the
+    weights it measured."""
+    return (
+        f"move {path.name} aside (a report then draws no learning curve for this run; a resumed run "
+        "records one from its checkpoint on)"
+    )
+
+
+def _check_ranges(path: Path, df: pd.DataFrame, ranges: dict, fix: str) -> None:
+    """Each ranged column within its range (whole where counted; a score empty only with no trial),
+    and a learning curve's steps increasing per task, its tokens with them."""
+    for column, (lo, hi, whole) in ranges.items():
+        values = df[column]
+        empty = values.isna() & ~((df["trials"] == 0) & (column in SCORES))
+        wrong = empty | (values.notna() & ~values.between(lo, hi))
+        if whole:
+            wrong |= values.notna() & (values != values.round())
+        if wrong.any():
+            value = df[column].iloc[_first(wrong) - 1]
+            kind = "a whole number" if whole else "a number"
+            raise PosxError(
+                f"{path} is damaged: row {_first(wrong)} has {column}={value} where {kind} in [{lo:g}, {hi:g}] "
+                f"belongs; {fix}"
+            )
+    if "step" in ranges:
+        by_task = df.groupby("task", sort=False)
+        back = (by_task["step"].diff() <= 0) | (by_task["tokens"].diff() < 0)
+        if back.any():
+            raise PosxError(f"{path} is damaged: row {_first(back)} goes back in step or tokens for its task; {fix}")
 
 
 def refit(run_dir: Path) -> str:
@@ -191,6 +239,9 @@ def _check_widths(path: Path, text: str, fix: str) -> None:
     number = 0
     try:
         header = next(rows, None)
+        twice = [c for i, c in enumerate(header or []) if c in header[:i]]
+        if twice:
+            raise PosxError(f"{path} is damaged: its header names the column {twice[0]!r} twice; {fix}")
         for number, row in enumerate(rows, start=1):
             if len(row) != len(header):
                 raise PosxError(
@@ -273,7 +324,7 @@ def rich_table(df: pd.DataFrame, title: str) -> Table:
 def _half_width(row) -> str:
     """`` ±h``: half the width of the row's 95% interval (empty when it has none)."""
     lo, hi = row.get("ppl_lo", math.nan), row.get("ppl_hi", math.nan)
-    return f" [dim]±{(hi - lo) / 2:.3f}[/]" if lo == lo and hi == hi else ""
+    return f" [dim]±{(hi - lo) / 2:.3f}[/]" if math.isfinite(lo) and math.isfinite(hi) else ""
 
 
 def passkey_table(pk: pd.DataFrame, title: str, by: str = "variant") -> Table:

@@ -103,19 +103,19 @@ def runs_table(df: pd.DataFrame, title: str) -> Table | Lines:
     """A rich Table; past TABLE_ROWS runs, plain aligned lines."""
     if len(df) > TABLE_ROWS:
         return _plain(df, title)
-    table = Table(title=title)
+    table = Table(title=Text(title))
     for column in RUN_COLUMNS[:-1]:
         table.add_column(column, justify="right" if column in ("T", "steps", "val_ppl") else "left", overflow="fold")
     colours = {"finished": "green", "stopped": "yellow", "running": "cyan"}
     for row in df.itertuples(index=False):
         ppl = "" if row.val_ppl != row.val_ppl else f"{row.val_ppl:.3f}"
-        table.add_row(  # Text: a name or a parent with [brackets] prints as written
+        table.add_row(  # Text: every recorded value with [brackets] prints as written
             Text(row.name),
             Text(str(row.encoding)),
-            str(row.T),
-            str(row.steps),
+            Text(str(row.T)),
+            Text(str(row.steps)),
             ppl,
-            row.evaluated_lengths,
+            Text(str(row.evaluated_lengths)),
             Text(str(row.parent)),
             Text(row.status, style=colours[row.status]),
             Text(row.damaged, style="red"),
@@ -172,7 +172,7 @@ def compare(run_dirs: list[Path]) -> tuple[pd.DataFrame, list[str], list[str]]:
         if not path.is_file():
             refuse_run_folder(Path(run_dir))
             raise PosxError(f"{run_dir} has no extrapolation.csv; evaluate it first with posx eval-extrapolate")
-        name = Path(run_dir).name if Path(run_dir).name not in (*names, *FIXED) else str(run_dir)
+        name = _column_name(Path(run_dir), names)
         names.append(name)
         t = read_table(path)
         alike["T"][name] = ", ".join(
@@ -201,6 +201,29 @@ def compare(run_dirs: list[Path]) -> tuple[pd.DataFrame, list[str], list[str]]:
     return merged.sort_values(["stage", "method", "factor"], kind="stable").reset_index(drop=True), names, notes
 
 
+def _columns(name: str, first: str | None) -> set[str]:
+    """The columns of ``compare``'s table that run ``name`` gives (``first``: the first run's
+    name, None for the first run itself): its perplexity, interval and ratio to the first."""
+    own = {name, f"{name} lo", f"{name} hi", f"{name} se"}
+    ratio = f"{name} / {first}"
+    return own if first is None else own | {ratio, f"{ratio} lo", f"{ratio} hi"}
+
+
+def _column_name(run_dir: Path, names: list[str]) -> str:
+    """The run's column name: its directory's name, else its path, else that with a number, the
+    first whose columns share no name with the table's others (runs named ``x`` and ``x lo``, or
+    ``method``)."""
+    first = names[0] if names else None
+    taken = set(FIXED).union(*(_columns(n, None if i == 0 else first) for i, n in enumerate(names)))
+    candidates = [run_dir.name, str(run_dir)]
+    candidates += (f"{run_dir.name} ({k})" for k in range(2, len(names) + 3))
+    for name in candidates:
+        mine = _columns(name, None if first is None else first)
+        if not mine & taken:
+            return name
+    raise PosxError(f"posx compare finds no column name for {run_dir} apart from the other runs'; rename it")
+
+
 def _protocol(row) -> str:
     """How a table row was scored: non-overlapping windows, or sliding with its stride."""
     sliding = row.protocol == "sliding" and row.stride == row.stride  # NaN: no stride
@@ -208,14 +231,15 @@ def _protocol(row) -> str:
 
 
 def compare_table(df: pd.DataFrame, names: list[str]) -> Table:
-    table = Table(title=f"perplexity [95% interval over windows]; ratios to {names[0]} [95% interval, delta method]")
+    title = f"perplexity [95% interval over windows]; ratios to {names[0]} [95% interval, delta method]"
+    table = Table(title=Text(title))
     for column in ("method", "stage", "factor"):
         table.add_column(column)
     for name in names:
-        table.add_column(name, justify="right", overflow="fold")
+        table.add_column(Text(name), justify="right", overflow="fold")
     for name in names[1:]:
         table.add_column(
-            f"/ {names[0]}" if len(names) == 2 else f"{name} / {names[0]}", justify="right", overflow="fold"
+            Text(f"/ {names[0]}" if len(names) == 2 else f"{name} / {names[0]}"), justify="right", overflow="fold"
         )
 
     def cell(row, name):

@@ -31,9 +31,10 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from posx.core import files
+from posx.core import fieldcheck, files
 from posx.core.errors import PosxError
 from posx.eval import history, manifest
+from posx.eval.scoring import perplexity
 from posx.eval.tables import left_out, read_table, refit
 from posx.report.digestcheck import sealed, valid, whole
 from posx.report.groups import identity
@@ -85,8 +86,8 @@ def read_config(path: Path) -> dict | None:
     if not config.is_file():
         return None
     try:
-        saved = yaml.load(config.read_text(encoding="utf-8"), Loader=yaml.CSafeLoader)
-    except (yaml.YAMLError, UnicodeDecodeError):
+        saved = fieldcheck.load_yaml(config.read_text(encoding="utf-8"), config, "")
+    except (yaml.YAMLError, UnicodeDecodeError, PosxError):
         return {}
     if not isinstance(saved, dict) or interpolation_in(saved) is not None or not whole(saved.get("seed", 0)):
         return {}
@@ -112,10 +113,7 @@ def _val_ppl(path: Path) -> float | None:
         return None
     if math.isnan(last):
         return None
-    try:
-        return math.exp(last)
-    except OverflowError:
-        return math.inf
+    return perplexity(last)
 
 
 def _extrapolation(run_dir: Path) -> pd.DataFrame | None:
@@ -235,8 +233,8 @@ def trusted(digest) -> bool:
 def _read(run_dir: Path) -> dict | None:
     """The digest.json the run wrote, when it is a regular file posx wrote and nothing edited; else None."""
     try:
-        digest = json.loads(files.read_regular(Path(run_dir) / DIGEST).decode("utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError, RecursionError, ValueError):
+        digest = fieldcheck.load_json(files.read_regular(Path(run_dir) / DIGEST).decode("utf-8"), DIGEST, "")
+    except (OSError, UnicodeDecodeError, ValueError, PosxError):
         return None
     return digest if trusted(digest) else None
 

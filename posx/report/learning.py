@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.figure import Figure
 
-from posx.core import files
+from posx.eval.tables import read_table
 from posx.report import palette
 from posx.report.groups import differences
 from posx.report.output import FORMATS, save
@@ -34,9 +34,9 @@ def gather(runs) -> tuple[pd.DataFrame, dict[str, dict]]:
     frames, identities = [], {}
     for run in runs:
         path = Path(run.path) / TASK_CURVE
-        if not path.is_file():
+        if not path.exists() and not path.is_symlink():
             continue
-        curve = pd.read_csv(files.regular(path), usecols=["tokens", "task", "accuracy"])
+        curve = read_table(path)[["tokens", "task", "accuracy"]].dropna(subset=["accuracy"])  # no trial: no point
         identity = run.member.identity if run.member is not None else {}
         line = (run.group or "-", identity.get("pos.name", ""))  # a group label is unique per encoding
         identities[line] = identity

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
@@ -62,11 +63,27 @@ def _of(data: pd.DataFrame, keys: list[tuple]) -> pd.Series:
     """Which rows of ``data`` belong to the lines ``keys``."""
     wanted = set(keys)
     return pd.Series([k in wanted for k in data[LINE].fillna("").astype(str).itertuples(index=False, name=None)],
-                     index=data.index)  # fmt: skip
+                     index=data.index, dtype=bool)  # fmt: skip
 
 
 def _rows(data: pd.DataFrame, key: tuple) -> pd.DataFrame:
     return data[_of(data, [key])].sort_values("factor")
+
+
+def _finite(data: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The rows whose mean perplexity is a finite number (bounds past exp or at 0 left out, as NaN)
+    and those whose mean is inf (a diverged run's: exp of its loss overflows)."""
+    inf = data["ppl_mean"] == np.inf
+    kept = data[~inf].copy()
+    for column in ("ppl_lo", "ppl_hi"):
+        kept[column] = kept[column].where(np.isfinite(kept[column]) & (kept[column] > 0))
+    return kept, data[inf]
+
+
+def _edge(values: pd.Series, pick) -> float:
+    """The lowest or highest (``pick``) positive finite value; 1 when there is none."""
+    finite = [float(v) for v in values if np.isfinite(v) and v > 0]
+    return pick(finite) if finite else 1.0
 
 
 def draw_panel(ax, data: pd.DataFrame, facets: Facets, factors: list, gone=None, band: str = "") -> str:
@@ -79,10 +96,16 @@ def draw_panel(ax, data: pd.DataFrame, facets: Facets, factors: list, gone=None,
     styles = looks([(k[2], k[:3], k[3]) for k in lines])
     bands = [band or band_name(list(_rows(data, k)["n_seeds"].astype(int))) for k in lines]
     shared = bands[0] if len(set(bands)) == 1 else ""
-    top = float(data["ppl_hi"].where(data["ppl_hi"].notna(), data["ppl_mean"]).max())
+    data, diverged = _finite(data)
+    top = _edge(data["ppl_hi"].where(data["ppl_hi"].notna(), data["ppl_mean"]), max)
     for n, (key, label, look, band) in enumerate(zip(lines, labels, styles, bands)):
         g = _rows(data, key)
         x = dodge(g["factor"], n, len(lines), factors)
+        past = _rows(diverged, key)
+        if not past.empty:  # ppl inf (a diverged run): marked at the panel's top edge, off the perplexity scale
+            ax.plot(dodge(past["factor"], n, len(lines), factors), [0.97] * len(past), linestyle="none", marker="^",
+                    color=look["color"], markersize=8, label=f"{label}: ppl inf (diverged)",
+                    transform=ax.get_xaxis_transform(), clip_on=False)  # fmt: skip
         ax.plot(x, g["ppl_mean"], label=label if shared else f"{label} (band {band})", linewidth=1.5, **look)
         has = g["ppl_lo"].notna() & g["ppl_hi"].notna()
         if has.any():
@@ -91,7 +114,7 @@ def draw_panel(ax, data: pd.DataFrame, facets: Facets, factors: list, gone=None,
         if missed is not None and not missed.empty:  # not scored there: marked at the top, not dropped
             ax.plot(dodge(missed["factor"], n, len(lines), factors), [top] * len(missed), linestyle="none",
                     marker="x", color=look["color"], markersize=8)  # fmt: skip
-    low = float(data["ppl_lo"].where(data["ppl_lo"].notna(), data["ppl_mean"]).min())
+    low = _edge(data["ppl_lo"].where(data["ppl_lo"].notna(), data["ppl_mean"]), min)
     ax.set_yscale("log")
     log_ticks(ax, low, top)
     factor_axis(ax, factors)

@@ -3,13 +3,16 @@
 A condition names a key of a run's identity (``posx.report.groups``: dotted config keys such as
 ``model.block``, ``pos.name``, ``eval.tokens``, and ``T``/``steps``, which ``train.context_length``
 and ``train.steps`` also name) and a value; a run is kept when every condition holds. Values
-compare as text, or as numbers where both sides are numbers (``train.lr=1e-3`` matches
-``0.001``). A condition that cannot select anything is refused in one line: a key no run has
-(with the keys that do differ), a value no run has (with the values there are), or conditions
-that together leave no run.
+compare as text, or as numbers where both sides are written as numbers (``train.lr=1e-3``
+matches ``0.001``; ``T=3_2`` matches nothing: no underscores, spaces, nan or inf). A condition
+that cannot select anything is refused in one line: a key no run has (with the keys that do
+differ), a value no run has (with the values there are), or conditions that together leave no
+run.
 """
 
 from __future__ import annotations
+
+import re
 
 from posx.core.errors import PosxError
 from posx.report.groups import RENAMED, differences
@@ -29,13 +32,23 @@ def parse(conditions: list[str] | None) -> list[tuple[str, str]]:
     return out
 
 
-def _same(have: str, want: str) -> bool:
+# A number as posx writes one (digits, a point, an exponent): no underscores, spaces, nan or inf,
+# which Python's float() would also read (T=3_2 is no way to write 32).
+NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+
+
+def _number(text: str) -> float | None:
+    return float(text) if NUMBER.fullmatch(text) else None
+
+
+def _same(have, want: str) -> bool:
+    """Whether a run's value ``have`` is ``want``: as numbers where both are written as numbers
+    (``train.lr=1e-3`` is ``0.001``), else as the same text."""
+    have = str(have)
     if have == want:
         return True
-    try:
-        return float(have) == float(want)
-    except ValueError:
-        return False
+    a, b = _number(have), _number(want)
+    return a is not None and b is not None and a == b
 
 
 def _listed(items) -> str:

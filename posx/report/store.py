@@ -42,7 +42,7 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 
-from posx.core import files
+from posx.core import fieldcheck, files
 from posx.core.errors import PosxError
 from posx.report import digest as digests
 from posx.report.literal import Links, sql_text
@@ -141,9 +141,10 @@ def _cached(con, shards: list[Path], stamps: dict[str, str]) -> dict[str, tuple[
 
 
 def _parsed(text) -> dict | None:
+    """A cached digest, read with the depth and size limits of every record; None when it is not one."""
     try:
-        digest = json.loads(text) if isinstance(text, str) else None
-    except (json.JSONDecodeError, RecursionError, ValueError):
+        digest = fieldcheck.load_json(text, "a cached digest", "") if isinstance(text, str) else None
+    except (PosxError, json.JSONDecodeError, ValueError):
         return None
     return digest if digests.trusted(digest) else None
 

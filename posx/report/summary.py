@@ -259,4 +259,11 @@ def report(
     note = task_figures.tokenizer_note([r.member.identity for r in runs])
     if note:
         console.print(f"[yellow]note[/] {escape(note)}", highlight=False)
+    diverged = sorted(set(summary.loc[summary["ppl_mean"] == math.inf, "group"].astype(str)))
+    if diverged:
+        console.print(
+            f"[yellow]note[/] ppl inf in {escape(', '.join(diverged))}: a run's mean NLL is past what exp holds "
+            "(it diverged); summary.csv keeps inf, the figures mark it with a triangle at the top",
+            highlight=False,
+        )
     return out_dir

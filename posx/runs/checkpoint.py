@@ -197,7 +197,7 @@ def _read_state(where: Path) -> dict:
     path = where / "state.json"
     fix = "start a new run"
     try:
-        state = json.loads(path.read_text(encoding="utf-8"))
+        state = fieldcheck.load_json(path.read_text(encoding="utf-8"), path, fix)
         sums = state["sha256"]
     except (OSError, UnicodeDecodeError, ValueError, KeyError, TypeError) as exc:
         raise PosxError(f"checkpoint {where} is incomplete or corrupt ({exc}); {fix}") from exc

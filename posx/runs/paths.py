@@ -14,7 +14,7 @@ from pathlib import Path
 
 import yaml
 
-from posx.core import files, lock
+from posx.core import fieldcheck, files, lock
 from posx.core.errors import PosxError
 from posx.runs import resumable
 from posx.runs.records import Lineage, RunMeta
@@ -50,7 +50,7 @@ def read_config(run_dir: Path) -> dict:
         refuse_run_folder(run_dir)
         raise PosxError(f"{run_dir} has no {CONFIG}; it is not a posx run, so there is nothing to resume")
     try:
-        data = yaml.safe_load(files.read_regular(path).decode("utf-8"))
+        data = fieldcheck.load_yaml(files.read_regular(path).decode("utf-8"), path, "restore it from a copy of the run")
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         raise PosxError(
             f"{path} is damaged ({exc.__class__.__name__}: not the YAML posx wrote, whole, with the run); "
@@ -104,7 +104,7 @@ def read_meta(run_dir: Path) -> RunMeta:
         refuse_unfinished(run_dir)
         raise PosxError(f"{run_dir} has no {META}; is it a posx run directory? (train one with `posx train`)")
     try:
-        data = json.loads(files.read_regular(path).decode("utf-8"))
+        data = fieldcheck.load_json(files.read_regular(path).decode("utf-8"), path, "re-train the run")
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise PosxError(f"{path} is unreadable ({exc.__class__.__name__}); re-train the run") from exc
     return RunMeta.from_dict(data, path)

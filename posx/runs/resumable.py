@@ -7,7 +7,6 @@ runs, telling a finished run from a stopped one and naming an extension's parent
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
@@ -43,7 +42,7 @@ def read_latest(ckpt_root: Path, missing_ok: bool = False) -> dict | None:
             return None
         raise PosxError(f"{ckpt_root.parent} has no checkpoint ({DIRNAME}/{LATEST}); nothing to resume from")
     try:
-        info = json.loads(path.read_text(encoding="utf-8"))
+        info = fieldcheck.load_json(path.read_text(encoding="utf-8"), path, "start a new run")
         if info.get("format") != FORMAT:
             raise ValueError(f"format {info.get('format')!r}")
         step, name = info["step"], info["dir"]
@@ -62,7 +61,8 @@ def saved_extras(run_dir: Path) -> TrainExtras | None:
         return None
     where = root(run_dir) / info["dir"]
     try:
-        extra = json.loads((where / "state.json").read_text(encoding="utf-8")).get("extra")
+        extra = fieldcheck.load_json((where / "state.json").read_text(encoding="utf-8"), where, "start a new run")
+        extra = extra.get("extra")
     except (OSError, UnicodeDecodeError, ValueError, TypeError, AttributeError) as exc:
         raise PosxError(f"checkpoint {where} is incomplete or corrupt ({exc}); start a new run") from exc
     return TrainExtras.from_dict(extra or {}, str(where / "state.json"))

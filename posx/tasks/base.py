@@ -22,6 +22,7 @@ samples, and a training batch drawn at (seed, step) is the same on every run of 
 
 from __future__ import annotations
 
+import math
 import string
 from dataclasses import dataclass
 from typing import Callable
@@ -69,13 +70,39 @@ def encoder(tokenizer) -> Encode:
     return byte_encode if tokenizer is None else tokenizer.encode
 
 
+# The keys a task's message names, per group the user set them in: an evaluation's, or a training mix's.
+KEYS = {"eval.": {"options": "eval.task_options", "tasks": "eval.tasks"},
+        "data.": {"options": "data.task_options", "tasks": "data.mix_tasks"}}  # fmt: skip
+
+
+class TaskError(PosxError):
+    """A task that cannot be made with the sizes or the data given. ``said`` names its keys as
+    ``{options}`` and ``{tasks}``, filled with those of ``group`` (``eval.`` by default, as an
+    evaluation's generators are told; the training mix's callers re-raise it ``of("data.")``)."""
+
+    def __init__(self, said: str, group: str = "eval."):
+        self.said = said
+        super().__init__(said.format(**KEYS[group]))
+
+    def of(self, group: str) -> "TaskError":
+        return TaskError(self.said, group)
+
+
+def too_few(needed: int, what: str, option: str) -> TaskError:
+    """More distinct keys or values asked for than ``option`` allows."""
+    return TaskError(f"a task needs {needed} distinct {what}, more than there are; raise {{options}}.{option}")
+
+
+def _more_than(n: int, base: int, places: int) -> bool:
+    """Whether ``n`` > base ** places, without the power when it is certainly larger (its cost
+    stays that of a small number, whatever ``places`` is)."""
+    return places * math.log2(base) < 64 and n > base**places
+
+
 def words(rng: np.random.Generator, n: int, letters: int) -> list[str]:
     """``n`` distinct random lowercase words of ``letters`` letters."""
-    if n > len(LETTERS) ** letters:
-        raise PosxError(
-            f"a task needs {n} distinct words of {letters} letters, more than there are; "
-            "raise eval.task_options.key_letters"
-        )
+    if _more_than(n, len(LETTERS), letters):
+        raise too_few(n, f"words of {letters} letters", "key_letters")
     out: dict[str, None] = {}
     while len(out) < n:
         out["".join(rng.choice(LETTERS, letters))] = None
@@ -86,10 +113,8 @@ def numbers(rng: np.random.Generator, n: int, digits: int, distinct: bool = True
     """``n`` random numbers of ``digits`` digits (leading zeros allowed), distinct unless not ``distinct``."""
     if not distinct:
         return ["".join(str(d) for d in rng.integers(0, 10, digits)) for _ in range(n)]
-    if n > 10**digits:
-        raise PosxError(
-            f"a task needs {n} distinct values of {digits} digits, more than there are; raise eval.task_options.digits"
-        )
+    if _more_than(n, 10, digits):
+        raise too_few(n, f"values of {digits} digits", "digits")
     out: dict[str, None] = {}
     while len(out) < n:
         out["".join(str(d) for d in rng.integers(0, 10, digits))] = None
@@ -141,9 +166,9 @@ def haystack(ctx: Context, filler_len: int, avoid: tuple = ()) -> tuple[int, np.
     unique in its sequence. A window that holds none is unchanged, and no window is redrawn, so
     the random stream (and every later sample) is the same as without ``avoid``."""
     if len(ctx.source) < filler_len:
-        raise PosxError(
+        raise TaskError(
             f"the haystack split has {len(ctx.source)} tokens, too few for {filler_len} tokens of filler; "
-            "use more data or take the task out of eval.tasks"
+            "use more data or take the task out of {tasks}"
         )
     offset = int(ctx.rng.integers(0, len(ctx.source) - filler_len + 1))
     filler = np.asarray(ctx.source[offset : offset + filler_len], dtype=np.int64)

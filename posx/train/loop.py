@@ -63,6 +63,7 @@ from posx.core.signals import StopSignals
 from posx.core.trackers import Tracker, open_tracker
 from posx.data import corpus as data_mod
 from posx.data import store
+from posx.eval.scoring import perplexity
 from posx.model.gpt import GPT
 from posx.model.rescale import install_trained
 from posx.model.spec import ModelSpec
@@ -404,7 +405,13 @@ def finish(state: LoopState) -> None:
     metrics = pd.DataFrame(state.rows)
     steady = metrics["tokens_per_s"].iloc[min(5, len(metrics) - 1) :].median() if len(metrics) else float("nan")
     steady_mfu = mfu(steady, state.flops_per_token, state.peak)
+    ppl = perplexity(state.val_loss)
     state.console.print(
         f"[green]done[/] {escape(str(run_dir))}: {escape(taskcurve.done_scores(cfg, state.val_loss, state.curve))}, "
         f"{steady:,.0f} tokens/s, mfu " + ("n/a" if steady_mfu is None else f"{steady_mfu:.1%}")
     )
+    if ppl == math.inf:
+        state.console.print(
+            Text(f"note: ppl inf: the validation loss {state.val_loss:.4g} is past what exp holds; the run diverged "
+                 "(lower train.lr, or raise train.warmup_steps or train.grad_clip)", style="yellow")
+        )  # fmt: skip

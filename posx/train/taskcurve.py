@@ -23,13 +23,16 @@ import pandas as pd
 import torch
 
 from posx.core import files
+from posx.eval import tables
+from posx.eval.scoring import perplexity
 from posx.eval.suite import samples_of
 from posx.runs.paths import TASK_CURVE
 from posx.tasks import scoring
+from posx.tasks.base import TaskError
 from posx.tasks.registry import VALIDATION
 
 CURVE = TASK_CURVE
-COLUMNS = ("step", "tokens", "task", "trials", "accuracy", "token_accuracy", "answer_nll")
+COLUMNS = tuple(tables.CURVE_COLUMNS)
 
 
 def held_out(data_cfg, T: int, val, tokenizer) -> dict:
@@ -37,7 +40,10 @@ def held_out(data_cfg, T: int, val, tokenizer) -> dict:
     if data_cfg.task_mix <= 0:
         return {}
     opts = data_cfg.task_options
-    return {str(t): samples_of(str(t), val, T, opts, tokenizer, VALIDATION) for t in data_cfg.mix_tasks}
+    try:
+        return {str(t): samples_of(str(t), val, T, opts, tokenizer, VALIDATION) for t in data_cfg.mix_tasks}
+    except TaskError as exc:
+        raise exc.of("data.") from None
 
 
 @torch.no_grad()
@@ -99,7 +105,7 @@ def done_scores(cfg, val_loss: float, rows: list[dict]) -> str:
     """The done line's scores: a run with a task mix first states its exact answers at T
     (``summary``); the text loss follows, said to be of text that a task-only run never saw."""
     text = (
-        f"val loss {val_loss:.4f} (ppl {math.exp(val_loss):.2f} "
+        f"val loss {val_loss:.4f} (ppl {perplexity(val_loss):.2f} "
         f"over {cfg.train.eval_batches} batches of random held-out windows)"
     )
     if float(cfg.data.task_mix) >= 1:
@@ -116,12 +122,15 @@ def write(run_dir: Path, rows: list[dict]) -> None:
 
 
 def read(run_dir: Path, up_to: int | None = None) -> list[dict]:
-    """The rows of a run's task_curve.csv (at or before step ``up_to``); [] without one."""
+    """The rows of a run's task_curve.csv (at or before step ``up_to``: a resumed run's checkpoint),
+    each checked (``posx.eval.tables.read_table``: a damaged curve is one line naming the file
+    and the row, never carried on); [] without one."""
     path = run_dir / CURVE
-    if not path.is_file():
+    if not path.exists() and not path.is_symlink():
         return []
-    frame = pd.read_csv(path)
+    frame = tables.read_table(path)[list(COLUMNS)]
     if up_to is not None:
         frame = frame[frame["step"] <= up_to]
+    frame = frame.astype({"step": "int64", "tokens": "int64", "trials": "int64"})
     records = frame.to_dict("records")
     return [{k: (v.item() if isinstance(v, np.generic) else v) for k, v in row.items()} for row in records]

@@ -28,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from posx.tasks.base import Context, Sample, encoder
+from posx.tasks.base import Context, Sample, TaskError, encoder
 from posx.tasks.registry import GENERATORS
 
 MIX_LOSSES = ("all", "answers")  # data.mix_loss
@@ -77,7 +77,11 @@ def draw(data_cfg, length: int, ctx: Context, n: int):
     for _ in range(n):
         task = tasks[int(ctx.rng.integers(len(tasks)))]
         trial = int(ctx.rng.integers(opts.depth_buckets))
-        yield GENERATORS[task](ctx, length, trial, opts, opts.depth_buckets)
+        try:
+            made = GENERATORS[task](ctx, length, trial, opts, opts.depth_buckets)
+        except TaskError as exc:
+            raise exc.of("data.") from None
+        yield made
 
 
 def make_pool(data_cfg, T: int, source, seed: int, tokenizer=None) -> tuple[torch.Tensor, torch.Tensor] | None:
