@@ -11,6 +11,7 @@ import yaml
 
 from posx.config.compose import compose, to_yaml
 from posx.core.errors import PosxError
+from posx.fieldtypes import Variant  # the passkey's choice, a field of posx.taskoptions
 from posx.model.encodings import ENCODINGS
 from posx.rope import METHODS
 from posx.ropeparams import Method
@@ -27,7 +28,6 @@ from posx.schema import (
     Source,
     Task,
     TaskScoring,
-    Variant,
 )
 
 # Each choice with the registry it mirrors: (module, attribute); a dict's keys or a tuple's items.

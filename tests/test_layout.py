@@ -13,6 +13,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "posx"
 LAYERS = [
     "fieldtypes",
     "ropeparams",
+    "taskoptions",
     "schema",
     "core",
     "rope",
@@ -130,7 +131,7 @@ def test_packages_import_only_downward():
 
 def test_the_schema_and_the_core_import_nothing_above_them():
     edges = graph()
-    ground = {"posx.fieldtypes", "posx.ropeparams"}
+    ground = {"posx.fieldtypes", "posx.ropeparams", "posx.taskoptions"}
     assert not [t for m in ground | {"posx.schema"} for t in edges[m] if t.startswith("posx.") and t not in ground]
     assert not [t for m, ts in edges.items() if m.startswith("posx.core") for t in ts if not t.startswith("posx.core")]
     assert {t for t in edges["posx.rope"]} <= {

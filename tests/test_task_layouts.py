@@ -15,7 +15,8 @@ import torch
 from omegaconf import OmegaConf
 
 from posx.eval import history, suite
-from posx.schema import EvalConfig, TaskOptions
+from posx.schema import EvalConfig
+from posx.taskoptions import TaskOptions
 from posx.tasks import registry
 from posx.tasks.chance import chance
 from posx.tasks.mqar import pair_range, per_pair, scaled_range

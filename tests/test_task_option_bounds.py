@@ -17,7 +17,8 @@ from posx.config.checks import check_config, check_train_config
 from posx.config.compose import compose
 from posx.core.errors import PosxError
 from posx.fieldtypes import MAX_POOL_TOKENS, MAX_SIZE, TASK_FIT_LENGTH
-from posx.schema import Config, TaskOptions
+from posx.schema import Config
+from posx.taskoptions import TaskOptions
 from posx.tasks import base
 from posx.tasks.registry import GENERATORS
 
