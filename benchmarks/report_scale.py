@@ -1,16 +1,21 @@
-"""How ``posx report`` and ``posx runs`` scale with the number of runs.
+"""How ``posx report`` and ``posx runs`` scale with the number of runs and of groups.
 
-``python -m benchmarks.report_scale --runs 100 1000 10000`` trains one tiny sweep once (two
-encodings x three seeds, a few steps, evaluated at 1x/2x/4x with two methods, positions and
-passkey), then for each N builds N runs as copies of its run directories (weights left out:
-a report loads no model), each copy with its own seed and, every ``--seeds`` copies of a base
-run, its own ``train.lr`` (so the copies form N / (3 x --seeds) x 2 groups of seeds), and times
-``posx runs DIR`` and ``posx report DIR`` each in a fresh subprocess: wall time and the peak
-resident memory of that process (``os.wait4``). A second report over the same runs shows what
-the report cache saves; ``--grow`` runs more are then added and reported again. ``--copied``
-then copies the N runs as ``cp -r``, ``scp`` or a download would (every mtime new) and times
-``posx runs`` and ``posx report`` over the copy twice each: the first call after the copy (cold)
-and the next one (warm).
+``python -m benchmarks.report_scale --runs 300 2400 --per-group 1`` trains one tiny sweep once
+(two encodings x three seeds, a few steps, evaluated at 1x/2x/4x with two methods, positions,
+passkey and tasks), then for each N builds N runs as copies of its run directories (weights left
+out: a report loads no model) in groups of ``--per-group`` runs: run k is seed k % per-group of
+group k // per-group, a group one encoding at its own ``train.lr``; ``--per-group 1`` makes every
+run a group of its own, as a sweep over many settings does. ``--table`` measures every row of
+the scaling table (``ISSUE_TABLE``: 2,400 runs in 3 groups of seeds; 300, 600 and 2,400 runs
+each its own group; 10,000 runs in 1,000 groups). It times ``posx runs DIR`` and ``posx report
+DIR`` each in a fresh subprocess: wall time, CPU time (the command and the workers it waited for), peak resident
+memory of the command and its figure workers together (sampled; pages the workers share with
+each other are counted in each, so it errs high), and the size of the report's folder. A
+command past ``--limit`` seconds is stopped and shown as ``> limit``. A second report over the
+same runs shows what the report cache saves; ``--grow`` runs more are then added and reported
+again. ``--copied`` then copies the N runs as ``cp -r``, ``scp`` or a download would (every
+mtime new) and times ``posx runs`` (and, unless ``--listing-only``, ``posx report``) over the
+copy twice each: the first call after the copy (cold) and the next one (warm).
 
 The subprocesses run the posx this script imports (its checkout first on PYTHONPATH);
 ``--posx-path DIR`` times another checkout's, e.g. the code before a change, over the same runs.
@@ -181,7 +186,7 @@ def _cells(wall: float, cpu: float, rss: float) -> str:
     return f"> {wall:.0f} s | — | —" if cpu != cpu else f"{wall:.1f} s | {cpu:.1f} s | {rss:.0f} MB"
 
 
-def time_copied(sweep: Path, work: Path, env: dict, n: int, limit: float) -> None:
+def time_copied(sweep: Path, work: Path, env: dict, n: int, limit: float, report: bool = True) -> None:
     """``posx runs`` and ``posx report`` over a fresh copy of ``sweep`` (new mtimes): cold, then warm."""
     copied = work / f"copied-{n}"
     shutil.rmtree(copied, ignore_errors=True)
@@ -193,7 +198,7 @@ def time_copied(sweep: Path, work: Path, env: dict, n: int, limit: float) -> Non
         print(
             f"| {n:,} copied, `posx runs` {label} | {runs[0]:.1f} s | {runs[1]:.1f} s | {runs[2]:.0f} MB |", flush=True
         )
-    for label in ("cold", "warm"):
+    for label in ("cold", "warm") if report else ():
         out = work / "reports" / f"{copied.name}-{label}-{time.strftime('%H%M%S')}"
         rep = measure([*posx, "report", str(copied), "--out", str(out)], env, work, limit)
         print(
@@ -245,6 +250,7 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--posx-path", type=Path, default=None, help="time this checkout's posx instead")
     parser.add_argument("--build-only", action="store_true", help="build the runs, time nothing")
     parser.add_argument("--copied", action="store_true", help="only time a copy of the runs, cold and warm")
+    parser.add_argument("--listing-only", action="store_true", help="with --copied: time posx runs only")
     return parser.parse_args()
 
 
@@ -265,7 +271,7 @@ def main() -> None:
             continue
         if args.copied:
             print("| what | wall | CPU | peak RSS |\n|---|---|---|---|", flush=True)
-            time_copied(sweep, work, env, n, args.limit)
+            time_copied(sweep, work, env, n, args.limit, not args.listing_only)
             continue
         _time_sweep(base, sweep, work, env, args, n, per_group)
     print(f"runs kept in {work}" if args.work else "", flush=True)

@@ -12,11 +12,11 @@ summary.md; the notes are kept in the order of ``JOBS`` whatever order the jobs 
 from __future__ import annotations
 
 import multiprocessing
-import os
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+from posx.core.workers import cores
 from posx.report import plots, position_figures, ppl_figures, task_figures
 from posx.report.facets import Facets
 
@@ -68,11 +68,7 @@ def _training(tables: dict, out: Path, how: Drawing, notes: list[str]) -> dict:
 
 
 def _tasks(tables: dict, out: Path, how: Drawing, notes: list[str]) -> dict:
-    summary = task_figures.summarize_tasks(tables["tasks"])
-    curves = task_figures.plot_task_curves(summary, out, how.facets, notes, how.formats)
-    tasks = tables["tasks"]
-    heatmaps = task_figures.plot_niah_heatmaps(tasks, out, how.facets, notes, how.formats) if not tasks.empty else {}
-    return {**(curves or {"tasks_vs_length.png": None}), **(heatmaps or {"niah_heatmap.png": None})}
+    return task_figures.figures(tables["tasks"], out, how.facets, notes, how.formats)
 
 
 # name -> (the tables it reads, the function drawing it), in the order the report lists them
@@ -90,11 +86,6 @@ def run_job(name: str, tables: dict, out: Path, how: Drawing) -> tuple[dict, lis
     """One job: the files it drew ({file name: path or None}) and its notes."""
     notes: list[str] = []
     return JOBS[name][1](tables, out, how, notes), notes
-
-
-def cores() -> int:
-    """The cores this process may run on."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def draw_all(tables: dict, out: Path, how: Drawing, workers: int | None = None) -> tuple[dict, list[str]]:

@@ -237,7 +237,7 @@ def _publish(loaded, runs, grouping, con, out, results_dir, top, options):
         None if out is None else Path(out), Path(results_dir) / "reports", time.strftime("%Y%m%d-%H%M%S")
     ) as (staging, published):
         drawn = _write(staging, tables, runs, grouping, names, shown, how)
-    return published[0], summary, drawn, formats
+    return published[0], shown.rows(summary), drawn, formats  # the terminal shows the groups drawn
 
 
 LARGE_FORMATS = ("png",)  # a report with more groups than it draws: PNG only unless --format asks for PDF
