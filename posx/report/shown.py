@@ -73,8 +73,9 @@ class Shown:
         if self.lines is None or table.empty or "group" not in have:
             return table
         wanted = {tuple(line[LINE.index(k)] for k in have) for line in self.lines}
-        keys = pd.Series(list(table[have].fillna("").astype(str).itertuples(index=False, name=None)), index=table.index)
-        return table[keys.isin(wanted)]
+        near = table[table["group"].fillna("").astype(str).isin({line[0] for line in self.lines})]  # vectorised
+        keys = pd.Series(list(near[have].fillna("").astype(str).itertuples(index=False, name=None)), index=near.index)
+        return near[keys.isin(wanted)]
 
 
 def choose(ranked: pd.DataFrame, top: int | None, asked: bool) -> Shown:
