@@ -95,7 +95,7 @@ def pivot(summary: pd.DataFrame) -> list[str]:
         order = list(dict.fromkeys(zip(rows["encoding"], rows["parent"], rows["group"])))
         wide = wide.reindex(columns=factors).reindex(order)
         wide.columns = [f"{f:g}x" for f in factors]
-        wide = wide.fillna("—").reset_index()
+        wide = wide.astype(object).fillna("—").reset_index()  # a factor no group of this method reached: all NaN
         if not wide["parent"].astype(bool).any():
             wide = wide.drop(columns="parent")
         out += [f"### method {method}, {protocol} windows", "", md_table(wide), ""]
