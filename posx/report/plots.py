@@ -1,5 +1,6 @@
-"""The figures of ``posx report``: which are drawn, and two of them (matplotlib figures drawn
-straight to PNG: no pyplot, no backend switch, no display needed).
+"""The figures of ``posx report`` and two of them (matplotlib figures drawn straight to PNG: no
+pyplot, no backend switch, no display needed); ``posx.report.drawing`` draws them, one job a
+family, in worker processes.
 
 * perplexity by evaluation length: ``posx.report.ppl_figures`` (``ppl_vs_length.png``,
   ``encodings.png``, and ``ppl_median_over_groups.png`` only when asked for);

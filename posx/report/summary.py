@@ -13,10 +13,12 @@ run's own 95% interval over windows. A run without a table is listed in ``missin
 the terminal, never dropped silently. Run paths in the written files are relative to the folder
 holding every reported run, so a report names no absolute path of the machine it was made on.
 
-Writes summary.csv/.md, groups.csv, duplicates.csv, passkey_summary.csv, missing.csv, for
-extended runs extension.csv (``posx.report.extension``), and the PNGs of posx.report.plots and
-extension.png into a fresh directory (default results/reports/<time>/); an existing
-report is never overwritten.
+Writes summary.csv/.md, groups.csv, groups_ranked.csv, duplicates.csv, passkey_summary.csv,
+missing.csv, for extended runs extension.csv (``posx.report.extension``), and the figures of
+posx.report.plots (drawn by ``posx.report.drawing``) and extension.png into a fresh directory
+(default results/reports/<time>/); an existing report is never overwritten. Every table holds
+every group; the figures and summary.md's tables show the groups ``posx.report.shown`` chooses
+when there are more than a figure shows (``--top``).
 """
 
 from __future__ import annotations

@@ -1,10 +1,11 @@
 """The words of a report: ``summary.md`` and the table printed in the terminal.
 
-``summary.md`` holds every row of the summary (methods that do not apply to an encoding left
-out; summary.csv has them), the groups and why, passkey, extension, missing tables, the runs,
-and what each figure leaves out when a sweep has more groups than a figure can show
-(``posx.report.plots``). The terminal shows the first ``TERMINAL_ROWS`` rows and says where
-the rest are.
+``summary.md`` says at its top how many groups the figures draw when they draw a choice
+(``posx.report.shown``), then holds the summary as one table per method and protocol, a row per
+group drawn and a column per factor (methods that do not apply to an encoding left out;
+summary.csv has every row), the groups and why, passkey, extension, missing tables, the runs
+(past ``LISTED``, where groups.csv lists them), and what each figure leaves out. The terminal
+shows the first ``TERMINAL_ROWS`` rows of the groups drawn and says where the rest are.
 """
 
 from __future__ import annotations
