@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from posx.core.errors import PosxError
-from posx.report import drawing, output, shown, task_figures, writeup
+from posx.report import drawing, output, ppl_figures, shown, task_figures, writeup
 from posx.report.drawing import Drawing
 from posx.report.facets import facets_of
 from posx.report.groups import Grouping
@@ -134,3 +134,14 @@ def test_figures_are_built_for_the_groups_drawn_only(monkeypatch, tmp_path):
         counts.append(sorted(saved[before:]))
     assert counts[0] == counts[1] and "ppl_vs_length.png" in counts[0]
     assert len(splits) == 2  # one split of the task rows per report
+
+
+def test_a_figure_of_a_choice_of_groups_never_calls_itself_all_groups():
+    summary = summary_of(30)
+    chosen = shown.choose(shown.rank(summary), 4, asked=True)
+    lines = {k: v for k, v in _grouping(30).identities.items() if k in chosen.lines}
+    facets = shown.titled(facets_of(lines), chosen)
+    figures = ppl_figures.ppl_figures(chosen.rows(summary), facets, [])
+    titles = [ax.get_title() for _, fig in figures for ax in fig.axes if ax.get_title()]
+    assert titles and all("the 4 best of 30 groups" in t and "all groups" not in t for t in titles)
+    assert shown.titled(facets_of(lines), shown.choose(shown.rank(summary), None, asked=True)).of == facets_of(lines).of

@@ -15,13 +15,13 @@ columns every table carries (``posx.report.facets.LINE``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
 
 from posx.core.errors import PosxError
-from posx.report.facets import LINE
+from posx.report.facets import LINE, Facets
 
 TOP = 12  # groups drawn by default when a report has more
 ALL = "all"
@@ -76,6 +76,15 @@ class Shown:
         near = table[table["group"].fillna("").astype(str).isin({line[0] for line in self.lines})]  # vectorised
         keys = pd.Series(list(near[have].fillna("").astype(str).itertuples(index=False, name=None)), index=near.index)
         return near[keys.isin(wanted)]
+
+
+def titled(facets: Facets, shown: Shown) -> Facets:
+    """``facets`` whose labels (the titles of panels and files) say that the figures draw a choice
+    of the groups, when they do: "T=64, the 12 best of 1000 groups (summary.md)", never "all groups"."""
+    if shown.lines is None:
+        return facets
+    said = f"the {len(shown.lines)} best of {shown.total} groups at the longest factor (summary.md)"
+    return replace(facets, of={line: f"{label}, {said}" if label else said for line, label in facets.of.items()})
 
 
 def choose(ranked: pd.DataFrame, top: int | None, asked: bool) -> Shown:

@@ -233,6 +233,7 @@ def _publish(loaded, runs, grouping, con, out, results_dir, top, options):
     formats = options["formats"] or (LARGE_FORMATS if shown.lines is not None else output.FORMATS)
     lines = grouping.identities
     facets = facets_of({k: v for k, v in lines.items() if shown.lines is None or tuple(map(str, k)) in shown.lines})
+    facets = shown_.titled(facets, shown)
     how = drawing_.Drawing(facets, formats, options["factor"], options["smooth"], options["median"])
     # Written into a staging directory that becomes the report only when complete.
     with files.staged_dir(
