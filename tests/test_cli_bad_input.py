@@ -372,6 +372,8 @@ REPORTS = [
     (["report", "runs/old-rope", "--factor", "0"], "--factor 0 must be a finite number above 0", None),
     (["report", "runs/old-rope", "--factor", "-1"], "--factor -1 must be a finite number above 0", None),
     (["report", "runs/old-rope", "--factor", "3"], "--factor 3 is not a factor the runs were evaluated at", None),
+    (["report", "runs/old-rope", "--top", "0"], "--top 0: give how many groups to draw, a whole number", None),
+    (["report", "runs/old-rope", "--top", "many"], "--top many: give how many groups to draw", None),
 ]
 TABLE_DAMAGE = {
     "table_no_ppl": lambda t: t.write_text("run,pos,factor\nr,rope,1\n"),

@@ -13,9 +13,9 @@ import pandas as pd
 import pytest
 
 from posx.report import output, palette, plots, position_figures, task_figures
+from posx.report.drawing import Drawing, draw_all
 from posx.report.facets import MAX_FILES, MAX_LINES, MAX_PANELS, Facets, facets_of, file_names
 from posx.report.looks import looks
-from posx.report.plots import draw_all
 from posx.report.ppl_figures import encodings_figures, median_figure, ppl_figures
 
 FACTORS = (1.0, 2.0, 4.0, 8.0)
@@ -247,9 +247,9 @@ def test_every_figure_kind_is_faceted_and_the_median_is_drawn_only_when_asked(tm
     summary, facets = mixed()
     empty = pd.DataFrame()
     tables = {"summary": summary, "positions": empty, "longest_factor": None, "passkey": empty, "training": empty}
-    drawn = draw_all({**tables, "tasks": empty}, tmp_path, None, 1, facets, [], ("png",))
+    drawn, _ = draw_all({**tables, "tasks": empty}, tmp_path, Drawing(facets, ("png",)), workers=1)
     assert drawn["ppl_vs_length.png"].is_file() and "ppl_median_over_groups.png" not in drawn
-    asked = draw_all({**tables, "tasks": empty}, tmp_path / "m", None, 1, facets, [], ("png",), median=True)
+    asked, _ = draw_all({**tables, "tasks": empty}, tmp_path / "m", Drawing(facets, ("png",), median=True), workers=1)
     assert asked["ppl_median_over_groups.png"] is not None
     # tasks: one file per facet, heatmaps one panel per group
     rows = []

@@ -201,3 +201,21 @@ def test_a_digest_cached_in_an_older_format_is_read_again(tmp_path):
     assert [len(s) for s in _shards(cache)] == [1, 1]  # the run was read again, into a new shard
     assert json.loads(_shards(cache)[-1]["digest"][0])["format"] == digest.FORMAT
     pd.testing.assert_frame_equal(_summary(first), _summary(again))
+
+
+def test_a_listing_of_many_runs_checks_them_in_workers_exactly_as_alone(tmp_path, monkeypatch):
+    runs = tmp_path / "runs"
+    for seed in range(4):
+        digest.refresh(_run(runs, f"a{seed}", seed, 10.0 + seed))
+    copy = tmp_path / "copy"
+    shutil.copytree(runs, copy)  # new mtimes: every digest's stamp stale, its bytes the same
+    (copy / "a2" / "config.yaml").write_text((copy / "a2" / "config.yaml").read_text().replace("seed: 2", "seed: 9"))
+    alone = collection.list_runs(copy).drop(columns="path")
+    shutil.rmtree(copy)
+    shutil.copytree(runs, copy)
+    (copy / "a2" / "config.yaml").write_text((copy / "a2" / "config.yaml").read_text().replace("seed: 2", "seed: 9"))
+    monkeypatch.setattr(collection, "PARALLEL_FROM", 2)
+    monkeypatch.setattr(collection, "cores", lambda: 2)
+    together = collection.list_runs(copy).drop(columns="path")
+    pd.testing.assert_frame_equal(alone, together)
+    assert digest.written(copy / "a2", digest.stamp(copy / "a2"))["seed"] == 9  # computed again and written back

@@ -210,12 +210,24 @@ def report(
     evaluations: str = typer.Option(
         "current", "--evaluations", help="current: each run's last evaluation; all: every evaluation it keeps."
     ),
-    formats: str = typer.Option("png,pdf", "--format", help="Figure formats to write: png (200 dpi), pdf, or both."),
+    formats: Optional[str] = typer.Option(
+        None,
+        "--format",
+        help="Figure formats to write: png (200 dpi), pdf, or both; default both, png only when the report "
+        "draws a choice of its groups (see --top).",
+    ),
     where: Optional[List[str]] = typer.Option(
         None, "--where", metavar="KEY=VALUE", help="Only runs whose config key has this value, e.g. T=64 (repeatable)."
     ),
     median: bool = typer.Option(
         False, "--median-over-groups", help="Also draw ppl_median_over_groups.png: the median over unlike groups."
+    ),
+    top: Optional[str] = typer.Option(
+        None,
+        "--top",
+        metavar="N",
+        help="Groups the figures draw when there are more: the N with the lowest perplexity at the longest "
+        "factor (default 12; all: every group). Tables keep every group.",
     ),
 ) -> None:
     """Summary tables and plots from evaluated runs, runs pooled as seeds only when all else is equal."""
@@ -229,6 +241,7 @@ def report(
         formats=formats,
         where=where,
         median=median,
+        top=top,
     )
 
 

@@ -16,6 +16,8 @@ listing parses no YAML and reads no table of a run that wrote one.
 from __future__ import annotations
 
 import math
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,6 +29,7 @@ from rich.text import Text
 
 from posx.core import lock
 from posx.core.errors import PosxError
+from posx.core.workers import cores
 from posx.eval.tables import read_table
 from posx.report import digest as digests
 from posx.report import selection
@@ -70,12 +73,26 @@ def describe(run_dir: Path, results: Path) -> dict:
     }
 
 
+PARALLEL_FROM = 200  # runs from which a listing reads their digests in worker processes
+
+
+def _describe_all(runs: list[Path], results: Path) -> list[dict]:
+    """``describe`` of each run, in order: in as many forked worker processes as there are cores
+    when there are ``PARALLEL_FROM`` runs or more (each digest checked, and a stale one hashed or
+    computed again, exactly as here), else one after another."""
+    workers = min(cores(), len(runs))
+    if len(runs) < PARALLEL_FROM or workers < 2 or "fork" not in multiprocessing.get_all_start_methods():
+        return [describe(r, results) for r in runs]
+    with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+        return list(pool.map(describe, runs, [results] * len(runs), chunksize=max(1, len(runs) // (8 * workers))))
+
+
 def list_runs(path: Path) -> pd.DataFrame:
     runs = find_all_runs(Path(path))
     if not runs:
         raise PosxError(f"no runs under {path}; train one with `posx train`")
     results = Path(RESULTS).resolve()  # names as the commands that take a run look them up
-    return pd.DataFrame([describe(r, results) for r in runs], columns=RUN_COLUMNS)
+    return pd.DataFrame(_describe_all(runs, results), columns=RUN_COLUMNS)
 
 
 @dataclass

@@ -291,8 +291,9 @@ def differences(identities: list[dict]) -> list[str]:
     ]
 
 
-def explain(grouping: Grouping, runs: int) -> list[str]:
-    """Markdown lines: what was grouped and why."""
+def explain(grouping: Grouping, runs: int, shown: set | None = None) -> list[str]:
+    """Markdown lines: what was grouped and why; the table lists the groups labelled in ``shown``
+    (None: every group), groups.csv every one."""
     lines = [
         "## Groups",
         "",
@@ -303,7 +304,10 @@ def explain(grouping: Grouping, runs: int) -> list[str]:
     ]
     if grouping.varying:
         lines += ["", "The groups differ in: " + ", ".join(f"`{k}`" for k in grouping.varying) + "."]
-    lines += ["", md_table(pd.DataFrame(grouping.groups)), ""]
+    listed = [g for g in grouping.groups if shown is None or g["label"] in shown]
+    if len(listed) < len(grouping.groups):
+        lines += ["", f"The {len(listed)} group(s) the figures draw; groups.csv lists all {len(grouping.groups)}:"]
+    lines += ["", md_table(pd.DataFrame(listed)), ""]
     if grouping.duplicates:
         lines += [
             "### Duplicate seeds",

@@ -1,5 +1,6 @@
-"""The figures of ``posx report``: which are drawn, and two of them (matplotlib figures drawn
-straight to PNG: no pyplot, no backend switch, no display needed).
+"""The figures of ``posx report`` and two of them (matplotlib figures drawn straight to PNG: no
+pyplot, no backend switch, no display needed); ``posx.report.drawing`` draws them, one job a
+family, in worker processes.
 
 * perplexity by evaluation length: ``posx.report.ppl_figures`` (``ppl_vs_length.png``,
   ``encodings.png``, and ``ppl_median_over_groups.png`` only when asked for);
@@ -28,7 +29,7 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.figure import Figure
 
-from posx.report import output, position_figures, ppl_figures, task_figures
+from posx.report import output
 from posx.report.axes import factor_axis, legend_order
 from posx.report.facets import (
     Facets,
@@ -140,9 +141,10 @@ def _training_rows(training: pd.DataFrame, facets: Facets) -> list[tuple[str, pd
     for facet, data in facets.split(training):
         keys = _training_keys(data)
         pieces = pack(keys)
-        lines = pd.MultiIndex.from_frame(data[TRAINING_LINE].astype(str))
+        text = data[TRAINING_LINE].astype(str)  # each group's rows split off in one pass
+        split = dict(iter(data.groupby([text[c] for c in TRAINING_LINE], sort=False)))
         for i, piece in enumerate(pieces):
-            mine = data[lines.isin([k[:3] for k in piece])]
+            mine = pd.concat([split[k[:3]] for k in piece])
             out.append((panel_title(facet, i, len(pieces)), mine, facets.among(keys)))
     return out
 
@@ -177,32 +179,3 @@ def _training_row(pair, data: pd.DataFrame, facets: Facets, title: str) -> None:
         ax.grid(True, alpha=0.3)
     handles, labels = pair[1].get_legend_handles_labels()
     legend(pair[1], handles, labels, facets.usual(keys), loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
-
-
-def draw_all(tables: dict, out_dir: Path, factor, smooth: int, facets: Facets, notes: list[str],
-             formats=FORMATS, median: bool = False) -> dict[str, Path | None]:  # fmt: skip
-    """Every figure there is data for, as {file name: path}; a figure with no data anywhere maps
-    its name to None. ``tables``: the report's (``posx.report.summary``)."""
-    summary = tables["summary"]
-    made = {
-        "ppl_vs_length.png": ppl_figures.ppl_figures(summary, facets, notes),
-        "encodings.png": ppl_figures.encodings_figures(summary, facets, notes),
-        "ppl_median_over_groups.png": ppl_figures.median_figure(summary) if median else [],
-    }
-    drawn: dict[str, Path | None] = {}
-    for name, figures in made.items():
-        if figures or name != "ppl_median_over_groups.png":
-            drawn.update(ppl_figures.save_all(figures, out_dir, formats) or {name: None})
-    positions = tables["positions"]
-    parts = {
-        "positions.png": position_figures.plot_positions(positions, out_dir, factor, smooth, facets, notes, formats),
-        "positions_by_encoding.png": position_figures.plot_position_encodings(
-            positions, tables["longest_factor"], out_dir, smooth, facets, notes, formats
-        ),
-        "passkey.png": plot_passkey(tables["passkey"], out_dir, facets, notes, formats),
-        "training.png": plot_training(tables["training"], out_dir, facets, notes, formats),
-    }
-    for name, files in parts.items():
-        drawn.update(files or {name: None})
-    drawn.update(task_figures.draw(tables["tasks"], out_dir, facets, notes, formats))
-    return drawn

@@ -34,7 +34,6 @@ from posx.report.facets import (
     pack,
     pair_pieces,
     panel_title,
-    rows_of,
     rows_on,
 )
 from posx.report.looks import looks
@@ -129,8 +128,8 @@ def plot_positions(
         return {}
     panels = []
     for facet, mine in facets.split(curves):
-        for panel in dict.fromkeys(mine[PANEL].itertuples(index=False, name=None)):
-            data = rows_of(mine, PANEL, panel)
+        text = mine[PANEL].fillna("").astype(str)  # each panel's rows split off in one pass
+        for panel, data in mine.groupby([text[c] for c in PANEL], sort=False):
             pieces = pack(_keys(data))  # one group's methods, MAX_LINES to a panel
             split = [f"lines {i + 1} of {len(pieces)} panels" if len(pieces) > 1 else "" for i in range(len(pieces))]
             panels += [(facet, panel, rows_on(data, piece), part) for piece, part in zip(pieces, split)]

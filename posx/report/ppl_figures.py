@@ -55,8 +55,8 @@ LINE = ["group", "parent", "encoding", "method"]
 def _lines(data: pd.DataFrame) -> list[tuple]:
     """The panel's lines (``LINE``), by encoding, group and method order."""
     keys = list(dict.fromkeys(data[LINE].fillna("").astype(str).itertuples(index=False, name=None)))
-    groups = list(dict.fromkeys(k[:3] for k in keys))
-    return sorted(keys, key=lambda k: (k[2], groups.index(k[:3]), legend_order(k[3])))
+    groups = {g: i for i, g in enumerate(dict.fromkeys(k[:3] for k in keys))}
+    return sorted(keys, key=lambda k: (k[2], groups[k[:3]], legend_order(k[3])))
 
 
 def _of(data: pd.DataFrame, keys: list[tuple]) -> pd.Series:
@@ -64,6 +64,12 @@ def _of(data: pd.DataFrame, keys: list[tuple]) -> pd.Series:
     wanted = set(keys)
     return pd.Series([k in wanted for k in data[LINE].fillna("").astype(str).itertuples(index=False, name=None)],
                      index=data.index, dtype=bool)  # fmt: skip
+
+
+def _split(data: pd.DataFrame) -> dict[tuple, pd.DataFrame]:
+    """The rows of each line (``LINE`` as text), from one pass over ``data``."""
+    keys = [data[k].fillna("").astype(str) for k in LINE]
+    return dict(iter(data.groupby(keys, sort=False)))
 
 
 def _rows(data: pd.DataFrame, key: tuple) -> pd.DataFrame:
@@ -157,9 +163,10 @@ def _panels(summary: pd.DataFrame, facets: Facets) -> list[tuple[str, pd.DataFra
             rows = mine[mine["protocol"] == protocol]
             pieces = pack(_lines(rows)) if not rows.empty else []
             named = facets.among(_lines(rows))
+            split = _split(rows)
+            gone = summary[(summary["n_seeds"] == 0) & (summary["protocol"] == protocol)]
             for i, piece in enumerate(pieces):
-                part = rows[_of(rows, piece)]
-                gone = summary[(summary["n_seeds"] == 0) & (summary["protocol"] == protocol)]
+                part = pd.concat([split[k] for k in piece])
                 title = f"{panel_title(facet, i, len(pieces))} · {protocol} windows"
                 out.append((title, part, gone, named))
     return out

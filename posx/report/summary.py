@@ -13,10 +13,12 @@ run's own 95% interval over windows. A run without a table is listed in ``missin
 the terminal, never dropped silently. Run paths in the written files are relative to the folder
 holding every reported run, so a report names no absolute path of the machine it was made on.
 
-Writes summary.csv/.md, groups.csv, duplicates.csv, passkey_summary.csv, missing.csv, for
-extended runs extension.csv (``posx.report.extension``), and the PNGs of posx.report.plots and
-extension.png into a fresh directory (default results/reports/<time>/); an existing
-report is never overwritten.
+Writes summary.csv/.md, groups.csv, groups_ranked.csv, duplicates.csv, passkey_summary.csv,
+missing.csv, for extended runs extension.csv (``posx.report.extension``), and the figures of
+posx.report.plots (drawn by ``posx.report.drawing``) and extension.png into a fresh directory
+(default results/reports/<time>/); an existing report is never overwritten. Every table holds
+every group; the figures and summary.md's tables show the groups ``posx.report.shown`` chooses
+when there are more than a figure shows (``--top``).
 """
 
 from __future__ import annotations
@@ -32,11 +34,14 @@ from rich.markup import escape
 from posx.core import files
 from posx.core.console import new_console
 from posx.core.errors import PosxError, choose
-from posx.report import extension, learning, output, plots, queries, selection, store, task_figures
+from posx.report import drawing as drawing_
+from posx.report import extension, learning, output, queries, selection, store, task_figures
+from posx.report import shown as shown_
 from posx.report.facets import facets_of
 from posx.report.groups import group_runs, relative_names
 from posx.report.runtables import RunTables, check_evaluations, collect, find_run_dirs
-from posx.report.writeup import GROUP, KEYS, figure_notes, markdown, rich_summary
+from posx.report.shown import Shown
+from posx.report.writeup import GROUP, KEYS, applicable, figure_notes, markdown, rich_summary
 from posx.runs.paths import RESULTS
 
 SUMMARY_COLUMNS = [  # bpb_mean: bits per byte, comparable across tokenizers
@@ -115,32 +120,44 @@ def _load(paths: list[str | Path], evaluations: str, reports: Path, where: list[
     return loaded, runs, grouping, gathered
 
 
-def _write(staging: Path, tables: dict, runs, grouping, names, factor, smooth, formats, median: bool) -> dict:
-    """Every file of the report into ``staging``; returns the PNGs drawn (name -> path or None)."""
-    summary, pk_summary, missing, ext_table = (tables[k] for k in ("summary", "passkey", "missing", "extension"))
-    summary.to_csv(staging / "summary.csv", index=False)
-    missing.to_csv(staging / "missing.csv", index=False)
+def _tables_csv(staging: Path, tables: dict, grouping, ranked: pd.DataFrame) -> None:
+    """The report's CSV tables, every group in each."""
+    tables["summary"].to_csv(staging / "summary.csv", index=False)
+    tables["missing"].to_csv(staging / "missing.csv", index=False)
     pd.DataFrame(grouping.groups).to_csv(staging / "groups.csv", index=False)
+    ranked.to_csv(staging / "groups_ranked.csv", index=False)
     pd.DataFrame(grouping.duplicates, columns=["run", "seed", "group", "counted"]).to_csv(
         staging / "duplicates.csv", index=False
     )
-    if not pk_summary.empty:
-        pk_summary.to_csv(staging / "passkey_summary.csv", index=False)
-    if not ext_table.empty:
-        ext_table.to_csv(staging / "extension.csv", index=False)
-    text = markdown(summary, pk_summary, missing, runs, grouping, ext_table, names)
+    for key, name in (("passkey", "passkey_summary.csv"), ("extension", "extension.csv")):
+        if not tables[key].empty:
+            tables[key].to_csv(staging / name, index=False)
+    tasks = task_figures.summarize_tasks(tables["tasks"])
+    if not tasks.empty:
+        tasks.to_csv(staging / "tasks_summary.csv", index=False)
+
+
+def _write(staging: Path, tables: dict, runs, grouping, names, shown: Shown, drawing: drawing_.Drawing) -> dict:
+    """Every file of the report into ``staging``; returns the PNGs drawn (name -> path or None)."""
+    summary, ext_table = tables["summary"], tables["extension"]
+    _tables_csv(staging, tables, grouping, tables["ranked"])
+    text = markdown(summary, tables["passkey"], tables["missing"], runs, grouping, ext_table, names, shown)
     (staging / "summary.md").write_text(text, encoding="utf-8")  # the figures come after it
-    notes: list[str] = []
-    facets = facets_of(grouping.identities)
-    drawn = plots.draw_all(tables, staging, factor, smooth, facets, notes, formats, median)
-    if facets.keys:
-        notes.append(
-            f"groups differ in {', '.join(facets.keys)}: no figure pools them; each facet has its own panels or files"
-        )
+    drawn_tables = {k: shown.rows(v) if isinstance(v, pd.DataFrame) else v for k, v in tables.items()}
+    drawn, notes = drawing_.draw_all(drawn_tables, staging, drawing)
+    if drawing.facets.keys:
+        differ = ", ".join(drawing.facets.keys)
+        notes.append(f"groups differ in {differ}: no figure pools them; each facet has its own panels or files")
     curves = extension.extension_curves(tables["training"], ext_table, tables["extended"])
-    plotted = extension.plot_extension(curves, staging / "extension.png", formats) if tables["extended"] else None
+    plotted = (
+        extension.plot_extension(curves, staging / "extension.png", drawing.formats) if tables["extended"] else None
+    )
     drawn["extension.png"] = plotted
-    drawn.update(learning.draw(runs, staging, formats))
+    learned, identities = learning.gather(runs)
+    if not learned.empty:
+        learned.to_csv(staging / "task_learning.csv", index=False)
+    drawn["task_learning.png"] = learning.plot(shown.rows(learned), identities, staging / "task_learning.png",
+                                               drawing.formats)  # fmt: skip
     with open(staging / "summary.md", "a", encoding="utf-8") as f:
         f.write(figure_notes(notes))
     return drawn
@@ -172,7 +189,7 @@ def _tell(console: Console, summary: pd.DataFrame, runs: list[RunTables], groupi
         drawn = escape(", ".join(str(p) for p in paths))
         stem = Path(name).stem
         console.print(f"{stem}: {drawn}" if paths else f"[yellow]{stem}: not drawn[/] (no data)", highlight=False)
-    console.print(f"wrote {escape(str(out_dir))}", highlight=False)
+    console.print(f"wrote {escape(str(out_dir))} ({_size(out_dir)})", highlight=False)
 
 
 def check_factor(factor: float | None, positions: pd.DataFrame, summary: pd.DataFrame) -> None:
@@ -184,9 +201,11 @@ def check_factor(factor: float | None, positions: pd.DataFrame, summary: pd.Data
     raise PosxError(f"--factor {factor:g} is not a factor the runs were evaluated at; {choose(f'{f:g}' for f in have)}")
 
 
-def _publish(loaded, runs, grouping, con, out, results_dir, factor, smooth, formats, median):
+def _publish(loaded, runs, grouping, con, out, results_dir, top, options):
     """Compute every table, write the report into a staging folder and publish it whole; returns
-    (its directory, the summary, the PNGs drawn)."""
+    (its directory, the summary, the PNGs drawn, the formats written). ``top``: (groups to draw or
+    None for all, whether --top said so); ``options``: factor, smooth, formats (None: the default
+    for the report's size) and median."""
     names = relative_names([r.path for r in loaded])
     missing = pd.DataFrame(
         [{"run": names[str(r.path)], "missing": name} for r in runs for name in r.missing], columns=["run", "missing"]
@@ -207,14 +226,30 @@ def _publish(loaded, runs, grouping, con, out, results_dir, factor, smooth, form
         "tasks": queries.tasks(con),
         "extended": extended,
         "extension": extension.extension_table(summary, extended),
+        "ranked": shown_.rank(applicable(summary, KEYS)),
     }
-    check_factor(factor, tables["positions"], summary)
+    check_factor(options["factor"], tables["positions"], summary)
+    shown = shown_.choose(tables["ranked"], *top)
+    formats = options["formats"] or (LARGE_FORMATS if shown.lines is not None else output.FORMATS)
+    lines = grouping.identities
+    facets = facets_of({k: v for k, v in lines.items() if shown.lines is None or tuple(map(str, k)) in shown.lines})
+    facets = shown_.titled(facets, shown)
+    how = drawing_.Drawing(facets, formats, options["factor"], options["smooth"], options["median"])
     # Written into a staging directory that becomes the report only when complete.
     with files.staged_dir(
         None if out is None else Path(out), Path(results_dir) / "reports", time.strftime("%Y%m%d-%H%M%S")
     ) as (staging, published):
-        drawn = _write(staging, tables, runs, grouping, names, factor, smooth, formats, median)
-    return published[0], summary, drawn
+        drawn = _write(staging, tables, runs, grouping, names, shown, how)
+    return published[0], shown.rows(summary), drawn, formats  # the terminal shows the groups drawn
+
+
+LARGE_FORMATS = ("png",)  # a report with more groups than it draws: PNG only unless --format asks for PDF
+
+
+def _size(folder: Path) -> str:
+    """How many files ``folder`` holds and their size, for the line that ends a report."""
+    sizes = [p.stat().st_size for p in folder.rglob("*") if p.is_file()]
+    return f"{len(sizes)} files, {sum(sizes) / 1e6:.1f} MB"
 
 
 def report(
@@ -225,13 +260,16 @@ def report(
     console: Console | None = None,
     smooth: int = 1,
     evaluations: str = "current",
-    formats: str = "png,pdf",
+    formats: str | None = None,
     where: list[str] | None = None,
     median: bool = False,
+    top: str | int | None = None,
 ) -> Path:
     """Build the report; returns its directory. ``formats``: the figure formats kept
-    (``posx.report.output``); ``where``: ``KEY=VALUE`` conditions selecting runs
-    (``posx.report.selection``); ``median``: also draw the median over groups."""
+    (``posx.report.output``; None: PNG and PDF, PNG only when the report draws a choice of its
+    groups); ``where``: ``KEY=VALUE`` conditions selecting runs (``posx.report.selection``);
+    ``median``: also draw the median over groups; ``top``: how many groups the figures draw
+    (``posx.report.shown``; None: the default)."""
     console = console or new_console()
     if smooth < 1:
         raise PosxError(f"--smooth {smooth} must be at least 1 (buckets in the moving mean)")
@@ -239,14 +277,16 @@ def report(
         raise PosxError(f"--factor {factor:g} must be a finite number above 0 (an evaluated factor, e.g. 4)")
     check_evaluations(evaluations)
     conditions = selection.parse(where)
-    kept = output.parse_formats(formats)  # a bad --format fails before any work
+    kept = None if formats is None else output.parse_formats(formats)  # a bad --format fails before any work
+    groups = shown_.parse_top(top)
     check_out(out)
     reports = Path(out).parent if out is not None else Path(results_dir) / "reports"
     files.check_dir(reports / store.CACHE, "the report cache")  # before any work, not once the report is out
     loaded, runs, grouping, gathered = _load(paths, evaluations, reports, conditions)
+    options = {"factor": factor, "smooth": smooth, "formats": kept, "median": median}
     try:
-        out_dir, summary, drawn = _publish(
-            loaded, runs, grouping, gathered.con, out, results_dir, factor, smooth, kept, median
+        out_dir, summary, drawn, kept = _publish(
+            loaded, runs, grouping, gathered.con, out, results_dir, (groups, top is not None), options
         )
     except BaseException:
         store.discard(gathered)

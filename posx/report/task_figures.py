@@ -101,9 +101,11 @@ def plot_task_curves(
 def _curves_figure(data: pd.DataFrame, facets: Facets, facet: str) -> Figure:
     tasks = sorted(dict.fromkeys(data["task"]), key=_task_rank)
     keys = _keys(data)
-    line_of = pd.Series(list(zip(data["group"].astype(str), [""] * len(data), data["encoding"], data["method"])),
-                        index=data.index)  # fmt: skip
-    bands = [band_name(list(data[line_of == k]["n_seeds"].astype(int)), WILSON) for k in keys]
+    cells = _by_line(data)  # (group, "", encoding, method, task) -> its rows by factor: the rows split once
+    seeds: dict[tuple, list[int]] = {}
+    for (*line, _), g in cells.items():
+        seeds.setdefault(tuple(line), []).extend(g["n_seeds"].astype(int))
+    bands = [band_name(seeds[k], WILSON) for k in keys]
     shared = bands[0] if len(set(bands)) == 1 else ""
     labels = [label if shared else f"{label} (bars {band})" for label, band in zip(line_labels(facets, keys), bands)]
     styles = looks([(k[2], k[:3], k[3]) for k in keys], size=4.5)
@@ -116,7 +118,7 @@ def _curves_figure(data: pd.DataFrame, facets: Facets, facet: str) -> Figure:
     for k, task in enumerate(tasks):
         top, below = axes[2 * (k // cols)][k % cols], axes[2 * (k // cols) + 1][k % cols]
         for i, (key, label, look) in enumerate(zip(keys, labels, styles)):
-            g = data[(line_of == key) & (data["task"] == task)].sort_values("factor")
+            g = cells.get((*key, task), data.iloc[:0])
             x = dodge(g["factor"], i, len(keys), factors)
             sd = g["answer_nll_std"].fillna(0)
             _points(top, x, g["accuracy_mean"], g["accuracy_lo"], g["accuracy_hi"], label, look)
@@ -152,6 +154,13 @@ def _curves_figure(data: pd.DataFrame, facets: Facets, facet: str) -> Figure:
 
 
 WILSON = "95% Wilson interval (one seed)"
+
+
+def _by_line(data: pd.DataFrame) -> dict[tuple, pd.DataFrame]:
+    """The rows of each line and task, (group, "", encoding, method, task) -> rows by factor, from
+    one pass over ``data``."""
+    keys = [data["group"].astype(str), data["encoding"].astype(str), data["method"].astype(str), data["task"]]
+    return {(g, "", e, m, t): rows.sort_values("factor") for (g, e, m, t), rows in data.groupby(keys, sort=False)}
 
 
 def _curves_title(shared: str, facet: str, lines: int, factors: list) -> str:
@@ -232,6 +241,15 @@ def _heatmap_figure(panels: list, task: str, factors: list, depths: list) -> Fig
     return fig
 
 
+def figures(
+    tasks: pd.DataFrame, out_dir: Path, facets: Facets, notes: list[str], formats=FORMATS
+) -> dict[str, Path | None]:
+    """The two figures from the runs' tasks.csv rows (a figure with no rows maps to None)."""
+    curves = plot_task_curves(summarize_tasks(tasks), out_dir, facets, notes, formats)
+    heatmaps = plot_niah_heatmaps(tasks, out_dir, facets, notes, formats) if not tasks.empty else {}
+    return {**(curves or {"tasks_vs_length.png": None}), **(heatmaps or {"niah_heatmap.png": None})}
+
+
 def draw(
     tasks: pd.DataFrame, out_dir: Path, facets: Facets, notes: list[str], formats=FORMATS
 ) -> dict[str, Path | None]:
@@ -239,9 +257,7 @@ def draw(
     summary = summarize_tasks(tasks)
     if not summary.empty:
         summary.to_csv(out_dir / "tasks_summary.csv", index=False)
-    curves = plot_task_curves(summary, out_dir, facets, notes, formats)
-    heatmaps = plot_niah_heatmaps(tasks, out_dir, facets, notes, formats) if not tasks.empty else {}
-    return {**(curves or {"tasks_vs_length.png": None}), **(heatmaps or {"niah_heatmap.png": None})}
+    return figures(tasks, out_dir, facets, notes, formats)
 
 
 def tokenizer_note(identities: list[dict]) -> str | None:

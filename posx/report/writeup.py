@@ -1,10 +1,11 @@
 """The words of a report: ``summary.md`` and the table printed in the terminal.
 
-``summary.md`` holds every row of the summary (methods that do not apply to an encoding left
-out; summary.csv has them), the groups and why, passkey, extension, missing tables, the runs,
-and what each figure leaves out when a sweep has more groups than a figure can show
-(``posx.report.plots``). The terminal shows the first ``TERMINAL_ROWS`` rows and says where
-the rest are.
+``summary.md`` says at its top how many groups the figures draw when they draw a choice
+(``posx.report.shown``), then holds the summary as one table per method and protocol, a row per
+group drawn and a column per factor (methods that do not apply to an encoding left out;
+summary.csv has every row), the groups and why, passkey, extension, missing tables, the runs
+(past ``LISTED``, where groups.csv lists them), and what each figure leaves out. The terminal
+shows the first ``TERMINAL_ROWS`` rows of the groups drawn and says where the rest are.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from posx.report.mdtable import md_table
 from posx.report.queries import PASSKEY_KEYS as PASSKEY_GROUP
 from posx.report.queries import SUMMARY_KEYS as GROUP
 from posx.report.runtables import RunTables
+from posx.report.shown import Shown
 
 KEYS = GROUP[:-1]  # a curve: everything but the factor
 TERMINAL_ROWS = 40  # rows of the terminal table; summary.md and summary.csv have every row
@@ -28,7 +30,7 @@ def _inapplicable(g: pd.DataFrame) -> bool:
     return bool(g["status"].str.startswith("not_applicable").all() and (g["n_seeds"] == 0).all())
 
 
-def _applicable(summary: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+def applicable(summary: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     """The summary without groups that are not_applicable at every factor."""
     if summary.empty:
         return summary
@@ -57,36 +59,65 @@ def markdown(
     grouping,
     ext_table: pd.DataFrame | None,
     names: dict[str, str],
+    shown: Shown,
 ) -> str:
-    """summary.md; ``names`` maps each run's path to the relative path the report writes."""
+    """summary.md; ``names`` maps each run's path to the relative path the report writes; ``shown``:
+    the groups the figures draw (``posx.report.shown``), the groups its tables show."""
     lines = [
-        *_summary_section(_applicable(summary, KEYS), len(runs), len(grouping.groups)),
-        *explain(grouping, len(runs)),
-        *_passkey_section(_applicable(pk_summary, PASSKEY_GROUP[:4])),
+        *_summary_section(shown.rows(applicable(summary, KEYS)), len(runs), len(grouping.groups), shown),
+        *explain(grouping, len(runs), None if shown.lines is None else {k[0] for k in shown.lines}),
+        *_passkey_section(shown.rows(applicable(pk_summary, PASSKEY_GROUP[:4]))),
         *_extension_section(ext_table),
     ]
     if not missing.empty:
-        lines += ["## Runs missing tables", "", md_table(missing), ""]
-    lines += ["## Runs", ""] + [f"- `{names[str(r.path)]}` (seed {r.seed})" for r in runs]
+        lines += ["## Runs missing tables", "", md_table(missing.head(LISTED)), ""]
+        more = len(missing) - LISTED
+        lines += [f"... and {more} more: missing.csv lists every one", ""] if more > 0 else []
+    lines += ["## Runs", ""]
+    if len(runs) > LISTED:
+        return "\n".join([*lines, f"{len(runs)} runs: groups.csv lists each group's run folders and seeds."]) + "\n"
+    lines += [f"- `{names[str(r.path)]}` (seed {r.seed})" for r in runs]
     return "\n".join(lines) + "\n"
 
 
-def _summary_section(summary: pd.DataFrame, runs: int, groups: int) -> list[str]:
-    """The title, what the numbers are, and the summary table, as markdown lines."""
-    table = summary.assign(ppl=[ppl_cell(r) for r in summary.to_dict("records")])
-    table = table[[*GROUP, "train_context", "ppl", "n_seeds", "seeds", "ratio_to_1x", "status"]]
+LISTED = 200  # runs and missing tables summary.md lists one by one; past that it points to the CSVs
+
+
+def pivot(summary: pd.DataFrame) -> list[str]:
+    """Markdown lines: per method x protocol one table, a row per group (encoding, parent, label),
+    a column per factor, the cell ``ppl_cell``; one pass over the rows."""
+    if summary.empty:
+        return []
+    table = summary.assign(ppl=[ppl_cell(r) for r in summary.to_dict("records")], parent=summary["parent"].fillna(""))
+    factors = sorted(table["factor"].unique())
+    out = []
+    for (method, protocol), rows in table.groupby(["method", "protocol"], sort=True):
+        wide = rows.pivot(index=["encoding", "parent", "group"], columns="factor", values="ppl")
+        order = list(dict.fromkeys(zip(rows["encoding"], rows["parent"], rows["group"])))
+        wide = wide.reindex(columns=factors).reindex(order)
+        wide.columns = [f"{f:g}x" for f in factors]
+        wide = wide.astype(object).fillna("—").reset_index()  # a factor no group of this method reached: all NaN
+        if not wide["parent"].astype(bool).any():
+            wide = wide.drop(columns="parent")
+        out += [f"### method {method}, {protocol} windows", "", md_table(wide), ""]
+    return out
+
+
+def _summary_section(summary: pd.DataFrame, runs: int, groups: int, shown: Shown) -> list[str]:
+    """The title, what the numbers are, and the summary tables (one per method), as markdown lines."""
+    said = "the groups the figures draw" if shown.lines is not None else "every group"
     return [
         "# posx report",
         "",
+        *([shown.note, ""] if shown.note else []),
         f"{runs} run(s) in {groups} group(s) (see Groups below). Perplexity is the mean "
         "± sample standard deviation (n − 1) over the runs of a group, one run per seed; for a single seed "
-        "it is the run's perplexity [95% interval over its scored windows]. `ratio_to_1x` is the mean "
-        "perplexity over the mean at 1x of the same group, encoding, method and protocol. Methods that do "
-        "not apply to an encoding (RoPE rescalings of a model without RoPE) are left out here; summary.csv "
-        "has every row.",
+        "it is the run's perplexity [95% interval over its scored windows]. Below, one table per method and "
+        f"protocol, {said} by rows, the evaluation length (x T) by columns; summary.csv has every row "
+        "(with `ratio_to_1x`, the seeds and the status). Methods that do not apply to an encoding (RoPE "
+        "rescalings of a model without RoPE) are left out here.",
         "",
-        md_table(table, ".4g"),
-        "",
+        *pivot(summary),
     ]
 
 
