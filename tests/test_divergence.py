@@ -13,19 +13,19 @@ import pytest
 from rich.console import Console
 from test_report_groups import _run
 
-from posx.eval import scoring
+from posx.eval import scoring, tables
 from posx.eval.extrapolate import _fill_scores
 from posx.report.summary import report
 
 POSX = Path(__file__).resolve().parents[1] / "posx"
 # The only calls of math.exp in posx: the guarded perplexity, and the figure's sideways offsets (no loss).
-EXP_ALLOWED = {("eval/scoring.py", "perplexity"), ("report/palette.py", "dodge")}
+EXP_ALLOWED = {("eval/tables.py", "perplexity"), ("report/palette.py", "dodge")}
 
 
 def test_perplexity_of_a_loss_past_exp_is_inf_and_below_it_is_exp():
-    assert scoring.perplexity(800.0) == math.inf
-    assert scoring.perplexity(2.0) == pytest.approx(math.e**2)
-    assert math.isnan(scoring.perplexity(math.nan))
+    assert tables.perplexity(800.0) == math.inf
+    assert tables.perplexity(2.0) == pytest.approx(math.e**2)
+    assert math.isnan(tables.perplexity(math.nan))
 
 
 def test_the_interval_of_a_diverged_loss_is_not_an_overflow():
@@ -59,8 +59,8 @@ def _exp_calls(path: Path) -> set[tuple[str, str]]:
 
 def test_math_exp_is_called_only_through_the_guarded_perplexity():
     calls = set().union(*(_exp_calls(p) for p in POSX.rglob("*.py")))
-    assert calls <= EXP_ALLOWED, f"math.exp outside scoring.perplexity: {sorted(calls - EXP_ALLOWED)}"
-    assert ("eval/scoring.py", "perplexity") in calls
+    assert calls <= EXP_ALLOWED, f"math.exp outside tables.perplexity: {sorted(calls - EXP_ALLOWED)}"
+    assert ("eval/tables.py", "perplexity") in calls
 
 
 def test_a_report_of_a_diverged_run_draws_its_figures_and_says_inf(tmp_path):

@@ -30,7 +30,7 @@ from rich.markup import escape
 
 from posx.core.errors import PosxError
 from posx.eval import bytecount, scoring
-from posx.eval.tables import COLUMNS, Evaluation, position_rows
+from posx.eval.tables import COLUMNS, Evaluation, perplexity, position_rows
 from posx.model.gpt import GPT
 from posx.model.positional import PositionOutOfRange
 from posx.runs.lineage import INTERPOLATE, find_parent, zero_shot_model
@@ -113,7 +113,7 @@ def _row(shared: dict, stage: str, trained_at: int, L: int, stride: int, attenti
     ci = scores.interval() if status == "ok" else scoring.Interval(math.nan, math.nan, math.nan, 0)
     return {
         **shared, "train_context": trained_at, "eval_context": L, "factor": L / shared["reference_context"],
-        "attention_factor": attention, "nll": nll, "ppl": scoring.perplexity(nll),
+        "attention_factor": attention, "nll": nll, "ppl": perplexity(nll),
         "tokens": scores.tokens if scores is not None else 0, "status": status, "stride": stride, "stage": stage,
         "nll_se": ci.nll_se, "ppl_lo": ci.ppl_lo, "ppl_hi": ci.ppl_hi, "windows": ci.windows,
     }  # fmt: skip

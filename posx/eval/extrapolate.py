@@ -29,7 +29,7 @@ from rich.console import Console
 from posx.core.errors import PosxError
 from posx.core.progress import Reporter
 from posx.eval import bytecount, documents, passkey, scoring, suite
-from posx.eval.tables import COLUMNS, KEYS, Evaluation, position_rows
+from posx.eval.tables import COLUMNS, KEYS, Evaluation, perplexity, position_rows
 from posx.model.gpt import GPT
 from posx.model.positional import PositionOutOfRange
 from posx.model.randomized import sampled_at_test
@@ -287,7 +287,7 @@ def _fill_scores(row: dict, scores: scoring.Scores) -> None:
         row["status"] = "nonfinite"
         return
     row["nll"] = scores.total / scores.tokens
-    row["ppl"] = scoring.perplexity(row["nll"])
+    row["ppl"] = perplexity(row["nll"])
     ci = scores.interval()
     row.update(nll_se=ci.nll_se, ppl_lo=ci.ppl_lo, ppl_hi=ci.ppl_hi, windows=ci.windows)
     per_byte = scores.tokens / row["bytes"] / bytecount.LN2 if row["bytes"] > 0 else math.nan  # bits/byte per nat/token

@@ -36,6 +36,7 @@ import torch.nn.functional as F
 from posx.core.device import autocast
 from posx.core.errors import PosxError, unknown
 from posx.data.corpus import as_long, require_tokens
+from posx.eval.tables import perplexity
 from posx.schema import evaluated_length, rope_scale
 
 PROTOCOLS = ("nonoverlapping", "sliding")
@@ -73,15 +74,6 @@ T95 = [
 
 def t95(windows: int) -> float:
     return T95[windows - 2] if windows - 1 <= len(T95) else 1.959964
-
-
-def perplexity(nll: float) -> float:
-    """exp(``nll``), ``inf`` past what a float holds (a diverged model's loss is a result, not a
-    crash); NaN stays NaN. Every perplexity posx computes from a loss goes through here."""
-    try:
-        return math.exp(nll)
-    except OverflowError:
-        return math.inf
 
 
 @dataclass

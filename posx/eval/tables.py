@@ -25,6 +25,17 @@ from posx.core.errors import PosxError
 from posx.core.fieldcheck import MAX_CONTEXT, MAX_STEPS
 from posx.runs.paths import display_name
 
+
+def perplexity(nll: float) -> float:
+    """exp(``nll``), ``inf`` past what a float holds (a diverged model's loss is a result, not a
+    crash); NaN stays NaN. Every perplexity posx computes from a loss goes through here (without torch:
+    listings and reports read it too)."""
+    try:
+        return math.exp(nll)
+    except OverflowError:
+        return math.inf
+
+
 KEYS = ("run", "pos", "train_context", "eval_context", "factor", "method")  # the cell every table row belongs to
 COLUMNS = [
     *KEYS, "scale", "attention_factor", "nll", "ppl", "tokens", "status", "protocol", "stride", "reference_context",

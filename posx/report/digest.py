@@ -34,8 +34,7 @@ import yaml
 from posx.core import fieldcheck, files
 from posx.core.errors import PosxError
 from posx.eval import history, manifest
-from posx.eval.scoring import perplexity
-from posx.eval.tables import left_out, read_table, refit
+from posx.eval.tables import left_out, perplexity, read_table, refit
 from posx.report.digestcheck import sealed, valid, whole
 from posx.report.groups import identity
 from posx.runs.paths import CONFIG, META, interpolation_in, lineage_of, read_meta

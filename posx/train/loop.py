@@ -63,7 +63,7 @@ from posx.core.signals import StopSignals
 from posx.core.trackers import Tracker, open_tracker
 from posx.data import corpus as data_mod
 from posx.data import store
-from posx.eval.scoring import perplexity
+from posx.eval.tables import perplexity
 from posx.model.gpt import GPT
 from posx.model.rescale import install_trained
 from posx.model.spec import ModelSpec

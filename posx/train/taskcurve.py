@@ -24,8 +24,8 @@ import torch
 
 from posx.core import files
 from posx.eval import tables
-from posx.eval.scoring import perplexity
 from posx.eval.suite import samples_of
+from posx.eval.tables import perplexity
 from posx.runs.paths import TASK_CURVE
 from posx.tasks import scoring
 from posx.tasks.base import TaskError
