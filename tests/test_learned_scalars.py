@@ -144,3 +144,15 @@ def test_an_accepted_record_is_of_the_models_shape_and_finite(kerple_run, key, v
 
 def _finite_number(value) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def test_a_listing_shows_a_run_with_a_damaged_record_as_damaged_and_lists_the_others(kerple_run, tmp_path):
+    shutil.copytree(kerple_run, tmp_path / "runs" / "whole")
+    damaged = Path(shutil.copytree(kerple_run, tmp_path / "runs" / "damaged"))
+    data = json.loads((damaged / "model.json").read_text(encoding="utf-8"))
+    data["learned"]["kerple_a"] = [0.5]
+    (damaged / "model.json").write_text(json.dumps(data), encoding="utf-8")
+    listed = collection.list_runs(tmp_path / "runs")
+    listed = listed.assign(name=[Path(n).name for n in listed["name"]]).set_index("name")
+    assert set(listed.index) == {"whole", "damaged"}
+    assert "model.json" in listed.loc["damaged", "damaged"] and not listed.loc["whole", "damaged"]
