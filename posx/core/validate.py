@@ -3,10 +3,10 @@
 ``validate(data, kind)`` walks a mapping (a resolved config, a JSON record) against a dataclass
 of ``posx.schema`` (or a record holding them, or whose fields carry the schema's metadata): each
 value of its field's type (a bool is no number, NaN and inf are no setting, a list holds plain
-values), each number within the ``Bound`` of its field's metadata, each choice one of its Enum,
-then every group's own ``check(at)``, the rules across its fields. The first problem is one
-``PosxError`` line naming the key (``where`` names the record, e.g. ``model metadata``); what
-passes comes back as the dataclass.
+values, or lists of them where its type says so), each number within the ``Bound`` of its field's
+metadata, each choice one of its Enum, then every group's own ``check(at)``, the rules across its
+fields. The first problem is one ``PosxError`` line naming the key (``where`` names the record,
+e.g. ``model metadata``); what passes comes back as the dataclass.
 """
 
 from __future__ import annotations
@@ -128,11 +128,13 @@ def _value(value: Any, hint: Any, rule: Any, key: str, where: str) -> Any:
 
 
 def _list(value: Any, hint: Any, rule: Any, key: str, where: str) -> list:
-    """A list of plain values of type ``hint``; with ``rule``: not empty, each value once."""
+    """A list of plain values of type ``hint`` (or, where ``hint`` is itself a list type, of such
+    lists: a record's table); with ``rule``: not empty, each value once."""
     if not isinstance(value, (list, tuple)):
         raise _fail(where, f"{key}={value!r} is not a list; write a list in brackets, e.g. {key}=[{value!r}]")
+    rows = typing.get_origin(hint) is list
     for i, item in enumerate(value):
-        if isinstance(item, (list, tuple, Mapping)):
+        if isinstance(item, Mapping) or (isinstance(item, (list, tuple)) and not rows):
             kind = "mapping" if isinstance(item, Mapping) else "list"
             raise _fail(
                 where, f"{key}[{i}]={item} is a {kind} inside a list; {key} takes plain values, e.g. {key}=[a,b]"

@@ -13,8 +13,9 @@ one from outside posx is the same subclass, named by ``pos=custom pos.impl=modul
 RoPE and xPos (RoPE's ``rotate`` with a per-pair scale) live in ``posx.model.rotary``; FIRE,
 whose bias also depends on the query position, overrides ``attn_masks`` and ``score_mod``
 instead of ``distance_bias`` (``posx.model.fire``); CoPE, whose positions depend on the logits,
-is ``contextual`` and attends itself (``posx.model.cope``). One more hook, ``project_()``, puts
-learned parameters back inside their range after each optimizer step (KERPLE's floor).
+is ``contextual`` and attends itself (``posx.model.cope``). Two more hooks: ``project_()`` puts
+learned parameters back inside their range after each optimizer step (KERPLE's floor), and
+``learned_scalars()`` gives the learned scalars a run records in model.json (FIRE's, KERPLE's).
 
 With ``model.attention=flex`` the bias encodings give a ``score_mod(layer)`` instead
 (``posx.model.attention``): a function of the head and the distance, the same for every
@@ -41,6 +42,7 @@ from posx.core.errors import PosxError, choose, unknown
 from posx.model import fire
 from posx.model.cope import CoPE
 from posx.model.custom import build_custom
+from posx.model.learnedrecord import LearnedScalars
 from posx.model.positional import PositionalEncoding
 from posx.model.rotary import Rotary, XPos
 
@@ -266,6 +268,10 @@ class Fire(PositionalEncoding):
     def attn_masks(self, length: int, n_layer: int, dtype: torch.dtype, device: torch.device) -> list[Tensor | None]:
         return [self.fire.causal_bias(length, device).to(dtype)] * n_layer
 
+    def learned_scalars(self) -> LearnedScalars:
+        f = self.fire
+        return LearnedScalars(fire_c=f.c.item(), fire_threshold=f.limit().item(), fire_multiplier=f.multiplier.item())
+
 
 KERPLE_EPS = 1e-2  # the authors' floor for p and a
 
@@ -301,6 +307,9 @@ class KerpleLog(PositionalEncoding):
     def distance_bias(self, layer: int, length: int) -> Tensor:
         distance = torch.arange(length, device=self.p.device, dtype=torch.float32)  # (L,)
         return -self.p.unsqueeze(1) * torch.log1p(self.a.unsqueeze(1) * distance)  # (H, L)
+
+    def learned_scalars(self) -> LearnedScalars:
+        return LearnedScalars(kerple_p=self.p.detach().tolist(), kerple_a=self.a.detach().tolist())
 
     def score_mod(self, layer: int):
         return self._score_mod

@@ -45,9 +45,13 @@ class FireMLP(nn.Module):
         self.multiplier = nn.Parameter(torch.tensor(1.0))
         self.register_buffer("threshold", torch.tensor(float(threshold)), persistent=False)  # L0
 
+    def limit(self) -> Tensor:
+        """L = |multiplier · L0|, the learned threshold (0-d)."""
+        return (self.multiplier * self.threshold).abs()
+
     def normalized(self, i: Tensor, j: Tensor) -> Tensor:
         """psi(i - j) / psi(max(L, i)) for float positions i (query) and j (key), broadcast."""
-        limit = (self.multiplier * self.threshold).abs()
+        limit = self.limit()
         num = torch.log((self.c * (i - j).clamp(min=0)).abs() + 1)
         return num / (torch.log((self.c * torch.maximum(i, limit)).abs() + 1) + EPS)
 

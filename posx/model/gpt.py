@@ -10,6 +10,7 @@ by ``posx.model.encodings``: the block below calls the encoding's three hooks an
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import torch
 import torch.nn.functional as F
@@ -20,6 +21,7 @@ from posx.core.errors import unknown
 from posx.model import blocks, scaling, windowed
 from posx.model.attention import ATTENTION, FlexBias, attend, causal_block_mask, flex_applies
 from posx.model.encodings import build_encoding
+from posx.model.learnedrecord import LearnedScalars
 from posx.model.positional import PositionalEncoding, PositionOutOfRange
 from posx.model.randomized import pose_positions, random_positions
 from posx.model.spec import ModelSpec
@@ -122,6 +124,14 @@ class GPT(nn.Module):
             nn.init.normal_(module.weight, mean=0.0, std=0.02)
         elif isinstance(module, nn.Embedding):
             nn.init.normal_(module.weight, mean=0.0, std=0.02)
+
+    def learned_scalars(self) -> LearnedScalars | None:
+        """The learned scalars of the positional machinery (the encoding's, and Scalable-Softmax's s
+        of every layer) as plain floats, for model.json; None when the model has none."""
+        scales = [block.attn.logit_scale for block in self.blocks if block.attn.logit_scale is not None]
+        per_layer = [s for s in (scale.learned_s() for scale in scales) if s is not None]
+        found = replace(self.pos.learned_scalars(), ssmax_s=per_layer or None)
+        return None if found.empty else found
 
     def num_params(self) -> int:
         return sum(p.numel() for p in self.parameters())  # tied weights counted once

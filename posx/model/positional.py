@@ -9,6 +9,7 @@ import torch
 from torch import Tensor, nn
 
 from posx.core.errors import PosxError
+from posx.model.learnedrecord import LearnedScalars
 from posx.model.windowed import Windowed
 
 
@@ -72,6 +73,11 @@ class PositionalEncoding(nn.Module):
     def project_(self) -> None:
         """Put learned parameters back inside their allowed range, in place; training calls it
         after every optimizer step. Only KERPLE has such a range."""
+
+    def learned_scalars(self) -> LearnedScalars:
+        """The encoding's learned scalars as plain floats, as model.json records them
+        (``posx.model.learnedrecord``); none by default (FIRE and KERPLE have some)."""
+        return LearnedScalars()
 
 
 def causal_toeplitz(by_distance: Tensor) -> Tensor:

@@ -57,6 +57,10 @@ class LogitScale(nn.Module):
         if kind == "ssmax":
             self.s = nn.Parameter(torch.full((n_head,), 1.0 / math.log(trained)))  # (H,)
 
+    def learned_s(self) -> list[float] | None:
+        """Scalable-Softmax's s per head as plain floats; None for ``logn``, which learns nothing."""
+        return self.s.detach().tolist() if self.kind == "ssmax" else None
+
     def forward(self, q: Tensor) -> Tensor:
         L = q.shape[-2]
         if self.kind == "logn":

@@ -18,6 +18,7 @@ from posx.core.errors import PosxError
 from posx.core.fieldcheck import SHA256
 from posx.core.validate import validate
 from posx.fieldtypes import at_least, bound, positive
+from posx.model.learnedrecord import LearnedScalars
 from posx.model.roperecord import RopeRecord
 from posx.model.spec import ModelSpec
 from posx.ropeparams import MAX_FACTOR
@@ -61,6 +62,7 @@ class RunMeta:
     rope: RopeRecord = field(default_factory=RopeRecord.identity)  # frequencies it trained with
     extended_from: Lineage | None = None  # posx extend: where it came from
     weights_sha256: str | None = None  # checksum of model.safetensors (set by save_run; older runs lack it)
+    learned: LearnedScalars | None = None  # the positional scalars it learned (set by save_run; None: none, or older)
 
     def to_dict(self) -> dict:
         return {
@@ -73,19 +75,24 @@ class RunMeta:
             "rope": self.rope.to_dict(),
             **({"extended_from": self.extended_from.to_dict()} if self.extended_from else {}),
             "weights_sha256": self.weights_sha256,
+            **({"learned": self.learned.to_dict()} if self.learned else {}),
             "saved_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
         }
 
     def check(self, at: str = "") -> str | None:
         """data.tokenizer: absent (a run from before token stores: bytes), or a mapping whose kind
-        and sha256 say what the ids mean; weights_sha256, where given, not empty."""
+        and sha256 say what the ids mean; weights_sha256, where given, not empty; learned scalars
+        of the model's shape."""
         tok = self.data.get("tokenizer")
         if tok is not None and not (isinstance(tok, dict) and isinstance(tok.get("kind"), str) and tok["kind"]):
             return f"data.tokenizer={tok!r} is not a mapping with a kind"
         sha = tok.get("sha256") if isinstance(tok, dict) else None
         if sha is not None and not SHA256.fullmatch(str(sha)):
             return f"data.tokenizer.sha256={sha!r} is not a sha256 hex digest"
-        return "weights_sha256 is empty" if self.weights_sha256 == "" else None
+        if self.weights_sha256 == "":
+            return "weights_sha256 is empty"
+        m = self.model.model
+        return None if self.learned is None else self.learned.problem(m.n_layer, m.n_head, f"{at}learned.")
 
     @classmethod
     def from_dict(cls, d, where: Path) -> "RunMeta":

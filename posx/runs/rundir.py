@@ -8,7 +8,9 @@ A run directory holds:
   metrics.csv        step, train_loss, val_loss, lr, tokens_per_s
   extrapolation.csv / .md   after `posx eval-extrapolate`
 An extended run (`posx extend`) also records its parent in model.json (``extended_from``)
-and the RoPE frequencies it trained with (``rope``); ``load_run`` installs exactly those.
+and the RoPE frequencies it trained with (``rope``); ``load_run`` installs exactly those. Every
+run records the learned scalars of its positional machinery (``learned``: FIRE's c and threshold,
+KERPLE's p and a, Scalable-Softmax's s), where its model has any.
 Nothing is ever unpickled from a run directory.
 """
 
@@ -30,8 +32,10 @@ from posx.runs.weights import check_shapes, expected_shapes, load_weights
 
 
 def save_run(run_dir: Path, model: GPT, meta: RunMeta) -> None:
-    """Weights first, then metadata with their checksum: a run with model.json always has
-    matching weights, and a weights file changed afterwards is caught on load."""
+    """Weights first, then metadata with their checksum and the positional scalars the model
+    learned (``GPT.learned_scalars``): a run with model.json always has matching weights, and a
+    weights file changed afterwards is caught on load."""
+    meta.learned = model.learned_scalars()
     with files.atomic_path(run_dir / WEIGHTS) as tmp:
         files.safetensors_write(lambda: save_model(model, str(tmp)))
         meta.weights_sha256 = files.sha256_file(tmp)
