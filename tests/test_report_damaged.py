@@ -1,0 +1,110 @@
+"""One damaged run among many: ``posx report`` leaves it out and says so (damaged.csv, the top of
+summary.md, a line in the terminal), reports the others, and never caches it, so the report after
+the run is fixed reads it. A report whose every run is damaged is still the one-line refusal."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from test_report_groups import _run
+from typer.testing import CliRunner
+
+from posx.cli import app
+
+PPL = {"a": 10.0, "b": 12.0, "c": 20.0}  # each run's perplexity at factor 1 (x f at factor f)
+
+
+def _positions(run: Path) -> None:
+    rows = [
+        {"run": run.name, "pos": "rope", "train_context": 32, "eval_context": 32, "factor": 1.0, "method": "none",
+         "protocol": "nonoverlapping", "bucket_start": b, "bucket_end": b + 16, "tokens": 8, "nll": 2.0,
+         "stage": "zero-shot"}
+        for b in (0, 16)
+    ]  # fmt: skip
+    pd.DataFrame(rows).to_csv(run / "positions.csv", index=False)
+
+
+def _cut(path: Path) -> None:
+    """The file cut inside its last line, as a copy stopped part way leaves it."""
+    path.write_bytes(path.read_bytes()[:-3])
+
+
+@pytest.fixture
+def runs(tmp_path: Path) -> Path:
+    """Three runs of one group (seeds 0, 1, 2), each with positions.csv; a clean copy under ``good``."""
+    root = tmp_path / "results" / "runs"
+    for seed, (name, ppl) in enumerate(PPL.items()):
+        _positions(_run(root, name, seed, ppl))
+    shutil.copytree(root, tmp_path / "good")
+    return root
+
+
+def report(tmp_path: Path, out: str, *args: str):
+    result = CliRunner().invoke(app, ["report", "results/runs", "--out", f"reports/{out}", "--format", "png", *args])
+    return result, tmp_path / "reports" / out
+
+
+def _at_1x(folder: Path) -> pd.Series:
+    summary = pd.read_csv(folder / "summary.csv")
+    return summary[summary["factor"] == 1.0].iloc[0]
+
+
+@pytest.mark.parametrize("table", ["extrapolation.csv", "positions.csv"])
+@pytest.mark.parametrize("evaluations", ["current", "all"])
+def test_a_damaged_run_is_left_out_named_and_read_again_once_fixed(tmp_path, monkeypatch, runs, table, evaluations):
+    monkeypatch.chdir(tmp_path)
+    _cut(runs / "c" / table)
+    result, first = report(tmp_path, "first", "--evaluations", evaluations)
+    assert result.exit_code == 0, result.output
+    row = _at_1x(first)
+    assert row["n_seeds"] == 2 and row["ppl_mean"] == pytest.approx((PPL["a"] + PPL["b"]) / 2)
+    damaged = pd.read_csv(first / "damaged.csv")
+    assert list(damaged["run"]) == ["c"]
+    assert f"c/{table}" in damaged["reason"].iloc[0] and "eval-extrapolate" in damaged["reason"].iloc[0]
+    text = (first / "summary.md").read_text(encoding="utf-8")
+    assert text.index("## Runs left out as damaged") < text.index("### method none")
+    assert f"c/{table}" in text.split("## Runs left out as damaged")[1].split("###")[0]
+    said = [line for line in result.stdout.splitlines() if "left out" in line]
+    assert len(said) == 1 and f"c/{table}" in said[0], result.stdout
+
+    shutil.copyfile(tmp_path / "good" / "c" / table, runs / "c" / table)  # the run fixed
+    result, second = report(tmp_path, "second", "--evaluations", evaluations)
+    assert result.exit_code == 0, result.output
+    row = _at_1x(second)
+    assert row["n_seeds"] == 3 and row["ppl_mean"] == pytest.approx(sum(PPL.values()) / 3)
+    assert pd.read_csv(second / "damaged.csv").empty and "left out" not in result.stdout
+
+
+def test_a_damaged_run_is_left_out_again_by_the_next_report(tmp_path, monkeypatch, runs):
+    """Nothing of the damaged run is cached: the report after reads the cache for the others and
+    still leaves it out, with the same line."""
+    monkeypatch.chdir(tmp_path)
+    _cut(runs / "c" / "positions.csv")
+    first, _ = report(tmp_path, "first")
+    again, folder = report(tmp_path, "again")
+    assert first.exit_code == again.exit_code == 0, again.output
+    assert list(pd.read_csv(folder / "damaged.csv")["run"]) == ["c"] and _at_1x(folder)["n_seeds"] == 2
+
+
+def test_a_report_of_damaged_runs_only_is_refused_in_one_line(tmp_path, monkeypatch, runs):
+    monkeypatch.chdir(tmp_path)
+    for name in PPL:
+        _cut(runs / name / "extrapolation.csv")
+    result, folder = report(tmp_path, "none")
+    assert result.exit_code == 2, result.output
+    assert len(result.stderr.strip().splitlines()) == 1 and "a/extrapolation.csv" in result.stderr
+    assert "3 runs" in result.stderr and not folder.exists()
+
+
+def test_many_damaged_runs_are_counted_in_the_terminal_and_each_listed_in_damaged_csv(tmp_path, monkeypatch, runs):
+    monkeypatch.chdir(tmp_path)
+    for seed in range(3, 11):
+        _cut(_run(runs, f"d{seed}", seed, 30.0) / "extrapolation.csv")
+    result, folder = report(tmp_path, "many")
+    assert result.exit_code == 0, result.output
+    assert sorted(pd.read_csv(folder / "damaged.csv")["run"]) == sorted(f"d{s}" for s in range(3, 11))
+    assert "8 damaged run(s)" in result.stdout and "... and 3 more (damaged.csv)" in result.stdout
+    assert _at_1x(folder)["n_seeds"] == 3
