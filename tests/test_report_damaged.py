@@ -4,6 +4,7 @@ the run is fixed reads it. A report whose every run is damaged is still the one-
 
 from __future__ import annotations
 
+import io
 import shutil
 from pathlib import Path
 
@@ -108,3 +109,34 @@ def test_many_damaged_runs_are_counted_in_the_terminal_and_each_listed_in_damage
     assert sorted(pd.read_csv(folder / "damaged.csv")["run"]) == sorted(f"d{s}" for s in range(3, 11))
     assert "8 damaged run(s)" in result.stdout and "... and 3 more (damaged.csv)" in result.stdout
     assert _at_1x(folder)["n_seeds"] == 3
+
+
+def test_posx_runs_lists_the_damaged_run_beside_the_others(tmp_path, monkeypatch, runs):
+    monkeypatch.chdir(tmp_path)
+    _cut(runs / "c" / "positions.csv")  # a table the listing does not read: listed as sound
+    _cut(runs / "b" / "extrapolation.csv")
+    result = CliRunner().invoke(app, ["runs", "--csv", "-"])
+    assert result.exit_code == 0, result.output
+    listed = pd.read_csv(io.StringIO(result.stdout), keep_default_na=False).set_index("name")
+    assert sorted(listed.index) == ["a", "b", "c"]
+    assert listed.loc["b", "damaged"] == "extrapolation.csv" and listed.loc["a", "damaged"] == ""
+
+
+def test_posx_compare_leaves_out_a_damaged_run_and_says_so(tmp_path, monkeypatch, runs):
+    monkeypatch.chdir(tmp_path)
+    _cut(runs / "c" / "extrapolation.csv")
+    result = CliRunner().invoke(app, ["compare", *(str(runs / n) for n in "abc"), "--csv", "-"])
+    assert result.exit_code == 0, result.output
+    table = pd.read_csv(io.StringIO(result.stdout))
+    assert {"a", "b", "b / a"} <= set(table.columns) and not any(c.startswith("c") for c in table.columns)
+    said = result.stderr.strip().splitlines()
+    assert len(said) == 1 and said[0].startswith("left out:") and "c/extrapolation.csv" in said[0]
+    assert table.loc[table["factor"] == 1.0, "b / a"].iloc[0] == pytest.approx(PPL["b"] / PPL["a"])
+
+
+def test_posx_compare_of_one_sound_run_and_a_damaged_one_is_refused_in_one_line(tmp_path, monkeypatch, runs):
+    monkeypatch.chdir(tmp_path)
+    _cut(runs / "c" / "extrapolation.csv")
+    result = CliRunner().invoke(app, ["compare", str(runs / "a"), str(runs / "c")])
+    assert result.exit_code == 2, result.output
+    assert len(result.stderr.strip().splitlines()) == 1 and "c/extrapolation.csv" in result.stderr
