@@ -14,6 +14,10 @@ from test_report_groups import _run
 from typer.testing import CliRunner
 
 from posx.cli import app
+from posx.core.errors import PosxError
+from posx.eval.tables import read_table
+from posx.runs.paths import TASK_CURVE
+from posx.train import taskcurve
 
 PPL = {"a": 10.0, "b": 12.0, "c": 20.0}  # each run's perplexity at factor 1 (x f at factor f)
 
@@ -28,6 +32,20 @@ def _positions(run: Path) -> None:
     pd.DataFrame(rows).to_csv(run / "positions.csv", index=False)
 
 
+def _curve(run: Path) -> None:
+    """task_curve.csv of a run trained with a task mix: one task at two validations."""
+    rows = [{"step": s, "tokens": 512 * s, "task": "niah", "trials": 8, "accuracy": a, "token_accuracy": a,
+             "answer_nll": 1.5} for s, a in ((3, 0.25), (6, 0.5))]  # fmt: skip
+    taskcurve.write(run, rows)
+
+
+def _refusal(path: Path) -> str:
+    """What read_table, the reader of every table, says of the damaged file."""
+    with pytest.raises(PosxError) as refused:
+        read_table(path.resolve())
+    return str(refused.value)
+
+
 def _cut(path: Path) -> None:
     """The file cut inside its last line, as a copy stopped part way leaves it."""
     path.write_bytes(path.read_bytes()[:-3])
@@ -35,10 +53,13 @@ def _cut(path: Path) -> None:
 
 @pytest.fixture
 def runs(tmp_path: Path) -> Path:
-    """Three runs of one group (seeds 0, 1, 2), each with positions.csv; a clean copy under ``good``."""
+    """Three runs of one group (seeds 0, 1, 2), each with positions.csv and a learning curve; a
+    clean copy under ``good``."""
     root = tmp_path / "results" / "runs"
     for seed, (name, ppl) in enumerate(PPL.items()):
-        _positions(_run(root, name, seed, ppl))
+        run = _run(root, name, seed, ppl)
+        _positions(run)
+        _curve(run)
     shutil.copytree(root, tmp_path / "good")
     return root
 
@@ -53,23 +74,25 @@ def _at_1x(folder: Path) -> pd.Series:
     return summary[summary["factor"] == 1.0].iloc[0]
 
 
-@pytest.mark.parametrize("table", ["extrapolation.csv", "positions.csv"])
+@pytest.mark.parametrize("table", ["extrapolation.csv", "positions.csv", TASK_CURVE])
 @pytest.mark.parametrize("evaluations", ["current", "all"])
 def test_a_damaged_run_is_left_out_named_and_read_again_once_fixed(tmp_path, monkeypatch, runs, table, evaluations):
     monkeypatch.chdir(tmp_path)
     _cut(runs / "c" / table)
+    refusal = _refusal(runs / "c" / table)  # the line a report of this run alone stops with
     result, first = report(tmp_path, "first", "--evaluations", evaluations)
     assert result.exit_code == 0, result.output
     row = _at_1x(first)
     assert row["n_seeds"] == 2 and row["ppl_mean"] == pytest.approx((PPL["a"] + PPL["b"]) / 2)
     damaged = pd.read_csv(first / "damaged.csv")
     assert list(damaged["run"]) == ["c"]
-    assert f"c/{table}" in damaged["reason"].iloc[0] and "eval-extrapolate" in damaged["reason"].iloc[0]
+    assert damaged["reason"].iloc[0] == refusal and f"c/{table}" in refusal
+    assert pd.read_csv(first / "task_learning.csv")["runs"].max() == 2  # the damaged run's rows left out too
     text = (first / "summary.md").read_text(encoding="utf-8")
     assert text.index("## Runs left out as damaged") < text.index("### method none")
     assert f"c/{table}" in text.split("## Runs left out as damaged")[1].split("###")[0]
     said = [line for line in result.stdout.splitlines() if "left out" in line]
-    assert len(said) == 1 and f"c/{table}" in said[0], result.stdout
+    assert len(said) == 1 and refusal in said[0], result.stdout
 
     shutil.copyfile(tmp_path / "good" / "c" / table, runs / "c" / table)  # the run fixed
     result, second = report(tmp_path, "second", "--evaluations", evaluations)
@@ -77,6 +100,7 @@ def test_a_damaged_run_is_left_out_named_and_read_again_once_fixed(tmp_path, mon
     row = _at_1x(second)
     assert row["n_seeds"] == 3 and row["ppl_mean"] == pytest.approx(sum(PPL.values()) / 3)
     assert pd.read_csv(second / "damaged.csv").empty and "left out" not in result.stdout
+    assert pd.read_csv(second / "task_learning.csv")["runs"].max() == 3
 
 
 def test_a_damaged_run_is_left_out_again_by_the_next_report(tmp_path, monkeypatch, runs):

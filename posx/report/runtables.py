@@ -258,7 +258,7 @@ def _register(con, loaded: list[RunTables]) -> None:
         con.register(view, pd.concat(frames, ignore_index=True).reindex(columns=columns))
 
 
-def _every_one_damaged(damaged: dict[Path, str]) -> PosxError:
+def every_one_damaged(damaged: dict[Path, str]) -> PosxError:
     """The refusal of a report whose every run is damaged: the first one's line (nothing to report)."""
     first = next(iter(damaged.values()))
     if len(damaged) == 1:
@@ -286,7 +286,7 @@ def collect(run_dirs: list[Path], evaluations: str, cache: Path) -> tuple[list[R
     if evaluations == "all":
         loaded, damaged = _load_each(run_dirs, evaluations)
         if not loaded and damaged:
-            raise _every_one_damaged(damaged)
+            raise every_one_damaged(damaged)
         con = store.connect()
         _register(con, loaded)
         return loaded, store.Gathered({}, con, cache, damaged=damaged)
@@ -294,7 +294,7 @@ def collect(run_dirs: list[Path], evaluations: str, cache: Path) -> tuple[list[R
     known = {path.resolve(): d for path, d in gathered.digests.items()}
     try:
         if not gathered.digests and gathered.damaged:
-            raise _every_one_damaged(gathered.damaged)
+            raise every_one_damaged(gathered.damaged)
         return [from_digest(path, d, known) for path, d in gathered.digests.items()], gathered
     except BaseException:
         store.discard(gathered)

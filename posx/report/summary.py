@@ -41,7 +41,7 @@ from posx.report import extension, learning, output, queries, selection, store, 
 from posx.report import shown as shown_
 from posx.report.facets import facets_of
 from posx.report.groups import group_runs, relative_names
-from posx.report.runtables import RunTables, check_evaluations, collect, find_run_dirs
+from posx.report.runtables import RunTables, check_evaluations, collect, every_one_damaged, find_run_dirs
 from posx.report.shown import Shown
 from posx.report.writeup import GROUP, KEYS, applicable, figure_notes, markdown, rich_summary
 from posx.runs.paths import RESULTS
@@ -97,6 +97,9 @@ def _load(paths: list[str | Path], evaluations: str, reports: Path, where: list[
     tables and ``runs``); the cache lives in ``reports``, the folder the report goes into."""
     loaded, gathered = collect(find_run_dirs(paths), evaluations, reports / store.CACHE)
     try:
+        loaded = learning.sound(loaded, gathered.damaged)
+        if not loaded:
+            raise every_one_damaged(gathered.damaged)
         kept = selection.keep([r.member.identity if r.member else {} for r in loaded], where)
         loaded = [r for r, keep in zip(loaded, kept) if keep]
         con = gathered.con
