@@ -13,7 +13,8 @@ add shards at once without a lock. A run's entry counts while its stamp (``posx.
 the size and mtime of each file it was made from) is the run's stamp now; a run whose files
 changed is read again into the new shard, and the newest shard holding the current stamp wins.
 A report's new shard joins the cache only once the report is published (``keep``): a report
-that fails, or is refused, leaves the cache as it was. When there are more than ``MAX_SHARDS``
+that fails, or is refused, leaves the cache as it was; a run the report leaves out as damaged is
+never in a shard, so each report reads it again until it is fixed. When there are more than ``MAX_SHARDS``
 shards, a published report merges each run's newest entry into one new shard and removes the
 merged shards older than ``GRACE`` (a report reading one of them now is long done; younger ones
 stay until a later merge, their entries shadowed by the newer merged shard).
@@ -303,18 +304,6 @@ def _views(con, live: dict[str, str], found: dict[str, dict], links: Links) -> N
         )
 
 
-def _refused(fresh: dict[str, dict]) -> dict[str, str]:
-    """The runs whose digest lists a file posx refuses (``digest.refuse_damaged``), each with that
-    file's one-line error: checked before the scan, the error names the file and the fix."""
-    found = {}
-    for run, digest in fresh.items():
-        try:
-            digests.refuse_damaged(Path(run), digest)
-        except PosxError as exc:
-            found[run] = str(exc)
-    return found
-
-
 def gather(run_dirs: list[Path], cache: Path, tries: int = 2) -> Gathered:
     """Every run's digest and tables, from the cache where it holds the run's current stamp and
     read in one scan (into a new shard) where not. A run whose digest lists a file posx refuses
@@ -332,7 +321,8 @@ def gather(run_dirs: list[Path], cache: Path, tries: int = 2) -> Gathered:
         known = _cached(con, _shards(cache), stamps)
         resolved = {run: digests.resolve(Path(run), stamps[run]) for run in stamps if run not in known}
         stale = {run: digest for run, (digest, old) in resolved.items() if old}
-        damaged = _refused({run: digest for run, (digest, _) in resolved.items()})
+        refusals = {run: digests.refusal(Path(run), digest) for run, (digest, _) in resolved.items()}
+        damaged = {run: why for run, why in refusals.items() if why is not None}  # before the scan
         fresh = {run: digest for run, (digest, _) in resolved.items() if run not in damaged}
         live = {run: shard for run, (_, shard) in known.items()}
         pending, refused = _write_shard(con, fresh, stamps) if fresh else (None, {})
