@@ -1,5 +1,6 @@
 """A run whose config.yaml was edited by hand is read as damaged by what lists and reports runs:
-listed without its settings, never resolved, never a crash of the whole listing."""
+listed without its settings, never resolved, never a crash of the whole listing; a run with a
+damaged table or record is listed as damaged and left out of a report of the others."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import re
 import shutil
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from typer.testing import CliRunner
 
@@ -105,10 +107,22 @@ def test_a_damaged_config_is_named_too(tmp_path):
 
 
 @pytest.mark.parametrize("name", sorted(DAMAGE))
-def test_the_report_refuses_a_damaged_table_or_record_naming_its_file(tmp_path, monkeypatch, name):
+def test_the_report_leaves_out_a_damaged_table_or_record_naming_its_file(tmp_path, monkeypatch, name):
     damaged_beside_a_sound_run(tmp_path, name)
     monkeypatch.chdir(tmp_path)
     result = CliRunner().invoke(app, ["report", "results/runs", "--out", "rep", "--format", "png"])
+    assert result.exit_code == 0, result.output
+    left = pd.read_csv(tmp_path / "rep" / "damaged.csv")
+    assert list(left["run"]) == ["edited"] and f"edited/{name}" in left["reason"].iloc[0]
+    assert "\n" not in left["reason"].iloc[0] and f"edited/{name}" in result.stdout
+    assert "edited" not in pd.read_csv(tmp_path / "rep" / "groups.csv").to_csv()
+
+
+@pytest.mark.parametrize("name", sorted(DAMAGE))
+def test_the_report_of_the_damaged_run_alone_is_refused_naming_its_file(tmp_path, monkeypatch, name):
+    damaged_beside_a_sound_run(tmp_path, name)
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["report", "results/runs/edited", "--out", "rep", "--format", "png"])
     assert result.exit_code == 2, result.output
     assert f"edited/{name}" in result.stderr and len(result.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "rep").exists() or not any((tmp_path / "rep").iterdir())

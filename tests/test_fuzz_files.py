@@ -5,7 +5,11 @@ directory), then listed (``posx runs``) and reported (the report's reading and i
 figures left out). Each case must end in numbers equal to those a plain reading of the damaged
 files gives (``reference``; for a digest or a shard, those of the undamaged run: it is computed
 again), or in one error line (a PosxError, exit 2): never another exception (exit 3), a wrong
-number or a hang. ``run_target`` tallies the outcomes; docs/measurements.md records them.
+number or a hang. The report is made twice: of the damaged run alone, and of it beside a sound
+run of another encoding (``beside``), where a run the plain reading refuses must be left out and
+named in one line (``left-out``) and the sound run's numbers must be those it has without it:
+one damaged run never stops a report of the others. ``run_target`` tallies the outcomes;
+docs/measurements.md records them.
 """
 
 from __future__ import annotations
@@ -42,6 +46,8 @@ KINDS = ["truncated-head", "truncated-half", "truncated-tail", "columns-swapped"
          "huge-cell", "bad-utf8", "fifo", "symlink-out", "directory"]  # fmt: skip
 NUMBERS = ("ppl", "nll", "accuracy", "val_loss", "tokens", "trials", "seed", "step", "train_context")
 HUGE = "x" * 200_000
+NO_TABLE = "none of the runs has extrapolation.csv"  # reported's refusal of a report with no perplexity
+BESIDE = "absolute"  # the encoding of the sound run beside the damaged one
 LIMIT_S = 20  # a case still running after this long hangs
 
 
@@ -165,22 +171,28 @@ def reference(run: Path) -> dict:
     return found
 
 
-def reported(results: Path) -> dict:
-    """The report's numbers (its reading and queries, as ``posx report`` has them before drawing)."""
-    loaded, runs, grouping, gathered = _load([results / "runs"], "current", results, [])
+def reported(results: Path, beside: bool = False) -> dict:
+    """The report's numbers (its reading and queries, as ``posx report`` has them before drawing);
+    ``beside``: of the runs beside them too, whose perplexities (``BESIDE``'s encoding) go to
+    ``beside``, with the runs left out as damaged (``left``: name -> the line)."""
+    folders = [results / "runs", results / "beside"] if beside else [results / "runs"]
+    loaded, runs, grouping, gathered = _load(folders, "current", results, [])
     try:
         con = gathered.con
         if con.execute("SELECT count(*) FROM ext_rows").fetchone()[0] == 0:
-            raise PosxError("none of the runs has extrapolation.csv")  # the report's refusal (_publish)
+            raise PosxError(NO_TABLE)  # the report's refusal (_publish)
         summary = summarize(con)
-        ppl = {(r.method, float(r.factor)): float(r.ppl_mean) for r in summary.itertuples()}
+        other = summary["encoding"] == BESIDE
+        ppl = {(r.method, float(r.factor)): float(r.ppl_mean) for r in summary[~other].itertuples()}
+        near = {(r.method, float(r.factor)): float(r.ppl_mean) for r in summary[other].itertuples()}
+        left = {Path(p).name: why for p, why in gathered.damaged.items()}
         tasks = queries.tasks(con)
         curve = learning.gather(runs)[0]
     except BaseException:
         store.discard(gathered)
         raise
     store.keep(gathered)
-    found = {"ppl": ppl}
+    found = {"ppl": ppl, **({"beside": near, "left": left} if beside else {})}
     if not tasks.empty:
         t = tasks[tasks["status"] == "ok"]
         found["tasks"] = {
@@ -206,9 +218,30 @@ def _alarm(_signum, _frame):
     raise TimeoutError("hang")
 
 
-def one_case(results: Path, run: Path, command: str, clean: dict) -> tuple[str, str]:
-    """(outcome, what was wrong or ''): correct, recomputed or exit2 are fine."""
+def _left_out(results: Path, alone, clean: dict) -> tuple[str, str]:
+    """The report of the damaged run beside a sound one: (outcome, what was wrong or ''). ``alone``:
+    what the report of the damaged run alone gave (its numbers, or its PosxError). The sound run's
+    numbers are those it has without the damaged one; the damaged run is left out, named in one
+    line, exactly when its report alone is refused (one with no extrapolation.csv at all is not
+    damaged: it is reported, without perplexities), else its numbers are those it has alone."""
+    got = reported(results, beside=True)
+    near, left = got.pop("beside"), got.pop("left")
+    if not _same({"ppl": near}, {"ppl": clean["beside"]}):
+        return "wrong", f"the sound run beside reported {near}, alone {clean['beside']}"
+    if not isinstance(alone, PosxError):
+        right = not left and _same(got, alone)
+        return "correct", "" if right else f"reported {got} (left out {left}), alone {alone}"
+    if str(alone) == NO_TABLE:
+        return "no-table", "" if not left and got["ppl"] == {} else f"reported {got}, left out {left}"
+    named = list(left) == ["a0"] and left["a0"] == str(alone)  # the line the report of it alone stops with
+    return "left-out", "" if named and got == {"ppl": {}} else f"reported {got}, left out {left}, alone: {alone}"
+
+
+def one_case(results: Path, run: Path, command: str, clean: dict, seen: dict) -> tuple[str, str]:
+    """(outcome, what was wrong or ''): correct, recomputed, left-out, no-table or exit2 are fine.
+    ``seen["alone"]``: what the report of the damaged run alone gave, for the report beside."""
     derived = os.environ.get("FUZZ_TARGET", "") in DERIVED
+    alone = {k: v for k, v in clean.items() if k != "beside"}  # the undamaged run's own numbers
     signal.signal(signal.SIGALRM, _alarm)
     signal.alarm(LIMIT_S)
     try:
@@ -219,11 +252,18 @@ def one_case(results: Path, run: Path, command: str, clean: dict) -> tuple[str, 
             lengths = ",".join(sorted({str(32 * int(f)) for _, f in want["ppl"]})) if "ppl" in want else ""
             right = got["lengths"] == lengths or ("ppl" not in want and got["damaged"])
             wrong = "" if right else f"listed {got}, the files give lengths {lengths!r}"
+        elif command == "beside":
+            outcome, wrong = _left_out(results, seen["alone"], clean)
+            return ("recomputed" if derived and outcome == "correct" else outcome), wrong
         else:
-            got, want = reported(results), (clean if derived else reference(run))
+            got, want = reported(results), (alone if derived else reference(run))
+            seen["alone"] = got
             wrong = "" if not want.get("refused") and _same(got, want) else f"reported {got}, the files give {want}"
     except PosxError as exc:
         one = "\n" not in str(exc)
+        seen["alone"] = exc
+        if command == "beside":
+            return "exit2", f"one damaged run stopped the report of the sound one beside it: {exc}"
         if derived:
             return "exit2", f"a damaged {os.environ['FUZZ_TARGET']} must be computed again, not refused: {exc}"
         return "exit2", "" if one else f"an error of more than one line: {exc}"
@@ -247,8 +287,11 @@ def base(tmp_path_factory) -> tuple[Path, dict]:
     _curve(run)
     digest.refresh(run)
     clean = reported(results)
+    digest.refresh(_run(results / "beside", "b0", 1, 14.0, pos=BESIDE))  # not in the cache: read by each case
     shutil.copytree(results, root / "base", symlinks=True)
-    return root, clean
+    both = reported(results, beside=True)  # the undamaged report of both (its cache goes with ``work``)
+    assert _same({k: v for k, v in both.items() if k not in ("beside", "left")}, clean) and not both["left"]
+    return root, {**clean, "beside": both["beside"]}
 
 
 def _shard(results: Path) -> Path:
@@ -261,7 +304,8 @@ def run_target(target: str, root: Path, clean: dict) -> Counter:
     os.environ["FUZZ_TARGET"] = target
     try:
         for kind in KINDS:
-            for command in ("runs", "report"):
+            seen: dict = {}  # the report alone comes before the report beside
+            for command in ("runs", "report", "beside"):
                 results = root / "work"
                 shutil.rmtree(results, ignore_errors=True)
                 shutil.copytree(root / "base", results, symlinks=True)  # the same paths, times kept: the cache holds it
@@ -269,7 +313,7 @@ def run_target(target: str, root: Path, clean: dict) -> Counter:
                 outside.mkdir(exist_ok=True)
                 path = (_shard(results) if target in SHARD_FILES else results / "runs" / "a0") / target
                 damage(path, kind, outside)
-                outcome, wrong = one_case(results, results / "runs" / "a0", command, clean)
+                outcome, wrong = one_case(results, results / "runs" / "a0", command, clean, seen)
                 tally[outcome] += 1
                 if wrong:
                     failures.append(f"{target} {kind} {command}: {outcome}: {wrong}")

@@ -90,8 +90,9 @@ def test_a_stale_digest_and_a_stopped_run_are_read_without_torch(results):
 
 
 def test_a_damaged_model_json_is_still_refused_in_one_line(results):
-    """The checks that moved out of the model's modules still refuse a crafted model.json: the
-    report stops on it (exit 2), the listing names it as damaged and lists the other runs."""
+    """The checks that moved out of the model's modules still refuse a crafted model.json: a report
+    of that run alone stops on it (exit 2), a report of every run leaves it out and names it in
+    damaged.csv, the listing names it as damaged and lists the other runs."""
     meta = results / "runs" / "rope" / "model.json"
     data = json.loads(meta.read_text())
     data["model"]["pos"]["name"] = "sinusoidal-ish"
@@ -102,10 +103,14 @@ def test_a_damaged_model_json_is_still_refused_in_one_line(results):
             [sys.executable, "-m", "posx", *args], cwd=results.parent, env=child_env(), capture_output=True, text=True
         )
 
-    proc = posx("report", str(results / "runs"), "--out", str(results.parent / "rep"), "--format", "png")
+    proc = posx("report", str(results / "runs" / "rope"), "--out", str(results.parent / "rep"), "--format", "png")
     assert proc.returncode == 2, proc.stderr
     assert "model.pos.name=sinusoidal-ish is unknown; choose one of absolute, rope" in proc.stderr
     assert "Traceback" not in proc.stderr
+    proc = posx("report", str(results / "runs"), "--out", str(results.parent / "all"), "--format", "png")
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr
+    left = (results.parent / "all" / "damaged.csv").read_text(encoding="utf-8").splitlines()
+    assert len(left) == 2 and left[1].startswith("rope,") and "model.pos.name=sinusoidal-ish is unknown" in left[1]
     listed = posx("runs", "--csv", "-")
     assert listed.returncode == 0 and "Traceback" not in listed.stderr
     rows = {line.split(",")[0]: line for line in listed.stdout.splitlines()[1:]}

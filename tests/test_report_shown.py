@@ -98,7 +98,8 @@ def _markdown(groups: int, top: int | None) -> str:
     summary = summary_of(groups)
     chosen = shown.choose(shown.rank(summary), top, asked=False)
     empty = pd.DataFrame()
-    return writeup.markdown(summary, empty, empty, [], _grouping(groups), None, {}, chosen)
+    tables = {"passkey": empty, "missing": empty, "damaged": empty, "extension": None}
+    return writeup.markdown(summary, tables, [], _grouping(groups), {}, chosen)
 
 
 def test_summary_md_stays_the_same_length_however_many_groups_there_are(monkeypatch):

@@ -44,6 +44,10 @@ def compare(run_args: list[str], csv: str | None, results_dir: Path, where: list
         _check_csv(csv)
         conditions = selection.parse(where)
         dirs = collection.select([resolve_run(r, results_dir) for r in run_args], conditions)
+        if len(dirs) >= 2:  # fewer: compare's own refusal
+            dirs, damaged = collection.readable(dirs)
+            for why in damaged.values():  # on stderr: --csv - writes the table to stdout
+                say(new_console(stderr=True), "left out", "yellow", f"a damaged run: {why}")
         df, names, notes = collection.compare(dirs)
         console = new_console()
         if csv != "-":

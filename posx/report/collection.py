@@ -174,6 +174,24 @@ def ratio_interval(ratio, se_a, se_b) -> tuple:
     return ratio * np.exp(-Z95 * se), ratio * np.exp(Z95 * se)
 
 
+def readable(run_dirs: list[Path]) -> tuple[list[Path], dict[Path, str]]:
+    """(the runs ``compare`` can read, the others: run -> the one-line error of its damaged
+    extrapolation.csv). A run without one is kept (``compare`` refuses it: not evaluated). When
+    fewer than two are left, the first damaged one's error: there is nothing to compare."""
+    kept, damaged = [], {}
+    for run_dir in run_dirs:
+        try:
+            if (Path(run_dir) / "extrapolation.csv").is_file():
+                read_table(Path(run_dir) / "extrapolation.csv")
+        except PosxError as exc:
+            damaged[run_dir] = str(exc)
+            continue
+        kept.append(run_dir)
+    if damaged and len(kept) < 2:
+        raise PosxError(next(iter(damaged.values())))
+    return kept, damaged
+
+
 def compare(run_dirs: list[Path]) -> tuple[pd.DataFrame, list[str], list[str]]:
     """One row per (method, stage, factor): each run's perplexity, its interval, and its ratio
     to the first run's with the ratio's 95% interval (``ratio_interval``); also the column names

@@ -154,6 +154,16 @@ def refuse_damaged(run_dir: Path, digest: dict) -> None:
             READERS[name](Path(run_dir))
 
 
+def refusal(run_dir: Path, digest: dict) -> str | None:
+    """``refuse_damaged``'s one line for the run (what is damaged, how to fix it), or None: a
+    report leaves such a run out and names it with this line."""
+    try:
+        refuse_damaged(run_dir, digest)
+    except PosxError as exc:
+        return str(exc)
+    return None
+
+
 def _mapping(node) -> dict:
     """A node of a config that may be damaged: itself when a mapping, else empty."""
     return node if isinstance(node, dict) else {}
@@ -211,7 +221,7 @@ def compute(run_dir: Path, when: str | None = None, whole: str | None = None) ->
             "columns": {n: header(path / n) for n in (*TABLES, METRICS, TASKS) if (path / n).is_file()},
             "left_out": sorted(left_out(record and record["settings"], lineage is not None)),
             "listing": _listing(path, saved or {}, meta, table),
-            "damaged": damaged,  # files posx refused to read: posx runs shows them, posx report refuses them
+            "damaged": damaged,  # files posx refused to read: posx runs shows them, posx report leaves the run out
         }
     )
 

@@ -17,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.figure import Figure
 
+from posx.core.errors import PosxError
 from posx.eval.tables import read_table
 from posx.report import palette
 from posx.report.groups import differences
@@ -25,6 +26,23 @@ from posx.report.palette import legend_inches
 from posx.runs.paths import TASK_CURVE
 
 KEYS = ["group", "encoding", "task", "tokens"]
+
+
+def sound(runs, damaged: dict) -> list:
+    """The ``runs`` whose task_curve.csv, when they have one, reads; each other run joins
+    ``damaged`` (run -> its file's one-line error) and is left out of the report like a run with a
+    damaged table (the curve is read at every report, never cached)."""
+    kept = []
+    for run in runs:
+        path = Path(run.path) / TASK_CURVE
+        try:
+            if path.exists() or path.is_symlink():
+                read_table(path)
+        except PosxError as exc:
+            damaged[run.path] = str(exc)
+            continue
+        kept.append(run)
+    return kept
 
 
 def gather(runs) -> tuple[pd.DataFrame, dict[str, dict]]:

@@ -258,18 +258,43 @@ def _register(con, loaded: list[RunTables]) -> None:
         con.register(view, pd.concat(frames, ignore_index=True).reindex(columns=columns))
 
 
+def every_one_damaged(damaged: dict[Path, str]) -> PosxError:
+    """The refusal of a report whose every run is damaged: the first one's line (nothing to report)."""
+    first = next(iter(damaged.values()))
+    if len(damaged) == 1:
+        return PosxError(first)
+    return PosxError(f"each of the {len(damaged)} runs is damaged, so there is nothing to report; the first: {first}")
+
+
+def _load_each(run_dirs: list[Path], evaluations: str) -> tuple[list[RunTables], dict[Path, str]]:
+    """``load_run_tables`` of each run; a run whose file it refuses is left out, with that line."""
+    loaded, damaged = [], {}
+    for path in run_dirs:
+        try:
+            loaded.append(load_run_tables(path, evaluations))
+        except PosxError as exc:
+            damaged[path] = str(exc)
+    return loaded, damaged
+
+
 def collect(run_dirs: list[Path], evaluations: str, cache: Path) -> tuple[list[RunTables], store.Gathered]:
     """Every run (seed, identity, missing tables) and what was gathered: the DuckDB connection
-    holding their tables, and the new cache shard (``store.keep`` once the report is published).
-    ``evaluations`` is checked by the caller (``check_evaluations``)."""
+    holding their tables, the runs left out as damaged (``damaged``: run -> the one-line error of
+    its file), and the new cache shard (``store.keep`` once the report is published). When every
+    run is damaged, the first one's error (nothing to report). ``evaluations`` is checked by the
+    caller (``check_evaluations``)."""
     if evaluations == "all":
-        loaded = [load_run_tables(p, evaluations) for p in run_dirs]
+        loaded, damaged = _load_each(run_dirs, evaluations)
+        if not loaded and damaged:
+            raise every_one_damaged(damaged)
         con = store.connect()
         _register(con, loaded)
-        return loaded, store.Gathered({}, con, cache)
+        return loaded, store.Gathered({}, con, cache, damaged=damaged)
     gathered = store.gather(run_dirs, cache)
     known = {path.resolve(): d for path, d in gathered.digests.items()}
     try:
+        if not gathered.digests and gathered.damaged:
+            raise every_one_damaged(gathered.damaged)
         return [from_digest(path, d, known) for path, d in gathered.digests.items()], gathered
     except BaseException:
         store.discard(gathered)

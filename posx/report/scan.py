@@ -7,8 +7,10 @@ The runs' tables come from several posx versions, so files are read in batches o
 ``read_csv`` with the columns named and typed, no sniffing per file. A column a version lacks
 holds the value it implies (``posx.eval.tables.OPTIONAL``), as ``read_table`` does. A table
 that lacks a column reading needs, has a row cut short, holds a non-number where a number
-belongs or a row without a cell that names it (``posx.eval.tables.KEYED``) is a one-line
-PosxError naming the file (``read_table``'s, found by reading the suspect files one by one).
+belongs or a row without a cell that names it (``posx.eval.tables.KEYED``) is damaged: its
+run is left out of the scan and returned with the one-line error naming the file
+(``read_table``'s, found by reading the suspect files one by one), and the scan goes on without
+it, so one damaged run never stops a report of the others (``posx.report.store``).
 """
 
 from __future__ import annotations
@@ -75,25 +77,52 @@ def _select(name: str, header: tuple[str, ...], paths: list[Path], links: Links)
     )
 
 
-def _check(name: str, header: tuple[str, ...], paths: list[Path]) -> None:
-    """A batch lacking a column reading needs, or a file of it cut inside a line (the engine reads a
-    cut header as a table of no rows): read_table's error for the first such file."""
+def _reason(name: str, path: Path) -> str | None:
+    """read_table's one-line error for the file (what is damaged, how to fix it); None when it reads."""
     if name == METRICS:
-        return
-    if any(c not in header for c in REQUIRED[name]):
-        read_table(paths[0])
+        return None
+    try:
+        read_table(path)
+    except PosxError as exc:
+        return str(exc)
+    return None
+
+
+def _check(name: str, header: tuple[str, ...], paths: list[Path], links: Links) -> dict[str, str]:
+    """The files of a batch that are not regular files (``Links.link`` refuses them), lack a column
+    reading needs, or are cut inside a line (the engine reads a cut header as a table of no rows):
+    run folder -> the one-line error for its file."""
+    found = {}
     for path in paths:
-        if not ends_a_line(path):
-            read_table(path)
+        try:
+            links.link(path)
+        except PosxError as exc:
+            found[str(path.parent)] = str(exc)
+    if name == METRICS:
+        return found
+    suspect = paths if any(c not in header for c in REQUIRED[name]) else [p for p in paths if not ends_a_line(p)]
+    for path in suspect:
+        reason = _reason(name, path)
+        if reason is not None:
+            found.setdefault(str(path.parent), reason)
+    return found
 
 
-def _find_damage(name: str, paths: list[Path], exc: Exception) -> PosxError:
-    """The batch did not convert: the first file read_table refuses, else the engine's message."""
-    if name != METRICS:
-        for path in paths:
-            read_table(path)  # raises the one-line error of the damaged file
-    first = str(exc).splitlines()[0]
-    return PosxError(f"{name} of {len(paths)} run(s) cannot be read ({first}); re-run posx eval-extrapolate")
+def _find_damage(con, name: str, header: tuple[str, ...], paths: list[Path], links: Links) -> dict[str, str]:
+    """The batch did not convert: run folder -> why, for each file read_table refuses, else each the
+    engine cannot read alone (its message)."""
+    found = {}
+    for path in paths:
+        reason = _reason(name, path)
+        if reason is None:
+            try:
+                con.execute(f"SELECT * FROM ({_select(name, header, [path], links)})").fetchall()
+            except duckdb.Error as exc:
+                first = str(exc).splitlines()[0]
+                reason = f"{path} cannot be read ({first}); re-run posx eval-extrapolate"
+        if reason is not None:
+            found[str(path.parent)] = reason
+    return found
 
 
 def empty(name: str) -> str:
@@ -102,24 +131,36 @@ def empty(name: str) -> str:
     return f"SELECT NULL::VARCHAR AS run, {columns} WHERE false"
 
 
-def scan(con: duckdb.DuckDBPyConnection, name: str, batches: dict[tuple, list[Path]], target: Path) -> None:
-    """Write table ``name`` of every file in ``batches`` (header -> files) to the Parquet file ``target``."""
-    if not batches:
-        con.execute(f"COPY ({empty(name)}) TO {sql_text(target)} (FORMAT parquet)")
-        return
-    links = Links()
-    try:
-        _scan(con, name, batches, target, links)
-    finally:
-        con.execute("DROP VIEW IF EXISTS scan_links")
-        links.close()
+def scan(con: duckdb.DuckDBPyConnection, name: str, batches: dict[tuple, list[Path]], target: Path) -> dict[str, str]:
+    """Write table ``name`` of every file in ``batches`` (header -> files) to the Parquet file
+    ``target``, but for the files refused as damaged; returns their runs (folders), each with the
+    one-line error of its file (what is damaged, how to fix it). Such a run has no row in ``target``."""
+    refused: dict[str, str] = {}
+    while True:
+        left = {h: [p for p in ps if str(p.parent) not in refused] for h, ps in batches.items()}
+        left = {h: ps for h, ps in left.items() if ps}
+        if not left:
+            con.execute(f"COPY ({empty(name)}) TO {sql_text(target)} (FORMAT parquet)")
+            return refused
+        links = Links()
+        try:
+            found = _scan(con, name, left, target, links)
+        finally:
+            con.execute("DROP VIEW IF EXISTS scan_links")
+            links.close()
+        if not found:
+            return refused
+        refused.update(found)
 
 
-def _scan(con, name: str, batches: dict[tuple, list[Path]], target: Path, links: Links) -> None:
-    parts = []
+def _scan(con, name: str, batches: dict[tuple, list[Path]], target: Path, links: Links) -> dict[str, str]:
+    """One try at writing ``target``; returns the damaged files' runs found on the way (none: written)."""
+    found = {}
     for header, paths in batches.items():
-        _check(name, header, paths)
-        parts.append(_select(name, header, paths, links))
+        found.update(_check(name, header, paths, links))
+    if found:
+        return found
+    parts = [_select(name, header, paths, links) for header, paths in batches.items()]
     frame = links.frame()
     con.register("scan_links", frame.assign(run=[str(Path(p).parent) for p in frame["origin"]]))
     try:
@@ -128,26 +169,31 @@ def _scan(con, name: str, batches: dict[tuple, list[Path]], target: Path, links:
         for header, paths in batches.items():
             try:
                 con.execute(f"SELECT * FROM ({_select(name, header, paths, links)})").fetchall()
-            except duckdb.Error as one:
-                raise _find_damage(name, paths, one) from None
-        raise _find_damage(name, [p for paths in batches.values() for p in paths], exc) from None
+            except duckdb.Error:
+                found.update(_find_damage(con, name, header, paths, links))
+        if not found:  # no one file to blame: the engine's message
+            first = str(exc).splitlines()[0]
+            raise PosxError(f"{name} cannot be read ({first}); re-run posx eval-extrapolate") from None
+        return found
     finally:
         con.unregister("scan_links")
-    _check_keys(con, name, target)
+    return _check_keys(con, name, target)
 
 
-def _check_keys(con: duckdb.DuckDBPyConnection, name: str, target: Path) -> None:
-    """A row with an empty cell of ``KEYED`` (read as NULL, which the conversion lets by):
-    read_table's error for its file, as every other reader of the table refuses it."""
+def _check_keys(con: duckdb.DuckDBPyConnection, name: str, target: Path) -> dict[str, str]:
+    """The runs with a row with an empty cell of ``KEYED`` (read as NULL, which the conversion lets
+    by), each with read_table's error for its file, as every other reader of the table refuses it."""
     if name == METRICS:
-        return
+        return {}
     where = " OR ".join(f"{_quoted(c)} IS NULL" for c in KEYED[name])
     links = Links()
     try:
-        found = con.execute(f"SELECT run FROM read_parquet({links.listed([target])}) WHERE {where} LIMIT 1").fetchone()
+        runs = con.execute(f"SELECT DISTINCT run FROM read_parquet({links.listed([target])}) WHERE {where}").fetchall()
     finally:
         links.close()
-    if found is not None:
-        path = Path(found[0]) / name
-        read_table(path)  # raises the one-line error of the damaged file
-        raise PosxError(f"{path} has a row without its {' or '.join(KEYED[name])}; {refit(path.parent)}")
+    found = {}
+    for (run,) in runs:
+        path = Path(run) / name
+        keys = " or ".join(KEYED[name])
+        found[run] = _reason(name, path) or f"{path} has a row without its {keys}; {refit(path.parent)}"
+    return found

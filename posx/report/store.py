@@ -13,7 +13,8 @@ add shards at once without a lock. A run's entry counts while its stamp (``posx.
 the size and mtime of each file it was made from) is the run's stamp now; a run whose files
 changed is read again into the new shard, and the newest shard holding the current stamp wins.
 A report's new shard joins the cache only once the report is published (``keep``): a report
-that fails, or is refused, leaves the cache as it was. When there are more than ``MAX_SHARDS``
+that fails, or is refused, leaves the cache as it was; a run the report leaves out as damaged is
+never in a shard, so each report reads it again until it is fixed. When there are more than ``MAX_SHARDS``
 shards, a published report merges each run's newest entry into one new shard and removes the
 merged shards older than ``GRACE`` (a report reading one of them now is long done; younger ones
 stay until a later merge, their entries shadowed by the newer merged shard).
@@ -78,6 +79,7 @@ class Gathered:
     pending: Path | None = None  # the new shard until ``keep`` or ``discard``
     links: Links | None = None  # the links the views read the shards through (``posx.report.literal``)
     stale: dict = field(default_factory=dict)  # run -> its digest, to write back once the report is published
+    damaged: dict = field(default_factory=dict)  # run -> the one-line error of its damaged file: left out
 
 
 def connect() -> duckdb.DuckDBPyConnection:
@@ -193,15 +195,22 @@ def _batches(fresh: dict[str, dict], name: str) -> dict[tuple, list[Path]]:
     return batches
 
 
-def _write_shard(con, fresh: dict[str, dict], stamps: dict[str, str]) -> Path:
-    """A new shard of the ``fresh`` runs' digests and tables, in a temporary folder (it joins the
-    cache with ``keep`` once the report is published: a failed report changes nothing)."""
+def _write_shard(con, fresh: dict[str, dict], stamps: dict[str, str]) -> tuple[Path | None, dict[str, str]]:
+    """(a new shard of the ``fresh`` runs' digests and tables, in a temporary folder, or None when
+    every one is damaged; the runs left out as damaged, each with its file's one-line error). The
+    shard joins the cache with ``keep`` once the report is published: a failed report changes
+    nothing, and a damaged run is never in it (the next report reads it again)."""
     staging = Path(tempfile.mkdtemp(prefix="posx-shard-"))
     try:
+        refused: dict[str, str] = {}
         for table in TABLES:
-            scan(con, table, _batches(fresh, table), staging / table.replace(".csv", ".parquet"))
+            found = scan(con, table, _batches(fresh, table), staging / table.replace(".csv", ".parquet"))
+            refused.update({run: reason for run, reason in found.items() if run not in refused})
+        if refused:
+            _drop(con, staging, refused)
+        kept = [run for run in fresh if run not in refused]
         frame = pd.DataFrame(
-            {"run": list(fresh), "stamp": [stamps[r] for r in fresh], "digest": [json.dumps(d) for d in fresh.values()]}
+            {"run": kept, "stamp": [stamps[r] for r in kept], "digest": [json.dumps(fresh[r]) for r in kept]}
         )
         con.register("fresh_digests", frame)
         con.execute(f"COPY fresh_digests TO {sql_text(staging / 'digests.parquet')} (FORMAT parquet)")
@@ -210,7 +219,29 @@ def _write_shard(con, fresh: dict[str, dict], stamps: dict[str, str]) -> Path:
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    return staging
+    if not kept:
+        shutil.rmtree(staging, ignore_errors=True)
+        return None, refused
+    return staging, refused
+
+
+def _drop(con, staging: Path, runs: dict[str, str]) -> None:
+    """Remove the rows of ``runs`` from each table of the shard in ``staging`` (a run refused by one
+    table has no row in any)."""
+    con.register("refused_runs", pd.DataFrame({"run": list(runs)}))
+    links = Links()
+    try:
+        for table in TABLES:
+            target = staging / table.replace(".csv", ".parquet")
+            kept = staging / f".{target.name}"
+            con.execute(
+                f"COPY (SELECT * FROM read_parquet({links.listed([target])}) WHERE run NOT IN "
+                f"(SELECT run FROM refused_runs)) TO {sql_text(kept)} (FORMAT parquet)"
+            )
+            os.replace(kept, target)
+    finally:
+        links.close()
+        con.unregister("refused_runs")
 
 
 def keep(gathered: Gathered) -> None:
@@ -276,9 +307,9 @@ def _views(con, live: dict[str, str], found: dict[str, dict], links: Links) -> N
 def gather(run_dirs: list[Path], cache: Path, tries: int = 2) -> Gathered:
     """Every run's digest and tables, from the cache where it holds the run's current stamp and
     read in one scan (into a new shard) where not. A run whose digest lists a file posx refuses
-    (``digest.refuse_damaged``) stops the report with that file's error, as when the report reads
-    the file itself (``--evaluations all``); such a run is never cached, since a refused report
-    keeps no shard."""
+    (``digest.refuse_damaged``), or with a table the scan refuses, is left out (``damaged``:
+    the run, the file's one-line error), as ``--evaluations all`` leaves out a run whose file it
+    refuses; such a run is never cached, so the next report reads it again."""
     # Every path is spelled one way, absolute without ``..``, as the scan and the links spell the
     # files they read (``Links.link``): a run or cache given relative, through ``..`` or absolute
     # must meet the same entries, in this report and in the next.
@@ -289,12 +320,14 @@ def gather(run_dirs: list[Path], cache: Path, tries: int = 2) -> Gathered:
     try:
         known = _cached(con, _shards(cache), stamps)
         resolved = {run: digests.resolve(Path(run), stamps[run]) for run in stamps if run not in known}
-        fresh = {run: digest for run, (digest, _) in resolved.items()}
         stale = {run: digest for run, (digest, old) in resolved.items() if old}
-        for run, digest in fresh.items():  # before the scan: its error names the file and the fix
-            digests.refuse_damaged(Path(run), digest)
+        refusals = {run: digests.refusal(Path(run), digest) for run, (digest, _) in resolved.items()}
+        damaged = {run: why for run, why in refusals.items() if why is not None}  # before the scan
+        fresh = {run: digest for run, (digest, _) in resolved.items() if run not in damaged}
         live = {run: shard for run, (_, shard) in known.items()}
-        pending = _write_shard(con, fresh, stamps) if fresh else None
+        pending, refused = _write_shard(con, fresh, stamps) if fresh else (None, {})
+        damaged.update(refused)
+        fresh = {run: digest for run, digest in fresh.items() if run not in refused}
         live.update(dict.fromkeys(fresh, str(pending)))
         found = {**{run: d for run, (d, _) in known.items()}, **fresh}
         links = Links()
@@ -305,7 +338,9 @@ def gather(run_dirs: list[Path], cache: Path, tries: int = 2) -> Gathered:
             if pending is not None:
                 shutil.rmtree(pending, ignore_errors=True)
             raise
-        return Gathered({Path(spelled[run]): found[run] for run in stamps}, con, cache, pending, links, stale)
+        left_out = {Path(spelled[run]): damaged[run] for run in stamps if run in damaged}
+        kept = {Path(spelled[run]): found[run] for run in stamps if run in found}
+        return Gathered(kept, con, cache, pending, links, stale, left_out)
     except duckdb.IOException:
         if tries <= 1:
             raise

@@ -10,11 +10,13 @@ the seed equal); within a group, rows line up by method x protocol x factor, and
 perplexity is the mean and the sample standard deviation (n - 1) over its runs, one run per
 seed. Its band (``ppl_lo``, ``ppl_hi``) is mean ± std over seeds, or for a single seed the
 run's own 95% interval over windows. A run without a table is listed in ``missing.csv`` and in
-the terminal, never dropped silently. Run paths in the written files are relative to the folder
+the terminal, never dropped silently; a run with a file posx refuses as damaged is left out and
+listed, with the one-line reason, in ``damaged.csv``, at the top of summary.md and in the terminal
+(a report whose every run is damaged is that line, exit 2). Run paths in the written files are relative to the folder
 holding every reported run, so a report names no absolute path of the machine it was made on.
 
 Writes summary.csv/.md, groups.csv, groups_ranked.csv, duplicates.csv, passkey_summary.csv,
-missing.csv, for extended runs extension.csv (``posx.report.extension``), and the figures of
+missing.csv, damaged.csv, for extended runs extension.csv (``posx.report.extension``), and the figures of
 posx.report.plots (drawn by ``posx.report.drawing``) and extension.png into a fresh directory
 (default results/reports/<time>/); an existing report is never overwritten. Every table holds
 every group; the figures and summary.md's tables show the groups ``posx.report.shown`` chooses
@@ -39,7 +41,7 @@ from posx.report import extension, learning, output, queries, selection, store, 
 from posx.report import shown as shown_
 from posx.report.facets import facets_of
 from posx.report.groups import group_runs, relative_names
-from posx.report.runtables import RunTables, check_evaluations, collect, find_run_dirs
+from posx.report.runtables import RunTables, check_evaluations, collect, every_one_damaged, find_run_dirs
 from posx.report.shown import Shown
 from posx.report.writeup import GROUP, KEYS, applicable, figure_notes, markdown, rich_summary
 from posx.runs.paths import RESULTS
@@ -49,6 +51,7 @@ SUMMARY_COLUMNS = [  # bpb_mean: bits per byte, comparable across tokenizers
     "seeds", "ratio_to_1x", "status",
 ]  # fmt: skip
 TERMINAL_LINES = 20  # duplicates, missing tables and notes printed; the files list every one
+DAMAGED_LINES = 5  # runs left out as damaged named in the terminal; damaged.csv lists every one
 BAND_SEEDS, BAND_WINDOWS = "± std over seeds", "95% interval over windows (one seed)"
 
 
@@ -94,6 +97,9 @@ def _load(paths: list[str | Path], evaluations: str, reports: Path, where: list[
     tables and ``runs``); the cache lives in ``reports``, the folder the report goes into."""
     loaded, gathered = collect(find_run_dirs(paths), evaluations, reports / store.CACHE)
     try:
+        loaded = learning.sound(loaded, gathered.damaged)
+        if not loaded:
+            raise every_one_damaged(gathered.damaged)
         kept = selection.keep([r.member.identity if r.member else {} for r in loaded], where)
         loaded = [r for r, keep in zip(loaded, kept) if keep]
         con = gathered.con
@@ -124,6 +130,7 @@ def _tables_csv(staging: Path, tables: dict, grouping, ranked: pd.DataFrame) -> 
     """The report's CSV tables, every group in each."""
     tables["summary"].to_csv(staging / "summary.csv", index=False)
     tables["missing"].to_csv(staging / "missing.csv", index=False)
+    tables["damaged"].to_csv(staging / "damaged.csv", index=False)
     pd.DataFrame(grouping.groups).to_csv(staging / "groups.csv", index=False)
     ranked.to_csv(staging / "groups_ranked.csv", index=False)
     pd.DataFrame(grouping.duplicates, columns=["run", "seed", "group", "counted"]).to_csv(
@@ -141,7 +148,7 @@ def _write(staging: Path, tables: dict, runs, grouping, names, shown: Shown, dra
     """Every file of the report into ``staging``; returns the PNGs drawn (name -> path or None)."""
     summary, ext_table = tables["summary"], tables["extension"]
     _tables_csv(staging, tables, grouping, tables["ranked"])
-    text = markdown(summary, tables["passkey"], tables["missing"], runs, grouping, ext_table, names, shown)
+    text = markdown(summary, tables, runs, grouping, names, shown)
     (staging / "summary.md").write_text(text, encoding="utf-8")  # the figures come after it
     drawn_tables = {k: shown.rows(v) if isinstance(v, pd.DataFrame) else v for k, v in tables.items()}
     drawn, notes = drawing_.draw_all(drawn_tables, staging, drawing)
@@ -192,6 +199,16 @@ def _tell(console: Console, summary: pd.DataFrame, runs: list[RunTables], groupi
     console.print(f"wrote {escape(str(out_dir))} ({_size(out_dir)})", highlight=False)
 
 
+def _tell_damaged(console: Console, damaged: dict) -> None:
+    """One warning line per run left out as damaged; past ``DAMAGED_LINES``, the count and the first few."""
+    if len(damaged) > DAMAGED_LINES:
+        console.print(f"[yellow]left out[/] {len(damaged)} damaged run(s) (damaged.csv); the first:", highlight=False)
+    for why in list(damaged.values())[:DAMAGED_LINES]:
+        console.print(f"[yellow]left out[/] a damaged run: {escape(why)}", highlight=False)
+    if len(damaged) > DAMAGED_LINES:
+        console.print(f"... and {len(damaged) - DAMAGED_LINES} more (damaged.csv)", highlight=False)
+
+
 def check_factor(factor: float | None, positions: pd.DataFrame, summary: pd.DataFrame) -> None:
     """``--factor`` must be a factor the runs' per-position tables have (their perplexity tables'
     factors when none has per-position rows), else the plot would quietly draw another."""
@@ -201,12 +218,16 @@ def check_factor(factor: float | None, positions: pd.DataFrame, summary: pd.Data
     raise PosxError(f"--factor {factor:g} is not a factor the runs were evaluated at; {choose(f'{f:g}' for f in have)}")
 
 
-def _publish(loaded, runs, grouping, con, out, results_dir, top, options):
+def _publish(loaded, runs, grouping, gathered, out, results_dir, top, options):
     """Compute every table, write the report into a staging folder and publish it whole; returns
     (its directory, the summary, the PNGs drawn, the formats written). ``top``: (groups to draw or
     None for all, whether --top said so); ``options``: factor, smooth, formats (None: the default
     for the report's size) and median."""
-    names = relative_names([r.path for r in loaded])
+    con = gathered.con
+    names = relative_names([r.path for r in loaded] + list(gathered.damaged))
+    damaged = pd.DataFrame(
+        [{"run": names[str(p)], "reason": why} for p, why in gathered.damaged.items()], columns=["run", "reason"]
+    )
     missing = pd.DataFrame(
         [{"run": names[str(r.path)], "missing": name} for r in runs for name in r.missing], columns=["run", "missing"]
     )
@@ -220,6 +241,7 @@ def _publish(loaded, runs, grouping, con, out, results_dir, top, options):
         "summary": summary,
         "passkey": queries.passkey(con),
         "missing": missing,
+        "damaged": damaged,
         "positions": queries.positions(con),
         "longest_factor": queries.longest_factor(con),
         "training": queries.training(con),
@@ -286,7 +308,7 @@ def report(
     options = {"factor": factor, "smooth": smooth, "formats": kept, "median": median}
     try:
         out_dir, summary, drawn, kept = _publish(
-            loaded, runs, grouping, gathered.con, out, results_dir, (groups, top is not None), options
+            loaded, runs, grouping, gathered, out, results_dir, (groups, top is not None), options
         )
     except BaseException:
         store.discard(gathered)
@@ -296,6 +318,7 @@ def report(
         name: [] if path is None else [out_dir / f"{path.stem}.{fmt}" for fmt in kept] for name, path in drawn.items()
     }
     _tell(console, summary, runs, grouping, figures, out_dir)
+    _tell_damaged(console, gathered.damaged)
     note = task_figures.tokenizer_note([r.member.identity for r in runs])
     if note:
         console.print(f"[yellow]note[/] {escape(note)}", highlight=False)

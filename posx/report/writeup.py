@@ -1,11 +1,12 @@
 """The words of a report: ``summary.md`` and the table printed in the terminal.
 
-``summary.md`` says at its top how many groups the figures draw when they draw a choice
-(``posx.report.shown``), then holds the summary as one table per method and protocol, a row per
-group drawn and a column per factor (methods that do not apply to an encoding left out;
-summary.csv has every row), the groups and why, passkey, extension, missing tables, the runs
-(past ``LISTED``, where groups.csv lists them), and what each figure leaves out. The terminal
-shows the first ``TERMINAL_ROWS`` rows of the groups drawn and says where the rest are.
+``summary.md`` names at its top the runs left out as damaged (``damaged.csv``), says how many
+groups the figures draw when they draw a choice (``posx.report.shown``), then holds the summary
+as one table per method and protocol, a row per group drawn and a column per factor (methods
+that do not apply to an encoding left out; summary.csv has every row), the groups and why,
+passkey, extension, missing tables, the runs (past ``LISTED``, where groups.csv lists them),
+and what each figure leaves out. The terminal shows the first ``TERMINAL_ROWS`` rows of the
+groups drawn and says where the rest are.
 """
 
 from __future__ import annotations
@@ -51,19 +52,16 @@ def ppl_cell(row, digits: int = 3) -> str:
     return mean_std(row["ppl_mean"], row["ppl_std"], digits)
 
 
-def markdown(
-    summary: pd.DataFrame,
-    pk_summary: pd.DataFrame,
-    missing: pd.DataFrame,
-    runs: list[RunTables],
-    grouping,
-    ext_table: pd.DataFrame | None,
-    names: dict[str, str],
-    shown: Shown,
-) -> str:
-    """summary.md; ``names`` maps each run's path to the relative path the report writes; ``shown``:
-    the groups the figures draw (``posx.report.shown``), the groups its tables show."""
+def markdown(summary: pd.DataFrame, tables: dict, runs: list[RunTables], grouping, names: dict[str, str],
+             shown: Shown) -> str:  # fmt: skip
+    """summary.md; ``tables``: the report's tables (passkey, missing, damaged, extension); ``names``
+    maps each run's path to the relative path the report writes; ``shown``: the groups the figures
+    draw (``posx.report.shown``), the groups its tables show."""
+    pk_summary, missing, ext_table = tables["passkey"], tables["missing"], tables["extension"]
     lines = [
+        "# posx report",
+        "",
+        *_damaged_section(tables["damaged"]),
         *_summary_section(shown.rows(applicable(summary, KEYS)), len(runs), len(grouping.groups), shown),
         *explain(grouping, len(runs), None if shown.lines is None else {k[0] for k in shown.lines}),
         *_passkey_section(shown.rows(applicable(pk_summary, PASSKEY_GROUP[:4]))),
@@ -81,6 +79,23 @@ def markdown(
 
 
 LISTED = 200  # runs and missing tables summary.md lists one by one; past that it points to the CSVs
+
+
+def _damaged_section(damaged: pd.DataFrame) -> list[str]:
+    """The runs left out because a file of theirs is damaged, each with why and how to fix it."""
+    if damaged.empty:
+        return []
+    more = len(damaged) - LISTED
+    return [
+        "## Runs left out as damaged",
+        "",
+        f"{len(damaged)} run(s) are not in this report: posx refused a file of each (below, what is damaged "
+        "and how to fix it; damaged.csv lists every one). Fix them and report again to include them.",
+        "",
+        md_table(damaged.head(LISTED)),
+        "",
+        *([f"... and {more} more: damaged.csv lists every one", ""] if more > 0 else []),
+    ]
 
 
 def pivot(summary: pd.DataFrame) -> list[str]:
@@ -107,8 +122,6 @@ def _summary_section(summary: pd.DataFrame, runs: int, groups: int, shown: Shown
     """The title, what the numbers are, and the summary tables (one per method), as markdown lines."""
     said = "the groups the figures draw" if shown.lines is not None else "every group"
     return [
-        "# posx report",
-        "",
         *([shown.note, ""] if shown.note else []),
         f"{runs} run(s) in {groups} group(s) (see Groups below). Perplexity is the mean "
         "± sample standard deviation (n − 1) over the runs of a group, one run per seed; for a single seed "
