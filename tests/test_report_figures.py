@@ -279,3 +279,13 @@ def test_long_legends_grow_their_panel_instead_of_squeezing_it():
     labels = legend_texts(fig.axes[0])
     assert all("eval.key_29=" in label for label in labels if label.startswith("rope"))
     assert fig.get_size_inches()[1] > 4.2
+
+
+def test_figures_drawn_in_worker_processes_are_the_figures_drawn_here(tmp_path):
+    summary, facets = mixed()
+    empty = pd.DataFrame()
+    tables = {"summary": summary, "positions": empty, "longest_factor": None, "passkey": empty, "training": empty}
+    here, notes_here = draw_all({**tables, "tasks": empty}, tmp_path / "here", Drawing(facets, ("png",)), workers=1)
+    there, notes_there = draw_all({**tables, "tasks": empty}, tmp_path / "there", Drawing(facets, ("png",)), workers=2)
+    assert {k: v.name for k, v in here.items() if v} == {k: v.name for k, v in there.items() if v}
+    assert notes_here == notes_there and all(v.is_file() for v in there.values() if v)

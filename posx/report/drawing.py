@@ -2,10 +2,14 @@
 
 A job (``JOBS``: a name, the tables it reads and the function that draws it) gets only its own
 tables, already cut to the groups the report draws (``posx.report.shown``), so a worker's memory
-follows what it draws, not the number of runs. With several jobs and more than one core the
-jobs run in as many worker processes as there are cores (never more than jobs), started fresh
-(``spawn``: no copy of the report's database connection or its threads); with one core, or one
-job, they run here, one after another. Each job returns the files it wrote and its notes for
+follows what it draws, not the number of runs. With at least ``PARALLEL_LINES`` lines to draw
+(group and method pairs) and more than one core, the jobs run in as many worker processes as
+there are cores (never more than jobs), started fresh (``spawn``: no copy of the report's
+database connection or its threads); with fewer lines, one core, or one job, they run here, one
+after another. A worker spends seconds starting (it imports matplotlib and pandas): a lone report
+of two groups took 20.6 s drawn here and 13.6 s in two workers on a quiet 2-core box, but reports
+of a few lines are mostly run many at once (sweeps reported as runs finish, the test suite), where
+the workers' start only adds to cores already busy. Each job returns the files it wrote and its notes for
 summary.md; the notes are kept in the order of ``JOBS`` whatever order the jobs finish in.
 """
 
@@ -82,6 +86,9 @@ JOBS = {
 }
 
 
+PARALLEL_LINES = 24  # lines (group x method) from which the figures are drawn in worker processes
+
+
 def run_job(name: str, tables: dict, out: Path, how: Drawing) -> tuple[dict, list[str]]:
     """One job: the files it drew ({file name: path or None}) and its notes."""
     notes: list[str] = []
@@ -90,10 +97,14 @@ def run_job(name: str, tables: dict, out: Path, how: Drawing) -> tuple[dict, lis
 
 def draw_all(tables: dict, out: Path, how: Drawing, workers: int | None = None) -> tuple[dict, list[str]]:
     """Every job's files and notes (see the module docstring); ``workers``: at most this many
-    worker processes (default: the cores)."""
+    worker processes (default: the cores, where there are PARALLEL_LINES lines to draw)."""
     names = list(JOBS)
     mine = [{k: tables[k] for k in JOBS[name][0]} for name in names]
-    workers = min(workers or cores(), len(names))
+    if workers is None:
+        summary = tables["summary"]
+        lines = len(summary[["group", "method"]].drop_duplicates()) if {"group", "method"} <= set(summary) else 0
+        workers = cores() if lines >= PARALLEL_LINES else 1
+    workers = min(workers, len(names))
     if workers <= 1:
         results = [run_job(name, t, out, how) for name, t in zip(names, mine)]
     else:
