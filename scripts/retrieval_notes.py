@@ -16,7 +16,6 @@ differently. The folder is swapped in whole.
 from __future__ import annotations
 
 import shutil
-import tempfile
 from pathlib import Path
 
 import pandas as pd
@@ -38,7 +37,8 @@ def header(out: Path, names: set[str]) -> list[str]:
     re-derivation, and which arms the grid has (``names``: its ``encoding`` column)."""
     text = (out / "STUDY.md").read_text()
     head = text.split("\n## ", 1)[0]
-    lines = [line for line in head.rstrip("\n").splitlines() if not line.startswith("- notes: ")]
+    own = ("- notes: ", "- arms: ")  # the lines this script writes: made again, never repeated
+    lines = [line for line in head.rstrip("\n").splitlines() if not line.startswith(own)]
     again = f"python scripts/retrieval_notes.py --out {notes.shown(out)}"
     code = notes.git("status", "--porcelain", "--untracked-files=no", "--", ".", ":!results")  # the outputs aside
     dirty = " (with uncommitted changes)" if code else ""
@@ -70,8 +70,7 @@ def main(argv: list[str] | None = None) -> None:
     out = args.out.resolve()
     if not ((out / "exact.csv").is_file() and (out / "STUDY.md").is_file()):
         parser.error(f"{out} has no exact.csv and STUDY.md; give the folder of a committed retrieval comparison")
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.new-", dir=out.parent))
-    try:
+    with notes.staged(out) as staging:
         shutil.copytree(out, staging, dirs_exist_ok=True)
         earlier = notes.earlier(staging, task_claims.CLAIM_KEYS)
         shares = pd.read_csv(staging / "exact.csv")
@@ -86,10 +85,6 @@ def main(argv: list[str] | None = None) -> None:
         (staging / "STUDY.md").write_text(
             study.study_md(header(out, set(shares["encoding"])), shares, claims, arms, levels, earlier)
         )
-        notes.publish(staging, out)
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging)
     print(f"wrote {out} (claims.csv, exact_vs_length.png, STUDY.md)")
 
 

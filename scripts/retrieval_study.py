@@ -35,8 +35,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
-import tempfile
 import time
 from pathlib import Path
 
@@ -395,21 +393,16 @@ def write_outputs(args, log: study_log.Log) -> None:
     shares = collect(args)
     claims = corrected(task_arms.check_claims(shares), task_claims.CLAIM_KEYS)
     missing = [run_name(*c) for c in grid(args) if not (args.work / "runs" / run_name(*c) / "tasks.csv").is_file()]
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{args.out.name}.new-", dir=args.out.parent))
-    try:
+    chance = chance_of(args)  # reads a run's config per task: once
+    with notes.staged(args.out) as staging:
         shares.to_csv(staging / "exact.csv", index=False)
         claims.to_csv(staging / "claims.csv", index=False)
         if not shares.empty:
             tasks = [x for t in args.tasks for x in axes(args, t) if x in set(shares["task"])]
-            figure = task_comparison.figure(shares, task_arms.LABELS, task_arms.FAMILIES, tasks, chance_of(args))
+            figure = task_comparison.figure(shares, task_arms.LABELS, task_arms.FAMILIES, tasks, chance)
             save(figure, staging / "exact_vs_length.png")
         header = header_lines(args, log, missing)
-        (staging / "STUDY.md").write_text(study_md(header, shares, claims, args.arms, chance_of(args)))
-    except BaseException:
-        shutil.rmtree(staging)  # the half-built folder this call made
-        raise
-    notes.publish(staging, args.out)
+        (staging / "STUDY.md").write_text(study_md(header, shares, claims, args.arms, chance))
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ output (it has a STUDY.md).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import platform
 import shutil
@@ -23,6 +24,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pandas as pd
@@ -212,6 +214,20 @@ def study_md(args, header: list[str], report: Path, claims: pd.DataFrame, parts:
     return "\n".join(lines)
 
 
+@contextlib.contextmanager
+def staged(out: Path) -> Iterator[Path]:
+    """A new folder beside ``out`` to build outputs in, swapped in whole (``publish``) when the
+    block ends without an error; removed otherwise."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.new-", dir=out.parent))
+    try:
+        yield staging
+        publish(staging, out)
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging)
+
+
 def publish(staging: Path, out: Path) -> None:
     """Swap the new outputs in; the old directory goes only if it is a study's output."""
     if out.is_symlink() or (out.exists() and not (out / "STUDY.md").is_file()):
@@ -367,14 +383,8 @@ def notes_only(args, staging: Path) -> None:
 def main() -> None:
     """Build the outputs beside ``--out`` and swap them in whole."""
     args = parse_args()
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{args.out.name}.new-", dir=args.out.parent))
-    try:
+    with staged(args.out) as staging:
         (notes_only if args.from_committed else write_outputs)(args, staging)
-        publish(staging, args.out)
-    finally:
-        if staging.exists():
-            shutil.rmtree(staging)
     print(f"wrote {args.out} (STUDY.md, report/, sweep.csv, claims.csv, extension.md)")
 
 

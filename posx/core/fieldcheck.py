@@ -108,9 +108,7 @@ def bounded(value, where, fix: str):
             )
         if isinstance(node, (dict, list)):
             if depth > MAX_DEPTH:
-                raise PosxError(
-                    f"{where} is damaged: it nests more than {MAX_DEPTH} deep (posx writes none so deep); {fix}"
-                )
+                raise _too_deep(where, fix)
             stack.extend((child, depth + 1) for child in (node.values() if isinstance(node, dict) else node))
     return value
 
@@ -121,9 +119,7 @@ def load_json(text: str | bytes, where, fix: str):
     try:
         return bounded(json.loads(text), where, fix)
     except RecursionError:
-        raise PosxError(
-            f"{where} is damaged: it nests more than {MAX_DEPTH} deep (posx writes none so deep); {fix}"
-        ) from None
+        raise _too_deep(where, fix) from None
 
 
 def load_yaml(text: str, where, fix: str):
@@ -131,6 +127,4 @@ def load_yaml(text: str, where, fix: str):
     try:
         return bounded(yaml.load(text, Loader=yaml.CSafeLoader), where, fix)
     except RecursionError:
-        raise PosxError(
-            f"{where} is damaged: it nests more than {MAX_DEPTH} deep (posx writes none so deep); {fix}"
-        ) from None
+        raise _too_deep(where, fix) from None
