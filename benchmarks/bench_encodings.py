@@ -53,7 +53,7 @@ from posx.eval.extrapolate import window_nll
 from posx.model.encodings import ENCODINGS
 from posx.model.gpt import GPT
 from posx.model.spec import ModelSpec
-from posx.schema import BYTES, Config
+from posx.schema.config import BYTES, Config
 
 REPO = Path(__file__).resolve().parents[1]  # where ``python -m benchmarks.bench_encodings`` runs
 

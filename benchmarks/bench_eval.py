@@ -25,7 +25,7 @@ from posx.eval.extrapolate import evaluate
 from posx.model.gpt import GPT
 from posx.model.spec import ModelSpec
 from posx.runs.records import RunMeta
-from posx.schema import BYTES
+from posx.schema.config import BYTES
 
 # Passkey off means the task suite off too: its default, [passkey], scores the prompt trials itself
 # when passkey.csv is not written.

@@ -57,7 +57,7 @@ from posx.eval import scoring
 from posx.model.gpt import GPT, lm_loss
 from posx.model.rescale import method_frequencies, rescaled
 from posx.model.spec import ModelSpec
-from posx.schema import BYTES, Config
+from posx.schema.config import BYTES, Config
 from posx.train.compiling import decide_compile
 from posx.train.steps import lr_at, set_lr, train_step
 

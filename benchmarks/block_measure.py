@@ -38,7 +38,7 @@ from posx.config.compose import compose
 from posx.model.gpt import GPT
 from posx.model.spec import ModelSpec
 from posx.runs.rundir import load_run
-from posx.schema import BYTES
+from posx.schema.config import BYTES
 
 METHODS = "none,pi,ntk,dynamic_ntk,yarn,dynamic_yarn,ntk_by_parts,abf,llama3,longrope"
 PRESETS = {"gpt2": "tiny", "llama": "llama_tiny"}

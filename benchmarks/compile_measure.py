@@ -25,7 +25,7 @@ from omegaconf import OmegaConf
 from benchmarks.harness import interleaved, speedups
 from posx.model.gpt import GPT
 from posx.model.spec import ModelSpec
-from posx.schema import BYTES, Config
+from posx.schema.config import BYTES, Config
 from posx.train.steps import make_optimizer, train_step
 
 SIZES = {"quick": (2, 4, 64, 64), "tiny": (4, 4, 128, 128)}  # n_layer, n_head, d_model, T

@@ -9,8 +9,8 @@ from dataclasses import dataclass
 
 import torch
 
-from posx.fieldtypes import positive
 from posx.model.positional import PositionalEncoding
+from posx.schema.fields import positive
 
 
 @dataclass

@@ -12,8 +12,8 @@ Evaluate with it:
 
 from dataclasses import dataclass
 
-from posx.fieldtypes import within
 from posx.rope import rope_method
+from posx.schema.fields import within
 
 
 @dataclass

@@ -53,7 +53,7 @@ is looked up by the same ``_lookup`` and becomes the same record: its function t
 the length to reach, its parameters are its own dataclass, checked as posx's own are.
 
 All arithmetic is float64; the result is cast to float32 once, at the end. The arguments, with
-their bounds and rules, are the dataclasses of ``posx.ropeparams``, where ``METHOD_PARAMS`` pairs
+their bounds and rules, are the dataclasses of ``posx.schema.methods``, where ``METHOD_PARAMS`` pairs
 each method with the one of its extra parameters, which ``check_params`` walks on its own
 (``posx.core.validate``) and ``frequencies`` walks first.
 """
@@ -70,7 +70,7 @@ import torch
 from posx.core.errors import PosxError, choose
 from posx.core.methods import RopeMethod, attention_method, rope_method, user_method
 from posx.core.validate import validate
-from posx.ropeparams import MAX_FACTOR, METHOD_PARAMS, RopeArgs
+from posx.schema.methods import MAX_FACTOR, METHOD_PARAMS, RopeArgs
 
 __all__ = [
     "METHODS",
@@ -81,7 +81,7 @@ __all__ = [
     "user_method",
     "window_of",
     "params_of",
-    "MAX_FACTOR",  # the largest factor accepted, from posx.ropeparams
+    "MAX_FACTOR",  # the largest factor accepted, from posx.schema.methods
     "base_inv_freq",
     "check_params",
     "frequencies",
@@ -270,7 +270,7 @@ def _current(length, original_context: int) -> int:
 _RAMP = ("beta_fast", "beta_slow", "truncate")  # YarnConfig's ramp, without yarn's attention factor
 
 # posx's own methods. Each one's parameters, their defaults and rules are its dataclass in
-# posx.ropeparams.METHOD_PARAMS, which fills ``params`` below; a method from outside posx
+# posx.schema.methods.METHOD_PARAMS, which fills ``params`` below; a method from outside posx
 # becomes the same record (``_from_user``) and is looked up through the same ``_lookup``.
 _OWN: dict[str, _Method] = {
     "none": _Method(_none),

@@ -42,7 +42,7 @@ from posx.model.gpt import GPT
 from posx.model.spec import ModelSpec
 from posx.runs import checkpoint, resumable
 from posx.runs.rundir import load_run
-from posx.schema import BYTES
+from posx.schema.config import BYTES
 from posx.train.steps import make_optimizer
 
 REPORT_FILES = {"summary.csv", "summary.md", "missing.csv"}

@@ -55,7 +55,7 @@ from posx.report.claims import corrected
 from posx.report.mdtable import md_table
 from posx.report.output import save
 from posx.runs.paths import CONFIG, is_run, is_run_dir, read_config
-from posx.schema import Task as TASK_NAMES
+from posx.schema.config import Task as TASK_NAMES
 
 REPO = ref.REPO
 VARIANTS = task_arms.ENCODINGS  # the study's name of each encoding -> its training overrides

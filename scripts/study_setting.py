@@ -19,7 +19,7 @@ from study_grids import GRIDS
 from posx.config.compose import compose
 from posx.model.gpt import GPT
 from posx.model.spec import ModelSpec
-from posx.schema import BYTES
+from posx.schema.config import BYTES
 
 
 def composed(preset: str, grid: str, block: str):

@@ -14,7 +14,7 @@ from benchmarks import bench_peer, step_split  # the repository root is on pytes
 from posx.model.gpt import GPT
 from posx.model.rescale import method_frequencies
 from posx.model.spec import ModelSpec
-from posx.schema import BYTES
+from posx.schema.config import BYTES
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from posx.cli import app
-from posx.schema import Config
+from posx.schema.config import Config
 
 pytestmark = pytest.mark.slow  # ~150 cases; each composes a config or loads a run
 

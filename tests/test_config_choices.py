@@ -11,11 +11,9 @@ import yaml
 
 from posx.config.compose import compose, to_yaml
 from posx.core.errors import PosxError
-from posx.fieldtypes import Variant  # the passkey's choice, a field of posx.taskoptions
 from posx.model.encodings import ENCODINGS
 from posx.rope import METHODS
-from posx.ropeparams import Method
-from posx.schema import (
+from posx.schema.config import (
     Attention,
     AttnScale,
     Beyond,
@@ -29,6 +27,8 @@ from posx.schema import (
     Task,
     TaskScoring,
 )
+from posx.schema.fields import Variant  # the passkey's choice, a field of posx.schema.tasks
+from posx.schema.methods import Method
 
 # Each choice with the registry it mirrors: (module, attribute); a dict's keys or a tuple's items.
 REGISTRIES = {

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from posx.config.reference import description, keys, render_markdown
-from posx.schema import Config, ExtendRootConfig
+from posx.schema.config import Config, ExtendRootConfig
 
 REPO = Path(__file__).resolve().parents[1]
 ALL_KEYS = list(keys(ExtendRootConfig))
@@ -16,7 +16,7 @@ ALL_KEYS = list(keys(ExtendRootConfig))
 
 @pytest.mark.parametrize("key,cls,field,hint", ALL_KEYS, ids=[k[0] for k in ALL_KEYS])
 def test_every_schema_key_has_a_description(key, cls, field, hint):
-    assert description(cls, field.name).strip(), f"{key}: add a comment at the end of its line in schema.py"
+    assert description(cls, field.name).strip(), f"{key}: add a comment at the end of its line in posx/schema/"
 
 
 def test_the_reference_has_a_row_for_every_key_with_its_default_and_description():

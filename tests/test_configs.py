@@ -12,7 +12,7 @@ from posx.config.compose import compose, config_dir
 from posx.core.errors import PosxError
 from posx.model.gpt import GPT
 from posx.model.spec import ModelSpec
-from posx.schema import BYTES, Config, ExtendRootConfig
+from posx.schema.config import BYTES, Config, ExtendRootConfig
 
 GROUPS = ["model", "pos", "data", "train", "eval", "logger"]
 
@@ -97,7 +97,7 @@ def _yaml_files() -> list[tuple[Path, dict]]:
 
 @pytest.mark.parametrize("path,defaults", _yaml_files(), ids=lambda x: x.stem if isinstance(x, Path) else "")
 def test_config_files_hold_only_what_differs_from_the_schema(path, defaults):
-    """A default is stated once, in posx/schema.py: a YAML value equal to it is a second copy."""
+    """A default is stated once, in posx/schema/config.py: a YAML value equal to it is a second copy."""
     values = OmegaConf.to_container(OmegaConf.load(path)) or {}
     values = {k: v for k, v in values.items() if k not in ("defaults", "hydra")}
     assert not _restated(values, defaults), f"{path.name} restates the schema's defaults"

@@ -12,7 +12,7 @@ from omegaconf import OmegaConf
 
 from posx import rope
 from posx.model.rescale import METHOD_ARGS, method_frequencies
-from posx.schema import EvalConfig
+from posx.schema.config import EvalConfig
 
 D, BASE, T = 32, 10000.0, 128
 

@@ -8,7 +8,7 @@ import pytest
 from posx.config import checks
 from posx.config.compose import compose
 from posx.eval.scoring import eval_rows
-from posx.schema import evaluated_length
+from posx.schema.config import evaluated_length
 
 from conftest import TINY
 

@@ -14,7 +14,7 @@ from posx.eval.extrapolate import evaluate, window_nll
 from posx.eval.scoring import tokens_for
 from posx.model.gpt import GPT
 from posx.runs.records import RunMeta
-from posx.schema import EvalConfig
+from posx.schema.config import EvalConfig
 
 from helpers.model import spec
 

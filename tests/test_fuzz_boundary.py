@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from posx.config.reference import keys
-from posx.schema import ExtendRootConfig
+from posx.schema.config import ExtendRootConfig
 
 from conftest import run_posx
 

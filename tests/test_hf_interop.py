@@ -32,7 +32,7 @@ from posx.model.roperecord import RopeRecord  # noqa: E402
 from posx.runs.lineage import new_context  # noqa: E402
 from posx.runs.records import RunMeta  # noqa: E402
 from posx.runs.rundir import load_run, save_run  # noqa: E402
-from posx.schema import EvalConfig, ExtendRootConfig  # noqa: E402
+from posx.schema.config import EvalConfig, ExtendRootConfig  # noqa: E402
 from posx.train.extend import rope_record  # noqa: E402
 
 from conftest import run_posx  # noqa: E402

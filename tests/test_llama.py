@@ -18,7 +18,7 @@ from posx.model.encodings import ENCODINGS
 from posx.model.gpt import GPT
 from posx.model.spec import ModelSpec
 from posx.runs.rundir import load_run
-from posx.schema import BYTES
+from posx.schema.config import BYTES
 
 from conftest import REPO, run_posx
 from helpers.model import spec

@@ -1,4 +1,4 @@
-"""A RoPE method is declared once, in posx.ropeparams.METHOD_PARAMS with the dataclass of its
+"""A RoPE method is declared once, in posx.schema.methods.METHOD_PARAMS with the dataclass of its
 parameters: the Method choice, posx.rope's registry and defaults, and the eval.<method> groups
 follow it; the code map's walkthrough names the files a new method touches."""
 
@@ -10,8 +10,8 @@ import typing
 from pathlib import Path
 
 from posx import rope
-from posx.ropeparams import METHOD_PARAMS, Method
-from posx.schema import EvalConfig, ExtendMethod
+from posx.schema.config import EvalConfig, ExtendMethod
+from posx.schema.methods import METHOD_PARAMS, Method
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -25,7 +25,7 @@ from posx.model.encodings import ALiBi
 from posx.model.gpt import GPT
 from posx.model.rescale import method_frequencies, method_window
 from posx.runs import code
-from posx.schema import EvalConfig
+from posx.schema.config import EvalConfig
 
 from conftest import run_posx
 from helpers.model import spec
@@ -86,7 +86,7 @@ def test_an_attention_side_method_from_outside_is_windowed_as_posx_own(tmp_path,
         "my_grouping",
         """
         from dataclasses import dataclass
-        from posx.fieldtypes import positive
+        from posx.schema.fields import positive
         from posx.model.windowed import Grouping
         from posx.rope import attention_method
 

@@ -29,7 +29,7 @@ from posx.runs.paths import read_meta
 from posx.runs.records import TrainExtras
 from posx.runs.resumable import saved_extras
 from posx.runs.rundir import load_run
-from posx.schema import Config
+from posx.schema.config import Config
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "premove" / "runs"
 USER_ERRORS = (PosxError, HydraException, OmegaConfBaseException)

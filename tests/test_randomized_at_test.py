@@ -10,7 +10,7 @@ from posx.eval.extrapolate import evaluate
 from posx.model.gpt import GPT
 from posx.model.randomized import sampled_at_test
 from posx.runs.records import RunMeta
-from posx.schema import EvalConfig
+from posx.schema.config import EvalConfig
 
 from helpers.model import spec
 

@@ -26,7 +26,7 @@ from posx.core.progress import Reporter
 from posx.model.gpt import GPT
 from posx.model.spec import ModelSpec
 from posx.runs import checkpoint, resumable
-from posx.schema import BYTES
+from posx.schema.config import BYTES
 from posx.train.loop import train
 from posx.train.state import Fresh, Resume
 from posx.train.steps import make_optimizer

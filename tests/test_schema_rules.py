@@ -1,4 +1,4 @@
-"""The schema's rules (posx.schema, posx.fieldtypes, posx.ropeparams) walked by posx.core.validate:
+"""The schema's rules (posx.schema.config, posx.schema.fields, posx.schema.methods) walked by posx.core.validate:
 every default keeps its own bound, a value past a bound is one line naming its key, and a record
 is walked against the same field metadata as the config key it comes from."""
 
@@ -10,10 +10,10 @@ import pytest
 
 from posx.core.errors import PosxError
 from posx.core.validate import validate
-from posx.fieldtypes import Bound
 from posx.model.spec import ModelSpec
-from posx.ropeparams import RopeArgs
-from posx.schema import Config, ExtendRootConfig
+from posx.schema.config import Config, ExtendRootConfig
+from posx.schema.fields import Bound
+from posx.schema.methods import RopeArgs
 
 from helpers.model import spec
 

@@ -14,7 +14,7 @@ from rich.console import Console
 from posx.core.errors import PosxError
 from posx.data import corpus as data
 from posx.data import hfdatasets, sources, splitfiles, store
-from posx.schema import BYTES
+from posx.schema.config import BYTES
 from tests.test_tokenizer import HARD
 
 PREMOVE = Path(__file__).resolve().parent / "fixtures" / "premove"

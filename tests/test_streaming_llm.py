@@ -18,7 +18,7 @@ from posx.core.errors import PosxError
 from posx.model.rescale import method_window
 from posx.model.rotary import Rotary, XPos
 from posx.model.windowed import Sinks
-from posx.schema import EvalConfig
+from posx.schema.config import EvalConfig
 
 from helpers.attention import BASE, HD, plain_attention, qkv, rotate_complex, windowed_attend
 

@@ -15,8 +15,8 @@ import torch
 from omegaconf import OmegaConf
 
 from posx.eval import history, suite
-from posx.schema import EvalConfig
-from posx.taskoptions import TaskOptions
+from posx.schema.config import EvalConfig
+from posx.schema.tasks import TaskOptions
 from posx.tasks import registry
 from posx.tasks.chance import chance
 from posx.tasks.mqar import pair_range, per_pair, scaled_range
@@ -82,7 +82,7 @@ def test_the_fixed_layout_is_the_layout_the_committed_results_were_drawn_with(va
     script = (
         "import sys, numpy as np, torch\n"
         "from omegaconf import OmegaConf\n"
-        "from posx.schema import TaskOptions\n"
+        "from posx.schema.config import TaskOptions\n"
         "from posx.tasks import registry\n"
         "text = ''.join(f'def f{i}(x):\\n    return x + {i}  # comment\\n' for i in range(400)).encode()\n"
         "val = torch.from_numpy(np.frombuffer(text, dtype=np.uint8).copy())\n"
@@ -147,7 +147,7 @@ def test_the_new_evaluation_settings_at_their_old_behaviour_keep_an_evaluations_
     script = (
         "from omegaconf import OmegaConf\n"
         "from posx.eval import history\n"
-        "from posx.schema import EvalConfig\n"
+        "from posx.schema.config import EvalConfig\n"
         "print(history.eval_id(history.settings_of(OmegaConf.structured(EvalConfig()))))\n"
     )
     old = history.settings_of(OmegaConf.structured(EvalConfig()))

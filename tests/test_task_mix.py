@@ -12,7 +12,7 @@ from posx.config.checks import check_config
 from posx.config.compose import compose
 from posx.core.errors import PosxError
 from posx.report import groups
-from posx.schema import DataConfig
+from posx.schema.config import DataConfig
 from posx.train.taskmix import IGNORE, make_pool, mix_batch, mix_rows
 
 from conftest import run_posx

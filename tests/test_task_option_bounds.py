@@ -16,9 +16,9 @@ from posx.config import taskchecks
 from posx.config.checks import check_config, check_train_config
 from posx.config.compose import compose
 from posx.core.errors import PosxError
-from posx.fieldtypes import MAX_POOL_TOKENS, MAX_SIZE, TASK_FIT_LENGTH
-from posx.schema import Config
-from posx.taskoptions import TaskOptions
+from posx.schema.config import Config
+from posx.schema.fields import MAX_POOL_TOKENS, MAX_SIZE, TASK_FIT_LENGTH
+from posx.schema.tasks import TaskOptions
 from posx.tasks import base
 from posx.tasks.registry import GENERATORS
 

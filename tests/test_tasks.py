@@ -15,8 +15,8 @@ from posx.eval import history, passkey, suite
 from posx.eval.extrapolate import evaluate
 from posx.model.gpt import GPT
 from posx.runs.records import RunMeta
-from posx.schema import EvalConfig
-from posx.taskoptions import TaskOptions
+from posx.schema.config import EvalConfig
+from posx.schema.tasks import TaskOptions
 from posx.tasks import interval, registry, scoring
 from posx.tasks.base import byte_encode, scrub, starts
 from posx.tasks.variable_tracking import chain

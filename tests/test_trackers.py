@@ -11,7 +11,7 @@ from omegaconf import OmegaConf
 from posx.config.compose import compose
 from posx.core.errors import PosxError
 from posx.core.trackers import Tracker, open_tracker
-from posx.schema import LoggerConfig
+from posx.schema.config import LoggerConfig
 
 from conftest import run_posx
 

@@ -18,7 +18,7 @@ from posx.eval.extrapolate import evaluate
 from posx.eval.tables import ADDED_COLUMNS, read_table
 from posx.model.gpt import GPT
 from posx.runs.records import RunMeta
-from posx.schema import EvalConfig
+from posx.schema.config import EvalConfig
 
 from helpers.model import spec
 

@@ -29,7 +29,7 @@ from posx.model.rotary import Rotary, XPos
 from posx.model.windowed import DualChunk, Grouping, Lambda, Rectified, Sinks
 from posx.runs.lineage import check_method
 from posx.runs.records import RunMeta
-from posx.schema import EvalConfig
+from posx.schema.config import EvalConfig
 
 from helpers.attention import BASE, HD, plain_attention, qkv, rotate_complex, windowed_attend
 from helpers.model import spec

@@ -35,7 +35,7 @@ from posx.cli.examples import (
 )
 from posx.core import startup
 from posx.core.usage import OneLineUsageErrors
-from posx.schema import RESUME_SAFE, Config
+from posx.schema.config import RESUME_SAFE, Config
 
 # Each command's module, imported when it runs (not at the top of this module, so --help need not
 # wait for torch or pandas): what it pulls in is in the comment.

@@ -23,7 +23,7 @@ from posx.model.rescale import WINDOWED
 from posx.report import frequencies as freqplot
 from posx.runs.paths import read_meta, resolve_run
 from posx.runs.records import RunMeta
-from posx.schema import ROTARY
+from posx.schema.config import ROTARY
 
 FREQUENCIES_TAKES = "RUN, key=value overrides, --head-dim, --base, --context, --factor, --methods and --out"
 

@@ -25,7 +25,7 @@ from posx.eval.scoring import eval_lengths, eval_rows
 from posx.model.custom import check_params as check_encoding_params
 from posx.model.encodings import check_t5_buckets
 from posx.model.rescale import check_methods, param_key, user_params
-from posx.schema import ROTARY, Config
+from posx.schema.config import ROTARY, Config
 
 # threads: at most THREADS_PER_CORE per core of this machine, and never fewer than MIN_MAX_THREADS
 # (a small login node composes sweeps for bigger compute nodes). More threads than cores only

@@ -20,7 +20,7 @@ from omegaconf.errors import OmegaConfBaseException, ValidationError
 from posx.config.checks import check_config
 from posx.config.reference import keys
 from posx.core.errors import PosxError, choose, unknown
-from posx.schema import Config, ExtendRootConfig
+from posx.schema.config import Config, ExtendRootConfig
 
 GROUPS = ("model", "pos", "data", "train", "eval", "logger", "experiment")  # the config groups (configs/<group>/)
 # The schemas configs/config.yaml and configs/extend.yaml name as their defaults.

@@ -22,7 +22,7 @@ from posx.config.reference import dotted
 from posx.core.errors import PosxError
 from posx.eval import history
 from posx.runs.paths import CONFIG
-from posx.schema import EvalConfig
+from posx.schema.config import EvalConfig
 
 
 def saved_eval(run_dir: Path) -> tuple[dict | None, str]:

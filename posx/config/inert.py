@@ -8,8 +8,8 @@ from __future__ import annotations
 import dataclasses
 
 from posx.core.errors import PosxError
-from posx.schema import POS_READ_BY, DataConfig, ModelConfig, PosConfig
-from posx.taskoptions import TaskOptions
+from posx.schema.config import POS_READ_BY, DataConfig, ModelConfig, PosConfig
+from posx.schema.tasks import TaskOptions
 
 _POS_DEFAULTS = {f.name: f.default for f in dataclasses.fields(PosConfig)}
 _MIX_DEFAULTS = {  # the data.* keys only a task mix reads (data.task_mix > 0)

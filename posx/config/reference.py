@@ -1,4 +1,4 @@
-"""The configuration reference, generated from the schema (``posx.schema``).
+"""The configuration reference, generated from the schema (``posx.schema.config``).
 
 Every key's description is the comment at the end of its line in the schema, the way
 nanoGPT's config dataclass documents each field: the schema stays one readable line per key
@@ -22,12 +22,12 @@ from collections.abc import Iterator
 from functools import cache
 from typing import Any
 
-from posx.schema import Config, ExtendRootConfig
+from posx.schema.config import Config, ExtendRootConfig
 
 INTRO = """\
 Every key below is set on the command line as `dotted.key=value` (`posx train eval.tokens=4096`);
 `posx train --cfg job` prints the composed config. The defaults are the schema's
-(`posx/schema.py`); a group option such as `model=small` or `train=gpu` changes only
+(`posx/schema/config.py`); a group option such as `model=small` or `train=gpu` changes only
 the keys its file in `configs/` names.
 """
 

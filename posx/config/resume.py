@@ -25,7 +25,7 @@ from posx.config.compose import to_plain
 from posx.core.errors import PosxError
 from posx.runs import resumable
 from posx.runs.paths import CONFIG, is_run, lineage_of, read_config
-from posx.schema import RESUME_SAFE, Config, ExtendRootConfig
+from posx.schema.config import RESUME_SAFE, Config, ExtendRootConfig
 
 _ABSENT = object()
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from posx.core.errors import PosxError
-from posx.fieldtypes import MAX_POOL_TOKENS, TASK_FIT_LENGTH
+from posx.schema.fields import MAX_POOL_TOKENS, TASK_FIT_LENGTH
 from posx.tasks.base import Context, TaskError, byte_encode
 from posx.tasks.registry import GENERATORS
 

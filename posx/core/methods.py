@@ -20,7 +20,7 @@ from posx.core.errors import PosxError
 class RopeMethod(NamedTuple):
     """A RoPE method declared outside posx, by ``rope_method`` or ``attention_method``: one of
     ``frequencies`` (a frequency method) and ``window`` (an attention-side method), and the
-    dataclass of its parameters (fields with ``posx.fieldtypes`` bounds; None: it takes none)."""
+    dataclass of its parameters (fields with ``posx.schema.fields`` bounds; None: it takes none)."""
 
     frequencies: Optional[Callable[..., tuple[torch.Tensor, float]]] = None
     window: Optional[Callable[[Any, int], Any]] = None

@@ -1,7 +1,7 @@
 """The one walker of the schema's rules, for a composed config and for every record read back.
 
 ``validate(data, kind)`` walks a mapping (a resolved config, a JSON record) against a dataclass
-of ``posx.schema`` (or a record holding them, or whose fields carry the schema's metadata): each
+of ``posx.schema.config`` (or a record holding them, or whose fields carry the schema's metadata): each
 value of its field's type (a bool is no number, NaN and inf are no setting, a list holds plain
 values, or lists of them where its type says so), each number within the ``Bound`` of its field's
 metadata, each choice one of its Enum, then every group's own ``check(at)``, the rules across its
@@ -98,7 +98,7 @@ def _group(data: Any, kind: type, at: str, where: str) -> Any:
 
 
 def _value(value: Any, hint: Any, rule: Any, key: str, where: str) -> Any:
-    """One field's value, of type ``hint``, within ``rule`` (a ``posx.schema.Bound`` or None)."""
+    """One field's value, of type ``hint``, within ``rule`` (a ``posx.schema.fields.Bound`` or None)."""
     if typing.get_origin(hint) in (typing.Union, types.UnionType):
         if value is None:
             return None

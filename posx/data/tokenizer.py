@@ -40,7 +40,7 @@ from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import decoders, models, pre_tokenizers, trainers
 
 from posx.core.errors import PosxError
-from posx.schema import BYTES
+from posx.schema.config import BYTES
 
 BYTE, BPE, FILE = "byte", "bpe", "file"  # a tokenizer's kind, as a store's fingerprint records it
 EOD = "<|endoftext|>"

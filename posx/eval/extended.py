@@ -35,7 +35,7 @@ from posx.model.gpt import GPT
 from posx.model.positional import PositionOutOfRange
 from posx.runs.lineage import INTERPOLATE, find_parent, zero_shot_model
 from posx.runs.records import RunMeta
-from posx.schema import evaluated_length
+from posx.schema.config import evaluated_length
 
 
 def lengths_for(reference: int, new: int, factors) -> list[int]:

@@ -26,7 +26,7 @@ from posx.core.validate import known, validate
 from posx.eval import manifest
 from posx.eval.tables import Evaluation, read_table, write_tables
 from posx.runs.paths import EVAL_DIR, WRITTEN_DIRS
-from posx.schema import EvalConfig
+from posx.schema.config import EvalConfig
 
 SETTINGS = "eval.yaml"
 TABLE_FILES = ("extrapolation.csv", "extrapolation.md", "positions.csv", "passkey.csv", "tasks.csv")

@@ -33,7 +33,7 @@ from posx.runs import code
 from posx.runs.paths import EVAL_DIR
 from posx.runs.records import RunMeta
 from posx.runs.rundir import load_run
-from posx.schema import EvalConfig
+from posx.schema.config import EvalConfig
 
 
 @dataclass

@@ -37,7 +37,7 @@ from posx.core.device import autocast
 from posx.core.errors import PosxError, unknown
 from posx.data.corpus import as_long, require_tokens
 from posx.eval.tables import perplexity
-from posx.schema import evaluated_length, rope_scale
+from posx.schema.config import evaluated_length, rope_scale
 
 PROTOCOLS = ("nonoverlapping", "sliding")
 

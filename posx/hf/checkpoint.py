@@ -52,7 +52,7 @@ from posx.hf.export import require_transformers
 from posx.model.gpt import lm_loss
 from posx.model.spec import ModelSpec
 from posx.runs.records import RunMeta
-from posx.schema import BYTES, ModelConfig, PosConfig
+from posx.schema.config import BYTES, ModelConfig, PosConfig
 
 # One evaluation batch's logits at most, counted at 4 bytes a value: with a large vocabulary
 # (e.g. 128k) eval.batch_tokens' default would otherwise make (B, L, vocab) logits of gigabytes.

@@ -23,7 +23,7 @@ from typing import Optional
 from posx.core.errors import PosxError
 from posx.core.library_errors import type_names
 from posx.core.validate import validate
-from posx.fieldtypes import positive
+from posx.schema.fields import positive
 
 ORIGINAL = "original_max_position_embeddings"
 REFUSED = "huggingface_hub.errors.StrictDataclassError"  # transformers' config validation (v5)

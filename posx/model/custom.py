@@ -3,7 +3,7 @@
 The class is a subclass of ``posx.model.positional.PositionalEncoding`` that overrides at least
 one of its hooks (``embed``, ``rotate``, ``distance_bias``, ``attn_masks``, ``attend``), as posx's
 own encodings do (``posx.model.encodings``). Its ``Params`` is the dataclass of its parameters
-(fields with ``posx.fieldtypes`` bounds, walked by ``posx.core.validate`` as posx's own config),
+(fields with ``posx.schema.fields`` bounds, walked by ``posx.core.validate`` as posx's own config),
 given as ``pos.params={key:value}``; posx builds it as ``MyEncoding(spec, params)``, ``spec`` the
 model's ``ModelSpec`` (``spec.model.n_head``, ``spec.head_dim``, ...), ``params`` the validated
 dataclass (None without ``Params``). A run records the class's import path and the sha256 of its

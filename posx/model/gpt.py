@@ -25,7 +25,7 @@ from posx.model.learnedrecord import LearnedScalars
 from posx.model.positional import PositionalEncoding, PositionOutOfRange
 from posx.model.randomized import pose_positions, random_positions
 from posx.model.spec import ModelSpec
-from posx.schema import ModelConfig
+from posx.schema.config import ModelConfig
 
 
 class CausalSelfAttention(nn.Module):

@@ -2,7 +2,7 @@
 row makes, the typed record of the frequencies a model trained with, and ``rescaled``, the
 context manager that installs other frequencies and always puts the trained ones back.
 
-A method's parameters keep the bounds and rules of their dataclass (``posx.ropeparams``),
+A method's parameters keep the bounds and rules of their dataclass (``posx.schema.methods``),
 checked in a config with the rest of the schema and by ``posx.rope`` on every call;
 ``check_methods`` computes every row's frequencies for a real model before any row is scored.
 """
@@ -23,7 +23,7 @@ from posx.core.validate import validate
 from posx.model.gpt import GPT
 from posx.model.roperecord import RopeRecord
 from posx.model.windowed import DualChunk, Grouping, Lambda, Rectified, Sinks, Windowed
-from posx.schema import EvalConfig
+from posx.schema.config import EvalConfig
 
 # A method with a group of its own in the schema (``eval.<method>``, a dataclass) passes every field
 # of it to ``rope.frequencies`` by the same name: its parameters are declared once, in the schema.

@@ -8,8 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import List, Optional
 
-from posx.fieldtypes import MAX_SIZE, at_least, bound, positive
-from posx.ropeparams import MAX_FACTOR, Method
+from posx.schema.fields import MAX_SIZE, at_least, bound, positive
+from posx.schema.methods import MAX_FACTOR, Method
 
 
 @dataclass

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields, replace
 
-from posx.fieldtypes import like
-from posx.schema import BYTES, DataConfig, ModelConfig, PosConfig, evaluated_length
+from posx.schema.config import BYTES, DataConfig, ModelConfig, PosConfig, evaluated_length
+from posx.schema.fields import like
 
 NULL_IS_A_VALUE = {("pos", "params")}  # a custom encoding's parameters: null gives none (all defaults)
 

@@ -12,11 +12,11 @@ import numpy as np
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
 from posx.report import palette
-from posx.ropeparams import METHOD_PARAMS
-from posx.schema import EvalConfig
+from posx.schema.config import EvalConfig
+from posx.schema.methods import METHOD_PARAMS
 
 # Legend order: the methods evaluated by default, the other RoPE methods in the order
-# posx.ropeparams declares them, then the learned table's interpolate.
+# posx.schema.methods declares them, then the learned table's interpolate.
 _DEFAULT_METHODS = EvalConfig().methods
 METHOD_ORDER = [*_DEFAULT_METHODS, *(m for m in METHOD_PARAMS if m not in _DEFAULT_METHODS), "interpolate"]
 

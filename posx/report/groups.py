@@ -37,7 +37,7 @@ from posx.config.reference import dotted
 from posx.eval import history
 from posx.report.mdtable import md_table
 from posx.runs.records import RunMeta
-from posx.schema import POS_READ_BY, Config, EvalConfig, ExtendRootConfig
+from posx.schema.config import POS_READ_BY, Config, EvalConfig, ExtendRootConfig
 
 # Keys of config.yaml that never separate runs: where and how a run ran, not what it is.
 IGNORED = (

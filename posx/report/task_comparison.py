@@ -20,7 +20,7 @@ from omegaconf import OmegaConf
 from posx.report.axes import factor_axis, legend_order
 from posx.report.looks import SPARE_STYLES, looks
 from posx.report.palette import dodge, dodge_note, legend, legend_inches, wrap
-from posx.taskoptions import TaskOptions
+from posx.schema.tasks import TaskOptions
 from posx.tasks.chance import chance
 
 CELL = ["encoding", "method", "task", "factor"]

@@ -33,7 +33,7 @@ from posx.report.facets import Facets, band_name, chunks, file_names, line_label
 from posx.report.looks import looks
 from posx.report.output import FORMATS, save
 from posx.report.palette import dodge, dodge_note, legend, legend_inches, wrap
-from posx.schema import Task
+from posx.schema.config import Task
 from posx.tasks.interval import wilson
 
 TASK_GROUP = ["group", "encoding", "method", "task", "factor"]

@@ -10,7 +10,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import fields
 
 from posx.core.errors import PosxError
-from posx.schema import ModelConfig, PosConfig
+from posx.schema.config import ModelConfig, PosConfig
 
 FORMAT = "posx-run/1"
 # Format 1's keys that the pos section names otherwise; any other key is the model.* or pos.* key of its name.

@@ -23,7 +23,7 @@ from posx.model.roperecord import RopeRecord
 from posx.runs.paths import META, read_meta
 from posx.runs.records import Lineage, RunMeta
 from posx.runs.rundir import load_run
-from posx.schema import ROTARY, evaluated_length
+from posx.schema.config import ROTARY, evaluated_length
 
 INTERPOLATE = "interpolate"
 

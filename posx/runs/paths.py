@@ -18,7 +18,7 @@ from posx.core import fieldcheck, files, lock
 from posx.core.errors import PosxError
 from posx.runs import resumable
 from posx.runs.records import Lineage, RunMeta
-from posx.schema import Config
+from posx.schema.config import Config
 
 WEIGHTS = "model.safetensors"
 META = "model.json"

@@ -17,12 +17,12 @@ from posx.core import fieldcheck
 from posx.core.errors import PosxError
 from posx.core.fieldcheck import SHA256
 from posx.core.validate import validate
-from posx.fieldtypes import at_least, bound, positive
 from posx.model.learnedrecord import LearnedScalars
 from posx.model.roperecord import RopeRecord
 from posx.model.spec import ModelSpec
-from posx.ropeparams import MAX_FACTOR
 from posx.runs import legacy
+from posx.schema.fields import at_least, bound, positive
+from posx.schema.methods import MAX_FACTOR
 
 META_FORMAT = "posx-run/2"  # the model record as the schema's sections (posx-run/1: posx.runs.legacy)
 

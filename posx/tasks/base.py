@@ -33,7 +33,7 @@ from posx.core.errors import PosxError
 
 Encode = Callable[[str], np.ndarray]  # text -> (n,) int64 ids
 LETTERS = np.array(list(string.ascii_lowercase))
-LAYOUTS = ("fixed", "varied")  # eval.task_options.layout (posx.schema.TaskOptions)
+LAYOUTS = ("fixed", "varied")  # eval.task_options.layout (posx.schema.tasks.TaskOptions)
 
 
 def varied(opts) -> bool:

@@ -2,7 +2,7 @@
 
 A generator is ``f(ctx, length, trial, opts, depth_buckets) -> Sample | None`` (None: the
 length cannot hold the task). ``opts`` is ``eval.task_options`` (``TaskOptions`` in
-``posx.schema``), shared by evaluation and by the training mix (``posx.train.taskmix``).
+``posx.schema.config``), shared by evaluation and by the training mix (``posx.train.taskmix``).
 ``passkey`` here is the passkey's prompt format drawn like the other tasks (the training mix
 uses it); an evaluation scores the trials of ``posx.eval.passkey`` instead
 (``posx.eval.suite``), so its tasks.csv rows match passkey.csv's prompt rows.
@@ -26,7 +26,7 @@ GENERATORS = {
     "selective_copy": copy.selective_copy,
     "mqar_more": mqar.mqar_more,  # the harder MQAR past T: pairs that grow with the length
 }
-TASKS = tuple(GENERATORS)  # eval.tasks: posx.schema.Task lists these
+TASKS = tuple(GENERATORS)  # eval.tasks: posx.schema.fields.Task lists these
 VALIDATION = 1  # make_samples' stream of a training run's held-out task set (posx.train.taskcurve)
 
 

@@ -42,7 +42,7 @@ from posx.runs.lineage import INTERPOLATE, check_method, extended_model, new_con
 from posx.runs.paths import CONFIG, read_config, read_meta, resolve_run
 from posx.runs.records import Lineage, RunMeta
 from posx.runs.rundir import load_run
-from posx.schema import TAKES_POSITIONS
+from posx.schema.config import TAKES_POSITIONS
 from posx.train.state import FromParent
 
 

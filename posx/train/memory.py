@@ -30,7 +30,7 @@ import torch
 
 from posx.model.blocks import swiglu_hidden
 from posx.model.spec import ModelSpec
-from posx.schema import ModelConfig
+from posx.schema.config import ModelConfig
 
 GIB = 1024**3
 MEMINFO = Path("/proc/meminfo")

@@ -22,7 +22,7 @@ from posx.core.errors import PosxError
 from posx.data import corpus as data_mod
 from posx.eval import scoring
 from posx.model.gpt import GPT
-from posx.schema import evaluated_length
+from posx.schema.config import evaluated_length
 
 COLUMNS = ["step", "train_loss", "val_loss", "lr", "tokens_per_s", "mfu"]  # metrics.csv
 

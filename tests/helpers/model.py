@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import fields, replace
 
 from posx.model.spec import ModelSpec
-from posx.schema import ModelConfig, PosConfig
+from posx.schema.config import ModelConfig, PosConfig
 
 _MODEL = {f.name for f in fields(ModelConfig)} - {"name"}
 _POS = {f.name for f in fields(PosConfig)} - {"name"}

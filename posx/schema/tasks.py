@@ -1,8 +1,8 @@
 """The task sections of the schema: the synthetic tasks' options (``TaskOptions``, read as
 ``data.task_options`` by the training mix and as ``eval.task_options`` by the evaluation) and the
 passkey test's (``PasskeyConfig``, ``eval.passkey``). Each value's rules beside it, as in
-``posx.schema``, which holds them as fields; this module imports nothing of posx but the field
-types it is made of (``posx.fieldtypes``).
+``posx.schema.config``, which holds them as fields; this module imports nothing of posx but the field
+types it is made of (``posx.schema.fields``).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import List, Optional
 
-from posx.fieldtypes import (
+from posx.schema.fields import (
     MAX_COUNT,
     MAX_PIECE,
     MAX_SEPARATOR,

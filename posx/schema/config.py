@@ -3,14 +3,14 @@
 The dataclasses below are the schema and hold every default: Hydra merges the YAML files of
 ``configs/`` (only what differs) onto them, so a typo'd key, a wrong type or a choice outside
 its Enum fails at composition. Each number's bounds are in its field's metadata (``positive``,
-``at_least``, ``within``: a ``Bound`` of ``posx.fieldtypes``), each rule across the fields of a
+``at_least``, ``within``: a ``Bound`` of ``posx.schema.fields``), each rule across the fields of a
 group in the group's ``check(at)`` (which returns what is wrong and how to fix it, in one line,
 or None); ``posx.core.validate`` walks them all, for a composed config (``posx.config.checks``)
 and for a record read back (``model.json``, whose model record holds ``ModelConfig`` and ``PosConfig``). Each
 field's trailing comment is its description in the configuration reference
 (``posx.config.reference``).
 
-Choice fields are Enums (``posx.fieldtypes``; the RoPE methods' in ``posx.ropeparams``): each
+Choice fields are Enums (``posx.schema.fields``; the RoPE methods' in ``posx.schema.methods``): each
 lists the names of a registry owned elsewhere (the registries stay the source of truth of
 behaviour; ``tests/test_config_choices.py`` fails when an Enum and its registry differ). A
 member *is* its string (``Encoding.rope == "rope"``, the same hash, ``str()`` and f-strings give
@@ -20,8 +20,8 @@ purpose: ``device`` (``cuda:N`` is open-ended), ``data.tokenizer`` (also a path 
 tokenizer.json; checked in ``posx.data.tokenizer``) and ``train.compile`` (Hydra and YAML read
 ``true``/``false`` as booleans, which an Enum field refuses; checked in ``posx.core.device``).
 
-This module imports nothing of posx but the ground floor beside it (``posx.fieldtypes``,
-``posx.ropeparams``). Configs hold names, never import paths: a run directory is loadable
+This module imports nothing of posx but the modules beside it (``posx.schema.fields``,
+``posx.schema.methods``, ``posx.schema.tasks``). Configs hold names, never import paths: a run directory is loadable
 without Hydra.
 """
 
@@ -30,7 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, List, Optional
 
-from posx.fieldtypes import (
+from posx.schema.fields import (
     MAX_BATCH,
     MAX_SIZE,
     MAX_TOKENS,
@@ -55,7 +55,7 @@ from posx.fieldtypes import (
     positive,
     within,
 )
-from posx.ropeparams import (
+from posx.schema.methods import (
     ABFConfig,
     DCAConfig,
     DynamicNTKConfig,
@@ -69,7 +69,7 @@ from posx.ropeparams import (
     StreamingLLMConfig,
     YarnConfig,
 )
-from posx.taskoptions import PasskeyConfig, TaskOptions
+from posx.schema.tasks import PasskeyConfig, TaskOptions
 
 _FACTORS = dict(lo=1, hi=4096, note=" (the evaluation allocates factor x T positions)", unique=True, example="[1,2,4]")
 

@@ -1,4 +1,4 @@
-"""The types of the schema's fields (``posx.schema``): the choice Enums, and the ``Bound`` a
+"""The types of the schema's fields (``posx.schema.config``): the choice Enums, and the ``Bound`` a
 number keeps (in a field's ``metadata["bound"]``, checked by ``posx.core.validate`` wherever the
 field is read: a composed config, a record read back). Imports nothing of posx.
 """

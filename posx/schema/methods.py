@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import List, Optional
 
-from posx.fieldtypes import MAX_SIZE, at_least, bound, choice, positive
+from posx.schema.fields import MAX_SIZE, at_least, bound, choice, positive
 
 MAX_FACTOR = 1e6  # a context a million times the trained one: past any use, short of overflow
 _BETA = dict(lo=1e-9, hi=1e9, note=" (the published values are 1 and 32)")  # rotations over the trained context
