@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 
 from benchmarks.harness import interleaved
-from posx.config.compose import compose
+from posx.configure.compose import compose
 from posx.model import attention
 from posx.model.cope import CoPE
 from posx.model.rescale import WINDOWED, method_window

@@ -19,7 +19,7 @@ import torch
 from omegaconf import OmegaConf
 
 from benchmarks.harness import interleaved
-from posx.config.compose import compose
+from posx.configure.compose import compose
 from posx.data import store
 from posx.eval.extrapolate import evaluate
 from posx.model.gpt import GPT

@@ -34,7 +34,7 @@ import pandas as pd
 import torch
 
 from benchmarks.harness import interleaved, posx, repeat, speedups, stepper
-from posx.config.compose import compose
+from posx.configure.compose import compose
 from posx.model.gpt import GPT
 from posx.model.spec import ModelSpec
 from posx.runs.rundir import load_run

@@ -33,7 +33,7 @@ import pandas as pd
 import torch
 
 from benchmarks.harness import posx
-from posx.config.compose import compose
+from posx.configure.compose import compose
 from posx.core.device import pick_device
 from posx.data import store
 from posx.eval.extended import evaluate_extended

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from posx.config.reference import render_markdown
+from posx.configure.reference import render_markdown
 
 PLACEHOLDER = "<!-- posx:config-reference -->"
 

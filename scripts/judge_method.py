@@ -36,9 +36,9 @@ from judge_stats import CLAIM, compare_arms, with_holm  # noqa: E402  (scripts/j
 from reference_study import PRESETS, Task, common, list_arg, resume, run_task, stopped  # noqa: E402
 from study_log import Log, note, wall_time  # noqa: E402
 
-from posx.config import applies  # noqa: E402
-from posx.config.checks import check_train_config  # noqa: E402
-from posx.config.compose import compose  # noqa: E402
+from posx.configure import applies  # noqa: E402
+from posx.configure.checks import check_train_config  # noqa: E402
+from posx.configure.compose import compose  # noqa: E402
 from posx.core.errors import PosxError  # noqa: E402
 from posx.runs.paths import is_run  # noqa: E402
 

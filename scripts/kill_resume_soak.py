@@ -36,7 +36,7 @@ import torch
 from safetensors.torch import load_file
 from study_args import OneLineParser, number, positive, whole
 
-from posx.config.resume import saved_config
+from posx.configure.resume import saved_config
 from posx.eval.tables import TABLE_COLUMNS, read_table
 from posx.model.gpt import GPT
 from posx.model.spec import ModelSpec

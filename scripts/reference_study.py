@@ -50,7 +50,7 @@ from study_args import OneLineParser, check_folders, check_overrides, folder_nam
 from study_grids import BEYOND, GRIDS, MAIN_METHODS, NAMES, Extension, Trained
 from study_log import Log, note
 
-from posx.config import applies
+from posx.configure import applies
 from posx.runs.paths import is_run, is_run_dir
 
 REPO = Path(__file__).resolve().parents[1]  # results/ and the study_notes script live here

@@ -24,7 +24,7 @@ import study_notes as notes  # scripts/: git, shown, publish, the earlier rule's
 from omegaconf import OmegaConf
 from study_args import OneLineParser  # scripts/: one line and exit 2 for a bad argument
 
-from posx.config.compose import compose
+from posx.configure.compose import compose
 from posx.report import task_arms, task_claims, task_comparison
 from posx.report.claims import corrected
 from posx.report.output import save

@@ -46,7 +46,7 @@ import study_verdicts  # scripts/: the claims' lines, where the earlier rule dif
 import yaml
 from study_args import OneLineParser, check_folders, check_overrides, folder_name, positive
 
-from posx.config.compose import config_dir
+from posx.configure.compose import config_dir
 from posx.core.errors import PosxError
 from posx.eval import history
 from posx.eval.tables import read_table

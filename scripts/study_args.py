@@ -12,8 +12,8 @@ import argparse
 import math
 from pathlib import Path
 
-from posx.config.checks import check_config
-from posx.config.compose import compose
+from posx.configure.checks import check_config
+from posx.configure.compose import compose
 from posx.core.errors import PosxError
 
 

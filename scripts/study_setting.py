@@ -2,7 +2,7 @@
 tokenizer, the model (parameters, layers, width), T, steps and tokens seen, the seeds per arm and
 the machine, each from the study's own files or the configs its command composed.
 
-The model and training numbers come from composing the preset's config (``posx.config.compose``)
+The model and training numbers come from composing the preset's config (``posx.configure.compose``)
 and building the RoPE model it describes (``GPT.num_params``); T and the seeds from the committed
 ``sweep.csv`` and ``report/groups.csv``; the machine and the interpreter from STUDY.md's header.
 """
@@ -16,7 +16,7 @@ import torch
 from reference_study import PRESETS  # scripts/reference_study.py: the presets' models and overrides
 from study_grids import GRIDS
 
-from posx.config.compose import compose
+from posx.configure.compose import compose
 from posx.model.gpt import GPT
 from posx.model.spec import ModelSpec
 from posx.schema.config import BYTES

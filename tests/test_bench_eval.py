@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from benchmarks.bench_eval import PERPLEXITY_ONLY, VARIANTS  # repository root on pythonpath
-from posx.config.compose import compose
+from posx.configure.compose import compose
 
 
 def test_the_passkey_off_variants_score_no_passkey_and_no_task():

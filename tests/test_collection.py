@@ -16,8 +16,8 @@ from typer.testing import CliRunner
 
 from posx import __version__
 from posx.cli import app
-from posx.config.checks import check_config
-from posx.config.compose import compose
+from posx.configure.checks import check_config
+from posx.configure.compose import compose
 from posx.core.errors import PosxError
 from posx.core.lock import LOCK_NAME
 from posx.report import collection

@@ -1,4 +1,4 @@
-"""posx's reading of the Hydra command line (posx.config.command_line), and public Hydra only."""
+"""posx's reading of the Hydra command line (posx.configure.command_line), and public Hydra only."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import OverrideParseException
 
-from posx.config import command_line
+from posx.configure import command_line
 from posx.core.errors import PosxError
 
 REPO = Path(__file__).resolve().parents[1]

@@ -18,7 +18,7 @@ from safetensors.torch import load_file
 from torch._dynamo.utils import counters
 
 from posx import rope
-from posx.config.compose import compose
+from posx.configure.compose import compose
 from posx.core.device import BF16_PEAK, bf16_peak_flops, peak_for_name, use_compile, use_tf32
 from posx.core.errors import PosxError
 from posx.model.gpt import GPT

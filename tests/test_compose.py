@@ -1,10 +1,10 @@
-"""posx.config.compose: a key the schema lacks cannot be added from the command line."""
+"""posx.configure.compose: a key the schema lacks cannot be added from the command line."""
 
 from __future__ import annotations
 
 import pytest
 
-from posx.config.compose import compose
+from posx.configure.compose import compose
 from posx.core.errors import PosxError
 
 from conftest import run_posx

@@ -9,7 +9,7 @@ import json
 import pytest
 import yaml
 
-from posx.config.compose import compose, to_yaml
+from posx.configure.compose import compose, to_yaml
 from posx.core.errors import PosxError
 from posx.model.encodings import ENCODINGS
 from posx.rope import METHODS

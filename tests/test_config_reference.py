@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from posx.config.reference import description, keys, render_markdown
+from posx.configure.reference import description, keys, render_markdown
 from posx.schema.config import Config, ExtendRootConfig
 
 REPO = Path(__file__).resolve().parents[1]

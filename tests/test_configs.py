@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from posx.config.checks import check_config
-from posx.config.compose import compose, config_dir
+from posx.configure.checks import check_config
+from posx.configure.compose import compose, config_dir
 from posx.core.errors import PosxError
 from posx.model.gpt import GPT
 from posx.model.spec import ModelSpec

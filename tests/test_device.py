@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from posx.config.checks import max_threads
-from posx.config.compose import compose
+from posx.configure.checks import max_threads
+from posx.configure.compose import compose
 from posx.core.device import check_device, pick_device, set_threads
 from posx.core.errors import PosxError
 

@@ -19,7 +19,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from posx.config.compose import compose
+from posx.configure.compose import compose
 from posx.core import distributed
 from posx.core.errors import PosxError
 from posx.core.signals import StopSignals

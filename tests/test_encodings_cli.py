@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from posx import rope
 from posx.cli import app
-from posx.config.compose import compose
+from posx.configure.compose import compose
 from posx.core.errors import PosxError
 from posx.eval.run import evaluate_run
 from posx.model.encodings import ENCODINGS

@@ -9,8 +9,8 @@ import pytest
 import yaml
 from omegaconf import OmegaConf
 
-from posx.config.compose import compose
-from posx.config.evalsettings import eval_config, kept_from_run
+from posx.configure.compose import compose
+from posx.configure.evalsettings import eval_config, kept_from_run
 from posx.eval import history
 from posx.eval.tables import COLUMNS, Evaluation
 

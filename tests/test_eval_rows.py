@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from posx.config import checks
-from posx.config.compose import compose
+from posx.configure import checks
+from posx.configure.compose import compose
 from posx.eval.scoring import eval_rows
 from posx.schema.config import evaluated_length
 

@@ -11,7 +11,7 @@ import pytest
 import torch
 from rich.console import Console
 
-from posx.config.compose import compose
+from posx.configure.compose import compose
 from posx.core import files
 from posx.eval.run import _show_answers, estimator, evaluate_run
 from posx.runs.paths import read_meta

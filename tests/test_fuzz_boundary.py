@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from posx.config.reference import keys
+from posx.configure.reference import keys
 from posx.schema.config import ExtendRootConfig
 
 from conftest import run_posx

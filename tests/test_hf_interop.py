@@ -19,7 +19,7 @@ transformers = pytest.importorskip("transformers")
 from tokenizers import Tokenizer, models  # noqa: E402  (a transformers dependency)
 
 from posx import rope  # noqa: E402
-from posx.config.compose import compose  # noqa: E402
+from posx.configure.compose import compose  # noqa: E402
 from posx.core.errors import PosxError  # noqa: E402
 from posx.data import store  # noqa: E402
 from posx.hf import checkpoint as hf_checkpoint  # noqa: E402

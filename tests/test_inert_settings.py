@@ -1,12 +1,12 @@
-"""Settings that cannot act (posx.config.inert): a new run refuses them before any work, in one
+"""Settings that cannot act (posx.configure.inert): a new run refuses them before any work, in one
 line naming the setting, the reason and the fix; a run already trained with one keeps resuming."""
 
 from __future__ import annotations
 
 import pytest
 
-from posx.config.checks import check_train_config
-from posx.config.compose import compose, to_yaml
+from posx.configure.checks import check_train_config
+from posx.configure.compose import compose, to_yaml
 
 from conftest import run_posx
 

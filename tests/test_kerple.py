@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from safetensors.torch import load_file
 from torch.nn.attention.flex_attention import flex_attention
 
-from posx.config.compose import compose
+from posx.configure.compose import compose
 from posx.core.errors import PosxError
 from posx.model.attention import causal_block_mask
 from posx.model.encodings import KERPLE_EPS, KerpleLog

@@ -25,7 +25,7 @@ LAYERS = [
     "runs",
     "eval",
     "hf",
-    "config",
+    "configure",
     "train",
     "report",
     "cli",

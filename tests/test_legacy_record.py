@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 import torch
 
-from posx.config.compose import compose
+from posx.configure.compose import compose
 from posx.core.errors import PosxError
 from posx.eval.run import evaluate_run
 from posx.runs.paths import read_meta

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from posx.config.sweep_dir import check_sweep_dir
+from posx.configure.sweep_dir import check_sweep_dir
 from posx.core import files
 from posx.core.errors import PosxError
 from posx.eval import history

@@ -10,8 +10,8 @@ import pytest
 import torch
 from hydra import compose, initialize_config_dir
 
-from posx.config.applies import SET_BY_EXTEND, key_of
-from posx.config.compose import config_dir, register_configs
+from posx.configure.applies import SET_BY_EXTEND, key_of
+from posx.configure.compose import config_dir, register_configs
 from posx.core.errors import PosxError
 from posx.model import blocks
 from posx.model.encodings import ENCODINGS

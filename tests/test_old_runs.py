@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from posx.cli.jobs import resume
-from posx.config.compose import compose
-from posx.config.resume import saved_config
+from posx.configure.compose import compose
+from posx.configure.resume import saved_config
 from posx.eval.run import evaluate_run
 from posx.model.roperecord import RopeRecord
 from posx.report.summary import report

@@ -16,8 +16,8 @@ import torch
 from omegaconf import OmegaConf
 
 from posx import rope
-from posx.config.checks import check_train_config
-from posx.config.compose import compose
+from posx.configure.checks import check_train_config
+from posx.configure.compose import compose
 from posx.core import imports
 from posx.core.errors import PosxError
 from posx.eval import history

@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch import nn
 
-from posx.config.compose import compose
+from posx.configure.compose import compose
 from posx.core.errors import PosxError
 from posx.eval import passkey
 from posx.eval.passkey import MARK

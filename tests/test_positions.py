@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from posx.config.compose import compose, config_dir
+from posx.configure.compose import compose, config_dir
 from posx.core.errors import PosxError
 from posx.model.encodings import (
     BEYOND,

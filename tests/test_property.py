@@ -22,8 +22,8 @@ from omegaconf import OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from posx import rope
-from posx.config.checks import check_train_config
-from posx.config.compose import compose
+from posx.configure.checks import check_train_config
+from posx.configure.compose import compose
 from posx.core.errors import PosxError
 from posx.runs.paths import read_meta
 from posx.runs.records import TrainExtras

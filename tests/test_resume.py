@@ -19,8 +19,8 @@ import torch
 from rich.console import Console
 from safetensors.torch import load_file
 
-from posx.config.compose import compose, to_yaml
-from posx.config.resume import differences, resume_config, saved_config
+from posx.configure.compose import compose, to_yaml
+from posx.configure.resume import differences, resume_config, saved_config
 from posx.core.errors import PosxError, Preempted
 from posx.core.progress import Reporter
 from posx.model.gpt import GPT

@@ -12,8 +12,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from posx.config.checks import check_config
-from posx.config.compose import compose
+from posx.configure.checks import check_config
+from posx.configure.compose import compose
 from posx.model.encodings import ENCODINGS
 from posx.report import seed_cells
 

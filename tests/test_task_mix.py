@@ -8,8 +8,8 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from posx.config.checks import check_config
-from posx.config.compose import compose
+from posx.configure.checks import check_config
+from posx.configure.compose import compose
 from posx.core.errors import PosxError
 from posx.report import groups
 from posx.schema.config import DataConfig

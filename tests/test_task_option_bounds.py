@@ -12,9 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from omegaconf import OmegaConf
 
-from posx.config import taskchecks
-from posx.config.checks import check_config, check_train_config
-from posx.config.compose import compose
+from posx.configure import taskchecks
+from posx.configure.checks import check_config, check_train_config
+from posx.configure.compose import compose
 from posx.core.errors import PosxError
 from posx.schema.config import Config
 from posx.schema.fields import MAX_POOL_TOKENS, MAX_SIZE, TASK_FIT_LENGTH

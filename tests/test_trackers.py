@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from posx.config.compose import compose
+from posx.configure.compose import compose
 from posx.core.errors import PosxError
 from posx.core.trackers import Tracker, open_tracker
 from posx.schema.config import LoggerConfig

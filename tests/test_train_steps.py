@@ -11,7 +11,7 @@ import re
 import pytest
 import torch
 
-from posx.config.compose import compose
+from posx.configure.compose import compose
 from posx.core.errors import PosxError
 from posx.model.gpt import GPT
 from posx.train.steps import check_eval_fits, train_step

@@ -16,10 +16,10 @@ from pathlib import Path
 
 from posx.cli import jobs
 from posx.cli.exits import EVAL_INTERRUPTED, user_errors
-from posx.config import applies, command_line
-from posx.config.checks import check_train_config
-from posx.config.compose import compose, refuse_additions, to_yaml
-from posx.config.evalsettings import eval_config, kept_from_run
+from posx.configure import applies, command_line
+from posx.configure.checks import check_train_config
+from posx.configure.compose import compose, refuse_additions, to_yaml
+from posx.configure.evalsettings import eval_config, kept_from_run
 from posx.core import launcher
 from posx.core.console import new_console
 from posx.core.errors import PosxError

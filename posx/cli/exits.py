@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from hydra.errors import HydraException, OverrideParseException
 from omegaconf.errors import OmegaConfBaseException
 
-from posx.config import command_line
+from posx.configure import command_line
 from posx.core import library_errors
 from posx.core.console import new_console, say
 from posx.core.errors import Interrupted, PosxError, Preempted

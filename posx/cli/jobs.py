@@ -29,11 +29,11 @@ from rich.console import Console
 from rich.text import Text
 
 from posx.cli.exits import TRAINING_INTERRUPTED, user_errors
-from posx.config import command_line
-from posx.config.checks import check_train_config
-from posx.config.compose import compose, config_dir, refuse_additions, register_configs
-from posx.config.resume import differences, refuse_flags, resume_config, saved_config
-from posx.config.sweep_dir import check_sweep_dir
+from posx.configure import command_line
+from posx.configure.checks import check_train_config
+from posx.configure.compose import compose, config_dir, refuse_additions, register_configs
+from posx.configure.resume import differences, refuse_flags, resume_config, saved_config
+from posx.configure.sweep_dir import check_sweep_dir
 from posx.core import distributed, files, launcher
 from posx.core.console import new_console
 from posx.core.errors import Interrupted, PosxError

@@ -14,8 +14,8 @@ from rich.console import Console
 
 from posx import rope
 from posx.cli.exits import user_errors
-from posx.config.applies import refuse_flags
-from posx.config.compose import compose
+from posx.configure.applies import refuse_flags
+from posx.configure.compose import compose
 from posx.core import files
 from posx.core.console import new_console
 from posx.core.errors import PosxError

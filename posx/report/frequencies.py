@@ -19,7 +19,7 @@ from omegaconf import DictConfig
 from rich.table import Table
 
 from posx import rope
-from posx.config.applies import key_of
+from posx.configure.applies import key_of
 from posx.core import files
 from posx.core.errors import PosxError, choose
 from posx.model.rescale import method_frequencies

@@ -33,7 +33,7 @@ from pathlib import Path
 import pandas as pd
 from omegaconf import OmegaConf
 
-from posx.config.reference import dotted
+from posx.configure.reference import dotted
 from posx.eval import history
 from posx.report.mdtable import md_table
 from posx.runs.records import RunMeta

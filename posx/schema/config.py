@@ -5,17 +5,17 @@ The dataclasses below are the schema and hold every default: Hydra merges the YA
 its Enum fails at composition. Each number's bounds are in its field's metadata (``positive``,
 ``at_least``, ``within``: a ``Bound`` of ``posx.schema.fields``), each rule across the fields of a
 group in the group's ``check(at)`` (which returns what is wrong and how to fix it, in one line,
-or None); ``posx.core.validate`` walks them all, for a composed config (``posx.config.checks``)
+or None); ``posx.core.validate`` walks them all, for a composed config (``posx.configure.checks``)
 and for a record read back (``model.json``, whose model record holds ``ModelConfig`` and ``PosConfig``). Each
 field's trailing comment is its description in the configuration reference
-(``posx.config.reference``).
+(``posx.configure.reference``).
 
 Choice fields are Enums (``posx.schema.fields``; the RoPE methods' in ``posx.schema.methods``): each
 lists the names of a registry owned elsewhere (the registries stay the source of truth of
 behaviour; ``tests/test_config_choices.py`` fails when an Enum and its registry differ). A
 member *is* its string (``Encoding.rope == "rope"``, the same hash, ``str()`` and f-strings give
 ``rope``, JSON writes ``"rope"``), so registries keyed by name, comparisons and run directories
-written before keep working; ``posx.config.compose.to_yaml`` writes plain strings. Not Enums, on
+written before keep working; ``posx.configure.compose.to_yaml`` writes plain strings. Not Enums, on
 purpose: ``device`` (``cuda:N`` is open-ended), ``data.tokenizer`` (also a path to a
 tokenizer.json; checked in ``posx.data.tokenizer``) and ``train.compile`` (Hydra and YAML read
 ``true``/``false`` as booleans, which an Enum field refuses; checked in ``posx.core.device``).
@@ -362,7 +362,7 @@ class ExtendRootConfig(Config):
 
 
 # Keys (and every key below them) a resumed run may change (`posx train --resume`): the ones that
-# do not alter the sequence of weight updates. posx.config.resume enforces it.
+# do not alter the sequence of weight updates. posx.configure.resume enforces it.
 RESUME_SAFE = (
     "device",
     "threads",

@@ -119,7 +119,7 @@ ROTARY = ("rope", "xpos")  # the encodings that rotate q and k: RoPE rescaling m
 TAKES_POSITIONS = ("rope", "xpos", "absolute", "sinusoidal")  # the encodings pos.randomized and PoSE apply to
 # The largest task sizes (posx/tasks/): far past what a study trains on, small enough that every
 # task fits in TASK_FIT_LENGTH tokens, so whether one fits is tried at a bounded length
-# (posx.config.taskchecks), and a sample set costs at most MAX_TRIALS samples.
+# (posx.configure.taskchecks), and a sample set costs at most MAX_TRIALS samples.
 MAX_TRIALS = 1 << 12  # samples per (length, task), and depth ranges
 MAX_PIECE = 32  # digits of a value, letters of a key
 MAX_COUNT = 64  # needles, answers, hops, queries

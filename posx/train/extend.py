@@ -31,8 +31,8 @@ from typing import NamedTuple
 
 from omegaconf import DictConfig, OmegaConf
 
-from posx.config.applies import SET_BY_EXTEND, key_of
-from posx.config.checks import check_config
+from posx.configure.applies import SET_BY_EXTEND, key_of
+from posx.configure.checks import check_config
 from posx.core import fieldcheck
 from posx.core.errors import PosxError
 from posx.model.rescale import method_args, trained_frequencies

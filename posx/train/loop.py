@@ -52,8 +52,8 @@ from rich.markup import escape
 from rich.text import Text
 from torch.nn.parallel import DistributedDataParallel
 
-from posx.config.compose import to_plain, to_yaml
-from posx.config.resume import refuse_edits
+from posx.configure.compose import to_plain, to_yaml
+from posx.configure.resume import refuse_edits
 from posx.core import distributed, files, lock
 from posx.core.console import new_console
 from posx.core.device import bf16_peak_flops, set_threads, use_tf32

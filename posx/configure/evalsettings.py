@@ -16,9 +16,9 @@ import yaml
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from posx.config.applies import key_of
-from posx.config.checks import check_config
-from posx.config.reference import dotted
+from posx.configure.applies import key_of
+from posx.configure.checks import check_config
+from posx.configure.reference import dotted
 from posx.core.errors import PosxError
 from posx.eval import history
 from posx.runs.paths import CONFIG

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import yaml
 
-from posx.config.compose import with_hydra
+from posx.configure.compose import with_hydra
 from posx.core.errors import PosxError
 from posx.core.lock import LOCK_NAME
 from posx.runs import resumable
@@ -27,7 +27,7 @@ SWEEP_FILES = frozenset({RECORD, "sweep.csv", "sweep.md", LOCK_NAME, ".submitit"
 
 def check_sweep_dir(first_job: list[str], config_name: str) -> Path:
     """The sweep directory of a ``-m`` command line whose first job has the overrides ``first_job``
-    (``posx.config.command_line.probes``), refused unless posx may write it."""
+    (``posx.configure.command_line.probes``), refused unless posx may write it."""
     job = with_hydra(first_job, config_name)
     sweep = Path(str(job.hydra.sweep.dir))
     reason = _shared(sweep, Path(job.results_dir)) or _refusal(sweep) or _another_command(sweep, config_name)

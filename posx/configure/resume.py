@@ -18,10 +18,10 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from posx.config.applies import key_of, under
-from posx.config.checks import check_config
-from posx.config.command_line import refuse_sweep_values
-from posx.config.compose import to_plain
+from posx.configure.applies import key_of, under
+from posx.configure.checks import check_config
+from posx.configure.command_line import refuse_sweep_values
+from posx.configure.compose import to_plain
 from posx.core.errors import PosxError
 from posx.runs import resumable
 from posx.runs.paths import CONFIG, is_run, lineage_of, read_config

@@ -3,7 +3,7 @@ naming the key: the schema's own rules (each bound in its field's metadata, each
 fields in its group's ``check``, walked by ``posx.core.validate``), then what only the module
 that owns a name can tell: the device (``posx.core.device``), the tracker's package
 (``posx.core.trackers``), T5's buckets (``posx.model.encodings``), whether a task of the
-training mix fits (``posx.config.taskchecks``), this machine's cores, and code from outside posx
+training mix fits (``posx.configure.taskchecks``), this machine's cores, and code from outside posx
 (a ``pos=custom`` class, a method of ``eval.methods``: imported, so run, and checked here).
 """
 
@@ -15,8 +15,8 @@ import os
 from omegaconf import DictConfig, OmegaConf
 
 from posx import rope
-from posx.config.inert import refuse_inert
-from posx.config.taskchecks import check_mix
+from posx.configure.inert import refuse_inert
+from posx.configure.taskchecks import check_mix
 from posx.core.device import check_compile, check_device
 from posx.core.errors import PosxError
 from posx.core.trackers import check_tracker
@@ -94,7 +94,7 @@ def check_train_config(cfg) -> None:
     """``check_config`` plus what the evaluation at the end of this run (eval.after_train, or
     a later ``eval-extrapolate``) needs of its model: a sliding stride within T, and every
     method's frequencies computable at every factor (a longrope list of the wrong length), and no
-    setting that cannot act (``posx.config.inert``)."""
+    setting that cannot act (``posx.configure.inert``)."""
     check_config(cfg)
     refuse_inert(cfg)
     T = cfg.train.context_length

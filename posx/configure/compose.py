@@ -17,8 +17,8 @@ from hydra.errors import ConfigCompositionException, MissingConfigException
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException, ValidationError
 
-from posx.config.checks import check_config
-from posx.config.reference import keys
+from posx.configure.checks import check_config
+from posx.configure.reference import keys
 from posx.core.errors import PosxError, choose, unknown
 from posx.schema.config import Config, ExtendRootConfig
 

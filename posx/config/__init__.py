@@ -1,1 +1,0 @@
-"""Configuration: the typed schema (no posx imports), value checks, composition, resumed configs."""
