@@ -18,7 +18,7 @@ from safetensors.torch import load_file
 from torch._dynamo.utils import counters
 
 from posx import rope
-from posx.configure.compose import compose
+from posx.configure.compose import compose, typed
 from posx.core.device import BF16_PEAK, bf16_peak_flops, peak_for_name, use_compile, use_tf32
 from posx.core.errors import PosxError
 from posx.model.gpt import GPT
@@ -188,16 +188,18 @@ def test_train_with_compile_on_the_cpu(tmp_path, text_corpus, monkeypatch):
     torch._dynamo.reset()
     runs = {}
     for setting in ("false", "true"):
-        cfg = compose(
-            [
-                *TINY,
-                "data=text",
-                f"data.path={text_corpus}",
-                f"results_dir={tmp_path}",
-                "pos=alibi",
-                f"train.compile={setting}",
-                "train.steps=4",
-            ]
+        cfg = typed(
+            compose(
+                [
+                    *TINY,
+                    "data=text",
+                    f"data.path={text_corpus}",
+                    f"results_dir={tmp_path}",
+                    "pos=alibi",
+                    f"train.compile={setting}",
+                    "train.steps=4",
+                ]
+            )
         )
         run = tmp_path / setting
         run.mkdir()

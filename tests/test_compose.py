@@ -1,11 +1,16 @@
-"""posx.configure.compose: a key the schema lacks cannot be added from the command line."""
+"""posx.configure.compose: a key the schema lacks cannot be added from the command line; the
+composed config becomes the schema's dataclasses holding the same data."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
-from posx.configure.compose import compose
+from posx.configure.compose import compose, to_plain, to_yaml, typed
 from posx.core.errors import PosxError
+from posx.schema.config import Config, EvalConfig, ExtendRootConfig
+from posx.schema.fields import Encoding, plain
 
 from conftest import run_posx
 
@@ -74,3 +79,31 @@ def test_a_group_given_one_value_is_one_line(override, says):
     with pytest.raises(PosxError, match=None) as info:
         compose([override])
     assert says in str(info.value) and "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "name", "schema"),
+    [
+        ([], "config", Config),
+        (["pos=fire", "eval.scale=2", "eval.methods=[none,yarn]", "experiment=gpu_small"], "config", Config),
+        (["pos=alibi", "data=text", "data.path=.", "data.val_fraction=0.1", "eval.factors=[1,3]"], "config", Config),
+        (["parent=p", "method=yarn", "factor=4"], "extend", ExtendRootConfig),
+    ],
+)
+def test_the_typed_config_holds_the_composed_data_and_writes_the_same_yaml(overrides, name, schema):
+    """What a run's config.yaml holds does not depend on whether the composed config or its
+    dataclasses write it, byte for byte."""
+    composed = compose(overrides, name)
+    cfg = typed(composed)
+    assert type(cfg) is schema and isinstance(cfg.eval, EvalConfig)
+    assert to_plain(cfg) == to_plain(composed) == plain(cfg) == dataclasses.asdict(cfg)
+    assert to_yaml(cfg) == to_yaml(composed)
+
+
+def test_plain_writes_choices_as_their_strings():
+    cfg = Config()
+    assert isinstance(cfg.pos.name, Encoding)
+    data = plain(cfg)
+    assert type(data["pos"]["name"]) is str and data["pos"]["name"] == "rope"
+    assert all(type(m) is str for m in data["eval"]["methods"])
+    assert to_plain(cfg)["eval"] == data["eval"]  # OmegaConf's own conversion says the same

@@ -19,7 +19,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from posx.configure.compose import compose
+from posx.configure.compose import compose, typed
 from posx.core import distributed
 from posx.core.errors import PosxError
 from posx.core.signals import StopSignals
@@ -93,7 +93,7 @@ def wait_for(predicate, timeout: float = 120, what: str = "") -> None:
 
 
 def test_batch_layout_is_checked_against_the_number_of_ranks(tiny_args):
-    cfg = compose([*tiny_args, "train.batch_size=4"])
+    cfg = typed(compose([*tiny_args, "train.batch_size=4"]))
     assert batch_layout(cfg, 1) == (4, 4) and batch_layout(cfg, 2) == (2, 2)
     cfg.train.micro_batch_size = 1
     assert batch_layout(cfg, 2) == (2, 1)
@@ -232,15 +232,17 @@ def _failing_rank(rank: int, port: int, corpus: str, work: str, case: str) -> No
         OMP_NUM_THREADS="1",
     )
     torch.set_num_threads(1)
-    cfg = compose(
-        [
-            *TINY,
-            "data=text",
-            f"data.path={corpus}",
-            f"results_dir={work}/results",
-            "train.steps=6",
-            "train.checkpoint_every=1",
-        ]
+    cfg = typed(
+        compose(
+            [
+                *TINY,
+                "data=text",
+                f"data.path={corpus}",
+                f"results_dir={work}/results",
+                "train.steps=6",
+                "train.checkpoint_every=1",
+            ]
+        )
     )
     if case == "nonfinite" and rank == 1:  # rank 1's 4th training forward returns a NaN loss
         forward, calls = GPT.forward, {"n": 0}

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from posx import rope
 from posx.cli import app
-from posx.configure.compose import compose
+from posx.configure.compose import compose, typed
 from posx.core.errors import PosxError
 from posx.eval.run import evaluate_run
 from posx.model.encodings import ENCODINGS
@@ -67,7 +67,7 @@ def test_every_encoding_trains_and_evaluates_end_to_end(tmp_path, tiny_args, pos
 
 def _evaluate_in_process(run, work, *overrides):
     """evaluate_run in this process (no interpreter start-up): the CLI path is covered above."""
-    cfg = compose([*overrides, "eval.tokens=512", "device=cpu", f"results_dir={work / 'results'}"])
+    cfg = typed(compose([*overrides, "eval.tokens=512", "device=cpu", f"results_dir={work / 'results'}"]))
     return evaluate_run(run, cfg, Console(file=io.StringIO()))
 
 

@@ -11,7 +11,7 @@ import pytest
 import torch
 from rich.console import Console
 
-from posx.configure.compose import compose
+from posx.configure.compose import compose, typed
 from posx.core import files
 from posx.eval.run import _show_answers, estimator, evaluate_run
 from posx.runs.paths import read_meta
@@ -27,14 +27,16 @@ def test_inf_weights_give_status_nonfinite_not_a_number(trained_runs, tmp_path):
         model.tok_emb.weight[7, 0] = float("inf")  # byte 7 does not occur; every row meets a NaN anyway
         model.blocks[0].mlp.up.weight[0, 0] = float("inf")
     save_run(run, model, meta)
-    cfg = compose(
-        [
-            "device=cpu",
-            "eval.tokens=512",
-            "eval.factors=[1,2]",
-            "eval.methods=[none,yarn]",
-            f"data.cache_dir={trained_runs['work'] / 'results' / 'cache'}",
-        ]
+    cfg = typed(
+        compose(
+            [
+                "device=cpu",
+                "eval.tokens=512",
+                "eval.factors=[1,2]",
+                "eval.methods=[none,yarn]",
+                f"data.cache_dir={trained_runs['work'] / 'results' / 'cache'}",
+            ]
+        )
     )
     df = evaluate_run(run, cfg).table
     assert (df["status"] == "nonfinite").all(), df
@@ -50,9 +52,11 @@ def test_reevaluation_replaces_the_tables_and_leaves_the_weights(trained_runs, t
     weights = run / "model.safetensors"
     before = (files.sha256_file(weights), weights.stat().st_mtime_ns)
     cache = f"data.cache_dir={trained_runs['work'] / 'results' / 'cache'}"
-    evaluate_run(run, compose(["device=cpu", "eval.tokens=512", "eval.methods=[none]", cache]))
+    evaluate_run(run, typed(compose(["device=cpu", "eval.tokens=512", "eval.methods=[none]", cache])))
     assert len(pd.read_csv(run / "extrapolation.csv")) == 4
-    evaluate_run(run, compose(["device=cpu", "eval.tokens=512", "eval.methods=[none,pi]", "eval.factors=[1]", cache]))
+    evaluate_run(
+        run, typed(compose(["device=cpu", "eval.tokens=512", "eval.methods=[none,pi]", "eval.factors=[1]", cache]))
+    )
     assert pd.read_csv(run / "extrapolation.csv")["method"].tolist() == ["none", "pi"]
     assert (files.sha256_file(weights), weights.stat().st_mtime_ns) == before
     assert read_meta(run).weights_sha256 == before[0]

@@ -19,7 +19,7 @@ transformers = pytest.importorskip("transformers")
 from tokenizers import Tokenizer, models  # noqa: E402  (a transformers dependency)
 
 from posx import rope  # noqa: E402
-from posx.configure.compose import compose  # noqa: E402
+from posx.configure.compose import compose, typed  # noqa: E402
 from posx.core.errors import PosxError  # noqa: E402
 from posx.data import store  # noqa: E402
 from posx.hf import checkpoint as hf_checkpoint  # noqa: E402
@@ -98,7 +98,7 @@ def test_posx_rescaling_gives_transformers_logits(method, s):
     with posx's frequencies installed by posx eval-extrapolate (HFCausalLM)."""
     m = random_llama()
     L = int(s * T)
-    ev = OmegaConf.structured(EvalConfig)
+    ev = EvalConfig()
     inv_freq, attention = method_frequencies(method, ev, HEAD_DIM, BASE, T, scale=s, length=L)
     m.pos.set_frequencies(inv_freq, attention)
     params, max_positions = HF_TYPES[method](s)
@@ -332,20 +332,22 @@ def test_a_non_byte_tokenizer_retokenizes_the_held_out_text(tmp_path, tiny_args)
 def _datasets_cfg(tmp_path: Path, rows: list[str]):
     jsonl = tmp_path / "docs.jsonl"
     jsonl.write_text("".join(json.dumps({"text": r}) + "\n" for r in rows), encoding="utf-8")
-    return compose(
-        [
-            "device=cpu",
-            "data=datasets",
-            "data.name=json",
-            f"data.data_files={jsonl}",
-            "data.val_fraction=0.2",
-            f"data.cache_dir={tmp_path / 'cache'}",
-            "eval.tokens=256",
-            "eval.batch_tokens=256",
-            "eval.factors=[1,2]",
-            "eval.methods=[none,yarn]",
-            "eval.passkey.trials=4",
-        ]
+    return typed(
+        compose(
+            [
+                "device=cpu",
+                "data=datasets",
+                "data.name=json",
+                f"data.data_files={jsonl}",
+                "data.val_fraction=0.2",
+                f"data.cache_dir={tmp_path / 'cache'}",
+                "eval.tokens=256",
+                "eval.batch_tokens=256",
+                "eval.factors=[1,2]",
+                "eval.methods=[none,yarn]",
+                "eval.passkey.trials=4",
+            ]
+        )
     )
 
 

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from safetensors.torch import load_file
 from torch.nn.attention.flex_attention import flex_attention
 
-from posx.configure.compose import compose
+from posx.configure.compose import compose, typed
 from posx.core.errors import PosxError
 from posx.model.attention import causal_block_mask
 from posx.model.encodings import KERPLE_EPS, KerpleLog
@@ -82,7 +82,7 @@ def test_training_projects_the_kernel_after_every_step(tmp_path, text_corpus, mo
         return loss
 
     monkeypatch.setattr(loop, "train_step", step_then_push_below)
-    cfg = compose([*TINY, "data=text", f"data.path={text_corpus}", f"results_dir={tmp_path}", "pos=kerple"])
+    cfg = typed(compose([*TINY, "data=text", f"data.path={text_corpus}", f"results_dir={tmp_path}", "pos=kerple"]))
     loop.train(cfg, tmp_path, state.Fresh())
     saved = load_file(str(tmp_path / "model.safetensors"))
     kernel = {k: v for k, v in saved.items() if k.startswith("pos.")}

@@ -150,6 +150,35 @@ def test_the_schema_and_the_core_import_nothing_above_them():
     }
 
 
+# Below the command line and the configure package, code reads the schema's dataclasses
+# (``posx.configure.compose.typed``), never Hydra's config.
+TYPED = ("train", "eval", "data", "model", "hf", "runs")
+# Still composing a config of its own: an extension's child config is built with OmegaConf.
+STILL_HYDRA = {"posx.train.extend"}
+
+
+def hydra_imports(path: Path) -> set[str]:
+    """The omegaconf and hydra modules a file imports, anywhere in it."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+        names += [node.module] if isinstance(node, ast.ImportFrom) and node.module else []
+        found |= {n for n in names if n.split(".")[0] in ("omegaconf", "hydra")}
+    return found
+
+
+def test_hydra_imports_are_seen(tmp_path):
+    (tmp_path / "a.py").write_text("def f():\n    from omegaconf import DictConfig\nimport hydra.utils\n")
+    assert hydra_imports(tmp_path / "a.py") == {"omegaconf", "hydra.utils"}
+
+
+def test_below_the_command_line_code_reads_typed_sections_not_hydras_config():
+    below = {n: p for n, p in modules().items() if n.split(".")[1:2] and n.split(".")[1] in TYPED}
+    assert set(STILL_HYDRA) <= set(below)
+    found = {n: hydra_imports(p) for n, p in below.items() if n not in STILL_HYDRA}
+    assert not {n: i for n, i in found.items() if i}, found
+
+
 def test_no_module_is_longer_than_about_400_lines():
     long = {name: n for name, path in modules().items() if (n := len(path.read_text().splitlines())) > 420}
     assert not long, long

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from posx.configure.compose import compose
+from posx.configure.compose import compose, typed
 from posx.core.errors import PosxError
 from posx.model.fire import C_INIT
 from posx.model.gpt import GPT
@@ -32,7 +32,7 @@ FIXTURE = Path(__file__).resolve().parent / "fixtures" / "premove" / "runs"
 
 def _train(root: Path, corpus: Path, *overrides: str) -> Path:
     root.mkdir()
-    cfg = compose([*TINY, "data=text", f"data.path={corpus}", f"results_dir={root}", *overrides])
+    cfg = typed(compose([*TINY, "data=text", f"data.path={corpus}", f"results_dir={root}", *overrides]))
     loop.train(cfg, root, state.Fresh())
     return root
 

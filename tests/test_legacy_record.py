@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 import torch
 
-from posx.configure.compose import compose
+from posx.configure.compose import compose, typed
 from posx.core.errors import PosxError
 from posx.eval.run import evaluate_run
 from posx.runs.paths import read_meta
@@ -52,8 +52,16 @@ def test_an_old_record_reads_as_the_sections_of_the_new_format(old):
 @pytest.mark.parametrize("name", ["old-rope", "old-rope-yarn", "old-abs"])
 def test_an_old_record_and_its_new_format_evaluate_to_the_same_table(old, tmp_path, name):
     """The table the old posx wrote, where it wrote one (old-abs: the old record's evaluation now)."""
-    cfg = compose(
-        ["device=cpu", "eval.tokens=128", "eval.batch_tokens=128", "eval.passkey.trials=4", f"results_dir={tmp_path}"]
+    cfg = typed(
+        compose(
+            [
+                "device=cpu",
+                "eval.tokens=128",
+                "eval.batch_tokens=128",
+                "eval.passkey.trials=4",
+                f"results_dir={tmp_path}",
+            ]
+        )
     )
     new = _rewritten(old, name)
     written = old / name / "extrapolation.csv"

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from posx.cli.jobs import resume
-from posx.configure.compose import compose
+from posx.configure.compose import compose, typed
 from posx.configure.resume import saved_config
 from posx.eval.run import evaluate_run
 from posx.model.roperecord import RopeRecord
@@ -67,8 +67,16 @@ def test_an_old_extension_finds_its_parent_by_name_and_rebuilds_the_zero_shot_mo
 
 def test_old_runs_evaluate_to_the_tables_they_wrote(old, tmp_path):
     """Re-evaluating with the settings the old posx used gives the numbers it wrote."""
-    cfg = compose(
-        ["device=cpu", "eval.tokens=128", "eval.batch_tokens=128", "eval.passkey.trials=4", f"results_dir={tmp_path}"]
+    cfg = typed(
+        compose(
+            [
+                "device=cpu",
+                "eval.tokens=128",
+                "eval.batch_tokens=128",
+                "eval.passkey.trials=4",
+                f"results_dir={tmp_path}",
+            ]
+        )
     )
     for name in ("old-rope", "old-rope-yarn"):
         before = pd.read_csv(old / name / "extrapolation.csv")

@@ -19,7 +19,7 @@ import torch
 from rich.console import Console
 from safetensors.torch import load_file
 
-from posx.configure.compose import compose, to_yaml
+from posx.configure.compose import compose, to_yaml, typed
 from posx.configure.resume import differences, resume_config, saved_config
 from posx.core.errors import PosxError, Preempted
 from posx.core.progress import Reporter
@@ -37,8 +37,17 @@ pytestmark = pytest.mark.slow  # every test here runs the CLI in a subprocess or
 
 
 def tiny_cfg(tmp_path: Path, corpus: Path, *extra: str):
-    return compose(
-        [*TINY, "data=text", f"data.path={corpus}", f"results_dir={tmp_path / 'results'}", "model.dropout=0.1", *extra]
+    return typed(
+        compose(
+            [
+                *TINY,
+                "data=text",
+                f"data.path={corpus}",
+                f"results_dir={tmp_path / 'results'}",
+                "model.dropout=0.1",
+                *extra,
+            ]
+        )
     )
 
 
@@ -240,7 +249,7 @@ def test_nonfinite_loss_through_the_cli_exits_nonzero_and_keeps_the_run(tmp_path
     assert not (run / "model.json").exists()
     step = resumable.latest_step(run)
     if step is not None:  # a checkpoint made before the blow-up stays, and it loads
-        cfg = saved_config(run)
+        cfg = typed(saved_config(run))
         model = GPT(ModelSpec.from_config(cfg, BYTES))
         checkpoint.load(run, model, make_optimizer(model, cfg, torch.device("cpu")), torch.Generator())
 
@@ -299,7 +308,7 @@ def test_a_requeued_sweep_job_resumes_its_checkpoint(tmp_path, tiny_args, monkey
     job = sweep / "0_rope_s0"
     job.mkdir(parents=True)
     overrides = [*tiny_args, "train.steps=8", "train.checkpoint_every=0"]
-    cfg = compose(overrides)
+    cfg = typed(compose(overrides))
     with monkeypatch.context() as m:
         signal_at(m, 5)
         with pytest.raises(Preempted):
@@ -325,7 +334,7 @@ def test_a_config_yaml_edited_after_the_checkpoint_is_refused(tmp_path, tiny_arg
     monkeypatch.chdir(tmp_path)
     run = tmp_path / "run"
     run.mkdir()
-    cfg = compose([*tiny_args, "train.steps=8", "train.checkpoint_every=0"])
+    cfg = typed(compose([*tiny_args, "train.steps=8", "train.checkpoint_every=0"]))
     with monkeypatch.context() as m:
         signal_at(m, 3)
         with pytest.raises(Preempted):

@@ -11,7 +11,7 @@ import re
 import pytest
 import torch
 
-from posx.configure.compose import compose
+from posx.configure.compose import compose, typed
 from posx.core.errors import PosxError
 from posx.model.gpt import GPT
 from posx.train.steps import check_eval_fits, train_step
@@ -59,7 +59,7 @@ def test_clipping_bounds_the_gradient_norm_of_the_step():
 
 
 def test_data_too_small_for_the_evaluation_after_training_is_caught_before_training():
-    cfg = compose(["eval.after_train=true", "train.context_length=32", "eval.tokens=512"])
+    cfg = typed(compose(["eval.after_train=true", "train.context_length=32", "eval.tokens=512"]))
     check_eval_fits(cfg, torch.zeros(512 + 1, dtype=torch.uint8), None)  # 512 targets need 513 tokens
     with pytest.raises(PosxError, match="eval.after_train would read 513.*before training"):
         check_eval_fits(cfg, torch.zeros(512, dtype=torch.uint8), None)

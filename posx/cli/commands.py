@@ -18,7 +18,7 @@ from posx.cli import jobs
 from posx.cli.exits import EVAL_INTERRUPTED, user_errors
 from posx.configure import applies, command_line
 from posx.configure.checks import check_train_config
-from posx.configure.compose import compose, refuse_additions, to_yaml
+from posx.configure.compose import compose, refuse_additions, to_yaml, typed
 from posx.configure.evalsettings import eval_config, kept_from_run
 from posx.core import launcher
 from posx.core.console import new_console
@@ -124,7 +124,7 @@ def eval_extrapolate(
         console = new_console()
         if (run_dir / "config.json").is_file() and not (run_dir / "model.json").is_file():
             applies.refuse_others(overrides, applies.EVAL_CHECKPOINT, "evaluating a transformers checkpoint")
-            evaluate_hf_dir(run_dir, cfg, console)  # a transformers checkpoint: the composed settings
+            evaluate_hf_dir(run_dir, typed(cfg), console)  # a transformers checkpoint: the composed settings
             return
         applies.refuse_others(overrides, applies.EVAL_RUN, "evaluating a run", " (its model and corpus are its own)")
         if not defaults:
@@ -138,7 +138,7 @@ def eval_extrapolate(
                 highlight=False,
                 markup=False,
             )
-        evaluate_run(run_dir, cfg, console, force=force, allow_changed_code=allow_changed_code)
+        evaluate_run(run_dir, typed(cfg), console, force=force, allow_changed_code=allow_changed_code)
         digest.refresh(run_dir)  # what posx report and posx runs read of the run
 
 
@@ -150,7 +150,7 @@ def data_prepare(overrides: list[str]) -> None:
         command_line.refuse_sweep_values(overrides, "posx data prepare", ONCE)
         applies.refuse_others(overrides, applies.PREPARE, "posx data prepare")
         cfg = compose(overrides)
-        found = store.load(cfg.data, cfg.data.cache_dir, console=new_console())
+        found = store.load(typed(cfg).data, cfg.data.cache_dir, console=new_console())
         fp = found.fingerprint
         new_console().print(
             f"token store {found.path}: {fp['train_tokens']:,} train + {fp['val_tokens']:,} val tokens, "

@@ -31,7 +31,7 @@ from rich.text import Text
 from posx.cli.exits import TRAINING_INTERRUPTED, user_errors
 from posx.configure import command_line
 from posx.configure.checks import check_train_config
-from posx.configure.compose import compose, config_dir, refuse_additions, register_configs
+from posx.configure.compose import compose, config_dir, refuse_additions, register_configs, typed
 from posx.configure.resume import differences, refuse_flags, resume_config, saved_config
 from posx.configure.sweep_dir import check_sweep_dir
 from posx.core import distributed, files, launcher
@@ -43,6 +43,7 @@ from posx.report import digest
 from posx.report.sweep import update_sweep_table
 from posx.runs import code, resumable
 from posx.runs.paths import CONFIG, check_writable, is_run, new_named_run_dir, new_run_dir, read_meta, resolve_run
+from posx.schema.config import Config
 from posx.train import extend as extension
 from posx.train.loop import train
 from posx.train.state import Fresh, Resume, Start
@@ -134,7 +135,7 @@ class JobDir:
     finished: bool = False  # a requeued sweep job whose training had finished: only evaluate
 
 
-def job_run_dir(cfg: DictConfig, name: str) -> JobDir:
+def job_run_dir(cfg: Config, name: str) -> JobDir:
     """Sweep jobs use Hydra's job directory and resume the checkpoint a killed or requeued job
     left there, or only evaluate the run it finished (when it is of the same config: a sweep
     started again, or a requeued job stopped while it evaluated); single
@@ -208,7 +209,7 @@ def says_what_it_left(run_dir: Path) -> Iterator[None]:
         raise Interrupted(stopped_run(run_dir)) from None
 
 
-def _after_train(job: JobDir, cfg: DictConfig, console: Console) -> None:
+def _after_train(job: JobDir, cfg: Config, console: Console) -> None:
     """The run's digest (what posx report and posx runs read of it); eval.after_train: evaluate
     the run; in a sweep, rebuild the sweep table. A job that had finished says so."""
     run_dir = job.path
@@ -229,11 +230,13 @@ def _console() -> Console:
     return new_console(quiet=not distributed.is_main())
 
 
-def train_job(cfg: DictConfig) -> None:
-    """One Hydra job of ``posx train``: check the config, train, evaluate when eval.after_train."""
-    with user_errors(), distributed.session(cfg.device):
+def train_job(composed: DictConfig) -> None:
+    """One Hydra job of ``posx train``: check the config, train, evaluate when eval.after_train.
+    Past the check, the job reads the schema's dataclasses (``typed``), not Hydra's config."""
+    with user_errors(), distributed.session(composed.device):
         console = _console()
-        check_train_config(cfg)
+        check_train_config(composed)
+        cfg = typed(composed)
         default = f"{cfg.pos.name}-T{cfg.train.context_length}-s{cfg.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
         job = distributed.on_main(lambda: job_run_dir(cfg, cfg.name or default), share=True)
         with says_what_it_left(job.path):
@@ -244,7 +247,7 @@ def train_job(cfg: DictConfig) -> None:
             distributed.on_main(lambda: _after_train(job, cfg, console))
 
 
-def _record_code(job: JobDir, cfg: DictConfig) -> None:
+def _record_code(job: JobDir, cfg: Config) -> None:
     """A new run records the code from outside posx it trains with (``posx.runs.code``); a
     requeued sweep job resumes only with the code it recorded."""
     if isinstance(job.start, Resume):
@@ -258,8 +261,9 @@ def extend_job(cfg: DictConfig) -> None:
     with user_errors(), distributed.session(cfg.device):
         console = _console()
         ext = extension.prepare(cfg, list(HydraConfig.get().overrides.task))
-        job = distributed.on_main(lambda: job_run_dir(ext.config, ext.name), share=True)
-        T0, T1 = ext.parent.train_context, ext.config.train.context_length
+        config = typed(ext.config)
+        job = distributed.on_main(lambda: job_run_dir(config, ext.name), share=True)
+        T0, T1 = ext.parent.train_context, config.train.context_length
         console.print(
             Text.assemble(("posx extend", "bold"), f" {ext.parent_dir} -> {job.path}: {cfg.method} x{cfg.factor:g}, "
                           f"T {T0} -> {T1}, {cfg.extend.steps} steps"),  # paths print as written
@@ -269,8 +273,8 @@ def extend_job(cfg: DictConfig) -> None:
         with says_what_it_left(job.path):
             if not job.finished:
                 with cleanup_on_failure(job):
-                    train(ext.config, job.path, start, console)
-            distributed.on_main(lambda: _after_train(job, ext.config, console))
+                    train(config, job.path, start, console)
+            distributed.on_main(lambda: _after_train(job, config, console))
 
 
 def resume(run: str, overrides: list[str], allow_changed_code: bool = False) -> None:
@@ -280,7 +284,7 @@ def resume(run: str, overrides: list[str], allow_changed_code: bool = False) -> 
     composed = compose(overrides)
     run_dir = resolve_run(run, composed.results_dir)
     changed = code.check(run_dir, allow_changed_code, "resume it")  # before its config loads the code
-    cfg = resume_config(run_dir, overrides, composed)
+    cfg = typed(resume_config(run_dir, overrides, composed))
     with distributed.session(cfg.device), says_what_it_left(run_dir):
         console = _console()
         if is_run(run_dir) and read_meta(run_dir).step >= cfg.train.steps:

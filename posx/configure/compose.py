@@ -20,6 +20,7 @@ from omegaconf.errors import OmegaConfBaseException, ValidationError
 from posx.configure.checks import check_config
 from posx.configure.reference import keys
 from posx.core.errors import PosxError, choose, unknown
+from posx.core.validate import validate
 from posx.schema.config import Config, ExtendRootConfig
 
 GROUPS = ("model", "pos", "data", "train", "eval", "logger", "experiment")  # the config groups (configs/<group>/)
@@ -169,13 +170,22 @@ def with_hydra(overrides: list[str], config_name: str = "config") -> DictConfig:
         return hydra_compose(config_name=config_name, overrides=overrides, return_hydra_config=True)
 
 
-def to_plain(cfg: DictConfig) -> dict:
-    """The resolved config as plain data (choices as plain strings), without Hydra's own node."""
-    container = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
+def to_plain(cfg: DictConfig | Config) -> dict:
+    """The resolved config (composed, or its ``typed`` dataclasses) as plain data (choices as plain
+    strings), without Hydra's own node: the same data either way."""
+    node = cfg if isinstance(cfg, DictConfig) else OmegaConf.structured(cfg)
+    container = OmegaConf.to_container(node, resolve=True, enum_to_str=True)
     container.pop("hydra", None)
     return container
 
 
-def to_yaml(cfg: DictConfig) -> str:
+def typed(cfg: DictConfig) -> Config:
+    """The composed config as the schema's dataclasses (``Config``, or ``ExtendRootConfig`` for
+    ``posx extend``), built by the schema's walker (``posx.core.validate``): what every layer below
+    the command line reads; Hydra's ``DictConfig`` stays here and in ``posx.cli``."""
+    return validate(to_plain(cfg), OmegaConf.get_type(cfg))
+
+
+def to_yaml(cfg: DictConfig | Config) -> str:
     """``to_plain`` as YAML: what a run's config.yaml holds."""
     return OmegaConf.to_yaml(to_plain(cfg))

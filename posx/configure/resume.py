@@ -122,7 +122,7 @@ def refuse_edits(run_dir: Path, recorded: dict | None, now: dict) -> None:
         )
 
 
-def differences(saved: DictConfig, new: DictConfig) -> list[str]:
+def differences(saved: DictConfig, new: DictConfig | Config) -> list[str]:
     """Dotted keys outside ``RESUME_SAFE`` whose values differ between two configs."""
     return [key for key, _, _ in _differing(to_plain(saved), to_plain(new), common_only=False)]
 

@@ -38,12 +38,12 @@ import platform
 import shutil
 import time
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Iterator
 
 import numpy as np
-from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
 
 from posx.core import files
@@ -51,6 +51,8 @@ from posx.core.errors import PosxError
 from posx.core.progress import Reporter, rate
 from posx.data import sources, splitfiles
 from posx.data import tokenizer as tok_mod
+from posx.schema.config import DataConfig
+from posx.schema.fields import plain
 
 STORE_FORMAT = 1  # bump when the layout or the construction changes
 PROGRESS_S = 0.2  # the least time between two progress updates while a BPE trains
@@ -80,11 +82,11 @@ class Store:
     fingerprint: dict  # JSON-serialisable description (recorded in model.json)
 
 
-def data_config(dcfg: Any) -> dict:
-    """The data keys a run records (model.json) and a store is built from; absent keys are None."""
-    if isinstance(dcfg, DictConfig):
-        dcfg = OmegaConf.to_container(dcfg, resolve=True, enum_to_str=True)
-    return {k: dcfg.get(k) for k in DATA_KEYS}
+def data_config(dcfg: DataConfig | Mapping) -> dict:
+    """The data keys a run records (model.json) and a store is built from (the ``data`` section, or
+    the mapping a run recorded); absent keys are None."""
+    data = plain(dcfg) if isinstance(dcfg, DataConfig) else dcfg
+    return {k: data.get(k) for k in DATA_KEYS}
 
 
 def check_val_fraction(val_fraction) -> float:
@@ -276,7 +278,7 @@ def store_key(source: sources.Source, dcfg: dict) -> str:
     return hashlib.sha1(json.dumps(head, sort_keys=True, default=str).encode()).hexdigest()[:20]
 
 
-def load(dcfg: Any, cache_dir: str | Path, console: Console | None = None) -> Store:
+def load(dcfg: DataConfig | Mapping, cache_dir: str | Path, console: Console | None = None) -> Store:
     """The store of a data config: found under ``cache_dir``, else built there (and reported)."""
     dcfg = {k: v if v is not None else DEFAULTS.get(k) for k, v in data_config(dcfg).items()}
     dcfg["val_fraction"] = check_val_fraction(dcfg["val_fraction"])

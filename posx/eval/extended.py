@@ -35,7 +35,7 @@ from posx.model.gpt import GPT
 from posx.model.positional import PositionOutOfRange
 from posx.runs.lineage import INTERPOLATE, find_parent, zero_shot_model
 from posx.runs.records import RunMeta
-from posx.schema.config import evaluated_length
+from posx.schema.config import EvalConfig, evaluated_length
 
 
 def lengths_for(reference: int, new: int, factors) -> list[int]:
@@ -72,7 +72,7 @@ class _Lengths(NamedTuple):
     n_tokens: int  # scored tokens at every length
 
 
-def _lengths(meta: RunMeta, val: torch.Tensor, ev) -> _Lengths:
+def _lengths(meta: RunMeta, val: torch.Tensor, ev: EvalConfig) -> _Lengths:
     """The lengths, each stage's stride at each and the scored tokens, checked against the held-out split."""
     T0, T1 = meta.extended_from.train_context, meta.train_context
     # a PoSE child trains at T0 with positions over s x T0: its new length is that reach

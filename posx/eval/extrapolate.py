@@ -45,6 +45,7 @@ from posx.model.rescale import (
 )
 from posx.model.windowed import Windowed
 from posx.runs.records import RunMeta
+from posx.schema.config import EvalConfig
 
 
 def window_nll(
@@ -87,7 +88,7 @@ class _Plan:
     rope_args: dict  # head_dim, base, train_context for ``method_frequencies``
 
 
-def _plan(model: GPT, meta: RunMeta, val: torch.Tensor, ev, val_docs, tokenizer) -> _Plan:
+def _plan(model: GPT, meta: RunMeta, val: torch.Tensor, ev: EvalConfig, val_docs, tokenizer) -> _Plan:
     """The lengths, strides and scored tokens of an evaluation, checked before any row is
     computed: too little held-out text, too few documents or bad method parameters are one line."""
     T = meta.train_context
@@ -226,7 +227,7 @@ def _score_cell(
     return scores, results
 
 
-def _past_reach(model: GPT, ev, train_context: int, lengths: list[int]) -> list[str]:
+def _past_reach(model: GPT, ev: EvalConfig, train_context: int, lengths: list[int]) -> list[str]:
     """A line for each windowed method asked at lengths past its reach (Self-Extend's
     (T - W) * G + W, Jin et al. 2024; Leaky ReRoPE's (T - W) * k + W): beyond it the remapped
     distances leave the trained range."""

@@ -18,7 +18,6 @@ import shutil
 from pathlib import Path
 
 import yaml
-from omegaconf import DictConfig, OmegaConf
 
 from posx.core import fieldcheck, files
 from posx.core.errors import PosxError
@@ -27,6 +26,7 @@ from posx.eval import manifest
 from posx.eval.tables import Evaluation, read_table, write_tables
 from posx.runs.paths import EVAL_DIR, WRITTEN_DIRS
 from posx.schema.config import EvalConfig
+from posx.schema.fields import plain
 
 SETTINGS = "eval.yaml"
 TABLE_FILES = ("extrapolation.csv", "extrapolation.md", "positions.csv", "passkey.csv", "tasks.csv")
@@ -43,10 +43,10 @@ LATER = {
 }
 
 
-def settings_of(ev) -> dict:
+def settings_of(ev: EvalConfig) -> dict:
     """The evaluation settings that make its identity, as plain data (``LATER``'s keys at their
     old behaviour left out)."""
-    data = OmegaConf.to_container(ev, resolve=True, enum_to_str=True) if isinstance(ev, DictConfig) else dict(ev)
+    data = plain(ev)
     return _without_later({k: v for k, v in data.items() if k not in NOT_IDENTITY}, LATER)
 
 

@@ -14,7 +14,6 @@ from pathlib import Path
 import numpy as np
 import torch
 import yaml
-from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
 from rich.text import Text
 
@@ -33,7 +32,7 @@ from posx.runs import code
 from posx.runs.paths import EVAL_DIR
 from posx.runs.records import RunMeta
 from posx.runs.rundir import load_run
-from posx.schema.config import EvalConfig
+from posx.schema.config import Config, EvalConfig
 
 
 @dataclass
@@ -49,7 +48,7 @@ class Loaded:
     device: torch.device
 
 
-def load(run_dir: Path, cfg: DictConfig, console: Console) -> Loaded:
+def load(run_dir: Path, cfg: Config, console: Console) -> Loaded:
     """The run's model on ``cfg.device`` and the held-out split of the corpus it trained on."""
     device = pick_device(cfg.device)
     set_threads(cfg.threads)
@@ -73,13 +72,13 @@ def load(run_dir: Path, cfg: DictConfig, console: Console) -> Loaded:
 NOT_FOR_EXTENDED = ("methods", "scale", "within_documents")
 
 
-def not_for_extended(ev: DictConfig) -> list[str]:
+def not_for_extended(ev: EvalConfig) -> list[str]:
     """The ``NOT_FOR_EXTENDED`` settings of ``ev`` that differ from their defaults."""
-    default = OmegaConf.structured(EvalConfig)
-    return [f"eval.{key}" for key in NOT_FOR_EXTENDED if ev[key] != default[key]]
+    default = EvalConfig()
+    return [f"eval.{key}" for key in NOT_FOR_EXTENDED if getattr(ev, key) != getattr(default, key)]
 
 
-def evaluate_loaded(run: Loaded, cfg: DictConfig, console: Console) -> Evaluation:
+def evaluate_loaded(run: Loaded, cfg: Config, console: Console) -> Evaluation:
     """A plain run: every method at every factor; an extended run: zero-shot and extended."""
     meta = run.meta
     beyond = f" absolute_beyond={cfg.eval.absolute_beyond}" if meta.model.pos.name == "absolute" else ""
@@ -170,7 +169,7 @@ def _show_answers(console: Console, frame, title: str, by: str, none: str) -> No
 
 def evaluate_run(
     run_dir: Path,
-    cfg: DictConfig,
+    cfg: Config,
     console: Console | None = None,
     force: bool = False,
     allow_changed_code: bool = False,

@@ -37,7 +37,7 @@ from posx.core.device import autocast
 from posx.core.errors import PosxError, unknown
 from posx.data.corpus import as_long, require_tokens
 from posx.eval.tables import perplexity
-from posx.schema.config import evaluated_length, rope_scale
+from posx.schema.config import EvalConfig, evaluated_length, rope_scale
 
 PROTOCOLS = ("nonoverlapping", "sliding")
 
@@ -112,7 +112,7 @@ def eval_lengths(factors, train_context: int) -> list[int]:
     return list(lengths)
 
 
-def eval_rows(ev, train_context: int) -> list[tuple[float, int]]:
+def eval_rows(ev: EvalConfig, train_context: int) -> list[tuple[float, int]]:
     """(RoPE scale, length) of each length an evaluation scores (``eval_lengths``): the rows the
     evaluation computes and the rows its checks before any work compute first."""
     return [(rope_scale(ev.scale, L, train_context), L) for L in eval_lengths(ev.factors, train_context)]

@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from posx.eval import passkey
+from posx.schema.config import EvalConfig
 from posx.tasks import registry, scoring
 from posx.tasks.base import Sample, varied
 
@@ -43,13 +44,13 @@ def samples_of(task: str, val, length: int, opts, tokenizer, stream: int = 0) ->
     return registry.make_samples(task, val, length, opts.trials, opts, opts.seed, tokenizer, stream)
 
 
-def make_suite(val, lengths: list[int], ev, tokenizer) -> dict:
+def make_suite(val, lengths: list[int], ev: EvalConfig, tokenizer) -> dict:
     """{(length, task): [Sample]} for every length and task of ``eval.tasks``."""
     opts = ev.task_options
     return {(L, str(task)): samples_of(str(task), val, L, opts, tokenizer) for L in lengths for task in ev.tasks}
 
 
-def shares_passkey(ev) -> bool:
+def shares_passkey(ev: EvalConfig) -> bool:
     """Whether the suite's ``passkey`` samples are passkey.csv's prompt trials (the task is on, the
     prompt variant is evaluated, and both draw with the same trials, digits, depth buckets and
     seed): then each cell scores them once, for both tables (``posx.eval.passkey.score``)."""

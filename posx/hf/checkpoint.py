@@ -30,12 +30,12 @@ its ids mean). Passkey trials plant the key in the checkpoint's tokens either wa
 from __future__ import annotations
 
 import hashlib
+from dataclasses import replace
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import torch
-from omegaconf import DictConfig, OmegaConf
 from rich.console import Console
 
 from posx.core import files
@@ -52,7 +52,7 @@ from posx.hf.export import require_transformers
 from posx.model.gpt import lm_loss
 from posx.model.spec import ModelSpec
 from posx.runs.records import RunMeta
-from posx.schema.config import BYTES, ModelConfig, PosConfig
+from posx.schema.config import BYTES, Config, ModelConfig, PosConfig
 
 # One evaluation batch's logits at most, counted at 4 bytes a value: with a large vocabulary
 # (e.g. 128k) eval.batch_tokens' default would otherwise make (B, L, vocab) logits of gigabytes.
@@ -266,7 +266,7 @@ def checkpoint_tokenizer(model_dir: Path, vocab_size: int, cache_dir: str | Path
     return str(path)
 
 
-def load_data(model_dir: Path, vocab_size: int, cfg: DictConfig, console: Console) -> store.Store:
+def load_data(model_dir: Path, vocab_size: int, cfg: Config, console: Console) -> store.Store:
     """The token store of ``cfg.data`` in this checkpoint's tokens."""
     tokenizer = checkpoint_tokenizer(model_dir, vocab_size, cfg.data.cache_dir)
     corpus = store.load({**store.data_config(cfg.data), "tokenizer": tokenizer}, cfg.data.cache_dir, console)
@@ -283,7 +283,7 @@ def load_data(model_dir: Path, vocab_size: int, cfg: DictConfig, console: Consol
     return corpus
 
 
-def evaluate_hf_dir(model_dir: Path, cfg: DictConfig, console: Console | None = None) -> Evaluation:
+def evaluate_hf_dir(model_dir: Path, cfg: Config, console: Console | None = None) -> Evaluation:
     """Load a transformers checkpoint, evaluate it with ``cfg.eval`` on ``cfg.data``, write its tables."""
     console = console or new_console()
     device = pick_device(cfg.device)
@@ -302,7 +302,7 @@ def evaluate_hf_dir(model_dir: Path, cfg: DictConfig, console: Console | None = 
         f"T={meta.train_context} dtype={next(model.parameters()).dtype}"
     )
     vocab = model.hf.config.vocab_size
-    ev = OmegaConf.merge(cfg.eval, {"batch_tokens": logits_batch_tokens(cfg.eval.batch_tokens, vocab)})
+    ev = replace(cfg.eval, batch_tokens=logits_batch_tokens(cfg.eval.batch_tokens, vocab))
     result = evaluate(
         model,
         meta,

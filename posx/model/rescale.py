@@ -38,7 +38,7 @@ def _group_args(group: str) -> Callable[[object, float, int], tuple[float, dict]
     return lambda ev, s, L: (s, {name: getattr(getattr(ev, group), name) for name in _OWN_GROUP[group]})
 
 
-def _ramp(ev) -> dict:
+def _ramp(ev: EvalConfig) -> dict:
     """YaRN's ramp keys, shared by dynamic_yarn and ntk_by_parts."""
     return {"beta_fast": ev.yarn.beta_fast, "beta_slow": ev.yarn.beta_slow, "truncate": ev.yarn.truncate}
 
@@ -101,7 +101,7 @@ def param_key(method: str) -> str:
     return str(method).rpartition(":")[2]
 
 
-def user_params(method: str, ev) -> dict:
+def user_params(method: str, ev: EvalConfig) -> dict:
     """The parameters ``eval.params`` gives a method from outside posx (none: its defaults)."""
     given = (ev.params or {}).get(param_key(method)) or {}
     if not isinstance(given, Mapping):
@@ -109,7 +109,7 @@ def user_params(method: str, ev) -> dict:
     return dict(given)
 
 
-def method_args(method: str, ev, scale: float, length: int) -> tuple[float, dict]:
+def method_args(method: str, ev: EvalConfig, scale: float, length: int) -> tuple[float, dict]:
     """(factor, params) of ``rope.frequencies`` for ``method`` at one (scale, length) row: posx's
     own methods as ``METHOD_ARGS`` says, a method from outside posx with ``eval.params.<name>``."""
     if method in METHOD_ARGS:
@@ -136,7 +136,7 @@ def is_windowed(method: str) -> bool:
     return method in WINDOWED or (method not in rope.METHODS and rope.window_of(method) is not None)
 
 
-def method_window(method: str, ev, train_context: int) -> Windowed | None:
+def method_window(method: str, ev: EvalConfig, train_context: int) -> Windowed | None:
     """The windowed attention of ``method`` (None for a method that only sets frequencies); one
     from outside posx gets its parameters validated as its dataclass (``posx.core.validate``)."""
     if method in WINDOWED:
@@ -149,7 +149,9 @@ def method_window(method: str, ev, train_context: int) -> Windowed | None:
     return rope.window_of(method)(made, train_context)
 
 
-def check_methods(ev, methods, head_dim: int, base: float, train_context: int, rows: list[tuple[float, int]]) -> None:
+def check_methods(
+    ev: EvalConfig, methods, head_dim: int, base: float, train_context: int, rows: list[tuple[float, int]]
+) -> None:
     """Compute every method at every (scale, length) row once, so a bad parameter fails
     before any work (``posx.rope`` raises, naming the parameter)."""
     for method in methods:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields, replace
 
-from posx.schema.config import BYTES, DataConfig, ModelConfig, PosConfig, evaluated_length
+from posx.schema.config import BYTES, Config, DataConfig, ModelConfig, PosConfig, evaluated_length
 from posx.schema.fields import like
 
 NULL_IS_A_VALUE = {("pos", "params")}  # a custom encoding's parameters: null gives none (all defaults)
@@ -51,8 +51,8 @@ class ModelSpec:
         )
 
     @classmethod
-    def from_config(cls, cfg, vocab_size: int) -> ModelSpec:
-        """The model a composed config describes (Hydra's DictConfig or the schema's dataclasses)."""
+    def from_config(cls, cfg: Config, vocab_size: int) -> ModelSpec:
+        """The model a config describes (its ``model``, ``pos``, ``train`` and ``eval`` sections)."""
         T, model, pos = cfg.train.context_length, _section(ModelConfig, cfg.model), _section(PosConfig, cfg.pos)
         return cls.resolved(model, pos, T, evaluated_length(max(cfg.eval.factors), T), vocab_size)
 

@@ -5,7 +5,7 @@ field is read: a composed config, a record read back). Imports nothing of posx.
 
 from __future__ import annotations
 
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import MISSING, dataclass, field, fields, is_dataclass
 from enum import Enum
 from typing import Any, Optional
 
@@ -23,6 +23,20 @@ class Choice(str, Enum):
     def values(cls) -> tuple[str, ...]:
         """The names the choice accepts, in its order."""
         return tuple(member.value for member in cls)
+
+
+def plain(value: Any) -> Any:
+    """A section of the schema (or anything it holds) as plain data: mappings, lists, and each
+    choice as its string, as a run's config.yaml and an evaluation's identity hold them."""
+    if is_dataclass(value) and not isinstance(value, type):
+        return {f.name: plain(getattr(value, f.name)) for f in fields(value)}
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, dict):
+        return {key: plain(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [plain(item) for item in value]
+    return value
 
 
 @dataclass(frozen=True)

@@ -46,7 +46,6 @@ from pathlib import Path
 import pandas as pd
 import torch
 import yaml
-from omegaconf import DictConfig
 from rich.console import Console
 from rich.markup import escape
 from rich.text import Text
@@ -71,6 +70,7 @@ from posx.runs import checkpoint, resumable
 from posx.runs.paths import CONFIG
 from posx.runs.records import RunMeta, TrainExtras
 from posx.runs.rundir import save_run
+from posx.schema.config import Config
 from posx.train import memory, taskcurve
 from posx.train.compiling import compile_seconds, decide_compile
 from posx.train.state import FromParent, LoopState, Resume, Start
@@ -92,7 +92,7 @@ COMPILE_BACKEND = "inductor"  # torch.compile's backend (tests use "eager" to ch
 __all__ = ["COMPILE_BACKEND", "train"]
 
 
-def train(cfg: DictConfig, run_dir: Path, start: Start, console: Console | None = None) -> Path:
+def train(cfg: Config, run_dir: Path, start: Start, console: Console | None = None) -> Path:
     """Train into ``run_dir`` from ``start`` (``Fresh``, ``Resume`` or ``FromParent``).
 
     Raises ``Preempted`` after checkpointing when SIGTERM/SIGUSR2 arrives mid-run, and
@@ -123,7 +123,7 @@ def hold_lock(stack: contextlib.ExitStack, run_dir: Path, busy: str) -> None:
     stack.enter_context(lock.exclusive(run_dir, busy=busy))
 
 
-def load_data(cfg: DictConfig, start: Start, console: Console) -> store.Store:
+def load_data(cfg: Config, start: Start, console: Console) -> store.Store:
     """The memmapped token store of the data config (rank 0 builds it, the others read it), checked
     to hold a training window in each split and, with eval.after_train, the evaluation's tokens."""
     load = partial(store.load, cfg.data, cfg.data.cache_dir, console=console)
@@ -156,7 +156,7 @@ def forwards(
     return ddp, fwd, val_fwd
 
 
-def set_up(cfg: DictConfig, run_dir: Path, start: Start, console: Console, device: torch.device) -> LoopState:
+def set_up(cfg: Config, run_dir: Path, start: Start, console: Console, device: torch.device) -> LoopState:
     """Data, model, optimizer and generator, resumed from the run's checkpoint when ``start`` says so;
     writes config.yaml (rank 0) once the run is known to start or go on."""
     torch.manual_seed(cfg.seed)

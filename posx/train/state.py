@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-from omegaconf import DictConfig
 from rich.console import Console
 from torch.nn.parallel import DistributedDataParallel
 
@@ -16,6 +15,7 @@ from posx.data import store
 from posx.model.gpt import GPT
 from posx.model.roperecord import RopeRecord
 from posx.runs.records import Lineage, TrainExtras
+from posx.schema.config import Config
 
 
 @dataclass
@@ -46,7 +46,7 @@ class LoopState:
     """Everything the loop carries from one step to the next. ``rows``, ``val_loss`` and
     ``t_last`` are rank 0's log (the other ranks leave them as they are)."""
 
-    cfg: DictConfig
+    cfg: Config
     run_dir: Path
     console: Console
     device: torch.device

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pandas as pd
 import torch
-from omegaconf import DictConfig
 from torch import Tensor
 from torch.nn.parallel import DistributedDataParallel
 
@@ -22,12 +21,12 @@ from posx.core.errors import PosxError
 from posx.data import corpus as data_mod
 from posx.eval import scoring
 from posx.model.gpt import GPT
-from posx.schema.config import evaluated_length
+from posx.schema.config import Config, evaluated_length
 
 COLUMNS = ["step", "train_loss", "val_loss", "lr", "tokens_per_s", "mfu"]  # metrics.csv
 
 
-def lr_at(step: int, cfg: DictConfig) -> float:
+def lr_at(step: int, cfg: Config) -> float:
     """Linear warmup to train.lr, then cosine decay to lr * min_lr_ratio at the last step."""
     t = cfg.train
     if step < t.warmup_steps:
@@ -38,7 +37,7 @@ def lr_at(step: int, cfg: DictConfig) -> float:
     return floor + 0.5 * (t.lr - floor) * (1 + math.cos(math.pi * progress))
 
 
-def make_optimizer(model: GPT, cfg: DictConfig, device: torch.device) -> torch.optim.AdamW:
+def make_optimizer(model: GPT, cfg: Config, device: torch.device) -> torch.optim.AdamW:
     """AdamW; weight decay on matrices (linear layers, embeddings), none on norms."""
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
@@ -48,7 +47,7 @@ def make_optimizer(model: GPT, cfg: DictConfig, device: torch.device) -> torch.o
     return torch.optim.AdamW(groups, lr=cfg.train.lr, betas=(cfg.train.beta1, cfg.train.beta2), **extra)
 
 
-def batch_layout(cfg: DictConfig, world: int) -> tuple[int, int]:
+def batch_layout(cfg: Config, world: int) -> tuple[int, int]:
     """(sequences per rank, sequences per micro-batch) of the global ``train.batch_size``."""
     B = cfg.train.batch_size
     if B % world:
@@ -115,7 +114,7 @@ def train_step(
 
 
 @torch.no_grad()
-def estimate_val_loss(model, val, cfg: DictConfig, device: torch.device, chunk: int | None = None) -> float:
+def estimate_val_loss(model, val, cfg: Config, device: torch.device, chunk: int | None = None) -> float:
     """Mean loss over the same eval_batches validation batches every time (fixed seed); each
     batch in forward passes of ``chunk`` sequences (None: the whole batch at once)."""
     model.eval()
@@ -136,7 +135,7 @@ def estimate_val_loss(model, val, cfg: DictConfig, device: torch.device, chunk: 
     return sum(losses) / len(losses)
 
 
-def check_eval_fits(cfg: DictConfig, val, parent_context: int | None) -> None:
+def check_eval_fits(cfg: Config, val, parent_context: int | None) -> None:
     """The evaluation after training reads enough held-out tokens, or a one-line error before any
     step. ``parent_context``: an extension is also scored at factor x its parent's T."""
     T, ev = cfg.train.context_length, cfg.eval
