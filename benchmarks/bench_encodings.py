@@ -49,6 +49,7 @@ import torch
 from omegaconf import OmegaConf
 
 from benchmarks.harness import interleaved, repeat, stepper, summary
+from posx.configure.compose import typed
 from posx.eval.extrapolate import window_nll
 from posx.model.encodings import ENCODINGS
 from posx.model.gpt import GPT
@@ -68,7 +69,7 @@ VARIANTS = {
 }
 
 
-def config(pos: str, args, overrides: dict | None = None) -> OmegaConf:
+def config(pos: str, args, overrides: dict | None = None) -> Config:
     cfg = OmegaConf.structured(Config)
     cfg.pos.name = pos
     for key, value in (overrides or {}).items():
@@ -78,7 +79,7 @@ def config(pos: str, args, overrides: dict | None = None) -> OmegaConf:
     for key, value in PRESETS[args.model].items():
         cfg.model[key] = value
     cfg.model.attention = args.attention
-    return cfg
+    return typed(cfg)
 
 
 def train_throughput(args) -> dict[str, dict]:

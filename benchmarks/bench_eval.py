@@ -16,16 +16,16 @@ import statistics
 from functools import partial
 
 import torch
-from omegaconf import OmegaConf
 
 from benchmarks.harness import interleaved
-from posx.configure.compose import compose
+from posx.configure.compose import compose, typed
 from posx.data import store
 from posx.eval.extrapolate import evaluate
 from posx.model.gpt import GPT
 from posx.model.spec import ModelSpec
 from posx.runs.records import RunMeta
 from posx.schema.config import BYTES
+from posx.schema.fields import plain
 
 # Passkey off means the task suite off too: its default, [passkey], scores the prompt trials itself
 # when passkey.csv is not written.
@@ -57,27 +57,27 @@ def main() -> None:
     )
     parser.add_argument("overrides", nargs="*")
     args = parser.parse_args()
-    base = compose(["device=cpu", *args.overrides])
+    base = typed(compose(["device=cpu", *args.overrides]))
     torch.manual_seed(0)
     model = GPT(ModelSpec.from_config(base, BYTES)).eval()
     meta = RunMeta(model.config, base.train.context_length, {}, 0)
     val = store.load(base.data, base.data.cache_dir).val
     print(
         f"torch threads {torch.get_num_threads()}, T={meta.train_context}, "
-        f"methods {','.join(m.name for m in base.eval.methods)}, factors {list(base.eval.factors)}"
+        f"methods {','.join(base.eval.methods)}, factors {list(base.eval.factors)}"
     )
     cases = {}
     for name, overrides in VARIANTS.items():
         if args.skip_sliding and "eval.protocol=sliding" in overrides:
             continue
-        ev = compose(["device=cpu", *args.overrides, *overrides]).eval
+        ev = typed(compose(["device=cpu", *args.overrides, *overrides])).eval
         cases[name] = partial(evaluate_once, model, meta, val, ev)
     times = interleaved(cases, args.rounds, CPU, order="fixed")
     ref = statistics.median(times[PERPLEXITY_ONLY])
     for name, ts in times.items():
         med = statistics.median(ts)
         print(f"{name:36s} median {med:7.2f} s  x{med / ref:5.2f}  ({', '.join(f'{t:.1f}' for t in ts)})")
-    print("config:", OmegaConf.to_container(base.eval.passkey))
+    print("config:", plain(base.eval.passkey))
 
 
 if __name__ == "__main__":

@@ -50,6 +50,7 @@ from omegaconf import OmegaConf
 
 from benchmarks import step_split
 from benchmarks.harness import interleaved, speedups, synchronize, to_equal_loss
+from posx.configure.compose import typed
 from posx.core.device import bf16_peak_flops, use_tf32
 from posx.data import corpus as data_mod
 from posx.data import store
@@ -74,7 +75,7 @@ PRESETS = {"tiny": {"n_layer": 4, "n_head": 4, "d_model": 128}, "small": {"n_lay
 PAIRS = {"none": "default", "pi": "linear", "dynamic_ntk": "dynamic", "yarn": "yarn"}
 
 
-def run_config(args) -> OmegaConf:
+def run_config(args) -> Config:
     cfg = OmegaConf.structured(Config)
     cfg.pos.name = "rope"
     cfg.train.context_length, cfg.train.batch_size, cfg.train.steps = args.context, args.batch_size, args.steps
@@ -82,7 +83,7 @@ def run_config(args) -> OmegaConf:
     for key, value in PRESETS[args.model].items():
         cfg.model[key] = value
     cfg.model.block = args.block
-    return cfg
+    return typed(cfg)
 
 
 def llama_config(cfg, hidden: int, rope_type: str = "default", factor: float = 1.0) -> LlamaConfig:

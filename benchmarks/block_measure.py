@@ -34,7 +34,7 @@ import pandas as pd
 import torch
 
 from benchmarks.harness import interleaved, posx, repeat, speedups, stepper
-from posx.configure.compose import compose
+from posx.configure.compose import compose, typed
 from posx.model.gpt import GPT
 from posx.model.spec import ModelSpec
 from posx.runs.rundir import load_run
@@ -54,7 +54,7 @@ def throughput(rounds: int, steps: int) -> list[dict]:
     device = torch.device("cpu")
     cases = {}
     for block, preset in PRESETS.items():
-        cfg = compose([f"model={preset}"])
+        cfg = typed(compose([f"model={preset}"]))
         torch.manual_seed(0)
         model = GPT(ModelSpec.from_config(cfg, BYTES)).train()
         B, T = cfg.train.batch_size, cfg.train.context_length

@@ -23,6 +23,7 @@ import torch
 from omegaconf import OmegaConf
 
 from benchmarks.harness import interleaved, speedups
+from posx.configure.compose import typed
 from posx.model.gpt import GPT
 from posx.model.spec import ModelSpec
 from posx.schema.config import BYTES, Config
@@ -36,7 +37,7 @@ def case_config(block: str, size: str, batch: int):
     n_layer, n_head, d_model, T = SIZES[size]
     cfg.model.block, cfg.model.n_layer, cfg.model.n_head, cfg.model.d_model = block, n_layer, n_head, d_model
     cfg.train.context_length, cfg.train.batch_size = T, batch
-    return cfg
+    return typed(cfg)
 
 
 def stepper(model, cfg, fwd, x, y, forward_only: bool):

@@ -33,7 +33,7 @@ import pandas as pd
 import torch
 
 from benchmarks.harness import posx
-from posx.configure.compose import compose
+from posx.configure.compose import compose, typed
 from posx.core.device import pick_device
 from posx.data import store
 from posx.eval.extended import evaluate_extended
@@ -91,14 +91,16 @@ def parent_run(args, common: list[str]) -> Path:
 
 def eval_config(args, common: list[str]):
     """The composed config the evaluations use: 1x only, --tokens per length, none and --methods."""
-    return compose(
-        [
-            *common,
-            "eval.factors=[1]",
-            f"eval.tokens={args.tokens}",
-            f"eval.batch_tokens={args.tokens}",
-            f"eval.methods=[none,{args.methods}]",
-        ]
+    return typed(
+        compose(
+            [
+                *common,
+                "eval.factors=[1]",
+                f"eval.tokens={args.tokens}",
+                f"eval.batch_tokens={args.tokens}",
+                f"eval.methods=[none,{args.methods}]",
+            ]
+        )
     )
 
 

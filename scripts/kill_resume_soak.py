@@ -36,6 +36,7 @@ import torch
 from safetensors.torch import load_file
 from study_args import OneLineParser, number, positive, whole
 
+from posx.configure.compose import typed
 from posx.configure.resume import saved_config
 from posx.eval.tables import TABLE_COLUMNS, read_table
 from posx.model.gpt import GPT
@@ -79,7 +80,7 @@ def _posx(args: list[str], cwd: Path) -> subprocess.Popen:
 
 def check_loadable(run_dir: Path) -> int:
     """Load everything a killed run left; raise if anything is unloadable. Returns its step."""
-    cfg = saved_config(run_dir)
+    cfg = typed(saved_config(run_dir))
     if (run_dir / "metrics.csv").is_file():
         pd.read_csv(run_dir / "metrics.csv")
     if (run_dir / "model.json").is_file():

@@ -12,7 +12,6 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from omegaconf import OmegaConf
 from rich.console import Console
 
 transformers = pytest.importorskip("transformers")
@@ -127,7 +126,7 @@ def test_every_extension_exports_exactly(method, tmp_path):
     frequencies are the ones the run trained with; the exported model's logits are posx's."""
     m = random_llama()
     parent = RunMeta(m.config, T, {}, 1)
-    cfg = OmegaConf.structured(ExtendRootConfig)
+    cfg = ExtendRootConfig()
     cfg.method, cfg.factor = method, 2.0
     record = rope_record(cfg, parent)
     child = RunMeta(m.config, new_context(T, 2.0), {}, 2, record)

@@ -65,7 +65,13 @@ def extend(run: str | None, overrides: list[str]) -> None:
         # Next to the other overrides: Hydra's parser takes one contiguous run of them.
         first = next((i for i, a in enumerate(overrides) if "=" in a and not a.startswith("-")), len(overrides))
         overrides.insert(first, f"parent='{quoted}'")
-    jobs.run_hydra(jobs.extend_job, "extend", overrides, check_job=check_extension, show_job=_show_job)
+    jobs.run_hydra(
+        jobs.extend_job,
+        "extend",
+        overrides,
+        check_job=lambda cfg, o: check_extension(typed(cfg), o),
+        show_job=_show_job,
+    )
 
 
 def _one_parent(run: str | None, overrides: list[str]) -> None:
@@ -81,7 +87,7 @@ def _one_parent(run: str | None, overrides: list[str]) -> None:
 def _show_job(overrides: list[str]) -> None:
     """``posx extend RUN --cfg job``: print the config the extension will actually run (the
     parent's model and corpus, the extend.* schedule in train.*), not the composed extend.yaml."""
-    cfg = compose(overrides, config_name="extend")
+    cfg = typed(compose(overrides, config_name="extend"))
     ext = prepare_extension(cfg, overrides)
     print(
         f"# the config this extension will run: {ext.parent_dir} -> {Path(cfg.results_dir) / 'runs' / ext.name}\n"

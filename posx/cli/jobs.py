@@ -256,12 +256,13 @@ def _record_code(job: JobDir, cfg: Config) -> None:
         code.record(job.path, code.encoding_sources(cfg))
 
 
-def extend_job(cfg: DictConfig) -> None:
+def extend_job(composed: DictConfig) -> None:
     """One Hydra job of ``posx extend``: extend the parent, train, evaluate when eval.after_train."""
-    with user_errors(), distributed.session(cfg.device):
+    with user_errors(), distributed.session(composed.device):
         console = _console()
+        cfg = typed(composed)
         ext = extension.prepare(cfg, list(HydraConfig.get().overrides.task))
-        config = typed(ext.config)
+        config = ext.config
         job = distributed.on_main(lambda: job_run_dir(config, ext.name), share=True)
         T0, T1 = ext.parent.train_context, config.train.context_length
         console.print(

@@ -23,13 +23,10 @@ model.json records T as the length it trained at.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
-
-from omegaconf import DictConfig, OmegaConf
 
 from posx.configure.applies import SET_BY_EXTEND, key_of
 from posx.configure.checks import check_config
@@ -42,11 +39,11 @@ from posx.runs.lineage import INTERPOLATE, check_method, extended_model, new_con
 from posx.runs.paths import CONFIG, read_config, read_meta, resolve_run
 from posx.runs.records import Lineage, RunMeta
 from posx.runs.rundir import load_run
-from posx.schema.config import TAKES_POSITIONS
+from posx.schema.config import TAKES_POSITIONS, ExtendRootConfig
 from posx.train.state import FromParent
 
 
-def rope_record(cfg: DictConfig, parent: RunMeta) -> RopeRecord:
+def rope_record(cfg: ExtendRootConfig, parent: RunMeta) -> RopeRecord:
     """The frequencies an extension of ``parent`` trains with (the recipe; checked here)."""
     T, method = parent.train_context, cfg.method
     L = new_context(T, cfg.factor)
@@ -61,28 +58,36 @@ def rope_record(cfg: DictConfig, parent: RunMeta) -> RopeRecord:
     return record
 
 
-def child_config(cfg: DictConfig, parent_dir: Path, parent: RunMeta, child: ModelSpec, T1: int) -> DictConfig:
+def child_config(
+    cfg: ExtendRootConfig, parent_dir: Path, parent: RunMeta, child: ModelSpec, T1: int
+) -> ExtendRootConfig:
     """The composed config with the child's model, the parent's corpus and the extend.*
     schedule filled in, so the child's config.yaml says what actually ran."""
-    out = copy.deepcopy(cfg)
-    for section, values in child.sections().items():
-        OmegaConf.update(out, section, values, merge=True)  # every key of the section is set
     model = read_config(parent_dir).get("model") if (parent_dir / CONFIG).is_file() else None
     name = model.get("name") if isinstance(model, dict) else None
-    out.model.name = str(name) if name else "parent"
-    for key, value in parent.data_config.items():  # the parent's corpus and tokenizer
-        OmegaConf.update(out, f"data.{key}", value, merge=False)
-    e, t = cfg.extend, out.train
-    tokens_per_step = cfg.train.batch_size * parent.train_context
-    t.batch_size = e.batch_size or max(1, tokens_per_step // T1)
-    t.context_length, t.steps, t.lr = T1, e.steps, e.lr
-    t.warmup_steps, t.min_lr_ratio = e.warmup_steps, e.min_lr_ratio
-    t.eval_every = e.eval_every or cfg.train.eval_every
-    out.parent = str(parent_dir)
-    return out
+    e, t = cfg.extend, cfg.train
+    tokens_per_step = t.batch_size * parent.train_context
+    train = dataclasses.replace(
+        t,
+        batch_size=e.batch_size or max(1, tokens_per_step // T1),
+        context_length=T1,
+        steps=e.steps,
+        lr=e.lr,
+        warmup_steps=e.warmup_steps,
+        min_lr_ratio=e.min_lr_ratio,
+        eval_every=e.eval_every or t.eval_every,
+    )
+    return dataclasses.replace(
+        cfg,
+        model=dataclasses.replace(child.model, name=str(name) if name else "parent"),  # every key of the section
+        pos=child.pos,
+        data=dataclasses.replace(cfg.data, **parent.data_config),  # the parent's corpus and tokenizer
+        train=train,
+        parent=str(parent_dir),
+    )
 
 
-def pose_window(cfg: DictConfig, parent: RunMeta, T1: int) -> int:
+def pose_window(cfg: ExtendRootConfig, parent: RunMeta, T1: int) -> int:
     """The length the child trains at: T1, or with ``extend.pose`` the parent's T (its model
     then draws PoSE position ids over [0, T1): ``posx.model.randomized.pose_positions``)."""
     if not cfg.extend.pose:
@@ -117,7 +122,7 @@ class Extension:
 
     parent_dir: Path
     parent: RunMeta
-    config: DictConfig  # the child's config (its config.yaml)
+    config: ExtendRootConfig  # the child's config (its config.yaml)
     start: FromParent
     name: str  # the run name when name= is not given
 
@@ -132,7 +137,7 @@ class Checked(NamedTuple):
     record: RopeRecord | None  # the frequencies' recipe (None: a learned table, interpolated)
 
 
-def check(cfg: DictConfig, overrides: list[str]) -> Checked:
+def check(cfg: ExtendRootConfig, overrides: list[str]) -> Checked:
     """Everything about an extension that can be refused from the parent's model.json alone: a
     sweep checks each job with it before the first one trains."""
     check_config(cfg)
@@ -155,7 +160,7 @@ def check(cfg: DictConfig, overrides: list[str]) -> Checked:
     return Checked(parent_dir, parent, T1, window, rope_record(cfg, parent) if cfg.method != INTERPOLATE else None)
 
 
-def prepare(cfg: DictConfig, overrides: list[str]) -> Extension:
+def prepare(cfg: ExtendRootConfig, overrides: list[str]) -> Extension:
     """Check the extension, load the parent, extend it; nothing is written."""
     parent_dir, parent, T1, window, record = check(cfg, overrides)
     parent_model, _ = load_run(parent_dir, device="cpu")
