@@ -1,4 +1,4 @@
-"""The second edition's own sections of STUDY.md (``study_notes.py --grid methods``): the verdicts
+"""The second edition's own sections of STUDY.md (``python -m scripts.study.notes --grid methods``): the verdicts
 at a glance beside the first edition's, every encoding in bits per byte, the BPE arm's orderings
 against the byte-level ones, and the retrieval side from the committed retrieval comparison.
 
@@ -17,12 +17,12 @@ import tempfile
 from pathlib import Path
 
 import pandas as pd
-from study_verdicts import CLAIM_KEYS, SHOWN, per_claim
 
-from posx.report.claims import Cell, parse_label
 from posx.report.mdtable import md_table
 from posx.report.stats import CONTRADICTED, NOT_CHECKED, SUPPORTED, compare
 from posx.report.writeup import EXTENSION_CELLS, mean_std
+from scripts.study.claims import Cell, parse_label
+from scripts.study.verdicts import CLAIM_KEYS, SHOWN, per_claim
 
 FACTORS = [1.0, 2.0, 4.0, 8.0]
 TASK_ENCODINGS = ["rope", "alibi", "nope", "fire", "rope-randomized", "rope-hybrid"]  # the task arm

@@ -1,6 +1,6 @@
 """The retrieval comparison's figure: exact answers against evaluation length, one panel per task.
 
-Input: ``posx.report.task_claims.exact_shares`` rows (one per encoding, method, seed, task,
+Input: ``scripts.study.task_claims.exact_shares`` rows (one per encoding, method, seed, task,
 factor). Each line is one encoding evaluated with one method (RoPE also with PI and YaRN,
 zero-shot), its points the mean exact share over seeds, its bars ± the sample std over seeds
 (no bar for one seed: the legend entry says how many seeds each line has). Colour: the encoding
