@@ -7,8 +7,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
+from scripts.study import REPO, sections, verdicts
 from scripts.study import figure as study_figure
-from scripts.study import sections, verdicts
 
 import helpers.summary
 
@@ -107,3 +107,16 @@ def test_the_headline_figure_has_a_line_per_kind_in_its_panel():
         ["none (2)", "yarn (2)"],
         ["none (2)"],
     ]
+
+
+def test_the_task_arm_reads_the_committed_retrieval_arms(tmp_path):
+    """The methods study's retrieval section, from the committed comparison: a row per encoding and task,
+    every cell a share (an arm renamed there, e.g. to ``<encoding>-conv``, must not empty the table)."""
+    retrieval = REPO / "results" / "reference" / "cpu-retrieval"
+    lines = sections.task_lines(retrieval, tmp_path, tmp_path / "no-runs")
+    rows = "\n".join(lines).splitlines()
+    exact = pd.read_csv(retrieval / "exact.csv")
+    kept = {e for e in exact["encoding"] if e.removesuffix(sections.CONV) in sections.TASK_ENCODINGS}
+    table = [row for row in rows if row.startswith("| ") and row.split("|")[1].strip() in kept]
+    assert kept and len(table) == len(kept) * exact["task"].nunique()
+    assert not any("nan" in row for row in rows)
