@@ -20,4 +20,4 @@ docs:
 	$(PYTHON) -m mkdocs build --strict
 
 check-reference:
-	$(PYTHON) scripts/reference_study.py --only rope-s0 --check
+	$(PYTHON) -m scripts.study.reference --only rope-s0 --check

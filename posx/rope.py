@@ -150,7 +150,7 @@ def _ntk(head_dim, base, factor, original_context):
     return _theta(head_dim, _ntk_base(head_dim, base, factor)), 1.0
 
 
-def _dynamic_ntk(head_dim, base, factor, original_context, length=None):
+def _dynamic_ntk(head_dim, base, factor, original_context, *, length):
     ell = max(_current(length, original_context), original_context)
     if ell == original_context:
         return _theta(head_dim, base), 1.0
@@ -158,15 +158,13 @@ def _dynamic_ntk(head_dim, base, factor, original_context, length=None):
     return _theta(head_dim, _ntk_base(head_dim, base, scale)), 1.0
 
 
-def _yarn(
-    head_dim, base, factor, original_context, beta_fast=32.0, beta_slow=1.0, truncate=True, attention_factor=None
-):
+def _yarn(head_dim, base, factor, original_context, *, beta_fast, beta_slow, truncate, attention_factor):
     inv = _yarn_inv_freq(head_dim, base, factor, original_context, beta_fast, beta_slow, truncate)
     attention = _yarn_attention(factor) if attention_factor is None else float(attention_factor)
     return inv, attention
 
 
-def _dynamic_yarn(head_dim, base, factor, original_context, length=None, beta_fast=32.0, beta_slow=1.0, truncate=True):
+def _dynamic_yarn(head_dim, base, factor, original_context, *, length, beta_fast, beta_slow, truncate):
     if factor != 1:
         raise PosxError(
             f"dynamic_yarn takes its scale from length / original_context, got "
@@ -177,16 +175,16 @@ def _dynamic_yarn(head_dim, base, factor, original_context, length=None, beta_fa
     return inv, _yarn_attention(s)
 
 
-def _ntk_by_parts(head_dim, base, factor, original_context, beta_fast=32.0, beta_slow=1.0, truncate=True):
+def _ntk_by_parts(head_dim, base, factor, original_context, *, beta_fast, beta_slow, truncate):
     inv = _yarn_inv_freq(head_dim, base, factor, original_context, beta_fast, beta_slow, truncate)
     return inv, 1.0
 
 
-def _abf(head_dim, base, factor, original_context, new_base=500000.0):
+def _abf(head_dim, base, factor, original_context, *, new_base):
     return _theta(head_dim, new_base), 1.0
 
 
-def _llama3(head_dim, base, factor, original_context, low_freq_factor=1.0, high_freq_factor=4.0):
+def _llama3(head_dim, base, factor, original_context, *, low_freq_factor, high_freq_factor):
     theta = _theta(head_dim, base)
     if factor == 1:
         return theta, 1.0
@@ -201,9 +199,7 @@ def _llama3(head_dim, base, factor, original_context, low_freq_factor=1.0, high_
     return inv, 1.0
 
 
-def _longrope(
-    head_dim, base, factor, original_context, short_factor=None, long_factor=None, length=None, attention_factor=None
-):
+def _longrope(head_dim, base, factor, original_context, *, short_factor, long_factor, length, attention_factor):
     is_long = _current(length, original_context) > original_context
     name, ext = ("long_factor", long_factor) if is_long else ("short_factor", short_factor)
     theta = _theta(head_dim, base)
@@ -243,10 +239,8 @@ def _resonance(head_dim, base, factor, original_context):
     return resonance_round(_theta(head_dim, base), original_context), 1.0
 
 
-def _resonance_yarn(
-    head_dim, base, factor, original_context, beta_fast=32.0, beta_slow=1.0, truncate=True, attention_factor=None
-):
-    inv, attention = _yarn(head_dim, base, factor, original_context, beta_fast, beta_slow, truncate, attention_factor)
+def _resonance_yarn(head_dim, base, factor, original_context, **yarn):
+    inv, attention = _yarn(head_dim, base, factor, original_context, **yarn)
     return resonance_round(inv, original_context), attention
 
 
@@ -296,7 +290,7 @@ _REGISTRY: Mapping[str, _Method] = MappingProxyType(
 )
 
 METHODS: tuple[str, ...] = tuple(_REGISTRY)
-DYNAMIC_METHODS: frozenset[str] = frozenset({"dynamic_ntk", "dynamic_yarn", "longrope"})
+DYNAMIC_METHODS: frozenset[str] = frozenset(name for name, method in _REGISTRY.items() if method.length)
 
 
 # --------------------------------------------------------------------------- methods from outside posx

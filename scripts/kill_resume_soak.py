@@ -2,7 +2,7 @@
 and check that what is on disk is loadable after every kill and that the final weights equal
 those of an uninterrupted run.
 
-    python scripts/kill_resume_soak.py --kills 30 --steps 200
+    python -m scripts.kill_resume_soak --kills 30 --steps 200
 
 Each attempt waits until the run has checkpointed past where the previous attempt left it,
 sleeps a random 0..--max-delay seconds (checkpoint_every=1, so most kills land while a
@@ -11,7 +11,7 @@ checkpoint (weights, optimizer, RNG states) into a fresh model and reads config.
 metrics.csv. Then it runs `posx train --resume` again. Prints the counts and the largest
 weight difference. ``soak`` is also used, with a few kills, by tests/test_resume.py.
 
-    python scripts/kill_resume_soak.py --phases train,eval,report --kills 20 --other-kills 10
+    python -m scripts.kill_resume_soak --phases train,eval,report --kills 20 --other-kills 10
 
 The eval and report phases kill ``posx eval-extrapolate`` and ``posx report`` of the finished run
 at random moments: after each kill every table the run holds must parse whole (each is
@@ -34,7 +34,6 @@ from pathlib import Path
 import pandas as pd
 import torch
 from safetensors.torch import load_file
-from study_args import OneLineParser, number, positive, whole
 
 from posx.configure.compose import typed
 from posx.configure.resume import saved_config
@@ -45,6 +44,7 @@ from posx.runs import checkpoint, resumable
 from posx.runs.rundir import load_run
 from posx.schema.config import BYTES
 from posx.train.steps import make_optimizer
+from scripts.study.args import OneLineParser, number, positive, whole
 
 REPORT_FILES = {"summary.csv", "summary.md", "missing.csv"}
 
@@ -190,7 +190,7 @@ def _corpus(root: Path) -> Path:
 
 
 def main() -> None:
-    parser = OneLineParser(prog="kill_resume_soak.py", description=__doc__.split("\n\n")[0])
+    parser = OneLineParser(prog="python -m scripts.kill_resume_soak", description=__doc__.split("\n\n")[0])
     parser.add_argument("--kills", type=whole, default=20)
     parser.add_argument("--steps", type=positive, default=200)
     parser.add_argument("--seed", type=whole, default=0)

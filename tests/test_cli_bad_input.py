@@ -74,7 +74,7 @@ RANGE = [
     (["train", "eval.factors=[]"], "eval.factors is empty"),
     (["train", "eval.factors=[1.5e306]"], "eval.factors[0]=1.5e+306 must be at most 4096"),  # x T overflowed
     (["train", "eval.methods=[]"], "eval.methods is empty"),
-    (["train", "eval.abf_base=1"], "eval.abf_base=1.0 must be greater than 1"),
+    (["train", "eval.abf.new_base=1"], "eval.abf.new_base=1.0 must be greater than 1"),
     (["train", "eval.stride=0"], "eval.stride must be positive"),
     (["train", "eval.protocol=sliding", "eval.stride=4096"], "eval.stride=4096 exceeds the shortest evaluation length"),
     (["train", "eval.bucket_width=0"], "eval.bucket_width must be positive"),
@@ -166,7 +166,7 @@ HYDRA = [
     (["extend", "base", "factor=inf"], "must be a finite number"),
     (["extend", "base", "extend.steps=0"], "extend.steps must be positive"),
     (["extend", "base", "extend.min_lr_ratio=0"], "extend.min_lr_ratio=0.0 must be in (0, 1]"),
-    (["extend", "base", "new_base=1"], "new_base=1.0 must be greater than 1"),
+    (["extend", "base", "eval.abf.new_base=1"], "eval.abf.new_base=1.0 must be greater than 1"),
     (["extend", "base", "model.n_layer=3"], "keeps its parent's model"),
     (["extend", "base", "model.n_head=3"], "keeps its parent's model"),  # not the default model's sizes
     (["extend", "base", "train.context_length=32"], "an extension sets train.context_length from factor"),

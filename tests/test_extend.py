@@ -81,7 +81,7 @@ def test_reset_restores_the_trained_frequencies_not_plain_ones():
 def test_extend_records_its_frequencies_and_leaves_the_parent_alone(work, method, factor):
     parent = work / "results" / "runs" / "rope"
     before = digest(parent)
-    run_posx("extend", "rope", f"method={method}", f"factor={factor}", "new_base=20000", *EXT, cwd=work)
+    run_posx("extend", "rope", f"method={method}", f"factor={factor}", "eval.abf.new_base=20000", *EXT, cwd=work)
     assert digest(parent) == before
     child = work / "results" / "runs" / f"rope-{method}-x{factor}"
     meta = json.loads((child / "model.json").read_text())
@@ -99,6 +99,7 @@ def test_extend_records_its_frequencies_and_leaves_the_parent_alone(work, method
     assert torch.equal(model.pos.inv_freq, expected)
     config = yaml.safe_load((child / "config.yaml").read_text())
     assert (config["method"], config["factor"], config["extend"]["steps"]) == (method, factor, 2)
+    assert config["eval"]["abf"] == {"new_base": 20000.0} and "new_base" not in config  # ABF's one key
     assert config["parent"].endswith("rope") and config["train"]["context_length"] == 32 * factor
     assert len(pd.read_csv(child / "metrics.csv")) == 2
     assert pd.read_csv(child / "metrics.csv")["val_loss"].notna().all()  # eval_every=1

@@ -1,5 +1,6 @@
 """The package's shape: no import cycles (function-local imports included), packages that
-import only downward, no module past ~400 lines, nothing that cites files outside the repo."""
+import only downward, nothing imported from the repository's scripts or tests, no module past
+~400 lines, nothing that cites files outside the repo."""
 
 from __future__ import annotations
 
@@ -31,6 +32,8 @@ LAYERS = [
     "cli",
     "__main__",
 ]
+# The repository's folders beside the library: posx runs without them (an installed wheel has none).
+OUTSIDE = ("scripts", "benchmarks", "examples", "tests", "helpers", "conftest")
 
 
 def modules() -> dict[str, Path]:
@@ -177,6 +180,29 @@ def test_below_the_command_line_code_reads_typed_sections_not_hydras_config():
     assert not found, found
 
 
+def outside_imports(path: Path) -> set[str]:
+    """The modules of the folders beside the library that ``path`` imports, anywhere in the file."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            found.add(node.module)
+    return {name for name in found if name.split(".")[0] in OUTSIDE}
+
+
+def test_the_outside_import_finder_finds_one_in_a_function(tmp_path):
+    (tmp_path / "a.py").write_text("import posx\n\ndef f():\n    from scripts.study import claims\n")
+    (tmp_path / "b.py").write_text("import scripts_of_mine\nfrom . import scripts\n")
+    assert outside_imports(tmp_path / "a.py") == {"scripts.study"}
+    assert outside_imports(tmp_path / "b.py") == set()
+
+
+def test_the_library_imports_nothing_from_the_scripts_or_the_tests():
+    found = {name: sorted(names) for name, path in modules().items() if (names := outside_imports(path))}
+    assert not found, found
+
+
 def test_no_module_is_longer_than_about_400_lines():
     long = {name: n for name, path in modules().items() if (n := len(path.read_text().splitlines())) > 420}
     assert not long, long
@@ -186,8 +212,8 @@ def test_nothing_cites_files_that_are_not_in_the_repository():
     root = PACKAGE.parent
     sources = [
         *PACKAGE.rglob("*.py"),
-        *(root / "tests").glob("*.py"),
-        *(root / "scripts").glob("*.py"),
+        *(root / "tests").rglob("*.py"),
+        *(root / "scripts").rglob("*.py"),
         *(root / "benchmarks").glob("*.py"),
         *(root / "configs").rglob("*.yaml"),
         root / "README.md",

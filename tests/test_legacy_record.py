@@ -1,7 +1,9 @@
 """model.json's first format (posx-run/1, a flat model record: tests/fixtures/premove) and the current
 one (the schema's model and pos sections) describe one model: an old record reads through
 ``posx.runs.legacy`` to what the new record holds, builds the same model, evaluates to the same
-table, and is refused by the same walker, naming the key as its own file spells it."""
+table, and is refused by the same walker, naming the key as its own file spells it. A config.yaml
+or eval.yaml that spells ABF's base as it once was reads through the same module, and an
+evaluation keeps its id."""
 
 from __future__ import annotations
 
@@ -12,13 +14,20 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import torch
+import yaml
+from omegaconf import OmegaConf
 
 from posx.configure.compose import compose, typed
+from posx.configure.evalsettings import saved_eval
+from posx.configure.resume import saved_config
 from posx.core.errors import PosxError
+from posx.eval import history
 from posx.eval.run import evaluate_run
-from posx.runs.paths import read_meta
+from posx.runs import legacy
+from posx.runs.paths import read_config, read_meta
 from posx.runs.records import META_FORMAT, RunMeta
 from posx.runs.rundir import load_run
+from posx.schema.config import EvalConfig
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "premove"
 OLD = json.loads((FIXTURE / "runs" / "old-rope" / "model.json").read_text(encoding="utf-8"))
@@ -107,3 +116,36 @@ def test_an_unknown_key_of_an_old_record_is_refused_and_a_format_is_never_guesse
         RunMeta.from_dict({**OLD, "format": META_FORMAT}, Path("model.json"))
     with pytest.raises(PosxError, match="model has unknown keys"):  # sections, but format 1's marker
         RunMeta.from_dict({**current, "format": "posx-run/1"}, Path("model.json"))
+
+
+# --------------------------------------------------------------------------- ABF's base: eval.abf.new_base
+
+
+@pytest.mark.parametrize("name", ["old-rope", "old-rope-yarn", "old-rope-pi-partial"])
+def test_an_old_config_reads_abf_base_as_the_one_key(name):
+    run = FIXTURE / "runs" / name
+    assert "abf_base:" in (run / "config.yaml").read_text(encoding="utf-8")  # the fixture spells it as it was
+    data = read_config(run)
+    assert data["eval"]["abf"] == {"new_base": 500000.0} and "abf_base" not in data["eval"] and "new_base" not in data
+    assert OmegaConf.select(saved_config(run), "eval.abf.new_base") == 500000.0  # fits the schema (resume)
+    settings, _ = saved_eval(run)
+    assert settings["abf"] == {"new_base": 500000.0} and "abf_base" not in settings
+
+
+def test_an_abf_extensions_new_base_is_the_base_it_trained_with():
+    old = {"method": "abf", "new_base": 1e6, "eval": {"abf_base": 500000.0, "tokens": 64}}
+    assert legacy.upgrade_config(old) == {"method": "abf", "eval": {"abf": {"new_base": 1e6}, "tokens": 64}}
+    other = {**old, "method": "yarn"}  # any other method ignored new_base
+    assert legacy.upgrade_config(other) == {"method": "yarn", "eval": {"abf": {"new_base": 500000.0}, "tokens": 64}}
+
+
+def test_an_old_evaluation_record_reads_as_now_and_keeps_its_id(tmp_path):
+    settings = history.settings_of(EvalConfig())
+    old = {k: v for k, v in settings.items() if k != "abf"} | {"abf_base": settings["abf"]["new_base"]}
+    assert legacy.upgrade_eval(old) == settings and legacy.first_spelled(settings) == old
+    path = tmp_path / history.SETTINGS
+    path.write_text(yaml.safe_dump({"id": history.eval_id(old), "settings": old, "device": "cpu"}), encoding="utf-8")
+    record = history.read_record(path)
+    assert record["settings"] == settings and history.eval_id(record["settings"]) == record["id"]
+    moved = {**settings, "abf": {"new_base": 1e6}}  # another base is another evaluation
+    assert history.eval_id(moved) != record["id"]

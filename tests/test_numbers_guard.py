@@ -14,7 +14,7 @@ batches. Even the tanh approximation of GELU in place of erf, which moved these 
 
 A change meant to alter the numbers (a new initialisation, a different formula) rewrites the
 record with ``POSX_RECORD_NUMBERS=1 python -m pytest tests/test_numbers_guard.py`` and says why
-in its commit; then ``python scripts/reference_study.py --only rope-s0 --check`` tells whether
+in its commit; then ``python -m scripts.study.reference --only rope-s0 --check`` tells whether
 the committed study still holds.
 """
 

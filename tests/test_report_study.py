@@ -1,7 +1,6 @@
 """What the reference study needs of `posx report`: every kept evaluation read (--evaluations
 all), learned absolute's ways past its table as methods, extensions of seeds pooled with an
-extension table and curve, and the papers' claims checked by the one rule of posx.report.stats (fake run
-directories; no model is trained)."""
+extension table and curve (fake run directories; no model is trained)."""
 
 from __future__ import annotations
 
@@ -18,12 +17,10 @@ import pytest
 import yaml
 
 from posx.core.errors import PosxError
-from posx.report.claims import Numbers, check, corrected, per_claim
 from posx.report.summary import report
 from posx.runs.records import Lineage, RunMeta
 
 from helpers.model import spec
-from helpers.summary import per_seed
 
 T = 32
 
@@ -221,36 +218,3 @@ def test_an_extension_whose_parent_is_gone_keeps_the_parent_name(tmp_path):
                 p.unlink()
     out = report([tmp_path / "runs"], out=tmp_path / "rep", evaluations="all")
     assert set(pd.read_csv(out / "extension.csv")["parent"]) == {"rope-s0", "rope-s1", "rope-s2"}
-
-
-def _claims(cells: dict) -> pd.DataFrame:
-    """The claims of per-seed cells (encoding, method, factor) -> (mean, std), one row per claim."""
-    rows = check(Numbers(per_seed({(e, "-", f, m): v for (e, m, f), v in cells.items()})))
-    return per_claim(corrected(rows, ["paper", "claim"]), ["paper", "claim"])
-
-
-def test_the_alibi_paper_orderings_are_supported_and_contradicted_as_the_numbers_say():
-    cells = {
-        ("sinusoidal", "none", 1): (4.0, 0.1),
-        ("sinusoidal", "none", 2): (40.0, 5.0),
-        ("sinusoidal", "none", 8): (900.0, 50.0),
-        ("rope", "none", 1): (4.0, 0.1),
-        ("rope", "none", 8): (60.0, 5.0),
-        ("t5", "none", 1): (4.0, 0.1),
-        ("t5", "none", 8): (8.0, 0.5),
-        ("alibi", "none", 1): (4.0, 0.1),
-        ("alibi", "none", 8): (3.9, 0.02),  # 0.3 below 1.05 x 4.0, far beyond 3 seeds' spread
-    }
-    claims = _claims(cells)
-    verdicts = dict(zip(claims["claim"].str.split(" ").str[0], claims["verdict"]))
-    assert verdicts["sinusoidal"] == verdicts["rotary"] == verdicts["ALiBi"] == "supported"
-    assert verdicts["the"] == "supported"  # the T5 bias degrades slowly
-    cells[("alibi", "none", 8)] = (6.0, 0.1)  # worse far out than at T by far more than 5%: not flat
-    claims = _claims(cells)
-    assert claims[claims["claim"].str.startswith("ALiBi")]["verdict"].iloc[0] == "contradicted"
-    cells[("alibi", "none", 8)] = (4.1, 0.1)  # 2.5% worse: inside the 5% of "no worse", but not clearly
-    claims = _claims(cells)
-    assert claims[claims["claim"].str.startswith("ALiBi")]["verdict"].iloc[0] == "inconclusive"
-    cells[("t5", "none", 8)] = (90.0, 1.0)  # T5 worse than rotary by far: that part is contradicted
-    claims = _claims(cells)
-    assert claims[claims["claim"].str.startswith("the T5")]["verdict"].iloc[0] == "contradicted"

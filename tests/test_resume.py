@@ -4,7 +4,6 @@ non-finite loss, and the config a resumed run may take."""
 from __future__ import annotations
 
 import errno
-import importlib.util
 import io
 import json
 import os
@@ -30,6 +29,7 @@ from posx.schema.config import BYTES
 from posx.train.loop import train
 from posx.train.state import Fresh, Resume
 from posx.train.steps import make_optimizer
+from scripts import kill_resume_soak as soak
 
 from conftest import REPO, TINY, run_posx, stop_with_sigterm
 
@@ -272,10 +272,6 @@ def test_sigterm_through_the_cli_exits_75_and_resume_finishes(tmp_path, tiny_arg
 def test_kill_dash_9_at_random_moments_leaves_a_loadable_run(tmp_path, text_corpus, monkeypatch):
     # the soak's subprocesses run the posx this interpreter imports; pin the checkout under test
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
-    monkeypatch.syspath_prepend(str(REPO / "scripts"))  # as when it runs: its own folder on sys.path
-    spec = importlib.util.spec_from_file_location("soak", REPO / "scripts" / "kill_resume_soak.py")
-    soak = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(soak)
     # 20 steps of a checkpoint each, the kill within 50 ms of the first checkpoint: it lands mid-run
     result = soak.soak(tmp_path, text_corpus, kills=1, steps=20, seed=1, max_delay=0.05, log=lambda *_: None)
     assert result["kills"] >= 1, result  # at least one kill landed before the run finished

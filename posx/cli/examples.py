@@ -18,7 +18,7 @@ TRAIN_EPILOG = """[bold]Examples[/]
 EXTEND_EPILOG = """[bold]Examples[/]
 
   posx extend results/runs/base method=yarn factor=4      [dim]# YaRN to 4x T, 200 steps[/]
-  posx extend base method=abf new_base=1e6 extend.steps=400
+  posx extend base method=abf eval.abf.new_base=1e6 extend.steps=400
   posx extend base method=pi factor=2 eval.after_train=true
   posx extend base -m method=pi,yarn,abf factor=2,4       [dim]# a sweep into results/sweeps/<time>/[/]
   posx extend results/runs/absolute-... method=interpolate factor=2   [dim]# learned absolute[/]

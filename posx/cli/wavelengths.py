@@ -23,7 +23,7 @@ from posx.model.rescale import WINDOWED
 from posx.report import frequencies as freqplot
 from posx.runs.paths import read_meta, resolve_run
 from posx.runs.records import RunMeta
-from posx.schema.config import ROTARY
+from posx.schema.config import ROTARY, evaluated_length
 
 FREQUENCIES_TAKES = "RUN, key=value overrides, --head-dim, --base, --context, --factor, --methods and --out"
 
@@ -45,7 +45,7 @@ def frequencies(args: list[str], geometry: tuple, factor: float, methods: str | 
         else:
             names = [m.strip() for m in methods.split(",") if m.strip()]
         df, attention = freqplot.wavelength_table(cfg.eval, names, head_dim, base, context, factor)
-        target = round(factor * context)
+        target = evaluated_length(factor, context)
         title = freqplot.title(head_dim, base, context, factor) + (f" (from {runs[0]})" if runs else "")
         console = new_console()
         for table in freqplot.rich_tables(df, attention, context, target, title, console.width):

@@ -8,7 +8,7 @@ under ``results_dir`` by default) and ``experiment`` (a preset may set ``data.*`
 any other key would change nothing, so it is refused with a line naming what does apply; so is
 an override of a train.* key ``posx extend`` sets itself (``SET_BY_EXTEND``).
 
-This module imports nothing heavy: ``scripts/reference_study.py`` uses ``only`` too.
+This module imports nothing heavy: ``scripts/study/reference.py`` uses ``only`` too.
 """
 
 from __future__ import annotations

@@ -21,6 +21,7 @@ from posx.configure.checks import check_config
 from posx.configure.reference import dotted
 from posx.core.errors import PosxError
 from posx.eval import history
+from posx.runs import legacy
 from posx.runs.paths import CONFIG
 from posx.schema.config import EvalConfig
 
@@ -38,7 +39,7 @@ def saved_eval(run_dir: Path) -> tuple[dict | None, str]:
         except (OSError, OmegaConfBaseException, ValueError, yaml.YAMLError) as exc:
             raise PosxError(f"{path} is unreadable ({' '.join(str(exc).split())}); fix it or remove it") from None
         if isinstance(saved, dict) and isinstance(saved.get("eval"), dict):
-            return saved["eval"], f"the config it was trained with ({path})"
+            return legacy.upgrade_eval(saved["eval"]), f"the config it was trained with ({path})"
     return None, "the defaults (the run records no evaluation settings)"
 
 

@@ -60,7 +60,7 @@ DATA_KEYS = (
     "source", "path", "val_fraction", "tokenizer", "vocab_size", "name", "config_name", "data_files", "split",
     "text_column",
 )  # fmt: skip
-# what a run recorded before these keys existed (posx.configure.DataConfig's defaults)
+# what a run recorded before these keys existed (posx.schema.config.DataConfig's defaults)
 DEFAULTS = {
     "source": "stdlib",
     "val_fraction": 0.05,

@@ -70,23 +70,30 @@ class _Lengths(NamedTuple):
     lengths: list[int]  # factor x the parent's T and factor x the new T
     strides: dict  # (the scored model's T, length) -> stride
     n_tokens: int  # scored tokens at every length
+    needed: int  # held-out tokens read
 
 
-def _lengths(meta: RunMeta, val: torch.Tensor, ev: EvalConfig) -> _Lengths:
-    """The lengths, each stage's stride at each and the scored tokens, checked against the held-out split."""
-    T0, T1 = meta.extended_from.train_context, meta.train_context
+def planned(T0: int, T1: int, pose_length: int | None, ev: EvalConfig) -> _Lengths:
+    """The lengths an extension of a run at T0 to T1 is scored at, each stage's stride at each, the
+    scored tokens and the held-out tokens read: what its evaluation, and the check before it trains, compute."""
     # a PoSE child trains at T0 with positions over s x T0: its new length is that reach
-    lengths = lengths_for(T0, meta.model.pos.pose_length or T1, ev.factors)
+    lengths = lengths_for(T0, pose_length or T1, ev.factors)
     # sliding: eval.stride, or half of the length the scored model trained at (each stage's own T)
     strides = {(T, L): scoring.stride_for(ev.protocol, ev.stride, T, L) for T in (T0, T1) for L in lengths}
     n_tokens = scoring.tokens_for(ev.protocol, ev.tokens, lengths, list(strides.values()))
     needed = max(scoring.tokens_needed(L, s, n_tokens) for (_, L), s in strides.items())
-    if len(val) < needed:
+    return _Lengths(lengths, strides, n_tokens, needed)
+
+
+def _lengths(meta: RunMeta, val: torch.Tensor, ev: EvalConfig) -> _Lengths:
+    """``planned`` for the run, checked against the held-out split."""
+    plan = planned(meta.extended_from.train_context, meta.train_context, meta.model.pos.pose_length, ev)
+    if len(val) < plan.needed:
         raise PosxError(
-            f"the held-out split has {len(val)} tokens but eval.tokens asks for {n_tokens} "
-            f"at each length ({needed} read); lower eval.tokens or use more data"
+            f"the held-out split has {len(val)} tokens but eval.tokens asks for {plan.n_tokens} "
+            f"at each length ({plan.needed} read); lower eval.tokens or use more data"
         )
-    return _Lengths(lengths, strides, n_tokens)
+    return plan
 
 
 def _stages(

@@ -92,7 +92,7 @@ def _plan(model: GPT, meta: RunMeta, val: torch.Tensor, ev: EvalConfig, val_docs
     """The lengths, strides and scored tokens of an evaluation, checked before any row is
     computed: too little held-out text, too few documents or bad method parameters are one line."""
     T = meta.train_context
-    lengths = scoring.eval_lengths(ev.factors, T)
+    scales, lengths = (list(column) for column in zip(*scoring.eval_rows(ev, T)))  # (RoPE scale, length) rows
     strides = [scoring.stride_for(ev.protocol, ev.stride, T, L) for L in lengths]
     n_tokens = scoring.tokens_for(ev.protocol, ev.tokens, lengths, strides)
     needed = max(scoring.tokens_needed(L, s, n_tokens) for L, s in zip(lengths, strides))
@@ -108,7 +108,6 @@ def _plan(model: GPT, meta: RunMeta, val: torch.Tensor, ev: EvalConfig, val_docs
             f"the held-out split has {len(val)} tokens but eval.tokens asks for {n_tokens} "
             f"at each length ({needed} read); lower eval.tokens or use more data"
         )
-    scales = [scale for scale, _ in scoring.eval_rows(ev, T)]
     rope_args = {"head_dim": meta.model.head_dim, "base": meta.model.pos.base, "train_context": T}
     if model.pos.uses_rope:  # bad method parameters fail here, before any row is computed
         check_methods(ev, ev.methods, rows=list(zip(scales, lengths)), **rope_args)

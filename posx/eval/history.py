@@ -24,6 +24,7 @@ from posx.core.errors import PosxError
 from posx.core.validate import known, validate
 from posx.eval import manifest
 from posx.eval.tables import Evaluation, read_table, write_tables
+from posx.runs import legacy
 from posx.runs.paths import EVAL_DIR, WRITTEN_DIRS
 from posx.schema.config import EvalConfig
 from posx.schema.fields import plain
@@ -63,7 +64,8 @@ def _without_later(data: dict, later: dict) -> dict:
 
 
 def eval_id(settings: dict) -> str:
-    """A short stable hash of the settings (key order does not matter; 1 and 1.0 are equal)."""
+    """A short stable hash of the settings (key order does not matter; 1 and 1.0 are equal), spelled
+    as first written (``posx.runs.legacy.first_spelled``), so a renamed key keeps the id."""
 
     def norm(value):
         if isinstance(value, dict):
@@ -74,7 +76,7 @@ def eval_id(settings: dict) -> str:
             return int(value)
         return value
 
-    text = json.dumps(norm(settings), sort_keys=True, separators=(",", ":"))
+    text = json.dumps(norm(legacy.first_spelled(settings)), sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:10]
 
 
@@ -92,6 +94,7 @@ def read_record(path: Path) -> dict:
     if not isinstance(eid, str) or not re.fullmatch(r"[0-9A-Za-z_-]{1,64}", eid):
         raise fieldcheck.refuse(path, "id", eid, "an evaluation id (letters, digits, _ and -)", fix)
     fieldcheck.finite_tree(record["settings"], "settings", path, fix)
+    record["settings"] = legacy.upgrade_eval(record["settings"])
     validate(known(record["settings"], EvalConfig), EvalConfig, f"{path} is incomplete or corrupt", fix, "settings.")
     for key in ("device", "weights_sha256"):  # informational, and compared with the run's: a string or null
         if record.get(key) is not None:

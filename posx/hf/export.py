@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import typing
 from operator import attrgetter
 from pathlib import Path
 from types import ModuleType
@@ -103,34 +104,35 @@ def rope_parameters(meta: RunMeta) -> dict:
     )
 
 
+def _declared(method: str, params: dict) -> dict:
+    """The parameters ``method`` takes (its dataclass's fields, as ``posx.rope.method_params`` lists
+    them; not ``length``), of the type the dataclass declares, under their own names: transformers
+    names yarn's and llama3's as posx does. A null one (derived by the method's formula) is left out."""
+    hints = typing.get_type_hints(rope.params_of(method))
+    return {
+        name: _typed(hints[name], params[name])
+        for name in rope.method_params(method)
+        if name != "length" and params.get(name) is not None
+    }
+
+
+def _typed(hint, value):
+    """``value`` as the type a parameter declares (Optional[float]: float)."""
+    kind = next((a for a in typing.get_args(hint) if a is not type(None)), hint)
+    return kind(value)
+
+
 def _yarn(method: str, params: dict, base: float, factor: float, T0: int) -> dict:
     """transformers' yarn type, for yarn, dynamic_yarn (``factor`` frozen at the length it
     trained at) and ntk_by_parts (YaRN with attention factor 1)."""
-    out = {
-        "rope_type": "yarn",
-        "rope_theta": base,
-        "factor": factor,
-        "original_max_position_embeddings": T0,
-        "beta_fast": float(params["beta_fast"]),
-        "beta_slow": float(params["beta_slow"]),
-        "truncate": bool(params["truncate"]),
-    }
-    attention = 1.0 if method == "ntk_by_parts" else params.get("attention_factor")
-    if attention is not None:
-        out["attention_factor"] = float(attention)
-    return out
+    out = {"rope_type": "yarn", "rope_theta": base, "factor": factor, "original_max_position_embeddings": T0}
+    return {**out, **_declared(method, params), **({"attention_factor": 1.0} if method == "ntk_by_parts" else {})}
 
 
 def _llama3(params: dict, base: float, s: float, T0: int) -> dict:
     """transformers' llama3 type: posx's llama3 with its two frequency bands."""
-    return {
-        "rope_type": "llama3",
-        "rope_theta": base,
-        "factor": s,
-        "original_max_position_embeddings": T0,
-        "low_freq_factor": float(params["low_freq_factor"]),
-        "high_freq_factor": float(params["high_freq_factor"]),
-    }
+    out = {"rope_type": "llama3", "rope_theta": base, "factor": s, "original_max_position_embeddings": T0}
+    return {**out, **_declared("llama3", params)}
 
 
 def _longrope(meta: RunMeta, ext: list | None, s: float, T0: int) -> dict:

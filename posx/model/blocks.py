@@ -89,7 +89,7 @@ class ShortConv(nn.Module):
     learned absolute positions and no convolution. Allen-Zhu (2025, "Physics of Language Models:
     Part 4.1", canon layers) adds such a convolution to every block. Whatever the encoding, it
     gives a model learned local order, so a comparison of encodings runs each with and without
-    it (``posx.report.task_arms``).
+    it (the retrieval comparison: docs/tasks.md).
     Its weights act on relative offsets 0 .. kernel - 1 only, whatever the sequence's length, so
     it gives no encoding positions past T it did not see at T."""
 

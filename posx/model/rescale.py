@@ -12,77 +12,41 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import typing
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Callable, Iterator
 
 import torch
 
 from posx import rope
-from posx.core.errors import PosxError, choose
+from posx.core.errors import PosxError
 from posx.core.validate import validate
 from posx.model.gpt import GPT
 from posx.model.roperecord import RopeRecord
 from posx.model.windowed import DualChunk, Grouping, Lambda, Rectified, Sinks, Windowed
 from posx.schema.config import EvalConfig
+from posx.schema.methods import METHOD_PARAMS
 
-# A method with a group of its own in the schema (``eval.<method>``, a dataclass) passes every field
-# of it to ``rope.frequencies`` by the same name: its parameters are declared once, in the schema.
-_OWN_GROUP = {
-    m: [f.name for f in dataclasses.fields(kind)]
-    for m, kind in typing.get_type_hints(EvalConfig).items()
-    if m in rope.METHODS and dataclasses.is_dataclass(kind)
-}
-
-
-def _group_args(group: str) -> Callable[[object, float, int], tuple[float, dict]]:
-    return lambda ev, s, L: (s, {name: getattr(getattr(ev, group), name) for name in _OWN_GROUP[group]})
-
-
-def _ramp(ev: EvalConfig) -> dict:
-    """YaRN's ramp keys, shared by dynamic_yarn and ntk_by_parts."""
-    return {"beta_fast": ev.yarn.beta_fast, "beta_slow": ev.yarn.beta_slow, "truncate": ev.yarn.truncate}
-
-
-def _listed(values) -> list[float] | None:
-    return None if values is None else [float(v) for v in values]
-
-
-# Method -> how to call ``rope.frequencies`` for one row: (ev, s, L) -> (factor, params), with
-# ev the ``eval`` config, s the row's scale (L / T, or eval.scale) and L its length: a method's own
-# group (above), or the entry here; a test checks this table covers rope.METHODS exactly.
-METHOD_ARGS: dict[str, Callable[[object, float, int], tuple[float, dict]]] = {
-    **{m: _group_args(m) for m in _OWN_GROUP},
-    "none": lambda ev, s, L: (s, {}),  # ignores the factor
-    "pi": lambda ev, s, L: (s, {}),
-    "ntk": lambda ev, s, L: (s, {}),
-    "resonance": lambda ev, s, L: (s, {}),  # ignores the factor
-    "dynamic_ntk": lambda ev, s, L: (
-        s if ev.dynamic_ntk.factor is None else float(ev.dynamic_ntk.factor),
-        {"length": L},
+# The group of ``eval`` that holds each method's parameters: the field of ``EvalConfig`` whose
+# dataclass is the method's in ``METHOD_PARAMS`` (yarn's also holds the ramp of dynamic_yarn,
+# ntk_by_parts and resonance_yarn). A method passes the fields it takes (``rope.method_params``) by
+# the same name: its parameters are declared once, in ``posx.schema.methods``.
+_FIELD_OF = {kind: name for name, kind in typing.get_type_hints(EvalConfig).items() if dataclasses.is_dataclass(kind)}
+_GROUP = {method: _FIELD_OF[kind] for method, kind in METHOD_PARAMS.items() if kind is not None}
+# Methods whose factor is not the row's scale s: (ev, s) -> factor, and the key that sets it.
+_FACTOR: dict[str, tuple[Callable[[object, float], float], str | None]] = {
+    "dynamic_ntk": (
+        lambda ev, s: s if ev.dynamic_ntk.factor is None else float(ev.dynamic_ntk.factor),
+        "eval.dynamic_ntk.factor",
     ),
-    "dynamic_yarn": lambda ev, s, L: (1.0, {**_ramp(ev), "length": L}),  # s = max(1, L / T) inside
-    "ntk_by_parts": lambda ev, s, L: (s, _ramp(ev)),
-    "resonance_yarn": _group_args("yarn"),
-    "abf": lambda ev, s, L: (s, {"new_base": ev.abf_base}),  # ignores the factor
-    "longrope": lambda ev, s, L: (
-        s,
-        {
-            "short_factor": _listed(ev.longrope.short_factor),
-            "long_factor": _listed(ev.longrope.long_factor),
-            "attention_factor": ev.longrope.attention_factor,
-            "length": L,
-        },
-    ),
+    "dynamic_yarn": (lambda ev, s: 1.0, None),  # s = max(1, L / T) inside
 }
-# The config group each method reads its parameters from, named in error messages.
-_GROUP = {
-    **{m: f"eval.{m}" for m in _OWN_GROUP},
-    "dynamic_ntk": "eval.dynamic_ntk.factor",
-    "dynamic_yarn": "eval.yarn",
-    "ntk_by_parts": "eval.yarn",
-    "resonance_yarn": "eval.yarn",
-    "abf": "eval.abf_base",
-}
+
+
+def _plain(value):
+    """A config value as ``rope.frequencies`` and model.json take it: a list for a list."""
+    return list(value) if isinstance(value, Sequence) and not isinstance(value, str) else value
+
+
 # Methods that act in attention (``posx.model.windowed``) instead of on the frequencies: how
 # each builds its window from its parameters and the trained context T.
 _WINDOWS: dict[str, Callable[[dict, int], Windowed]] = {
@@ -110,13 +74,23 @@ def user_params(method: str, ev: EvalConfig) -> dict:
 
 
 def method_args(method: str, ev: EvalConfig, scale: float, length: int) -> tuple[float, dict]:
-    """(factor, params) of ``rope.frequencies`` for ``method`` at one (scale, length) row: posx's
-    own methods as ``METHOD_ARGS`` says, a method from outside posx with ``eval.params.<name>``."""
-    if method in METHOD_ARGS:
-        return METHOD_ARGS[method](ev, scale, length)
-    if method in rope.METHODS:
-        raise PosxError(f"eval.methods has unknown method '{method}'; {choose(METHOD_ARGS)}")
-    return scale, user_params(method, ev)
+    """(factor, params) of ``rope.frequencies`` for ``method`` at one (scale, length) row, with ev
+    the ``eval`` config, s the row's scale (L / T, or eval.scale) and L its length: posx's own
+    methods take the fields of their group (``_GROUP``) and, if dynamic, the length; a method
+    from outside posx takes ``eval.params.<name>``."""
+    if method not in rope.METHODS:
+        return scale, user_params(method, ev)
+    group = getattr(ev, _GROUP[method]) if method in _GROUP else None
+    params = {name: length if name == "length" else _plain(getattr(group, name)) for name in rope.method_params(method)}
+    factor = _FACTOR[method][0](ev, scale) if method in _FACTOR else scale
+    return factor, params
+
+
+def _where(method: str) -> str | None:
+    """The config key a failing method's error names: its group, or the key of its factor."""
+    if method not in rope.METHODS:
+        return f"eval.params.{param_key(method)}"
+    return f"eval.{_GROUP[method]}" if method in _GROUP else _FACTOR.get(method, (None, None))[1]
 
 
 def method_frequencies(
@@ -127,7 +101,7 @@ def method_frequencies(
     try:
         return rope.frequencies(method, head_dim, base=base, factor=factor, original_context=train_context, **params)
     except PosxError as exc:
-        group = _GROUP.get(method) or (f"eval.params.{param_key(method)}" if method not in rope.METHODS else None)
+        group = _where(method)
         raise PosxError(f"{group}: {exc}" if group else str(exc)) from None
 
 

@@ -37,12 +37,13 @@ from posx.eval import history, manifest
 from posx.eval.tables import left_out, perplexity, read_table, refit
 from posx.report.digestcheck import sealed, valid, whole
 from posx.report.groups import identity
+from posx.runs import legacy
 from posx.runs.paths import CONFIG, META, interpolation_in, lineage_of, read_meta
 
 DIGEST = "digest.json"
 # 2: ``left_out``, the tables the run's evaluation does not write; 3: ``damaged``; 4: ``content``, ``seal``,
-# tasks.csv and tables.json among the sources
-FORMAT = "posx-digest/4"
+# tasks.csv and tables.json among the sources; 5: config.yaml read as written now (ABF's base: eval.abf.new_base)
+FORMAT = "posx-digest/5"
 TABLES = ("extrapolation.csv", "positions.csv", "passkey.csv")
 METRICS = "metrics.csv"
 TASKS = "tasks.csv"
@@ -80,7 +81,7 @@ def read_config(path: Path) -> dict | None:
     """config.yaml as a mapping; None when the run has none; empty when it is damaged (not UTF-8,
     not YAML, not a mapping, an ``${...}`` interpolation anywhere, a seed that is not a whole
     number of 64 bits): the run is then listed without its settings and the report names its config.yaml
-    as missing. Nothing in it is resolved."""
+    as missing. Nothing in it is resolved; old spellings read as now (``posx.runs.legacy``)."""
     config = path / CONFIG
     if not config.is_file():
         return None
@@ -90,7 +91,7 @@ def read_config(path: Path) -> dict | None:
         return {}
     if not isinstance(saved, dict) or interpolation_in(saved) is not None or not whole(saved.get("seed", 0)):
         return {}
-    return saved
+    return legacy.upgrade_config(saved)
 
 
 def header(path: Path) -> list[str]:

@@ -25,6 +25,7 @@ from posx.core.errors import PosxError, choose
 from posx.model.rescale import method_frequencies
 from posx.report.output import DPI
 from posx.report.palette import color_of
+from posx.schema.config import evaluated_length
 
 MAX_HEAD_DIM = 4096  # beyond any model's head; keeps the table a table
 MAX_CONTEXT = 1 << 24
@@ -46,7 +47,7 @@ def wavelength_table(
     unknown = [m for m in methods if m not in rope.METHODS]
     if unknown:
         raise PosxError(f"unknown method '{unknown[0]}'; {choose(rope.METHODS)}")
-    target = round(factor * context)
+    target = evaluated_length(factor, context)
     columns, attention = {}, {}
     for method in methods:
         inv, attn = method_frequencies(

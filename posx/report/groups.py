@@ -46,7 +46,7 @@ IGNORED = (
 )  # fmt: skip
 RENAMED = {"train.context_length": "T", "train.steps": "steps"}
 COLUMN_KEYS = ("pos.name", "parent")
-ONLY_EXTENDED = ("parent.", "extend.", "new_base")  # keys only an extended run has
+ONLY_EXTENDED = ("parent.", "extend.")  # keys only an extended run has
 # Encoding parameters that only some encodings read (others record a value they never use;
 # the schema's table); shown as the encoding and parent columns, not in labels.
 ONLY_FOR = {f"pos.{key}": readers for key, readers in POS_READ_BY.items()}

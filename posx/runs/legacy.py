@@ -1,6 +1,14 @@
-"""The one reader of ``model.json``'s first format, ``posx-run/1``: its ``model`` record was flat, the
-``model.*`` and ``pos.*`` keys side by side, five named otherwise. ``upgrade`` makes it the sections
-the schema's walker checks in a current record; ``spelled`` names a refused key as the old file does."""
+"""The one reader of records in the spellings posx wrote before:
+
+* ``model.json``'s first format, ``posx-run/1``: its ``model`` record was flat, the ``model.*`` and
+  ``pos.*`` keys side by side, five named otherwise. ``upgrade`` makes it the sections the schema's
+  walker checks in a current record; ``spelled`` names a refused key as the old file does.
+* ABF's base, once ``eval.abf_base`` (and, in an extension's config.yaml, a top-level ``new_base``
+  that ``posx extend method=abf`` trained with), now ``eval.abf.new_base``, the name of the method's
+  parameter: ``upgrade_config`` reads a config.yaml, ``upgrade_eval`` an ``eval`` section or the
+  settings of an eval.yaml, and ``first_spelled`` gives the settings an evaluation's identity hashes,
+  as first written, so an evaluation keeps its id.
+"""
 
 from __future__ import annotations
 
@@ -51,3 +59,39 @@ def spelled(found: str) -> Iterator[None]:
         raise PosxError(
             _SECTION_KEY.sub(lambda m: "model" + (f".{_SPELLED.get(m[2], m[2])}" if m[2] else ""), str(exc))
         ) from None
+
+
+_ABF = ("abf", "new_base")  # eval.abf.new_base: the one key of ABF's base
+_ABF_FIRST = "abf_base"  # eval.abf_base, its first spelling
+
+
+def upgrade_eval(settings: Mapping) -> dict:
+    """An ``eval`` section (config.yaml, eval.yaml) with ``abf_base`` read as ``abf.new_base``."""
+    out = dict(settings)
+    if _ABF_FIRST in out:
+        group, name = _ABF
+        out[group] = {**(out.get(group) or {}), name: out.pop(_ABF_FIRST)}
+    return out
+
+
+def upgrade_config(config: Mapping) -> dict:
+    """A config.yaml as it is written now. An extension's top-level ``new_base`` was the base a
+    ``method=abf`` extension trained with (ignored by every other method): it becomes ``eval.abf.new_base``."""
+    out = dict(config)
+    if isinstance(out.get("eval"), Mapping):
+        out["eval"] = upgrade_eval(out["eval"])
+    if "new_base" in out:
+        new_base = out.pop("new_base")
+        if out.get("method") == "abf" and isinstance(out.get("eval"), Mapping):
+            group, name = _ABF
+            out["eval"] = {**out["eval"], group: {**(out["eval"].get(group) or {}), name: new_base}}
+    return out
+
+
+def first_spelled(settings: Mapping) -> dict:
+    """Evaluation settings spelled as first written (``eval.abf_base``): what its identity hashes."""
+    out = dict(settings)
+    group, name = _ABF
+    if isinstance(out.get(group), Mapping) and set(out[group]) == {name}:
+        out[_ABF_FIRST] = out.pop(group)[name]
+    return out

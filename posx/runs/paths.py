@@ -16,7 +16,7 @@ import yaml
 
 from posx.core import fieldcheck, files, lock
 from posx.core.errors import PosxError
-from posx.runs import resumable
+from posx.runs import legacy, resumable
 from posx.runs.records import Lineage, RunMeta
 from posx.schema.config import Config
 
@@ -44,7 +44,8 @@ def interpolation_in(node) -> str | None:
 def read_config(run_dir: Path) -> dict:
     """The run's config.yaml as plain data: YAML without tags, a mapping at the top, and no
     ``${...}`` interpolation (posx writes resolved configs, so one is an edit; resolving it
-    could read the environment). Nothing in it is ever resolved or imported."""
+    could read the environment). Nothing in it is ever resolved or imported; keys spelled as posx once
+    wrote them are read as written now (``posx.runs.legacy``)."""
     path = Path(run_dir) / CONFIG
     if not path.is_file():
         refuse_run_folder(run_dir)
@@ -67,7 +68,7 @@ def read_config(run_dir: Path) -> dict:
             f"{path} contains the interpolation {found!r}; posx writes resolved configs and "
             "reads them as data — remove it"
         )
-    return data
+    return legacy.upgrade_config(data)
 
 
 def check_writable(run_dir: Path) -> None:

@@ -224,7 +224,7 @@ class EvalConfig:
     scale: Optional[float] = at_least(
         None, 1, note=" (or null for L/T)"
     )  # fixed RoPE scale s; null: s = L / T for each length
-    abf_base: float = like(ABFConfig, "new_base")  # ABF's new base
+    abf: ABFConfig = field(default_factory=ABFConfig)  # ABF: the new RoPE base (also of posx extend method=abf)
     yarn: YarnConfig = field(default_factory=YarnConfig)  # also the ramp of dynamic_yarn, ntk_by_parts
     dynamic_ntk: DynamicNTKConfig = field(default_factory=DynamicNTKConfig)  # dynamic_ntk, as transformers has it
     llama3: Llama3Config = field(default_factory=Llama3Config)  # Llama 3.1 (transformers' llama3 rope_type)
@@ -285,7 +285,8 @@ class Config:
 
 def evaluated_length(factor: float, context: int) -> int:
     """The length a factor stands for: round(factor x T). The one rule for it, read by the
-    evaluation, its checks before any work, the model spec and ``posx extend``."""
+    evaluation (``posx.eval.scoring.eval_rows``), its checks before any work, the model spec,
+    ``posx extend``, ``posx frequencies`` and the retrieval comparison."""
     return round(factor * context)
 
 
@@ -352,7 +353,6 @@ class ExtendRootConfig(Config):
     parent: Optional[str] = None  # the run to extend (path or name under results/runs); set by RUN
     method: ExtendMethod = ExtendMethod.yarn  # a RoPE method, or interpolate (learned absolute only)
     factor: float = at_least(4.0, 1, note=" (the new context is factor x T)")  # new context = factor x the parent's T
-    new_base: float = like(ABFConfig, "new_base")  # abf: the new RoPE base
     extend: ExtendConfig = field(default_factory=ExtendConfig)  # the continued training at factor x T
 
     def check(self, at: str = "") -> Optional[str]:

@@ -57,7 +57,9 @@ class DynamicNTKConfig:
 
 @dataclass
 class ABFConfig:
-    new_base: float = bound(500000.0, lo=1, lo_open=True, note=" (500000: Llama 2 Long; 1000000: Code Llama)")
+    new_base: float = bound(
+        500000.0, lo=1, lo_open=True, note=" (500000: Llama 2 Long; 1000000: Code Llama)"
+    )  # the RoPE base b of theta_i = b^(-2i/d) in place of the trained one
 
 
 @dataclass

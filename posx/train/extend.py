@@ -49,8 +49,6 @@ def rope_record(cfg: ExtendRootConfig, parent: RunMeta) -> RopeRecord:
     L = new_context(T, cfg.factor)
     # Frozen at the length it trains at: dynamic methods see L = factor x T, always.
     factor, params = method_args(method, cfg.eval, float(cfg.factor), L)
-    if method == "abf":
-        params = {**params, "new_base": float(cfg.new_base)}  # extend's own key, not eval.abf_base
     record = RopeRecord(method=method, factor=factor, params=params, original_context=T)
     trained_frequencies(
         record, parent.model.head_dim, parent.model.pos.base, T, "the extension"

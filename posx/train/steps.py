@@ -19,9 +19,9 @@ from posx.core import files
 from posx.core.device import autocast
 from posx.core.errors import PosxError
 from posx.data import corpus as data_mod
-from posx.eval import scoring
+from posx.eval import extended, scoring
 from posx.model.gpt import GPT
-from posx.schema.config import Config, evaluated_length
+from posx.schema.config import Config
 
 COLUMNS = ["step", "train_loss", "val_loss", "lr", "tokens_per_s", "mfu"]  # metrics.csv
 
@@ -137,12 +137,15 @@ def estimate_val_loss(model, val, cfg: Config, device: torch.device, chunk: int 
 
 def check_eval_fits(cfg: Config, val, parent_context: int | None) -> None:
     """The evaluation after training reads enough held-out tokens, or a one-line error before any
-    step. ``parent_context``: an extension is also scored at factor x its parent's T."""
+    step: the lengths and strides the evaluation computes (``posx.eval.extended.planned`` for an
+    extension, also scored at factor x its parent's T, ``parent_context``; else ``eval_lengths``)."""
     T, ev = cfg.train.context_length, cfg.eval
-    lengths = [evaluated_length(f, cfg.pos.pose_length or T) for f in ev.factors]  # PoSE: its reach is its new length
     if parent_context is not None:
-        lengths += [evaluated_length(f, parent_context) for f in ev.factors]
-    n_tokens, needed = scoring.held_out_needed(ev.protocol, ev.stride, ev.tokens, T, sorted(set(lengths)))
+        plan = extended.planned(parent_context, T, cfg.pos.pose_length, ev)
+        lengths, n_tokens, needed = plan.lengths, plan.n_tokens, plan.needed
+    else:
+        lengths = scoring.eval_lengths(ev.factors, T)
+        n_tokens, needed = scoring.held_out_needed(ev.protocol, ev.stride, ev.tokens, T, lengths)
     if len(val) < needed:
         raise PosxError(
             f"the held-out split has {len(val)} tokens but eval.after_train would read {needed} "

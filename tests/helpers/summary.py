@@ -1,4 +1,4 @@
-"""Synthetic per-seed cells (``posx.report.seed_cells`` rows) for tests of the claims."""
+"""Synthetic per-seed cells (``scripts.study.seed_cells`` rows) for tests of the claims."""
 
 from __future__ import annotations
 

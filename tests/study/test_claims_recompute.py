@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-REFERENCE = Path(__file__).resolve().parents[1] / "results" / "reference"
+REFERENCE = Path(__file__).resolve().parents[2] / "results" / "reference"
 STUDIES = {"cpu-tiny": ["paper", "claim", "block", "protocol"], "cpu-methods": ["paper", "claim", "block", "protocol"]}
 RETRIEVAL = ("cpu-retrieval", ["paper", "claim", "task"])
 

@@ -3,7 +3,7 @@
 The input is one row per (encoding, method, seed, task, factor) with ``exact``, the share of the
 cell's samples whose every answer token was right (``exact_shares`` builds it from ``tasks.csv``
 rows, pooling the depth ranges). ``encoding`` is the study's name of the model it trained
-(``scripts/retrieval_study.py``): ``rope``, ``nope``, ``alibi``, ``fire``, ``xpos`` and
+(``scripts/study/retrieval.py``): ``rope``, ``nope``, ``alibi``, ``fire``, ``xpos`` and
 ``rope-randomized`` (RoPE with randomized positions); ``method`` is the RoPE method it was
 evaluated with (``none`` for the encoding as trained).
 
@@ -34,8 +34,8 @@ from dataclasses import replace
 import numpy as np
 import pandas as pd
 
-from posx.report.claims import COMPARISON_COLUMNS, listed
 from posx.report.stats import INCONCLUSIVE, NO_WORSE, NOT_CHECKED, Sample, Test, combine, compare
+from scripts.study.claims import COMPARISON_COLUMNS, listed
 
 LEARNED = 0.5  # exact share at 1x below which an encoding is taken not to have learned the task
 SOLVED = 0.9  # Arora et al.: "solves" MQAR
@@ -128,7 +128,7 @@ def per_task(rows: pd.DataFrame) -> pd.DataFrame:
 def check(shares: pd.DataFrame, suffix: str = "", said: str = "") -> pd.DataFrame:
     """Every comparison of every claim (module docstring), per task it concerns (COLUMNS); a
     claim with no task run has a ``not checked`` comparison. ``suffix``: the arms checked are
-    ``<encoding><suffix>`` (``posx.report.task_arms``: the arms with the short convolution), and
+    ``<encoding><suffix>`` (``scripts.study.task_arms``: the arms with the short convolution), and
     every claim's text ends with ``said``."""
     tasks = sorted(set(shares["task"])) or ["—"]
     e = {name: name + suffix for name in ("rope", "nope", "alibi", "fire", "xpos", "rope-randomized")}

@@ -1,6 +1,6 @@
-"""scripts/judge_method.py: bad input is one line and exit 2 before any work; its plan trains RoPE,
+"""scripts/study/judge.py: bad input is one line and exit 2 before any work; its plan trains RoPE,
 ALiBi and the user's encoding per seed and evaluates the user's method beside PI and YaRN; its
-comparison follows the study's rule (scripts/judge_stats.py, scipy.stats)."""
+comparison follows the study's rule (scripts/study/judge_stats.py, scipy.stats)."""
 
 from __future__ import annotations
 
@@ -13,19 +13,17 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.append(str(REPO / "scripts"))
+from scripts.study import judge, judge_stats
 
-import judge_method  # noqa: E402
-import judge_stats  # noqa: E402
+REPO = Path(__file__).resolve().parents[2]
 
 ENC, METHOD = "examples.alibi_encoding:ALiBi", "examples.partial_pi:partial_pi"
 
 
-def judge(*args: str, tmp_path: Path) -> subprocess.CompletedProcess:
+def run_judge(*args: str, tmp_path: Path) -> subprocess.CompletedProcess:
     env = {"PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"}
-    script = str(REPO / "scripts" / "judge_method.py")
-    return subprocess.run([sys.executable, script, *args], cwd=tmp_path, env=env, capture_output=True, text=True)
+    command = [sys.executable, "-m", "scripts.study.judge", *args]  # found through PYTHONPATH, run in tmp_path
+    return subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True)
 
 
 @pytest.mark.parametrize(
@@ -40,10 +38,9 @@ def judge(*args: str, tmp_path: Path) -> subprocess.CompletedProcess:
     ],
 )
 def test_bad_input_is_one_line_exit_2_before_any_work(tmp_path, monkeypatch, capsys, args, needle):
-    monkeypatch.syspath_prepend(str(REPO))
-    monkeypatch.setattr(sys, "argv", ["judge_method.py", *args, "--work", str(tmp_path / "work")])
+    monkeypatch.setattr(sys, "argv", ["judge.py", *args, "--work", str(tmp_path / "work")])
     with pytest.raises(SystemExit) as exited:
-        judge_method.check_code(judge_method.parse_args())
+        judge.check_code(judge.parse_args())
     assert exited.value.code == 2
     lines = capsys.readouterr().err.strip().splitlines()
     assert len(lines) == 1 and needle in lines[0], lines
@@ -52,19 +49,16 @@ def test_bad_input_is_one_line_exit_2_before_any_work(tmp_path, monkeypatch, cap
 
 @pytest.mark.slow
 def test_the_script_itself_answers_bad_input_in_one_line(tmp_path):
-    result = judge("--method", "no_such_module_x:f", "--work", str(tmp_path / "work"), tmp_path=tmp_path)
+    result = run_judge("--method", "no_such_module_x:f", "--work", str(tmp_path / "work"), tmp_path=tmp_path)
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and "no module 'no_such_module_x'" in lines[0], result.stderr
     assert not (tmp_path / "work").exists()
 
 
-def test_the_plan_trains_each_arm_per_seed_and_scores_the_method_beside_the_baselines(tmp_path, monkeypatch):
-    monkeypatch.syspath_prepend(str(REPO))
-    args = judge_method.parse_args(
-        ["--encoding", ENC, "--method", METHOD, "--seeds", "0", "1", "--work", str(tmp_path)]
-    )
-    tasks = judge_method.plan(args)
+def test_the_plan_trains_each_arm_per_seed_and_scores_the_method_beside_the_baselines(tmp_path):
+    args = judge.parse_args(["--encoding", ENC, "--method", METHOD, "--seeds", "0", "1", "--work", str(tmp_path)])
+    tasks = judge.plan(args)
     trained = sorted(t.key for t in tasks if t.phase == 1)
     assert trained == sorted(f"train-{arm}-s{s}" for arm in ("rope", "alibi", "mine") for s in (0, 1))
     rope_eval = next(t for t in tasks if t.key == "eval-rope-s0").args

@@ -3,25 +3,25 @@ x the recipe's tasks, the papers' claims checked.
 
 One command regenerates ``results/reference/<name>/`` (default ``cpu-retrieval``):
 
-    python scripts/retrieval_study.py                          # the whole grid
-    python scripts/retrieval_study.py --dry-run                # what is done and what is left; run nothing
-    python scripts/retrieval_study.py --encodings rope --seeds 0 --tasks copy --steps 20 \\
+    python -m scripts.study.retrieval                          # the whole grid
+    python -m scripts.study.retrieval --dry-run                # what is done and what is left; run nothing
+    python -m scripts.study.retrieval --encodings rope --seeds 0 --tasks copy --steps 20 \\
         --name smoke --work smoke/runs --out smoke/out   # a smoke test of the whole chain
 
-It drives the real CLI (``python -m posx``) in phases, like ``scripts/reference_study.py``, whose
+It drives the real CLI (``python -m posx``) in phases, like ``scripts/study/reference.py``, whose
 task log, resume and phase runner it uses:
 
 0. ``posx data prepare``: the token store the evaluations read, built once;
 1. train one run per arm x task x seed with the recipe (``experiment=retrieval``, one task
    per run: ``data.mix_tasks=[task]``). The encodings: RoPE, NoPE, ALiBi, FIRE, xPos, RoPE with
    randomized positions, RoPE rotating a quarter of its pairs, and RoPE with NoPE in every 2nd
-   layer; each has two arms (``posx.report.task_arms``, ``--conv``): ``<encoding>`` without the
+   layer; each has two arms (``scripts.study.task_arms``, ``--conv``): ``<encoding>`` without the
    short convolution (``model.short_conv=0``, pure attention) and ``<encoding>-conv`` with it;
 2. evaluate every run at 1x-8x T (``posx eval-extrapolate`` with the run's own task settings:
    the suite it trained on), plain RoPE also with PI and YaRN, zero-shot;
-3. read each run's ``tasks.csv``, check the papers' claims (``posx.report.task_claims``), report
+3. read each run's ``tasks.csv``, check the papers' claims (``scripts.study.task_claims``), report
    the convolution's effect per encoding (``task_arms.conv_effect``), draw the
-   figure (``posx.report.task_comparison``) and write ``exact.csv``, ``claims.csv``,
+   figure (``scripts.study.task_comparison``) and write ``exact.csv``, ``claims.csv``,
    ``exact_vs_length.png`` (and .pdf) and ``STUDY.md``; the folder is replaced whole.
 
 Runs live under ``results/study/<name>/`` (not committed). A killed study continues where it
@@ -39,25 +39,23 @@ import time
 from pathlib import Path
 
 import pandas as pd
-import reference_study as ref  # scripts/: resume and the phase runner
-import study_log  # scripts/: the task and invocation logs
-import study_notes as notes  # scripts/: git, the machine, publish
-import study_verdicts  # scripts/: the claims' lines, where the earlier rule differed
 import yaml
-from study_args import OneLineParser, check_folders, check_overrides, folder_name, positive
 
 from posx.configure.compose import config_dir
 from posx.core.errors import PosxError
 from posx.eval import history
 from posx.eval.tables import read_table
-from posx.report import task_arms, task_claims, task_comparison
-from posx.report.claims import corrected
 from posx.report.mdtable import md_table
 from posx.report.output import save
 from posx.runs.paths import CONFIG, is_run, is_run_dir, read_config
 from posx.schema.config import Task as TASK_NAMES
+from scripts.study import REPO, notes, task_arms, task_claims, task_comparison
+from scripts.study import log as study_log  # the task and invocation logs
+from scripts.study import reference as ref  # resume and the phase runner
+from scripts.study import verdicts as study_verdicts  # the claims' lines, where the earlier rule differed
+from scripts.study.args import OneLineParser, check_folders, check_overrides, folder_name, positive
+from scripts.study.claims import corrected
 
-REPO = ref.REPO
 VARIANTS = task_arms.ENCODINGS  # the study's name of each encoding -> its training overrides
 FACTORS = [1, 2, 4, 8]
 METHODS = {"rope": ["none", "pi", "yarn"], "rope-conv": ["none", "pi", "yarn"]}  # every other arm: none
@@ -89,7 +87,7 @@ def listed(choices: list[str] | None):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = OneLineParser(prog="retrieval_study.py", description=__doc__.split("\n\n")[0])
+    parser = OneLineParser(prog="python -m scripts.study.retrieval", description=__doc__.split("\n\n")[0])
     parser.add_argument("--name", type=folder_name, default=DEFAULTS["name"], help="study name (default: %(default)s)")
     parser.add_argument("--experiment", default=DEFAULTS["experiment"], help="the recipe (configs/experiment/)")
     parser.add_argument("--encodings", type=listed(list(VARIANTS)), default=DEFAULTS["encodings"])
@@ -273,7 +271,7 @@ def chance_of(args) -> pd.DataFrame:
 
 def command(args) -> str:
     """The command that regenerates this study: its options that differ from the defaults."""
-    parts = ["python", "scripts/retrieval_study.py"]
+    parts = ["python", "-m", "scripts.study.retrieval"]
     for key in ("name", "encodings", "conv", "tasks", "seeds", "experiment"):
         value = getattr(args, key)
         if value != DEFAULTS[key]:
@@ -320,7 +318,7 @@ def header_lines(args, log: study_log.Log, missing: list[str]) -> list[str]:
         "",
         f"Each encoding trained with the retrieval recipe (`experiment={args.experiment}`) on one task per run, "
         f"evaluated on that task at {', '.join(f'{f}x' for f in FACTORS)} T (plain RoPE also with PI and YaRN, "
-        "zero-shot), and the papers' claims checked (`posx.report.task_claims`). Regenerate it, or continue a "
+        "zero-shot), and the papers' claims checked (`scripts.study.task_claims`). Regenerate it, or continue a "
         "stopped one (finished runs and evaluations are kept), with:",
         "",
         f"```bash\n{command(args)}\n```",

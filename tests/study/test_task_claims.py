@@ -1,4 +1,4 @@
-"""posx.report.task_claims on synthetic tables: each outcome of the one rule from numbers whose answer is known,
+"""scripts.study.task_claims on synthetic tables: each outcome of the one rule from numbers whose answer is known,
 and the pooling of depth ranges into one exact share per cell; the comparison figure's lines."""
 
 from __future__ import annotations
@@ -6,10 +6,10 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from posx.report import task_claims as tc
-from posx.report.claims import corrected
 from posx.report.stats import CONTRADICTED, INCONCLUSIVE, NOT_CHECKED, SUPPORTED
-from posx.report.task_comparison import figure
+from scripts.study import task_claims as tc
+from scripts.study.claims import corrected
+from scripts.study.task_comparison import figure
 
 FACTORS = (1.0, 2.0, 4.0, 8.0)
 

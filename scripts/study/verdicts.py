@@ -16,9 +16,9 @@ import re
 
 import pandas as pd
 
-from posx.report import task_claims
-from posx.report.claims import RECOVERED, Numbers, check, corrected, parse_label, per_claim
 from posx.report.stats import ALPHA, CONTRADICTED, INCONCLUSIVE, NO_WORSE, NOT_CHECKED, POWER, SUPPORTED
+from scripts.study import task_claims
+from scripts.study.claims import RECOVERED, Numbers, check, corrected, parse_label, per_claim
 
 CLAIM_KEYS = ["paper", "claim", "block", "protocol"]
 SHOWN = {"holm_verdict": "Holm-corrected"}  # a column's heading in STUDY.md

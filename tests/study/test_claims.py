@@ -1,14 +1,14 @@
-"""The newer methods' published claims, checked on synthetic per-seed cells by the one rule of
-posx.report.stats (three seeds each, paired by seed)."""
+"""The papers' claims (``scripts.study.claims``), the newer methods' and ALiBi's, checked on synthetic
+per-seed cells by the one rule of posx.report.stats (three seeds each, paired by seed)."""
 
 from __future__ import annotations
 
 import pandas as pd
 import pytest
 
-from posx.report.claims import COMPARISON_COLUMNS, Numbers, check, corrected, method_claims, parse_label, per_claim
 from posx.report.groups import identity
 from posx.runs.records import RunMeta
+from scripts.study.claims import COMPARISON_COLUMNS, Numbers, check, corrected, method_claims, parse_label, per_claim
 
 from helpers.model import spec
 from helpers.summary import per_seed
@@ -170,3 +170,36 @@ def test_rerope_is_called_from_its_rows_at_2x_and_4x_against_rope_at_t():
     assert _held(per_seed(cells), "ReRoPE") == ["supported"]
     cells[("rope", "-", 4, "rerope")] = (5.0, 0.1)
     assert _held(per_seed(cells), "ReRoPE") == ["contradicted"]
+
+
+def _claims(cells: dict) -> pd.DataFrame:
+    """The claims of per-seed cells (encoding, method, factor) -> (mean, std), one row per claim."""
+    rows = check(Numbers(per_seed({(e, "-", f, m): v for (e, m, f), v in cells.items()})))
+    return per_claim(corrected(rows, ["paper", "claim"]), ["paper", "claim"])
+
+
+def test_the_alibi_paper_orderings_are_supported_and_contradicted_as_the_numbers_say():
+    cells = {
+        ("sinusoidal", "none", 1): (4.0, 0.1),
+        ("sinusoidal", "none", 2): (40.0, 5.0),
+        ("sinusoidal", "none", 8): (900.0, 50.0),
+        ("rope", "none", 1): (4.0, 0.1),
+        ("rope", "none", 8): (60.0, 5.0),
+        ("t5", "none", 1): (4.0, 0.1),
+        ("t5", "none", 8): (8.0, 0.5),
+        ("alibi", "none", 1): (4.0, 0.1),
+        ("alibi", "none", 8): (3.9, 0.02),  # 0.3 below 1.05 x 4.0, far beyond 3 seeds' spread
+    }
+    claims = _claims(cells)
+    verdicts = dict(zip(claims["claim"].str.split(" ").str[0], claims["verdict"]))
+    assert verdicts["sinusoidal"] == verdicts["rotary"] == verdicts["ALiBi"] == "supported"
+    assert verdicts["the"] == "supported"  # the T5 bias degrades slowly
+    cells[("alibi", "none", 8)] = (6.0, 0.1)  # worse far out than at T by far more than 5%: not flat
+    claims = _claims(cells)
+    assert claims[claims["claim"].str.startswith("ALiBi")]["verdict"].iloc[0] == "contradicted"
+    cells[("alibi", "none", 8)] = (4.1, 0.1)  # 2.5% worse: inside the 5% of "no worse", but not clearly
+    claims = _claims(cells)
+    assert claims[claims["claim"].str.startswith("ALiBi")]["verdict"].iloc[0] == "inconclusive"
+    cells[("t5", "none", 8)] = (90.0, 1.0)  # T5 worse than rotary by far: that part is contradicted
+    claims = _claims(cells)
+    assert claims[claims["claim"].str.startswith("the T5")]["verdict"].iloc[0] == "contradicted"

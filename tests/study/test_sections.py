@@ -1,29 +1,16 @@
-"""scripts/study_sections.py: the second edition's sections come from the runs' numbers (kinds by
+"""scripts/study/sections.py: the second edition's sections come from the runs' numbers (kinds by
 run name, bits per byte per seed, an ordering named only where the interval of the difference of
 means excludes zero, the first edition's verdict beside each claim, the extension rows named)."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import pandas as pd
 import pytest
 
+from scripts.study import REPO, sections, verdicts
+from scripts.study import figure as study_figure
+
 import helpers.summary
-
-REPO = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture(scope="module")
-def sections():
-    if str(REPO / "scripts") not in sys.path:
-        sys.path.append(str(REPO / "scripts"))
-    spec = importlib.util.spec_from_file_location("study_sections", REPO / "scripts" / "study_sections.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _sweep(values: dict[str, list[float]], factor: float = 8.0) -> pd.DataFrame:
@@ -37,7 +24,7 @@ def _sweep(values: dict[str, list[float]], factor: float = 8.0) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def test_an_extension_is_not_a_kind_and_seeds_pool(sections):
+def test_an_extension_is_not_a_kind_and_seeds_pool():
     sweep = _sweep({"rope": [1.0, 1.2, 1.4]})
     sweep = pd.concat([sweep, sweep.iloc[:1].assign(job="rope-s0-yarn-x4", bpb=9.0)], ignore_index=True)
     table = sections.cells(sweep, "bpb")
@@ -47,7 +34,7 @@ def test_an_extension_is_not_a_kind_and_seeds_pool(sections):
     assert cell.seeds == (0, 1, 2) and cell.values == pytest.approx((1.0, 1.2, 1.4))
 
 
-def test_an_ordering_that_a_tokenizer_change_undoes_is_reported(sections):
+def test_an_ordering_that_a_tokenizer_change_undoes_is_reported():
     sweep = pd.concat(
         [
             _sweep({"rope": [2.0, 2.1, 2.2], "alibi": [1.0, 1.1, 1.2]}, f)  # byte: ALiBi lower by 1.0, std 0.1
@@ -61,7 +48,7 @@ def test_an_ordering_that_a_tokenizer_change_undoes_is_reported(sections):
     assert cells[5:] == ["ALiBi", "inconclusive", "no"]
 
 
-def test_a_missing_arm_is_not_scored_rather_than_level(sections):
+def test_a_missing_arm_is_not_scored_rather_than_level():
     sweep = pd.concat(
         [_sweep({"rope": [2.0, 2.1], "bpe-rope": [1.0, 1.1], "bpe-alibi": [1.0, 1.1]}, f) for f in (1.0,)]
     )
@@ -69,7 +56,7 @@ def test_a_missing_arm_is_not_scored_rather_than_level(sections):
     assert [c.strip() for c in row.strip("|").split("|")][5] == "—"
 
 
-def test_each_verdict_stands_beside_the_first_editions(sections, tmp_path):
+def test_each_verdict_stands_beside_the_first_editions(tmp_path):
     def rows(claims: list[str], verdict: str) -> pd.DataFrame:
         keys = {"paper": "P", "block": "gpt2", "protocol": "nonoverlapping", "holm_verdict": "inconclusive"}
         return pd.DataFrame([{**keys, "claim": c, "verdict": verdict} for c in claims])
@@ -83,20 +70,19 @@ def test_each_verdict_stands_beside_the_first_editions(sections, tmp_path):
     assert [r[4:] for r in rows] == expected and "| Holm-corrected " in text
 
 
-def test_the_bpe_arm_stays_out_of_the_byte_level_claims(sections):
-    study_verdicts = sys.modules["study_verdicts"]  # loaded by study_sections, from scripts/
+def test_the_bpe_arm_stays_out_of_the_byte_level_claims():
     byte, bpe = "data.tokenizer=byte", "data.tokenizer=bpe, data.vocab_size=1024"
     rows = [
         ("alibi", byte, 1, 4.4, 0.01), ("alibi", byte, 8, 4.3, 0.01), ("alibi", bpe, 1, 90.0, 1.0),
         ("alibi", bpe, 8, 99.0, 1.0), ("t5", "-", 1, 5.0, 0.1), ("t5", "-", 8, 8.6, 0.5),
     ]  # fmt: skip
     seeds = helpers.summary.per_seed({(e, g, f): (m, s) for e, g, f, m, s in rows})
-    claims = study_verdicts.claims_table(seeds, None, {})
+    claims = verdicts.claims_table(seeds, None, {})
     flat = claims[claims["claim"].str.startswith("ALiBi stays flat")]
     assert set(flat["verdict"]) == {"supported"} and not flat["comparison"].str.contains("99.0").any()
 
 
-def test_the_extension_rows_name_pose(sections):
+def test_the_extension_rows_name_pose():
     columns = ("zero_shot", "extended", "extended_1x", "extended_2x_new")
     ext = pd.DataFrame(
         [
@@ -109,14 +95,11 @@ def test_the_extension_rows_name_pose(sections):
     assert [line.split("|")[1].strip() for line in table] == ["yarn + PoSE (trained at T)", "yarn (fine-tuned at s·T)"]
 
 
-def test_the_headline_figure_has_a_line_per_kind_in_its_panel(sections):
-    spec = importlib.util.spec_from_file_location("study_figure", REPO / "scripts" / "study_figure.py")
-    figure = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(figure)
+def test_the_headline_figure_has_a_line_per_kind_in_its_panel():
     frames = [_sweep({"rope": [2.0, 2.2], "alibi": [1.8, 1.9], "rope-hybrid": [2.1, 2.3]}, f) for f in sections.FACTORS]
     sweep = pd.concat(frames + [f.assign(method="yarn") for f in frames[:1]], ignore_index=True)
     sweep = sweep[(sweep["job"].str.startswith("rope-s")) | (sweep["method"] == "none")]
-    axes = figure.figure(sweep).axes
+    axes = study_figure.figure(sweep).axes
     labels = [[t for t in ax.get_legend_handles_labels()[1] if t != "training length T"] for ax in axes]
     assert labels == [
         ["rope (2)", "alibi (2)"],
@@ -124,3 +107,16 @@ def test_the_headline_figure_has_a_line_per_kind_in_its_panel(sections):
         ["none (2)", "yarn (2)"],
         ["none (2)"],
     ]
+
+
+def test_the_task_arm_reads_the_committed_retrieval_arms(tmp_path):
+    """The methods study's retrieval section, from the committed comparison: a row per encoding and task,
+    every cell a share (an arm renamed there, e.g. to ``<encoding>-conv``, must not empty the table)."""
+    retrieval = REPO / "results" / "reference" / "cpu-retrieval"
+    lines = sections.task_lines(retrieval, tmp_path, tmp_path / "no-runs")
+    rows = "\n".join(lines).splitlines()
+    exact = pd.read_csv(retrieval / "exact.csv")
+    kept = {e for e in exact["encoding"] if e.removesuffix(sections.CONV) in sections.TASK_ENCODINGS}
+    table = [row for row in rows if row.startswith("| ") and row.split("|")[1].strip() in kept]
+    assert kept and len(table) == len(kept) * exact["task"].nunique()
+    assert not any("nan" in row for row in rows)

@@ -1,12 +1,10 @@
-"""scripts/reference_study.py: the task list of both presets composes, a finished task is never
+"""scripts/study/reference.py: the task list of both presets composes, a finished task is never
 redone and a stopped run resumes (no training here: the plan and the configs only)."""
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import shutil
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -15,25 +13,11 @@ import pytest
 from posx.configure.checks import check_config
 from posx.configure.compose import compose
 from posx.model.encodings import ENCODINGS
-from posx.report import seed_cells
+from scripts.study import check as checker
+from scripts.study import grids, notes, seed_cells, verdicts
+from scripts.study import reference as study
 
-REPO = Path(__file__).resolve().parents[1]
-
-
-def _script(name: str):
-    """scripts/<name>.py imported as a module, its folder on sys.path as when it runs as a script."""
-    if str(REPO / "scripts") not in sys.path:
-        sys.path.append(str(REPO / "scripts"))
-    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # a dataclass resolves its annotations through sys.modules
-    spec.loader.exec_module(module)
-    return module
-
-
-@pytest.fixture(scope="module")
-def study():
-    return _script("reference_study")
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _args(tmp_path: Path, preset: str = "cpu", seeds=(0, 1, 2), grid: str = "first") -> argparse.Namespace:
@@ -54,7 +38,7 @@ def _args(tmp_path: Path, preset: str = "cpu", seeds=(0, 1, 2), grid: str = "fir
 
 @pytest.mark.slow
 @pytest.mark.parametrize("preset", ["cpu", "gpu"])
-def test_the_grid_is_complete_and_every_training_composes(study, grids, tmp_path, preset):
+def test_the_grid_is_complete_and_every_training_composes(tmp_path, preset):
     tasks = study.plan(_args(tmp_path, preset))
     trains = [t for t in tasks if t.args[0] == "train"]
     extends = [t for t in tasks if t.args[0] == "extend"]
@@ -75,12 +59,7 @@ def test_the_grid_is_complete_and_every_training_composes(study, grids, tmp_path
     assert "--defaults" in main.args and f"eval.methods={study.list_arg(grids.FIRST_METHODS)}" in main.args
 
 
-@pytest.fixture(scope="module")
-def grids():
-    return _script("study_grids")
-
-
-def test_the_second_grid_has_every_encoding_and_the_seeds_its_calls_need(study, grids, tmp_path):
+def test_the_second_grid_has_every_encoding_and_the_seeds_its_calls_need(tmp_path):
     tasks = study.plan(_args(tmp_path, grid="methods"))
     trains = {t.run: t for t in tasks if t.args[0] == "train"}
     seeds = lambda prefix: sorted(int(r.rsplit("-s", 1)[1]) for r in trains if r.rsplit("-s", 1)[0] == prefix)  # noqa: E731
@@ -104,7 +83,7 @@ def test_the_second_grid_has_every_encoding_and_the_seeds_its_calls_need(study, 
         check_config(compose([a for a in t.args[1:] if not a.startswith(("name=", "results_dir="))]))
 
 
-def test_finished_work_is_skipped_and_a_stopped_run_resumes(study, tmp_path):
+def test_finished_work_is_skipped_and_a_stopped_run_resumes(tmp_path):
     runs = tmp_path / "runs"
     (runs / "rope-s0").mkdir(parents=True)
     (runs / "rope-s0" / "config.yaml").write_text("seed: 0\n")  # stopped: a config, no model.json
@@ -125,20 +104,15 @@ def test_finished_work_is_skipped_and_a_stopped_run_resumes(study, tmp_path):
     assert set(done) == {"eval-alibi-s1-main"}
 
 
-@pytest.fixture(scope="module")
-def notes():
-    return _script("study_notes")
-
-
 @pytest.mark.parametrize("name", ["cpu-tiny", "cpu-methods"])
-def test_the_committed_claims_follow_from_the_committed_tables(notes, name):
+def test_the_committed_claims_follow_from_the_committed_tables(name):
     """claims.csv of each reference study is what today's claims code writes from the study's own
     sweep.csv, groups.csv and extension.csv: a changed label or rule shows here, not at the next study."""
-    study = REPO / "results" / "reference" / name
-    report = study / "report"
-    seeds = seed_cells.read(study)
-    claims = notes.study_verdicts.claims_table(seeds, pd.read_csv(report / "extension.csv"), notes.rope_groups(report))
-    committed = pd.read_csv(study / "claims.csv", keep_default_na=False, na_values=[""])
+    folder = REPO / "results" / "reference" / name
+    report = folder / "report"
+    seeds = seed_cells.read(folder)
+    claims = verdicts.claims_table(seeds, pd.read_csv(report / "extension.csv"), notes.rope_groups(report))
+    committed = pd.read_csv(folder / "claims.csv", keep_default_na=False, na_values=[""])
     assert len(claims) == len(committed) > 0
     pd.testing.assert_frame_equal(
         claims.reset_index(drop=True).fillna({"test": ""}),
@@ -147,7 +121,7 @@ def test_the_committed_claims_follow_from_the_committed_tables(notes, name):
     )
 
 
-def test_only_plans_the_named_runs_and_the_parents_of_extensions(study, tmp_path):
+def test_only_plans_the_named_runs_and_the_parents_of_extensions(tmp_path):
     args = _args(tmp_path)
     args.only = ["rope-s1-yarn-x4", "alibi-s2"]
     tasks = study.plan(args)
@@ -159,7 +133,7 @@ def test_only_plans_the_named_runs_and_the_parents_of_extensions(study, tmp_path
     assert not any(t.key.startswith(("train-rope-s0", "extend-rope-s1-pi")) for t in tasks)
 
 
-def test_a_run_the_study_does_not_make_is_refused_before_any_work(study, tmp_path, capsys):
+def test_a_run_the_study_does_not_make_is_refused_before_any_work(tmp_path, capsys):
     with pytest.raises(SystemExit) as stop:
         study.parse_args(["--only", "rope-s9", "--work", str(tmp_path / "w")])
     assert stop.value.code == 2
@@ -170,11 +144,6 @@ def test_a_run_the_study_does_not_make_is_refused_before_any_work(study, tmp_pat
         study.parse_args(["--check", "--preset", "gpu", "--work", str(tmp_path / "w")])  # no gpu-small study yet
     assert stop.value.code == 2 and "gpu-small/sweep.csv, which does not exist" in capsys.readouterr().err
     assert not (tmp_path / "w").exists()
-
-
-@pytest.fixture(scope="module")
-def checker():
-    return _script("study_check")
 
 
 def _made_again(tmp_path: Path, job: str, change=None) -> Path:
@@ -191,7 +160,7 @@ def _made_again(tmp_path: Path, job: str, change=None) -> Path:
     return tmp_path
 
 
-def _check(checker, work: Path, *extra: str) -> int:
+def _check(work: Path, *extra: str) -> int:
     return checker.main(["--work", str(work), "--reference", str(REPO / "results/reference/cpu-tiny"), *extra])
 
 
@@ -207,17 +176,17 @@ def _scale(method: str, protocol: str, factor: float, by: float, stage: str = "z
     return change
 
 
-def test_the_tolerance_is_in_each_cells_seed_spread(checker, tmp_path, capsys):
+def test_the_tolerance_is_in_each_cells_seed_spread(tmp_path, capsys):
     """A 10% change far past T, where the seeds differ by ~15%, agrees; 2% at T, where they differ
     by 0.7%, does not."""
-    assert _check(checker, _made_again(tmp_path / "same", "absolute-s1")) == 0
+    assert _check(_made_again(tmp_path / "same", "absolute-s1")) == 0
     assert "absolute-s1: " in capsys.readouterr().out
     far = _scale("none", "nonoverlapping", 8.0, 1.10)
-    assert _check(checker, _made_again(tmp_path / "far", "rope-s0", far)) == 0
+    assert _check(_made_again(tmp_path / "far", "rope-s0", far)) == 0
     out = capsys.readouterr().out
     assert "rope-s0: " in out and "agrees" in out and "+10.00%; none 8x nonoverlapping" in out
     near = _scale("none", "nonoverlapping", 1.0, 1.02)
-    assert _check(checker, _made_again(tmp_path / "near", "rope-s0", near)) == 1
+    assert _check(_made_again(tmp_path / "near", "rope-s0", near)) == 1
     assert "1 cell(s) disagree" in capsys.readouterr().out
 
 
@@ -239,18 +208,18 @@ def _dropped(table):
     ],
     ids=["perplexity", "status", "missing"],
 )
-def test_a_changed_cell_disagrees_and_is_shown(checker, tmp_path, capsys, job, change, expect):
-    assert _check(checker, _made_again(tmp_path, job, change)) == 1
+def test_a_changed_cell_disagrees_and_is_shown(tmp_path, capsys, job, change, expect):
+    assert _check(_made_again(tmp_path, job, change)) == 1
     out = capsys.readouterr().out
     assert f"{job}: " in out and "1 cell(s) disagree" in out
     assert "cells that disagree:" in out and expect in out
 
 
-def test_bad_input_to_the_check(checker, tmp_path, capsys):
+def test_bad_input_to_the_check(tmp_path, capsys):
     work = _made_again(tmp_path, "rope-s0")
-    assert _check(checker, work, "--runs", "rope-s1") == 1  # named, not made again
+    assert _check(work, "--runs", "rope-s1") == 1  # named, not made again
     assert "no evaluation of rope-s1 under" in capsys.readouterr().out
-    assert _check(checker, work, "--runs", "rope-s0", "rope-s1") == 1  # one made again, one not
+    assert _check(work, "--runs", "rope-s0", "rope-s1") == 1  # one made again, one not
     out = capsys.readouterr().out
     assert "rope-s0: 60 cells" in out and "agrees" in out and "rope-s1: no cell of it" in out
     assert checker.main(["--work", str(work), "--reference", str(tmp_path)]) == 2
@@ -260,21 +229,21 @@ def test_bad_input_to_the_check(checker, tmp_path, capsys):
     )
     assert "no run with an evaluation under" in capsys.readouterr().out
     with pytest.raises(SystemExit) as stop:
-        _check(checker, work, "--tolerance", "five")
+        _check(work, "--tolerance", "five")
     assert stop.value.code == 2
 
 
-def test_the_committed_notes_are_what_the_notes_only_mode_writes(notes, tmp_path):
-    """study_notes.py --from-committed over a copy of the first edition writes its committed
+def test_the_committed_notes_are_what_the_notes_only_mode_writes(tmp_path):
+    """``python -m scripts.study.notes --from-committed`` over a copy of the first edition writes its committed
     claims.csv and STUDY.md again (but the line saying when the notes were re-derived)."""
-    study = REPO / "results" / "reference" / "cpu-tiny"
+    folder = REPO / "results" / "reference" / "cpu-tiny"
     out = tmp_path / "cpu-tiny"
-    shutil.copytree(study, out)
+    shutil.copytree(folder, out)
     args = argparse.Namespace(out=out, work=None, grid="first", preset="cpu", from_committed=True)
     staging = tmp_path / "staging"
     notes.notes_only(args, staging)
-    assert (staging / "claims.csv").read_text() == (study / "claims.csv").read_text()
-    again, committed = ((p / "STUDY.md").read_text().splitlines() for p in (staging, study))
+    assert (staging / "claims.csv").read_text() == (folder / "claims.csv").read_text()
+    again, committed = ((p / "STUDY.md").read_text().splitlines() for p in (staging, folder))
     assert [line for line in again if not line.startswith("- notes: ")] == [
         line for line in committed if not line.startswith("- notes: ")
     ]
@@ -298,7 +267,7 @@ REFERENCE_BAD = [
 
 
 @pytest.mark.parametrize("bad, said", REFERENCE_BAD, ids=[" ".join(b) for b, _ in REFERENCE_BAD])
-def test_a_bad_argument_is_one_line_and_exit_2_before_anything_is_written(study, tmp_path, capsys, bad, said):
+def test_a_bad_argument_is_one_line_and_exit_2_before_anything_is_written(tmp_path, capsys, bad, said):
     with pytest.raises(SystemExit) as stop:
         study.parse_args([*bad, "--work", str(tmp_path / "work"), "--out", str(tmp_path / "out")])
     err = capsys.readouterr().err
@@ -306,7 +275,7 @@ def test_a_bad_argument_is_one_line_and_exit_2_before_anything_is_written(study,
     assert not (tmp_path / "work").exists() and not (tmp_path / "out").exists()
 
 
-def test_a_link_or_a_file_as_the_work_folder_is_refused(study, tmp_path, capsys):
+def test_a_link_or_a_file_as_the_work_folder_is_refused(tmp_path, capsys):
     (tmp_path / "file").write_text("mine")
     with pytest.raises(SystemExit) as stop:
         study.parse_args(["--work", str(tmp_path / "file")])

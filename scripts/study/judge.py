@@ -1,12 +1,12 @@
 """Judge a positional method of your own against RoPE and ALiBi, in one command.
 
-    python scripts/judge_method.py --encoding mymod:MyEncoding            # a whole encoding
-    python scripts/judge_method.py --method mymod:my_rescale              # a RoPE rescaling
-    python scripts/judge_method.py --method mymod:my_rescale --method-params '{strength: 0.5}'
-    python scripts/judge_method.py --encoding mymod:MyEncoding --preset gpu
-    python scripts/judge_method.py ... --seeds 0 --set train.steps=20 --eval-set eval.tokens=2048  # a dry run
+    python -m scripts.study.judge --encoding mymod:MyEncoding            # a whole encoding
+    python -m scripts.study.judge --method mymod:my_rescale              # a RoPE rescaling
+    python -m scripts.study.judge --method mymod:my_rescale --method-params '{strength: 0.5}'
+    python -m scripts.study.judge --encoding mymod:MyEncoding --preset gpu
+    python -m scripts.study.judge ... --seeds 0 --set train.steps=20 --eval-set eval.tokens=2048  # a dry run
 
-On the reference study's setup (``scripts/reference_study.py``: its presets and its seeds) it
+On the reference study's setup (``scripts/study/reference.py``: its presets and its seeds) it
 trains, per seed, a RoPE run and an ALiBi run, and with ``--encoding`` a run of your encoding;
 evaluates them at 1x-8x T (perplexity and passkey; the RoPE runs with ``none``, PI, YaRN and,
 with ``--method``, your rescaling); and writes one page, ``JUDGE.md``, with a figure, a table of
@@ -32,24 +32,24 @@ import yaml
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402  (after the backend is chosen)
-from judge_stats import CLAIM, compare_arms, with_holm  # noqa: E402  (scripts/judge_stats.py: the one rule)
-from reference_study import PRESETS, Task, common, list_arg, resume, run_task, stopped  # noqa: E402
-from study_log import Log, note, wall_time  # noqa: E402
 
 from posx.configure import applies  # noqa: E402
 from posx.configure.checks import check_train_config  # noqa: E402
 from posx.configure.compose import compose  # noqa: E402
 from posx.core.errors import PosxError  # noqa: E402
 from posx.runs.paths import is_run  # noqa: E402
+from scripts.study import REPO
+from scripts.study.judge_stats import CLAIM, compare_arms, with_holm  # noqa: E402  (the one rule)
+from scripts.study.log import Log, note, wall_time  # noqa: E402
+from scripts.study.reference import PRESETS, Task, common, list_arg, resume, run_task, stopped  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[1]
 BASELINES = [("rope", "none"), ("rope", "pi"), ("rope", "yarn"), ("alibi", "none")]  # (trained arm, method)
 FACTORS = [1, 2, 4, 8]
 
 
 class OneLineParser(argparse.ArgumentParser):
     def error(self, message: str) -> None:
-        fail(f"{message} (python scripts/judge_method.py --help)")
+        fail(f"{message} (python -m scripts.study.judge --help)")
 
 
 def fail(message: str) -> None:
@@ -263,7 +263,7 @@ def write_page(args, ppl: pd.DataFrame, tasks: pd.DataFrame, calls: pd.DataFrame
     lines = [
         f"# Judging {args.encoding or ''}{' and ' if args.encoding and args.method else ''}{args.method or ''}",
         "",
-        f"`python scripts/judge_method.py {' '.join(sys.argv[1:])}`; preset {args.preset}, seeds "
+        f"`python -m scripts.study.judge {' '.join(sys.argv[1:])}`; preset {args.preset}, seeds "
         f"{', '.join(map(str, args.seeds))}; wall time {seconds / 60:.1f} min over {runs} invocation(s).",
         "",
         "![mean perplexity against length, each seed a dot](judge.png)",

@@ -6,7 +6,7 @@ encoding, so a comparison of encodings with it in every arm compares "encoding +
 Each encoding therefore has two arms: ``<encoding>`` with ``model.short_conv=0`` (pure
 attention, the setting of the length-generalisation papers) and ``<encoding>-conv`` with the
 recipe's kernel, named for what they have (``NoPE`` and ``NoPE + conv``). An arm's id is the
-``encoding`` column of the study's exact shares (``posx.report.task_claims``), so a claim
+``encoding`` column of the study's exact shares (``scripts.study.task_claims``), so a claim
 about ``nope`` is checked on the model without the convolution, and one about ``nope-conv`` on
 the model with it. ``conv_effect`` reports the convolution's effect as rows of its own.
 """
@@ -17,10 +17,10 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from posx.report import task_claims
 from posx.report.mdtable import md_table
 from posx.report.stats import compare
-from posx.report.task_claims import PAST, cell
+from scripts.study import task_claims
+from scripts.study.task_claims import PAST, cell
 
 CONV_KERNEL = 4  # the recipe's model.short_conv (configs/experiment/retrieval.yaml)
 CONV = "-conv"  # an arm with the convolution: <encoding>-conv

@@ -1,4 +1,4 @@
-"""The comparisons ``scripts/judge_method.py`` calls, through the one rule of posx's verdicts
+"""The comparisons ``scripts/study/judge.py`` calls, through the one rule of posx's verdicts
 (``posx.report.stats``): a difference of means with its 95% interval from scipy.stats, the
 paired t-test by seed when both arms have the same seeds, Welch's t-test otherwise; supported /
 contradicted / inconclusive (with the smallest difference detectable at 80% power), not checked

@@ -1,7 +1,7 @@
 """Does this machine reproduce the committed reference study? Compare runs made again with it.
 
-    python scripts/reference_study.py --only rope-s0 --check      # train, evaluate, compare one run
-    python scripts/study_check.py --work results/study/cpu-tiny --reference results/reference/cpu-tiny
+    python -m scripts.study.reference --only rope-s0 --check      # train, evaluate, compare one run
+    python -m scripts.study.check --work results/study/cpu-tiny --reference results/reference/cpu-tiny
 
 Every cell of the reference's ``sweep.csv`` (one perplexity per run, method, protocol, factor,
 stage and learned-absolute policy) whose run is under ``--work``'s ``runs/`` is compared with the
@@ -24,7 +24,8 @@ import sys
 from pathlib import Path
 
 import pandas as pd
-from study_args import OneLineParser
+
+from scripts.study.args import OneLineParser
 
 KEYS = ["job", "method", "protocol", "absolute_beyond", "factor", "stage"]  # one cell of sweep.csv
 TOLERANCE = 1.0  # seed standard deviations of a cell accepted between the reference and a run made again
@@ -103,7 +104,7 @@ def positive(text: str) -> float:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = OneLineParser(prog="study_check.py", description=__doc__.split("\n\n")[0])
+    parser = OneLineParser(prog="python -m scripts.study.check", description=__doc__.split("\n\n")[0])
     parser.add_argument("--work", type=Path, required=True, help="the study's work directory (its runs/)")
     parser.add_argument("--reference", type=Path, required=True, help="the committed study (its sweep.csv)")
     parser.add_argument("--tolerance", type=positive, default=TOLERANCE, help="seed standard deviations accepted")

@@ -1,10 +1,8 @@
-"""scripts/retrieval_study.py without training: the grid it plans, what its files say is done, a
+"""scripts/study/retrieval.py without training: the grid it plans, what its files say is done, a
 stopped run resumed, bad input refused in one line, and the outputs written from evaluated runs."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -14,20 +12,10 @@ import yaml
 from scipy.stats import t as t_dist
 
 from posx.eval.tables import TASK_COLUMNS
+from scripts.study import log as study_log
+from scripts.study import retrieval as study
 
-REPO = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture(scope="module")
-def study():
-    """scripts/retrieval_study.py as a module, its folder on sys.path as when it runs as a script."""
-    if str(REPO / "scripts") not in sys.path:
-        sys.path.append(str(REPO / "scripts"))
-    spec = importlib.util.spec_from_file_location("retrieval_study", REPO / "scripts" / "retrieval_study.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _argv(tmp_path: Path, *more: str) -> list[str]:
@@ -47,7 +35,7 @@ def _finished(run: Path, methods: list[str], task: str, exact: float = 1.0) -> N
     pd.DataFrame(rows).reindex(columns=TASK_COLUMNS).to_csv(run / "tasks.csv", index=False)
 
 
-def test_the_grid_is_one_training_and_one_evaluation_per_arm_task_and_seed(study, tmp_path):
+def test_the_grid_is_one_training_and_one_evaluation_per_arm_task_and_seed(tmp_path):
     args = study.parse_args(_argv(tmp_path))
     tasks = study.plan(args)
     trains = [t for t in tasks if t.args[0] == "train"]
@@ -66,7 +54,7 @@ def test_the_grid_is_one_training_and_one_evaluation_per_arm_task_and_seed(study
     assert methods["rope-randomized-copy-s0"] == methods["nope-conv-copy-s0"] == "eval.methods=[none]"
 
 
-def test_the_arms_are_named_for_what_they_have(study, tmp_path):
+def test_the_arms_are_named_for_what_they_have(tmp_path):
     arms = study.task_arms
     assert arms.LABELS["nope"] == "NoPE" and arms.LABELS["nope-conv"] == "NoPE + conv"
     assert "model.short_conv=0" in arms.ARMS["nope"].overrides
@@ -75,7 +63,7 @@ def test_the_arms_are_named_for_what_they_have(study, tmp_path):
         assert study.parse_args(_argv(tmp_path, "--encodings", "fire", "--conv", conv)).arms == names
 
 
-def test_a_run_folder_trained_with_another_convolution_is_refused_in_one_line(study, tmp_path, capsys):
+def test_a_run_folder_trained_with_another_convolution_is_refused_in_one_line(tmp_path, capsys):
     run = tmp_path / "work" / "runs" / "nope-copy-s0"  # a study from before the arms: NoPE with the conv
     run.mkdir(parents=True)
     (run / "config.yaml").write_text("seed: 0\nmodel:\n  short_conv: 4\n")
@@ -85,7 +73,7 @@ def test_a_run_folder_trained_with_another_convolution_is_refused_in_one_line(st
     assert stop.value.code == 2 and "model.short_conv=4, not arm nope's 0" in err and len(err.splitlines()) == 1
 
 
-def test_finished_runs_and_evaluations_are_done_and_a_stopped_run_resumes(study, tmp_path):
+def test_finished_runs_and_evaluations_are_done_and_a_stopped_run_resumes(tmp_path):
     args = study.parse_args(
         _argv(tmp_path, "--encodings", "rope,nope", "--conv", "without", "--seeds", "0", "--tasks", "copy")
     )
@@ -102,7 +90,7 @@ def test_finished_runs_and_evaluations_are_done_and_a_stopped_run_resumes(study,
     assert not study.evaluated(runs / "rope-copy-s1", ["none"])
 
 
-def test_a_dry_run_lists_the_grid_and_writes_nothing(study, tmp_path, capsys):
+def test_a_dry_run_lists_the_grid_and_writes_nothing(tmp_path, capsys):
     study.main(_argv(tmp_path, "--encodings", "fire", "--seeds", "0,1", "--tasks", "passkey", "--dry-run"))
     out = capsys.readouterr().out
     assert "9 tasks, 0 done, 9 to run" in out  # the data, and fire and fire-conv at two seeds, trained and evaluated
@@ -127,14 +115,14 @@ def test_a_dry_run_lists_the_grid_and_writes_nothing(study, tmp_path, capsys):
         (["--bogus"], "unrecognized arguments"),
     ],
 )
-def test_bad_input_is_one_line_and_exit_2(study, tmp_path, capsys, bad, said):
+def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, bad, said):
     with pytest.raises(SystemExit) as stop:
         study.main(_argv(tmp_path, *bad, "--dry-run"))
     err = capsys.readouterr().err
     assert stop.value.code == 2 and said in err and len(err.strip().splitlines()) == 1
 
 
-def test_an_output_folder_that_is_not_a_studys_is_refused_before_anything_runs(study, tmp_path, capsys):
+def test_an_output_folder_that_is_not_a_studys_is_refused_before_anything_runs(tmp_path, capsys):
     (tmp_path / "out").mkdir()
     (tmp_path / "out" / "notes.txt").write_text("mine")
     with pytest.raises(SystemExit) as stop:
@@ -152,7 +140,7 @@ def _stored(run: Path, positions: str, task: str, exact: float) -> None:
     (folder / "eval.yaml").write_text(yaml.safe_dump(record))
 
 
-def test_the_outputs_come_from_the_evaluated_runs(study, tmp_path):
+def test_the_outputs_come_from_the_evaluated_runs(tmp_path):
     args = study.parse_args(
         _argv(tmp_path, "--encodings", "rope,rope-randomized", "--conv", "without", "--tasks", "copy")
     )
@@ -168,7 +156,7 @@ def test_the_outputs_come_from_the_evaluated_runs(study, tmp_path):
     shares = pd.read_csv(args.out / "exact.csv")
     assert len(shares) == 3 * (3 + 2) * 4  # seeds x (RoPE's three methods + randomized sampled and dense) x factors
     text = (args.out / "STUDY.md").read_text()
-    assert "python scripts/retrieval_study.py --encodings rope,rope-randomized --conv without --tasks copy" in text
+    assert "python -m scripts.study.retrieval --encodings rope,rope-randomized --conv without --tasks copy" in text
     assert "| rope-randomized | none | copy | 91.0% ± 1.0% (3) |" in text  # sampled positions, as published
     assert "| rope-randomized | dense | copy | 41.0% ± 1.0% (3) |" in text  # the dense evaluation beside it
     shares = shares.assign(factor=shares["factor"].astype(float))
@@ -179,15 +167,15 @@ def test_the_outputs_come_from_the_evaluated_runs(study, tmp_path):
     assert (args.out / "exact_vs_length.png").is_file() and str(tmp_path) not in text
 
 
-def test_the_wall_time_sums_the_invocations_and_counts_a_killed_one_to_its_last_task(study):
+def test_the_wall_time_sums_the_invocations_and_counts_a_killed_one_to_its_last_task():
     events = [{"event": "start", "at": 0}, {"event": "end", "at": 100}, {"event": "start", "at": 200},
               {"event": "start", "at": 400}, {"event": "end", "at": 450}]  # fmt: skip
-    wall_seconds = sys.modules["study_log"].wall_seconds
+    wall_seconds = study_log.wall_seconds
     assert wall_seconds(events, [50.0, 250.0, 300.0, 420.0]) == (100 + 100 + 50, 3)
     assert wall_seconds([{"event": "start", "at": 10}], []) == (0, 1)  # killed before any task finished
 
 
-def test_the_convolutions_effect_is_a_row_of_its_own_with_a_paired_interval(study, tmp_path):
+def test_the_convolutions_effect_is_a_row_of_its_own_with_a_paired_interval(tmp_path):
     args = study.parse_args(_argv(tmp_path, "--encodings", "nope", "--tasks", "copy"))
     without, with_ = [0.50, 0.60, 0.55], [0.90, 0.95, 0.97]
     for seed, (a, b) in enumerate(zip(without, with_)):
@@ -204,7 +192,7 @@ def test_the_convolutions_effect_is_a_row_of_its_own_with_a_paired_interval(stud
     assert "## The convolution's effect" in text and "| nope | copy | past T | 55.0% | 94.0% | +39.0% |" in text
 
 
-def test_a_varied_recipe_scores_mqar_longer_and_harder_on_a_test_set_per_seed(study, tmp_path):
+def test_a_varied_recipe_scores_mqar_longer_and_harder_on_a_test_set_per_seed(tmp_path):
     args = study.parse_args(
         _argv(tmp_path, "--experiment", "retrieval_varied", "--encodings", "nope", "--conv", "without")
     )
@@ -215,7 +203,7 @@ def test_a_varied_recipe_scores_mqar_longer_and_harder_on_a_test_set_per_seed(st
     assert "eval.tasks=[mqar]" in {t.run: t.args for t in study.plan(fixed)}["nope-mqar-s0"]
 
 
-def test_the_exact_table_states_each_tasks_chance_level(study, tmp_path):
+def test_the_exact_table_states_each_tasks_chance_level(tmp_path):
     args = study.parse_args(_argv(tmp_path, "--encodings", "nope", "--conv", "without", "--tasks", "passkey"))
     for seed in range(2):
         run = args.work / "runs" / f"nope-passkey-s{seed}"

@@ -13,13 +13,13 @@ import re
 
 import pandas as pd
 import torch
-from reference_study import PRESETS  # scripts/reference_study.py: the presets' models and overrides
-from study_grids import GRIDS
 
 from posx.configure.compose import compose
 from posx.model.gpt import GPT
 from posx.model.spec import ModelSpec
 from posx.schema.config import BYTES
+from scripts.study.grids import GRIDS
+from scripts.study.reference import PRESETS  # the presets' models and overrides
 
 
 def composed(preset: str, grid: str, block: str):

@@ -1,4 +1,4 @@
-"""The study scripts' state files (``tasks.jsonl``, ``invocations.jsonl``: ``scripts/study_log.py``)
+"""The study scripts' state files (``tasks.jsonl``, ``invocations.jsonl``: ``scripts/study/log.py``)
 damaged each way a kill, a disk or a hand can damage them: every reading ends in a plain answer
 (a damaged entry is skipped, so what it recorded is made again; never counted as done or as
 time), never an exception or a hang; and a log that is a link is never written through."""
@@ -8,15 +8,12 @@ from __future__ import annotations
 import json
 import os
 import signal
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "scripts"))
-import study_log  # noqa: E402  scripts/study_log.py, as the scripts import it
+from scripts.study import log as study_log
 
 TASKS = [{"key": f"train-rope-s{i}", "rc": 0, "seconds": 1.0, "finished": "2026-01-02 03:04:05"} for i in range(3)]
 FINISHED = time.mktime(time.strptime(TASKS[0]["finished"], "%Y-%m-%d %H:%M:%S"))

@@ -1,7 +1,7 @@
 """The papers' extrapolation claims, checked against a study's numbers.
 
 Each claim is a set of comparisons "a is lower than b" between two cells of a study: a
-perplexity per seed (``posx.report.seed_cells``, whose means are ``summary.csv``'s). Every
+perplexity per seed (``scripts.study.seed_cells``, whose means are ``summary.csv``'s). Every
 comparison is called by the one rule of ``posx.report.stats``: the difference of means with its
 95% interval (paired t by seed where both cells have the same seeds, Welch's t otherwise), and
 its outcome *supported*, *contradicted* or *inconclusive* (the smallest difference it could
@@ -81,7 +81,7 @@ def listed(values) -> str:
 
 
 class Numbers:
-    """Per-seed cells of one study (``posx.report.seed_cells``), read by (encoding, method, factor)
+    """Per-seed cells of one study (``scripts.study.seed_cells``), read by (encoding, method, factor)
     for trained runs and by (method, what) for the extension table, whose rows say which group is
     which extension. ``groups`` names, per encoding, the group to read where an encoding has
     several (e.g. the gpt2 and the llama block)."""

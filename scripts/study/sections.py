@@ -1,4 +1,4 @@
-"""The second edition's own sections of STUDY.md (``study_notes.py --grid methods``): the verdicts
+"""The second edition's own sections of STUDY.md (``python -m scripts.study.notes --grid methods``): the verdicts
 at a glance beside the first edition's, every encoding in bits per byte, the BPE arm's orderings
 against the byte-level ones, and the retrieval side from the committed retrieval comparison.
 
@@ -17,12 +17,13 @@ import tempfile
 from pathlib import Path
 
 import pandas as pd
-from study_verdicts import CLAIM_KEYS, SHOWN, per_claim
 
-from posx.report.claims import Cell, parse_label
 from posx.report.mdtable import md_table
 from posx.report.stats import CONTRADICTED, NOT_CHECKED, SUPPORTED, compare
 from posx.report.writeup import EXTENSION_CELLS, mean_std
+from scripts.study.claims import Cell, parse_label
+from scripts.study.task_arms import CONV
+from scripts.study.verdicts import CLAIM_KEYS, SHOWN, per_claim
 
 FACTORS = [1.0, 2.0, 4.0, 8.0]
 TASK_ENCODINGS = ["rope", "alibi", "nope", "fire", "rope-randomized", "rope-hybrid"]  # the task arm
@@ -150,7 +151,8 @@ def task_lines(retrieval: Path, staging: Path, runs: Path) -> list[str]:
     if not (retrieval / "exact.csv").is_file():
         return []
     exact = pd.read_csv(retrieval / "exact.csv")
-    exact = exact[exact["encoding"].isin(TASK_ENCODINGS) & (exact["method"] == "none")]
+    arms = TASK_ENCODINGS + [f"{e}{CONV}" for e in TASK_ENCODINGS]  # either family, named as the comparison names it
+    exact = exact[exact["encoding"].isin(arms) & (exact["method"] == "none")]
     table = exact.groupby(["encoding", "task", "factor"])["exact"].agg(["mean", "std"]).reset_index()
     table["cell"] = [f"{m:.0%} ± {s:.0%}" for m, s in zip(table["mean"], table["std"])]
     wide = table.pivot(index=["encoding", "task"], columns="factor", values="cell").reset_index()
@@ -161,7 +163,8 @@ def task_lines(retrieval: Path, staging: Path, runs: Path) -> list[str]:
         "",
         f"From the retrieval comparison (`{retrieval.name}`: the retrieval recipe, one task per run, "
         f"{exact.groupby(['encoding', 'task'])['seed'].nunique().max()} seeds; its STUDY.md has the command), for the "
-        "encodings this arm compares. Exact-answer share, mean ± std over seeds.",
+        "encodings this arm compares (an arm named `-conv` has the short convolution before attention). "
+        "Exact-answer share, mean ± std over seeds.",
         "",
         wide.to_markdown(index=False),
         "",

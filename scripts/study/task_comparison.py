@@ -1,6 +1,6 @@
 """The retrieval comparison's figure: exact answers against evaluation length, one panel per task.
 
-Input: ``posx.report.task_claims.exact_shares`` rows (one per encoding, method, seed, task,
+Input: ``scripts.study.task_claims.exact_shares`` rows (one per encoding, method, seed, task,
 factor). Each line is one encoding evaluated with one method (RoPE also with PI and YaRN,
 zero-shot), its points the mean exact share over seeds, its bars ± the sample std over seeds
 (no bar for one seed: the legend entry says how many seeds each line has). Colour: the encoding
@@ -20,6 +20,7 @@ from omegaconf import OmegaConf
 from posx.report.axes import factor_axis, legend_order
 from posx.report.looks import SPARE_STYLES, looks
 from posx.report.palette import dodge, dodge_note, legend, legend_inches, wrap
+from posx.schema.config import evaluated_length
 from posx.schema.tasks import TaskOptions
 from posx.tasks.chance import chance
 
@@ -43,7 +44,7 @@ def chance_levels(task_options, T: int, tasks: list[str], factors) -> pd.DataFra
     """(task, factor, chance) of ``posx.tasks.chance`` for ``tasks`` at ``factors`` x ``T`` with
     a run's ``eval.task_options`` (a mapping); NaN where no chance level is stated."""
     opts = OmegaConf.merge(OmegaConf.structured(TaskOptions), task_options)
-    rows = [(t, float(f), chance(t, opts, round(f * T))) for t in tasks for f in factors]
+    rows = [(t, float(f), chance(t, opts, evaluated_length(f, T))) for t in tasks for f in factors]
     return pd.DataFrame(rows, columns=CHANCE_COLUMNS)
 
 

@@ -17,7 +17,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
-import study_sections  # scripts/: the sweep's numbers per kind of run
 from matplotlib.figure import Figure
 
 from posx.model.rescale import WINDOWED
@@ -25,6 +24,7 @@ from posx.report.axes import factor_axis, log_ticks
 from posx.report.output import save
 from posx.report.palette import color_of, distinct, dodge, marker_of
 from posx.rope import METHODS
+from scripts.study import sections as study_sections  # the sweep's numbers per kind of run
 
 ENCODINGS = ["rope", "absolute", "sinusoidal", "alibi", "t5", "nope", "fire", "kerple", "cope", "xpos"]
 OPTIONS = {

@@ -1,4 +1,4 @@
-"""The reference study's committed outputs, from the runs ``scripts/reference_study.py`` made.
+"""The reference study's committed outputs, from the runs ``scripts/study/reference.py`` made.
 
 Writes ``results/reference/<name>/``: ``report/`` (``posx report --evaluations all`` over every
 run: summary tables and PNGs), ``sweep.csv`` (every evaluation of every run, one row per cell),
@@ -7,10 +7,10 @@ wall time, the figures with captions, the papers' claims checked, the orderings)
 is built beside the old one and swapped in whole; the old one is removed only if it is a study
 output (it has a STUDY.md).
 
-    python scripts/study_notes.py --work results/study/cpu-tiny --out results/reference/cpu-tiny \\
-        --command "python scripts/reference_study.py" --elapsed 0
+    python -m scripts.study.notes --work results/study/cpu-tiny --out results/reference/cpu-tiny \\
+        --command "python -m scripts.study.reference" --elapsed 0
 
-``reference_study.py`` runs this as its last step; run it alone to rewrite the notes.
+``scripts.study.reference`` runs this as its last step; run it alone to rewrite the notes.
 """
 
 from __future__ import annotations
@@ -28,21 +28,20 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pandas as pd
-import study_check  # scripts/study_check.py: a script's own folder is on sys.path
-import study_figure  # scripts/study_figure.py: the second edition's headline figure
-import study_log  # scripts/study_log.py: the task and invocation logs
-import study_sections  # scripts/study_sections.py: the second edition's sections
-import study_setting  # scripts/study_setting.py: what the study is (corpus, model, T, steps, seeds)
-import study_verdicts  # scripts/study_verdicts.py: the claims, their reasons, the earlier rule's calls
 import torch
-from study_args import OneLineParser, number
-from study_grids import GRIDS
-from study_text import SMOOTH, captions  # scripts/study_text.py: the notes' prose
 
-from posx.report import seed_cells
-from posx.report.claims import OPTION_DEFAULTS, matches
+from scripts.study import REPO, seed_cells
+from scripts.study import check as study_check  # made again vs committed, cell by cell
+from scripts.study import figure as study_figure  # the second edition's headline figure
+from scripts.study import log as study_log  # the task and invocation logs
+from scripts.study import sections as study_sections  # the second edition's sections
+from scripts.study import setting as study_setting  # what the study is (corpus, model, T, steps, seeds)
+from scripts.study import verdicts as study_verdicts  # the claims, their reasons, the earlier rule's calls
+from scripts.study.args import OneLineParser, number
+from scripts.study.claims import OPTION_DEFAULTS, matches
+from scripts.study.grids import GRIDS
+from scripts.study.text import SMOOTH, captions  # the notes' prose
 
-REPO = Path(__file__).resolve().parents[1]  # the git checkout the notes describe
 EARLIER_FILE = (
     "- `earlier_calls.csv`: each comparison's call under the earlier rule (two standard deviations of one run)"
 )
@@ -169,7 +168,7 @@ def header_lines(args, times: pd.DataFrame, seeds: str) -> list[str]:
 
 
 def figure_lines(report: Path, texts: dict[str, str]) -> list[str]:
-    """Each figure the report drew, in ``texts``' order (``study_text.captions``), with its caption."""
+    """Each figure the report drew, in ``texts``' order (``scripts.study.text.captions``), with its caption."""
     lines = []
     for name, caption in texts.items():
         if (report / name).is_file():
@@ -243,7 +242,7 @@ def publish(staging: Path, out: Path) -> None:
 
 def parse_args() -> argparse.Namespace:
     """The command line, with --work and --out made absolute."""
-    parser = OneLineParser(prog="study_notes.py", description=__doc__.split("\n\n")[0])
+    parser = OneLineParser(prog="python -m scripts.study.notes", description=__doc__.split("\n\n")[0])
     parser.add_argument("--work", type=Path, help="the study's work directory (its runs/)")
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--command", help="the command that ran the study, for STUDY.md")
@@ -310,7 +309,7 @@ def committed_header(args, out: Path) -> list[str]:
     lines = [line for line in lines if not line.startswith("- notes: ")]
     while lines and not lines[-1]:
         lines.pop()
-    again = f"python scripts/study_notes.py --from-committed --out {shown(args.out)} --grid {args.grid}"
+    again = f"python -m scripts.study.notes --from-committed --out {shown(args.out)} --grid {args.grid}"
     code = git("status", "--porcelain", "--untracked-files=no", "--", ".", ":!results")  # the outputs aside
     dirty = " (with uncommitted changes)" if code else ""
     return [*lines, f"- notes: re-derived from the committed tables with `{again}` at commit "

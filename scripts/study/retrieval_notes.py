@@ -1,10 +1,10 @@
 """The retrieval comparison's claims re-derived from its committed tables alone: no run redone.
 
-    python scripts/retrieval_notes.py                      # results/reference/cpu-retrieval
-    python scripts/retrieval_notes.py --out results/reference/<name>
+    python -m scripts.study.retrieval_notes                      # results/reference/cpu-retrieval
+    python -m scripts.study.retrieval_notes --out results/reference/<name>
 
 Reads the folder's ``exact.csv`` (one exact share per arm, method, seed, task and factor),
-checks the claims again (``posx.report.task_arms.check_claims``, Holm-corrected), and rewrites
+checks the claims again (``scripts.study.task_arms.check_claims``, Holm-corrected), and rewrites
 ``claims.csv``, the figure and everything of ``STUDY.md`` below its header (which keeps what the
 study wrote of its command, commit, machine and time; a line says the rest was re-derived, at
 which commit). Each task's chance level comes from ``--recipe``, the retrieval recipe the runs
@@ -19,17 +19,14 @@ import shutil
 from pathlib import Path
 
 import pandas as pd
-import retrieval_study as study  # scripts/: STUDY.md's body
-import study_notes as notes  # scripts/: git, shown, publish, the earlier rule's calls
 from omegaconf import OmegaConf
-from study_args import OneLineParser  # scripts/: one line and exit 2 for a bad argument
 
 from posx.configure.compose import compose
-from posx.report import task_arms, task_claims, task_comparison
-from posx.report.claims import corrected
 from posx.report.output import save
-
-REPO = notes.REPO
+from scripts.study import REPO, notes, task_arms, task_claims, task_comparison
+from scripts.study import retrieval as study  # STUDY.md's body
+from scripts.study.args import OneLineParser  # one line and exit 2 for a bad argument
+from scripts.study.claims import corrected
 
 
 def header(out: Path, names: set[str]) -> list[str]:
@@ -39,7 +36,7 @@ def header(out: Path, names: set[str]) -> list[str]:
     head = text.split("\n## ", 1)[0]
     own = ("- notes: ", "- arms: ")  # the lines this script writes: made again, never repeated
     lines = [line for line in head.rstrip("\n").splitlines() if not line.startswith(own)]
-    again = f"python scripts/retrieval_notes.py --out {notes.shown(out)}"
+    again = f"python -m scripts.study.retrieval_notes --out {notes.shown(out)}"
     code = notes.git("status", "--porcelain", "--untracked-files=no", "--", ".", ":!results")  # the outputs aside
     dirty = " (with uncommitted changes)" if code else ""
     lines.append(f"- notes: claims, tables and figure re-derived from the committed exact.csv with `{again}` at "
@@ -63,7 +60,7 @@ def chance(recipe: str, shares: pd.DataFrame) -> pd.DataFrame:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = OneLineParser(prog="retrieval_notes.py", description=__doc__.split("\n\n")[0])
+    parser = OneLineParser(prog="python -m scripts.study.retrieval_notes", description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=REPO / "results" / "reference" / "cpu-retrieval")
     parser.add_argument("--recipe", default="retrieval", help="the experiment config the runs trained with")
     args = parser.parse_args(argv)

@@ -1,28 +1,18 @@
 """The reasons under the claims a study does not support are computed from its numbers: every
 statement of them in the committed STUDY.md agrees with claims.csv, and the check finds a reason
-that does not (scripts/study_verdicts.py)."""
+that does not (scripts/study/verdicts.py)."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+from scripts.study import verdicts
+
+REPO = Path(__file__).resolve().parents[2]
 STUDIES = ["cpu-tiny", "cpu-methods"]
-
-
-@pytest.fixture(scope="module")
-def verdicts():
-    if str(REPO / "scripts") not in sys.path:
-        sys.path.append(str(REPO / "scripts"))
-    spec = importlib.util.spec_from_file_location("study_verdicts", REPO / "scripts" / "study_verdicts.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def committed(name: str) -> tuple[str, pd.DataFrame]:
@@ -31,7 +21,7 @@ def committed(name: str) -> tuple[str, pd.DataFrame]:
 
 
 @pytest.mark.parametrize("name", STUDIES)
-def test_every_reason_in_the_committed_study_agrees_with_its_claims(verdicts, name):
+def test_every_reason_in_the_committed_study_agrees_with_its_claims(name):
     study, claims = committed(name)
     assert verdicts.REASONS_HEADING in study
     assert verdicts.contradictions(study, claims) == []
@@ -46,14 +36,14 @@ def test_every_reason_in_the_committed_study_agrees_with_its_claims(verdicts, na
         lambda text: text.replace("(paired t)", "(Welch t)", 1),
     ],
 )  # fmt: skip
-def test_a_reason_that_contradicts_the_numbers_is_found(verdicts, tamper):
+def test_a_reason_that_contradicts_the_numbers_is_found(tamper):
     study, claims = committed("cpu-methods")
     changed = tamper(study)
     assert changed != study
     assert verdicts.contradictions(changed, claims) != []
 
 
-def test_a_missing_reason_or_a_study_without_computed_reasons_is_found(verdicts):
+def test_a_missing_reason_or_a_study_without_computed_reasons_is_found():
     study, claims = committed("cpu-methods")
     head, rest = study.split(verdicts.REASONS_HEADING, 1)
     first, later = rest.split("\n- **", 2)[0], rest.split("\n- **", 2)[2]
@@ -61,7 +51,7 @@ def test_a_missing_reason_or_a_study_without_computed_reasons_is_found(verdicts)
     assert verdicts.contradictions(head, claims) != []
 
 
-def test_a_reason_states_its_rows_numbers(verdicts):
+def test_a_reason_states_its_rows_numbers():
     rows = pd.DataFrame(
         [
             {"outcome": "inconclusive", "low": "a at 8x", "high": "b at 8x", "diff": -0.25, "ci_low": -0.9,

@@ -2,11 +2,11 @@
 
 One command regenerates ``results/reference/<name>/`` from a clean clone:
 
-    python scripts/reference_study.py                     # the CPU study (tiny model, T=128)
-    python scripts/reference_study.py --preset gpu        # experiment=gpu_small (small model, T=512)
-    python scripts/reference_study.py --jobs 2            # two runs at a time, cores / 2 threads each
-    python scripts/reference_study.py --plan              # list the tasks and what is done; run nothing
-    python scripts/reference_study.py --only rope-s0 --check   # make one run again, compare it with the reference
+    python -m scripts.study.reference                     # the CPU study (tiny model, T=128)
+    python -m scripts.study.reference --preset gpu        # experiment=gpu_small (small model, T=512)
+    python -m scripts.study.reference --jobs 2            # two runs at a time, cores / 2 threads each
+    python -m scripts.study.reference --plan              # list the tasks and what is done; run nothing
+    python -m scripts.study.reference --only rope-s0 --check   # make one run again, compare it with the reference
 
 It is a thin driver of the real CLI (``python -m posx``), in phases (0: ``posx data prepare``,
 the token store, built once):
@@ -20,7 +20,7 @@ the token store, built once):
    ABF and plain continued training (``posx extend``, validating every 20 steps);
 3. evaluate the extended runs, then ``posx report --evaluations all`` over every run, and write
    STUDY.md (command, commit, machine, wall time, the papers' claims checked by
-   ``posx.report.claims``).
+   ``scripts.study.claims``).
 
 Runs live under ``results/study/<name>/`` (not committed: weights, checkpoints); the report,
 ``sweep.csv``, the extension table and STUDY.md go to ``results/reference/<name>/``, replaced
@@ -29,7 +29,7 @@ evaluation is never redone, a stopped training resumes from its checkpoint. Each
 one progress line and logs its output to ``results/study/<name>/logs/``.
 
 ``--only RUN...`` plans just those runs' tasks (an extension brings its parent). ``--check``
-then compares the runs with the committed study instead of writing it (``scripts/study_check.py``:
+then compares the runs with the committed study instead of writing it (``scripts/study/check.py``:
 every perplexity within ``--tolerance`` standard deviations over the study's seeds): does this
 machine, or this change, reproduce it?
 """
@@ -45,15 +45,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import study_check  # scripts/study_check.py: a script's own folder is on sys.path
-from study_args import OneLineParser, check_folders, check_overrides, folder_name, number, positive, whole
-from study_grids import BEYOND, GRIDS, MAIN_METHODS, NAMES, Extension, Trained
-from study_log import Log, note
-
 from posx.configure import applies
 from posx.runs.paths import is_run, is_run_dir
-
-REPO = Path(__file__).resolve().parents[1]  # results/ and the study_notes script live here
+from scripts.study import REPO
+from scripts.study import check as study_check  # made again vs committed, cell by cell
+from scripts.study.args import OneLineParser, check_folders, check_overrides, folder_name, number, positive, whole
+from scripts.study.grids import BEYOND, GRIDS, MAIN_METHODS, NAMES, Extension, Trained
+from scripts.study.log import Log, note
 
 PRESETS = {  # block -> model config, plus what every command gets
     # eager training on the CPU, as the study was made (train.compile=auto may compile a long llama run)
@@ -232,7 +230,7 @@ def run_task(task: Task, args, log: Log, counter: list, total: int) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """The study's command line."""
-    parser = OneLineParser(prog="reference_study.py", description=__doc__.split("\n\n")[0])
+    parser = OneLineParser(prog="python -m scripts.study.reference", description=__doc__.split("\n\n")[0])
     parser.add_argument("--preset", choices=sorted(PRESETS), default="cpu")
     parser.add_argument(
         "--grid", choices=sorted(GRIDS), default="first", help="first: the first edition; methods: the second"
@@ -324,12 +322,13 @@ def run_phases(todo: list[Task], args, log: Log) -> None:
 
 
 def write_notes(args, elapsed: float) -> int:
-    """Run ``scripts/study_notes.py`` over the finished runs; its exit code."""
-    command = " ".join(["python", "scripts/reference_study.py", *sys.argv[1:]])
+    """Run ``scripts/study/notes.py`` over the finished runs; its exit code."""
+    command = " ".join(["python", "-m", "scripts.study.reference", *sys.argv[1:]])
     # the outputs are written by their own script, read when this point is reached
     notes = [
         sys.executable,
-        str(REPO / "scripts" / "study_notes.py"),
+        "-m",
+        "scripts.study.notes",
         "--work",
         str(args.work),
         "--out",
@@ -343,11 +342,11 @@ def write_notes(args, elapsed: float) -> int:
         "--grid",
         args.grid,
     ]
-    return subprocess.run(notes, check=False).returncode
+    return subprocess.run(notes, check=False, cwd=REPO).returncode
 
 
 def check(args) -> int:
-    """``scripts/study_check.py`` over the study's runs (``--only``'s, else all) against ``--out``; its exit code."""
+    """``scripts/study/check.py`` over the study's runs (``--only``'s, else all) against ``--out``; its exit code."""
     argv = ["--work", str(args.work), "--reference", str(args.out), "--tolerance", str(args.tolerance)]
     return study_check.main(argv + (["--runs", *args.only] if args.only else []))
 
