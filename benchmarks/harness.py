@@ -21,8 +21,8 @@ import time
 from collections.abc import Callable
 
 import torch
-from omegaconf import DictConfig
 
+from posx.schema.config import Config
 from posx.train.steps import make_optimizer, train_step
 
 ORDERS = ("shuffle", "alternate", "fixed")
@@ -127,7 +127,7 @@ def summary(times: dict[str, list[float]], ref: str, work: float, skip: int = 0)
 
 def stepper(
     model: torch.nn.Module,
-    cfg: DictConfig,
+    cfg: Config,
     x: torch.Tensor,
     y: torch.Tensor,
     device: torch.device,

@@ -13,7 +13,6 @@ import math
 
 import pytest
 import torch
-from omegaconf import OmegaConf
 
 from posx import rope
 from posx.core.errors import PosxError
@@ -108,7 +107,7 @@ def test_every_distance_stays_at_or_below_the_chunk_size(chunk_size, local_windo
 
 def test_defaults_follow_the_authors():
     """replace_with_chunkllama(pretraining_length): s = 3T/4, w = T/16."""
-    ev = OmegaConf.structured(EvalConfig)
+    ev = EvalConfig()
     assert method_window("dca", ev, 128) == DualChunk(96, 8) and DualChunk(96, 8).chunk == 88
     assert method_window("dca", ev, 4096) == DualChunk(3072, 256)
     ev.dca.chunk_size, ev.dca.local_window = 64, 0

@@ -4,11 +4,11 @@ config with its published defaults, and the method-level invariants at the evalu
 
 from __future__ import annotations
 
+import functools
 import math
 
 import pytest
 import torch
-from omegaconf import OmegaConf
 
 from posx import rope
 from posx.model.rescale import method_args, method_frequencies
@@ -18,9 +18,11 @@ D, BASE, T = 32, 10000.0, 128
 
 
 def ev(**over):
-    cfg = OmegaConf.structured(EvalConfig)
+    """The default evaluation settings with ``over``'s dotted keys (``yarn.beta_fast``) set."""
+    cfg = EvalConfig()
     for key, value in over.items():
-        OmegaConf.update(cfg, key, value)
+        *groups, name = key.split(".")
+        setattr(functools.reduce(getattr, groups, cfg), name, value)
     return cfg
 
 

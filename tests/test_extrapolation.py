@@ -7,7 +7,6 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from omegaconf import OmegaConf
 
 from posx import rope
 from posx.eval.extrapolate import evaluate, window_nll
@@ -53,7 +52,7 @@ def test_window_nll_is_the_token_weighted_mean_and_independent_of_batching():
 def test_evaluate_gives_equal_token_counts_and_restores_frequencies():
     model = _model()
     meta = RunMeta(model=model.config, train_context=8, data={}, step=0)
-    ev = OmegaConf.structured(EvalConfig(factors=[1, 2, 4], methods=["none", "pi", "yarn"], tokens=64))
+    ev = EvalConfig(factors=[1, 2, 4], methods=["none", "pi", "yarn"], tokens=64)
     val = torch.randint(0, 256, (500,), dtype=torch.uint8)
     df = evaluate(model, meta, val, ev, torch.device("cpu"), "r").table
     assert set(df["tokens"]) == {64}
@@ -68,7 +67,7 @@ def test_evaluate_gives_equal_token_counts_and_restores_frequencies():
 def test_absolute_rows_past_the_table_and_rope_methods_are_statuses():
     model = _model("absolute")
     meta = RunMeta(model=model.config, train_context=16, data={}, step=0)
-    ev = OmegaConf.structured(EvalConfig(factors=[1, 2], methods=["none", "ntk"], tokens=32))
+    ev = EvalConfig(factors=[1, 2], methods=["none", "ntk"], tokens=32)
     df = evaluate(
         model, meta, torch.randint(0, 256, (100,), dtype=torch.uint8), ev, torch.device("cpu"), "r"
     ).table.set_index(["method", "factor"])
@@ -88,7 +87,7 @@ def test_methods_that_share_frequencies_at_a_length_run_the_model_once():
 
     def passes(methods, factors):
         calls.clear()
-        ev = OmegaConf.structured(EvalConfig(factors=factors, methods=methods, tokens=64, batch_tokens=16))
+        ev = EvalConfig(factors=factors, methods=methods, tokens=64, batch_tokens=16)
         return evaluate(model, meta, val, ev, torch.device("cpu"), "r").table, len(calls)
 
     one = {f: passes(["none"], [f])[1] for f in (1, 2)}  # forward passes of one cell per length

@@ -13,7 +13,6 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from omegaconf import OmegaConf
 
 from posx import rope
 from posx.core.errors import PosxError
@@ -85,8 +84,8 @@ def test_the_evaluation_and_extend_read_each_parameter_from_the_methods_group(me
     for name, default in rope.method_params(method).items():
         if name == "length":
             continue
-        ev = OmegaConf.structured(EvalConfig)
-        OmegaConf.update(ev, f"{group}.{name}", _other(hints[name], default))
+        ev = EvalConfig()
+        setattr(getattr(ev, group), name, _other(hints[name], default))
         _, params = method_args(method, ev, 2.0, 2 * T)
         assert params[name] == _other(hints[name], default) != default, (method, name)
 
@@ -95,12 +94,12 @@ def test_the_evaluation_and_extend_read_each_parameter_from_the_methods_group(me
 def test_the_export_writes_each_parameter_a_method_takes_under_its_name(method):
     """transformers' yarn and llama3 types name their parameters as posx's dataclasses do."""
     hints = typing.get_type_hints(METHOD_PARAMS[method])
-    ev = OmegaConf.structured(EvalConfig)
+    ev = EvalConfig()
     given = {}
     for name, default in rope.method_params(method).items():
         if name != "length":
             given[name] = _other(hints[name], default)
-            OmegaConf.update(ev, f"{'llama3' if method == 'llama3' else 'yarn'}.{name}", given[name])
+            setattr(getattr(ev, "llama3" if method == "llama3" else "yarn"), name, given[name])
     factor, params = method_args(method, ev, 2.0, 2 * T)
     record = RopeRecord(method=method, factor=factor, params=params, original_context=T)
     model = SimpleNamespace(pos=SimpleNamespace(base=10000.0), head_dim=D)

@@ -13,7 +13,6 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import torch
-from omegaconf import OmegaConf
 
 from posx import rope
 from posx.configure.checks import check_train_config
@@ -49,10 +48,7 @@ def module(tmp_path: Path, monkeypatch, name: str, source: str) -> Path:
 
 
 def ev(**over):
-    cfg = OmegaConf.structured(EvalConfig)
-    for key, value in over.items():
-        OmegaConf.update(cfg, key, value, merge=False)
-    return cfg
+    return EvalConfig(**over)
 
 
 @pytest.mark.parametrize("scale", [1.0, 1.5, 4.0, 8.0])
@@ -101,7 +97,7 @@ def test_an_attention_side_method_from_outside_is_windowed_as_posx_own(tmp_path,
     )
     cfg = ev(methods=["none", "my_grouping:grouped"], params={"grouped": {"group": 4}})
     mine = method_window("my_grouping:grouped", cfg, 64)
-    OmegaConf.update(cfg, "self_extend.group", 4)
+    cfg.self_extend.group = 4
     assert mine == method_window("self_extend", cfg, 64)
     inv, _ = method_frequencies(
         "my_grouping:grouped", cfg, head_dim=8, base=10000.0, train_context=64, scale=4.0, length=256

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from omegaconf import OmegaConf
 
 from posx.eval.extrapolate import evaluate
 from posx.model.gpt import GPT
@@ -54,8 +53,8 @@ def test_an_evaluation_on_sampled_positions_is_reproducible_and_not_the_dense_on
     meta = RunMeta(m.config, 32, {}, 10)
 
     def ppl(how: str) -> list[float]:
-        ev = OmegaConf.structured(EvalConfig(factors=[1.0, 2.0], methods=["none"], tokens=256,
-                                             randomized_positions=how, tasks=[]))  # fmt: skip
+        ev = EvalConfig(factors=[1.0, 2.0], methods=["none"], tokens=256,
+                                             randomized_positions=how, tasks=[])  # fmt: skip
         return list(evaluate(m, meta, val, ev, CPU, "r").table["ppl"])
 
     sampled = ppl("sampled")

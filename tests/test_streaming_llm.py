@@ -11,7 +11,6 @@ import math
 
 import pytest
 import torch
-from omegaconf import OmegaConf
 
 from posx import rope
 from posx.core.errors import PosxError
@@ -65,7 +64,7 @@ def test_positions_that_do_not_start_at_zero_count_from_the_first_token():
 
 
 def test_defaults_fill_the_trained_context():
-    ev = OmegaConf.structured(EvalConfig)
+    ev = EvalConfig()
     assert method_window("streaming_llm", ev, 128) == Sinks(4, 123)
     ev.streaming_llm.sinks, ev.streaming_llm.recent = 0, 64
     assert method_window("streaming_llm", ev, 128) == Sinks(0, 64) and Sinks(0, 64).reach(128) is None

@@ -27,7 +27,7 @@ def batch(seed: int = 0, B: int = 16, T: int = 96):
 
 
 def data(p: float, tasks=("niah", "mqar", "copy")):
-    return OmegaConf.structured(DataConfig(task_mix=p, mix_tasks=list(tasks)))
+    return DataConfig(task_mix=p, mix_tasks=list(tasks))
 
 
 def test_no_mix_leaves_the_batch_as_it_is():

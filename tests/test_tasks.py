@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
 import pytest
 import torch
-from omegaconf import OmegaConf
 from torch import nn
 
 from posx.core.errors import PosxError
@@ -24,7 +24,7 @@ from posx.tasks.variable_tracking import chain
 from helpers.model import spec
 
 CPU = torch.device("cpu")
-OPTS = OmegaConf.structured(TaskOptions())  # as evaluation passes it (a DictConfig)
+OPTS = TaskOptions()  # as evaluation passes it
 
 
 @pytest.fixture(scope="module")
@@ -107,7 +107,7 @@ def test_mqar_queries_ask_for_the_values_the_pairs_bind(val):
 
 
 def test_mqar_without_a_separator_has_zoologys_pairs(val):
-    opts = OmegaConf.structured(TaskOptions(key_letters=1, digits=1, queries=2, separator=""))
+    opts = TaskOptions(key_letters=1, digits=1, queries=2, separator="")
     for s in registry.make_samples("mqar", val, 32, 8, opts, seed=0):
         pairs = [text(ids) for _, ids in s.needles]
         assert all(len(p) == 3 and p[0].isalpha() and p[1].isdigit() and p[2] == " " for p in pairs)
@@ -129,7 +129,7 @@ def test_copy_answer_equals_the_planted_span(val, task):
 
 
 def test_passkey_task_is_the_prompt_passkey(val):
-    opts = OmegaConf.structured(TaskOptions(trials=8))
+    opts = TaskOptions(trials=8)
     made = suite.samples_of("passkey", val, 128, opts, None)
     trials = passkey.make_trials(val, 128, "prompt", 8, OPTS.digits, OPTS.depth_buckets, 0)
     assert [text(s.tokens[s.answer]) for s in made] == [t.key for t in trials]
@@ -217,8 +217,8 @@ def test_evaluate_writes_task_rows_for_every_cell_and_history_keeps_them(val, tm
     torch.manual_seed(0)
     model = GPT(spec(n_layer=1, n_head=2, d_model=16, pos="rope")).eval()
     meta = RunMeta(model=model.config, train_context=64, data={}, step=0)
-    ev = OmegaConf.structured(EvalConfig(factors=[1, 2], methods=["none", "pi"], tokens=256,
-                                         tasks=["passkey", "niah", "mqar"]))  # fmt: skip
+    ev = EvalConfig(factors=[1, 2], methods=["none", "pi"], tokens=256,
+                                         tasks=["passkey", "niah", "mqar"])  # fmt: skip
     ev.task_options.trials = 8
     ev.passkey.trials = 8
     ev.passkey.variants = ["prompt"]
@@ -251,7 +251,7 @@ def test_the_prompt_trials_are_scored_once_for_passkey_csv_and_tasks_csv(val):
 
     def passes(tasks, task_seed=0):
         calls.clear()
-        ev = OmegaConf.structured(EvalConfig(factors=[1, 2], methods=["none", "pi"], tokens=128, tasks=tasks))
+        ev = EvalConfig(factors=[1, 2], methods=["none", "pi"], tokens=128, tasks=tasks)
         ev.passkey.trials = ev.task_options.trials = 4
         ev.task_options.seed = task_seed
         ev.passkey.variants = ["prompt"]
@@ -267,13 +267,13 @@ def test_the_prompt_trials_are_scored_once_for_passkey_csv_and_tasks_csv(val):
 
 
 def test_small_alphabets_are_refused_or_capped_never_a_hang(val):
-    tight = OmegaConf.structured(TaskOptions(key_letters=1, digits=1, trials=4))
+    tight = TaskOptions(key_letters=1, digits=1, trials=4)
     made = registry.make_samples("mqar", val, 1024, 4, tight, seed=0)  # at most 26 one-letter keys
     assert made and all(len(s.needles) <= 26 for s in made)
     with pytest.raises(PosxError, match="raise eval.task_options.key_letters"):
-        registry.make_samples("niah_multikey", val, 256, 4, OmegaConf.merge(tight, {"distractors": 30}), seed=0)
+        registry.make_samples("niah_multikey", val, 256, 4, dataclasses.replace(tight, distractors=30), seed=0)
     with pytest.raises(PosxError, match="raise eval.task_options.digits"):
-        registry.make_samples("niah_multivalue", val, 256, 4, OmegaConf.merge(tight, {"answers": 11}), seed=0)
+        registry.make_samples("niah_multivalue", val, 256, 4, dataclasses.replace(tight, answers=11), seed=0)
 
 
 def decorated(n: int = 400) -> torch.Tensor:
@@ -300,7 +300,7 @@ def test_selective_copys_mark_never_occurs_in_its_haystack():
 
 
 def test_copys_cue_never_occurs_in_its_haystack():
-    opts = OmegaConf.structured(TaskOptions(span=4, cue=2))  # a two-letter cue: often in text
+    opts = TaskOptions(span=4, cue=2)  # a two-letter cue: often in text
     for s in registry.make_samples("copy", decorated(), 128, 64, opts, seed=0):
         assert outside(s, s.tokens[-4:-2], len(s.tokens) - 4) == 0
 
@@ -331,7 +331,7 @@ def test_scrubbing_breaks_every_occurrence_and_leaves_a_clean_window_as_it_is():
 
 @pytest.mark.parametrize("hops", [0, 1, 4])
 def test_variable_tracking_counts_hops_as_rulers_num_hops(val, hops):
-    opts = OmegaConf.structured(TaskOptions(hops=hops))
+    opts = TaskOptions(hops=hops)
     for s in registry.make_samples("variable_tracking", val, 256, 4, opts, seed=1):
         bound = dict(n.strip("\n").split("=") for n in planted(s))
         names = text(s.tokens[s.answer[0] :]).split(" ")
@@ -383,7 +383,7 @@ def test_generation_fails_where_a_separator_is_wrong_and_teacher_forcing_gives_i
 
 
 def test_generated_scoring_decodes_the_passkey_task_instead_of_sharing_passkey_csvs_pass():
-    ev = OmegaConf.structured(EvalConfig())
+    ev = EvalConfig()
     assert suite.shares_passkey(ev)
     ev.task_scoring = "generate"
     assert not suite.shares_passkey(ev)

@@ -6,7 +6,6 @@ import time
 from pathlib import Path
 
 import pytest
-from omegaconf import OmegaConf
 
 from posx.configure.compose import compose
 from posx.core.errors import PosxError
@@ -36,7 +35,7 @@ def test_logger_is_off_by_default_and_checked():
 
 
 def test_tensorboard_records_training_and_evaluation_scalars(tmp_path):
-    logger = OmegaConf.structured(LoggerConfig(name="tensorboard"))
+    logger = LoggerConfig(name="tensorboard")
     with open_tracker(logger, tmp_path, "r", {"seed": 0}, "seed: 0") as tracker:
         tracker.log({"train/loss": 2.0, "val/loss": float("nan")}, 1)
         tracker.log({"train/loss": 1.5, "val/loss": 1.7}, 2)
@@ -63,7 +62,7 @@ def test_tensorboard_records_training_and_evaluation_scalars(tmp_path):
 @pytest.mark.slow
 def test_wandb_offline_writes_a_local_run(tmp_path, monkeypatch):
     monkeypatch.setenv("WANDB_SILENT", "true")
-    logger = OmegaConf.structured(LoggerConfig(name="wandb"))
+    logger = LoggerConfig(name="wandb")
     with open_tracker(logger, tmp_path, "r", {"seed": 0}, "seed: 0") as tracker:
         tracker.log({"train/loss": 2.0}, 1)
         tracker.log_eval(

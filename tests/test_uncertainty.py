@@ -11,7 +11,6 @@ import pandas as pd
 import pytest
 import torch
 import torch.nn.functional as F
-from omegaconf import OmegaConf
 
 from posx.eval import scoring
 from posx.eval.extrapolate import evaluate
@@ -68,7 +67,7 @@ def test_one_window_or_a_nonfinite_loss_has_no_interval():
 def test_every_ok_row_carries_an_interval_around_its_perplexity():
     model = _model()
     meta = RunMeta(model=model.config, train_context=8, data={}, step=0)
-    ev = OmegaConf.structured(EvalConfig(factors=[1, 2, 4], methods=["none", "yarn"], tokens=64))
+    ev = EvalConfig(factors=[1, 2, 4], methods=["none", "yarn"], tokens=64)
     val = torch.randint(0, 256, (500,), dtype=torch.uint8)
     df = evaluate(model, meta, val, ev, CPU, "r").table
     assert (df["ppl_lo"] < df["ppl"]).all() and (df["ppl"] < df["ppl_hi"]).all()
