@@ -27,7 +27,7 @@ from study_args import OneLineParser  # scripts/: one line and exit 2 for a bad 
 from posx.config.compose import compose
 from posx.report import task_arms, task_claims, task_comparison
 from posx.report.claims import corrected
-from posx.report.output import save
+from posx.report.figures.output import save
 
 REPO = notes.REPO
 

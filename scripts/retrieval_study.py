@@ -52,8 +52,8 @@ from posx.eval import history
 from posx.eval.tables import read_table
 from posx.report import task_arms, task_claims, task_comparison
 from posx.report.claims import corrected
-from posx.report.mdtable import md_table
-from posx.report.output import save
+from posx.report.figures.output import save
+from posx.report.tables.mdtable import md_table
 from posx.runs.paths import CONFIG, is_run, is_run_dir, read_config
 from posx.schema import Task as TASK_NAMES
 

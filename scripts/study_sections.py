@@ -20,9 +20,9 @@ import pandas as pd
 from study_verdicts import CLAIM_KEYS, SHOWN, per_claim
 
 from posx.report.claims import Cell, parse_label
-from posx.report.mdtable import md_table
 from posx.report.stats import CONTRADICTED, NOT_CHECKED, SUPPORTED, compare
-from posx.report.writeup import EXTENSION_CELLS, mean_std
+from posx.report.tables.mdtable import md_table
+from posx.report.tables.writeup import EXTENSION_CELLS, mean_std
 
 FACTORS = [1.0, 2.0, 4.0, 8.0]
 TASK_ENCODINGS = ["rope", "alibi", "nope", "fire", "rope-randomized", "rope-hybrid"]  # the task arm

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from posx.report.claims import COMPARISON_COLUMNS, Numbers, check, corrected, method_claims, parse_label, per_claim
-from posx.report.groups import identity
+from posx.report.store.groups import identity
 from posx.runs.records import RunMeta
 
 from helpers.model import spec
