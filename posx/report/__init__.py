@@ -4,9 +4,9 @@
   tables, draw the figures, write ``summary.md``.
 * ``store/``: what a report knows of each run and where it keeps it: each run's digest (its
   seed, identity and tables), which runs are seeds of one group, ``--where``, the scan of every
-  run's tables into Parquet, the report cache (``results/reports/.cache/``) and the numbers as
-  SQL over it.
-* ``figures/``: every figure of a report, the tables drawn beside them (tasks, extension), and
+  run's tables into Parquet, the report cache (``.cache/`` beside the reports, e.g.
+  ``results/reports/.cache/``) and the numbers as SQL over it.
+* ``figures/``: every figure of a report, the tables written beside them (tasks, extension), and
   what they share: colours, markers, axes, facets, which groups are drawn, PNG and PDF output.
 * ``tables/``: the words of a report: ``summary.md``, the terminal table, Markdown tables.
 * ``compare/``: runs side by side: ``posx runs``, ``posx compare`` and its comparison over seeds.
