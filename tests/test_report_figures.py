@@ -12,11 +12,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from posx.report import output, palette, plots, position_figures, task_figures
-from posx.report.drawing import Drawing, draw_all
-from posx.report.facets import MAX_FILES, MAX_LINES, MAX_PANELS, Facets, facets_of, file_names
-from posx.report.looks import looks
-from posx.report.ppl_figures import encodings_figures, median_figure, ppl_figures
+from posx.report.figures import output, palette, plots, position_figures, task_figures
+from posx.report.figures.drawing import Drawing, draw_all
+from posx.report.figures.facets import MAX_FILES, MAX_LINES, MAX_PANELS, Facets, facets_of, file_names
+from posx.report.figures.looks import looks
+from posx.report.figures.ppl_figures import encodings_figures, median_figure, ppl_figures
 
 FACTORS = (1.0, 2.0, 4.0, 8.0)
 BASE = {"model.n_layer": "2", "model.n_head": "4", "model.d_model": "64", "model.block": "gpt2", "steps": "40"}

@@ -1,10 +1,10 @@
 """Perplexity against evaluation length: ``ppl_vs_length.png`` and the paper figure ``encodings.png``.
 
-Both draw groups, never runs, and never pool groups (``posx.report.facets``): one panel per
+Both draw groups, never runs, and never pool groups (``posx.report.figures.facets``): one panel per
 facet (groups alike in T, model size, block and tokenizer) and protocol, one line per group x
 method inside it, the mean over the group's seeds with a band that says what it is (± std over
 its N seeds, or for one seed the 95% interval over its windows). Colour is the encoding (a
-shade per group within it), marker and line style the method (``posx.report.looks``); the
+shade per group within it), marker and line style the method (``posx.report.figures.looks``); the
 legend names each line's encoding, method and the keys that differ between the panel's groups.
 Lines that coincide stay visible: markers are hollow and the lines of a panel sit side by side
 on the factor axis, never further than a quarter of the way to the next factor
@@ -32,9 +32,9 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from posx.report import output
-from posx.report.axes import factor_axis, legend_order, log_ticks
-from posx.report.facets import (
+from posx.report.figures import output
+from posx.report.figures.axes import factor_axis, legend_order, log_ticks
+from posx.report.figures.facets import (
     MAX_PANELS,
     Facets,
     band_name,
@@ -46,8 +46,8 @@ from posx.report.facets import (
     pair_pieces,
     panel_title,
 )
-from posx.report.looks import looks
-from posx.report.palette import NATIVE, dodge, dodge_note, legend, legend_inches, wrap
+from posx.report.figures.looks import looks
+from posx.report.figures.palette import NATIVE, dodge, dodge_note, legend, legend_inches, wrap
 
 LINE = ["group", "parent", "encoding", "method"]
 

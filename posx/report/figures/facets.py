@@ -12,7 +12,7 @@ say: pos.rope_fraction=1.0, ...", not five keys on every line. A key an encoding
 is not named on its lines.
 
 A line is keyed by (group label, parent, encoding), the columns every report table carries
-(``posx.report.groups``). ``Facets.of`` maps each to its facet's label (the facet keys that
+(``posx.report.store.groups``). ``Facets.of`` maps each to its facet's label (the facet keys that
 differ over the whole report, e.g. ``T=64, model.block=llama``; empty when all groups share one
 facet) and ``Facets.identities`` to the group's identity.
 """
@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 
 import pandas as pd
 
-from posx.report.groups import COLUMN_KEYS, differences
+from posx.report.store.groups import COLUMN_KEYS, differences
 
 FACET_KEYS = ("T", "model.n_layer", "model.n_head", "model.d_model", "model.block", "data.tokenizer", "data.vocab_size")
 LINE = ["group", "parent", "encoding"]  # what names one group's line in every report table
