@@ -58,7 +58,7 @@ def plot_passkey(pk: pd.DataFrame, out_dir: Path, facets: Facets, notes: list[st
     data = data.assign(parent="") if "parent" not in data else data
     split = facets.split(data)
     drawn = {}
-    for name, (facet, mine) in zip(file_names("passkey.png", len(split), notes), split):
+    for name, (facet, mine) in zip(file_names("passkey.png", len(split)), split):
         drawn[name] = output.save(_passkey_figure(mine, facets, facet, sorted(pk["factor"].unique())), out_dir / name,
                                   formats)  # fmt: skip
     return drawn
@@ -124,7 +124,7 @@ def plot_training(
         return {}
     rows = chunks(_training_rows(training.assign(parent=training["parent"].fillna("")), facets), 3)
     drawn = {}
-    for name, mine in zip(file_names("training.png", len(rows), notes), rows):
+    for name, mine in zip(file_names("training.png", len(rows)), rows):
         heights = [max(4.4, legend_inches(legend_texts(named, _training_keys(data))) + 1.0) for _, data, named in mine]
         fig = Figure(figsize=(13, sum(heights)), layout="constrained")
         axes = fig.subplots(len(mine), 2, squeeze=False, height_ratios=heights)

@@ -135,7 +135,7 @@ def plot_positions(
             panels += [(facet, panel, rows_on(data, piece), part) for piece, part in zip(pieces, split)]
     files = chunks(panels, MAX_PANELS)
     drawn = {}
-    for name, mine in zip(file_names("positions.png", len(files), notes), files):
+    for name, mine in zip(file_names("positions.png", len(files)), files):
         cols = min(3, len(mine))
         rows = -(-len(mine) // cols)
         tallest = max(legend_inches(legend_texts(facets, _keys(data))) for _, _, data, _ in mine)  # legends below
@@ -182,7 +182,7 @@ def plot_position_encodings(
         rows += [(panel_title(facet, i, len(pairs)), *pair, facets.among(_keys(part))) for i, pair in enumerate(pairs)]
     files = chunks(rows, 3)
     drawn = {}
-    for name, mine in zip(file_names("positions_by_encoding.png", len(files), notes), files):
+    for name, mine in zip(file_names("positions_by_encoding.png", len(files)), files):
         heights = [4.2 + max(legend_inches(legend_texts(named, _keys(p))) for p in pair if p is not None)
                    for _, *pair, named in mine]  # fmt: skip
         fig = Figure(figsize=(12, sum(heights)), layout="constrained")

@@ -182,7 +182,7 @@ def ppl_figures(
     factors = sorted(summary["factor"].unique())
     files = chunks(panels, MAX_PANELS)
     out = []
-    for file_name, mine in zip(file_names(name, len(files), notes), files):
+    for file_name, mine in zip(file_names(name, len(files)), files):
         heights = [_height(data, named) for _, data, _, named in mine]
         fig = Figure(figsize=(9.5, sum(heights)), layout="constrained")
         axes = fig.subplots(len(mine), 1, squeeze=False, height_ratios=heights)[:, 0]
@@ -223,7 +223,7 @@ def encodings_figures(
     factors = sorted(data["factor"].unique())
     files = chunks(_encoding_rows(data, facets), 3)
     out = []
-    for file_name, mine in zip(file_names(name, len(files), notes), files):
+    for file_name, mine in zip(file_names(name, len(files)), files):
         cols = 2 if any(right is not None for _, _, right, _ in mine) else 1
         heights = [max(_height(part, named) for part in pair if part is not None) for _, *pair, named in mine]
         fig = Figure(figsize=(7.5 * cols, sum(heights)), layout="constrained")

@@ -94,7 +94,7 @@ def plot_task_curves(
     split = facets.split(summary.assign(parent=""))
     return {
         name: save(_curves_figure(data, facets, facet), out_dir / name, formats)
-        for name, (facet, data) in zip(file_names("tasks_vs_length.png", len(split), notes), split)
+        for name, (facet, data) in zip(file_names("tasks_vs_length.png", len(split)), split)
     }
 
 
@@ -211,7 +211,7 @@ def plot_niah_heatmaps(
     shape = (sorted(cells["factor"].unique()), sorted(cells["depth_lo"].unique()))
     return {
         name: save(_heatmap_figure(mine, task, *shape), out_dir / name, formats)
-        for name, mine in zip(file_names("niah_heatmap.png", len(files), notes), files)
+        for name, mine in zip(file_names("niah_heatmap.png", len(files)), files)
     }
 
 
