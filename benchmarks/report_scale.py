@@ -36,7 +36,7 @@ from pathlib import Path
 import yaml
 
 import posx
-from posx.report import digest
+from posx.report.store import digest
 
 BASE = [
     "pos=rope,absolute",

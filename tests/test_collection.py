@@ -20,7 +20,7 @@ from posx.configure.checks import check_config
 from posx.configure.compose import compose
 from posx.core.errors import PosxError
 from posx.core.lock import LOCK_NAME
-from posx.report import collection
+from posx.report.compare import collection
 from posx.runs.records import Lineage, RunMeta
 
 from helpers.model import spec

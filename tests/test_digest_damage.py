@@ -13,7 +13,7 @@ import pytest
 from typer.testing import CliRunner
 
 from posx.cli import app
-from posx.report import digest
+from posx.report.store import digest
 
 RUN = Path(__file__).resolve().parent / "fixtures" / "premove" / "runs" / "old-rope"
 

@@ -16,12 +16,12 @@ from typer.testing import CliRunner
 
 from posx import rope
 from posx.cli import app
+from posx.cli import wavelengths as freqplot
 from posx.configure.compose import compose, typed
 from posx.core.errors import PosxError
 from posx.eval.run import evaluate_run
 from posx.model.encodings import ENCODINGS
 from posx.model.rescale import WINDOWED
-from posx.report import frequencies as freqplot
 from posx.runs.records import RunMeta
 
 from conftest import run_posx

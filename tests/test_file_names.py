@@ -1,5 +1,5 @@
 """Every name works: run, report and cache folders whose names hold glob or quote characters are
-read as the files they name (``posx.report.literal``), never as patterns or SQL (fake run
+read as the files they name (``posx.report.store.literal``), never as patterns or SQL (fake run
 directories, as in test_report_groups; nothing is trained)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 from test_report_groups import _run
 
-from posx.report import store
+from posx.report.store import cache
 from posx.report.summary import report
 
 NAMES = ["x[1]", "a*b", "q?", "it's", 'say "hi"', "two words", "-dash", "[bold]m[/bold]"]
@@ -39,4 +39,4 @@ def test_a_report_folder_of_any_name_keeps_its_cache_working(tmp_path, folder):
     _run(runs, "a2", 2, 18.0)  # read into a second shard; the first one is read through its link
     again = report([runs], out=tmp_path / folder / "r2")
     assert _ppl(first) == pytest.approx(12.0) and _ppl(again) == pytest.approx(14.0)
-    assert len([s for s in (tmp_path / folder / store.CACHE).iterdir() if not s.name.startswith(".")]) == 2
+    assert len([s for s in (tmp_path / folder / cache.CACHE).iterdir() if not s.name.startswith(".")]) == 2

@@ -32,7 +32,9 @@ from test_report_scale import _tasks_csv
 
 from posx.core.errors import PosxError
 from posx.eval.tables import read_table
-from posx.report import collection, digest, learning, queries, store
+from posx.report.compare import collection
+from posx.report.figures import learning
+from posx.report.store import cache, digest, queries
 from posx.report.summary import _load, summarize
 from posx.runs.paths import TASK_CURVE
 from posx.train import taskcurve
@@ -189,9 +191,9 @@ def reported(results: Path, beside: bool = False) -> dict:
         tasks = queries.tasks(con)
         curve = learning.gather(runs)[0]
     except BaseException:
-        store.discard(gathered)
+        cache.discard(gathered)
         raise
-    store.keep(gathered)
+    cache.keep(gathered)
     found = {"ppl": ppl, **({"beside": near, "left": left} if beside else {})}
     if not tasks.empty:
         t = tasks[tasks["status"] == "ok"]
@@ -295,7 +297,7 @@ def base(tmp_path_factory) -> tuple[Path, dict]:
 
 
 def _shard(results: Path) -> Path:
-    return next(s for s in (results / store.CACHE).iterdir() if not s.name.startswith("."))
+    return next(s for s in (results / cache.CACHE).iterdir() if not s.name.startswith("."))
 
 
 def run_target(target: str, root: Path, clean: dict) -> Counter:

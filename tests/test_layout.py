@@ -139,6 +139,35 @@ def test_packages_import_only_downward():
     assert not upward, upward
 
 
+# The rooms of posx.report, lowest first: a room imports only itself and those before it (the
+# modules at the top of posx.report, posx report's own summary among them, may import any room).
+REPORT_ROOMS = ["store", "compare", "figures", "tables"]
+
+
+def test_only_the_command_line_imports_the_report():
+    """Nothing below the CLI (training, evaluation, runs) reads or writes through posx.report."""
+    edges = graph()
+    importers = {m for m, targets in edges.items() for t in targets if t.startswith("posx.report")}
+    assert {m for m in importers if not m.startswith(("posx.report", "posx.cli"))} == set()
+
+
+def test_the_rooms_of_the_report_import_only_downward():
+    def room(module: str) -> int:
+        """The room's place in REPORT_ROOMS; -1 outside every room."""
+        parts = module.split(".")
+        inside = len(parts) > 2 and parts[1] == "report" and parts[2] in REPORT_ROOMS
+        return REPORT_ROOMS.index(parts[2]) if inside else -1
+
+    upward = [(a, b) for a, targets in graph().items() if room(a) >= 0 for b in targets if room(b) > room(a)]
+    assert not upward, upward
+    undocumented = [
+        r
+        for r in REPORT_ROOMS
+        if not ast.get_docstring(ast.parse((PACKAGE / "report" / r / "__init__.py").read_text()))
+    ]
+    assert not undocumented, undocumented
+
+
 def test_the_schema_and_the_core_import_nothing_above_them():
     edges = graph()
     ground = {m for m in edges if m.split(".")[:2] == ["posx", "schema"]}

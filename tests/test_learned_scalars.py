@@ -18,7 +18,7 @@ from posx.configure.compose import compose, typed
 from posx.core.errors import PosxError
 from posx.model.fire import C_INIT
 from posx.model.gpt import GPT
-from posx.report import collection
+from posx.report.compare import collection
 from posx.runs.paths import is_run, read_meta
 from posx.runs.records import RunMeta
 from posx.runs.rundir import load_run

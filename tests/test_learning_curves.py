@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from posx.core.errors import PosxError
-from posx.report import learning
+from posx.report.figures import learning
 from posx.train import taskcurve
 
 

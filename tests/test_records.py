@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from posx.core.errors import PosxError
 from posx.eval import history
-from posx.report import collection
+from posx.report.compare import collection
 from posx.runs import checkpoint, resumable
 from posx.runs.paths import read_meta
 from posx.runs.records import Lineage, RunMeta, TrainExtras

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from posx.report.output import DPI
+from posx.report.figures.output import DPI
 from posx.report.summary import report
 from posx.runs.records import Lineage, RunMeta
 

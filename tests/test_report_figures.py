@@ -12,11 +12,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from posx.report import output, palette, plots, position_figures, task_figures
-from posx.report.drawing import Drawing, draw_all
-from posx.report.facets import MAX_FILES, MAX_LINES, MAX_PANELS, Facets, facets_of, file_names
-from posx.report.looks import looks
-from posx.report.ppl_figures import encodings_figures, median_figure, ppl_figures
+from posx.report.figures import output, palette, plots, position_figures, task_figures
+from posx.report.figures.drawing import Drawing, draw_all
+from posx.report.figures.facets import MAX_LINES, MAX_PANELS, Facets, facets_of, file_names
+from posx.report.figures.looks import looks
+from posx.report.figures.ppl_figures import encodings_figures, median_figure, ppl_figures
 
 FACTORS = (1.0, 2.0, 4.0, 8.0)
 BASE = {"model.n_layer": "2", "model.n_head": "4", "model.d_model": "64", "model.block": "gpt2", "steps": "40"}
@@ -233,14 +233,11 @@ def test_bands_say_what_they_are():
     assert "band 95% window interval (one seed)" in panels[1].get_title().replace("\n", " ")
 
 
-def test_a_figure_stops_at_max_files_and_says_what_it_left_out():
-    notes: list[str] = []
-    assert file_names("positions.png", 3, notes) == ["positions.png", "positions-2.png", "positions-3.png"]
-    assert notes == []
-    names = file_names("positions.png", MAX_FILES + 4, notes)
-    assert len(names) == MAX_FILES and names[-1] == f"positions-{MAX_FILES}.png"
-    said = f"`positions.png`: its groups fill {MAX_FILES + 4} files; the first {MAX_FILES} are drawn, the other 4"
-    assert notes == [f"{said} are not: choose groups with --where KEY=VALUE (summary.csv has every group)"]
+def test_a_figure_split_over_files_writes_every_file():
+    """No file of a figure is left out: ``--top`` bounds what is drawn, and ``--top all`` draws all."""
+    names = file_names("positions.png", 12)
+    assert names[:3] == ["positions.png", "positions-2.png", "positions-3.png"]
+    assert len(set(names)) == 12 and names[-1] == "positions-12.png"
 
 
 def test_every_figure_kind_is_faceted_and_the_median_is_drawn_only_when_asked(tmp_path):

@@ -14,9 +14,9 @@ import yaml
 from rich.console import Console
 
 from posx.core.errors import PosxError
-from posx.report import queries, store
-from posx.report.position_figures import position_curves
-from posx.report.runtables import find_run_dirs
+from posx.report.figures.position_figures import position_curves
+from posx.report.store import cache, queries
+from posx.report.store.runtables import find_run_dirs
 from posx.report.summary import report
 from posx.runs.records import RunMeta
 
@@ -151,7 +151,7 @@ def test_position_curves_carry_their_spread_and_can_be_smoothed():
         for run in (0, 1)
         for b in range(6)
     ]
-    con = store.connect()  # the two runs' positions.csv rows, pooled by the report's query
+    con = cache.connect()  # the two runs' positions.csv rows, pooled by the report's query
     con.register("pos", pd.DataFrame(rows))
     runs = {"run": ["0", "1"], "group": "-", "seed": [0, 1], "parent": "", "encoding": "rope"}
     con.register("runs", pd.DataFrame(runs))

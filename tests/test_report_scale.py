@@ -15,14 +15,15 @@ import pytest
 import yaml
 from test_report_groups import _run
 
-from posx.report import collection, digest, store
-from posx.report.digestcheck import sealed
+from posx.report.compare import collection
+from posx.report.store import cache, digest
+from posx.report.store.digestcheck import sealed
 from posx.report.summary import report
 
 
-def _shards(cache: Path) -> list[pd.DataFrame]:
+def _shards(cache_dir: Path) -> list[pd.DataFrame]:
     """Each shard's digests table, oldest first."""
-    return [pd.read_parquet(s / "digests.parquet") for s in sorted(cache.iterdir()) if not s.name.startswith(".")]
+    return [pd.read_parquet(s / "digests.parquet") for s in sorted(cache_dir.iterdir()) if not s.name.startswith(".")]
 
 
 def _summary(out: Path) -> pd.DataFrame:
@@ -34,21 +35,23 @@ def test_a_report_reads_only_the_runs_it_has_not_read(tmp_path):
     runs = tmp_path / "runs"
     for seed, ppl in enumerate((10.0, 12.0, 14.0)):
         _run(runs, f"a{seed}", seed, ppl)
-    cache = tmp_path / store.CACHE
+    cache_dir = tmp_path / cache.CACHE
     first = report([runs], out=tmp_path / "r1")
-    assert [len(s) for s in _shards(cache)] == [3]
+    assert [len(s) for s in _shards(cache_dir)] == [3]
     again = report([runs], out=tmp_path / "r2")
-    assert [len(s) for s in _shards(cache)] == [3]  # nothing new: nothing read
+    assert [len(s) for s in _shards(cache_dir)] == [3]  # nothing new: nothing read
     pd.testing.assert_frame_equal(_summary(first), _summary(again))
     _run(runs, "a3", 3, 16.0)  # the sweep grew by one run
     grown = report([runs], out=tmp_path / "r3")
-    assert [len(s) for s in _shards(cache)] == [3, 1]
+    assert [len(s) for s in _shards(cache_dir)] == [3, 1]
     one = _summary(grown).query("factor == 1.0").iloc[0]
     assert one["n_seeds"] == 4 and one["ppl_mean"] == pytest.approx(13.0)
     table = runs / "a0" / "extrapolation.csv"  # a run evaluated again: its new numbers count
     table.write_text(table.read_text().replace("10.0,", "18.0,", 1))
     changed = report([runs], out=tmp_path / "r4")
-    assert [len(s) for s in _shards(cache)] == [3, 1, 1] and list(_shards(cache)[-1]["run"]) == [str(runs / "a0")]
+    assert [len(s) for s in _shards(cache_dir)] == [3, 1, 1] and list(_shards(cache_dir)[-1]["run"]) == [
+        str(runs / "a0")
+    ]
     assert _summary(changed).query("factor == 1.0").iloc[0]["ppl_mean"] == pytest.approx(15.0)
 
 
@@ -147,19 +150,19 @@ def test_task_rows_come_through_the_cache_and_an_older_shard_is_read_again(tmp_p
     runs = tmp_path / "runs"
     for seed, accuracy in enumerate((0.0, 0.5, 0.25)):
         _tasks_csv(_run(runs, f"a{seed}", seed, 10.0), accuracy)
-    cache = tmp_path / store.CACHE
+    cache_dir = tmp_path / cache.CACHE
     first = report([runs], out=tmp_path / "r1")
-    (shard,) = [s for s in cache.iterdir() if not s.name.startswith(".")]
+    (shard,) = [s for s in cache_dir.iterdir() if not s.name.startswith(".")]
     rows = pd.read_parquet(shard / "tasks.parquet")
     assert len(rows) == 12 and sorted(set(rows["depth_lo"])) == [0.0, 0.5]
     deep = pd.read_csv(first / "tasks_summary.csv").query("factor == 2.0").iloc[0]
     assert deep["n_seeds"] == 3 and deep["accuracy_mean"] == pytest.approx((1 + 0.0 + 1 + 0.5 + 1 + 0.25) / 6)
     report([runs], out=tmp_path / "r2")
-    assert len(_shards(cache)) == 1  # read from the cache
+    assert len(_shards(cache_dir)) == 1  # read from the cache
     (shard / "tasks.parquet").unlink()  # now a shard as an older posx wrote it
     os.utime(shard, (0, 0))  # and long past GRACE
     third = report([runs], out=tmp_path / "r3")
-    assert not shard.exists() and [len(s) for s in _shards(cache)] == [3]
+    assert not shard.exists() and [len(s) for s in _shards(cache_dir)] == [3]
     pd.testing.assert_frame_equal(pd.read_csv(third / "tasks_summary.csv"), pd.read_csv(first / "tasks_summary.csv"))
 
 
@@ -170,36 +173,36 @@ def test_a_digest_written_before_tasks_were_listed_still_brings_its_task_rows(tm
     assert record["columns"]["tasks.csv"][:2] == ["run", "pos"]
     del record["columns"]["tasks.csv"]  # as an older posx wrote it; the stamp still holds
     (run / digest.DIGEST).write_text(json.dumps(record))
-    gathered = store.gather([run], tmp_path / store.CACHE)
+    gathered = cache.gather([run], tmp_path / cache.CACHE)
     try:
         rows = gathered.con.execute(
             "SELECT depth_lo, accuracy FROM tasks WHERE factor = 2 ORDER BY depth_lo"
         ).fetchall()
     finally:
-        store.discard(gathered)
+        cache.discard(gathered)
     assert rows == [(0.0, 1.0), (0.5, 0.5)]
 
 
 def test_shard_names_sort_in_the_order_they_were_written():
     # the newest shard wins by name: two reports in one second must still sort by time of writing
-    names = [store.shard_name() for _ in range(200)]
+    names = [cache.shard_name() for _ in range(200)]
     assert names == sorted(names) and len(set(names)) == len(names)
 
 
 def test_a_digest_cached_in_an_older_format_is_read_again(tmp_path):
     runs = tmp_path / "runs"
     _run(runs, "a0", 0, 10.0)
-    cache = tmp_path / store.CACHE
+    cache_dir = tmp_path / cache.CACHE
     first = report([runs], out=tmp_path / "r1")
-    (shard,) = [s for s in cache.iterdir() if not s.name.startswith(".")]
+    (shard,) = [s for s in cache_dir.iterdir() if not s.name.startswith(".")]
     table = pd.read_parquet(shard / "digests.parquet")
     old = {k: v for k, v in json.loads(table["digest"][0]).items() if k != "left_out"}
     table["digest"] = [json.dumps({**old, "format": "posx-digest/1"})]  # as an older posx cached it
     table.to_parquet(shard / "digests.parquet", index=False)
-    store._sum(shard)  # its sums as that posx would have written them: the shard is read, its entry is not
+    cache._sum(shard)  # its sums as that posx would have written them: the shard is read, its entry is not
     again = report([runs], out=tmp_path / "r2")
-    assert [len(s) for s in _shards(cache)] == [1, 1]  # the run was read again, into a new shard
-    assert json.loads(_shards(cache)[-1]["digest"][0])["format"] == digest.FORMAT
+    assert [len(s) for s in _shards(cache_dir)] == [1, 1]  # the run was read again, into a new shard
+    assert json.loads(_shards(cache_dir)[-1]["digest"][0])["format"] == digest.FORMAT
     pd.testing.assert_frame_equal(_summary(first), _summary(again))
 
 

@@ -15,7 +15,8 @@ from typer.testing import CliRunner
 
 from posx.cli import app
 from posx.core.errors import PosxError
-from posx.report import collection, selection
+from posx.report.compare import collection
+from posx.report.store import selection
 from posx.report.summary import report
 
 RUNS = [

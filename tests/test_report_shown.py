@@ -8,10 +8,11 @@ import pandas as pd
 import pytest
 
 from posx.core.errors import PosxError
-from posx.report import drawing, output, ppl_figures, shown, task_figures, writeup
-from posx.report.drawing import Drawing
-from posx.report.facets import facets_of
-from posx.report.groups import Grouping
+from posx.report.figures import drawing, output, ppl_figures, shown, task_figures
+from posx.report.figures.drawing import Drawing
+from posx.report.figures.facets import facets_of
+from posx.report.store.groups import Grouping
+from posx.report.tables import writeup
 
 FACTORS = (1.0, 2.0, 4.0)
 

@@ -13,7 +13,7 @@ from scipy import stats
 from typer.testing import CliRunner
 
 from posx.cli import app
-from posx.report import collection, seed_compare
+from posx.report.compare import collection, seed_compare
 from posx.runs.records import RunMeta
 
 from helpers.model import spec

@@ -10,9 +10,9 @@ import pytest
 from matplotlib.backends.backend_pdf import FigureCanvasPdf
 from PIL import Image
 
-from posx.report import output, task_figures
-from posx.report.facets import Facets
-from posx.report.position_figures import longest_per_line
+from posx.report.figures import output, task_figures
+from posx.report.figures.facets import Facets
+from posx.report.figures.position_figures import longest_per_line
 from posx.report.summary import report
 
 from conftest import REPO, run_posx

@@ -11,7 +11,7 @@ from omegaconf import OmegaConf
 from posx.configure.checks import check_config
 from posx.configure.compose import compose
 from posx.core.errors import PosxError
-from posx.report import groups
+from posx.report.store import groups
 from posx.schema.config import DataConfig
 from posx.train.taskmix import IGNORE, make_pool, mix_batch, mix_rows
 

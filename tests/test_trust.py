@@ -13,7 +13,8 @@ from test_report_scale import _tasks_csv
 
 from posx.core.errors import PosxError
 from posx.eval import history, manifest
-from posx.report import collection, digest, store
+from posx.report.compare import collection
+from posx.report.store import cache, digest
 from posx.report.summary import report
 
 
@@ -43,8 +44,8 @@ def test_a_damaged_cache_shard_is_removed_and_rebuilt(tmp_path, damage):
     for seed, ppl in enumerate((10.0, 14.0)):
         _run(runs, f"a{seed}", seed, ppl)
     report([runs], out=tmp_path / "r1")
-    cache = tmp_path / store.CACHE
-    (shard,) = [s for s in cache.iterdir() if not s.name.startswith(".")]
+    cache_dir = tmp_path / cache.CACHE
+    (shard,) = [s for s in cache_dir.iterdir() if not s.name.startswith(".")]
     target = shard / "extrapolation.parquet"
     if damage == "truncate":
         target.write_bytes(target.read_bytes()[:40])
@@ -52,7 +53,7 @@ def test_a_damaged_cache_shard_is_removed_and_rebuilt(tmp_path, damage):
         pd.DataFrame({"run": ["x"], "ppl": ["high"]}).to_parquet(target)
     again = report([runs], out=tmp_path / "r2")
     assert _mean(again) == pytest.approx(12.0)
-    assert not shard.exists() and len([s for s in cache.iterdir() if not s.name.startswith(".")]) == 1
+    assert not shard.exists() and len([s for s in cache_dir.iterdir() if not s.name.startswith(".")]) == 1
     assert _mean(report([runs], out=tmp_path / "r3")) == pytest.approx(12.0)  # and the rebuilt one is read
 
 

@@ -28,7 +28,7 @@ from posx.data import tokenizer as tok_mod
 from posx.eval.run import evaluate_run
 from posx.hf.checkpoint import evaluate_hf_dir
 from posx.hf.export import export_run
-from posx.report import digest
+from posx.report.store import digest
 from posx.runs.paths import resolve_run
 from posx.train.extend import check as check_extension
 from posx.train.extend import forbid_unused_overrides

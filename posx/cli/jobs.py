@@ -39,8 +39,8 @@ from posx.core.console import new_console
 from posx.core.errors import Interrupted, PosxError
 from posx.core.lock import LOCK_NAME, Busy
 from posx.eval.run import evaluate_run
-from posx.report import digest
-from posx.report.sweep import update_sweep_table
+from posx.eval.sweep import update_sweep_table
+from posx.report.store import digest
 from posx.runs import code, resumable
 from posx.runs.paths import CONFIG, check_writable, is_run, new_named_run_dir, new_run_dir, read_meta, resolve_run
 from posx.schema.config import Config

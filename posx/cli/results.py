@@ -17,7 +17,8 @@ from posx.cli.exits import user_errors
 from posx.core import files
 from posx.core.console import new_console, say
 from posx.core.errors import PosxError
-from posx.report import collection, seed_compare, selection
+from posx.report.compare import collection, seed_compare
+from posx.report.store import selection
 from posx.runs.paths import resolve_run
 
 
@@ -39,7 +40,7 @@ def runs(path: Path, csv: str | None) -> None:
 
 def compare(run_args: list[str], csv: str | None, results_dir: Path, where: list[str] | None = None) -> None:
     """``posx compare RUN RUN...``: the table, and the CSV if asked for ('-': stdout only);
-    ``where``: ``KEY=VALUE`` conditions on the runs (``posx.report.selection``)."""
+    ``where``: ``KEY=VALUE`` conditions on the runs (``posx.report.store.selection``)."""
     with user_errors():
         _check_csv(csv)
         conditions = selection.parse(where)

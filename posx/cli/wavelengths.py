@@ -1,5 +1,11 @@
-"""What ``posx frequencies`` does: each RoPE method's wavelength per rotary pair against T and
-s x T, as tables in the terminal and a PNG (``posx.report.frequencies`` computes and draws them).
+"""`posx frequencies`: each RoPE method's wavelength per rotary pair against T and s x T, as
+tables in the terminal and a PNG.
+
+For a head dimension d, base b, training length T and factor s, every method's inverse
+frequencies come from the same call the evaluation makes (``posx.model.rescale.method_frequencies``,
+at length L = s * T), so the picture shows exactly what an evaluation row uses. A pair's
+wavelength is 2*pi / inv_freq positions: pairs whose wavelength exceeds T never completed a
+rotation in training; those longer than L do not complete one even at the target length.
 
 It is the one command that needs both torch (the frequencies) and matplotlib (the figure), so it
 is a module of its own: the other commands that need torch (``posx.cli.commands``) import no
@@ -8,22 +14,207 @@ matplotlib. ``posx.cli`` loads it only when ``posx frequencies`` runs.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+from omegaconf import DictConfig
 from rich.console import Console
+from rich.table import Table
 
 from posx import rope
 from posx.cli.exits import user_errors
-from posx.configure.applies import refuse_flags
+from posx.configure.applies import key_of, refuse_flags
 from posx.configure.compose import compose
 from posx.core import files
 from posx.core.console import new_console
-from posx.core.errors import PosxError
-from posx.model.rescale import WINDOWED
-from posx.report import frequencies as freqplot
+from posx.core.errors import PosxError, choose
+from posx.model.rescale import WINDOWED, method_frequencies
+from posx.report.figures.output import DPI
+from posx.report.figures.palette import color_of
 from posx.runs.paths import read_meta, resolve_run
 from posx.runs.records import RunMeta
 from posx.schema.config import ROTARY, evaluated_length
+
+MAX_HEAD_DIM = 4096  # beyond any model's head; keeps the table a table
+MAX_CONTEXT = 1 << 24
+MAX_FACTOR = 1024.0
+
+
+def wavelength_table(
+    ev: DictConfig, methods: list[str], head_dim: int, base: float, context: int, factor: float
+) -> tuple[pd.DataFrame, dict[str, float]]:
+    """Wavelengths (rows: pair index, columns: methods) and each method's attention factor."""
+    if not (math.isfinite(factor) and 1 <= factor <= MAX_FACTOR):
+        raise PosxError(f"--factor {factor} must be a finite number from 1 to {MAX_FACTOR}")
+    if not 1 <= context <= MAX_CONTEXT:
+        raise PosxError(f"--context {context} must be a number of tokens from 1 to {MAX_CONTEXT}")
+    if not (math.isfinite(base) and base > 1):
+        raise PosxError(f"--base {base} must be a finite number greater than 1")
+    if not methods:
+        raise PosxError("--methods is empty; give a comma-separated list, e.g. --methods none,pi,yarn")
+    unknown = [m for m in methods if m not in rope.METHODS]
+    if unknown:
+        raise PosxError(f"unknown method '{unknown[0]}'; {choose(rope.METHODS)}")
+    target = evaluated_length(factor, context)
+    columns, attention = {}, {}
+    for method in methods:
+        inv, attn = method_frequencies(
+            method, ev, head_dim=head_dim, base=base, train_context=context, scale=factor, length=target
+        )
+        columns[method] = rope.wavelengths(inv.double()).numpy()
+        attention[method] = attn
+    df = pd.DataFrame(columns)
+    df.index.name = "pair"
+    return df, attention
+
+
+def _cell(wavelength: float, context: int, target: int) -> str:
+    text = f"{wavelength:,.4g}"
+    if wavelength > target:
+        return f"[red]{text}[/]"
+    if wavelength > context:
+        return f"[yellow]{text}[/]"
+    return text
+
+
+def coinciding(df: pd.DataFrame, attention: dict[str, float]) -> list[list[str]]:
+    """Sets of methods with the same wavelengths and attention factor at these settings."""
+    sets: list[list[str]] = []
+    for method in df.columns:
+        for same in sets:
+            if np.allclose(df[same[0]], df[method], rtol=1e-9, atol=0) and attention[same[0]] == attention[method]:
+                same.append(method)
+                break
+        else:
+            sets.append([method])
+    return [s for s in sets if len(s) > 1]
+
+
+def rich_tables(
+    df: pd.DataFrame, attention: dict[str, float], context: int, target: int, title: str, width: int
+) -> list[Table]:
+    """Pairs by rows, methods by columns; colours mark wavelengths past T and past L. Methods
+    are split over several tables when one would not fit ``width`` columns: no value is cut."""
+    cells = {m: [f"{v:,.4g}" for v in df[m]] + [f"{attention[m]:.4g}"] for m in df.columns}
+    need = {m: max(len(m), *(len(c) for c in cells[m])) + 3 for m in df.columns}
+    chunks, current, used = [], [], len(str(len(df))) + 12
+    for m in df.columns:
+        if current and used + need[m] > width:
+            chunks.append(current)
+            current, used = [], len(str(len(df))) + 12
+        current.append(m)
+        used += need[m]
+    chunks.append(current)
+    same = coinciding(df, attention)
+    note = ("; coincide here: " + "; ".join(" = ".join(s) for s in same)) if same else ""
+    tables = []
+    for i, methods in enumerate(chunks):
+        part = f" ({i + 1}/{len(chunks)})" if len(chunks) > 1 else ""
+        table = Table(
+            title=title + part,
+            caption=f"[yellow]yellow[/]: longer than T={context} (never a full turn "
+            f"in training); [red]red[/]: longer than L={target}{note}",
+        )
+        table.add_column("pair", justify="right", no_wrap=True)
+        for method in methods:
+            table.add_column(method, justify="right", no_wrap=True, min_width=need[method] - 3)
+        for pair, row in df[methods].iterrows():
+            table.add_row(str(pair), *(_cell(v, context, target) for v in row))
+        table.add_section()
+        table.add_row("λ > T", *(str(int((df[m] > context).sum())) for m in methods))
+        table.add_row("attention", *(f"{attention[m]:.4g}" for m in methods))
+        tables.append(table)
+    return tables
+
+
+_STYLES = ["-", "--", "-.", ":"]
+_MARKERS = ["o", "s", "^", "v", "D", "x", "+", "*", "<", ">"]
+
+
+def plot(df: pd.DataFrame, context: int, target: int, title: str, path: Path) -> Path:
+    """Wavelength (log scale) by pair index, one line per method (methods with the same curve share
+    one line and one legend entry), T and L marked; the legend sits under the axes so the plot
+    keeps the figure's width. PNG at 200 dpi, or PDF when ``path`` ends in .pdf."""
+    fig = Figure(figsize=(9, 6.5), layout="constrained")
+    ax = fig.subplots()
+    same = {s[0]: s for s in coinciding(df, {m: 0.0 for m in df.columns})}  # same curves, one line
+    hidden = {m for s in same.values() for m in s[1:]}
+    for i, method in enumerate(m for m in df.columns if m not in hidden):
+        label = " = ".join(same[method]) + " (same wavelengths)" if method in same else method
+        ax.plot(
+            df.index,
+            df[method],
+            linestyle=_STYLES[i % len(_STYLES)],
+            marker=_MARKERS[i % len(_MARKERS)],
+            markersize=3.5,
+            linewidth=1.2,
+            label=label,
+            color=color_of(method),
+        )
+    ax.axhline(context, color="black", linewidth=1.0, linestyle="--")
+    ax.axhline(target, color="firebrick", linewidth=1.0, linestyle=":")
+    ax.annotate(f"training length T = {context}", (0, context), xytext=(2, 3), textcoords="offset points", fontsize=8)
+    ax.annotate(
+        f"target length L = {target}",
+        (0, target),
+        xytext=(2, 3),
+        textcoords="offset points",
+        fontsize=8,
+        color="firebrick",
+    )
+    ax.set_yscale("log")
+    ax.set_xlabel("rotary pair index i")
+    ax.set_ylabel("wavelength 2π / θᵢ (positions, log scale)")
+    ax.set_title(title, fontsize=10)
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(fontsize=8, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.12), frameon=False)
+    fmt = "pdf" if Path(path).suffix.lower() == ".pdf" else "png"
+    with files.atomic_path(path, new=True) as tmp:  # a new file: nothing there is replaced
+        fig.savefig(tmp, format=fmt, dpi=DPI, bbox_inches="tight")
+    return path
+
+
+def title(head_dim: int, base: float, context: int, factor: float) -> str:
+    return f"RoPE wavelengths: head_dim={head_dim}, base={base:g}, T={context}, s={factor:g}"
+
+
+def check_head_dim(head_dim: int) -> None:
+    if head_dim < 2 or head_dim % 2 or head_dim > MAX_HEAD_DIM:
+        raise PosxError(f"--head-dim {head_dim} must be an even number from 2 to {MAX_HEAD_DIM}")
+
+
+def check_out(out: Path | None) -> None:
+    """--out names a .png file (None: the default name)."""
+    if out is None:
+        return
+    if out.suffix.lower() != ".png":
+        raise PosxError(f"--out {out} must name a .png file (the plot is a PNG)")
+    if out.is_dir() and not out.is_symlink():
+        raise PosxError(f"--out {out} is a directory; name a .png file")
+    files.new_file(out, "--out")
+
+
+# Settings ``posx frequencies`` takes as options, not from the config: the override names its option.
+AS_OPTIONS = {"eval.methods": "--methods", "eval.factors": "--factor", "eval.scale": "--factor"}
+FROM_THE_RUN = ("model.", "pos.", "train.")  # with a run, its head_dim, base and T win
+
+
+def check_overrides(overrides: list[str], with_run: bool) -> None:
+    """Refuse an override the command would ignore: one of ``AS_OPTIONS``, or with a run, a
+    model, encoding or training key."""
+    for override in overrides:
+        key = key_of(override)
+        if key in AS_OPTIONS:
+            raise PosxError(f"posx frequencies does not read {key}; use {AS_OPTIONS[key]} instead")
+        if with_run and key.startswith(FROM_THE_RUN):
+            raise PosxError(
+                f"{override}: with a run, head_dim, base and T come from it; use --head-dim, --base or "
+                "--context to change them, or leave out the run"
+            )
+
 
 FREQUENCIES_TAKES = "RUN, key=value overrides, --head-dim, --base, --context, --factor, --methods and --out"
 
@@ -34,23 +225,23 @@ def frequencies(args: list[str], geometry: tuple, factor: float, methods: str | 
     with user_errors():
         refuse_flags(args, "posx frequencies", FREQUENCIES_TAKES)
         runs = [a for a in args if "=" not in a]
-        freqplot.check_overrides([a for a in args if "=" in a], with_run=bool(runs))
+        check_overrides([a for a in args if "=" in a], with_run=bool(runs))
         cfg = compose([a for a in args if "=" in a])
         model = _rope_run(runs, cfg.results_dir)
         head_dim, base, context = _rope_geometry(geometry, model, cfg)
-        freqplot.check_head_dim(head_dim)
-        freqplot.check_out(out)
+        check_head_dim(head_dim)
+        check_out(out)
         if methods is None:
             names = [m for m in rope.METHODS if m not in WINDOWED]
         else:
             names = [m.strip() for m in methods.split(",") if m.strip()]
-        df, attention = freqplot.wavelength_table(cfg.eval, names, head_dim, base, context, factor)
+        df, attention = wavelength_table(cfg.eval, names, head_dim, base, context, factor)
         target = evaluated_length(factor, context)
-        title = freqplot.title(head_dim, base, context, factor) + (f" (from {runs[0]})" if runs else "")
+        heading = title(head_dim, base, context, factor) + (f" (from {runs[0]})" if runs else "")
         console = new_console()
-        for table in freqplot.rich_tables(df, attention, context, target, title, console.width):
+        for table in rich_tables(df, attention, context, target, heading, console.width):
             console.print(table)
-        _write_png(df, context, target, title, out, cfg.results_dir, console)
+        _write_png(df, context, target, heading, out, cfg.results_dir, console)
 
 
 def _rope_geometry(given: tuple, model: RunMeta | None, cfg) -> tuple[int, float, int]:
@@ -76,5 +267,5 @@ def _write_png(df, context: int, target: int, title: str, out: Path | None, resu
     """The wavelength plot at ``out`` (checked new by ``check_out``; the plot is published only
     under a free name), else the first free results/frequencies[-N].png."""
     out = out if out is not None else files.free_name(Path(results_dir), "frequencies", ".png")
-    freqplot.plot(df, context, target, title, out)
+    plot(df, context, target, title, out)
     console.print(f"wrote {out}", markup=False)

@@ -119,7 +119,7 @@ REQUIRED = {
     CURVE: CURVE_COLUMNS,
 }
 # Per table: the cells that say which cell of the evaluation a row is; every row fills them (the
-# report's reader, posx.report.scan, checks the same). Every version has them (REQUIRED).
+# report's reader, posx.report.store.scan, checks the same). Every version has them (REQUIRED).
 KEYED = {
     "extrapolation.csv": ["pos", "train_context", "eval_context", "factor", "method", "status"],
     "positions.csv": ["pos", "eval_context", "factor", "method", "bucket_start", "bucket_end"],
@@ -244,7 +244,7 @@ def ends_a_line(path: Path) -> bool:
 
 def _check_widths(path: Path, text: str, fix: str) -> None:
     """Every row as wide as the header: pandas would fill a short row (a file cut mid-row) with
-    empty cells, and the report's reader (posx.report.scan) refuses it."""
+    empty cells, and the report's reader (posx.report.store.scan) refuses it."""
     reader = csv.reader(io.StringIO(text))
     rows = (row for row in reader if row)  # pandas skips blank lines too
     number = 0

@@ -2,10 +2,10 @@
 
 Inputs are run directories, or directories holding runs (a sweep, or results/runs). Each
 run contributes its ``extrapolation.csv``, ``positions.csv`` and ``passkey.csv``; its seed and
-identity come from its digest (``posx.report.digest``), its tables from one scan of every
-run's CSVs kept in the report cache (``posx.report.store``), and the numbers from SQL over all
-of them (``posx.report.queries``). Runs are
-pooled only with runs of the same experimental identity (``posx.report.groups``: everything but
+identity come from its digest (``posx.report.store.digest``), its tables from one scan of every
+run's CSVs kept in the report cache (``posx.report.store.cache``), and the numbers from SQL over all
+of them (``posx.report.store.queries``). Runs are
+pooled only with runs of the same experimental identity (``posx.report.store.groups``: everything but
 the seed equal); within a group, rows line up by method x protocol x factor, and a row's
 perplexity is the mean and the sample standard deviation (n - 1) over its runs, one run per
 seed. Its band (``ppl_lo``, ``ppl_hi``) is mean ± std over seeds, or for a single seed the
@@ -16,10 +16,10 @@ listed, with the one-line reason, in ``damaged.csv``, at the top of summary.md a
 holding every reported run, so a report names no absolute path of the machine it was made on.
 
 Writes summary.csv/.md, groups.csv, groups_ranked.csv, duplicates.csv, passkey_summary.csv,
-missing.csv, damaged.csv, for extended runs extension.csv (``posx.report.extension``), and the figures of
-posx.report.plots (drawn by ``posx.report.drawing``) and extension.png into a fresh directory
+missing.csv, damaged.csv, for extended runs extension.csv (``posx.report.figures.extension``), and the figures of
+posx.report.figures.plots (drawn by ``posx.report.figures.drawing``) and extension.png into a fresh directory
 (default results/reports/<time>/); an existing report is never overwritten. Every table holds
-every group; the figures and summary.md's tables show the groups ``posx.report.shown`` chooses
+every group; the figures and summary.md's tables show the groups ``posx.report.figures.shown`` chooses
 when there are more than a figure shows (``--top``).
 """
 
@@ -36,14 +36,15 @@ from rich.markup import escape
 from posx.core import files
 from posx.core.console import new_console
 from posx.core.errors import PosxError, choose
-from posx.report import drawing as drawing_
-from posx.report import extension, learning, output, queries, selection, store, task_figures
-from posx.report import shown as shown_
-from posx.report.facets import facets_of
-from posx.report.groups import group_runs, relative_names
-from posx.report.runtables import RunTables, check_evaluations, collect, every_one_damaged, find_run_dirs
-from posx.report.shown import Shown
-from posx.report.writeup import GROUP, KEYS, applicable, figure_notes, markdown, rich_summary
+from posx.report.figures import drawing as drawing_
+from posx.report.figures import extension, learning, output, task_figures
+from posx.report.figures import shown as shown_
+from posx.report.figures.facets import facets_of
+from posx.report.figures.shown import Shown
+from posx.report.store import cache, queries, selection
+from posx.report.store.groups import group_runs, relative_names
+from posx.report.store.runtables import RunTables, check_evaluations, collect, every_one_damaged, find_run_dirs
+from posx.report.tables.writeup import GROUP, KEYS, applicable, figure_notes, markdown, rich_summary
 from posx.runs.paths import RESULTS
 
 SUMMARY_COLUMNS = [  # bpb_mean: bits per byte, comparable across tokenizers
@@ -95,7 +96,7 @@ def _extensions(runs: list[RunTables]) -> dict:
 def _load(paths: list[str | Path], evaluations: str, reports: Path, where: list[tuple[str, str]]):
     """(the runs selected by ``where``, the counted runs, their grouping, the connection with their
     tables and ``runs``); the cache lives in ``reports``, the folder the report goes into."""
-    loaded, gathered = collect(find_run_dirs(paths), evaluations, reports / store.CACHE)
+    loaded, gathered = collect(find_run_dirs(paths), evaluations, reports / cache.CACHE)
     try:
         loaded = learning.sound(loaded, gathered.damaged)
         if not loaded:
@@ -121,7 +122,7 @@ def _load(paths: list[str | Path], evaluations: str, reports: Path, where: list[
         )
         queries.extrapolation_rows(con)
     except BaseException:
-        store.discard(gathered)
+        cache.discard(gathered)
         raise
     return loaded, runs, grouping, gathered
 
@@ -288,10 +289,10 @@ def report(
     top: str | int | None = None,
 ) -> Path:
     """Build the report; returns its directory. ``formats``: the figure formats kept
-    (``posx.report.output``; None: PNG and PDF, PNG only when the report draws a choice of its
-    groups); ``where``: ``KEY=VALUE`` conditions selecting runs (``posx.report.selection``);
+    (``posx.report.figures.output``; None: PNG and PDF, PNG only when the report draws a choice of its
+    groups); ``where``: ``KEY=VALUE`` conditions selecting runs (``posx.report.store.selection``);
     ``median``: also draw the median over groups; ``top``: how many groups the figures draw
-    (``posx.report.shown``; None: the default)."""
+    (``posx.report.figures.shown``; None: the default)."""
     console = console or new_console()
     if smooth < 1:
         raise PosxError(f"--smooth {smooth} must be at least 1 (buckets in the moving mean)")
@@ -303,7 +304,7 @@ def report(
     groups = shown_.parse_top(top)
     check_out(out)
     reports = Path(out).parent if out is not None else Path(results_dir) / "reports"
-    files.check_dir(reports / store.CACHE, "the report cache")  # before any work, not once the report is out
+    files.check_dir(reports / cache.CACHE, "the report cache")  # before any work, not once the report is out
     loaded, runs, grouping, gathered = _load(paths, evaluations, reports, conditions)
     options = {"factor": factor, "smooth": smooth, "formats": kept, "median": median}
     try:
@@ -311,9 +312,9 @@ def report(
             loaded, runs, grouping, gathered, out, results_dir, (groups, top is not None), options
         )
     except BaseException:
-        store.discard(gathered)
+        cache.discard(gathered)
         raise
-    store.keep(gathered)
+    cache.keep(gathered)
     figures = {
         name: [] if path is None else [out_dir / f"{path.stem}.{fmt}" for fmt in kept] for name, path in drawn.items()
     }

@@ -25,7 +25,7 @@ docs/encodings.md. ReRoPE's claim is about ReRoPE, ``eval.rerope.leak_factor``'s
 rows do not say whether it was set.
 
 A run with one of the options (``pos.rotary_fraction``, ``model.attn_scale``, ...) is found by its
-group label (``posx.report.groups``): a key the label does not name counts as at its default.
+group label (``posx.report.store.groups``): a key the label does not name counts as at its default.
 """
 
 from __future__ import annotations
@@ -158,7 +158,7 @@ def _sample(rows: pd.DataFrame, label: str) -> Cell:
 
 
 def parse_label(label: str) -> dict[str, str]:
-    """A group label "k=v, k2=v2" (``posx.report.groups``) as a dict; "-" is empty."""
+    """A group label "k=v, k2=v2" (``posx.report.store.groups``) as a dict; "-" is empty."""
     parts = re.split(r", (?=[\w.]+=)", label) if label not in ("", "-") else []
     return dict(p.split("=", 1) for p in parts if "=" in p)
 

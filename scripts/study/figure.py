@@ -8,7 +8,7 @@ in four panels a reader can take in at a glance (``headline.png``, ``headline.pd
 
 Byte-level runs on the gpt2 block, non-overlapping windows; a point is the mean over seeds, its
 bar ± the sample std over seeds, the legend says how many seeds. Colours and markers are the
-report's own (``posx.report.palette``); lines that would coincide sit side by side
+report's own (``posx.report.figures.palette``); lines that would coincide sit side by side
 (``palette.dodge``).
 """
 
@@ -20,9 +20,9 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from posx.model.rescale import WINDOWED
-from posx.report.axes import factor_axis, log_ticks
-from posx.report.output import save
-from posx.report.palette import color_of, distinct, dodge, marker_of
+from posx.report.figures.axes import factor_axis, log_ticks
+from posx.report.figures.output import save
+from posx.report.figures.palette import color_of, distinct, dodge, marker_of
 from posx.rope import METHODS
 from scripts.study import sections as study_sections  # the sweep's numbers per kind of run
 

@@ -45,8 +45,8 @@ from posx.configure.compose import config_dir
 from posx.core.errors import PosxError
 from posx.eval import history
 from posx.eval.tables import read_table
-from posx.report.mdtable import md_table
-from posx.report.output import save
+from posx.report.figures.output import save
+from posx.report.tables.mdtable import md_table
 from posx.runs.paths import CONFIG, is_run, is_run_dir, read_config
 from posx.schema.config import Task as TASK_NAMES
 from scripts.study import REPO, notes, task_arms, task_claims, task_comparison

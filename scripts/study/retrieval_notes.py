@@ -22,7 +22,7 @@ import pandas as pd
 from omegaconf import OmegaConf
 
 from posx.configure.compose import compose
-from posx.report.output import save
+from posx.report.figures.output import save
 from scripts.study import REPO, notes, task_arms, task_claims, task_comparison
 from scripts.study import retrieval as study  # STUDY.md's body
 from scripts.study.args import OneLineParser  # one line and exit 2 for a bad argument

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from posx.report.mdtable import md_table
 from posx.report.stats import CONTRADICTED, NOT_CHECKED, SUPPORTED, compare
-from posx.report.writeup import EXTENSION_CELLS, mean_std
+from posx.report.tables.mdtable import md_table
+from posx.report.tables.writeup import EXTENSION_CELLS, mean_std
 from scripts.study.claims import Cell, parse_label
 from scripts.study.task_arms import CONV
 from scripts.study.verdicts import CLAIM_KEYS, SHOWN, per_claim

@@ -3,7 +3,7 @@
 ``summary.csv`` holds a cell's mean and std over seeds; a test on the means needs the values
 themselves. They come from ``sweep.csv`` (every evaluation row of every run, ``job`` = the run's
 folder name) and ``groups.csv`` (each group's label, parent, encoding, seeds and run folders, in
-the same order), keyed like the summary (``posx.report.queries``): group label, parent, encoding,
+the same order), keyed like the summary (``posx.report.store.queries``): group label, parent, encoding,
 method (learned absolute rows past the table read as ``clamp`` or ``interpolate``; an extended
 run's rows as ``<method> (<stage>)``), protocol and factor. Only rows with status ``ok`` count,
 as in the summary, so a cell's mean here is the summary's ``ppl_mean``.
@@ -32,7 +32,7 @@ def run_seeds(groups: pd.DataFrame) -> pd.DataFrame:
 
 
 def _method(sweep: pd.DataFrame, extended: pd.Series) -> pd.Series:
-    """The summary's method of each row (``posx.report.queries.BEYOND`` and ``STAGED``)."""
+    """The summary's method of each row (``posx.report.store.queries.BEYOND`` and ``STAGED``)."""
     beyond = sweep["absolute_beyond"].fillna("none").astype(str)
     past = (sweep["pos"] == "absolute") & (sweep["method"] == "none") & ~beyond.isin(["none", ""])
     method = beyond.where(past, sweep["method"].astype(str))

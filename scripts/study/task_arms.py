@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from posx.report.mdtable import md_table
 from posx.report.stats import compare
+from posx.report.tables.mdtable import md_table
 from scripts.study import task_claims
 from scripts.study.task_claims import PAST, cell
 

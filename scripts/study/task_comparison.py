@@ -5,8 +5,8 @@ factor). Each line is one encoding evaluated with one method (RoPE also with PI 
 zero-shot), its points the mean exact share over seeds, its bars ± the sample std over seeds
 (no bar for one seed: the legend entry says how many seeds each line has). Colour: the encoding
 (a shade of RoPE's for each RoPE variant, which also has a dash pattern of its own); marker and
-line style: the method (``posx.report.looks``). Lines that would coincide sit side by side (``palette.dodge``); the
-title says by how much.
+line style: the method (``posx.report.figures.looks``). Lines that would coincide sit side by side
+(``palette.dodge``); the title says by how much.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ import pandas as pd
 from matplotlib.figure import Figure
 from omegaconf import OmegaConf
 
-from posx.report.axes import factor_axis, legend_order
-from posx.report.looks import SPARE_STYLES, looks
-from posx.report.palette import dodge, dodge_note, legend, legend_inches, wrap
+from posx.report.figures.axes import factor_axis, legend_order
+from posx.report.figures.looks import SPARE_STYLES, looks
+from posx.report.figures.palette import dodge, dodge_note, legend, legend_inches, wrap
 from posx.schema.config import evaluated_length
 from posx.schema.tasks import TaskOptions
 from posx.tasks.chance import chance

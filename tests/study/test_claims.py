@@ -6,7 +6,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from posx.report.groups import identity
+from posx.report.store.groups import identity
 from posx.runs.records import RunMeta
 from scripts.study.claims import COMPARISON_COLUMNS, Numbers, check, corrected, method_claims, parse_label, per_claim
 

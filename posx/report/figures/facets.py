@@ -12,7 +12,7 @@ say: pos.rope_fraction=1.0, ...", not five keys on every line. A key an encoding
 is not named on its lines.
 
 A line is keyed by (group label, parent, encoding), the columns every report table carries
-(``posx.report.groups``). ``Facets.of`` maps each to its facet's label (the facet keys that
+(``posx.report.store.groups``). ``Facets.of`` maps each to its facet's label (the facet keys that
 differ over the whole report, e.g. ``T=64, model.block=llama``; empty when all groups share one
 facet) and ``Facets.identities`` to the group's identity.
 """
@@ -24,13 +24,12 @@ from dataclasses import dataclass, field, replace
 
 import pandas as pd
 
-from posx.report.groups import COLUMN_KEYS, differences
+from posx.report.store.groups import COLUMN_KEYS, differences
 
 FACET_KEYS = ("T", "model.n_layer", "model.n_head", "model.d_model", "model.block", "data.tokenizer", "data.vocab_size")
 LINE = ["group", "parent", "encoding"]  # what names one group's line in every report table
 MAX_LINES = 12  # lines on one axes a reader can tell apart; more split into further panels
 MAX_PANELS = 6  # panels in one file; more split into further files
-MAX_FILES = 8  # files of one figure; past that a report says what it left out (choose with --where)
 
 
 @dataclass(frozen=True)
@@ -162,18 +161,12 @@ def chunks(items: list, size: int) -> list[list]:
     return [items[i : i + size] for i in range(0, len(items), size)] or [[]]
 
 
-def file_names(name: str, n: int, notes: list[str]) -> list[str]:
+def file_names(name: str, n: int) -> list[str]:
     """The file names for a figure split over ``n`` files: ``ppl_vs_length.png``, then
-    ``ppl_vs_length-2.png``, ..., at most ``MAX_FILES`` of them (a report's cost stays bounded);
-    past that ``notes`` gets a line saying what was not drawn and how to choose."""
+    ``ppl_vs_length-2.png``, ... A figure draws only the groups ``figures.shown`` chose, so ``n`` is
+    bounded by ``--top`` (every file is written: ``--top all`` draws every group)."""
     stem, dot, ext = name.rpartition(".")
-    names = [name if i == 0 else f"{stem}-{i + 1}{dot}{ext}" for i in range(min(n, MAX_FILES))]
-    if n > MAX_FILES:
-        notes.append(
-            f"`{name}`: its groups fill {n} files; the first {MAX_FILES} are drawn, the other {n - MAX_FILES} "
-            "are not: choose groups with --where KEY=VALUE (summary.csv has every group)"
-        )
-    return names
+    return [name if i == 0 else f"{stem}-{i + 1}{dot}{ext}" for i in range(n)]
 
 
 def panel_title(facet: str, part: int = 0, parts: int = 1) -> str:

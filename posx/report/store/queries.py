@@ -1,4 +1,4 @@
-"""The report's numbers as SQL over every run's rows (``posx.report.store``: views ``ext``, ``pos``,
+"""The report's numbers as SQL over every run's rows (``posx.report.store.cache``: views ``ext``, ``pos``,
 ``pk``, ``met``, and ``runs``: each counted run's group, seed, parent and encoding).
 
 Each query reduces the runs' rows to what a table or a figure shows, one row per group and

@@ -1,7 +1,7 @@
 """Drawing a report's figures: each figure family is one job, the jobs run in worker processes.
 
 A job (``JOBS``: a name, the tables it reads and the function that draws it) gets only its own
-tables, already cut to the groups the report draws (``posx.report.shown``), so a worker's memory
+tables, already cut to the groups the report draws (``posx.report.figures.shown``), so a worker's memory
 follows what it draws, not the number of runs. With at least ``PARALLEL_LINES`` lines to draw
 (group and method pairs) and more than one core, the jobs run in as many worker processes as
 there are cores (never more than jobs), started fresh (``spawn``: no copy of the report's
@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from posx.core.workers import cores
-from posx.report import plots, position_figures, ppl_figures, task_figures
-from posx.report.facets import Facets
+from posx.report.figures import plots, position_figures, ppl_figures, task_figures
+from posx.report.figures.facets import Facets
 
 
 @dataclass(frozen=True)

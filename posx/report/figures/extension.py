@@ -19,9 +19,9 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from posx.report import output
-from posx.report.axes import colors_for, figure_legend, legend_order, log_ticks
-from posx.report.output import FORMATS
+from posx.report.figures import output
+from posx.report.figures.axes import colors_for, figure_legend, legend_order, log_ticks
+from posx.report.figures.output import FORMATS
 
 KEY = ["group", "parent", "encoding", "method"]
 CELLS = ("zero_shot", "extended", "extended_1x", "extended_2x_new")  # each with its std over seeds, <cell>_std
@@ -68,7 +68,7 @@ def extension_table(summary: pd.DataFrame, extended: dict) -> pd.DataFrame:
 
 def extension_curves(training: pd.DataFrame, table: pd.DataFrame, extended: dict) -> pd.DataFrame:
     """Validation perplexity at the new length by step, mean and std over the runs of each group
-    (``training``: ``posx.report.queries.training``); step 0 is the zero-shot perplexity from ``table``."""
+    (``training``: ``posx.report.store.queries.training``); step 0 is the zero-shot perplexity from ``table``."""
     if training.empty or not extended:
         return pd.DataFrame()
     val = training[training["val_n"] > 0]

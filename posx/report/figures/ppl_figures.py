@@ -1,10 +1,10 @@
 """Perplexity against evaluation length: ``ppl_vs_length.png`` and the paper figure ``encodings.png``.
 
-Both draw groups, never runs, and never pool groups (``posx.report.facets``): one panel per
+Both draw groups, never runs, and never pool groups (``posx.report.figures.facets``): one panel per
 facet (groups alike in T, model size, block and tokenizer) and protocol, one line per group x
 method inside it, the mean over the group's seeds with a band that says what it is (± std over
 its N seeds, or for one seed the 95% interval over its windows). Colour is the encoding (a
-shade per group within it), marker and line style the method (``posx.report.looks``); the
+shade per group within it), marker and line style the method (``posx.report.figures.looks``); the
 legend names each line's encoding, method and the keys that differ between the panel's groups.
 Lines that coincide stay visible: markers are hollow and the lines of a panel sit side by side
 on the factor axis, never further than a quarter of the way to the next factor
@@ -32,9 +32,9 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from posx.report import output
-from posx.report.axes import factor_axis, legend_order, log_ticks
-from posx.report.facets import (
+from posx.report.figures import output
+from posx.report.figures.axes import factor_axis, legend_order, log_ticks
+from posx.report.figures.facets import (
     MAX_PANELS,
     Facets,
     band_name,
@@ -46,8 +46,8 @@ from posx.report.facets import (
     pair_pieces,
     panel_title,
 )
-from posx.report.looks import looks
-from posx.report.palette import NATIVE, dodge, dodge_note, legend, legend_inches, wrap
+from posx.report.figures.looks import looks
+from posx.report.figures.palette import NATIVE, dodge, dodge_note, legend, legend_inches, wrap
 
 LINE = ["group", "parent", "encoding", "method"]
 
@@ -182,7 +182,7 @@ def ppl_figures(
     factors = sorted(summary["factor"].unique())
     files = chunks(panels, MAX_PANELS)
     out = []
-    for file_name, mine in zip(file_names(name, len(files), notes), files):
+    for file_name, mine in zip(file_names(name, len(files)), files):
         heights = [_height(data, named) for _, data, _, named in mine]
         fig = Figure(figsize=(9.5, sum(heights)), layout="constrained")
         axes = fig.subplots(len(mine), 1, squeeze=False, height_ratios=heights)[:, 0]
@@ -223,7 +223,7 @@ def encodings_figures(
     factors = sorted(data["factor"].unique())
     files = chunks(_encoding_rows(data, facets), 3)
     out = []
-    for file_name, mine in zip(file_names(name, len(files), notes), files):
+    for file_name, mine in zip(file_names(name, len(files)), files):
         cols = 2 if any(right is not None for _, _, right, _ in mine) else 1
         heights = [max(_height(part, named) for part in pair if part is not None) for _, *pair, named in mine]
         fig = Figure(figsize=(7.5 * cols, sum(heights)), layout="constrained")

@@ -3,14 +3,14 @@ gives each row its run directory (the file's folder), and writes the rows, in to
 to one Parquet file.
 
 The runs' tables come from several posx versions, so files are read in batches of one header
-(each run's digest records its tables' headers, ``posx.report.digest``): each batch is one
+(each run's digest records its tables' headers, ``posx.report.store.digest``): each batch is one
 ``read_csv`` with the columns named and typed, no sniffing per file. A column a version lacks
 holds the value it implies (``posx.eval.tables.OPTIONAL``), as ``read_table`` does. A table
 that lacks a column reading needs, has a row cut short, holds a non-number where a number
 belongs or a row without a cell that names it (``posx.eval.tables.KEYED``) is damaged: its
 run is left out of the scan and returned with the one-line error naming the file
 (``read_table``'s, found by reading the suspect files one by one), and the scan goes on without
-it, so one damaged run never stops a report of the others (``posx.report.store``).
+it, so one damaged run never stops a report of the others (``posx.report.store.cache``).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import duckdb
 
 from posx.core.errors import PosxError
 from posx.eval.tables import KEYED, NUMERIC, OPTIONAL, REQUIRED, TABLE_COLUMNS, ends_a_line, read_table, refit
-from posx.report.literal import Links, sql_text
+from posx.report.store.literal import Links, sql_text
 
 METRICS = "metrics.csv"
 METRIC_COLUMNS = ["step", "train_loss", "val_loss"]  # what the report draws of metrics.csv
@@ -57,7 +57,7 @@ def _quoted(name: str) -> str:
 
 def _select(name: str, header: tuple[str, ...], paths: list[Path], links: Links) -> str:
     """Today's columns of table ``name`` from files with ``header``, and ``run``: the file's folder
-    (DuckDB reads each file through its link, ``posx.report.literal``; ``scan_links`` maps it back)."""
+    (DuckDB reads each file through its link, ``posx.report.store.literal``; ``scan_links`` maps it back)."""
     implied = OPTIONAL.get(name, {})
     exprs = ["l.run AS run"]
     for column in COLUMNS[name]:

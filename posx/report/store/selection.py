@@ -1,6 +1,6 @@
 """``--where KEY=VALUE`` of ``posx report`` and ``posx compare``: which runs to show.
 
-A condition names a key of a run's identity (``posx.report.groups``: dotted config keys such as
+A condition names a key of a run's identity (``posx.report.store.groups``: dotted config keys such as
 ``model.block``, ``pos.name``, ``eval.tokens``, and ``T``/``steps``, which ``train.context_length``
 and ``train.steps`` also name) and a value; a run is kept when every condition holds. Values
 compare as text, or as numbers where both sides are written as numbers (``train.lr=1e-3``
@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 
 from posx.core.errors import PosxError
-from posx.report.groups import RENAMED, differences
+from posx.report.store.groups import RENAMED, differences
 
 SHOWN = 12  # keys or values a refusal lists
 

@@ -2,7 +2,7 @@
 line name, readable log ticks, the factor axis with the training length marked, one legend per
 figure.
 
-Colours and markers themselves come from ``posx.report.palette``; ``posx.report.plots``,
+Colours and markers themselves come from ``posx.report.figures.palette``; ``posx.report.figures.plots``,
 ``figures``, ``task_figures`` and ``extension`` draw with these.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 from matplotlib.ticker import FuncFormatter, NullFormatter
 
-from posx.report import palette
+from posx.report.figures import palette
 from posx.schema.config import EvalConfig
 from posx.schema.methods import METHOD_PARAMS
 
@@ -28,7 +28,7 @@ def legend_order(name: str) -> tuple:
 
 
 def colors_for(names) -> dict:
-    """One colour per name (encoding x method), the same in every figure (``posx.report.palette``)."""
+    """One colour per name (encoding x method), the same in every figure (``posx.report.figures.palette``)."""
     return palette.colors_for(sorted(set(names), key=legend_order))
 
 

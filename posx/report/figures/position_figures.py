@@ -1,9 +1,9 @@
 """Loss by token position in the window: ``positions.png`` and the paper figure ``positions_by_encoding.png``.
 
-Both draw groups, never runs, and never pool groups (``posx.report.facets``): the mean NLL of
+Both draw groups, never runs, and never pool groups (``posx.report.figures.facets``): the mean NLL of
 each position bucket over a group's seeds, with a band of ± std over them (no band for one
 seed), non-overlapping windows where the tables hold both protocols. Colour is the encoding (a
-shade per group), marker and line style the method (``posx.report.looks``); points are never
+shade per group), marker and line style the method (``posx.report.figures.looks``); points are never
 moved, each line's markers are staggered against the others' (``palette.stagger``) so lines
 that coincide all show.
 
@@ -21,9 +21,9 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.figure import Figure
 
-from posx.report import output
-from posx.report.axes import legend_order
-from posx.report.facets import (
+from posx.report.figures import output
+from posx.report.figures.axes import legend_order
+from posx.report.figures.facets import (
     MAX_PANELS,
     Facets,
     band_name,
@@ -36,15 +36,15 @@ from posx.report.facets import (
     panel_title,
     rows_on,
 )
-from posx.report.looks import looks
-from posx.report.palette import NATIVE, legend, legend_inches, stagger, wrap
+from posx.report.figures.looks import looks
+from posx.report.figures.palette import NATIVE, legend, legend_inches, stagger, wrap
 
 PANEL = ["group", "parent", "encoding"]
 LINE = [*PANEL, "method"]
 
 
 def position_curves(cells: pd.DataFrame, factor: float | None, smooth: int = 1) -> tuple[pd.DataFrame, dict]:
-    """The per-position curves to draw from ``cells`` (``posx.report.queries.positions``): per
+    """The per-position curves to draw from ``cells`` (``posx.report.store.queries.positions``): per
     panel (group x parent x encoding) the cells at ``factor`` (default: the largest factor it
     has); returns the curves (``nll``, ``nll_std``, ``n``) and the factor used per panel. With
     ``smooth`` > 1 a curve is a centred moving mean over that many buckets. Where the tables hold
@@ -135,7 +135,7 @@ def plot_positions(
             panels += [(facet, panel, rows_on(data, piece), part) for piece, part in zip(pieces, split)]
     files = chunks(panels, MAX_PANELS)
     drawn = {}
-    for name, mine in zip(file_names("positions.png", len(files), notes), files):
+    for name, mine in zip(file_names("positions.png", len(files)), files):
         cols = min(3, len(mine))
         rows = -(-len(mine) // cols)
         tallest = max(legend_inches(legend_texts(facets, _keys(data))) for _, _, data, _ in mine)  # legends below
@@ -182,7 +182,7 @@ def plot_position_encodings(
         rows += [(panel_title(facet, i, len(pairs)), *pair, facets.among(_keys(part))) for i, pair in enumerate(pairs)]
     files = chunks(rows, 3)
     drawn = {}
-    for name, mine in zip(file_names("positions_by_encoding.png", len(files), notes), files):
+    for name, mine in zip(file_names("positions_by_encoding.png", len(files)), files):
         heights = [4.2 + max(legend_inches(legend_texts(named, _keys(p))) for p in pair if p is not None)
                    for _, *pair, named in mine]  # fmt: skip
         fig = Figure(figsize=(12, sum(heights)), layout="constrained")

@@ -1,6 +1,6 @@
 """``posx compare`` over seeds: runs of the same settings but the seed, compared by their means.
 
-The runs given are grouped by their identity (``posx.report.digest``: every setting but the
+The runs given are grouped by their identity (``posx.report.store.digest``: every setting but the
 seed, as ``posx report`` groups them). Where there are two groups or more and each has two seeds
 or more, each later group is compared with the first, per (method, stage, factor) row of the
 comparison, by the one rule of ``posx.report.stats``: the difference of mean perplexities over
@@ -19,8 +19,8 @@ import pandas as pd
 from rich.table import Table
 from rich.text import Text
 
-from posx.report import digest as digests
 from posx.report.stats import CONTRADICTED, NOT_CHECKED, SUPPORTED, Sample, compare
+from posx.report.store import digest as digests
 
 COLUMNS = ["group", "against", "method", "stage", "factor", "n", "n_against", "diff", "ci_low", "ci_high", "test",
            "df", "p", "call", "detectable"]  # fmt: skip

@@ -1,20 +1,20 @@
 """A run's digest: the small record of what ``posx report`` and ``posx runs`` read of a run.
 
 A run writes ``digest.json`` once at the end of its training and again at the end of each
-evaluation (``refresh``): its seed, its identity (``posx.report.groups``: the model, training,
+evaluation (``refresh``): its seed, its identity (``posx.report.store.groups``: the model, training,
 data and evaluation settings, as text), an extended run's parent, what ``posx runs`` lists
 (encoding, T, steps, validation perplexity, evaluated lengths), the header of each of its
 tables, the tables its evaluation leaves out by design (``posx.eval.tables.left_out``) and the
 files posx refused to read as damaged (``damaged``: the run is listed without what they hold). It
 is stamped with the size and modification time of every file it was made from (``SOURCES``)
 and with a hash of their bytes (``content``), and sealed with a hash of its own fields
-(``posx.report.digestcheck``). A digest is trusted only when every field passes its check and
+(``posx.report.store.digestcheck``). A digest is trusted only when every field passes its check and
 its seal matches (``trusted``): one edited, damaged or of an older format is computed from the
 files again. One whose stamp no longer matches its files is stale: when their bytes are the
 ones it was made from (a run copied with new mtimes) it is kept with the new stamp, else
 (a table rewritten, a config edited, a run made before digests existed) computed from the
 files again, as the run would have (``resolve``); ``load`` writes either back, and the report
-does once it is published (``posx.report.store``). So a report or a listing reads one small
+does once it is published (``posx.report.store.cache``). So a report or a listing reads one small
 JSON per run instead of parsing its YAML and tables.
 """
 
@@ -35,8 +35,8 @@ from posx.core import fieldcheck, files
 from posx.core.errors import PosxError
 from posx.eval import history, manifest
 from posx.eval.tables import left_out, perplexity, read_table, refit
-from posx.report.digestcheck import sealed, valid, whole
-from posx.report.groups import identity
+from posx.report.store.digestcheck import sealed, valid, whole
+from posx.report.store.groups import identity
 from posx.runs import legacy
 from posx.runs.paths import CONFIG, META, interpolation_in, lineage_of, read_meta
 

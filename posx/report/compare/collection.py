@@ -2,13 +2,13 @@
 tables side by side. Both only read run directories (no model is loaded).
 
 A run's files posx refuses to read as damaged (its config.yaml, eval.yaml or extrapolation.csv)
-are listed in its ``damaged`` column, and the run without what they hold (``posx.report.digest``).
+are listed in its ``damaged`` column, and the run without what they hold (``posx.report.store.digest``).
 
 A run's status: ``running`` while a process holds its lock (``posx.core.lock``), ``finished``
 when its model.json is there (weights saved at the end), ``stopped`` otherwise (killed or
 stopped by a signal; ``posx train --resume`` continues it from its checkpoint).
 
-``posx runs`` walks the directories once and reads each run's digest (``posx.report.digest``:
+``posx runs`` walks the directories once and reads each run's digest (``posx.report.store.digest``:
 one small JSON the run wrote, trusted while the files it was made from are unchanged), so a
 listing parses no YAML and reads no table of a run that wrote one.
 """
@@ -31,8 +31,8 @@ from posx.core import lock
 from posx.core.errors import PosxError
 from posx.core.workers import cores
 from posx.eval.tables import read_table
-from posx.report import digest as digests
-from posx.report import selection
+from posx.report.store import digest as digests
+from posx.report.store import selection
 from posx.runs.paths import NOT_RUNS, RESULTS, is_run_dir, name_below, refuse_run_folder, require_dir
 
 TABLE_ROWS = 200  # longer listings print as plain aligned lines (a rich Table measures every cell)
@@ -142,7 +142,7 @@ def runs_table(df: pd.DataFrame, title: str) -> Table | Lines:
 
 def select(run_dirs: list[Path], conditions: list[tuple[str, str]]) -> list[Path]:
     """The runs whose identity (from their digests) meets every ``--where`` condition
-    (``posx.report.selection``); all of them without conditions."""
+    (``posx.report.store.selection``); all of them without conditions."""
     if not conditions:
         return run_dirs
     identities = []

@@ -3,10 +3,10 @@
 * ``tasks_summary.csv``: per group x encoding x method x task x factor, each run's exact-answer
   accuracy over all depths, then the mean and sample std over seeds (``n_seeds``), and for one
   seed the 95% Wilson interval of its accuracy (``posx.tasks.scoring``).
-* ``tasks_vs_length.png`` (and .pdf), one file per facet (``posx.report.facets``: groups alike
+* ``tasks_vs_length.png`` (and .pdf), one file per facet (``posx.report.figures.facets``: groups alike
   in T, model size, block and tokenizer; ``tasks_vs_length-2.png``, ...): accuracy by evaluation
   length, one panel per task, one line per group x encoding x method (colour: the encoding, a
-  shade per group; marker and line style: the method, ``posx.report.looks``), bars of ± std over
+  shade per group; marker and line style: the method, ``posx.report.figures.looks``), bars of ± std over
   seeds (one seed: the Wilson interval). Lines that would coincide (a model that never answers
   scores 0 everywhere) sit side by side, never past a quarter of the way to the next factor
   (``palette.dodge``); the caption says so.
@@ -28,11 +28,11 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from posx.report.axes import factor_axis, legend_order
-from posx.report.facets import Facets, band_name, chunks, file_names, line_labels
-from posx.report.looks import looks
-from posx.report.output import FORMATS, save
-from posx.report.palette import dodge, dodge_note, legend, legend_inches, wrap
+from posx.report.figures.axes import factor_axis, legend_order
+from posx.report.figures.facets import Facets, band_name, chunks, file_names, line_labels
+from posx.report.figures.looks import looks
+from posx.report.figures.output import FORMATS, save
+from posx.report.figures.palette import dodge, dodge_note, legend, legend_inches, wrap
 from posx.schema.config import Task
 from posx.tasks.interval import wilson
 
@@ -94,7 +94,7 @@ def plot_task_curves(
     split = facets.split(summary.assign(parent=""))
     return {
         name: save(_curves_figure(data, facets, facet), out_dir / name, formats)
-        for name, (facet, data) in zip(file_names("tasks_vs_length.png", len(split), notes), split)
+        for name, (facet, data) in zip(file_names("tasks_vs_length.png", len(split)), split)
     }
 
 
@@ -211,7 +211,7 @@ def plot_niah_heatmaps(
     shape = (sorted(cells["factor"].unique()), sorted(cells["depth_lo"].unique()))
     return {
         name: save(_heatmap_figure(mine, task, *shape), out_dir / name, formats)
-        for name, mine in zip(file_names("niah_heatmap.png", len(files), notes), files)
+        for name, mine in zip(file_names("niah_heatmap.png", len(files)), files)
     }
 
 

@@ -1,7 +1,7 @@
 """The words of a report: ``summary.md`` and the table printed in the terminal.
 
 ``summary.md`` names at its top the runs left out as damaged (``damaged.csv``), says how many
-groups the figures draw when they draw a choice (``posx.report.shown``), then holds the summary
+groups the figures draw when they draw a choice (``posx.report.figures.shown``), then holds the summary
 as one table per method and protocol, a row per group drawn and a column per factor (methods
 that do not apply to an encoding left out; summary.csv has every row), the groups and why,
 passkey, extension, missing tables, the runs (past ``LISTED``, where groups.csv lists them),
@@ -15,12 +15,12 @@ import pandas as pd
 from rich.table import Table
 from rich.text import Text
 
-from posx.report.groups import explain
-from posx.report.mdtable import md_table
-from posx.report.queries import PASSKEY_KEYS as PASSKEY_GROUP
-from posx.report.queries import SUMMARY_KEYS as GROUP
-from posx.report.runtables import RunTables
-from posx.report.shown import Shown
+from posx.report.figures.shown import Shown
+from posx.report.store.groups import Grouping
+from posx.report.store.queries import PASSKEY_KEYS as PASSKEY_GROUP
+from posx.report.store.queries import SUMMARY_KEYS as GROUP
+from posx.report.store.runtables import RunTables
+from posx.report.tables.mdtable import md_table
 
 KEYS = GROUP[:-1]  # a curve: everything but the factor
 TERMINAL_ROWS = 40  # rows of the terminal table; summary.md and summary.csv have every row
@@ -56,7 +56,7 @@ def markdown(summary: pd.DataFrame, tables: dict, runs: list[RunTables], groupin
              shown: Shown) -> str:  # fmt: skip
     """summary.md; ``tables``: the report's tables (passkey, missing, damaged, extension); ``names``
     maps each run's path to the relative path the report writes; ``shown``: the groups the figures
-    draw (``posx.report.shown``), the groups its tables show."""
+    draw (``posx.report.figures.shown``), the groups its tables show."""
     pk_summary, missing, ext_table = tables["passkey"], tables["missing"], tables["extension"]
     lines = [
         "# posx report",
@@ -224,3 +224,33 @@ def rich_summary(summary: pd.DataFrame) -> Table:
     if shown > TERMINAL_ROWS:
         table.caption = f"the first {TERMINAL_ROWS} of {shown} rows; summary.md and summary.csv have all of them"
     return table
+
+
+def explain(grouping: Grouping, runs: int, shown: set | None = None) -> list[str]:
+    """Markdown lines: what was grouped and why; the table lists the groups labelled in ``shown``
+    (None: every group), groups.csv every one."""
+    lines = [
+        "## Groups",
+        "",
+        f"{runs} run(s) form {len(grouping.groups)} group(s). Runs are pooled as seeds of one experiment only "
+        "when everything but the seed is equal: model size and encoding, T, training steps and settings, "
+        "the corpus fingerprint, the evaluation settings (tokens, protocol, stride, methods and their "
+        "parameters) and, for extended runs, parent, method and factor (posx/report/store/groups.py lists the keys).",
+    ]
+    if grouping.varying:
+        lines += ["", "The groups differ in: " + ", ".join(f"`{k}`" for k in grouping.varying) + "."]
+    listed = [g for g in grouping.groups if shown is None or g["label"] in shown]
+    if len(listed) < len(grouping.groups):
+        lines += ["", f"The {len(listed)} group(s) the figures draw; groups.csv lists all {len(grouping.groups)}:"]
+    lines += ["", md_table(pd.DataFrame(listed)), ""]
+    if grouping.duplicates:
+        lines += [
+            "### Duplicate seeds",
+            "",
+            "These runs repeat a seed of their group (the same experiment twice); each is counted once, "
+            "as the run evaluated last:",
+            "",
+            md_table(pd.DataFrame(grouping.duplicates)),
+            "",
+        ]
+    return lines

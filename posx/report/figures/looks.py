@@ -1,6 +1,6 @@
 """How a line of a report figure looks: colour says the encoding, marker and line style the method.
 
-* colour: the encoding's (``posx.report.palette.ENCODING_COLORS``); where a panel holds several
+* colour: the encoding's (``posx.report.figures.palette.ENCODING_COLORS``); where a panel holds several
   groups of one encoding (two T, two sizes, two blocks), each group takes its own shade of it,
   from darker to lighter (``shade``);
 * marker: the method's (``palette.marker_of``: one per RoPE method, and learned absolute's
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from matplotlib.colors import to_hex, to_rgb
 
-from posx.report.palette import color_of, marker_of
+from posx.report.figures.palette import color_of, marker_of
 
 STAGE_STYLES = {"": "-", "extended": "--", "zero-shot": ":"}
 SPARE_STYLES = [(0, (3, 1, 1, 1)), (0, (5, 2)), (0, (1, 1)), (0, (6, 2, 1, 2, 1, 2)), (0, (8, 3)), (0, (2, 4))]

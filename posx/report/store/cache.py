@@ -6,10 +6,10 @@ folder holding ``--out``) as shards: each report that read runs the cache
 did not hold writes one shard, a folder with those runs' digests (``digests.parquet``:
 run, stamp, digest) and their rows of each table (``extrapolation.parquet``,
 ``positions.parquet``, ``passkey.parquet``, ``tasks.parquet``, ``metrics.parquet``:
-``posx.report.scan``). A shard
+``posx.report.store.scan``). A shard
 is built in a hidden folder and renamed into place, whole or not at all, and never changes
 after; so any number of reports, on any number of machines sharing the folder, may read and
-add shards at once without a lock. A run's entry counts while its stamp (``posx.report.digest``:
+add shards at once without a lock. A run's entry counts while its stamp (``posx.report.store.digest``:
 the size and mtime of each file it was made from) is the run's stamp now; a run whose files
 changed is read again into the new shard, and the newest shard holding the current stamp wins.
 A report's new shard joins the cache only once the report is published (``keep``): a report
@@ -23,10 +23,10 @@ Nothing in a shard is trusted unchecked: ``sums.json`` (written last) records th
 each of its files, and each file must hold the columns and types of its table; a shard that
 fails either check (damaged, edited, a file replaced by a link, a FIFO or anything else) is
 removed and its runs are read again into the new shard. Each cached digest is checked field by
-field and by its seal as a digest.json is (``posx.report.digest.trusted``). A shard written by
+field and by its seal as a digest.json is (``posx.report.store.digest.trusted``). A shard written by
 an older posx lacks a file today's shards hold; it is not read (its runs are read again) and
 is removed once older than ``GRACE``. Every file is read through a link of a plain name
-(``posx.report.literal``), so no folder name is read as a pattern.
+(``posx.report.store.literal``), so no folder name is read as a pattern.
 """
 
 from __future__ import annotations
@@ -45,9 +45,9 @@ import pandas as pd
 
 from posx.core import fieldcheck, files
 from posx.core.errors import PosxError
-from posx.report import digest as digests
-from posx.report.literal import Links, sql_text
-from posx.report.scan import COLUMNS, METRICS, empty, scan, sql_type
+from posx.report.store import digest as digests
+from posx.report.store.literal import Links, sql_text
+from posx.report.store.scan import COLUMNS, METRICS, empty, scan, sql_type
 
 CACHE = ".cache"
 MAX_SHARDS = 16
@@ -77,7 +77,7 @@ class Gathered:
     con: duckdb.DuckDBPyConnection
     cache: Path  # the cache folder
     pending: Path | None = None  # the new shard until ``keep`` or ``discard``
-    links: Links | None = None  # the links the views read the shards through (``posx.report.literal``)
+    links: Links | None = None  # the links the views read the shards through (``posx.report.store.literal``)
     stale: dict = field(default_factory=dict)  # run -> its digest, to write back once the report is published
     damaged: dict = field(default_factory=dict)  # run -> the one-line error of its damaged file: left out
 

@@ -1,8 +1,8 @@
 """What ``posx report`` reads of each run: its seed, its identity and its tables.
 
 With ``current`` evaluations (the default) a run is read through its digest
-(``posx.report.digest``) and its tables through the report cache and one scan of every run's
-CSVs (``posx.report.store``); ``--evaluations all`` reads each run's kept evaluations here, one
+(``posx.report.store.digest``) and its tables through the report cache and one scan of every run's
+CSVs (``posx.report.store.cache``); ``--evaluations all`` reads each run's kept evaluations here, one
 run at a time, and hands the stacked tables to the same queries.
 
 Which evaluation's tables (``--evaluations``):
@@ -36,10 +36,10 @@ import pandas as pd
 from posx.core.errors import PosxError
 from posx.eval import history
 from posx.eval.tables import left_out, read_table
-from posx.report import digest as digests
-from posx.report import store
-from posx.report.groups import Member, identity
-from posx.report.scan import COLUMNS
+from posx.report.store import cache
+from posx.report.store import digest as digests
+from posx.report.store.groups import Member, identity
+from posx.report.store.scan import COLUMNS
 from posx.runs.paths import CONFIG, META, NOT_RUNS, RUN_MARKERS, is_run, is_run_dir, read_meta, require_dir
 
 TABLES = digests.TABLES
@@ -58,7 +58,7 @@ class RunTables:
     path: Path
     seed: int | None  # from config.yaml; None when it has none
     parent: str = ""  # "" for a trained run; for an extended run its parent (see the module docstring)
-    group: str = ""  # its group's label (posx.report.groups)
+    group: str = ""  # its group's label (posx.report.store.groups)
     member: Member | None = None  # what grouping reads of it
     tables: dict = field(default_factory=dict)  # table name -> DataFrame
     missing: list = field(default_factory=list)  # files the run lacks
@@ -237,7 +237,7 @@ def from_digest(path: Path, digest: dict, known: dict) -> RunTables:
     if digest["lineage"] is not None:
         parent = _parent_digest(path, digest["lineage"], known)
         run.parent = digest["lineage"]["parent"]
-        if parent is not None:  # what the parent is, not what it is called (posx.report.groups)
+        if parent is not None:  # what the parent is, not what it is called (posx.report.store.groups)
             ident = parent["identity"]
             run.parent = found["parent"] = f"{ident['pos.name']}-T{ident['T']}"
             found.update({f"parent.{k}": v for k, v in ident.items()})
@@ -249,12 +249,12 @@ def from_digest(path: Path, digest: dict, known: dict) -> RunTables:
 
 def _register(con, loaded: list[RunTables]) -> None:
     """The stacked tables of ``--evaluations all`` as the views the queries read."""
-    for name, view in store.TABLES.items():
+    for name, view in cache.TABLES.items():
         frames = [r.tables[name].assign(run=str(r.path)) for r in loaded if name in r.tables]
         if not frames:
-            con.execute(f"CREATE OR REPLACE TEMP VIEW {view} AS {store.no_rows(name)}")
+            con.execute(f"CREATE OR REPLACE TEMP VIEW {view} AS {cache.no_rows(name)}")
             continue
-        columns = ["run", *COLUMNS[name]] + (["absolute_beyond"] if name in store.TAGGED else [])
+        columns = ["run", *COLUMNS[name]] + (["absolute_beyond"] if name in cache.TAGGED else [])
         con.register(view, pd.concat(frames, ignore_index=True).reindex(columns=columns))
 
 
@@ -277,25 +277,25 @@ def _load_each(run_dirs: list[Path], evaluations: str) -> tuple[list[RunTables],
     return loaded, damaged
 
 
-def collect(run_dirs: list[Path], evaluations: str, cache: Path) -> tuple[list[RunTables], store.Gathered]:
+def collect(run_dirs: list[Path], evaluations: str, cache_dir: Path) -> tuple[list[RunTables], cache.Gathered]:
     """Every run (seed, identity, missing tables) and what was gathered: the DuckDB connection
     holding their tables, the runs left out as damaged (``damaged``: run -> the one-line error of
-    its file), and the new cache shard (``store.keep`` once the report is published). When every
+    its file), and the new cache shard (``cache.keep`` once the report is published). When every
     run is damaged, the first one's error (nothing to report). ``evaluations`` is checked by the
     caller (``check_evaluations``)."""
     if evaluations == "all":
         loaded, damaged = _load_each(run_dirs, evaluations)
         if not loaded and damaged:
             raise every_one_damaged(damaged)
-        con = store.connect()
+        con = cache.connect()
         _register(con, loaded)
-        return loaded, store.Gathered({}, con, cache, damaged=damaged)
-    gathered = store.gather(run_dirs, cache)
+        return loaded, cache.Gathered({}, con, cache_dir, damaged=damaged)
+    gathered = cache.gather(run_dirs, cache_dir)
     known = {path.resolve(): d for path, d in gathered.digests.items()}
     try:
         if not gathered.digests and gathered.damaged:
             raise every_one_damaged(gathered.damaged)
         return [from_digest(path, d, known) for path, d in gathered.digests.items()], gathered
     except BaseException:
-        store.discard(gathered)
+        cache.discard(gathered)
         raise

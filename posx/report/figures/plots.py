@@ -1,22 +1,22 @@
 """The figures of ``posx report`` and two of them (matplotlib figures drawn straight to PNG: no
-pyplot, no backend switch, no display needed); ``posx.report.drawing`` draws them, one job a
+pyplot, no backend switch, no display needed); ``posx.report.figures.drawing`` draws them, one job a
 family, in worker processes.
 
-* perplexity by evaluation length: ``posx.report.ppl_figures`` (``ppl_vs_length.png``,
+* perplexity by evaluation length: ``posx.report.figures.ppl_figures`` (``ppl_vs_length.png``,
   ``encodings.png``, and ``ppl_median_over_groups.png`` only when asked for);
-* loss by token position: ``posx.report.position_figures`` (``positions.png``,
+* loss by token position: ``posx.report.figures.position_figures`` (``positions.png``,
   ``positions_by_encoding.png``);
 * ``passkey.png`` (here): passkey exact-match accuracy (mean ± std over seeds as error bars) and
   key NLL by evaluation length, one column per variant, one file per facet;
 * ``training.png`` (here): training and validation loss by step from the runs' metrics.csv, per
   facet a row of two panels (more rows past ``MAX_LINES`` groups), one line per group (mean over
   its runs, band ± std over them);
-* the task suite: ``posx.report.task_figures``; extension.png: ``posx.report.extension``.
+* the task suite: ``posx.report.figures.task_figures``; extension.png: ``posx.report.figures.extension``.
 
-No figure pools groups (``posx.report.facets``): groups that differ in T, model size, block or
+No figure pools groups (``posx.report.figures.facets``): groups that differ in T, model size, block or
 tokenizer are drawn in different panels or files, every line is one group, and its legend
 entry names what tells it apart. Colour is the encoding, marker and line style the method
-(``posx.report.looks``); lines against the evaluation length sit side by side, never past a
+(``posx.report.figures.looks``); lines against the evaluation length sit side by side, never past a
 quarter of the way to the next factor (``palette.dodge``). The training length is marked in
 every plot by a dashed vertical line at 1x.
 """
@@ -29,9 +29,9 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.figure import Figure
 
-from posx.report import output
-from posx.report.axes import factor_axis, legend_order
-from posx.report.facets import (
+from posx.report.figures import output
+from posx.report.figures.axes import factor_axis, legend_order
+from posx.report.figures.facets import (
     Facets,
     band_name,
     chunks,
@@ -42,9 +42,9 @@ from posx.report.facets import (
     panel_title,
     rows_of,
 )
-from posx.report.looks import looks
-from posx.report.output import FORMATS
-from posx.report.palette import dodge, dodge_note, legend, legend_inches
+from posx.report.figures.looks import looks
+from posx.report.figures.output import FORMATS
+from posx.report.figures.palette import dodge, dodge_note, legend, legend_inches
 
 PASSKEY_LINE = ["group", "parent", "encoding", "method"]
 
@@ -58,7 +58,7 @@ def plot_passkey(pk: pd.DataFrame, out_dir: Path, facets: Facets, notes: list[st
     data = data.assign(parent="") if "parent" not in data else data
     split = facets.split(data)
     drawn = {}
-    for name, (facet, mine) in zip(file_names("passkey.png", len(split), notes), split):
+    for name, (facet, mine) in zip(file_names("passkey.png", len(split)), split):
         drawn[name] = output.save(_passkey_figure(mine, facets, facet, sorted(pk["factor"].unique())), out_dir / name,
                                   formats)  # fmt: skip
     return drawn
@@ -124,7 +124,7 @@ def plot_training(
         return {}
     rows = chunks(_training_rows(training.assign(parent=training["parent"].fillna("")), facets), 3)
     drawn = {}
-    for name, mine in zip(file_names("training.png", len(rows), notes), rows):
+    for name, mine in zip(file_names("training.png", len(rows)), rows):
         heights = [max(4.4, legend_inches(legend_texts(named, _training_keys(data))) + 1.0) for _, data, named in mine]
         fig = Figure(figsize=(13, sum(heights)), layout="constrained")
         axes = fig.subplots(len(mine), 2, squeeze=False, height_ratios=heights)

@@ -19,10 +19,10 @@ from matplotlib.figure import Figure
 
 from posx.core.errors import PosxError
 from posx.eval.tables import read_table
-from posx.report import palette
-from posx.report.groups import differences
-from posx.report.output import FORMATS, save
-from posx.report.palette import legend_inches
+from posx.report.figures import palette
+from posx.report.figures.output import FORMATS, save
+from posx.report.figures.palette import legend_inches
+from posx.report.store.groups import differences
 from posx.runs.paths import TASK_CURVE
 
 KEYS = ["group", "encoding", "task", "tokens"]
@@ -47,7 +47,7 @@ def sound(runs, damaged: dict) -> list:
 
 def gather(runs) -> tuple[pd.DataFrame, dict[str, dict]]:
     """Per group x encoding x task x tokens: accuracy mean, lowest, highest and runs, over the
-    ``runs`` (``posx.report.runtables.RunTables``) that have a task_curve.csv (empty without), and
+    ``runs`` (``posx.report.store.runtables.RunTables``) that have a task_curve.csv (empty without), and
     each group's identity (its config keys), from which the legend names what differs."""
     frames, identities = [], {}
     for run in runs:

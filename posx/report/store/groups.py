@@ -13,7 +13,7 @@ A run's identity is a flat dict of what decides its numbers:
   tokens, protocol) and marked ``eval.record=none``. A report over every kept evaluation
   (``--evaluations all``) records the set of their ids, ``eval.ids``.
 * an extended run whose parent directory is there holds the parent's identity as ``parent.*``
-  (``posx.report.runtables``), so extensions of seeds of one experiment form one group.
+  (``posx.report.store.runtables``), so extensions of seeds of one experiment form one group.
 
 Never part of it: the seed, the name, the device, where results go, ``eval.batch_tokens`` and
 ``eval.after_train``. Runs with equal identities form a group; a group is labelled by the
@@ -35,7 +35,6 @@ from omegaconf import OmegaConf
 
 from posx.configure.reference import dotted
 from posx.eval import history
-from posx.report.mdtable import md_table
 from posx.runs.records import RunMeta
 from posx.schema.config import POS_READ_BY, Config, EvalConfig, ExtendRootConfig
 
@@ -289,33 +288,3 @@ def differences(identities: list[dict]) -> list[str]:
         if (not (k in ONLY_FOR or k.startswith(ONLY_EXTENDED)) or len({i[k] for i in identities if k in i}) > 1)
         and not _absent_unevaluated(k, identities)
     ]
-
-
-def explain(grouping: Grouping, runs: int, shown: set | None = None) -> list[str]:
-    """Markdown lines: what was grouped and why; the table lists the groups labelled in ``shown``
-    (None: every group), groups.csv every one."""
-    lines = [
-        "## Groups",
-        "",
-        f"{runs} run(s) form {len(grouping.groups)} group(s). Runs are pooled as seeds of one experiment only "
-        "when everything but the seed is equal: model size and encoding, T, training steps and settings, "
-        "the corpus fingerprint, the evaluation settings (tokens, protocol, stride, methods and their "
-        "parameters) and, for extended runs, parent, method and factor (posx/report/groups.py lists the keys).",
-    ]
-    if grouping.varying:
-        lines += ["", "The groups differ in: " + ", ".join(f"`{k}`" for k in grouping.varying) + "."]
-    listed = [g for g in grouping.groups if shown is None or g["label"] in shown]
-    if len(listed) < len(grouping.groups):
-        lines += ["", f"The {len(listed)} group(s) the figures draw; groups.csv lists all {len(grouping.groups)}:"]
-    lines += ["", md_table(pd.DataFrame(listed)), ""]
-    if grouping.duplicates:
-        lines += [
-            "### Duplicate seeds",
-            "",
-            "These runs repeat a seed of their group (the same experiment twice); each is counted once, "
-            "as the run evaluated last:",
-            "",
-            md_table(pd.DataFrame(grouping.duplicates)),
-            "",
-        ]
-    return lines

@@ -2,7 +2,7 @@
 
 Colours are fixed by name, not by the order in which a figure meets its lines, so RoPE is the
 same blue and YaRN the same olive in every figure of every report. The report's lines take
-their colour from their encoding and their marker from their method (``posx.report.looks``);
+their colour from their encoding and their marker from their method (``posx.report.figures.looks``);
 the method colours serve figures whose lines are methods alone (``posx frequencies``,
 extension.png): a name ``<encoding> · <method>`` there takes its method's colour when it
 rescales and its encoding's otherwise. A name outside the tables (an encoding or method added

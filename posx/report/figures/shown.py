@@ -10,7 +10,7 @@ the tables (summary.csv, groups.csv, ``groups_ranked.csv``); summary.md says at 
 groups are drawn and how they were chosen.
 
 A group here is a line key of the report's tables: (group label, parent, encoding), the
-columns every table carries (``posx.report.facets.LINE``).
+columns every table carries (``posx.report.figures.facets.LINE``).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from posx.core.errors import PosxError
-from posx.report.facets import LINE, Facets
+from posx.report.figures.facets import LINE, Facets
 
 TOP = 12  # groups drawn by default when a report has more
 ALL = "all"
