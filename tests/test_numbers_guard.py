@@ -17,7 +17,9 @@ record with ``POSX_RECORD_NUMBERS=1 python -m pytest tests/test_numbers_guard.py
 in its commit; then ``python scripts/reference_study.py --only rope-s0 --check`` tells whether
 the committed study still holds.
 
-Each configuration trains in its own test, so CI's workers share them.
+Each configuration trains in its own test, so CI's workers share them. The fast set (a plain
+``pytest``) runs the two RoPE cases, the gpt2 and llama blocks under every rescaling method; the
+other five train with the slow tests (CI, or this file named).
 """
 
 from __future__ import annotations
@@ -80,6 +82,9 @@ def mismatches(got: dict, want: dict) -> list[str]:
     return out
 
 
+FAST = ("rope", "llama-rope")  # in the fast set
+
+
 @pytest.fixture(scope="module")
 def work(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("guard")
@@ -98,7 +103,7 @@ def made(work, tiny_args, case) -> dict:
     return got
 
 
-@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize("case", [c if c in FAST else pytest.param(c, marks=pytest.mark.slow) for c in CASES])
 def test_a_tiny_run_gives_the_recorded_numbers(made, case):
     recorded = json.loads(RECORD.read_text(encoding="utf-8"))
     assert case in recorded, f"{case} has no record: POSX_RECORD_NUMBERS=1 python -m pytest {__file__}"
