@@ -5,7 +5,8 @@ Which tests run:
 * ``python -m pytest -q`` (no paths, no ``-m``) runs the fast set: every test not marked
   ``slow``. With ``CI`` set (``CI=true``, as on the CI machine) the same command runs
   everything, spread over worker processes (pytest-xdist, ``-n 2``, an idle worker stealing
-  queued tests) when xdist is installed.
+  queued tests) when xdist is installed, each worker running torch on one thread (unless
+  ``OMP_NUM_THREADS`` is set).
 * Naming test files or tests (``pytest tests/test_resume.py``) or passing ``-m`` runs what
   was named or selected, slow tests included; ``-n`` and ``-p no:xdist`` are honoured as given.
 
@@ -52,9 +53,19 @@ def pytest_configure(config):
         writer = config.get_terminal_writer()
         writer.fullwidth = writer.fullwidth
     isolate()
+    if hasattr(config, "workerinput") and "OMP_NUM_THREADS" not in os.environ:
+        one_thread_per_worker()
     explicit = config.args_source == pytest.Config.ArgsSource.ARGS
     if not on_ci() and not explicit and not config.option.markexpr:
         config.option.markexpr = "not slow"
+
+
+def one_thread_per_worker() -> None:
+    """In an xdist worker: torch on one thread, here and in the posx children it starts (they
+    read OMP_NUM_THREADS). The workers are the parallelism; with torch's default of a thread per
+    core each, ``CI_WORKERS`` workers would run twice as many threads as there are cores."""
+    os.environ["OMP_NUM_THREADS"] = "1"
+    torch.set_num_threads(1)
 
 
 def pytest_collection_modifyitems(config, items):

@@ -15,6 +15,8 @@ from typer.testing import CliRunner
 from posx.cli import app
 from posx.report.store import digest
 
+from helpers.marks import one_fast
+
 RUN = Path(__file__).resolve().parent / "fixtures" / "premove" / "runs" / "old-rope"
 
 
@@ -58,7 +60,7 @@ def test_a_whole_seed_is_read(tmp_path):
     assert made["seed"] == 7 and made["config"] is True
 
 
-@pytest.mark.parametrize("line", ["seed: ${oc.env:HOME}", "seed: 99999999999999999999999999"])
+@pytest.mark.parametrize("line", one_fast(["seed: ${oc.env:HOME}", "seed: 99999999999999999999999999"]))
 def test_the_report_lists_a_damaged_config_as_missing(tmp_path, monkeypatch, line):
     edited(tmp_path, r"^seed: .*$", line)
     monkeypatch.chdir(tmp_path)
@@ -106,7 +108,7 @@ def test_a_damaged_config_is_named_too(tmp_path):
     assert digest.compute(run)["damaged"] == ["config.yaml"]
 
 
-@pytest.mark.parametrize("name", sorted(DAMAGE))
+@pytest.mark.parametrize("name", one_fast(sorted(DAMAGE)))
 def test_the_report_leaves_out_a_damaged_table_or_record_naming_its_file(tmp_path, monkeypatch, name):
     damaged_beside_a_sound_run(tmp_path, name)
     monkeypatch.chdir(tmp_path)

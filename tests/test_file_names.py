@@ -11,6 +11,8 @@ from test_report_groups import _run
 from posx.report.store import cache
 from posx.report.summary import report
 
+from helpers.marks import one_fast
+
 NAMES = ["x[1]", "a*b", "q?", "it's", 'say "hi"', "two words", "-dash", "[bold]m[/bold]"]
 
 
@@ -30,7 +32,7 @@ def test_runs_whose_names_are_patterns_are_read_as_themselves(tmp_path):
     assert _ppl(out) == pytest.approx(10.0 + (len(NAMES) - 1) / 2)
 
 
-@pytest.mark.parametrize("folder", ["rep[1]", "it's*"])
+@pytest.mark.parametrize("folder", one_fast(["rep[1]", "it's*"]))
 def test_a_report_folder_of_any_name_keeps_its_cache_working(tmp_path, folder):
     runs = tmp_path / "runs"
     for seed, ppl in enumerate((10.0, 14.0)):

@@ -39,6 +39,8 @@ from posx.report.summary import _load, summarize
 from posx.runs.paths import TASK_CURVE
 from posx.train import taskcurve
 
+from helpers.marks import one_fast
+
 RUN_FILES = ["config.yaml", "model.json", "eval.yaml", "metrics.csv", "extrapolation.csv", "positions.csv",
              "tasks.csv", "task_curve.csv", "digest.json"]  # fmt: skip
 SHARD_FILES = ["digests.parquet", "extrapolation.parquet", "positions.parquet", "tasks.parquet", "metrics.parquet",
@@ -325,7 +327,7 @@ def run_target(target: str, root: Path, clean: dict) -> Counter:
     return tally
 
 
-@pytest.mark.parametrize("target", RUN_FILES + SHARD_FILES)
+@pytest.mark.parametrize("target", one_fast(RUN_FILES + SHARD_FILES, fast="extrapolation.csv"))
 def test_a_damaged_file_ends_in_the_right_numbers_or_one_line(base, target):
     root, clean = base
     tally = run_target(target, root, clean)

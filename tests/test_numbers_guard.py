@@ -16,6 +16,10 @@ A change meant to alter the numbers (a new initialisation, a different formula) 
 record with ``POSX_RECORD_NUMBERS=1 python -m pytest tests/test_numbers_guard.py`` and says why
 in its commit; then ``python -m scripts.study.reference --only rope-s0 --check`` tells whether
 the committed study still holds.
+
+Each configuration trains in its own test, so CI's workers share them. The fast set (a plain
+``pytest``) runs the two RoPE cases, the gpt2 and llama blocks under every rescaling method; the
+other five train with the slow tests (CI, or this file named).
 """
 
 from __future__ import annotations
@@ -78,24 +82,32 @@ def mismatches(got: dict, want: dict) -> list[str]:
     return out
 
 
+FAST = ("rope", "llama-rope")  # in the fast set
+
+
 @pytest.fixture(scope="module")
-def made(tmp_path_factory, tiny_args) -> dict:
-    """Every case trained and evaluated once: case -> its numbers."""
-    work = tmp_path_factory.mktemp("guard")
-    out = {}
-    for case, overrides in CASES.items():
-        run_posx("train", *tiny_args, *LONGER, *overrides, *EVAL, f"name={case}", "seed=0", cwd=work)
-        out[case] = numbers(work / "results" / "runs" / case)
+def work(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("guard")
+
+
+@pytest.fixture
+def made(work, tiny_args, case) -> dict:
+    """``case`` trained and evaluated: its numbers (written into the record under
+    ``POSX_RECORD_NUMBERS=1``)."""
+    run_posx("train", *tiny_args, *LONGER, *CASES[case], *EVAL, f"name={case}", "seed=0", cwd=work)
+    got = numbers(work / "results" / "runs" / case)
     if WRITE:
-        RECORD.write_text(json.dumps(out, indent=1) + "\n", encoding="utf-8")
-    return out
+        record = {**(json.loads(RECORD.read_text(encoding="utf-8")) if RECORD.exists() else {}), case: got}
+        record = {name: record[name] for name in CASES if name in record}  # in the order of CASES
+        RECORD.write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+    return got
 
 
-@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize("case", [c if c in FAST else pytest.param(c, marks=pytest.mark.slow) for c in CASES])
 def test_a_tiny_run_gives_the_recorded_numbers(made, case):
     recorded = json.loads(RECORD.read_text(encoding="utf-8"))
     assert case in recorded, f"{case} has no record: POSX_RECORD_NUMBERS=1 python -m pytest {__file__}"
-    wrong = mismatches(made[case], recorded[case])
+    wrong = mismatches(made, recorded[case])
     assert not wrong, f"{case} computes other numbers than recorded:\n" + "\n".join(wrong)
 
 

@@ -78,14 +78,7 @@ def test_a_stale_digest_and_a_stopped_run_are_read_without_torch(results):
     (stopped / "checkpoint" / "step-00000003" / "state.json").write_text(json.dumps({"extra": {}}))
     shutil.copy(results / "runs" / "rope" / "config.yaml", stopped / "config.yaml")
     assert posx_in_probe("runs", "--csv", "-", cwd=work) == "torch imported: False exit: 0"
-    listed = subprocess.run(
-        [sys.executable, "-m", "posx", "runs", "--csv", "-"],
-        cwd=work,
-        env=child_env(),
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    listed = run_posx("runs", "--csv", "-", cwd=work).stdout
     assert {"rope", "absolute", "stopped"} <= {line.split(",")[0] for line in listed.splitlines()[1:]}
 
 
@@ -99,9 +92,7 @@ def test_a_damaged_model_json_is_still_refused_in_one_line(results):
     meta.write_text(json.dumps(data))
 
     def posx(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            [sys.executable, "-m", "posx", *args], cwd=results.parent, env=child_env(), capture_output=True, text=True
-        )
+        return run_posx(*args, cwd=results.parent, check=False)
 
     proc = posx("report", str(results / "runs" / "rope"), "--out", str(results.parent / "rep"), "--format", "png")
     assert proc.returncode == 2, proc.stderr

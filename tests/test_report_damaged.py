@@ -19,6 +19,8 @@ from posx.eval.tables import read_table
 from posx.runs.paths import TASK_CURVE
 from posx.train import taskcurve
 
+from helpers.marks import one_fast
+
 PPL = {"a": 10.0, "b": 12.0, "c": 20.0}  # each run's perplexity at factor 1 (x f at factor f)
 
 
@@ -74,8 +76,8 @@ def _at_1x(folder: Path) -> pd.Series:
     return summary[summary["factor"] == 1.0].iloc[0]
 
 
-@pytest.mark.parametrize("table", ["extrapolation.csv", "positions.csv", TASK_CURVE])
-@pytest.mark.parametrize("evaluations", ["current", "all"])
+@pytest.mark.parametrize("table", one_fast(["extrapolation.csv", "positions.csv", TASK_CURVE]))
+@pytest.mark.parametrize("evaluations", one_fast(["current", "all"]))
 def test_a_damaged_run_is_left_out_named_and_read_again_once_fixed(tmp_path, monkeypatch, runs, table, evaluations):
     monkeypatch.chdir(tmp_path)
     _cut(runs / "c" / table)

@@ -278,6 +278,7 @@ def test_long_legends_grow_their_panel_instead_of_squeezing_it():
     assert fig.get_size_inches()[1] > 4.2
 
 
+@pytest.mark.slow  # starts two worker processes
 def test_figures_drawn_in_worker_processes_are_the_figures_drawn_here(tmp_path):
     summary, facets = mixed()
     empty = pd.DataFrame()

@@ -16,6 +16,7 @@ from posx.eval.tables import read_table
 from posx.runs.paths import read_meta
 
 from conftest import run_posx
+from helpers.marks import one_fast
 
 
 @pytest.fixture
@@ -45,7 +46,7 @@ def test_every_reader_of_a_run_refuses_a_fifo_in_one_line(runs):
         read_meta(runs / "other")
 
 
-@pytest.mark.parametrize("name", ["digest.json", "positions.csv", "metrics.csv", "extrapolation.csv"])
+@pytest.mark.parametrize("name", one_fast(["digest.json", "positions.csv", "metrics.csv", "extrapolation.csv"]))
 def test_a_fifo_in_a_run_ends_the_listing_and_the_report(runs, tmp_path, name):
     (runs / "other" / name).unlink(missing_ok=True)
     os.mkfifo(runs / "other" / name)

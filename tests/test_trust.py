@@ -17,6 +17,8 @@ from posx.report.compare import collection
 from posx.report.store import cache, digest
 from posx.report.summary import report
 
+from helpers.marks import one_fast
+
 
 def _mean(out, name="summary.csv", column="ppl_mean", factor=1.0) -> float:
     return float(pd.read_csv(out / name).query(f"factor == {factor}").iloc[0][column])
@@ -38,7 +40,7 @@ def test_a_table_whose_columns_were_reordered_is_read_by_name(tmp_path):
     assert _mean(again, "tasks_summary.csv", "accuracy_mean", 2.0) == pytest.approx(expected) == pytest.approx(0.75)
 
 
-@pytest.mark.parametrize("damage", ["truncate", "columns"])
+@pytest.mark.parametrize("damage", one_fast(["truncate", "columns"]))
 def test_a_damaged_cache_shard_is_removed_and_rebuilt(tmp_path, damage):
     runs = tmp_path / "runs"
     for seed, ppl in enumerate((10.0, 14.0)):
