@@ -7,12 +7,12 @@ import shutil
 import pandas as pd
 import pytest
 import yaml
-from omegaconf import OmegaConf
 
-from posx.configure.compose import compose
+from posx.configure.compose import compose, typed
 from posx.configure.evalsettings import eval_config, kept_from_run
 from posx.eval import history
 from posx.eval.tables import COLUMNS, Evaluation
+from posx.schema.config import EvalConfig
 
 from conftest import run_posx
 
@@ -33,12 +33,13 @@ def _evaluation(ppl: float) -> Evaluation:
 
 
 def test_the_id_ignores_memory_knobs_and_key_order_and_int_vs_float():
-    a = history.settings_of(
-        OmegaConf.create({"tokens": 512, "factors": [1, 2], "batch_tokens": 1, "after_train": True})
-    )
+    a = history.settings_of({"tokens": 512, "factors": [1, 2], "batch_tokens": 1, "after_train": True})
     b = history.settings_of({"factors": [1.0, 2.0], "tokens": 512, "batch_tokens": 99})
     assert history.eval_id(a) == history.eval_id(b)
     assert history.eval_id({**b, "tokens": 1024}) != history.eval_id(b)
+    pair = (([1, 2], 1), ([1.0, 2.0], 99))
+    typed_a, typed_b = (history.settings_of(EvalConfig(factors=f, batch_tokens=n)) for f, n in pair)
+    assert history.eval_id(typed_a) == history.eval_id(typed_b)  # the schema's sections, as the CLI hands them
 
 
 def test_two_evaluations_are_both_kept_and_the_last_is_current(tmp_path):
@@ -90,7 +91,7 @@ def test_eval_settings_start_from_the_run_and_overrides_win_even_at_their_defaul
     overrides = ["eval.tokens=16384", "eval.protocol=nonoverlapping"]  # both equal to the defaults
     cfg, _ = eval_config(run, compose(overrides), overrides)
     assert cfg.eval.tokens == 16384 and cfg.eval.protocol == "nonoverlapping" and list(cfg.eval.factors) == [1, 2]
-    history.save(_evaluation(3.0), run, history.settings_of(cfg.eval), "cpu", None)
+    history.save(_evaluation(3.0), run, history.settings_of(typed(cfg).eval), "cpu", None)
     cfg, source = eval_config(run, compose([]), [])
     assert "last evaluation" in source and cfg.eval.tokens == 16384
 

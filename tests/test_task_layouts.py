@@ -12,7 +12,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from omegaconf import OmegaConf
 
 from posx.eval import history, suite
 from posx.schema.config import EvalConfig
@@ -24,8 +23,8 @@ from posx.tasks.registry import VALIDATION
 
 REPO = Path(__file__).resolve().parents[1]
 SIZES = dict(key_letters=2, digits=2, queries=2, span=12, cue=2, distractors=3)
-VARIED = OmegaConf.structured(TaskOptions(layout="varied", min_pairs=8, pairs=16, base_length=128, **SIZES))
-FIXED = OmegaConf.structured(TaskOptions(**SIZES))
+VARIED = TaskOptions(layout="varied", min_pairs=8, pairs=16, base_length=128, **SIZES)
+FIXED = TaskOptions(**SIZES)
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +81,7 @@ def test_the_fixed_layout_is_the_layout_the_committed_results_were_drawn_with(va
     script = (
         "import sys, numpy as np, torch\n"
         "from omegaconf import OmegaConf\n"
-        "from posx.schema.config import TaskOptions\n"
+        "from posx.schema import TaskOptions\n"  # the older posx's module
         "from posx.tasks import registry\n"
         "text = ''.join(f'def f{i}(x):\\n    return x + {i}  # comment\\n' for i in range(400)).encode()\n"
         "val = torch.from_numpy(np.frombuffer(text, dtype=np.uint8).copy())\n"
@@ -113,7 +112,7 @@ def test_the_varied_passkey_has_digit_distractors_and_the_suite_scores_it(val):
         planted = [bytes(ids.astype(np.uint8)).decode().strip() for _, ids in s.needles]
         others = [p for p in planted if "passkey" not in p]  # the key's statement is planted at its depth
         assert len(others) == 3 and all(o.isdigit() and len(o) == 2 and o != key for o in others)
-    ev = OmegaConf.structured(EvalConfig(tasks=["passkey"], task_options=TaskOptions(layout="varied", **SIZES)))
+    ev = EvalConfig(tasks=["passkey"], task_options=TaskOptions(layout="varied", **SIZES))
     assert not suite.shares_passkey(ev)  # passkey.csv's trials have no distractors: the suite draws its own
     made = suite.samples_of("passkey", val, 64, ev.task_options, None)
     assert all(len(s.needles) == 4 for s in made)
@@ -147,12 +146,12 @@ def test_the_new_evaluation_settings_at_their_old_behaviour_keep_an_evaluations_
     script = (
         "from omegaconf import OmegaConf\n"
         "from posx.eval import history\n"
-        "from posx.schema.config import EvalConfig\n"
+        "from posx.schema import EvalConfig\n"  # the older posx's module
         "print(history.eval_id(history.settings_of(OmegaConf.structured(EvalConfig()))))\n"
     )
-    old = history.settings_of(OmegaConf.structured(EvalConfig()))
+    old = history.settings_of(EvalConfig())
     assert old_posx(tmp_path, script).strip() == history.eval_id(old)  # the id an older posx gave
-    ev = OmegaConf.structured(EvalConfig(randomized_positions="sampled", task_options=TaskOptions(layout="varied")))
+    ev = EvalConfig(randomized_positions="sampled", task_options=TaskOptions(layout="varied"))
     new = history.settings_of(ev)
     assert new["randomized_positions"] == "sampled" and new["task_options"]["layout"] == "varied"
     assert history.eval_id(new) != history.eval_id(old)
