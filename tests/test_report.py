@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from posx.report.figures.output import DPI
+from posx.core.errors import PosxError
+from posx.report.figures.output import DPI, parse_formats
 from posx.report.summary import report
 from posx.runs.records import Lineage, RunMeta
 
@@ -243,6 +244,25 @@ def test_report_groups_extended_runs_by_parent_and_stage(tmp_path):
     assert int(ext["n_seeds"]) == 2
     assert float(summary[("rope-T128", "yarn (zero-shot)", 4.0)]["ppl_mean"]) == pytest.approx(6.0)
     assert float(ext["ratio_to_1x"]) == pytest.approx(3.5 / 3.0)
+
+
+def test_format_none_writes_the_same_tables_and_no_figure(tmp_path):
+    """``--format none``: the tables alone, equal to those of a report that draws, and summary.md says so."""
+    row = {"run": "r", "pos": "rope", "train_context": 128, "method": "none", "status": "ok",
+           "protocol": "nonoverlapping", "stage": "zero-shot"}  # fmt: skip
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    for seed in range(2):
+        rows = [{**row, "eval_context": int(128 * f), "factor": f, "ppl": 4.0 + f + seed} for f in (1.0, 2.0)]
+        _fake_run(runs, f"rope-s{seed}", rows, seed)
+    drawn = report([runs], out=tmp_path / "drawn", formats="png")
+    bare = report([runs], out=tmp_path / "bare", formats="none")
+    assert list(drawn.glob("*.png")) and not list(bare.glob("*.png")) and not list(bare.glob("*.pdf"))
+    assert read(bare / "summary.csv") == read(drawn / "summary.csv")
+    assert "no figures: `--format none`" in (bare / "summary.md").read_text()
+    for bad in ("none,png", "svg"):
+        with pytest.raises(PosxError, match="or none"):
+            parse_formats(bad)
 
 
 FIXTURE = REPO / "tests" / "fixtures" / "premove"

@@ -214,7 +214,7 @@ def report(
         None,
         "--format",
         help="Figure formats to write: png (200 dpi), pdf, or both; default both, png only when the report "
-        "draws a choice of its groups (see --top).",
+        "draws a choice of its groups (see --top); none: no figures, the tables alone (fastest).",
     ),
     where: Optional[List[str]] = typer.Option(
         None, "--where", metavar="KEY=VALUE", help="Only runs whose config key has this value, e.g. T=64 (repeatable)."

@@ -147,28 +147,36 @@ def _tables_csv(staging: Path, tables: dict, grouping, ranked: pd.DataFrame) -> 
 
 def _write(staging: Path, tables: dict, runs, grouping, names, shown: Shown, drawing: drawing_.Drawing) -> dict:
     """Every file of the report into ``staging``; returns the PNGs drawn (name -> path or None)."""
-    summary, ext_table = tables["summary"], tables["extension"]
     _tables_csv(staging, tables, grouping, tables["ranked"])
-    text = markdown(summary, tables, runs, grouping, names, shown)
+    text = markdown(tables["summary"], tables, runs, grouping, names, shown)
     (staging / "summary.md").write_text(text, encoding="utf-8")  # the figures come after it
+    learned, identities = learning.gather(runs)
+    if not learned.empty:
+        learned.to_csv(staging / "task_learning.csv", index=False)
+    if not drawing.formats:  # --format none: the tables alone
+        drawn, notes = {}, ["no figures: `--format none` asked for the tables alone"]
+    else:
+        drawn, notes = _figures(staging, tables, shown, drawing)
+        drawn["task_learning.png"] = learning.plot(shown.rows(learned), identities, staging / "task_learning.png",
+                                                   drawing.formats)  # fmt: skip
+    with open(staging / "summary.md", "a", encoding="utf-8") as f:
+        f.write(figure_notes(notes))
+    return drawn
+
+
+def _figures(staging: Path, tables: dict, shown: Shown, drawing: drawing_.Drawing) -> tuple[dict, list[str]]:
+    """The figures of the groups ``shown`` draws, and the notes summary.md gives under them."""
     drawn_tables = {k: shown.rows(v) if isinstance(v, pd.DataFrame) else v for k, v in tables.items()}
     drawn, notes = drawing_.draw_all(drawn_tables, staging, drawing)
     if drawing.facets.keys:
         differ = ", ".join(drawing.facets.keys)
         notes.append(f"groups differ in {differ}: no figure pools them; each facet has its own panels or files")
-    curves = extension.extension_curves(tables["training"], ext_table, tables["extended"])
+    curves = extension.extension_curves(tables["training"], tables["extension"], tables["extended"])
     plotted = (
         extension.plot_extension(curves, staging / "extension.png", drawing.formats) if tables["extended"] else None
     )
     drawn["extension.png"] = plotted
-    learned, identities = learning.gather(runs)
-    if not learned.empty:
-        learned.to_csv(staging / "task_learning.csv", index=False)
-    drawn["task_learning.png"] = learning.plot(shown.rows(learned), identities, staging / "task_learning.png",
-                                               drawing.formats)  # fmt: skip
-    with open(staging / "summary.md", "a", encoding="utf-8") as f:
-        f.write(figure_notes(notes))
-    return drawn
+    return drawn, notes
 
 
 def _tell(console: Console, summary: pd.DataFrame, runs: list[RunTables], grouping, figures: dict, out_dir: Path):
@@ -253,7 +261,9 @@ def _publish(loaded, runs, grouping, gathered, out, results_dir, top, options):
     }
     check_factor(options["factor"], tables["positions"], summary)
     shown = shown_.choose(tables["ranked"], *top)
-    formats = options["formats"] or (LARGE_FORMATS if shown.lines is not None else output.FORMATS)
+    formats = options["formats"]
+    if formats is None:  # the default: both, PNG only when the figures draw a choice of the groups
+        formats = LARGE_FORMATS if shown.lines is not None else output.FORMATS
     lines = grouping.identities
     facets = facets_of({k: v for k, v in lines.items() if shown.lines is None or tuple(map(str, k)) in shown.lines})
     facets = shown_.titled(facets, shown)

@@ -14,6 +14,7 @@ from posx.core import files
 from posx.core.errors import PosxError
 
 FORMATS = ("png", "pdf")
+NONE = "none"  # --format none: no figure is drawn, the report is its tables
 DPI = 200  # raster resolution of the PNGs (a printed column is about 3.5 in wide: 700 pixels)
 
 
@@ -28,9 +29,14 @@ def save(fig, path: Path, formats: tuple[str, ...] = FORMATS) -> Path:
 
 
 def parse_formats(text: str) -> tuple[str, ...]:
-    """``--format png,pdf`` as a tuple; an unknown format is a one-line error."""
+    """``--format png,pdf`` as a tuple, ``--format none`` as no format (the tables alone); an unknown
+    format is a one-line error."""
     asked = tuple(dict.fromkeys(f.strip().lower() for f in text.split(",") if f.strip()))
+    if asked == (NONE,):
+        return ()
     unknown = [f for f in asked if f not in FORMATS]
     if not asked or unknown:
-        raise PosxError(f"--format {text}: give one or more of {', '.join(FORMATS)}, separated by commas")
+        raise PosxError(
+            f"--format {text}: give one or more of {', '.join(FORMATS)}, separated by commas, or {NONE} (no figures)"
+        )
     return asked
