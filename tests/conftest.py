@@ -4,9 +4,9 @@ Which tests run:
 
 * ``python -m pytest -q`` (no paths, no ``-m``) runs the fast set: every test not marked
   ``slow``. With ``CI`` set (``CI=true``, as on the CI machine) the same command runs
-  everything, spread over worker processes (pytest-xdist, ``-n 2``, an idle worker stealing
-  queued tests) when xdist is installed, each worker running torch on one thread (unless
-  ``OMP_NUM_THREADS`` is set).
+  everything. Both are spread over worker processes (pytest-xdist, ``-n 2`` or the machine's
+  cores if fewer, an idle worker stealing queued tests) when xdist is installed, each worker
+  running torch on one thread (unless ``OMP_NUM_THREADS`` is set).
 * Naming test files or tests (``pytest tests/test_resume.py``) or passing ``-m`` runs what
   was named or selected, slow tests included; ``-n`` and ``-p no:xdist`` are honoured as given.
 
@@ -28,7 +28,7 @@ from helpers.runs import TINY, write_text_corpus
 
 __all__ = ["REPO", "TINY", "run_posx", "stop_with_sigterm"]  # imported by test files as before
 
-CI_WORKERS = 2  # the CI machine has 2 cores
+WORKERS = 2  # the CI machine's cores; fewer where this machine has fewer
 
 
 def on_ci() -> bool:
@@ -37,10 +37,14 @@ def on_ci() -> bool:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_cmdline_main(config):
-    """On CI, run over ``CI_WORKERS`` processes unless ``-n`` was given (before xdist reads it)."""
+    """On CI, and for the plain fast set, run over ``WORKERS`` processes unless ``-n`` was given
+    (before xdist reads it); tests named or selected run in this process, as given."""
     worker = hasattr(config, "workerinput")  # an xdist worker runs this hook too
-    if on_ci() and not worker and config.pluginmanager.hasplugin("xdist") and config.option.numprocesses is None:
-        config.option.numprocesses = CI_WORKERS
+    plain = config.args_source != pytest.Config.ArgsSource.ARGS and not config.option.markexpr
+    workers = min(WORKERS, os.cpu_count() or 1)
+    asked = config.option.numprocesses is not None
+    if (on_ci() or plain) and workers > 1 and not worker and config.pluginmanager.hasplugin("xdist") and not asked:
+        config.option.numprocesses = workers
         if config.option.dist == "no":  # not given: an idle worker takes tests queued on the busy one
             config.option.dist = "worksteal"
 
@@ -63,7 +67,7 @@ def pytest_configure(config):
 def one_thread_per_worker() -> None:
     """In an xdist worker: torch on one thread, here and in the posx children it starts (they
     read OMP_NUM_THREADS). The workers are the parallelism; with torch's default of a thread per
-    core each, ``CI_WORKERS`` workers would run twice as many threads as there are cores."""
+    core each, ``WORKERS`` workers would run twice as many threads as there are cores."""
     os.environ["OMP_NUM_THREADS"] = "1"
     torch.set_num_threads(1)
 

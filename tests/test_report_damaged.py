@@ -105,6 +105,7 @@ def test_a_damaged_run_is_left_out_named_and_read_again_once_fixed(tmp_path, mon
     assert pd.read_csv(second / "task_learning.csv")["runs"].max() == 3
 
 
+@pytest.mark.slow  # the fast set has the one-report case above
 def test_a_damaged_run_is_left_out_again_by_the_next_report(tmp_path, monkeypatch, runs):
     """Nothing of the damaged run is cached: the report after reads the cache for the others and
     still leaves it out, with the same line."""

@@ -24,6 +24,7 @@ def _mean(out, name="summary.csv", column="ppl_mean", factor=1.0) -> float:
     return float(pd.read_csv(out / name).query(f"factor == {factor}").iloc[0][column])
 
 
+@pytest.mark.slow  # reads two reports; the damaged-shard case stays fast
 def test_a_table_whose_columns_were_reordered_is_read_by_name(tmp_path):
     runs = tmp_path / "runs"
     run = _run(runs, "a0", 0, 10.0)
