@@ -42,7 +42,7 @@ def pytest_cmdline_main(config):
     worker = hasattr(config, "workerinput")  # an xdist worker runs this hook too
     plain = config.args_source != pytest.Config.ArgsSource.ARGS and not config.option.markexpr
     workers = min(WORKERS, os.cpu_count() or 1)
-    asked = config.option.numprocesses is not None
+    asked = getattr(config.option, "numprocesses", None) is not None  # absent with -p no:xdist
     if (on_ci() or plain) and workers > 1 and not worker and config.pluginmanager.hasplugin("xdist") and not asked:
         config.option.numprocesses = workers
         if config.option.dist == "no":  # not given: an idle worker takes tests queued on the busy one

@@ -29,6 +29,8 @@ from posx.runs.records import META_FORMAT, RunMeta
 from posx.runs.rundir import load_run
 from posx.schema.config import EvalConfig
 
+from helpers.runs import OLD_EVAL
+
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "premove"
 OLD = json.loads((FIXTURE / "runs" / "old-rope" / "model.json").read_text(encoding="utf-8"))
 
@@ -61,17 +63,7 @@ def test_an_old_record_reads_as_the_sections_of_the_new_format(old):
 @pytest.mark.parametrize("name", ["old-rope", "old-rope-yarn", "old-abs"])
 def test_an_old_record_and_its_new_format_evaluate_to_the_same_table(old, tmp_path, name):
     """The table the old posx wrote, where it wrote one (old-abs: the old record's evaluation now)."""
-    cfg = typed(
-        compose(
-            [
-                "device=cpu",
-                "eval.tokens=128",
-                "eval.batch_tokens=128",
-                "eval.passkey.trials=4",
-                f"results_dir={tmp_path}",
-            ]
-        )
-    )
+    cfg = typed(compose([*OLD_EVAL, f"results_dir={tmp_path}"]))
     new = _rewritten(old, name)
     written = old / name / "extrapolation.csv"
     expected = pd.read_csv(written) if written.is_file() else evaluate_run(old / name, cfg).table

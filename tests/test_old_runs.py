@@ -23,6 +23,8 @@ from posx.runs.lineage import find_parent, zero_shot_model
 from posx.runs.paths import lineage_of, read_meta
 from posx.runs.rundir import load_run
 
+from helpers.runs import OLD_EVAL
+
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "premove"
 
 
@@ -67,17 +69,7 @@ def test_an_old_extension_finds_its_parent_by_name_and_rebuilds_the_zero_shot_mo
 
 def test_old_runs_evaluate_to_the_tables_they_wrote(old, tmp_path):
     """Re-evaluating with the settings the old posx used gives the numbers it wrote."""
-    cfg = typed(
-        compose(
-            [
-                "device=cpu",
-                "eval.tokens=128",
-                "eval.batch_tokens=128",
-                "eval.passkey.trials=4",
-                f"results_dir={tmp_path}",
-            ]
-        )
-    )
+    cfg = typed(compose([*OLD_EVAL, f"results_dir={tmp_path}"]))
     for name in ("old-rope", "old-rope-yarn"):
         before = pd.read_csv(old / name / "extrapolation.csv")
         after = evaluate_run(old / name, cfg).table

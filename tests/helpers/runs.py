@@ -26,3 +26,8 @@ def write_text_corpus(root: Path, files: int = 40, lines: int = 30) -> Path:
         text = [f"def f{i}_{j}(x):\n    return x * {j} + {i}  # line {j}\n" for j in range(lines)]
         (root / f"mod{i:02d}.py").write_text("".join(text), encoding="utf-8")
     return root
+
+
+# The evaluation settings the fixtures' old posx used (tests/fixtures/): re-evaluating an old run
+# with them gives the numbers it wrote.
+OLD_EVAL = ["device=cpu", "eval.tokens=128", "eval.batch_tokens=128", "eval.passkey.trials=4"]
