@@ -36,19 +36,19 @@ def test_a_report_reads_only_the_runs_it_has_not_read(tmp_path):
     for seed, ppl in enumerate((10.0, 12.0, 14.0)):
         _run(runs, f"a{seed}", seed, ppl)
     cache_dir = tmp_path / cache.CACHE
-    first = report([runs], out=tmp_path / "r1")
+    first = report([runs], out=tmp_path / "r1", formats="none")
     assert [len(s) for s in _shards(cache_dir)] == [3]
-    again = report([runs], out=tmp_path / "r2")
+    again = report([runs], out=tmp_path / "r2", formats="none")
     assert [len(s) for s in _shards(cache_dir)] == [3]  # nothing new: nothing read
     pd.testing.assert_frame_equal(_summary(first), _summary(again))
     _run(runs, "a3", 3, 16.0)  # the sweep grew by one run
-    grown = report([runs], out=tmp_path / "r3")
+    grown = report([runs], out=tmp_path / "r3", formats="none")
     assert [len(s) for s in _shards(cache_dir)] == [3, 1]
     one = _summary(grown).query("factor == 1.0").iloc[0]
     assert one["n_seeds"] == 4 and one["ppl_mean"] == pytest.approx(13.0)
     table = runs / "a0" / "extrapolation.csv"  # a run evaluated again: its new numbers count
     table.write_text(table.read_text().replace("10.0,", "18.0,", 1))
-    changed = report([runs], out=tmp_path / "r4")
+    changed = report([runs], out=tmp_path / "r4", formats="none")
     assert [len(s) for s in _shards(cache_dir)] == [3, 1, 1] and list(_shards(cache_dir)[-1]["run"]) == [
         str(runs / "a0")
     ]
@@ -151,17 +151,17 @@ def test_task_rows_come_through_the_cache_and_an_older_shard_is_read_again(tmp_p
     for seed, accuracy in enumerate((0.0, 0.5, 0.25)):
         _tasks_csv(_run(runs, f"a{seed}", seed, 10.0), accuracy)
     cache_dir = tmp_path / cache.CACHE
-    first = report([runs], out=tmp_path / "r1")
+    first = report([runs], out=tmp_path / "r1", formats="none")
     (shard,) = [s for s in cache_dir.iterdir() if not s.name.startswith(".")]
     rows = pd.read_parquet(shard / "tasks.parquet")
     assert len(rows) == 12 and sorted(set(rows["depth_lo"])) == [0.0, 0.5]
     deep = pd.read_csv(first / "tasks_summary.csv").query("factor == 2.0").iloc[0]
     assert deep["n_seeds"] == 3 and deep["accuracy_mean"] == pytest.approx((1 + 0.0 + 1 + 0.5 + 1 + 0.25) / 6)
-    report([runs], out=tmp_path / "r2")
+    report([runs], out=tmp_path / "r2", formats="none")
     assert len(_shards(cache_dir)) == 1  # read from the cache
     (shard / "tasks.parquet").unlink()  # now a shard as an older posx wrote it
     os.utime(shard, (0, 0))  # and long past GRACE
-    third = report([runs], out=tmp_path / "r3")
+    third = report([runs], out=tmp_path / "r3", formats="none")
     assert not shard.exists() and [len(s) for s in _shards(cache_dir)] == [3]
     pd.testing.assert_frame_equal(pd.read_csv(third / "tasks_summary.csv"), pd.read_csv(first / "tasks_summary.csv"))
 
@@ -193,14 +193,14 @@ def test_a_digest_cached_in_an_older_format_is_read_again(tmp_path):
     runs = tmp_path / "runs"
     _run(runs, "a0", 0, 10.0)
     cache_dir = tmp_path / cache.CACHE
-    first = report([runs], out=tmp_path / "r1")
+    first = report([runs], out=tmp_path / "r1", formats="none")
     (shard,) = [s for s in cache_dir.iterdir() if not s.name.startswith(".")]
     table = pd.read_parquet(shard / "digests.parquet")
     old = {k: v for k, v in json.loads(table["digest"][0]).items() if k != "left_out"}
     table["digest"] = [json.dumps({**old, "format": "posx-digest/1"})]  # as an older posx cached it
     table.to_parquet(shard / "digests.parquet", index=False)
     cache._sum(shard)  # its sums as that posx would have written them: the shard is read, its entry is not
-    again = report([runs], out=tmp_path / "r2")
+    again = report([runs], out=tmp_path / "r2", formats="none")
     assert [len(s) for s in _shards(cache_dir)] == [1, 1]  # the run was read again, into a new shard
     assert json.loads(_shards(cache_dir)[-1]["digest"][0])["format"] == digest.FORMAT
     pd.testing.assert_frame_equal(_summary(first), _summary(again))

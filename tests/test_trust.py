@@ -30,12 +30,12 @@ def test_a_table_whose_columns_were_reordered_is_read_by_name(tmp_path):
     run = _run(runs, "a0", 0, 10.0)
     _tasks_csv(run, 0.5)
     digest.refresh(run)
-    first = report([runs], out=tmp_path / "r1")
+    first = report([runs], out=tmp_path / "r1", formats="none")
     tasks = pd.read_csv(run / "tasks.csv")
     tasks[list(reversed(tasks.columns))].to_csv(run / "tasks.csv", index=False)  # the same table, columns reversed
     table = pd.read_csv(run / "extrapolation.csv")
     table[list(reversed(table.columns))].to_csv(run / "extrapolation.csv", index=False)
-    again = report([runs], out=tmp_path / "r2")
+    again = report([runs], out=tmp_path / "r2", formats="none")
     assert _mean(again) == _mean(first) == pytest.approx(10.0)
     expected = _mean(first, "tasks_summary.csv", "accuracy_mean", 2.0)
     assert _mean(again, "tasks_summary.csv", "accuracy_mean", 2.0) == pytest.approx(expected) == pytest.approx(0.75)
@@ -46,7 +46,7 @@ def test_a_damaged_cache_shard_is_removed_and_rebuilt(tmp_path, damage):
     runs = tmp_path / "runs"
     for seed, ppl in enumerate((10.0, 14.0)):
         _run(runs, f"a{seed}", seed, ppl)
-    report([runs], out=tmp_path / "r1")
+    report([runs], out=tmp_path / "r1", formats="none")
     cache_dir = tmp_path / cache.CACHE
     (shard,) = [s for s in cache_dir.iterdir() if not s.name.startswith(".")]
     target = shard / "extrapolation.parquet"
@@ -54,10 +54,11 @@ def test_a_damaged_cache_shard_is_removed_and_rebuilt(tmp_path, damage):
         target.write_bytes(target.read_bytes()[:40])
     else:
         pd.DataFrame({"run": ["x"], "ppl": ["high"]}).to_parquet(target)
-    again = report([runs], out=tmp_path / "r2")
+    again = report([runs], out=tmp_path / "r2", formats="none")
     assert _mean(again) == pytest.approx(12.0)
     assert not shard.exists() and len([s for s in cache_dir.iterdir() if not s.name.startswith(".")]) == 1
-    assert _mean(report([runs], out=tmp_path / "r3")) == pytest.approx(12.0)  # and the rebuilt one is read
+    third = report([runs], out=tmp_path / "r3", formats="none")
+    assert _mean(third) == pytest.approx(12.0)  # and the rebuilt one is read
 
 
 def test_tables_of_two_evaluations_are_refused(tmp_path):
@@ -78,4 +79,4 @@ def test_tables_of_two_evaluations_are_refused(tmp_path):
         manifest.check(run, "fix")
     assert collection.list_runs(tmp_path / "runs").iloc[0]["damaged"] == manifest.MANIFEST
     with pytest.raises(PosxError, match="tables are of two evaluations"):
-        report([tmp_path / "runs"], out=tmp_path / "r")
+        report([tmp_path / "runs"], out=tmp_path / "r", formats="none")
