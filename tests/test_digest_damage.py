@@ -64,7 +64,7 @@ def test_a_whole_seed_is_read(tmp_path):
 def test_the_report_lists_a_damaged_config_as_missing(tmp_path, monkeypatch, line):
     edited(tmp_path, r"^seed: .*$", line)
     monkeypatch.chdir(tmp_path)
-    result = CliRunner().invoke(app, ["report", "results/runs", "--out", "rep", "--format", "png"])
+    result = CliRunner().invoke(app, ["report", "results/runs", "--out", "rep", "--format", "none"])
     assert result.exit_code == 0, result.output
     missing = (tmp_path / "rep" / "missing.csv").read_text(encoding="utf-8")
     assert "config.yaml" in missing and "edited" in missing
@@ -112,7 +112,7 @@ def test_a_damaged_config_is_named_too(tmp_path):
 def test_the_report_leaves_out_a_damaged_table_or_record_naming_its_file(tmp_path, monkeypatch, name):
     damaged_beside_a_sound_run(tmp_path, name)
     monkeypatch.chdir(tmp_path)
-    result = CliRunner().invoke(app, ["report", "results/runs", "--out", "rep", "--format", "png"])
+    result = CliRunner().invoke(app, ["report", "results/runs", "--out", "rep", "--format", "none"])
     assert result.exit_code == 0, result.output
     left = pd.read_csv(tmp_path / "rep" / "damaged.csv")
     assert list(left["run"]) == ["edited"] and f"edited/{name}" in left["reason"].iloc[0]
@@ -124,7 +124,7 @@ def test_the_report_leaves_out_a_damaged_table_or_record_naming_its_file(tmp_pat
 def test_the_report_of_the_damaged_run_alone_is_refused_naming_its_file(tmp_path, monkeypatch, name):
     damaged_beside_a_sound_run(tmp_path, name)
     monkeypatch.chdir(tmp_path)
-    result = CliRunner().invoke(app, ["report", "results/runs/edited", "--out", "rep", "--format", "png"])
+    result = CliRunner().invoke(app, ["report", "results/runs/edited", "--out", "rep", "--format", "none"])
     assert result.exit_code == 2, result.output
     assert f"edited/{name}" in result.stderr and len(result.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "rep").exists() or not any((tmp_path / "rep").iterdir())
