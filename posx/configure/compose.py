@@ -22,6 +22,7 @@ from posx.configure.reference import keys
 from posx.core.errors import PosxError, choose, unknown
 from posx.core.validate import validate
 from posx.schema.config import Config, ExtendRootConfig
+from posx.schema.fields import plain
 
 GROUPS = ("model", "pos", "data", "train", "eval", "logger", "experiment")  # the config groups (configs/<group>/)
 # The schemas configs/config.yaml and configs/extend.yaml name as their defaults.
@@ -173,8 +174,9 @@ def with_hydra(overrides: list[str], config_name: str = "config") -> DictConfig:
 def to_plain(cfg: DictConfig | Config) -> dict:
     """The resolved config (composed, or its ``typed`` dataclasses) as plain data (choices as plain
     strings), without Hydra's own node: the same data either way."""
-    node = cfg if isinstance(cfg, DictConfig) else OmegaConf.structured(cfg)
-    container = OmegaConf.to_container(node, resolve=True, enum_to_str=True)
+    if not isinstance(cfg, DictConfig):
+        return plain(cfg)
+    container = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
     container.pop("hydra", None)
     return container
 

@@ -65,13 +65,16 @@ _ABF = ("abf", "new_base")  # eval.abf.new_base: the one key of ABF's base
 _ABF_FIRST = "abf_base"  # eval.abf_base, its first spelling
 
 
+def _with_abf_base(section: Mapping, base) -> dict:
+    """An ``eval`` section with ``abf.new_base`` set to ``base`` (ABF's other keys kept)."""
+    group, name = _ABF
+    return {**section, group: {**(section.get(group) or {}), name: base}}
+
+
 def upgrade_eval(settings: Mapping) -> dict:
     """An ``eval`` section (config.yaml, eval.yaml) with ``abf_base`` read as ``abf.new_base``."""
     out = dict(settings)
-    if _ABF_FIRST in out:
-        group, name = _ABF
-        out[group] = {**(out.get(group) or {}), name: out.pop(_ABF_FIRST)}
-    return out
+    return _with_abf_base(out, out.pop(_ABF_FIRST)) if _ABF_FIRST in out else out
 
 
 def upgrade_config(config: Mapping) -> dict:
@@ -83,8 +86,7 @@ def upgrade_config(config: Mapping) -> dict:
     if "new_base" in out:
         new_base = out.pop("new_base")
         if out.get("method") == "abf" and isinstance(out.get("eval"), Mapping):
-            group, name = _ABF
-            out["eval"] = {**out["eval"], group: {**(out["eval"].get(group) or {}), name: new_base}}
+            out["eval"] = _with_abf_base(out["eval"], new_base)
     return out
 
 
