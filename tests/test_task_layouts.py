@@ -118,6 +118,7 @@ def test_the_varied_passkey_has_digit_distractors_and_the_suite_scores_it(val):
     assert all(len(s.needles) == 4 for s in made)
 
 
+@pytest.mark.slow  # draws thousands of samples; the chance rules' own tests stay fast
 def test_chance_levels_match_what_the_generators_draw(val):
     for task, length in (("mqar", 128), ("mqar", 512), ("mqar_more", 512), ("niah_multikey", 128)):
         made = draw(val, task, length, trials=2000)
