@@ -2,60 +2,34 @@
 
 One pure function per method, one constant registry, one entry point:
 ``frequencies(method, head_dim, base, factor, original_context, **params)`` returns the
-inverse frequencies (float32, shape ``(head_dim // 2,)``) and the attention factor. The two
-are kept apart: the rotation uses the inverse frequencies, and the caller multiplies cos and
-sin (so q and k) by the attention factor, which scales the attention logits by its square.
-
+inverse frequencies (float32, shape ``(head_dim // 2,)``) and the attention factor, which the
+caller multiplies into cos and sin (so q and k): the logits scale by its square.
 Notation: d = head_dim, i = 0 .. d/2 - 1, theta_i = b^(-2i/d), b = base, L = original_context
-(the length the model was trained at), s = factor. Each method's formula and source: the RoPE
-methods' table of docs/encodings.md.
+(the trained length), s = factor. Each method's formula and source: docs/encodings.md.
 
 Decisions where the published definitions leave room:
-  * ``none`` and ``abf`` ignore ``factor`` (it is still checked to be >= 1).
-  * ``dynamic_yarn`` takes its scale from ``length`` alone; ``factor`` must stay 1.0.
-  * ``length`` defaults to None, read as ``original_context`` (no scaling yet).
-  * ``longrope`` without short_factor / long_factor uses all-ones lists, i.e. the
-    frequencies of ``none``; its attention factor still follows ``factor``.
+  * ``none``, ``abf``, ``resonance`` and the windowed methods ignore ``factor`` (still checked
+    >= 1); ``dynamic_yarn`` takes its scale from ``length`` alone, so ``factor`` must stay 1.0;
+    ``length`` None reads as ``original_context`` (no scaling yet).
+  * ``longrope`` without short_factor / long_factor divides by all ones (``none``'s
+    frequencies); its attention factor still follows ``factor``.
   * The YaRN ramp follows the authors' code and transformers (linear in pair index between
     floor/ceil of the dimensions where a pair turns beta_fast and beta_slow times over L),
     not the paper's text, which ramps linearly in the rotation count itself.
-  * original_context is required by dynamic_ntk, yarn, dynamic_yarn, ntk_by_parts, llama3,
-    longrope, resonance and resonance_yarn; the others accept and ignore it.
-  * ``resonance`` rounds only the wavelengths below L (the paper's "pre-critical" pairs,
-    whose phases the model sees repeat within the trained context); the authors' code
-    (sheryc/resonance_rope) rounds every pair, which moves a wavelength >= L by less than
-    0.5 / L of itself. ``resonance`` ignores ``factor``; ``resonance_yarn`` takes yarn's.
-    A wavelength that rounds to 0 cannot occur (the shortest is 2*pi).
-  * ``self_extend`` ignores ``factor``; its ``group`` (G) and ``window`` (W, None: half the
-    trained context) are checked here and read by ``posx.model.windowed``, which groups the
-    positions; the defaults G = 16, W = T / 2 are posx's (the authors' code defaults to 8 and
-    1024 for 4k-token Llama models), chosen so (T - W) * G + W, the reach, covers 8x T.
-  * ``rerope`` ignores ``factor``; its ``window`` (W, None: a quarter of the trained context,
-    the ratio of the author's published runs, W = 1024 at T = 4096), ``leak_factor`` (k, None:
-    ReRoPE; a number: Leaky ReRoPE, whose code defaults to 16) and ``log_scale`` (the query's
-    max(1, log(i + 1) / log T), on in both of the author's patches) are checked here and read
-    by ``posx.model.windowed``.
-  * ``lm_infinite`` ignores ``factor``; its ``window`` (W, None: the trained context, the
-    authors' L_pretrain) and ``global_tokens`` (10, as the authors convert Llama 2) are checked
-    here and read by ``posx.model.windowed``.
-  * ``dca`` ignores ``factor``; its ``chunk_size`` (s, None: 3T/4) and ``local_window`` (w,
-    None: T/16), the defaults of the authors' ``replace_with_chunkllama``, are checked here on
-    their own and against T (s <= T, w < s) by ``posx.model.windowed``, which places the positions.
-  * ``streaming_llm`` ignores ``factor``; its ``sinks`` (S, 4, as the authors run it) and
-    ``recent`` (R, None: T - S - 1, the largest cache whose places stay inside T) are checked
-    here on their own and against T by ``posx.model.windowed``.
+  * ``resonance`` rounds only the wavelengths below L (the paper's "pre-critical" pairs); the
+    authors' code (sheryc/resonance_rope) rounds every pair, which moves a wavelength >= L by
+    less than 0.5 / L of itself. ``resonance_yarn`` takes yarn's factor.
+  * The windowed methods (self_extend, rerope, lm_infinite, dca, streaming_llm) keep theta;
+    their parameters are checked here and read by ``posx.model.windowed`` (their defaults:
+    docs/encodings.md, "How the windowed methods place positions").
   * Where a method reduces to the identity (s = 1, or a dynamic method at length <= L) it
-    returns theta itself, so the result is bit-identical to ``none``.
+    returns theta itself, bit-identical to ``none``. All arithmetic is float64, cast to
+    float32 once, at the end.
 
-A method from outside posx (``eval.methods=[module:function]``, or an entry point of
-``posx.methods``; declared with ``rope_method`` or ``attention_method`` of ``posx.core.methods``)
-is looked up by the same ``_lookup`` and becomes the same record: its function takes theta, T and
-the length to reach, its parameters are its own dataclass, checked as posx's own are.
-
-All arithmetic is float64; the result is cast to float32 once, at the end. The arguments, with
-their bounds and rules, are the dataclasses of ``posx.schema.methods``, where ``METHOD_PARAMS`` pairs
-each method with the one of its extra parameters, which ``check_params`` walks on its own
-(``posx.core.validate``) and ``frequencies`` walks first.
+The arguments, their bounds and rules are the dataclasses of ``posx.schema.methods``
+(``METHOD_PARAMS``: each method's extra parameters), walked by ``check_params``. A method from
+outside posx (``eval.methods=[module:function]`` or a ``posx.methods`` entry point, declared with
+``posx.core.methods``) becomes the same registry record through ``_lookup``.
 """
 
 from __future__ import annotations

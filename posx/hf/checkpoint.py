@@ -1,30 +1,11 @@
 """``posx eval-extrapolate DIR`` on a local transformers checkpoint (a directory with config.json).
 
-The model is loaded with transformers (``local_files_only``: nothing is downloaded), in the
-config's dtype on the CPU and in bfloat16 on CUDA, from safetensors weights only: a directory
-whose weights are pickles (``pytorch_model.bin``) is refused in one line before transformers
-could unpickle them (``check_weights_format``); a config.json that does not fit the weights
-is refused in one line (``posx.hf.checks``). posx then drives it exactly as it drives its
-own models: ``posx.eval.extrapolate.evaluate`` with the same protocols, methods and tables. The model's
-rotary embedding (the one module holding ``inv_freq`` and ``attention_scaling``, e.g.
-``LlamaRotaryEmbedding``) gets ``posx.rope.frequencies`` installed for each (method, length)
-row: ``inv_freq`` is replaced and ``attention_scaling`` set to posx's attention factor, which
-transformers, like posx, multiplies into both cos and sin. Its rope type is set to ``default``
-so transformers' dynamic update does not recompute what posx installed.
-
-What the rows mean: T (``train_context``) is the config's original context,
-``rope_parameters["original_max_position_embeddings"]`` when present, else
-``max_position_embeddings``; every method rescales the plain frequencies of its
-``rope_theta``. A checkpoint whose config already rescales RoPE (llama3, yarn, ...) is
-evaluated that way too, with a warning: its ``none`` row is plain RoPE, not its own scaling.
-
-Data: the checkpoint reads ``cfg.data`` through a token store (``posx.data.store``) like a
-posx run, with its own tokenizer, so every data source works (``data=datasets`` included). A
-byte-level checkpoint (its tokenizer maps text to its UTF-8 bytes, as posx's export does, or it
-has no tokenizer and at least 256 tokens) reads the byte store posx's own runs read; any other
-tokenizer (a fast one: ``tokenizer.json``) gets a store of its own, documents joined by its
-end-of-document token (``data.tokenizer`` does not apply: the checkpoint's tokenizer is the one
-its ids mean). Passkey trials plant the key in the checkpoint's tokens either way.
+Loaded by transformers from safetensors only (``local_files_only``; pickled weights are refused
+before transformers could unpickle them, and config.json is checked by ``posx.hf.checks``), then
+evaluated by ``posx.eval.extrapolate.evaluate`` exactly as a run. Its rotary embedding (the one
+module with ``inv_freq`` and ``attention_scaling``) gets ``posx.rope.frequencies`` for each row,
+its rope type set to ``default`` so transformers' dynamic update leaves them alone. What T is,
+which tokenizer and data it reads: docs/transformers.md, "Evaluating a transformers model".
 """
 
 from __future__ import annotations

@@ -1,16 +1,9 @@
 """Checks of a transformers checkpoint directory around its loading, each failure one
-``PosxError`` line that names the file and what to change.
-
-* Before transformers reads ``config.json``: the sizes posx and the model divide by are whole
-  numbers of at least 1, and the heads divide what they split (``Sizes``, walked by
-  ``posx.core.validate``: ``check_config_sizes``).
-* What transformers' own config validation refuses (``huggingface_hub``'s strict dataclasses,
-  told by their type names as ``posx.core.library_errors`` tells library errors, so that
-  package is never imported here) becomes one line too (``config_refusal``).
-* After ``from_pretrained(..., output_loading_info=True)``: every weight the config describes
-  came from the safetensors with the shape the config gives it, and no tensor of the
-  safetensors was left over (``check_loading``). A model whose weights were partly left at
-  their random initialisation would otherwise be evaluated as if trained.
+``PosxError`` line naming the file and what to change: config.json's sizes before transformers
+reads it (``check_config_sizes``), transformers' own refusal of it (``config_refusal``, told by
+type name so huggingface_hub is never imported), and after loading, that every weight came from
+the safetensors with the config's shape and none was left over (``check_loading``): a model
+partly left at its random initialisation would otherwise be evaluated as if trained.
 """
 
 from __future__ import annotations

@@ -1,30 +1,13 @@
 """``posx export RUN --out DIR``: a llama-block RoPE run as a transformers LlamaForCausalLM.
 
-DIR gets what ``AutoModelForCausalLM.from_pretrained(DIR)`` and ``AutoTokenizer`` read:
-
-* ``config.json``: a ``LlamaConfig`` (transformers >= 5 spelling, ``rope_parameters``) with
-  ``max_position_embeddings`` = the run's T and the frequencies the run trained with. For
-  readers that use the transformers 4 spelling it also holds ``rope_theta`` and
-  ``rope_scaling`` (null for plain RoPE), which say the same thing.
-* ``model.safetensors``: the weights under transformers' names. posx rotates (even, odd)
-  pairs of a head (``posx.model.rotary.rotate_pairs``, as in RoFormer and Meta's Llama code);
-  transformers rotates dimension i with i + head_dim/2 (``rotate_half``). The q and k rows of
-  every head are permuted (even rows first, then odd) so transformers' layout computes the
-  same scores: the inverse of the permutation in transformers'
-  ``models/llama/convert_llama_weights_to_hf.py``. q and k get the same permutation, so the
-  dot products, and the logits, are unchanged.
-* ``tokenizer.json`` / ``tokenizer_config.json``: the run's own tokenizer. A run trained with a
-  BPE or a user ``tokenizer.json`` carries that file, which is written as is (its
-  end-of-document token as ``eos_token``); a byte run gets posx's byte-level vocabulary (id =
-  byte value) as a ``tokenizers`` BPE with no merges over GPT-2's byte-to-unicode alphabet.
-* ``posx_export.json``: where it came from (run, step, the rope record).
-
-The rope record of an extension maps onto transformers' rope types: pi -> linear; yarn,
-dynamic_yarn (frozen at the length it trained at) and ntk_by_parts (attention factor 1) ->
-yarn; llama3 -> llama3; longrope -> longrope with the factors it trained with as both short and
-long; ntk, abf and dynamic_ntk (frozen, as the extension trains at one length) -> default
-with the base they end up at. transformers' own frequencies for the written config are then
-computed and compared with the run's; a mismatch is an error, never a silent approximation.
+DIR gets config.json (a ``LlamaConfig`` in transformers 5's ``rope_parameters`` and, for
+transformers 4 readers, ``rope_theta`` / ``rope_scaling``), model.safetensors, the run's own
+tokenizer and posx_export.json (the source run). posx rotates (even, odd) pairs of a head,
+transformers dimension i with i + head_dim/2 (``rotate_half``), so the q and k rows of every head
+are permuted, even rows first (the inverse of transformers' ``convert_llama_weights_to_hf.py``):
+the logits are unchanged. Each rope record maps onto a transformers rope type (docs/transformers.md,
+"Export"), whose own frequencies are then compared with the run's: a mismatch is an error, never
+a silent approximation.
 """
 
 from __future__ import annotations
@@ -90,11 +73,12 @@ def rope_parameters(meta: RunMeta) -> dict:
     if method == "dynamic_ntk":  # frozen at the length it trained at (posx.extend)
         scale = s * max(length, T0) / T0 - (s - 1)
         return _default(base * scale ** (d / (d - 2)))
-    if method in ("yarn", "dynamic_yarn", "ntk_by_parts"):
+    if method in ("yarn", "dynamic_yarn", "ntk_by_parts", "llama3"):
+        # dynamic_yarn: frozen at the length it trained at; ntk_by_parts: YaRN with attention factor 1
         factor = max(1.0, length / T0) if method == "dynamic_yarn" else s
-        return _yarn(method, params, base, factor, T0)
-    if method == "llama3":
-        return _llama3(params, base, s, T0)
+        rope_type = "llama3" if method == "llama3" else "yarn"
+        out = {"rope_type": rope_type, "rope_theta": base, "factor": factor, "original_max_position_embeddings": T0}
+        return {**out, **_declared(method, params), **({"attention_factor": 1.0} if method == "ntk_by_parts" else {})}
     if method == "longrope":
         ext = params.get("long_factor") if length > T0 else params.get("short_factor")
         return _longrope(meta, ext, s, T0)
@@ -120,19 +104,6 @@ def _typed(hint, value):
     """``value`` as the type a parameter declares (Optional[float]: float)."""
     kind = next((a for a in typing.get_args(hint) if a is not type(None)), hint)
     return kind(value)
-
-
-def _yarn(method: str, params: dict, base: float, factor: float, T0: int) -> dict:
-    """transformers' yarn type, for yarn, dynamic_yarn (``factor`` frozen at the length it
-    trained at) and ntk_by_parts (YaRN with attention factor 1)."""
-    out = {"rope_type": "yarn", "rope_theta": base, "factor": factor, "original_max_position_embeddings": T0}
-    return {**out, **_declared(method, params), **({"attention_factor": 1.0} if method == "ntk_by_parts" else {})}
-
-
-def _llama3(params: dict, base: float, s: float, T0: int) -> dict:
-    """transformers' llama3 type: posx's llama3 with its two frequency bands."""
-    out = {"rope_type": "llama3", "rope_theta": base, "factor": s, "original_max_position_embeddings": T0}
-    return {**out, **_declared("llama3", params)}
 
 
 def _longrope(meta: RunMeta, ext: list | None, s: float, T0: int) -> dict:
@@ -244,16 +215,10 @@ def byte_tokenizer():
     ``transformers.PreTrainedTokenizerFast``."""
     transformers = require_transformers()
     tokenizers = importlib.import_module("tokenizers")  # a dependency of transformers
-    Tokenizer, decoders, models, pre_tokenizers = (
-        tokenizers.Tokenizer,
-        tokenizers.decoders,
-        tokenizers.models,
-        tokenizers.pre_tokenizers,
-    )
     chars = _bytes_to_unicode()
-    tok = Tokenizer(models.BPE(vocab={chars[b]: b for b in range(256)}, merges=[]))
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
-    tok.decoder = decoders.ByteLevel()
+    tok = tokenizers.Tokenizer(tokenizers.models.BPE(vocab={chars[b]: b for b in range(256)}, merges=[]))
+    tok.pre_tokenizer = tokenizers.pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)
+    tok.decoder = tokenizers.decoders.ByteLevel()
     return transformers.PreTrainedTokenizerFast(tokenizer_object=tok)
 
 

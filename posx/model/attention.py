@@ -1,21 +1,10 @@
-"""How a block attends: SDPA (the reference, and the path for encodings without a bias) or
-FlexAttention for the bias encodings (``model.attention=flex``).
-
-* ``sdpa``: ``scaled_dot_product_attention`` with ``is_causal`` when the encoding has no
-  bias, else with the additive (1, H, L, L) mask of ``PositionalEncoding.attn_masks``. The
-  mask keeps SDPA off its flash kernel and grows as L^2.
-* ``flex``: ``torch.nn.attention.flex_attention`` with the encoding's ``score_mod`` (a
-  function of the head and the query-key distance: ALiBi's slope times the distance, T5's
-  learned table at the bucket of the distance) and a causal ``BlockMask``. No (L, L) tensor
-  is built; the fused kernel exists only under ``torch.compile`` (CUDA). On the CPU the eager
-  FlexAttention materialises the scores, which is correct and fine for tests, not fast.
-  With dropout while training (FlexAttention has none), and where gradients are on but the
-  device is not CUDA (PyTorch's flex_attention refuses backward on the CPU), the SDPA mask
-  path is used instead: ``flex_applies`` says which.
-
-The score_mod / mask_mod signatures and the block-mask idea follow the PyTorch FlexAttention
-documentation (``torch.nn.attention.flex_attention``) and pytorch-labs/attention-gym's ALiBi
-and relative-bias examples; this file is written for posx, not copied from them.
+"""How a block attends: SDPA (the reference; ``is_causal``, or the encoding's additive
+(1, H, L, L) mask, which keeps SDPA off its flash kernel) or, for the bias encodings with
+``model.attention=flex``, FlexAttention with the encoding's ``score_mod`` and a causal
+``BlockMask`` (no (L, L) tensor; fused only under ``torch.compile`` on CUDA, eager and
+materialising elsewhere). With dropout, or gradients off CUDA (PyTorch's flex has no CPU
+backward), the SDPA mask path is used: ``flex_applies``. The score_mod and block-mask idea follow
+the PyTorch FlexAttention documentation and pytorch-labs/attention-gym's examples.
 """
 
 from __future__ import annotations

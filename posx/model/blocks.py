@@ -1,16 +1,9 @@
-"""Llama-style block parts: RMSNorm and the SwiGLU MLP, chosen by ``model.block``.
-
-``gpt2`` (the default) is posx's original block: LayerNorm (with its bias) and a GELU MLP of
-``mlp_ratio * d_model``. ``llama`` is the block RoPE scaling was published on (Touvron et al.
-2023, "LLaMA"): RMSNorm without bias (Zhang & Sennrich 2019) and a SwiGLU MLP (Shazeer 2020),
-``down(silu(gate(x)) * up(x))``, whose hidden width is two thirds of ``mlp_ratio * d_model``
-rounded up to a multiple of ``multiple_of``, as in Meta's reference code
-(github.com/meta-llama/llama, llama/model.py, ``FeedForward``). Neither block has a bias in
-a linear layer. Attention and the positional encoding's three hooks are the same for both
-(posx.model.gpt.CausalSelfAttention): the block is orthogonal to ``pos``.
-
-RMSNorm follows transformers' ``LlamaRMSNorm`` exactly (normalise in float32, cast back,
-then scale), so an exported model computes the same numbers.
+"""Block parts chosen by ``model.block``: ``gpt2`` (LayerNorm with bias, GELU MLP of
+``mlp_ratio * d_model``) or ``llama``, the block RoPE scaling was published on (Touvron et al.
+2023): RMSNorm (Zhang & Sennrich 2019) exactly as transformers' ``LlamaRMSNorm`` (so an export
+computes the same numbers) and a SwiGLU MLP (Shazeer 2020) sized as Meta's ``FeedForward``
+(github.com/meta-llama/llama, llama/model.py). No linear layer has a bias; attention and the
+encoding's hooks are the same for both blocks.
 """
 
 from __future__ import annotations

@@ -1,22 +1,12 @@
-"""CoPE, contextual position encoding (Golovneva, Wang, Weston, Sukhbaatar, "Contextual Position
-Encoding: Learning to Count What's Important", 2024, arXiv 2405.18719; the authors' code:
-github.com/facebookresearch/RAM, ``projects/cope/src/cope/context_position.py``).
+"""CoPE, contextual position encoding (Golovneva et al. 2024, arXiv 2405.18719; the authors'
+code: facebookresearch/RAM, ``projects/cope/src/cope/context_position.py``).
 
-A position is a count of the keys a query finds relevant, not of tokens. For query i and key
-j <= i, with gates g_it = sigmoid(q_i . k_t / sqrt(d)):
-
-    p_ij = sum over t = j .. i of g_it,   clamped at npos - 1,
-
-and the logit gains q_i . e[p_ij], e a learned table of npos embeddings per layer (shared by
-the heads, zeros at first), read at a fractional p by linear interpolation between e[floor p]
-and e[ceil p]. The logit is (q_i . k_j + q_i . e[p_ij]) / sqrt(d), as the authors' default
-(``--cope-nodiv`` off) divides both.
-
-The positions depend on the logits, so no fused kernel applies: ``attend`` materialises them
-for a block of query rows at a time (as ``posx.model.windowed`` does). The authors' defaults
-are kept: gates from the same keys as the logits (no separate key projection, no value gates),
-CoPE in every layer with its own table, npos = T + 1 (a count runs from 0 to T, and past T it
-stays at T: the clamp is how CoPE meets lengths it never trained at).
+Query i counts the keys its gates g_it = sigmoid(q_i . k_t / sqrt(d)) let through:
+p_ij = sum over t = j .. i of g_it, clamped at npos - 1; its logit to key j is
+(q_i . k_j + q_i . e[p_ij]) / sqrt(d), e a learned table per layer (zeros at first) read at a
+fractional p between e[floor p] and e[ceil p]. The positions depend on the logits, so they are
+materialised a block of query rows at a time. The authors' defaults are kept: gates from the
+same keys, CoPE in every layer with its own table, npos = T + 1 (past T a count stays at T).
 """
 
 from __future__ import annotations

@@ -1,13 +1,7 @@
-"""A positional encoding from outside posx: ``pos=custom pos.impl=mymod:MyEncoding``.
-
-The class is a subclass of ``posx.model.positional.PositionalEncoding`` that overrides at least
-one of its hooks (``embed``, ``rotate``, ``distance_bias``, ``attn_masks``, ``attend``), as posx's
-own encodings do (``posx.model.encodings``). Its ``Params`` is the dataclass of its parameters
-(fields with ``posx.schema.fields`` bounds, walked by ``posx.core.validate`` as posx's own config),
-given as ``pos.params={key:value}``; posx builds it as ``MyEncoding(spec, params)``, ``spec`` the
-model's ``ModelSpec`` (``spec.model.n_head``, ``spec.head_dim``, ...), ``params`` the validated
-dataclass (None without ``Params``). A run records the class's import path and the sha256 of its
-source file (``posx.runs.code``). Importing the class runs its module.
+"""A positional encoding from outside posx: ``pos=custom pos.impl=mymod:MyEncoding``, a
+``PositionalEncoding`` subclass overriding at least one hook, built as ``MyEncoding(spec, params)``
+with ``params`` its ``Params`` dataclass validated from ``pos.params`` (None without one). Importing
+the class runs its module. See docs/own-method.md.
 """
 
 from __future__ import annotations

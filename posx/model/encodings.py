@@ -1,33 +1,16 @@
-"""Positional encodings as one pluggable component.
+"""posx's own positional encodings and their registry, ``ENCODINGS``.
 
-Every encoding is a ``PositionalEncoding`` with three hooks, each a no-op by default:
+A new encoding is a ``posx.model.positional.PositionalEncoding`` subclass overriding the hooks
+it needs (``embed``, ``rotate``, ``distance_bias``, or ``attn_masks`` / ``score_mod`` / ``attend``)
+plus one line in ``ENCODINGS``; one from outside posx is named by ``pos=custom pos.impl=module:Class``
+(``posx.model.custom``). RoPE and xPos live in ``posx.model.rotary``, FIRE's formulas in
+``posx.model.fire``, CoPE (which attends itself) in ``posx.model.cope``.
 
-* ``embed(x, positions)``      add something to the token embeddings   (absolute, sinusoidal)
-* ``rotate(q, k, positions)``  rotate queries and keys                  (RoPE)
-* ``distance_bias(layer, length)``  a bias on the logits by query-key distance (ALiBi, T5, KERPLE)
-
-The attention block calls them and never asks which encoding it has, so a new encoding is
-a new subclass of ``posx.model.positional.PositionalEncoding`` plus one line in ``ENCODINGS``;
-one from outside posx is the same subclass, named by ``pos=custom pos.impl=module:Class``
-(``posx.model.custom``).
-RoPE and xPos (RoPE's ``rotate`` with a per-pair scale) live in ``posx.model.rotary``; FIRE,
-whose bias also depends on the query position, overrides ``attn_masks`` and ``score_mod``
-instead of ``distance_bias`` (``posx.model.fire``); CoPE, whose positions depend on the logits,
-is ``contextual`` and attends itself (``posx.model.cope``). Two more hooks: ``project_()`` puts
-learned parameters back inside their range after each optimizer step (KERPLE's floor), and
-``learned_scalars()`` gives the learned scalars a run records in model.json (FIRE's, KERPLE's).
-
-With ``model.attention=flex`` the bias encodings give a ``score_mod(layer)`` instead
-(``posx.model.attention``): a function of the head and the distance, the same for every
-length, so no mask is built at all.
-
-Bias-based encodings never build a per-batch (B, H, L, L) tensor. The model asks the
-encoding once per forward for ``attn_masks``: one additive mask (1, H, L, L) per layer, the
-bias with -inf above the diagonal, built from the (H, L) bias-by-distance as a Toeplitz
-matrix and shared by the batch (and by every layer unless the bias is per layer). ALiBi,
-whose bias is fixed, keeps its mask between forwards and rebuilds it only when the length
-changes. The mask is 4-D on purpose: torch's CPU flash kernel takes a (1, H, L, L) mask,
-while a 3-D one sends SDPA down its math path, which materialises (B, H, L, L) scores.
+The bias encodings never build a per-batch (B, H, L, L) tensor: one additive (1, H, L, L) mask
+per forward, the Toeplitz matrix of the (H, L) bias by distance, shared by the batch (and by the
+layers unless per layer); ALiBi keeps its mask until the length changes. It is 4-D on purpose:
+torch's CPU flash kernel takes a (1, H, L, L) mask, a 3-D one sends SDPA down its math path.
+With ``model.attention=flex`` they give a ``score_mod`` instead (``posx.model.attention``).
 """
 
 from __future__ import annotations

@@ -1,23 +1,13 @@
-"""FIRE, functional interpolation for relative positions (Li, Zaheer, Kumar, Sanghai, ...,
-Bhojanapalli, "Functional Interpolation for Relative Positions Improves Long Context
-Transformers", ICLR 2024, arXiv 2310.04418).
-
-A learned bias added to the logit of query i and key j <= i:
+"""FIRE, functional interpolation for relative positions (Li et al., ICLR 2024, arXiv 2310.04418),
+as the PyTorch code of the paper's appendix: a learned bias on the logit of query i, key j <= i,
 
     b(i, j) = f(psi(i - j) / psi(max(L, i))),      psi(x) = ln(|c x| + 1),
 
-f an MLP from one input to one output per head (hidden width 32, ReLU), c and the threshold L
-learned. This follows the PyTorch code in the paper's appendix: c starts at 0.1, L is
-|multiplier · L0| with the multiplier learned from 1 and L0 fixed (512 there, with T = 2048;
-``pos.fire_threshold``, by default T/4, the same ratio; more than T is refused, since no
-training query would reach it and the normaliser would never act in training), and the
-normaliser gets eps = 1e-6. Dividing by psi(max(L, i)) maps
-every distance a query can see into [0, 1], so a longer context is an interpolation of the
-trained inputs, not an extrapolation; for i < L the normaliser is a constant and the bias
-depends on i - j alone.
-
-Choices of posx: one FIRE for all layers (as T5 shares its table); i and j are indices in the
-window (as ALiBi and T5 read them, and as FlexAttention's q_idx, kv_idx are).
+f an MLP (1 -> hidden, ReLU, -> heads), c from 0.1, L = |multiplier · L0| with the multiplier
+learned from 1 (L0 = ``pos.fire_threshold``, by default T/4: the paper's 512 at T = 2048), eps =
+1e-6 in the normaliser. Every distance a query sees maps into [0, 1], so a longer context is an
+interpolation of the trained inputs. posx's choices: one FIRE for all layers (as T5 shares its
+table); i and j are indices in the window (as FlexAttention's q_idx, kv_idx).
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
-"""The typed record of the learned scalars of a model's positional machinery, as model.json holds
-them (``learned``): FIRE's c and threshold L, KERPLE's p and a per head, Scalable-Softmax's s per
-layer and head. They are read back through ``posx.core.validate`` (each a finite float, the
-record's shape against the model's in ``problem``) without torch, so listing runs needs none;
-``posx.model.gpt.GPT.learned_scalars`` takes them from a model's parameters.
-
-Encodings whose learned parameters are tables rather than scalars (learned absolute, T5's buckets,
-CoPE's embeddings, FIRE's MLP) keep them in the weights alone; RoPE, xPos, ALiBi, sinusoidal and
-the ``logn`` scale learn nothing, and a model with none of these scalars records no ``learned``.
+"""The typed record of a model's learned positional scalars, as model.json holds them
+(``learned``): FIRE's c and threshold, KERPLE's p and a per head, Scalable-Softmax's s per layer
+and head. Read back through ``posx.core.validate`` without torch; learned tables (absolute, T5,
+CoPE, FIRE's MLP) stay in the weights alone.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""RoPE rescaling applied to a model: which ``posx.rope.frequencies`` call each evaluation
-row makes, the typed record of the frequencies a model trained with, and ``rescaled``, the
-context manager that installs other frequencies and always puts the trained ones back.
-
-A method's parameters keep the bounds and rules of their dataclass (``posx.schema.methods``),
-checked in a config with the rest of the schema and by ``posx.rope`` on every call;
-``check_methods`` computes every row's frequencies for a real model before any row is scored.
+"""RoPE rescaling applied to a model: which ``posx.rope.frequencies`` call each evaluation row
+makes (its parameters from ``eval.<method>``), the frequencies a model trained with, and context
+managers that install other frequencies (or a window) and always put the trained ones back.
 """
 
 from __future__ import annotations

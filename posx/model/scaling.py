@@ -1,24 +1,14 @@
-"""Per-layer attention options that are not an encoding: a length-dependent logit scale
-(``model.attn_scale``) and layers that attend without positions (``model.nope_every``).
+"""Per-layer attention options that are not an encoding: a logit scale (``model.attn_scale``),
+applied to the queries after rotation, and layers that attend without positions
+(``model.nope_every``). n is the number of keys query i sees (i + 1), T ``attn_scale_length``.
 
-Logit scale, applied to the queries after the encoding rotates them (so to every logit of the
-query's row, before the softmax; the causal mask and any bias are added after it). With n the
-number of keys query i sees (i + 1, counted in its window) and T ``attn_scale_length``:
-
-* ``logn``: max(1, ln n / ln T). The identity (an exact multiply by 1.0) up to T; past it the
-  logits grow with ln n, so the softmax entropy does not grow with the length (Chiang & Cholak,
-  "Overcoming a Theoretical Limitation of Self-Attention", ACL 2022, arXiv 2202.12172; the
-  ``logn`` attention of Qwen: log_T(n) for n > T, else 1).
-* ``ssmax``: s_h · ln n with s_h a learned scalar per head and layer (Nakanishi, "Scalable-
-  Softmax Is Superior for Attention", 2025, arXiv 2501.19399: softmax(s · ln n · z)). s starts
-  at 1 / ln T, so at the start of training a query that sees T keys is unscaled (a choice of
-  posx; the paper gives no initialisation for s).
-
-Hybrid NoPE layers: layer i (from 0) attends without positions when (i + 1) % K == 0, K =
-``nope_every``: every K-th layer, the last of each group of K, as Llama 4's interleaved NoPE
-layers (transformers' Llama4TextConfig: ``no_rope_layers``, a layer uses RoPE unless
-(i + 1) % no_rope_layer_interval == 0; Yang et al., "Rope to Nope and Back Again: A New Hybrid
-Attention Strategy", 2025, arXiv 2501.18795). Such a layer skips the rotation and any bias.
+* ``logn``: max(1, ln n / ln T), an exact identity up to T (Chiang & Cholak, ACL 2022, arXiv
+  2202.12172; Qwen's ``logn`` attention).
+* ``ssmax``: s_h · ln n, s_h learned per head and layer (Nakanishi 2025, arXiv 2501.19399),
+  from 1 / ln T, so a query that sees T keys starts unscaled (posx's choice: the paper gives no
+  initialisation).
+* NoPE layers: layer i (from 0) skips the rotation and any bias when (i + 1) % K == 0, as Llama
+  4's ``no_rope_layers`` (Yang et al. 2025, arXiv 2501.18795).
 """
 
 from __future__ import annotations

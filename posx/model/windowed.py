@@ -1,79 +1,16 @@
 """Windowed attention at evaluation, without training: keys nearer than a window W meet the
-query at their exact RoPE positions, farther keys at remapped positions chosen so the distance
-stays inside the trained context (or, for LM-Infinite, most of them not at all). Each method is
-a few branches, each a pair of position maps for queries and keys, and a rule choosing the
-branch of every (query, key) pair; the chosen logits go into one softmax.
+query at their exact RoPE positions, farther keys at remapped positions that keep the distance
+inside the trained context (or, for LM-Infinite and StreamingLLM, most of them not at all).
+Each method is a few branches, each a pair of position maps for queries and keys, and a rule
+choosing the branch of every (query, key) pair; the chosen logits go into one float32 softmax.
 
-Self-Extend (Jin et al., "LLM Maybe LongLM: Self-Extend LLM Context Window Without Tuning",
-ICML 2024, arXiv 2401.01325; the authors' code: github.com/datamllab/LongLM,
-``self_extend_patch/Llama.py``), ``Grouping``: a query at i and a key at j, distance n = i - j.
-
-* n < W: ordinary RoPE at positions i and j.
-* n >= W: RoPE at the *grouped* positions, the query at i // G + W - W / G and the key at
-  j // G, so distances grow G times slower past the window; the shift W - W / G makes the
-  grouped distance continue from W where the window ends. The largest grouped distance at
-  length L is (L - 1) // G + W - W / G, inside a trained context T while L <= (T - W) * G + W
-  (the paper's bound on the extended window).
-
-ReRoPE and Leaky ReRoPE (Su, "Rectified Rotary Position Embeddings", 2023; the author's code:
-github.com/bojone/rerope, ``rerope_patch.py`` and ``leaky_rerope_patch.py``), ``Rectified``:
-
-* n < W: ordinary RoPE, as above.
-* n >= W, ReRoPE: every such distance becomes W (the query rotated at W, the key not at all).
-* n >= W, Leaky ReRoPE with factor k: the distance becomes W + (n - W) / k (the query at
-  i / k + W - W / k, the key at j / k): Self-Extend's map without the floor. It stays inside T
-  while n < (T - W) * k + W; ReRoPE's never leaves it.
-* The author's code also scales the query at position i by max(1, log(i + 1) / log(T)) (the
-  "log n" scaling), in both patches; posx does too unless ``log_scale`` is off.
-
-LM-Infinite (Han et al., "LM-Infinite: Zero-Shot Extreme Length Generalization for Large
-Language Models", NAACL 2024, arXiv 2308.16137; the authors' code: github.com/Glaciohound/
-LM-Infinite, ``models/llama.py`` and ``models/lambda_attention.py``), ``Lambda``: a
-Lambda-shaped mask. A query attends to the keys nearer than W (the pretraining length T by
-default, as the authors convert a model with ``convert_llama_model(model, 4096, 10)``) at their
-exact positions, and to the first ``global_tokens`` keys of the sequence at the distance W
-(the query rotated at W, the key not at all: ReRoPE's far branch); every other key is masked.
-
-Dual Chunk Attention (An et al., "Training-Free Long-Context Scaling of Large Language Models",
-ICML 2024, arXiv 2402.17463; the authors' code: github.com/HKUNLP/ChunkLlama,
-``chunkllama_attn_replace.py``), ``DualChunk``: the sequence is cut into chunks of c = s - w
-tokens (s the chunk size, w the local window; the authors' defaults s = 3T/4, w = T/16), and
-every key sits at its position within its chunk, j mod c. The query at i takes one of three
-positions, by how far back the key's chunk lies:
-
-* the same chunk (intra): i mod c, so the distance is the exact i - j;
-* the chunk before (successive): min(i mod c + c, s), so distances continue from the chunk
-  boundary and stop growing at s;
-* any earlier chunk (inter): min(2c - 1, s), the successive position of a chunk's last query,
-  as the authors' code sets it.
-
-Every distance stays at or below s <= T, at any length. The authors merge the three flash
-attention calls by their log-sum-exps; one softmax over the chosen logits is the same.
-
-StreamingLLM (Xiao et al., "Efficient Streaming Language Models with Attention Sinks", ICLR
-2024, arXiv 2309.17453; the authors' code: github.com/mit-han-lab/streaming-llm,
-``kv_cache.py``, ``pos_shift/modify_llama.py`` and ``examples/eval_long_ppl.py``), ``Sinks``: a
-key-value cache that keeps the first S tokens (the attention sinks) and the latest R, with
-every key rotated at its place in the cache. The authors score a text one token at a time;
-token i then sees:
-
-* while i <= S + R (nothing evicted yet): every earlier token, at its exact position;
-* after that: the tokens up to R back at their exact distances (the query sits at S + R in
-  the cache, the latest keys just below it), the S sinks at S + R - j, and nothing else.
-
-S = 4 as the authors run it; R null fills the trained context, T - S - 1, so the query's
-place in the cache, S + R, is the last position training saw.
-
-Decisions: Self-Extend's W - W / G is a float when G does not divide W, as in the authors' code
-(RoPE takes fractional positions); its optional log scale of the query (``scale_base``, off by
-default there) is left out. The logits are merged and softmaxed in float32, as the Self-Extend
-and ReRoPE code upcasts. LM-Infinite's distance limit is W, as in the authors' code (which
-caps it at the length minus 1, a cap that only matters where no key is that far). The
-frequencies are the model's own: these methods change which positions meet, not how they
-rotate (``posx.rope`` lists them with theta_i, and checks their parameters). Scores
-are materialised in blocks of query rows (no fused kernel takes several sets of logits), so this
-path is for evaluation, not training; within a block each branch's scores are computed only
-over the keys it scores for some row (the near branch's band along the diagonal, DCA's chunks).
+Self-Extend (Jin et al., ICML 2024, arXiv 2401.01325; datamllab/LongLM): ``Grouping``.
+ReRoPE and Leaky ReRoPE (Su 2023; bojone/rerope): ``Rectified``.
+LM-Infinite (Han et al., NAACL 2024, arXiv 2308.16137; Glaciohound/LM-Infinite): ``Lambda``.
+Dual Chunk Attention (An et al., ICML 2024, arXiv 2402.17463; HKUNLP/ChunkLlama): ``DualChunk``.
+StreamingLLM (Xiao et al., ICLR 2024, arXiv 2309.17453; mit-han-lab/streaming-llm): ``Sinks``.
+Each method's position maps, and the choices where the authors' code leaves room: see
+docs/encodings.md, "How the windowed methods place positions".
 """
 
 from __future__ import annotations
@@ -117,10 +54,14 @@ class Windowed(Protocol):
 
 
 class Unscaled:
-    """A method that leaves the query's scale alone (all but ReRoPE's log-n scaling)."""
+    """A method that leaves the query's scale alone (all but ReRoPE's log-n scaling) and has no
+    reach (None: no distance passes the trained context at any length)."""
 
     def scale_query(self, q: Tensor, positions: Tensor) -> Tensor:
         return q
+
+    def reach(self, train_context: int) -> int | None:
+        return None
 
 
 class NearFar(Unscaled):
@@ -230,9 +171,6 @@ class Lambda(NearFar):
         """``window`` None: the trained context T (the authors' L_pretrain)."""
         return cls(int(window) if window is not None else int(train_context), int(global_tokens))
 
-    def reach(self, train_context: int) -> None:
-        return None  # no distance passes W
-
     def far_positions(self, positions: Tensor) -> tuple[Tensor, Tensor]:
         """The global branch's query and key positions: the query at W, the key at 0."""
         return query_at_window(positions, self.window)
@@ -265,9 +203,6 @@ class Sinks(Unscaled):
                 f"(recent null: T - sinks - 1)"
             )
         return cls(S, R)
-
-    def reach(self, train_context: int) -> None:
-        return None  # no place in the cache passes S + R
 
     def branches(self, positions: Tensor) -> list[tuple[Tensor, Tensor]]:
         """Exact positions, and the sinks' branch: the query at S + R, each key at its index."""
@@ -316,9 +251,6 @@ class DualChunk(Unscaled):
     @property
     def chunk(self) -> int:
         return self.chunk_size - self.local_window  # c: tokens per chunk
-
-    def reach(self, train_context: int) -> None:
-        return None  # no distance passes s
 
     def branches(self, positions: Tensor) -> list[tuple[Tensor, Tensor]]:
         """Intra, successive and inter query positions, each against keys at j mod c."""

@@ -1,21 +1,14 @@
 """xPos and partial rotation: the pure functions behind ``pos=xpos`` and ``pos.rotary_fraction``.
 
-xPos (Sun et al., "A Length-Extrapolatable Transformer", ACL 2023, arXiv 2212.10554; the
-authors' code: microsoft/torchscale, ``torchscale/component/xpos_relative_position.py``) is RoPE
-with a per-pair scale: with d the head dim, pair i < d/2 has
+xPos (Sun et al., ACL 2023, arXiv 2212.10554; microsoft/torchscale,
+``xpos_relative_position.py``): RoPE whose query at n is scaled by zeta^(n/B) and key at m by
+zeta^(-m/B) per pair, zeta_i = (2i + gamma*d) / ((1 + gamma)*d), gamma = 0.4, B = 512, so a logit
+carries zeta_i^((n - m)/B), a decay with the distance. As torchscale does, the exponent is taken
+about the window's centre, which keeps the factors near 1 and the logits as they are.
 
-    zeta_i = (2i + gamma*d) / ((1 + gamma)*d),      gamma = 0.4,
-
-and the query at position n is multiplied by zeta^(n/B), the key at m by zeta^(-m/B), B = 512
-(``scale_base``). A logit then carries zeta_i^((n - m)/B) on pair i: a decay with the relative
-distance, the same for every n, m at the same distance. As torchscale does, the exponent is
-taken about the window's centre c (n - c and m - c), which leaves the logits as they are and
-keeps the factors near 1; the rotation itself uses the positions as given.
-
-Partial rotation (p-RoPE: Barbero et al., "Round and Round We Go! What makes Rotary Positional
-Encodings useful?", ICLR 2025, arXiv 2410.06205): only the highest-frequency fraction p of the
-pairs rotate; the others get frequency 0 (no rotation) and, under xPos, scale 1, so they carry
-no position at all. p = 1 is the encoding itself, p = 0 is NoPE exactly.
+Partial rotation (p-RoPE: Barbero et al., ICLR 2025, arXiv 2410.06205): only the
+highest-frequency fraction p of the pairs rotate; the others get frequency 0 and, under xPos,
+scale 1. p = 1 is the encoding itself, p = 0 is NoPE exactly.
 """
 
 from __future__ import annotations

@@ -1,28 +1,14 @@
 """Typed configuration schema (Hydra structured configs), each value's rules beside it.
 
-The dataclasses below are the schema and hold every default: Hydra merges the YAML files of
-``configs/`` (only what differs) onto them, so a typo'd key, a wrong type or a choice outside
-its Enum fails at composition. Each number's bounds are in its field's metadata (``positive``,
-``at_least``, ``within``: a ``Bound`` of ``posx.schema.fields``), each rule across the fields of a
-group in the group's ``check(at)`` (which returns what is wrong and how to fix it, in one line,
-or None); ``posx.core.validate`` walks them all, for a composed config (``posx.configure.checks``)
-and for a record read back (``model.json``, whose model record holds ``ModelConfig`` and ``PosConfig``). Each
-field's trailing comment is its description in the configuration reference
-(``posx.configure.reference``).
-
-Choice fields are Enums (``posx.schema.fields``; the RoPE methods' in ``posx.schema.methods``): each
-lists the names of a registry owned elsewhere (the registries stay the source of truth of
-behaviour; ``tests/test_config_choices.py`` fails when an Enum and its registry differ). A
-member *is* its string (``Encoding.rope == "rope"``, the same hash, ``str()`` and f-strings give
-``rope``, JSON writes ``"rope"``), so registries keyed by name, comparisons and run directories
-written before keep working; ``posx.configure.compose.to_yaml`` writes plain strings. Not Enums, on
-purpose: ``device`` (``cuda:N`` is open-ended), ``data.tokenizer`` (also a path to a
-tokenizer.json; checked in ``posx.data.tokenizer``) and ``train.compile`` (Hydra and YAML read
-``true``/``false`` as booleans, which an Enum field refuses; checked in ``posx.core.device``).
-
-This module imports nothing of posx but the modules beside it (``posx.schema.fields``,
-``posx.schema.methods``, ``posx.schema.tasks``). Configs hold names, never import paths: a run directory is loadable
-without Hydra.
+The dataclasses hold every default; Hydra merges ``configs/`` onto them, so a typo'd key, a wrong
+type or a choice outside its Enum fails at composition. A number's bounds are its field's
+metadata (``posx.schema.fields``), a rule across a group's fields its ``check(at)`` (one line
+saying what is wrong, or None); ``posx.core.validate`` walks both, for a composed config and for a
+record read back. Each field's trailing comment is its description in the configuration reference.
+A choice Enum lists the names of a registry owned elsewhere (``tests/test_config_choices.py`` keeps
+them equal); a member *is* its string. Not Enums, on purpose: ``device`` (``cuda:N``),
+``data.tokenizer`` (also a path) and ``train.compile`` (YAML reads true/false as booleans).
+Imports nothing of posx but the modules beside it.
 """
 
 from __future__ import annotations

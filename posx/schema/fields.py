@@ -1,7 +1,5 @@
-"""The types of the schema's fields (``posx.schema.config``): the choice Enums, and the ``Bound`` a
-number keeps (in a field's ``metadata["bound"]``, checked by ``posx.core.validate`` wherever the
-field is read: a composed config, a record read back); ``plain`` gives a section back as plain
-data, each choice as its string. Imports nothing of posx.
+"""The types of the schema's fields: the choice Enums, and the ``Bound`` a number keeps in its
+field's ``metadata["bound"]`` (checked by ``posx.core.validate``). Imports nothing of posx.
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""The arguments of the RoPE methods (``posx.rope.frequencies``): those every method shares
-(``RopeArgs``), and a dataclass per method of its extra parameters (``eval.<method>`` in the
-config), each field with its published default and its bounds, each rule across fields in the
-class's ``check``; ``posx.core.validate`` walks them. ``METHOD_PARAMS`` declares every method
-once, with its dataclass: the ``Method`` choice and ``posx.rope``'s registry follow it. Imports
-nothing of posx but the field types.
+"""The arguments of the RoPE methods (``posx.rope.frequencies``): ``RopeArgs``, which every
+method takes, and a dataclass per method of its extra parameters (``eval.<method>``), each field
+with its published default and bounds. ``METHOD_PARAMS`` declares every method once.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""The task sections of the schema: the synthetic tasks' options (``TaskOptions``, read as
-``data.task_options`` by the training mix and as ``eval.task_options`` by the evaluation) and the
-passkey test's (``PasskeyConfig``, ``eval.passkey``). Each value's rules beside it, as in
-``posx.schema.config``, which holds them as fields; this module imports nothing of posx but the field
-types it is made of (``posx.schema.fields``).
+"""The task sections of the schema: ``TaskOptions`` (``data.task_options``, ``eval.task_options``)
+and ``PasskeyConfig`` (``eval.passkey``), each value's rules beside it.
 """
 
 from __future__ import annotations
