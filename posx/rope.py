@@ -106,7 +106,9 @@ def _yarn_inv_freq(
 # Each returns (float64 inverse frequencies, attention factor).
 
 
-def _none(head_dim, base, factor, original_context):
+def _none(head_dim, base, factor, original_context, **_window):
+    """theta itself: plain RoPE, and the methods that act in attention (Self-Extend, ReRoPE,
+    LM-Infinite, DCA, StreamingLLM), whose parameters ``posx.model.windowed`` reads."""
     return _theta(head_dim, base), 1.0
 
 
@@ -150,8 +152,7 @@ def _dynamic_yarn(head_dim, base, factor, original_context, *, length, beta_fast
 
 
 def _ntk_by_parts(head_dim, base, factor, original_context, *, beta_fast, beta_slow, truncate):
-    inv = _yarn_inv_freq(head_dim, base, factor, original_context, beta_fast, beta_slow, truncate)
-    return inv, 1.0
+    return _yarn_inv_freq(head_dim, base, factor, original_context, beta_fast, beta_slow, truncate), 1.0
 
 
 def _abf(head_dim, base, factor, original_context, *, new_base):
@@ -185,28 +186,20 @@ def _longrope(head_dim, base, factor, original_context, *, short_factor, long_fa
                 f"{head_dim // 2}; give one factor per rotary pair"
             )
         theta = theta / torch.tensor(ext, dtype=torch.float64)
-    if attention_factor is None:
-        attention = (
-            math.sqrt(1 + math.log(factor) / math.log(original_context)) if factor > 1 and original_context > 1 else 1.0
-        )
-    else:
-        attention = float(attention_factor)  # checked by LongRopeConfig's bounds
-    return theta, attention
+    if attention_factor is not None:
+        return theta, float(attention_factor)  # checked by LongRopeConfig's bounds
+    scaled = factor > 1 and original_context > 1
+    return theta, math.sqrt(1 + math.log(factor) / math.log(original_context)) if scaled else 1.0
 
 
 def resonance_round(inv_freq: torch.Tensor, original_context: int) -> torch.Tensor:
     """Resonance RoPE (Wang et al., ACL 2024 Findings, arXiv 2403.00071): each pair whose
     wavelength 2*pi/theta is below ``original_context`` gets the nearest integer wavelength, so
-    its phase at position p + lambda equals that at p exactly; longer wavelengths are kept."""
+    its phase at position p + lambda equals that at p exactly; longer wavelengths are kept.
+    None rounds to 0: the shortest wavelength is 2*pi."""
     wavelength = 2 * math.pi / inv_freq
     rounded = 2 * math.pi / torch.round(wavelength)
     return torch.where(wavelength < original_context, rounded, inv_freq)
-
-
-def _windowed(head_dim, base, factor, original_context, **_window):
-    """Self-Extend, ReRoPE, LM-Infinite, DCA, StreamingLLM: the frequencies stay; the window's
-    parameters act on positions, or mask keys, in attention (``posx.model.windowed``)."""
-    return _theta(head_dim, base), 1.0
 
 
 def _resonance(head_dim, base, factor, original_context):
@@ -237,9 +230,7 @@ def _current(length, original_context: int) -> int:
 
 _RAMP = ("beta_fast", "beta_slow", "truncate")  # YarnConfig's ramp, without yarn's attention factor
 
-# posx's own methods. Each one's parameters, their defaults and rules are its dataclass in
-# posx.schema.methods.METHOD_PARAMS, which fills ``params`` below; a method from outside posx
-# becomes the same record (``_from_user``) and is looked up through the same ``_lookup``.
+# posx's own methods; ``params``, each one's dataclass, comes from METHOD_PARAMS below.
 _OWN: dict[str, _Method] = {
     "none": _Method(_none),
     "pi": _Method(_pi),
@@ -253,11 +244,11 @@ _OWN: dict[str, _Method] = {
     "longrope": _Method(_longrope, True, length=True),
     "resonance": _Method(_resonance, True),
     "resonance_yarn": _Method(_resonance_yarn, True),
-    "self_extend": _Method(_windowed),
-    "rerope": _Method(_windowed),
-    "lm_infinite": _Method(_windowed),
-    "dca": _Method(_windowed),
-    "streaming_llm": _Method(_windowed),
+    "self_extend": _Method(_none),
+    "rerope": _Method(_none),
+    "lm_infinite": _Method(_none),
+    "dca": _Method(_none),
+    "streaming_llm": _Method(_none),
 }
 _REGISTRY: Mapping[str, _Method] = MappingProxyType(
     {name: method._replace(params=METHOD_PARAMS[name]) for name, method in _OWN.items()}
@@ -273,7 +264,7 @@ DYNAMIC_METHODS: frozenset[str] = frozenset(name for name, method in _REGISTRY.i
 def _from_user(name: str) -> _Method:
     user, _ = user_method(name, choose(METHODS))
     if user.window is not None:
-        return _Method(_windowed, params=user.params, window=user.window)
+        return _Method(_none, params=user.params, window=user.window)
 
     def fn(head_dim, base, factor, original_context, **params):
         made = user.params(**params) if user.params is not None else None
@@ -328,11 +319,9 @@ def base_inv_freq(head_dim: int, base: float) -> torch.Tensor:
 
 
 def method_params(method: str) -> dict[str, object]:
-    """The method's extra parameters and their published defaults (a fresh dict).
-
-    None means "derived": length -> original_context, attention_factor -> the method's
-    formula, longrope's short/long factors -> all ones.
-    """
+    """The method's extra parameters and their published defaults (a fresh dict). None means
+    "derived": length -> original_context, attention_factor -> the method's formula, longrope's
+    short/long factors -> all ones."""
     spec = _lookup(method)
     fields = dataclasses.fields(spec.params) if spec.params else ()
     defaults = {f.name: f.default for f in fields if not spec.only or f.name in spec.only}
@@ -362,12 +351,9 @@ def frequencies(
     original_context: int | None = None,
     **params,
 ) -> tuple[torch.Tensor, float]:
-    """Inverse frequencies, float32, shape (head_dim // 2,), and the attention factor.
-
-    The attention factor multiplies both cos and sin (i.e. q and k), so the attention logits
-    scale by its square. Dynamic methods (DYNAMIC_METHODS) read ``length``, the current
-    sequence length, and must be recomputed whenever it changes.
-    """
+    """Inverse frequencies, float32, shape (head_dim // 2,), and the attention factor (module
+    docstring). Dynamic methods (DYNAMIC_METHODS) read ``length``, the current sequence length,
+    and must be recomputed whenever it changes."""
     spec = _lookup(method)
     check_params(method, factor, **params)
     validate({"head_dim": head_dim, "base": base, "original_context": original_context}, RopeArgs, "RoPE")

@@ -27,10 +27,9 @@ warnings.filterwarnings("ignore", message="flex_attention called without torch.c
 ScoreMod = Callable[[Tensor, Tensor, Tensor, Tensor, Tensor], Tensor]
 
 # Attention that materialises its logits (the windowed methods, CoPE) holds at most this many at
-# once, in blocks of query rows. On the CPU, blocks near the caches' size are the faster: at 8x T
-# the windowed methods ran about 2x and CoPE 4 to 5x faster in 4 MiB blocks than in 64 MiB ones
-# (`python -m benchmarks.bench_blocks`; docs/measurements.md, "Materialised attention on the
-# CPU"). On CUDA, large blocks keep the kernels large (not yet measured there).
+# once, in blocks of query rows: on the CPU, 4 MiB blocks ran the windowed methods about 2x and
+# CoPE 4 to 5x faster than 64 MiB ones at 8x T (docs/measurements.md, "Materialised attention on
+# the CPU"); on CUDA, large blocks keep the kernels large (not yet measured there).
 CHUNK_ELEMENTS = 1 << 24  # 64 MiB in float32: CUDA and any other device
 CPU_CHUNK_ELEMENTS = 1 << 20  # 4 MiB
 
@@ -122,11 +121,8 @@ def _compiled_or_loud(
 
 
 def attend(q: Tensor, k: Tensor, v: Tensor, bias: Tensor | FlexBias | None, dropout: float) -> Tensor:
-    """Causal attention of q, k, v (B, H, T, hd) -> (B, H, T, hd).
-
-    bias: None (plain causal, SDPA's flash path), the additive (1, H, T, T) mask (SDPA), or
-    a ``FlexBias`` (FlexAttention; dropout must be 0 there).
-    """
+    """Causal attention of q, k, v (B, H, T, hd) -> (B, H, T, hd). bias: None (plain causal, SDPA's
+    flash path), the additive (1, H, T, T) mask (SDPA), or a ``FlexBias`` (dropout must be 0)."""
     if isinstance(bias, FlexBias):
         # Tile sizes are Triton's: on the CPU torch picks its own.
         options = bias.kernel_options if q.device.type == "cuda" else None

@@ -24,11 +24,8 @@ def check_block(block: str) -> None:
 
 
 def swiglu_hidden(d_model: int, mlp_ratio: int, multiple_of: int) -> int:
-    """Llama's SwiGLU width: int(2/3 * mlp_ratio * d_model) rounded up to ``multiple_of``.
-
-    Two thirds keep the three matrices' parameters equal to a GELU MLP of mlp_ratio * d_model
-    (before rounding); Meta's code: hidden = int(2 * 4d / 3), then multiple_of * ceil(hidden / m).
-    """
+    """Llama's SwiGLU width: int(2/3 * mlp_ratio * d_model) rounded up to ``multiple_of`` (Meta's
+    code), so the three matrices hold the parameters of a GELU MLP of mlp_ratio * d_model."""
     if multiple_of < 1:
         raise PosxError(f"model.multiple_of={multiple_of} must be at least 1")
     hidden = int(2 * mlp_ratio * d_model / 3)
@@ -71,20 +68,12 @@ def make_norm(block: str, d_model: int) -> nn.Module:
 
 
 class ShortConv(nn.Module):
-    """``model.short_conv``: a causal depthwise convolution over the last ``kernel`` positions,
-    added to its input before attention, ``x + conv(x)``: each position sees its own recent
-    tokens in its query and key, so matching "the token before this one" needs no attention
-    layer of its own. It is the short convolution of zoology's gated-convolution mixers: BaseConv
-    (Arora et al. 2023, "Zoology", arXiv 2312.04927; github.com/HazyResearch/zoology,
-    ``mixers/base_conv.py``, kernel 3) and Based, whose linear attention has one in front of it
-    (Arora et al. 2024, "Simple linear attention language models balance the recall-throughput
-    tradeoff", arXiv 2402.18668). Zoology's attention baseline is plain multi-head attention with
-    learned absolute positions and no convolution. Allen-Zhu (2025, "Physics of Language Models:
-    Part 4.1", canon layers) adds such a convolution to every block. Whatever the encoding, it
-    gives a model learned local order, so a comparison of encodings runs each with and without
-    it (the retrieval comparison: docs/tasks.md).
-    Its weights act on relative offsets 0 .. kernel - 1 only, whatever the sequence's length, so
-    it gives no encoding positions past T it did not see at T."""
+    """``model.short_conv``: x + a causal depthwise convolution of x over the last ``kernel``
+    positions, before attention, so matching "the token before this one" needs no attention layer.
+    The short convolution of zoology's BaseConv (Arora et al. 2023, arXiv 2312.04927;
+    HazyResearch/zoology, ``mixers/base_conv.py``) and Based (arXiv 2402.18668), and Allen-Zhu's
+    canon layers (2025). It gives any encoding learned local order (docs/tasks.md compares encodings
+    with and without it) and acts on offsets 0 .. kernel - 1 only: no positions past T unseen at T."""
 
     def __init__(self, d_model: int, kernel: int):
         super().__init__()

@@ -33,12 +33,8 @@ BEYOND = ("none", "clamp", "interpolate")  # learned absolute past its table (ev
 
 
 class LearnedAbsolute(PositionalEncoding):
-    """GPT-2's learned table of ``max_positions`` rows added to the token embeddings.
-
-    Past the table, ``beyond`` decides: ``none`` raises PositionOutOfRange, ``clamp`` reuses
-    the last row, ``interpolate`` maps positions 0..last linearly onto rows 0..N-1 and mixes
-    the two nearest rows. Sequences that fit the table are never changed.
-    """
+    """GPT-2's learned table of ``max_positions`` rows added to the token embeddings; past it,
+    ``beyond`` (``eval.absolute_beyond``, docs/encodings.md). Sequences that fit are never changed."""
 
     kind = "absolute"
 
@@ -75,13 +71,9 @@ class LearnedAbsolute(PositionalEncoding):
 
 
 class Sinusoidal(PositionalEncoding):
-    """Vaswani et al.'s fixed sin/cos added to the embeddings, defined for every position.
-
-    PE[p, 2i] = sin(p / 10000^(2i/d)), PE[p, 2i+1] = cos(p / 10000^(2i/d)); as in the paper,
-    the token embeddings are multiplied by sqrt(d_model) first, so the (std 0.02) token signal
-    is not drowned by the unit-amplitude waves. Angles are float64 (a (T, C/2) table, cheap),
-    so the waves stay exact at any position; the table is cast to x's dtype at the end.
-    """
+    """Vaswani et al.'s PE[p, 2i] = sin(p / 10000^(2i/d)), PE[p, 2i+1] = cos(...), added to the
+    token embeddings times sqrt(d_model) as in the paper (so the std 0.02 token signal is not
+    drowned). Angles in float64, exact at any position; the table is cast to x's dtype at the end."""
 
     kind = "sinusoidal"
 
@@ -115,12 +107,8 @@ def alibi_slopes(n_head: int) -> list[float]:
 
 
 class ALiBi(PositionalEncoding):
-    """No embedding; head h adds -m_h * (i - j) to the logit of query i and key j <= i.
-
-    The mask is a pure function of the length, so it is cached: built once per
-    (length, dtype, device) and reused by every layer and every forward at that length.
-    Only the latest length is kept, so evaluating at 8x does not hold the 1x..4x masks.
-    """
+    """Head h adds -m_h * (i - j) to the logit of query i and key j <= i. The mask depends on the
+    length alone, so the latest (length, dtype, device)'s is kept for every layer and forward."""
 
     kind = "alibi"
 
@@ -136,9 +124,6 @@ class ALiBi(PositionalEncoding):
     def distance_bias(self, layer: int, length: int) -> Tensor:
         distance = torch.arange(length, device=self.slopes.device, dtype=torch.float32)  # (L,)
         return -self.slopes.unsqueeze(1) * distance  # (H, L)
-
-    def score_mod(self, layer: int):
-        return self._score_mod
 
     def _alibi_score(self, score: Tensor, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
         return score - (self.slopes[h] * (q_idx - kv_idx)).to(score.dtype)
@@ -166,11 +151,8 @@ def check_t5_buckets(num_buckets: int, max_distance: int) -> None:
 
 
 def t5_buckets(distance: Tensor, num_buckets: int = 32, max_distance: int = 128) -> Tensor:
-    """T5's causal relative-position buckets for distances n = query - key >= 0.
-
-    n < num_buckets/2 has its own bucket; larger n are log-spaced up to max_distance and
-    everything beyond shares the last bucket (Raffel et al. 2020).
-    """
+    """T5's causal buckets (Raffel et al. 2020) for distances n = query - key >= 0: n < num_buckets/2
+    has its own, larger n are log-spaced up to max_distance, and farther ones share the last."""
     exact = num_buckets // 2
     n = distance.clamp(min=0)
     ratio = n.clamp(min=exact).double() / exact
@@ -179,25 +161,14 @@ def t5_buckets(distance: Tensor, num_buckets: int = 32, max_distance: int = 128)
 
 
 class T5Bias(PositionalEncoding):
-    """A learned scalar per (bucket, head) added to the logits; one table shared by all
-    layers as in T5, or one table per layer when ``per_layer``."""
+    """A learned scalar per (bucket, head) on the logits; one table for all layers as in T5,
+    or one per layer (``per_layer``)."""
 
     kind = "t5"
-    # The score_mod gathers the table at the bucket of every score. With torch's H100/H200
-    # default forward tiles (128 x 128, 3 pipeline stages) the fused kernel asked for 272 KiB of
-    # shared memory, past the GPU's 227 KiB, and compiled training stopped (torch 2.11, H200).
-    # Half the tiles and no pipelining, a configuration torch itself uses for other shapes:
-    # forward 64 x 64, backward 32/64/64/32 (BLOCK_N1 a multiple of BLOCK_M1, BLOCK_M2 of
-    # BLOCK_N2, all dividing the BlockMask's 128-token blocks, as torch requires).
-    flex_kernel_options = {
-        "BLOCK_M": 64,
-        "BLOCK_N": 64,
-        "BLOCK_M1": 32,
-        "BLOCK_N1": 64,
-        "BLOCK_M2": 64,
-        "BLOCK_N2": 32,
-        "num_stages": 1,
-    }
+    # torch's default H100/H200 tiles (128 x 128, 3 stages) asked 272 KiB of shared memory for this
+    # score_mod's gather, past the GPU's 227 KiB (torch 2.11, H200). Half the tiles, no pipelining,
+    # as torch itself uses for other shapes; each divides the BlockMask's 128-token blocks.
+    flex_kernel_options = dict(BLOCK_M=64, BLOCK_N=64, BLOCK_M1=32, BLOCK_N1=64, BLOCK_M2=64, BLOCK_N2=32, num_stages=1)
 
     def __init__(
         self, n_head: int, n_layer: int, num_buckets: int = 32, max_distance: int = 128, per_layer: bool = False
@@ -207,14 +178,12 @@ class T5Bias(PositionalEncoding):
         self.num_buckets, self.max_distance = num_buckets, max_distance
         self.bias_per_layer = per_layer
         self.tables = nn.ModuleList(nn.Embedding(num_buckets, n_head) for _ in range(n_layer if per_layer else 1))
-        # Bucket of every distance 0 .. max_distance; every longer distance has the last one,
-        # so this small table serves every length (FlexAttention indexes it by distance).
+        # Bucket of every distance 0 .. max_distance (longer ones share the last): every length's
         bucket_of = t5_buckets(torch.arange(max_distance + 1), num_buckets, max_distance)
         self.register_buffer("bucket_of", bucket_of, persistent=False)  # (max_distance + 1,)
 
     def score_mod(self, layer: int):
-        """``t5_score`` bound to this layer's table and the bucket of each distance, both
-        tensors the module holds (graph inputs, not values computed in the graph)."""
+        """``t5_score`` bound to this layer's table and ``bucket_of``: graph inputs, not values computed in it."""
         return functools.partial(t5_score, self.tables[layer if self.bias_per_layer else 0].weight, self.bucket_of)
 
     def distance_bias(self, layer: int, length: int) -> Tensor:
@@ -227,16 +196,14 @@ class T5Bias(PositionalEncoding):
 def t5_score(
     table: Tensor, bucket_of: Tensor, score: Tensor, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor
 ) -> Tensor:
-    """T5's score_mod: ``table`` (num_buckets, H) at the bucket of the distance q - k (masked
-    future pairs read distance 0; every distance past ``bucket_of``'s last entry has its bucket)."""
+    """T5's score_mod: ``table`` (num_buckets, H) at the bucket of q - k (future pairs read 0)."""
     n = (q_idx - kv_idx).clamp(0, bucket_of.shape[0] - 1)
     return score + table[bucket_of[n], h].to(score.dtype)
 
 
 class Fire(PositionalEncoding):
-    """FIRE: a learned bias f(psi(i - j) / psi(max(L, i))), one for all layers (Li et al.,
-    ICLR 2024; ``posx.model.fire``). It depends on the query position as well as the distance,
-    so the SDPA mask is built whole, (1, H, L, L), at every forward (never cached: it is learned)."""
+    """FIRE (``posx.model.fire``): its bias depends on the query position as well as the distance,
+    so the (1, H, L, L) SDPA mask is built whole at every forward (learned: never cached)."""
 
     kind = "fire"
 
@@ -244,9 +211,6 @@ class Fire(PositionalEncoding):
         super().__init__()
         self.fire = fire.FireMLP(n_head, hidden, threshold)
         self._score_mod = self.fire.score  # bound once, as ALiBi's
-
-    def score_mod(self, layer: int):
-        return self._score_mod
 
     def attn_masks(self, length: int, n_layer: int, dtype: torch.dtype, device: torch.device) -> list[Tensor | None]:
         return [self.fire.causal_bias(length, device).to(dtype)] * n_layer
@@ -260,17 +224,11 @@ KERPLE_EPS = 1e-2  # the authors' floor for p and a
 
 
 class KerpleLog(PositionalEncoding):
-    """KERPLE's log kernel: head h adds -p_h * log(1 + a_h * (i - j)) to its logits, p_h and a_h
-    learned (Chi, Fan, Ramadge, Rudnicky, "KERPLE: Kernelized Relative Positional Embedding for
-    Length Extrapolation", NeurIPS 2022, arXiv 2205.09921; the authors' code: github.com/
-    chijames/KERPLE, ``ParallelKerpleLog`` in ``megatron/mpu/layers.py``).
-
-    As the authors: one kernel for all layers, p drawn from U(0, 2) and a from U(0, 1), and both
-    kept at or above 0.01 by clamping the parameters themselves (``project_``, after every
-    optimizer step and at initialisation; the authors clamp before every use, which is the same),
-    so a value pushed below the floor stays trainable, as a clamp inside the graph would not
-    allow, and no forward mutates a parameter (a compiled FlexAttention takes them as inputs).
-    The bias is learned, so the mask is built at every forward, as T5's is."""
+    """KERPLE's log kernel (Chi et al., NeurIPS 2022, arXiv 2205.09921; chijames/KERPLE,
+    ``ParallelKerpleLog``): head h adds -p_h * log(1 + a_h * (i - j)), p_h from U(0, 2) and a_h
+    from U(0, 1) learned, one kernel for all layers. Both are kept >= 0.01 by clamping the
+    parameters after every optimizer step (``project_``; the authors clamp before every use, the
+    same), so a value below the floor stays trainable and no forward mutates a parameter."""
 
     kind = "kerple"
 
@@ -294,16 +252,12 @@ class KerpleLog(PositionalEncoding):
     def learned_scalars(self) -> LearnedScalars:
         return LearnedScalars(kerple_p=self.p.detach().tolist(), kerple_a=self.a.detach().tolist())
 
-    def score_mod(self, layer: int):
-        return self._score_mod
-
     def _kerple_score(self, score: Tensor, b: Tensor, h: Tensor, q_idx: Tensor, kv_idx: Tensor) -> Tensor:
         n = (q_idx - kv_idx).clamp(min=0)  # future pairs read distance 0; the causal mask drops them
         return score - (self.p[h] * torch.log1p(self.a[h] * n)).to(score.dtype)
 
 
-# posx's own encodings, name -> maker. A maker takes the model's spec (posx.model.spec.ModelSpec: its model and pos
-# sections) and returns the component; configs and run files hold only the name.
+# posx's own encodings: name -> maker of the component from the model's ``ModelSpec``.
 ENCODINGS = {
     "absolute": lambda s: LearnedAbsolute(s.pos.max_positions, s.model.d_model),
     "rope": lambda s: Rotary(s.head_dim, s.pos.base, s.pos.rotary_fraction),
@@ -325,8 +279,7 @@ def encoding_names() -> tuple[str, ...]:
 
 
 def build_encoding(spec) -> PositionalEncoding:
-    """Make the encoding named by ``spec.pos.name`` (a ``ModelSpec``): one of posx's own, or the
-    class ``pos.impl`` names from outside posx."""
+    """The encoding ``spec.pos.name`` names (a ``ModelSpec``): posx's own, or ``pos.impl``'s."""
     if spec.pos.name == CUSTOM:
         return build_custom(spec)
     if spec.pos.name not in ENCODINGS:

@@ -1,11 +1,6 @@
-"""A small GPT whose positional encoding is one pluggable component.
-
-Pre-norm blocks, causal self-attention through ``posx.model.attention`` (SDPA, or
-FlexAttention for the bias encodings with ``attention="flex"``), and ``block``: ``gpt2``
-(LayerNorm, GELU MLP) or ``llama`` (RMSNorm, SwiGLU MLP, ``posx.model.blocks``); input/output
-embeddings tied unless ``tie_embeddings`` is false. Where positions enter is decided entirely
-by ``posx.model.encodings``: the block below calls the encoding's three hooks and nothing else.
-"""
+"""A small pre-norm GPT whose positional encoding is one pluggable component: the block calls
+the encoding's hooks (``posx.model.positional``) and never asks which encoding it has; attention
+through ``posx.model.attention``, norms and MLP by ``model.block`` (``posx.model.blocks``)."""
 
 from __future__ import annotations
 
@@ -43,10 +38,8 @@ class CausalSelfAttention(nn.Module):
         """mask: None (plain causal), the additive (1, H, T, T) mask from ``pos.attn_masks``,
         or a ``FlexBias`` (``posx.model.attention.attend``)."""
         B, T, C = x.shape
-        q, k, v = self.qkv(x).split(C, dim=2)  # (B, T, C) each
-        q = q.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, H, T, hd)
-        k = k.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, H, T, hd)
-        v = v.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)  # (B, H, T, hd)
+        # q, k, v: (B, H, T, hd) each
+        q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in self.qkv(x).split(C, dim=2))
         dropout = self.dropout if self.training else 0.0
         if self.positional and pos.window is not None:  # a windowed method (posx.model.windowed), set by an evaluation
             y = windowed.attend(q, k, v, positions, pos.window, pos.rotate_at, self.logit_scale)
@@ -100,9 +93,7 @@ class GPT(nn.Module):
     def __init__(self, config: ModelSpec):
         super().__init__()
         self.config, m = config, config.model
-        self.sampled_positions = (
-            False  # pos.randomized: positions sampled in eval mode too (randomized.sampled_at_test)
-        )
+        self.sampled_positions = False  # pos.randomized: sampled in eval mode too (randomized.sampled_at_test)
         if m.attention not in ATTENTION:
             raise unknown("attention", m.attention, ATTENTION)
         self.tok_emb = nn.Embedding(config.vocab_size, m.d_model)
@@ -120,9 +111,7 @@ class GPT(nn.Module):
 
     @staticmethod
     def _init_weights(module: nn.Module) -> None:
-        if isinstance(module, nn.Linear):
-            nn.init.normal_(module.weight, mean=0.0, std=0.02)
-        elif isinstance(module, nn.Embedding):
+        if isinstance(module, (nn.Linear, nn.Embedding)):
             nn.init.normal_(module.weight, mean=0.0, std=0.02)
 
     def learned_scalars(self) -> LearnedScalars | None:

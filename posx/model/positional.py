@@ -1,6 +1,6 @@
-"""The base of every positional encoding: the three hooks, each a no-op (``posx.model.encodings``
-lists the encodings and explains the hooks), the error for a position past what an encoding
-represents, and the causal Toeplitz mask the bias encodings build from a bias by distance.
+"""The base of every positional encoding, its hooks each a no-op (``embed``: add to the token
+embeddings; ``rotate``: rotate q and k; ``distance_bias``: a logit bias by distance), the error
+for a position past what an encoding represents, and the causal Toeplitz mask of a bias.
 """
 
 from __future__ import annotations
@@ -22,9 +22,8 @@ class PositionalEncoding(nn.Module):
 
     kind = "nope"
     uses_rope = False  # True when RoPE rescaling methods apply
-    # A windowed method (Self-Extend, ReRoPE, LM-Infinite, DCA, StreamingLLM) while an evaluation installs it
-    # (``posx.model.rescale.windowed_attention``; RoPE encodings only, which then also need ``rotate_at``);
-    # None: ordinary attention.
+    # A windowed method while an evaluation installs it (``posx.model.rescale.windowed_attention``;
+    # RoPE encodings only, which then also need ``rotate_at``); None: ordinary attention.
     window: Windowed | None = None
 
     def embed(self, x: Tensor, positions: Tensor) -> Tensor:
@@ -39,10 +38,8 @@ class PositionalEncoding(nn.Module):
         return None  # else (H, length): the logit bias at query - key distance 0 .. length-1
 
     def attn_masks(self, length: int, n_layer: int, dtype: torch.dtype, device: torch.device) -> list[Tensor | None]:
-        """Per layer: None (plain causal attention) or the additive mask (1, H, L, L).
-
-        Layers that share the bias get the same tensor object, built once.
-        """
+        """Per layer: None (plain causal attention) or the additive mask (1, H, L, L); layers that
+        share the bias share one tensor."""
         layers = range(n_layer) if self.bias_per_layer else range(1)
         masks = []
         for layer in layers:
@@ -54,8 +51,11 @@ class PositionalEncoding(nn.Module):
         """None, or FlexAttention's score_mod(score, b, h, q_idx, kv_idx) adding the same bias
         as ``distance_bias`` (the causal mask is separate). One function for every layer and
         length: what differs between layers enters as a tensor (a ``functools.partial`` of a
-        module-level function), so a compiled FlexAttention shares one graph across layers."""
-        return None
+        module-level function), so a compiled FlexAttention shares one graph across layers.
+        The encodings whose score_mod is the same for every layer bind it once, as ``_score_mod``."""
+        return self._score_mod
+
+    _score_mod = None
 
     # FlexAttention's Triton tile sizes on CUDA for this encoding's score_mod; None: torch's
     # own per-GPU defaults. Passed only on CUDA (posx.model.attention).
@@ -81,12 +81,9 @@ class PositionalEncoding(nn.Module):
 
 
 def causal_toeplitz(by_distance: Tensor) -> Tensor:
-    """(H, L) bias by distance n = i - j  ->  (1, H, L, L) mask: bias[n] for j <= i, -inf above.
-
-    mask[i, j] = w[L - 1 - i + j] with w = (bias[L-1], ..., bias[0], -inf x (L-1)); unfold
-    gives every window w[r : r + L], and flipping the rows puts window L - 1 - i at row i.
-    No (L, L) index tensor is built.
-    """
+    """(H, L) bias by distance n = i - j -> (1, H, L, L) mask: bias[n] for j <= i, -inf above.
+    mask[i, j] = w[L - 1 - i + j], w = (bias[L-1], ..., bias[0], -inf x (L-1)): unfold gives every
+    window w[r : r + L], and flipping the rows puts window L - 1 - i at row i (no index tensor)."""
     H, L = by_distance.shape
     future = by_distance.new_full((H, L - 1), float("-inf"))
     w = torch.cat([by_distance.flip(-1), future], dim=-1)  # (H, 2L - 1)

@@ -22,10 +22,8 @@ from posx.model.windowed import DualChunk, Grouping, Lambda, Rectified, Sinks, W
 from posx.schema.config import EvalConfig
 from posx.schema.methods import METHOD_PARAMS
 
-# The group of ``eval`` that holds each method's parameters: the field of ``EvalConfig`` whose
-# dataclass is the method's in ``METHOD_PARAMS`` (yarn's also holds the ramp of dynamic_yarn,
-# ntk_by_parts and resonance_yarn). A method passes the fields it takes (``rope.method_params``) by
-# the same name: its parameters are declared once, in ``posx.schema.methods``.
+# Each method's group of ``eval``: the field of ``EvalConfig`` of its dataclass in ``METHOD_PARAMS``
+# (``eval.yarn`` also holds the ramp of dynamic_yarn, ntk_by_parts and resonance_yarn).
 _FIELD_OF = {kind: name for name, kind in typing.get_type_hints(EvalConfig).items() if dataclasses.is_dataclass(kind)}
 _GROUP = {method: _FIELD_OF[kind] for method, kind in METHOD_PARAMS.items() if kind is not None}
 # Methods whose factor is not the row's scale s: (ev, s) -> factor, and the key that sets it.
@@ -43,8 +41,7 @@ def _plain(value):
     return list(value) if isinstance(value, Sequence) and not isinstance(value, str) else value
 
 
-# Methods that act in attention (``posx.model.windowed``) instead of on the frequencies: how
-# each builds its window from its parameters and the trained context T.
+# Methods that act in attention (``posx.model.windowed``): their window from their parameters and T.
 _WINDOWS: dict[str, Callable[[dict, int], Windowed]] = {
     "self_extend": lambda p, T: Grouping.resolve(p["group"], p["window"], T),
     "rerope": lambda p, T: Rectified.resolve(p["window"], p["leak_factor"], p["log_scale"], T),
@@ -70,10 +67,9 @@ def user_params(method: str, ev: EvalConfig) -> dict:
 
 
 def method_args(method: str, ev: EvalConfig, scale: float, length: int) -> tuple[float, dict]:
-    """(factor, params) of ``rope.frequencies`` for ``method`` at one (scale, length) row, with ev
-    the ``eval`` config, s the row's scale (L / T, or eval.scale) and L its length: posx's own
-    methods take the fields of their group (``_GROUP``) and, if dynamic, the length; a method
-    from outside posx takes ``eval.params.<name>``."""
+    """(factor, params) of ``rope.frequencies`` for ``method`` at one row of ``scale`` (L / T, or
+    eval.scale) and ``length``: posx's own methods take their group's fields (``_GROUP``) and, if
+    dynamic, the length; one from outside posx takes ``eval.params.<name>``."""
     if method not in rope.METHODS:
         return scale, user_params(method, ev)
     group = getattr(ev, _GROUP[method]) if method in _GROUP else None
@@ -107,8 +103,8 @@ def is_windowed(method: str) -> bool:
 
 
 def method_window(method: str, ev: EvalConfig, train_context: int) -> Windowed | None:
-    """The windowed attention of ``method`` (None for a method that only sets frequencies); one
-    from outside posx gets its parameters validated as its dataclass (``posx.core.validate``)."""
+    """The windowed attention of ``method`` (None for a frequency method); one from outside posx
+    gets its parameters validated as its dataclass."""
     if method in WINDOWED:
         _, params = method_args(method, ev, 1.0, train_context)
         return _WINDOWS[method](params, train_context)
@@ -122,8 +118,7 @@ def method_window(method: str, ev: EvalConfig, train_context: int) -> Windowed |
 def check_methods(
     ev: EvalConfig, methods, head_dim: int, base: float, train_context: int, rows: list[tuple[float, int]]
 ) -> None:
-    """Compute every method at every (scale, length) row once, so a bad parameter fails
-    before any work (``posx.rope`` raises, naming the parameter)."""
+    """Compute every method at every (scale, length) row once: a bad parameter fails before any work."""
     for method in methods:
         for scale, length in rows:
             method_frequencies(method, ev, head_dim, base, train_context, scale, length)
@@ -151,9 +146,8 @@ def install_trained(model: GPT, record: RopeRecord, train_context: int, where: s
     """Make the model rotate with (and ``rescaled`` return to) the frequencies it trained with."""
     if model.pos.uses_rope:
         cfg = model.config
-        model.pos.set_trained_frequencies(
-            *trained_frequencies(record, cfg.head_dim, cfg.pos.base, train_context, where)
-        )
+        trained = trained_frequencies(record, cfg.head_dim, cfg.pos.base, train_context, where)
+        model.pos.set_trained_frequencies(*trained)
     elif not record.is_identity:
         raise PosxError(
             f"{where} records RoPE method {record.method!r} but its model "
@@ -165,39 +159,30 @@ def install_trained(model: GPT, record: RopeRecord, train_context: int, where: s
 def rescaled(model: GPT, inv_freq: torch.Tensor | None, attention_factor: float = 1.0) -> Iterator[GPT]:
     """Rotate with other frequencies inside the block; the trained ones come back on exit,
     whatever happens. ``inv_freq`` None, or a model without RoPE: the model as it is."""
-    if inv_freq is None or not model.pos.uses_rope:
+    with contextlib.ExitStack() as undo:
+        if inv_freq is not None and model.pos.uses_rope:
+            model.pos.set_frequencies(inv_freq, attention_factor)
+            undo.callback(model.pos.reset)
         yield model
-        return
-    model.pos.set_frequencies(inv_freq, attention_factor)
-    try:
-        yield model
-    finally:
-        model.pos.reset()
 
 
 @contextlib.contextmanager
 def absolute_beyond(model: GPT, mode: str) -> Iterator[GPT]:
     """A learned-absolute model that handles positions past its table with ``mode`` inside
     the block (``none`` again on exit); other encodings are untouched."""
-    if model.pos.kind != "absolute":
+    with contextlib.ExitStack() as undo:
+        if model.pos.kind == "absolute":
+            model.pos.set_beyond(mode)
+            undo.callback(model.pos.set_beyond, "none")
         yield model
-        return
-    model.pos.set_beyond(mode)
-    try:
-        yield model
-    finally:
-        model.pos.set_beyond("none")
 
 
 @contextlib.contextmanager
 def windowed_attention(model: GPT, window: Windowed | None) -> Iterator[GPT]:
     """Attend with a windowed method (``posx.model.windowed``) inside the block (ordinary attention
     again on exit); None, or a model without RoPE: the model as it is."""
-    if window is None or not model.pos.uses_rope:
+    with contextlib.ExitStack() as undo:
+        if window is not None and model.pos.uses_rope:
+            model.pos.window = window
+            undo.callback(setattr, model.pos, "window", None)
         yield model
-        return
-    model.pos.window = window
-    try:
-        yield model
-    finally:
-        model.pos.window = None

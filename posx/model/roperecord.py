@@ -1,7 +1,5 @@
-"""The typed record of the RoPE frequencies a model trained with, as model.json and checkpoints
-hold it: its fields' bounds are checked where those are read (``posx.runs.records``, through
-``posx.core.validate``), without computing anything, so listing runs needs no torch;
-``posx.model.rescale.trained_frequencies`` turns a record into frequencies."""
+"""The typed record of the RoPE frequencies a model trained with (model.json, checkpoints), checked
+by ``posx.core.validate`` without torch; ``posx.model.rescale.trained_frequencies`` computes them."""
 
 from __future__ import annotations
 
@@ -14,21 +12,16 @@ from posx.schema.methods import MAX_FACTOR, Method
 
 @dataclass
 class RopeRecord:
-    """The frequencies a model was trained with, as recorded in model.json and checkpoints.
-
-    A recipe (``method``, ``factor``, ``params``, ``original_context``) and, for an extended
-    run, the numbers themselves (``inv_freq``, ``attention_factor``), which win when present
-    so evaluation uses exactly what training used.
-    """
+    """A recipe (``method``, ``factor``, ``params``, ``original_context``) and, for an extended run,
+    the numbers themselves (``inv_freq``, ``attention_factor``), which win so evaluation uses
+    exactly what training used."""
 
     method: Method  # a posx.rope method
     factor: float = bound(1.0, lo=0, lo_open=True, hi=MAX_FACTOR)  # its scale s
     params: dict = field(default_factory=dict)  # its extra parameters (rope.frequencies **params)
     original_context: Optional[int] = positive(None, MAX_SIZE)  # the T it rescales from; None: the run's own T
     inv_freq: Optional[List[float]] = at_least(None, 0.0)  # the frequencies themselves (extended runs)
-    attention_factor: Optional[float] = positive(
-        None, MAX_FACTOR
-    )  # with inv_freq: the attention factor they trained with
+    attention_factor: Optional[float] = positive(None, MAX_FACTOR)  # with inv_freq: the factor they trained with
 
     @classmethod
     def identity(cls) -> "RopeRecord":

@@ -17,14 +17,10 @@ from posx.model.positional import PositionalEncoding
 
 
 def rotate_pairs(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
-    """Rotate each (even, odd) pair of the last dim of x by the given angles.
-
-    x: (..., T, head_dim); cos, sin: (T, head_dim // 2). Pair i of position p is
-    rotated by p * inv_freq[i], as in RoFormer (Su et al. 2021, eq. 34).
-    """
-    # q and k arrive as strided views of the fused projection (B, H, T, hd); one contiguous
-    # copy first makes the six half-width ops below run on plain memory. The numbers are the
-    # same; a forward of the tiny llama model is 9-17% faster (docs/measurements.md).
+    """Rotate each (even, odd) pair of the last dim of x (..., T, head_dim) by the angles of cos,
+    sin (T, head_dim // 2): pair i at position p by p * inv_freq[i] (RoFormer, eq. 34)."""
+    # q and k arrive as strided views of the fused projection; one contiguous copy first runs the
+    # half-width ops on plain memory: the same numbers, a tiny llama forward 9-17% faster.
     x = x.contiguous()
     x1, x2 = x[..., 0::2], x[..., 1::2]  # (..., T, hd/2) each
     out = torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1)  # (..., T, hd/2, 2)
@@ -32,13 +28,9 @@ def rotate_pairs(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
 
 
 class Rotary(PositionalEncoding):
-    """RoPE. The inverse frequencies are a non-persistent buffer: rescaling is a recompute.
-
-    ``set_frequencies`` installs the output of ``posx.rope.frequencies``; the attention
-    factor multiplies both cos and sin, so q and k each carry it once. Both live in buffers
-    changed in place (the factor is a 0-d tensor, not a Python float), so a compiled model
-    sees new values without a guard failing and recompiling.
-    """
+    """RoPE. ``set_frequencies`` installs ``posx.rope.frequencies``' output into non-persistent
+    buffers changed in place (the attention factor, in cos and sin, a 0-d tensor), so a compiled
+    model sees new values without a guard failing and recompiling."""
 
     kind = "rope"
     uses_rope = True
@@ -47,18 +39,15 @@ class Rotary(PositionalEncoding):
         super().__init__()
         self.head_dim = head_dim
         self.base = base
-        # p-RoPE (posx.model.xpos): 1 for the pairs that rotate; None when all do (plain RoPE,
-        # whose forward is then untouched). Applied after any rescaling, in cos_sin.
+        # p-RoPE (posx.model.xpos): 1 for the pairs that rotate, None when all do; applied in cos_sin.
         mask = None if rotary_fraction == 1 else xpos.rotation_mask(head_dim, rotary_fraction)
         self.register_buffer("rotating", mask, persistent=False)  # (hd/2,) or None
         inv_freq, attention_factor = rope.frequencies("none", head_dim, base=base)
         self.register_buffer("inv_freq", inv_freq, persistent=False)
-        # The factor the forward reads: a 0-d float32 buffer (what multiplying float32 cos/sin
-        # by the Python float did anyway); the exact float is kept for records and tables.
+        # The forward reads a 0-d float32 buffer; the exact float is kept for records and tables.
         self.register_buffer("attn_factor", torch.tensor(float(attention_factor)), persistent=False)  # ()
         self._attention_factor = float(attention_factor)
-        # What reset() returns to: the frequencies the weights were trained with (plain RoPE
-        # unless set_trained_frequencies installs others, as for an extended run).
+        # What reset() returns to: plain RoPE unless set_trained_frequencies installs others.
         self.register_buffer("trained_inv_freq", inv_freq.clone(), persistent=False)
         self.trained_attention_factor = attention_factor
 
@@ -107,9 +96,8 @@ class Rotary(PositionalEncoding):
 
 
 class XPos(Rotary):
-    """xPos: RoPE whose query is scaled by zeta^(n/B) and key by zeta^(-m/B) per pair
-    (Sun et al., ACL 2023; torchscale's XPOS; the formulas in ``posx.model.xpos``). The
-    frequencies are RoPE's and take the same rescaling methods."""
+    """xPos (``posx.model.xpos``): RoPE, rescaled alike, with the query scaled by zeta^(n/B) and
+    the key by zeta^(-m/B) per pair."""
 
     kind = "xpos"
 

@@ -31,14 +31,12 @@ QueryScale = Callable[[Tensor], Tensor]
 
 
 def query_at_window(positions: Tensor, window: int) -> tuple[Tensor, Tensor]:
-    """Every query at position W, every key at 0 (float32, shape of ``positions``): the distance
-    W for every pair, ReRoPE's and LM-Infinite's far branch."""
+    """Queries at W, keys at 0 (float32, shape of ``positions``): ReRoPE's and LM-Infinite's far branch."""
     return torch.full(positions.shape, float(window), device=positions.device), torch.zeros_like(positions).float()
 
 
 class Windowed(Protocol):
-    """What ``attend`` needs of a method: the position maps of its branches and which branch
-    scores each (query, key) pair."""
+    """What ``attend`` needs of a method: its branches' position maps and each pair's branch."""
 
     widen: str  # the parameter that extends the reach, named when a length passes it
 
@@ -65,9 +63,8 @@ class Unscaled:
 
 
 class NearFar(Unscaled):
-    """Two branches split by a window W: keys nearer than W at their exact positions (branch 0),
-    farther keys at the method's ``far_positions`` (branch 1), or masked where ``far_keys``
-    leaves them out."""
+    """Keys nearer than W at their exact positions (branch 0), farther ones at ``far_positions``
+    (branch 1) or masked where ``far_keys`` leaves them out."""
 
     window: int
 
@@ -81,8 +78,7 @@ class NearFar(Unscaled):
         return [(positions, positions), self.far_positions(positions)]
 
     def select(self, q_positions: Tensor, k_positions: Tensor) -> Tensor:
-        """(rows, keys) branch index per pair, -1 where masked; ``k_positions`` are the keys from
-        the sequence's first token on."""
+        """(rows, keys) branch per pair, -1 where masked; ``k_positions`` from the first token on."""
         far = (q_positions[:, None] - k_positions[None, :]) >= self.window
         choice = far.long()
         kept = self.far_keys(k_positions.shape[0], k_positions.device)
@@ -99,11 +95,11 @@ class Grouping(NearFar):
 
     @classmethod
     def resolve(cls, group: int, window: int | None, train_context: int) -> "Grouping":
-        """``window`` None: half the trained context (posx's default, with G = 16 it reaches 8x T)."""
+        """``window`` None: T / 2 (posx's default: with G = 16 it reaches 8x T)."""
         return cls(int(group), int(window) if window is not None else max(1, train_context // 2))
 
     def reach(self, train_context: int) -> int:
-        """The longest sequence whose grouped distances stay inside ``train_context``: (T - W) * G + W."""
+        """The longest sequence whose grouped distances stay inside T: (T - W) * G + W."""
         return max(self.window, (train_context - self.window) * self.group + self.window)
 
     def far_positions(self, positions: Tensor) -> tuple[Tensor, Tensor]:
@@ -127,14 +123,13 @@ class Rectified(NearFar):
 
     @classmethod
     def resolve(cls, window: int | None, leak_factor: float | None, log_scale: bool, train_context: int) -> "Rectified":
-        """``window`` None: a quarter of the trained context (the author's published runs: W = 1024 at T = 4096)."""
+        """``window`` None: T / 4 (the author's published runs)."""
         k = None if leak_factor is None else float(leak_factor)
         W = int(window) if window is not None else max(1, train_context // 4)
         return cls(W, k, int(train_context) if log_scale else None)
 
     def reach(self, train_context: int) -> int | None:
-        """ReRoPE: None (no distance passes W). Leaky: the longest sequence whose distances stay
-        below T, (T - W) * k + W rounded up."""
+        """ReRoPE: None (no distance passes W); Leaky: (T - W) * k + W rounded up."""
         if self.leak_factor is None:
             return None
         return max(self.window, math.ceil((train_context - self.window) * self.leak_factor + self.window))
@@ -210,8 +205,8 @@ class Sinks(Unscaled):
         return [(positions, positions), (torch.full_like(index, float(self.sinks + self.recent)), index)]
 
     def select(self, q_positions: Tensor, k_positions: Tensor) -> Tensor:
-        """0 for a key still in the cache at its exact distance, 1 for a sink after the first
-        eviction, -1 for an evicted key; indices count from the first key."""
+        """0: a key still in the cache, at its exact distance; 1: a sink after the first eviction;
+        -1: evicted. Indices count from the first key."""
         k = torch.arange(k_positions.shape[0], device=k_positions.device)
         q = (q_positions - k_positions[0])[:, None]
         exact = (q - k[None, :] <= self.recent) | (q <= self.sinks + self.recent)
@@ -232,8 +227,7 @@ class DualChunk(Unscaled):
 
     @classmethod
     def resolve(cls, chunk_size: int | None, local_window: int | None, train_context: int) -> "DualChunk":
-        """None: the authors' 3T/4 and T/16. s must fit in T (every distance is at most s) and
-        leave chunks of at least one token."""
+        """None: the authors' 3T/4 and T/16; s <= T (no distance passes s) and w < s."""
         s = int(chunk_size) if chunk_size is not None else max(1, train_context * 3 // 4)
         w = int(local_window) if local_window is not None else train_context // 16
         if s > train_context:
@@ -262,11 +256,8 @@ class DualChunk(Unscaled):
 
     def select(self, q_positions: Tensor, k_positions: Tensor) -> Tensor:
         """0 for a key in the query's chunk, 1 in the chunk before, 2 further back (rows, keys)."""
-        c = self.chunk
-        back = torch.div(q_positions, c, rounding_mode="floor")[:, None] - torch.div(
-            k_positions, c, rounding_mode="floor"
-        )
-        return back.clamp(0, 2)  # a key after the query (back < 0) is masked by attend
+        q_chunk, k_chunk = (torch.div(p, self.chunk, rounding_mode="floor") for p in (q_positions, k_positions))
+        return (q_chunk[:, None] - k_chunk).clamp(0, 2)  # a key after the query is masked by attend
 
     def describe(self) -> str:
         return f"s={self.chunk_size}, w={self.local_window}"
@@ -276,11 +267,9 @@ def attend(
     q: Tensor, k: Tensor, v: Tensor, positions: Tensor, method: Windowed, rotate_at: RotateAt,
     query_scale: QueryScale | None = None,
 ) -> Tensor:  # fmt: skip
-    """Causal windowed attention of unrotated q, k and v (B, H, L, hd) -> (B, H, L, hd).
-
-    ``positions`` (L,) are the tokens' positions; ``query_scale`` the model's own per-row logit
-    scale, applied to q before the method's and before rotating (a scale per query row
-    commutes with its rotation)."""
+    """Causal windowed attention of unrotated q, k and v (B, H, L, hd) at ``positions`` (L,) ->
+    (B, H, L, hd). ``query_scale``, the model's own per-row logit scale, applies to q before the
+    method's and before rotating (a scale per query row commutes with its rotation)."""
     if query_scale is not None:
         q = query_scale(q)
     q = method.scale_query(q, positions)
@@ -301,10 +290,9 @@ def attend(
 
 
 def _write_branch(logits: Tensor, q: Tensor, k: Tensor, chosen: Tensor, masked: Tensor) -> None:
-    """Write one branch's logits q k^T into ``logits`` (B, H, rows, keys) where ``chosen`` and
-    not ``masked``. Only the columns the branch owns for some row are computed (the near
-    branch's are a band along the diagonal; DCA's branches lie chunks apart), and only the
-    columns another branch shares are merged with ``where``; the rest are copied."""
+    """Write one branch's logits q k^T into ``logits`` (B, H, rows, keys) where ``chosen`` and not
+    ``masked``, computed only over the columns it owns for some row; only the columns another
+    branch shares are merged with ``where``, the rest copied."""
     owned = chosen & ~masked
     c0, c1 = _span(owned)
     if c0 == c1:
@@ -320,8 +308,7 @@ def _write_branch(logits: Tensor, q: Tensor, k: Tensor, chosen: Tensor, masked: 
 
 
 def _span(chosen: Tensor) -> tuple[int, int]:
-    """(first, last + 1) of the columns where ``chosen`` (rows, keys) holds in some row; (0, 0)
-    for none."""
+    """(first, last + 1) of the columns where ``chosen`` (rows, keys) holds in some row, or (0, 0)."""
     columns = chosen.any(dim=0).nonzero()
     if columns.numel() == 0:
         return 0, 0

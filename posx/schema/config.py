@@ -95,15 +95,11 @@ class ModelConfig:
 class PosConfig:
     name: Encoding = Encoding.rope  # the positional encoding (posx/model/encodings.py)
     base: float = like(RopeArgs, "base")  # RoPE base b of theta_i = b^(-2i/d)
-    max_positions: Optional[int] = positive(
-        None, MAX_SIZE
-    )  # absolute: rows of the learned table (null: train.context_length)
+    max_positions: Optional[int] = positive(None, MAX_SIZE)  # absolute: rows of the learned table; null: T
     num_buckets: int = positive(32, MAX_SIZE)  # t5: relative-distance buckets (half exact, half log-spaced)
     max_distance: int = positive(128, MAX_SIZE)  # t5: distances from here on share the last bucket
     per_layer: bool = False  # t5: one bias table per layer (T5 itself shares one)
-    rotary_fraction: float = within(
-        1.0, 0.0, 1.0
-    )  # rope, xpos: share of pairs that rotate, highest frequencies first (p-RoPE); 0: NoPE
+    rotary_fraction: float = within(1.0, 0.0, 1.0)  # rope, xpos: share of pairs that rotate, fastest first; 0: NoPE
     xpos_scale_base: float = positive(512.0)  # xpos: B of the per-pair scale zeta^(n/B) (torchscale's scale_base)
     fire_threshold: Optional[float] = positive(None)  # fire: initial L of psi(i-j)/psi(max(L, i)), learned; null: T/4
     fire_hidden: int = positive(32, MAX_SIZE)  # fire: hidden width of the MLP f (the paper: 32)
@@ -111,12 +107,8 @@ class PosConfig:
         None, 2, MAX_SIZE, " (positions 0 .. npos - 1), or null for T + 1"
     )  # cope: positions 0 .. npos - 1 (counts past it are clamped); null: T + 1
     randomized: bool = False  # training windows take a sorted random subset of [0, randomized_max) as positions
-    randomized_max: Optional[int] = positive(
-        None, MAX_SIZE
-    )  # randomized: L_max; null: the longest evaluated length, max(eval.factors) x T
-    pose_length: int = at_least(
-        0, 0, MAX_SIZE
-    )  # PoSE: training position ids in two chunks with a skip, covering [0, pose_length); 0: off
+    randomized_max: Optional[int] = positive(None, MAX_SIZE)  # randomized: L_max; null: max(eval.factors) x T
+    pose_length: int = at_least(0, 0, MAX_SIZE)  # PoSE: training ids in two chunks covering [0, pose_length); 0: off
     impl: str = ""  # custom: the encoding's class, module:Class or an entry point of posx.encodings (runs its code)
     params: Any = None  # custom: the class's parameters, {key: value}, checked against its Params dataclass
 
@@ -155,9 +147,7 @@ class DataConfig:
     data_files: Any = None  # datasets: local file(s): a path, a glob, a list, or {split: paths}
     split: str = "train"  # datasets: the split read (posx holds out its own validation documents)
     text_column: str = "text"  # datasets: the column holding each document's text
-    task_mix: float = within(
-        0.0, 0.0, 1.0
-    )  # share of training sequences replaced by generated task sequences (posx/train/taskmix.py)
+    task_mix: float = within(0.0, 0.0, 1.0)  # share of training sequences replaced by generated task sequences
     mix_tasks: List[Task] = bound(
         factory=lambda: ["niah", "niah_multikey", "variable_tracking", "mqar", "copy"], unique=True
     )  # task_mix: the tasks drawn from, each equally often
@@ -207,9 +197,7 @@ class EvalConfig:
     params: Any = None  # parameters of methods from outside posx, {name: {key: value}}, name after the ':'; null: none
     tokens: int = positive(16384, MAX_TOKENS)  # scored tokens at every length (rounded up to a multiple of each length)
     batch_tokens: int = positive(16384, MAX_TOKENS)  # tokens per forward pass (memory knob)
-    scale: Optional[float] = at_least(
-        None, 1, note=" (or null for L/T)"
-    )  # fixed RoPE scale s; null: s = L / T for each length
+    scale: Optional[float] = at_least(None, 1, note=" (or null for L/T)")  # fixed RoPE scale s; null: L / T per length
     abf: ABFConfig = field(default_factory=ABFConfig)  # ABF: the new RoPE base (also of posx extend method=abf)
     yarn: YarnConfig = field(default_factory=YarnConfig)  # also the ramp of dynamic_yarn, ntk_by_parts
     dynamic_ntk: DynamicNTKConfig = field(default_factory=DynamicNTKConfig)  # dynamic_ntk, as transformers has it
@@ -221,9 +209,7 @@ class EvalConfig:
     dca: DCAConfig = field(default_factory=DCAConfig)  # Dual Chunk Attention's chunks
     streaming_llm: StreamingLLMConfig = field(default_factory=StreamingLLMConfig)  # StreamingLLM's cache
     absolute_beyond: Beyond = Beyond.none  # learned absolute past its table
-    randomized_positions: AtTest = (
-        AtTest.dense
-    )  # pos.randomized models: dense 0..n-1, or sampled as trained (the paper's)
+    randomized_positions: AtTest = AtTest.dense  # pos.randomized: dense 0..n-1, or sampled as trained (the paper's)
     after_train: bool = False  # evaluate at the end of `posx train`
     protocol: Protocol = Protocol.nonoverlapping  # sliding: windows scoring their last eval.stride tokens
     stride: Optional[int] = positive(None, MAX_SIZE)  # sliding: tokens scored per window; null: T/2

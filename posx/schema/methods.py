@@ -88,30 +88,20 @@ class SelfExtendConfig:
 
 @dataclass
 class ReRoPEConfig:
-    window: Optional[int] = positive(
-        None, MAX_SIZE
-    )  # W: distances below W are exact; null: T / 4 (posx.model.windowed)
-    leak_factor: Optional[float] = at_least(
-        None, 1
-    )  # k: null: every distance past W is W (ReRoPE); k: W + (n - W) / k (Leaky)
+    window: Optional[int] = positive(None, MAX_SIZE)  # W: distances below W are exact; null: T / 4
+    leak_factor: Optional[float] = at_least(None, 1)  # k: distance n past W is W + (n - W) / k; null: W (ReRoPE)
     log_scale: bool = True  # scale the query at i by max(1, log(i + 1) / log T), as the author's code does
 
 
 @dataclass
 class LMInfiniteConfig:
-    window: Optional[int] = positive(
-        None, MAX_SIZE
-    )  # W: keys nearer than W at exact positions; null: T (posx.model.windowed)
-    global_tokens: int = at_least(
-        10, 0, MAX_SIZE
-    )  # the first keys, attended at distance W from queries past the window
+    window: Optional[int] = positive(None, MAX_SIZE)  # W: keys nearer than W at exact positions; null: T
+    global_tokens: int = at_least(10, 0, MAX_SIZE)  # the first keys, seen at distance W by queries past it
 
 
 @dataclass
 class DCAConfig:
-    chunk_size: Optional[int] = positive(
-        None, MAX_SIZE
-    )  # s: the largest distance given; null: 3T/4 (posx.model.windowed)
+    chunk_size: Optional[int] = positive(None, MAX_SIZE)  # s: the largest distance given; null: 3T/4
     local_window: Optional[int] = at_least(None, 0, MAX_SIZE)  # w: chunks hold s - w tokens; null: T/16
 
     def check(self, at: str = "") -> Optional[str]:
@@ -126,9 +116,7 @@ class DCAConfig:
 @dataclass
 class StreamingLLMConfig:
     sinks: int = at_least(4, 0, MAX_SIZE)  # S: the first tokens, kept in the cache for good (posx.model.windowed)
-    recent: Optional[int] = positive(
-        None, MAX_SIZE
-    )  # R: the latest tokens kept besides the current one; null: T - S - 1
+    recent: Optional[int] = positive(None, MAX_SIZE)  # R: the latest tokens kept besides the current; null: T - S - 1
 
 
 # Every RoPE method, in the order tables list them, with the dataclass of its extra parameters
