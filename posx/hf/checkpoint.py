@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 from rich.console import Console
+from torch import Tensor
 
 from posx.core import files
 from posx.core.console import new_console
@@ -47,6 +48,9 @@ def logits_batch_tokens(batch_tokens: int, vocab_size: int) -> int:
 
 
 PROBE = "posx byte probe: é ☃ \n\t"  # a byte-level tokenizer encodes this to its UTF-8 bytes
+# from_pretrained's options: nothing downloaded, no pickles, and sizes that do not fit load as random
+# weights here, refused by check_loading.
+LOADING = dict(local_files_only=True, use_safetensors=True, output_loading_info=True, ignore_mismatched_sizes=True)
 
 
 class HFRotary:
@@ -79,8 +83,7 @@ class HFRotary:
 
 
 class HFCausalLM(torch.nn.Module):
-    """A transformers causal LM behind posx's model call: idx (B, T) -> (logits (B, T, vocab), loss),
-    the loss as ``GPT.forward`` computes it (None without targets)."""
+    """A transformers causal LM behind posx's model call, as ``GPT.forward``: idx (B, T) -> (logits, loss)."""
 
     supports_windowed = False  # transformers' attention is its own: windowed methods' rows are not_applicable
 
@@ -89,9 +92,7 @@ class HFCausalLM(torch.nn.Module):
         self.hf = model
         self.pos = HFRotary(rotary)
 
-    def forward(
-        self, idx: torch.Tensor, targets: torch.Tensor | None = None, offset: int = 0
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def forward(self, idx: Tensor, targets: Tensor | None = None, offset: int = 0) -> tuple[Tensor, Tensor | None]:
         B, T = idx.shape
         positions = torch.arange(offset, offset + T, device=idx.device).expand(B, T)  # (B, T)
         logits = self.hf(input_ids=idx, position_ids=positions, use_cache=False).logits  # (B, T, vocab)
@@ -189,15 +190,7 @@ def load_hf(model_dir: Path, device: torch.device) -> tuple[HFCausalLM, RunMeta]
     dtype = torch.bfloat16 if device.type == "cuda" else (getattr(config, "dtype", None) or torch.float32)
     check_weights_format(model_dir)
     try:
-        # Sizes that do not fit load as random weights here and are refused by check_loading.
-        model, info = transformers.AutoModelForCausalLM.from_pretrained(
-            model_dir,
-            local_files_only=True,
-            dtype=dtype,
-            use_safetensors=True,
-            output_loading_info=True,
-            ignore_mismatched_sizes=True,
-        )
+        model, info = transformers.AutoModelForCausalLM.from_pretrained(model_dir, dtype=dtype, **LOADING)
     except (OSError, ValueError, KeyError) as exc:
         first = (str(exc).strip().splitlines() or [exc.__class__.__name__])[0]
         raise PosxError(f"{model_dir} does not load as a transformers causal LM ({first})") from exc

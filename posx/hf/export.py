@@ -36,8 +36,7 @@ FREQ_RTOL = 1e-5  # float32 rounding of transformers' own computation of the sam
 
 
 def require_transformers() -> ModuleType:
-    """transformers, imported on first use: an optional dependency (posx[hf]) that takes
-    seconds to import, so no other command pays for it."""
+    """transformers, imported on first use: optional (posx[hf]), and seconds to import."""
     try:
         return importlib.import_module("transformers")
     except ImportError:
@@ -79,9 +78,11 @@ def rope_parameters(meta: RunMeta) -> dict:
         rope_type = "llama3" if method == "llama3" else "yarn"
         out = {"rope_type": rope_type, "rope_theta": base, "factor": factor, "original_max_position_embeddings": T0}
         return {**out, **_declared(method, params), **({"attention_factor": 1.0} if method == "ntk_by_parts" else {})}
-    if method == "longrope":
+    if method == "longrope":  # the per-pair factors it trained with (None: all 1) as both short and long
         ext = params.get("long_factor") if length > T0 else params.get("short_factor")
-        return _longrope(meta, ext, s, T0)
+        ext = [1.0] * (d // 2) if ext is None else [float(x) for x in ext]
+        out = {"rope_type": "longrope", "rope_theta": base, "factor": s, "original_max_position_embeddings": T0}
+        return {**out, "short_factor": ext, "long_factor": ext, "attention_factor": float(_trained(meta)[1])}
     raise PosxError(
         f"the run's RoPE method {method!r} has no transformers rope type; "
         "export plain or pi/ntk/abf/dynamic_ntk/yarn/dynamic_yarn/ntk_by_parts/llama3/longrope runs"
@@ -89,9 +90,8 @@ def rope_parameters(meta: RunMeta) -> dict:
 
 
 def _declared(method: str, params: dict) -> dict:
-    """The parameters ``method`` takes (its dataclass's fields, as ``posx.rope.method_params`` lists
-    them; not ``length``), of the type the dataclass declares, under their own names: transformers
-    names yarn's and llama3's as posx does. A null one (derived by the method's formula) is left out."""
+    """The parameters ``method`` takes but ``length``, of their declared type, under posx's names (which
+    transformers shares for yarn and llama3); a null one (the method's formula) is left out."""
     hints = typing.get_type_hints(rope.params_of(method))
     return {
         name: _typed(hints[name], params[name])
@@ -104,22 +104,6 @@ def _typed(hint, value):
     """``value`` as the type a parameter declares (Optional[float]: float)."""
     kind = next((a for a in typing.get_args(hint) if a is not type(None)), hint)
     return kind(value)
-
-
-def _longrope(meta: RunMeta, ext: list | None, s: float, T0: int) -> dict:
-    """transformers' longrope type with ``ext``, the per-pair factors the run trained with (None:
-    all 1), as both its short and long factors: the run trains at one length."""
-    ext = [1.0] * (meta.model.head_dim // 2) if ext is None else [float(x) for x in ext]
-    _, attention = _trained(meta)
-    return {
-        "rope_type": "longrope",
-        "rope_theta": meta.model.pos.base,
-        "factor": s,
-        "original_max_position_embeddings": T0,
-        "short_factor": ext,
-        "long_factor": ext,
-        "attention_factor": float(attention),
-    }
 
 
 def llama_config(meta: RunMeta, hidden: int):
@@ -223,10 +207,8 @@ def byte_tokenizer():
 
 
 def run_tokenizer(run_dir: Path, meta: RunMeta):
-    """The tokenizer a run's ids mean, as a ``transformers.PreTrainedTokenizerFast``: posx's byte
-    vocabulary for a byte run (and a run from before token stores, which records none), else the
-    ``tokenizer.json`` the run carries (BPE or a user's), refused unless it is the one model.json
-    records (its sha256)."""
+    """The tokenizer a run's ids mean, as a ``transformers.PreTrainedTokenizerFast``: posx's bytes for
+    a byte run (or one recording none), else the run's ``tokenizer.json`` if its sha256 is model.json's."""
     recorded = meta.data.get("tokenizer") or {}  # a mapping: RunMeta checks it on load
     if recorded.get("kind", tokenizer.BYTE) == tokenizer.BYTE:
         return byte_tokenizer()

@@ -44,8 +44,7 @@ def row_blocks(B: int, H: int, L: int, device: torch.device) -> Iterator[tuple[i
 
 @dataclass
 class FlexBias:
-    """What one layer's flex attention needs: the encoding's score_mod, the causal block mask,
-    and the encoding's Triton tile sizes for CUDA (None: torch's defaults)."""
+    """One layer's flex attention: score_mod, causal block mask, CUDA tile sizes (None: torch's)."""
 
     score_mod: ScoreMod
     block_mask: BlockMask
@@ -61,8 +60,7 @@ FLEX_GRAD_DEVICES = {"cuda"}
 
 
 def flex_applies(device: torch.device, dropout: float) -> bool:
-    """Whether a forward on ``device`` may take FlexAttention: no dropout in play, and no
-    gradients unless the device has a flex backward."""
+    """Whether a forward may take FlexAttention: no dropout, and no gradients without a flex backward."""
     return dropout == 0 and (not torch.is_grad_enabled() or device.type in FLEX_GRAD_DEVICES)
 
 
@@ -70,8 +68,7 @@ _block_masks: dict[tuple, BlockMask] = {}  # only the latest length is kept
 
 
 def causal_block_mask(length: int, device: torch.device) -> BlockMask:
-    """The causal BlockMask for (length, length); cached for the latest length outside compile
-    (inside a compiled graph it is traced with the rest, built once per graph)."""
+    """The causal BlockMask for (length, length), kept for the latest length (traced inside compile)."""
     if torch.compiler.is_compiling():
         return create_block_mask(_causal, None, None, length, length, device=device)
     key = (length, str(device))
@@ -89,10 +86,9 @@ class FlexFallbackWarning(UserWarning):
 
 
 def _flex_fn(device: torch.device):
-    """The fused kernel on CUDA, compiled once: automatic dynamic shapes (a second batch size
-    or length makes that dimension symbolic, so graphs stay few whatever the lengths), and
-    one graph for every layer (score_mods differ between layers only in tensors they hold).
-    Eager elsewhere, and the plain function inside a graph that is already being compiled."""
+    """The fused kernel on CUDA, compiled once with automatic dynamic shapes (graphs stay few
+    whatever the lengths) and one graph for every layer (score_mods differ only in tensors they
+    hold); eager elsewhere, and the plain function inside a graph already being compiled."""
     if device.type != "cuda" or torch.compiler.is_compiling():
         return flex_attention
     if not _compiled:
@@ -105,8 +101,7 @@ def _flex_fn(device: torch.device):
 def _compiled_or_loud(
     q: Tensor, k: Tensor, v: Tensor, score_mod: ScoreMod, block_mask: BlockMask, kernel_options: dict | None = None
 ) -> Tensor:
-    """Compiled FlexAttention; where compiling fails, the eager flex with a warning that names
-    the cause (the eager path materialises (B, H, L, L) scores: slow, and large at long L)."""
+    """Compiled FlexAttention; where compiling fails, the eager flex with a warning naming the cause."""
     try:
         return _compiled[0](q, k, v, score_mod=score_mod, block_mask=block_mask, kernel_options=kernel_options)
     except Exception as exc:  # any compile failure: fall back, but never silently

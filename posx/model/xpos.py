@@ -42,13 +42,9 @@ def xpos_zeta(head_dim: int, gamma: float = GAMMA) -> Tensor:
 
 
 def xpos_scales(log_zeta: Tensor, positions: Tensor, scale_base: float, centre: Tensor | None = None) -> Tensor:
-    """(T, d/2) float32: zeta^((n - c)/B) for each position n, c the window's centre.
-
-    ``log_zeta`` is ln(zeta) (float32, 0 for pairs that do not rotate). The query takes this
-    factor, the key its inverse, so the logit of (n, m) carries zeta^((n - m)/B). ``centre``
-    None: the middle of ``positions``; queries and keys at different positions (Self-Extend's
-    groups) pass one centre for both, so it still cancels.
-    """
+    """(T, d/2) float32: zeta^((n - c)/B) for each position n, from ``log_zeta`` = ln(zeta) (0 where a
+    pair does not rotate); the query takes it, the key its inverse. ``centre`` c, None: the middle
+    of ``positions``; queries and keys at different positions pass one centre, so it cancels."""
     if centre is None:
         centre = torch.div(positions[0] + positions[-1], 2, rounding_mode="floor")
     offset = (positions - centre).float() / scale_base  # (T,)
