@@ -302,8 +302,7 @@ def _lookup(method: str) -> _Method:
 
 
 def window_of(method: str) -> Optional[Callable[[Any, int], Any]]:
-    """An attention-side method's window maker from outside posx (None: posx's own methods, whose
-    windows ``posx.model.rescale`` builds, and every frequency method)."""
+    """An attention-side method's window maker from outside posx; None for posx's own and frequency methods."""
     return _lookup(method).window
 
 
@@ -329,8 +328,7 @@ def method_params(method: str) -> dict[str, object]:
 
 
 def check_params(method: str, factor: float = 1.0, **params) -> None:
-    """Check a method's factor and extra parameters on their own (no model needed): what
-    ``frequencies`` checks first. Raises PosxError naming the parameter."""
+    """Check a method's factor and extra parameters without a model (``frequencies`` does it first)."""
     accepted, schema = method_params(method), _lookup(method).params
     unknown = sorted(set(params) - set(accepted))
     if unknown:

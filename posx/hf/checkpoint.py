@@ -36,14 +36,11 @@ from posx.model.spec import ModelSpec
 from posx.runs.records import RunMeta
 from posx.schema.config import BYTES, Config, ModelConfig, PosConfig
 
-# One evaluation batch's logits at most, counted at 4 bytes a value: with a large vocabulary
-# (e.g. 128k) eval.batch_tokens' default would otherwise make (B, L, vocab) logits of gigabytes.
-LOGITS_BYTES = 2 * 1024**3
+LOGITS_BYTES = 2 * 1024**3  # a batch's (B, L, vocab) logits at 4 bytes a value: a 128k vocabulary stays small
 
 
 def logits_batch_tokens(batch_tokens: int, vocab_size: int) -> int:
-    """eval.batch_tokens lowered so one batch's logits stay within ``LOGITS_BYTES``
-    (``posx.eval.scoring.score`` still takes at least one window per batch)."""
+    """eval.batch_tokens lowered so one batch's logits stay within ``LOGITS_BYTES``."""
     return max(1, min(batch_tokens, LOGITS_BYTES // (4 * vocab_size)))
 
 
@@ -114,11 +111,8 @@ def _rope_params(config, where: Path) -> dict:
 
 
 def _rotary(model: torch.nn.Module, head_dim: int, where: Path) -> torch.nn.Module:
-    found = [
-        m
-        for m in model.modules()
-        if isinstance(getattr(m, "inv_freq", None), torch.Tensor) and hasattr(m, "attention_scaling")
-    ]
+    scaling = [m for m in model.modules() if hasattr(m, "attention_scaling")]
+    found = [m for m in scaling if isinstance(getattr(m, "inv_freq", None), torch.Tensor)]
     if len(found) != 1:
         raise PosxError(
             f"{where}: posx needs exactly one rotary embedding with inv_freq and attention_scaling, "
@@ -136,8 +130,7 @@ PICKLED = ("*.bin", "*.pt", "*.pth", "*.ckpt", "*.pkl")  # weight files only tor
 
 
 def check_weights_format(model_dir: Path) -> None:
-    """The checkpoint's weights are safetensors (read without unpickling); pickled weights
-    (``pytorch_model.bin`` ...) are refused here, before transformers could reach torch.load."""
+    """Safetensors weights, or one line: pickles (``pytorch_model.bin`` ...) are refused before torch.load."""
     if any(Path(model_dir).glob("*.safetensors")):
         return
     pickled = sorted(p.name for pattern in PICKLED for p in Path(model_dir).glob(pattern))
@@ -166,8 +159,7 @@ def _config(transformers: ModuleType, model_dir: Path) -> Any:
 
 
 def _train_context(params: dict, config: Any, where: Path) -> int:
-    """T: the RoPE's original context where it is already scaled, else max_position_embeddings;
-    at least 1 (evaluation lengths are multiples of it, the sliding stride a half)."""
+    """T: the RoPE's original context where it is scaled, else max_position_embeddings; at least 1."""
     key = "original_max_position_embeddings" if params.get("original_max_position_embeddings") is not None else None
     value = params[key] if key else config.max_position_embeddings
     if not isinstance(value, (int, float)) or isinstance(value, bool) or not value >= 1:
@@ -204,8 +196,7 @@ def load_hf(model_dir: Path, device: torch.device) -> tuple[HFCausalLM, RunMeta]
 
 
 def checkpoint_tokenizer(model_dir: Path, vocab_size: int, cache_dir: str | Path) -> str:
-    """``data.tokenizer`` for this checkpoint: ``byte`` when it is byte-level, else the path of its
-    tokenizer's ``tokenizer.json``, written under ``cache_dir/tokenizers`` (named by its sha256)."""
+    """``data.tokenizer`` of this checkpoint: ``byte``, or its tokenizer.json under ``cache_dir``."""
     try:
         tok = require_transformers().AutoTokenizer.from_pretrained(model_dir, local_files_only=True)
     except (OSError, ValueError, KeyError, TypeError):

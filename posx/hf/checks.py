@@ -1,9 +1,8 @@
-"""Checks of a transformers checkpoint directory around its loading, each failure one
-``PosxError`` line naming the file and what to change: config.json's sizes before transformers
-reads it (``check_config_sizes``), transformers' own refusal of it (``config_refusal``, told by
-type name so huggingface_hub is never imported), and after loading, that every weight came from
-the safetensors with the config's shape and none was left over (``check_loading``): a model
-partly left at its random initialisation would otherwise be evaluated as if trained.
+"""Checks around loading a transformers checkpoint, each failure one ``PosxError`` line naming the
+file and the fix: config.json's sizes (``check_config_sizes``), transformers' own refusal of it
+(``config_refusal``, told by type name), and after loading that every weight came from the
+safetensors with the config's shape, none left over (``check_loading``): a model partly at its
+random initialisation would otherwise be evaluated as if trained.
 """
 
 from __future__ import annotations

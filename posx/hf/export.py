@@ -1,13 +1,9 @@
-"""``posx export RUN --out DIR``: a llama-block RoPE run as a transformers LlamaForCausalLM.
-
-DIR gets config.json (a ``LlamaConfig`` in transformers 5's ``rope_parameters`` and, for
-transformers 4 readers, ``rope_theta`` / ``rope_scaling``), model.safetensors, the run's own
-tokenizer and posx_export.json (the source run). posx rotates (even, odd) pairs of a head,
-transformers dimension i with i + head_dim/2 (``rotate_half``), so the q and k rows of every head
-are permuted, even rows first (the inverse of transformers' ``convert_llama_weights_to_hf.py``):
-the logits are unchanged. Each rope record maps onto a transformers rope type (docs/transformers.md,
-"Export"), whose own frequencies are then compared with the run's: a mismatch is an error, never
-a silent approximation.
+"""``posx export RUN --out DIR``: a llama-block RoPE run as a transformers LlamaForCausalLM directory
+(config.json in transformers 5's and 4's spelling, model.safetensors, the run's tokenizer,
+posx_export.json). posx rotates (even, odd) pairs, transformers dimension i with i + head_dim/2, so
+every head's q and k rows are permuted, even rows first (the inverse of transformers'
+``convert_llama_weights_to_hf.py``): the logits are unchanged. Each rope record maps onto a rope
+type (docs/transformers.md, "Export") whose own frequencies must match the run's, else an error.
 """
 
 from __future__ import annotations
@@ -195,8 +191,7 @@ def _bytes_to_unicode() -> dict[int, str]:
 
 
 def byte_tokenizer():
-    """posx's byte vocabulary (token id = byte value, no special tokens) as a
-    ``transformers.PreTrainedTokenizerFast``."""
+    """posx's byte vocabulary (token id = byte value) as a ``transformers.PreTrainedTokenizerFast``."""
     transformers = require_transformers()
     tokenizers = importlib.import_module("tokenizers")  # a dependency of transformers
     chars = _bytes_to_unicode()

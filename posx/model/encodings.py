@@ -1,16 +1,10 @@
-"""posx's own positional encodings and their registry, ``ENCODINGS``.
-
-A new encoding is a ``posx.model.positional.PositionalEncoding`` subclass overriding the hooks
-it needs (``embed``, ``rotate``, ``distance_bias``, or ``attn_masks`` / ``score_mod`` / ``attend``)
-plus one line in ``ENCODINGS``; one from outside posx is named by ``pos=custom pos.impl=module:Class``
-(``posx.model.custom``). RoPE and xPos live in ``posx.model.rotary``, FIRE's formulas in
-``posx.model.fire``, CoPE (which attends itself) in ``posx.model.cope``.
-
-The bias encodings never build a per-batch (B, H, L, L) tensor: one additive (1, H, L, L) mask
-per forward, the Toeplitz matrix of the (H, L) bias by distance, shared by the batch (and by the
-layers unless per layer); ALiBi keeps its mask until the length changes. It is 4-D on purpose:
-torch's CPU flash kernel takes a (1, H, L, L) mask, a 3-D one sends SDPA down its math path.
-With ``model.attention=flex`` they give a ``score_mod`` instead (``posx.model.attention``).
+"""posx's own positional encodings and their registry, ``ENCODINGS`` (a new encoding: a subclass of
+``posx.model.positional.PositionalEncoding`` plus one line there; one from outside posx:
+``pos=custom``, ``posx.model.custom``). RoPE and xPos live in ``posx.model.rotary``, CoPE in
+``posx.model.cope``. The bias encodings never build a per-batch (B, H, L, L) tensor: one additive
+(1, H, L, L) Toeplitz mask per forward, shared by the batch (and the layers unless per layer),
+ALiBi's kept until the length changes; 4-D on purpose, as torch's CPU flash kernel takes it and
+a 3-D one sends SDPA down its math path. With ``model.attention=flex`` they give a ``score_mod``.
 """
 
 from __future__ import annotations
@@ -53,8 +47,7 @@ class LearnedAbsolute(PositionalEncoding):
         return self.table.num_embeddings if self.beyond == "none" else None
 
     def embed(self, x: Tensor, positions: Tensor) -> Tensor:
-        """Tensor operations only (no device sync, no graph break): the bound for ``none`` is
-        checked before the forward, against ``max_length`` (``GPT.forward``)."""
+        """Tensor operations only: ``none``'s bound is checked against ``max_length`` before the forward."""
         rows = self.table.num_embeddings
         if self.beyond == "none":
             return x + self.table(positions)  # (B, T, C) + (T, C)
@@ -161,8 +154,7 @@ def t5_buckets(distance: Tensor, num_buckets: int = 32, max_distance: int = 128)
 
 
 class T5Bias(PositionalEncoding):
-    """A learned scalar per (bucket, head) on the logits; one table for all layers as in T5,
-    or one per layer (``per_layer``)."""
+    """A learned scalar per (bucket, head) on the logits; one table for all layers, or ``per_layer``."""
 
     kind = "t5"
     # torch's default H100/H200 tiles (128 x 128, 3 stages) asked 272 KiB of shared memory for this

@@ -35,8 +35,7 @@ class CausalSelfAttention(nn.Module):
         self.logit_scale = scaling.make_scale(config)  # None, or model.attn_scale's query scale
 
     def forward(self, x: Tensor, pos: PositionalEncoding, positions: Tensor, mask: Tensor | FlexBias | None) -> Tensor:
-        """mask: None (plain causal), the additive (1, H, T, T) mask from ``pos.attn_masks``,
-        or a ``FlexBias`` (``posx.model.attention.attend``)."""
+        """mask: None (plain causal), the (1, H, T, T) mask of ``pos.attn_masks``, or a ``FlexBias``."""
         B, T, C = x.shape
         # q, k, v: (B, H, T, hd) each
         q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in self.qkv(x).split(C, dim=2))
@@ -115,8 +114,7 @@ class GPT(nn.Module):
             nn.init.normal_(module.weight, mean=0.0, std=0.02)
 
     def learned_scalars(self) -> LearnedScalars | None:
-        """The learned scalars of the positional machinery (the encoding's, and Scalable-Softmax's s
-        of every layer) as plain floats, for model.json; None when the model has none."""
+        """The encoding's and ssmax's learned scalars as plain floats for model.json; None: none."""
         scales = [block.attn.logit_scale for block in self.blocks if block.attn.logit_scale is not None]
         per_layer = [s for s in (scale.learned_s() for scale in scales) if s is not None]
         found = replace(self.pos.learned_scalars(), ssmax_s=per_layer or None)
@@ -136,8 +134,7 @@ class GPT(nn.Module):
         return 6.0 * n + 12.0 * c.n_layer * c.n_head * self.config.head_dim * length
 
     def _biases(self, T: int, dtype: torch.dtype, device: torch.device) -> list:
-        """Per layer: None, the SDPA mask, or a FlexBias (flex, a bias encoding, and
-        ``flex_applies``: no dropout, no CPU backward)."""
+        """Per layer: None, the SDPA mask, or a FlexBias (flex, a bias encoding, ``flex_applies``)."""
         n = len(self.blocks)
         dropout = self.config.model.dropout if self.training else 0.0
         if self.config.model.attention == "flex" and flex_applies(device, dropout):

@@ -38,8 +38,7 @@ class PositionalEncoding(nn.Module):
         return None  # else (H, length): the logit bias at query - key distance 0 .. length-1
 
     def attn_masks(self, length: int, n_layer: int, dtype: torch.dtype, device: torch.device) -> list[Tensor | None]:
-        """Per layer: None (plain causal attention) or the additive mask (1, H, L, L); layers that
-        share the bias share one tensor."""
+        """Per layer: None (plain causal) or the additive (1, H, L, L) mask, one tensor for shared biases."""
         layers = range(n_layer) if self.bias_per_layer else range(1)
         masks = []
         for layer in layers:
@@ -71,12 +70,10 @@ class PositionalEncoding(nn.Module):
         raise NotImplementedError(f"{self.kind} does not attend itself; the attention block does")
 
     def project_(self) -> None:
-        """Put learned parameters back inside their allowed range, in place; training calls it
-        after every optimizer step. Only KERPLE has such a range."""
+        """Put learned parameters back in range, in place, after every optimizer step (KERPLE's floor)."""
 
     def learned_scalars(self) -> LearnedScalars:
-        """The encoding's learned scalars as plain floats, as model.json records them
-        (``posx.model.learnedrecord``); none by default (FIRE and KERPLE have some)."""
+        """The encoding's learned scalars, as model.json records them; none by default."""
         return LearnedScalars()
 
 

@@ -49,8 +49,7 @@ def random_positions(length: int, limit: int, device: torch.device) -> Tensor:
 
 
 def pose_positions(length: int, target: int, device: torch.device) -> Tensor:
-    """(length,) int64 PoSE ids of one window (module docstring): two chunks, the second
-    shifted by a skip drawn from torch's default generator; ``target`` >= ``length``."""
+    """(length,) int64 PoSE ids of one window (module docstring); ``target`` >= ``length``."""
     first = int(torch.randint(1, (length + 1) // 2 + 1, ()))
     skip = int(torch.randint(0, target - length + 1, ()))
     positions = torch.arange(length)

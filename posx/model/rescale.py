@@ -53,8 +53,7 @@ WINDOWED = frozenset(_WINDOWS)
 
 
 def param_key(method: str) -> str:
-    """The key of ``eval.params`` that holds the parameters of a method from outside posx: the
-    attribute of its import path (``my_rescale`` for ``mymod:my_rescale``), or its entry point's name."""
+    """The ``eval.params`` key of a method from outside posx: the name after its ``:``, or its entry point's."""
     return str(method).rpartition(":")[2]
 
 
@@ -103,8 +102,7 @@ def is_windowed(method: str) -> bool:
 
 
 def method_window(method: str, ev: EvalConfig, train_context: int) -> Windowed | None:
-    """The windowed attention of ``method`` (None for a frequency method); one from outside posx
-    gets its parameters validated as its dataclass."""
+    """The windowed attention of ``method``, None for a frequency method; an outside one's params checked."""
     if method in WINDOWED:
         _, params = method_args(method, ev, 1.0, train_context)
         return _WINDOWS[method](params, train_context)
@@ -168,8 +166,7 @@ def rescaled(model: GPT, inv_freq: torch.Tensor | None, attention_factor: float 
 
 @contextlib.contextmanager
 def absolute_beyond(model: GPT, mode: str) -> Iterator[GPT]:
-    """A learned-absolute model that handles positions past its table with ``mode`` inside
-    the block (``none`` again on exit); other encodings are untouched."""
+    """A learned-absolute model takes ``mode`` past its table inside the block (``none`` on exit)."""
     with contextlib.ExitStack() as undo:
         if model.pos.kind == "absolute":
             model.pos.set_beyond(mode)
@@ -179,8 +176,7 @@ def absolute_beyond(model: GPT, mode: str) -> Iterator[GPT]:
 
 @contextlib.contextmanager
 def windowed_attention(model: GPT, window: Windowed | None) -> Iterator[GPT]:
-    """Attend with a windowed method (``posx.model.windowed``) inside the block (ordinary attention
-    again on exit); None, or a model without RoPE: the model as it is."""
+    """Attend with ``window`` inside the block, where the model has RoPE; ordinary attention on exit."""
     with contextlib.ExitStack() as undo:
         if window is not None and model.pos.uses_rope:
             model.pos.window = window

@@ -86,8 +86,7 @@ class Rotary(PositionalEncoding):
         return rotate_pairs(q, cos, sin), rotate_pairs(k, cos, sin)
 
     def rotate_at(self, q: Tensor, k: Tensor, q_positions: Tensor, k_positions: Tensor) -> tuple[Tensor, Tensor]:
-        """q rotated at ``q_positions`` and k at ``k_positions`` (a windowed method's branches,
-        ``posx.model.windowed``; may be fractional)."""
+        """q rotated at ``q_positions``, k at ``k_positions`` (a windowed method's; may be fractional)."""
         rotated = []
         for x, positions in ((q, q_positions), (k, k_positions)):
             cos, sin = self.cos_sin(positions)
@@ -96,8 +95,7 @@ class Rotary(PositionalEncoding):
 
 
 class XPos(Rotary):
-    """xPos (``posx.model.xpos``): RoPE, rescaled alike, with the query scaled by zeta^(n/B) and
-    the key by zeta^(-m/B) per pair."""
+    """xPos (``posx.model.xpos``): RoPE whose query and key are scaled by zeta^(n/B), zeta^(-m/B) per pair."""
 
     kind = "xpos"
 
@@ -116,8 +114,7 @@ class XPos(Rotary):
         return rotate_pairs(q, *up), rotate_pairs(k, *down)
 
     def rotate_at(self, q: Tensor, k: Tensor, q_positions: Tensor, k_positions: Tensor) -> tuple[Tensor, Tensor]:
-        """As ``rotate``, the query at ``q_positions`` and the key at ``k_positions``; both
-        scales share the keys' centre, so the logit of (n, m) carries zeta^((n - m)/B)."""
+        """As ``rotate``, q and k at their own positions; both scales share the keys' centre, so it cancels."""
         centre = torch.div(k_positions[0] + k_positions[-1], 2, rounding_mode="floor")
         rotated = []
         for x, positions, sign in ((q, q_positions, 1.0), (k, k_positions, -1.0)):

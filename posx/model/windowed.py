@@ -9,8 +9,12 @@ ReRoPE and Leaky ReRoPE (Su 2023; bojone/rerope): ``Rectified``.
 LM-Infinite (Han et al., NAACL 2024, arXiv 2308.16137; Glaciohound/LM-Infinite): ``Lambda``.
 Dual Chunk Attention (An et al., ICML 2024, arXiv 2402.17463; HKUNLP/ChunkLlama): ``DualChunk``.
 StreamingLLM (Xiao et al., ICLR 2024, arXiv 2309.17453; mit-han-lab/streaming-llm): ``Sinks``.
-Each method's position maps, and the choices where the authors' code leaves room: see
-docs/encodings.md, "How the windowed methods place positions".
+Decisions: Self-Extend's shift W - W/G stays fractional and its optional query log scale is left
+out, as in the authors' code; ReRoPE's log-n query scale is on, as in both of the author's
+patches; LM-Infinite's distance limit is W; DCA's query against earlier chunks sits at
+min(2c - 1, s), as the authors' code sets it; every default is the authors' but Self-Extend's
+G = 16, W = T/2 (posx's, reaching 8x T). The position maps in full: docs/encodings.md, "How the
+windowed methods place positions".
 """
 
 from __future__ import annotations
@@ -59,8 +63,7 @@ class Unscaled:
 
 
 class NearFar(Unscaled):
-    """Keys nearer than W at their exact positions (branch 0), farther ones at ``far_positions``
-    (branch 1) or masked where ``far_keys`` leaves them out."""
+    """Keys nearer than W exact (branch 0), farther ones at ``far_positions`` (1) or masked (``far_keys``)."""
 
     window: int
 

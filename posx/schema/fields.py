@@ -87,8 +87,7 @@ def within(default: Any, lo: float, hi: float, lo_open: bool = False, hi_open: b
 
 
 def like(group: type, name: str, default: Any = MISSING) -> Any:
-    """A field held to the bound of ``group``'s field ``name`` (with its default unless given):
-    a record's field keeps the rule of the config key it comes from."""
+    """A field held to the bound (and default, unless given) of ``group``'s field ``name``."""
     source = next(f for f in fields(group) if f.name == name)
     return field(default=source.default if default is MISSING else default, metadata=source.metadata)
 
