@@ -180,14 +180,8 @@ def hf_state_dict(model, meta: RunMeta) -> dict[str, torch.Tensor]:
 def _bytes_to_unicode() -> dict[int, str]:
     """GPT-2's printable stand-in for every byte (openai/gpt-2, src/encoder.py)."""
     keep = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
-    chars, extra = {}, 0
-    for b in range(256):
-        if b in keep:
-            chars[b] = chr(b)
-        else:
-            chars[b] = chr(256 + extra)
-            extra += 1
-    return chars
+    moved = iter(range(256, 512))  # the other bytes, in order, past the byte range
+    return {b: chr(b) if b in keep else chr(next(moved)) for b in range(256)}
 
 
 def byte_tokenizer():

@@ -9,10 +9,8 @@ at test time too, as the paper and the authors' code do, from a generator seeded
 posx's dense default keeps the scored numbers free of a draw.
 
 PoSE (Zhu et al., ICLR 2024, arXiv 2309.10400; dwzhu-pku/PoSE, ``train_preprocess_function_pose``):
-a window of T tokens is two chunks, the first of l_0 ~ U{1 .. ceil(T/2)} tokens at ids
-0 .. l_0 - 1, the second's ids from l_0 + u, u ~ U{0 .. L_t - T}, L_t = ``pos.pose_length``, so
-every distance up to L_t - 1 can occur. The tokens stay contiguous text (the authors take the
-second chunk from further on in a long document).
+two chunks of ids, the second shifted by a skip, reaching ``pos.pose_length``; the distributions
+and why: docs/extending.md, "PoSE".
 """
 
 from __future__ import annotations
@@ -49,7 +47,7 @@ def random_positions(length: int, limit: int, device: torch.device) -> Tensor:
 
 
 def pose_positions(length: int, target: int, device: torch.device) -> Tensor:
-    """(length,) int64 PoSE ids of one window (module docstring); ``target`` >= ``length``."""
+    """(length,) int64 PoSE ids of one window (docs/extending.md, "PoSE"); ``target`` >= ``length``."""
     first = int(torch.randint(1, (length + 1) // 2 + 1, ()))
     skip = int(torch.randint(0, target - length + 1, ()))
     positions = torch.arange(length)
