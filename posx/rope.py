@@ -1,11 +1,10 @@
 """RoPE inverse-frequency transforms for context-length extrapolation.
 
-One pure function per method, one constant registry, one entry point:
-``frequencies(method, head_dim, base, factor, original_context, **params)`` returns the
-inverse frequencies (float32, shape ``(head_dim // 2,)``) and the attention factor, which the
-caller multiplies into cos and sin (so q and k): the logits scale by its square.
-Notation: d = head_dim, i = 0 .. d/2 - 1, theta_i = b^(-2i/d), b = base, L = original_context
-(the trained length), s = factor. Each method's formula and source: docs/encodings.md.
+One pure function per method, one constant registry, one entry point: ``frequencies(method,
+head_dim, base, factor, original_context, **params)`` returns the inverse frequencies (float32,
+``(head_dim // 2,)``) and the attention factor, which the caller multiplies into cos and sin (so q
+and k): the logits scale by its square. d = head_dim, theta_i = b^(-2i/d), b = base,
+L = original_context (the trained length), s = factor; each formula and source: docs/encodings.md.
 
 Decisions where the published definitions leave room:
   * ``none``, ``abf``, ``resonance`` and the windowed methods ignore ``factor`` (still checked
@@ -26,10 +25,9 @@ Decisions where the published definitions leave room:
     returns theta itself, bit-identical to ``none``. All arithmetic is float64, cast to
     float32 once, at the end.
 
-The arguments, their bounds and rules are the dataclasses of ``posx.schema.methods``
-(``METHOD_PARAMS``: each method's extra parameters), walked by ``check_params``. A method from
-outside posx (``eval.methods=[module:function]`` or a ``posx.methods`` entry point, declared with
-``posx.core.methods``) becomes the same registry record through ``_lookup``.
+The arguments' bounds and rules are the dataclasses of ``posx.schema.methods``, walked by
+``check_params``. A method from outside posx (``eval.methods=[module:function]`` or a ``posx.methods``
+entry point, declared with ``posx.core.methods``) becomes the same registry record (``_lookup``).
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
-"""``posx eval-extrapolate DIR`` on a local transformers checkpoint (a directory with config.json).
-
-Loaded by transformers from safetensors only (``local_files_only``; pickled weights are refused
-before transformers could unpickle them, and config.json is checked by ``posx.hf.checks``), then
-evaluated by ``posx.eval.extrapolate.evaluate`` exactly as a run. Its rotary embedding (the one
-module with ``inv_freq`` and ``attention_scaling``) gets ``posx.rope.frequencies`` for each row,
-its rope type set to ``default`` so transformers' dynamic update leaves them alone. What T is,
-which tokenizer and data it reads: docs/transformers.md, "Evaluating a transformers model".
+"""``posx eval-extrapolate DIR`` on a local transformers checkpoint (a directory with config.json),
+loaded from safetensors only (``local_files_only``; pickles refused before transformers could
+unpickle them; config.json checked by ``posx.hf.checks``) and evaluated exactly as a run. Its one
+rotary embedding (``inv_freq``, ``attention_scaling``) gets ``posx.rope.frequencies`` per row, its
+rope type set to ``default`` so transformers' dynamic update leaves them alone. T, the tokenizer
+and the data: docs/transformers.md, "Evaluating a transformers model".
 """
 
 from __future__ import annotations

@@ -1,10 +1,9 @@
-"""How a block attends: SDPA (the reference; ``is_causal``, or the encoding's additive
-(1, H, L, L) mask, which keeps SDPA off its flash kernel) or, for the bias encodings with
+"""How a block attends: SDPA (the reference; ``is_causal``, or the encoding's additive (1, H, L, L)
+mask, which keeps SDPA off its flash kernel) or, for the bias encodings with
 ``model.attention=flex``, FlexAttention with the encoding's ``score_mod`` and a causal
-``BlockMask`` (no (L, L) tensor; fused only under ``torch.compile`` on CUDA, eager and
-materialising elsewhere). With dropout, or gradients off CUDA (PyTorch's flex has no CPU
-backward), the SDPA mask path is used: ``flex_applies``. The score_mod and block-mask idea follow
-the PyTorch FlexAttention documentation and pytorch-labs/attention-gym's examples.
+``BlockMask``, fused under ``torch.compile`` on CUDA, eager elsewhere; with dropout, or gradients
+off CUDA, the SDPA path (``flex_applies``). After the PyTorch FlexAttention documentation and
+pytorch-labs/attention-gym's examples.
 """
 
 from __future__ import annotations
@@ -20,8 +19,7 @@ from torch.nn.attention.flex_attention import BlockMask, create_block_mask, flex
 
 ATTENTION = ("sdpa", "flex")  # model.attention
 
-# Eager FlexAttention off CUDA is chosen on purpose (tests, CPU evaluation); its warning that
-# the unfused path materialises the scores would otherwise print once per layer and call.
+# Eager FlexAttention off CUDA is chosen on purpose: its warning would print once per layer and call.
 warnings.filterwarnings("ignore", message="flex_attention called without torch.compile")
 
 ScoreMod = Callable[[Tensor, Tensor, Tensor, Tensor, Tensor], Tensor]

@@ -1,9 +1,7 @@
-"""Block parts chosen by ``model.block``: ``gpt2`` (LayerNorm with bias, GELU MLP of
-``mlp_ratio * d_model``) or ``llama``, the block RoPE scaling was published on (Touvron et al.
-2023): RMSNorm (Zhang & Sennrich 2019) exactly as transformers' ``LlamaRMSNorm`` (so an export
-computes the same numbers) and a SwiGLU MLP (Shazeer 2020) sized as Meta's ``FeedForward``
-(github.com/meta-llama/llama, llama/model.py). No linear layer has a bias; attention and the
-encoding's hooks are the same for both blocks.
+"""Block parts of ``model.block``: ``gpt2`` (LayerNorm with bias, GELU MLP) or ``llama`` (Touvron
+et al. 2023): RMSNorm (Zhang & Sennrich 2019) exactly as transformers' ``LlamaRMSNorm``, so an
+export computes the same numbers, and a SwiGLU MLP (Shazeer 2020) sized as Meta's ``FeedForward``
+(meta-llama/llama, llama/model.py). No linear layer has a bias; attention is the same for both.
 """
 
 from __future__ import annotations

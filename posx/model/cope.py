@@ -1,12 +1,10 @@
-"""CoPE, contextual position encoding (Golovneva et al. 2024, arXiv 2405.18719; the authors'
-code: facebookresearch/RAM, ``projects/cope/src/cope/context_position.py``).
-
-Query i counts the keys its gates g_it = sigmoid(q_i . k_t / sqrt(d)) let through:
-p_ij = sum over t = j .. i of g_it, clamped at npos - 1; its logit to key j is
-(q_i . k_j + q_i . e[p_ij]) / sqrt(d), e a learned table per layer (zeros at first) read at a
-fractional p between e[floor p] and e[ceil p]. The positions depend on the logits, so they are
-materialised a block of query rows at a time. The authors' defaults are kept: gates from the
-same keys, CoPE in every layer with its own table, npos = T + 1 (past T a count stays at T).
+"""CoPE, contextual position encoding (Golovneva et al. 2024, arXiv 2405.18719; facebookresearch/RAM,
+``projects/cope/src/cope/context_position.py``): query i counts the keys its gates
+g_it = sigmoid(q_i . k_t / sqrt(d)) let through, p_ij = sum over t = j .. i of g_it clamped at
+npos - 1, and its logit to key j is (q_i . k_j + q_i . e[p_ij]) / sqrt(d), e a learned table per
+layer (zeros at first) read between e[floor p] and e[ceil p]. The positions depend on the logits,
+so those are materialised a block of query rows at a time. The authors' defaults: gates from the
+same keys, a table per layer, npos = T + 1 (past T a count stays at T).
 """
 
 from __future__ import annotations

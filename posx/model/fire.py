@@ -1,13 +1,10 @@
-"""FIRE, functional interpolation for relative positions (Li et al., ICLR 2024, arXiv 2310.04418),
-as the PyTorch code of the paper's appendix: a learned bias on the logit of query i, key j <= i,
-
-    b(i, j) = f(psi(i - j) / psi(max(L, i))),      psi(x) = ln(|c x| + 1),
-
-f an MLP (1 -> hidden, ReLU, -> heads), c from 0.1, L = |multiplier · L0| with the multiplier
-learned from 1 (L0 = ``pos.fire_threshold``, by default T/4: the paper's 512 at T = 2048), eps =
-1e-6 in the normaliser. Every distance a query sees maps into [0, 1], so a longer context is an
-interpolation of the trained inputs. posx's choices: one FIRE for all layers (as T5 shares its
-table); i and j are indices in the window (as FlexAttention's q_idx, kv_idx).
+"""FIRE (Li et al., ICLR 2024, arXiv 2310.04418), as the PyTorch code of the paper's appendix: a
+learned bias b(i, j) = f(psi(i - j) / psi(max(L, i))), psi(x) = ln(|c x| + 1), on the logit of
+query i and key j <= i; f an MLP (1 -> hidden, ReLU, -> heads), c from 0.1, L = |multiplier · L0|
+with the multiplier learned from 1 (L0 = ``pos.fire_threshold``, by default T/4: the paper's 512
+at T = 2048), eps = 1e-6 in the normaliser. Every distance a query sees maps into [0, 1], so a
+longer context interpolates the trained inputs. posx's choices: one FIRE for all layers (as T5
+shares its table); i and j are indices in the window (as FlexAttention's q_idx, kv_idx).
 """
 
 from __future__ import annotations

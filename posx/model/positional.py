@@ -56,8 +56,7 @@ class PositionalEncoding(nn.Module):
 
     _score_mod = None
 
-    # FlexAttention's Triton tile sizes on CUDA for this encoding's score_mod; None: torch's
-    # own per-GPU defaults. Passed only on CUDA (posx.model.attention).
+    # FlexAttention's Triton tile sizes for this encoding's score_mod, on CUDA only; None: torch's defaults.
     flex_kernel_options: dict | None = None
 
     def max_length(self) -> int | None:

@@ -1,14 +1,10 @@
-"""Per-layer attention options that are not an encoding: a logit scale (``model.attn_scale``),
-applied to the queries after rotation, and layers that attend without positions
-(``model.nope_every``). n is the number of keys query i sees (i + 1), T ``attn_scale_length``.
-
-* ``logn``: max(1, ln n / ln T), an exact identity up to T (Chiang & Cholak, ACL 2022, arXiv
-  2202.12172; Qwen's ``logn`` attention).
-* ``ssmax``: s_h · ln n, s_h learned per head and layer (Nakanishi 2025, arXiv 2501.19399),
-  from 1 / ln T, so a query that sees T keys starts unscaled (posx's choice: the paper gives no
-  initialisation).
-* NoPE layers: layer i (from 0) skips the rotation and any bias when (i + 1) % K == 0, as Llama
-  4's ``no_rope_layers`` (Yang et al. 2025, arXiv 2501.18795).
+"""Per-layer attention options that are not an encoding. ``model.attn_scale`` multiplies the
+queries after rotation, with n = i + 1 the keys query i sees and T ``attn_scale_length``:
+``logn``, max(1, ln n / ln T), an exact identity up to T (Chiang & Cholak, ACL 2022, arXiv
+2202.12172; Qwen's ``logn``); ``ssmax``, s_h · ln n with s_h learned per head and layer from
+1 / ln T (Nakanishi 2025, arXiv 2501.19399; the start is posx's choice, the paper gives none).
+``model.nope_every`` = K: layer i (from 0) skips the rotation and any bias when (i + 1) % K == 0,
+as Llama 4's ``no_rope_layers`` (Yang et al. 2025, arXiv 2501.18795).
 """
 
 from __future__ import annotations

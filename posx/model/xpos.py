@@ -1,14 +1,11 @@
 """xPos and partial rotation: the pure functions behind ``pos=xpos`` and ``pos.rotary_fraction``.
 
-xPos (Sun et al., ACL 2023, arXiv 2212.10554; microsoft/torchscale,
-``xpos_relative_position.py``): RoPE whose query at n is scaled by zeta^(n/B) and key at m by
-zeta^(-m/B) per pair, zeta_i = (2i + gamma*d) / ((1 + gamma)*d), gamma = 0.4, B = 512, so a logit
-carries zeta_i^((n - m)/B), a decay with the distance. As torchscale does, the exponent is taken
-about the window's centre, which keeps the factors near 1 and the logits as they are.
-
-Partial rotation (p-RoPE: Barbero et al., ICLR 2025, arXiv 2410.06205): only the
-highest-frequency fraction p of the pairs rotate; the others get frequency 0 and, under xPos,
-scale 1. p = 1 is the encoding itself, p = 0 is NoPE exactly.
+xPos (Sun et al., ACL 2023, arXiv 2212.10554; microsoft/torchscale, ``xpos_relative_position.py``):
+RoPE whose query at n is scaled by zeta^(n/B) and key at m by zeta^(-m/B) per pair, zeta_i =
+(2i + gamma*d) / ((1 + gamma)*d), gamma = 0.4, B = 512, so a logit decays as zeta_i^((n - m)/B).
+As torchscale does, the exponent is taken about the window's centre (factors near 1, same logits).
+Partial rotation (p-RoPE: Barbero et al., ICLR 2025, arXiv 2410.06205): only the highest-frequency
+fraction p of the pairs rotate; the others get frequency 0 and, under xPos, scale 1 (p = 0: NoPE).
 """
 
 from __future__ import annotations

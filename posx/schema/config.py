@@ -1,14 +1,11 @@
-"""Typed configuration schema (Hydra structured configs), each value's rules beside it.
-
-The dataclasses hold every default; Hydra merges ``configs/`` onto them, so a typo'd key, a wrong
-type or a choice outside its Enum fails at composition. A number's bounds are its field's
-metadata (``posx.schema.fields``), a rule across a group's fields its ``check(at)`` (one line
-saying what is wrong, or None); ``posx.core.validate`` walks both, for a composed config and for a
-record read back. Each field's trailing comment is its description in the configuration reference.
-A choice Enum lists the names of a registry owned elsewhere (``tests/test_config_choices.py`` keeps
-them equal); a member *is* its string. Not Enums, on purpose: ``device`` (``cuda:N``),
-``data.tokenizer`` (also a path) and ``train.compile`` (YAML reads true/false as booleans).
-Imports nothing of posx but the modules beside it.
+"""Typed configuration schema (Hydra structured configs): the dataclasses hold every default, and
+``configs/`` merges onto them, so a typo'd key, a wrong type or a choice outside its Enum fails at
+composition. A number's bounds are its field's metadata (``posx.schema.fields``), a rule across a
+group its ``check(at)`` (what is wrong in one line, or None); ``posx.core.validate`` walks both, for
+a composed config and a record read back. A field's trailing comment is its description in the
+configuration reference. A choice Enum mirrors a registry owned elsewhere (``tests/test_config_choices.py``)
+and each member is its string; not Enums, on purpose: ``device`` (``cuda:N``), ``data.tokenizer`` (a
+path too) and ``train.compile`` (YAML reads true/false as booleans). Imports nothing of posx but its neighbours.
 """
 
 from __future__ import annotations
@@ -333,8 +330,7 @@ class ExtendRootConfig(Config):
         return Config.check(self, at)
 
 
-# Keys (and every key below them) a resumed run may change (`posx train --resume`): the ones that
-# do not alter the sequence of weight updates. posx.configure.resume enforces it.
+# Keys (and those below them) a resumed run may change: none alters the weight updates (posx.configure.resume).
 RESUME_SAFE = (
     "device",
     "threads",

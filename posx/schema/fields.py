@@ -129,9 +129,8 @@ LoggerMode = choice("LoggerMode", "offline online disabled", "logger.mode: wandb
 MAX_SIZE = 1 << 24
 ROTARY = ("rope", "xpos")  # the encodings that rotate q and k: RoPE rescaling methods apply
 TAKES_POSITIONS = ("rope", "xpos", "absolute", "sinusoidal")  # the encodings pos.randomized and PoSE apply to
-# The largest task sizes (posx/tasks/): far past what a study trains on, small enough that every
-# task fits in TASK_FIT_LENGTH tokens, so whether one fits is tried at a bounded length
-# (posx.configure.taskchecks), and a sample set costs at most MAX_TRIALS samples.
+# The largest task sizes: far past what a study trains on, small enough that every task fits in
+# TASK_FIT_LENGTH tokens (posx.configure.taskchecks tries it) and a sample set costs MAX_TRIALS at most.
 MAX_TRIALS = 1 << 12  # samples per (length, task), and depth ranges
 MAX_PIECE = 32  # digits of a value, letters of a key
 MAX_COUNT = 64  # needles, answers, hops, queries

@@ -119,9 +119,8 @@ class StreamingLLMConfig:
     recent: Optional[int] = positive(None, MAX_SIZE)  # R: the latest tokens kept besides the current; null: T - S - 1
 
 
-# Every RoPE method, in the order tables list them, with the dataclass of its extra parameters
-# (None: it takes none beyond ``RopeArgs``). The ``Method`` choice lists these names, and
-# ``posx.rope`` takes each method's parameters, defaults and rules from its dataclass.
+# Every RoPE method, in the order tables list them, with the dataclass of its extra parameters (None:
+# none beyond ``RopeArgs``): the ``Method`` choice and ``posx.rope``'s registry follow it.
 METHOD_PARAMS: dict[str, Optional[type]] = {
     "none": None,
     "pi": None,
