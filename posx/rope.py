@@ -316,9 +316,8 @@ def base_inv_freq(head_dim: int, base: float) -> torch.Tensor:
 
 
 def method_params(method: str) -> dict[str, object]:
-    """The method's extra parameters and their published defaults (a fresh dict). None means
-    "derived": length -> original_context, attention_factor -> the method's formula, longrope's
-    short/long factors -> all ones."""
+    """The method's extra parameters and published defaults (a fresh dict); None: derived (length:
+    original_context, attention_factor: the method's formula, longrope's factors: all ones)."""
     spec = _lookup(method)
     fields = dataclasses.fields(spec.params) if spec.params else ()
     defaults = {f.name: f.default for f in fields if not spec.only or f.name in spec.only}
@@ -347,9 +346,8 @@ def frequencies(
     original_context: int | None = None,
     **params,
 ) -> tuple[torch.Tensor, float]:
-    """Inverse frequencies, float32, shape (head_dim // 2,), and the attention factor (module
-    docstring). Dynamic methods (DYNAMIC_METHODS) read ``length``, the current sequence length,
-    and must be recomputed whenever it changes."""
+    """Inverse frequencies (float32, (head_dim // 2,)) and the attention factor. Dynamic methods
+    (DYNAMIC_METHODS) read ``length``, the current sequence length: recompute whenever it changes."""
     spec = _lookup(method)
     check_params(method, factor, **params)
     validate({"head_dim": head_dim, "base": base, "original_context": original_context}, RopeArgs, "RoPE")

@@ -145,9 +145,8 @@ class GPT(nn.Module):
         return self.pos.attn_masks(T, n, dtype, device)
 
     def forward(self, idx: Tensor, targets: Tensor | None = None, offset: int = 0) -> tuple[Tensor, Tensor | None]:
-        """idx: (B, T) token ids -> (logits (B, T, vocab), loss). Positions are offset..offset+T-1.
-        loss: the mean cross-entropy against ``targets`` (B, T), computed in float32; None without
-        targets (as nanoGPT's model does)."""
+        """idx: (B, T) token ids at positions offset..offset+T-1 -> (logits (B, T, vocab), loss): the
+        float32 mean cross-entropy against ``targets`` (B, T), None without them (as nanoGPT's)."""
         B, T = idx.shape
         limit = self.pos.max_length()  # a Python int: checked without reading the device
         if limit is not None and offset + T > limit:

@@ -47,11 +47,9 @@ class PositionalEncoding(nn.Module):
         return masks if self.bias_per_layer else masks * n_layer
 
     def score_mod(self, layer: int):
-        """None, or FlexAttention's score_mod(score, b, h, q_idx, kv_idx) adding the same bias
-        as ``distance_bias`` (the causal mask is separate). One function for every layer and
-        length: what differs between layers enters as a tensor (a ``functools.partial`` of a
-        module-level function), so a compiled FlexAttention shares one graph across layers.
-        The encodings whose score_mod is the same for every layer bind it once, as ``_score_mod``."""
+        """None, or FlexAttention's score_mod(score, b, h, q_idx, kv_idx) adding ``distance_bias``'s bias
+        (the causal mask is separate): one function for every layer and length, what differs entering as a
+        tensor, so a compiled FlexAttention shares one graph; bound once, as ``_score_mod``, where it can."""
         return self._score_mod
 
     _score_mod = None

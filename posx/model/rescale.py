@@ -66,9 +66,8 @@ def user_params(method: str, ev: EvalConfig) -> dict:
 
 
 def method_args(method: str, ev: EvalConfig, scale: float, length: int) -> tuple[float, dict]:
-    """(factor, params) of ``rope.frequencies`` for ``method`` at one row of ``scale`` (L / T, or
-    eval.scale) and ``length``: posx's own methods take their group's fields (``_GROUP``) and, if
-    dynamic, the length; one from outside posx takes ``eval.params.<name>``."""
+    """(factor, params) of ``rope.frequencies`` for ``method`` at a row of ``scale`` and ``length``: its
+    group's fields (``_GROUP``) and, if dynamic, the length; one from outside posx, eval.params.<name>."""
     if method not in rope.METHODS:
         return scale, user_params(method, ev)
     group = getattr(ev, _GROUP[method]) if method in _GROUP else None

@@ -12,9 +12,8 @@ from posx.schema.methods import MAX_FACTOR, Method
 
 @dataclass
 class RopeRecord:
-    """A recipe (``method``, ``factor``, ``params``, ``original_context``) and, for an extended run,
-    the numbers themselves (``inv_freq``, ``attention_factor``), which win so evaluation uses
-    exactly what training used."""
+    """A recipe (``method``, ``factor``, ``params``, ``original_context``) and, for an extended run, the
+    numbers (``inv_freq``, ``attention_factor``), which win so evaluation uses what training used."""
 
     method: Method  # a posx.rope method
     factor: float = bound(1.0, lo=0, lo_open=True, hi=MAX_FACTOR)  # its scale s

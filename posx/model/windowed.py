@@ -289,9 +289,8 @@ def attend(
 
 
 def _write_branch(logits: Tensor, q: Tensor, k: Tensor, chosen: Tensor, masked: Tensor) -> None:
-    """Write one branch's logits q k^T into ``logits`` (B, H, rows, keys) where ``chosen`` and not
-    ``masked``, computed only over the columns it owns for some row; only the columns another
-    branch shares are merged with ``where``, the rest copied."""
+    """Write one branch's q k^T into ``logits`` (B, H, rows, keys) where ``chosen`` and not ``masked``,
+    computed over the columns it owns; only columns another branch shares merge with ``where``."""
     owned = chosen & ~masked
     c0, c1 = _span(owned)
     if c0 == c1:

@@ -253,9 +253,8 @@ class Config:
 
 
 def evaluated_length(factor: float, context: int) -> int:
-    """The length a factor stands for: round(factor x T). The one rule for it, read by the
-    evaluation (``posx.eval.scoring.eval_rows``), its checks before any work, the model spec,
-    ``posx extend``, ``posx frequencies`` and the retrieval comparison."""
+    """The length a factor stands for, round(factor x T): the one rule for it, read by the evaluation,
+    its checks, the model spec, ``posx extend``, ``posx frequencies`` and the retrieval comparison."""
     return round(factor * context)
 
 
