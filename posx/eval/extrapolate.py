@@ -1,19 +1,11 @@
 """Zero-shot extrapolation: perplexity at factor x T for each RoPE rescaling method.
 
-Protocol (eval.protocol, ``posx.eval.scoring``): non-overlapping windows of length
-L = factor x T taken in order from the held-out split, or sliding windows scoring the last
-eval.stride tokens of each; every length scores the same number of tokens; the NLL is the
-mean over tokens, and every row also gives it in bits per byte (``posx.eval.bytecount``) with
-the facts that make protocols differ (window, stride, within documents, what starts a window,
-the normalisation). Beside the main table an evaluation has the per-position buckets, the
-passkey rows (``posx.eval.passkey``) and the task suite's rows (``posx.eval.suite``). Rows
-that cannot be computed say why in ``status`` instead of crashing: ``out_of_range`` (learned
-absolute past its table), ``not_applicable`` (a RoPE method on a model without RoPE),
-``nonfinite`` (the model produced inf/NaN logits).
-
-``factor`` is relative to ``reference_context``: T for a plain run, the parent's T for an
-extended run (``posx extend``), which ``posx.eval.extended`` evaluates instead. Every row of
-a plain run is ``zero-shot``.
+Every (method, length) cell scores the same number of held-out tokens with ``eval.protocol``
+(``posx.eval.scoring``); beside the main table come the per-position buckets, the passkey rows
+(``posx.eval.passkey``) and the task suite's (``posx.eval.suite``). A cell that cannot be
+computed says why in ``status``: ``out_of_range`` (learned absolute past its table),
+``not_applicable`` (a RoPE method on a model without RoPE), ``nonfinite`` (inf/NaN logits).
+An extended run is evaluated by ``posx.eval.extended`` instead. See docs/evaluation.md.
 """
 
 from __future__ import annotations
@@ -26,7 +18,6 @@ import pandas as pd
 import torch
 from rich.console import Console
 
-from posx.core.errors import PosxError
 from posx.core.progress import Reporter
 from posx.eval import bytecount, documents, passkey, scoring, suite
 from posx.eval.tables import COLUMNS, KEYS, Evaluation, perplexity, position_rows
@@ -103,11 +94,8 @@ def _plan(model: GPT, meta: RunMeta, val: torch.Tensor, ev: EvalConfig, val_docs
             L: documents.plan(val_docs, len(val), L, s, n_tokens, ev.min_document_tokens)
             for L, s in zip(lengths, strides)
         }
-    elif len(val) < needed:
-        raise PosxError(
-            f"the held-out split has {len(val)} tokens but eval.tokens asks for {n_tokens} "
-            f"at each length ({needed} read); lower eval.tokens or use more data"
-        )
+    else:
+        scoring.require_held_out(val, n_tokens, needed)
     rope_args = {"head_dim": meta.model.head_dim, "base": meta.model.pos.base, "train_context": T}
     if model.pos.uses_rope:  # bad method parameters fail here, before any row is computed
         check_methods(ev, ev.methods, rows=list(zip(scales, lengths)), **rope_args)
@@ -176,7 +164,9 @@ def evaluate(
             if long_tables and row["status"] == "ok":
                 positions.extend(position_rows(row, scoring.buckets(scores, width), "zero-shot"))
             for v in variants:
-                for r in _passkey_rows(row["status"], cell_trials[v], results.get(v), pk.depth_buckets):
+                scored = results.get(v)  # None: the cell was not scored, its status in every row
+                nll, exact = (scored.nll, scored.exact) if scored is not None else (None, None)
+                for r in passkey.summarize(cell_trials[v], nll, exact, pk.depth_buckets, row["status"]):
                     passkey_rows.append({**keys, "variant": v, **r})
             status = f"ppl {row['ppl']:.3f}" if row["status"] == "ok" else row["status"]
             progress.advance(f"{method} {factor:g}x (L={L}) {status}")
@@ -222,7 +212,7 @@ def _score_cell(
     except PositionOutOfRange:
         row["status"] = "out_of_range"
         return None, {}
-    _fill_scores(row, scores)
+    fill_scores(row, scores)
     return scores, results
 
 
@@ -280,7 +270,7 @@ def _run_cell(
     return scores, results
 
 
-def _fill_scores(row: dict, scores: scoring.Scores) -> None:
+def fill_scores(row: dict, scores: scoring.Scores) -> None:
     """A scored row's tokens, NLL with its interval, and bits per byte; ``nonfinite`` when the NLL is not finite."""
     row["tokens"] = scores.tokens
     if not math.isfinite(scores.total):
@@ -305,20 +295,3 @@ def cell_key(
     computed once."""
     freq = None if inv_freq is None else hashlib.sha256(inv_freq.detach().cpu().numpy().tobytes()).hexdigest()
     return length, stride, freq, float(attention_factor), window
-
-
-def _passkey_rows(status: str, trials: list, result, depth_buckets: int) -> list[dict]:
-    """Passkey rows of one cell; a cell that was not scored gets its status in every row."""
-    if result is None:
-        return [
-            {
-                "depth_lo": b / depth_buckets,
-                "depth_hi": (b + 1) / depth_buckets,
-                "trials": 0,
-                "accuracy": math.nan,
-                "key_nll": math.nan,
-                "status": status,
-            }
-            for b in range(depth_buckets)
-        ]
-    return passkey.summarize(trials, result.nll, result.exact, depth_buckets)

@@ -146,6 +146,16 @@ def tokens_for(protocol: str, requested: int, lengths: list[int], strides: list[
     return tokens
 
 
+def require_held_out(val, n_tokens: int, needed: int) -> None:
+    """A one-line error when the held-out split ``val`` has fewer than the ``needed`` tokens an
+    evaluation of ``n_tokens`` scored tokens per length reads."""
+    if len(val) < needed:
+        raise PosxError(
+            f"the held-out split has {len(val)} tokens but eval.tokens asks for {n_tokens} "
+            f"at each length ({needed} read); lower eval.tokens or use more data"
+        )
+
+
 def tokens_needed(length: int, stride: int, n_tokens: int) -> int:
     """Held-out tokens read: the last window starts at n_tokens - stride, plus its target."""
     return n_tokens - stride + length + 1
