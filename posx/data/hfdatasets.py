@@ -1,9 +1,5 @@
-"""Loading the ``datasets`` source (described in ``posx.data.sources``): a Hugging Face
-``datasets`` split read as rows of text, each way that can fail refused in one line.
-
-``LOCAL_BUILDERS`` are the packaged builders, which read local files with no network.
-``datasets`` is an optional extra (``posx[datasets]``), imported only when this source is used.
-"""
+"""The ``datasets`` source: a Hugging Face split read as rows of text, each failure one line.
+``datasets`` is an optional extra (``posx[datasets]``), imported only when this source is used."""
 
 from __future__ import annotations
 
@@ -70,9 +66,7 @@ def _import_datasets():
 
 
 def _quiet_hf(datasets) -> None:
-    """No progress bars, retry chatter or error reports on stderr: a failure becomes posx's one
-    line, which carries the library's reason (``_reason``), so datasets' own error log (e.g.
-    "Failed to load JSON from file ...") would only repeat it."""
+    """No progress bars, retry chatter or error log on stderr: posx's one line carries the reason."""
     datasets.disable_progress_bars()
     datasets.utils.logging.set_verbosity(datasets.utils.logging.CRITICAL)
     for name in ("huggingface_hub", "fsspec"):
@@ -80,8 +74,7 @@ def _quiet_hf(datasets) -> None:
 
 
 def _reason(exc: BaseException) -> str:
-    """The exception and the one it was raised from (datasets wraps a parse error in
-    DatasetGenerationError), on one line of at most 300 characters."""
+    """The exception and its cause (datasets wraps parse errors), on one line of at most 300 characters."""
     said = f"{exc.__class__.__name__}: {exc}"
     if exc.__cause__ is not None:
         said += f" ({exc.__cause__.__class__.__name__}: {exc.__cause__})"
@@ -159,10 +152,8 @@ def check_text_column(datasets, ds, column: str, what: str) -> None:
 
 
 def data_key(ds, column: str, cache_dir: str | Path) -> list:
-    """What changes when the loaded rows do: the split's Arrow cache files (relative to the cache)
-    and their sizes. ``datasets`` names the directory of those files after a hash of the data
-    files (a local file's modification time, a hub dataset's revision), so new data means new
-    names. A dataset held in memory has no cache files: then a SHA-256 of the column's text."""
+    """What changes when the loaded rows do: the split's Arrow cache files (named after a hash of the
+    data files) and their sizes; for a dataset in memory, a SHA-256 of the column's text."""
     root = Path(cache_dir) / CACHE
     files = [f["filename"] for f in ds.cache_files]
     if files:

@@ -1,30 +1,11 @@
 """Where a corpus's documents come from (``data.source``), read as a stream of UTF-8 chunks.
 
-* ``stdlib``: every ``*.py`` file of the running interpreter's standard library, minus
-  ``site-packages``/``dist-packages``, test directories and ``__pycache__``; one document per
-  file, sorted by relative path (``select_files``), read in blocks, never whole.
-* ``text``: ``data.path``, a UTF-8 file, a directory (recursive, hidden entries skipped) or a
-  glob pattern; one document per file, as ``stdlib``. From a directory or a glob, what is not
-  text is skipped and counted (``skipped`` in the store's record, shown when the store is
-  built): files under ``__pycache__``, ``.pyc``/``.pyo`` files and files whose first bytes hold
-  a NUL. Left out without counting: hidden entries (``.git``) and posx's own outputs when they
-  lie inside the path (``data.cache_dir``; token stores, runs, sweeps and reports, known by
-  their marker files; and a results directory holding any of them, so ``data.path=.`` never
-  reads ``results/``). A file
-  that passes as text but is not UTF-8 stops the build, naming the file.
-* ``datasets``: a Hugging Face ``datasets`` dataset (``data.name``, ``data.config_name``,
-  ``data.data_files``, ``data.split``, ``data.text_column``), one document per row, loaded by
-  ``posx.data.hfdatasets``. The packaged builders (json, csv, parquet, text, arrow) read local
-  files with no network; other names are hub datasets, which load where the hub or its cache
-  is reachable and otherwise fail in one line that says how to use local files instead. Every
-  row's text must be a string: a row whose text is null, a number or anything else is refused
-  before tokenizing, naming the row (``hfdatasets.check_text_column``), rather than skipped — a
-  skipped row would change the corpus silently, and a fix (filter the rows, or pick the right
-  data.text_column) is one step for the user.
-
-A source never holds the corpus in memory: ``Source.documents()`` yields each document as an
-iterator of chunks of at most ``CHUNK`` bytes (longer lines excepted), cut after a newline so
-a tokenizer sees whole lines.
+``stdlib`` (the interpreter's standard library ``*.py``), ``text`` (``data.path``: a file, a
+directory or a glob) and ``datasets`` (``posx.data.hfdatasets``); what each reads and leaves out:
+docs/data.md. A directory or glob skips and counts what is not text, and leaves out hidden
+entries and posx's own outputs (known by their marker files). A row of a dataset whose text is
+not a string is refused, naming the row, rather than skipped: a skipped row would change the
+corpus silently. Documents come as chunks of at most ``CHUNK`` bytes cut after a newline.
 """
 
 from __future__ import annotations
@@ -104,8 +85,7 @@ RUN_MARKERS = ("model.json", "metrics.csv", "checkpoint")  # any of them beside 
 
 
 def _posx_output(path: Path) -> bool:
-    """A directory posx wrote, by its marker files: a token store, a run, a report, a sweep, or a
-    results directory (one whose runs/, sweeps/, reports/ or cache/ holds any of those)."""
+    """A directory posx wrote (by its marker files), or a results directory holding one."""
     return _posx_leaf(path) or any(
         (path / part).is_dir() and any(_posx_leaf(child) for child in (path / part).iterdir() if child.is_dir())
         for part in RESULTS_PARTS
@@ -197,8 +177,8 @@ def _text_files(path: str | None, exclude: Path | None = None) -> tuple[Path, li
 
 
 def select_files(source: str, path: str | None = None, exclude: Path | None = None) -> tuple[Path, list[str], int]:
-    """The corpus root (resolved), the sorted relative POSIX paths of its files (``stdlib`` or
-    ``text``) and how many were skipped; ``exclude``: a directory whose files are left out (posx's cache)."""
+    """(resolved root, sorted relative POSIX paths, files skipped) of a ``stdlib`` or ``text`` source;
+    ``exclude``: a directory left out (posx's cache)."""
     if source == "stdlib":
         return (*_stdlib_files(path), 0)
     if source == "text":

@@ -1,31 +1,15 @@
-"""Token stores: a tokenized corpus on disk, read through memory maps.
+"""Token stores: a tokenized corpus on disk, read through memory maps (layout: docs/data.md).
 
-A store is a directory ``<data.cache_dir>/store-<key>/`` holding
-
-  train.bin, val.bin  the token ids of each split, concatenated (raw numpy arrays; uint8,
-                      uint16 or uint32 from the vocabulary size, ``tokenizer.dtype_for``)
-  docs.npz            ``train`` and ``val``: the offset where each document starts (int64)
-  tokenizer.json      the tokenizer (bpe and user tokenizers; none for byte)
-  store.json          format, key, dtype and the fingerprint (sources, sizes, sha256 of the
-                      tokens, tokenizer hash; ``skipped``: files of a text source left out as
-                      binary or cache files); written last, it marks the store complete
-
-``key`` hashes what the store is built from: the files (paths, sizes, mtimes) or the dataset
-fingerprint, the split fraction, the tokenizer spec and the Python version. A second run
-with the same data config finds the store and reads nothing else; a store that does not
-check out is rebuilt, never trusted. It is built in a temporary directory renamed into place.
-
-Building streams (``posx.data.sources``): documents are read in chunks, tokenized in batches (a
-Hugging Face tokenizer encodes a batch on all cores; text is cut into pieces of about 4 KiB
-where the pre-tokenizer allows it, ``posx.data.splitfiles``) and appended to the split files;
-the ids are those of each document encoded whole, and the corpus is never one string in memory.
-Within a split, documents are joined by the tokenizer's separator (``b"\\n"`` for byte, the
-end-of-document token otherwise). The split is
-by document, from a hash of its id (``split_by_file``); when that leaves a split empty, the
-last ``val_fraction`` of the joined stream is held out instead. With the byte tokenizer (the
-default) a store holds the files' bytes themselves: the same tokens, split and fingerprint
-(``sha256`` of train then val) as the byte corpus posx read before token stores existed, so runs
-recorded then resume and re-evaluate on the same data (tests/test_store.py, tests/test_old_runs.py).
+``<data.cache_dir>/store-<key>/`` holds train.bin and val.bin (ids, the dtype from the vocabulary
+size), docs.npz (where each document starts), tokenizer.json and store.json, written last, which
+marks the store complete. ``key`` hashes the sources, the split fraction, the tokenizer spec and
+the Python version; a store that does not check out is rebuilt, never trusted, in a temporary
+directory renamed into place. Building streams documents (``posx.data.sources``) through
+``posx.data.splitfiles``: the ids are those of each document encoded whole, and the corpus is
+never one string in memory. The split is by document (``split_by_file``), or the tail of the
+joined stream when that leaves a split empty. With the byte tokenizer a store holds the files'
+bytes, the same tokens and fingerprint as the byte corpus of posx before stores, so old runs
+resume and re-evaluate on the same data (tests/test_store.py, tests/test_old_runs.py).
 """
 
 from __future__ import annotations
@@ -83,8 +67,7 @@ class Store:
 
 
 def data_config(dcfg: DataConfig | Mapping) -> dict:
-    """The data keys a run records (model.json) and a store is built from (the ``data`` section, or
-    the mapping a run recorded); absent keys are None."""
+    """The data keys a run records and a store is built from (absent keys None)."""
     data = plain(dcfg) if isinstance(dcfg, DataConfig) else dcfg
     return {k: data.get(k) for k in DATA_KEYS}
 
@@ -114,12 +97,9 @@ def split_by_file(ids: list[str], val_fraction: float) -> list[bool]:
 def _elements(
     source: sources.Source, is_val: list[bool], cut: int | None, exact_cut: bool, counts: dict
 ) -> Iterator[tuple[int, str, bytes]]:
-    """(split 0 train / 1 val, op, chunk): ``begin`` a document, a ``sep`` between two, ``text``.
-
-    With ``cut`` (the tail split), the joined stream goes to train up to byte ``cut`` and to val
-    after it; ``exact_cut`` keeps the byte cut even inside a UTF-8 character (byte tokenizer).
-    ``counts`` receives the documents of each split: those with at least one byte on that side.
-    """
+    """(split 0 train / 1 val, op, chunk): ``begin`` a document, a ``sep`` between two, ``text``. With
+    ``cut`` (the tail split) the stream goes to train up to byte ``cut`` (inside a UTF-8 character only
+    with ``exact_cut``); ``counts`` gets the documents with a byte on each side."""
     pos = 0  # bytes of the joined stream so far (tail split)
     seen = [0, 0]  # documents begun per split
     for i, chunks in enumerate(source.documents()):
@@ -152,8 +132,7 @@ def _elements(
 
 
 def _train_texts(source, is_val, cut, progress: Reporter) -> Iterator[str]:
-    """The training split's text, chunk by chunk (what a BPE is trained on), with the documents
-    read so far, the MB/s and the time left on ``progress`` (at most every PROGRESS_S)."""
+    """The training split's text, chunk by chunk (what a BPE trains on), with progress."""
     start = shown = time.perf_counter()
     documents, read = 0, 0
     for side, op, chunk in _elements(source, is_val, cut, False, {"train": 0, "val": 0}):
@@ -322,8 +301,7 @@ def load(dcfg: DataConfig | Mapping, cache_dir: str | Path, console: Console | N
 
 
 def _install(tmp: Path, final: Path) -> None:
-    """Rename the built store into place; a bad one there is moved aside and removed, and one
-    that another process finished meanwhile is kept."""
+    """Rename the built store into place; a bad one there is removed, one another process finished kept."""
     if final.exists():
         if open_store(final) is not None:
             return

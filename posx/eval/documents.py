@@ -1,17 +1,7 @@
-"""Evaluation windows that stay inside one document (``eval.within_documents``).
-
-The PI and YaRN papers score long-context perplexity on whole documents (PG19 books,
-proof-pile files; Chen et al. 2023, Peng et al. 2023, and the scripts of
-github.com/jquesnelle/yarn), so a window never mixes two unrelated texts. Here a document of
-the held-out split is the span between two separators (``posx.data.store``: ``b"\\n"`` for the byte
-tokenizer, the end-of-document token otherwise); the separator itself is never in a window.
-
-At length L with stride S, a document [a, b) gives windows starting at a, a + S, a + 2S, ...
-while the window and its targets fit (start + L + 1 <= b): every token read is the
-document's. Documents with fewer than max(L + 1, eval.min_document_tokens) tokens are
-skipped; setting ``min_document_tokens`` to the longest length scores every length on the
-same documents. Windows are taken document by document, in order, until the requested number
-of tokens is scored; fewer available is an error naming the length, not a short score.
+"""Evaluation windows that stay inside one document (``eval.within_documents``), as the PI and YaRN
+papers score PG19 books and proof-pile files: a window never mixes two texts, nor holds the
+separator between them. Documents shorter than max(L + 1, ``eval.min_document_tokens``) are
+skipped; too few is an error naming the length, not a short score (docs/data.md).
 """
 
 from __future__ import annotations

@@ -29,11 +29,6 @@ from posx.runs.records import RunMeta
 from posx.schema.config import EvalConfig, evaluated_length
 
 
-def lengths_for(reference: int, new: int, factors) -> list[int]:
-    """factor x the parent's T and factor x the new T, sorted, without duplicates."""
-    return sorted({evaluated_length(f, reference) for f in factors} | {evaluated_length(f, new) for f in factors})
-
-
 def _score(
     model: GPT, val: torch.Tensor, L: int, stride: int, n_tokens: int, batch_tokens: int, device: torch.device
 ) -> scoring.Scores | None:
@@ -57,10 +52,9 @@ class _Lengths(NamedTuple):
 
 
 def planned(T0: int, T1: int, pose_length: int | None, ev: EvalConfig) -> _Lengths:
-    """The lengths, strides, scored and read tokens of an extension of a run at T0 to T1: what its
-    evaluation, and the check before it trains, compute."""
+    """The lengths, strides, scored and read tokens of an extension from T0 to T1 (also checked before it trains)."""
     # a PoSE child trains at T0 with positions over s x T0: its new length is that reach
-    lengths = lengths_for(T0, pose_length or T1, ev.factors)
+    lengths = sorted({evaluated_length(f, T) for f in ev.factors for T in (T0, pose_length or T1)})
     # sliding: eval.stride, or half of the length the scored model trained at (each stage's own T)
     strides = {(T, L): scoring.stride_for(ev.protocol, ev.stride, T, L) for T in (T0, T1) for L in lengths}
     n_tokens = scoring.tokens_for(ev.protocol, ev.tokens, lengths, list(strides.values()))
@@ -87,8 +81,7 @@ def _stages(
 
 
 def _row(shared: dict, stage: str, trained_at: int, L: int, stride: int, attention: float, scores, n_bytes) -> dict:
-    """The table row of one (stage, length) from its scores (None: out of range); ``shared``: the
-    fields every row has."""
+    """The table row of one (stage, length) from its scores (None: out of range)."""
     row = {
         **shared, "train_context": trained_at, "eval_context": L, "factor": L / shared["reference_context"],
         "attention_factor": attention, "nll": math.nan, "ppl": math.nan, "tokens": 0, "stride": stride,
@@ -112,8 +105,7 @@ def evaluate_extended(
     console: Console | None = None,
     tokenizer=None,
 ) -> Evaluation:
-    """One row per (stage, length); the zero-shot stage is left out when the parent is gone.
-    ``tokenizer`` (None: bytes) says how many bytes each token covers (bits per byte)."""
+    """One row per (stage, length); no zero-shot rows when the parent is gone."""
     lineage = meta.extended_from
     T0 = lineage.train_context
     plan = planned(T0, meta.train_context, meta.model.pos.pose_length, ev)

@@ -107,9 +107,8 @@ class Scored:
 
 @torch.no_grad()
 def score(model, trials: list[Trial], batch_tokens: int, device: torch.device, as_task: bool = False) -> Scored:
-    """One forward pass per batch of trials; from its logits passkey.csv's per-trial numbers and,
-    with ``as_task`` (the suite's ``passkey`` task is these prompt trials), ``posx.tasks.scoring``'s,
-    so tasks.csv's passkey rows need no second pass over the same sequences."""
+    """passkey.csv's per-trial numbers from one forward pass per batch and, with ``as_task``, the task
+    suite's from the same logits (no second pass over the prompt trials)."""
     nlls, exact, task = [], [], ([], [], [])
     for b, x, logits in scoring.batch_logits(model, [t.tokens for t in trials], batch_tokens, device):
         batch, length = trials[b : b + len(x)], x.shape[1]
@@ -132,8 +131,7 @@ def score(model, trials: list[Trial], batch_tokens: int, device: torch.device, a
 def summarize(
     trials: list[Trial], nll: np.ndarray | None, exact: np.ndarray | None, depth_buckets: int, status: str = "ok"
 ) -> list[dict]:
-    """One dict per depth bucket: trials, accuracy, key_nll, status; ``nll`` None (a cell that was
-    not scored): ``status`` in every row."""
+    """One dict per depth bucket; ``nll`` None (an unscored cell): ``status`` in every row."""
     rows = []
     for bucket in range(depth_buckets):
         idx = [] if nll is None else [i for i, t in enumerate(trials) if t.depth_bucket == bucket]

@@ -63,9 +63,8 @@ KEYS = {"eval.": {"options": "eval.task_options", "tasks": "eval.tasks"},
 
 
 class TaskError(PosxError):
-    """A task that cannot be made with the sizes or the data given. ``said`` names its keys as
-    ``{options}`` and ``{tasks}``, filled with those of ``group`` (``eval.`` by default, as an
-    evaluation's generators are told; the training mix's callers re-raise it ``of("data.")``)."""
+    """A task that cannot be made with the sizes or data given; ``said`` names its keys as ``{options}``
+    and ``{tasks}`` of ``group`` (the training mix re-raises it ``of("data.")``)."""
 
     def __init__(self, said: str, group: str = "eval."):
         self.said = said
@@ -152,9 +151,8 @@ def starts(haystack: np.ndarray, marker: np.ndarray) -> np.ndarray:
 
 
 def haystack(ctx: Context, filler_len: int, avoid: tuple = ()) -> tuple[int, np.ndarray]:
-    """(offset, ``filler_len`` ids) cut from the haystack split at a random offset, ``scrub``bed of
-    ``avoid`` (a cue or mark the task plants is unique in its sequence). No window is redrawn, so
-    the random stream (and every later sample) is the same as without ``avoid``."""
+    """(offset, ``filler_len`` ids) at a random offset of the haystack split, ``scrub``bed of ``avoid``;
+    no window is redrawn, so the random stream is the same as without ``avoid``."""
     if len(ctx.source) < filler_len:
         raise TaskError(
             f"the haystack split has {len(ctx.source)} tokens, too few for {filler_len} tokens of filler; "

@@ -29,9 +29,8 @@ VALIDATION = 1  # make_samples' stream of a training run's held-out task set (po
 def make_samples(
     task: str, source, length: int, trials: int, opts, seed: int, tokenizer=None, stream: int = 0
 ) -> list[Sample]:
-    """``trials`` samples of ``task`` at ``length`` from ``source`` (token ids), seeded by (seed,
-    length, task), and by ``stream`` too when it is not 0 (``VALIDATION``: a training run's
-    held-out set, never the evaluation's samples); [] when the length cannot hold the task."""
+    """``trials`` samples of ``task`` at ``length``, seeded by (seed, length, task) and a non-zero
+    ``stream`` (``VALIDATION``); [] when the length cannot hold the task."""
     rng = np.random.default_rng([seed, length, TASKS.index(task), *([stream] if stream else [])])
     ctx = Context(np.asarray(source), encoder(tokenizer), rng)
     out = []

@@ -94,8 +94,7 @@ def greedy(model, prefix: torch.Tensor, steps: int) -> torch.Tensor:
 
 
 def answer_stats(pred: torch.Tensor, target: torch.Tensor) -> tuple[float, float, bool]:
-    """One sample's (mean NLL, token accuracy, exact) from the logits ``pred`` (k, vocab) that
-    predict its answer tokens ``target`` (k,)."""
+    """(mean NLL, token accuracy, exact) of logits ``pred`` (k, vocab) for answer tokens ``target`` (k,)."""
     hit = pred.argmax(-1) == target
     return F.cross_entropy(pred, target).item(), hit.float().mean().item(), bool(hit.all())
 

@@ -1,24 +1,12 @@
-"""Context extension, the papers' protocol: rescale a trained run's positions, continue
-training at factor x T for a few hundred steps, save a new run that records its parent
-(PI, Chen et al. 2023; YaRN, Peng et al. 2023; ABF, Xiong et al. 2023).
+"""Context extension, the papers' protocol: rescale a trained run's positions, continue training
+at factor x T, save a new run that records its parent (PI, Chen et al. 2023; YaRN, Peng et al.
+2023; ABF, Xiong et al. 2023; PoSE, Zhu et al. 2024). See docs/extending.md.
 
-``prepare`` turns a ``posx extend`` config into everything training needs: the child's
-config, its start state (the parent's weights, extended), its default name. The parent run
-is only read. What the child's model.json records:
-
-* ``rope``: the frequencies it trained with, as a recipe (``posx.rope.frequencies`` of
-  method, factor, params, original_context) and as the numbers (``inv_freq``,
-  ``attention_factor``), which ``posx.runs.rundir.load_run`` installs, so evaluation uses
-  exactly what training used.
-* ``extended_from``: a ``posx.runs.records.Lineage``.
-
-The dynamic methods (dynamic_ntk, dynamic_yarn, longrope) are frozen at the new length, the
-only length they train at.
-
-``extend.pose=true`` (PoSE, Zhu et al., ICLR 2024) keeps the parent's T as the training length
-and batch, and makes the child's model draw position ids covering [0, factor x T) in training
-(``pos.pose_length``); its frequencies are the method's at factor x T as without PoSE, and its
-model.json records T as the length it trained at.
+``prepare`` turns a ``posx extend`` config into the child's config, start state and default name;
+the parent is only read. The child's model.json records its frequencies as a recipe and as the
+numbers (``inv_freq``, ``attention_factor``, which ``load_run`` installs, so evaluation uses
+exactly what training used) and its ``extended_from``. Dynamic methods are frozen at the new
+length, the only one they train at.
 """
 
 from __future__ import annotations
@@ -59,8 +47,7 @@ def rope_record(cfg: ExtendRootConfig, parent: RunMeta) -> RopeRecord:
 def child_config(
     cfg: ExtendRootConfig, parent_dir: Path, parent: RunMeta, child: ModelSpec, T1: int
 ) -> ExtendRootConfig:
-    """The composed config with the child's model, the parent's corpus and the extend.*
-    schedule filled in, so the child's config.yaml says what actually ran."""
+    """The child's config: its model, the parent's corpus and the extend.* schedule filled in."""
     model = read_config(parent_dir).get("model") if (parent_dir / CONFIG).is_file() else None
     name = model.get("name") if isinstance(model, dict) else None
     e, t = cfg.extend, cfg.train
@@ -86,8 +73,7 @@ def child_config(
 
 
 def pose_window(cfg: ExtendRootConfig, parent: RunMeta, T1: int) -> int:
-    """The length the child trains at: T1, or with ``extend.pose`` the parent's T (its model
-    then draws PoSE position ids over [0, T1): ``posx.model.randomized.pose_positions``)."""
+    """The length the child trains at: T1, or with ``extend.pose`` the parent's T."""
     if not cfg.extend.pose:
         return T1
     if parent.model.pos.name not in TAKES_POSITIONS:
@@ -99,9 +85,8 @@ def pose_window(cfg: ExtendRootConfig, parent: RunMeta, T1: int) -> int:
 
 
 def forbid_unused_overrides(overrides: list[str]) -> None:
-    """Overrides an extension would not use, refused before composing (a model key would be
-    checked against the default model, not the parent's): the model and positions, which are the
-    parent's, and the train.* keys the extension sets from its own (``SET_BY_EXTEND``)."""
+    """Refuse overrides an extension would not use: the model and positions (the parent's) and the
+    train.* keys it sets itself (``SET_BY_EXTEND``)."""
     for item in overrides:
         key = key_of(item)
         if key in ("model", "pos") or key.startswith(("model.", "pos.")):
@@ -136,8 +121,7 @@ class Checked(NamedTuple):
 
 
 def check(cfg: ExtendRootConfig, overrides: list[str]) -> Checked:
-    """Everything about an extension that can be refused from the parent's model.json alone: a
-    sweep checks each job with it before the first one trains."""
+    """Everything refusable from the parent's model.json alone (a sweep checks every job first)."""
     check_config(cfg)
     forbid_unused_overrides(overrides)
     parent_dir = resolve_run(cfg.parent, cfg.results_dir)

@@ -1,36 +1,18 @@
 """Training: AdamW with warmup then cosine decay, gradient clipping, seeded batches.
 
-``train(cfg, run_dir, start)`` trains into ``run_dir`` and writes config.yaml, metrics.csv,
-model.json and model.safetensors there, and a resumable checkpoint
-(``posx.runs.checkpoint``) every ``train.checkpoint_every`` steps, at the end, and when
-SIGTERM/SIGUSR2 asks it to stop. Where it starts is explicit: ``Fresh()`` (a new model),
-``Resume()`` (the run's latest checkpoint, when it has one), or ``FromParent(...)`` (an
-extension: the parent's weights, the frequencies and lineage it trains with).
+``train(cfg, run_dir, start)`` trains into ``run_dir`` from an explicit start (``Fresh``,
+``Resume``, ``FromParent``), checkpointing every ``train.checkpoint_every`` steps, at the end and
+on SIGTERM/SIGUSR2. The loop is named steps over one ``LoopState``: ``set_up``, ``step``,
+``record`` and ``validate``, ``save_checkpoint``, ``finish``.
 
-Under torchrun (or a submitit job of several tasks, see ``posx.core.distributed``) every rank
-runs ``train`` and the model is wrapped in DistributedDataParallel. ``train.batch_size`` is the
-global batch: one generator, identical on every rank, draws all of it and each rank takes its
-slice, then runs it in micro-batches of ``train.micro_batch_size`` with gradient accumulation
-(DDP's gradient all-reduce only on the last micro-step, ``no_sync`` before). The batches are
-therefore those of a single process, whatever the number of ranks, and a checkpoint resumes on
-any number of ranks. Rank 0 alone holds the lock, validates, writes every file and shows
-progress; the logged loss is the mean over ranks. A stop signal, a non-finite loss or a
-failure of rank 0's work is agreed by all ranks at the step boundary.
-
-The loop is a few named steps over one ``LoopState``: ``set_up`` (data, model, optimizer, a
-checkpoint to resume), ``step`` (one optimizer step, ``posx.train.steps.train_step``),
-``record`` and ``validate`` (rank 0: metrics, tracker, progress), ``save_checkpoint``, and
-``finish`` (rank 0: the run's files).
-
-On CUDA it runs with TF32 matmuls (train.tf32) and a ``torch.compile``d model
-(train.compile=auto; as nanoGPT's train.py does; on the CPU where it pays,
-``posx.train.compiling``); the uncompiled module is what is saved. The
-model keeps no Python-number state that changes between calls, so one graph serves training
-and one serves validation. metrics.csv has ``mfu``: achieved FLOP/s (``GPT.flops_per_token``
-times the global batch's tokens/s) over the bf16 peak of all ranks' GPUs
-(``posx.core.device.BF16_PEAK`` times the world size); empty on the CPU and on GPUs not in
-that table. The data is a token store (``posx.data.store``), read through
-memmap; the model's vocabulary is its tokenizer's.
+Under torchrun every rank runs ``train`` with the model in DistributedDataParallel;
+``train.batch_size`` is the global batch, drawn whole by one generator identical on every rank
+and sliced per rank, so the batches are those of one process and a checkpoint resumes on any
+number of ranks (docs/sweeps-and-clusters.md). Rank 0 alone holds the lock, validates, writes
+and shows progress; a stop signal, a non-finite loss or a failure of rank 0 is agreed by all
+ranks at the step boundary. On CUDA: TF32 and a ``torch.compile``d model (on the CPU where it
+pays, ``posx.train.compiling``); the uncompiled module is what is saved. ``mfu`` in metrics.csv
+is over the bf16 peak of all ranks' GPUs (docs/gpu.md).
 """
 
 from __future__ import annotations
@@ -75,6 +57,7 @@ from posx.train import memory, taskcurve
 from posx.train.compiling import compile_seconds, decide_compile
 from posx.train.state import FromParent, LoopState, Resume, Start
 from posx.train.steps import (
+    COLUMNS,
     batch_layout,
     check_eval_fits,
     estimate_val_loss,
@@ -93,12 +76,8 @@ __all__ = ["COMPILE_BACKEND", "train"]
 
 
 def train(cfg: Config, run_dir: Path, start: Start, console: Console | None = None) -> Path:
-    """Train into ``run_dir`` from ``start`` (``Fresh``, ``Resume`` or ``FromParent``).
-
-    Raises ``Preempted`` after checkpointing when SIGTERM/SIGUSR2 arrives mid-run, and
-    ``PosxError`` naming the step when the loss turns non-finite (the last good checkpoint stays).
-    Every rank calls it; rank 0 holds the run's lock.
-    """
+    """Train into ``run_dir`` from ``start`` on every rank (rank 0 holds the run's lock). Raises
+    ``Preempted`` after checkpointing on SIGTERM/SIGUSR2, ``PosxError`` when the loss turns non-finite."""
     console = console or new_console()
     if not distributed.is_main():
         console = Console(quiet=True)
@@ -107,7 +86,7 @@ def train(cfg: Config, run_dir: Path, start: Start, console: Console | None = No
     run_dir = Path(run_dir)
     busy = f"{run_dir} is being trained by another posx process; wait for it to stop (or stop it) before resuming"
     with contextlib.ExitStack() as stack:
-        distributed.on_main(partial(hold_lock, stack, run_dir, busy))
+        distributed.on_main(partial(stack.enter_context, lock.exclusive(run_dir, busy=busy)))  # held until the end
         stop = stack.enter_context(StopSignals())
         state = set_up(cfg, run_dir, start, console, device)
         run_steps(state, stop)
@@ -118,14 +97,9 @@ def train(cfg: Config, run_dir: Path, start: Start, console: Console | None = No
 # ---------------------------------------------------------------- set up
 
 
-def hold_lock(stack: contextlib.ExitStack, run_dir: Path, busy: str) -> None:
-    """Rank 0: the run's lock, held until ``stack`` closes; ``busy`` when another process has it."""
-    stack.enter_context(lock.exclusive(run_dir, busy=busy))
-
-
 def load_data(cfg: Config, start: Start, console: Console) -> store.Store:
-    """The memmapped token store of the data config (rank 0 builds it, the others read it), checked
-    to hold a training window in each split and, with eval.after_train, the evaluation's tokens."""
+    """The token store (rank 0 builds it), checked to hold a training window in each split and, with
+    eval.after_train, the evaluation's tokens."""
     load = partial(store.load, cfg.data, cfg.data.cache_dir, console=console)
     corpus = distributed.on_main(load) or load()
     T = cfg.train.context_length
@@ -141,9 +115,7 @@ def load_data(cfg: Config, start: Start, console: Console) -> store.Store:
 def forwards(
     model: GPT, device: torch.device, compiled: bool
 ) -> tuple[DistributedDataParallel | None, Callable, Callable]:
-    """(the DDP wrapper or None, the training forward, the validation forward). Under DDP rank 0's
-    parameters are broadcast here; validation runs on the module itself (no collective), compiled
-    once more."""
+    """(the DDP wrapper or None, the training forward, the validation forward: never DDP)."""
     ddp = None
     if distributed.enabled():
         # broadcast_buffers=False: the buffers (RoPE frequencies, ALiBi slopes, T5 buckets) are
@@ -157,8 +129,7 @@ def forwards(
 
 
 def set_up(cfg: Config, run_dir: Path, start: Start, console: Console, device: torch.device) -> LoopState:
-    """Data, model, optimizer and generator, resumed from the run's checkpoint when ``start`` says so;
-    writes config.yaml (rank 0) once the run is known to start or go on."""
+    """The loop's state, resumed when ``start`` says so; config.yaml written once the run goes on."""
     torch.manual_seed(cfg.seed)
     local, micro = batch_layout(cfg, distributed.world_size())
     corpus = load_data(cfg, start, console)
@@ -208,8 +179,7 @@ def set_up(cfg: Config, run_dir: Path, start: Start, console: Console, device: t
 
 
 def resume(state: LoopState) -> None:
-    """Continue from the run's latest checkpoint, refused when the corpus or tokenizer differ or the
-    checkpoint is past train.steps."""
+    """Continue from the run's latest checkpoint; refused for another corpus or tokenizer, or past train.steps."""
     cfg, run_dir, ours = state.cfg, state.run_dir, state.extras
     saved = checkpoint.load(run_dir, state.model, state.optimizer, state.gen, state.device)
     refuse_edits(run_dir, saved.extras.config, ours.config)
@@ -255,8 +225,7 @@ def announce(state: LoopState, resuming: bool) -> None:
 
 
 def run_steps(state: LoopState, stop: StopSignals) -> None:
-    """From ``state.step`` to train.steps. At each step boundary every rank learns the mean loss,
-    rank 0 logs (and validates), then all agree on a stop signal received by any rank meanwhile."""
+    """From ``state.step`` to train.steps; at each step boundary all ranks agree on a stop signal."""
     cfg, main = state.cfg, distributed.is_main()
     every = cfg.train.checkpoint_every
     reporter = Reporter(state.console, "train", cfg.train.steps) if main else contextlib.nullcontext()
@@ -285,8 +254,7 @@ def open_run_tracker(state: LoopState) -> Tracker:
 
 
 def step(state: LoopState, lr: float) -> float:
-    """One optimizer step on this rank's slice of the global batch (drawn alike on every rank);
-    returns the loss averaged over ranks."""
+    """One optimizer step on this rank's slice of the global batch; the loss averaged over ranks."""
     cfg, rank, local = state.cfg, distributed.rank(), state.local
     set_lr(state.optimizer, lr)
     x, y = data_mod.get_batch(state.corpus.train, cfg.train.batch_size, cfg.train.context_length, state.gen)
@@ -325,16 +293,8 @@ def record(state: LoopState, train_loss: float, lr: float, tracker: Tracker, pro
     validating = done % cfg.train.eval_every == 0 or done == cfg.train.steps
     if validating:
         validate(state)
-    state.rows.append(
-        {
-            "step": done,
-            "train_loss": train_loss,
-            "val_loss": state.val_loss if validating else math.nan,
-            "lr": lr,
-            "tokens_per_s": tok_s,
-            "mfu": mfu(tok_s, state.flops_per_token, state.peak),
-        }
-    )
+    metrics = (done, train_loss, state.val_loss if validating else math.nan, lr, tok_s)
+    state.rows.append(dict(zip(COLUMNS, (*metrics, mfu(tok_s, state.flops_per_token, state.peak)))))
     tracker.log(
         {
             "train/loss": train_loss,
@@ -361,8 +321,7 @@ def validate(state: LoopState) -> None:
 
 
 def save_checkpoint(state: LoopState) -> None:
-    """Rank 0: a resumable checkpoint at ``state.step`` and metrics.csv; its time is not training
-    throughput."""
+    """Rank 0: a checkpoint and metrics.csv (not counted in the throughput)."""
     state.extras.val_loss = state.val_loss if math.isfinite(state.val_loss) else None
     checkpoint.save(state.run_dir, state.step, state.model, state.optimizer, state.gen, state.rows, state.extras)
     write_metrics(state.run_dir, state.rows)
@@ -370,8 +329,8 @@ def save_checkpoint(state: LoopState) -> None:
 
 
 def stop_here(state: LoopState, stop: StopSignals, signum: int) -> None:
-    """After the checkpoint of a stop signal (on any rank): hand it on where posx found a handler
-    (submitit requeues the job), then raise ``Preempted``."""
+    """After a stop signal's checkpoint: hand it on to the handler posx found (submitit requeues),
+    then raise ``Preempted``."""
     name = stop.received or f"{signal.Signals(signum).name} (on another rank)"
     message = f"{name} at step {state.step}/{state.cfg.train.steps}; checkpoint saved"
     if stop.chains(signum):
