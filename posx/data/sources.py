@@ -149,31 +149,26 @@ def _text_files(path: str | None, exclude: Path | None = None) -> tuple[Path, li
     if os.path.isdir(expanded):
         root = Path(expanded).resolve()
         found = _walk(root, lambda d: not d.startswith("."), lambda f: not f.startswith("."))
-        rels, skipped = _skip_binary(root, found, exclude)
-        if not rels:
-            raise PosxError(
-                f"data.path '{path}' is a directory with no (non-hidden) files"
-                f"{f' besides {skipped} binary or cache files (skipped)' if skipped else ''}; "
-                "put UTF-8 text files in it or point data.path elsewhere"
-            )
-        return root, rels, skipped
-    if any(c in expanded for c in "*?["):
+        none = f"data.path '{path}' is a directory with no (non-hidden) files"
+        fix = "put UTF-8 text files in it or point data.path elsewhere"
+    elif any(c in expanded for c in "*?["):
         matches = sorted({Path(m).resolve() for m in glob.glob(expanded, recursive=True) if os.path.isfile(m)})
         root = Path(os.path.commonpath([str(m.parent) for m in matches])) if matches else Path()
-        rels, skipped = _skip_binary(root, [m.relative_to(root).as_posix() for m in matches], exclude)
-        if not rels:
-            raise PosxError(
-                f"data.path glob '{path}' matches no files"
-                f"{f' besides {skipped} binary or cache files (skipped)' if skipped else ''}; fix the "
-                "pattern or point data.path at a UTF-8 text file or directory"
-            )
-        return root, rels, skipped
-    if os.path.lexists(expanded):  # a FIFO, a device, a socket, a link that leads nowhere or loops
+        found = [m.relative_to(root).as_posix() for m in matches]
+        none = f"data.path glob '{path}' matches no files"
+        fix = "fix the pattern or point data.path at a UTF-8 text file or directory"
+    elif os.path.lexists(expanded):  # a FIFO, a device, a socket, a link that leads nowhere or loops
         raise PosxError(
             f"data.path '{path}' is neither a regular file nor a directory (a pipe, a device, or a link that leads "
             "nowhere or to itself); point data.path at a UTF-8 text file, directory or glob"
         )
-    raise PosxError(f"data.path '{path}' does not exist; point data.path at a UTF-8 text file, directory or glob")
+    else:
+        raise PosxError(f"data.path '{path}' does not exist; point data.path at a UTF-8 text file, directory or glob")
+    rels, skipped = _skip_binary(root, found, exclude)
+    if not rels:
+        besides = f" besides {skipped} binary or cache files (skipped)" if skipped else ""
+        raise PosxError(f"{none}{besides}; {fix}")
+    return root, rels, skipped
 
 
 def select_files(source: str, path: str | None = None, exclude: Path | None = None) -> tuple[Path, list[str], int]:

@@ -221,14 +221,11 @@ def open_store(path: Path, key: str | None = None) -> Store | None:
         fp = meta["fingerprint"]
         if meta.get("format") != STORE_FORMAT or (key is not None and meta.get("key") != key):
             return None
-        if fp["tokenizer"]["kind"] == tok_mod.BYTE:
+        kind, saved = fp["tokenizer"]["kind"], path / "tokenizer.json"
+        if kind == tok_mod.BYTE:
             tok = tok_mod.byte_tokenizer()
         else:
-            tok = tok_mod.from_json(
-                (path / "tokenizer.json").read_text(encoding="utf-8"),
-                fp["tokenizer"]["kind"],
-                str(path / "tokenizer.json"),
-            )
+            tok = tok_mod.from_json(saved.read_text(encoding="utf-8"), kind, str(saved))
         if tok.sha256 != fp["tokenizer"]["sha256"]:
             return None
         dtype = np.dtype(fp["dtype"])
@@ -246,14 +243,8 @@ def open_store(path: Path, key: str | None = None) -> Store | None:
 
 
 def store_key(source: sources.Source, dcfg: dict) -> str:
-    head = [
-        STORE_FORMAT,
-        source.kind,
-        source.key,
-        repr(dcfg["val_fraction"]),
-        platform.python_version(),
-        tok_mod.spec(dcfg["tokenizer"], dcfg["vocab_size"]),
-    ]
+    spec = tok_mod.spec(dcfg["tokenizer"], dcfg["vocab_size"])
+    head = [STORE_FORMAT, source.kind, source.key, repr(dcfg["val_fraction"]), platform.python_version(), spec]
     return hashlib.sha1(json.dumps(head, sort_keys=True, default=str).encode()).hexdigest()[:20]
 
 

@@ -53,22 +53,10 @@ from posx.runs.paths import CONFIG
 from posx.runs.records import RunMeta, TrainExtras
 from posx.runs.rundir import save_run
 from posx.schema.config import Config
-from posx.train import memory, taskcurve
+from posx.train import memory, steps, taskcurve
 from posx.train.compiling import compile_seconds, decide_compile
 from posx.train.state import FromParent, LoopState, Resume, Start
-from posx.train.steps import (
-    COLUMNS,
-    batch_layout,
-    check_eval_fits,
-    estimate_val_loss,
-    lr_at,
-    make_optimizer,
-    mfu,
-    run_peak,
-    set_lr,
-    train_step,
-    write_metrics,
-)
+from posx.train.steps import train_step  # by name: a test wraps it
 from posx.train.taskmix import make_pool, mix_batch
 
 COMPILE_BACKEND = "inductor"  # torch.compile's backend (tests use "eager" to check graphs without codegen)
@@ -108,7 +96,7 @@ def load_data(cfg: Config, start: Start, console: Console) -> store.Store:
     data_mod.require_tokens(corpus.train, T + 1, f"the training split ({length})")
     data_mod.require_tokens(corpus.val, T + 1, f"the validation split ({length})")
     if cfg.eval.after_train:  # caught now, not after the whole training
-        check_eval_fits(cfg, corpus.val, parent.train_context if parent else None)
+        steps.check_eval_fits(cfg, corpus.val, parent.train_context if parent else None)
     return corpus
 
 
@@ -131,7 +119,7 @@ def forwards(
 def set_up(cfg: Config, run_dir: Path, start: Start, console: Console, device: torch.device) -> LoopState:
     """The loop's state, resumed when ``start`` says so; config.yaml written once the run goes on."""
     torch.manual_seed(cfg.seed)
-    local, micro = batch_layout(cfg, distributed.world_size())
+    local, micro = steps.batch_layout(cfg, distributed.world_size())
     corpus = load_data(cfg, start, console)
     model = (
         start.model if isinstance(start, FromParent) else GPT(ModelSpec.from_config(cfg, corpus.tokenizer.vocab_size))
@@ -151,7 +139,7 @@ def set_up(cfg: Config, run_dir: Path, start: Start, console: Console, device: t
         device=device,
         corpus=corpus,
         model=model,
-        optimizer=make_optimizer(model, cfg, device),
+        optimizer=steps.make_optimizer(model, cfg, device),
         gen=torch.Generator().manual_seed(cfg.seed),
         extras=extras,
         local=local,
@@ -161,7 +149,7 @@ def set_up(cfg: Config, run_dir: Path, start: Start, console: Console, device: t
         ddp=None,
         compiled=compiled,
         flops_per_token=model.flops_per_token(cfg.train.context_length),
-        peak=run_peak(bf16_peak_flops(device), distributed.world_size()),
+        peak=steps.run_peak(bf16_peak_flops(device), distributed.world_size()),
         held=taskcurve.held_out(cfg.data, cfg.train.context_length, corpus.val, corpus.tokenizer),
         pool=make_pool(cfg.data, cfg.train.context_length, corpus.train, cfg.seed, corpus.tokenizer),
     )
@@ -234,7 +222,7 @@ def run_steps(state: LoopState, stop: StopSignals) -> None:
             progress.skip_to(state.step)
         state.t_last = time.perf_counter()
         while state.step < cfg.train.steps:
-            lr = lr_at(state.step, cfg)
+            lr = steps.lr_at(state.step, cfg)
             train_loss = step(state, lr)
             check_finite(state, train_loss)
             distributed.on_main(partial(record, state, train_loss, lr, tracker, progress))
@@ -256,7 +244,7 @@ def open_run_tracker(state: LoopState) -> Tracker:
 def step(state: LoopState, lr: float) -> float:
     """One optimizer step on this rank's slice of the global batch; the loss averaged over ranks."""
     cfg, rank, local = state.cfg, distributed.rank(), state.local
-    set_lr(state.optimizer, lr)
+    steps.set_lr(state.optimizer, lr)
     x, y = data_mod.get_batch(state.corpus.train, cfg.train.batch_size, cfg.train.context_length, state.gen)
     x, y, _ = mix_batch(x, y, cfg.data, state.corpus.train, cfg.seed, state.step, state.corpus.tokenizer, state.pool)
     x, y = x[rank * local : (rank + 1) * local], y[rank * local : (rank + 1) * local]
@@ -294,7 +282,7 @@ def record(state: LoopState, train_loss: float, lr: float, tracker: Tracker, pro
     if validating:
         validate(state)
     metrics = (done, train_loss, state.val_loss if validating else math.nan, lr, tok_s)
-    state.rows.append(dict(zip(COLUMNS, (*metrics, mfu(tok_s, state.flops_per_token, state.peak)))))
+    state.rows.append(dict(zip(steps.COLUMNS, (*metrics, steps.mfu(tok_s, state.flops_per_token, state.peak)))))
     tracker.log(
         {
             "train/loss": train_loss,
@@ -313,7 +301,7 @@ def record(state: LoopState, train_loss: float, lr: float, tracker: Tracker, pro
 def validate(state: LoopState) -> None:
     """Rank 0: the validation estimate; its time is not training throughput."""
     cfg = state.cfg
-    state.val_loss = estimate_val_loss(state.val_fwd, state.corpus.val, cfg, state.device, state.micro)
+    state.val_loss = steps.estimate_val_loss(state.val_fwd, state.corpus.val, cfg, state.device, state.micro)
     tokens = state.step * cfg.train.batch_size * cfg.train.context_length
     state.curve += taskcurve.score(state.model, state.held, state.step, tokens, cfg.eval.batch_tokens, state.device)
     taskcurve.write(state.run_dir, state.curve)
@@ -324,7 +312,7 @@ def save_checkpoint(state: LoopState) -> None:
     """Rank 0: a checkpoint and metrics.csv (not counted in the throughput)."""
     state.extras.val_loss = state.val_loss if math.isfinite(state.val_loss) else None
     checkpoint.save(state.run_dir, state.step, state.model, state.optimizer, state.gen, state.rows, state.extras)
-    write_metrics(state.run_dir, state.rows)
+    steps.write_metrics(state.run_dir, state.rows)
     state.t_last = time.perf_counter()
 
 
@@ -349,7 +337,7 @@ def stop_here(state: LoopState, stop: StopSignals, signum: int) -> None:
 def finish(state: LoopState) -> None:
     """Rank 0: metrics.csv, the tokenizer, model.json and model.safetensors, and the summary line."""
     cfg, corpus, run_dir = state.cfg, state.corpus, state.run_dir
-    write_metrics(run_dir, state.rows)
+    steps.write_metrics(run_dir, state.rows)
     if corpus.tokenizer.hf is not None:  # the run carries the tokenizer its ids mean
         files.write_text(run_dir / "tokenizer.json", corpus.tokenizer.to_json())
     meta = RunMeta(
@@ -363,7 +351,7 @@ def finish(state: LoopState) -> None:
     save_run(run_dir, state.model.cpu(), meta)
     metrics = pd.DataFrame(state.rows)
     steady = metrics["tokens_per_s"].iloc[min(5, len(metrics) - 1) :].median() if len(metrics) else float("nan")
-    steady_mfu = mfu(steady, state.flops_per_token, state.peak)
+    steady_mfu = steps.mfu(steady, state.flops_per_token, state.peak)
     ppl = perplexity(state.val_loss)
     state.console.print(
         f"[green]done[/] {escape(str(run_dir))}: {escape(taskcurve.done_scores(cfg, state.val_loss, state.curve))}, "
