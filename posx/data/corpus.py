@@ -21,8 +21,7 @@ def require_tokens(tokens: torch.Tensor, needed: int, what: str) -> None:
 def get_batch(
     tokens: torch.Tensor, batch_size: int, context_length: int, generator: torch.Generator
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Random windows of ``tokens`` (a tensor, or a memmap of which only the windows are read):
-    x and y (B, T) int64 on ``tokens.device``, y shifted by one; offsets drawn with ``generator``."""
+    """Random windows of ``tokens`` (of a memmap only the windows are read): x and y (B, T) int64, y shifted."""
     if batch_size < 1 or context_length < 1:
         raise PosxError(
             f"batch size and context length must be at least 1, got {batch_size} and "

@@ -37,11 +37,7 @@ def load_rows(
     local = name in LOCAL_BUILDERS
     if local:
         _check_local_files(name, data_files)
-    files = (
-        None
-        if data_files is None
-        else ([os.path.expanduser(f) for f in data_files] if isinstance(data_files, (list, tuple)) else data_files)
-    )
+    files = [os.path.expanduser(f) for f in data_files] if isinstance(data_files, (list, tuple)) else data_files
     what = f"dataset '{name}'" + (f" ({config_name})" if config_name else "")
     ds = _load(datasets, name, config_name, files, split, cache_dir, what, local)
     if text_column not in ds.column_names:
@@ -52,7 +48,12 @@ def load_rows(
     if len(ds) == 0:
         raise PosxError(f"{what} split '{split}' has no rows; point data.data_files at non-empty files")
     ds = ds.select_columns([text_column])
-    check_text_column(datasets, ds, text_column, what)
+    found = _first_non_text(datasets, ds, text_column)
+    if found is not None:
+        raise PosxError(
+            f"{what}: row {found[0]} of column '{text_column}' is {found[1]}, not text; posx reads every row's text "
+            "as a string: filter those rows out of the data, or set data.text_column to the text column"
+        )
     return Rows(ds, what, files)
 
 
@@ -138,17 +139,6 @@ def _first_non_text(datasets, ds, column: str) -> tuple[int, str] | None:
         ((i, "null" if t is None else f"a {type(t).__name__}") for i, t in enumerate(rows) if not isinstance(t, str)),
         None,
     )
-
-
-def check_text_column(datasets, ds, column: str, what: str) -> None:
-    """Every row of ``column`` a string, else a one-line PosxError naming the first row that is not."""
-    found = _first_non_text(datasets, ds, column)
-    if found is not None:
-        row, bad = found
-        raise PosxError(
-            f"{what}: row {row} of column '{column}' is {bad}, not text; posx reads every row's text "
-            "as a string: filter those rows out of the data, or set data.text_column to the text column"
-        )
 
 
 def data_key(ds, column: str, cache_dir: str | Path) -> list:

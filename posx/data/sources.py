@@ -1,11 +1,6 @@
-"""Where a corpus's documents come from (``data.source``), read as a stream of UTF-8 chunks.
-
-``stdlib`` (the interpreter's standard library ``*.py``), ``text`` (``data.path``: a file, a
-directory or a glob) and ``datasets`` (``posx.data.hfdatasets``); what each reads and leaves out:
-docs/data.md. A directory or glob skips and counts what is not text, and leaves out hidden
-entries and posx's own outputs (known by their marker files). A row of a dataset whose text is
-not a string is refused, naming the row, rather than skipped: a skipped row would change the
-corpus silently. Documents come as chunks of at most ``CHUNK`` bytes cut after a newline.
+"""Where a corpus's documents come from (``data.source``: stdlib, text, datasets; docs/data.md),
+read as chunks of at most ``CHUNK`` bytes cut after a newline. A dataset row whose text is not a
+string is refused, naming it, rather than skipped: a skipped row would change the corpus silently.
 """
 
 from __future__ import annotations
@@ -61,9 +56,6 @@ def _chunks(blocks: Iterator[bytes]) -> Iterator[bytes]:
         carry = carry[cut:]
     if carry:
         yield carry
-
-
-# ---------------------------------------------------------------- file selection (stdlib, text)
 
 
 def _walk(root: Path, keep_dir, keep_file) -> list[str]:
@@ -172,8 +164,7 @@ def _text_files(path: str | None, exclude: Path | None = None) -> tuple[Path, li
 
 
 def select_files(source: str, path: str | None = None, exclude: Path | None = None) -> tuple[Path, list[str], int]:
-    """(resolved root, sorted relative POSIX paths, files skipped) of a ``stdlib`` or ``text`` source;
-    ``exclude``: a directory left out (posx's cache)."""
+    """(resolved root, sorted relative POSIX paths, files skipped) of ``stdlib`` or ``text``, none under ``exclude``."""
     if source == "stdlib":
         return (*_stdlib_files(path), 0)
     if source == "text":

@@ -1,15 +1,11 @@
 """Token stores: a tokenized corpus on disk, read through memory maps (layout: docs/data.md).
 
-``<data.cache_dir>/store-<key>/`` holds train.bin and val.bin (ids, the dtype from the vocabulary
-size), docs.npz (where each document starts), tokenizer.json and store.json, written last, which
-marks the store complete. ``key`` hashes the sources, the split fraction, the tokenizer spec and
-the Python version; a store that does not check out is rebuilt, never trusted, in a temporary
-directory renamed into place. Building streams documents (``posx.data.sources``) through
-``posx.data.splitfiles``: the ids are those of each document encoded whole, and the corpus is
-never one string in memory. The split is by document (``split_by_file``), or the tail of the
-joined stream when that leaves a split empty. With the byte tokenizer a store holds the files'
-bytes, the same tokens and fingerprint as the byte corpus of posx before stores, so old runs
-resume and re-evaluate on the same data (tests/test_store.py, tests/test_old_runs.py).
+``<data.cache_dir>/store-<key>/``, ``key`` a hash of the sources, split fraction, tokenizer and
+Python version; ``store.json``, written last, marks it complete. A store that does not check out
+is rebuilt in a temporary directory renamed into place, never trusted. Documents stream through
+``posx.data.splitfiles``: the ids are those of each document encoded whole, the corpus never one
+string in memory. With the byte tokenizer a store holds the files' bytes, the tokens and
+fingerprint of the byte corpus before stores, so old runs resume and re-evaluate on the same data.
 """
 
 from __future__ import annotations
@@ -83,9 +79,6 @@ def check_val_fraction(val_fraction) -> float:
             f"data.val_fraction must be in (0, 0.5], got {val_fraction!r}; set data.val_fraction to e.g. 0.05"
         )
     return float(val_fraction)
-
-
-# ---------------------------------------------------------------- writing
 
 
 def split_by_file(ids: list[str], val_fraction: float) -> list[bool]:
@@ -209,9 +202,6 @@ def _build(source: sources.Source, dcfg: dict, key: str, tmp: Path, console: Con
     meta = {"format": STORE_FORMAT, "key": key, "data": dcfg, "fingerprint": fingerprint}
     (tmp / "store.json").write_text(json.dumps(meta, indent=1) + "\n", encoding="utf-8")
     return meta
-
-
-# ---------------------------------------------------------------- reading
 
 
 def open_store(path: Path, key: str | None = None) -> Store | None:

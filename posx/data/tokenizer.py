@@ -1,12 +1,9 @@
-"""Tokenizers of a corpus (``data.tokenizer``): ``byte`` (256 ids, documents joined by ``b"\\n"``),
-``bpe`` (GPT-2's byte-level scheme, Radford et al. 2019, trained here on the training split, with
-``<|endoftext|>``), or a user's ``tokenizer.json``; ``Tokenizer.sha256`` identifies one.
+"""Tokenizers of a corpus (``data.tokenizer``): ``byte``, ``bpe`` (GPT-2's byte-level scheme, Radford
+et al. 2019, trained on the training split) or a user's ``tokenizer.json`` (docs/data.md).
 
-``pieces`` cuts a text for ``encode_batch`` (many small texts keep every core busy) only right
-before a newline that a non-whitespace character follows: GPT-2's pre-tokenizer regex ends a
-whitespace run one character before such a point (``\\s+(?!\\S)``, no lookbehind), so each side
-tokenises alone as within the whole. Any other pre-tokenizer, a normaliser or
-``add_prefix_space`` encodes each document whole. See docs/data.md.
+``pieces`` cuts a text for ``encode_batch`` only right before a newline that a non-whitespace
+character follows: GPT-2's pre-tokenizer regex ends a whitespace run one character before such a
+point (``\\s+(?!\\S)``, no lookbehind), so each side tokenises alone as within the whole.
 """
 
 from __future__ import annotations

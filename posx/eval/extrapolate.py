@@ -1,11 +1,7 @@
-"""Zero-shot extrapolation: perplexity at factor x T for each RoPE rescaling method.
-
-Every (method, length) cell scores the same number of held-out tokens with ``eval.protocol``
-(``posx.eval.scoring``); beside the main table come the per-position buckets, the passkey rows
-(``posx.eval.passkey``) and the task suite's (``posx.eval.suite``). A cell that cannot be
-computed says why in ``status``: ``out_of_range`` (learned absolute past its table),
-``not_applicable`` (a RoPE method on a model without RoPE), ``nonfinite`` (inf/NaN logits).
-An extended run is evaluated by ``posx.eval.extended`` instead. See docs/evaluation.md.
+"""Zero-shot extrapolation: perplexity at factor x T for each RoPE rescaling method, with the
+per-position, passkey and task rows beside it (docs/evaluation.md). A cell that cannot be computed
+says why in ``status``: ``out_of_range`` (learned absolute past its table), ``not_applicable`` (a
+RoPE method without RoPE), ``nonfinite`` (inf/NaN logits). Extended runs: ``posx.eval.extended``.
 """
 
 from __future__ import annotations
@@ -127,8 +123,7 @@ def evaluate(
     val_docs=None,
     tokenizer=None,
 ) -> Evaluation:
-    """One row per (factor, method); with ``long_tables``, also the per-position buckets, passkey and
-    task rows. ``val_docs``: where each held-out document starts (for eval.within_documents)."""
+    """One row per (factor, method); with ``long_tables`` also the position, passkey and task rows."""
     p = _plan(model, meta, val, ev, val_docs, tokenizer)
     pk = ev.passkey
     variants, trials = _passkey_trials(val, p.lengths, pk, long_tables, tokenizer)

@@ -26,12 +26,11 @@ from posx.schema.fields import plain
 
 SETTINGS = "eval.yaml"
 TABLE_FILES = ("extrapolation.csv", "extrapolation.md", "positions.csv", "passkey.csv", "tasks.csv")
-# A record posx cannot read (damaged, or not posx's) is left where it is: the user moves it
-# away, and the next evaluation writes its own.
+# A record posx cannot read is left where it is: the user moves it, the next evaluation writes its own.
 UNREADABLE_FIX = "move it out of the run directory, then evaluate again"
 NOT_IDENTITY = ("after_train", "batch_tokens")  # eval.* keys that do not change the numbers
-# Keys added after evaluations were stored, with the value that evaluates as before they existed:
-# at that value a key is left out of the identity, so an evaluation keeps its id (and is found again).
+# Keys added after evaluations were stored, with the value that evaluates as before: at that value a
+# key is left out of the identity, so an evaluation keeps its id.
 LATER = {
     "params": None,  # the parameters of methods from outside posx
     "randomized_positions": "dense",
@@ -58,8 +57,7 @@ def _without_later(data: dict, later: dict) -> dict:
 
 
 def eval_id(settings: dict) -> str:
-    """A short hash of the settings (key order ignored, 1 == 1.0), spelled as first written
-    (``posx.runs.legacy.first_spelled``), so a renamed key keeps the id."""
+    """A short hash of the settings (key order ignored, 1 == 1.0) as first spelled, so a renamed key keeps the id."""
 
     def norm(value):
         if isinstance(value, dict):
@@ -167,8 +165,7 @@ def save(result: Evaluation, run_dir: Path, settings: dict, device: str, weights
     write_tables(result, folder)
     record = {"id": eid, "settings": settings, "device": str(device), "weights_sha256": weights_sha256}
     files.write_text(folder / SETTINGS, yaml.safe_dump(record, sort_keys=False))
-    _keep_legacy(run_dir)
-    return _copy_tables(folder, run_dir, eid)
+    return make_current(run_dir, folder)
 
 
 def tasks_table(run_dir: Path, value, key: str) -> Path:

@@ -1,11 +1,6 @@
-"""Which evaluation a run's top-level tables belong to, so a set cut short is never read as one.
-
-An evaluation's tables are copied from ``eval/<id>/`` to the run's top level one file at a time
-(``posx.eval.history``), after ``tables.json``: its id and the sha256 of every table it publishes
-(None: one it does not write). A process killed between two copies leaves tables whose hashes
-disagree with the manifest, and ``check`` refuses the run in one line, so tables of two
-evaluations never pool. A table removed since is not refused (the report lists it as missing),
-and a run evaluated before manifests has none.
+"""``tables.json``: which evaluation a run's top-level tables belong to (its id and each table's
+sha256), written before they are copied there one at a time. A copy cut short leaves hashes that
+disagree with it, and ``check`` refuses the run in one line, so two evaluations' tables never pool.
 """
 
 from __future__ import annotations
@@ -50,8 +45,7 @@ def _read(path: Path, fix: str) -> dict:
 
 
 def check(run_dir: Path, fix: str) -> None:
-    """Refuse a run whose tables are not the ones its manifest lists (a listed table the run lacks is
-    not refused: the report lists it as missing)."""
+    """Refuse a run whose tables are not its manifest's (a listed table since removed is not refused)."""
     path = Path(run_dir) / MANIFEST
     if not path.is_file() and not path.is_symlink():
         return

@@ -1,10 +1,5 @@
-"""Passkey retrieval sized for small byte-level models (after Mohtashami & Jaggi 2023).
-
-Each trial is L tokens of held-out filler with a key of ``digits`` digits planted at a depth
-stratified over ``depth_buckets``. ``prompt`` states ``\\npasskey = <key>\\n`` and ends asking
-``\\npasskey = ``; ``copy`` repeats the key at the end, its first token the cue (never in the
-filler) and the rest scored: even a model that never saw a question can copy (induction). With a
-tokenizer the mark and key are encoded on their own. Variants: docs/evaluation.md.
+"""Passkey retrieval sized for small byte-level models (after Mohtashami & Jaggi 2023; variants:
+docs/evaluation.md). With a tokenizer the mark and the key are encoded on their own.
 
 Scoring is one teacher-forced pass per trial: greedy decoding reproduces the key exactly when,
 and only when, the argmax at every scored position is the key's token (if the first i generated
@@ -65,8 +60,7 @@ def make_trials(
     seed: int,
     tokenizer=None,
 ) -> list[Trial]:
-    """``trials`` sequences of ``length`` tokens, seeded by (seed, length, variant); empty when the
-    length cannot hold any filler. ``tokenizer`` (None: bytes) encodes the mark and the key."""
+    """``trials`` sequences of ``length`` tokens seeded by (seed, length, variant); [] when none fits."""
     if overhead(variant, digits) >= length:  # the byte overhead bounds any tokenizer's
         return []
     rng = np.random.default_rng([seed, length, VARIANTS.index(variant)])

@@ -68,12 +68,6 @@ def load(run_dir: Path, cfg: Config, console: Console) -> Loaded:
 NOT_FOR_EXTENDED = ("methods", "scale", "within_documents")
 
 
-def not_for_extended(ev: EvalConfig) -> list[str]:
-    """The ``NOT_FOR_EXTENDED`` settings of ``ev`` that differ from their defaults."""
-    default = EvalConfig()
-    return [f"eval.{key}" for key in NOT_FOR_EXTENDED if getattr(ev, key) != getattr(default, key)]
-
-
 def evaluate_loaded(run: Loaded, cfg: Config, console: Console) -> Evaluation:
     """A plain run: every method at every factor; an extended run: zero-shot and extended."""
     meta = run.meta
@@ -81,7 +75,8 @@ def evaluate_loaded(run: Loaded, cfg: Config, console: Console) -> Evaluation:
     heading = f" {run.run_dir}  pos={meta.model.pos.name} T={meta.train_context}{beyond}"
     console.print(Text.assemble(("posx eval-extrapolate", "bold"), heading))  # the path as written
     if meta.extended_from is not None:
-        unused = not_for_extended(cfg.eval)
+        default = EvalConfig()
+        unused = [f"eval.{key}" for key in NOT_FOR_EXTENDED if getattr(cfg.eval, key) != getattr(default, key)]
         if unused:
             console.print(
                 f"[yellow]note:[/] {', '.join(unused)} {'is' if len(unused) == 1 else 'are'} not applied to an "
@@ -106,8 +101,7 @@ def evaluate_loaded(run: Loaded, cfg: Config, console: Console) -> Evaluation:
 
 
 def estimator(df) -> str:
-    """What the table estimates: the perplexity of the held-out tokens it scored, not of the whole
-    split (which the training's validation figure samples at random)."""
+    """What the table estimates: the perplexity of the held-out tokens it scored, not of the whole split."""
     counts = sorted({int(n) for n in df["tokens"]})
     n = f"{counts[0]:,}" if len(counts) == 1 else f"{counts[0]:,} to {counts[-1]:,}"
     within = df["within_documents"].fillna(False).astype(bool).any()
@@ -161,11 +155,7 @@ def _show_answers(console: Console, frame, title: str, by: str, none: str) -> No
 
 
 def evaluate_run(
-    run_dir: Path,
-    cfg: Config,
-    console: Console | None = None,
-    force: bool = False,
-    allow_changed_code: bool = False,
+    run_dir: Path, cfg: Config, console: Console | None = None, force: bool = False, allow_changed_code: bool = False
 ) -> Evaluation:
     """Load a run, evaluate it with ``cfg.eval``, keep and show its tables. A stored evaluation of the
     same settings is shown again unless ``force``; code from outside posx that changed since it was

@@ -1,12 +1,9 @@
 """Scoring protocols: which tokens are scored, with how much context (docs/evaluation.md).
 
-Windows of ``length`` tokens keep, per window position, the summed NLL and the count of tokens
-scored there, so a per-position curve and the overall NLL come from the same numbers.
-``nonoverlapping`` scores every token of ``[0, L), [L, 2L), ...``; ``sliding`` starts a window every
-``stride`` tokens and scores its last ``stride`` positions, each token once with at least L - S of
-context (the first window included, unlike the PI and YaRN code). Per-token NLLs are float32,
-summed in float64. The interval treats the windows as independent draws: it measures how much
-the number moves with which text is scored, not the spread over seeds.
+Per window position, the summed NLL and count of scored tokens, so the per-position curve and the
+overall NLL come from the same numbers (float32 NLLs summed in float64). ``sliding`` scores each
+token once with at least L - S of context, the first window included (unlike the PI and YaRN code).
+The interval treats windows as independent draws: how much the number moves with the text scored.
 """
 
 from __future__ import annotations

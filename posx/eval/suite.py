@@ -41,8 +41,7 @@ def make_suite(val, lengths: list[int], ev: EvalConfig, tokenizer) -> dict:
 
 
 def shares_passkey(ev: EvalConfig) -> bool:
-    """Whether the suite's ``passkey`` samples are passkey.csv's prompt trials (then each cell scores
-    them once, for both tables)."""
+    """Whether the suite's ``passkey`` samples are passkey.csv's prompt trials (scored once for both)."""
     pk, opts = ev.passkey, ev.task_options
     drawn = [(c.trials, c.digits, c.depth_buckets, c.seed) for c in (pk, opts)]
     forced = str(ev.task_scoring) == "teacher_forced"  # passkey.csv is teacher-forced
@@ -59,8 +58,7 @@ def shares_passkey(ev: EvalConfig) -> bool:
 def score_suite(
     model, suite: dict, length: int, batch_tokens: int, device: torch.device, done: dict, generate: bool = False
 ) -> dict:
-    """{task: per-sample results} at ``length``; a task in ``done`` is not scored again. ``generate``:
-    exact answers from greedy decoding."""
+    """{task: per-sample results} at ``length``, but for the tasks ``done``; ``generate``: greedy decoding."""
     score = scoring.generate_samples if generate else scoring.score_samples
     return {
         task: done[task] if task in done else score(model, samples, batch_tokens, device)

@@ -79,8 +79,7 @@ TABLE_COLUMNS = {
     "tasks.csv": TASK_COLUMNS,
     CURVE: CURVE_COLUMNS,
 }
-# The columns that hold no number (names, statuses, flags); every other column is numeric, and a
-# value there that is not a number is a damaged table.
+# The columns that hold no number; a value that is not a number in any other marks a damaged table.
 NOT_NUMBERS = {"run", "pos", "method", "status", "protocol", "stage", "absolute_beyond", "within_documents", "eval_id",
                 "window_start", "normalisation", "variant", "task"}  # fmt: skip
 NUMERIC = {c for columns in TABLE_COLUMNS.values() for c in columns} - NOT_NUMBERS
@@ -92,8 +91,7 @@ OPTIONAL = {
     "tasks.csv": {},
     CURVE: {},
 }
-# Read as text in every table: a run named 2024, or an evaluation id such as 4160285e10 (a hash in
-# hex), is not a number.
+# Read as text: a run named 2024, or an evaluation id such as 4160285e10 (hex), is not a number.
 TEXT = {"run": str, "eval_id": str}
 # Per table: what every version has and reading it needs; any other column of today's may be absent (empty).
 REQUIRED = {
@@ -103,8 +101,7 @@ REQUIRED = {
     "tasks.csv": ["pos", "eval_context", "factor", "method", "task", "trials", "accuracy", "answer_nll", "status"],
     CURVE: CURVE_COLUMNS,
 }
-# Per table: the cells that say which cell of the evaluation a row is; every row fills them (the
-# report's reader, posx.report.store.scan, checks the same). Every version has them (REQUIRED).
+# Per table: the cells that say which cell of the evaluation a row is, filled in every row of every version.
 KEYED = {
     "extrapolation.csv": ["pos", "train_context", "eval_context", "factor", "method", "status"],
     "positions.csv": ["pos", "eval_context", "factor", "method", "bucket_start", "bucket_end"],
@@ -112,9 +109,8 @@ KEYED = {
     "tasks.csv": ["pos", "eval_context", "factor", "method", "task", "status"],
     CURVE: ["step", "tokens", "task", "trials"],
 }
-# Per table: the range of a numeric column (lo, hi, whole numbers only); a score may be empty only
-# where no trial was scored (trials 0). The evaluation tables' ranges are checked by their readers'
-# statuses; the learning curve, which no status guards, here.
+# Per table: (lo, hi, whole numbers only) of a numeric column, a score empty only with no trial; only the
+# learning curve, which no status guards (the evaluation tables' readers check their statuses).
 SCORES = ("accuracy", "token_accuracy", "answer_nll")
 RANGES = {
     CURVE: {"step": (0, MAX_STEPS, True), "tokens": (0, MAX_STEPS * MAX_CONTEXT, True), "trials": (0, MAX_STEPS, True),
@@ -278,8 +274,7 @@ def write_tables(result: Evaluation, run_dir: Path) -> list[Path]:
 
 
 def left_out(settings: dict | None, extended: bool) -> set[str]:
-    """The tables an evaluation with these settings (None: written before eval.yaml) leaves out by
-    design: passkey.csv for an extended run or with the passkey off."""
+    """The tables left out by design (passkey.csv: an extended run, or the passkey off)."""
     pk = (settings or {}).get("passkey")
     off = isinstance(pk, dict) and (pk.get("enabled") is False or pk.get("variants") == [])
     return {"passkey.csv"} if extended or off else set()

@@ -1,11 +1,8 @@
 """What every task generator shares: a sample, the text it is built from, and how it is assembled.
 
-A sample is exactly L token ids: haystack text cut from a token split, needles planted at chosen
-depths (the share of the haystack before the needle: 0 farthest from the question), and a tail
-that asks the question and holds the answer. Each piece is encoded on its own, so the answer's
-token positions are exact with any tokenizer (a BPE cannot merge them with the text around).
-Every random choice comes from a generator seeded by (seed, length, task). Layouts and depth
-buckets: docs/evaluation.md ("The task suite").
+A sample is L token ids: haystack, needles planted at depths (the share of the haystack before
+them), and a tail that asks and answers. Each piece is encoded on its own, so the answer's token
+positions are exact with any tokenizer. Draws are seeded by (seed, length, task) (docs/evaluation.md).
 """
 
 from __future__ import annotations
@@ -124,8 +121,7 @@ def later_depths(rng: np.random.Generator, first: float, n: int) -> list[float]:
 
 
 def scrub(filler: np.ndarray, avoid: tuple) -> np.ndarray:
-    """``filler`` with the first id of every occurrence of a marker in ``avoid`` replaced by the
-    filler's most frequent id that is in no marker (so no new occurrence can form)."""
+    """``filler`` with each occurrence of a marker in ``avoid`` broken by its most frequent unmarked id."""
     hits = [(i, len(m)) for m in avoid for i in starts(filler, np.asarray(m))]
     if not hits:
         return filler

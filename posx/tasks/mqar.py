@@ -1,14 +1,10 @@
 """Multi-query associative recall, after zoology (Arora et al., ICLR 2024, arXiv 2312.04927).
 
-Key-value pairs ``<key><separator><value> `` (distinct keys, values may repeat), then ``queries``
-of the keys again, each value scored. With no ``separator`` the key's last token is followed by
-the value, zoology's setting, where one token of context finds it; a colon asks a model to match
-the two tokens before it. There is no haystack: a longer sequence holds more pairs. The first
-query asks for the pair at the sample's depth (index over the number of pairs; the bucket of the
-depth it has is the one recorded). Fixed layout: as many pairs as fit, spaces first; varied:
-``pair_range``'s number of pairs in random gaps of spaces; ``mqar_more``: ``scaled_range``
-(docs/evaluation.md). Greedy decoding is given each query (``Sample.asked``): no model can
-generate the next query's key.
+Key-value pairs, then ``queries`` of the keys again, each value scored; no haystack, so a longer
+sequence holds more pairs. With no ``separator`` one token of context finds the value (zoology's
+setting); a colon asks a model to match the two tokens before it. The first query asks for the
+pair at the sample's depth (the bucket of the depth it gets is recorded). Layouts and
+``mqar_more``: docs/evaluation.md. Greedy decoding is given each query (``Sample.asked``).
 """
 
 from __future__ import annotations
@@ -42,8 +38,7 @@ def pair_range(length: int, opts) -> tuple[int, int]:
 
 
 def scaled_range(length: int, opts) -> tuple[int, int]:
-    """``mqar_more``'s (fewest, most) pairs: ``pair_range`` at ``base_length``, both ends times
-    length / base_length when longer (rounded), within what fits."""
+    """``mqar_more``'s (fewest, most) pairs: ``pair_range`` at ``base_length`` scaled by length / base_length."""
     base = opts.base_length or length
     lo, hi = pair_range(min(base, length), opts)
     scale = max(1.0, length / base)

@@ -1,13 +1,9 @@
-"""Scoring of task samples, and their summary per depth bucket (docs/evaluation.md, "The task suite").
+"""Scoring of task samples, and their summary per depth bucket (docs/evaluation.md).
 
-Teacher-forced (``score_samples``): one forward pass per sample; the logits at p - 1 predict the
-answer token at p. Per sample: the mean NLL of its answer tokens (nats), the share whose argmax
-is right (token accuracy), and whether all are (exact: what greedy decoding reproduces when the
-separators between answer parts are given). ``generate_samples`` scores as RULER does (Hsieh et
-al. 2024): greedy decoding from the question on, exact when the generated span from the first
-answer token to the last equals the sample's; a sample of several questions (MQAR) is given each
-question (``Sample.asked``). Its NLL stays the teacher-forced one. A bucket's accuracy comes with
-its 95% Wilson interval, its NLL with the standard error over samples.
+Teacher-forced (``score_samples``): per sample the answer tokens' mean NLL, token accuracy and
+whether all are right (what greedy decoding reproduces when the separators are given). RULER's way
+(``generate_samples``, Hsieh et al. 2024): greedy decoding from the question, exact when the span
+from the first answer token to the last is; a sample of several questions (MQAR) is given each one.
 """
 
 from __future__ import annotations

@@ -40,8 +40,7 @@ def train_compile_pays(block: str, n_layer: int, params: int, tokens_per_step: i
 
 
 def decide_compile(setting: object, device: torch.device, block: str, n_layer: int, params: int, work: tuple) -> bool:
-    """train.compile: ``true``/``false`` decide; ``auto`` compiles on CUDA, and on the CPU when it pays
-    for ``work`` = (tokens per step, steps)."""
+    """train.compile: ``auto`` compiles on CUDA, and on the CPU when it pays for ``work`` (tokens/step, steps)."""
     chosen = use_compile(setting, device)  # checks the setting; auto: CUDA only
     if str(setting).lower() != "auto" or device.type != "cpu":
         return chosen

@@ -1,12 +1,8 @@
-"""Context extension, the papers' protocol: rescale a trained run's positions, continue training
-at factor x T, save a new run that records its parent (PI, Chen et al. 2023; YaRN, Peng et al.
-2023; ABF, Xiong et al. 2023; PoSE, Zhu et al. 2024). See docs/extending.md.
-
-``prepare`` turns a ``posx extend`` config into the child's config, start state and default name;
-the parent is only read. The child's model.json records its frequencies as a recipe and as the
-numbers (``inv_freq``, ``attention_factor``, which ``load_run`` installs, so evaluation uses
-exactly what training used) and its ``extended_from``. Dynamic methods are frozen at the new
-length, the only one they train at.
+"""Context extension (PI, Chen et al. 2023; YaRN, Peng et al. 2023; ABF, Xiong et al. 2023; PoSE,
+Zhu et al. 2024; docs/extending.md): ``prepare`` turns a ``posx extend`` config into the child's
+config, start state and name, reading the parent only. The child records its frequencies as a
+recipe and as the numbers, which ``load_run`` installs, so evaluation uses exactly what training
+used. Dynamic methods are frozen at the new length, the only one they train at.
 """
 
 from __future__ import annotations
@@ -38,9 +34,7 @@ def rope_record(cfg: ExtendRootConfig, parent: RunMeta) -> RopeRecord:
     # Frozen at the length it trains at: dynamic methods see L = factor x T, always.
     factor, params = method_args(method, cfg.eval, float(cfg.factor), L)
     record = RopeRecord(method=method, factor=factor, params=params, original_context=T)
-    trained_frequencies(
-        record, parent.model.head_dim, parent.model.pos.base, T, "the extension"
-    )  # a bad parameter fails here
+    trained_frequencies(record, parent.model.head_dim, parent.model.pos.base, T, "the extension")  # checks it
     return record
 
 
@@ -164,10 +158,5 @@ def prepare(cfg: ExtendRootConfig, overrides: list[str]) -> Extension:
     )
     start = FromParent(model=model, rope=record or RopeRecord.identity(), lineage=lineage)
     config = child_config(cfg, parent_dir, parent, model.config, window)
-    return Extension(
-        parent_dir=parent_dir,
-        parent=parent,
-        config=config,
-        start=start,
-        name=cfg.name or f"{parent_dir.name}-{cfg.method}-x{cfg.factor:g}" + ("-pose" if cfg.extend.pose else ""),
-    )
+    name = cfg.name or f"{parent_dir.name}-{cfg.method}-x{cfg.factor:g}" + ("-pose" if cfg.extend.pose else "")
+    return Extension(parent_dir, parent, config, start, name)

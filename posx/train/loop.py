@@ -1,18 +1,12 @@
 """Training: AdamW with warmup then cosine decay, gradient clipping, seeded batches.
 
-``train(cfg, run_dir, start)`` trains into ``run_dir`` from an explicit start (``Fresh``,
-``Resume``, ``FromParent``), checkpointing every ``train.checkpoint_every`` steps, at the end and
-on SIGTERM/SIGUSR2. The loop is named steps over one ``LoopState``: ``set_up``, ``step``,
-``record`` and ``validate``, ``save_checkpoint``, ``finish``.
-
-Under torchrun every rank runs ``train`` with the model in DistributedDataParallel;
-``train.batch_size`` is the global batch, drawn whole by one generator identical on every rank
-and sliced per rank, so the batches are those of one process and a checkpoint resumes on any
-number of ranks (docs/sweeps-and-clusters.md). Rank 0 alone holds the lock, validates, writes
-and shows progress; a stop signal, a non-finite loss or a failure of rank 0 is agreed by all
-ranks at the step boundary. On CUDA: TF32 and a ``torch.compile``d model (on the CPU where it
-pays, ``posx.train.compiling``); the uncompiled module is what is saved. ``mfu`` in metrics.csv
-is over the bf16 peak of all ranks' GPUs (docs/gpu.md).
+``train`` runs named steps over one ``LoopState`` from an explicit start (``Fresh``, ``Resume``,
+``FromParent``), checkpointing every ``train.checkpoint_every`` steps, at the end and on
+SIGTERM/SIGUSR2. Under torchrun every rank runs it with DistributedDataParallel: the global batch
+is drawn whole by one generator alike on every rank and sliced, so the batches are one process's
+and a checkpoint resumes on any number of ranks (docs/sweeps-and-clusters.md). Rank 0 alone holds
+the lock, validates and writes; a stop signal or failure is agreed at the step boundary. The
+uncompiled module is what is saved.
 """
 
 from __future__ import annotations
@@ -82,12 +76,8 @@ def train(cfg: Config, run_dir: Path, start: Start, console: Console | None = No
     return run_dir
 
 
-# ---------------------------------------------------------------- set up
-
-
 def load_data(cfg: Config, start: Start, console: Console) -> store.Store:
-    """The token store (rank 0 builds it), checked to hold a training window in each split and, with
-    eval.after_train, the evaluation's tokens."""
+    """The token store (rank 0 builds it), checked to hold what training and eval.after_train read."""
     load = partial(store.load, cfg.data, cfg.data.cache_dir, console=console)
     corpus = distributed.on_main(load) or load()
     T = cfg.train.context_length
@@ -209,9 +199,6 @@ def announce(state: LoopState, resuming: bool) -> None:
         )
 
 
-# ---------------------------------------------------------------- the steps
-
-
 def run_steps(state: LoopState, stop: StopSignals) -> None:
     """From ``state.step`` to train.steps; at each step boundary all ranks agree on a stop signal."""
     cfg, main = state.cfg, distributed.is_main()
@@ -317,8 +304,7 @@ def save_checkpoint(state: LoopState) -> None:
 
 
 def stop_here(state: LoopState, stop: StopSignals, signum: int) -> None:
-    """After a stop signal's checkpoint: hand it on to the handler posx found (submitit requeues),
-    then raise ``Preempted``."""
+    """After a stop signal's checkpoint: hand it on (submitit requeues), then raise ``Preempted``."""
     name = stop.received or f"{signal.Signals(signum).name} (on another rank)"
     message = f"{name} at step {state.step}/{state.cfg.train.steps}; checkpoint saved"
     if stop.chains(signum):
@@ -329,9 +315,6 @@ def stop_here(state: LoopState, stop: StopSignals, signum: int) -> None:
         )
         stop.chain(signum)  # submitit's handler requeues the job and exits on rank 0
     raise Preempted(f"{message}; continue with `posx train --resume {state.run_dir}`")
-
-
-# ---------------------------------------------------------------- finish
 
 
 def finish(state: LoopState) -> None:

@@ -150,8 +150,7 @@ def mfu(tokens_per_s: float, flops_per_token: float, peak: float | None) -> floa
 
 
 def run_peak(device_peak: float | None, ranks: int) -> float | None:
-    """The peak of all the run's GPUs: tokens/s is the global batch's, so one GPU's peak would overstate
-    MFU by the number of ranks."""
+    """The peak of all the run's GPUs (tokens/s is the global batch's)."""
     return None if device_peak is None else device_peak * ranks
 
 

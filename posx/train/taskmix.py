@@ -1,13 +1,10 @@
-"""Task sequences mixed into training batches (``data.task_mix``, ``data.mix_tasks``; docs/evaluation.md,
-"Training on the tasks").
+"""Task sequences mixed into training batches (docs/evaluation.md, "Training on the tasks").
 
-Each sequence of a batch is replaced with probability ``task_mix`` by a task sequence of T + 1
-tokens from the evaluation's generators, with ``data.task_options``' sizes and the training split
-as haystack. ``data.mix_loss=answers`` makes only the answer tokens targets (the others
-``IGNORE``), as zoology trains MQAR (Arora et al. 2023). ``data.task_pool=N`` generates N
-sequences once at set-up and draws rows from them (a sequence costs about a millisecond of
-Python). The draws of step s come from a generator seeded by (seed, s), apart from the batch
-generator: a resumed run mixes as an uninterrupted one, and ``task_mix=0`` draws nothing.
+With probability ``data.task_mix`` a sequence is replaced by a generated task sequence of T + 1
+tokens, the training split as haystack; ``data.mix_loss=answers`` keeps only the answers as targets
+(zoology's MQAR training, Arora et al. 2023). ``data.task_pool=N`` generates N once (a sequence
+costs about a millisecond of Python). Step s draws from (seed, s), apart from the batch generator:
+a resumed run mixes as an uninterrupted one, and ``task_mix=0`` draws nothing.
 """
 
 from __future__ import annotations
@@ -31,8 +28,7 @@ def mix_rows(batch: int, p: float, seed: int, step: int) -> tuple[np.ndarray, np
 
 
 def mix_batch(x: torch.Tensor, y: torch.Tensor, data_cfg, source, seed: int, step: int, tokenizer=None, pool=None):
-    """``x, y`` with a ``data.task_mix`` share of rows replaced by task sequences from ``source`` (the
-    training split), or drawn from ``pool`` (``make_pool``); also how many were replaced."""
+    """``x, y`` with a ``data.task_mix`` share of rows replaced by task sequences (from ``pool`` if given)."""
     p = float(data_cfg.task_mix)
     if p <= 0:
         return x, y, 0
