@@ -101,9 +101,5 @@ class Encoder:
                 self.files[side].write(next(encoded) if isinstance(chunk, str) else np.frombuffer(chunk, np.uint8))
         self.pending.clear()
         self.size = 0
-        self._report()
-
-    def _report(self) -> None:
-        """Documents done, megabytes, MB/s, and the time left at this rate of documents."""
         mb, seconds = sum(f.text_bytes for f in self.files) / 1e6, time.perf_counter() - self.start
-        self.progress.update(self.documents, rate(mb, seconds, self.documents, self.progress.total))
+        self.progress.update(self.documents, rate(mb, seconds, self.documents, self.progress.total))  # MB/s, time left

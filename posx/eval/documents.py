@@ -22,19 +22,13 @@ class Plan:
     tokens: int  # scored tokens (len(starts) * stride)
 
 
-def spans(doc_starts: np.ndarray, n_tokens: int, separator: int = 1) -> tuple[np.ndarray, np.ndarray]:
-    """(starts, ends) of each document: it ends where the next document's separator begins."""
-    starts = np.asarray(doc_starts, dtype=np.int64)
-    ends = np.append(starts[1:] - separator, n_tokens)  # (D,)
-    return starts, np.maximum(ends, starts)
-
-
 def plan(
     doc_starts: np.ndarray, n_tokens: int, length: int, stride: int, scored: int, min_document_tokens: int = 0
 ) -> Plan:
     """Windows of ``length`` every ``stride`` tokens inside documents, scoring ``scored`` tokens."""
     needed = scored // stride  # windows
-    starts, ends = spans(doc_starts, n_tokens)
+    starts = np.asarray(doc_starts, dtype=np.int64)
+    ends = np.maximum(np.append(starts[1:] - 1, n_tokens), starts)  # a document ends at the next one's separator
     shortest = max(length + 1, min_document_tokens)
     out: list[int] = []
     documents = 0

@@ -25,8 +25,6 @@ from posx.tasks import scoring
 from posx.tasks.base import TaskError
 from posx.tasks.registry import VALIDATION
 
-CURVE = TASK_CURVE
-COLUMNS = tuple(tables.CURVE_COLUMNS)
 SCORED = {"accuracy": "exact", "token_accuracy": "token_accuracy", "answer_nll": "nll"}  # column: score_samples' key
 
 
@@ -90,16 +88,16 @@ def done_scores(cfg, val_loss: float, rows: list[dict]) -> str:
 def write(run_dir: Path, rows: list[dict]) -> None:
     """task_curve.csv with every row so far, replaced atomically (none: no file)."""
     if rows:
-        with files.atomic_path(run_dir / CURVE) as tmp:
-            pd.DataFrame(rows, columns=list(COLUMNS)).to_csv(tmp, index=False)
+        with files.atomic_path(run_dir / TASK_CURVE) as tmp:
+            pd.DataFrame(rows, columns=tables.CURVE_COLUMNS).to_csv(tmp, index=False)
 
 
 def read(run_dir: Path, up_to: int | None = None) -> list[dict]:
     """The checked rows of a run's task_curve.csv, up to step ``up_to`` (a resumed checkpoint's); [] without one."""
-    path = run_dir / CURVE
+    path = run_dir / TASK_CURVE
     if not path.exists() and not path.is_symlink():
         return []
-    frame = tables.read_table(path)[list(COLUMNS)]
+    frame = tables.read_table(path)[tables.CURVE_COLUMNS]
     if up_to is not None:
         frame = frame[frame["step"] <= up_to]
     frame = frame.astype({"step": "int64", "tokens": "int64", "trials": "int64"})
