@@ -1,9 +1,6 @@
-"""Bits per byte: the NLL summed over the scored tokens, in bits, over the UTF-8 bytes of the text
-those tokens cover, a perplexity that does not depend on the tokenizer (docs/evaluation.md).
-
-A byte-level BPE token covers as many bytes as it has alphabet symbols; the end-of-document token
-counts one byte, the ``\\n`` the byte tokenizer puts between documents, so both score the same
-text. Another decoder: each token's bytes decoded alone (approximate where a token splits a character).
+"""Bits per byte: the scored tokens' NLL in bits over the UTF-8 bytes they cover, which does not
+depend on the tokenizer (docs/evaluation.md). The end-of-document token counts one byte, the
+``\\n`` between the byte tokenizer's documents, so both score the same text.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""Evaluation windows that stay inside one document (``eval.within_documents``), as the PI and YaRN
-papers score PG19 books and proof-pile files: a window never mixes two texts, nor holds the
-separator between them. Documents shorter than max(L + 1, ``eval.min_document_tokens``) are
-skipped; too few is an error naming the length, not a short score (docs/data.md).
-"""
+"""Evaluation windows inside one document (``eval.within_documents``), as the PI and YaRN papers
+score PG19 books; too few documents is an error naming the length, not a short score (docs/data.md)."""
 
 from __future__ import annotations
 

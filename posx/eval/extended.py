@@ -1,10 +1,7 @@
-"""Evaluating an extended run (``posx extend``): zero-shot and extended side by side.
-
-Lengths are factor x the parent's T and factor x the new T, ``factor`` relative to the parent's T
-(``reference_context``), so rows line up with the parent's table. ``extended`` is the run with the
-frequencies it trained with; ``zero-shot`` the parent with the same rescaling and no training.
-Those frequencies are no longer plain theta, so ``eval.methods`` and ``eval.scale`` do not apply.
-See docs/extending.md ("Evaluating an extended run").
+"""Evaluating an extended run: ``extended`` (the run, with the frequencies it trained with) and
+``zero-shot`` (the parent, same rescaling, no training) at factor x the parent's T and x the new T,
+``factor`` relative to the parent's T. ``eval.methods`` and ``eval.scale`` do not apply: the
+frequencies are no longer plain theta. See docs/extending.md.
 """
 
 from __future__ import annotations

@@ -1,8 +1,5 @@
-"""Evaluations are kept, not replaced: ``eval/<id>/`` holds each one's tables and ``eval.yaml``
-(settings, device, weights), and the current one is copied to the run's top level. ``<id>``
-hashes every ``eval.*`` key that changes the numbers. Tables from before this store (no
-``eval.yaml``) move to ``eval/legacy/`` first. See docs/evaluation.md ("Evaluations are kept").
-"""
+"""Evaluations are kept, not replaced: each in ``eval/<id>/`` (``<id>`` a hash of the settings that
+change the numbers), the current one copied to the run's top level (docs/evaluation.md)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,5 @@
-"""Chance level of a task's exact answers at a length, from its options alone: the share of
-samples a model answers exactly when it knows the answer's format but not where the answer is
-(one of the planted candidates, picked uniformly per question; each rule: docs/evaluation.md,
-"Chance levels"). NaN for a task without a stated level, or a length that cannot hold it.
-"""
+"""Chance level of a task's exact answers from its options and the length alone: one of the planted
+candidates picked uniformly per question (docs/evaluation.md, "Chance levels"); NaN where none is stated."""
 
 from __future__ import annotations
 

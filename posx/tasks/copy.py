@@ -1,9 +1,6 @@
-"""Copying a span seen earlier (``copy``), and selective copying (``selective_copy``).
-
-Random letters cannot be predicted from the text around them, so only a model that finds the
-earlier occurrence (an induction head, Olsson et al. 2022) and copies from it scores; the haystack
-never holds the cue (or ``@``), so it points at one place. Selective copying is Gu & Dao 2023's
-(Mamba, arXiv 2312.00752), with text instead of noise tokens. Sequences: docs/evaluation.md.
+"""Copying a span seen earlier, and selective copying (Gu & Dao 2023, arXiv 2312.00752, with text for
+noise). Random letters cannot be predicted from their context, so only a model that finds the earlier
+occurrence (an induction head, Olsson et al. 2022) scores; the haystack never holds the cue or ``@``.
 """
 
 from __future__ import annotations

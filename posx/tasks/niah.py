@@ -1,10 +1,6 @@
-"""Needle in a haystack with key-value needles, after RULER (Hsieh et al. 2024, arXiv 2404.06654).
-
-A needle is ``\\n<key>=<value>\\n`` in held-out text; the question ``\\n<key>=`` asks for its value.
-RULER's needles are sentences; these are short enough for a model trained at 128 bytes. ``passkey``
-is the passkey's prompt format (``posx.eval.passkey``) as the training mix draws it; the varied
-layout adds digit distractors, and then an evaluation scores these samples (``posx.eval.suite``).
-Each task's sequence: docs/evaluation.md ("The task suite").
+"""Needle in a haystack with key-value needles ``\\n<key>=<value>\\n``, after RULER (Hsieh et al. 2024,
+arXiv 2404.06654), short enough for a model trained at 128 bytes; ``passkey`` is the passkey's
+prompt format as the training mix (or a varied layout's evaluation) draws it. docs/evaluation.md.
 """
 
 from __future__ import annotations

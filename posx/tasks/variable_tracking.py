@@ -1,9 +1,6 @@
-"""Variable tracking, after RULER (Hsieh et al. 2024, arXiv 2404.06654).
-
-A chain of ``hops`` + 1 assignments (``hops`` counts name-to-name assignments, RULER's
-``num_hops``), the first at the sample's depth, and a distractor chain binding another value;
-``\\n?<value>:`` asks for the chain's names. RULER accepts them in any order; teacher-forced
-scoring needs one, and assignment order is the one a reader of the text meets.
+"""Variable tracking, after RULER (Hsieh et al. 2024, arXiv 2404.06654): a chain of ``hops`` + 1
+assignments and a distractor chain; the answer is the chain's names in assignment order (RULER
+accepts any order; teacher forcing needs one, and this is the order a reader meets them).
 """
 
 from __future__ import annotations

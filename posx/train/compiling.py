@@ -1,11 +1,7 @@
-"""When ``torch.compile`` pays on the CPU: ``train.compile=auto``'s rule (on CUDA it always compiles).
-
-Compiling costs tens of seconds before the first step and gains little per step for small
-models, so ``auto`` compiles only when the time saved, steps x eager_step_s x (1 - 1 / speedup),
-with eager_step_s = 6 x params x tokens_per_step / CPU_FLOPS, exceeds COMPILE_BASE_S +
-COMPILE_PER_LAYER_S x n_layer. The constants are measured with ``benchmarks/compile_measure.py``
-(docs/measurements.md) and rounded towards not compiling: a wrong "on" costs a wait the user
-sees, a wrong "off" only a small gain.
+"""When ``torch.compile`` pays on the CPU, ``train.compile=auto``'s rule: the time saved, steps x
+eager_step_s x (1 - 1 / speedup), eager_step_s = 6 x params x tokens_per_step / CPU_FLOPS, exceeds
+the compile time. The constants come from ``benchmarks/compile_measure.py`` (docs/measurements.md),
+rounded towards not compiling: a wrong "on" costs a wait the user sees, a wrong "off" a small gain.
 """
 
 from __future__ import annotations

@@ -1,18 +1,13 @@
 """A training run's memory, estimated before its first step, so a run too large for the machine
 says so instead of being killed without a word (the OOM killer's SIGKILL runs no handler).
 
-One micro-batch's activations kept for backward, plus the optimizer's state:
-
-* per token and layer, (A + MLP) x d_model elements: A = 10 for gpt2, 13 for llama (its RMSNorm
-  keeps float32 copies); MLP = 2 x mlp_ratio for gpt2, 4 x SwiGLU hidden / d_model for llama.
-  The form follows Korthikanti et al. 2022 (section 4.1, without the attention scores a flash
-  kernel never stores); A was fitted to the default model's peak RSS on the CPU
-  (docs/measurements.md, "Training memory against its estimate");
-* per token, three float32 vocab-wide tensors (logits, log-softmax, gradient);
-* per parameter, 16 bytes (float32 weights, gradients, AdamW's two moments).
-
-Elements are 4 bytes on the CPU, 2 under CUDA's bf16 autocast. It catches a run several times
-too large, not a tight one: posx warns and trains anyway.
+Per token and layer (A + MLP) x d_model activations kept for backward: A = 10 for gpt2, 13 for
+llama (float32 RMSNorm copies); MLP = 2 x mlp_ratio for gpt2, 4 x SwiGLU hidden / d_model for
+llama (Korthikanti et al. 2022, section 4.1, without the scores a flash kernel never stores; A
+fitted to the default model's peak RSS, docs/measurements.md). Per token three float32
+vocab-wide tensors; per parameter 16 bytes (weights, gradients, AdamW's moments). Elements are 4
+bytes on the CPU, 2 under bf16 autocast. It catches a run several times too large; posx warns
+and trains anyway.
 """
 
 from __future__ import annotations

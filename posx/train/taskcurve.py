@@ -1,10 +1,7 @@
-"""Accuracy at T on a fixed held-out task set, recorded during training (task_curve.csv).
-
-A run with a task mix draws ``data.task_options.trials`` samples of every mixed task at T from
-the held-out split, once, on the validation stream (``registry.VALIDATION``: never the samples
-an evaluation scores), and at every validation scores them teacher-forced, one row per task. A
-report then tells a model that has not learned a task yet from one that fails only past T. A
-resume drops the rows past its checkpoint's step.
+"""Accuracy at T on a fixed held-out task set, scored at every validation (task_curve.csv): it tells
+a model that has not learned a task from one that fails only past T. The set is drawn once from
+the held-out split on the validation stream (never an evaluation's samples); a resume drops the
+rows past its checkpoint.
 """
 
 from __future__ import annotations
