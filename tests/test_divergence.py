@@ -14,7 +14,7 @@ from rich.console import Console
 from test_report_groups import _run
 
 from posx.eval import scoring, tables
-from posx.eval.extrapolate import _fill_scores
+from posx.eval.extrapolate import fill_scores
 from posx.report.summary import report
 
 POSX = Path(__file__).resolve().parents[1] / "posx"
@@ -38,7 +38,7 @@ def test_the_interval_of_a_diverged_loss_is_not_an_overflow():
 def test_a_diverged_cell_is_scored_inf_with_finite_bits_per_byte():
     scores = scoring.Scores(np.full(32, 5000.0), np.ones(32, dtype=np.int64), np.array([5000.0 * 16, 5100.0 * 16]))
     row = {"bytes": 64, "status": "ok"}
-    _fill_scores(row, scores)
+    fill_scores(row, scores)
     assert row["status"] == "ok" and row["ppl"] == math.inf
     assert row["bpb"] == pytest.approx(5000.0 * 32 / 64 / math.log(2))
 

@@ -1,8 +1,5 @@
-"""A corpus's token ids as training batches: random windows, and the length checks before them.
-
-The token ids come from a token store (``posx.data.store``), a numpy memmap per split, or from
-a tensor; ``get_batch`` reads only the windows it draws.
-"""
+"""A corpus's token ids (a token store's memmap, or a tensor) as training batches: random windows,
+and the length checks before them."""
 
 from __future__ import annotations
 
@@ -24,11 +21,7 @@ def require_tokens(tokens: torch.Tensor, needed: int, what: str) -> None:
 def get_batch(
     tokens: torch.Tensor, batch_size: int, context_length: int, generator: torch.Generator
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Random windows of ``tokens``: x and y (B, T) int64, y shifted by one.
-
-    Offsets are drawn on the CPU with ``generator``; the result lives on ``tokens.device``
-    (the CPU for a numpy array, e.g. a token store's memmap, of which only the windows are read).
-    """
+    """Random windows of ``tokens`` (of a memmap only the windows are read): x and y (B, T) int64, y shifted."""
     if batch_size < 1 or context_length < 1:
         raise PosxError(
             f"batch size and context length must be at least 1, got {batch_size} and "

@@ -1,9 +1,5 @@
-"""Loading the ``datasets`` source (described in ``posx.data.sources``): a Hugging Face
-``datasets`` split read as rows of text, each way that can fail refused in one line.
-
-``LOCAL_BUILDERS`` are the packaged builders, which read local files with no network.
-``datasets`` is an optional extra (``posx[datasets]``), imported only when this source is used.
-"""
+"""The ``datasets`` source: a Hugging Face split read as rows of text, each failure one line.
+``datasets`` is an optional extra (``posx[datasets]``), imported only when this source is used."""
 
 from __future__ import annotations
 
@@ -41,11 +37,7 @@ def load_rows(
     local = name in LOCAL_BUILDERS
     if local:
         _check_local_files(name, data_files)
-    files = (
-        None
-        if data_files is None
-        else ([os.path.expanduser(f) for f in data_files] if isinstance(data_files, (list, tuple)) else data_files)
-    )
+    files = [os.path.expanduser(f) for f in data_files] if isinstance(data_files, (list, tuple)) else data_files
     what = f"dataset '{name}'" + (f" ({config_name})" if config_name else "")
     ds = _load(datasets, name, config_name, files, split, cache_dir, what, local)
     if text_column not in ds.column_names:
@@ -56,7 +48,12 @@ def load_rows(
     if len(ds) == 0:
         raise PosxError(f"{what} split '{split}' has no rows; point data.data_files at non-empty files")
     ds = ds.select_columns([text_column])
-    check_text_column(datasets, ds, text_column, what)
+    found = _first_non_text(datasets, ds, text_column)
+    if found is not None:
+        raise PosxError(
+            f"{what}: row {found[0]} of column '{text_column}' is {found[1]}, not text; posx reads every row's text "
+            "as a string: filter those rows out of the data, or set data.text_column to the text column"
+        )
     return Rows(ds, what, files)
 
 
@@ -70,9 +67,7 @@ def _import_datasets():
 
 
 def _quiet_hf(datasets) -> None:
-    """No progress bars, retry chatter or error reports on stderr: a failure becomes posx's one
-    line, which carries the library's reason (``_reason``), so datasets' own error log (e.g.
-    "Failed to load JSON from file ...") would only repeat it."""
+    """No progress bars, retry chatter or error log on stderr: posx's one line carries the reason."""
     datasets.disable_progress_bars()
     datasets.utils.logging.set_verbosity(datasets.utils.logging.CRITICAL)
     for name in ("huggingface_hub", "fsspec"):
@@ -80,8 +75,7 @@ def _quiet_hf(datasets) -> None:
 
 
 def _reason(exc: BaseException) -> str:
-    """The exception and the one it was raised from (datasets wraps a parse error in
-    DatasetGenerationError), on one line of at most 300 characters."""
+    """The exception and its cause (datasets wraps parse errors), on one line of at most 300 characters."""
     said = f"{exc.__class__.__name__}: {exc}"
     if exc.__cause__ is not None:
         said += f" ({exc.__cause__.__class__.__name__}: {exc.__cause__})"
@@ -147,22 +141,9 @@ def _first_non_text(datasets, ds, column: str) -> tuple[int, str] | None:
     )
 
 
-def check_text_column(datasets, ds, column: str, what: str) -> None:
-    """Every row of ``column`` a string, else a one-line PosxError naming the first row that is not."""
-    found = _first_non_text(datasets, ds, column)
-    if found is not None:
-        row, bad = found
-        raise PosxError(
-            f"{what}: row {row} of column '{column}' is {bad}, not text; posx reads every row's text "
-            "as a string: filter those rows out of the data, or set data.text_column to the text column"
-        )
-
-
 def data_key(ds, column: str, cache_dir: str | Path) -> list:
-    """What changes when the loaded rows do: the split's Arrow cache files (relative to the cache)
-    and their sizes. ``datasets`` names the directory of those files after a hash of the data
-    files (a local file's modification time, a hub dataset's revision), so new data means new
-    names. A dataset held in memory has no cache files: then a SHA-256 of the column's text."""
+    """What changes when the loaded rows do: the split's Arrow cache files (named after a hash of the
+    data files) and their sizes; for a dataset in memory, a SHA-256 of the column's text."""
     root = Path(cache_dir) / CACHE
     files = [f["filename"] for f in ds.cache_files]
     if files:

@@ -1,30 +1,6 @@
-"""Where a corpus's documents come from (``data.source``), read as a stream of UTF-8 chunks.
-
-* ``stdlib``: every ``*.py`` file of the running interpreter's standard library, minus
-  ``site-packages``/``dist-packages``, test directories and ``__pycache__``; one document per
-  file, sorted by relative path (``select_files``), read in blocks, never whole.
-* ``text``: ``data.path``, a UTF-8 file, a directory (recursive, hidden entries skipped) or a
-  glob pattern; one document per file, as ``stdlib``. From a directory or a glob, what is not
-  text is skipped and counted (``skipped`` in the store's record, shown when the store is
-  built): files under ``__pycache__``, ``.pyc``/``.pyo`` files and files whose first bytes hold
-  a NUL. Left out without counting: hidden entries (``.git``) and posx's own outputs when they
-  lie inside the path (``data.cache_dir``; token stores, runs, sweeps and reports, known by
-  their marker files; and a results directory holding any of them, so ``data.path=.`` never
-  reads ``results/``). A file
-  that passes as text but is not UTF-8 stops the build, naming the file.
-* ``datasets``: a Hugging Face ``datasets`` dataset (``data.name``, ``data.config_name``,
-  ``data.data_files``, ``data.split``, ``data.text_column``), one document per row, loaded by
-  ``posx.data.hfdatasets``. The packaged builders (json, csv, parquet, text, arrow) read local
-  files with no network; other names are hub datasets, which load where the hub or its cache
-  is reachable and otherwise fail in one line that says how to use local files instead. Every
-  row's text must be a string: a row whose text is null, a number or anything else is refused
-  before tokenizing, naming the row (``hfdatasets.check_text_column``), rather than skipped — a
-  skipped row would change the corpus silently, and a fix (filter the rows, or pick the right
-  data.text_column) is one step for the user.
-
-A source never holds the corpus in memory: ``Source.documents()`` yields each document as an
-iterator of chunks of at most ``CHUNK`` bytes (longer lines excepted), cut after a newline so
-a tokenizer sees whole lines.
+"""Where a corpus's documents come from (``data.source``: stdlib, text, datasets; docs/data.md),
+read as chunks of at most ``CHUNK`` bytes cut after a newline. A dataset row whose text is not a
+string is refused, naming it, rather than skipped: a skipped row would change the corpus silently.
 """
 
 from __future__ import annotations
@@ -82,9 +58,6 @@ def _chunks(blocks: Iterator[bytes]) -> Iterator[bytes]:
         yield carry
 
 
-# ---------------------------------------------------------------- file selection (stdlib, text)
-
-
 def _walk(root: Path, keep_dir, keep_file) -> list[str]:
     """Relative POSIX paths of files under ``root`` (no symlinked dirs followed), sorted."""
     rels = []
@@ -104,8 +77,7 @@ RUN_MARKERS = ("model.json", "metrics.csv", "checkpoint")  # any of them beside 
 
 
 def _posx_output(path: Path) -> bool:
-    """A directory posx wrote, by its marker files: a token store, a run, a report, a sweep, or a
-    results directory (one whose runs/, sweeps/, reports/ or cache/ holds any of those)."""
+    """A directory posx wrote (by its marker files), or a results directory holding one."""
     return _posx_leaf(path) or any(
         (path / part).is_dir() and any(_posx_leaf(child) for child in (path / part).iterdir() if child.is_dir())
         for part in RESULTS_PARTS
@@ -169,36 +141,30 @@ def _text_files(path: str | None, exclude: Path | None = None) -> tuple[Path, li
     if os.path.isdir(expanded):
         root = Path(expanded).resolve()
         found = _walk(root, lambda d: not d.startswith("."), lambda f: not f.startswith("."))
-        rels, skipped = _skip_binary(root, found, exclude)
-        if not rels:
-            raise PosxError(
-                f"data.path '{path}' is a directory with no (non-hidden) files"
-                f"{f' besides {skipped} binary or cache files (skipped)' if skipped else ''}; "
-                "put UTF-8 text files in it or point data.path elsewhere"
-            )
-        return root, rels, skipped
-    if any(c in expanded for c in "*?["):
+        none = f"data.path '{path}' is a directory with no (non-hidden) files"
+        fix = "put UTF-8 text files in it or point data.path elsewhere"
+    elif any(c in expanded for c in "*?["):
         matches = sorted({Path(m).resolve() for m in glob.glob(expanded, recursive=True) if os.path.isfile(m)})
         root = Path(os.path.commonpath([str(m.parent) for m in matches])) if matches else Path()
-        rels, skipped = _skip_binary(root, [m.relative_to(root).as_posix() for m in matches], exclude)
-        if not rels:
-            raise PosxError(
-                f"data.path glob '{path}' matches no files"
-                f"{f' besides {skipped} binary or cache files (skipped)' if skipped else ''}; fix the "
-                "pattern or point data.path at a UTF-8 text file or directory"
-            )
-        return root, rels, skipped
-    if os.path.lexists(expanded):  # a FIFO, a device, a socket, a link that leads nowhere or loops
+        found = [m.relative_to(root).as_posix() for m in matches]
+        none = f"data.path glob '{path}' matches no files"
+        fix = "fix the pattern or point data.path at a UTF-8 text file or directory"
+    elif os.path.lexists(expanded):  # a FIFO, a device, a socket, a link that leads nowhere or loops
         raise PosxError(
             f"data.path '{path}' is neither a regular file nor a directory (a pipe, a device, or a link that leads "
             "nowhere or to itself); point data.path at a UTF-8 text file, directory or glob"
         )
-    raise PosxError(f"data.path '{path}' does not exist; point data.path at a UTF-8 text file, directory or glob")
+    else:
+        raise PosxError(f"data.path '{path}' does not exist; point data.path at a UTF-8 text file, directory or glob")
+    rels, skipped = _skip_binary(root, found, exclude)
+    if not rels:
+        besides = f" besides {skipped} binary or cache files (skipped)" if skipped else ""
+        raise PosxError(f"{none}{besides}; {fix}")
+    return root, rels, skipped
 
 
 def select_files(source: str, path: str | None = None, exclude: Path | None = None) -> tuple[Path, list[str], int]:
-    """The corpus root (resolved), the sorted relative POSIX paths of its files (``stdlib`` or
-    ``text``) and how many were skipped; ``exclude``: a directory whose files are left out (posx's cache)."""
+    """(resolved root, sorted relative POSIX paths, files skipped) of ``stdlib`` or ``text``, none under ``exclude``."""
     if source == "stdlib":
         return (*_stdlib_files(path), 0)
     if source == "text":

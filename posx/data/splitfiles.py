@@ -1,11 +1,5 @@
-"""Writing a store's split files: token ids appended as documents stream by, in batches.
-
-``SplitFile`` is one split being written; ``Encoder`` takes the stream of ``(split, op, chunk)``
-elements of ``posx.data.store`` and writes their ids, encoding text in batches of about
-``BATCH_BYTES`` with the tokenizer's ``encode_batch`` (Rust threads), cut into pieces where the
-tokenizer allows it (``posx.data.tokenizer.pieces``), so the ids are those of each document
-encoded whole. Progress shows the megabytes written and the rate.
-"""
+"""Writing a store's split files: ids appended as documents stream by, text encoded in batches of
+about ``BATCH_BYTES`` with ``encode_batch``, cut where the tokenizer allows (``tokenizer.pieces``)."""
 
 from __future__ import annotations
 
@@ -56,13 +50,9 @@ class SplitFile:
 
 
 class Encoder:
-    """Collects a split's elements and writes their ids in batches of about ``BATCH_BYTES``.
-
-    Text is handed to ``encode_batch`` in pieces (``tokenizer.pieces``) when the tokenizer may
-    be cut at lines (``Tokenizer.cuts_at_lines``), else one text per document; either way the
-    ids equal those of each document encoded whole. What follows a document's last safe cut is
-    held back until the document goes on or ends. The byte tokenizer writes the bytes as they are.
-    """
+    """Writes a split's elements, text encoded in batches of about ``BATCH_BYTES``, in pieces
+    (``tokenizer.pieces``) where ``Tokenizer.cuts_at_lines``: a document's tail after its last safe
+    cut waits until the document goes on or ends. The byte tokenizer writes the bytes as they are."""
 
     def __init__(self, tok: tok_mod.Tokenizer, files: list[SplitFile], progress: Reporter):
         self.tok, self.files, self.progress = tok, files, progress
@@ -111,9 +101,5 @@ class Encoder:
                 self.files[side].write(next(encoded) if isinstance(chunk, str) else np.frombuffer(chunk, np.uint8))
         self.pending.clear()
         self.size = 0
-        self._report()
-
-    def _report(self) -> None:
-        """Documents done, megabytes, MB/s, and the time left at this rate of documents."""
         mb, seconds = sum(f.text_bytes for f in self.files) / 1e6, time.perf_counter() - self.start
-        self.progress.update(self.documents, rate(mb, seconds, self.documents, self.progress.total))
+        self.progress.update(self.documents, rate(mb, seconds, self.documents, self.progress.total))  # MB/s, time left

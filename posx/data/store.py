@@ -1,31 +1,11 @@
-"""Token stores: a tokenized corpus on disk, read through memory maps.
+"""Token stores: a tokenized corpus on disk, read through memory maps (layout: docs/data.md).
 
-A store is a directory ``<data.cache_dir>/store-<key>/`` holding
-
-  train.bin, val.bin  the token ids of each split, concatenated (raw numpy arrays; uint8,
-                      uint16 or uint32 from the vocabulary size, ``tokenizer.dtype_for``)
-  docs.npz            ``train`` and ``val``: the offset where each document starts (int64)
-  tokenizer.json      the tokenizer (bpe and user tokenizers; none for byte)
-  store.json          format, key, dtype and the fingerprint (sources, sizes, sha256 of the
-                      tokens, tokenizer hash; ``skipped``: files of a text source left out as
-                      binary or cache files); written last, it marks the store complete
-
-``key`` hashes what the store is built from: the files (paths, sizes, mtimes) or the dataset
-fingerprint, the split fraction, the tokenizer spec and the Python version. A second run
-with the same data config finds the store and reads nothing else; a store that does not
-check out is rebuilt, never trusted. It is built in a temporary directory renamed into place.
-
-Building streams (``posx.data.sources``): documents are read in chunks, tokenized in batches (a
-Hugging Face tokenizer encodes a batch on all cores; text is cut into pieces of about 4 KiB
-where the pre-tokenizer allows it, ``posx.data.splitfiles``) and appended to the split files;
-the ids are those of each document encoded whole, and the corpus is never one string in memory.
-Within a split, documents are joined by the tokenizer's separator (``b"\\n"`` for byte, the
-end-of-document token otherwise). The split is
-by document, from a hash of its id (``split_by_file``); when that leaves a split empty, the
-last ``val_fraction`` of the joined stream is held out instead. With the byte tokenizer (the
-default) a store holds the files' bytes themselves: the same tokens, split and fingerprint
-(``sha256`` of train then val) as the byte corpus posx read before token stores existed, so runs
-recorded then resume and re-evaluate on the same data (tests/test_store.py, tests/test_old_runs.py).
+``<data.cache_dir>/store-<key>/``, ``key`` a hash of the sources, split fraction, tokenizer and
+Python version; ``store.json``, written last, marks it complete. A store that does not check out
+is rebuilt in a temporary directory renamed into place, never trusted. Documents stream through
+``posx.data.splitfiles``: the ids are those of each document encoded whole, the corpus never one
+string in memory. With the byte tokenizer a store holds the files' bytes, the tokens and
+fingerprint of the byte corpus before stores, so old runs resume and re-evaluate on the same data.
 """
 
 from __future__ import annotations
@@ -83,8 +63,7 @@ class Store:
 
 
 def data_config(dcfg: DataConfig | Mapping) -> dict:
-    """The data keys a run records (model.json) and a store is built from (the ``data`` section, or
-    the mapping a run recorded); absent keys are None."""
+    """The data keys a run records and a store is built from (absent keys None)."""
     data = plain(dcfg) if isinstance(dcfg, DataConfig) else dcfg
     return {k: data.get(k) for k in DATA_KEYS}
 
@@ -102,9 +81,6 @@ def check_val_fraction(val_fraction) -> float:
     return float(val_fraction)
 
 
-# ---------------------------------------------------------------- writing
-
-
 def split_by_file(ids: list[str], val_fraction: float) -> list[bool]:
     """Whether each document is held out: a hash of its id (a file's relative path) below ``val_fraction``."""
     limit = val_fraction * 10_000
@@ -114,12 +90,9 @@ def split_by_file(ids: list[str], val_fraction: float) -> list[bool]:
 def _elements(
     source: sources.Source, is_val: list[bool], cut: int | None, exact_cut: bool, counts: dict
 ) -> Iterator[tuple[int, str, bytes]]:
-    """(split 0 train / 1 val, op, chunk): ``begin`` a document, a ``sep`` between two, ``text``.
-
-    With ``cut`` (the tail split), the joined stream goes to train up to byte ``cut`` and to val
-    after it; ``exact_cut`` keeps the byte cut even inside a UTF-8 character (byte tokenizer).
-    ``counts`` receives the documents of each split: those with at least one byte on that side.
-    """
+    """(split 0 train / 1 val, op, chunk): ``begin`` a document, a ``sep`` between two, ``text``. With
+    ``cut`` (the tail split) the stream goes to train up to byte ``cut`` (inside a UTF-8 character only
+    with ``exact_cut``); ``counts`` gets the documents with a byte on each side."""
     pos = 0  # bytes of the joined stream so far (tail split)
     seen = [0, 0]  # documents begun per split
     for i, chunks in enumerate(source.documents()):
@@ -152,8 +125,7 @@ def _elements(
 
 
 def _train_texts(source, is_val, cut, progress: Reporter) -> Iterator[str]:
-    """The training split's text, chunk by chunk (what a BPE is trained on), with the documents
-    read so far, the MB/s and the time left on ``progress`` (at most every PROGRESS_S)."""
+    """The training split's text, chunk by chunk (what a BPE trains on), with progress."""
     start = shown = time.perf_counter()
     documents, read = 0, 0
     for side, op, chunk in _elements(source, is_val, cut, False, {"train": 0, "val": 0}):
@@ -232,9 +204,6 @@ def _build(source: sources.Source, dcfg: dict, key: str, tmp: Path, console: Con
     return meta
 
 
-# ---------------------------------------------------------------- reading
-
-
 def open_store(path: Path, key: str | None = None) -> Store | None:
     """The store in ``path``, or None when it is missing or does not check out."""
     try:
@@ -242,14 +211,11 @@ def open_store(path: Path, key: str | None = None) -> Store | None:
         fp = meta["fingerprint"]
         if meta.get("format") != STORE_FORMAT or (key is not None and meta.get("key") != key):
             return None
-        if fp["tokenizer"]["kind"] == tok_mod.BYTE:
+        kind, saved = fp["tokenizer"]["kind"], path / "tokenizer.json"
+        if kind == tok_mod.BYTE:
             tok = tok_mod.byte_tokenizer()
         else:
-            tok = tok_mod.from_json(
-                (path / "tokenizer.json").read_text(encoding="utf-8"),
-                fp["tokenizer"]["kind"],
-                str(path / "tokenizer.json"),
-            )
+            tok = tok_mod.from_json(saved.read_text(encoding="utf-8"), kind, str(saved))
         if tok.sha256 != fp["tokenizer"]["sha256"]:
             return None
         dtype = np.dtype(fp["dtype"])
@@ -267,14 +233,8 @@ def open_store(path: Path, key: str | None = None) -> Store | None:
 
 
 def store_key(source: sources.Source, dcfg: dict) -> str:
-    head = [
-        STORE_FORMAT,
-        source.kind,
-        source.key,
-        repr(dcfg["val_fraction"]),
-        platform.python_version(),
-        tok_mod.spec(dcfg["tokenizer"], dcfg["vocab_size"]),
-    ]
+    spec = tok_mod.spec(dcfg["tokenizer"], dcfg["vocab_size"])
+    head = [STORE_FORMAT, source.kind, source.key, repr(dcfg["val_fraction"]), platform.python_version(), spec]
     return hashlib.sha1(json.dumps(head, sort_keys=True, default=str).encode()).hexdigest()[:20]
 
 
@@ -322,8 +282,7 @@ def load(dcfg: DataConfig | Mapping, cache_dir: str | Path, console: Console | N
 
 
 def _install(tmp: Path, final: Path) -> None:
-    """Rename the built store into place; a bad one there is moved aside and removed, and one
-    that another process finished meanwhile is kept."""
+    """Rename the built store into place; a bad one there is removed, one another process finished kept."""
     if final.exists():
         if open_store(final) is not None:
             return

@@ -1,29 +1,9 @@
-"""Tokenizers of a corpus (``data.tokenizer``): bytes, a byte-level BPE trained here, or a file.
+"""Tokenizers of a corpus (``data.tokenizer``): ``byte``, ``bpe`` (GPT-2's byte-level scheme, Radford
+et al. 2019, trained on the training split) or a user's ``tokenizer.json`` (docs/data.md).
 
-* ``byte``: a token is a byte (vocabulary 256), the default. Documents
-  are joined by ``b"\\n"`` (the byte vocabulary has no spare id for an end-of-document token).
-* ``bpe``: a byte-level BPE (the GPT-2 scheme, Radford et al. 2019) of ``data.vocab_size``
-  tokens trained with Hugging Face ``tokenizers`` on the training split only, with one special
-  token ``<|endoftext|>`` between documents. It needs at least 257 tokens: the 256 byte symbols
-  of its alphabet plus the end-of-document token.
-* a path to a ``tokenizer.json`` (Hugging Face ``tokenizers`` format): used as is; its
-  end-of-document token is the first of ``EOD_CANDIDATES`` it knows, else ``<|endoftext|>`` is
-  added to it.
-
-``Tokenizer.sha256`` identifies a tokenizer (its canonical JSON, or the constant ``byte``):
-the corpus fingerprint, model.json and the resume guard record it.
-
-Encoding a corpus fast (``pieces``): ``encode_batch`` of many small texts keeps every
-core busy, where a few long documents leave threads idle. A text may only be cut where the
-pre-tokenizer would not join the two sides anyway. For GPT-2's byte-level pre-tokenizer (its
-regex: ``'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+``, no
-lookbehind) that holds right before the last whitespace character of a run that a
-non-whitespace character follows: on the whole text, ``\\s+(?!\\S)`` stops one character short
-of such a run's end (the lookahead sees the non-whitespace), so a pre-token boundary is there,
-and each side tokenises alone as it did within the whole. posx cuts only before a newline
-followed by a non-whitespace character (so a line is never cut, however long); ``\\r\\n`` is cut
-between its two characters. Any other pre-tokenizer, a normaliser, or ``add_prefix_space``
-(which adds a space at every piece's start) encode each document whole.
+``pieces`` cuts a text for ``encode_batch`` only right before a newline that a non-whitespace
+character follows: GPT-2's pre-tokenizer regex ends a whitespace run one character before such a
+point (``\\s+(?!\\S)``, no lookbehind), so each side tokenises alone as within the whole.
 """
 
 from __future__ import annotations
@@ -83,8 +63,7 @@ class Tokenizer:
 
     @property
     def cuts_at_lines(self) -> bool:
-        """Whether a text may be cut before a newline that a non-whitespace character follows
-        (GPT-2's byte-level pre-tokenizer alone, no prefix space, no normaliser)."""
+        """Whether ``pieces`` may cut a text (GPT-2's pre-tokenizer alone: module docstring)."""
         pre = None if self.hf is None else self.hf.pre_tokenizer
         return (
             isinstance(pre, pre_tokenizers.ByteLevel)
@@ -108,10 +87,8 @@ class Tokenizer:
 
 
 def pieces(text: str, size: int) -> list[str]:
-    """``text`` cut into pieces of about ``size`` characters, each cut right before a newline that
-    a non-whitespace character follows (``Tokenizer.cuts_at_lines``): the last piece before each
-    cut is the longest one that fits, else (a line longer than ``size``) the first cut after.
-    The pieces join to ``text``; the last one is what follows the last cut."""
+    """``text`` cut into pieces of about ``size`` characters, each cut right before a newline that a
+    non-whitespace character follows (a line longer than ``size`` is not cut); they join to ``text``."""
     out, start, n = [], 0, len(text)
     while n - start > size:
         cut = text.rfind("\n", start + 1, start + size + 1)
@@ -199,8 +176,7 @@ def check_vocab_size(vocab_size: int) -> None:
 
 
 def train_bpe(texts: Iterator[str], vocab_size: int) -> Tokenizer:
-    """A byte-level BPE of at most ``vocab_size`` tokens (fewer when the text has fewer merges)
-    trained on ``texts``: GPT-2's pre-tokenizer and byte alphabet, ``<|endoftext|>`` as id 0."""
+    """A byte-level BPE of at most ``vocab_size`` tokens trained on ``texts``, ``<|endoftext|>`` as id 0."""
     check_vocab_size(vocab_size)
     hf = HFTokenizer(models.BPE())
     hf.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)

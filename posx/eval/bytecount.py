@@ -1,16 +1,6 @@
-"""Bits per byte: a perplexity that does not depend on the tokenizer.
-
-A per-token NLL means different things for a byte tokenizer and a BPE (a BPE token covers
-several bytes), so runs of different tokenizers compare in bits per byte: the NLL summed over
-the scored tokens, in bits (/ ln 2), over the UTF-8 bytes of the text those tokens cover. With
-the byte tokenizer every token is one byte and bpb = nll / ln 2.
-
-Bytes per token (``token_bytes``): one for the byte tokenizer; for a byte-level BPE (GPT-2's
-byte alphabet, ``tokenizers``' ByteLevel decoder) the number of alphabet symbols in the token,
-each one byte; the end-of-document token counts one byte, the ``\\n`` that separates documents
-for the byte tokenizer, so both score the same text. A tokenizer.json with another decoder
-counts the UTF-8 bytes of each token decoded on its own, which can differ from the text's bytes
-for a token that splits a character (the count is then approximate).
+"""Bits per byte: the scored tokens' NLL in bits over the UTF-8 bytes they cover, which does not
+depend on the tokenizer (docs/evaluation.md). The end-of-document token counts one byte, the
+``\\n`` between the byte tokenizer's documents, so both score the same text.
 """
 
 from __future__ import annotations
@@ -45,9 +35,7 @@ def token_bytes(tokenizer) -> np.ndarray:
 def scored_bytes(
     tokens, length: int, stride: int, n_tokens: int, counts: np.ndarray, starts: list[int] | None = None
 ) -> int:
-    """Bytes covered by the targets ``posx.eval.scoring.score`` scores with the same arguments:
-    window k (offset ``starts[k]``, else k x stride) scores targets offset + length - stride + 1 ..
-    offset + length."""
+    """Bytes covered by the targets ``posx.eval.scoring.score`` scores with the same arguments."""
     offsets = starts if starts is not None else range(0, n_tokens, stride)
     total = 0
     for s in offsets:

@@ -1,19 +1,7 @@
-"""Zero-shot extrapolation: perplexity at factor x T for each RoPE rescaling method.
-
-Protocol (eval.protocol, ``posx.eval.scoring``): non-overlapping windows of length
-L = factor x T taken in order from the held-out split, or sliding windows scoring the last
-eval.stride tokens of each; every length scores the same number of tokens; the NLL is the
-mean over tokens, and every row also gives it in bits per byte (``posx.eval.bytecount``) with
-the facts that make protocols differ (window, stride, within documents, what starts a window,
-the normalisation). Beside the main table an evaluation has the per-position buckets, the
-passkey rows (``posx.eval.passkey``) and the task suite's rows (``posx.eval.suite``). Rows
-that cannot be computed say why in ``status`` instead of crashing: ``out_of_range`` (learned
-absolute past its table), ``not_applicable`` (a RoPE method on a model without RoPE),
-``nonfinite`` (the model produced inf/NaN logits).
-
-``factor`` is relative to ``reference_context``: T for a plain run, the parent's T for an
-extended run (``posx extend``), which ``posx.eval.extended`` evaluates instead. Every row of
-a plain run is ``zero-shot``.
+"""Zero-shot extrapolation: perplexity at factor x T for each RoPE rescaling method, with the
+per-position, passkey and task rows beside it (docs/evaluation.md). A cell that cannot be computed
+says why in ``status``: ``out_of_range`` (learned absolute past its table), ``not_applicable`` (a
+RoPE method without RoPE), ``nonfinite`` (inf/NaN logits). Extended runs: ``posx.eval.extended``.
 """
 
 from __future__ import annotations
@@ -26,7 +14,6 @@ import pandas as pd
 import torch
 from rich.console import Console
 
-from posx.core.errors import PosxError
 from posx.core.progress import Reporter
 from posx.eval import bytecount, documents, passkey, scoring, suite
 from posx.eval.tables import COLUMNS, KEYS, Evaluation, perplexity, position_rows
@@ -51,8 +38,7 @@ from posx.schema.config import EvalConfig
 def window_nll(
     model: GPT, tokens: torch.Tensor, length: int, n_windows: int, batch_tokens: int, device: torch.device
 ) -> tuple[float, int]:
-    """Summed NLL and token count over n_windows consecutive windows of ``length``: the
-    non-overlapping protocol of ``scoring.score`` (stride = length)."""
+    """Summed NLL and token count of n_windows non-overlapping windows of ``length``."""
     scores = scoring.score(model, tokens, length, length, n_windows * length, batch_tokens, device)
     return scores.total, scores.tokens
 
@@ -60,8 +46,7 @@ def window_nll(
 def _new_row(
     run_name: str, meta: RunMeta, ev, factor, L: int, method: str, scale: float, stride: int, beyond: str, plan
 ) -> dict:
-    """The table row of one (method, length) cell before it is scored (``plan``: its documents
-    when eval.within_documents, else None)."""
+    """The row of one (method, length) cell before it is scored (``plan``: its documents, or None)."""
     T = meta.train_context
     return {
         "run": run_name, "pos": meta.model.pos.name, "train_context": T, "eval_context": L, "factor": float(factor),
@@ -89,8 +74,7 @@ class _Plan:
 
 
 def _plan(model: GPT, meta: RunMeta, val: torch.Tensor, ev: EvalConfig, val_docs, tokenizer) -> _Plan:
-    """The lengths, strides and scored tokens of an evaluation, checked before any row is
-    computed: too little held-out text, too few documents or bad method parameters are one line."""
+    """The lengths, strides and scored tokens of an evaluation, checked before any row is computed."""
     T = meta.train_context
     scales, lengths = (list(column) for column in zip(*scoring.eval_rows(ev, T)))  # (RoPE scale, length) rows
     strides = [scoring.stride_for(ev.protocol, ev.stride, T, L) for L in lengths]
@@ -103,11 +87,8 @@ def _plan(model: GPT, meta: RunMeta, val: torch.Tensor, ev: EvalConfig, val_docs
             L: documents.plan(val_docs, len(val), L, s, n_tokens, ev.min_document_tokens)
             for L, s in zip(lengths, strides)
         }
-    elif len(val) < needed:
-        raise PosxError(
-            f"the held-out split has {len(val)} tokens but eval.tokens asks for {n_tokens} "
-            f"at each length ({needed} read); lower eval.tokens or use more data"
-        )
+    else:
+        scoring.require_held_out(val, n_tokens, needed)
     rope_args = {"head_dim": meta.model.head_dim, "base": meta.model.pos.base, "train_context": T}
     if model.pos.uses_rope:  # bad method parameters fail here, before any row is computed
         check_methods(ev, ev.methods, rows=list(zip(scales, lengths)), **rope_args)
@@ -142,10 +123,7 @@ def evaluate(
     val_docs=None,
     tokenizer=None,
 ) -> Evaluation:
-    """One row per (factor, method); with ``long_tables``, also the per-position buckets and
-    (eval.passkey.enabled) the passkey rows. The model's trained frequencies stay installed.
-    ``val_docs``: where each held-out document starts (eval.within_documents needs it);
-    ``tokenizer``: encodes the passkey prompt (None: bytes)."""
+    """One row per (factor, method); with ``long_tables`` also the position, passkey and task rows."""
     p = _plan(model, meta, val, ev, val_docs, tokenizer)
     pk = ev.passkey
     variants, trials = _passkey_trials(val, p.lengths, pk, long_tables, tokenizer)
@@ -168,15 +146,16 @@ def evaluate(
             cell_trials = {v: trials[(L, v)] for v in variants}
             row["bytes"] = p.n_bytes[L]
             asked = {"passkey": cell_trials, "tasks": tasks, "shared": shared}
-            starts = p.plans[L].starts if p.within else None
             with sampled_at_test(model, str(ev.randomized_positions), L):
-                scores, results = _score_cell(model, val, ev, device, row, p.n_tokens, asked, p.rope_args, starts, memo)
+                scores, results = _score_cell(model, val, ev, device, row, p, asked, memo)
             keys = {k: row[k] for k in KEYS}
             task_rows += suite.suite_rows(keys, row["status"], tasks, L, results.get("tasks"), depth)
             if long_tables and row["status"] == "ok":
                 positions.extend(position_rows(row, scoring.buckets(scores, width), "zero-shot"))
             for v in variants:
-                for r in _passkey_rows(row["status"], cell_trials[v], results.get(v), pk.depth_buckets):
+                scored = results.get(v)  # None: the cell was not scored, its status in every row
+                nll, exact = (scored.nll, scored.exact) if scored is not None else (None, None)
+                for r in passkey.summarize(cell_trials[v], nll, exact, pk.depth_buckets, row["status"]):
                     passkey_rows.append({**keys, "variant": v, **r})
             status = f"ppl {row['ppl']:.3f}" if row["status"] == "ok" else row["status"]
             progress.advance(f"{method} {factor:g}x (L={L}) {status}")
@@ -186,23 +165,11 @@ def evaluate(
 
 
 def _score_cell(
-    model: GPT,
-    val: torch.Tensor,
-    ev,
-    device: torch.device,
-    row: dict,
-    n_tokens: int,
-    trials: dict,
-    rope_args: dict,
-    starts: list[int] | None,
-    memo: dict,
+    model: GPT, val: torch.Tensor, ev, device: torch.device, row: dict, p: _Plan, trials: dict, memo: dict
 ) -> tuple[scoring.Scores | None, dict]:
-    """Fill one row (method at one length) in place; returns its scores and the results of
-    ``trials`` ({"passkey": {variant: trials}, "tasks": the suite, "shared": whether the suite's
-    passkey task is the prompt trials, ``suite.shares_passkey``}): {variant: ``passkey.Scored``,
-    "tasks": {task: ...}}; shared, the passkey task's results are the prompt trials' own.
-    ``memo``: what cells scored so far computed, by ``cell_key``; a cell whose length, stride and
-    frequencies equal an earlier one's reuses its scores instead of running the model again."""
+    """Fill one row in place; returns its scores and the results of ``trials`` ({"passkey": {variant:
+    trials}, "tasks": the suite, "shared": ``suite.shares_passkey``}). A cell whose ``cell_key``
+    equals an earlier one's reuses its results from ``memo`` instead of running the model again."""
     L, method = row["eval_context"], row["method"]
     status = _unscorable(model, method, L)
     if status is not None:
@@ -210,26 +177,25 @@ def _score_cell(
         return None, {}
     inv_freq, window = None, None
     if model.pos.uses_rope:
-        inv_freq, row["attention_factor"] = method_frequencies(method, ev, scale=row["scale"], length=L, **rope_args)
+        inv_freq, row["attention_factor"] = method_frequencies(method, ev, scale=row["scale"], length=L, **p.rope_args)
         inv_freq = inv_freq.to(device)
-        window = method_window(method, ev, rope_args["train_context"])
+        window = method_window(method, ev, p.rope_args["train_context"])
     key = cell_key(L, row["stride"], inv_freq, row["attention_factor"], window)
     try:
         if key not in memo:
             with rescaled(model, inv_freq, row["attention_factor"]), windowed_attention(model, window):
-                memo[key] = _run_cell(model, val, ev, device, L, row["stride"], n_tokens, trials, starts)
+                memo[key] = _run_cell(model, val, ev, device, row, p, trials)
         scores, results = memo[key]
     except PositionOutOfRange:
         row["status"] = "out_of_range"
         return None, {}
-    _fill_scores(row, scores)
+    fill_scores(row, scores)
     return scores, results
 
 
 def _past_reach(model: GPT, ev: EvalConfig, train_context: int, lengths: list[int]) -> list[str]:
-    """A line for each windowed method asked at lengths past its reach (Self-Extend's
-    (T - W) * G + W, Jin et al. 2024; Leaky ReRoPE's (T - W) * k + W): beyond it the remapped
-    distances leave the trained range."""
+    """A line for each windowed method asked past its reach (Self-Extend's (T - W) * G + W, Jin et al.
+    2024; Leaky ReRoPE's (T - W) * k + W), where its distances leave the trained range."""
     if not model.pos.uses_rope or not model.supports_windowed:
         return []
     lines = []
@@ -258,18 +224,12 @@ def _unscorable(model: GPT, method: str, L: int) -> str | None:
 
 
 def _run_cell(
-    model: GPT,
-    val: torch.Tensor,
-    ev,
-    device: torch.device,
-    L: int,
-    stride: int,
-    n_tokens: int,
-    trials: dict,
-    starts: list[int] | None,
+    model: GPT, val: torch.Tensor, ev, device: torch.device, row: dict, p: _Plan, trials: dict
 ) -> tuple[scoring.Scores, dict]:
-    """The scores of the model as installed at length L, and the results of ``trials`` (see ``_score_cell``)."""
-    scores = scoring.score(model, val, L, stride, n_tokens, ev.batch_tokens, device, starts)
+    """The scores of the model as installed at the row's length, and the results of ``trials`` (see ``_score_cell``)."""
+    L = row["eval_context"]
+    starts = p.plans[L].starts if p.within else None
+    scores = scoring.score(model, val, L, row["stride"], p.n_tokens, ev.batch_tokens, device, starts)
     results = {
         v: passkey.score(model, t, ev.batch_tokens, device, as_task=trials["shared"] and v == "prompt")
         for v, t in trials["passkey"].items()
@@ -280,7 +240,7 @@ def _run_cell(
     return scores, results
 
 
-def _fill_scores(row: dict, scores: scoring.Scores) -> None:
+def fill_scores(row: dict, scores: scoring.Scores) -> None:
     """A scored row's tokens, NLL with its interval, and bits per byte; ``nonfinite`` when the NLL is not finite."""
     row["tokens"] = scores.tokens
     if not math.isfinite(scores.total):
@@ -298,27 +258,8 @@ def _fill_scores(row: dict, scores: scoring.Scores) -> None:
 def cell_key(
     length: int, stride: int, inv_freq: torch.Tensor | None, attention_factor: float, window: Windowed | None = None
 ) -> tuple:
-    """What a cell's scores depend on besides the model and the data: its length, stride, the
-    exact frequencies and attention factor installed (a hash of their bytes; None: the model's
-    own encoding, no RoPE) and a windowed method's window (None: ordinary attention). Methods that
-    coincide at a length (every interpolation at 1x equals plain RoPE) share a key and are
-    computed once."""
+    """What a cell's scores depend on besides model and data: length, stride, a hash of the frequencies
+    (None: no RoPE), the attention factor and the window. Methods that coincide at a length (every
+    interpolation at 1x is plain RoPE) share a key and are computed once."""
     freq = None if inv_freq is None else hashlib.sha256(inv_freq.detach().cpu().numpy().tobytes()).hexdigest()
     return length, stride, freq, float(attention_factor), window
-
-
-def _passkey_rows(status: str, trials: list, result, depth_buckets: int) -> list[dict]:
-    """Passkey rows of one cell; a cell that was not scored gets its status in every row."""
-    if result is None:
-        return [
-            {
-                "depth_lo": b / depth_buckets,
-                "depth_hi": (b + 1) / depth_buckets,
-                "trials": 0,
-                "accuracy": math.nan,
-                "key_nll": math.nan,
-                "status": status,
-            }
-            for b in range(depth_buckets)
-        ]
-    return passkey.summarize(trials, result.nll, result.exact, depth_buckets)

@@ -1,13 +1,5 @@
-"""Evaluations are kept, not replaced: each one's tables live under the identity of its settings.
-
-A run directory holds every evaluation it had under ``eval/<id>/`` (extrapolation.csv and .md,
-positions.csv, passkey.csv, tasks.csv and ``eval.yaml``: the settings, the device and the weights they
-scored), and the current one (the last evaluated, or the one asked for again) as copies at
-its top level, where ``posx report`` and older tools read them. ``<id>`` is a hash of the
-settings that change the numbers: every ``eval.*`` key but ``after_train`` and
-``batch_tokens`` (a memory knob). Top-level tables written before this store existed (no
-``eval.yaml`` beside them) are moved into ``eval/legacy/`` before anything replaces them.
-"""
+"""Evaluations are kept, not replaced: each in ``eval/<id>/`` (``<id>`` a hash of the settings that
+change the numbers), the current one copied to the run's top level (docs/evaluation.md)."""
 
 from __future__ import annotations
 
@@ -31,12 +23,11 @@ from posx.schema.fields import plain
 
 SETTINGS = "eval.yaml"
 TABLE_FILES = ("extrapolation.csv", "extrapolation.md", "positions.csv", "passkey.csv", "tasks.csv")
-# A record posx cannot read (damaged, or not posx's) is left where it is: the user moves it
-# away, and the next evaluation writes its own.
+# A record posx cannot read is left where it is: the user moves it, the next evaluation writes its own.
 UNREADABLE_FIX = "move it out of the run directory, then evaluate again"
 NOT_IDENTITY = ("after_train", "batch_tokens")  # eval.* keys that do not change the numbers
-# Keys added after evaluations were stored, with the value that evaluates as before they existed:
-# at that value a key is left out of the identity, so an evaluation keeps its id (and is found again).
+# Keys added after evaluations were stored, with the value that evaluates as before: at that value a
+# key is left out of the identity, so an evaluation keeps its id.
 LATER = {
     "params": None,  # the parameters of methods from outside posx
     "randomized_positions": "dense",
@@ -45,8 +36,7 @@ LATER = {
 
 
 def settings_of(ev: EvalConfig) -> dict:
-    """The evaluation settings that make its identity, as plain data (``LATER``'s keys at their
-    old behaviour left out)."""
+    """The settings that make an evaluation's identity (``LATER``'s keys at their old value left out)."""
     data = plain(ev)
     return _without_later({k: v for k, v in data.items() if k not in NOT_IDENTITY}, LATER)
 
@@ -64,8 +54,7 @@ def _without_later(data: dict, later: dict) -> dict:
 
 
 def eval_id(settings: dict) -> str:
-    """A short stable hash of the settings (key order does not matter; 1 and 1.0 are equal), spelled
-    as first written (``posx.runs.legacy.first_spelled``), so a renamed key keeps the id."""
+    """A short hash of the settings (key order ignored, 1 == 1.0) as first spelled, so a renamed key keeps the id."""
 
     def norm(value):
         if isinstance(value, dict):
@@ -81,8 +70,7 @@ def eval_id(settings: dict) -> str:
 
 
 def read_record(path: Path) -> dict:
-    """An eval.yaml: {"id", "settings", "device", "weights_sha256"}, each field checked (``weights_sha256``
-    is null for a run saved before posx recorded it)."""
+    """An eval.yaml (id, settings, device, weights_sha256), each field checked."""
     try:
         record = fieldcheck.load_yaml(files.read_regular(path).decode("utf-8"), path, UNREADABLE_FIX)
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
@@ -119,9 +107,8 @@ def stored(run_dir: Path, eid: str, weights_sha256: str | None) -> Path | None:
 
 
 def _keep_legacy(run_dir: Path) -> Path | None:
-    """Top-level tables that are kept nowhere else go aside before they are replaced: those
-    without an eval.yaml (written before this store) to eval/legacy[-n]/, those whose
-    eval/<id>/ is gone back to it."""
+    """Top-level tables kept nowhere else go aside before they are replaced: without an eval.yaml to
+    eval/legacy[-n]/, else back to their eval/<id>/."""
     if not (run_dir / "extrapolation.csv").is_file():
         return None
     if (run_dir / SETTINGS).is_file():
@@ -139,9 +126,8 @@ def _keep_legacy(run_dir: Path) -> Path | None:
 
 
 def _copy_tables(source: Path, target: Path, eid: str | None = None) -> list[Path]:
-    """The tables and record of ``source`` into ``target``; tables ``source`` lacks are removed there.
-    With ``eid`` (publishing to the run's top level) the manifest of the set is written first
-    (``posx.eval.manifest``), so a copy cut short is refused rather than read as one evaluation."""
+    """The tables and record of ``source`` into ``target``, tables it lacks removed there; with ``eid``
+    (publishing) the manifest first, so a copy cut short is refused, not read as one evaluation."""
     if eid is not None:
         manifest.write(source, target, eid)
     written = []
@@ -156,8 +142,7 @@ def _copy_tables(source: Path, target: Path, eid: str | None = None) -> list[Pat
 
 
 def check_writable(run_dir: Path, eid: str) -> None:
-    """Refuse, before any work, an evaluation that would write through a symbolic link or into
-    something that is not a directory: the run's eval/ or eval/<eid>/."""
+    """Refuse, before any work, writing through a link or a non-directory at eval/ or eval/<eid>/."""
     files.check_dir(Path(run_dir) / EVAL_DIR, WRITTEN_DIRS[EVAL_DIR])
     files.check_dir(Path(run_dir) / EVAL_DIR / eid, "the evaluation record directory")
 
@@ -177,14 +162,12 @@ def save(result: Evaluation, run_dir: Path, settings: dict, device: str, weights
     write_tables(result, folder)
     record = {"id": eid, "settings": settings, "device": str(device), "weights_sha256": weights_sha256}
     files.write_text(folder / SETTINGS, yaml.safe_dump(record, sort_keys=False))
-    _keep_legacy(run_dir)
-    return _copy_tables(folder, run_dir, eid)
+    return make_current(run_dir, folder)
 
 
 def tasks_table(run_dir: Path, value, key: str) -> Path:
-    """A run's tasks.csv: its current one (``value`` None), or that of its newest stored evaluation
-    whose setting ``key`` is ``value`` (a ``LATER`` key left out of the settings has its old
-    value); a path that does not exist when none is."""
+    """A run's tasks.csv: the current one (``value`` None), or its newest stored evaluation's whose
+    setting ``key`` is ``value``; a path that does not exist when none is."""
     run_dir = Path(run_dir)
     if value is None:
         return run_dir / "tasks.csv"

@@ -1,14 +1,6 @@
-"""Which evaluation a run's top-level tables belong to, so a set cut short is never read as one.
-
-An evaluation's tables are written whole into ``eval/<id>/`` and then copied to the run's top
-level one file at a time (``posx.eval.history``). Before the first copy, ``tables.json`` is
-written (atomically): the evaluation's id and the sha256 of every table it publishes (None for
-one it does not write, which the copy removes). A process killed between two copies leaves
-tables of two evaluations side by side; their hashes then disagree with the manifest (a table
-removed since is not checked: the report lists it as missing and reads nothing of it), and
-``check`` refuses the run in one line (``posx runs`` lists it as damaged, ``posx report``
-stops), so tables of two evaluations never pool. A run evaluated before manifests has none and
-is read as before.
+"""``tables.json``: which evaluation a run's top-level tables belong to (its id and each table's
+sha256), written before they are copied there one at a time. A copy cut short leaves hashes that
+disagree with it, and ``check`` refuses the run in one line, so two evaluations' tables never pool.
 """
 
 from __future__ import annotations
@@ -53,9 +45,7 @@ def _read(path: Path, fix: str) -> dict:
 
 
 def check(run_dir: Path, fix: str) -> None:
-    """Refuse a run whose tables are not all the ones its manifest lists (none: nothing to check).
-    A table the manifest lists but the run lacks is not refused here: it was deleted (or not yet
-    copied), so the report lists it as missing instead of reading another evaluation's."""
+    """Refuse a run whose tables are not its manifest's (a listed table since removed is not refused)."""
     path = Path(run_dir) / MANIFEST
     if not path.is_file() and not path.is_symlink():
         return

@@ -1,9 +1,5 @@
-"""Evaluating a run directory: load what it needs, evaluate it, write and show the tables.
-
-Each step is its own function; ``evaluate_run`` is just the four in a row (or, when the run
-already holds an evaluation with the same settings, the stored one shown again), as
-``posx eval-extrapolate`` and ``posx train eval.after_train=true`` use them.
-"""
+"""Evaluating a run directory: load it, evaluate it (or show a stored evaluation of the same
+settings again), write and show the tables: ``posx eval-extrapolate`` and ``eval.after_train``."""
 
 from __future__ import annotations
 
@@ -72,12 +68,6 @@ def load(run_dir: Path, cfg: Config, console: Console) -> Loaded:
 NOT_FOR_EXTENDED = ("methods", "scale", "within_documents")
 
 
-def not_for_extended(ev: EvalConfig) -> list[str]:
-    """The ``NOT_FOR_EXTENDED`` settings of ``ev`` that differ from their defaults."""
-    default = EvalConfig()
-    return [f"eval.{key}" for key in NOT_FOR_EXTENDED if getattr(ev, key) != getattr(default, key)]
-
-
 def evaluate_loaded(run: Loaded, cfg: Config, console: Console) -> Evaluation:
     """A plain run: every method at every factor; an extended run: zero-shot and extended."""
     meta = run.meta
@@ -85,7 +75,8 @@ def evaluate_loaded(run: Loaded, cfg: Config, console: Console) -> Evaluation:
     heading = f" {run.run_dir}  pos={meta.model.pos.name} T={meta.train_context}{beyond}"
     console.print(Text.assemble(("posx eval-extrapolate", "bold"), heading))  # the path as written
     if meta.extended_from is not None:
-        unused = not_for_extended(cfg.eval)
+        default = EvalConfig()
+        unused = [f"eval.{key}" for key in NOT_FOR_EXTENDED if getattr(cfg.eval, key) != getattr(default, key)]
         if unused:
             console.print(
                 f"[yellow]note:[/] {', '.join(unused)} {'is' if len(unused) == 1 else 'are'} not applied to an "
@@ -110,9 +101,7 @@ def evaluate_loaded(run: Loaded, cfg: Config, console: Console) -> Evaluation:
 
 
 def estimator(df) -> str:
-    """What an evaluation table's figures estimate: the perplexity of the held-out tokens it scored
-    (the start of the split, or windows inside documents), not of the whole split, which the
-    training's validation figure samples at random."""
+    """What the table estimates: the perplexity of the held-out tokens it scored, not of the whole split."""
     counts = sorted({int(n) for n in df["tokens"]})
     n = f"{counts[0]:,}" if len(counts) == 1 else f"{counts[0]:,} to {counts[-1]:,}"
     within = df["within_documents"].fillna(False).astype(bool).any()
@@ -157,9 +146,7 @@ def show(result: Evaluation, run_dir: Path, written: list[Path], console: Consol
 
 
 def _show_answers(console: Console, frame, title: str, by: str, none: str) -> None:
-    """The passkey's or the task suite's table (rows: method x ``by``); when no scored trial is
-    answered (a model too small to retrieve), the line ``none`` with its count ``{n}``, not a
-    table of zeros."""
+    """The passkey's or task suite's table (method x ``by``), or the line ``none`` when no trial is answered."""
     ok = frame[frame["status"] == "ok"]
     if len(ok) and (ok["accuracy"] == 0).all():
         console.print(none.format(n=int(ok["trials"].sum())), highlight=False)
@@ -168,17 +155,11 @@ def _show_answers(console: Console, frame, title: str, by: str, none: str) -> No
 
 
 def evaluate_run(
-    run_dir: Path,
-    cfg: Config,
-    console: Console | None = None,
-    force: bool = False,
-    allow_changed_code: bool = False,
+    run_dir: Path, cfg: Config, console: Console | None = None, force: bool = False, allow_changed_code: bool = False
 ) -> Evaluation:
-    """Load a run, evaluate it with ``cfg.eval`` on ``cfg.device``, keep and show its tables.
-    An evaluation with the same settings already stored is shown again, not recomputed,
-    unless ``force`` (the run is loaded either way: bad weights or device fail the same).
-    Code from outside posx that changed since the run (or the stored evaluation) recorded it is
-    refused unless ``allow_changed_code`` (``posx.runs.code``); allowed, it is evaluated again."""
+    """Load a run, evaluate it with ``cfg.eval``, keep and show its tables. A stored evaluation of the
+    same settings is shown again unless ``force``; code from outside posx that changed since it was
+    recorded is refused unless ``allow_changed_code``."""
     console = console or new_console()
     run_dir = Path(run_dir)
     settings = history.settings_of(cfg.eval)

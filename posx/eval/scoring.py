@@ -1,27 +1,9 @@
-"""Scoring protocols for evaluation: which tokens are scored, with how much context.
+"""Scoring protocols: which tokens are scored, with how much context (docs/evaluation.md).
 
-Both protocols run windows of ``length`` tokens through the model and keep, for every
-position inside the window, the summed NLL and the count of the tokens scored there, so a
-per-position curve and the overall NLL come from the same numbers.
-
-* ``nonoverlapping``: windows ``[0, L), [L, 2L), ...``; every token of every window is scored.
-  A token at window position p has p tokens of context (ALiBi paper, lm-evaluation-harness).
-* ``sliding``: windows start every ``stride`` tokens, ``[0, L), [S, S+L), ...``; each window
-  scores only its last ``stride`` positions, ``L - S .. L - 1``. The scored targets of
-  successive windows are contiguous and disjoint, so each token is scored exactly once, and
-  each with at least ``L - S`` tokens of context, the first window included (the PI and YaRN
-  papers use S = 256; their code also scores the whole first window, which this does not).
-  With ``stride = L`` it is the non-overlapping protocol.
-
-The NLL is averaged over tokens. Per-token NLLs are computed in float32 and summed in float64.
-
-Uncertainty (``interval``): every window scores the same number of tokens, so the overall NLL
-is the mean of the windows' mean NLLs. Its standard error is the sample standard deviation of
-those per-window means over the square root of the number of windows, and the 95% interval of
-the perplexity is exp(NLL ± q SE), q the t quantile with windows - 1 degrees of freedom (1.96
-past 31 windows). Windows are adjacent stretches of one held-out text, so
-this treats them as independent draws: it measures how much the number moves with which text
-is scored, not the spread over seeds (which ``posx report`` shows separately).
+Per window position, the summed NLL and count of scored tokens, so the per-position curve and the
+overall NLL come from the same numbers (float32 NLLs summed in float64). ``sliding`` scores each
+token once with at least L - S of context, the first window included (unlike the PI and YaRN code).
+The interval treats windows as independent draws: how much the number moves with the text scored.
 """
 
 from __future__ import annotations
@@ -85,8 +67,7 @@ class Interval:
 
 
 def interval(window_sum: np.ndarray, tokens: int) -> Interval:
-    """The interval of a mean NLL from its windows' summed NLLs (each window scores the same
-    number of tokens); NaN bounds with fewer than two windows or a non-finite NLL."""
+    """The interval of a mean NLL from its windows' summed NLLs; NaN with under two windows or a non-finite NLL."""
     n = len(window_sum)
     if n < 2 or tokens <= 0 or not np.isfinite(window_sum).all():
         return Interval(math.nan, math.nan, math.nan, n)
@@ -98,8 +79,7 @@ def interval(window_sum: np.ndarray, tokens: int) -> Interval:
 
 
 def eval_lengths(factors, train_context: int) -> list[int]:
-    """The evaluated lengths, round(factor x T), in the order of ``factors``; two factors that
-    round to the same length are one line (they would score the same windows twice)."""
+    """The lengths round(factor x T), in order; two factors of one length are refused."""
     lengths: dict[int, float] = {}
     for f in factors:
         L = evaluated_length(f, train_context)
@@ -113,8 +93,7 @@ def eval_lengths(factors, train_context: int) -> list[int]:
 
 
 def eval_rows(ev: EvalConfig, train_context: int) -> list[tuple[float, int]]:
-    """(RoPE scale, length) of each length an evaluation scores (``eval_lengths``): the rows the
-    evaluation computes and the rows its checks before any work compute first."""
+    """(RoPE scale, length) of each length an evaluation scores."""
     return [(rope_scale(ev.scale, L, train_context), L) for L in eval_lengths(ev.factors, train_context)]
 
 
@@ -146,6 +125,15 @@ def tokens_for(protocol: str, requested: int, lengths: list[int], strides: list[
     return tokens
 
 
+def require_held_out(val, n_tokens: int, needed: int) -> None:
+    """A one-line error when ``val`` has fewer than the ``needed`` tokens an evaluation reads."""
+    if len(val) < needed:
+        raise PosxError(
+            f"the held-out split has {len(val)} tokens but eval.tokens asks for {n_tokens} "
+            f"at each length ({needed} read); lower eval.tokens or use more data"
+        )
+
+
 def tokens_needed(length: int, stride: int, n_tokens: int) -> int:
     """Held-out tokens read: the last window starts at n_tokens - stride, plus its target."""
     return n_tokens - stride + length + 1
@@ -164,10 +152,8 @@ NLL_CHUNK = 8192  # positions whose logits are upcast to float32 at once (token_
 
 
 def token_nll(logits: torch.Tensor, targets: torch.Tensor, chunk: int = NLL_CHUNK) -> torch.Tensor:
-    """Float32 NLL of every position, (B*L,), of logits (B, L, vocab) against targets (B, L).
-    Computed over ``chunk`` positions at a time, so the float32 copy of the logits is at most
-    chunk x vocab (a large-vocabulary checkpoint's bf16 logits upcast at once would double
-    and then some); each position's value is the same as in one call."""
+    """Float32 NLL (B*L,) of logits (B, L, vocab) against targets (B, L), upcast ``chunk`` positions at a
+    time (a large vocabulary's bf16 logits upcast at once would more than double in memory)."""
     flat, y = logits.flatten(0, 1), targets.flatten()
     spans = range(0, len(y), chunk)
     return torch.cat([F.cross_entropy(flat[i : i + chunk].float(), y[i : i + chunk], reduction="none") for i in spans])
@@ -184,13 +170,9 @@ def score(
     device: torch.device,
     starts: list[int] | None = None,
 ) -> Scores:
-    """Score ``n_tokens`` targets of ``tokens`` with windows of ``length`` every ``stride`` tokens.
-
-    Window k covers tokens[k*S : k*S + L] and scores its positions L-S .. L-1, whose targets
-    are tokens[k*S + L-S + 1 .. k*S + L]. ``n_tokens`` must be a multiple of ``stride``.
-    ``starts``: the windows' offsets instead of k*S (``posx.eval.documents``: windows inside
-    documents).
-    """
+    """Score ``n_tokens`` (a multiple of ``stride``) targets of ``tokens``: window k covers
+    tokens[k*S : k*S + L] and scores positions L-S .. L-1. ``starts``: the windows' offsets instead
+    of k*S (``posx.eval.documents``)."""
     if n_tokens % stride:
         raise PosxError(f"{n_tokens} scored tokens is not a multiple of the stride {stride}")
     if starts is None:
@@ -224,8 +206,7 @@ def bucket_width_for(width: int | None, train_context: int) -> int:
 
 
 def buckets(scores: Scores, width: int) -> list[tuple[int, int, float, int]]:
-    """(start, end, nll_sum, count) for each bucket [start, end) of window positions that
-    holds scored tokens; every scored position falls in exactly one bucket."""
+    """(start, end, nll_sum, count) of each bucket of window positions that holds scored tokens."""
     out = []
     length = len(scores.count)
     for start in range(0, length, width):

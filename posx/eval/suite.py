@@ -1,13 +1,6 @@
-"""The synthetic task suite in an evaluation: samples per (length, task), scored per cell.
-
-Each task of ``eval.tasks`` gets ``eval.task_options.trials`` samples at every length, built
-from the held-out split (``posx.tasks.registry``), the same for every method; each cell
-(method at a length) scores them teacher-forced, or by greedy decoding with
-``eval.task_scoring=generate`` (``posx.tasks.scoring``), and writes one
-tasks.csv row per (task, depth bucket). The ``passkey`` task's samples are passkey.csv's prompt
-trials (when ``shares_passkey``): each cell scores them once and both tables read that one
-scoring. A cell that was not scored (``out_of_range``, ``not_applicable``, ...) writes its
-status in each of its rows.
+"""The synthetic task suite in an evaluation: samples per (length, task), scored per cell, one
+tasks.csv row per (task, depth bucket) (docs/evaluation.md, "The task suite"). The ``passkey``
+task's samples are passkey.csv's prompt trials when ``shares_passkey``: each cell scores them once.
 """
 
 from __future__ import annotations
@@ -22,8 +15,7 @@ from posx.tasks.base import Sample, varied
 
 
 def passkey_samples(source, length: int, opts, tokenizer) -> list[Sample]:
-    """The passkey's prompt trials (``posx.eval.passkey.make_trials``) as samples, drawn with
-    ``eval.task_options``' trials, digits, depth buckets and seed: where those equal
+    """The passkey's prompt trials as samples, drawn with ``eval.task_options``: where those equal
     ``eval.passkey``'s (``shares_passkey``), the very trials of passkey.csv."""
     made = passkey.make_trials(
         source, length, "prompt", opts.trials, opts.digits, opts.depth_buckets, opts.seed, tokenizer
@@ -36,9 +28,7 @@ def passkey_samples(source, length: int, opts, tokenizer) -> list[Sample]:
 
 
 def samples_of(task: str, val, length: int, opts, tokenizer, stream: int = 0) -> list[Sample]:
-    """The samples of one task at one length; the passkey's are its own trials in the fixed
-    layout (with the varied one, the generator's, which plant digit distractors). ``stream``:
-    ``registry.make_samples``' (the passkey's own trials have none)."""
+    """The samples of one task at one length; the fixed layout's passkey samples are its own trials."""
     if task == "passkey" and not varied(opts):
         return passkey_samples(val, length, opts, tokenizer)
     return registry.make_samples(task, val, length, opts.trials, opts, opts.seed, tokenizer, stream)
@@ -51,9 +41,7 @@ def make_suite(val, lengths: list[int], ev: EvalConfig, tokenizer) -> dict:
 
 
 def shares_passkey(ev: EvalConfig) -> bool:
-    """Whether the suite's ``passkey`` samples are passkey.csv's prompt trials (the task is on, the
-    prompt variant is evaluated, and both draw with the same trials, digits, depth buckets and
-    seed): then each cell scores them once, for both tables (``posx.eval.passkey.score``)."""
+    """Whether the suite's ``passkey`` samples are passkey.csv's prompt trials (scored once for both)."""
     pk, opts = ev.passkey, ev.task_options
     drawn = [(c.trials, c.digits, c.depth_buckets, c.seed) for c in (pk, opts)]
     forced = str(ev.task_scoring) == "teacher_forced"  # passkey.csv is teacher-forced
@@ -70,9 +58,7 @@ def shares_passkey(ev: EvalConfig) -> bool:
 def score_suite(
     model, suite: dict, length: int, batch_tokens: int, device: torch.device, done: dict, generate: bool = False
 ) -> dict:
-    """{task: per-sample results} of the samples at ``length`` (run inside the cell's rescaling);
-    a task in ``done`` ({task: results}, scored already from the same samples) is not run again.
-    ``generate``: exact answers from greedy decoding (``eval.task_scoring=generate``)."""
+    """{task: per-sample results} at ``length``, but for the tasks ``done``; ``generate``: greedy decoding."""
     score = scoring.generate_samples if generate else scoring.score_samples
     return {
         task: done[task] if task in done else score(model, samples, batch_tokens, device)

@@ -1,9 +1,6 @@
-"""Sweep-level tables: one ``sweep.csv`` combining every job's extrapolation table.
-
-Each job that evaluates itself calls ``update_sweep_table`` when it is done. Jobs of one
-sweep may run at once (joblib, SLURM), so the read-combine-write happens under an
-exclusive lock on the sweep directory and the file is replaced atomically: whichever job
-finishes last writes the complete table, and no reader ever sees a half-written one.
+"""A sweep's ``sweep.csv``: every job's extrapolation table, rewritten by each job that evaluates
+itself. Jobs may run at once, so it is read, combined and replaced atomically under an exclusive
+lock on the sweep directory: the last job writes the complete table, no reader sees half of one.
 """
 
 from __future__ import annotations

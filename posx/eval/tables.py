@@ -1,11 +1,5 @@
-"""The tables an evaluation writes, and how they are shown.
-
-``extrapolation.csv`` (and .md): one row per (method, length), or per (stage, length) for
-an extended run. ``positions.csv``: mean NLL per bucket of window positions. ``passkey.csv``:
-passkey retrieval per (method, length, variant, depth range). ``tasks.csv``: the synthetic
-tasks (``posx.tasks``) per (method, length, task, depth range). An evaluation is an
-``Evaluation``; ``write_tables`` writes all of it, each file replaced atomically.
-"""
+"""The tables an evaluation writes (``Evaluation``; columns: docs/run-directory.md), how they are
+read back checked, and shown."""
 
 from __future__ import annotations
 
@@ -27,9 +21,8 @@ from posx.runs.paths import display_name
 
 
 def perplexity(nll: float) -> float:
-    """exp(``nll``), ``inf`` past what a float holds (a diverged model's loss is a result, not a
-    crash); NaN stays NaN. Every perplexity posx computes from a loss goes through here (without torch:
-    listings and reports read it too)."""
+    """exp(``nll``), ``inf`` past what a float holds (a diverged loss is a result, not a crash). Every
+    perplexity posx computes goes through here (without torch: listings and reports read it too)."""
     try:
         return math.exp(nll)
     except OverflowError:
@@ -42,12 +35,7 @@ COLUMNS = [
     "stage", "absolute_beyond", "within_documents", "documents", "nll_se", "ppl_lo", "ppl_hi", "windows", "eval_id",
     "bytes", "bpb", "bpb_lo", "bpb_hi", "window_start", "normalisation",
 ]  # fmt: skip
-# bytes: UTF-8 bytes of the text the scored tokens cover; bpb: bits per byte, nll x tokens / ln 2 / bytes, with
-# its 95% interval (posx.eval.bytecount); window_start: what starts a window (stream: every stride tokens of the
-# held-out text, documents: a document start); normalisation: how the NLL averages (token: over scored tokens).
-# nll_se: standard error of the mean NLL over the scored windows; ppl_lo/ppl_hi: the 95% interval
-# exp(nll -/+ q nll_se), q Student's t (posx.eval.scoring.interval); eval_id: the identity of the evaluation
-# settings (posx.eval.history), the name of the eval/<eval_id>/ folder that keeps this table.
+# Every table's columns are described in docs/run-directory.md.
 POSITION_COLUMNS = [*KEYS, "protocol", "bucket_start", "bucket_end", "tokens", "nll", "stage"]
 PASSKEY_COLUMNS = [*KEYS, "variant", "depth_lo", "depth_hi", "trials", "accuracy", "key_nll", "status"]
 TASK_COLUMNS = [
@@ -56,9 +44,6 @@ TASK_COLUMNS = [
 ]  # fmt: skip
 CURVE = "task_curve.csv"  # written by training (posx.train.taskcurve), not by an evaluation
 CURVE_COLUMNS = ["step", "tokens", "task", "trials", "accuracy", "token_accuracy", "answer_nll"]
-# accuracy: share of samples whose every answer token is the argmax (exact), accuracy_lo/hi its 95% Wilson
-# interval; token_accuracy: mean share of right answer tokens; answer_nll: mean NLL per answer token (nats),
-# answer_nll_se its standard error over samples (posx.tasks.scoring).
 DEFAULT_PROTOCOL = "nonoverlapping"  # eval.protocol's default, and that of tables written before it existed
 # Columns added to extrapolation.csv after its first version, with the value an older table implies.
 ADDED_COLUMNS = {
@@ -94,8 +79,7 @@ TABLE_COLUMNS = {
     "tasks.csv": TASK_COLUMNS,
     CURVE: CURVE_COLUMNS,
 }
-# The columns that hold no number (names, statuses, flags); every other column is numeric, and a
-# value there that is not a number is a damaged table.
+# The columns that hold no number; a value that is not a number in any other marks a damaged table.
 NOT_NUMBERS = {"run", "pos", "method", "status", "protocol", "stage", "absolute_beyond", "within_documents", "eval_id",
                 "window_start", "normalisation", "variant", "task"}  # fmt: skip
 NUMERIC = {c for columns in TABLE_COLUMNS.values() for c in columns} - NOT_NUMBERS
@@ -107,8 +91,7 @@ OPTIONAL = {
     "tasks.csv": {},
     CURVE: {},
 }
-# Read as text in every table: a run named 2024, or an evaluation id such as 4160285e10 (a hash in
-# hex), is not a number.
+# Read as text: a run named 2024, or an evaluation id such as 4160285e10 (hex), is not a number.
 TEXT = {"run": str, "eval_id": str}
 # Per table: what every version has and reading it needs; any other column of today's may be absent (empty).
 REQUIRED = {
@@ -118,8 +101,7 @@ REQUIRED = {
     "tasks.csv": ["pos", "eval_context", "factor", "method", "task", "trials", "accuracy", "answer_nll", "status"],
     CURVE: CURVE_COLUMNS,
 }
-# Per table: the cells that say which cell of the evaluation a row is; every row fills them (the
-# report's reader, posx.report.store.scan, checks the same). Every version has them (REQUIRED).
+# Per table: the cells that say which cell of the evaluation a row is, filled in every row of every version.
 KEYED = {
     "extrapolation.csv": ["pos", "train_context", "eval_context", "factor", "method", "status"],
     "positions.csv": ["pos", "eval_context", "factor", "method", "bucket_start", "bucket_end"],
@@ -127,9 +109,8 @@ KEYED = {
     "tasks.csv": ["pos", "eval_context", "factor", "method", "task", "status"],
     CURVE: ["step", "tokens", "task", "trials"],
 }
-# Per table: the range of a numeric column (lo, hi, whole numbers only); a score may be empty only
-# where no trial was scored (trials 0). The evaluation tables' ranges are checked by their readers'
-# statuses; the learning curve, which no status guards, here.
+# Per table: (lo, hi, whole numbers only) of a numeric column, a score empty only with no trial; only the
+# learning curve, which no status guards (the evaluation tables' readers check their statuses).
 SCORES = ("accuracy", "token_accuracy", "answer_nll")
 RANGES = {
     CURVE: {"step": (0, MAX_STEPS, True), "tokens": (0, MAX_STEPS * MAX_CONTEXT, True), "trials": (0, MAX_STEPS, True),
@@ -138,8 +119,7 @@ RANGES = {
 
 
 def position_rows(row: dict, buckets, stage: str) -> list[dict]:
-    """positions.csv rows of one scored cell ``row``: the mean NLL of each bucket
-    ``(start, end, total, count)`` of ``posx.eval.scoring.buckets``."""
+    """positions.csv rows of one scored cell: the mean NLL of each ``scoring.buckets`` bucket."""
     keys = {k: row[k] for k in KEYS}
     return [
         {**keys, "protocol": row["protocol"], "bucket_start": start, "bucket_end": end, "tokens": count,
@@ -149,12 +129,9 @@ def position_rows(row: dict, buckets, stage: str) -> list[dict]:
 
 
 def read_table(path: Path, run_dir: Path | None = None) -> pd.DataFrame:
-    """One of a run's tables (named by its file name), of any posx version, checked: the
-    columns reading it needs, every row as wide as the header (a file cut short ends in a short
-    row), the cells naming each row's cell filled (``KEYED``), numbers where numbers belong;
-    every column of today's table (those an older table lacks hold the value it implies, else
-    are empty). A damaged table is a one-line PosxError naming the file and telling to evaluate
-    ``run_dir`` (the file's folder unless given) again: posx writes the whole table or none."""
+    """One of a run's tables, of any posx version, checked (columns, row widths, ``KEYED`` cells,
+    numbers), with every column of today's (an older table's missing ones hold their implied value).
+    A damaged table is one line naming the file and telling to evaluate ``run_dir`` again."""
     path = Path(path)
     name = path.name
     fix = curve_fix(path) if name == CURVE else refit(path.parent if run_dir is None else run_dir)
@@ -187,8 +164,7 @@ def read_table(path: Path, run_dir: Path | None = None) -> pd.DataFrame:
 
 
 def curve_fix(path: Path) -> str:
-    """How to get past a damaged learning curve: training wrote it, and nothing can score again the
-    weights it measured."""
+    """How to get past a damaged learning curve (nothing can score again the weights it measured)."""
     return (
         f"move {path.name} aside (a report then draws no learning curve for this run; a resumed run "
         "records one from its checkpoint on)"
@@ -196,8 +172,7 @@ def curve_fix(path: Path) -> str:
 
 
 def _check_ranges(path: Path, df: pd.DataFrame, ranges: dict, fix: str) -> None:
-    """Each ranged column within its range (whole where counted; a score empty only with no trial),
-    and a learning curve's steps increasing per task, its tokens with them."""
+    """Each ranged column within its range, and a curve's steps and tokens increasing per task."""
     for column, (lo, hi, whole) in ranges.items():
         values = df[column]
         empty = values.isna() & ~((df["trials"] == 0) & (column in SCORES))
@@ -219,8 +194,7 @@ def _check_ranges(path: Path, df: pd.DataFrame, ranges: dict, fix: str) -> None:
 
 
 def refit(run_dir: Path) -> str:
-    """How to replace a damaged table of ``run_dir``: evaluate it again (``--force``: even when an
-    evaluation with its settings is stored, which may be the damaged one)."""
+    """How to replace a damaged table: evaluate again with ``--force`` (the stored one may be damaged)."""
     return f"evaluate the run again: posx eval-extrapolate {display_name(run_dir)} --force"
 
 
@@ -232,8 +206,7 @@ def _text(path: Path, fix: str) -> str:
 
 
 def ends_a_line(path: Path) -> bool:
-    """Whether ``path`` is empty or ends with a line break, as every table posx writes does (False
-    when it cannot be read: ``read_table`` then says why)."""
+    """Whether ``path`` is empty or ends with a line break, as posx's tables do (False if unreadable)."""
     try:
         with open(path, "rb") as f:
             size = f.seek(0, os.SEEK_END)
@@ -243,8 +216,7 @@ def ends_a_line(path: Path) -> bool:
 
 
 def _check_widths(path: Path, text: str, fix: str) -> None:
-    """Every row as wide as the header: pandas would fill a short row (a file cut mid-row) with
-    empty cells, and the report's reader (posx.report.store.scan) refuses it."""
+    """Every row as wide as the header (pandas would pad a row cut short with empty cells)."""
     reader = csv.reader(io.StringIO(text))
     rows = (row for row in reader if row)  # pandas skips blank lines too
     number = 0
@@ -280,9 +252,8 @@ def _first(flags: pd.Series) -> int:
 
 
 def write_tables(result: Evaluation, run_dir: Path) -> list[Path]:
-    """extrapolation.csv and .md, positions.csv, passkey.csv and tasks.csv, each replaced atomically.
-    A positions.csv, passkey.csv or tasks.csv left by an earlier evaluation is removed when this one has
-    none, so no table describes another evaluation than its neighbours."""
+    """Every table of ``result``, each replaced atomically; one this evaluation lacks is removed, so no
+    table describes another evaluation than its neighbours."""
     df = result.table
     with files.atomic_path(run_dir / "extrapolation.csv") as tmp:
         df.to_csv(tmp, index=False)
@@ -303,18 +274,14 @@ def write_tables(result: Evaluation, run_dir: Path) -> list[Path]:
 
 
 def left_out(settings: dict | None, extended: bool) -> set[str]:
-    """The tables an evaluation with these settings (an eval.yaml's, None for one written before
-    those records) does not write by design, so a report does not call them missing: passkey.csv
-    for an extended run (scored zero-shot and extended only) and when the passkey is off
-    (``eval.passkey.enabled=false`` or no variants). A record too damaged to say expects it."""
+    """The tables left out by design (passkey.csv: an extended run, or the passkey off)."""
     pk = (settings or {}).get("passkey")
     off = isinstance(pk, dict) and (pk.get("enabled") is False or pk.get("variants") == [])
     return {"passkey.csv"} if extended or off else set()
 
 
 def rich_table(df: pd.DataFrame, title: str) -> Table:
-    """Methods (and stages, when there are two) by rows, factors by columns, perplexity (or
-    the status) in the cells."""
+    """Methods (and stages) by rows, factors by columns, perplexity or status in the cells."""
     factors = sorted(df["factor"].unique())
     if df["stage"].nunique() > 1:
         df = df.assign(method=df["method"] + " " + df["stage"])
@@ -339,8 +306,7 @@ def _half_width(row) -> str:
 
 
 def passkey_table(pk: pd.DataFrame, title: str, by: str = "variant") -> Table:
-    """Method x ``by`` (the passkey variant, or the task of tasks.csv) by rows, factors by
-    columns, exact answers over all depths in the cells."""
+    """Method x ``by`` (passkey variant or task) by rows, factors by columns, exact answers in the cells."""
     factors = sorted(pk["factor"].unique())
     table = Table(title=title)
     table.add_column("method")

@@ -1,23 +1,8 @@
 """What every task generator shares: a sample, the text it is built from, and how it is assembled.
 
-A sample is a sequence of exactly L token ids assembled from pieces, each encoded on its own
-(as the passkey does, ``posx.eval.passkey``): haystack text cut from a token split, needles
-planted into it at chosen depths, and a tail that asks the question and holds the answer.
-Encoding each piece on its own makes the answer's token positions exact with any tokenizer (a
-BPE cannot merge an answer with the text around it), at the price of a tokenisation the
-tokenizer would not choose for the whole string; the needle and the answer are tokenised alike.
-
-Layout (``eval.task_options.layout``): ``fixed`` gives every sample of a length the same
-counts and lengths (the number of MQAR pairs, the copied span, the distractors), so only the
-needle's depth varies; ``varied`` draws them from ranges at every length, so a model trained at
-T sees the distances up to T, and a longer sequence is the same task with more filler (each
-generator's docstring says what it draws).
-
-Depth is the share of the haystack before the needle a sample is about (0: at the start of the
-sequence, farthest from the question; near 1: right before it). Samples are stratified over
-``depth_buckets`` equal depth ranges, as the passkey trials are. Every random choice comes from
-a numpy generator seeded by (seed, length, task), so every method at a length sees the same
-samples, and a training batch drawn at (seed, step) is the same on every run of that seed.
+A sample is L token ids: haystack, needles planted at depths (the share of the haystack before
+them), and a tail that asks and answers. Each piece is encoded on its own, so the answer's token
+positions are exact with any tokenizer. Draws are seeded by (seed, length, task) (docs/evaluation.md).
 """
 
 from __future__ import annotations
@@ -37,8 +22,7 @@ LAYOUTS = ("fixed", "varied")  # eval.task_options.layout (posx.schema.tasks.Tas
 
 
 def varied(opts) -> bool:
-    """Whether ``opts`` asks for the varied layout: the counts and lengths of a sample drawn from
-    ranges at every length (docs/tasks.md), instead of one layout per length (``fixed``)."""
+    """Whether ``opts`` draws a sample's counts and lengths from ranges at every length (not ``fixed``)."""
     return str(opts.layout) == "varied"
 
 
@@ -76,9 +60,8 @@ KEYS = {"eval.": {"options": "eval.task_options", "tasks": "eval.tasks"},
 
 
 class TaskError(PosxError):
-    """A task that cannot be made with the sizes or the data given. ``said`` names its keys as
-    ``{options}`` and ``{tasks}``, filled with those of ``group`` (``eval.`` by default, as an
-    evaluation's generators are told; the training mix's callers re-raise it ``of("data.")``)."""
+    """A task that cannot be made with the sizes or data given; ``said`` names its keys as ``{options}``
+    and ``{tasks}`` of ``group`` (the training mix re-raises it ``of("data.")``)."""
 
     def __init__(self, said: str, group: str = "eval."):
         self.said = said
@@ -94,31 +77,36 @@ def too_few(needed: int, what: str, option: str) -> TaskError:
 
 
 def _more_than(n: int, base: int, places: int) -> bool:
-    """Whether ``n`` > base ** places, without the power when it is certainly larger (its cost
-    stays that of a small number, whatever ``places`` is)."""
+    """Whether ``n`` > base ** places, without computing a power that is certainly larger."""
     return places * math.log2(base) < 64 and n > base**places
+
+
+def _distinct(n: int, draw: Callable[[], str]) -> list[str]:
+    """``n`` distinct values of ``draw``, in the order first drawn."""
+    out: dict[str, None] = {}
+    while len(out) < n:
+        out[draw()] = None
+    return list(out)
 
 
 def words(rng: np.random.Generator, n: int, letters: int) -> list[str]:
     """``n`` distinct random lowercase words of ``letters`` letters."""
     if _more_than(n, len(LETTERS), letters):
         raise too_few(n, f"words of {letters} letters", "key_letters")
-    out: dict[str, None] = {}
-    while len(out) < n:
-        out["".join(rng.choice(LETTERS, letters))] = None
-    return list(out)
+    return _distinct(n, lambda: "".join(rng.choice(LETTERS, letters)))
 
 
 def numbers(rng: np.random.Generator, n: int, digits: int, distinct: bool = True) -> list[str]:
     """``n`` random numbers of ``digits`` digits (leading zeros allowed), distinct unless not ``distinct``."""
+
+    def draw() -> str:
+        return "".join(str(d) for d in rng.integers(0, 10, digits))
+
     if not distinct:
-        return ["".join(str(d) for d in rng.integers(0, 10, digits)) for _ in range(n)]
+        return [draw() for _ in range(n)]
     if _more_than(n, 10, digits):
         raise too_few(n, f"values of {digits} digits", "digits")
-    out: dict[str, None] = {}
-    while len(out) < n:
-        out["".join(str(d) for d in rng.integers(0, 10, digits))] = None
-    return list(out)
+    return _distinct(n, draw)
 
 
 def depth_of(rng: np.random.Generator, trial: int, buckets: int) -> tuple[float, int]:
@@ -133,9 +121,7 @@ def later_depths(rng: np.random.Generator, first: float, n: int) -> list[float]:
 
 
 def scrub(filler: np.ndarray, avoid: tuple) -> np.ndarray:
-    """``filler`` with every occurrence of a marker in ``avoid`` broken: the occurrence's first id
-    becomes the filler's most frequent id that is in no marker (so no new occurrence can form).
-    A filler that holds none comes back as it is; one made only of marker ids is refused."""
+    """``filler`` with each occurrence of a marker in ``avoid`` broken by its most frequent unmarked id."""
     hits = [(i, len(m)) for m in avoid for i in starts(filler, np.asarray(m))]
     if not hits:
         return filler
@@ -161,10 +147,8 @@ def starts(haystack: np.ndarray, marker: np.ndarray) -> np.ndarray:
 
 
 def haystack(ctx: Context, filler_len: int, avoid: tuple = ()) -> tuple[int, np.ndarray]:
-    """(offset, ``filler_len`` ids) cut from the haystack split at a random offset, with every
-    occurrence of a marker in ``avoid`` broken (``scrub``): a cue or mark the task plants is
-    unique in its sequence. A window that holds none is unchanged, and no window is redrawn, so
-    the random stream (and every later sample) is the same as without ``avoid``."""
+    """(offset, ``filler_len`` ids) at a random offset of the haystack split, ``scrub``bed of ``avoid``;
+    no window is redrawn, so the random stream is the same as without ``avoid``."""
     if len(ctx.source) < filler_len:
         raise TaskError(
             f"the haystack split has {len(ctx.source)} tokens, too few for {filler_len} tokens of filler; "
@@ -175,22 +159,18 @@ def haystack(ctx: Context, filler_len: int, avoid: tuple = ()) -> tuple[int, np.
     return offset, scrub(filler, avoid)
 
 
-def assemble(
-    ctx: Context, length: int, needles: list, tail: list, avoid: tuple = ()
-) -> tuple[np.ndarray, np.ndarray, list] | None:
-    """Haystack with ``needles`` [(depth, ids)] planted in depth order, then ``tail`` [(ids, scored)].
-
-    Returns (tokens (L,), answer indices, [(start, ids)] of the needles), or None when the needles
-    and tail leave no room for haystack at this length. The haystack holds none of ``avoid``.
-    """
-    fixed = sum(len(ids) for _, ids in needles) + sum(len(ids) for ids, _ in tail)
-    filler_len = length - fixed
+def sample(
+    ctx: Context, length: int, needles: list, tail: list, depth: float, bucket: int, avoid: tuple = ()
+) -> Sample | None:
+    """Haystack free of ``avoid`` with ``needles`` [(depth, ids)] planted in depth order, then ``tail``
+    [(ids, scored)]; None when the needles and tail leave no room for haystack at this length."""
+    filler_len = length - sum(len(ids) for _, ids in needles) - sum(len(ids) for ids, _ in tail)
     if filler_len < 1:
         return None
     _, filler = haystack(ctx, filler_len, avoid)
     parts, planted, at, prev = [], [], 0, 0
-    for depth, ids in sorted(needles, key=lambda n: n[0]):  # stable: equal depths keep their order
-        cut = min(filler_len, max(prev, int(depth * filler_len)))
+    for d, ids in sorted(needles, key=lambda n: n[0]):  # stable: equal depths keep their order
+        cut = min(filler_len, max(prev, int(d * filler_len)))
         parts.append(filler[prev:cut])
         at += cut - prev
         planted.append((at, ids))
@@ -206,15 +186,14 @@ def assemble(
         at += len(ids)
     tokens = np.concatenate(parts).astype(np.int64)
     assert len(tokens) == length, (len(tokens), length)
-    return tokens, np.asarray(answer, dtype=np.int64), planted
+    return Sample(tokens, np.asarray(answer, dtype=np.int64), depth, bucket, planted)
 
 
-def sample(
-    ctx: Context, length: int, needles: list, tail: list, depth: float, bucket: int, avoid: tuple = ()
-) -> Sample | None:
-    """``assemble`` as a Sample (None when it does not fit)."""
-    made = assemble(ctx, length, needles, tail, avoid)
-    if made is None:
-        return None
-    tokens, answer, planted = made
-    return Sample(tokens, answer, depth, bucket, planted)
+def answers(ctx: Context, question: np.ndarray, items: list[str], separator: str) -> list:
+    """A tail: ``question`` (given), then ``items`` in order (scored), ``separator`` (given) between them."""
+    tail = [(question, False)]
+    for i, item in enumerate(items):
+        if i:
+            tail.append((ctx.encode(separator), False))
+        tail.append((ctx.encode(item), True))
+    return tail

@@ -1,19 +1,5 @@
-"""Chance level of a task's exact answers at a length, from its options alone.
-
-The share of samples a model answers exactly when it knows the answer's format but not where
-the answer is. For the retrieval tasks that plant candidates, it picks one of the candidates in
-the sequence uniformly, for each question:
-
-* ``mqar`` and ``mqar_more``: one of the n values for each of the ``queries``, (1/n)^queries,
-  averaged over the number of pairs n the layout draws (``posx.tasks.mqar``);
-* ``niah_multikey``: one of the 1 + d needles' values, 1/(1 + d), averaged over the distractors d;
-* ``niah``: 1: the one needle's value is the only candidate, so copying it scores;
-* ``passkey``: 1/(1 + ``distractors``) with the varied layout's digit distractors; 1 with the
-  fixed layout, whose key is the only number planted (copying the digits scores);
-* ``copy``: it guesses each scored letter, 26^-(letters - cue), averaged over the span lengths.
-
-The other tasks have no stated chance level (NaN). A length that cannot hold the task: NaN.
-"""
+"""Chance level of a task's exact answers from its options and the length alone: one of the planted
+candidates picked uniformly per question (docs/evaluation.md, "Chance levels"); NaN where none is stated."""
 
 from __future__ import annotations
 
@@ -26,7 +12,7 @@ from posx.tasks.base import LETTERS, varied
 
 
 def chance(task: str, opts, length: int) -> float:
-    """The chance level of the module docstring for ``task`` at ``length`` with ``opts``."""
+    """The chance level of ``task`` at ``length`` with ``opts``."""
     rule = RULES.get(task)
     return math.nan if rule is None else rule(opts, length)
 

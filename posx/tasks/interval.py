@@ -1,5 +1,5 @@
-"""The 95% Wilson score interval of a proportion (Wilson 1927): task scoring writes it per depth
-bucket, and the report draws it for a single seed. Plain arithmetic, so the report imports no torch."""
+"""The 95% Wilson score interval of a proportion (Wilson 1927), in plain arithmetic so the report
+imports no torch."""
 
 from __future__ import annotations
 

@@ -1,27 +1,10 @@
 """Multi-query associative recall, after zoology (Arora et al., ICLR 2024, arXiv 2312.04927).
 
-The sequence is key-value pairs ``<key>:<value> `` (keys distinct lowercase words, values
-random numbers, repeats allowed) as many as fit (and as there are keys of ``key_letters``),
-then ``queries`` of them again: each query gives the key and the colon, and the value's tokens
-are scored. ``separator`` stands for the colon; with none (``''``) the pairs are zoology's,
-``<key><value> ``, where the key's last token is followed by the value, so one token of context
-finds it, while a colon after the key asks a model to match the two tokens before it.
-There is no haystack: the pairs are the context, so a longer
-sequence holds more pairs and each query has more to choose from (the zoology setting, with the
-number of pairs growing with the length). The first query asks for the pair at the sample's
-depth (its index over the number of pairs; with few pairs that index moves the depth into
-another bucket, and the bucket of the depth it has is the one recorded), the others for distinct pairs drawn at random.
-Spaces at the start make up the tokens that no whole pair fills.
-
-With the varied layout (``eval.task_options.layout=varied``) the number of pairs is drawn
-uniformly from ``pair_range`` (``min_pairs`` .. ``pairs``, within what fits) at every length, and
-the spaces are spread in random gaps between the pairs, so the distance from a query to its key
-takes every value up to the length: a longer sequence is the same task with more filler.
-``mqar_more`` is the harder task past T: its range of pairs grows with the length
-(``scaled_range``: ``min_pairs`` and ``pairs`` times length / ``base_length``), as the fixed
-layout's pairs do. Greedy decoding
-(``eval.task_scoring=generate``) is given each query and decodes its value (``Sample.asked``):
-no model can generate the next query's key.
+Key-value pairs, then ``queries`` of the keys again, each value scored; no haystack, so a longer
+sequence holds more pairs. With no ``separator`` one token of context finds the value (zoology's
+setting); a colon asks a model to match the two tokens before it. The first query asks for the
+pair at the sample's depth (the bucket of the depth it gets is recorded). Layouts and
+``mqar_more``: docs/evaluation.md. Greedy decoding is given each query (``Sample.asked``).
 """
 
 from __future__ import annotations
@@ -48,15 +31,14 @@ def room(length: int, opts) -> int:
 
 
 def pair_range(length: int, opts) -> tuple[int, int]:
-    """(fewest, most) pairs of a varied-layout sample at ``length``: ``min_pairs`` (at least the
-    queries) .. ``pairs`` (0: as many as fit), within what fits; fewest > most: none fits."""
+    """(fewest, most) pairs of a varied-layout sample: ``min_pairs`` (at least the queries) ..
+    ``pairs`` (0: as many as fit), within what fits; fewest > most: none fits."""
     lo = max(opts.queries, opts.min_pairs)
     return lo, room(length, opts) if not opts.pairs else min(opts.pairs, room(length, opts))
 
 
 def scaled_range(length: int, opts) -> tuple[int, int]:
-    """``mqar_more``'s (fewest, most) pairs at ``length``: ``pair_range`` at ``base_length``, both
-    ends times length / base_length when longer (rounded), within what fits."""
+    """``mqar_more``'s (fewest, most) pairs: ``pair_range`` at ``base_length`` scaled by length / base_length."""
     base = opts.base_length or length
     lo, hi = pair_range(min(base, length), opts)
     scale = max(1.0, length / base)
@@ -79,7 +61,7 @@ def pairs_that_fit(ctx: Context, length: int, opts) -> list[tuple[np.ndarray, np
 
 
 def drawn_pairs(ctx: Context, length: int, opts, span: tuple[int, int]) -> list[tuple[np.ndarray, np.ndarray]]:
-    """A varied-layout sample's pairs: their number drawn uniformly from ``span``; [] when none fits."""
+    """Pairs, their number drawn uniformly from ``span``; [] when none fits."""
     lo, hi = span
     if lo > hi:
         return []

@@ -1,30 +1,13 @@
-"""Needle in a haystack with key-value needles, after RULER (Hsieh et al. 2024, arXiv 2404.06654).
-
-A needle is the statement ``\\n<key>=<value>\\n`` (key: lowercase letters, value: digits), planted
-in held-out text; the sequence ends with the question ``\\n<key>=`` and the answer's value
-tokens are scored. RULER's needles are sentences ("One of the special magic numbers for ... is:
-..."); these are short enough for a model trained at 128 bytes.
-
-* ``niah``: one needle, at the sample's depth.
-* ``niah_multikey``: that needle and ``distractors`` more with other keys and other values at
-  random depths; the question asks for the first one's key. With the varied layout the number
-  of distractors is drawn uniformly from 1 .. ``distractors``.
-* ``passkey`` (as generated for the training mix): the passkey's prompt format
-  (``posx.eval.passkey``), ``MARK<key>\n`` planted and ``MARK`` asked; the evaluation scores the
-  passkey's own trials instead (``posx.tasks.registry``). With the varied layout
-  ``distractors`` other numbers of the key's digits (``\n<digits>\n``) sit at random depths, so
-  copying the only digits in the window cannot score, and the evaluation scores these samples
-  (``posx.eval.suite``).
-* ``niah_multivalue``: ``answers`` needles with one key and distinct values, the first at the
-  sample's depth and the others after it; the answer is every value, in the order they appear,
-  separated by commas (the commas are given, the values scored).
+"""Needle in a haystack with key-value needles ``\\n<key>=<value>\\n``, after RULER (Hsieh et al. 2024,
+arXiv 2404.06654), short enough for a model trained at 128 bytes; ``passkey`` is the passkey's
+prompt format as the training mix (or a varied layout's evaluation) draws it. docs/evaluation.md.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from posx.tasks.base import Context, Sample, depth_of, later_depths, numbers, sample, varied, words
+from posx.tasks.base import Context, Sample, answers, depth_of, later_depths, numbers, sample, varied, words
 
 PASSKEY_MARK = "\npasskey = "  # the passkey's statement and question start with it (posx.eval.passkey)
 
@@ -46,8 +29,7 @@ def niah(ctx: Context, length: int, trial: int, opts, buckets: int) -> Sample | 
 
 
 def distractors(ctx: Context, opts) -> int:
-    """How many distractors a sample has: ``distractors``, or with the varied layout a number drawn
-    uniformly from 1 .. ``distractors`` (0 stays 0)."""
+    """``distractors``, or with the varied layout a number drawn uniformly from 1 .. ``distractors``."""
     if not varied(opts) or opts.distractors == 0:
         return opts.distractors
     return int(ctx.rng.integers(1, opts.distractors + 1))
@@ -68,12 +50,7 @@ def niah_multivalue(ctx: Context, length: int, trial: int, opts, buckets: int) -
     key, values = words(ctx.rng, 1, opts.key_letters)[0], numbers(ctx.rng, opts.answers, opts.digits)
     depths = [depth, *later_depths(ctx.rng, depth, opts.answers - 1)]
     needles = [(d, needle(ctx, key, v)) for d, v in zip(depths, values)]
-    tail = [(question(ctx, key), False)]
-    for i, v in enumerate(values):
-        if i:
-            tail.append((ctx.encode(","), False))
-        tail.append((ctx.encode(v), True))
-    return sample(ctx, length, needles, tail, depth, bucket)
+    return sample(ctx, length, needles, answers(ctx, question(ctx, key), values, ","), depth, bucket)
 
 
 def passkey(ctx: Context, length: int, trial: int, opts, buckets: int) -> Sample | None:

@@ -1,11 +1,7 @@
 """The task registry: name -> generator, and drawing a task's samples.
 
 A generator is ``f(ctx, length, trial, opts, depth_buckets) -> Sample | None`` (None: the
-length cannot hold the task). ``opts`` is ``eval.task_options`` (``TaskOptions`` in
-``posx.schema.config``), shared by evaluation and by the training mix (``posx.train.taskmix``).
-``passkey`` here is the passkey's prompt format drawn like the other tasks (the training mix
-uses it); an evaluation scores the trials of ``posx.eval.passkey`` instead
-(``posx.eval.suite``), so its tasks.csv rows match passkey.csv's prompt rows.
+length cannot hold the task); ``opts`` is a ``TaskOptions``, evaluation's or the training mix's.
 """
 
 from __future__ import annotations
@@ -33,16 +29,13 @@ VALIDATION = 1  # make_samples' stream of a training run's held-out task set (po
 def make_samples(
     task: str, source, length: int, trials: int, opts, seed: int, tokenizer=None, stream: int = 0
 ) -> list[Sample]:
-    """``trials`` samples of ``task`` at ``length`` from ``source`` (token ids), seeded by (seed,
-    length, task), and by ``stream`` too when it is not 0 (``VALIDATION``: a training run's
-    held-out set, never the evaluation's samples); [] when the length cannot hold the task."""
-    buckets = opts.depth_buckets
-    generate = GENERATORS[task]
+    """``trials`` samples of ``task`` at ``length``, seeded by (seed, length, task) and a non-zero
+    ``stream`` (``VALIDATION``); [] when the length cannot hold the task."""
     rng = np.random.default_rng([seed, length, TASKS.index(task), *([stream] if stream else [])])
     ctx = Context(np.asarray(source), encoder(tokenizer), rng)
     out = []
     for t in range(trials):
-        made = generate(ctx, length, t, opts, buckets)
+        made = GENERATORS[task](ctx, length, t, opts, opts.depth_buckets)
         if made is None:
             return []
         out.append(made)

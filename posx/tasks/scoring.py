@@ -1,21 +1,9 @@
-"""Teacher-forced scoring of task samples, and their summary per depth bucket.
+"""Scoring of task samples, and their summary per depth bucket (docs/evaluation.md).
 
-One forward pass per sample: the logits at position p - 1 predict the token at p, for every
-scored answer position p. Per sample: the mean NLL of its answer tokens (nats), the share of
-answer tokens whose argmax is right (token accuracy), and whether all are (exact: what greedy
-decoding would reproduce when the separators between answer parts are given, the argument of
-``posx.eval.passkey``). A bucket's accuracy is the share of exact samples with its 95% Wilson
-score interval (Wilson 1927); its NLL is the mean over samples with the standard error over samples.
-
-``generate_samples`` scores as RULER does (Hsieh et al. 2024): greedy decoding from the question
-on, with nothing given; a sample is exact when the generated span from the first answer token
-to the last (the separators between answer parts included) equals the sample's, and its token
-accuracy is the share of answer tokens generated right. A sample that asks several questions in
-turn (MQAR: a key, its value, the next key) is given each question and decodes each answer
-after it (``Sample.asked``), as a conversation asks them: no model can generate the next key.
-Its NLL stays the teacher-forced one. On a model that predicts every token of the span, the two
-scorings agree; they part where a model gets the answer tokens right but not a separator the
-teacher-forced pass gives it.
+Teacher-forced (``score_samples``): per sample the answer tokens' mean NLL, token accuracy and
+whether all are right (what greedy decoding reproduces when the separators are given). RULER's way
+(``generate_samples``, Hsieh et al. 2024): greedy decoding from the question, exact when the span
+from the first answer token to the last is; a sample of several questions (MQAR) is given each one.
 """
 
 from __future__ import annotations
@@ -35,20 +23,24 @@ from posx.tasks.interval import wilson
 def score_samples(model, samples: list[Sample], batch_tokens: int, device: torch.device) -> dict:
     """{"nll", "token_accuracy", "exact"}: one value per sample (arrays)."""
     nll, token_acc, exact = [], [], []
-    if samples:
-        length = len(samples[0].tokens)
-        per_batch = max(1, batch_tokens // length)
-        for b in range(0, len(samples), per_batch):
-            batch = samples[b : b + per_batch]
-            x = torch.stack([torch.from_numpy(s.tokens) for s in batch]).to(device)  # (B, L)
-            with autocast(device):
-                logits = model(x)[0].float()  # (B, L, vocab)
-            for i, s in enumerate(batch):
-                at = torch.from_numpy(s.answer).to(device)  # (k,)
-                one = answer_stats(logits[i, at - 1], x[i, at])  # (k, vocab), (k,)
-                for values, value in zip((nll, token_acc, exact), one):
-                    values.append(value)
+    for b, x, logits in batch_logits(model, [s.tokens for s in samples], batch_tokens, device):
+        for i, s in enumerate(samples[b : b + len(x)]):
+            at = torch.from_numpy(s.answer).to(device)  # (k,)
+            one = answer_stats(logits[i, at - 1], x[i, at])  # (k, vocab), (k,)
+            for values, value in zip((nll, token_acc, exact), one):
+                values.append(value)
     return result_of(nll, token_acc, exact)
+
+
+def batch_logits(model, seqs: list[np.ndarray], batch_tokens: int, device: torch.device):
+    """(index of the first sequence, x (B, L) int64, float logits (B, L, vocab)) of each batch of
+    ``seqs`` (all of one length L), ``batch_tokens`` // L sequences a forward pass."""
+    per_batch = max(1, batch_tokens // len(seqs[0])) if seqs else 1
+    for b in range(0, len(seqs), per_batch):
+        x = torch.stack([torch.from_numpy(s).long() for s in seqs[b : b + per_batch]]).to(device)
+        with autocast(device):
+            logits = model(x)[0].float()
+        yield b, x, logits
 
 
 SCORINGS = ("teacher_forced", "generate")  # eval.task_scoring
@@ -80,9 +72,8 @@ def generate_samples(model, samples: list[Sample], batch_tokens: int, device: to
 
 
 def decoded_spans(s: Sample) -> list[tuple[int, int]]:
-    """(first, last) index of each span greedy decoding generates: from the first answer token on,
-    and from each later question's answer (``Sample.asked``), to the last answer token before the
-    next question; the question itself is given, as the sequence has it."""
+    """(first, last) index of each span greedy decoding generates: from the first answer token, and
+    from each later question's answer (``Sample.asked``), to the last answer token before the next."""
     starts = [int(s.answer[0]), *(int(a) for a in s.asked)]
     ends = [int(s.answer[s.answer < nxt][-1]) for nxt in starts[1:]] + [int(s.answer[-1])]
     return list(zip(starts, ends))
@@ -99,8 +90,7 @@ def greedy(model, prefix: torch.Tensor, steps: int) -> torch.Tensor:
 
 
 def answer_stats(pred: torch.Tensor, target: torch.Tensor) -> tuple[float, float, bool]:
-    """One sample's (mean NLL, token accuracy, exact) from the logits ``pred`` (k, vocab) that
-    predict its answer tokens ``target`` (k,)."""
+    """(mean NLL, token accuracy, exact) of logits ``pred`` (k, vocab) for answer tokens ``target`` (k,)."""
     hit = pred.argmax(-1) == target
     return F.cross_entropy(pred, target).item(), hit.float().mean().item(), bool(hit.all())
 

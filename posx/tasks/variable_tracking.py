@@ -1,21 +1,13 @@
-"""Variable tracking, after RULER (Hsieh et al. 2024, arXiv 2404.06654).
-
-A chain ``\\n<a>=<value>\\n``, ``\\n<b>=<a>\\n``, ... of ``hops`` + 1 assignments is planted in held-out
-text, the first at the sample's depth and the others after it in order; a distractor chain of
-the same length binds a different value (its statements at random depths). Hops are numbered as
-RULER's ``num_hops``: the assignments of a name to a name, so ``hops`` = 2 is three names
-(a = value, b = a, c = b), and ``hops`` = 0 one name bound to the value (RULER's default is 4).
-The question ``\\n?<value>:`` asks for every name bound to the value; the answer is the chain's names in the
-order they were assigned, separated by spaces (spaces given, names scored). RULER accepts the
-names in any order; teacher-forced scoring needs one, and assignment order is the one a reader
-of the text meets.
+"""Variable tracking, after RULER (Hsieh et al. 2024, arXiv 2404.06654): a chain of ``hops`` + 1
+assignments and a distractor chain; the answer is the chain's names in assignment order (RULER
+accepts any order; teacher forcing needs one, and this is the order a reader meets them).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from posx.tasks.base import Context, Sample, depth_of, later_depths, numbers, sample, words
+from posx.tasks.base import Context, Sample, answers, depth_of, later_depths, numbers, sample, words
 
 
 def statement(ctx: Context, name: str, bound: str) -> np.ndarray:
@@ -37,9 +29,5 @@ def variable_tracking(ctx: Context, length: int, trial: int, opts, buckets: int)
     needles = [(d, statement(ctx, name, b)) for d, (name, b) in zip(depths, chain(names[:n], value))]
     distractor = chain(names[n:], other)
     needles += [(d, statement(ctx, name, b)) for d, (name, b) in zip(sorted(ctx.rng.random(n)), distractor)]
-    tail = [(np.concatenate([ctx.encode("\n?"), ctx.encode(value), ctx.encode(":")]), False)]
-    for i, name in enumerate(names[:n]):
-        if i:
-            tail.append((ctx.encode(" "), False))
-        tail.append((ctx.encode(name), True))
-    return sample(ctx, length, needles, tail, depth, bucket)
+    asked = np.concatenate([ctx.encode("\n?"), ctx.encode(value), ctx.encode(":")])
+    return sample(ctx, length, needles, answers(ctx, asked, names[:n], " "), depth, bucket)

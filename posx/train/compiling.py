@@ -1,19 +1,7 @@
-"""When ``torch.compile`` pays on the CPU: ``train.compile=auto``'s rule.
-
-On CUDA ``auto`` always compiles (``posx.core.device.use_compile``). On the CPU compiling costs
-tens of seconds before the first step and gains little per step for posx's small models, so
-``auto`` compiles only when the estimated time saved over the run exceeds the estimated
-compile time:
-
-    saved  = steps x eager_step_s x (1 - 1 / speedup[block])
-    eager_step_s = 6 x params x tokens_per_step / CPU_FLOPS
-    cost   = COMPILE_BASE_S + COMPILE_PER_LAYER_S x n_layer
-
-The constants are measured with ``benchmarks/compile_measure.py`` (docs/measurements.md, "Compile
-on the CPU"): the speed-up of a compiled training step over eager per block, the seconds the
-first compiled step took, and a float32 rate the eager step reaches; each is rounded towards
-not compiling (a lower speed-up, a higher rate, a longer compile), since a wrong "on" costs a wait
-the user sees and a wrong "off" only forgoes a small gain.
+"""When ``torch.compile`` pays on the CPU, ``train.compile=auto``'s rule: the time saved, steps x
+eager_step_s x (1 - 1 / speedup), eager_step_s = 6 x params x tokens_per_step / CPU_FLOPS, exceeds
+the compile time. The constants come from ``benchmarks/compile_measure.py`` (docs/measurements.md),
+rounded towards not compiling: a wrong "on" costs a wait the user sees, a wrong "off" a small gain.
 """
 
 from __future__ import annotations
@@ -48,8 +36,7 @@ def train_compile_pays(block: str, n_layer: int, params: int, tokens_per_step: i
 
 
 def decide_compile(setting: object, device: torch.device, block: str, n_layer: int, params: int, work: tuple) -> bool:
-    """train.compile: ``true``/``false`` decide; ``auto`` compiles on CUDA, and on the CPU when
-    ``train_compile_pays`` for ``work`` = (tokens per step, steps left)."""
+    """train.compile: ``auto`` compiles on CUDA, and on the CPU when it pays for ``work`` (tokens/step, steps)."""
     chosen = use_compile(setting, device)  # checks the setting; auto: CUDA only
     if str(setting).lower() != "auto" or device.type != "cpu":
         return chosen

@@ -1,24 +1,8 @@
-"""Context extension, the papers' protocol: rescale a trained run's positions, continue
-training at factor x T for a few hundred steps, save a new run that records its parent
-(PI, Chen et al. 2023; YaRN, Peng et al. 2023; ABF, Xiong et al. 2023).
-
-``prepare`` turns a ``posx extend`` config into everything training needs: the child's
-config, its start state (the parent's weights, extended), its default name. The parent run
-is only read. What the child's model.json records:
-
-* ``rope``: the frequencies it trained with, as a recipe (``posx.rope.frequencies`` of
-  method, factor, params, original_context) and as the numbers (``inv_freq``,
-  ``attention_factor``), which ``posx.runs.rundir.load_run`` installs, so evaluation uses
-  exactly what training used.
-* ``extended_from``: a ``posx.runs.records.Lineage``.
-
-The dynamic methods (dynamic_ntk, dynamic_yarn, longrope) are frozen at the new length, the
-only length they train at.
-
-``extend.pose=true`` (PoSE, Zhu et al., ICLR 2024) keeps the parent's T as the training length
-and batch, and makes the child's model draw position ids covering [0, factor x T) in training
-(``pos.pose_length``); its frequencies are the method's at factor x T as without PoSE, and its
-model.json records T as the length it trained at.
+"""Context extension (PI, Chen et al. 2023; YaRN, Peng et al. 2023; ABF, Xiong et al. 2023; PoSE,
+Zhu et al. 2024; docs/extending.md): ``prepare`` turns a ``posx extend`` config into the child's
+config, start state and name, reading the parent only. The child records its frequencies as a
+recipe and as the numbers, which ``load_run`` installs, so evaluation uses exactly what training
+used. Dynamic methods are frozen at the new length, the only one they train at.
 """
 
 from __future__ import annotations
@@ -50,17 +34,14 @@ def rope_record(cfg: ExtendRootConfig, parent: RunMeta) -> RopeRecord:
     # Frozen at the length it trains at: dynamic methods see L = factor x T, always.
     factor, params = method_args(method, cfg.eval, float(cfg.factor), L)
     record = RopeRecord(method=method, factor=factor, params=params, original_context=T)
-    trained_frequencies(
-        record, parent.model.head_dim, parent.model.pos.base, T, "the extension"
-    )  # a bad parameter fails here
+    trained_frequencies(record, parent.model.head_dim, parent.model.pos.base, T, "the extension")  # checks it
     return record
 
 
 def child_config(
     cfg: ExtendRootConfig, parent_dir: Path, parent: RunMeta, child: ModelSpec, T1: int
 ) -> ExtendRootConfig:
-    """The composed config with the child's model, the parent's corpus and the extend.*
-    schedule filled in, so the child's config.yaml says what actually ran."""
+    """The child's config: its model, the parent's corpus and the extend.* schedule filled in."""
     model = read_config(parent_dir).get("model") if (parent_dir / CONFIG).is_file() else None
     name = model.get("name") if isinstance(model, dict) else None
     e, t = cfg.extend, cfg.train
@@ -86,8 +67,7 @@ def child_config(
 
 
 def pose_window(cfg: ExtendRootConfig, parent: RunMeta, T1: int) -> int:
-    """The length the child trains at: T1, or with ``extend.pose`` the parent's T (its model
-    then draws PoSE position ids over [0, T1): ``posx.model.randomized.pose_positions``)."""
+    """The length the child trains at: T1, or with ``extend.pose`` the parent's T."""
     if not cfg.extend.pose:
         return T1
     if parent.model.pos.name not in TAKES_POSITIONS:
@@ -99,9 +79,8 @@ def pose_window(cfg: ExtendRootConfig, parent: RunMeta, T1: int) -> int:
 
 
 def forbid_unused_overrides(overrides: list[str]) -> None:
-    """Overrides an extension would not use, refused before composing (a model key would be
-    checked against the default model, not the parent's): the model and positions, which are the
-    parent's, and the train.* keys the extension sets from its own (``SET_BY_EXTEND``)."""
+    """Refuse overrides an extension would not use: the model and positions (the parent's) and the
+    train.* keys it sets itself (``SET_BY_EXTEND``)."""
     for item in overrides:
         key = key_of(item)
         if key in ("model", "pos") or key.startswith(("model.", "pos.")):
@@ -136,8 +115,7 @@ class Checked(NamedTuple):
 
 
 def check(cfg: ExtendRootConfig, overrides: list[str]) -> Checked:
-    """Everything about an extension that can be refused from the parent's model.json alone: a
-    sweep checks each job with it before the first one trains."""
+    """Everything refusable from the parent's model.json alone (a sweep checks every job first)."""
     check_config(cfg)
     forbid_unused_overrides(overrides)
     parent_dir = resolve_run(cfg.parent, cfg.results_dir)
@@ -180,10 +158,5 @@ def prepare(cfg: ExtendRootConfig, overrides: list[str]) -> Extension:
     )
     start = FromParent(model=model, rope=record or RopeRecord.identity(), lineage=lineage)
     config = child_config(cfg, parent_dir, parent, model.config, window)
-    return Extension(
-        parent_dir=parent_dir,
-        parent=parent,
-        config=config,
-        start=start,
-        name=cfg.name or f"{parent_dir.name}-{cfg.method}-x{cfg.factor:g}" + ("-pose" if cfg.extend.pose else ""),
-    )
+    name = cfg.name or f"{parent_dir.name}-{cfg.method}-x{cfg.factor:g}" + ("-pose" if cfg.extend.pose else "")
+    return Extension(parent_dir, parent, config, start, name)

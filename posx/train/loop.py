@@ -1,36 +1,12 @@
 """Training: AdamW with warmup then cosine decay, gradient clipping, seeded batches.
 
-``train(cfg, run_dir, start)`` trains into ``run_dir`` and writes config.yaml, metrics.csv,
-model.json and model.safetensors there, and a resumable checkpoint
-(``posx.runs.checkpoint``) every ``train.checkpoint_every`` steps, at the end, and when
-SIGTERM/SIGUSR2 asks it to stop. Where it starts is explicit: ``Fresh()`` (a new model),
-``Resume()`` (the run's latest checkpoint, when it has one), or ``FromParent(...)`` (an
-extension: the parent's weights, the frequencies and lineage it trains with).
-
-Under torchrun (or a submitit job of several tasks, see ``posx.core.distributed``) every rank
-runs ``train`` and the model is wrapped in DistributedDataParallel. ``train.batch_size`` is the
-global batch: one generator, identical on every rank, draws all of it and each rank takes its
-slice, then runs it in micro-batches of ``train.micro_batch_size`` with gradient accumulation
-(DDP's gradient all-reduce only on the last micro-step, ``no_sync`` before). The batches are
-therefore those of a single process, whatever the number of ranks, and a checkpoint resumes on
-any number of ranks. Rank 0 alone holds the lock, validates, writes every file and shows
-progress; the logged loss is the mean over ranks. A stop signal, a non-finite loss or a
-failure of rank 0's work is agreed by all ranks at the step boundary.
-
-The loop is a few named steps over one ``LoopState``: ``set_up`` (data, model, optimizer, a
-checkpoint to resume), ``step`` (one optimizer step, ``posx.train.steps.train_step``),
-``record`` and ``validate`` (rank 0: metrics, tracker, progress), ``save_checkpoint``, and
-``finish`` (rank 0: the run's files).
-
-On CUDA it runs with TF32 matmuls (train.tf32) and a ``torch.compile``d model
-(train.compile=auto; as nanoGPT's train.py does; on the CPU where it pays,
-``posx.train.compiling``); the uncompiled module is what is saved. The
-model keeps no Python-number state that changes between calls, so one graph serves training
-and one serves validation. metrics.csv has ``mfu``: achieved FLOP/s (``GPT.flops_per_token``
-times the global batch's tokens/s) over the bf16 peak of all ranks' GPUs
-(``posx.core.device.BF16_PEAK`` times the world size); empty on the CPU and on GPUs not in
-that table. The data is a token store (``posx.data.store``), read through
-memmap; the model's vocabulary is its tokenizer's.
+``train`` runs named steps over one ``LoopState`` from an explicit start (``Fresh``, ``Resume``,
+``FromParent``), checkpointing every ``train.checkpoint_every`` steps, at the end and on
+SIGTERM/SIGUSR2. Under torchrun every rank runs it with DistributedDataParallel: the global batch
+is drawn whole by one generator alike on every rank and sliced, so the batches are one process's
+and a checkpoint resumes on any number of ranks (docs/sweeps-and-clusters.md). Rank 0 alone holds
+the lock, validates and writes; a stop signal or failure is agreed at the step boundary. The
+uncompiled module is what is saved.
 """
 
 from __future__ import annotations
@@ -71,21 +47,10 @@ from posx.runs.paths import CONFIG
 from posx.runs.records import RunMeta, TrainExtras
 from posx.runs.rundir import save_run
 from posx.schema.config import Config
-from posx.train import memory, taskcurve
+from posx.train import memory, steps, taskcurve
 from posx.train.compiling import compile_seconds, decide_compile
 from posx.train.state import FromParent, LoopState, Resume, Start
-from posx.train.steps import (
-    batch_layout,
-    check_eval_fits,
-    estimate_val_loss,
-    lr_at,
-    make_optimizer,
-    mfu,
-    run_peak,
-    set_lr,
-    train_step,
-    write_metrics,
-)
+from posx.train.steps import train_step  # by name: a test wraps it
 from posx.train.taskmix import make_pool, mix_batch
 
 COMPILE_BACKEND = "inductor"  # torch.compile's backend (tests use "eager" to check graphs without codegen)
@@ -93,12 +58,8 @@ __all__ = ["COMPILE_BACKEND", "train"]
 
 
 def train(cfg: Config, run_dir: Path, start: Start, console: Console | None = None) -> Path:
-    """Train into ``run_dir`` from ``start`` (``Fresh``, ``Resume`` or ``FromParent``).
-
-    Raises ``Preempted`` after checkpointing when SIGTERM/SIGUSR2 arrives mid-run, and
-    ``PosxError`` naming the step when the loss turns non-finite (the last good checkpoint stays).
-    Every rank calls it; rank 0 holds the run's lock.
-    """
+    """Train into ``run_dir`` from ``start`` on every rank (rank 0 holds the run's lock). Raises
+    ``Preempted`` after checkpointing on SIGTERM/SIGUSR2, ``PosxError`` when the loss turns non-finite."""
     console = console or new_console()
     if not distributed.is_main():
         console = Console(quiet=True)
@@ -107,7 +68,7 @@ def train(cfg: Config, run_dir: Path, start: Start, console: Console | None = No
     run_dir = Path(run_dir)
     busy = f"{run_dir} is being trained by another posx process; wait for it to stop (or stop it) before resuming"
     with contextlib.ExitStack() as stack:
-        distributed.on_main(partial(hold_lock, stack, run_dir, busy))
+        distributed.on_main(partial(stack.enter_context, lock.exclusive(run_dir, busy=busy)))  # held until the end
         stop = stack.enter_context(StopSignals())
         state = set_up(cfg, run_dir, start, console, device)
         run_steps(state, stop)
@@ -115,17 +76,8 @@ def train(cfg: Config, run_dir: Path, start: Start, console: Console | None = No
     return run_dir
 
 
-# ---------------------------------------------------------------- set up
-
-
-def hold_lock(stack: contextlib.ExitStack, run_dir: Path, busy: str) -> None:
-    """Rank 0: the run's lock, held until ``stack`` closes; ``busy`` when another process has it."""
-    stack.enter_context(lock.exclusive(run_dir, busy=busy))
-
-
 def load_data(cfg: Config, start: Start, console: Console) -> store.Store:
-    """The memmapped token store of the data config (rank 0 builds it, the others read it), checked
-    to hold a training window in each split and, with eval.after_train, the evaluation's tokens."""
+    """The token store (rank 0 builds it), checked to hold what training and eval.after_train read."""
     load = partial(store.load, cfg.data, cfg.data.cache_dir, console=console)
     corpus = distributed.on_main(load) or load()
     T = cfg.train.context_length
@@ -134,16 +86,14 @@ def load_data(cfg: Config, start: Start, console: Console) -> store.Store:
     data_mod.require_tokens(corpus.train, T + 1, f"the training split ({length})")
     data_mod.require_tokens(corpus.val, T + 1, f"the validation split ({length})")
     if cfg.eval.after_train:  # caught now, not after the whole training
-        check_eval_fits(cfg, corpus.val, parent.train_context if parent else None)
+        steps.check_eval_fits(cfg, corpus.val, parent.train_context if parent else None)
     return corpus
 
 
 def forwards(
     model: GPT, device: torch.device, compiled: bool
 ) -> tuple[DistributedDataParallel | None, Callable, Callable]:
-    """(the DDP wrapper or None, the training forward, the validation forward). Under DDP rank 0's
-    parameters are broadcast here; validation runs on the module itself (no collective), compiled
-    once more."""
+    """(the DDP wrapper or None, the training forward, the validation forward: never DDP)."""
     ddp = None
     if distributed.enabled():
         # broadcast_buffers=False: the buffers (RoPE frequencies, ALiBi slopes, T5 buckets) are
@@ -157,10 +107,9 @@ def forwards(
 
 
 def set_up(cfg: Config, run_dir: Path, start: Start, console: Console, device: torch.device) -> LoopState:
-    """Data, model, optimizer and generator, resumed from the run's checkpoint when ``start`` says so;
-    writes config.yaml (rank 0) once the run is known to start or go on."""
+    """The loop's state, resumed when ``start`` says so; config.yaml written once the run goes on."""
     torch.manual_seed(cfg.seed)
-    local, micro = batch_layout(cfg, distributed.world_size())
+    local, micro = steps.batch_layout(cfg, distributed.world_size())
     corpus = load_data(cfg, start, console)
     model = (
         start.model if isinstance(start, FromParent) else GPT(ModelSpec.from_config(cfg, corpus.tokenizer.vocab_size))
@@ -180,7 +129,7 @@ def set_up(cfg: Config, run_dir: Path, start: Start, console: Console, device: t
         device=device,
         corpus=corpus,
         model=model,
-        optimizer=make_optimizer(model, cfg, device),
+        optimizer=steps.make_optimizer(model, cfg, device),
         gen=torch.Generator().manual_seed(cfg.seed),
         extras=extras,
         local=local,
@@ -190,7 +139,7 @@ def set_up(cfg: Config, run_dir: Path, start: Start, console: Console, device: t
         ddp=None,
         compiled=compiled,
         flops_per_token=model.flops_per_token(cfg.train.context_length),
-        peak=run_peak(bf16_peak_flops(device), distributed.world_size()),
+        peak=steps.run_peak(bf16_peak_flops(device), distributed.world_size()),
         held=taskcurve.held_out(cfg.data, cfg.train.context_length, corpus.val, corpus.tokenizer),
         pool=make_pool(cfg.data, cfg.train.context_length, corpus.train, cfg.seed, corpus.tokenizer),
     )
@@ -208,8 +157,7 @@ def set_up(cfg: Config, run_dir: Path, start: Start, console: Console, device: t
 
 
 def resume(state: LoopState) -> None:
-    """Continue from the run's latest checkpoint, refused when the corpus or tokenizer differ or the
-    checkpoint is past train.steps."""
+    """Continue from the run's latest checkpoint; refused for another corpus or tokenizer, or past train.steps."""
     cfg, run_dir, ours = state.cfg, state.run_dir, state.extras
     saved = checkpoint.load(run_dir, state.model, state.optimizer, state.gen, state.device)
     refuse_edits(run_dir, saved.extras.config, ours.config)
@@ -251,12 +199,8 @@ def announce(state: LoopState, resuming: bool) -> None:
         )
 
 
-# ---------------------------------------------------------------- the steps
-
-
 def run_steps(state: LoopState, stop: StopSignals) -> None:
-    """From ``state.step`` to train.steps. At each step boundary every rank learns the mean loss,
-    rank 0 logs (and validates), then all agree on a stop signal received by any rank meanwhile."""
+    """From ``state.step`` to train.steps; at each step boundary all ranks agree on a stop signal."""
     cfg, main = state.cfg, distributed.is_main()
     every = cfg.train.checkpoint_every
     reporter = Reporter(state.console, "train", cfg.train.steps) if main else contextlib.nullcontext()
@@ -265,7 +209,7 @@ def run_steps(state: LoopState, stop: StopSignals) -> None:
             progress.skip_to(state.step)
         state.t_last = time.perf_counter()
         while state.step < cfg.train.steps:
-            lr = lr_at(state.step, cfg)
+            lr = steps.lr_at(state.step, cfg)
             train_loss = step(state, lr)
             check_finite(state, train_loss)
             distributed.on_main(partial(record, state, train_loss, lr, tracker, progress))
@@ -285,10 +229,9 @@ def open_run_tracker(state: LoopState) -> Tracker:
 
 
 def step(state: LoopState, lr: float) -> float:
-    """One optimizer step on this rank's slice of the global batch (drawn alike on every rank);
-    returns the loss averaged over ranks."""
+    """One optimizer step on this rank's slice of the global batch; the loss averaged over ranks."""
     cfg, rank, local = state.cfg, distributed.rank(), state.local
-    set_lr(state.optimizer, lr)
+    steps.set_lr(state.optimizer, lr)
     x, y = data_mod.get_batch(state.corpus.train, cfg.train.batch_size, cfg.train.context_length, state.gen)
     x, y, _ = mix_batch(x, y, cfg.data, state.corpus.train, cfg.seed, state.step, state.corpus.tokenizer, state.pool)
     x, y = x[rank * local : (rank + 1) * local], y[rank * local : (rank + 1) * local]
@@ -325,16 +268,8 @@ def record(state: LoopState, train_loss: float, lr: float, tracker: Tracker, pro
     validating = done % cfg.train.eval_every == 0 or done == cfg.train.steps
     if validating:
         validate(state)
-    state.rows.append(
-        {
-            "step": done,
-            "train_loss": train_loss,
-            "val_loss": state.val_loss if validating else math.nan,
-            "lr": lr,
-            "tokens_per_s": tok_s,
-            "mfu": mfu(tok_s, state.flops_per_token, state.peak),
-        }
-    )
+    metrics = (done, train_loss, state.val_loss if validating else math.nan, lr, tok_s)
+    state.rows.append(dict(zip(steps.COLUMNS, (*metrics, steps.mfu(tok_s, state.flops_per_token, state.peak)))))
     tracker.log(
         {
             "train/loss": train_loss,
@@ -353,7 +288,7 @@ def record(state: LoopState, train_loss: float, lr: float, tracker: Tracker, pro
 def validate(state: LoopState) -> None:
     """Rank 0: the validation estimate; its time is not training throughput."""
     cfg = state.cfg
-    state.val_loss = estimate_val_loss(state.val_fwd, state.corpus.val, cfg, state.device, state.micro)
+    state.val_loss = steps.estimate_val_loss(state.val_fwd, state.corpus.val, cfg, state.device, state.micro)
     tokens = state.step * cfg.train.batch_size * cfg.train.context_length
     state.curve += taskcurve.score(state.model, state.held, state.step, tokens, cfg.eval.batch_tokens, state.device)
     taskcurve.write(state.run_dir, state.curve)
@@ -361,17 +296,15 @@ def validate(state: LoopState) -> None:
 
 
 def save_checkpoint(state: LoopState) -> None:
-    """Rank 0: a resumable checkpoint at ``state.step`` and metrics.csv; its time is not training
-    throughput."""
+    """Rank 0: a checkpoint and metrics.csv (not counted in the throughput)."""
     state.extras.val_loss = state.val_loss if math.isfinite(state.val_loss) else None
     checkpoint.save(state.run_dir, state.step, state.model, state.optimizer, state.gen, state.rows, state.extras)
-    write_metrics(state.run_dir, state.rows)
+    steps.write_metrics(state.run_dir, state.rows)
     state.t_last = time.perf_counter()
 
 
 def stop_here(state: LoopState, stop: StopSignals, signum: int) -> None:
-    """After the checkpoint of a stop signal (on any rank): hand it on where posx found a handler
-    (submitit requeues the job), then raise ``Preempted``."""
+    """After a stop signal's checkpoint: hand it on (submitit requeues), then raise ``Preempted``."""
     name = stop.received or f"{signal.Signals(signum).name} (on another rank)"
     message = f"{name} at step {state.step}/{state.cfg.train.steps}; checkpoint saved"
     if stop.chains(signum):
@@ -384,13 +317,10 @@ def stop_here(state: LoopState, stop: StopSignals, signum: int) -> None:
     raise Preempted(f"{message}; continue with `posx train --resume {state.run_dir}`")
 
 
-# ---------------------------------------------------------------- finish
-
-
 def finish(state: LoopState) -> None:
     """Rank 0: metrics.csv, the tokenizer, model.json and model.safetensors, and the summary line."""
     cfg, corpus, run_dir = state.cfg, state.corpus, state.run_dir
-    write_metrics(run_dir, state.rows)
+    steps.write_metrics(run_dir, state.rows)
     if corpus.tokenizer.hf is not None:  # the run carries the tokenizer its ids mean
         files.write_text(run_dir / "tokenizer.json", corpus.tokenizer.to_json())
     meta = RunMeta(
@@ -404,7 +334,7 @@ def finish(state: LoopState) -> None:
     save_run(run_dir, state.model.cpu(), meta)
     metrics = pd.DataFrame(state.rows)
     steady = metrics["tokens_per_s"].iloc[min(5, len(metrics) - 1) :].median() if len(metrics) else float("nan")
-    steady_mfu = mfu(steady, state.flops_per_token, state.peak)
+    steady_mfu = steps.mfu(steady, state.flops_per_token, state.peak)
     ppl = perplexity(state.val_loss)
     state.console.print(
         f"[green]done[/] {escape(str(run_dir))}: {escape(taskcurve.done_scores(cfg, state.val_loss, state.curve))}, "

@@ -1,25 +1,13 @@
 """A training run's memory, estimated before its first step, so a run too large for the machine
-says so instead of being stopped without a word by the kernel's out-of-memory killer (which
-sends SIGKILL: no Python handler runs, and the run directory is left without a checkpoint).
+says so instead of being killed without a word (the OOM killer's SIGKILL runs no handler).
 
-The estimate is what one micro-batch keeps for its backward pass plus the optimizer's state:
-
-* per token and layer, (A + MLP) x d_model activations: A = 10 for the gpt2 block, 13 for
-  llama (its RMSNorm keeps float32 copies); MLP = 2 x mlp_ratio for gpt2 (the up projection's
-  output and its GELU) and 4 x SwiGLU hidden / d_model for llama (gate, up, their SiLU and
-  product). Attention is SDPA's flash path, linear in the length. The form follows Korthikanti
-  et al. 2022 ("Reducing Activation Recomputation in Large Transformer Models", section 4.1:
-  34 x hidden bytes per token and layer in 16-bit, without the attention scores a flash
-  kernel never stores); A was fitted to the peak RSS of the default model on the CPU
-  (docs/measurements.md: peak RSS runs 0.5 to 1.6 GiB above the estimate, the interpreter,
-  torch and allocator slack, for estimates of 0.2 to 5 GiB).
-* per token, three float32 vocab-wide tensors: the logits, their float copy's log-softmax and
-  its gradient;
-* per parameter, 16 bytes: float32 weights, gradients and AdamW's two moments.
-
-Elements are 4 bytes on the CPU and 2 under CUDA's bf16 autocast. It is an estimate, meant to
-catch a run several times too large (a context of 100k tokens on a laptop), not to budget a
-tight one: posx warns when it exceeds the memory available, and trains anyway.
+Per token and layer (A + MLP) x d_model activations kept for backward: A = 10 for gpt2, 13 for
+llama (float32 RMSNorm copies); MLP = 2 x mlp_ratio for gpt2, 4 x SwiGLU hidden / d_model for
+llama (Korthikanti et al. 2022, section 4.1, without the scores a flash kernel never stores; A
+fitted to the default model's peak RSS, docs/measurements.md). Per token three float32
+vocab-wide tensors; per parameter 16 bytes (weights, gradients, AdamW's moments). Elements are 4
+bytes on the CPU, 2 under bf16 autocast. It catches a run several times too large; posx warns
+and trains anyway.
 """
 
 from __future__ import annotations

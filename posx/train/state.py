@@ -1,5 +1,4 @@
-"""What a training run starts from (``Fresh``, ``Resume``, ``FromParent``), and the state the
-loop (``posx.train.loop``) carries from one step to the next (``LoopState``)."""
+"""Where a training run starts (``Fresh``, ``Resume``, ``FromParent``), and ``LoopState``."""
 
 from __future__ import annotations
 
@@ -30,8 +29,7 @@ class Resume:
 
 @dataclass
 class FromParent:
-    """An extension: start from ``model`` (the parent's weights, already extended), train
-    with ``rope``'s frequencies, and record ``lineage``."""
+    """An extension: the parent's weights, already extended, ``rope``'s frequencies and ``lineage``."""
 
     model: GPT
     rope: RopeRecord = field(default_factory=RopeRecord.identity)
@@ -43,8 +41,7 @@ Start = Fresh | Resume | FromParent
 
 @dataclass
 class LoopState:
-    """Everything the loop carries from one step to the next. ``rows``, ``val_loss`` and
-    ``t_last`` are rank 0's log (the other ranks leave them as they are)."""
+    """Everything the loop carries between steps; ``rows``, ``val_loss`` and ``t_last`` are rank 0's."""
 
     cfg: Config
     run_dir: Path

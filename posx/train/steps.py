@@ -1,7 +1,5 @@
-"""The pieces of a training step that hold no state of their own: the learning-rate schedule,
-the optimizer, how the global batch splits over ranks and micro-batches, one optimizer step
-(``train_step``: the loop, ``posx extend`` and the benchmarks all step through it), the
-validation estimate, MFU, and metrics.csv."""
+"""The stateless pieces of a training step: schedule, optimizer, the split of the global batch,
+``train_step`` (shared by the loop, ``posx extend`` and the benchmarks), validation, MFU, metrics.csv."""
 
 from __future__ import annotations
 
@@ -81,16 +79,10 @@ def train_step(
     fwd: Callable | None = None,
     ddp: DistributedDataParallel | None = None,
 ) -> Tensor:
-    """One optimizer step on inputs ``x`` and targets ``y`` (B, T), on the CPU or on ``device``.
-
-    The batch runs in micro-batches of ``micro`` sequences (None: all at once) under autocast, each
-    micro-loss divided by their number, gradients accumulating; with ``ddp`` (the
-    DistributedDataParallel wrapper of ``model``) the gradient all-reduce happens on the last
-    micro-step only (``no_sync`` before). ``fwd``: what runs the forward pass, ``(idx, targets) ->
-    (logits, loss)`` (a compiled or DDP-wrapped ``model``; None: ``model``); ``model``'s own
-    parameters are clipped to norm ``grad_clip`` (0: no clipping). Returns the step's mean loss on
-    this rank, a 0-d tensor on ``device`` (reading it syncs, so the caller decides when).
-    """
+    """One optimizer step on ``x``, ``y`` (B, T) in micro-batches of ``micro`` (None: one), losses
+    averaged, gradients accumulated; with ``ddp`` the all-reduce happens on the last micro-step only.
+    ``fwd``: a compiled or wrapped ``model`` (None: ``model``). Returns the loss as a 0-d tensor on
+    ``device`` (reading it syncs: the caller decides when)."""
     fwd = model if fwd is None else fwd
     micro = micro or len(x)
     n_micro = len(x) // micro
@@ -115,8 +107,7 @@ def train_step(
 
 @torch.no_grad()
 def estimate_val_loss(model, val, cfg: Config, device: torch.device, chunk: int | None = None) -> float:
-    """Mean loss over the same eval_batches validation batches every time (fixed seed); each
-    batch in forward passes of ``chunk`` sequences (None: the whole batch at once)."""
+    """Mean loss over the same eval_batches validation batches every time, ``chunk`` sequences a pass."""
     model.eval()
     gen = torch.Generator().manual_seed(cfg.seed + 1)
     losses = []
@@ -136,9 +127,8 @@ def estimate_val_loss(model, val, cfg: Config, device: torch.device, chunk: int 
 
 
 def check_eval_fits(cfg: Config, val, parent_context: int | None) -> None:
-    """The evaluation after training reads enough held-out tokens, or a one-line error before any
-    step: the lengths and strides the evaluation computes (``posx.eval.extended.planned`` for an
-    extension, also scored at factor x its parent's T, ``parent_context``; else ``eval_lengths``)."""
+    """A one-line error before any step when the evaluation after training would lack held-out
+    tokens (an extension is also scored at factor x its parent's T, ``parent_context``)."""
     T, ev = cfg.train.context_length, cfg.eval
     if parent_context is not None:
         plan = extended.planned(parent_context, T, cfg.pos.pose_length, ev)
@@ -155,15 +145,12 @@ def check_eval_fits(cfg: Config, val, parent_context: int | None) -> None:
 
 
 def mfu(tokens_per_s: float, flops_per_token: float, peak: float | None) -> float | None:
-    """Model FLOPs utilisation: achieved training FLOP/s over the peak; None without a peak.
-    ``tokens_per_s`` and ``peak`` must cover the same GPUs (``run_peak``)."""
+    """Model FLOPs utilisation: achieved FLOP/s over the ``peak`` of the same GPUs; None without one."""
     return None if peak is None else tokens_per_s * flops_per_token / peak
 
 
 def run_peak(device_peak: float | None, ranks: int) -> float | None:
-    """The peak of every GPU a run trains on: one device's peak times the ranks. The tokens/s
-    that MFU divides is the global batch's, so dividing by one GPU's peak under DDP would
-    overstate MFU by the number of ranks. None stays None (unknown GPU, or the CPU)."""
+    """The peak of all the run's GPUs (tokens/s is the global batch's)."""
     return None if device_peak is None else device_peak * ranks
 
 

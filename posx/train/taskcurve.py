@@ -1,16 +1,7 @@
-"""Accuracy at T on a fixed held-out task set, recorded during training (task_curve.csv).
-
-A run with a task mix (``data.task_mix`` > 0) draws, once, ``data.task_options.trials`` samples
-of every task of ``data.mix_tasks`` at the training length T, from the *held-out* split, seeded
-by ``data.task_options.seed`` and the validation stream (``registry.VALIDATION``: the same set
-for every run of that data and those options, and never the samples an evaluation scores,
-whatever its seed; the fixed layout's passkey trials have no stream); at
-every validation it scores them teacher-forced (``posx.tasks.scoring``: exact answers, answer
-tokens right, answer NLL) and appends one row per task to task_curve.csv with the step and the
-training tokens seen. So a report tells a model that has not learned a task yet (the curve
-still low at 1x) from one that learned it and fails past T (the curve high, the 2x-8x cells
-low). Rows past a resumed checkpoint's step are dropped on resume: the curve is the one an
-uninterrupted run writes.
+"""Accuracy at T on a fixed held-out task set, scored at every validation (task_curve.csv): it tells
+a model that has not learned a task from one that fails only past T. The set is drawn once from
+the held-out split on the validation stream (never an evaluation's samples); a resume drops the
+rows past its checkpoint.
 """
 
 from __future__ import annotations
@@ -31,8 +22,7 @@ from posx.tasks import scoring
 from posx.tasks.base import TaskError
 from posx.tasks.registry import VALIDATION
 
-CURVE = TASK_CURVE
-COLUMNS = tuple(tables.CURVE_COLUMNS)
+SCORED = {"accuracy": "exact", "token_accuracy": "token_accuracy", "answer_nll": "nll"}  # column: score_samples' key
 
 
 def held_out(data_cfg, T: int, val, tokenizer) -> dict:
@@ -55,55 +45,33 @@ def score(model, held: dict, step: int, tokens: int, batch_tokens: int, device: 
     for task, samples in held.items():
         result = scoring.score_samples(model, samples, batch_tokens, device)
         n = len(samples)
-        rows.append(
-            {
-                "step": step,
-                "tokens": tokens,
-                "task": task,
-                "trials": n,
-                "accuracy": float(result["exact"].mean()) if n else math.nan,
-                "token_accuracy": float(result["token_accuracy"].mean()) if n else math.nan,
-                "answer_nll": float(result["nll"].mean()) if n else math.nan,
-            }
-        )
+        means = {column: float(result[key].mean()) if n else math.nan for column, key in SCORED.items()}
+        rows.append({"step": step, "tokens": tokens, "task": task, "trials": n, **means})
     model.train(was_training)
     return rows
 
 
 def latest(rows: list[dict]) -> list[dict]:
-    """The rows of the last scored step (one per task); [] without any."""
-    if not rows:
-        return []
-    last = max(r["step"] for r in rows)
-    return [r for r in rows if r["step"] == last]
+    """The rows of the last scored step (one per task) that scored a trial; [] without any."""
+    last = max((r["step"] for r in rows), default=None)
+    return [r for r in rows if r["step"] == last and r["accuracy"] == r["accuracy"]]
 
 
 def brief(rows: list[dict]) -> str:
-    """The progress line's task part: the exact share per task at the last scored step
-    (``exact copy 99% mqar 3%``); "" before the first validation or without a mix."""
-    shown = [f"{r['task']} {r['accuracy']:.0%}" for r in latest(rows) if r["accuracy"] == r["accuracy"]]
+    """The progress line's task part (``exact copy 99% mqar 3%``); "" before any score."""
+    shown = [f"{r['task']} {r['accuracy']:.0%}" for r in latest(rows)]
     return f"exact {' '.join(shown)}" if shown else ""
 
 
 def summary(rows: list[dict]) -> str:
-    """The done line's task part: exact answers per task on the held-out set at T at the last
-    scored step (``copy 127/128 (99.2%)``); "" without any."""
+    """The done line's task part (``copy 127/128 (99.2%)``); "" without any."""
     last = latest(rows)
-    if not last:
-        return ""
-    cells = [
-        f"{r['task']} {round(r['accuracy'] * r['trials'])}/{r['trials']} ({r['accuracy']:.1%})"
-        for r in last
-        if r["accuracy"] == r["accuracy"]
-    ]
-    if not cells:
-        return ""
-    return f"exact answers at T on the held-out task set (step {last[0]['step']}): {', '.join(cells)}"
+    cells = [f"{r['task']} {round(r['accuracy'] * r['trials'])}/{r['trials']} ({r['accuracy']:.1%})" for r in last]
+    return f"exact answers at T on the held-out task set (step {last[0]['step']}): {', '.join(cells)}" if last else ""
 
 
 def done_scores(cfg, val_loss: float, rows: list[dict]) -> str:
-    """The done line's scores: a run with a task mix first states its exact answers at T
-    (``summary``); the text loss follows, said to be of text that a task-only run never saw."""
+    """The done line's scores: exact answers at T first, then the text loss (of text a task-only run never saw)."""
     text = (
         f"val loss {val_loss:.4f} (ppl {perplexity(val_loss):.2f} "
         f"over {cfg.train.eval_batches} batches of random held-out windows)"
@@ -117,18 +85,16 @@ def done_scores(cfg, val_loss: float, rows: list[dict]) -> str:
 def write(run_dir: Path, rows: list[dict]) -> None:
     """task_curve.csv with every row so far, replaced atomically (none: no file)."""
     if rows:
-        with files.atomic_path(run_dir / CURVE) as tmp:
-            pd.DataFrame(rows, columns=list(COLUMNS)).to_csv(tmp, index=False)
+        with files.atomic_path(run_dir / TASK_CURVE) as tmp:
+            pd.DataFrame(rows, columns=tables.CURVE_COLUMNS).to_csv(tmp, index=False)
 
 
 def read(run_dir: Path, up_to: int | None = None) -> list[dict]:
-    """The rows of a run's task_curve.csv (at or before step ``up_to``: a resumed run's checkpoint),
-    each checked (``posx.eval.tables.read_table``: a damaged curve is one line naming the file
-    and the row, never carried on); [] without one."""
-    path = run_dir / CURVE
+    """The checked rows of a run's task_curve.csv, up to step ``up_to`` (a resumed checkpoint's); [] without one."""
+    path = run_dir / TASK_CURVE
     if not path.exists() and not path.is_symlink():
         return []
-    frame = tables.read_table(path)[list(COLUMNS)]
+    frame = tables.read_table(path)[tables.CURVE_COLUMNS]
     if up_to is not None:
         frame = frame[frame["step"] <= up_to]
     frame = frame.astype({"step": "int64", "tokens": "int64", "trials": "int64"})

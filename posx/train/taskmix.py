@@ -1,26 +1,10 @@
-"""Task sequences mixed into training batches (``data.task_mix``, ``data.mix_tasks``).
+"""Task sequences mixed into training batches (docs/evaluation.md, "Training on the tasks").
 
-With probability ``task_mix`` each sequence of a training batch is replaced by a generated task
-sequence of the same length (T + 1 tokens: the inputs and their shifted targets), built by the
-generators the evaluation scores (``posx.tasks.registry``) with the sizes of
-``data.task_options`` (its ``trials`` and ``seed`` are not read: the draws come from the run's
-seed and the step), from the *training* split as the haystack; the task is drawn uniformly
-from ``data.mix_tasks``. With ``data.mix_loss=all`` the model learns from the whole sequence,
-as from any other; with ``answers`` only the answer tokens of a task sequence are targets (the
-others get ``IGNORE``, cross-entropy's ignore index), as zoology trains MQAR (Arora et al. 2023)
-and the synthetic-task studies their models. Training on such sequences at length T and
-measuring the same tasks at 1x-8x T is the protocol of the length-generalisation studies
-(Kazemnejad et al., NeurIPS 2023, arXiv 2305.19466; Ruoss et al., ACL 2023, arXiv 2305.16843).
-
-Generating a sequence costs about a millisecond of Python, as much as a small model's step on
-the CPU takes per few sequences; ``data.task_pool=N`` generates N sequences once, when the run
-sets up (seeded by the run's seed), and the mix then draws its rows from them (as zoology trains
-on a fixed set of MQAR examples). The pool is the same on every resume.
-
-Deterministic from the seed: the draws of step s come from a numpy generator seeded by
-(seed, s), apart from the batch generator, so a resumed run mixes as an uninterrupted one and
-``task_mix=0`` draws nothing (its batches are exactly those of a run without the mix). A task
-that cannot fit in T + 1 tokens leaves its sequence unchanged.
+With probability ``data.task_mix`` a sequence is replaced by a generated task sequence of T + 1
+tokens, the training split as haystack; ``data.mix_loss=answers`` keeps only the answers as targets
+(zoology's MQAR training, Arora et al. 2023). ``data.task_pool=N`` generates N once (a sequence
+costs about a millisecond of Python). Step s draws from (seed, s), apart from the batch generator:
+a resumed run mixes as an uninterrupted one, and ``task_mix=0`` draws nothing.
 """
 
 from __future__ import annotations
@@ -44,10 +28,7 @@ def mix_rows(batch: int, p: float, seed: int, step: int) -> tuple[np.ndarray, np
 
 
 def mix_batch(x: torch.Tensor, y: torch.Tensor, data_cfg, source, seed: int, step: int, tokenizer=None, pool=None):
-    """``x, y`` (B, T) with a ``data.task_mix`` share of their rows replaced by task sequences;
-    also returns how many were replaced. ``source``: the training split's token ids. ``pool``:
-    the (inputs, targets) of ``make_pool``, whose rows are drawn instead of generated; None:
-    each sequence generated when it is drawn."""
+    """``x, y`` with a ``data.task_mix`` share of rows replaced by task sequences (from ``pool`` if given)."""
     p = float(data_cfg.task_mix)
     if p <= 0:
         return x, y, 0
@@ -71,8 +52,7 @@ def mix_batch(x: torch.Tensor, y: torch.Tensor, data_cfg, source, seed: int, ste
 
 
 def draw(data_cfg, length: int, ctx: Context, n: int):
-    """``n`` task sequences of ``length`` tokens (None where the drawn task does not fit), each
-    of a task drawn uniformly from ``data.mix_tasks`` at a random depth bucket."""
+    """``n`` sequences of ``length`` tokens (None: did not fit) of tasks drawn from ``data.mix_tasks``."""
     tasks, opts = [str(t) for t in data_cfg.mix_tasks], data_cfg.task_options
     for _ in range(n):
         task = tasks[int(ctx.rng.integers(len(tasks)))]
@@ -85,8 +65,7 @@ def draw(data_cfg, length: int, ctx: Context, n: int):
 
 
 def make_pool(data_cfg, T: int, source, seed: int, tokenizer=None) -> tuple[torch.Tensor, torch.Tensor] | None:
-    """``data.task_pool`` task sequences generated once, as (inputs, targets) (N, T), seeded by
-    (seed, POOL_STREAM); None when the mix is off or the pool is 0 (sequences generated as drawn)."""
+    """``data.task_pool`` sequences as (inputs, targets) (N, T); None when there is no pool."""
     if data_cfg.task_mix <= 0 or data_cfg.task_pool <= 0:
         return None
     ctx = Context(np.asarray(source), encoder(tokenizer), np.random.default_rng([seed, POOL_STREAM]))
@@ -98,8 +77,7 @@ def make_pool(data_cfg, T: int, source, seed: int, tokenizer=None) -> tuple[torc
 
 
 def task_rows(made: Sample, answers_only: bool, device) -> tuple[torch.Tensor, torch.Tensor]:
-    """(inputs, targets) (T,) of a task sequence of T + 1 tokens; with ``answers_only`` every
-    target but the answer tokens is ``IGNORE``."""
+    """(inputs, targets) (T,) of a sequence of T + 1; ``answers_only``: the others ``IGNORE``."""
     seq = torch.from_numpy(made.tokens)
     y = seq[1:].clone()
     if answers_only:
