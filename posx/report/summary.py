@@ -1,26 +1,11 @@
-"""``posx report``: summary tables and plots from the tables runs wrote (no model is loaded).
+"""``posx report``: summary tables and figures from the tables runs wrote (no model is loaded).
 
-Inputs are run directories, or directories holding runs (a sweep, or results/runs). Each
-run contributes its ``extrapolation.csv``, ``positions.csv`` and ``passkey.csv``; its seed and
-identity come from its digest (``posx.report.store.digest``), its tables from one scan of every
-run's CSVs kept in the report cache (``posx.report.store.cache``), and the numbers from SQL over all
-of them (``posx.report.store.queries``). Runs are
-pooled only with runs of the same experimental identity (``posx.report.store.groups``: everything but
-the seed equal); within a group, rows line up by method x protocol x factor, and a row's
-perplexity is the mean and the sample standard deviation (n - 1) over its runs, one run per
-seed. Its band (``ppl_lo``, ``ppl_hi``) is mean ± std over seeds, or for a single seed the
-run's own 95% interval over windows. A run without a table is listed in ``missing.csv`` and in
-the terminal, never dropped silently; a run with a file posx refuses as damaged is left out and
-listed, with the one-line reason, in ``damaged.csv``, at the top of summary.md and in the terminal
-(a report whose every run is damaged is that line, exit 2). Run paths in the written files are relative to the folder
-holding every reported run, so a report names no absolute path of the machine it was made on.
-
-Writes summary.csv/.md, groups.csv, groups_ranked.csv, duplicates.csv, passkey_summary.csv,
-missing.csv, damaged.csv, for extended runs extension.csv (``posx.report.figures.extension``), and the figures of
-posx.report.figures.plots (drawn by ``posx.report.figures.drawing``) and extension.png into a fresh directory
-(default results/reports/<time>/); an existing report is never overwritten. Every table holds
-every group; the figures and summary.md's tables show the groups ``posx.report.figures.shown`` chooses
-when there are more than a figure shows (``--top``).
+Runs come through their digests and the report cache (``store``); runs pool only as seeds of
+one group (``store.groups``), a row's perplexity the mean and sample std over them, its band
+mean ± std or, for one seed, the run's 95% interval over windows. A run without a table is listed
+(``missing.csv``), one refused as damaged left out and named (``damaged.csv``, summary.md, the
+terminal). Everything is written into a staging folder published whole; run paths are relative
+to the folder holding the runs. See docs/evaluation.md, "Reports".
 """
 
 from __future__ import annotations

@@ -1,16 +1,7 @@
-"""Runs as a collection: ``posx runs [PATH]`` lists them, ``posx compare RUN RUN...`` sets their
-tables side by side. Both only read run directories (no model is loaded).
-
-A run's files posx refuses to read as damaged (its config.yaml, eval.yaml or extrapolation.csv)
-are listed in its ``damaged`` column, and the run without what they hold (``posx.report.store.digest``).
-
-A run's status: ``running`` while a process holds its lock (``posx.core.lock``), ``finished``
-when its model.json is there (weights saved at the end), ``stopped`` otherwise (killed or
-stopped by a signal; ``posx train --resume`` continues it from its checkpoint).
-
-``posx runs`` walks the directories once and reads each run's digest (``posx.report.store.digest``:
-one small JSON the run wrote, trusted while the files it was made from are unchanged), so a
-listing parses no YAML and reads no table of a run that wrote one.
+"""``posx runs [PATH]`` lists runs from their digests (one walk, no YAML or table read) and
+``posx compare RUN RUN...`` sets their tables side by side. A run's damaged files are listed in its
+``damaged`` column. Status: ``running`` while a process holds its lock, ``finished`` with its
+model.json, else ``stopped`` (``posx train --resume`` continues it).
 """
 
 from __future__ import annotations

@@ -1,10 +1,5 @@
-"""What the axes of every report figure share: the legend order of methods, one colour per
-line name, readable log ticks, the factor axis with the training length marked, one legend per
-figure.
-
-Colours and markers themselves come from ``posx.report.figures.palette``; ``posx.report.figures.plots``,
-``figures``, ``task_figures`` and ``extension`` draw with these.
-"""
+"""What the axes of every report figure share: the legend order of methods, one colour per line
+name, readable log ticks, the factor axis with T marked, one legend per figure."""
 
 from __future__ import annotations
 

@@ -1,13 +1,8 @@
-"""The extension study in a report: what `posx extend` bought, as a table and as a curve.
-
-* ``extension.csv``: per extension experiment (parent, method, factor s), perplexity at the new
-  length s x T zero-shot (the parent with the method's frequencies, no training) and after the
-  continued training, at the parent's T, and at 2s x T (past the new length); mean ± std over
-  seeds (the summary's numbers, ``posx.report.summary``).
-* ``extension.png``: perplexity at s x T against fine-tuning steps, one line per method with a
-  band of ± std over seeds. Steps > 0 are the validation estimates the extension logged in its
-  metrics.csv (``exp(val_loss)`` at the new length); step 0 is the zero-shot row of the
-  evaluation (a different estimator over the same held-out split), drawn hollow.
+"""The extension study in a report: ``extension.csv`` (per extension experiment, perplexity at s x T
+zero-shot and after continued training, at T and at 2s x T, mean ± std over seeds) and
+``extension.png`` (perplexity at s x T against fine-tuning steps, a line per method, band ± std).
+Steps > 0 are the validation estimates of the extension's metrics.csv; step 0 is the zero-shot
+evaluation (another estimator over the same held-out split), drawn hollow. See docs/evaluation.md.
 """
 
 from __future__ import annotations

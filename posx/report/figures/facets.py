@@ -1,20 +1,10 @@
 """Which groups a figure may draw side by side, and what each of its lines is called.
 
-A figure never pools runs that are not seeds of one group, and never draws on one axes groups
-whose numbers do not compare: groups that differ in T, model size, transformer block or
-tokenizer (``FACET_KEYS``) go to different panels (or files), one per *facet*. Inside a panel
-a line is one group (the mean over its seeds, a band over them) and its legend entry names the
-encoding, the method and the keys that differ between the groups drawn in that panel
-(``Facets.names``). A key most of the panel's groups share one value of is named only where a
-group differs from it, and that usual value is said once, in the legend's title (``usual``): six
-RoPE variants read ``rope``, ``rope · pos.rope_fraction=0.25``, ... under "where a label does not
-say: pos.rope_fraction=1.0, ...", not five keys on every line. A key an encoding does not read
-is not named on its lines.
-
-A line is keyed by (group label, parent, encoding), the columns every report table carries
-(``posx.report.store.groups``). ``Facets.of`` maps each to its facet's label (the facet keys that
-differ over the whole report, e.g. ``T=64, model.block=llama``; empty when all groups share one
-facet) and ``Facets.identities`` to the group's identity.
+Groups that differ in a ``FACET_KEYS`` key (T, model size, block, tokenizer) never share an axes:
+each *facet* has its own panels or files. A line is one group (keyed by group label, parent,
+encoding: columns every report table carries); its legend entry names the encoding, the method
+and the keys that differ between the groups of its panel (``Facets.names``), a key's usual value
+said once in the legend's title (``Facets.usual``). See docs/evaluation.md.
 """
 
 from __future__ import annotations
@@ -24,6 +14,7 @@ from dataclasses import dataclass, field, replace
 
 import pandas as pd
 
+from posx.report.figures.axes import legend_order
 from posx.report.store.groups import COLUMN_KEYS, differences
 
 FACET_KEYS = ("T", "model.n_layer", "model.n_head", "model.d_model", "model.block", "data.tokenizer", "data.vocab_size")
@@ -198,6 +189,22 @@ def band_name(seeds: list[int], one: str = "95% window interval (one seed)") -> 
     if high <= 1:
         return one
     return f"± std over {high} seeds" if low == high else f"± std over {low}–{high} seeds"
+
+
+def one_band(bands: list[str]) -> str:
+    """The band every line has (said once, by the caller), or "" when they differ (each label says its own)."""
+    return bands[0] if len(set(bands)) == 1 else ""
+
+
+def sorted_lines(data: pd.DataFrame) -> list[tuple]:
+    """The lines (``LINE`` + method, as text; a missing value as "") of ``data``, by encoding and method order."""
+    keys = dict.fromkeys(data[[*LINE, "method"]].fillna("").astype(str).itertuples(index=False, name=None))
+    return sorted(keys, key=lambda k: (k[2], legend_order(k[3])))
+
+
+def split_rows(data: pd.DataFrame, columns: list[str]) -> dict[tuple, pd.DataFrame]:
+    """The rows of each key of ``columns`` (as text, a missing value as ""), from one pass over ``data``."""
+    return dict(iter(data.groupby([data[c].fillna("").astype(str) for c in columns], sort=False)))
 
 
 def rows_of(data: pd.DataFrame, columns: list[str], key: tuple) -> pd.DataFrame:

@@ -1,13 +1,8 @@
-"""Learning curves: exact answers at T on the held-out task set against training tokens.
-
-Every run trained with a task mix keeps ``task_curve.csv`` (``posx.train.taskcurve``): at each
-validation, per task, the share of exact answers on a fixed held-out set at the training
-length. The report gathers them (``task_learning.csv``: per group, encoding, task and tokens,
-the mean over the group's runs, the lowest and highest run, and how many runs) and draws
-``task_learning.png``: one panel per task, one line per group (its legend entry names what
-differs between the panel's groups; a colour each), a band from the lowest run to the highest.
-So a task no run has learned yet (every curve low at 1x) reads apart from one learned at T
-that fails past it (the curve high here, the cells of ``tasks_vs_length.png`` low at 2x-8x).
+"""Learning curves: exact answers at T on the held-out task set against training tokens, from the
+runs' ``task_curve.csv`` (``posx.train.taskcurve``): ``task_learning.csv`` (per group, encoding,
+task and tokens: mean, lowest and highest run, runs) and ``task_learning.png`` (a panel per task, a
+line per group, band lowest to highest run). It tells a task not learned yet from one learned at
+T that fails past it (``tasks_vs_length.png`` low at 2x-8x).
 """
 
 from __future__ import annotations

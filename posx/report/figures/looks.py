@@ -1,16 +1,7 @@
-"""How a line of a report figure looks: colour says the encoding, marker and line style the method.
-
-* colour: the encoding's (``posx.report.figures.palette.ENCODING_COLORS``); where a panel holds several
-  groups of one encoding (two T, two sizes, two blocks), each group takes its own shade of it,
-  from darker to lighter (``shade``);
-* marker: the method's (``palette.marker_of``: one per RoPE method, and learned absolute's
-  ``clamp`` and ``interpolate`` past its table), drawn hollow so another marker under it shows;
-* line style: the method's stage (``STAGE_STYLES``: solid for a trained run's method,
-  dashed for ``(extended)``, dotted for ``(zero-shot)``).
-
-``looks`` gives every line of one panel its look and guarantees that no two lines of the panel
-share colour, marker and line style: a look that would repeat takes the next ``SPARE_STYLES``
-dash pattern.
+"""How a line of a report figure looks: colour the encoding (a shade per group where a panel holds
+several groups of one encoding), hollow marker the method (``palette.marker_of``), line style the
+stage (``STAGE_STYLES``). ``looks`` guarantees no two lines of a panel look alike: a repeat takes
+the next ``SPARE_STYLES`` dash pattern.
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""Writing figures: PNG at 200 dpi and PDF, cropped to what is drawn.
-
-Every figure of ``posx report`` is written in the formats asked for (``posx report --format``;
-all of ``FORMATS`` by default) beside its PNG path (``name.png``, ``name.pdf``); a format not
-asked for is never drawn. Cropping to the drawn
-area (``bbox_inches="tight"``) keeps titles and legends placed outside the axes in the file.
-"""
+"""Writing figures in the formats asked for (``posx report --format``; ``FORMATS`` by default): PNG
+at ``DPI`` and PDF beside it, cropped to what is drawn (``bbox_inches="tight"`` keeps titles and
+legends placed outside the axes)."""
 
 from __future__ import annotations
 

@@ -1,16 +1,9 @@
-"""One colour per encoding and per RoPE method, one marker per method, the same in every figure of posx.
+"""One colour per encoding and per RoPE method, one marker per method, the same in every figure.
 
-Colours are fixed by name, not by the order in which a figure meets its lines, so RoPE is the
-same blue and YaRN the same olive in every figure of every report. The report's lines take
-their colour from their encoding and their marker from their method (``posx.report.figures.looks``);
-the method colours serve figures whose lines are methods alone (``posx frequencies``,
-extension.png): a name ``<encoding> · <method>`` there takes its method's colour when it
-rescales and its encoding's otherwise. A name outside the tables (an encoding or method added
-later) gets a colour and a marker from a hash of the name, stable across figures and runs,
-until it is given one here. Lines against the evaluation length (a log axis) sit side by side,
-a few percent of a factor apart, never further than a quarter of the way to the next factor
-(``dodge``); dense lines keep their points and stagger their markers (``stagger``); long labels
-wrap (``wrap``), never cut.
+Colours are fixed by name, not by the order a figure meets its lines; a name outside the tables
+gets a colour and marker from a hash of it, stable across figures. Method colours serve figures
+whose lines are methods alone (``posx frequencies``, extension.png). Also: sideways offsets on a
+log factor axis (``dodge``), staggered markers (``stagger``), wrapped labels (``wrap``, never cut).
 """
 
 from __future__ import annotations

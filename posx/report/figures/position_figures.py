@@ -1,17 +1,8 @@
-"""Loss by token position in the window: ``positions.png`` and the paper figure ``positions_by_encoding.png``.
-
-Both draw groups, never runs, and never pool groups (``posx.report.figures.facets``): the mean NLL of
-each position bucket over a group's seeds, with a band of ± std over them (no band for one
-seed), non-overlapping windows where the tables hold both protocols. Colour is the encoding (a
-shade per group), marker and line style the method (``posx.report.figures.looks``); points are never
-moved, each line's markers are staggered against the others' (``palette.stagger``) so lines
-that coincide all show.
-
-* ``positions.png``: one panel per group (x parent x encoding) at one factor (``--factor``, or
-  its largest), one line per method; panels ordered by facet, at most ``MAX_PANELS`` to a file
-  (``positions-2.png``, ...).
-* ``positions_by_encoding.png``: trained runs at the longest factor they share, per facet a row
-  of two panels: every encoding without rescaling, and RoPE with each method zero-shot.
+"""Loss by token position: ``positions.png`` (a panel per group at one factor, ``--factor`` or its
+largest, a line per method; ``MAX_PANELS`` to a file) and ``positions_by_encoding.png`` (trained
+runs at the longest factor they share, per facet a row: encodings without rescaling | RoPE methods
+zero-shot). Lines are a group's mean over seeds, band ± std; points never move, markers are
+staggered (``palette.stagger``). Non-overlapping windows where the tables hold both protocols.
 """
 
 from __future__ import annotations
@@ -22,7 +13,6 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from posx.report.figures import output
-from posx.report.figures.axes import legend_order
 from posx.report.figures.facets import (
     MAX_PANELS,
     Facets,
@@ -31,10 +21,13 @@ from posx.report.figures.facets import (
     file_names,
     legend_texts,
     line_labels,
+    one_band,
     pack,
     pair_pieces,
     panel_title,
     rows_on,
+    sorted_lines,
+    split_rows,
 )
 from posx.report.figures.looks import looks
 from posx.report.figures.palette import NATIVE, legend, legend_inches, stagger, wrap
@@ -75,23 +68,17 @@ def _smoothed(curves: pd.DataFrame, smooth: int) -> pd.DataFrame:
     return curves
 
 
-def _keys(data: pd.DataFrame) -> list[tuple]:
-    """The lines (``LINE``) of ``data``, by encoding and method order."""
-    keys = dict.fromkeys(data[LINE].itertuples(index=False, name=None))
-    return sorted(keys, key=lambda k: (k[2], legend_order(k[3])))
-
-
 def draw_lines(ax, data: pd.DataFrame, facets: Facets) -> str:
     """Each line (``LINE``) of ``data`` with its band, markers staggered; returns the band name
     when every line shares one, else "" (each label then carries its own)."""
     if "n" not in data:
         data = data.assign(n=1)
-    lines = dict(iter(data.groupby(LINE, sort=False)))  # one pass, not a scan per line
-    keys = _keys(data)
+    lines = split_rows(data, LINE)
+    keys = sorted_lines(data)
     labels = line_labels(facets, keys)
     styles = looks([(k[2], k[:3], k[3]) for k in keys], size=4.5)
     bands = [band_name([int(v) for v in lines[k]["n"]], "one seed, no band") for k in keys]
-    shared = bands[0] if len(set(bands)) == 1 else ""
+    shared = one_band(bands)
     for i, (key, label, look, band) in enumerate(zip(keys, labels, styles, bands)):
         g = lines[key].sort_values("x")
         ax.plot(g["x"], g["nll"], label=label if shared else f"{label} ({band})", linewidth=1.4,
@@ -108,6 +95,10 @@ def draw_lines(ax, data: pd.DataFrame, facets: Facets) -> str:
     return shared
 
 
+def _smoothing(smooth: int) -> str:
+    return f", moving mean over {smooth} buckets" if smooth > 1 else ""
+
+
 def _band(shared: str) -> str:
     """A panel title's words on the band every line shares ("" when they differ: the labels say)."""
     return "" if not shared else f"; {shared}" if shared.startswith("one seed") else f"; band {shared}"
@@ -119,7 +110,6 @@ def plot_positions(
     factor: float | None,
     smooth: int,
     facets: Facets,
-    notes: list[str],
     formats=output.FORMATS,
 ) -> dict[str, Path]:
     """``positions.png`` (one panel per group, at most MAX_PANELS to a file); {file name: path}."""
@@ -128,9 +118,8 @@ def plot_positions(
         return {}
     panels = []
     for facet, mine in facets.split(curves):
-        text = mine[PANEL].fillna("").astype(str)  # each panel's rows split off in one pass
-        for panel, data in mine.groupby([text[c] for c in PANEL], sort=False):
-            pieces = pack(_keys(data))  # one group's methods, MAX_LINES to a panel
+        for panel, data in split_rows(mine, PANEL).items():
+            pieces = pack(sorted_lines(data))  # one group's methods, MAX_LINES to a panel
             split = [f"lines {i + 1} of {len(pieces)} panels" if len(pieces) > 1 else "" for i in range(len(pieces))]
             panels += [(facet, panel, rows_on(data, piece), part) for piece, part in zip(pieces, split)]
     files = chunks(panels, MAX_PANELS)
@@ -138,7 +127,9 @@ def plot_positions(
     for name, mine in zip(file_names("positions.png", len(files)), files):
         cols = min(3, len(mine))
         rows = -(-len(mine) // cols)
-        tallest = max(legend_inches(legend_texts(facets, _keys(data))) for _, _, data, _ in mine)  # legends below
+        tallest = max(
+            legend_inches(legend_texts(facets, sorted_lines(data))) for _, _, data, _ in mine
+        )  # legends below
         fig = Figure(figsize=(5.2 * cols, (4.0 + tallest) * rows), layout="constrained")
         axes = fig.subplots(rows, cols, squeeze=False).ravel()
         for ax in axes[len(mine) :]:
@@ -149,8 +140,9 @@ def plot_positions(
             names = facets.names([panel])[panel]
             where = " · ".join(p for p in (facet, enc, f"from {parent}" if parent else "", names, part) if p)
             ax.set_title(wrap(f"{where}: at {chosen[panel]:g} T{_band(shared)}"), fontsize=8)
-        smoothed = f", moving mean over {smooth} buckets" if smooth > 1 else ""
-        fig.suptitle(f"Loss by token position: one panel per group, mean over its seeds{smoothed}", fontsize=10)
+        fig.suptitle(
+            f"Loss by token position: one panel per group, mean over its seeds{_smoothing(smooth)}", fontsize=10
+        )
         drawn[name] = output.save(fig, out_dir / name, formats)
     return drawn
 
@@ -178,12 +170,14 @@ def plot_position_encodings(
     data = _smoothed(data[[*LINE, "x", "nll", "nll_std", "n"]].sort_values([*LINE, "x"]), smooth)
     rows = []
     for facet, part in facets.split(data):
-        pairs = pair_pieces(part[part["method"].isin(NATIVE)], part[part["encoding"] == "rope"], _keys)
-        rows += [(panel_title(facet, i, len(pairs)), *pair, facets.among(_keys(part))) for i, pair in enumerate(pairs)]
+        pairs = pair_pieces(part[part["method"].isin(NATIVE)], part[part["encoding"] == "rope"], sorted_lines)
+        rows += [
+            (panel_title(facet, i, len(pairs)), *pair, facets.among(sorted_lines(part))) for i, pair in enumerate(pairs)
+        ]
     files = chunks(rows, 3)
     drawn = {}
     for name, mine in zip(file_names("positions_by_encoding.png", len(files)), files):
-        heights = [4.2 + max(legend_inches(legend_texts(named, _keys(p))) for p in pair if p is not None)
+        heights = [4.2 + max(legend_inches(legend_texts(named, sorted_lines(p))) for p in pair if p is not None)
                    for _, *pair, named in mine]  # fmt: skip
         fig = Figure(figsize=(12, sum(heights)), layout="constrained")
         axes = fig.subplots(len(mine), 2, squeeze=False, height_ratios=heights)
@@ -194,7 +188,8 @@ def plot_position_encodings(
                     continue
                 shared = draw_lines(ax, lines, named)
                 ax.set_title(wrap(f"{where}: {what}, windows of {factor:g} x T{_band(shared)}", 70), fontsize=9)
-        smoothed = f", moving mean over {smooth} buckets" if smooth > 1 else ""
-        fig.suptitle(f"Loss by token position, trained runs: one line per group, mean over its seeds{smoothed}")
+        fig.suptitle(
+            f"Loss by token position, trained runs: one line per group, mean over its seeds{_smoothing(smooth)}"
+        )
         drawn[name] = output.save(fig, out_dir / name, formats)
     return drawn

@@ -1,27 +1,11 @@
-"""Perplexity against evaluation length: ``ppl_vs_length.png`` and the paper figure ``encodings.png``.
+"""Perplexity against evaluation length: ``ppl_vs_length.png``, the paper figure ``encodings.png``
+and, asked for by name only, ``ppl_median_over_groups.png`` (it pools unlike groups by construction).
 
-Both draw groups, never runs, and never pool groups (``posx.report.figures.facets``): one panel per
-facet (groups alike in T, model size, block and tokenizer) and protocol, one line per group x
-method inside it, the mean over the group's seeds with a band that says what it is (± std over
-its N seeds, or for one seed the 95% interval over its windows). Colour is the encoding (a
-shade per group within it), marker and line style the method (``posx.report.figures.looks``); the
-legend names each line's encoding, method and the keys that differ between the panel's groups.
-Lines that coincide stay visible: markers are hollow and the lines of a panel sit side by side
-on the factor axis, never further than a quarter of the way to the next factor
-(``palette.dodge``). Past ``MAX_LINES`` lines a panel's lines go on in a further panel (a
-group's lines kept together, ``facets.pack``), past
-``MAX_PANELS`` panels a figure goes on in a further file (``ppl_vs_length-2.png``, ...).
-
-* ``ppl_vs_length.png``: every line of the summary. Lengths a line could not score (out of
-  range, non-finite) are marked with an x at the top of its panel.
-* ``encodings.png``: trained runs only, per facet and protocol two panels: every encoding without
-  rescaling (learned absolute's ``clamp`` and ``interpolate`` past its table with their own
-  markers), and the RoPE runs with each rescaling method zero-shot; a crowded pair goes on in
-  further rows.
-* ``ppl_median_over_groups.png``, only with ``posx report --median-over-groups``: per encoding x
-  method x protocol the median over the groups' means, band from the lowest to the highest
-  group mean, each legend entry saying how many groups it pools. It compares unlike models by
-  construction; the per-group figures are the ones to read.
+A panel per facet and protocol, a line per group x method (the mean over its seeds, a band that
+says what it is), lines side by side on the factor axis (``palette.dodge``); past ``MAX_LINES``
+lines a further panel (a group's lines together, ``facets.pack``), past ``MAX_PANELS`` panels a
+further file. Lengths a line could not score are an x at the top, a diverged run's inf a triangle.
+See docs/evaluation.md.
 """
 
 from __future__ import annotations
@@ -42,9 +26,12 @@ from posx.report.figures.facets import (
     file_names,
     legend_texts,
     line_labels,
+    one_band,
     pack,
     pair_pieces,
     panel_title,
+    rows_of,
+    split_rows,
 )
 from posx.report.figures.looks import looks
 from posx.report.figures.palette import NATIVE, dodge, dodge_note, legend, legend_inches, wrap
@@ -59,21 +46,8 @@ def _lines(data: pd.DataFrame) -> list[tuple]:
     return sorted(keys, key=lambda k: (k[2], groups[k[:3]], legend_order(k[3])))
 
 
-def _of(data: pd.DataFrame, keys: list[tuple]) -> pd.Series:
-    """Which rows of ``data`` belong to the lines ``keys``."""
-    wanted = set(keys)
-    return pd.Series([k in wanted for k in data[LINE].fillna("").astype(str).itertuples(index=False, name=None)],
-                     index=data.index, dtype=bool)  # fmt: skip
-
-
-def _split(data: pd.DataFrame) -> dict[tuple, pd.DataFrame]:
-    """The rows of each line (``LINE`` as text), from one pass over ``data``."""
-    keys = [data[k].fillna("").astype(str) for k in LINE]
-    return dict(iter(data.groupby(keys, sort=False)))
-
-
 def _rows(data: pd.DataFrame, key: tuple) -> pd.DataFrame:
-    return data[_of(data, [key])].sort_values("factor")
+    return rows_of(data, LINE, key).sort_values("factor")
 
 
 def _finite(data: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -101,7 +75,7 @@ def draw_panel(ax, data: pd.DataFrame, facets: Facets, factors: list, gone=None,
     labels = line_labels(facets, lines)
     styles = looks([(k[2], k[:3], k[3]) for k in lines])
     bands = [band or band_name(list(_rows(data, k)["n_seeds"].astype(int))) for k in lines]
-    shared = bands[0] if len(set(bands)) == 1 else ""
+    shared = one_band(bands)
     data, diverged = _finite(data)
     top = _edge(data["ppl_hi"].where(data["ppl_hi"].notna(), data["ppl_mean"]), max)
     for n, (key, label, look, band) in enumerate(zip(lines, labels, styles, bands)):
@@ -163,7 +137,7 @@ def _panels(summary: pd.DataFrame, facets: Facets) -> list[tuple[str, pd.DataFra
             rows = mine[mine["protocol"] == protocol]
             pieces = pack(_lines(rows)) if not rows.empty else []
             named = facets.among(_lines(rows))
-            split = _split(rows)
+            split = split_rows(rows, LINE)
             gone = summary[(summary["n_seeds"] == 0) & (summary["protocol"] == protocol)]
             for i, piece in enumerate(pieces):
                 part = pd.concat([split[k] for k in piece])
@@ -172,9 +146,7 @@ def _panels(summary: pd.DataFrame, facets: Facets) -> list[tuple[str, pd.DataFra
     return out
 
 
-def ppl_figures(
-    summary: pd.DataFrame, facets: Facets, notes: list[str], name: str = "ppl_vs_length.png"
-) -> list[tuple[str, Figure]]:
+def ppl_figures(summary: pd.DataFrame, facets: Facets, name: str = "ppl_vs_length.png") -> list[tuple[str, Figure]]:
     """``ppl_vs_length.png`` (and further files when crowded) as (file name, figure)."""
     if summary.empty or not (summary["n_seeds"] > 0).any():
         return []
@@ -212,9 +184,7 @@ def _encoding_rows(data: pd.DataFrame, facets: Facets) -> list[tuple]:
     return rows
 
 
-def encodings_figures(
-    summary: pd.DataFrame, facets: Facets, notes: list[str], name: str = "encodings.png"
-) -> list[tuple[str, Figure]]:
+def encodings_figures(summary: pd.DataFrame, facets: Facets, name: str = "encodings.png") -> list[tuple[str, Figure]]:
     """``encodings.png``: trained runs; per facet x protocol, encodings without rescaling (left)
     and RoPE with each method zero-shot (right), a crowded pair going on in further rows."""
     data = summary[(summary["n_seeds"] > 0) & (summary["parent"].fillna("") == "")]

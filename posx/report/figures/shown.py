@@ -1,16 +1,7 @@
-"""Which groups a report draws, and the compact tables summary.md shows them in.
-
-A figure can show ``TOP`` groups side by side (two panels of ``facets.MAX_LINES`` lines at two
-methods a group). A report with more groups draws the ``TOP`` best: the groups ranked by their
-lowest mean perplexity (over methods and protocols) at the longest factor they were scored at,
-groups scored at a longer factor first, so the groups that extrapolate furthest and best come
-first. ``posx report --top N`` draws the N best instead (``--top all``: every group, as many
-files as that takes), ``--where KEY=VALUE`` draws the groups of a setting. Every group stays in
-the tables (summary.csv, groups.csv, ``groups_ranked.csv``); summary.md says at its top how many
-groups are drawn and how they were chosen.
-
-A group here is a line key of the report's tables: (group label, parent, encoding), the
-columns every table carries (``posx.report.figures.facets.LINE``).
+"""Which groups a report draws: past ``TOP`` groups (two panels of ``facets.MAX_LINES`` lines at two
+methods a group), the best ones, ranked by their lowest mean perplexity at the longest factor they
+were scored at (longer factors first); ``--top N`` (or ``all``) draws others. Every table keeps
+every group; summary.md says how the drawn ones were chosen. A group is a line key (``facets.LINE``).
 """
 
 from __future__ import annotations

@@ -1,32 +1,15 @@
 """The report cache: what earlier reports read of each run, so a report over a sweep that grew by
-ten runs reads ten runs.
+ten runs reads ten runs (docs/evaluation.md, "Sweeps of thousands of runs").
 
-It lives in ``.cache/`` in the folder reports are written to (``results/reports/.cache/``, or the
-folder holding ``--out``) as shards: each report that read runs the cache
-did not hold writes one shard, a folder with those runs' digests (``digests.parquet``:
-run, stamp, digest) and their rows of each table (``extrapolation.parquet``,
-``positions.parquet``, ``passkey.parquet``, ``tasks.parquet``, ``metrics.parquet``:
-``posx.report.store.scan``). A shard
-is built in a hidden folder and renamed into place, whole or not at all, and never changes
-after; so any number of reports, on any number of machines sharing the folder, may read and
-add shards at once without a lock. A run's entry counts while its stamp (``posx.report.store.digest``:
-the size and mtime of each file it was made from) is the run's stamp now; a run whose files
-changed is read again into the new shard, and the newest shard holding the current stamp wins.
-A report's new shard joins the cache only once the report is published (``keep``): a report
-that fails, or is refused, leaves the cache as it was; a run the report leaves out as damaged is
-never in a shard, so each report reads it again until it is fixed. When there are more than ``MAX_SHARDS``
-shards, a published report merges each run's newest entry into one new shard and removes the
-merged shards older than ``GRACE`` (a report reading one of them now is long done; younger ones
-stay until a later merge, their entries shadowed by the newer merged shard).
-
-Nothing in a shard is trusted unchecked: ``sums.json`` (written last) records the sha256 of
-each of its files, and each file must hold the columns and types of its table; a shard that
-fails either check (damaged, edited, a file replaced by a link, a FIFO or anything else) is
-removed and its runs are read again into the new shard. Each cached digest is checked field by
-field and by its seal as a digest.json is (``posx.report.store.digest.trusted``). A shard written by
-an older posx lacks a file today's shards hold; it is not read (its runs are read again) and
-is removed once older than ``GRACE``. Every file is read through a link of a plain name
-(``posx.report.store.literal``), so no folder name is read as a pattern.
+It lives in ``.cache/`` beside the reports as shards: each report that read runs the cache did
+not hold writes one, a folder of those runs' digests and table rows in Parquet, built aside and
+renamed into place whole, never changed after: reports on many machines share it without a lock.
+A run's entry counts while its stamp is the run's stamp now; the newest shard wins. A new shard
+joins only once the report is published (``keep``); a damaged run is never in one. Past
+``MAX_SHARDS`` a published report merges them, removing merged shards older than ``GRACE``.
+Nothing in a shard is trusted unchecked (``SUMS``, each file's columns and types, each digest
+as a digest.json): a shard that fails is removed and its runs read again; one of an older posx
+is not read. Every file is read through a link of a plain name (``posx.report.store.literal``).
 """
 
 from __future__ import annotations

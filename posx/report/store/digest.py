@@ -1,21 +1,10 @@
-"""A run's digest: the small record of what ``posx report`` and ``posx runs`` read of a run.
-
-A run writes ``digest.json`` once at the end of its training and again at the end of each
-evaluation (``refresh``): its seed, its identity (``posx.report.store.groups``: the model, training,
-data and evaluation settings, as text), an extended run's parent, what ``posx runs`` lists
-(encoding, T, steps, validation perplexity, evaluated lengths), the header of each of its
-tables, the tables its evaluation leaves out by design (``posx.eval.tables.left_out``) and the
-files posx refused to read as damaged (``damaged``: the run is listed without what they hold). It
-is stamped with the size and modification time of every file it was made from (``SOURCES``)
-and with a hash of their bytes (``content``), and sealed with a hash of its own fields
-(``posx.report.store.digestcheck``). A digest is trusted only when every field passes its check and
-its seal matches (``trusted``): one edited, damaged or of an older format is computed from the
-files again. One whose stamp no longer matches its files is stale: when their bytes are the
-ones it was made from (a run copied with new mtimes) it is kept with the new stamp, else
-(a table rewritten, a config edited, a run made before digests existed) computed from the
-files again, as the run would have (``resolve``); ``load`` writes either back, and the report
-does once it is published (``posx.report.store.cache``). So a report or a listing reads one small
-JSON per run instead of parsing its YAML and tables.
+"""A run's digest (``digest.json``): the small record ``posx report`` and ``posx runs`` read instead
+of parsing a run's YAML and tables. Written at the end of training and of each evaluation
+(``refresh``): seed, identity, parent, the listing, each table's header, the tables left out by
+design and the files refused as damaged. Stamped with the size and mtime of its ``SOURCES`` and a
+hash of their bytes (``content``), sealed (``digestcheck``). Trusted only when every field checks
+and the seal matches; a stale one whose bytes are unchanged (a copied run) keeps its content with
+the new stamp, else is computed again (``resolve``). See docs/evaluation.md.
 """
 
 from __future__ import annotations

@@ -1,11 +1,6 @@
-"""A digest checked field by field before anything in it is used, as a fresh file is
-(``posx.report.store.digest``): a digest.json or a cache entry that is damaged, written by hand, or
-edited after posx sealed it is not trusted, and the run is read from its files again.
-
-``seal`` is a hash of every other field: a digest edited after it was written (a value changed,
-a header reordered) no longer matches its seal. ``valid`` checks the seal and the type and range
-of each field, so what passes is what ``posx.report.store.digest.compute`` could have written.
-"""
+"""A digest checked field by field before anything in it is used: ``seal`` hashes every other field,
+``valid`` checks the seal and each field's type and range, so what passes is what
+``posx.report.store.digest.compute`` could have written; anything else is read from the files again."""
 
 from __future__ import annotations
 

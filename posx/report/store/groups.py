@@ -1,25 +1,12 @@
 """Which runs of a report are seeds of one experiment: everything but the seed is equal.
 
-A run's identity is a flat dict of what decides its numbers:
-
-* the model (``model.*``, ``pos.*``: sizes, encoding and its parameters, from model.json, which
-  records the model actually built) and T (``T``);
-* the training (``train.*`` but how often it validates or checkpoints; ``steps``) and, for an
-  extended run, its parent, method and factor and the ``extend.*`` settings;
-* the data: the corpus fingerprint (sha256 of the bytes) when model.json has it, else
-  ``data.source``/``data.path``, and ``data.val_fraction``;
-* the evaluation settings of its tables (``eval.*`` from eval.yaml, ``posx.eval.history``); a
-  table written before posx kept them is described by what the table itself records (scored
-  tokens, protocol) and marked ``eval.record=none``. A report over every kept evaluation
-  (``--evaluations all``) records the set of their ids, ``eval.ids``.
-* an extended run whose parent directory is there holds the parent's identity as ``parent.*``
-  (``posx.report.store.runtables``), so extensions of seeds of one experiment form one group.
-
-Never part of it: the seed, the name, the device, where results go, ``eval.batch_tokens`` and
-``eval.after_train``. Runs with equal identities form a group; a group is labelled by the
-keys that differ between the groups of the report (encoding and parent are columns of their
-own). Two runs of one group with the same seed are one experiment run twice: the one
-evaluated last counts, the other is listed as a duplicate.
+A run's identity is a flat {key: text} of what decides its numbers: the model as built and T, the
+training, the data's fingerprint, the evaluation settings of its tables (``eval.*``; a table older
+than those records is described by what it holds, ``eval.record=none``), an extended run's parent,
+method and factor (its parent's identity as ``parent.*`` when the parent is there). Never: the
+seed, name, device, where results go (``IGNORED``). A group is labelled by the keys that differ
+between groups; two runs of one seed in a group: the one evaluated last counts. See
+docs/evaluation.md, "Groups".
 """
 
 from __future__ import annotations

@@ -1,28 +1,10 @@
-"""What ``posx report`` reads of each run: its seed, its identity and its tables.
+"""What a report reads of each run: its seed, its identity and its tables.
 
-With ``current`` evaluations (the default) a run is read through its digest
-(``posx.report.store.digest``) and its tables through the report cache and one scan of every run's
-CSVs (``posx.report.store.cache``); ``--evaluations all`` reads each run's kept evaluations here, one
-run at a time, and hands the stacked tables to the same queries.
-
-Which evaluation's tables (``--evaluations``):
-
-* ``current`` (default): the tables at the run's top level, its last evaluation;
-* ``all``: every evaluation kept under ``eval/<id>/`` (``posx.eval.history``) of the run's
-  current weights, stacked. A run evaluated once with every RoPE method and once with the
-  sliding protocol, or a learned-absolute run evaluated with ``none``, ``clamp`` and
-  ``interpolate``, contributes all of those rows. Where two evaluations scored the same cell
-  (method, protocol, absolute_beyond, factor, stage) the newest counts and the report says so.
-
-Learned absolute rows evaluated past the table with ``clamp`` or ``interpolate`` read as methods
-of those names (``absolute · clamp``), so the three ways of going past T are three lines.
-
-An extended run (``posx extend``) whose parent directory is there holds the parent's own
-identity (``parent.*``) instead of the parent's name, and its replicate is (parent's seed, its
-own seed): extensions of parents that are seeds of one experiment pool as seeds of one
-extension experiment, and so do extensions of one parent with different extension seeds. Its
-``parent`` column then reads ``<encoding>-T<T>``. Without the parent directory, the parent's
-name stands in, as before.
+``--evaluations current`` (default) reads a run through its digest and its tables through the
+report cache; ``all`` reads here, one run at a time, every evaluation kept under ``eval/<id>/`` for
+the run's current weights, stacked (the newest wins a cell scored twice; the report says so). An
+extended run whose parent directory is there holds the parent's identity and counts as replicate
+(parent's seed, its seed), its ``parent`` reading ``<encoding>-T<T>``. See docs/evaluation.md.
 """
 
 from __future__ import annotations

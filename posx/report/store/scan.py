@@ -1,16 +1,9 @@
 """Every run's tables in one scan: DuckDB reads all the ``positions.csv`` (say) of a report at once,
-gives each row its run directory (the file's folder), and writes the rows, in today's columns,
-to one Parquet file.
-
-The runs' tables come from several posx versions, so files are read in batches of one header
-(each run's digest records its tables' headers, ``posx.report.store.digest``): each batch is one
-``read_csv`` with the columns named and typed, no sniffing per file. A column a version lacks
-holds the value it implies (``posx.eval.tables.OPTIONAL``), as ``read_table`` does. A table
-that lacks a column reading needs, has a row cut short, holds a non-number where a number
-belongs or a row without a cell that names it (``posx.eval.tables.KEYED``) is damaged: its
-run is left out of the scan and returned with the one-line error naming the file
-(``read_table``'s, found by reading the suspect files one by one), and the scan goes on without
-it, so one damaged run never stops a report of the others (``posx.report.store.cache``).
+in batches of one header (typed, no sniffing), gives each row its run folder and writes today's
+columns to one Parquet file; a column an older version lacks holds what it implies
+(``posx.eval.tables.OPTIONAL``). A damaged file (a column missing, a row cut short, a non-number, a
+row without its ``KEYED`` cells) leaves its run out with ``read_table``'s one-line error, and the
+scan goes on: one damaged run never stops a report of the others.
 """
 
 from __future__ import annotations

@@ -1,13 +1,6 @@
-"""``--where KEY=VALUE`` of ``posx report`` and ``posx compare``: which runs to show.
-
-A condition names a key of a run's identity (``posx.report.store.groups``: dotted config keys such as
-``model.block``, ``pos.name``, ``eval.tokens``, and ``T``/``steps``, which ``train.context_length``
-and ``train.steps`` also name) and a value; a run is kept when every condition holds. Values
-compare as text, or as numbers where both sides are written as numbers (``train.lr=1e-3``
-matches ``0.001``; ``T=3_2`` matches nothing: no underscores, spaces, nan or inf). A condition
-that cannot select anything is refused in one line: a key no run has (with the keys that do
-differ), a value no run has (with the values there are), or conditions that together leave no
-run.
+"""``--where KEY=VALUE`` of ``posx report`` and ``posx compare``: the runs whose identity holds every
+condition. Values compare as text, or as numbers where both are written as numbers (``NUMBER``);
+a condition that cannot select anything is refused in one line. See docs/evaluation.md.
 """
 
 from __future__ import annotations

@@ -1,13 +1,6 @@
-"""The words of a report: ``summary.md`` and the table printed in the terminal.
-
-``summary.md`` names at its top the runs left out as damaged (``damaged.csv``), says how many
-groups the figures draw when they draw a choice (``posx.report.figures.shown``), then holds the summary
-as one table per method and protocol, a row per group drawn and a column per factor (methods
-that do not apply to an encoding left out; summary.csv has every row), the groups and why,
-passkey, extension, missing tables, the runs (past ``LISTED``, where groups.csv lists them),
-and what each figure leaves out. The terminal shows the first ``TERMINAL_ROWS`` rows of the
-groups drawn and says where the rest are.
-"""
+"""The words of a report: ``summary.md`` (damaged runs, how the drawn groups were chosen, one table
+per method and protocol of the groups drawn, the groups and why, passkey, extension, missing
+tables, the runs, notes on the figures) and the terminal table (``TERMINAL_ROWS`` rows)."""
 
 from __future__ import annotations
 
