@@ -31,8 +31,8 @@ class Facets:
     context: tuple = ()  # the lines labels are told apart from (``among``); none: each panel's own
 
     def among(self, lines: list[tuple]) -> Facets:
-        """These facets naming each line against all of ``lines`` (a facet's, split over several
-        panels) rather than only its own panel's: a group is called the same in every panel."""
+        """These facets naming each line against all ``lines`` (a facet's, over several panels): a
+        group is called the same in every panel."""
         return replace(self, context=tuple(dict.fromkeys(tuple(line[:3]) for line in lines)))
 
     def facet(self, key: tuple) -> str:
@@ -48,8 +48,8 @@ class Facets:
         return [(f, data[labels == f]) for f in order]
 
     def _shown(self, keys: list[tuple]) -> tuple[list[str], dict[str, str]]:
-        """The identity keys that differ between the groups ``keys`` (the encoding, parent and
-        facet keys are said elsewhere), and of those the usual value of each that has one."""
+        """The identity keys that differ between the groups ``keys`` (but encoding, parent and facet
+        keys, said elsewhere), and the usual value of each that has one."""
         pool = self.context or dict.fromkeys(tuple(k) for k in keys)
         known = [self.identities[k] for k in pool if k in self.identities]
         shown = [k for k in differences(known) if k not in COLUMN_KEYS and k not in self.keys]
@@ -57,9 +57,8 @@ class Facets:
         return shown, usual
 
     def names(self, keys: list[tuple]) -> dict[tuple, str]:
-        """Per line key, ``k=v, ...`` of the identity keys in which its group differs from the other
-        groups ``keys`` (the groups of one panel): every differing key it holds, but a key at its
-        usual value (``usual``). A group without a recorded identity is called by its label."""
+        """Per line key, ``k=v, ...`` of the keys its group differs in from the other ``keys`` (one
+        panel's), but those at their ``usual`` value; a group without an identity: its label."""
         shown, usual = self._shown(keys)
         out = {}
         for key in dict.fromkeys(tuple(k) for k in keys):
@@ -116,9 +115,8 @@ def facets_of(identities: dict[tuple, dict]) -> Facets:
 
 
 def pack(lines: list[tuple], size: int = MAX_LINES) -> list[list[tuple]]:
-    """``lines`` (ordered so that a group's lines, keyed by their first three fields, are
-    consecutive) in pieces of at most ``size``, a group's lines kept in one piece where they fit:
-    a reader compares one group's methods inside one panel."""
+    """``lines`` (a group's consecutive) in pieces of at most ``size``, a group's lines in one piece
+    where they fit: a reader compares one group's methods inside one panel."""
     pieces: list[list[tuple]] = []
     for _, same in itertools.groupby(lines, key=lambda line: tuple(line[:3])):
         mine = list(same)
@@ -130,9 +128,8 @@ def pack(lines: list[tuple], size: int = MAX_LINES) -> list[list[tuple]]:
 
 
 def pair_pieces(left: pd.DataFrame, right: pd.DataFrame, order) -> list[tuple]:
-    """The two sides of a figure's row (encodings | RoPE methods), each cut into pieces of at most
-    ``MAX_LINES`` lines (``pack``; ``order(side)`` lists a side's lines, keyed by ``LINE`` +
-    method), as (left piece, right piece) rows; None where a side has fewer pieces than the other."""
+    """The two sides of a figure's row (encodings | RoPE methods) ``pack``ed (``order(side)``: its
+    lines) as (left rows, right rows), None where a side has fewer pieces than the other."""
     pieces = [pack(order(side)) if not side.empty else [] for side in (left, right)]
     n = max(map(len, pieces))
     return [
@@ -153,9 +150,7 @@ def chunks(items: list, size: int) -> list[list]:
 
 
 def file_names(name: str, n: int) -> list[str]:
-    """The file names for a figure split over ``n`` files: ``ppl_vs_length.png``, then
-    ``ppl_vs_length-2.png``, ... A figure draws only the groups ``figures.shown`` chose, so ``n`` is
-    bounded by ``--top`` (every file is written: ``--top all`` draws every group)."""
+    """``name``, then ``<stem>-2.<ext>``, ...: ``n`` files of one figure (bounded by ``--top``)."""
     stem, dot, ext = name.rpartition(".")
     return [name if i == 0 else f"{stem}-{i + 1}{dot}{ext}" for i in range(n)]
 
@@ -167,8 +162,7 @@ def panel_title(facet: str, part: int = 0, parts: int = 1) -> str:
 
 
 def line_labels(facets: Facets, lines: list[tuple]) -> list[str]:
-    """Legend entries of one panel's ``lines`` (group, parent, encoding, method): the encoding and
-    method, the parent of an extended run, and the keys that differ between the panel's groups."""
+    """Legend entries of one panel's ``lines``: encoding · method · parent · what differs (``names``)."""
     names = facets.names([line[:3] for line in lines])
     return [
         " · ".join(part for part in (f"{e} · {m}", f"from {p}" if p else "", names[(g, p, e)]) if part)
@@ -177,8 +171,7 @@ def line_labels(facets: Facets, lines: list[tuple]) -> list[str]:
 
 
 def legend_texts(facets: Facets, lines: list[tuple]) -> list[str]:
-    """Every text of a panel's legend, to size it by: the ``lines``' labels and the title saying
-    what they leave unsaid."""
+    """Every text of a panel's legend, to size it by: its labels and its title (``usual``)."""
     usual = facets.usual([line[:3] for line in lines])
     return [*line_labels(facets, lines), *([usual] if usual else [])]
 

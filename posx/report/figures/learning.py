@@ -24,9 +24,8 @@ KEYS = ["group", "encoding", "task", "tokens"]
 
 
 def sound(runs, damaged: dict) -> list:
-    """The ``runs`` whose task_curve.csv, when they have one, reads; each other run joins
-    ``damaged`` (run -> its file's one-line error) and is left out of the report like a run with a
-    damaged table (the curve is read at every report, never cached)."""
+    """The ``runs`` whose task_curve.csv, if any, reads; each other joins ``damaged`` (run -> the
+    one-line error) and is left out like a run with a damaged table (the curve is never cached)."""
     kept = []
     for run in runs:
         path = Path(run.path) / TASK_CURVE
@@ -41,9 +40,8 @@ def sound(runs, damaged: dict) -> list:
 
 
 def gather(runs) -> tuple[pd.DataFrame, dict[str, dict]]:
-    """Per group x encoding x task x tokens: accuracy mean, lowest, highest and runs, over the
-    ``runs`` (``posx.report.store.runtables.RunTables``) that have a task_curve.csv (empty without), and
-    each group's identity (its config keys), from which the legend names what differs."""
+    """(per group x encoding x task x tokens: accuracy mean, lowest, highest and runs over the
+    ``runs`` with a task_curve.csv; each group's identity, for the legend)."""
     frames, identities = [], {}
     for run in runs:
         path = Path(run.path) / TASK_CURVE
@@ -63,8 +61,7 @@ def gather(runs) -> tuple[pd.DataFrame, dict[str, dict]]:
 
 
 def labels(lines: list[tuple], identities: dict[tuple, dict]) -> dict[tuple, str]:
-    """Per line (group, encoding) of one panel: its encoding and the keys that differ between the
-    panel's groups (their values), so two lines of a panel never share a label."""
+    """Per line (group, encoding) of a panel: its encoding and the keys the panel's groups differ in."""
     known = [line for line in lines if line in identities]
     shown = [k for k in differences([identities[line] for line in known]) if k not in ("pos.name", "seed")]
     out = {}
@@ -81,8 +78,7 @@ def plot(curves: pd.DataFrame, identities: dict, path: Path, formats: tuple[str,
 
 
 def figure(curves: pd.DataFrame, identities: dict) -> Figure:
-    """A panel per task, a legend under each naming what differs between its lines, a colour per
-    line of the panel."""
+    """A panel per task, a colour per line, a legend under each."""
     tasks = list(dict.fromkeys(curves["task"]))
     per_task = {}
     for task in tasks:

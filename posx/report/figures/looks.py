@@ -38,9 +38,7 @@ def _style(stage: str, order: int):
 
 
 def looks(lines: list[tuple[str, object, str]], size: float = 5.5) -> list[dict]:
-    """``Axes.plot`` keywords for each line (encoding, group, method) of one panel: the group's
-    shade of its encoding's colour, its method's hollow marker and its stage's line style; no
-    two alike (a repeat takes a spare dash pattern)."""
+    """``Axes.plot`` keywords for each line (encoding, group, method) of one panel (module docstring)."""
     shades: dict[str, list] = {}
     for encoding, group, _method in lines:
         mine = shades.setdefault(encoding, [])

@@ -87,8 +87,7 @@ def colors_for(names) -> dict:
 
 
 def distinct(n: int) -> list:
-    """``n`` colours no two alike (tab10, then tab20, then evenly spaced hues): for figures whose
-    lines are runs of one kind (a learning curve per group), where no encoding colour applies."""
+    """``n`` colours no two alike (tab10, tab20, then even hues), where no encoding colour applies."""
     if n <= 10:
         return [colormaps["tab10"](i) for i in range(n)]
     if n <= 20:
@@ -105,10 +104,9 @@ def marker_of(name: str) -> str:
 
 
 def dodge_step(n: int, factors=()) -> float:
-    """The sideways step between neighbouring lines of ``n``, in log units of the factor: ``DODGE``
-    of a factor, or less where the lines would reach too far. The outermost line stays within a
-    quarter of the log-gap to the neighbouring factor (``factors``: the axis's factors), so no
-    point passes halfway to its neighbour's factor, however many lines there are."""
+    """The sideways step between neighbouring lines of ``n``, in log units of the factor: ``DODGE``,
+    or less so the outermost line stays within a quarter of the log-gap to the neighbouring factor
+    (``factors``: the axis's): no point passes halfway to its neighbour's factor."""
     if n < 2:
         return 0.0
     ordered = sorted({float(f) for f in factors if f > 0})
@@ -132,9 +130,8 @@ def dodge_note(n: int, factors=()) -> str:
 
 
 def stagger(i: int, n: int, points: int, marks: int = 8) -> tuple[int, int]:
-    """``markevery`` for the ``i``-th of ``n`` dense lines (``points`` each, on a linear axis):
-    about ``marks`` markers per line, each line's shifted against the others', so lines that
-    coincide show every one's marker without moving any point."""
+    """``markevery`` for the ``i``-th of ``n`` dense lines of ``points``: about ``marks`` markers,
+    shifted against the other lines', so lines that coincide all show without moving a point."""
     step = max(1, points // marks)
     return (i * step // max(n, 1)) % step, step
 
@@ -152,9 +149,8 @@ LEGEND_LINE = 0.16  # inches a legend text line takes at the report's legend fon
 
 
 def legend_inches(labels: list[str], columns: int = 1) -> float:
-    """The height in inches a legend of ``labels`` (wrapped) takes, in ``columns`` columns, with
-    room for a few fixed entries: what a panel or figure must add so its legend never squeezes
-    the axes away."""
+    """The inches a legend of ``labels`` (wrapped) in ``columns`` columns takes, with room for a few
+    fixed entries: what a figure adds so its legend never squeezes the axes away."""
     rows = sum(len(wrap(label).split("\n")) for label in labels)
     return LEGEND_LINE * (-(-rows // columns) + 3)
 

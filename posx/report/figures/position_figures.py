@@ -37,12 +37,10 @@ LINE = [*PANEL, "method"]
 
 
 def position_curves(cells: pd.DataFrame, factor: float | None, smooth: int = 1) -> tuple[pd.DataFrame, dict]:
-    """The per-position curves to draw from ``cells`` (``posx.report.store.queries.positions``): per
-    panel (group x parent x encoding) the cells at ``factor`` (default: the largest factor it
-    has); returns the curves (``nll``, ``nll_std``, ``n``) and the factor used per panel. With
-    ``smooth`` > 1 a curve is a centred moving mean over that many buckets. Where the tables hold
-    both protocols, the non-overlapping windows' positions are drawn (sliding windows score only
-    their last tokens)."""
+    """(the curves, the factor used per panel): per panel (group x parent x encoding) the cells of
+    ``queries.positions`` at ``factor`` (default: its largest), a centred moving mean over ``smooth``
+    buckets; non-overlapping windows where both protocols are there (sliding ones score only their
+    last tokens)."""
     if cells.empty:
         return cells, {}
     if cells["protocol"].nunique() > 1:  # one protocol's positions per curve
@@ -69,8 +67,7 @@ def _smoothed(curves: pd.DataFrame, smooth: int) -> pd.DataFrame:
 
 
 def draw_lines(ax, data: pd.DataFrame, facets: Facets) -> str:
-    """Each line (``LINE``) of ``data`` with its band, markers staggered; returns the band name
-    when every line shares one, else "" (each label then carries its own)."""
+    """Each line of ``data`` with its band, markers staggered; returns ``one_band`` of their bands."""
     if "n" not in data:
         data = data.assign(n=1)
     lines = split_rows(data, LINE)
@@ -105,12 +102,7 @@ def _band(shared: str) -> str:
 
 
 def plot_positions(
-    cells: pd.DataFrame,
-    out_dir: Path,
-    factor: float | None,
-    smooth: int,
-    facets: Facets,
-    formats=output.FORMATS,
+    cells: pd.DataFrame, out_dir: Path, factor: float | None, smooth: int, facets: Facets, formats=output.FORMATS
 ) -> dict[str, Path]:
     """``positions.png`` (one panel per group, at most MAX_PANELS to a file); {file name: path}."""
     curves, chosen = position_curves(cells, factor, smooth)
@@ -148,8 +140,8 @@ def plot_positions(
 
 
 def longest_per_line(data: pd.DataFrame, keys: list[str], factor: float) -> tuple[pd.DataFrame, list[str]]:
-    """Each line's rows at ``factor``, or at its own longest where it has none that long (learned
-    absolute past its table); and what was drawn shorter, one phrase per encoding and factor."""
+    """Each line's rows at ``factor``, or its own longest below (learned absolute past its table),
+    and a phrase per encoding and factor drawn shorter."""
     data = data[data["factor"] == data.groupby(keys)["factor"].transform("max").clip(upper=factor)]
     shorter = data[data["factor"] < factor].drop_duplicates(["encoding", "factor"])
     return data, [f"{r.encoding} drawn at {r.factor:g} x T, its longest" for r in shorter.itertuples()]

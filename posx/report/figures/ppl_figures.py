@@ -51,8 +51,7 @@ def _rows(data: pd.DataFrame, key: tuple) -> pd.DataFrame:
 
 
 def _finite(data: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The rows whose mean perplexity is a finite number (bounds past exp or at 0 left out, as NaN)
-    and those whose mean is inf (a diverged run's: exp of its loss overflows)."""
+    """(the rows of finite mean, bounds past exp or at 0 as NaN; the rows of mean inf: diverged)."""
     inf = data["ppl_mean"] == np.inf
     kept = data[~inf].copy()
     for column in ("ppl_lo", "ppl_hi"):
@@ -67,10 +66,8 @@ def _edge(values: pd.Series, pick) -> float:
 
 
 def draw_panel(ax, data: pd.DataFrame, facets: Facets, factors: list, gone=None, band: str = "") -> str:
-    """One panel: each line of ``data`` (scored rows) with its band, moved sideways; ``gone`` rows
-    (not scored) marked x at the top; ``band``: what every band is, when not the seeds' spread.
-    Returns the band name when every line shares one (said by the caller), else "" (each label
-    then carries its own)."""
+    """One panel: each line of ``data`` with its band, moved sideways, ``gone`` rows (not scored) an x
+    at the top; ``band``: what every band is, when not the seeds' spread. Returns ``one_band``."""
     lines = _lines(data)
     labels = line_labels(facets, lines)
     styles = looks([(k[2], k[:3], k[3]) for k in lines])
@@ -103,8 +100,7 @@ def draw_panel(ax, data: pd.DataFrame, facets: Facets, factors: list, gone=None,
 
 
 def _height(data: pd.DataFrame, facets: Facets) -> float:
-    """A panel's height in inches: 4.2, or more when its legend (labels wrapped, with their
-    bands) runs longer, so the legend never squeezes the axes away."""
+    """A panel's height in inches: 4.2, or what its legend (wrapped, with bands) needs beside it."""
     if data is None or data.empty:
         return 4.2
     labels = legend_texts(facets, _lines(data))
@@ -127,8 +123,7 @@ def _unit(data: pd.DataFrame) -> str:
 
 
 def _panels(summary: pd.DataFrame, facets: Facets) -> list[tuple[str, pd.DataFrame, pd.DataFrame, Facets]]:
-    """(title, scored rows, unscored rows, the facets naming its lines) per facet x protocol x
-    piece of at most MAX_LINES lines."""
+    """(title, scored rows, unscored rows, naming facets) per facet x protocol x piece of MAX_LINES."""
     scored = summary[summary["n_seeds"] > 0]
     protocols = sorted(scored["protocol"].unique(), key=lambda p: (p != "nonoverlapping", p))
     out = []
@@ -167,9 +162,8 @@ def ppl_figures(summary: pd.DataFrame, facets: Facets, name: str = "ppl_vs_lengt
 
 
 def _encoding_rows(data: pd.DataFrame, facets: Facets) -> list[tuple]:
-    """(title, left rows, right rows, the facets naming their lines) per facet x protocol x piece:
-    encodings without rescaling on the left, RoPE with each method on the right (None where a
-    side has fewer pieces than the other)."""
+    """(title, left rows, right rows, naming facets) per facet x protocol x piece: encodings without
+    rescaling | RoPE with each method (``pair_pieces``)."""
     rows = []
     for facet, mine in facets.split(data):
         for protocol in sorted(mine["protocol"].unique(), key=lambda p: (p != "nonoverlapping", p)):

@@ -19,8 +19,7 @@ ALL = "all"
 
 
 def parse_top(text: str | int | None) -> int | None:
-    """``--top N`` (a whole number of at least 1) or ``--top all`` (None: every group); the
-    default is ``TOP``. A bad value is a one-line error."""
+    """``--top N`` (N >= 1), ``--top all`` (None), or ``TOP`` when not given; else a one-line error."""
     if text is None:
         return TOP
     said = str(text).strip().lower()
@@ -32,9 +31,8 @@ def parse_top(text: str | int | None) -> int | None:
 
 
 def rank(summary: pd.DataFrame) -> pd.DataFrame:
-    """Every group of ``summary`` once, best first: its longest scored factor and its lowest mean
-    perplexity there (columns ``LINE``, ``factor``, ``best_ppl``, ``best_method``, ``rank``).
-    One sort and one pass over the rows; groups never scored come last."""
+    """Every group once, best first (module docstring), with ``factor``, ``best_ppl``,
+    ``best_method`` and ``rank``; groups never scored last."""
     if summary.empty:
         return pd.DataFrame(columns=[*LINE, "factor", "best_ppl", "best_method", "rank"])
     rows = summary.assign(**{k: summary[k].fillna("").astype(str) for k in LINE})
@@ -58,8 +56,7 @@ class Shown:
     total: int
 
     def rows(self, table: pd.DataFrame) -> pd.DataFrame:
-        """The rows of ``table`` on the groups drawn (matched on the columns of ``LINE`` it has: a
-        passkey table has no parent); every row when all groups are drawn."""
+        """The rows of ``table`` on the groups drawn (on the ``LINE`` columns it has: passkey has no parent)."""
         have = [k for k in LINE if k in table.columns]
         if self.lines is None or table.empty or "group" not in have:
             return table
@@ -70,8 +67,7 @@ class Shown:
 
 
 def titled(facets: Facets, shown: Shown) -> Facets:
-    """``facets`` whose labels (the titles of panels and files) say that the figures draw a choice
-    of the groups, when they do: "T=64, the 12 best of 1000 groups (summary.md)", never "all groups"."""
+    """``facets`` whose labels (panel and file titles) say the figures draw a choice of the groups."""
     if shown.lines is None:
         return facets
     said = f"the {len(shown.lines)} best of {shown.total} groups at the longest factor (summary.md)"
