@@ -79,8 +79,8 @@ def _extensions(runs: list[RunTables]) -> dict:
 
 
 def _load(paths: list[str | Path], evaluations: str, reports: Path, where: list[tuple[str, str]]):
-    """(the runs selected by ``where``, the counted runs, their grouping, the connection with their
-    tables and ``runs``); the cache lives in ``reports``, the folder the report goes into."""
+    """(the runs ``where`` selects, the counted runs, their grouping, the gathered tables with the
+    view ``runs``); the cache lives in ``reports``."""
     loaded, gathered = collect(find_run_dirs(paths), evaluations, reports / cache.CACHE)
     try:
         loaded = learning.sound(loaded, gathered.damaged)
@@ -204,8 +204,8 @@ def _tell_damaged(console: Console, damaged: dict) -> None:
 
 
 def check_factor(factor: float | None, positions: pd.DataFrame, summary: pd.DataFrame) -> None:
-    """``--factor`` must be a factor the runs' per-position tables have (their perplexity tables'
-    factors when none has per-position rows), else the plot would quietly draw another."""
+    """``--factor`` must be one the per-position tables (else the perplexity tables) have, else the
+    plot would quietly draw another."""
     have = sorted(set((positions if not positions.empty else summary)["factor"].astype(float)))
     if factor is None or any(math.isclose(factor, f) for f in have):
         return
@@ -213,10 +213,8 @@ def check_factor(factor: float | None, positions: pd.DataFrame, summary: pd.Data
 
 
 def _publish(loaded, runs, grouping, gathered, out, results_dir, top, options):
-    """Compute every table, write the report into a staging folder and publish it whole; returns
-    (its directory, the summary, the PNGs drawn, the formats written). ``top``: (groups to draw or
-    None for all, whether --top said so); ``options``: factor, smooth, formats (None: the default
-    for the report's size) and median."""
+    """Every table, written into a staging folder published whole; returns (its directory, the
+    summary, the PNGs drawn, the formats). ``top``: (groups or None, whether --top said so)."""
     con = gathered.con
     names = relative_names([r.path for r in loaded] + list(gathered.damaged))
     damaged = pd.DataFrame(
@@ -283,11 +281,9 @@ def report(
     median: bool = False,
     top: str | int | None = None,
 ) -> Path:
-    """Build the report; returns its directory. ``formats``: the figure formats kept
-    (``posx.report.figures.output``; None: PNG and PDF, PNG only when the report draws a choice of its
-    groups); ``where``: ``KEY=VALUE`` conditions selecting runs (``posx.report.store.selection``);
-    ``median``: also draw the median over groups; ``top``: how many groups the figures draw
-    (``posx.report.figures.shown``; None: the default)."""
+    """Build the report; returns its directory. ``formats``: ``--format`` (None: PNG and PDF, PNG
+    only when the figures draw a choice of the groups); ``where``: ``--where``; ``median``:
+    ``--median-over-groups``; ``top``: ``--top`` (None: the default)."""
     console = console or new_console()
     if smooth < 1:
         raise PosxError(f"--smooth {smooth} must be at least 1 (buckets in the moving mean)")

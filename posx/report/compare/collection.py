@@ -24,6 +24,7 @@ from posx.core.workers import cores
 from posx.eval.tables import read_table
 from posx.report.store import digest as digests
 from posx.report.store import selection
+from posx.report.store.scan import refusal
 from posx.runs.paths import NOT_RUNS, RESULTS, is_run_dir, name_below, refuse_run_folder, require_dir
 
 TABLE_ROWS = 200  # longer listings print as plain aligned lines (a rich Table measures every cell)
@@ -68,9 +69,7 @@ PARALLEL_FROM = 200  # runs from which a listing reads their digests in worker p
 
 
 def _describe_all(runs: list[Path], results: Path) -> list[dict]:
-    """``describe`` of each run, in order: in as many forked worker processes as there are cores
-    when there are ``PARALLEL_FROM`` runs or more (each digest checked, and a stale one hashed or
-    computed again, exactly as here), else one after another."""
+    """``describe`` of each run, in order: from ``PARALLEL_FROM`` runs on in a forked worker per core."""
     workers = min(cores(), len(runs))
     if len(runs) < PARALLEL_FROM or workers < 2 or "fork" not in multiprocessing.get_all_start_methods():
         return [describe(r, results) for r in runs]
@@ -147,10 +146,8 @@ Z95 = 1.959964  # the normal 97.5% quantile
 
 
 def _log_se(t: pd.DataFrame) -> pd.Series:
-    """Each row's standard error of its log perplexity (its mean NLL) as its own 95% interval
-    has it: (log hi - log lo) / (2 x 1.96). The interval uses the t quantile of its windows, so
-    a row scored on few windows keeps its width here; a row without an interval falls back to
-    the table's ``nll_se``."""
+    """Each row's standard error of its log perplexity from its own 95% interval, (log hi - log lo)
+    / (2 x 1.96), so few windows (a t quantile) keep their width; without an interval, ``nll_se``."""
     from_interval = (np.log(t["ppl_hi"]) - np.log(t["ppl_lo"])) / (2 * Z95)
     return from_interval.where(from_interval.notna(), t["nll_se"]) if "nll_se" in t else from_interval
 
@@ -166,18 +163,16 @@ def ratio_interval(ratio, se_a, se_b) -> tuple:
 
 
 def readable(run_dirs: list[Path]) -> tuple[list[Path], dict[Path, str]]:
-    """(the runs ``compare`` can read, the others: run -> the one-line error of its damaged
-    extrapolation.csv). A run without one is kept (``compare`` refuses it: not evaluated). When
-    fewer than two are left, the first damaged one's error: there is nothing to compare."""
+    """(the runs ``compare`` can read, run -> the one-line error of each damaged extrapolation.csv);
+    fewer than two left: the first error."""
     kept, damaged = [], {}
     for run_dir in run_dirs:
-        try:
-            if (Path(run_dir) / "extrapolation.csv").is_file():
-                read_table(Path(run_dir) / "extrapolation.csv")
-        except PosxError as exc:
-            damaged[run_dir] = str(exc)
-            continue
-        kept.append(run_dir)
+        path = Path(run_dir) / "extrapolation.csv"
+        why = refusal(path) if path.is_file() else None
+        if why is None:
+            kept.append(run_dir)
+        else:
+            damaged[run_dir] = why
     if damaged and len(kept) < 2:
         raise PosxError(next(iter(damaged.values())))
     return kept, damaged
@@ -236,9 +231,8 @@ def _columns(name: str, first: str | None) -> set[str]:
 
 
 def _column_name(run_dir: Path, names: list[str]) -> str:
-    """The run's column name: its directory's name, else its path, else that with a number, the
-    first whose columns share no name with the table's others (runs named ``x`` and ``x lo``, or
-    ``method``)."""
+    """The run's column name: its folder's name, its path, or the name with a number, the first
+    whose columns clash with none of the table's (runs named ``x`` and ``x lo``, or ``method``)."""
     first = names[0] if names else None
     taken = set(FIXED).union(*(_columns(n, None if i == 0 else first) for i, n in enumerate(names)))
     candidates = [run_dir.name, str(run_dir)]

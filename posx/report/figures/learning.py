@@ -12,12 +12,12 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.figure import Figure
 
-from posx.core.errors import PosxError
 from posx.eval.tables import read_table
 from posx.report.figures import palette
 from posx.report.figures.output import FORMATS, save
 from posx.report.figures.palette import legend_inches
 from posx.report.store.groups import differences
+from posx.report.store.scan import refusal
 from posx.runs.paths import TASK_CURVE
 
 KEYS = ["group", "encoding", "task", "tokens"]
@@ -29,13 +29,11 @@ def sound(runs, damaged: dict) -> list:
     kept = []
     for run in runs:
         path = Path(run.path) / TASK_CURVE
-        try:
-            if path.exists() or path.is_symlink():
-                read_table(path)
-        except PosxError as exc:
-            damaged[run.path] = str(exc)
-            continue
-        kept.append(run)
+        why = refusal(path) if path.exists() or path.is_symlink() else None
+        if why is None:
+            kept.append(run)
+        else:
+            damaged[run.path] = why
     return kept
 
 

@@ -53,8 +53,7 @@ def no_rows(table: str) -> str:
 
 @dataclass
 class Gathered:
-    """Every run's digest, and a DuckDB connection with one view per table (``TABLES``) holding
-    the rows of every run (``run``: its directory)."""
+    """Every run's digest, and a DuckDB connection with a view per table (``TABLES``) of every run's rows."""
 
     digests: dict  # run path -> digest
     con: duckdb.DuckDBPyConnection
@@ -72,17 +71,15 @@ def connect() -> duckdb.DuckDBPyConnection:
 
 
 def shard_name() -> str:
-    """A new shard's name: the time it is written to the nanosecond, in fixed width, so that names
-    sort in the order shards were written (the newest shard wins, also between two reports in one
-    second), then the process and a random tag (two processes in one nanosecond)."""
+    """A new shard's name: its time to the nanosecond in fixed width (names sort as shards were
+    written: the newest wins), then the process and a random tag (two in one nanosecond)."""
     ns = time.time_ns()
     second = time.strftime("%Y%m%d-%H%M%S", time.localtime(ns // 10**9))
     return f"{second}.{ns % 10**9:09d}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
 
 
 def _shards(cache: Path, complete: bool = True) -> list[Path]:
-    """The cache's shards, oldest first: those holding every table (``complete``), or the others,
-    written by an older posx."""
+    """The cache's shards, oldest first: ``complete`` ones, or those of an older posx."""
     if not cache.is_dir():
         return []
     found = [p for p in cache.iterdir() if not p.name.startswith(".") and (p / "digests.parquet").is_file()]
@@ -113,9 +110,8 @@ def _intact(shard: Path) -> None:
 
 
 def _cached(con, shards: list[Path], stamps: dict[str, str]) -> dict[str, tuple[dict, str]]:
-    """run -> (digest, shard) for each run whose current stamp a shard holds (the newest shard wins),
-    its digest checked field by field as a digest.json is (``digest.trusted``); a run cached by an
-    older posx, or whose entry fails a check, is read again. A damaged shard is removed (``_entries``)."""
+    """run -> (digest, shard) for each run whose current stamp a shard holds (the newest wins), its
+    digest ``digest.trusted``; any other run is read again."""
     found: dict[str, tuple[dict, str]] = {}
     for shard in shards:  # oldest first: a newer shard's entry replaces an older one's
         for run, stamp, text in _entries(con, shard):
@@ -141,9 +137,8 @@ EXPECTED = {  # parquet file -> {column: type} that each shard's file must hold
 
 
 def _entries(con, shard: Path) -> list[tuple]:
-    """The shard's (run, stamp, digest) rows, once each of its files reads as the table it should
-    be (its columns, of their types); a shard that does not is removed (it is posx's own, rebuilt
-    by the report: its runs are read again), and has no rows."""
+    """The shard's (run, stamp, digest) rows, once each file holds its table's columns and types; a
+    shard that does not is removed (its runs are read again) and has no rows."""
     links = Links()
     try:
         _intact(shard)
@@ -167,9 +162,8 @@ def _entries(con, shard: Path) -> list[tuple]:
 
 
 def _batches(fresh: dict[str, dict], name: str) -> dict[tuple, list[Path]]:
-    """The runs' files of table ``name``, by header: each file's own first line, so a table is read
-    by its column names whatever its digest recorded (a table rewritten with its columns in
-    another order, or a digest edited, cannot shift a column)."""
+    """The runs' files of table ``name`` by header, each file's own first line: a table rewritten
+    in another column order, or a digest edited, cannot shift a column."""
     batches: dict[tuple, list[Path]] = {}
     for run in fresh:
         path = Path(run) / name
@@ -179,10 +173,8 @@ def _batches(fresh: dict[str, dict], name: str) -> dict[tuple, list[Path]]:
 
 
 def _write_shard(con, fresh: dict[str, dict], stamps: dict[str, str]) -> tuple[Path | None, dict[str, str]]:
-    """(a new shard of the ``fresh`` runs' digests and tables, in a temporary folder, or None when
-    every one is damaged; the runs left out as damaged, each with its file's one-line error). The
-    shard joins the cache with ``keep`` once the report is published: a failed report changes
-    nothing, and a damaged run is never in it (the next report reads it again)."""
+    """(a new shard of the ``fresh`` runs, in a temporary folder until ``keep``, or None when every
+    one is damaged; the runs left out as damaged, each with its one-line error)."""
     staging = Path(tempfile.mkdtemp(prefix="posx-shard-"))
     try:
         refused: dict[str, str] = {}
@@ -228,9 +220,8 @@ def _drop(con, staging: Path, runs: dict[str, str]) -> None:
 
 
 def keep(gathered: Gathered) -> None:
-    """The report is published: the stale digests it resolved are written back into their runs,
-    its new shard joins the cache (built aside, renamed into place), and past MAX_SHARDS shards
-    they are merged. A report that fails or is refused changes neither (``discard``)."""
+    """The report is published: its stale digests are written back into their runs, its new shard
+    renamed into the cache, and past MAX_SHARDS the shards merged (``compact``)."""
     for run, digest in gathered.stale.items():
         digests.keep(Path(run), digest)
     gathered.stale = {}
@@ -264,9 +255,8 @@ def discard(gathered: Gathered) -> None:
 
 
 def _views(con, live: dict[str, str], found: dict[str, dict], links: Links) -> None:
-    """One view per table: the rows of each run from the shard its entry counts in, read through
-    ``links`` (which live as long as the views). positions and passkey rows carry the
-    ``absolute_beyond`` of the evaluation that wrote them (extrapolation.csv has it)."""
+    """One view per table: each run's rows from the shard its entry counts in, through ``links``
+    (alive as long as the views); ``TAGGED`` rows carry their evaluation's ``absolute_beyond``."""
     beyond = [str(found[run]["eval"].get("eval.absolute_beyond", "none")) for run in live]
     shards = sorted(set(live.values()))
     listed = {t: links.listed([Path(s) / t.replace(".csv", ".parquet") for s in shards]) for t in TABLES}
@@ -288,14 +278,10 @@ def _views(con, live: dict[str, str], found: dict[str, dict], links: Links) -> N
 
 
 def gather(run_dirs: list[Path], cache: Path, tries: int = 2) -> Gathered:
-    """Every run's digest and tables, from the cache where it holds the run's current stamp and
-    read in one scan (into a new shard) where not. A run whose digest lists a file posx refuses
-    (``digest.refuse_damaged``), or with a table the scan refuses, is left out (``damaged``:
-    the run, the file's one-line error), as ``--evaluations all`` leaves out a run whose file it
-    refuses; such a run is never cached, so the next report reads it again."""
-    # Every path is spelled one way, absolute without ``..``, as the scan and the links spell the
-    # files they read (``Links.link``): a run or cache given relative, through ``..`` or absolute
-    # must meet the same entries, in this report and in the next.
+    """Every run's digest and tables, from the cache where it holds the run's current stamp, else
+    read in one scan into a new shard. A run with a file posx refuses (``digest.refusal``, the scan)
+    is left out (``damaged``: run -> the one-line error) and never cached."""
+    # Every path absolute without ``..``, as the links spell them: however a run is given, it meets its entries.
     spelled = {os.path.abspath(p): p for p in run_dirs}
     cache = Path(os.path.abspath(cache))
     stamps = {run: digests.stamp(Path(run)) for run in spelled}
@@ -331,8 +317,7 @@ def gather(run_dirs: list[Path], cache: Path, tries: int = 2) -> Gathered:
 
 
 def compact(con, cache: Path) -> None:
-    """Past MAX_SHARDS shards: one shard of each run's newest entry, the others removed. Shards of
-    an older posx are removed in any case."""
+    """Past MAX_SHARDS shards: one of each run's newest entry, the others removed (and older posx's)."""
     _remove_old(_shards(cache, complete=False))
     shards = _shards(cache)
     if len(shards) <= MAX_SHARDS:

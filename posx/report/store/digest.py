@@ -67,10 +67,8 @@ def stamp(run_dir: Path) -> str:
 
 
 def read_config(path: Path) -> dict | None:
-    """config.yaml as a mapping; None when the run has none; empty when it is damaged (not UTF-8,
-    not YAML, not a mapping, an ``${...}`` interpolation anywhere, a seed that is not a whole
-    number of 64 bits): the run is then listed without its settings and the report names its config.yaml
-    as missing. Nothing in it is resolved; old spellings read as now (``posx.runs.legacy``)."""
+    """config.yaml as written (old spellings as now, ``posx.runs.legacy``); None when absent; empty
+    when damaged (not YAML, not a mapping, an ``${...}``, a seed not a 64-bit whole number)."""
     config = path / CONFIG
     if not config.is_file():
         return None
@@ -93,8 +91,7 @@ def header(path: Path) -> list[str]:
 
 
 def _val_ppl(path: Path) -> float | None:
-    """exp of the last validation loss in metrics.csv (None when there is none or it is not a
-    number); ``inf`` when the loss is past what exp can hold (a diverged run: ``posx runs`` says so)."""
+    """exp of the last validation loss in metrics.csv (None without one; ``inf`` for a diverged run)."""
     try:
         losses = pd.read_csv(io.BytesIO(files.read_regular(path)), usecols=["val_loss"])["val_loss"].dropna()
         last = float(losses.iloc[-1]) if len(losses) else math.nan
@@ -125,9 +122,8 @@ READERS = {META: _meta, TABLES[0]: _extrapolation, history.SETTINGS: history.cur
 
 
 def _unless_damaged(run_dir: Path, name: str, damaged: list[str]):
-    """What ``READERS[name]`` reads of the run, or None when it refuses the file as damaged (a
-    PosxError): the name then joins ``damaged``, and the run is listed without what that file
-    holds, as with a damaged config.yaml, rather than one damaged run failing a whole listing."""
+    """What ``READERS[name]`` reads of the run, or None when it refuses the file (the name joins
+    ``damaged``): one damaged run never fails a whole listing."""
     try:
         return READERS[name](run_dir)
     except PosxError:
@@ -136,9 +132,8 @@ def _unless_damaged(run_dir: Path, name: str, damaged: list[str]):
 
 
 def refuse_damaged(run_dir: Path, digest: dict) -> None:
-    """Raise the one-line error (what is wrong, how to fix it) of the first file of the run that its
-    digest lists as damaged and a report cannot do without: every one but config.yaml, which the
-    report lists as missing. Read again here, so the line names the file where it is now."""
+    """Raise the one-line error of the first file the digest lists as damaged but config.yaml (which
+    the report lists as missing), read again so the line names the file where it is now."""
     for name in digest["damaged"]:
         if name in READERS:
             READERS[name](Path(run_dir))
@@ -257,9 +252,7 @@ def keep(run_dir: Path, digest: dict) -> None:
 
 
 def resolve(run_dir: Path, when: str | None = None) -> tuple[dict, bool]:
-    """(the run's digest, whether digest.json should be written with it): its own digest.json when
-    it is current; when only its files' times changed (a copied run: the same bytes), that
-    digest with the new stamp; else computed from its files."""
+    """(the run's digest, whether to write it back): see the module docstring."""
     when = stamp(run_dir) if when is None else when
     found = _read(run_dir)
     if found is None:

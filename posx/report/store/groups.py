@@ -90,11 +90,9 @@ def identity(
     evaluations: list[dict] | None = None,
     parent: dict | None = None,
 ) -> dict:
-    """The run's identity as {key: text}; see the module docstring. ``record``: its current
-    evaluation's eval.yaml as read (``posx.eval.history.current``; None without one).
-    ``evaluations``: the settings of every evaluation its tables come from (``[]``: leave the
-    evaluation out; None: its current one). ``parent``: an extended run's parent's identity,
-    which then stands for the parent."""
+    """The run's identity (module docstring). ``record``: its eval.yaml (``history.current``);
+    ``evaluations``: every evaluation its tables come from (``[]``: none; None: the current one);
+    ``parent``: an extended run's parent's identity, which stands for the parent."""
     found = _configured(config, extended=meta is not None and meta.extended_from is not None)
     if meta is not None:
         _add_recorded(found, meta, parent)
@@ -184,9 +182,8 @@ def relative_names(paths: list[Path]) -> dict[str, str]:
 
 
 def group_runs(members: list[Member]) -> Grouping:
-    """Runs with equal identities, labelled by what differs; duplicates of a seed set aside.
-    A label names the keys that differ between groups of the same encoding and parent (those
-    two are columns of the report already); "-" when nothing else differs."""
+    """Runs with equal identities, labelled by the keys that differ between groups of the same
+    encoding and parent ("-": none); duplicates of a seed set aside."""
     by_identity: dict[tuple, list[Member]] = {}
     for m in members:
         by_identity.setdefault(tuple(sorted(m.identity.items())), []).append(m)
@@ -219,9 +216,8 @@ def group_runs(members: list[Member]) -> Grouping:
 
 
 def _label_keys(identities: list[dict]) -> dict[tuple, list[str]]:
-    """Per (encoding, parent), the keys that differ between its groups: what their labels name.
-    An evaluation setting that differs only because some runs have no evaluation at all is not
-    named (those runs' labels say "not evaluated" instead), or one such run would list them all."""
+    """Per (encoding, parent), the keys its groups' labels name: those that differ, but evaluation
+    settings absent only from unevaluated runs (labelled "not evaluated" instead)."""
     clusters: dict[tuple, list[dict]] = {}
     for ident in identities:
         clusters.setdefault(tuple(ident.get(k, "") for k in COLUMN_KEYS), []).append(ident)
@@ -266,9 +262,8 @@ def _count_seeds(runs: list[Member], group: str, names: dict[str, str]) -> tuple
 
 
 def differences(identities: list[dict]) -> list[str]:
-    """The identity keys that differ between groups. An encoding parameter absent where it does
-    not apply, an extension's key absent from a trained run, or an evaluation setting absent from
-    a run not yet evaluated, is not a difference of its own."""
+    """The identity keys that differ between groups; a key absent where it does not apply (an
+    encoding's parameter, an extension's key, an unevaluated run's ``eval.*``) is no difference."""
     return [
         k
         for k in _varying(identities)

@@ -48,8 +48,7 @@ class RunTables:
 
 
 def find_run_dirs(paths: list[str | Path]) -> list[Path]:
-    """Run directories named directly, or found below a folder: one level below a sweep (or
-    runs/), two below a folder of sweeps, three below a results directory (its sweeps' jobs)."""
+    """Run directories named, or found below a folder (a sweep, a folder of sweeps, results/)."""
     found: dict[Path, None] = {}
     for raw in paths:
         path = Path(raw)
@@ -68,8 +67,7 @@ def find_run_dirs(paths: list[str | Path]) -> list[Path]:
 
 
 def _runs_below(path: Path, depth: int = 2) -> list[Path]:
-    """The run directories right below ``path``; where there are none, those below its subfolders
-    (but ``NOT_RUNS``), down to ``depth`` more levels."""
+    """The run directories right below ``path``, else below its subfolders (not ``NOT_RUNS``), ``depth`` deep."""
     runs = _run_children(path)
     if runs or depth == 0:
         return runs
@@ -89,15 +87,20 @@ def _run_children(path: Path) -> list[Path]:
 
 def _parent(path: Path, meta) -> tuple[dict | None, int | None]:
     """(the parent's identity, its seed) when the parent directory of an extended run is there."""
-    lineage = meta.extended_from
-    for candidate in (Path(lineage.parent_path) if lineage.parent_path else None, path.parent / lineage.parent):
+    found = _parent_dir(path, meta.extended_from.parent_path, meta.extended_from.parent)
+    if found is None:
+        return None, None
+    saved = digests.read_config(found) or {}
+    seed = saved.get("seed")
+    return identity(saved, read_meta(found), None, None, evaluations=[]), int(seed) if seed is not None else None
+
+
+def _parent_dir(path: Path, recorded: str | None, name: str) -> Path | None:
+    """An extended run's parent directory where it is there: at its recorded path, else beside the run."""
+    for candidate in (Path(recorded) if recorded else None, path.parent / name):
         if candidate is not None and candidate.resolve() != path.resolve() and is_run(candidate):
-            saved = digests.read_config(candidate) or {}
-            seed = saved.get("seed")
-            return identity(saved, read_meta(candidate), None, None, evaluations=[]), (
-                int(seed) if seed is not None else None
-            )
-    return None, None
+            return candidate
+    return None
 
 
 def _tagged(frame: pd.DataFrame, settings: dict | None) -> pd.DataFrame:
@@ -122,8 +125,7 @@ def _stored_evaluations(path: Path, weights: str | None) -> list[tuple[Path, dic
 
 
 def _all_tables(run: RunTables, weights: str | None, extended: bool) -> list[dict]:
-    """Every stored evaluation's tables stacked, the newest winning a cell; returns their settings.
-    A table none of them has is missing when one of them should have written it."""
+    """Every stored evaluation's tables stacked, the newest winning a cell; returns their settings."""
     stored = _stored_evaluations(run.path, weights)
     if not stored:
         return []
@@ -198,15 +200,13 @@ def load_run_tables(path: Path, evaluations: str = "current") -> RunTables:
 
 def _parent_digest(path: Path, lineage: dict, known: dict) -> dict | None:
     """The digest of an extended run's parent, when its directory is there (``known``: digests at hand)."""
-    named = Path(lineage["parent_path"]) if lineage.get("parent_path") else None
-    for candidate in (named, path.parent / lineage["parent"]):
-        if candidate is None or candidate.resolve() == path.resolve() or not is_run(candidate):
-            continue
-        key = candidate.resolve()
-        if key not in known:
-            known[key] = digests.resolve(candidate)[0]  # read only: the report writes no parent's digest
-        return known[key]
-    return None
+    found = _parent_dir(path, lineage.get("parent_path"), lineage["parent"])
+    if found is None:
+        return None
+    key = found.resolve()
+    if key not in known:
+        known[key] = digests.resolve(found)[0]  # read only: the report writes no parent's digest
+    return known[key]
 
 
 def from_digest(path: Path, digest: dict, known: dict) -> RunTables:
@@ -260,11 +260,9 @@ def _load_each(run_dirs: list[Path], evaluations: str) -> tuple[list[RunTables],
 
 
 def collect(run_dirs: list[Path], evaluations: str, cache_dir: Path) -> tuple[list[RunTables], cache.Gathered]:
-    """Every run (seed, identity, missing tables) and what was gathered: the DuckDB connection
-    holding their tables, the runs left out as damaged (``damaged``: run -> the one-line error of
-    its file), and the new cache shard (``cache.keep`` once the report is published). When every
-    run is damaged, the first one's error (nothing to report). ``evaluations`` is checked by the
-    caller (``check_evaluations``)."""
+    """Every run (seed, identity, missing tables) and the ``cache.Gathered`` holding their tables and
+    the runs left out as damaged; every run damaged: the first one's error. ``evaluations`` is
+    checked by the caller."""
     if evaluations == "all":
         loaded, damaged = _load_each(run_dirs, evaluations)
         if not loaded and damaged:

@@ -70,10 +70,8 @@ def _select(name: str, header: tuple[str, ...], paths: list[Path], links: Links)
     )
 
 
-def _reason(name: str, path: Path) -> str | None:
+def refusal(path: Path) -> str | None:
     """read_table's one-line error for the file (what is damaged, how to fix it); None when it reads."""
-    if name == METRICS:
-        return None
     try:
         read_table(path)
     except PosxError as exc:
@@ -81,10 +79,13 @@ def _reason(name: str, path: Path) -> str | None:
     return None
 
 
+def _reason(name: str, path: Path) -> str | None:
+    return None if name == METRICS else refusal(path)
+
+
 def _check(name: str, header: tuple[str, ...], paths: list[Path], links: Links) -> dict[str, str]:
-    """The files of a batch that are not regular files (``Links.link`` refuses them), lack a column
-    reading needs, or are cut inside a line (the engine reads a cut header as a table of no rows):
-    run folder -> the one-line error for its file."""
+    """run folder -> error for the batch's files that are not regular, lack a needed column, or are
+    cut inside a line (the engine reads a cut header as a table of no rows)."""
     found = {}
     for path in paths:
         try:
@@ -125,9 +126,8 @@ def empty(name: str) -> str:
 
 
 def scan(con: duckdb.DuckDBPyConnection, name: str, batches: dict[tuple, list[Path]], target: Path) -> dict[str, str]:
-    """Write table ``name`` of every file in ``batches`` (header -> files) to the Parquet file
-    ``target``, but for the files refused as damaged; returns their runs (folders), each with the
-    one-line error of its file (what is damaged, how to fix it). Such a run has no row in ``target``."""
+    """Table ``name`` of every file in ``batches`` (header -> files) into the Parquet ``target`` but
+    the damaged ones; returns their runs, each with its one-line error."""
     refused: dict[str, str] = {}
     while True:
         left = {h: [p for p in ps if str(p.parent) not in refused] for h, ps in batches.items()}

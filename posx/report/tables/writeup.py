@@ -47,9 +47,7 @@ def ppl_cell(row, digits: int = 3) -> str:
 
 def markdown(summary: pd.DataFrame, tables: dict, runs: list[RunTables], grouping, names: dict[str, str],
              shown: Shown) -> str:  # fmt: skip
-    """summary.md; ``tables``: the report's tables (passkey, missing, damaged, extension); ``names``
-    maps each run's path to the relative path the report writes; ``shown``: the groups the figures
-    draw (``posx.report.figures.shown``), the groups its tables show."""
+    """summary.md; ``names``: run path -> the relative path written; ``shown``: the groups drawn."""
     pk_summary, missing, ext_table = tables["passkey"], tables["missing"], tables["extension"]
     lines = [
         "# posx report",
@@ -61,9 +59,7 @@ def markdown(summary: pd.DataFrame, tables: dict, runs: list[RunTables], groupin
         *_extension_section(ext_table),
     ]
     if not missing.empty:
-        lines += ["## Runs missing tables", "", md_table(missing.head(LISTED)), ""]
-        more = len(missing) - LISTED
-        lines += [f"... and {more} more: missing.csv lists every one", ""] if more > 0 else []
+        lines += ["## Runs missing tables", "", *_listed(missing, "missing.csv")]
     lines += ["## Runs", ""]
     if len(runs) > LISTED:
         return "\n".join([*lines, f"{len(runs)} runs: groups.csv lists each group's run folders and seeds."]) + "\n"
@@ -78,16 +74,23 @@ def _damaged_section(damaged: pd.DataFrame) -> list[str]:
     """The runs left out because a file of theirs is damaged, each with why and how to fix it."""
     if damaged.empty:
         return []
-    more = len(damaged) - LISTED
     return [
         "## Runs left out as damaged",
         "",
         f"{len(damaged)} run(s) are not in this report: posx refused a file of each (below, what is damaged "
         "and how to fix it; damaged.csv lists every one). Fix them and report again to include them.",
         "",
-        md_table(damaged.head(LISTED)),
+        *_listed(damaged, "damaged.csv"),
+    ]
+
+
+def _listed(table: pd.DataFrame, csv: str) -> list[str]:
+    """``table``'s first LISTED rows as Markdown lines, and how many more ``csv`` lists."""
+    more = len(table) - LISTED
+    return [
+        md_table(table.head(LISTED)),
         "",
-        *([f"... and {more} more: damaged.csv lists every one", ""] if more > 0 else []),
+        *([f"... and {more} more: {csv} lists every one", ""] if more > 0 else []),
     ]
 
 
