@@ -42,8 +42,7 @@ BAND_SEEDS, BAND_WINDOWS = "± std over seeds", "95% interval over windows (one 
 
 
 def summarize(con) -> pd.DataFrame:
-    """Perplexity mean and sample std over the runs of a group per method x protocol x factor,
-    and its band: mean ± std over seeds, or the one run's interval over windows."""
+    """Perplexity mean and sample std over a group's runs per cell, its band and ratio to 1x."""
     summary = queries.summary(con)
     one = summary["n_seeds"] == 1
     summary["ppl_lo"] = summary["one_lo"].where(one, summary["ppl_mean"] - summary["ppl_std"])
@@ -79,8 +78,7 @@ def _extensions(runs: list[RunTables]) -> dict:
 
 
 def _load(paths: list[str | Path], evaluations: str, reports: Path, where: list[tuple[str, str]]):
-    """(the runs ``where`` selects, the counted runs, their grouping, the gathered tables with the
-    view ``runs``); the cache lives in ``reports``."""
+    """(selected runs, counted runs, their grouping, the gathered tables with view ``runs``)."""
     loaded, gathered = collect(find_run_dirs(paths), evaluations, reports / cache.CACHE)
     try:
         loaded = learning.sound(loaded, gathered.damaged)
@@ -204,8 +202,7 @@ def _tell_damaged(console: Console, damaged: dict) -> None:
 
 
 def check_factor(factor: float | None, positions: pd.DataFrame, summary: pd.DataFrame) -> None:
-    """``--factor`` must be one the per-position tables (else the perplexity tables) have, else the
-    plot would quietly draw another."""
+    """``--factor`` must be a factor of the tables, else the plot would quietly draw another."""
     have = sorted(set((positions if not positions.empty else summary)["factor"].astype(float)))
     if factor is None or any(math.isclose(factor, f) for f in have):
         return

@@ -46,8 +46,7 @@ def find_all_runs(path: Path, depth: int = 3) -> list[Path]:
 
 
 def describe(run_dir: Path, results: Path) -> dict:
-    """One row of ``posx runs``, from the run's digest (``results``: the resolved results directory
-    its name is relative to)."""
+    """One row of ``posx runs``, from the run's digest; its name relative to ``results``."""
     digest = digests.load(run_dir)
     shown = digest["listing"]
     running = lock.held(run_dir)
@@ -131,8 +130,7 @@ def runs_table(df: pd.DataFrame, title: str) -> Table | Lines:
 
 
 def select(run_dirs: list[Path], conditions: list[tuple[str, str]]) -> list[Path]:
-    """The runs whose identity (from their digests) meets every ``--where`` condition
-    (``posx.report.store.selection``); all of them without conditions."""
+    """The runs whose identity (from their digests) meets every ``--where`` condition."""
     if not conditions:
         return run_dirs
     identities = []
@@ -163,8 +161,7 @@ def ratio_interval(ratio, se_a, se_b) -> tuple:
 
 
 def readable(run_dirs: list[Path]) -> tuple[list[Path], dict[Path, str]]:
-    """(the runs ``compare`` can read, run -> the one-line error of each damaged extrapolation.csv);
-    fewer than two left: the first error."""
+    """(the runs compare can read, run -> error of each damaged extrapolation.csv); under two: the error."""
     kept, damaged = [], {}
     for run_dir in run_dirs:
         path = Path(run_dir) / "extrapolation.csv"
@@ -223,8 +220,7 @@ def compare(run_dirs: list[Path]) -> tuple[pd.DataFrame, list[str], list[str]]:
 
 
 def _columns(name: str, first: str | None) -> set[str]:
-    """The columns of ``compare``'s table that run ``name`` gives (``first``: the first run's
-    name, None for the first run itself): its perplexity, interval and ratio to the first."""
+    """Run ``name``'s columns in compare's table: perplexity, interval, and ratio to ``first`` (None: it is)."""
     own = {name, f"{name} lo", f"{name} hi", f"{name} se"}
     ratio = f"{name} / {first}"
     return own if first is None else own | {ratio, f"{ratio} lo", f"{ratio} hi"}

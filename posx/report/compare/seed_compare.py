@@ -38,8 +38,7 @@ def _sample(row: pd.Series, group: list[tuple[str, int | None]]) -> Sample:
 
 
 def differences(df: pd.DataFrame, groups: list[list[tuple[str, int | None]]]) -> pd.DataFrame:
-    """Each later group against the first per row of ``df`` (``collection.compare``'s table);
-    empty unless there are two groups or more, each of two seeds or more."""
+    """Each later group against the first per row of ``df``; empty unless 2+ groups of 2+ seeds each."""
     if len(groups) < 2 or any(len(g) < 2 for g in groups):
         return pd.DataFrame(columns=COLUMNS)
     rows = []

@@ -90,8 +90,7 @@ def run_job(name: str, tables: dict, out: Path, how: Drawing) -> tuple[dict, lis
 
 
 def draw_all(tables: dict, out: Path, how: Drawing, workers: int | None = None) -> tuple[dict, list[str]]:
-    """Every job's files and notes (see the module docstring); ``workers``: at most this many
-    worker processes (default: the cores, where there are PARALLEL_LINES lines to draw)."""
+    """Every job's files and notes; ``workers``: at most this many (default: module docstring)."""
     names = list(JOBS)
     mine = [{k: tables[k] for k in JOBS[name][0]} for name in names]
     if workers is None:

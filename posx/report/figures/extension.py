@@ -62,8 +62,7 @@ def extension_table(summary: pd.DataFrame, extended: dict) -> pd.DataFrame:
 
 
 def extension_curves(training: pd.DataFrame, table: pd.DataFrame, extended: dict) -> pd.DataFrame:
-    """Validation perplexity at the new length by step, mean and std over the runs of each group
-    (``training``: ``posx.report.store.queries.training``); step 0 is the zero-shot perplexity from ``table``."""
+    """Validation ppl at s x T by step per group (``queries.training``); step 0: zero-shot, from ``table``."""
     if training.empty or not extended:
         return pd.DataFrame()
     val = training[training["val_n"] > 0]
@@ -113,8 +112,7 @@ def plot_extension(curves: pd.DataFrame, path: Path, formats: tuple[str, ...] = 
 
 
 def _extension_panel(ax, mine: pd.DataFrame, colors: dict, title: str, length: str) -> None:
-    """Draws one (parent, factor) panel: a curve per method (and group, where a method has
-    several), on a log axis, with its labels and title."""
+    """One (parent, factor) panel: a curve per method (and group, where a method has several)."""
     twice = mine.drop_duplicates(["method", "group"])["method"].duplicated().any()
     for (method, group), g in sorted(mine.groupby(["method", "group"]), key=lambda kv: legend_order(kv[0][0])):
         label = "none (plain RoPE, continued training)" if method == "none" else method
@@ -130,8 +128,7 @@ def _extension_panel(ax, mine: pd.DataFrame, colors: dict, title: str, length: s
 
 
 def _method_curve(ax, g: pd.DataFrame, color, label: str) -> None:
-    """Draws one curve: the trained steps with a band of ± std, and the zero-shot step 0 hollow,
-    joined to the first trained step by a dotted line."""
+    """One curve: trained steps with a ± std band; step 0 (zero-shot) hollow, dotted to the first step."""
     trained, zero = g[g["step"] > 0], g[g["step"] == 0]
     ax.plot(trained["step"], trained["ppl_mean"], color=color, marker=".", linewidth=1.6, label=label)
     band = trained[trained["ppl_std"].notna()]

@@ -31,8 +31,7 @@ class Facets:
     context: tuple = ()  # the lines labels are told apart from (``among``); none: each panel's own
 
     def among(self, lines: list[tuple]) -> Facets:
-        """These facets naming each line against all ``lines`` (a facet's, over several panels): a
-        group is called the same in every panel."""
+        """These facets naming lines against all ``lines`` (a facet's): a group is called alike in every panel."""
         return replace(self, context=tuple(dict.fromkeys(tuple(line[:3]) for line in lines)))
 
     def facet(self, key: tuple) -> str:

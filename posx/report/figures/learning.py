@@ -38,8 +38,7 @@ def sound(runs, damaged: dict) -> list:
 
 
 def gather(runs) -> tuple[pd.DataFrame, dict[str, dict]]:
-    """(per group x encoding x task x tokens: accuracy mean, lowest, highest and runs over the
-    ``runs`` with a task_curve.csv; each group's identity, for the legend)."""
+    """(accuracy mean, min, max and runs per group x encoding x task x tokens; each group's identity)."""
     frames, identities = [], {}
     for run in runs:
         path = Path(run.path) / TASK_CURVE

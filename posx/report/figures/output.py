@@ -25,8 +25,7 @@ def save(fig, path: Path, formats: tuple[str, ...] = FORMATS) -> Path:
 
 
 def parse_formats(text: str) -> tuple[str, ...]:
-    """``--format png,pdf`` as a tuple, ``--format none`` as no format (the tables alone); an unknown
-    format is a one-line error."""
+    """``--format png,pdf`` as a tuple, ``none`` as no format; an unknown format is a one-line error."""
     asked = tuple(dict.fromkeys(f.strip().lower() for f in text.split(",") if f.strip()))
     if asked == (NONE,):
         return ()

@@ -116,8 +116,7 @@ def dodge_step(n: int, factors=()) -> float:
 
 
 def dodge(x, i: int, n: int, factors=()):
-    """Factors ``x`` of the ``i``-th of ``n`` lines on a log axis moved sideways by ``dodge_step``
-    per line, centred on the true factor, so equal values lie side by side."""
+    """Factors ``x`` of the ``i``-th of ``n`` lines moved ``dodge_step`` a line, centred on the true factor."""
     return x * math.exp(dodge_step(n, factors) * (i - (n - 1) / 2))
 
 
@@ -156,8 +155,7 @@ def legend_inches(labels: list[str], columns: int = 1) -> float:
 
 
 def legend(target, handles: list, labels: list[str], title: str = "", **kwargs):
-    """``target.legend`` (an Axes or a Figure) with every label and the ``title`` (what the labels
-    leave unsaid, ``Facets.usual``) wrapped (``wrap``)."""
+    """``target.legend`` (Axes or Figure) with every label and the ``title`` wrapped (``wrap``)."""
     if title:
         kwargs.update(title=wrap(title), title_fontsize=kwargs.get("fontsize"), alignment="left")
     return target.legend(handles, [wrap(label) for label in labels], **kwargs)

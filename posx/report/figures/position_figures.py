@@ -140,8 +140,7 @@ def plot_positions(
 
 
 def longest_per_line(data: pd.DataFrame, keys: list[str], factor: float) -> tuple[pd.DataFrame, list[str]]:
-    """Each line's rows at ``factor``, or its own longest below (learned absolute past its table),
-    and a phrase per encoding and factor drawn shorter."""
+    """Each line's rows at ``factor``, or at its own longest below it; a phrase per line drawn shorter."""
     data = data[data["factor"] == data.groupby(keys)["factor"].transform("max").clip(upper=factor)]
     shorter = data[data["factor"] < factor].drop_duplicates(["encoding", "factor"])
     return data, [f"{r.encoding} drawn at {r.factor:g} x T, its longest" for r in shorter.itertuples()]
@@ -151,8 +150,7 @@ def plot_position_encodings(
     cells: pd.DataFrame, factor: float | None, out_dir: Path, smooth: int, facets: Facets, notes: list[str],
     formats=output.FORMATS,
 ) -> dict[str, Path]:  # fmt: skip
-    """``positions_by_encoding.png``: trained runs at ``factor`` (``queries.longest_factor``), per
-    facet a row: encodings without rescaling | RoPE methods zero-shot; {file name: path}."""
+    """``positions_by_encoding.png`` at ``factor`` (``queries.longest_factor``); {file name: path}."""
     if cells.empty or factor is None:
         return {}
     data = cells[(cells["parent"].fillna("") == "") & (cells["protocol"] == "nonoverlapping")]

@@ -162,8 +162,7 @@ def ppl_figures(summary: pd.DataFrame, facets: Facets, name: str = "ppl_vs_lengt
 
 
 def _encoding_rows(data: pd.DataFrame, facets: Facets) -> list[tuple]:
-    """(title, left rows, right rows, naming facets) per facet x protocol x piece: encodings without
-    rescaling | RoPE with each method (``pair_pieces``)."""
+    """(title, left, right, naming facets) per facet x protocol x piece (``pair_pieces``)."""
     rows = []
     for facet, mine in facets.split(data):
         for protocol in sorted(mine["protocol"].unique(), key=lambda p: (p != "nonoverlapping", p)):
@@ -179,8 +178,7 @@ def _encoding_rows(data: pd.DataFrame, facets: Facets) -> list[tuple]:
 
 
 def encodings_figures(summary: pd.DataFrame, facets: Facets, name: str = "encodings.png") -> list[tuple[str, Figure]]:
-    """``encodings.png``: trained runs; per facet x protocol, encodings without rescaling (left)
-    and RoPE with each method zero-shot (right), a crowded pair going on in further rows."""
+    """``encodings.png`` (trained runs): encodings without rescaling | RoPE methods zero-shot."""
     data = summary[(summary["n_seeds"] > 0) & (summary["parent"].fillna("") == "")]
     if data.empty:
         return []

@@ -75,8 +75,7 @@ def titled(facets: Facets, shown: Shown) -> Facets:
 
 
 def choose(ranked: pd.DataFrame, top: int | None, asked: bool) -> Shown:
-    """The groups to draw: the ``top`` first of ``ranked`` when there are more (``asked``: the
-    number came from ``--top``, not the default)."""
+    """The groups to draw: the ``top`` first of ``ranked`` (``asked``: ``--top`` gave the number)."""
     total = len(ranked)
     if top is None or total <= top:
         return Shown(None, "", total)

@@ -135,15 +135,13 @@ WILSON = "95% Wilson interval (one seed)"
 
 
 def _by_line(data: pd.DataFrame) -> dict[tuple, pd.DataFrame]:
-    """The rows of each line and task, (group, "", encoding, method, task) -> rows by factor, from
-    one pass over ``data``."""
+    """(group, "", encoding, method, task) -> its rows by factor, from one pass over ``data``."""
     keys = [data["group"].astype(str), data["encoding"].astype(str), data["method"].astype(str), data["task"]]
     return {(g, "", e, m, t): rows.sort_values("factor") for (g, e, m, t), rows in data.groupby(keys, sort=False)}
 
 
 def _curves_title(shared: str, facet: str, lines: int, factors: list) -> str:
-    """What ``tasks_vs_length`` draws: its facet, seeds, what the bars are (``shared``: the
-    accuracy bars of every line, or "" when the labels say), sideways offsets."""
+    """The title of ``tasks_vs_length``: facet, seeds, bars (``shared``: every line's, or ""), offsets."""
     bars = f"bars: accuracy {shared or 'as each entry says'}, NLL ± std over seeds (none for one seed)"
     said = [facet or "all groups", "one line per group, mean over its seeds", bars, dodge_note(lines, factors)]
     return "Tasks vs evaluation length: " + "; ".join(part for part in said if part)
@@ -167,8 +165,7 @@ HEATMAP_PANELS = 9  # panels in one heatmap file; more go on in further files
 
 
 def plot_niah_heatmaps(tasks: pd.DataFrame, out_dir: Path, facets: Facets, formats=FORMATS) -> dict[str, Path]:
-    """``niah_heatmap.png``: depth x length accuracy, one panel per group x encoding x method
-    (the mean over the group's seeds), panels ordered by facet, at most HEATMAP_PANELS a file."""
+    """``niah_heatmap.png`` (module docstring): a panel per group x encoding x method, by facet."""
     task = heatmap_task(tasks)
     if task is None:
         return {}

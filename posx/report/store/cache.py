@@ -201,8 +201,7 @@ def _write_shard(con, fresh: dict[str, dict], stamps: dict[str, str]) -> tuple[P
 
 
 def _drop(con, staging: Path, runs: dict[str, str]) -> None:
-    """Remove the rows of ``runs`` from each table of the shard in ``staging`` (a run refused by one
-    table has no row in any)."""
+    """Remove the rows of ``runs`` from each table of the shard in ``staging``."""
     con.register("refused_runs", pd.DataFrame({"run": list(runs)}))
     links = Links()
     try:

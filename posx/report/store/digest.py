@@ -140,8 +140,7 @@ def refuse_damaged(run_dir: Path, digest: dict) -> None:
 
 
 def refusal(run_dir: Path, digest: dict) -> str | None:
-    """``refuse_damaged``'s one line for the run (what is damaged, how to fix it), or None: a
-    report leaves such a run out and names it with this line."""
+    """``refuse_damaged``'s one line for the run, or None: a report leaves the run out with it."""
     try:
         refuse_damaged(run_dir, digest)
     except PosxError as exc:
@@ -176,8 +175,7 @@ def _listing(path: Path, config: dict, meta, table: pd.DataFrame | None) -> dict
 
 
 def compute(run_dir: Path, when: str | None = None, whole: str | None = None) -> dict:
-    """The digest of ``run_dir`` from its files (config.yaml, model.json, eval.yaml, its tables);
-    ``when`` and ``whole``, its ``stamp`` and ``content`` when the caller has them already."""
+    """The digest of ``run_dir`` from its files; ``when``, ``whole``: its stamp and content, if known."""
     path = Path(run_dir)
     when = stamp(path) if when is None else when
     whole = content(path) if whole is None else whole
@@ -212,8 +210,7 @@ def compute(run_dir: Path, when: str | None = None, whole: str | None = None) ->
 
 
 def refresh(run_dir: Path) -> dict:
-    """Write the run's digest.json (atomically) from its files; returns it. Called by the run itself
-    when its training ends and when an evaluation ends."""
+    """Write the run's digest.json (atomically) from its files, at the end of training and of each evaluation."""
     digest = compute(run_dir)
     files.write_text(Path(run_dir) / DIGEST, json.dumps(digest, separators=(",", ":")) + "\n")
     return digest
@@ -240,8 +237,7 @@ def written(run_dir: Path, when: str) -> dict | None:
 
 
 def keep(run_dir: Path, digest: dict) -> None:
-    """Write a digest found stale back into the run, so the next listing reads it (best effort: a
-    read-only run, or a digest.json that is not a regular file posx can replace, is left alone)."""
+    """Write a stale digest back into the run, best effort (a read-only run or an odd file is left alone)."""
     target = Path(run_dir) / DIGEST
     if target.is_symlink() or (os.path.lexists(target) and not target.is_file()):
         return
@@ -266,8 +262,7 @@ def resolve(run_dir: Path, when: str | None = None) -> tuple[dict, bool]:
 
 
 def load(run_dir: Path, when: str | None = None) -> dict:
-    """The run's digest (``resolve``), written back when it was stale (``keep``), so the next call
-    finds it current. A report resolves its runs' digests and keeps them only once it is published."""
+    """The run's digest (``resolve``), written back when it was stale."""
     digest, stale = resolve(run_dir, when)
     if stale:
         keep(run_dir, digest)

@@ -81,8 +81,7 @@ def whole(value) -> bool:
 
 
 def valid(digest, fmt: str, damageable) -> bool:
-    """Whether ``digest`` is one posx wrote in format ``fmt`` and has not changed since
-    (``damageable``: the file names its ``damaged`` list may hold)."""
+    """Whether posx wrote ``digest`` in ``fmt``, unchanged (``damageable``: names ``damaged`` may hold)."""
     fields = {
         "format": lambda v: v == fmt,
         "stamp": _hex,

@@ -105,8 +105,7 @@ def identity(
 
 
 def _configured(config: dict | None, extended: bool) -> dict:
-    """The keys of config.yaml that decide a run's numbers (the schema's defaults filled in, the
-    evaluation left out), renamed where ``RENAMED`` says; empty without a config."""
+    """The keys of config.yaml that decide a run's numbers (defaults filled in, no eval), ``RENAMED``."""
     defaults = {k: v for k, v in _defaults(ExtendRootConfig if extended else Config) if not k.startswith("eval.")}
     filled = {**defaults, **dotted({k: v for k, v in config.items() if k != "eval"})} if config else {}
     return {RENAMED.get(key, key): value for key, value in filled.items() if _kept(key)}
@@ -117,8 +116,7 @@ def _kept(key: str) -> bool:
 
 
 def _add_recorded(found: dict, meta: RunMeta, parent: dict | None) -> None:
-    """Adds to ``found`` what model.json records: the model actually built, T, the steps, the
-    corpus fingerprint, and an extended run's lineage (``parent``: its parent's identity)."""
+    """Adds what model.json records: the model as built, T, steps, corpus fingerprint, lineage."""
     found.update({k: v for k, v in dotted(meta.model.sections()).items() if _kept(k)})  # as built (nulls resolved)
     found["T"] = meta.train_context
     found.setdefault("steps", meta.step)
@@ -142,8 +140,7 @@ def _add_recorded(found: dict, meta: RunMeta, parent: dict | None) -> None:
 
 
 def _evaluation_keys(record: dict | None, table: pd.DataFrame | None) -> dict:
-    """The ``eval.*`` keys of the run's current evaluation: its recorded settings, or for a table
-    written before posx kept them what the table records; empty without either."""
+    """The ``eval.*`` keys: the recorded settings, or what an older table records; else none."""
     if record is not None:
         settings = {**dict(_defaults(EvalConfig)), **dotted(record["settings"])}
         return {f"eval.{k}": v for k, v in settings.items()}
@@ -172,8 +169,7 @@ def _varying(identities: list[dict]) -> list[str]:
 
 
 def relative_names(paths: list[Path]) -> dict[str, str]:
-    """Each run path (as a string) -> the path relative to the folder holding all of them: what a report
-    writes, so that it names no absolute path of the machine it was made on."""
+    """Each run path -> its path relative to the folder holding all of them (no absolute path written)."""
     if not paths:
         return {}
     texts = [str(p) for p in paths]
@@ -242,8 +238,7 @@ def _absent_unevaluated(key: str, identities: list[dict]) -> bool:
 
 
 def _count_seeds(runs: list[Member], group: str, names: dict[str, str]) -> tuple[list[Member], list[dict]]:
-    """The runs of one group that count, the one evaluated last of each replicate first, and
-    the duplicates set aside (rows of duplicates.csv)."""
+    """(the group's counted runs, the last evaluated of each replicate; its duplicates, for duplicates.csv)."""
     counted: dict = {}
     duplicates = []
     for m in sorted(runs, key=lambda m: m.evaluated_at, reverse=True):

@@ -26,8 +26,7 @@ class Links:
         self._made: dict[str, str] = {}  # real path -> link
 
     def link(self, path: Path | str, what: str = "") -> str:
-        """The path DuckDB reads for ``path``: a link named by a number (the same one for the same
-        path); ``path`` must be a regular file (``what`` names it in the refusal)."""
+        """The link DuckDB reads for ``path`` (one per path); a non-regular file is refused (``what`` names it)."""
         real = os.path.abspath(path)
         if real not in self._made:
             files.regular(Path(real), what)

@@ -98,8 +98,7 @@ def longest_factor(con) -> float | None:
 
 
 def training(con) -> pd.DataFrame:
-    """Per group x parent x encoding x step: training and validation loss over the runs (mean, std)
-    and the validation perplexity exp(val_loss) (mean, std, runs)."""
+    """Train and val loss (mean, std) and val ppl exp(val_loss) (mean, std, n) per group x step."""
     return con.execute(
         'SELECT r."group", r.parent, r.encoding, t.step, avg(t.train_loss) AS train_loss, '
         "stddev_samp(t.train_loss) AS train_std, avg(t.val_loss) AS val_loss, stddev_samp(t.val_loss) AS val_std, "
@@ -109,8 +108,7 @@ def training(con) -> pd.DataFrame:
 
 
 def tasks(con) -> pd.DataFrame:
-    """Every counted run's tasks.csv rows (an optional table), with the run's directory
-    (``run_dir``), group, seed and parent, and ``encoding`` for the table's ``pos``."""
+    """Every counted run's tasks.csv rows with its ``run_dir``, group, seed, parent and ``encoding``."""
     columns = ", ".join(f't."{c}"' for c in TASK_COLUMNS if c not in ("run", "pos"))
     return con.execute(
         f'SELECT r.run AS run_dir, r."group", r.seed, r.parent, t.pos AS encoding, {columns} '

@@ -103,8 +103,7 @@ def _check(name: str, header: tuple[str, ...], paths: list[Path], links: Links) 
 
 
 def _find_damage(con, name: str, header: tuple[str, ...], paths: list[Path], links: Links) -> dict[str, str]:
-    """The batch did not convert: run folder -> why, for each file read_table refuses, else each the
-    engine cannot read alone (its message)."""
+    """run folder -> why, for each file read_table refuses or the engine cannot read alone."""
     found = {}
     for path in paths:
         reason = _reason(name, path)

@@ -35,8 +35,7 @@ def _number(text: str) -> float | None:
 
 
 def _same(have, want: str) -> bool:
-    """Whether a run's value ``have`` is ``want``: as numbers where both are written as numbers
-    (``train.lr=1e-3`` is ``0.001``), else as the same text."""
+    """Whether ``have`` is ``want``: as numbers where both are written as numbers, else as text."""
     have = str(have)
     if have == want:
         return True
@@ -60,8 +59,7 @@ def _check(key: str, value: str, identities: list[dict]) -> None:
 
 
 def keep(identities: list[dict], conditions: list[tuple[str, str]]) -> list[bool]:
-    """Per identity, whether every condition holds (no conditions: all kept); refuses a condition
-    that selects nothing, alone or with the others."""
+    """Per identity, whether every condition holds; refuses a condition that selects nothing."""
     for key, value in conditions:
         _check(key, value, identities)
     kept = [all(k in ident and _same(ident[k], v) for k, v in conditions) for ident in identities]

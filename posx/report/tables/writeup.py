@@ -95,8 +95,7 @@ def _listed(table: pd.DataFrame, csv: str) -> list[str]:
 
 
 def pivot(summary: pd.DataFrame) -> list[str]:
-    """Markdown lines: per method x protocol one table, a row per group (encoding, parent, label),
-    a column per factor, the cell ``ppl_cell``; one pass over the rows."""
+    """Per method x protocol a Markdown table: a row per group, a column per factor (``ppl_cell``)."""
     if summary.empty:
         return []
     table = summary.assign(ppl=[ppl_cell(r) for r in summary.to_dict("records")], parent=summary["parent"].fillna(""))
@@ -182,8 +181,7 @@ def _extension_section(ext_table: pd.DataFrame | None) -> list[str]:
 
 
 def figure_notes(notes: list[str]) -> str:
-    """The section summary.md ends with: what the figures say beyond their titles (which file holds
-    which facet; a line drawn at a shorter factor than its panel's)."""
+    """The section summary.md ends with: what the figures say beyond their titles."""
     return "\n".join(["", "## Figures", "", *(f"- {note}" for note in notes)]) + "\n" if notes else ""
 
 
@@ -223,8 +221,7 @@ def rich_summary(summary: pd.DataFrame) -> Table:
 
 
 def explain(grouping: Grouping, runs: int, shown: set | None = None) -> list[str]:
-    """Markdown lines: what was grouped and why; the table lists the groups labelled in ``shown``
-    (None: every group), groups.csv every one."""
+    """Markdown lines: what was grouped and why, a table of the groups in ``shown`` (None: all)."""
     lines = [
         "## Groups",
         "",
