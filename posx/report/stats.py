@@ -61,8 +61,7 @@ class Sample:
 
 @dataclass(frozen=True)
 class Test:
-    """A comparison's test: d = mean(low) − mean(high), its 95% interval, the test's name, df and
-    two-sided p, the outcome, and the smallest |d| detectable at POWER (NaN when called)."""
+    """A comparison: d, its 95% interval, test, df, p, outcome, the |d| detectable at POWER (NaN if called)."""
 
     test: str
     diff: float
@@ -98,8 +97,7 @@ def _outcome(lo: float, hi: float) -> str:
 
 
 def detectable(se: float, df: float, alpha: float = ALPHA, power: float = POWER) -> float:
-    """The smallest |d| a two-sided t-test at ``alpha`` with standard error ``se`` and ``df``
-    degrees of freedom detects with probability ``power`` (noncentral t, scipy.stats.nct)."""
+    """The smallest |d| a two-sided t-test (``alpha``, ``se``, ``df``) detects with ``power`` (``stats.nct``)."""
     if not (se > 0 and df > 0):
         return math.nan
     crit = stats.t.ppf(1 - alpha / 2, df)
@@ -139,8 +137,7 @@ def compare(low: Sample, high: Sample) -> Test:
 
 
 def holm(p_values: list[float]) -> list[float]:
-    """Holm's step-down adjusted p-values (NaN stays NaN and does not count): the i-th smallest of
-    m p-values becomes max over j ≤ i of min(1, (m − j + 1)·p_(j))."""
+    """Holm's step-down adjusted p (NaN stays NaN, not in m): p_(i) -> max_{j<=i} min(1, (m - j + 1) p_(j))."""
     known = [(p, i) for i, p in enumerate(p_values) if math.isfinite(p)]
     m = len(known)
     adjusted = [math.nan] * len(p_values)

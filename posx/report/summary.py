@@ -112,9 +112,8 @@ def _load(paths: list[str | Path], evaluations: str, reports: Path, where: list[
 
 def _tables_csv(staging: Path, tables: dict, grouping, ranked: pd.DataFrame) -> None:
     """The report's CSV tables, every group in each."""
-    tables["summary"].to_csv(staging / "summary.csv", index=False)
-    tables["missing"].to_csv(staging / "missing.csv", index=False)
-    tables["damaged"].to_csv(staging / "damaged.csv", index=False)
+    for key in ("summary", "missing", "damaged"):
+        tables[key].to_csv(staging / f"{key}.csv", index=False)
     pd.DataFrame(grouping.groups).to_csv(staging / "groups.csv", index=False)
     ranked.to_csv(staging / "groups_ranked.csv", index=False)
     pd.DataFrame(grouping.duplicates, columns=["run", "seed", "group", "counted"]).to_csv(
@@ -210,8 +209,7 @@ def check_factor(factor: float | None, positions: pd.DataFrame, summary: pd.Data
 
 
 def _publish(loaded, runs, grouping, gathered, out, results_dir, top, options):
-    """Every table, written into a staging folder published whole; returns (its directory, the
-    summary, the PNGs drawn, the formats). ``top``: (groups or None, whether --top said so)."""
+    """Every table into a staging folder, published whole: (its folder, summary, PNGs drawn, formats)."""
     con = gathered.con
     names = relative_names([r.path for r in loaded] + list(gathered.damaged))
     damaged = pd.DataFrame(

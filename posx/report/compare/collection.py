@@ -115,17 +115,9 @@ def runs_table(df: pd.DataFrame, title: str) -> Table | Lines:
     colours = {"finished": "green", "stopped": "yellow", "running": "cyan"}
     for row in df.itertuples(index=False):
         ppl = "" if row.val_ppl != row.val_ppl else f"{row.val_ppl:.3f}"
-        table.add_row(  # Text: every recorded value with [brackets] prints as written
-            Text(row.name),
-            Text(str(row.encoding)),
-            Text(str(row.T)),
-            Text(str(row.steps)),
-            ppl,
-            Text(str(row.evaluated_lengths)),
-            Text(str(row.parent)),
-            Text(row.status, style=colours[row.status]),
-            Text(row.damaged, style="red"),
-        )
+        texts = [Text(str(getattr(row, c))) for c in ("name", "encoding", "T", "steps", "evaluated_lengths", "parent")]
+        status, damaged = Text(row.status, style=colours[row.status]), Text(row.damaged, style="red")
+        table.add_row(*texts[:4], ppl, *texts[4:], status, damaged)  # Text: a value's [brackets] print as written
     return table
 
 
@@ -144,8 +136,7 @@ Z95 = 1.959964  # the normal 97.5% quantile
 
 
 def _log_se(t: pd.DataFrame) -> pd.Series:
-    """Each row's standard error of its log perplexity from its own 95% interval, (log hi - log lo)
-    / (2 x 1.96), so few windows (a t quantile) keep their width; without an interval, ``nll_se``."""
+    """Each row's standard error of log perplexity from its own 95% interval (few windows keep their width)."""
     from_interval = (np.log(t["ppl_hi"]) - np.log(t["ppl_lo"])) / (2 * Z95)
     return from_interval.where(from_interval.notna(), t["nll_se"]) if "nll_se" in t else from_interval
 
@@ -227,8 +218,7 @@ def _columns(name: str, first: str | None) -> set[str]:
 
 
 def _column_name(run_dir: Path, names: list[str]) -> str:
-    """The run's column name: its folder's name, its path, or the name with a number, the first
-    whose columns clash with none of the table's (runs named ``x`` and ``x lo``, or ``method``)."""
+    """The run's column name: its folder's name, its path, or numbered: the first clashing with no column."""
     first = names[0] if names else None
     taken = set(FIXED).union(*(_columns(n, None if i == 0 else first) for i, n in enumerate(names)))
     candidates = [run_dir.name, str(run_dir)]

@@ -83,8 +83,7 @@ PARALLEL_LINES = 24  # lines (group x method) from which the figures are drawn i
 
 
 def run_job(name: str, tables: dict, out: Path, how: Drawing) -> tuple[dict, list[str]]:
-    """One job: the files it drew ({file name: path, or ``<job>.png``: None when it drew none}) and
-    its notes (the channel to summary.md; ``positions_by_encoding`` writes to it)."""
+    """One job's files ({name: path}; ``<job>.png``: None when it drew none) and notes for summary.md."""
     notes: list[str] = []
     return JOBS[name][1](tables, out, how, notes) or {f"{name}.png": None}, notes
 

@@ -23,15 +23,14 @@ CELLS = ("zero_shot", "extended", "extended_1x", "extended_2x_new")  # each with
 COLUMNS = [*KEY, "factor", "steps", *(f"{c}{std}" for c in CELLS for std in ("", "_std")), "n_seeds", "seeds"]
 
 
+def _row(summary: pd.DataFrame, key: tuple, method: str, factor: float) -> pd.DataFrame:
+    """The summary's row of line ``key`` (group, parent, encoding, _) with ``method`` at ``factor``."""
+    at = (summary["group"] == key[0]) & (summary["parent"] == key[1]) & (summary["encoding"] == key[2])
+    return summary[at & (summary["method"] == method) & np.isclose(summary["factor"], factor)]
+
+
 def _cell(summary: pd.DataFrame, key: tuple, method: str, factor: float) -> tuple[float, float]:
-    g, parent, enc, _ = key
-    row = summary[
-        (summary["group"] == g)
-        & (summary["parent"] == parent)
-        & (summary["encoding"] == enc)
-        & (summary["method"] == method)
-        & np.isclose(summary["factor"], factor)
-    ]
+    row = _row(summary, key, method, factor)
     if row.empty or row["n_seeds"].iloc[0] == 0:
         return math.nan, math.nan
     return float(row["ppl_mean"].iloc[0]), float(row["ppl_std"].iloc[0])
@@ -46,12 +45,7 @@ def extension_table(summary: pd.DataFrame, extended: dict) -> pd.DataFrame:
             _cell(summary, key, f"{method} (zero-shot)", factor),
             *(_cell(summary, key, f"{method} (extended)", f) for f in (factor, 1.0, 2 * factor)),
         )
-        seeds = summary[
-            (summary["group"] == group)
-            & (summary["parent"] == parent)
-            & (summary["method"] == f"{method} (extended)")
-            & np.isclose(summary["factor"], factor)
-        ]
+        seeds = _row(summary, key, f"{method} (extended)", factor)
         row = {**dict(zip(KEY, key)), "factor": factor, "steps": steps}
         for cell, (mean, std) in zip(CELLS, found):
             row.update({cell: mean, f"{cell}_std": std})
@@ -133,29 +127,10 @@ def _method_curve(ax, g: pd.DataFrame, color, label: str) -> None:
     ax.plot(trained["step"], trained["ppl_mean"], color=color, marker=".", linewidth=1.6, label=label)
     band = trained[trained["ppl_std"].notna()]
     if not band.empty:
-        ax.fill_between(
-            band["step"],
-            band["ppl_mean"] - band["ppl_std"],
-            band["ppl_mean"] + band["ppl_std"],
-            color=color,
-            alpha=0.18,
-            linewidth=0,
-        )
+        low, high = band["ppl_mean"] - band["ppl_std"], band["ppl_mean"] + band["ppl_std"]
+        ax.fill_between(band["step"], low, high, color=color, alpha=0.18, linewidth=0)
     if not zero.empty and not trained.empty:
-        ax.plot(
-            [0, trained["step"].iloc[0]],
-            [zero["ppl_mean"].iloc[0], trained["ppl_mean"].iloc[0]],
-            color=color,
-            linestyle=":",
-            linewidth=1,
-        )
-        ax.errorbar(
-            [0],
-            zero["ppl_mean"],
-            yerr=zero["ppl_std"].fillna(0),
-            color=color,
-            marker="o",
-            markerfacecolor="white",
-            capsize=3,
-            linestyle="none",
-        )
+        first, start = trained.iloc[0], zero["ppl_mean"].iloc[0]
+        ax.plot([0, first["step"]], [start, first["ppl_mean"]], color=color, linestyle=":", linewidth=1)
+        hollow = {"marker": "o", "markerfacecolor": "white", "capsize": 3, "linestyle": "none"}
+        ax.errorbar([0], zero["ppl_mean"], yerr=zero["ppl_std"].fillna(0), color=color, **hollow)

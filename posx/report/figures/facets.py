@@ -47,8 +47,7 @@ class Facets:
         return [(f, data[labels == f]) for f in order]
 
     def _shown(self, keys: list[tuple]) -> tuple[list[str], dict[str, str]]:
-        """The identity keys that differ between the groups ``keys`` (but encoding, parent and facet
-        keys, said elsewhere), and the usual value of each that has one."""
+        """The keys the groups ``keys`` differ in (but those said elsewhere), and the usual value of each."""
         pool = self.context or dict.fromkeys(tuple(k) for k in keys)
         known = [self.identities[k] for k in pool if k in self.identities]
         shown = [k for k in differences(known) if k not in COLUMN_KEYS and k not in self.keys]
@@ -56,8 +55,7 @@ class Facets:
         return shown, usual
 
     def names(self, keys: list[tuple]) -> dict[tuple, str]:
-        """Per line key, ``k=v, ...`` of the keys its group differs in from the other ``keys`` (one
-        panel's), but those at their ``usual`` value; a group without an identity: its label."""
+        """Per line key, ``k=v, ...`` of the keys its group differs in from the panel's, but ``usual`` ones."""
         shown, usual = self._shown(keys)
         out = {}
         for key in dict.fromkeys(tuple(k) for k in keys):
@@ -114,8 +112,7 @@ def facets_of(identities: dict[tuple, dict]) -> Facets:
 
 
 def pack(lines: list[tuple], size: int = MAX_LINES) -> list[list[tuple]]:
-    """``lines`` (a group's consecutive) in pieces of at most ``size``, a group's lines in one piece
-    where they fit: a reader compares one group's methods inside one panel."""
+    """``lines`` in pieces of at most ``size``, a group's lines in one piece where they fit."""
     pieces: list[list[tuple]] = []
     for _, same in itertools.groupby(lines, key=lambda line: tuple(line[:3])):
         mine = list(same)
@@ -127,8 +124,7 @@ def pack(lines: list[tuple], size: int = MAX_LINES) -> list[list[tuple]]:
 
 
 def pair_pieces(left: pd.DataFrame, right: pd.DataFrame, order) -> list[tuple]:
-    """The two sides of a figure's row (encodings | RoPE methods) ``pack``ed (``order(side)``: its
-    lines) as (left rows, right rows), None where a side has fewer pieces than the other."""
+    """A row's two sides ``pack``ed (``order``: a side's lines) as (left, right), None for a side's lack."""
     pieces = [pack(order(side)) if not side.empty else [] for side in (left, right)]
     n = max(map(len, pieces))
     return [

@@ -24,8 +24,7 @@ KEYS = ["group", "encoding", "task", "tokens"]
 
 
 def sound(runs, damaged: dict) -> list:
-    """The ``runs`` whose task_curve.csv, if any, reads; each other joins ``damaged`` (run -> the
-    one-line error) and is left out like a run with a damaged table (the curve is never cached)."""
+    """The ``runs`` whose task_curve.csv reads; the others join ``damaged`` (never cached: read each report)."""
     kept = []
     for run in runs:
         path = Path(run.path) / TASK_CURVE
@@ -98,8 +97,7 @@ def figure(curves: pd.DataFrame, identities: dict) -> Figure:
         ax.set_xlabel("training tokens")
         ax.set_ylabel("exact answers at T (held-out set)")
         ax.grid(True, alpha=0.3)
-        handles, texts = ax.get_legend_handles_labels()
-        palette.legend(ax, handles, texts, loc="upper left", bbox_to_anchor=(-0.1, -0.2), fontsize=7)
+        palette.legend(ax, *ax.get_legend_handles_labels(), loc="upper left", bbox_to_anchor=(-0.1, -0.2), fontsize=7)
     fig.suptitle(
         "Learning curves (task_curve.csv): mean over a group's seeds, band from its lowest seed to its highest"
     )

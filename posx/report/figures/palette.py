@@ -14,37 +14,19 @@ import textwrap
 
 from matplotlib import colormaps
 
+# tab10 in its order: blue, orange, green, red, purple, brown, pink, grey, olive, cyan
 ENCODING_COLORS = {
-    "rope": "#1f77b4",  # blue
-    "alibi": "#ff7f0e",  # orange
-    "nope": "#2ca02c",  # green
-    "absolute": "#d62728",  # red
-    "sinusoidal": "#9467bd",  # purple
-    "t5": "#8c564b",  # brown
-    "xpos": "#e377c2",  # pink
-    "fire": "#7f7f7f",  # grey
-    "kerple": "#bcbd22",  # olive
-    "cope": "#17becf",  # cyan
-}
+    "rope": "#1f77b4", "alibi": "#ff7f0e", "nope": "#2ca02c", "absolute": "#d62728", "sinusoidal": "#9467bd",
+    "t5": "#8c564b", "xpos": "#e377c2", "fire": "#7f7f7f", "kerple": "#bcbd22", "cope": "#17becf",
+}  # fmt: skip
+# none: RoPE without rescaling, RoPE's blue; then pink, grey, olive, cyan, dark blue, dark olive, ochre, dark red,
+# plum, dark green, dark orange, slate purple, mustard, jade, rose, lavender
 METHOD_COLORS = {
-    "none": ENCODING_COLORS["rope"],  # RoPE without rescaling
-    "pi": "#e377c2",  # pink
-    "ntk": "#7f7f7f",  # grey
-    "yarn": "#bcbd22",  # olive
-    "abf": "#17becf",  # cyan
-    "dynamic_ntk": "#393b79",  # dark blue
-    "dynamic_yarn": "#637939",  # dark olive
-    "ntk_by_parts": "#8c6d31",  # ochre
-    "llama3": "#843c39",  # dark red
-    "longrope": "#7b4173",  # plum
-    "self_extend": "#31a354",  # dark green
-    "rerope": "#e6550d",  # dark orange
-    "lm_infinite": "#756bb1",  # slate purple
-    "dca": "#e7ba52",  # mustard
-    "streaming_llm": "#17a768",  # jade
-    "interpolate": "#e7969c",  # rose
-    "clamp": "#9c9ede",  # lavender
-}
+    "none": ENCODING_COLORS["rope"], "pi": "#e377c2", "ntk": "#7f7f7f", "yarn": "#bcbd22", "abf": "#17becf",
+    "dynamic_ntk": "#393b79", "dynamic_yarn": "#637939", "ntk_by_parts": "#8c6d31", "llama3": "#843c39",
+    "longrope": "#7b4173", "self_extend": "#31a354", "rerope": "#e6550d", "lm_infinite": "#756bb1", "dca": "#e7ba52",
+    "streaming_llm": "#17a768", "interpolate": "#e7969c", "clamp": "#9c9ede",
+}  # fmt: skip
 # A different marker for every encoding and method (none: RoPE's, like its colour; 7: a caret).
 MARKER_OF = {
     "rope": "o", "alibi": "s", "nope": "^", "absolute": "D", "sinusoidal": "v", "t5": "P", "none": "o", "pi": "X",
@@ -129,8 +111,7 @@ def dodge_note(n: int, factors=()) -> str:
 
 
 def stagger(i: int, n: int, points: int, marks: int = 8) -> tuple[int, int]:
-    """``markevery`` for the ``i``-th of ``n`` dense lines of ``points``: about ``marks`` markers,
-    shifted against the other lines', so lines that coincide all show without moving a point."""
+    """``markevery`` for the ``i``-th of ``n`` dense lines: about ``marks`` markers, shifted between lines."""
     step = max(1, points // marks)
     return (i * step // max(n, 1)) % step, step
 
@@ -139,8 +120,7 @@ WRAP = 44  # characters per line of a legend entry or panel title; longer labels
 
 
 def wrap(label: str, width: int = WRAP) -> str:
-    """``label`` on lines of at most ``width`` characters, broken after its commas: every key of it
-    stays readable (a cut would hide exactly the key that tells two groups apart)."""
+    """``label`` in lines of at most ``width``, broken after commas, never cut (a cut hides a key)."""
     return "\n".join(textwrap.wrap(str(label), width, break_long_words=False, break_on_hyphens=False)) or str(label)
 
 
@@ -148,8 +128,7 @@ LEGEND_LINE = 0.16  # inches a legend text line takes at the report's legend fon
 
 
 def legend_inches(labels: list[str], columns: int = 1) -> float:
-    """The inches a legend of ``labels`` (wrapped) in ``columns`` columns takes, with room for a few
-    fixed entries: what a figure adds so its legend never squeezes the axes away."""
+    """The inches a legend of ``labels`` in ``columns`` takes: what a figure adds so the axes keep theirs."""
     rows = sum(len(wrap(label).split("\n")) for label in labels)
     return LEGEND_LINE * (-(-rows // columns) + 3)
 

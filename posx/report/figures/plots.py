@@ -36,8 +36,7 @@ PASSKEY_LINE = ["group", "parent", "encoding", "method"]
 
 
 def plot_passkey(pk: pd.DataFrame, out_dir: Path, facets: Facets, formats=FORMATS) -> dict[str, Path]:
-    """``passkey.png`` (one file per facet): top row exact-match accuracy, bottom row mean NLL of
-    the key digits (chance: ln 10); when no run retrieved a single key, only the key NLL row."""
+    """``passkey.png`` per facet: accuracy over key NLL (chance ln 10); NLL alone when nothing is found."""
     data = pk[pk["n_seeds"] > 0] if not pk.empty else pk
     if data.empty:
         return {}

@@ -66,8 +66,7 @@ def _edge(values: pd.Series, pick) -> float:
 
 
 def draw_panel(ax, data: pd.DataFrame, facets: Facets, factors: list, gone=None, band: str = "") -> str:
-    """One panel: each line of ``data`` with its band, moved sideways, ``gone`` rows (not scored) an x
-    at the top; ``band``: what every band is, when not the seeds' spread. Returns ``one_band``."""
+    """One panel (``gone``: unscored rows, an x at the top; ``band``: the bands' name); returns ``one_band``."""
     lines = _lines(data)
     labels = line_labels(facets, lines)
     styles = looks([(k[2], k[:3], k[3]) for k in lines])
@@ -112,9 +111,8 @@ def _dress(ax, title: str, shared: str, lines: list[tuple], factors: list, unit:
     dodged = f"\n{dodge_note(len(lines), factors)}" if len(lines) > 1 else ""
     ax.set_title(f"{wrap(title + band, 75)}{dodged}", fontsize=9)
     ax.set_xlabel(f"evaluation length (multiples of {unit}, log scale)", fontsize=9)
-    handles, labels = ax.get_legend_handles_labels()
     usual = facets.usual([line[:3] for line in lines])
-    legend(ax, handles, labels, usual, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7.5)
+    legend(ax, *ax.get_legend_handles_labels(), usual, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7.5)
 
 
 def _unit(data: pd.DataFrame) -> str:

@@ -31,8 +31,7 @@ def parse_top(text: str | int | None) -> int | None:
 
 
 def rank(summary: pd.DataFrame) -> pd.DataFrame:
-    """Every group once, best first (module docstring), with ``factor``, ``best_ppl``,
-    ``best_method`` and ``rank``; groups never scored last."""
+    """Every group once, best first, with ``factor``, ``best_ppl``, ``best_method``, ``rank``."""
     if summary.empty:
         return pd.DataFrame(columns=[*LINE, "factor", "best_ppl", "best_method", "rank"])
     rows = summary.assign(**{k: summary[k].fillna("").astype(str) for k in LINE})

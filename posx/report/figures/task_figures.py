@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from posx.report.figures.axes import factor_axis
+from posx.report.figures.axes import factor_axis, legend_entries
 from posx.report.figures.facets import Facets, band_name, chunks, file_names, line_labels, one_band, sorted_lines
 from posx.report.figures.looks import looks
 from posx.report.figures.output import FORMATS, save
@@ -112,10 +112,7 @@ def _curves_figure(data: pd.DataFrame, facets: Facets, facet: str) -> Figure:
     for k in range(len(tasks), rows * cols):  # empty cells of the last row
         axes[2 * (k // cols)][k % cols].set_visible(False)
         axes[2 * (k // cols) + 1][k % cols].set_visible(False)
-    drawn = {}  # every line of every panel, once: a group may have rows for some tasks only
-    for ax in fig.axes:
-        for handle, text in zip(*ax.get_legend_handles_labels()):
-            drawn.setdefault(text, handle)
+    drawn = legend_entries(fig.axes)  # every panel's: a group may have rows for some tasks only
     texts = [label for label in labels if label in drawn]
     legend(
         fig,
@@ -230,8 +227,7 @@ def draw(tasks: pd.DataFrame, out_dir: Path, facets: Facets, formats=FORMATS) ->
 
 
 def tokenizer_note(identities: list[dict]) -> str | None:
-    """A line for the report when its runs use different tokenizers: per-token perplexities do not
-    compare across them, bits per byte do (``posx.eval.bytecount``)."""
+    """A line when the runs' tokenizers differ: per-token perplexities do not compare, bits per byte do."""
     kinds = sorted({i.get("data.tokenizer", "byte") for i in identities})
     sizes = sorted({i.get("data.vocab_size", "") for i in identities if i.get("data.tokenizer") == "bpe"})
     if len(kinds) < 2 and len(sizes) < 2:

@@ -71,8 +71,7 @@ def connect() -> duckdb.DuckDBPyConnection:
 
 
 def shard_name() -> str:
-    """A new shard's name: its time to the nanosecond in fixed width (names sort as shards were
-    written: the newest wins), then the process and a random tag (two in one nanosecond)."""
+    """A new shard's name: its time to the ns (names sort as written), then the process and a random tag."""
     ns = time.time_ns()
     second = time.strftime("%Y%m%d-%H%M%S", time.localtime(ns // 10**9))
     return f"{second}.{ns % 10**9:09d}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
@@ -110,8 +109,7 @@ def _intact(shard: Path) -> None:
 
 
 def _cached(con, shards: list[Path], stamps: dict[str, str]) -> dict[str, tuple[dict, str]]:
-    """run -> (digest, shard) for each run whose current stamp a shard holds (the newest wins), its
-    digest ``digest.trusted``; any other run is read again."""
+    """run -> (digest, shard) of each run whose current stamp a shard holds (the newest wins), trusted."""
     found: dict[str, tuple[dict, str]] = {}
     for shard in shards:  # oldest first: a newer shard's entry replaces an older one's
         for run, stamp, text in _entries(con, shard):
@@ -137,8 +135,7 @@ EXPECTED = {  # parquet file -> {column: type} that each shard's file must hold
 
 
 def _entries(con, shard: Path) -> list[tuple]:
-    """The shard's (run, stamp, digest) rows, once each file holds its table's columns and types; a
-    shard that does not is removed (its runs are read again) and has no rows."""
+    """The shard's (run, stamp, digest) rows; a shard whose files lack their columns is removed."""
     links = Links()
     try:
         _intact(shard)
@@ -162,8 +159,7 @@ def _entries(con, shard: Path) -> list[tuple]:
 
 
 def _batches(fresh: dict[str, dict], name: str) -> dict[tuple, list[Path]]:
-    """The runs' files of table ``name`` by header, each file's own first line: a table rewritten
-    in another column order, or a digest edited, cannot shift a column."""
+    """The runs' files of table ``name`` by their own header, so no digest can shift a column."""
     batches: dict[tuple, list[Path]] = {}
     for run in fresh:
         path = Path(run) / name
@@ -173,8 +169,7 @@ def _batches(fresh: dict[str, dict], name: str) -> dict[tuple, list[Path]]:
 
 
 def _write_shard(con, fresh: dict[str, dict], stamps: dict[str, str]) -> tuple[Path | None, dict[str, str]]:
-    """(a new shard of the ``fresh`` runs, in a temporary folder until ``keep``, or None when every
-    one is damaged; the runs left out as damaged, each with its one-line error)."""
+    """(a new shard of the ``fresh`` runs in a temporary folder, None if all damaged; the damaged runs)."""
     staging = Path(tempfile.mkdtemp(prefix="posx-shard-"))
     try:
         refused: dict[str, str] = {}
@@ -219,8 +214,7 @@ def _drop(con, staging: Path, runs: dict[str, str]) -> None:
 
 
 def keep(gathered: Gathered) -> None:
-    """The report is published: its stale digests are written back into their runs, its new shard
-    renamed into the cache, and past MAX_SHARDS the shards merged (``compact``)."""
+    """The report is published: its stale digests are written back, its shard joins, shards merge."""
     for run, digest in gathered.stale.items():
         digests.keep(Path(run), digest)
     gathered.stale = {}
@@ -254,8 +248,7 @@ def discard(gathered: Gathered) -> None:
 
 
 def _views(con, live: dict[str, str], found: dict[str, dict], links: Links) -> None:
-    """One view per table: each run's rows from the shard its entry counts in, through ``links``
-    (alive as long as the views); ``TAGGED`` rows carry their evaluation's ``absolute_beyond``."""
+    """One view per table: each run's rows from the shard its entry counts in, through ``links``."""
     beyond = [str(found[run]["eval"].get("eval.absolute_beyond", "none")) for run in live]
     shards = sorted(set(live.values()))
     listed = {t: links.listed([Path(s) / t.replace(".csv", ".parquet") for s in shards]) for t in TABLES}

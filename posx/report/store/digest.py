@@ -67,8 +67,7 @@ def stamp(run_dir: Path) -> str:
 
 
 def read_config(path: Path) -> dict | None:
-    """config.yaml as written (old spellings as now, ``posx.runs.legacy``); None when absent; empty
-    when damaged (not YAML, not a mapping, an ``${...}``, a seed not a 64-bit whole number)."""
+    """config.yaml as written (old spellings as now); None when absent; empty when damaged."""
     config = path / CONFIG
     if not config.is_file():
         return None
@@ -122,8 +121,7 @@ READERS = {META: _meta, TABLES[0]: _extrapolation, history.SETTINGS: history.cur
 
 
 def _unless_damaged(run_dir: Path, name: str, damaged: list[str]):
-    """What ``READERS[name]`` reads of the run, or None when it refuses the file (the name joins
-    ``damaged``): one damaged run never fails a whole listing."""
+    """What ``READERS[name]`` reads, or None when it refuses the file (joining ``damaged``)."""
     try:
         return READERS[name](run_dir)
     except PosxError:
@@ -132,8 +130,7 @@ def _unless_damaged(run_dir: Path, name: str, damaged: list[str]):
 
 
 def refuse_damaged(run_dir: Path, digest: dict) -> None:
-    """Raise the one-line error of the first file the digest lists as damaged but config.yaml (which
-    the report lists as missing), read again so the line names the file where it is now."""
+    """Raise the error of the first damaged file but config.yaml, read again where it is now."""
     for name in digest["damaged"]:
         if name in READERS:
             READERS[name](Path(run_dir))

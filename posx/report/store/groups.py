@@ -71,8 +71,7 @@ def _text(value) -> str:
 
 
 def _drop_unread(found: dict) -> None:
-    """Remove the keys the run's model never reads (``ONLY_FOR``; a logit scale's T without a
-    logit scale; L_max without randomized positions), so they never split groups."""
+    """Remove the keys the run's model never reads (``ONLY_FOR``, an unused scale or L_max)."""
     for key, encodings in ONLY_FOR.items():
         if found.get("pos.name") not in encodings:
             found.pop(key, None)
@@ -178,8 +177,7 @@ def relative_names(paths: list[Path]) -> dict[str, str]:
 
 
 def group_runs(members: list[Member]) -> Grouping:
-    """Runs with equal identities, labelled by the keys that differ between groups of the same
-    encoding and parent ("-": none); duplicates of a seed set aside."""
+    """Runs with equal identities, labelled by what differs within encoding and parent; duplicates aside."""
     by_identity: dict[tuple, list[Member]] = {}
     for m in members:
         by_identity.setdefault(tuple(sorted(m.identity.items())), []).append(m)
@@ -212,8 +210,7 @@ def group_runs(members: list[Member]) -> Grouping:
 
 
 def _label_keys(identities: list[dict]) -> dict[tuple, list[str]]:
-    """Per (encoding, parent), the keys its groups' labels name: those that differ, but evaluation
-    settings absent only from unevaluated runs (labelled "not evaluated" instead)."""
+    """Per (encoding, parent), the keys its labels name (not ``eval.*`` absent only where unevaluated)."""
     clusters: dict[tuple, list[dict]] = {}
     for ident in identities:
         clusters.setdefault(tuple(ident.get(k, "") for k in COLUMN_KEYS), []).append(ident)
@@ -257,8 +254,7 @@ def _count_seeds(runs: list[Member], group: str, names: dict[str, str]) -> tuple
 
 
 def differences(identities: list[dict]) -> list[str]:
-    """The identity keys that differ between groups; a key absent where it does not apply (an
-    encoding's parameter, an extension's key, an unevaluated run's ``eval.*``) is no difference."""
+    """The identity keys that differ between groups; a key absent where it does not apply is no difference."""
     return [
         k
         for k in _varying(identities)

@@ -260,9 +260,7 @@ def _load_each(run_dirs: list[Path], evaluations: str) -> tuple[list[RunTables],
 
 
 def collect(run_dirs: list[Path], evaluations: str, cache_dir: Path) -> tuple[list[RunTables], cache.Gathered]:
-    """Every run (seed, identity, missing tables) and the ``cache.Gathered`` holding their tables and
-    the runs left out as damaged; every run damaged: the first one's error. ``evaluations`` is
-    checked by the caller."""
+    """Every run and the ``cache.Gathered`` with their tables and damaged runs; all damaged: the error."""
     if evaluations == "all":
         loaded, damaged = _load_each(run_dirs, evaluations)
         if not loaded and damaged:

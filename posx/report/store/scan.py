@@ -49,8 +49,7 @@ def _quoted(name: str) -> str:
 
 
 def _select(name: str, header: tuple[str, ...], paths: list[Path], links: Links) -> str:
-    """Today's columns of table ``name`` from files with ``header``, and ``run``: the file's folder
-    (DuckDB reads each file through its link, ``posx.report.store.literal``; ``scan_links`` maps it back)."""
+    """Today's columns of table ``name`` from files with ``header``, and ``run``: the file's folder."""
     implied = OPTIONAL.get(name, {})
     exprs = ["l.run AS run"]
     for column in COLUMNS[name]:
@@ -84,8 +83,7 @@ def _reason(name: str, path: Path) -> str | None:
 
 
 def _check(name: str, header: tuple[str, ...], paths: list[Path], links: Links) -> dict[str, str]:
-    """run folder -> error for the batch's files that are not regular, lack a needed column, or are
-    cut inside a line (the engine reads a cut header as a table of no rows)."""
+    """run folder -> error for the batch's files that are not regular, lack a column, or are cut short."""
     found = {}
     for path in paths:
         try:
@@ -125,8 +123,7 @@ def empty(name: str) -> str:
 
 
 def scan(con: duckdb.DuckDBPyConnection, name: str, batches: dict[tuple, list[Path]], target: Path) -> dict[str, str]:
-    """Table ``name`` of every file in ``batches`` (header -> files) into the Parquet ``target`` but
-    the damaged ones; returns their runs, each with its one-line error."""
+    """Table ``name`` of ``batches`` (header -> files) into ``target``; returns damaged run -> error."""
     refused: dict[str, str] = {}
     while True:
         left = {h: [p for p in ps if str(p.parent) not in refused] for h, ps in batches.items()}
@@ -173,8 +170,7 @@ def _scan(con, name: str, batches: dict[tuple, list[Path]], target: Path, links:
 
 
 def _check_keys(con: duckdb.DuckDBPyConnection, name: str, target: Path) -> dict[str, str]:
-    """The runs with a row with an empty cell of ``KEYED`` (read as NULL, which the conversion lets
-    by), each with read_table's error for its file, as every other reader of the table refuses it."""
+    """The runs with an empty ``KEYED`` cell (read as NULL), each with read_table's error."""
     if name == METRICS:
         return {}
     where = " OR ".join(f"{_quoted(c)} IS NULL" for c in KEYED[name])
