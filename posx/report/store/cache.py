@@ -142,9 +142,7 @@ def _entries(con, shard: Path) -> list[tuple]:
         for parquet, expected in EXPECTED.items():
             listed = links.listed([shard / parquet])
             described = con.execute(f"DESCRIBE SELECT * FROM read_parquet({listed})").fetchall()
-            columns = {}
-            for row in described:
-                columns.setdefault(row[0], row[1])
+            columns = {row[0]: row[1] for row in reversed(described)}  # a name's first type
             if any(columns.get(c) != kind for c, kind in expected.items()):
                 raise PosxError(f"{shard / parquet} does not hold the columns of a cache shard")
             con.execute(f"SELECT count(*) FROM read_parquet({listed})").fetchall()

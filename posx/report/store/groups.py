@@ -240,14 +240,8 @@ def _count_seeds(runs: list[Member], group: str, names: dict[str, str]) -> tuple
     duplicates = []
     for m in sorted(runs, key=lambda m: m.evaluated_at, reverse=True):
         if m.seed is not None and m.replicate in counted:
-            duplicates.append(
-                {
-                    "run": names[str(m.path)],
-                    "seed": m.seed,
-                    "group": group,
-                    "counted": names[str(counted[m.replicate].path)],
-                }
-            )
+            instead = names[str(counted[m.replicate].path)]
+            duplicates.append({"run": names[str(m.path)], "seed": m.seed, "group": group, "counted": instead})
             continue
         counted[m.replicate if m.seed is not None else id(m)] = m
     return list(counted.values()), duplicates

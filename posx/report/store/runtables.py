@@ -187,14 +187,9 @@ def load_run_tables(path: Path, evaluations: str = "current") -> RunTables:
                 run.tables[name] = pd.read_csv(path / name)
             except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError):
                 pass  # a damaged metrics.csv costs the training plot only
-    table = run.tables.get("extrapolation.csv")
-    run.member = Member(
-        path,
-        run.seed,
-        identity(saved, meta, record, table, evaluations=settings, parent=parent),
-        (path / "extrapolation.csv").stat().st_mtime if (path / "extrapolation.csv").is_file() else 0.0,
-        parent_seed,
-    )
+    ident = identity(saved, meta, record, run.tables.get("extrapolation.csv"), evaluations=settings, parent=parent)
+    evaluated = (path / "extrapolation.csv").stat().st_mtime if (path / "extrapolation.csv").is_file() else 0.0
+    run.member = Member(path, run.seed, ident, evaluated, parent_seed)
     return run
 
 

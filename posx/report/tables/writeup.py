@@ -8,6 +8,7 @@ import pandas as pd
 from rich.table import Table
 from rich.text import Text
 
+from posx.report.figures.extension import CELLS
 from posx.report.figures.shown import Shown
 from posx.report.store.groups import Grouping
 from posx.report.store.queries import PASSKEY_KEYS as PASSKEY_GROUP
@@ -136,23 +137,13 @@ def _passkey_section(pk_summary: pd.DataFrame) -> list[str]:
     pk = pk_summary.assign(
         accuracy=[mean_std(m, s, 2) for m, s in zip(pk_summary["accuracy_mean"], pk_summary["accuracy_std"])]
     )
-    return [
-        "## Passkey retrieval",
-        "",
-        "Exact-match accuracy over all depths, mean ± std over runs.",
-        "",
-        md_table(pk[[*PASSKEY_GROUP, "accuracy", "key_nll_mean", "trials_per_run", "n_seeds", "status"]], ".4g"),
-        "",
-    ]
+    table = md_table(pk[[*PASSKEY_GROUP, "accuracy", "key_nll_mean", "trials_per_run", "n_seeds", "status"]], ".4g")
+    return _section("## Passkey retrieval", "Exact-match accuracy over all depths, mean ± std over runs.", table)
 
 
 # The extension section's columns: (heading, mean column, std column) of extension.csv.
-EXTENSION_CELLS = [
-    ("zero-shot at s·T", "zero_shot", "zero_shot_std"),
-    ("extended at s·T", "extended", "extended_std"),
-    ("extended at T", "extended_1x", "extended_1x_std"),
-    ("extended at 2s·T", "extended_2x_new", "extended_2x_new_std"),
-]
+HEADINGS = ("zero-shot at s·T", "extended at s·T", "extended at T", "extended at 2s·T")
+EXTENSION_CELLS = [(heading, cell, f"{cell}_std") for heading, cell in zip(HEADINGS, CELLS)]
 
 
 def _extension_section(ext_table: pd.DataFrame | None) -> list[str]:
@@ -169,15 +160,16 @@ def _extension_section(ext_table: pd.DataFrame | None) -> list[str]:
             "n_seeds": ext_table["n_seeds"],
         }
     )
-    return [
-        "## Extension",
-        "",
+    said = (
         "Perplexity of each `posx extend` experiment (mean ± std over seeds): "
-        "zero-shot is the parent with the method's frequencies and no training.",
-        "",
-        md_table(shown),
-        "",
-    ]
+        "zero-shot is the parent with the method's frequencies and no training."
+    )
+    return _section("## Extension", said, md_table(shown))
+
+
+def _section(heading: str, said: str, table: str) -> list[str]:
+    """Markdown lines of a section: its heading, what it says, its table."""
+    return [heading, "", said, "", table, ""]
 
 
 def figure_notes(notes: list[str]) -> str:
@@ -237,13 +229,6 @@ def explain(grouping: Grouping, runs: int, shown: set | None = None) -> list[str
         lines += ["", f"The {len(listed)} group(s) the figures draw; groups.csv lists all {len(grouping.groups)}:"]
     lines += ["", md_table(pd.DataFrame(listed)), ""]
     if grouping.duplicates:
-        lines += [
-            "### Duplicate seeds",
-            "",
-            "These runs repeat a seed of their group (the same experiment twice); each is counted once, "
-            "as the run evaluated last:",
-            "",
-            md_table(pd.DataFrame(grouping.duplicates)),
-            "",
-        ]
+        said = "These runs repeat a seed of their group (the same experiment twice); each is counted once, as the run "
+        lines += _section("### Duplicate seeds", said + "evaluated last:", md_table(pd.DataFrame(grouping.duplicates)))
     return lines
