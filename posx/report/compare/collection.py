@@ -184,9 +184,8 @@ def compare(run_dirs: list[Path]) -> tuple[pd.DataFrame, list[str], list[str]]:
         name = _column_name(Path(run_dir), names)
         names.append(name)
         t = read_table(path)
-        alike["T"][name] = ", ".join(
-            str(int(v)) for v in sorted(set(t["reference_context"].fillna(t["train_context"])))
-        )
+        lengths = sorted(set(t["reference_context"].fillna(t["train_context"])))
+        alike["T"][name] = ", ".join(str(int(v)) for v in lengths)
         alike["protocol"][name] = ", ".join(sorted(set(_protocol(r) for r in t.itertuples())))
         t = t.assign(ppl=t["ppl"].where(t["status"] == "ok"), log_se=_log_se(t))
         t = t[["method", "stage", "factor", "ppl", "ppl_lo", "ppl_hi", "log_se"]].rename(
@@ -224,8 +223,7 @@ def _column_name(run_dir: Path, names: list[str]) -> str:
     candidates = [run_dir.name, str(run_dir)]
     candidates += (f"{run_dir.name} ({k})" for k in range(2, len(names) + 3))
     for name in candidates:
-        mine = _columns(name, None if first is None else first)
-        if not mine & taken:
+        if not _columns(name, first) & taken:
             return name
     raise PosxError(f"posx compare finds no column name for {run_dir} apart from the other runs'; rename it")
 
@@ -244,9 +242,8 @@ def compare_table(df: pd.DataFrame, names: list[str]) -> Table:
     for name in names:
         table.add_column(Text(name), justify="right", overflow="fold")
     for name in names[1:]:
-        table.add_column(
-            Text(f"/ {names[0]}" if len(names) == 2 else f"{name} / {names[0]}"), justify="right", overflow="fold"
-        )
+        heading = f"/ {names[0]}" if len(names) == 2 else f"{name} / {names[0]}"
+        table.add_column(Text(heading), justify="right", overflow="fold")
 
     def cell(row, name):
         v, lo, hi = row[name], row[f"{name} lo"], row[f"{name} hi"]
@@ -255,11 +252,7 @@ def compare_table(df: pd.DataFrame, names: list[str]) -> Table:
         return f"{v:.3f}" + (f" [dim]\\[{lo:.3f}, {hi:.3f}][/]" if lo == lo and hi == hi else "")
 
     for _, row in df.iterrows():
-        table.add_row(
-            Text(str(row["method"])),
-            Text(str(row["stage"])),
-            f"{row['factor']:g}x",
-            *(cell(row, n) for n in names),
-            *(cell(row, f"{n} / {names[0]}").replace("[dim]—[/]", "") for n in names[1:]),
-        )
+        own = [cell(row, n) for n in names]
+        ratios = [cell(row, f"{n} / {names[0]}").replace("[dim]—[/]", "") for n in names[1:]]
+        table.add_row(Text(str(row["method"])), Text(str(row["stage"])), f"{row['factor']:g}x", *own, *ratios)
     return table
