@@ -1,3 +1,3 @@
-"""What a report knows of each run, and the cache that keeps it: ``digest`` and ``digestcheck``,
+"""What a report knows of each run, and the cache that keeps it: ``digest``,
 ``groups``, ``selection`` (``--where``), ``runtables``, ``scan`` and ``literal``, ``cache``,
 ``queries`` (the numbers as SQL)."""
