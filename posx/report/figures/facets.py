@@ -41,7 +41,7 @@ class Facets:
         """``data`` (columns ``LINE``) per facet, in a stable order (T ascending first)."""
         if data.empty:
             return []
-        keys = [tuple(k) for k in _line_keys(data).itertuples(index=False)]
+        keys = [tuple(k) for k in data[LINE].fillna("").astype(str).itertuples(index=False)]
         labels = pd.Series([self.facet(k) for k in keys], index=data.index)
         order = sorted(set(labels), key=_facet_order)
         return [(f, data[labels == f]) for f in order]
@@ -79,10 +79,6 @@ def _usual(values: list) -> object | None:
     if len(counts) == 0 or counts.iloc[0] < 2 or (len(counts) > 1 and counts.iloc[1] == counts.iloc[0]):
         return None
     return counts.index[0]
-
-
-def _line_keys(data: pd.DataFrame) -> pd.DataFrame:
-    return data[LINE].fillna("").astype(str)
 
 
 def _facet_order(label: str) -> tuple:

@@ -31,12 +31,6 @@ def shade(color, i: int, n: int) -> str:
     return to_hex(mixed)
 
 
-def _style(stage: str, order: int):
-    if stage in STAGE_STYLES:
-        return STAGE_STYLES[stage]
-    return SPARE_STYLES[order % len(SPARE_STYLES)]
-
-
 def looks(lines: list[tuple[str, object, str]], size: float = 5.5) -> list[dict]:
     """``Axes.plot`` keywords for each line (encoding, group, method) of one panel (module docstring)."""
     shades: dict[str, list] = {}
@@ -52,7 +46,7 @@ def looks(lines: list[tuple[str, object, str]], size: float = 5.5) -> list[dict]
         look = {
             "color": shade(color_of(encoding), mine.index(group), len(mine)),
             "marker": marker_of(base),
-            "linestyle": _style(stage, stages.index(stage)),
+            "linestyle": STAGE_STYLES.get(stage, SPARE_STYLES[stages.index(stage) % len(SPARE_STYLES)]),
         }
         spare = 0
         while _key(look) in seen:

@@ -135,14 +135,9 @@ def _training_keys(data: pd.DataFrame) -> list[tuple]:
     return [(*k, "none") for k in dict.fromkeys(data[TRAINING_LINE].astype(str).itertuples(index=False, name=None))]
 
 
-def _training_labels(data: pd.DataFrame, facets: Facets) -> tuple[list[tuple], list[str]]:
-    """The lines of one row of training.png (one per group) and their legend entries."""
-    keys = _training_keys(data)
-    return [k[:3] for k in keys], [label.replace(" · none", "", 1) for label in line_labels(facets, keys)]
-
-
 def _training_row(pair, data: pd.DataFrame, facets: Facets, title: str) -> None:
-    keys, labels = _training_labels(data, facets)
+    lines = _training_keys(data)
+    keys, labels = [k[:3] for k in lines], [label.replace(" · none", "", 1) for label in line_labels(facets, lines)]
     for key, label, look in zip(keys, labels, looks([(k[2], k, "none") for k in keys])):
         g = rows_of(data, TRAINING_LINE, key).sort_values("step")
         for ax, what in ((pair[0], "train"), (pair[1], "val")):
