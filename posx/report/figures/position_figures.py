@@ -119,9 +119,7 @@ def plot_positions(
     for name, mine in zip(file_names("positions.png", len(files)), files):
         cols = min(3, len(mine))
         rows = -(-len(mine) // cols)
-        tallest = max(
-            legend_inches(legend_texts(facets, sorted_lines(data))) for _, _, data, _ in mine
-        )  # legends below
+        tallest = max(legend_inches(legend_texts(facets, sorted_lines(data))) for _, _, data, _ in mine)
         fig = Figure(figsize=(5.2 * cols, (4.0 + tallest) * rows), layout="constrained")
         axes = fig.subplots(rows, cols, squeeze=False).ravel()
         for ax in axes[len(mine) :]:

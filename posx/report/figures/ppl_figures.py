@@ -1,11 +1,7 @@
 """Perplexity against evaluation length: ``ppl_vs_length.png``, the paper figure ``encodings.png``
-and, asked for by name only, ``ppl_median_over_groups.png`` (it pools unlike groups by construction).
-
-A panel per facet and protocol, a line per group x method (the mean over its seeds, a band that
-says what it is), lines side by side on the factor axis (``palette.dodge``); past ``MAX_LINES``
-lines a further panel (a group's lines together, ``facets.pack``), past ``MAX_PANELS`` panels a
-further file. Lengths a line could not score are an x at the top, a diverged run's inf a triangle.
-See docs/evaluation.md.
+and, asked for by name only, ``ppl_median_over_groups.png`` (it pools unlike groups by
+construction). A panel per facet and protocol, a line per group x method with a band that says
+what it is; crowded panels and files go on in further ones. See docs/evaluation.md.
 """
 
 from __future__ import annotations

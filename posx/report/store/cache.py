@@ -1,15 +1,9 @@
-"""The report cache: what earlier reports read of each run, so a report over a sweep that grew by
-ten runs reads ten runs (docs/evaluation.md, "Sweeps of thousands of runs").
-
-It lives in ``.cache/`` beside the reports as shards: each report that read runs the cache did
-not hold writes one, a folder of those runs' digests and table rows in Parquet, built aside and
-renamed into place whole, never changed after: reports on many machines share it without a lock.
-A run's entry counts while its stamp is the run's stamp now; the newest shard wins. A new shard
-joins only once the report is published (``keep``); a damaged run is never in one. Past
-``MAX_SHARDS`` a published report merges them, removing merged shards older than ``GRACE``.
-Nothing in a shard is trusted unchecked (``SUMS``, each file's columns and types, each digest
-as a digest.json): a shard that fails is removed and its runs read again; one of an older posx
-is not read. Every file is read through a link of a plain name (``posx.report.store.literal``).
+"""The report cache in ``.cache/`` beside the reports: shards of what earlier reports read of each
+run (digests and table rows in Parquet), so a report over a sweep that grew by ten runs reads ten.
+A shard is built aside, renamed into place whole and never changed: reports on many machines share
+the folder without a lock. An entry counts while its run's stamp is unchanged (the newest shard
+wins); nothing is trusted unchecked (``SUMS``, columns and types, each digest): a shard that fails
+is removed and its runs read again. See docs/evaluation.md, "Sweeps of thousands of runs".
 """
 
 from __future__ import annotations

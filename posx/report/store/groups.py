@@ -1,12 +1,9 @@
 """Which runs of a report are seeds of one experiment: everything but the seed is equal.
 
-A run's identity is a flat {key: text} of what decides its numbers: the model as built and T, the
-training, the data's fingerprint, the evaluation settings of its tables (``eval.*``; a table older
-than those records is described by what it holds, ``eval.record=none``), an extended run's parent,
-method and factor (its parent's identity as ``parent.*`` when the parent is there). Never: the
-seed, name, device, where results go (``IGNORED``). A group is labelled by the keys that differ
-between groups; two runs of one seed in a group: the one evaluated last counts. See
-docs/evaluation.md, "Groups".
+A run's identity is a flat {key: text} of what decides its numbers (model as built, T, training,
+data fingerprint, evaluation settings, an extended run's lineage; never ``IGNORED`` keys such as
+the seed or the device). Groups are labelled by the keys that differ; of two runs of one seed in
+a group, the one evaluated last counts. See docs/evaluation.md, "Groups".
 """
 
 from __future__ import annotations
