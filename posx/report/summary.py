@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import time
+from functools import partial
 from pathlib import Path
 
 import pandas as pd
@@ -164,12 +165,10 @@ def _figures(staging: Path, tables: dict, shown: Shown, drawing: drawing_.Drawin
 def _tell(console: Console, summary: pd.DataFrame, runs: list[RunTables], grouping, figures: dict, out_dir: Path):
     """What the report prints: the summary's first rows, the groups, duplicates, missing tables, files."""
     console.print(rich_summary(summary))
+    say = partial(console.print, highlight=False)
     varying = f"; they differ in {escape(', '.join(grouping.varying))}" if grouping.varying else ""
-    console.print(
-        f"{len(runs)} run(s) in {len(grouping.groups)} group(s) of equal settings but the seed{varying} "
-        f"(groups.csv, summary.md)",
-        highlight=False,
-    )
+    say(f"{len(runs)} run(s) in {len(grouping.groups)} group(s) of equal settings but the seed{varying} "
+        f"(groups.csv, summary.md)")  # fmt: skip
     # escape(): run paths and notes print as written, [brackets] included
     said = [
         f"[yellow]duplicate seed[/] {d['seed']} in {escape(str(d['group']))}: {escape(d['run'])} is the "
@@ -180,24 +179,32 @@ def _tell(console: Console, summary: pd.DataFrame, runs: list[RunTables], groupi
         said += [f"[yellow]missing[/] {', '.join(r.missing)} in {escape(str(r.path))}"] if r.missing else []
         said += [f"[yellow]note[/] {escape(str(r.path))}: {escape(note)}" for note in r.notes]
     for line in said[:TERMINAL_LINES]:
-        console.print(line, highlight=False)
+        say(line)
     if len(said) > TERMINAL_LINES:
-        console.print(f"... and {len(said) - TERMINAL_LINES} more (duplicates.csv, missing.csv)", highlight=False)
+        say(f"... and {len(said) - TERMINAL_LINES} more (duplicates.csv, missing.csv)")
     for name, paths in figures.items():  # the files of each figure, in the formats kept
         drawn = escape(", ".join(str(p) for p in paths))
         stem = Path(name).stem
-        console.print(f"{stem}: {drawn}" if paths else f"[yellow]{stem}: not drawn[/] (no data)", highlight=False)
-    console.print(f"wrote {escape(str(out_dir))} ({_size(out_dir)})", highlight=False)
+        say(f"{stem}: {drawn}" if paths else f"[yellow]{stem}: not drawn[/] (no data)")
+    say(f"wrote {escape(str(out_dir))} ({_size(out_dir)})")
 
 
-def _tell_damaged(console: Console, damaged: dict) -> None:
-    """One warning line per run left out as damaged; past ``DAMAGED_LINES``, the count and the first few."""
+def _tell_after(say, damaged: dict, summary: pd.DataFrame, runs: list[RunTables]) -> None:
+    """After the files: a line per run left out as damaged (past ``DAMAGED_LINES``, the count and the
+    first few), then notes on tokenizers that differ and on runs that diverged."""
     if len(damaged) > DAMAGED_LINES:
-        console.print(f"[yellow]left out[/] {len(damaged)} damaged run(s) (damaged.csv); the first:", highlight=False)
+        say(f"[yellow]left out[/] {len(damaged)} damaged run(s) (damaged.csv); the first:")
     for why in list(damaged.values())[:DAMAGED_LINES]:
-        console.print(f"[yellow]left out[/] a damaged run: {escape(why)}", highlight=False)
+        say(f"[yellow]left out[/] a damaged run: {escape(why)}")
     if len(damaged) > DAMAGED_LINES:
-        console.print(f"... and {len(damaged) - DAMAGED_LINES} more (damaged.csv)", highlight=False)
+        say(f"... and {len(damaged) - DAMAGED_LINES} more (damaged.csv)")
+    note = task_figures.tokenizer_note([r.member.identity for r in runs])
+    if note:
+        say(f"[yellow]note[/] {escape(note)}")
+    diverged = sorted(set(summary.loc[summary["ppl_mean"] == math.inf, "group"].astype(str)))
+    if diverged:
+        say(f"[yellow]note[/] ppl inf in {escape(', '.join(diverged))}: a run's mean NLL is past what exp holds "
+            "(it diverged); summary.csv keeps inf, the figures mark it with a triangle at the top")  # fmt: skip
 
 
 def check_factor(factor: float | None, positions: pd.DataFrame, summary: pd.DataFrame) -> None:
@@ -305,15 +312,5 @@ def report(
         name: [] if path is None else [out_dir / f"{path.stem}.{fmt}" for fmt in kept] for name, path in drawn.items()
     }
     _tell(console, summary, runs, grouping, figures, out_dir)
-    _tell_damaged(console, gathered.damaged)
-    note = task_figures.tokenizer_note([r.member.identity for r in runs])
-    if note:
-        console.print(f"[yellow]note[/] {escape(note)}", highlight=False)
-    diverged = sorted(set(summary.loc[summary["ppl_mean"] == math.inf, "group"].astype(str)))
-    if diverged:
-        console.print(
-            f"[yellow]note[/] ppl inf in {escape(', '.join(diverged))}: a run's mean NLL is past what exp holds "
-            "(it diverged); summary.csv keeps inf, the figures mark it with a triangle at the top",
-            highlight=False,
-        )
+    _tell_after(partial(console.print, highlight=False), gathered.damaged, summary, runs)
     return out_dir
