@@ -55,7 +55,8 @@ class Facets:
         return shown, usual
 
     def names(self, keys: list[tuple]) -> dict[tuple, str]:
-        """Per line key, ``k=v, ...`` of the keys its group differs in from the panel's, but ``usual`` ones."""
+        """Per line key, ``k=v, ...`` of the keys its group differs in from the panel's, but ``usual`` ones;
+        a group without a recorded identity is called by its label."""
         shown, usual = self._shown(keys)
         out = {}
         for key in dict.fromkeys(tuple(k) for k in keys):
@@ -108,7 +109,8 @@ def facets_of(identities: dict[tuple, dict]) -> Facets:
 
 
 def pack(lines: list[tuple], size: int = MAX_LINES) -> list[list[tuple]]:
-    """``lines`` in pieces of at most ``size``, a group's lines in one piece where they fit."""
+    """``lines`` in pieces of at most ``size``, a group's lines in one piece where they fit: a reader
+    compares one group's methods inside one panel."""
     pieces: list[list[tuple]] = []
     for _, same in itertools.groupby(lines, key=lambda line: tuple(line[:3])):
         mine = list(same)
@@ -120,7 +122,8 @@ def pack(lines: list[tuple], size: int = MAX_LINES) -> list[list[tuple]]:
 
 
 def pair_pieces(left: pd.DataFrame, right: pd.DataFrame, order) -> list[tuple]:
-    """A row's two sides ``pack``ed (``order``: a side's lines) as (left, right), None for a side's lack."""
+    """A row's two sides ``pack``ed (``order``: a side's lines) as (left, right) pieces, None where a side
+    has fewer pieces than the other."""
     pieces = [pack(order(side)) if not side.empty else [] for side in (left, right)]
     n = max(map(len, pieces))
     return [

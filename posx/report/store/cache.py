@@ -103,7 +103,8 @@ def _intact(shard: Path) -> None:
 
 
 def _cached(con, shards: list[Path], stamps: dict[str, str]) -> dict[str, tuple[dict, str]]:
-    """run -> (digest, shard) of each run whose current stamp a shard holds (the newest wins), trusted."""
+    """run -> (digest, shard) of each run whose current stamp a shard holds (the newest wins), its
+    digest ``digest.trusted``; any other run is read again."""
     found: dict[str, tuple[dict, str]] = {}
     for shard in shards:  # oldest first: a newer shard's entry replaces an older one's
         for run, stamp, text in _entries(con, shard):
@@ -188,7 +189,8 @@ def _write_shard(con, fresh: dict[str, dict], stamps: dict[str, str]) -> tuple[P
 
 
 def _drop(con, staging: Path, runs: dict[str, str]) -> None:
-    """Remove the rows of ``runs`` from each table of the shard in ``staging``."""
+    """Remove the rows of ``runs`` from each table of the shard in ``staging`` (a run refused by one
+    table has no row in any)."""
     con.register("refused_runs", pd.DataFrame({"run": list(runs)}))
     links = Links()
     try:
@@ -206,7 +208,8 @@ def _drop(con, staging: Path, runs: dict[str, str]) -> None:
 
 
 def keep(gathered: Gathered) -> None:
-    """The report is published: its stale digests are written back, its shard joins, shards merge."""
+    """The report is published: its stale digests are written back, its shard joins, shards merge.
+    A report that fails or is refused changes neither (``discard``)."""
     for run, digest in gathered.stale.items():
         digests.keep(Path(run), digest)
     gathered.stale = {}
@@ -240,7 +243,8 @@ def discard(gathered: Gathered) -> None:
 
 
 def _views(con, live: dict[str, str], found: dict[str, dict], links: Links) -> None:
-    """One view per table: each run's rows from the shard its entry counts in, through ``links``."""
+    """One view per table: each run's rows from the shard its entry counts in, through ``links``;
+    ``TAGGED`` rows carry the ``absolute_beyond`` of the evaluation that wrote them."""
     beyond = [str(found[run]["eval"].get("eval.absolute_beyond", "none")) for run in live]
     shards = sorted(set(live.values()))
     listed = {t: links.listed([Path(s) / t.replace(".csv", ".parquet") for s in shards]) for t in TABLES}

@@ -162,7 +162,9 @@ def stamp(run_dir: Path) -> str:
 
 
 def read_config(path: Path) -> dict | None:
-    """config.yaml as written (old spellings as now); None when absent; empty when damaged."""
+    """config.yaml as written (old spellings as now); None when absent; empty when damaged (not
+    UTF-8 or YAML, not a mapping, an ``${...}``, a seed not a 64-bit whole number): the run is then
+    listed without its settings, and a report names its config.yaml as missing."""
     config = path / CONFIG
     if not config.is_file():
         return None
@@ -216,7 +218,8 @@ READERS = {META: _meta, TABLES[0]: _extrapolation, history.SETTINGS: history.cur
 
 
 def _unless_damaged(run_dir: Path, name: str, damaged: list[str]):
-    """What ``READERS[name]`` reads, or None when it refuses the file (joining ``damaged``)."""
+    """What ``READERS[name]`` reads, or None when it refuses the file (the name joins ``damaged``):
+    the run is listed without what the file holds, rather than one damaged run failing a listing."""
     try:
         return READERS[name](run_dir)
     except PosxError:
@@ -225,7 +228,8 @@ def _unless_damaged(run_dir: Path, name: str, damaged: list[str]):
 
 
 def refuse_damaged(run_dir: Path, digest: dict) -> None:
-    """Raise the error of the first damaged file but config.yaml, read again where it is now."""
+    """Raise the error of the first file the digest lists as damaged but config.yaml (a report lists
+    that one as missing), read again so the line names the file where it is now."""
     for name in digest["damaged"]:
         if name in READERS:
             READERS[name](Path(run_dir))
