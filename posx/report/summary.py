@@ -70,11 +70,8 @@ def _extensions(runs: list[RunTables]) -> dict:
     for r in runs:
         ident = r.member.identity
         if r.parent and "extend.method" in ident:
-            found[(r.group, r.parent, ident.get("pos.name", ""))] = (
-                ident["extend.method"],
-                float(ident["extend.factor"]),
-                int(float(ident.get("steps", 0))),
-            )
+            key = (r.group, r.parent, ident.get("pos.name", ""))
+            found[key] = (ident["extend.method"], float(ident["extend.factor"]), int(float(ident.get("steps", 0))))
     return found
 
 
@@ -154,11 +151,8 @@ def _figures(staging: Path, tables: dict, shown: Shown, drawing: drawing_.Drawin
     if drawing.facets.keys:
         differ = ", ".join(drawing.facets.keys)
         notes.append(f"groups differ in {differ}: no figure pools them; each facet has its own panels or files")
-    curves = extension.extension_curves(tables["training"], tables["extension"], tables["extended"])
-    plotted = (
-        extension.plot_extension(curves, staging / "extension.png", drawing.formats) if tables["extended"] else None
-    )
-    drawn["extension.png"] = plotted
+    curves = extension.extension_curves(tables["training"], tables["extension"], tables["extended"])  # none: empty
+    drawn["extension.png"] = extension.plot_extension(curves, staging / "extension.png", drawing.formats)
     return drawn, notes
 
 
