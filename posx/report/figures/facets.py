@@ -186,7 +186,7 @@ def one_band(bands: list[str]) -> str:
 def sorted_lines(data: pd.DataFrame) -> list[tuple]:
     """The lines (``LINE`` + method, as text; a missing value or column as "") of ``data``, by encoding and method."""
     keys = dict.fromkeys(
-        data.reindex(columns=[*LINE, "method"]).fillna("").astype(str).itertuples(index=False, name=None)
+        data.reindex(columns=[*LINE, "method"], fill_value="").fillna("").astype(str).itertuples(index=False, name=None)
     )
     return sorted(keys, key=lambda k: (k[2], legend_order(k[3])))
 
