@@ -64,7 +64,7 @@ def legend_texts(ax) -> list[str]:
 def test_unlike_groups_go_to_panels_of_their_own_and_nothing_is_pooled():
     summary, facets = mixed()
     assert facets.keys == ("T", "model.block")
-    [(name, fig)] = ppl_figures(summary, facets, [])
+    [(name, fig)] = ppl_figures(summary, facets)
     panels = [ax for ax in fig.axes if drawn(ax)]
     assert name == "ppl_vs_length.png" and len(panels) == 3  # T=64 gpt2, T=64 llama, T=128
     titles = [ax.get_title() for ax in panels]
@@ -73,19 +73,19 @@ def test_unlike_groups_go_to_panels_of_their_own_and_nothing_is_pooled():
     assert len(drawn(panels[0])) == 4 and len(drawn(panels[1])) == len(drawn(panels[2])) == 3
     everything = " ".join([fig.texts[0].get_text(), *titles, *(t for ax in panels for t in legend_texts(ax))])
     assert "pooled" not in everything and "median" not in everything
-    [(_, enc)] = encodings_figures(summary, facets, [])
+    [(_, enc)] = encodings_figures(summary, facets)
     assert sum(1 for ax in enc.axes if drawn(ax)) == 6  # per facet: encodings | RoPE methods
 
 
 def test_a_crowded_panel_goes_on_in_further_panels_and_files():
     groups = [f"steps={k}" for k in range(MAX_LINES + 2)]
     identities = {(g, "", "rope"): ident("rope", steps=str(k)) for k, g in enumerate(groups)}
-    [(_, fig)] = ppl_figures(frame([(g, "rope", "none") for g in groups]), facets_of(identities), [])
+    [(_, fig)] = ppl_figures(frame([(g, "rope", "none") for g in groups]), facets_of(identities))
     counts = [len(drawn(ax)) for ax in fig.axes if drawn(ax)]
     assert counts == [MAX_LINES, 2]
     assert "lines 1 of 2 panels" in fig.axes[0].get_title().replace("\n", " ")
     many = {(f"T={t}", "", "rope"): ident("rope", T=str(t)) for t in range(32, 32 * (MAX_PANELS + 3), 32)}
-    files = ppl_figures(frame([(g, "rope", "none") for g, _, _ in many]), facets_of(many), [])
+    files = ppl_figures(frame([(g, "rope", "none") for g, _, _ in many]), facets_of(many))
     assert [name for name, _ in files] == ["ppl_vs_length.png", "ppl_vs_length-2.png"]
     assert [sum(1 for ax in fig.axes if drawn(ax)) for _, fig in files] == [MAX_PANELS, 2]
 
@@ -107,7 +107,7 @@ def test_labels_name_the_key_that_differs_whole_and_wrapped():
         for k, lr in enumerate(("0.001", "0.003"))
     }
     summary = frame([(g, "rope", "pi") for g, _, _ in identities])
-    [(_, fig)] = ppl_figures(summary, facets_of(identities), [])
+    [(_, fig)] = ppl_figures(summary, facets_of(identities))
     labels = legend_texts(fig.axes[0])
     assert [label.replace("\n", " ") for label in labels[:2]] == [
         "rope · pi · train.lr=0.001",
@@ -130,7 +130,7 @@ def variants() -> tuple[pd.DataFrame, Facets]:
 
 def test_a_label_names_only_what_sets_its_group_apart_and_the_legend_says_the_rest():
     summary, facets = variants()
-    [(_, fig)] = encodings_figures(summary, facets, [])
+    [(_, fig)] = encodings_figures(summary, facets)
     panels = [ax for ax in fig.axes if drawn(ax)]
     texts = {t.replace("\n", " ") for ax in panels for t in legend_texts(ax)}
     assert {"rope · none", "alibi · none", "rope · yarn · pos.rope_fraction=0.25", "rope · pi · pos.nope_every=2",
@@ -146,7 +146,7 @@ def test_a_label_names_only_what_sets_its_group_apart_and_the_legend_says_the_re
 
 def test_a_crowded_method_panel_goes_on_in_rows_and_keeps_each_group_whole():
     summary, facets = variants()
-    [(_, fig)] = encodings_figures(summary, facets, [])
+    [(_, fig)] = encodings_figures(summary, facets)
     right = [ax for ax in fig.axes if drawn(ax) and "RoPE + rescaling" in ax.get_title().replace("\n", " ")]
     groups = [{t.split(" · ", 2)[-1] if t.count(" · ") > 1 else "plain" for t in legend_texts(ax)[:-1]} for ax in right]
     assert len(right) == 2 and all(len(drawn(ax)) <= MAX_LINES for ax in right)
@@ -162,7 +162,7 @@ def test_a_crowded_training_figure_goes_on_in_further_rows(tmp_path, monkeypatch
                              for g in groups for step in (0, 50, 100)])  # fmt: skip
     saved = []
     monkeypatch.setattr(output, "save", lambda fig, path, formats=(): saved.append(fig) or path)
-    plots.plot_training(training, tmp_path, facets_of(identities), [])
+    plots.plot_training(training, tmp_path, facets_of(identities))
     [fig] = saved
     assert [len(drawn(ax)) for ax in fig.axes] == [MAX_LINES, MAX_LINES, 3, 3]  # (training | validation) per row
     assert "lines 2 of 2 panels" in fig.axes[2].get_title()
@@ -181,7 +181,7 @@ def test_a_crowded_positions_by_encoding_row_goes_on_in_further_rows(tmp_path, m
     assert len(right) == 2 and [len(drawn(ax)) for ax in right] == [MAX_LINES, 24 - MAX_LINES]
     methods = [f"m{k}" for k in range(MAX_LINES + 5)]  # one group evaluated with many methods: positions.png
     one = pd.concat([cells[cells["group"] == "g0"].drop_duplicates("x").assign(method=m) for m in methods])
-    position_figures.plot_positions(one, tmp_path, 4.0, 1, facets, [])
+    position_figures.plot_positions(one, tmp_path, 4.0, 1, facets)
     panels = [ax for ax in saved[-1].axes if drawn(ax)]
     assert [len(drawn(ax)) for ax in panels] == [MAX_LINES, 5]
     assert "lines 2 of 2 panels" in panels[1].get_title().replace("\n", " ")
@@ -191,7 +191,7 @@ def test_no_two_lines_of_a_panel_look_alike():
     methods = ["none", "pi", "ntk", "yarn", "abf", "yarn (extended)", "yarn (zero-shot)"]
     identities = {(f"steps={s}", "", enc): ident(enc, steps=str(s)) for s in (10, 20) for enc in ("rope", "xpos")}
     summary = frame([(g, e, m) for g, _, e in identities for m in methods])
-    for _, fig in ppl_figures(summary, facets_of(identities), []):
+    for _, fig in ppl_figures(summary, facets_of(identities)):
         for ax in fig.axes:
             seen = [(line.get_color(), line.get_marker(), line.get_linestyle()) for line in drawn(ax)]
             assert len(seen) == len(set(seen)) and len(seen) > 1
@@ -213,7 +213,7 @@ def test_sideways_offsets_never_reach_halfway_to_the_neighbouring_factor(factors
         assert max(abs(m) for m in moved) <= gap / 4 + 1e-12  # a quarter of the way at most
         assert len(set(np.round(moved, 12))) == n  # and still apart
     summary, facets = mixed()
-    [(_, fig)] = ppl_figures(summary, facets, [])
+    [(_, fig)] = ppl_figures(summary, facets)
     for ax in fig.axes:
         for line in drawn(ax):
             x = np.asarray(line.get_xdata(), dtype=float)
@@ -224,7 +224,7 @@ def test_sideways_offsets_never_reach_halfway_to_the_neighbouring_factor(factors
 
 def test_bands_say_what_they_are():
     summary, facets = mixed()
-    [(_, fig)] = ppl_figures(summary, facets, [])
+    [(_, fig)] = ppl_figures(summary, facets)
     panels = [ax for ax in fig.axes if drawn(ax)]
     first = legend_texts(panels[0])
     assert any("rope · pi" in t and "± std over 2 seeds" in t for t in first)  # two seeds: their spread
@@ -257,7 +257,7 @@ def test_every_figure_kind_is_faceted_and_the_median_is_drawn_only_when_asked(tm
                              "depth_lo": b / 2, "depth_hi": (b + 1) / 2, "trials": 4, "accuracy": 0.5,
                              "answer_nll": 2.0, "status": "ok", "run_dir": f"{group}-{t}", "seed": 0})  # fmt: skip
     tasks = pd.DataFrame(rows)
-    made = task_figures.draw(tasks, tmp_path, facets, [], ("png",))
+    made = task_figures.draw(tasks, tmp_path, facets, ("png",))
     assert sorted(made) == ["niah_heatmap.png", "tasks_vs_length-2.png", "tasks_vs_length-3.png", "tasks_vs_length.png"]
 
 
@@ -271,7 +271,7 @@ def test_long_legends_grow_their_panel_instead_of_squeezing_it():
     summary = frame([(g, "rope", m) for g, _, _ in identities for m in ("none", "pi")])
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        for _, fig in ppl_figures(summary, facets_of(identities), []):
+        for _, fig in ppl_figures(summary, facets_of(identities)):
             fig.savefig(io.BytesIO(), format="png", dpi=50, bbox_inches="tight")
     labels = legend_texts(fig.axes[0])
     assert all("eval.key_29=" in label for label in labels if label.startswith("rope"))

@@ -17,7 +17,7 @@ from test_report_groups import _run
 
 from posx.report.compare import collection
 from posx.report.store import cache, digest
-from posx.report.store.digestcheck import sealed
+from posx.report.store.digest import sealed
 from posx.report.summary import report
 
 

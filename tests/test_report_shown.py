@@ -144,7 +144,7 @@ def test_a_figure_of_a_choice_of_groups_never_calls_itself_all_groups():
     chosen = shown.choose(shown.rank(summary), 4, asked=True)
     lines = {k: v for k, v in _grouping(30).identities.items() if k in chosen.lines}
     facets = shown.titled(facets_of(lines), chosen)
-    figures = ppl_figures.ppl_figures(chosen.rows(summary), facets, [])
+    figures = ppl_figures.ppl_figures(chosen.rows(summary), facets)
     titles = [ax.get_title() for _, fig in figures for ax in fig.axes if ax.get_title()]
     assert titles and all("the 4 best of 30 groups" in t and "all groups" not in t for t in titles)
     assert shown.titled(facets_of(lines), shown.choose(shown.rank(summary), None, asked=True)).of == facets_of(lines).of

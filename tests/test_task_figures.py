@@ -48,7 +48,7 @@ def test_task_summary_pools_depths_per_run_then_seeds():
 
 @pytest.mark.slow
 def test_task_figures_are_png_at_200_dpi_and_pdf(tmp_path):
-    drawn = task_figures.draw(tasks_frame(), tmp_path, Facets(), [])
+    drawn = task_figures.draw(tasks_frame(), tmp_path, Facets())
     for name in ("tasks_vs_length", "niah_heatmap"):
         assert drawn[f"{name}.png"] == tmp_path / f"{name}.png"
         assert (tmp_path / f"{name}.pdf").read_bytes()[:4] == b"%PDF"
@@ -56,9 +56,9 @@ def test_task_figures_are_png_at_200_dpi_and_pdf(tmp_path):
             assert round(im.info["dpi"][0]) == output.DPI
     assert (tmp_path / "tasks_summary.csv").is_file()
     (tmp_path / "png").mkdir()
-    png_only = task_figures.draw(tasks_frame(), tmp_path / "png", Facets(), [], formats=("png",))
+    png_only = task_figures.draw(tasks_frame(), tmp_path / "png", Facets(), formats=("png",))
     assert png_only["niah_heatmap.png"].is_file() and not list((tmp_path / "png").glob("*.pdf"))
-    nothing = task_figures.draw(pd.DataFrame(), tmp_path / "none", Facets(), [])
+    nothing = task_figures.draw(pd.DataFrame(), tmp_path / "none", Facets())
     assert nothing == {"tasks_vs_length.png": None, "niah_heatmap.png": None}
 
 

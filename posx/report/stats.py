@@ -1,34 +1,19 @@
 """The one statistical rule behind every verdict posx prints (the papers' claims, the retrieval
-claims): a comparison is a difference of means with its 95% confidence interval, from scipy.stats.
+claims, ``posx compare`` over seeds): a difference of means with its 95% interval, from scipy.stats.
 
-A comparison asks whether ``low`` is below ``high`` ("a < b"), each a sample of one number per
-seed. The difference of means d = mean(low) − mean(high) is tested with
+A comparison asks whether ``low`` is below ``high``, each a sample of one number per seed:
+d = mean(low) − mean(high) by the **paired t-test** by seed (``stats.ttest_rel``) when both have
+the same seeds (one seed sets weights, batches and windows, so a seed's own luck cancels), else
+**Welch's t-test** (``stats.ttest_ind(equal_var=False)``); its 95% interval is the test's
+``confidence_interval()``. The outcome: ``supported`` (interval below zero), ``contradicted``
+(above), ``inconclusive`` (holds zero; then the |d| the two-sided test at ALPHA detects with POWER,
+from the noncentral t, ``stats.nct``), ``not checked`` (an arm with fewer than two seeds).
 
-* the **paired t-test** by seed (``scipy.stats.ttest_rel``) when both samples have the same
-  seeds (the same trained model under two methods, or arms whose seed sets coincide: one seed
-  sets the weights, the batches and the windows), so a seed's own luck cancels;
-* **Welch's t-test** (``scipy.stats.ttest_ind(equal_var=False)``) otherwise.
-
-Its 95% interval is the test's ``confidence_interval()``, and the outcome is
-
-* ``supported``: the interval lies below zero (the claim's direction);
-* ``contradicted``: the interval lies above zero;
-* ``inconclusive``: the interval holds zero; the comparison then states the smallest difference
-  it could have detected: the |d| at which the two-sided test at ALPHA has POWER, from the
-  noncentral t distribution (``scipy.stats.nct``) at the test's df and standard error;
-* ``not checked``: an arm has fewer than two seeds (no spread to test against) or is missing.
-
-A tolerance claim ("within 10% of b", "no worse than b") is a non-inferiority test: ``high``
-is scaled by 1 + margin before the comparison (``Sample.scaled``), so it is supported when the
-interval of low − (1 + margin)·high lies below zero and contradicted when it lies above, i.e.
-when the interval lies outside the tolerance. "No worse than" has the margin NO_WORSE; "at least
-as high as" (exact shares) scales by 1 − NO_WORSE instead. A two-sided "within" claim would be an
-equivalence test of both bounds; no claim checked is two-sided.
-
-Across a study's comparisons the p-values are Holm-corrected (``holm``): the corrected call is
-the uncorrected outcome where the adjusted p is below ALPHA, else inconclusive. A sample with no
-spread at all (every seed equal, in both arms or in the paired differences, to rounding) has a
-zero standard error: its interval is the point d, called by its sign (p = 0; p = 1 for d = 0).
+A tolerance claim ("within 10% of b", "no worse than b": margin NO_WORSE) is a non-inferiority
+test: ``high`` scaled by 1 + margin (``Sample.scaled``; "at least as high as": 1 − NO_WORSE). No
+claim checked is two-sided. A study's p-values are Holm-corrected (``holm``): a call stands where
+the adjusted p is below ALPHA, else inconclusive. A sample with no spread (to rounding) has a zero
+standard error: its interval is the point d, called by its sign (p = 0; p = 1 for d = 0).
 """
 
 from __future__ import annotations
@@ -76,8 +61,7 @@ class Sample:
 
 @dataclass(frozen=True)
 class Test:
-    """A comparison's test: d = mean(low) − mean(high), its 95% interval, the test's name, df and
-    two-sided p, the outcome, and the smallest |d| detectable at POWER (NaN when called)."""
+    """A comparison: d, its 95% interval, test, df, p, outcome, the |d| detectable at POWER (NaN if called)."""
 
     test: str
     diff: float
@@ -113,8 +97,7 @@ def _outcome(lo: float, hi: float) -> str:
 
 
 def detectable(se: float, df: float, alpha: float = ALPHA, power: float = POWER) -> float:
-    """The smallest |d| a two-sided t-test at ``alpha`` with standard error ``se`` and ``df``
-    degrees of freedom detects with probability ``power`` (noncentral t, scipy.stats.nct)."""
+    """The smallest |d| a two-sided t-test (``alpha``, ``se``, ``df``) detects with ``power`` (``stats.nct``)."""
     if not (se > 0 and df > 0):
         return math.nan
     crit = stats.t.ppf(1 - alpha / 2, df)
@@ -154,8 +137,7 @@ def compare(low: Sample, high: Sample) -> Test:
 
 
 def holm(p_values: list[float]) -> list[float]:
-    """Holm's step-down adjusted p-values (NaN stays NaN and does not count): the i-th smallest of
-    m p-values becomes max over j ≤ i of min(1, (m − j + 1)·p_(j))."""
+    """Holm's step-down adjusted p (NaN stays NaN, not in m): p_(i) -> max_{j<=i} min(1, (m - j + 1) p_(j))."""
     known = [(p, i) for i, p in enumerate(p_values) if math.isfinite(p)]
     m = len(known)
     adjusted = [math.nan] * len(p_values)
@@ -174,6 +156,5 @@ def holm_call(outcome: str, p_holm: float) -> str:
 
 
 def combine(outcomes: list[str]) -> str:
-    """A claim's outcome from its comparisons': contradicted if any is, else inconclusive if any
-    is, else not checked if any is, else supported."""
+    """A claim's outcome: contradicted, else inconclusive, else not checked if any comparison is; else supported."""
     return next((o for o in (CONTRADICTED, INCONCLUSIVE, NOT_CHECKED) if o in outcomes), SUPPORTED)

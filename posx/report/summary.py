@@ -1,32 +1,18 @@
-"""``posx report``: summary tables and plots from the tables runs wrote (no model is loaded).
+"""``posx report``: summary tables and figures from the tables runs wrote (no model is loaded).
 
-Inputs are run directories, or directories holding runs (a sweep, or results/runs). Each
-run contributes its ``extrapolation.csv``, ``positions.csv`` and ``passkey.csv``; its seed and
-identity come from its digest (``posx.report.store.digest``), its tables from one scan of every
-run's CSVs kept in the report cache (``posx.report.store.cache``), and the numbers from SQL over all
-of them (``posx.report.store.queries``). Runs are
-pooled only with runs of the same experimental identity (``posx.report.store.groups``: everything but
-the seed equal); within a group, rows line up by method x protocol x factor, and a row's
-perplexity is the mean and the sample standard deviation (n - 1) over its runs, one run per
-seed. Its band (``ppl_lo``, ``ppl_hi``) is mean ± std over seeds, or for a single seed the
-run's own 95% interval over windows. A run without a table is listed in ``missing.csv`` and in
-the terminal, never dropped silently; a run with a file posx refuses as damaged is left out and
-listed, with the one-line reason, in ``damaged.csv``, at the top of summary.md and in the terminal
-(a report whose every run is damaged is that line, exit 2). Run paths in the written files are relative to the folder
-holding every reported run, so a report names no absolute path of the machine it was made on.
-
-Writes summary.csv/.md, groups.csv, groups_ranked.csv, duplicates.csv, passkey_summary.csv,
-missing.csv, damaged.csv, for extended runs extension.csv (``posx.report.figures.extension``), and the figures of
-posx.report.figures.plots (drawn by ``posx.report.figures.drawing``) and extension.png into a fresh directory
-(default results/reports/<time>/); an existing report is never overwritten. Every table holds
-every group; the figures and summary.md's tables show the groups ``posx.report.figures.shown`` chooses
-when there are more than a figure shows (``--top``).
+Runs come through their digests and the report cache (``store``); runs pool only as seeds of
+one group (``store.groups``), a row's perplexity the mean and sample std over them, its band
+mean ± std or, for one seed, the run's 95% interval over windows. A run without a table is listed
+(``missing.csv``), one refused as damaged left out and named (``damaged.csv``, summary.md, the
+terminal). Everything is written into a staging folder published whole; run paths are relative
+to the folder holding the runs. See docs/evaluation.md, "Reports".
 """
 
 from __future__ import annotations
 
 import math
 import time
+from functools import partial
 from pathlib import Path
 
 import pandas as pd
@@ -57,8 +43,7 @@ BAND_SEEDS, BAND_WINDOWS = "± std over seeds", "95% interval over windows (one 
 
 
 def summarize(con) -> pd.DataFrame:
-    """Perplexity mean and sample std over the runs of a group per method x protocol x factor,
-    and its band: mean ± std over seeds, or the one run's interval over windows."""
+    """Perplexity mean and sample std over a group's runs per cell, its band and ratio to 1x."""
     summary = queries.summary(con)
     one = summary["n_seeds"] == 1
     summary["ppl_lo"] = summary["one_lo"].where(one, summary["ppl_mean"] - summary["ppl_std"])
@@ -85,17 +70,13 @@ def _extensions(runs: list[RunTables]) -> dict:
     for r in runs:
         ident = r.member.identity
         if r.parent and "extend.method" in ident:
-            found[(r.group, r.parent, ident.get("pos.name", ""))] = (
-                ident["extend.method"],
-                float(ident["extend.factor"]),
-                int(float(ident.get("steps", 0))),
-            )
+            key = (r.group, r.parent, ident.get("pos.name", ""))
+            found[key] = (ident["extend.method"], float(ident["extend.factor"]), int(float(ident.get("steps", 0))))
     return found
 
 
 def _load(paths: list[str | Path], evaluations: str, reports: Path, where: list[tuple[str, str]]):
-    """(the runs selected by ``where``, the counted runs, their grouping, the connection with their
-    tables and ``runs``); the cache lives in ``reports``, the folder the report goes into."""
+    """(selected runs, counted runs, their grouping, the gathered tables with view ``runs``)."""
     loaded, gathered = collect(find_run_dirs(paths), evaluations, reports / cache.CACHE)
     try:
         loaded = learning.sound(loaded, gathered.damaged)
@@ -129,9 +110,8 @@ def _load(paths: list[str | Path], evaluations: str, reports: Path, where: list[
 
 def _tables_csv(staging: Path, tables: dict, grouping, ranked: pd.DataFrame) -> None:
     """The report's CSV tables, every group in each."""
-    tables["summary"].to_csv(staging / "summary.csv", index=False)
-    tables["missing"].to_csv(staging / "missing.csv", index=False)
-    tables["damaged"].to_csv(staging / "damaged.csv", index=False)
+    for key in ("summary", "missing", "damaged"):
+        tables[key].to_csv(staging / f"{key}.csv", index=False)
     pd.DataFrame(grouping.groups).to_csv(staging / "groups.csv", index=False)
     ranked.to_csv(staging / "groups_ranked.csv", index=False)
     pd.DataFrame(grouping.duplicates, columns=["run", "seed", "group", "counted"]).to_csv(
@@ -171,23 +151,18 @@ def _figures(staging: Path, tables: dict, shown: Shown, drawing: drawing_.Drawin
     if drawing.facets.keys:
         differ = ", ".join(drawing.facets.keys)
         notes.append(f"groups differ in {differ}: no figure pools them; each facet has its own panels or files")
-    curves = extension.extension_curves(tables["training"], tables["extension"], tables["extended"])
-    plotted = (
-        extension.plot_extension(curves, staging / "extension.png", drawing.formats) if tables["extended"] else None
-    )
-    drawn["extension.png"] = plotted
+    curves = extension.extension_curves(tables["training"], tables["extension"], tables["extended"])  # none: empty
+    drawn["extension.png"] = extension.plot_extension(curves, staging / "extension.png", drawing.formats)
     return drawn, notes
 
 
 def _tell(console: Console, summary: pd.DataFrame, runs: list[RunTables], grouping, figures: dict, out_dir: Path):
     """What the report prints: the summary's first rows, the groups, duplicates, missing tables, files."""
     console.print(rich_summary(summary))
+    say = partial(console.print, highlight=False)
     varying = f"; they differ in {escape(', '.join(grouping.varying))}" if grouping.varying else ""
-    console.print(
-        f"{len(runs)} run(s) in {len(grouping.groups)} group(s) of equal settings but the seed{varying} "
-        f"(groups.csv, summary.md)",
-        highlight=False,
-    )
+    say(f"{len(runs)} run(s) in {len(grouping.groups)} group(s) of equal settings but the seed{varying} "
+        f"(groups.csv, summary.md)")  # fmt: skip
     # escape(): run paths and notes print as written, [brackets] included
     said = [
         f"[yellow]duplicate seed[/] {d['seed']} in {escape(str(d['group']))}: {escape(d['run'])} is the "
@@ -198,29 +173,36 @@ def _tell(console: Console, summary: pd.DataFrame, runs: list[RunTables], groupi
         said += [f"[yellow]missing[/] {', '.join(r.missing)} in {escape(str(r.path))}"] if r.missing else []
         said += [f"[yellow]note[/] {escape(str(r.path))}: {escape(note)}" for note in r.notes]
     for line in said[:TERMINAL_LINES]:
-        console.print(line, highlight=False)
+        say(line)
     if len(said) > TERMINAL_LINES:
-        console.print(f"... and {len(said) - TERMINAL_LINES} more (duplicates.csv, missing.csv)", highlight=False)
+        say(f"... and {len(said) - TERMINAL_LINES} more (duplicates.csv, missing.csv)")
     for name, paths in figures.items():  # the files of each figure, in the formats kept
         drawn = escape(", ".join(str(p) for p in paths))
         stem = Path(name).stem
-        console.print(f"{stem}: {drawn}" if paths else f"[yellow]{stem}: not drawn[/] (no data)", highlight=False)
-    console.print(f"wrote {escape(str(out_dir))} ({_size(out_dir)})", highlight=False)
+        say(f"{stem}: {drawn}" if paths else f"[yellow]{stem}: not drawn[/] (no data)")
+    say(f"wrote {escape(str(out_dir))} ({_size(out_dir)})")
 
 
-def _tell_damaged(console: Console, damaged: dict) -> None:
-    """One warning line per run left out as damaged; past ``DAMAGED_LINES``, the count and the first few."""
+def _tell_after(say, damaged: dict, summary: pd.DataFrame, runs: list[RunTables]) -> None:
+    """After the files: a line per run left out as damaged (past ``DAMAGED_LINES``, the count and the
+    first few), then notes on tokenizers that differ and on runs that diverged."""
     if len(damaged) > DAMAGED_LINES:
-        console.print(f"[yellow]left out[/] {len(damaged)} damaged run(s) (damaged.csv); the first:", highlight=False)
+        say(f"[yellow]left out[/] {len(damaged)} damaged run(s) (damaged.csv); the first:")
     for why in list(damaged.values())[:DAMAGED_LINES]:
-        console.print(f"[yellow]left out[/] a damaged run: {escape(why)}", highlight=False)
+        say(f"[yellow]left out[/] a damaged run: {escape(why)}")
     if len(damaged) > DAMAGED_LINES:
-        console.print(f"... and {len(damaged) - DAMAGED_LINES} more (damaged.csv)", highlight=False)
+        say(f"... and {len(damaged) - DAMAGED_LINES} more (damaged.csv)")
+    note = task_figures.tokenizer_note([r.member.identity for r in runs])
+    if note:
+        say(f"[yellow]note[/] {escape(note)}")
+    diverged = sorted(set(summary.loc[summary["ppl_mean"] == math.inf, "group"].astype(str)))
+    if diverged:
+        say(f"[yellow]note[/] ppl inf in {escape(', '.join(diverged))}: a run's mean NLL is past what exp holds "
+            "(it diverged); summary.csv keeps inf, the figures mark it with a triangle at the top")  # fmt: skip
 
 
 def check_factor(factor: float | None, positions: pd.DataFrame, summary: pd.DataFrame) -> None:
-    """``--factor`` must be a factor the runs' per-position tables have (their perplexity tables'
-    factors when none has per-position rows), else the plot would quietly draw another."""
+    """``--factor`` must be a factor of the tables, else the plot would quietly draw another."""
     have = sorted(set((positions if not positions.empty else summary)["factor"].astype(float)))
     if factor is None or any(math.isclose(factor, f) for f in have):
         return
@@ -228,10 +210,7 @@ def check_factor(factor: float | None, positions: pd.DataFrame, summary: pd.Data
 
 
 def _publish(loaded, runs, grouping, gathered, out, results_dir, top, options):
-    """Compute every table, write the report into a staging folder and publish it whole; returns
-    (its directory, the summary, the PNGs drawn, the formats written). ``top``: (groups to draw or
-    None for all, whether --top said so); ``options``: factor, smooth, formats (None: the default
-    for the report's size) and median."""
+    """Every table into a staging folder, published whole: (its folder, summary, PNGs drawn, formats)."""
     con = gathered.con
     names = relative_names([r.path for r in loaded] + list(gathered.damaged))
     damaged = pd.DataFrame(
@@ -298,11 +277,9 @@ def report(
     median: bool = False,
     top: str | int | None = None,
 ) -> Path:
-    """Build the report; returns its directory. ``formats``: the figure formats kept
-    (``posx.report.figures.output``; None: PNG and PDF, PNG only when the report draws a choice of its
-    groups); ``where``: ``KEY=VALUE`` conditions selecting runs (``posx.report.store.selection``);
-    ``median``: also draw the median over groups; ``top``: how many groups the figures draw
-    (``posx.report.figures.shown``; None: the default)."""
+    """Build the report; returns its directory. ``formats``: ``--format`` (None: PNG and PDF, PNG
+    only when the figures draw a choice of the groups); ``where``: ``--where``; ``median``:
+    ``--median-over-groups``; ``top``: ``--top`` (None: the default)."""
     console = console or new_console()
     if smooth < 1:
         raise PosxError(f"--smooth {smooth} must be at least 1 (buckets in the moving mean)")
@@ -329,15 +306,5 @@ def report(
         name: [] if path is None else [out_dir / f"{path.stem}.{fmt}" for fmt in kept] for name, path in drawn.items()
     }
     _tell(console, summary, runs, grouping, figures, out_dir)
-    _tell_damaged(console, gathered.damaged)
-    note = task_figures.tokenizer_note([r.member.identity for r in runs])
-    if note:
-        console.print(f"[yellow]note[/] {escape(note)}", highlight=False)
-    diverged = sorted(set(summary.loc[summary["ppl_mean"] == math.inf, "group"].astype(str)))
-    if diverged:
-        console.print(
-            f"[yellow]note[/] ppl inf in {escape(', '.join(diverged))}: a run's mean NLL is past what exp holds "
-            "(it diverged); summary.csv keeps inf, the figures mark it with a triangle at the top",
-            highlight=False,
-        )
+    _tell_after(partial(console.print, highlight=False), gathered.damaged, summary, runs)
     return out_dir

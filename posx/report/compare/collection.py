@@ -1,16 +1,7 @@
-"""Runs as a collection: ``posx runs [PATH]`` lists them, ``posx compare RUN RUN...`` sets their
-tables side by side. Both only read run directories (no model is loaded).
-
-A run's files posx refuses to read as damaged (its config.yaml, eval.yaml or extrapolation.csv)
-are listed in its ``damaged`` column, and the run without what they hold (``posx.report.store.digest``).
-
-A run's status: ``running`` while a process holds its lock (``posx.core.lock``), ``finished``
-when its model.json is there (weights saved at the end), ``stopped`` otherwise (killed or
-stopped by a signal; ``posx train --resume`` continues it from its checkpoint).
-
-``posx runs`` walks the directories once and reads each run's digest (``posx.report.store.digest``:
-one small JSON the run wrote, trusted while the files it was made from are unchanged), so a
-listing parses no YAML and reads no table of a run that wrote one.
+"""``posx runs [PATH]`` lists runs from their digests (one walk, no YAML or table read) and
+``posx compare RUN RUN...`` sets their tables side by side. A run's damaged files are listed in its
+``damaged`` column. Status: ``running`` while a process holds its lock, ``finished`` with its
+model.json, else ``stopped`` (``posx train --resume`` continues it).
 """
 
 from __future__ import annotations
@@ -33,6 +24,7 @@ from posx.core.workers import cores
 from posx.eval.tables import read_table
 from posx.report.store import digest as digests
 from posx.report.store import selection
+from posx.report.store.scan import refusal
 from posx.runs.paths import NOT_RUNS, RESULTS, is_run_dir, name_below, refuse_run_folder, require_dir
 
 TABLE_ROWS = 200  # longer listings print as plain aligned lines (a rich Table measures every cell)
@@ -54,8 +46,7 @@ def find_all_runs(path: Path, depth: int = 3) -> list[Path]:
 
 
 def describe(run_dir: Path, results: Path) -> dict:
-    """One row of ``posx runs``, from the run's digest (``results``: the resolved results directory
-    its name is relative to)."""
+    """One row of ``posx runs``, from the run's digest; its name relative to ``results``."""
     digest = digests.load(run_dir)
     shown = digest["listing"]
     running = lock.held(run_dir)
@@ -77,9 +68,7 @@ PARALLEL_FROM = 200  # runs from which a listing reads their digests in worker p
 
 
 def _describe_all(runs: list[Path], results: Path) -> list[dict]:
-    """``describe`` of each run, in order: in as many forked worker processes as there are cores
-    when there are ``PARALLEL_FROM`` runs or more (each digest checked, and a stale one hashed or
-    computed again, exactly as here), else one after another."""
+    """``describe`` of each run, in order: from ``PARALLEL_FROM`` runs on in a forked worker per core."""
     workers = min(cores(), len(runs))
     if len(runs) < PARALLEL_FROM or workers < 2 or "fork" not in multiprocessing.get_all_start_methods():
         return [describe(r, results) for r in runs]
@@ -126,23 +115,14 @@ def runs_table(df: pd.DataFrame, title: str) -> Table | Lines:
     colours = {"finished": "green", "stopped": "yellow", "running": "cyan"}
     for row in df.itertuples(index=False):
         ppl = "" if row.val_ppl != row.val_ppl else f"{row.val_ppl:.3f}"
-        table.add_row(  # Text: every recorded value with [brackets] prints as written
-            Text(row.name),
-            Text(str(row.encoding)),
-            Text(str(row.T)),
-            Text(str(row.steps)),
-            ppl,
-            Text(str(row.evaluated_lengths)),
-            Text(str(row.parent)),
-            Text(row.status, style=colours[row.status]),
-            Text(row.damaged, style="red"),
-        )
+        texts = [Text(str(getattr(row, c))) for c in ("name", "encoding", "T", "steps", "evaluated_lengths", "parent")]
+        status, damaged = Text(row.status, style=colours[row.status]), Text(row.damaged, style="red")
+        table.add_row(*texts[:4], ppl, *texts[4:], status, damaged)  # Text: a value's [brackets] print as written
     return table
 
 
 def select(run_dirs: list[Path], conditions: list[tuple[str, str]]) -> list[Path]:
-    """The runs whose identity (from their digests) meets every ``--where`` condition
-    (``posx.report.store.selection``); all of them without conditions."""
+    """The runs whose identity (from their digests) meets every ``--where`` condition."""
     if not conditions:
         return run_dirs
     identities = []
@@ -156,10 +136,7 @@ Z95 = 1.959964  # the normal 97.5% quantile
 
 
 def _log_se(t: pd.DataFrame) -> pd.Series:
-    """Each row's standard error of its log perplexity (its mean NLL) as its own 95% interval
-    has it: (log hi - log lo) / (2 x 1.96). The interval uses the t quantile of its windows, so
-    a row scored on few windows keeps its width here; a row without an interval falls back to
-    the table's ``nll_se``."""
+    """Each row's standard error of log perplexity from its own 95% interval (few windows keep their width)."""
     from_interval = (np.log(t["ppl_hi"]) - np.log(t["ppl_lo"])) / (2 * Z95)
     return from_interval.where(from_interval.notna(), t["nll_se"]) if "nll_se" in t else from_interval
 
@@ -175,18 +152,15 @@ def ratio_interval(ratio, se_a, se_b) -> tuple:
 
 
 def readable(run_dirs: list[Path]) -> tuple[list[Path], dict[Path, str]]:
-    """(the runs ``compare`` can read, the others: run -> the one-line error of its damaged
-    extrapolation.csv). A run without one is kept (``compare`` refuses it: not evaluated). When
-    fewer than two are left, the first damaged one's error: there is nothing to compare."""
+    """(the runs compare can read, run -> error of each damaged extrapolation.csv); under two: the error."""
     kept, damaged = [], {}
     for run_dir in run_dirs:
-        try:
-            if (Path(run_dir) / "extrapolation.csv").is_file():
-                read_table(Path(run_dir) / "extrapolation.csv")
-        except PosxError as exc:
-            damaged[run_dir] = str(exc)
-            continue
-        kept.append(run_dir)
+        path = Path(run_dir) / "extrapolation.csv"
+        why = refusal(path) if path.is_file() else None
+        if why is None:
+            kept.append(run_dir)
+        else:
+            damaged[run_dir] = why
     if damaged and len(kept) < 2:
         raise PosxError(next(iter(damaged.values())))
     return kept, damaged
@@ -210,9 +184,8 @@ def compare(run_dirs: list[Path]) -> tuple[pd.DataFrame, list[str], list[str]]:
         name = _column_name(Path(run_dir), names)
         names.append(name)
         t = read_table(path)
-        alike["T"][name] = ", ".join(
-            str(int(v)) for v in sorted(set(t["reference_context"].fillna(t["train_context"])))
-        )
+        lengths = sorted(set(t["reference_context"].fillna(t["train_context"])))
+        alike["T"][name] = ", ".join(str(int(v)) for v in lengths)
         alike["protocol"][name] = ", ".join(sorted(set(_protocol(r) for r in t.itertuples())))
         t = t.assign(ppl=t["ppl"].where(t["status"] == "ok"), log_se=_log_se(t))
         t = t[["method", "stage", "factor", "ppl", "ppl_lo", "ppl_hi", "log_se"]].rename(
@@ -237,24 +210,20 @@ def compare(run_dirs: list[Path]) -> tuple[pd.DataFrame, list[str], list[str]]:
 
 
 def _columns(name: str, first: str | None) -> set[str]:
-    """The columns of ``compare``'s table that run ``name`` gives (``first``: the first run's
-    name, None for the first run itself): its perplexity, interval and ratio to the first."""
+    """Run ``name``'s columns in compare's table: perplexity, interval, and ratio to ``first`` (None: it is)."""
     own = {name, f"{name} lo", f"{name} hi", f"{name} se"}
     ratio = f"{name} / {first}"
     return own if first is None else own | {ratio, f"{ratio} lo", f"{ratio} hi"}
 
 
 def _column_name(run_dir: Path, names: list[str]) -> str:
-    """The run's column name: its directory's name, else its path, else that with a number, the
-    first whose columns share no name with the table's others (runs named ``x`` and ``x lo``, or
-    ``method``)."""
+    """The run's column name: its folder's name, its path, or numbered: the first clashing with no column."""
     first = names[0] if names else None
     taken = set(FIXED).union(*(_columns(n, None if i == 0 else first) for i, n in enumerate(names)))
     candidates = [run_dir.name, str(run_dir)]
     candidates += (f"{run_dir.name} ({k})" for k in range(2, len(names) + 3))
     for name in candidates:
-        mine = _columns(name, None if first is None else first)
-        if not mine & taken:
+        if not _columns(name, first) & taken:
             return name
     raise PosxError(f"posx compare finds no column name for {run_dir} apart from the other runs'; rename it")
 
@@ -273,9 +242,8 @@ def compare_table(df: pd.DataFrame, names: list[str]) -> Table:
     for name in names:
         table.add_column(Text(name), justify="right", overflow="fold")
     for name in names[1:]:
-        table.add_column(
-            Text(f"/ {names[0]}" if len(names) == 2 else f"{name} / {names[0]}"), justify="right", overflow="fold"
-        )
+        heading = f"/ {names[0]}" if len(names) == 2 else f"{name} / {names[0]}"
+        table.add_column(Text(heading), justify="right", overflow="fold")
 
     def cell(row, name):
         v, lo, hi = row[name], row[f"{name} lo"], row[f"{name} hi"]
@@ -284,11 +252,7 @@ def compare_table(df: pd.DataFrame, names: list[str]) -> Table:
         return f"{v:.3f}" + (f" [dim]\\[{lo:.3f}, {hi:.3f}][/]" if lo == lo and hi == hi else "")
 
     for _, row in df.iterrows():
-        table.add_row(
-            Text(str(row["method"])),
-            Text(str(row["stage"])),
-            f"{row['factor']:g}x",
-            *(cell(row, n) for n in names),
-            *(cell(row, f"{n} / {names[0]}").replace("[dim]—[/]", "") for n in names[1:]),
-        )
+        own = [cell(row, n) for n in names]
+        ratios = [cell(row, f"{n} / {names[0]}").replace("[dim]—[/]", "") for n in names[1:]]
+        table.add_row(Text(str(row["method"])), Text(str(row["stage"])), f"{row['factor']:g}x", *own, *ratios)
     return table

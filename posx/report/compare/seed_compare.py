@@ -1,13 +1,6 @@
-"""``posx compare`` over seeds: runs of the same settings but the seed, compared by their means.
-
-The runs given are grouped by their identity (``posx.report.store.digest``: every setting but the
-seed, as ``posx report`` groups them). Where there are two groups or more and each has two seeds
-or more, each later group is compared with the first, per (method, stage, factor) row of the
-comparison, by the one rule of ``posx.report.stats``: the difference of mean perplexities over
-seeds d = later − first with its 95% interval (paired t by seed where both groups have the same
-seeds, Welch's t otherwise), called *lower* or *higher* when the interval excludes zero, else
-*inconclusive* with the smallest difference its seeds could have detected. A row where a group
-has fewer than two scored seeds is not checked.
+"""``posx compare`` over seeds: the runs given, grouped by identity as ``posx report`` groups them;
+with two groups or more of two seeds or more, each later group against the first per row, by the
+rule of ``posx.report.stats`` (*lower*, *higher* or *inconclusive*; fewer than two seeds: not checked).
 """
 
 from __future__ import annotations
@@ -45,8 +38,7 @@ def _sample(row: pd.Series, group: list[tuple[str, int | None]]) -> Sample:
 
 
 def differences(df: pd.DataFrame, groups: list[list[tuple[str, int | None]]]) -> pd.DataFrame:
-    """Each later group against the first per row of ``df`` (``collection.compare``'s table);
-    empty unless there are two groups or more, each of two seeds or more."""
+    """Each later group against the first per row of ``df``; empty unless 2+ groups of 2+ seeds each."""
     if len(groups) < 2 or any(len(g) < 2 for g in groups):
         return pd.DataFrame(columns=COLUMNS)
     rows = []

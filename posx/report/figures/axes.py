@@ -1,10 +1,5 @@
-"""What the axes of every report figure share: the legend order of methods, one colour per
-line name, readable log ticks, the factor axis with the training length marked, one legend per
-figure.
-
-Colours and markers themselves come from ``posx.report.figures.palette``; ``posx.report.figures.plots``,
-``figures``, ``task_figures`` and ``extension`` draw with these.
-"""
+"""What the axes of every report figure share: the legend order of methods, one colour per line
+name, readable log ticks, the factor axis with T marked, one legend per figure."""
 
 from __future__ import annotations
 
@@ -54,10 +49,16 @@ def factor_axis(ax, factors, lengths: dict | None = None) -> None:
     ax.grid(True, which="major", alpha=0.3)
 
 
-def figure_legend(fig, axes) -> None:
-    """One legend for all panels, right of the last, each label once."""
+def legend_entries(axes) -> dict:
+    """label -> handle of every line on ``axes``, each label once (its first)."""
     entries: dict = {}
     for ax in axes:
         for handle, label in zip(*ax.get_legend_handles_labels()):
             entries.setdefault(label, handle)
+    return entries
+
+
+def figure_legend(fig, axes) -> None:
+    """One legend for all panels, right of the last, each label once."""
+    entries = legend_entries(axes)
     palette.legend(fig, list(entries.values()), list(entries), loc="upper left", bbox_to_anchor=(1.0, 0.93), fontsize=9)

@@ -1,16 +1,12 @@
-"""Drawing a report's figures: each figure family is one job, the jobs run in worker processes.
+"""Drawing a report's figures: each figure family is one job (``JOBS``), given only its own tables
+cut to the groups drawn (``posx.report.figures.shown``), so a worker's memory follows what it draws.
 
-A job (``JOBS``: a name, the tables it reads and the function that draws it) gets only its own
-tables, already cut to the groups the report draws (``posx.report.figures.shown``), so a worker's memory
-follows what it draws, not the number of runs. With at least ``PARALLEL_LINES`` lines to draw
-(group and method pairs) and more than one core, the jobs run in as many worker processes as
-there are cores (never more than jobs), started fresh (``spawn``: no copy of the report's
-database connection or its threads); with fewer lines, one core, or one job, they run here, one
-after another. A worker spends seconds starting (it imports matplotlib and pandas): a lone report
-of two groups took 20.6 s drawn here and 13.6 s in two workers on a quiet 2-core box, but reports
-of a few lines are mostly run many at once (sweeps reported as runs finish, the test suite), where
-the workers' start only adds to cores already busy. Each job returns the files it wrote and its notes for
-summary.md; the notes are kept in the order of ``JOBS`` whatever order the jobs finish in.
+From ``PARALLEL_LINES`` lines (group x method pairs) on, with more than one core, the jobs run in
+``spawn`` worker processes (no copy of the report's database connection or its threads), one per
+core; else here, one after another. A worker spends seconds starting (matplotlib, pandas): a lone
+report of two groups took 20.6 s here and 13.6 s in two workers on a quiet 2-core box, but small
+reports mostly run many at once (sweeps, the test suite), where workers only add to busy cores.
+Notes for summary.md keep the order of ``JOBS`` whatever order the jobs finish in.
 """
 
 from __future__ import annotations
@@ -39,8 +35,8 @@ class Drawing:
 def _ppl(tables: dict, out: Path, how: Drawing, notes: list[str]) -> dict:
     summary = tables["summary"]
     made = {
-        "ppl_vs_length.png": ppl_figures.ppl_figures(summary, how.facets, notes),
-        "encodings.png": ppl_figures.encodings_figures(summary, how.facets, notes),
+        "ppl_vs_length.png": ppl_figures.ppl_figures(summary, how.facets),
+        "encodings.png": ppl_figures.encodings_figures(summary, how.facets),
         "ppl_median_over_groups.png": ppl_figures.median_figure(summary) if how.median else [],
     }
     drawn: dict = {}
@@ -51,28 +47,25 @@ def _ppl(tables: dict, out: Path, how: Drawing, notes: list[str]) -> dict:
 
 
 def _positions(tables: dict, out: Path, how: Drawing, notes: list[str]) -> dict:
-    drawn = position_figures.plot_positions(tables["positions"], out, how.factor, how.smooth, how.facets, notes,
-                                            how.formats)  # fmt: skip
-    return drawn or {"positions.png": None}
+    return position_figures.plot_positions(tables["positions"], out, how.factor, how.smooth, how.facets, how.formats)
 
 
 def _positions_by_encoding(tables: dict, out: Path, how: Drawing, notes: list[str]) -> dict:
-    drawn = position_figures.plot_position_encodings(
+    return position_figures.plot_position_encodings(
         tables["positions"], tables["longest_factor"], out, how.smooth, how.facets, notes, how.formats
     )
-    return drawn or {"positions_by_encoding.png": None}
 
 
 def _passkey(tables: dict, out: Path, how: Drawing, notes: list[str]) -> dict:
-    return plots.plot_passkey(tables["passkey"], out, how.facets, notes, how.formats) or {"passkey.png": None}
+    return plots.plot_passkey(tables["passkey"], out, how.facets, how.formats)
 
 
 def _training(tables: dict, out: Path, how: Drawing, notes: list[str]) -> dict:
-    return plots.plot_training(tables["training"], out, how.facets, notes, how.formats) or {"training.png": None}
+    return plots.plot_training(tables["training"], out, how.facets, how.formats)
 
 
 def _tasks(tables: dict, out: Path, how: Drawing, notes: list[str]) -> dict:
-    return task_figures.figures(tables["tasks"], out, how.facets, notes, how.formats)
+    return task_figures.figures(tables["tasks"], out, how.facets, how.formats)
 
 
 # name -> (the tables it reads, the function drawing it), in the order the report lists them
@@ -90,14 +83,13 @@ PARALLEL_LINES = 24  # lines (group x method) from which the figures are drawn i
 
 
 def run_job(name: str, tables: dict, out: Path, how: Drawing) -> tuple[dict, list[str]]:
-    """One job: the files it drew ({file name: path or None}) and its notes."""
+    """One job's files ({name: path}; ``<job>.png``: None when it drew none) and notes for summary.md."""
     notes: list[str] = []
-    return JOBS[name][1](tables, out, how, notes), notes
+    return JOBS[name][1](tables, out, how, notes) or {f"{name}.png": None}, notes
 
 
 def draw_all(tables: dict, out: Path, how: Drawing, workers: int | None = None) -> tuple[dict, list[str]]:
-    """Every job's files and notes (see the module docstring); ``workers``: at most this many
-    worker processes (default: the cores, where there are PARALLEL_LINES lines to draw)."""
+    """Every job's files and notes; ``workers``: at most this many (default: module docstring)."""
     names = list(JOBS)
     mine = [{k: tables[k] for k in JOBS[name][0]} for name in names]
     if workers is None:

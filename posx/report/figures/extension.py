@@ -1,13 +1,8 @@
-"""The extension study in a report: what `posx extend` bought, as a table and as a curve.
-
-* ``extension.csv``: per extension experiment (parent, method, factor s), perplexity at the new
-  length s x T zero-shot (the parent with the method's frequencies, no training) and after the
-  continued training, at the parent's T, and at 2s x T (past the new length); mean ± std over
-  seeds (the summary's numbers, ``posx.report.summary``).
-* ``extension.png``: perplexity at s x T against fine-tuning steps, one line per method with a
-  band of ± std over seeds. Steps > 0 are the validation estimates the extension logged in its
-  metrics.csv (``exp(val_loss)`` at the new length); step 0 is the zero-shot row of the
-  evaluation (a different estimator over the same held-out split), drawn hollow.
+"""The extension study in a report: ``extension.csv`` (per extension experiment, perplexity at s x T
+zero-shot and after continued training, at T and at 2s x T, mean ± std over seeds) and
+``extension.png`` (perplexity at s x T against fine-tuning steps, a line per method, band ± std).
+Steps > 0 are the validation estimates of the extension's metrics.csv; step 0 is the zero-shot
+evaluation (another estimator over the same held-out split), drawn hollow. See docs/evaluation.md.
 """
 
 from __future__ import annotations
@@ -28,15 +23,14 @@ CELLS = ("zero_shot", "extended", "extended_1x", "extended_2x_new")  # each with
 COLUMNS = [*KEY, "factor", "steps", *(f"{c}{std}" for c in CELLS for std in ("", "_std")), "n_seeds", "seeds"]
 
 
+def _row(summary: pd.DataFrame, key: tuple, method: str, factor: float) -> pd.DataFrame:
+    """The summary's row of line ``key`` (group, parent, encoding, _) with ``method`` at ``factor``."""
+    at = (summary["group"] == key[0]) & (summary["parent"] == key[1]) & (summary["encoding"] == key[2])
+    return summary[at & (summary["method"] == method) & np.isclose(summary["factor"], factor)]
+
+
 def _cell(summary: pd.DataFrame, key: tuple, method: str, factor: float) -> tuple[float, float]:
-    g, parent, enc, _ = key
-    row = summary[
-        (summary["group"] == g)
-        & (summary["parent"] == parent)
-        & (summary["encoding"] == enc)
-        & (summary["method"] == method)
-        & np.isclose(summary["factor"], factor)
-    ]
+    row = _row(summary, key, method, factor)
     if row.empty or row["n_seeds"].iloc[0] == 0:
         return math.nan, math.nan
     return float(row["ppl_mean"].iloc[0]), float(row["ppl_std"].iloc[0])
@@ -51,12 +45,7 @@ def extension_table(summary: pd.DataFrame, extended: dict) -> pd.DataFrame:
             _cell(summary, key, f"{method} (zero-shot)", factor),
             *(_cell(summary, key, f"{method} (extended)", f) for f in (factor, 1.0, 2 * factor)),
         )
-        seeds = summary[
-            (summary["group"] == group)
-            & (summary["parent"] == parent)
-            & (summary["method"] == f"{method} (extended)")
-            & np.isclose(summary["factor"], factor)
-        ]
+        seeds = _row(summary, key, f"{method} (extended)", factor)
         row = {**dict(zip(KEY, key)), "factor": factor, "steps": steps}
         for cell, (mean, std) in zip(CELLS, found):
             row.update({cell: mean, f"{cell}_std": std})
@@ -67,8 +56,7 @@ def extension_table(summary: pd.DataFrame, extended: dict) -> pd.DataFrame:
 
 
 def extension_curves(training: pd.DataFrame, table: pd.DataFrame, extended: dict) -> pd.DataFrame:
-    """Validation perplexity at the new length by step, mean and std over the runs of each group
-    (``training``: ``posx.report.store.queries.training``); step 0 is the zero-shot perplexity from ``table``."""
+    """Validation ppl at s x T by step per group (``queries.training``); step 0: zero-shot, from ``table``."""
     if training.empty or not extended:
         return pd.DataFrame()
     val = training[training["val_n"] > 0]
@@ -118,8 +106,7 @@ def plot_extension(curves: pd.DataFrame, path: Path, formats: tuple[str, ...] = 
 
 
 def _extension_panel(ax, mine: pd.DataFrame, colors: dict, title: str, length: str) -> None:
-    """Draws one (parent, factor) panel: a curve per method (and group, where a method has
-    several), on a log axis, with its labels and title."""
+    """One (parent, factor) panel: a curve per method (and group, where a method has several)."""
     twice = mine.drop_duplicates(["method", "group"])["method"].duplicated().any()
     for (method, group), g in sorted(mine.groupby(["method", "group"]), key=lambda kv: legend_order(kv[0][0])):
         label = "none (plain RoPE, continued training)" if method == "none" else method
@@ -135,35 +122,15 @@ def _extension_panel(ax, mine: pd.DataFrame, colors: dict, title: str, length: s
 
 
 def _method_curve(ax, g: pd.DataFrame, color, label: str) -> None:
-    """Draws one curve: the trained steps with a band of ± std, and the zero-shot step 0 hollow,
-    joined to the first trained step by a dotted line."""
+    """One curve: trained steps with a ± std band; step 0 (zero-shot) hollow, dotted to the first step."""
     trained, zero = g[g["step"] > 0], g[g["step"] == 0]
     ax.plot(trained["step"], trained["ppl_mean"], color=color, marker=".", linewidth=1.6, label=label)
     band = trained[trained["ppl_std"].notna()]
     if not band.empty:
-        ax.fill_between(
-            band["step"],
-            band["ppl_mean"] - band["ppl_std"],
-            band["ppl_mean"] + band["ppl_std"],
-            color=color,
-            alpha=0.18,
-            linewidth=0,
-        )
+        low, high = band["ppl_mean"] - band["ppl_std"], band["ppl_mean"] + band["ppl_std"]
+        ax.fill_between(band["step"], low, high, color=color, alpha=0.18, linewidth=0)
     if not zero.empty and not trained.empty:
-        ax.plot(
-            [0, trained["step"].iloc[0]],
-            [zero["ppl_mean"].iloc[0], trained["ppl_mean"].iloc[0]],
-            color=color,
-            linestyle=":",
-            linewidth=1,
-        )
-        ax.errorbar(
-            [0],
-            zero["ppl_mean"],
-            yerr=zero["ppl_std"].fillna(0),
-            color=color,
-            marker="o",
-            markerfacecolor="white",
-            capsize=3,
-            linestyle="none",
-        )
+        first, start = trained.iloc[0], zero["ppl_mean"].iloc[0]
+        ax.plot([0, first["step"]], [start, first["ppl_mean"]], color=color, linestyle=":", linewidth=1)
+        hollow = {"marker": "o", "markerfacecolor": "white", "capsize": 3, "linestyle": "none"}
+        ax.errorbar([0], zero["ppl_mean"], yerr=zero["ppl_std"].fillna(0), color=color, **hollow)

@@ -1,20 +1,10 @@
 """Which groups a figure may draw side by side, and what each of its lines is called.
 
-A figure never pools runs that are not seeds of one group, and never draws on one axes groups
-whose numbers do not compare: groups that differ in T, model size, transformer block or
-tokenizer (``FACET_KEYS``) go to different panels (or files), one per *facet*. Inside a panel
-a line is one group (the mean over its seeds, a band over them) and its legend entry names the
-encoding, the method and the keys that differ between the groups drawn in that panel
-(``Facets.names``). A key most of the panel's groups share one value of is named only where a
-group differs from it, and that usual value is said once, in the legend's title (``usual``): six
-RoPE variants read ``rope``, ``rope · pos.rope_fraction=0.25``, ... under "where a label does not
-say: pos.rope_fraction=1.0, ...", not five keys on every line. A key an encoding does not read
-is not named on its lines.
-
-A line is keyed by (group label, parent, encoding), the columns every report table carries
-(``posx.report.store.groups``). ``Facets.of`` maps each to its facet's label (the facet keys that
-differ over the whole report, e.g. ``T=64, model.block=llama``; empty when all groups share one
-facet) and ``Facets.identities`` to the group's identity.
+Groups that differ in a ``FACET_KEYS`` key (T, model size, block, tokenizer) never share an axes:
+each *facet* has its own panels or files. A line is one group (keyed by group label, parent,
+encoding: columns every report table carries); its legend entry names the encoding, the method
+and the keys that differ between the groups of its panel (``Facets.names``), a key's usual value
+said once in the legend's title (``Facets.usual``). See docs/evaluation.md.
 """
 
 from __future__ import annotations
@@ -24,6 +14,7 @@ from dataclasses import dataclass, field, replace
 
 import pandas as pd
 
+from posx.report.figures.axes import legend_order
 from posx.report.store.groups import COLUMN_KEYS, differences
 
 FACET_KEYS = ("T", "model.n_layer", "model.n_head", "model.d_model", "model.block", "data.tokenizer", "data.vocab_size")
@@ -40,8 +31,7 @@ class Facets:
     context: tuple = ()  # the lines labels are told apart from (``among``); none: each panel's own
 
     def among(self, lines: list[tuple]) -> Facets:
-        """These facets naming each line against all of ``lines`` (a facet's, split over several
-        panels) rather than only its own panel's: a group is called the same in every panel."""
+        """These facets naming lines against all ``lines`` (a facet's): a group is called alike in every panel."""
         return replace(self, context=tuple(dict.fromkeys(tuple(line[:3]) for line in lines)))
 
     def facet(self, key: tuple) -> str:
@@ -51,14 +41,13 @@ class Facets:
         """``data`` (columns ``LINE``) per facet, in a stable order (T ascending first)."""
         if data.empty:
             return []
-        keys = [tuple(k) for k in _line_keys(data).itertuples(index=False)]
+        keys = [tuple(k) for k in data[LINE].fillna("").astype(str).itertuples(index=False)]
         labels = pd.Series([self.facet(k) for k in keys], index=data.index)
         order = sorted(set(labels), key=_facet_order)
         return [(f, data[labels == f]) for f in order]
 
     def _shown(self, keys: list[tuple]) -> tuple[list[str], dict[str, str]]:
-        """The identity keys that differ between the groups ``keys`` (the encoding, parent and
-        facet keys are said elsewhere), and of those the usual value of each that has one."""
+        """The keys the groups ``keys`` differ in (but those said elsewhere), and the usual value of each."""
         pool = self.context or dict.fromkeys(tuple(k) for k in keys)
         known = [self.identities[k] for k in pool if k in self.identities]
         shown = [k for k in differences(known) if k not in COLUMN_KEYS and k not in self.keys]
@@ -66,9 +55,8 @@ class Facets:
         return shown, usual
 
     def names(self, keys: list[tuple]) -> dict[tuple, str]:
-        """Per line key, ``k=v, ...`` of the identity keys in which its group differs from the other
-        groups ``keys`` (the groups of one panel): every differing key it holds, but a key at its
-        usual value (``usual``). A group without a recorded identity is called by its label."""
+        """Per line key, ``k=v, ...`` of the keys its group differs in from the panel's, but ``usual`` ones;
+        a group without a recorded identity is called by its label."""
         shown, usual = self._shown(keys)
         out = {}
         for key in dict.fromkeys(tuple(k) for k in keys):
@@ -92,10 +80,6 @@ def _usual(values: list) -> object | None:
     if len(counts) == 0 or counts.iloc[0] < 2 or (len(counts) > 1 and counts.iloc[1] == counts.iloc[0]):
         return None
     return counts.index[0]
-
-
-def _line_keys(data: pd.DataFrame) -> pd.DataFrame:
-    return data[LINE].fillna("").astype(str)
 
 
 def _facet_order(label: str) -> tuple:
@@ -125,9 +109,8 @@ def facets_of(identities: dict[tuple, dict]) -> Facets:
 
 
 def pack(lines: list[tuple], size: int = MAX_LINES) -> list[list[tuple]]:
-    """``lines`` (ordered so that a group's lines, keyed by their first three fields, are
-    consecutive) in pieces of at most ``size``, a group's lines kept in one piece where they fit:
-    a reader compares one group's methods inside one panel."""
+    """``lines`` in pieces of at most ``size``, a group's lines in one piece where they fit: a reader
+    compares one group's methods inside one panel."""
     pieces: list[list[tuple]] = []
     for _, same in itertools.groupby(lines, key=lambda line: tuple(line[:3])):
         mine = list(same)
@@ -139,9 +122,8 @@ def pack(lines: list[tuple], size: int = MAX_LINES) -> list[list[tuple]]:
 
 
 def pair_pieces(left: pd.DataFrame, right: pd.DataFrame, order) -> list[tuple]:
-    """The two sides of a figure's row (encodings | RoPE methods), each cut into pieces of at most
-    ``MAX_LINES`` lines (``pack``; ``order(side)`` lists a side's lines, keyed by ``LINE`` +
-    method), as (left piece, right piece) rows; None where a side has fewer pieces than the other."""
+    """A row's two sides ``pack``ed (``order``: a side's lines) as (left, right) pieces, None where a side
+    has fewer pieces than the other."""
     pieces = [pack(order(side)) if not side.empty else [] for side in (left, right)]
     n = max(map(len, pieces))
     return [
@@ -162,9 +144,7 @@ def chunks(items: list, size: int) -> list[list]:
 
 
 def file_names(name: str, n: int) -> list[str]:
-    """The file names for a figure split over ``n`` files: ``ppl_vs_length.png``, then
-    ``ppl_vs_length-2.png``, ... A figure draws only the groups ``figures.shown`` chose, so ``n`` is
-    bounded by ``--top`` (every file is written: ``--top all`` draws every group)."""
+    """``name``, then ``<stem>-2.<ext>``, ...: ``n`` files of one figure (bounded by ``--top``)."""
     stem, dot, ext = name.rpartition(".")
     return [name if i == 0 else f"{stem}-{i + 1}{dot}{ext}" for i in range(n)]
 
@@ -176,8 +156,7 @@ def panel_title(facet: str, part: int = 0, parts: int = 1) -> str:
 
 
 def line_labels(facets: Facets, lines: list[tuple]) -> list[str]:
-    """Legend entries of one panel's ``lines`` (group, parent, encoding, method): the encoding and
-    method, the parent of an extended run, and the keys that differ between the panel's groups."""
+    """Legend entries of one panel's ``lines``: encoding · method · parent · what differs (``names``)."""
     names = facets.names([line[:3] for line in lines])
     return [
         " · ".join(part for part in (f"{e} · {m}", f"from {p}" if p else "", names[(g, p, e)]) if part)
@@ -186,8 +165,7 @@ def line_labels(facets: Facets, lines: list[tuple]) -> list[str]:
 
 
 def legend_texts(facets: Facets, lines: list[tuple]) -> list[str]:
-    """Every text of a panel's legend, to size it by: the ``lines``' labels and the title saying
-    what they leave unsaid."""
+    """Every text of a panel's legend, to size it by: its labels and its title (``usual``)."""
     usual = facets.usual([line[:3] for line in lines])
     return [*line_labels(facets, lines), *([usual] if usual else [])]
 
@@ -198,6 +176,24 @@ def band_name(seeds: list[int], one: str = "95% window interval (one seed)") -> 
     if high <= 1:
         return one
     return f"± std over {high} seeds" if low == high else f"± std over {low}–{high} seeds"
+
+
+def one_band(bands: list[str]) -> str:
+    """The band every line has (said once, by the caller), or "" when they differ (each label says its own)."""
+    return bands[0] if len(set(bands)) == 1 else ""
+
+
+def sorted_lines(data: pd.DataFrame) -> list[tuple]:
+    """The lines (``LINE`` + method, as text; a missing value or column as "") of ``data``, by encoding and method."""
+    keys = dict.fromkeys(
+        data.reindex(columns=[*LINE, "method"], fill_value="").fillna("").astype(str).itertuples(index=False, name=None)
+    )
+    return sorted(keys, key=lambda k: (k[2], legend_order(k[3])))
+
+
+def split_rows(data: pd.DataFrame, columns: list[str]) -> dict[tuple, pd.DataFrame]:
+    """The rows of each key of ``columns`` (as text, a missing value as ""), from one pass over ``data``."""
+    return dict(iter(data.groupby([data[c].fillna("").astype(str) for c in columns], sort=False)))
 
 
 def rows_of(data: pd.DataFrame, columns: list[str], key: tuple) -> pd.DataFrame:

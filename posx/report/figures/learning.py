@@ -1,13 +1,8 @@
-"""Learning curves: exact answers at T on the held-out task set against training tokens.
-
-Every run trained with a task mix keeps ``task_curve.csv`` (``posx.train.taskcurve``): at each
-validation, per task, the share of exact answers on a fixed held-out set at the training
-length. The report gathers them (``task_learning.csv``: per group, encoding, task and tokens,
-the mean over the group's runs, the lowest and highest run, and how many runs) and draws
-``task_learning.png``: one panel per task, one line per group (its legend entry names what
-differs between the panel's groups; a colour each), a band from the lowest run to the highest.
-So a task no run has learned yet (every curve low at 1x) reads apart from one learned at T
-that fails past it (the curve high here, the cells of ``tasks_vs_length.png`` low at 2x-8x).
+"""Learning curves: exact answers at T on the held-out task set against training tokens, from the
+runs' ``task_curve.csv`` (``posx.train.taskcurve``): ``task_learning.csv`` (per group, encoding,
+task and tokens: mean, lowest and highest run, runs) and ``task_learning.png`` (a panel per task, a
+line per group, band lowest to highest run). It tells a task not learned yet from one learned at
+T that fails past it (``tasks_vs_length.png`` low at 2x-8x).
 """
 
 from __future__ import annotations
@@ -17,38 +12,32 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.figure import Figure
 
-from posx.core.errors import PosxError
 from posx.eval.tables import read_table
 from posx.report.figures import palette
 from posx.report.figures.output import FORMATS, save
 from posx.report.figures.palette import legend_inches
 from posx.report.store.groups import differences
+from posx.report.store.scan import refusal
 from posx.runs.paths import TASK_CURVE
 
 KEYS = ["group", "encoding", "task", "tokens"]
 
 
 def sound(runs, damaged: dict) -> list:
-    """The ``runs`` whose task_curve.csv, when they have one, reads; each other run joins
-    ``damaged`` (run -> its file's one-line error) and is left out of the report like a run with a
-    damaged table (the curve is read at every report, never cached)."""
+    """The ``runs`` whose task_curve.csv reads; the others join ``damaged`` (never cached: read each report)."""
     kept = []
     for run in runs:
         path = Path(run.path) / TASK_CURVE
-        try:
-            if path.exists() or path.is_symlink():
-                read_table(path)
-        except PosxError as exc:
-            damaged[run.path] = str(exc)
-            continue
-        kept.append(run)
+        why = refusal(path) if path.exists() or path.is_symlink() else None
+        if why is None:
+            kept.append(run)
+        else:
+            damaged[run.path] = why
     return kept
 
 
 def gather(runs) -> tuple[pd.DataFrame, dict[str, dict]]:
-    """Per group x encoding x task x tokens: accuracy mean, lowest, highest and runs, over the
-    ``runs`` (``posx.report.store.runtables.RunTables``) that have a task_curve.csv (empty without), and
-    each group's identity (its config keys), from which the legend names what differs."""
+    """(accuracy mean, min, max and runs per group x encoding x task x tokens; each group's identity)."""
     frames, identities = [], {}
     for run in runs:
         path = Path(run.path) / TASK_CURVE
@@ -68,8 +57,7 @@ def gather(runs) -> tuple[pd.DataFrame, dict[str, dict]]:
 
 
 def labels(lines: list[tuple], identities: dict[tuple, dict]) -> dict[tuple, str]:
-    """Per line (group, encoding) of one panel: its encoding and the keys that differ between the
-    panel's groups (their values), so two lines of a panel never share a label."""
+    """Per line (group, encoding) of a panel: its encoding and the keys the panel's groups differ in."""
     known = [line for line in lines if line in identities]
     shown = [k for k in differences([identities[line] for line in known]) if k not in ("pos.name", "seed")]
     out = {}
@@ -86,8 +74,7 @@ def plot(curves: pd.DataFrame, identities: dict, path: Path, formats: tuple[str,
 
 
 def figure(curves: pd.DataFrame, identities: dict) -> Figure:
-    """A panel per task, a legend under each naming what differs between its lines, a colour per
-    line of the panel."""
+    """A panel per task, a colour per line, a legend under each."""
     tasks = list(dict.fromkeys(curves["task"]))
     per_task = {}
     for task in tasks:
@@ -110,8 +97,7 @@ def figure(curves: pd.DataFrame, identities: dict) -> Figure:
         ax.set_xlabel("training tokens")
         ax.set_ylabel("exact answers at T (held-out set)")
         ax.grid(True, alpha=0.3)
-        handles, texts = ax.get_legend_handles_labels()
-        palette.legend(ax, handles, texts, loc="upper left", bbox_to_anchor=(-0.1, -0.2), fontsize=7)
+        palette.legend(ax, *ax.get_legend_handles_labels(), loc="upper left", bbox_to_anchor=(-0.1, -0.2), fontsize=7)
     fig.suptitle(
         "Learning curves (task_curve.csv): mean over a group's seeds, band from its lowest seed to its highest"
     )

@@ -1,16 +1,7 @@
-"""How a line of a report figure looks: colour says the encoding, marker and line style the method.
-
-* colour: the encoding's (``posx.report.figures.palette.ENCODING_COLORS``); where a panel holds several
-  groups of one encoding (two T, two sizes, two blocks), each group takes its own shade of it,
-  from darker to lighter (``shade``);
-* marker: the method's (``palette.marker_of``: one per RoPE method, and learned absolute's
-  ``clamp`` and ``interpolate`` past its table), drawn hollow so another marker under it shows;
-* line style: the method's stage (``STAGE_STYLES``: solid for a trained run's method,
-  dashed for ``(extended)``, dotted for ``(zero-shot)``).
-
-``looks`` gives every line of one panel its look and guarantees that no two lines of the panel
-share colour, marker and line style: a look that would repeat takes the next ``SPARE_STYLES``
-dash pattern.
+"""How a line of a report figure looks: colour the encoding (a shade per group where a panel holds
+several groups of one encoding), hollow marker the method (``palette.marker_of``), line style the
+stage (``STAGE_STYLES``). ``looks`` guarantees no two lines of a panel look alike: a repeat takes
+the next ``SPARE_STYLES`` dash pattern.
 """
 
 from __future__ import annotations
@@ -40,16 +31,8 @@ def shade(color, i: int, n: int) -> str:
     return to_hex(mixed)
 
 
-def _style(stage: str, order: int):
-    if stage in STAGE_STYLES:
-        return STAGE_STYLES[stage]
-    return SPARE_STYLES[order % len(SPARE_STYLES)]
-
-
 def looks(lines: list[tuple[str, object, str]], size: float = 5.5) -> list[dict]:
-    """``Axes.plot`` keywords for each line (encoding, group, method) of one panel: the group's
-    shade of its encoding's colour, its method's hollow marker and its stage's line style; no
-    two alike (a repeat takes a spare dash pattern)."""
+    """``Axes.plot`` keywords for each line (encoding, group, method) of one panel (module docstring)."""
     shades: dict[str, list] = {}
     for encoding, group, _method in lines:
         mine = shades.setdefault(encoding, [])
@@ -63,7 +46,7 @@ def looks(lines: list[tuple[str, object, str]], size: float = 5.5) -> list[dict]
         look = {
             "color": shade(color_of(encoding), mine.index(group), len(mine)),
             "marker": marker_of(base),
-            "linestyle": _style(stage, stages.index(stage)),
+            "linestyle": STAGE_STYLES.get(stage, SPARE_STYLES[stages.index(stage) % len(SPARE_STYLES)]),
         }
         spare = 0
         while _key(look) in seen:

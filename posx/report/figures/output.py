@@ -1,10 +1,6 @@
-"""Writing figures: PNG at 200 dpi and PDF, cropped to what is drawn.
-
-Every figure of ``posx report`` is written in the formats asked for (``posx report --format``;
-all of ``FORMATS`` by default) beside its PNG path (``name.png``, ``name.pdf``); a format not
-asked for is never drawn. Cropping to the drawn
-area (``bbox_inches="tight"``) keeps titles and legends placed outside the axes in the file.
-"""
+"""Writing figures in the formats asked for (``posx report --format``; ``FORMATS`` by default): PNG
+at ``DPI`` and PDF beside it, cropped to what is drawn (``bbox_inches="tight"`` keeps titles and
+legends placed outside the axes)."""
 
 from __future__ import annotations
 
@@ -29,8 +25,7 @@ def save(fig, path: Path, formats: tuple[str, ...] = FORMATS) -> Path:
 
 
 def parse_formats(text: str) -> tuple[str, ...]:
-    """``--format png,pdf`` as a tuple, ``--format none`` as no format (the tables alone); an unknown
-    format is a one-line error."""
+    """``--format png,pdf`` as a tuple, ``none`` as no format; an unknown format is a one-line error."""
     asked = tuple(dict.fromkeys(f.strip().lower() for f in text.split(",") if f.strip()))
     if asked == (NONE,):
         return ()

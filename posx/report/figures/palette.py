@@ -1,16 +1,9 @@
-"""One colour per encoding and per RoPE method, one marker per method, the same in every figure of posx.
+"""One colour per encoding and per RoPE method, one marker per method, the same in every figure.
 
-Colours are fixed by name, not by the order in which a figure meets its lines, so RoPE is the
-same blue and YaRN the same olive in every figure of every report. The report's lines take
-their colour from their encoding and their marker from their method (``posx.report.figures.looks``);
-the method colours serve figures whose lines are methods alone (``posx frequencies``,
-extension.png): a name ``<encoding> · <method>`` there takes its method's colour when it
-rescales and its encoding's otherwise. A name outside the tables (an encoding or method added
-later) gets a colour and a marker from a hash of the name, stable across figures and runs,
-until it is given one here. Lines against the evaluation length (a log axis) sit side by side,
-a few percent of a factor apart, never further than a quarter of the way to the next factor
-(``dodge``); dense lines keep their points and stagger their markers (``stagger``); long labels
-wrap (``wrap``), never cut.
+Colours are fixed by name, not by the order a figure meets its lines; a name outside the tables
+gets a colour and marker from a hash of it, stable across figures. Method colours serve figures
+whose lines are methods alone (``posx frequencies``, extension.png). Also: sideways offsets on a
+log factor axis (``dodge``), staggered markers (``stagger``), wrapped labels (``wrap``, never cut).
 """
 
 from __future__ import annotations
@@ -21,37 +14,19 @@ import textwrap
 
 from matplotlib import colormaps
 
+# tab10 in its order: blue, orange, green, red, purple, brown, pink, grey, olive, cyan
 ENCODING_COLORS = {
-    "rope": "#1f77b4",  # blue
-    "alibi": "#ff7f0e",  # orange
-    "nope": "#2ca02c",  # green
-    "absolute": "#d62728",  # red
-    "sinusoidal": "#9467bd",  # purple
-    "t5": "#8c564b",  # brown
-    "xpos": "#e377c2",  # pink
-    "fire": "#7f7f7f",  # grey
-    "kerple": "#bcbd22",  # olive
-    "cope": "#17becf",  # cyan
-}
+    "rope": "#1f77b4", "alibi": "#ff7f0e", "nope": "#2ca02c", "absolute": "#d62728", "sinusoidal": "#9467bd",
+    "t5": "#8c564b", "xpos": "#e377c2", "fire": "#7f7f7f", "kerple": "#bcbd22", "cope": "#17becf",
+}  # fmt: skip
+# none: RoPE without rescaling, RoPE's blue; then pink, grey, olive, cyan, dark blue, dark olive, ochre, dark red,
+# plum, dark green, dark orange, slate purple, mustard, jade, rose, lavender
 METHOD_COLORS = {
-    "none": ENCODING_COLORS["rope"],  # RoPE without rescaling
-    "pi": "#e377c2",  # pink
-    "ntk": "#7f7f7f",  # grey
-    "yarn": "#bcbd22",  # olive
-    "abf": "#17becf",  # cyan
-    "dynamic_ntk": "#393b79",  # dark blue
-    "dynamic_yarn": "#637939",  # dark olive
-    "ntk_by_parts": "#8c6d31",  # ochre
-    "llama3": "#843c39",  # dark red
-    "longrope": "#7b4173",  # plum
-    "self_extend": "#31a354",  # dark green
-    "rerope": "#e6550d",  # dark orange
-    "lm_infinite": "#756bb1",  # slate purple
-    "dca": "#e7ba52",  # mustard
-    "streaming_llm": "#17a768",  # jade
-    "interpolate": "#e7969c",  # rose
-    "clamp": "#9c9ede",  # lavender
-}
+    "none": ENCODING_COLORS["rope"], "pi": "#e377c2", "ntk": "#7f7f7f", "yarn": "#bcbd22", "abf": "#17becf",
+    "dynamic_ntk": "#393b79", "dynamic_yarn": "#637939", "ntk_by_parts": "#8c6d31", "llama3": "#843c39",
+    "longrope": "#7b4173", "self_extend": "#31a354", "rerope": "#e6550d", "lm_infinite": "#756bb1", "dca": "#e7ba52",
+    "streaming_llm": "#17a768", "interpolate": "#e7969c", "clamp": "#9c9ede",
+}  # fmt: skip
 # A different marker for every encoding and method (none: RoPE's, like its colour; 7: a caret).
 MARKER_OF = {
     "rope": "o", "alibi": "s", "nope": "^", "absolute": "D", "sinusoidal": "v", "t5": "P", "none": "o", "pi": "X",
@@ -94,8 +69,7 @@ def colors_for(names) -> dict:
 
 
 def distinct(n: int) -> list:
-    """``n`` colours no two alike (tab10, then tab20, then evenly spaced hues): for figures whose
-    lines are runs of one kind (a learning curve per group), where no encoding colour applies."""
+    """``n`` colours no two alike (tab10, tab20, then even hues), where no encoding colour applies."""
     if n <= 10:
         return [colormaps["tab10"](i) for i in range(n)]
     if n <= 20:
@@ -112,10 +86,9 @@ def marker_of(name: str) -> str:
 
 
 def dodge_step(n: int, factors=()) -> float:
-    """The sideways step between neighbouring lines of ``n``, in log units of the factor: ``DODGE``
-    of a factor, or less where the lines would reach too far. The outermost line stays within a
-    quarter of the log-gap to the neighbouring factor (``factors``: the axis's factors), so no
-    point passes halfway to its neighbour's factor, however many lines there are."""
+    """The sideways step between neighbouring lines of ``n``, in log units of the factor: ``DODGE``,
+    or less so the outermost line stays within a quarter of the log-gap to the neighbouring factor
+    (``factors``: the axis's): no point passes halfway to its neighbour's factor."""
     if n < 2:
         return 0.0
     ordered = sorted({float(f) for f in factors if f > 0})
@@ -125,8 +98,7 @@ def dodge_step(n: int, factors=()) -> float:
 
 
 def dodge(x, i: int, n: int, factors=()):
-    """Factors ``x`` of the ``i``-th of ``n`` lines on a log axis moved sideways by ``dodge_step``
-    per line, centred on the true factor, so equal values lie side by side."""
+    """Factors ``x`` of the ``i``-th of ``n`` lines moved ``dodge_step`` a line, centred on the true factor."""
     return x * math.exp(dodge_step(n, factors) * (i - (n - 1) / 2))
 
 
@@ -139,9 +111,7 @@ def dodge_note(n: int, factors=()) -> str:
 
 
 def stagger(i: int, n: int, points: int, marks: int = 8) -> tuple[int, int]:
-    """``markevery`` for the ``i``-th of ``n`` dense lines (``points`` each, on a linear axis):
-    about ``marks`` markers per line, each line's shifted against the others', so lines that
-    coincide show every one's marker without moving any point."""
+    """``markevery`` for the ``i``-th of ``n`` dense lines: about ``marks`` markers, shifted between lines."""
     step = max(1, points // marks)
     return (i * step // max(n, 1)) % step, step
 
@@ -150,8 +120,7 @@ WRAP = 44  # characters per line of a legend entry or panel title; longer labels
 
 
 def wrap(label: str, width: int = WRAP) -> str:
-    """``label`` on lines of at most ``width`` characters, broken after its commas: every key of it
-    stays readable (a cut would hide exactly the key that tells two groups apart)."""
+    """``label`` in lines of at most ``width``, broken after commas, never cut (a cut hides a key)."""
     return "\n".join(textwrap.wrap(str(label), width, break_long_words=False, break_on_hyphens=False)) or str(label)
 
 
@@ -159,16 +128,13 @@ LEGEND_LINE = 0.16  # inches a legend text line takes at the report's legend fon
 
 
 def legend_inches(labels: list[str], columns: int = 1) -> float:
-    """The height in inches a legend of ``labels`` (wrapped) takes, in ``columns`` columns, with
-    room for a few fixed entries: what a panel or figure must add so its legend never squeezes
-    the axes away."""
+    """The inches a legend of ``labels`` in ``columns`` takes: what a figure adds so the axes keep theirs."""
     rows = sum(len(wrap(label).split("\n")) for label in labels)
     return LEGEND_LINE * (-(-rows // columns) + 3)
 
 
 def legend(target, handles: list, labels: list[str], title: str = "", **kwargs):
-    """``target.legend`` (an Axes or a Figure) with every label and the ``title`` (what the labels
-    leave unsaid, ``Facets.usual``) wrapped (``wrap``)."""
+    """``target.legend`` (Axes or Figure) with every label and the ``title`` wrapped (``wrap``)."""
     if title:
         kwargs.update(title=wrap(title), title_fontsize=kwargs.get("fontsize"), alignment="left")
     return target.legend(handles, [wrap(label) for label in labels], **kwargs)

@@ -1,24 +1,8 @@
-"""The figures of ``posx report`` and two of them (matplotlib figures drawn straight to PNG: no
-pyplot, no backend switch, no display needed); ``posx.report.figures.drawing`` draws them, one job a
-family, in worker processes.
-
-* perplexity by evaluation length: ``posx.report.figures.ppl_figures`` (``ppl_vs_length.png``,
-  ``encodings.png``, and ``ppl_median_over_groups.png`` only when asked for);
-* loss by token position: ``posx.report.figures.position_figures`` (``positions.png``,
-  ``positions_by_encoding.png``);
-* ``passkey.png`` (here): passkey exact-match accuracy (mean ± std over seeds as error bars) and
-  key NLL by evaluation length, one column per variant, one file per facet;
-* ``training.png`` (here): training and validation loss by step from the runs' metrics.csv, per
-  facet a row of two panels (more rows past ``MAX_LINES`` groups), one line per group (mean over
-  its runs, band ± std over them);
-* the task suite: ``posx.report.figures.task_figures``; extension.png: ``posx.report.figures.extension``.
-
-No figure pools groups (``posx.report.figures.facets``): groups that differ in T, model size, block or
-tokenizer are drawn in different panels or files, every line is one group, and its legend
-entry names what tells it apart. Colour is the encoding, marker and line style the method
-(``posx.report.figures.looks``); lines against the evaluation length sit side by side, never past a
-quarter of the way to the next factor (``palette.dodge``). The training length is marked in
-every plot by a dashed vertical line at 1x.
+"""The figures of ``posx report`` (matplotlib figures drawn straight to files: no pyplot, no
+display), and two of them: ``passkey.png`` (accuracy and key NLL by evaluation length, a column per
+variant, a file per facet) and ``training.png`` (training and validation loss by step, a row per
+facet, a line per group). The others: ``ppl_figures``, ``position_figures``, ``task_figures``,
+``extension``; ``drawing`` draws them. No figure pools groups (``facets``). See docs/evaluation.md.
 """
 
 from __future__ import annotations
@@ -30,7 +14,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from posx.report.figures import output
-from posx.report.figures.axes import factor_axis, legend_order
+from posx.report.figures.axes import factor_axis
 from posx.report.figures.facets import (
     Facets,
     band_name,
@@ -41,6 +25,8 @@ from posx.report.figures.facets import (
     pack,
     panel_title,
     rows_of,
+    sorted_lines,
+    split_rows,
 )
 from posx.report.figures.looks import looks
 from posx.report.figures.output import FORMATS
@@ -49,25 +35,24 @@ from posx.report.figures.palette import dodge, dodge_note, legend, legend_inches
 PASSKEY_LINE = ["group", "parent", "encoding", "method"]
 
 
-def plot_passkey(pk: pd.DataFrame, out_dir: Path, facets: Facets, notes: list[str], formats=FORMATS) -> dict[str, Path]:
-    """``passkey.png`` (one file per facet): top row exact-match accuracy, bottom row mean NLL of
-    the key digits (chance: ln 10); when no run retrieved a single key, only the key NLL row."""
+def plot_passkey(pk: pd.DataFrame, out_dir: Path, facets: Facets, formats=FORMATS) -> dict[str, Path]:
+    """``passkey.png`` per facet: accuracy over key NLL (chance ln 10); NLL alone when nothing is found."""
     data = pk[pk["n_seeds"] > 0] if not pk.empty else pk
     if data.empty:
         return {}
     data = data.assign(parent="") if "parent" not in data else data
     split = facets.split(data)
-    drawn = {}
-    for name, (facet, mine) in zip(file_names("passkey.png", len(split)), split):
-        drawn[name] = output.save(_passkey_figure(mine, facets, facet, sorted(pk["factor"].unique())), out_dir / name,
-                                  formats)  # fmt: skip
-    return drawn
+    factors = sorted(pk["factor"].unique())
+    return {
+        name: output.save(_passkey_figure(mine, facets, facet, factors), out_dir / name, formats)
+        for name, (facet, mine) in zip(file_names("passkey.png", len(split)), split)
+    }
 
 
 def _passkey_figure(data: pd.DataFrame, facets: Facets, facet: str, factors: list) -> Figure:
     variants = list(dict.fromkeys(data["variant"]))
     none_found = bool((data["accuracy_mean"].fillna(0) == 0).all())
-    keys = list(dict.fromkeys(data[PASSKEY_LINE].fillna("").astype(str).itertuples(index=False, name=None)))
+    keys = sorted_lines(data)
     below = legend_inches(legend_texts(facets, keys), columns=2)  # the legend under the panels
     usual = facets.usual(keys)
     fig = Figure(figsize=(6.0 * len(variants), (4.6 if none_found else 8.4) + below), layout="constrained")
@@ -76,8 +61,7 @@ def _passkey_figure(data: pd.DataFrame, facets: Facets, facet: str, factors: lis
     most, bands = 0, set()
     for col, variant in enumerate(variants):
         mine = data[data["variant"] == variant]
-        keys = sorted(dict.fromkeys(mine[PASSKEY_LINE].fillna("").astype(str).itertuples(index=False, name=None)),
-                      key=lambda k: (k[2], legend_order(k[3])))  # fmt: skip
+        keys = sorted_lines(mine)
         most = max(most, len(keys))
         styles = looks([(k[2], k[:3], k[3]) for k in keys])
         for n, (key, label, look) in enumerate(zip(keys, line_labels(facets, keys), styles)):
@@ -116,9 +100,7 @@ def _passkey_axes(top, bottom, variant: str, factors: list) -> None:
 TRAINING_LINE = ["group", "parent", "encoding"]
 
 
-def plot_training(
-    training: pd.DataFrame, out_dir: Path, facets: Facets, notes: list[str], formats=FORMATS
-) -> dict[str, Path]:
+def plot_training(training: pd.DataFrame, out_dir: Path, facets: Facets, formats=FORMATS) -> dict[str, Path]:
     """``training.png``: per facet a row (training loss | validation loss), one line per group."""
     if training.empty:
         return {}
@@ -141,8 +123,7 @@ def _training_rows(training: pd.DataFrame, facets: Facets) -> list[tuple[str, pd
     for facet, data in facets.split(training):
         keys = _training_keys(data)
         pieces = pack(keys)
-        text = data[TRAINING_LINE].astype(str)  # each group's rows split off in one pass
-        split = dict(iter(data.groupby([text[c] for c in TRAINING_LINE], sort=False)))
+        split = split_rows(data, TRAINING_LINE)
         for i, piece in enumerate(pieces):
             mine = pd.concat([split[k[:3]] for k in piece])
             out.append((panel_title(facet, i, len(pieces)), mine, facets.among(keys)))
@@ -154,14 +135,9 @@ def _training_keys(data: pd.DataFrame) -> list[tuple]:
     return [(*k, "none") for k in dict.fromkeys(data[TRAINING_LINE].astype(str).itertuples(index=False, name=None))]
 
 
-def _training_labels(data: pd.DataFrame, facets: Facets) -> tuple[list[tuple], list[str]]:
-    """The lines of one row of training.png (one per group) and their legend entries."""
-    keys = _training_keys(data)
-    return [k[:3] for k in keys], [label.replace(" · none", "", 1) for label in line_labels(facets, keys)]
-
-
 def _training_row(pair, data: pd.DataFrame, facets: Facets, title: str) -> None:
-    keys, labels = _training_labels(data, facets)
+    lines = _training_keys(data)
+    keys, labels = [k[:3] for k in lines], [label.replace(" · none", "", 1) for label in line_labels(facets, lines)]
     for key, label, look in zip(keys, labels, looks([(k[2], k, "none") for k in keys])):
         g = rows_of(data, TRAINING_LINE, key).sort_values("step")
         for ax, what in ((pair[0], "train"), (pair[1], "val")):

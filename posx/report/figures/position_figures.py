@@ -1,17 +1,8 @@
-"""Loss by token position in the window: ``positions.png`` and the paper figure ``positions_by_encoding.png``.
-
-Both draw groups, never runs, and never pool groups (``posx.report.figures.facets``): the mean NLL of
-each position bucket over a group's seeds, with a band of ± std over them (no band for one
-seed), non-overlapping windows where the tables hold both protocols. Colour is the encoding (a
-shade per group), marker and line style the method (``posx.report.figures.looks``); points are never
-moved, each line's markers are staggered against the others' (``palette.stagger``) so lines
-that coincide all show.
-
-* ``positions.png``: one panel per group (x parent x encoding) at one factor (``--factor``, or
-  its largest), one line per method; panels ordered by facet, at most ``MAX_PANELS`` to a file
-  (``positions-2.png``, ...).
-* ``positions_by_encoding.png``: trained runs at the longest factor they share, per facet a row
-  of two panels: every encoding without rescaling, and RoPE with each method zero-shot.
+"""Loss by token position: ``positions.png`` (a panel per group at one factor, ``--factor`` or its
+largest, a line per method; ``MAX_PANELS`` to a file) and ``positions_by_encoding.png`` (trained
+runs at the longest factor they share, per facet a row: encodings without rescaling | RoPE methods
+zero-shot). Lines are a group's mean over seeds, band ± std; points never move, markers are
+staggered (``palette.stagger``). Non-overlapping windows where the tables hold both protocols.
 """
 
 from __future__ import annotations
@@ -22,7 +13,6 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from posx.report.figures import output
-from posx.report.figures.axes import legend_order
 from posx.report.figures.facets import (
     MAX_PANELS,
     Facets,
@@ -31,10 +21,13 @@ from posx.report.figures.facets import (
     file_names,
     legend_texts,
     line_labels,
+    one_band,
     pack,
     pair_pieces,
     panel_title,
     rows_on,
+    sorted_lines,
+    split_rows,
 )
 from posx.report.figures.looks import looks
 from posx.report.figures.palette import NATIVE, legend, legend_inches, stagger, wrap
@@ -44,12 +37,10 @@ LINE = [*PANEL, "method"]
 
 
 def position_curves(cells: pd.DataFrame, factor: float | None, smooth: int = 1) -> tuple[pd.DataFrame, dict]:
-    """The per-position curves to draw from ``cells`` (``posx.report.store.queries.positions``): per
-    panel (group x parent x encoding) the cells at ``factor`` (default: the largest factor it
-    has); returns the curves (``nll``, ``nll_std``, ``n``) and the factor used per panel. With
-    ``smooth`` > 1 a curve is a centred moving mean over that many buckets. Where the tables hold
-    both protocols, the non-overlapping windows' positions are drawn (sliding windows score only
-    their last tokens)."""
+    """(the curves, the factor used per panel): per panel (group x parent x encoding) the cells of
+    ``queries.positions`` at ``factor`` (default: its largest), a centred moving mean over ``smooth``
+    buckets; non-overlapping windows where both protocols are there (sliding ones score only their
+    last tokens)."""
     if cells.empty:
         return cells, {}
     if cells["protocol"].nunique() > 1:  # one protocol's positions per curve
@@ -75,23 +66,16 @@ def _smoothed(curves: pd.DataFrame, smooth: int) -> pd.DataFrame:
     return curves
 
 
-def _keys(data: pd.DataFrame) -> list[tuple]:
-    """The lines (``LINE``) of ``data``, by encoding and method order."""
-    keys = dict.fromkeys(data[LINE].itertuples(index=False, name=None))
-    return sorted(keys, key=lambda k: (k[2], legend_order(k[3])))
-
-
 def draw_lines(ax, data: pd.DataFrame, facets: Facets) -> str:
-    """Each line (``LINE``) of ``data`` with its band, markers staggered; returns the band name
-    when every line shares one, else "" (each label then carries its own)."""
+    """Each line of ``data`` with its band, markers staggered; returns ``one_band`` of their bands."""
     if "n" not in data:
         data = data.assign(n=1)
-    lines = dict(iter(data.groupby(LINE, sort=False)))  # one pass, not a scan per line
-    keys = _keys(data)
+    lines = split_rows(data, LINE)
+    keys = sorted_lines(data)
     labels = line_labels(facets, keys)
     styles = looks([(k[2], k[:3], k[3]) for k in keys], size=4.5)
     bands = [band_name([int(v) for v in lines[k]["n"]], "one seed, no band") for k in keys]
-    shared = bands[0] if len(set(bands)) == 1 else ""
+    shared = one_band(bands)
     for i, (key, label, look, band) in enumerate(zip(keys, labels, styles, bands)):
         g = lines[key].sort_values("x")
         ax.plot(g["x"], g["nll"], label=label if shared else f"{label} ({band})", linewidth=1.4,
@@ -108,19 +92,17 @@ def draw_lines(ax, data: pd.DataFrame, facets: Facets) -> str:
     return shared
 
 
+def _smoothing(smooth: int) -> str:
+    return f", moving mean over {smooth} buckets" if smooth > 1 else ""
+
+
 def _band(shared: str) -> str:
     """A panel title's words on the band every line shares ("" when they differ: the labels say)."""
     return "" if not shared else f"; {shared}" if shared.startswith("one seed") else f"; band {shared}"
 
 
 def plot_positions(
-    cells: pd.DataFrame,
-    out_dir: Path,
-    factor: float | None,
-    smooth: int,
-    facets: Facets,
-    notes: list[str],
-    formats=output.FORMATS,
+    cells: pd.DataFrame, out_dir: Path, factor: float | None, smooth: int, facets: Facets, formats=output.FORMATS
 ) -> dict[str, Path]:
     """``positions.png`` (one panel per group, at most MAX_PANELS to a file); {file name: path}."""
     curves, chosen = position_curves(cells, factor, smooth)
@@ -128,9 +110,8 @@ def plot_positions(
         return {}
     panels = []
     for facet, mine in facets.split(curves):
-        text = mine[PANEL].fillna("").astype(str)  # each panel's rows split off in one pass
-        for panel, data in mine.groupby([text[c] for c in PANEL], sort=False):
-            pieces = pack(_keys(data))  # one group's methods, MAX_LINES to a panel
+        for panel, data in split_rows(mine, PANEL).items():
+            pieces = pack(sorted_lines(data))  # one group's methods, MAX_LINES to a panel
             split = [f"lines {i + 1} of {len(pieces)} panels" if len(pieces) > 1 else "" for i in range(len(pieces))]
             panels += [(facet, panel, rows_on(data, piece), part) for piece, part in zip(pieces, split)]
     files = chunks(panels, MAX_PANELS)
@@ -138,7 +119,7 @@ def plot_positions(
     for name, mine in zip(file_names("positions.png", len(files)), files):
         cols = min(3, len(mine))
         rows = -(-len(mine) // cols)
-        tallest = max(legend_inches(legend_texts(facets, _keys(data))) for _, _, data, _ in mine)  # legends below
+        tallest = max(legend_inches(legend_texts(facets, sorted_lines(data))) for _, _, data, _ in mine)
         fig = Figure(figsize=(5.2 * cols, (4.0 + tallest) * rows), layout="constrained")
         axes = fig.subplots(rows, cols, squeeze=False).ravel()
         for ax in axes[len(mine) :]:
@@ -149,15 +130,15 @@ def plot_positions(
             names = facets.names([panel])[panel]
             where = " · ".join(p for p in (facet, enc, f"from {parent}" if parent else "", names, part) if p)
             ax.set_title(wrap(f"{where}: at {chosen[panel]:g} T{_band(shared)}"), fontsize=8)
-        smoothed = f", moving mean over {smooth} buckets" if smooth > 1 else ""
-        fig.suptitle(f"Loss by token position: one panel per group, mean over its seeds{smoothed}", fontsize=10)
+        fig.suptitle(
+            f"Loss by token position: one panel per group, mean over its seeds{_smoothing(smooth)}", fontsize=10
+        )
         drawn[name] = output.save(fig, out_dir / name, formats)
     return drawn
 
 
 def longest_per_line(data: pd.DataFrame, keys: list[str], factor: float) -> tuple[pd.DataFrame, list[str]]:
-    """Each line's rows at ``factor``, or at its own longest where it has none that long (learned
-    absolute past its table); and what was drawn shorter, one phrase per encoding and factor."""
+    """Each line's rows at ``factor``, or at its own longest below it; a phrase per line drawn shorter."""
     data = data[data["factor"] == data.groupby(keys)["factor"].transform("max").clip(upper=factor)]
     shorter = data[data["factor"] < factor].drop_duplicates(["encoding", "factor"])
     return data, [f"{r.encoding} drawn at {r.factor:g} x T, its longest" for r in shorter.itertuples()]
@@ -167,8 +148,7 @@ def plot_position_encodings(
     cells: pd.DataFrame, factor: float | None, out_dir: Path, smooth: int, facets: Facets, notes: list[str],
     formats=output.FORMATS,
 ) -> dict[str, Path]:  # fmt: skip
-    """``positions_by_encoding.png``: trained runs at ``factor`` (``queries.longest_factor``), per
-    facet a row: encodings without rescaling | RoPE methods zero-shot; {file name: path}."""
+    """``positions_by_encoding.png`` at ``factor`` (``queries.longest_factor``); {file name: path}."""
     if cells.empty or factor is None:
         return {}
     data = cells[(cells["parent"].fillna("") == "") & (cells["protocol"] == "nonoverlapping")]
@@ -178,12 +158,14 @@ def plot_position_encodings(
     data = _smoothed(data[[*LINE, "x", "nll", "nll_std", "n"]].sort_values([*LINE, "x"]), smooth)
     rows = []
     for facet, part in facets.split(data):
-        pairs = pair_pieces(part[part["method"].isin(NATIVE)], part[part["encoding"] == "rope"], _keys)
-        rows += [(panel_title(facet, i, len(pairs)), *pair, facets.among(_keys(part))) for i, pair in enumerate(pairs)]
+        pairs = pair_pieces(part[part["method"].isin(NATIVE)], part[part["encoding"] == "rope"], sorted_lines)
+        rows += [
+            (panel_title(facet, i, len(pairs)), *pair, facets.among(sorted_lines(part))) for i, pair in enumerate(pairs)
+        ]
     files = chunks(rows, 3)
     drawn = {}
     for name, mine in zip(file_names("positions_by_encoding.png", len(files)), files):
-        heights = [4.2 + max(legend_inches(legend_texts(named, _keys(p))) for p in pair if p is not None)
+        heights = [4.2 + max(legend_inches(legend_texts(named, sorted_lines(p))) for p in pair if p is not None)
                    for _, *pair, named in mine]  # fmt: skip
         fig = Figure(figsize=(12, sum(heights)), layout="constrained")
         axes = fig.subplots(len(mine), 2, squeeze=False, height_ratios=heights)
@@ -194,7 +176,8 @@ def plot_position_encodings(
                     continue
                 shared = draw_lines(ax, lines, named)
                 ax.set_title(wrap(f"{where}: {what}, windows of {factor:g} x T{_band(shared)}", 70), fontsize=9)
-        smoothed = f", moving mean over {smooth} buckets" if smooth > 1 else ""
-        fig.suptitle(f"Loss by token position, trained runs: one line per group, mean over its seeds{smoothed}")
+        fig.suptitle(
+            f"Loss by token position, trained runs: one line per group, mean over its seeds{_smoothing(smooth)}"
+        )
         drawn[name] = output.save(fig, out_dir / name, formats)
     return drawn

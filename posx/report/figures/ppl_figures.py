@@ -1,27 +1,7 @@
-"""Perplexity against evaluation length: ``ppl_vs_length.png`` and the paper figure ``encodings.png``.
-
-Both draw groups, never runs, and never pool groups (``posx.report.figures.facets``): one panel per
-facet (groups alike in T, model size, block and tokenizer) and protocol, one line per group x
-method inside it, the mean over the group's seeds with a band that says what it is (± std over
-its N seeds, or for one seed the 95% interval over its windows). Colour is the encoding (a
-shade per group within it), marker and line style the method (``posx.report.figures.looks``); the
-legend names each line's encoding, method and the keys that differ between the panel's groups.
-Lines that coincide stay visible: markers are hollow and the lines of a panel sit side by side
-on the factor axis, never further than a quarter of the way to the next factor
-(``palette.dodge``). Past ``MAX_LINES`` lines a panel's lines go on in a further panel (a
-group's lines kept together, ``facets.pack``), past
-``MAX_PANELS`` panels a figure goes on in a further file (``ppl_vs_length-2.png``, ...).
-
-* ``ppl_vs_length.png``: every line of the summary. Lengths a line could not score (out of
-  range, non-finite) are marked with an x at the top of its panel.
-* ``encodings.png``: trained runs only, per facet and protocol two panels: every encoding without
-  rescaling (learned absolute's ``clamp`` and ``interpolate`` past its table with their own
-  markers), and the RoPE runs with each rescaling method zero-shot; a crowded pair goes on in
-  further rows.
-* ``ppl_median_over_groups.png``, only with ``posx report --median-over-groups``: per encoding x
-  method x protocol the median over the groups' means, band from the lowest to the highest
-  group mean, each legend entry saying how many groups it pools. It compares unlike models by
-  construction; the per-group figures are the ones to read.
+"""Perplexity against evaluation length: ``ppl_vs_length.png``, the paper figure ``encodings.png``
+and, asked for by name only, ``ppl_median_over_groups.png`` (it pools unlike groups by
+construction). A panel per facet and protocol, a line per group x method with a band that says
+what it is; crowded panels and files go on in further ones. See docs/evaluation.md.
 """
 
 from __future__ import annotations
@@ -42,9 +22,12 @@ from posx.report.figures.facets import (
     file_names,
     legend_texts,
     line_labels,
+    one_band,
     pack,
     pair_pieces,
     panel_title,
+    rows_of,
+    split_rows,
 )
 from posx.report.figures.looks import looks
 from posx.report.figures.palette import NATIVE, dodge, dodge_note, legend, legend_inches, wrap
@@ -59,26 +42,12 @@ def _lines(data: pd.DataFrame) -> list[tuple]:
     return sorted(keys, key=lambda k: (k[2], groups[k[:3]], legend_order(k[3])))
 
 
-def _of(data: pd.DataFrame, keys: list[tuple]) -> pd.Series:
-    """Which rows of ``data`` belong to the lines ``keys``."""
-    wanted = set(keys)
-    return pd.Series([k in wanted for k in data[LINE].fillna("").astype(str).itertuples(index=False, name=None)],
-                     index=data.index, dtype=bool)  # fmt: skip
-
-
-def _split(data: pd.DataFrame) -> dict[tuple, pd.DataFrame]:
-    """The rows of each line (``LINE`` as text), from one pass over ``data``."""
-    keys = [data[k].fillna("").astype(str) for k in LINE]
-    return dict(iter(data.groupby(keys, sort=False)))
-
-
 def _rows(data: pd.DataFrame, key: tuple) -> pd.DataFrame:
-    return data[_of(data, [key])].sort_values("factor")
+    return rows_of(data, LINE, key).sort_values("factor")
 
 
 def _finite(data: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The rows whose mean perplexity is a finite number (bounds past exp or at 0 left out, as NaN)
-    and those whose mean is inf (a diverged run's: exp of its loss overflows)."""
+    """(the rows of finite mean, bounds past exp or at 0 as NaN; the rows of mean inf: diverged)."""
     inf = data["ppl_mean"] == np.inf
     kept = data[~inf].copy()
     for column in ("ppl_lo", "ppl_hi"):
@@ -93,15 +62,12 @@ def _edge(values: pd.Series, pick) -> float:
 
 
 def draw_panel(ax, data: pd.DataFrame, facets: Facets, factors: list, gone=None, band: str = "") -> str:
-    """One panel: each line of ``data`` (scored rows) with its band, moved sideways; ``gone`` rows
-    (not scored) marked x at the top; ``band``: what every band is, when not the seeds' spread.
-    Returns the band name when every line shares one (said by the caller), else "" (each label
-    then carries its own)."""
+    """One panel (``gone``: unscored rows, an x at the top; ``band``: the bands' name); returns ``one_band``."""
     lines = _lines(data)
     labels = line_labels(facets, lines)
     styles = looks([(k[2], k[:3], k[3]) for k in lines])
     bands = [band or band_name(list(_rows(data, k)["n_seeds"].astype(int))) for k in lines]
-    shared = bands[0] if len(set(bands)) == 1 else ""
+    shared = one_band(bands)
     data, diverged = _finite(data)
     top = _edge(data["ppl_hi"].where(data["ppl_hi"].notna(), data["ppl_mean"]), max)
     for n, (key, label, look, band) in enumerate(zip(lines, labels, styles, bands)):
@@ -129,8 +95,7 @@ def draw_panel(ax, data: pd.DataFrame, facets: Facets, factors: list, gone=None,
 
 
 def _height(data: pd.DataFrame, facets: Facets) -> float:
-    """A panel's height in inches: 4.2, or more when its legend (labels wrapped, with their
-    bands) runs longer, so the legend never squeezes the axes away."""
+    """A panel's height in inches: 4.2, or what its legend (wrapped, with bands) needs beside it."""
     if data is None or data.empty:
         return 4.2
     labels = legend_texts(facets, _lines(data))
@@ -142,9 +107,8 @@ def _dress(ax, title: str, shared: str, lines: list[tuple], factors: list, unit:
     dodged = f"\n{dodge_note(len(lines), factors)}" if len(lines) > 1 else ""
     ax.set_title(f"{wrap(title + band, 75)}{dodged}", fontsize=9)
     ax.set_xlabel(f"evaluation length (multiples of {unit}, log scale)", fontsize=9)
-    handles, labels = ax.get_legend_handles_labels()
     usual = facets.usual([line[:3] for line in lines])
-    legend(ax, handles, labels, usual, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7.5)
+    legend(ax, *ax.get_legend_handles_labels(), usual, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7.5)
 
 
 def _unit(data: pd.DataFrame) -> str:
@@ -153,8 +117,7 @@ def _unit(data: pd.DataFrame) -> str:
 
 
 def _panels(summary: pd.DataFrame, facets: Facets) -> list[tuple[str, pd.DataFrame, pd.DataFrame, Facets]]:
-    """(title, scored rows, unscored rows, the facets naming its lines) per facet x protocol x
-    piece of at most MAX_LINES lines."""
+    """(title, scored rows, unscored rows, naming facets) per facet x protocol x piece of MAX_LINES."""
     scored = summary[summary["n_seeds"] > 0]
     protocols = sorted(scored["protocol"].unique(), key=lambda p: (p != "nonoverlapping", p))
     out = []
@@ -163,7 +126,7 @@ def _panels(summary: pd.DataFrame, facets: Facets) -> list[tuple[str, pd.DataFra
             rows = mine[mine["protocol"] == protocol]
             pieces = pack(_lines(rows)) if not rows.empty else []
             named = facets.among(_lines(rows))
-            split = _split(rows)
+            split = split_rows(rows, LINE)
             gone = summary[(summary["n_seeds"] == 0) & (summary["protocol"] == protocol)]
             for i, piece in enumerate(pieces):
                 part = pd.concat([split[k] for k in piece])
@@ -172,9 +135,7 @@ def _panels(summary: pd.DataFrame, facets: Facets) -> list[tuple[str, pd.DataFra
     return out
 
 
-def ppl_figures(
-    summary: pd.DataFrame, facets: Facets, notes: list[str], name: str = "ppl_vs_length.png"
-) -> list[tuple[str, Figure]]:
+def ppl_figures(summary: pd.DataFrame, facets: Facets, name: str = "ppl_vs_length.png") -> list[tuple[str, Figure]]:
     """``ppl_vs_length.png`` (and further files when crowded) as (file name, figure)."""
     if summary.empty or not (summary["n_seeds"] > 0).any():
         return []
@@ -195,9 +156,7 @@ def ppl_figures(
 
 
 def _encoding_rows(data: pd.DataFrame, facets: Facets) -> list[tuple]:
-    """(title, left rows, right rows, the facets naming their lines) per facet x protocol x piece:
-    encodings without rescaling on the left, RoPE with each method on the right (None where a
-    side has fewer pieces than the other)."""
+    """(title, left, right, naming facets) per facet x protocol x piece (``pair_pieces``)."""
     rows = []
     for facet, mine in facets.split(data):
         for protocol in sorted(mine["protocol"].unique(), key=lambda p: (p != "nonoverlapping", p)):
@@ -212,11 +171,8 @@ def _encoding_rows(data: pd.DataFrame, facets: Facets) -> list[tuple]:
     return rows
 
 
-def encodings_figures(
-    summary: pd.DataFrame, facets: Facets, notes: list[str], name: str = "encodings.png"
-) -> list[tuple[str, Figure]]:
-    """``encodings.png``: trained runs; per facet x protocol, encodings without rescaling (left)
-    and RoPE with each method zero-shot (right), a crowded pair going on in further rows."""
+def encodings_figures(summary: pd.DataFrame, facets: Facets, name: str = "encodings.png") -> list[tuple[str, Figure]]:
+    """``encodings.png`` (trained runs): encodings without rescaling | RoPE methods zero-shot."""
     data = summary[(summary["n_seeds"] > 0) & (summary["parent"].fillna("") == "")]
     if data.empty:
         return []

@@ -1,16 +1,7 @@
-"""Which groups a report draws, and the compact tables summary.md shows them in.
-
-A figure can show ``TOP`` groups side by side (two panels of ``facets.MAX_LINES`` lines at two
-methods a group). A report with more groups draws the ``TOP`` best: the groups ranked by their
-lowest mean perplexity (over methods and protocols) at the longest factor they were scored at,
-groups scored at a longer factor first, so the groups that extrapolate furthest and best come
-first. ``posx report --top N`` draws the N best instead (``--top all``: every group, as many
-files as that takes), ``--where KEY=VALUE`` draws the groups of a setting. Every group stays in
-the tables (summary.csv, groups.csv, ``groups_ranked.csv``); summary.md says at its top how many
-groups are drawn and how they were chosen.
-
-A group here is a line key of the report's tables: (group label, parent, encoding), the
-columns every table carries (``posx.report.figures.facets.LINE``).
+"""Which groups a report draws: past ``TOP`` groups (two panels of ``facets.MAX_LINES`` lines at two
+methods a group), the best ones, ranked by their lowest mean perplexity at the longest factor they
+were scored at (longer factors first); ``--top N`` (or ``all``) draws others. Every table keeps
+every group; summary.md says how the drawn ones were chosen. A group is a line key (``facets.LINE``).
 """
 
 from __future__ import annotations
@@ -28,8 +19,7 @@ ALL = "all"
 
 
 def parse_top(text: str | int | None) -> int | None:
-    """``--top N`` (a whole number of at least 1) or ``--top all`` (None: every group); the
-    default is ``TOP``. A bad value is a one-line error."""
+    """``--top N`` (N >= 1), ``--top all`` (None), or ``TOP`` when not given; else a one-line error."""
     if text is None:
         return TOP
     said = str(text).strip().lower()
@@ -41,9 +31,7 @@ def parse_top(text: str | int | None) -> int | None:
 
 
 def rank(summary: pd.DataFrame) -> pd.DataFrame:
-    """Every group of ``summary`` once, best first: its longest scored factor and its lowest mean
-    perplexity there (columns ``LINE``, ``factor``, ``best_ppl``, ``best_method``, ``rank``).
-    One sort and one pass over the rows; groups never scored come last."""
+    """Every group once, best first, with ``factor``, ``best_ppl``, ``best_method``, ``rank``."""
     if summary.empty:
         return pd.DataFrame(columns=[*LINE, "factor", "best_ppl", "best_method", "rank"])
     rows = summary.assign(**{k: summary[k].fillna("").astype(str) for k in LINE})
@@ -67,8 +55,7 @@ class Shown:
     total: int
 
     def rows(self, table: pd.DataFrame) -> pd.DataFrame:
-        """The rows of ``table`` on the groups drawn (matched on the columns of ``LINE`` it has: a
-        passkey table has no parent); every row when all groups are drawn."""
+        """The rows of ``table`` on the groups drawn (on the ``LINE`` columns it has: passkey has no parent)."""
         have = [k for k in LINE if k in table.columns]
         if self.lines is None or table.empty or "group" not in have:
             return table
@@ -79,8 +66,7 @@ class Shown:
 
 
 def titled(facets: Facets, shown: Shown) -> Facets:
-    """``facets`` whose labels (the titles of panels and files) say that the figures draw a choice
-    of the groups, when they do: "T=64, the 12 best of 1000 groups (summary.md)", never "all groups"."""
+    """``facets`` whose labels (panel and file titles) say the figures draw a choice of the groups."""
     if shown.lines is None:
         return facets
     said = f"the {len(shown.lines)} best of {shown.total} groups at the longest factor (summary.md)"
@@ -88,8 +74,7 @@ def titled(facets: Facets, shown: Shown) -> Facets:
 
 
 def choose(ranked: pd.DataFrame, top: int | None, asked: bool) -> Shown:
-    """The groups to draw: the ``top`` first of ``ranked`` when there are more (``asked``: the
-    number came from ``--top``, not the default)."""
+    """The groups to draw: the ``top`` first of ``ranked`` (``asked``: ``--top`` gave the number)."""
     total = len(ranked)
     if top is None or total <= top:
         return Shown(None, "", total)

@@ -1,22 +1,9 @@
-"""The task suite in a report: its summary table and two figures.
-
-* ``tasks_summary.csv``: per group x encoding x method x task x factor, each run's exact-answer
-  accuracy over all depths, then the mean and sample std over seeds (``n_seeds``), and for one
-  seed the 95% Wilson interval of its accuracy (``posx.tasks.scoring``).
-* ``tasks_vs_length.png`` (and .pdf), one file per facet (``posx.report.figures.facets``: groups alike
-  in T, model size, block and tokenizer; ``tasks_vs_length-2.png``, ...): accuracy by evaluation
-  length, one panel per task, one line per group x encoding x method (colour: the encoding, a
-  shade per group; marker and line style: the method, ``posx.report.figures.looks``), bars of ± std over
-  seeds (one seed: the Wilson interval). Lines that would coincide (a model that never answers
-  scores 0 everywhere) sit side by side, never past a quarter of the way to the next factor
-  (``palette.dodge``); the caption says so.
-* ``niah_heatmap.png`` (and .pdf): needle depth x evaluation length, the accuracy (mean over the
-  group's seeds) in each cell, one panel per group x encoding x method, for ``niah``
-  (``passkey`` when the runs have no ``niah`` rows), panels ordered by facet, at most
-  ``HEATMAP_PANELS`` to a file: where in the context, and from which length on, retrieval fails
-  (the heatmaps of RULER and of the needle-in-a-haystack tests, Hsieh et al. 2024).
-
-No figure pools groups: a crowded figure goes on in further files.
+"""The task suite in a report: ``tasks_summary.csv`` (per group x encoding x method x task x factor:
+each run's accuracy over all depths, mean and std over seeds, for one seed its 95% Wilson
+interval), ``tasks_vs_length.png`` (a file per facet, a panel per task, a line per group x encoding
+x method, bars ± std over seeds) and ``niah_heatmap.png`` (needle depth x length, a panel per group,
+``HEATMAP_PANELS`` to a file: the heatmaps of RULER and of needle-in-a-haystack tests, Hsieh et al.
+2024). No figure pools groups. See docs/evaluation.md.
 """
 
 from __future__ import annotations
@@ -28,8 +15,8 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from posx.report.figures.axes import factor_axis, legend_order
-from posx.report.figures.facets import Facets, band_name, chunks, file_names, line_labels
+from posx.report.figures.axes import factor_axis, legend_entries
+from posx.report.figures.facets import Facets, band_name, chunks, file_names, line_labels, one_band, sorted_lines
 from posx.report.figures.looks import looks
 from posx.report.figures.output import FORMATS, save
 from posx.report.figures.palette import dodge, dodge_note, legend, legend_inches, wrap
@@ -78,16 +65,7 @@ def summarize_tasks(tasks: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def _keys(data: pd.DataFrame) -> list[tuple]:
-    """The lines (group, parent, encoding, method) of ``data``, by encoding and method order."""
-    keys = dict.fromkeys(data.assign(parent="")[["group", "parent", "encoding", "method"]].astype(str)
-                         .itertuples(index=False, name=None))  # fmt: skip
-    return sorted(keys, key=lambda k: (k[2], legend_order(k[3])))
-
-
-def plot_task_curves(
-    summary: pd.DataFrame, out_dir: Path, facets: Facets, notes: list[str], formats=FORMATS
-) -> dict[str, Path]:
+def plot_task_curves(summary: pd.DataFrame, out_dir: Path, facets: Facets, formats=FORMATS) -> dict[str, Path]:
     """``tasks_vs_length.png`` (one file per facet): per task, accuracy (top) and answer NLL (below)."""
     if summary.empty:
         return {}
@@ -100,13 +78,13 @@ def plot_task_curves(
 
 def _curves_figure(data: pd.DataFrame, facets: Facets, facet: str) -> Figure:
     tasks = sorted(dict.fromkeys(data["task"]), key=_task_rank)
-    keys = _keys(data)
+    keys = sorted_lines(data)
     cells = _by_line(data)  # (group, "", encoding, method, task) -> its rows by factor: the rows split once
     seeds: dict[tuple, list[int]] = {}
     for (*line, _), g in cells.items():
         seeds.setdefault(tuple(line), []).extend(g["n_seeds"].astype(int))
     bands = [band_name(seeds[k], WILSON) for k in keys]
-    shared = bands[0] if len(set(bands)) == 1 else ""
+    shared = one_band(bands)
     labels = [label if shared else f"{label} (bars {band})" for label, band in zip(line_labels(facets, keys), bands)]
     styles = looks([(k[2], k[:3], k[3]) for k in keys], size=4.5)
     cols = min(4, len(tasks))
@@ -134,10 +112,7 @@ def _curves_figure(data: pd.DataFrame, facets: Facets, facet: str) -> Figure:
     for k in range(len(tasks), rows * cols):  # empty cells of the last row
         axes[2 * (k // cols)][k % cols].set_visible(False)
         axes[2 * (k // cols) + 1][k % cols].set_visible(False)
-    drawn = {}  # every line of every panel, once: a group may have rows for some tasks only
-    for ax in fig.axes:
-        for handle, text in zip(*ax.get_legend_handles_labels()):
-            drawn.setdefault(text, handle)
+    drawn = legend_entries(fig.axes)  # every panel's: a group may have rows for some tasks only
     texts = [label for label in labels if label in drawn]
     legend(
         fig,
@@ -157,15 +132,13 @@ WILSON = "95% Wilson interval (one seed)"
 
 
 def _by_line(data: pd.DataFrame) -> dict[tuple, pd.DataFrame]:
-    """The rows of each line and task, (group, "", encoding, method, task) -> rows by factor, from
-    one pass over ``data``."""
+    """(group, "", encoding, method, task) -> its rows by factor, from one pass over ``data``."""
     keys = [data["group"].astype(str), data["encoding"].astype(str), data["method"].astype(str), data["task"]]
     return {(g, "", e, m, t): rows.sort_values("factor") for (g, e, m, t), rows in data.groupby(keys, sort=False)}
 
 
 def _curves_title(shared: str, facet: str, lines: int, factors: list) -> str:
-    """What ``tasks_vs_length`` draws: its facet, seeds, what the bars are (``shared``: the
-    accuracy bars of every line, or "" when the labels say), sideways offsets."""
+    """The title of ``tasks_vs_length``: facet, seeds, bars (``shared``: every line's, or ""), offsets."""
     bars = f"bars: accuracy {shared or 'as each entry says'}, NLL ± std over seeds (none for one seed)"
     said = [facet or "all groups", "one line per group, mean over its seeds", bars, dodge_note(lines, factors)]
     return "Tasks vs evaluation length: " + "; ".join(part for part in said if part)
@@ -188,11 +161,8 @@ def heatmap_task(tasks: pd.DataFrame) -> str | None:
 HEATMAP_PANELS = 9  # panels in one heatmap file; more go on in further files
 
 
-def plot_niah_heatmaps(
-    tasks: pd.DataFrame, out_dir: Path, facets: Facets, notes: list[str], formats=FORMATS
-) -> dict[str, Path]:
-    """``niah_heatmap.png``: depth x length accuracy, one panel per group x encoding x method
-    (the mean over the group's seeds), panels ordered by facet, at most HEATMAP_PANELS a file."""
+def plot_niah_heatmaps(tasks: pd.DataFrame, out_dir: Path, facets: Facets, formats=FORMATS) -> dict[str, Path]:
+    """``niah_heatmap.png`` (module docstring): a panel per group x encoding x method, by facet."""
     task = heatmap_task(tasks)
     if task is None:
         return {}
@@ -202,7 +172,7 @@ def plot_niah_heatmaps(
         return {}
     panels = []
     for facet, mine in facets.split(cells.assign(parent="")):
-        keys = _keys(mine)
+        keys = sorted_lines(mine)
         usual = facets.usual(keys)  # what a panel's label leaves unsaid, said on each
         for key, label in zip(keys, line_labels(facets, keys)):
             at = (mine["group"].astype(str) == key[0]) & (mine["encoding"] == key[2]) & (mine["method"] == key[3])
@@ -241,28 +211,23 @@ def _heatmap_figure(panels: list, task: str, factors: list, depths: list) -> Fig
     return fig
 
 
-def figures(
-    tasks: pd.DataFrame, out_dir: Path, facets: Facets, notes: list[str], formats=FORMATS
-) -> dict[str, Path | None]:
+def figures(tasks: pd.DataFrame, out_dir: Path, facets: Facets, formats=FORMATS) -> dict[str, Path | None]:
     """The two figures from the runs' tasks.csv rows (a figure with no rows maps to None)."""
-    curves = plot_task_curves(summarize_tasks(tasks), out_dir, facets, notes, formats)
-    heatmaps = plot_niah_heatmaps(tasks, out_dir, facets, notes, formats) if not tasks.empty else {}
+    curves = plot_task_curves(summarize_tasks(tasks), out_dir, facets, formats)
+    heatmaps = plot_niah_heatmaps(tasks, out_dir, facets, formats) if not tasks.empty else {}
     return {**(curves or {"tasks_vs_length.png": None}), **(heatmaps or {"niah_heatmap.png": None})}
 
 
-def draw(
-    tasks: pd.DataFrame, out_dir: Path, facets: Facets, notes: list[str], formats=FORMATS
-) -> dict[str, Path | None]:
+def draw(tasks: pd.DataFrame, out_dir: Path, facets: Facets, formats=FORMATS) -> dict[str, Path | None]:
     """tasks_summary.csv and the two figures, when the runs have tasks.csv rows."""
     summary = summarize_tasks(tasks)
     if not summary.empty:
         summary.to_csv(out_dir / "tasks_summary.csv", index=False)
-    return figures(tasks, out_dir, facets, notes, formats)
+    return figures(tasks, out_dir, facets, formats)
 
 
 def tokenizer_note(identities: list[dict]) -> str | None:
-    """A line for the report when its runs use different tokenizers: per-token perplexities do not
-    compare across them, bits per byte do (``posx.eval.bytecount``)."""
+    """A line when the runs' tokenizers differ: per-token perplexities do not compare, bits per byte do."""
     kinds = sorted({i.get("data.tokenizer", "byte") for i in identities})
     sizes = sorted({i.get("data.vocab_size", "") for i in identities if i.get("data.tokenizer") == "bpe"})
     if len(kinds) < 2 and len(sizes) < 2:

@@ -1,32 +1,9 @@
-"""The report cache: what earlier reports read of each run, so a report over a sweep that grew by
-ten runs reads ten runs.
-
-It lives in ``.cache/`` in the folder reports are written to (``results/reports/.cache/``, or the
-folder holding ``--out``) as shards: each report that read runs the cache
-did not hold writes one shard, a folder with those runs' digests (``digests.parquet``:
-run, stamp, digest) and their rows of each table (``extrapolation.parquet``,
-``positions.parquet``, ``passkey.parquet``, ``tasks.parquet``, ``metrics.parquet``:
-``posx.report.store.scan``). A shard
-is built in a hidden folder and renamed into place, whole or not at all, and never changes
-after; so any number of reports, on any number of machines sharing the folder, may read and
-add shards at once without a lock. A run's entry counts while its stamp (``posx.report.store.digest``:
-the size and mtime of each file it was made from) is the run's stamp now; a run whose files
-changed is read again into the new shard, and the newest shard holding the current stamp wins.
-A report's new shard joins the cache only once the report is published (``keep``): a report
-that fails, or is refused, leaves the cache as it was; a run the report leaves out as damaged is
-never in a shard, so each report reads it again until it is fixed. When there are more than ``MAX_SHARDS``
-shards, a published report merges each run's newest entry into one new shard and removes the
-merged shards older than ``GRACE`` (a report reading one of them now is long done; younger ones
-stay until a later merge, their entries shadowed by the newer merged shard).
-
-Nothing in a shard is trusted unchecked: ``sums.json`` (written last) records the sha256 of
-each of its files, and each file must hold the columns and types of its table; a shard that
-fails either check (damaged, edited, a file replaced by a link, a FIFO or anything else) is
-removed and its runs are read again into the new shard. Each cached digest is checked field by
-field and by its seal as a digest.json is (``posx.report.store.digest.trusted``). A shard written by
-an older posx lacks a file today's shards hold; it is not read (its runs are read again) and
-is removed once older than ``GRACE``. Every file is read through a link of a plain name
-(``posx.report.store.literal``), so no folder name is read as a pattern.
+"""The report cache in ``.cache/`` beside the reports: shards of what earlier reports read of each
+run (digests and table rows in Parquet), so a report over a sweep that grew by ten runs reads ten.
+A shard is built aside, renamed into place whole and never changed: reports on many machines share
+the folder without a lock. An entry counts while its run's stamp is unchanged (the newest shard
+wins); nothing is trusted unchecked (``SUMS``, columns and types, each digest): a shard that fails
+is removed and its runs read again. See docs/evaluation.md, "Sweeps of thousands of runs".
 """
 
 from __future__ import annotations
@@ -70,8 +47,7 @@ def no_rows(table: str) -> str:
 
 @dataclass
 class Gathered:
-    """Every run's digest, and a DuckDB connection with one view per table (``TABLES``) holding
-    the rows of every run (``run``: its directory)."""
+    """Every run's digest, and a DuckDB connection with a view per table (``TABLES``) of every run's rows."""
 
     digests: dict  # run path -> digest
     con: duckdb.DuckDBPyConnection
@@ -89,17 +65,14 @@ def connect() -> duckdb.DuckDBPyConnection:
 
 
 def shard_name() -> str:
-    """A new shard's name: the time it is written to the nanosecond, in fixed width, so that names
-    sort in the order shards were written (the newest shard wins, also between two reports in one
-    second), then the process and a random tag (two processes in one nanosecond)."""
+    """A new shard's name: its time to the ns (names sort as written), then the process and a random tag."""
     ns = time.time_ns()
     second = time.strftime("%Y%m%d-%H%M%S", time.localtime(ns // 10**9))
     return f"{second}.{ns % 10**9:09d}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
 
 
 def _shards(cache: Path, complete: bool = True) -> list[Path]:
-    """The cache's shards, oldest first: those holding every table (``complete``), or the others,
-    written by an older posx."""
+    """The cache's shards, oldest first: ``complete`` ones, or those of an older posx."""
     if not cache.is_dir():
         return []
     found = [p for p in cache.iterdir() if not p.name.startswith(".") and (p / "digests.parquet").is_file()]
@@ -130,9 +103,8 @@ def _intact(shard: Path) -> None:
 
 
 def _cached(con, shards: list[Path], stamps: dict[str, str]) -> dict[str, tuple[dict, str]]:
-    """run -> (digest, shard) for each run whose current stamp a shard holds (the newest shard wins),
-    its digest checked field by field as a digest.json is (``digest.trusted``); a run cached by an
-    older posx, or whose entry fails a check, is read again. A damaged shard is removed (``_entries``)."""
+    """run -> (digest, shard) of each run whose current stamp a shard holds (the newest wins), its
+    digest ``digest.trusted``; any other run is read again."""
     found: dict[str, tuple[dict, str]] = {}
     for shard in shards:  # oldest first: a newer shard's entry replaces an older one's
         for run, stamp, text in _entries(con, shard):
@@ -158,18 +130,14 @@ EXPECTED = {  # parquet file -> {column: type} that each shard's file must hold
 
 
 def _entries(con, shard: Path) -> list[tuple]:
-    """The shard's (run, stamp, digest) rows, once each of its files reads as the table it should
-    be (its columns, of their types); a shard that does not is removed (it is posx's own, rebuilt
-    by the report: its runs are read again), and has no rows."""
+    """The shard's (run, stamp, digest) rows; a shard whose files lack their columns is removed."""
     links = Links()
     try:
         _intact(shard)
         for parquet, expected in EXPECTED.items():
             listed = links.listed([shard / parquet])
             described = con.execute(f"DESCRIBE SELECT * FROM read_parquet({listed})").fetchall()
-            columns = {}
-            for row in described:
-                columns.setdefault(row[0], row[1])
+            columns = {row[0]: row[1] for row in reversed(described)}  # a name's first type
             if any(columns.get(c) != kind for c, kind in expected.items()):
                 raise PosxError(f"{shard / parquet} does not hold the columns of a cache shard")
             con.execute(f"SELECT count(*) FROM read_parquet({listed})").fetchall()
@@ -184,9 +152,7 @@ def _entries(con, shard: Path) -> list[tuple]:
 
 
 def _batches(fresh: dict[str, dict], name: str) -> dict[tuple, list[Path]]:
-    """The runs' files of table ``name``, by header: each file's own first line, so a table is read
-    by its column names whatever its digest recorded (a table rewritten with its columns in
-    another order, or a digest edited, cannot shift a column)."""
+    """The runs' files of table ``name`` by their own header, so no digest can shift a column."""
     batches: dict[tuple, list[Path]] = {}
     for run in fresh:
         path = Path(run) / name
@@ -196,10 +162,7 @@ def _batches(fresh: dict[str, dict], name: str) -> dict[tuple, list[Path]]:
 
 
 def _write_shard(con, fresh: dict[str, dict], stamps: dict[str, str]) -> tuple[Path | None, dict[str, str]]:
-    """(a new shard of the ``fresh`` runs' digests and tables, in a temporary folder, or None when
-    every one is damaged; the runs left out as damaged, each with its file's one-line error). The
-    shard joins the cache with ``keep`` once the report is published: a failed report changes
-    nothing, and a damaged run is never in it (the next report reads it again)."""
+    """(a new shard of the ``fresh`` runs in a temporary folder, None if all damaged; the damaged runs)."""
     staging = Path(tempfile.mkdtemp(prefix="posx-shard-"))
     try:
         refused: dict[str, str] = {}
@@ -245,9 +208,8 @@ def _drop(con, staging: Path, runs: dict[str, str]) -> None:
 
 
 def keep(gathered: Gathered) -> None:
-    """The report is published: the stale digests it resolved are written back into their runs,
-    its new shard joins the cache (built aside, renamed into place), and past MAX_SHARDS shards
-    they are merged. A report that fails or is refused changes neither (``discard``)."""
+    """The report is published: its stale digests are written back, its shard joins, shards merge.
+    A report that fails or is refused changes neither (``discard``)."""
     for run, digest in gathered.stale.items():
         digests.keep(Path(run), digest)
     gathered.stale = {}
@@ -281,9 +243,8 @@ def discard(gathered: Gathered) -> None:
 
 
 def _views(con, live: dict[str, str], found: dict[str, dict], links: Links) -> None:
-    """One view per table: the rows of each run from the shard its entry counts in, read through
-    ``links`` (which live as long as the views). positions and passkey rows carry the
-    ``absolute_beyond`` of the evaluation that wrote them (extrapolation.csv has it)."""
+    """One view per table: each run's rows from the shard its entry counts in, through ``links``;
+    ``TAGGED`` rows carry the ``absolute_beyond`` of the evaluation that wrote them."""
     beyond = [str(found[run]["eval"].get("eval.absolute_beyond", "none")) for run in live]
     shards = sorted(set(live.values()))
     listed = {t: links.listed([Path(s) / t.replace(".csv", ".parquet") for s in shards]) for t in TABLES}
@@ -305,14 +266,10 @@ def _views(con, live: dict[str, str], found: dict[str, dict], links: Links) -> N
 
 
 def gather(run_dirs: list[Path], cache: Path, tries: int = 2) -> Gathered:
-    """Every run's digest and tables, from the cache where it holds the run's current stamp and
-    read in one scan (into a new shard) where not. A run whose digest lists a file posx refuses
-    (``digest.refuse_damaged``), or with a table the scan refuses, is left out (``damaged``:
-    the run, the file's one-line error), as ``--evaluations all`` leaves out a run whose file it
-    refuses; such a run is never cached, so the next report reads it again."""
-    # Every path is spelled one way, absolute without ``..``, as the scan and the links spell the
-    # files they read (``Links.link``): a run or cache given relative, through ``..`` or absolute
-    # must meet the same entries, in this report and in the next.
+    """Every run's digest and tables, from the cache where it holds the run's current stamp, else
+    read in one scan into a new shard. A run with a file posx refuses (``digest.refusal``, the scan)
+    is left out (``damaged``: run -> the one-line error) and never cached."""
+    # Every path absolute without ``..``, as the links spell them: however a run is given, it meets its entries.
     spelled = {os.path.abspath(p): p for p in run_dirs}
     cache = Path(os.path.abspath(cache))
     stamps = {run: digests.stamp(Path(run)) for run in spelled}
@@ -348,8 +305,7 @@ def gather(run_dirs: list[Path], cache: Path, tries: int = 2) -> Gathered:
 
 
 def compact(con, cache: Path) -> None:
-    """Past MAX_SHARDS shards: one shard of each run's newest entry, the others removed. Shards of
-    an older posx are removed in any case."""
+    """Past MAX_SHARDS shards: one of each run's newest entry, the others removed (and older posx's)."""
     _remove_old(_shards(cache, complete=False))
     shards = _shards(cache)
     if len(shards) <= MAX_SHARDS:

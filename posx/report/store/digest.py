@@ -1,21 +1,10 @@
-"""A run's digest: the small record of what ``posx report`` and ``posx runs`` read of a run.
-
-A run writes ``digest.json`` once at the end of its training and again at the end of each
-evaluation (``refresh``): its seed, its identity (``posx.report.store.groups``: the model, training,
-data and evaluation settings, as text), an extended run's parent, what ``posx runs`` lists
-(encoding, T, steps, validation perplexity, evaluated lengths), the header of each of its
-tables, the tables its evaluation leaves out by design (``posx.eval.tables.left_out``) and the
-files posx refused to read as damaged (``damaged``: the run is listed without what they hold). It
-is stamped with the size and modification time of every file it was made from (``SOURCES``)
-and with a hash of their bytes (``content``), and sealed with a hash of its own fields
-(``posx.report.store.digestcheck``). A digest is trusted only when every field passes its check and
-its seal matches (``trusted``): one edited, damaged or of an older format is computed from the
-files again. One whose stamp no longer matches its files is stale: when their bytes are the
-ones it was made from (a run copied with new mtimes) it is kept with the new stamp, else
-(a table rewritten, a config edited, a run made before digests existed) computed from the
-files again, as the run would have (``resolve``); ``load`` writes either back, and the report
-does once it is published (``posx.report.store.cache``). So a report or a listing reads one small
-JSON per run instead of parsing its YAML and tables.
+"""A run's digest (``digest.json``): the small record ``posx report`` and ``posx runs`` read instead
+of parsing a run's YAML and tables. Written at the end of training and of each evaluation
+(``refresh``): seed, identity, parent, the listing, each table's header, the tables left out by
+design and the files refused as damaged. Stamped with the size and mtime of its ``SOURCES`` and a
+hash of their bytes (``content``), sealed (``seal``). Trusted only when every field checks
+and the seal matches; a stale one whose bytes are unchanged (a copied run) keeps its content with
+the new stamp, else is computed again (``resolve``). See docs/evaluation.md.
 """
 
 from __future__ import annotations
@@ -33,9 +22,9 @@ import yaml
 
 from posx.core import fieldcheck, files
 from posx.core.errors import PosxError
+from posx.core.fieldcheck import is_number
 from posx.eval import history, manifest
 from posx.eval.tables import left_out, perplexity, read_table, refit
-from posx.report.store.digestcheck import sealed, valid, whole
 from posx.report.store.groups import identity
 from posx.runs import legacy
 from posx.runs.paths import CONFIG, META, interpolation_in, lineage_of, read_meta
@@ -49,6 +38,101 @@ METRICS = "metrics.csv"
 TASKS = "tasks.csv"
 # Every file a digest is made from; a change to any of them (size or mtime) makes it stale.
 SOURCES = (CONFIG, META, "eval.yaml", *TABLES, METRICS, TASKS, manifest.MANIFEST)
+
+
+# The checks of a digest's fields and its seal: what passes is what ``compute`` could have written.
+KNOWN_TABLES = (*TABLES, METRICS, TASKS)
+HEX = set("0123456789abcdef")
+LISTED = {"encoding", "T", "steps", "val_ppl", "evaluated_lengths", "parent"}  # a listing's keys (posx runs)
+
+
+def seal(digest: dict) -> str:
+    """A hash of the digest's fields but ``seal``."""
+    body = {k: v for k, v in digest.items() if k != "seal"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:32]
+
+
+def sealed(digest: dict) -> dict:
+    return {**digest, "seal": seal(digest)}
+
+
+def _hex(value) -> bool:
+    return isinstance(value, str) and 0 < len(value) <= 64 and set(value) <= HEX
+
+
+def _texts(value) -> bool:
+    """A mapping of text to text (an identity)."""
+    return isinstance(value, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in value.items())
+
+
+def _names(value, allowed) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) and v in allowed for v in value)
+
+
+def _columns(value) -> bool:
+    return isinstance(value, dict) and all(
+        k in KNOWN_TABLES and isinstance(v, list) and all(isinstance(c, str) for c in v) for k, v in value.items()
+    )
+
+
+def _lineage(value) -> bool:
+    return value is None or (
+        isinstance(value, dict)
+        and set(value) == {"parent", "parent_path"}
+        and isinstance(value["parent"], str)
+        and (value["parent_path"] is None or isinstance(value["parent_path"], str))
+    )
+
+
+def _cell(value) -> bool:
+    """A listed T or step count: a number, or what an unfinished run's config.yaml holds (text, null)."""
+    return value is None or isinstance(value, str) or is_number(value)
+
+
+def _listing_ok(value) -> bool:
+    if not isinstance(value, dict) or set(value) != LISTED:
+        return False
+    ppl = value["val_ppl"]
+    ppl_ok = ppl is None or (isinstance(ppl, float) and (ppl == math.inf or (is_number(ppl) and ppl > 0)))
+    lengths = value["evaluated_lengths"]
+    return (
+        ppl_ok
+        and isinstance(value["encoding"], str)
+        and isinstance(value["parent"], str)
+        and _cell(value["T"])
+        and _cell(value["steps"])
+        and isinstance(lengths, str)
+        and all(part.isdigit() for part in lengths.split(",") if lengths)
+    )
+
+
+def whole(value) -> bool:
+    """A whole number a table's seed column (64-bit) can hold."""
+    return isinstance(value, int) and not isinstance(value, bool) and -(2**63) <= value < 2**63
+
+
+def valid(digest, fmt: str, damageable) -> bool:
+    """Whether posx wrote ``digest`` in ``fmt``, unchanged (``damageable``: names ``damaged`` may hold)."""
+    fields = {
+        "format": lambda v: v == fmt,
+        "stamp": _hex,
+        "content": _hex,
+        "seed": lambda v: v is None or whole(v),
+        "config": lambda v: isinstance(v, bool),
+        "finished": lambda v: isinstance(v, bool),
+        "identity": _texts,
+        "eval": _texts,
+        "lineage": _lineage,
+        "evaluated_at": lambda v: is_number(v) and v >= 0,
+        "columns": _columns,
+        "left_out": lambda v: _names(v, KNOWN_TABLES),
+        "listing": _listing_ok,
+        "damaged": lambda v: _names(v, damageable),
+        "seal": _hex,
+    }
+    if not isinstance(digest, dict) or set(digest) != set(fields):
+        return False
+    return all(check(digest[name]) for name, check in fields.items()) and digest["seal"] == seal(digest)
 
 
 def content(run_dir: Path) -> str:
@@ -78,10 +162,9 @@ def stamp(run_dir: Path) -> str:
 
 
 def read_config(path: Path) -> dict | None:
-    """config.yaml as a mapping; None when the run has none; empty when it is damaged (not UTF-8,
-    not YAML, not a mapping, an ``${...}`` interpolation anywhere, a seed that is not a whole
-    number of 64 bits): the run is then listed without its settings and the report names its config.yaml
-    as missing. Nothing in it is resolved; old spellings read as now (``posx.runs.legacy``)."""
+    """config.yaml as written (old spellings as now); None when absent; empty when damaged (not
+    UTF-8 or YAML, not a mapping, an ``${...}``, a seed not a 64-bit whole number): the run is then
+    listed without its settings, and a report names its config.yaml as missing."""
     config = path / CONFIG
     if not config.is_file():
         return None
@@ -104,8 +187,7 @@ def header(path: Path) -> list[str]:
 
 
 def _val_ppl(path: Path) -> float | None:
-    """exp of the last validation loss in metrics.csv (None when there is none or it is not a
-    number); ``inf`` when the loss is past what exp can hold (a diverged run: ``posx runs`` says so)."""
+    """exp of the last validation loss in metrics.csv (None without one; ``inf`` for a diverged run)."""
     try:
         losses = pd.read_csv(io.BytesIO(files.read_regular(path)), usecols=["val_loss"])["val_loss"].dropna()
         last = float(losses.iloc[-1]) if len(losses) else math.nan
@@ -136,9 +218,8 @@ READERS = {META: _meta, TABLES[0]: _extrapolation, history.SETTINGS: history.cur
 
 
 def _unless_damaged(run_dir: Path, name: str, damaged: list[str]):
-    """What ``READERS[name]`` reads of the run, or None when it refuses the file as damaged (a
-    PosxError): the name then joins ``damaged``, and the run is listed without what that file
-    holds, as with a damaged config.yaml, rather than one damaged run failing a whole listing."""
+    """What ``READERS[name]`` reads, or None when it refuses the file (the name joins ``damaged``):
+    the run is listed without what the file holds, rather than one damaged run failing a listing."""
     try:
         return READERS[name](run_dir)
     except PosxError:
@@ -147,17 +228,15 @@ def _unless_damaged(run_dir: Path, name: str, damaged: list[str]):
 
 
 def refuse_damaged(run_dir: Path, digest: dict) -> None:
-    """Raise the one-line error (what is wrong, how to fix it) of the first file of the run that its
-    digest lists as damaged and a report cannot do without: every one but config.yaml, which the
-    report lists as missing. Read again here, so the line names the file where it is now."""
+    """Raise the error of the first file the digest lists as damaged but config.yaml (a report lists
+    that one as missing), read again so the line names the file where it is now."""
     for name in digest["damaged"]:
         if name in READERS:
             READERS[name](Path(run_dir))
 
 
 def refusal(run_dir: Path, digest: dict) -> str | None:
-    """``refuse_damaged``'s one line for the run (what is damaged, how to fix it), or None: a
-    report leaves such a run out and names it with this line."""
+    """``refuse_damaged``'s one line for the run, or None: a report leaves the run out with it."""
     try:
         refuse_damaged(run_dir, digest)
     except PosxError as exc:
@@ -192,8 +271,7 @@ def _listing(path: Path, config: dict, meta, table: pd.DataFrame | None) -> dict
 
 
 def compute(run_dir: Path, when: str | None = None, whole: str | None = None) -> dict:
-    """The digest of ``run_dir`` from its files (config.yaml, model.json, eval.yaml, its tables);
-    ``when`` and ``whole``, its ``stamp`` and ``content`` when the caller has them already."""
+    """The digest of ``run_dir`` from its files; ``when``, ``whole``: its stamp and content, if known."""
     path = Path(run_dir)
     when = stamp(path) if when is None else when
     whole = content(path) if whole is None else whole
@@ -228,8 +306,7 @@ def compute(run_dir: Path, when: str | None = None, whole: str | None = None) ->
 
 
 def refresh(run_dir: Path) -> dict:
-    """Write the run's digest.json (atomically) from its files; returns it. Called by the run itself
-    when its training ends and when an evaluation ends."""
+    """Write the run's digest.json (atomically) from its files, at the end of training and of each evaluation."""
     digest = compute(run_dir)
     files.write_text(Path(run_dir) / DIGEST, json.dumps(digest, separators=(",", ":")) + "\n")
     return digest
@@ -256,8 +333,7 @@ def written(run_dir: Path, when: str) -> dict | None:
 
 
 def keep(run_dir: Path, digest: dict) -> None:
-    """Write a digest found stale back into the run, so the next listing reads it (best effort: a
-    read-only run, or a digest.json that is not a regular file posx can replace, is left alone)."""
+    """Write a stale digest back into the run, best effort (a read-only run or an odd file is left alone)."""
     target = Path(run_dir) / DIGEST
     if target.is_symlink() or (os.path.lexists(target) and not target.is_file()):
         return
@@ -268,9 +344,7 @@ def keep(run_dir: Path, digest: dict) -> None:
 
 
 def resolve(run_dir: Path, when: str | None = None) -> tuple[dict, bool]:
-    """(the run's digest, whether digest.json should be written with it): its own digest.json when
-    it is current; when only its files' times changed (a copied run: the same bytes), that
-    digest with the new stamp; else computed from its files."""
+    """(the run's digest, whether to write it back): see the module docstring."""
     when = stamp(run_dir) if when is None else when
     found = _read(run_dir)
     if found is None:
@@ -284,8 +358,7 @@ def resolve(run_dir: Path, when: str | None = None) -> tuple[dict, bool]:
 
 
 def load(run_dir: Path, when: str | None = None) -> dict:
-    """The run's digest (``resolve``), written back when it was stale (``keep``), so the next call
-    finds it current. A report resolves its runs' digests and keeps them only once it is published."""
+    """The run's digest (``resolve``), written back when it was stale."""
     digest, stale = resolve(run_dir, when)
     if stale:
         keep(run_dir, digest)

@@ -1,25 +1,9 @@
 """Which runs of a report are seeds of one experiment: everything but the seed is equal.
 
-A run's identity is a flat dict of what decides its numbers:
-
-* the model (``model.*``, ``pos.*``: sizes, encoding and its parameters, from model.json, which
-  records the model actually built) and T (``T``);
-* the training (``train.*`` but how often it validates or checkpoints; ``steps``) and, for an
-  extended run, its parent, method and factor and the ``extend.*`` settings;
-* the data: the corpus fingerprint (sha256 of the bytes) when model.json has it, else
-  ``data.source``/``data.path``, and ``data.val_fraction``;
-* the evaluation settings of its tables (``eval.*`` from eval.yaml, ``posx.eval.history``); a
-  table written before posx kept them is described by what the table itself records (scored
-  tokens, protocol) and marked ``eval.record=none``. A report over every kept evaluation
-  (``--evaluations all``) records the set of their ids, ``eval.ids``.
-* an extended run whose parent directory is there holds the parent's identity as ``parent.*``
-  (``posx.report.store.runtables``), so extensions of seeds of one experiment form one group.
-
-Never part of it: the seed, the name, the device, where results go, ``eval.batch_tokens`` and
-``eval.after_train``. Runs with equal identities form a group; a group is labelled by the
-keys that differ between the groups of the report (encoding and parent are columns of their
-own). Two runs of one group with the same seed are one experiment run twice: the one
-evaluated last counts, the other is listed as a duplicate.
+A run's identity is a flat {key: text} of what decides its numbers (model as built, T, training,
+data fingerprint, evaluation settings, an extended run's lineage; never ``IGNORED`` keys such as
+the seed or the device). Groups are labelled by the keys that differ; of two runs of one seed in
+a group, the one evaluated last counts. See docs/evaluation.md, "Groups".
 """
 
 from __future__ import annotations
@@ -84,8 +68,7 @@ def _text(value) -> str:
 
 
 def _drop_unread(found: dict) -> None:
-    """Remove the keys the run's model never reads (``ONLY_FOR``; a logit scale's T without a
-    logit scale; L_max without randomized positions), so they never split groups."""
+    """Remove the keys the run's model never reads (``ONLY_FOR``, an unused scale or L_max)."""
     for key, encodings in ONLY_FOR.items():
         if found.get("pos.name") not in encodings:
             found.pop(key, None)
@@ -103,11 +86,9 @@ def identity(
     evaluations: list[dict] | None = None,
     parent: dict | None = None,
 ) -> dict:
-    """The run's identity as {key: text}; see the module docstring. ``record``: its current
-    evaluation's eval.yaml as read (``posx.eval.history.current``; None without one).
-    ``evaluations``: the settings of every evaluation its tables come from (``[]``: leave the
-    evaluation out; None: its current one). ``parent``: an extended run's parent's identity,
-    which then stands for the parent."""
+    """The run's identity (module docstring). ``record``: its eval.yaml (``history.current``);
+    ``evaluations``: every evaluation its tables come from (``[]``: none; None: the current one);
+    ``parent``: an extended run's parent's identity, which stands for the parent."""
     found = _configured(config, extended=meta is not None and meta.extended_from is not None)
     if meta is not None:
         _add_recorded(found, meta, parent)
@@ -120,8 +101,7 @@ def identity(
 
 
 def _configured(config: dict | None, extended: bool) -> dict:
-    """The keys of config.yaml that decide a run's numbers (the schema's defaults filled in, the
-    evaluation left out), renamed where ``RENAMED`` says; empty without a config."""
+    """The keys of config.yaml that decide a run's numbers (defaults filled in, no eval), ``RENAMED``."""
     defaults = {k: v for k, v in _defaults(ExtendRootConfig if extended else Config) if not k.startswith("eval.")}
     filled = {**defaults, **dotted({k: v for k, v in config.items() if k != "eval"})} if config else {}
     return {RENAMED.get(key, key): value for key, value in filled.items() if _kept(key)}
@@ -132,8 +112,7 @@ def _kept(key: str) -> bool:
 
 
 def _add_recorded(found: dict, meta: RunMeta, parent: dict | None) -> None:
-    """Adds to ``found`` what model.json records: the model actually built, T, the steps, the
-    corpus fingerprint, and an extended run's lineage (``parent``: its parent's identity)."""
+    """Adds what model.json records: the model as built, T, steps, corpus fingerprint, lineage."""
     found.update({k: v for k, v in dotted(meta.model.sections()).items() if _kept(k)})  # as built (nulls resolved)
     found["T"] = meta.train_context
     found.setdefault("steps", meta.step)
@@ -157,8 +136,7 @@ def _add_recorded(found: dict, meta: RunMeta, parent: dict | None) -> None:
 
 
 def _evaluation_keys(record: dict | None, table: pd.DataFrame | None) -> dict:
-    """The ``eval.*`` keys of the run's current evaluation: its recorded settings, or for a table
-    written before posx kept them what the table records; empty without either."""
+    """The ``eval.*`` keys: the recorded settings, or what an older table records; else none."""
     if record is not None:
         settings = {**dict(_defaults(EvalConfig)), **dotted(record["settings"])}
         return {f"eval.{k}": v for k, v in settings.items()}
@@ -187,8 +165,7 @@ def _varying(identities: list[dict]) -> list[str]:
 
 
 def relative_names(paths: list[Path]) -> dict[str, str]:
-    """Each run path (as a string) -> the path relative to the folder holding all of them: what a report
-    writes, so that it names no absolute path of the machine it was made on."""
+    """Each run path -> its path relative to the folder holding all of them (no absolute path written)."""
     if not paths:
         return {}
     texts = [str(p) for p in paths]
@@ -197,9 +174,7 @@ def relative_names(paths: list[Path]) -> dict[str, str]:
 
 
 def group_runs(members: list[Member]) -> Grouping:
-    """Runs with equal identities, labelled by what differs; duplicates of a seed set aside.
-    A label names the keys that differ between groups of the same encoding and parent (those
-    two are columns of the report already); "-" when nothing else differs."""
+    """Runs with equal identities, labelled by what differs within encoding and parent; duplicates aside."""
     by_identity: dict[tuple, list[Member]] = {}
     for m in members:
         by_identity.setdefault(tuple(sorted(m.identity.items())), []).append(m)
@@ -232,9 +207,7 @@ def group_runs(members: list[Member]) -> Grouping:
 
 
 def _label_keys(identities: list[dict]) -> dict[tuple, list[str]]:
-    """Per (encoding, parent), the keys that differ between its groups: what their labels name.
-    An evaluation setting that differs only because some runs have no evaluation at all is not
-    named (those runs' labels say "not evaluated" instead), or one such run would list them all."""
+    """Per (encoding, parent), the keys its labels name (not ``eval.*`` absent only where unevaluated)."""
     clusters: dict[tuple, list[dict]] = {}
     for ident in identities:
         clusters.setdefault(tuple(ident.get(k, "") for k in COLUMN_KEYS), []).append(ident)
@@ -259,29 +232,20 @@ def _absent_unevaluated(key: str, identities: list[dict]) -> bool:
 
 
 def _count_seeds(runs: list[Member], group: str, names: dict[str, str]) -> tuple[list[Member], list[dict]]:
-    """The runs of one group that count, the one evaluated last of each replicate first, and
-    the duplicates set aside (rows of duplicates.csv)."""
+    """(the group's counted runs, the last evaluated of each replicate; its duplicates, for duplicates.csv)."""
     counted: dict = {}
     duplicates = []
     for m in sorted(runs, key=lambda m: m.evaluated_at, reverse=True):
         if m.seed is not None and m.replicate in counted:
-            duplicates.append(
-                {
-                    "run": names[str(m.path)],
-                    "seed": m.seed,
-                    "group": group,
-                    "counted": names[str(counted[m.replicate].path)],
-                }
-            )
+            instead = names[str(counted[m.replicate].path)]
+            duplicates.append({"run": names[str(m.path)], "seed": m.seed, "group": group, "counted": instead})
             continue
         counted[m.replicate if m.seed is not None else id(m)] = m
     return list(counted.values()), duplicates
 
 
 def differences(identities: list[dict]) -> list[str]:
-    """The identity keys that differ between groups. An encoding parameter absent where it does
-    not apply, an extension's key absent from a trained run, or an evaluation setting absent from
-    a run not yet evaluated, is not a difference of its own."""
+    """The identity keys that differ between groups; a key absent where it does not apply is no difference."""
     return [
         k
         for k in _varying(identities)

@@ -1,15 +1,6 @@
-"""File names handed to DuckDB as data, never as patterns.
-
-DuckDB expands ``*``, ``?`` and ``[...]`` in every path it reads, a path given as a query
-parameter included, so a run named ``x[1]`` would read the table of a run named ``x1``. Every
-file a report reads through DuckDB is therefore linked, first, into a private folder under a
-name of digits only (``Links``), and DuckDB reads the link: a name it cannot take for a pattern,
-whatever the run, report or cache folder is called. The link's file name maps back to the real
-path (``origin``, or the ``links`` table a query joins on).
-
-Only regular files are linked: a FIFO, a device or a directory where a table should be is a
-one-line PosxError naming it (``posx.core.files.regular``), never a read that waits forever.
-"""
+"""File names handed to DuckDB as data, never as patterns: DuckDB expands ``*``, ``?`` and ``[...]``
+in every path it reads, so each file is read through a link named by digits in a private folder
+(``Links``). Only regular files are linked: a FIFO or a directory is a one-line PosxError."""
 
 from __future__ import annotations
 
@@ -35,8 +26,7 @@ class Links:
         self._made: dict[str, str] = {}  # real path -> link
 
     def link(self, path: Path | str, what: str = "") -> str:
-        """The path DuckDB reads for ``path``: a link named by a number (the same one for the same
-        path); ``path`` must be a regular file (``what`` names it in the refusal)."""
+        """The link DuckDB reads for ``path`` (one per path); a non-regular file is refused (``what`` names it)."""
         real = os.path.abspath(path)
         if real not in self._made:
             files.regular(Path(real), what)

@@ -1,20 +1,8 @@
-"""The report's numbers as SQL over every run's rows (``posx.report.store.cache``: views ``ext``, ``pos``,
-``pk``, ``met``, and ``runs``: each counted run's group, seed, parent and encoding).
-
-Each query reduces the runs' rows to what a table or a figure shows, one row per group and
-cell: the engine streams the rows, so memory follows the number of groups, not of runs.
-
-* ``summary``: per group x parent x encoding x method x protocol x factor, the perplexity mean,
-  sample std (n - 1) and count over the group's runs, the one run's own interval, the seeds,
-  the lengths and the statuses (``posx.report.summary`` adds the band and the ratio to 1x);
-* ``passkey``: accuracy over all depths per run, then mean and std over the group's runs;
-* ``positions``: mean NLL per position bucket (in multiples of T) over the group's runs, and
-  its std, per group x parent x encoding x method x protocol x factor;
-* ``training``: training and validation loss by step over the group's runs (mean and std),
-  and the validation perplexity ``exp(val_loss)``, for the training and extension figures.
-
-Learned absolute rows scored past the table with ``clamp`` or ``interpolate`` read as methods of
-those names, and an extended run's rows as ``<method> (<stage>)``.
+"""The report's numbers as SQL over every run's rows (views ``ext``, ``pos``, ``pk``, ``met``,
+``tasks`` of ``posx.report.store.cache``, and ``runs``: each counted run's group, seed, parent and
+encoding), one row per group and cell: the engine streams the rows, so memory follows the groups,
+not the runs. Learned absolute rows scored past the table read as methods ``clamp`` and
+``interpolate``, an extended run's rows as ``<method> (<stage>)``.
 """
 
 from __future__ import annotations
@@ -110,8 +98,7 @@ def longest_factor(con) -> float | None:
 
 
 def training(con) -> pd.DataFrame:
-    """Per group x parent x encoding x step: training and validation loss over the runs (mean, std)
-    and the validation perplexity exp(val_loss) (mean, std, runs)."""
+    """Train and val loss (mean, std) and val ppl exp(val_loss) (mean, std, n) per group x step."""
     return con.execute(
         'SELECT r."group", r.parent, r.encoding, t.step, avg(t.train_loss) AS train_loss, '
         "stddev_samp(t.train_loss) AS train_std, avg(t.val_loss) AS val_loss, stddev_samp(t.val_loss) AS val_std, "
@@ -121,8 +108,7 @@ def training(con) -> pd.DataFrame:
 
 
 def tasks(con) -> pd.DataFrame:
-    """Every counted run's tasks.csv rows (an optional table), with the run's directory
-    (``run_dir``), group, seed and parent, and ``encoding`` for the table's ``pos``."""
+    """Every counted run's tasks.csv rows with its ``run_dir``, group, seed, parent and ``encoding``."""
     columns = ", ".join(f't."{c}"' for c in TASK_COLUMNS if c not in ("run", "pos"))
     return con.execute(
         f'SELECT r.run AS run_dir, r."group", r.seed, r.parent, t.pos AS encoding, {columns} '

@@ -1,28 +1,10 @@
-"""What ``posx report`` reads of each run: its seed, its identity and its tables.
+"""What a report reads of each run: its seed, its identity and its tables.
 
-With ``current`` evaluations (the default) a run is read through its digest
-(``posx.report.store.digest``) and its tables through the report cache and one scan of every run's
-CSVs (``posx.report.store.cache``); ``--evaluations all`` reads each run's kept evaluations here, one
-run at a time, and hands the stacked tables to the same queries.
-
-Which evaluation's tables (``--evaluations``):
-
-* ``current`` (default): the tables at the run's top level, its last evaluation;
-* ``all``: every evaluation kept under ``eval/<id>/`` (``posx.eval.history``) of the run's
-  current weights, stacked. A run evaluated once with every RoPE method and once with the
-  sliding protocol, or a learned-absolute run evaluated with ``none``, ``clamp`` and
-  ``interpolate``, contributes all of those rows. Where two evaluations scored the same cell
-  (method, protocol, absolute_beyond, factor, stage) the newest counts and the report says so.
-
-Learned absolute rows evaluated past the table with ``clamp`` or ``interpolate`` read as methods
-of those names (``absolute · clamp``), so the three ways of going past T are three lines.
-
-An extended run (``posx extend``) whose parent directory is there holds the parent's own
-identity (``parent.*``) instead of the parent's name, and its replicate is (parent's seed, its
-own seed): extensions of parents that are seeds of one experiment pool as seeds of one
-extension experiment, and so do extensions of one parent with different extension seeds. Its
-``parent`` column then reads ``<encoding>-T<T>``. Without the parent directory, the parent's
-name stands in, as before.
+``--evaluations current`` (default) reads a run through its digest and its tables through the
+report cache; ``all`` reads here, one run at a time, every evaluation kept under ``eval/<id>/`` for
+the run's current weights, stacked (the newest wins a cell scored twice; the report says so). An
+extended run whose parent directory is there holds the parent's identity and counts as replicate
+(parent's seed, its seed), its ``parent`` reading ``<encoding>-T<T>``. See docs/evaluation.md.
 """
 
 from __future__ import annotations
@@ -66,8 +48,7 @@ class RunTables:
 
 
 def find_run_dirs(paths: list[str | Path]) -> list[Path]:
-    """Run directories named directly, or found below a folder: one level below a sweep (or
-    runs/), two below a folder of sweeps, three below a results directory (its sweeps' jobs)."""
+    """Run directories named, or found below a folder (a sweep, a folder of sweeps, results/)."""
     found: dict[Path, None] = {}
     for raw in paths:
         path = Path(raw)
@@ -86,8 +67,7 @@ def find_run_dirs(paths: list[str | Path]) -> list[Path]:
 
 
 def _runs_below(path: Path, depth: int = 2) -> list[Path]:
-    """The run directories right below ``path``; where there are none, those below its subfolders
-    (but ``NOT_RUNS``), down to ``depth`` more levels."""
+    """The run directories right below ``path``, else below its subfolders (not ``NOT_RUNS``), ``depth`` deep."""
     runs = _run_children(path)
     if runs or depth == 0:
         return runs
@@ -107,15 +87,20 @@ def _run_children(path: Path) -> list[Path]:
 
 def _parent(path: Path, meta) -> tuple[dict | None, int | None]:
     """(the parent's identity, its seed) when the parent directory of an extended run is there."""
-    lineage = meta.extended_from
-    for candidate in (Path(lineage.parent_path) if lineage.parent_path else None, path.parent / lineage.parent):
+    found = _parent_dir(path, meta.extended_from.parent_path, meta.extended_from.parent)
+    if found is None:
+        return None, None
+    saved = digests.read_config(found) or {}
+    seed = saved.get("seed")
+    return identity(saved, read_meta(found), None, None, evaluations=[]), int(seed) if seed is not None else None
+
+
+def _parent_dir(path: Path, recorded: str | None, name: str) -> Path | None:
+    """An extended run's parent directory where it is there: at its recorded path, else beside the run."""
+    for candidate in (Path(recorded) if recorded else None, path.parent / name):
         if candidate is not None and candidate.resolve() != path.resolve() and is_run(candidate):
-            saved = digests.read_config(candidate) or {}
-            seed = saved.get("seed")
-            return identity(saved, read_meta(candidate), None, None, evaluations=[]), (
-                int(seed) if seed is not None else None
-            )
-    return None, None
+            return candidate
+    return None
 
 
 def _tagged(frame: pd.DataFrame, settings: dict | None) -> pd.DataFrame:
@@ -140,8 +125,7 @@ def _stored_evaluations(path: Path, weights: str | None) -> list[tuple[Path, dic
 
 
 def _all_tables(run: RunTables, weights: str | None, extended: bool) -> list[dict]:
-    """Every stored evaluation's tables stacked, the newest winning a cell; returns their settings.
-    A table none of them has is missing when one of them should have written it."""
+    """Every stored evaluation's tables stacked, the newest winning a cell; returns their settings."""
     stored = _stored_evaluations(run.path, weights)
     if not stored:
         return []
@@ -203,28 +187,21 @@ def load_run_tables(path: Path, evaluations: str = "current") -> RunTables:
                 run.tables[name] = pd.read_csv(path / name)
             except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError):
                 pass  # a damaged metrics.csv costs the training plot only
-    table = run.tables.get("extrapolation.csv")
-    run.member = Member(
-        path,
-        run.seed,
-        identity(saved, meta, record, table, evaluations=settings, parent=parent),
-        (path / "extrapolation.csv").stat().st_mtime if (path / "extrapolation.csv").is_file() else 0.0,
-        parent_seed,
-    )
+    ident = identity(saved, meta, record, run.tables.get("extrapolation.csv"), evaluations=settings, parent=parent)
+    evaluated = (path / "extrapolation.csv").stat().st_mtime if (path / "extrapolation.csv").is_file() else 0.0
+    run.member = Member(path, run.seed, ident, evaluated, parent_seed)
     return run
 
 
 def _parent_digest(path: Path, lineage: dict, known: dict) -> dict | None:
     """The digest of an extended run's parent, when its directory is there (``known``: digests at hand)."""
-    named = Path(lineage["parent_path"]) if lineage.get("parent_path") else None
-    for candidate in (named, path.parent / lineage["parent"]):
-        if candidate is None or candidate.resolve() == path.resolve() or not is_run(candidate):
-            continue
-        key = candidate.resolve()
-        if key not in known:
-            known[key] = digests.resolve(candidate)[0]  # read only: the report writes no parent's digest
-        return known[key]
-    return None
+    found = _parent_dir(path, lineage.get("parent_path"), lineage["parent"])
+    if found is None:
+        return None
+    key = found.resolve()
+    if key not in known:
+        known[key] = digests.resolve(found)[0]  # read only: the report writes no parent's digest
+    return known[key]
 
 
 def from_digest(path: Path, digest: dict, known: dict) -> RunTables:
@@ -278,11 +255,7 @@ def _load_each(run_dirs: list[Path], evaluations: str) -> tuple[list[RunTables],
 
 
 def collect(run_dirs: list[Path], evaluations: str, cache_dir: Path) -> tuple[list[RunTables], cache.Gathered]:
-    """Every run (seed, identity, missing tables) and what was gathered: the DuckDB connection
-    holding their tables, the runs left out as damaged (``damaged``: run -> the one-line error of
-    its file), and the new cache shard (``cache.keep`` once the report is published). When every
-    run is damaged, the first one's error (nothing to report). ``evaluations`` is checked by the
-    caller (``check_evaluations``)."""
+    """Every run and the ``cache.Gathered`` with their tables and damaged runs; all damaged: the error."""
     if evaluations == "all":
         loaded, damaged = _load_each(run_dirs, evaluations)
         if not loaded and damaged:

@@ -1,16 +1,9 @@
 """Every run's tables in one scan: DuckDB reads all the ``positions.csv`` (say) of a report at once,
-gives each row its run directory (the file's folder), and writes the rows, in today's columns,
-to one Parquet file.
-
-The runs' tables come from several posx versions, so files are read in batches of one header
-(each run's digest records its tables' headers, ``posx.report.store.digest``): each batch is one
-``read_csv`` with the columns named and typed, no sniffing per file. A column a version lacks
-holds the value it implies (``posx.eval.tables.OPTIONAL``), as ``read_table`` does. A table
-that lacks a column reading needs, has a row cut short, holds a non-number where a number
-belongs or a row without a cell that names it (``posx.eval.tables.KEYED``) is damaged: its
-run is left out of the scan and returned with the one-line error naming the file
-(``read_table``'s, found by reading the suspect files one by one), and the scan goes on without
-it, so one damaged run never stops a report of the others (``posx.report.store.cache``).
+in batches of one header (typed, no sniffing), gives each row its run folder and writes today's
+columns to one Parquet file; a column an older version lacks holds what it implies
+(``posx.eval.tables.OPTIONAL``). A damaged file (a column missing, a row cut short, a non-number, a
+row without its ``KEYED`` cells) leaves its run out with ``read_table``'s one-line error, and the
+scan goes on: one damaged run never stops a report of the others.
 """
 
 from __future__ import annotations
@@ -56,8 +49,7 @@ def _quoted(name: str) -> str:
 
 
 def _select(name: str, header: tuple[str, ...], paths: list[Path], links: Links) -> str:
-    """Today's columns of table ``name`` from files with ``header``, and ``run``: the file's folder
-    (DuckDB reads each file through its link, ``posx.report.store.literal``; ``scan_links`` maps it back)."""
+    """Today's columns of table ``name`` from files with ``header``, and ``run``: the file's folder."""
     implied = OPTIONAL.get(name, {})
     exprs = ["l.run AS run"]
     for column in COLUMNS[name]:
@@ -77,10 +69,8 @@ def _select(name: str, header: tuple[str, ...], paths: list[Path], links: Links)
     )
 
 
-def _reason(name: str, path: Path) -> str | None:
+def refusal(path: Path) -> str | None:
     """read_table's one-line error for the file (what is damaged, how to fix it); None when it reads."""
-    if name == METRICS:
-        return None
     try:
         read_table(path)
     except PosxError as exc:
@@ -88,10 +78,12 @@ def _reason(name: str, path: Path) -> str | None:
     return None
 
 
+def _reason(name: str, path: Path) -> str | None:
+    return None if name == METRICS else refusal(path)
+
+
 def _check(name: str, header: tuple[str, ...], paths: list[Path], links: Links) -> dict[str, str]:
-    """The files of a batch that are not regular files (``Links.link`` refuses them), lack a column
-    reading needs, or are cut inside a line (the engine reads a cut header as a table of no rows):
-    run folder -> the one-line error for its file."""
+    """run folder -> error for the batch's files that are not regular, lack a column, or are cut short."""
     found = {}
     for path in paths:
         try:
@@ -109,8 +101,7 @@ def _check(name: str, header: tuple[str, ...], paths: list[Path], links: Links) 
 
 
 def _find_damage(con, name: str, header: tuple[str, ...], paths: list[Path], links: Links) -> dict[str, str]:
-    """The batch did not convert: run folder -> why, for each file read_table refuses, else each the
-    engine cannot read alone (its message)."""
+    """run folder -> why, for each file read_table refuses or the engine cannot read alone."""
     found = {}
     for path in paths:
         reason = _reason(name, path)
@@ -132,9 +123,7 @@ def empty(name: str) -> str:
 
 
 def scan(con: duckdb.DuckDBPyConnection, name: str, batches: dict[tuple, list[Path]], target: Path) -> dict[str, str]:
-    """Write table ``name`` of every file in ``batches`` (header -> files) to the Parquet file
-    ``target``, but for the files refused as damaged; returns their runs (folders), each with the
-    one-line error of its file (what is damaged, how to fix it). Such a run has no row in ``target``."""
+    """Table ``name`` of ``batches`` (header -> files) into ``target``; returns damaged run -> error."""
     refused: dict[str, str] = {}
     while True:
         left = {h: [p for p in ps if str(p.parent) not in refused] for h, ps in batches.items()}
@@ -181,8 +170,7 @@ def _scan(con, name: str, batches: dict[tuple, list[Path]], target: Path, links:
 
 
 def _check_keys(con: duckdb.DuckDBPyConnection, name: str, target: Path) -> dict[str, str]:
-    """The runs with a row with an empty cell of ``KEYED`` (read as NULL, which the conversion lets
-    by), each with read_table's error for its file, as every other reader of the table refuses it."""
+    """The runs with an empty ``KEYED`` cell (read as NULL), each with read_table's error."""
     if name == METRICS:
         return {}
     where = " OR ".join(f"{_quoted(c)} IS NULL" for c in KEYED[name])

@@ -1,13 +1,6 @@
-"""``--where KEY=VALUE`` of ``posx report`` and ``posx compare``: which runs to show.
-
-A condition names a key of a run's identity (``posx.report.store.groups``: dotted config keys such as
-``model.block``, ``pos.name``, ``eval.tokens``, and ``T``/``steps``, which ``train.context_length``
-and ``train.steps`` also name) and a value; a run is kept when every condition holds. Values
-compare as text, or as numbers where both sides are written as numbers (``train.lr=1e-3``
-matches ``0.001``; ``T=3_2`` matches nothing: no underscores, spaces, nan or inf). A condition
-that cannot select anything is refused in one line: a key no run has (with the keys that do
-differ), a value no run has (with the values there are), or conditions that together leave no
-run.
+"""``--where KEY=VALUE`` of ``posx report`` and ``posx compare``: the runs whose identity holds every
+condition. Values compare as text, or as numbers where both are written as numbers (``NUMBER``);
+a condition that cannot select anything is refused in one line. See docs/evaluation.md.
 """
 
 from __future__ import annotations
@@ -42,8 +35,7 @@ def _number(text: str) -> float | None:
 
 
 def _same(have, want: str) -> bool:
-    """Whether a run's value ``have`` is ``want``: as numbers where both are written as numbers
-    (``train.lr=1e-3`` is ``0.001``), else as the same text."""
+    """Whether ``have`` is ``want``: as numbers where both are written as numbers, else as text."""
     have = str(have)
     if have == want:
         return True
@@ -67,8 +59,7 @@ def _check(key: str, value: str, identities: list[dict]) -> None:
 
 
 def keep(identities: list[dict], conditions: list[tuple[str, str]]) -> list[bool]:
-    """Per identity, whether every condition holds (no conditions: all kept); refuses a condition
-    that selects nothing, alone or with the others."""
+    """Per identity, whether every condition holds; refuses a condition that selects nothing."""
     for key, value in conditions:
         _check(key, value, identities)
     kept = [all(k in ident and _same(ident[k], v) for k, v in conditions) for ident in identities]

@@ -1,13 +1,6 @@
-"""The words of a report: ``summary.md`` and the table printed in the terminal.
-
-``summary.md`` names at its top the runs left out as damaged (``damaged.csv``), says how many
-groups the figures draw when they draw a choice (``posx.report.figures.shown``), then holds the summary
-as one table per method and protocol, a row per group drawn and a column per factor (methods
-that do not apply to an encoding left out; summary.csv has every row), the groups and why,
-passkey, extension, missing tables, the runs (past ``LISTED``, where groups.csv lists them),
-and what each figure leaves out. The terminal shows the first ``TERMINAL_ROWS`` rows of the
-groups drawn and says where the rest are.
-"""
+"""The words of a report: ``summary.md`` (damaged runs, how the drawn groups were chosen, one table
+per method and protocol of the groups drawn, the groups and why, passkey, extension, missing
+tables, the runs, notes on the figures) and the terminal table (``TERMINAL_ROWS`` rows)."""
 
 from __future__ import annotations
 
@@ -15,6 +8,7 @@ import pandas as pd
 from rich.table import Table
 from rich.text import Text
 
+from posx.report.figures.extension import CELLS
 from posx.report.figures.shown import Shown
 from posx.report.store.groups import Grouping
 from posx.report.store.queries import PASSKEY_KEYS as PASSKEY_GROUP
@@ -54,9 +48,7 @@ def ppl_cell(row, digits: int = 3) -> str:
 
 def markdown(summary: pd.DataFrame, tables: dict, runs: list[RunTables], grouping, names: dict[str, str],
              shown: Shown) -> str:  # fmt: skip
-    """summary.md; ``tables``: the report's tables (passkey, missing, damaged, extension); ``names``
-    maps each run's path to the relative path the report writes; ``shown``: the groups the figures
-    draw (``posx.report.figures.shown``), the groups its tables show."""
+    """summary.md; ``names``: run path -> the relative path written; ``shown``: the groups drawn."""
     pk_summary, missing, ext_table = tables["passkey"], tables["missing"], tables["extension"]
     lines = [
         "# posx report",
@@ -68,9 +60,7 @@ def markdown(summary: pd.DataFrame, tables: dict, runs: list[RunTables], groupin
         *_extension_section(ext_table),
     ]
     if not missing.empty:
-        lines += ["## Runs missing tables", "", md_table(missing.head(LISTED)), ""]
-        more = len(missing) - LISTED
-        lines += [f"... and {more} more: missing.csv lists every one", ""] if more > 0 else []
+        lines += ["## Runs missing tables", "", *_listed(missing, "missing.csv")]
     lines += ["## Runs", ""]
     if len(runs) > LISTED:
         return "\n".join([*lines, f"{len(runs)} runs: groups.csv lists each group's run folders and seeds."]) + "\n"
@@ -85,22 +75,28 @@ def _damaged_section(damaged: pd.DataFrame) -> list[str]:
     """The runs left out because a file of theirs is damaged, each with why and how to fix it."""
     if damaged.empty:
         return []
-    more = len(damaged) - LISTED
     return [
         "## Runs left out as damaged",
         "",
         f"{len(damaged)} run(s) are not in this report: posx refused a file of each (below, what is damaged "
         "and how to fix it; damaged.csv lists every one). Fix them and report again to include them.",
         "",
-        md_table(damaged.head(LISTED)),
+        *_listed(damaged, "damaged.csv"),
+    ]
+
+
+def _listed(table: pd.DataFrame, csv: str) -> list[str]:
+    """``table``'s first LISTED rows as Markdown lines, and how many more ``csv`` lists."""
+    more = len(table) - LISTED
+    return [
+        md_table(table.head(LISTED)),
         "",
-        *([f"... and {more} more: damaged.csv lists every one", ""] if more > 0 else []),
+        *([f"... and {more} more: {csv} lists every one", ""] if more > 0 else []),
     ]
 
 
 def pivot(summary: pd.DataFrame) -> list[str]:
-    """Markdown lines: per method x protocol one table, a row per group (encoding, parent, label),
-    a column per factor, the cell ``ppl_cell``; one pass over the rows."""
+    """Per method x protocol a Markdown table: a row per group, a column per factor (``ppl_cell``)."""
     if summary.empty:
         return []
     table = summary.assign(ppl=[ppl_cell(r) for r in summary.to_dict("records")], parent=summary["parent"].fillna(""))
@@ -141,23 +137,13 @@ def _passkey_section(pk_summary: pd.DataFrame) -> list[str]:
     pk = pk_summary.assign(
         accuracy=[mean_std(m, s, 2) for m, s in zip(pk_summary["accuracy_mean"], pk_summary["accuracy_std"])]
     )
-    return [
-        "## Passkey retrieval",
-        "",
-        "Exact-match accuracy over all depths, mean ± std over runs.",
-        "",
-        md_table(pk[[*PASSKEY_GROUP, "accuracy", "key_nll_mean", "trials_per_run", "n_seeds", "status"]], ".4g"),
-        "",
-    ]
+    table = md_table(pk[[*PASSKEY_GROUP, "accuracy", "key_nll_mean", "trials_per_run", "n_seeds", "status"]], ".4g")
+    return _section("## Passkey retrieval", "Exact-match accuracy over all depths, mean ± std over runs.", table)
 
 
 # The extension section's columns: (heading, mean column, std column) of extension.csv.
-EXTENSION_CELLS = [
-    ("zero-shot at s·T", "zero_shot", "zero_shot_std"),
-    ("extended at s·T", "extended", "extended_std"),
-    ("extended at T", "extended_1x", "extended_1x_std"),
-    ("extended at 2s·T", "extended_2x_new", "extended_2x_new_std"),
-]
+HEADINGS = ("zero-shot at s·T", "extended at s·T", "extended at T", "extended at 2s·T")
+EXTENSION_CELLS = [(heading, cell, f"{cell}_std") for heading, cell in zip(HEADINGS, CELLS)]
 
 
 def _extension_section(ext_table: pd.DataFrame | None) -> list[str]:
@@ -174,20 +160,20 @@ def _extension_section(ext_table: pd.DataFrame | None) -> list[str]:
             "n_seeds": ext_table["n_seeds"],
         }
     )
-    return [
-        "## Extension",
-        "",
+    said = (
         "Perplexity of each `posx extend` experiment (mean ± std over seeds): "
-        "zero-shot is the parent with the method's frequencies and no training.",
-        "",
-        md_table(shown),
-        "",
-    ]
+        "zero-shot is the parent with the method's frequencies and no training."
+    )
+    return _section("## Extension", said, md_table(shown))
+
+
+def _section(heading: str, said: str, table: str) -> list[str]:
+    """Markdown lines of a section: its heading, what it says, its table."""
+    return [heading, "", said, "", table, ""]
 
 
 def figure_notes(notes: list[str]) -> str:
-    """The section summary.md ends with: what the figures say beyond their titles (which file holds
-    which facet; a line drawn at a shorter factor than its panel's)."""
+    """The section summary.md ends with: what the figures say beyond their titles."""
     return "\n".join(["", "## Figures", "", *(f"- {note}" for note in notes)]) + "\n" if notes else ""
 
 
@@ -227,8 +213,7 @@ def rich_summary(summary: pd.DataFrame) -> Table:
 
 
 def explain(grouping: Grouping, runs: int, shown: set | None = None) -> list[str]:
-    """Markdown lines: what was grouped and why; the table lists the groups labelled in ``shown``
-    (None: every group), groups.csv every one."""
+    """Markdown lines: what was grouped and why, a table of the groups in ``shown`` (None: all)."""
     lines = [
         "## Groups",
         "",
@@ -244,13 +229,6 @@ def explain(grouping: Grouping, runs: int, shown: set | None = None) -> list[str
         lines += ["", f"The {len(listed)} group(s) the figures draw; groups.csv lists all {len(grouping.groups)}:"]
     lines += ["", md_table(pd.DataFrame(listed)), ""]
     if grouping.duplicates:
-        lines += [
-            "### Duplicate seeds",
-            "",
-            "These runs repeat a seed of their group (the same experiment twice); each is counted once, "
-            "as the run evaluated last:",
-            "",
-            md_table(pd.DataFrame(grouping.duplicates)),
-            "",
-        ]
+        said = "These runs repeat a seed of their group (the same experiment twice); each is counted once, as the run "
+        lines += _section("### Duplicate seeds", said + "evaluated last:", md_table(pd.DataFrame(grouping.duplicates)))
     return lines
