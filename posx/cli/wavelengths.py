@@ -1,15 +1,8 @@
 """`posx frequencies`: each RoPE method's wavelength per rotary pair against T and s x T, as
-tables in the terminal and a PNG.
-
-For a head dimension d, base b, training length T and factor s, every method's inverse
-frequencies come from the same call the evaluation makes (``posx.model.rescale.method_frequencies``,
-at length L = s * T), so the picture shows exactly what an evaluation row uses. A pair's
-wavelength is 2*pi / inv_freq positions: pairs whose wavelength exceeds T never completed a
-rotation in training; those longer than L do not complete one even at the target length.
-
-It is the one command that needs both torch (the frequencies) and matplotlib (the figure), so it
-is a module of its own: the other commands that need torch (``posx.cli.commands``) import no
-matplotlib. ``posx.cli`` loads it only when ``posx frequencies`` runs.
+tables in the terminal and a PNG. The frequencies come from the call an evaluation makes
+(``posx.model.rescale.method_frequencies`` at L = s * T). A pair's wavelength is 2*pi / inv_freq
+positions: one past T never completed a rotation in training, one past L not even at the target
+length. The one command that needs torch and matplotlib both, so a module of its own.
 """
 
 from __future__ import annotations
@@ -21,7 +14,6 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 from omegaconf import DictConfig
-from rich.console import Console
 from rich.table import Table
 
 from posx import rope
@@ -154,17 +146,12 @@ def plot(df: pd.DataFrame, context: int, target: int, title: str, path: Path) ->
             label=label,
             color=color_of(method),
         )
-    ax.axhline(context, color="black", linewidth=1.0, linestyle="--")
-    ax.axhline(target, color="firebrick", linewidth=1.0, linestyle=":")
-    ax.annotate(f"training length T = {context}", (0, context), xytext=(2, 3), textcoords="offset points", fontsize=8)
-    ax.annotate(
-        f"target length L = {target}",
-        (0, target),
-        xytext=(2, 3),
-        textcoords="offset points",
-        fontsize=8,
-        color="firebrick",
-    )
+    for y, label, color, style in (
+        (context, "training length T", "black", "--"),
+        (target, "target length L", "firebrick", ":"),
+    ):
+        ax.axhline(y, color=color, linewidth=1.0, linestyle=style)
+        ax.annotate(f"{label} = {y}", (0, y), xytext=(2, 3), textcoords="offset points", fontsize=8, color=color)
     ax.set_yscale("log")
     ax.set_xlabel("rotary pair index i")
     ax.set_ylabel("wavelength 2π / θᵢ (positions, log scale)")
@@ -175,10 +162,6 @@ def plot(df: pd.DataFrame, context: int, target: int, title: str, path: Path) ->
     with files.atomic_path(path, new=True) as tmp:  # a new file: nothing there is replaced
         fig.savefig(tmp, format=fmt, dpi=DPI, bbox_inches="tight")
     return path
-
-
-def title(head_dim: int, base: float, context: int, factor: float) -> str:
-    return f"RoPE wavelengths: head_dim={head_dim}, base={base:g}, T={context}, s={factor:g}"
 
 
 def check_head_dim(head_dim: int) -> None:
@@ -237,11 +220,14 @@ def frequencies(args: list[str], geometry: tuple, factor: float, methods: str | 
             names = [m.strip() for m in methods.split(",") if m.strip()]
         df, attention = wavelength_table(cfg.eval, names, head_dim, base, context, factor)
         target = evaluated_length(factor, context)
-        heading = title(head_dim, base, context, factor) + (f" (from {runs[0]})" if runs else "")
+        heading = f"RoPE wavelengths: head_dim={head_dim}, base={base:g}, T={context}, s={factor:g}"
+        heading += f" (from {runs[0]})" if runs else ""
         console = new_console()
         for table in rich_tables(df, attention, context, target, heading, console.width):
             console.print(table)
-        _write_png(df, context, target, heading, out, cfg.results_dir, console)
+        out = out if out is not None else files.free_name(Path(cfg.results_dir), "frequencies", ".png")
+        plot(df, context, target, heading, out)  # published only under a free name
+        console.print(f"wrote {out}", markup=False)
 
 
 def _rope_geometry(given: tuple, model: RunMeta | None, cfg) -> tuple[int, float, int]:
@@ -261,11 +247,3 @@ def _rope_run(runs: list[str], results_dir: str) -> RunMeta | None:
     if model is not None and model.model.pos.name not in ROTARY:
         raise PosxError(f"{runs[0]} uses pos={model.model.pos.name}, not RoPE; it has no rotary frequencies")
     return model
-
-
-def _write_png(df, context: int, target: int, title: str, out: Path | None, results_dir: str, console: Console) -> None:
-    """The wavelength plot at ``out`` (checked new by ``check_out``; the plot is published only
-    under a free name), else the first free results/frequencies[-N].png."""
-    out = out if out is not None else files.free_name(Path(results_dir), "frequencies", ".png")
-    plot(df, context, target, title, out)
-    console.print(f"wrote {out}", markup=False)
