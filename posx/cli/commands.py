@@ -1,12 +1,7 @@
-"""What each ``posx`` command does with its parsed arguments. ``posx.cli`` declares the commands
-and their options and calls these; ``train`` and ``extend`` hand their arguments to Hydra through
-``posx.cli.jobs``.
-
-This module imports torch and pandas (about 3 s on a small CPU); ``posx.cli`` loads it only when
-a command runs, so ``posx --help`` and ``posx --version`` answer at once. The commands that only
-read results (``posx runs``, ``compare``, ``report``) are in ``posx.cli.results`` and
-``posx.cli.reporting``, which import no torch; ``posx frequencies``, which draws, is
-``posx.cli.wavelengths``, so the commands here import no matplotlib.
+"""What each ``posx`` command does with its parsed arguments (``posx.cli.typer_app`` declares
+them); ``train`` and ``extend`` go to Hydra through ``posx.cli.jobs``. Imports torch and pandas,
+so it is loaded only when a command runs; the commands that only read results or draw are in
+``results``, ``reporting`` and ``wavelengths``.
 """
 
 from __future__ import annotations

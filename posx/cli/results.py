@@ -1,9 +1,5 @@
-"""What ``posx runs`` and ``posx compare`` do: tables of runs, read from their directories.
-
-They read run directories (``posx.runs.paths``, the digests, the tables) and never build a model
-or draw a figure, so this module imports neither torch nor matplotlib (a test holds it to that):
-importing torch alone takes about 2 s on a small CPU, matplotlib about 0.4 s. ``posx report``,
-which draws, is ``posx.cli.reporting``. ``posx.cli`` loads each only when its command runs.
+"""``posx runs`` and ``posx compare``: tables read from run directories. No torch, no matplotlib
+(a test holds it to that); ``posx report``, which draws, is ``posx.cli.reporting``.
 """
 
 from __future__ import annotations

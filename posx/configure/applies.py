@@ -1,14 +1,7 @@
-"""Which overrides a command that is not a training reads, so one it would ignore is refused.
-
-``posx eval-extrapolate`` scores a model as it was trained: of a posx run it reads the ``eval``
-section, where it runs (``device``, ``threads``), the tracker (``logger``), where runs and token
-stores are (``results_dir``, ``data.cache_dir``); of a transformers checkpoint directory also the
-corpus (``data``), and no tracker. ``posx data prepare`` reads ``data`` (whose ``cache_dir`` lies
-under ``results_dir`` by default) and ``experiment`` (a preset may set ``data.*``). An override of
-any other key would change nothing, so it is refused with a line naming what does apply; so is
-an override of a train.* key ``posx extend`` sets itself (``SET_BY_EXTEND``).
-
-This module imports nothing heavy: ``scripts/study/reference.py`` uses ``only`` too.
+"""Which overrides a command other than training reads, so one it would ignore is refused:
+``posx eval-extrapolate`` (the ``eval`` section, where it runs, the tracker, where runs and token
+stores are; for a transformers checkpoint also ``data``), ``posx data prepare``, and the train.*
+keys ``posx extend`` sets itself. Imports nothing heavy (``scripts/study/reference.py`` uses it).
 """
 
 from __future__ import annotations

@@ -1,10 +1,6 @@
-"""The checks of a composed config, before any work starts, each a one-line ``PosxError``
-naming the key: the schema's own rules (each bound in its field's metadata, each rule across
-fields in its group's ``check``, walked by ``posx.core.validate``), then what only the module
-that owns a name can tell: the device (``posx.core.device``), the tracker's package
-(``posx.core.trackers``), T5's buckets (``posx.model.encodings``), whether a task of the
-training mix fits (``posx.configure.taskchecks``), this machine's cores, and code from outside posx
-(a ``pos=custom`` class, a method of ``eval.methods``: imported, so run, and checked here).
+"""The checks of a composed config before any work, each a one-line ``PosxError`` naming the key:
+the schema's rules (``posx.core.validate``), then what only the module owning a name can tell
+(device, tracker, T5's buckets, the task mix, this machine's cores, code from outside posx).
 """
 
 from __future__ import annotations

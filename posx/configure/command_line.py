@@ -1,11 +1,8 @@
-"""The Hydra command line of ``posx train`` and ``posx extend``, read once before Hydra runs.
-
-``parse`` reads the flags Hydra's own ``@hydra.main`` accepts (the same names, short forms and
-choices) and the overrides with Hydra's own grammar (``OverridesParser``); every check of posx
-before Hydra runs works on that one result (``CommandLine``), so posx can refuse a combination
-before Hydra makes a sweep directory. ``probes`` lists override sets that use every value of
-every sweep, so each can be composed before the sweep launches. ``argv`` hands the arguments to
-``hydra.main``, which reads ``sys.argv`` itself (Hydra's public API takes no parsed command line).
+"""The Hydra command line of ``posx train`` and ``posx extend``, read once before Hydra runs:
+``parse`` reads Hydra's own flags and the overrides with Hydra's grammar, so every check works on
+one result and can refuse before Hydra makes a sweep directory; ``probes`` lists override sets
+using every value of every sweep; ``argv`` hands the arguments to ``hydra.main`` (which reads
+``sys.argv`` itself).
 """
 
 from __future__ import annotations

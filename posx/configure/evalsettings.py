@@ -1,11 +1,7 @@
-"""The evaluation settings of ``posx eval-extrapolate RUN [overrides]``: the run's own, then the
+"""The evaluation settings of ``posx eval-extrapolate RUN [overrides]``: the run's own (its current
+evaluation's ``eval.yaml``, else the ``eval`` section it trained with; keys added since get their
+defaults; ``eval.batch_tokens`` and ``eval.after_train`` are the composed config's), then the
 overrides on top.
-
-The run's own settings are those of its current evaluation (``eval.yaml`` at its top level,
-``posx.eval.history``), or, before its first evaluation, the ``eval`` section of the config it
-was trained with. Keys added to the schema since get their defaults; ``eval.batch_tokens`` (a
-memory knob of this machine) and ``eval.after_train`` come from the composed config. An
-override applies on top whatever its value, also when it equals the default.
 """
 
 from __future__ import annotations

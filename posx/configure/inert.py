@@ -1,7 +1,5 @@
-"""Settings that cannot act: a value the chosen model never reads (``pos.num_buckets`` with
-``pos=rope``) or a ``model.nope_every`` that makes no layer, or every layer already, attend
-without positions. A new run refuses one (``check_train_config``) in one line naming it, why and
-the fix, rather than record a setting that did nothing; runs trained before keep resuming."""
+"""Settings that cannot act (a value the chosen model never reads, a ``model.nope_every`` that
+changes no layer): a new run refuses one in one line; runs trained before keep resuming."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
-"""The configuration reference, generated from the schema (``posx.schema.config``).
-
-Every key's description is the comment at the end of its line in the schema, the way
-nanoGPT's config dataclass documents each field: the schema stays one readable line per key
-(name, type, default, what it means), and there is no second place a description could drift
-from the code. ``field(metadata={"help": ...})`` would say the same in a way that is longer to
-write and harder to read, so posx reads the comments with ``ast`` (which line each field ends
-on) and ``tokenize`` (the comments). A key without a comment is a test failure.
+"""The configuration reference, generated from the schema: a key's description is the comment at
+the end of its line in ``posx.schema.config`` (read with ``ast`` and ``tokenize``), so the schema
+stays one readable line per key and no second place can drift. A key without one fails a test.
 """
 
 from __future__ import annotations

@@ -1,14 +1,8 @@
-"""The config of a resumed run: its saved config.yaml, plus the few overrides that are safe.
-
-A resumed run must be the run it started as, so ``posx train --resume RUN key=value ...``
-may only change keys that do not alter the sequence of weight updates (``RESUME_SAFE``): where it
-runs, how often it checkpoints or validates, the micro-batch (the global batch and its
-sequences stay the same, on any number of ranks), and the evaluation after training. Anything
-else (``train.steps`` included: the cosine schedule depends on it) is refused with a line
-naming the key; an override equal to the saved value is accepted as a no-op.
-
-A sweep job whose directory already holds a checkpoint (a requeued SLURM job) resumes only
-when its composed config matches the saved one outside ``RESUME_SAFE``.
+"""The config of a resumed run: its saved config.yaml plus the overrides that do not alter the
+sequence of weight updates (``RESUME_SAFE``: where it runs, checkpoint and validation cadence,
+the micro-batch, the evaluation after training). Any other change (``train.steps`` too: the
+schedule depends on it) is refused naming the key; an override equal to the saved value is a
+no-op. A requeued sweep job resumes only when its config matches the saved one.
 """
 
 from __future__ import annotations

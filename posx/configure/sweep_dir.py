@@ -1,12 +1,7 @@
-"""A sweep's directory, looked at before Hydra writes into it.
-
-Hydra's sweeper writes ``multirun.yaml`` into ``hydra.sweep.dir`` before the first job starts,
-replacing a file of that name, and each job then writes into ``<sweep dir>/<job>/``. So before
-Hydra runs, the directory must be missing, empty, or a posx sweep's: its ``multirun.yaml`` is
-Hydra's record of a posx sweep, and everything else in it is what posx sweeps leave (job
-directories, which then check that they hold this job's config, ``sweep.csv``, ``sweep.md``,
-the lock, submitit's logs). A sweep started again therefore continues; anything else is
-refused in one line and nothing is written.
+"""A sweep's directory, looked at before Hydra writes into it. Hydra's sweeper writes (replacing)
+``multirun.yaml`` there before the first job, so the directory must be missing, empty, or a posx
+sweep's: its record, and what posx sweeps leave (job directories, the sweep tables, the lock,
+submitit's logs). A sweep started again continues; anything else is refused, nothing written.
 """
 
 from __future__ import annotations

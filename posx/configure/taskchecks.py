@@ -1,15 +1,8 @@
-"""Whether every task of the training mix fits a training sequence (the tasks' sizes are the schema's).
-
-A training mix is refused when a task of it does not fit the held-out curve's length T with the
-mix's task options (``posx.train.taskcurve`` scores it there, and training draws it at T + 1):
-the task would never be trained on or measured, and the run would record it with no trial. Fitting
-is tried with the byte encoding, which gives every piece at least as many tokens as a subword
-tokenizer, so with another tokenizer a task the check passes fits too (and one it refuses might
-fit; the check is made for bytes only).
-
-The check's cost is bounded whatever the values: every task at the schema's largest sizes fits in
-``TASK_FIT_LENGTH`` tokens, and one that fits a sequence fits every longer one, so a T past it is
-tried at that length.
+"""Whether every task of the training mix fits a training sequence of T + 1 tokens (where
+training draws it and ``posx.train.taskcurve`` scores it): one that does not would never be
+trained on or measured. Tried with the byte encoding, which gives every piece at least as many
+tokens as a subword tokenizer; at most at ``TASK_FIT_LENGTH``, where every task at the schema's
+largest sizes fits, so the check's cost is bounded.
 """
 
 from __future__ import annotations

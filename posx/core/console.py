@@ -1,11 +1,6 @@
-"""The consoles posx prints through, and its one way to print a message line.
-
-On a terminal, rich wraps to the terminal's width as usual. Anywhere else (a log file, a SLURM
-output file, a pipe) nothing is wrapped: a line, a run name or a path keeps its full text, and a
-table is as wide as its cells, so what posx printed can be searched and copied whole.
-
-A message's text is never read as rich markup: ``eval.methods=[none,pi]`` or
-``pip install 'posx[trackers]'`` print as written.
+"""The consoles posx prints through, and ``say``, its one way to print a message line. Off a
+terminal nothing is wrapped, so a line, a path or a table can be searched and copied whole; a
+message is never read as rich markup (``eval.methods=[none,pi]`` prints as written).
 """
 
 from __future__ import annotations

@@ -1,6 +1,5 @@
-"""Where tensors live and in which precision: the device a run asks for, bf16 autocast on
-CUDA, TF32 matmuls, the dtype attention will see, and the device's bf16 peak (for MFU).
-Training, evaluation and the model all take these from here."""
+"""Where tensors live and in which precision: the device, bf16 autocast on CUDA, TF32, the dtype
+attention sees, and the device's bf16 peak (for MFU)."""
 
 from __future__ import annotations
 

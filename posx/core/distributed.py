@@ -1,17 +1,9 @@
-"""Several processes training one run (torch.distributed): setting the process group up and
-down, which rank this is, and how all ranks agree.
-
-Distributed mode turns on only when the rank variables are set: ``torchrun`` sets ``RANK``,
-``WORLD_SIZE`` and ``LOCAL_RANK``; inside a submitit job with several tasks (Hydra's
-``submitit_slurm`` launcher with ``tasks_per_node`` > 1) they are exported from the job's
-environment with ``submitit.helpers.TorchDistributedEnvironment``. Without them everything
-here is a no-op for a single process (rank 0 of 1) and nothing is initialised.
-
-Two process groups: the default one (nccl on CUDA, gloo on the CPU) carries DDP's gradient
-all-reduce; a gloo "control" group carries the small agreements on CPU values (losses, stop
-flags, failures, the run directory) with a long timeout, so ranks may wait for rank 0's
-evaluation. The pattern follows the public recipes of torchtitan (``init_distributed``) and
-nanochat (``compute_init`` / ``compute_cleanup``); the code is posx's own.
+"""Several processes training one run (torch.distributed): the process group, this rank, and
+how all ranks agree. On only when the rank variables are set (torchrun, or a submitit job of
+several tasks, exported with ``submitit.helpers.TorchDistributedEnvironment``); else a no-op
+for rank 0 of 1. The default group (nccl on CUDA, gloo on the CPU) carries DDP's all-reduce; a
+gloo "control" group with a long timeout carries the small agreements, so ranks may wait for
+rank 0's evaluation. After the public recipes of torchtitan and nanochat; the code is posx's own.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""User-facing errors.
-
-Anything a user can fix (a bad config value, a missing run, a corrupt file, a length a
-method cannot reach) is raised as ``PosxError`` with a one-line message saying what is
-wrong and how to fix it. The CLI prints that line and exits non-zero, without a traceback.
-"""
+"""User-facing errors: what a user can fix is a ``PosxError`` whose one-line message says what is
+wrong and how to fix it; the CLI prints it and exits non-zero, without a traceback."""
 
 
 class PosxError(Exception):

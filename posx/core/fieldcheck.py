@@ -1,7 +1,5 @@
-"""Checks for one field of a record read from JSON or YAML (model.json, a checkpoint's state,
-an evaluation's eval.yaml): of its type, finite, in range. Each returns the value or raises a
-one-line PosxError naming the file and the field, so a damaged record is refused on load and
-never reaches a model, a tensor or a table.
+"""Checks for one field of a record read from JSON or YAML: of its type, finite, in range; each
+returns the value or raises a one-line PosxError naming the file and the field.
 """
 
 from __future__ import annotations

@@ -1,8 +1,6 @@
-"""Atomic file writes: write a temporary file beside the target, flush, fsync, rename.
-
-A process killed at any instant leaves either the previous version or the new one,
-never a half-written file.
-"""
+"""Atomic file writes (a temporary file beside the target, fsynced, renamed: a process killed at
+any instant leaves the previous version or the new one), directories that appear whole, and
+the checks that keep posx from writing through a symbolic link or over what it did not make."""
 
 from __future__ import annotations
 
@@ -30,8 +28,7 @@ def atomic_path(target: str | Path, new: bool = False, durable: bool = True) -> 
     digest written back), which a crash may lose, never leave half written under its name."""
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
-    # A fresh name in the same directory (so the rename is atomic), created with the
-    # user's umask like any other file.
+    # A fresh name in the same directory (so the rename is atomic), created with the user's umask.
     tmp_path = target.parent / f".{target.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
     tmp_path.touch(exist_ok=False)  # O_EXCL: never follows a link planted under this name
     mode = stat.S_IMODE(tmp_path.stat().st_mode)
@@ -39,20 +36,16 @@ def atomic_path(target: str | Path, new: bool = False, durable: bool = True) -> 
         yield tmp_path
         os.chmod(tmp_path, mode)  # a writer that made its own file (safetensors: 0600) keeps the umask's mode
         if durable:
-            with open(tmp_path, "rb+") as f:
-                os.fsync(f.fileno())
+            fsync_file(tmp_path)
         _publish(tmp_path, target) if new else os.replace(tmp_path, target)
         if durable:
             fsync_dir(target.parent)
-    except OSError as exc:
+    except BaseException as exc:
         tmp_path.unlink(missing_ok=True)
-        if exc.errno == errno.ENOSPC:
+        if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
             raise PosxError(
                 f"disk full while writing {target}; free space and retry (the previous file is intact)"
             ) from exc
-        raise
-    except BaseException:
-        tmp_path.unlink(missing_ok=True)
         raise
 
 
@@ -71,6 +64,11 @@ def _publish(tmp_path: Path, target: Path) -> None:
         os.replace(tmp_path, target)
         return
     tmp_path.unlink()
+
+
+def fsync_file(path: Path) -> None:
+    with open(path, "rb+") as f:
+        os.fsync(f.fileno())
 
 
 def fsync_dir(path: Path) -> None:
@@ -165,14 +163,11 @@ def free_name(parent: Path, stem: str, suffix: str = "") -> Path:
 
 @contextlib.contextmanager
 def staged_dir(final: Path | None, parent: Path, name: str) -> Iterator[tuple[Path, list[Path]]]:
-    """Build a directory of outputs that appears whole or not at all.
-
-    Yields (staging directory, [published path]): everything is written into a hidden
-    directory beside the target, which on success is renamed to ``final`` (new, or an empty
-    directory) or, when ``final`` is None, to ``parent/name`` (``name-2``, ``-3`` ... if taken);
-    the list then holds where it went. On failure the staging directory, which this call
-    made, is removed; a killed process leaves only a hidden ``.*.tmp`` that blocks nothing.
-    """
+    """A directory of outputs that appears whole or not at all. Yields (staging directory,
+    [published path]): a hidden directory beside the target, renamed on success to ``final`` (new,
+    or empty) or, when ``final`` is None, to ``parent/name`` (``name-2``, ``-3`` ... if taken),
+    the list then holding where it went. On failure the staging directory is removed; a killed
+    process leaves only a hidden ``.*.tmp`` that blocks nothing."""
     target_parent = Path(final).parent if final is not None else Path(parent)
     target_parent.mkdir(parents=True, exist_ok=True)
     stem = Path(final).name if final is not None else name
@@ -249,11 +244,8 @@ def sha256_file(*paths: str | Path) -> str:
 
 
 def safetensors_write(write: Callable[[], None]) -> None:
-    """Run a safetensors write, turning its I/O failures into OSError with the real errno.
-
-    safetensors reports a failed write (disk full included) as SafetensorError whose text
-    ends in Rust's "(os error N)"; the errno is what the callers here act on.
-    """
+    """Run a safetensors write, its I/O failures (a SafetensorError ending in Rust's "(os error
+    N)", disk full included) raised as OSError with that errno, which the callers act on."""
     try:
         write()
     except SafetensorError as exc:
@@ -272,8 +264,8 @@ def numbered(parent: Path, stem: str, suffix: str = "", limit: int = 10_000) -> 
 
 
 def unique_dir(root: str | Path, name: str, hint: str) -> Path:
-    """Create root/<name>/, or <name>-2, -3 ... if taken: an existing directory is never reused.
-    ``hint`` says how to pick another name if all are taken."""
+    """Create root/<name>/, or <name>-2, -3 ... if taken (never an existing one); ``hint`` says
+    how to pick another name if all are taken."""
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
     for candidate in numbered(root, name):

@@ -1,18 +1,7 @@
-"""Code from outside posx, named on the command line: a positional encoding (``pos.impl``) or a
-RoPE or attention-side method (an entry of ``eval.methods``).
-
-A name is found one of two ways:
-
-* an import path ``module:attribute`` (``mymod:MyEncoding``, ``pkg.sub:my_rescale``): the module
-  is imported as Python imports any module (from ``sys.path``: an installed package, the
-  folders of ``PYTHONPATH``) and the attribute read from it;
-* the name of an entry point of an installed package, in the group ``posx.encodings`` or
-  ``posx.methods`` (``importlib.metadata.entry_points``), which names its own import path.
-
-Importing a module runs it: naming one runs its code with the user's rights, as ``python -c
-"import mymod"`` would. Every failure (no such module, an exception while importing it, no such
-attribute) is one ``PosxError`` line naming the setting. What was loaded comes back with its
-``Source``: the import path, the file it was read from and that file's sha256, which a run records
+"""Code from outside posx named on the command line (``pos.impl``, an entry of ``eval.methods``):
+an import path ``module:attribute``, or an entry point of ``posx.encodings`` / ``posx.methods``.
+Importing runs the module with the user's rights. Every failure is one ``PosxError`` line; what
+was loaded comes back with its ``Source`` (import path, file, sha256), which a run records
 (``posx.runs.code``) so a later resume or evaluation can tell whether the code changed.
 """
 

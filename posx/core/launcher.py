@@ -1,6 +1,5 @@
-"""What a launcher asked of this process, read from the environment alone (no torch): whether it
-is one rank of several, and how many. ``posx.core.distributed`` sets the ranks up; the commands
-that run in one process (evaluation, reports) refuse several here without importing torch."""
+"""What a launcher asked of this process, read from the environment alone (no torch): whether it is
+one rank of several, so single-process commands refuse several without importing torch."""
 
 from __future__ import annotations
 

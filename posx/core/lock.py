@@ -1,9 +1,6 @@
-"""The one lock posx takes on a directory: an exclusive ``flock`` on a hidden file inside it.
-
-A run directory is locked while it trains (two processes never train into one run; the
-second is refused at once), and a sweep directory while a job rewrites the sweep table
-(jobs that finish together wait their turn). The lock dies with its process, kill -9
-included, so nobody ever waits on a dead holder.
+"""The one lock posx takes on a directory: an exclusive ``flock`` on a hidden file inside it (a run
+while it trains, a sweep while a job rewrites its table). It dies with its process, kill -9
+included, so nobody waits on a dead holder.
 """
 
 from __future__ import annotations

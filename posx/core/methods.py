@@ -1,8 +1,6 @@
-"""RoPE methods declared outside posx: a frequency method (``rope_method``) or an
-attention-side one (``attention_method``), each with the dataclass of its parameters, and
-``user_method``, which loads one named in ``eval.methods`` (``posx.core.imports``) and checks its
-declaration before any work. ``posx.rope`` turns a loaded method into the same record as its own
-methods and looks both up in one place; users import these names from ``posx.rope``.
+"""RoPE methods declared outside posx: ``rope_method`` (frequencies) or ``attention_method``, each
+with its parameters' dataclass, and ``user_method``, which loads one named in ``eval.methods``
+and checks its declaration. Users import these from ``posx.rope``.
 """
 
 from __future__ import annotations

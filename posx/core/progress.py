@@ -1,9 +1,6 @@
-"""Progress for long loops: a rich bar on a terminal, plain periodic lines in a log file.
-
-Sweep jobs on SLURM write to files, where a live bar would print nothing until the end;
-there the reporter prints a line every ``total / lines`` steps instead, and also whenever
-``QUIET_S`` seconds have passed without one (a large model on a CPU can take minutes for
-``total / lines`` steps, which would look like a hang).
+"""Progress for long loops: a rich bar on a terminal; in a log file (SLURM), a line every
+``total / lines`` steps, and whenever ``QUIET_S`` seconds passed without one (else a slow step
+looks like a hang).
 """
 
 from __future__ import annotations

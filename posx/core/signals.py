@@ -1,17 +1,8 @@
-"""Stop requests from a scheduler: SIGTERM and SIGUSR2 become a flag checked between steps.
-
-SLURM (``--signal``) and submitit send one of these some time before they kill a job. While
-``StopSignals`` is active, the signal only records its name; the training loop checks
-``received`` at each step boundary, writes a checkpoint and stops (``posx.core.errors.Preempted``).
-Outside the main thread (where Python cannot install handlers) it does nothing.
-
-The handler it replaced is not forgotten: once the checkpoint is written the loop calls
-``chain(signum)``, which hands the signal to that handler (when it is a Python function).
-Inside a submitit job that is submitit's USR2 handler
-(``submitit.core.job_environment.SignalHandler.checkpoint_and_try_requeue``), which
-resubmits the job and exits: a preempted or timed-out sweep job is requeued and resumes its
-checkpoint. Where the previous handler is the default (a plain ``posx train``, torchrun),
-nothing is chained and the run stops with exit status 75.
+"""Stop requests from a scheduler (SLURM ``--signal``, submitit): SIGTERM and SIGUSR2 become a
+flag the training loop checks at each step; it checkpoints and stops (``Preempted``, exit 75).
+Once the checkpoint is written, ``chain`` hands the signal to the handler it replaced, when that
+is a Python function: submitit's USR2 handler requeues a preempted sweep job, which resumes.
+Off the main thread it does nothing.
 """
 
 from __future__ import annotations

@@ -1,11 +1,6 @@
-"""A command's modules, imported when the command runs, with Ctrl-C held off meanwhile.
-
-``posx.cli`` imports what a command needs (torch, pandas, Hydra: a few seconds) only once the
-command runs, so ``--help`` answers at once. Ctrl-C in the middle of an import would leave a
-module half-initialised, and the next import of it fails in its own way (NumPy answers "cannot
-load module more than once per process", as a traceback). So ``load`` notes a Ctrl-C that
-comes during the import instead of raising it there, and once the import is done stops the
-command with one line and exit 130, before it has read or written anything.
+"""A command's modules, imported when it runs, with Ctrl-C held off meanwhile: Ctrl-C inside an
+import leaves a module half-initialised (NumPy then fails with a traceback), so ``load`` notes
+it and, once the import is done, stops with one line and exit 130 before anything is read.
 """
 
 from __future__ import annotations

@@ -1,16 +1,7 @@
-"""Optional experiment trackers (the ``logger`` config group): TensorBoard or Weights & Biases.
-
-Off by default (``logger=none``). ``logger=tensorboard`` writes event files under
-``<run>/logs/`` (or ``logger.dir``); ``logger=wandb`` logs a W&B run, offline by default
-(``logger.mode=offline``: files under ``<run>/wandb/``, no network; ``wandb sync`` uploads them
-later). Training logs its loss, learning rate and throughput by step, and its validation loss;
-an evaluation logs each method's perplexity (and 95% interval) by evaluation length.
-
-A tracker that cannot start is a one-line error when the config is checked, before any model is
-built (``check_tracker``): one whose package is not installed or does not import, and a wandb run
-in ``logger.mode=online`` without an API key (``WANDB_API_KEY``, or the netrc entry ``wandb login``
-writes). The key is looked for here, without any network: wandb itself would ask for one
-interactively or wait on the network.
+"""Optional experiment trackers (``logger=tensorboard`` or ``wandb``; off by default): training's
+loss, learning rate, throughput and validation loss by step, an evaluation's perplexities by
+length. A tracker that cannot start (its package missing or broken, wandb online without an API
+key, looked for without any network) is one line when the config is checked (``check_tracker``).
 """
 
 from __future__ import annotations

@@ -1,14 +1,7 @@
-"""A command line the parser cannot read (an unknown command or option, a missing argument, a
-value of the wrong type) as one line, like every other error of posx: ``error: <the parser's
-message> (`posx <command> --help` lists what it takes)``, exit 2, instead of a usage text and a
-framed box.
-
-``OneLineUsageErrors`` is the group class of posx's Typer apps (``typer.Typer(cls=...)``, Typer's
-documented way to customise the group): it catches the usage error where it is raised, while
-the group and then the command parse their arguments. Typer exposes the error's base class
-(``typer.TyperException``), not the usage error's own, so that is told by its class name, as
-``posx.core.library_errors`` tells library errors. Asking for help by giving no arguments
-(``no_args_is_help``) still prints the help.
+"""A command line the parser cannot read (an unknown command or option, a missing argument) as
+one line, ``error: <message> (`posx <command> --help` lists what it takes)``, exit 2.
+``OneLineUsageErrors`` is the group class of posx's Typer apps (``typer.Typer(cls=...)``); Typer
+exposes only the errors' base class, so the usage error is told by its class name.
 """
 
 from __future__ import annotations

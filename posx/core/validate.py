@@ -1,12 +1,7 @@
-"""The one walker of the schema's rules, for a composed config and for every record read back.
-
-``validate(data, kind)`` walks a mapping (a resolved config, a JSON record) against a dataclass
-of ``posx.schema.config`` (or a record holding them, or whose fields carry the schema's metadata): each
-value of its field's type (a bool is no number, NaN and inf are no setting, a list holds plain
-values, or lists of them where its type says so), each number within the ``Bound`` of its field's
-metadata, each choice one of its Enum, then every group's own ``check(at)``, the rules across its
-fields. The first problem is one ``PosxError`` line naming the key (``where`` names the record,
-e.g. ``model metadata``); what passes comes back as the dataclass.
+"""The one walker of the schema's rules, for a composed config and every record read back:
+``validate(data, kind)`` checks each value against its dataclass field's type, the ``Bound`` in
+its metadata and its Enum, then each group's ``check(at)``; the first problem is one
+``PosxError`` naming the key, and what passes comes back as the dataclass.
 """
 
 from __future__ import annotations

@@ -1,13 +1,7 @@
-"""The code from outside posx a result depends on, recorded beside it (``code.json``) and compared
-before the result is used again.
-
-A run that trains with ``pos=custom`` records its class (``pos.impl``); an evaluation that scores
-a method from outside posx records each one (``eval.methods``), in its ``eval/<id>/`` folder. Each
-entry is a ``posx.core.imports.Source``: the name as configured, the import path it resolved to,
-the source file and its sha256. Before a resume or an evaluation loads that code again, ``check``
-compares each file with the record (reading it, importing nothing): code that changed is one line,
-and refused unless the user passes ``--allow-changed-code``. ``posx report``, ``runs`` and
-``compare`` read tables only: they never import the code, and never read this file.
+"""The code from outside posx a result depends on (``pos.impl``, methods of ``eval.methods``),
+recorded beside it in ``code.json`` as ``posx.core.imports.Source`` entries. Before a resume or an
+evaluation loads that code again, ``check`` compares each file with the record (importing
+nothing): a change is refused unless ``--allow-changed-code``. Reports never read it.
 """
 
 from __future__ import annotations

@@ -1,13 +1,8 @@
-"""The one reader of records in the spellings posx wrote before:
-
-* ``model.json``'s first format, ``posx-run/1``: its ``model`` record was flat, the ``model.*`` and
-  ``pos.*`` keys side by side, five named otherwise. ``upgrade`` makes it the sections the schema's
-  walker checks in a current record; ``spelled`` names a refused key as the old file does.
-* ABF's base, once ``eval.abf_base`` (and, in an extension's config.yaml, a top-level ``new_base``
-  that ``posx extend method=abf`` trained with), now ``eval.abf.new_base``, the name of the method's
-  parameter: ``upgrade_config`` reads a config.yaml, ``upgrade_eval`` an ``eval`` section or the
-  settings of an eval.yaml, and ``first_spelled`` gives the settings an evaluation's identity hashes,
-  as first written, so an evaluation keeps its id.
+"""The one reader of records in the spellings posx wrote before: ``model.json``'s ``posx-run/1``,
+whose ``model`` record was flat (``upgrade``; ``spelled`` names a refused key as that file does),
+and ABF's base, once ``eval.abf_base`` or an extension's top-level ``new_base``, now
+``eval.abf.new_base`` (``upgrade_config``, ``upgrade_eval``; ``first_spelled`` gives the settings
+an evaluation's identity hashes as first written, so it keeps its id).
 """
 
 from __future__ import annotations

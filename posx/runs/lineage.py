@@ -1,11 +1,7 @@
-"""Extended runs and the run they came from: the context an extension reaches, how a model
-is extended (RoPE frequencies installed, or a learned-absolute table stretched), finding the
-parent again, and the parent extended with no training (the zero-shot baseline).
-
-A RoPE run extends with any ``posx.rope`` method; a learned-absolute run only with
-``interpolate``: its table is stretched to factor x T rows, row j being the parent's table
-at position j / factor (linear between rows, the last row repeated past the end), the
-absolute analogue of PI (Chen et al. 2023).
+"""Extended runs and their parent: the context an extension reaches, how a model is extended
+(RoPE frequencies installed, or a learned-absolute table stretched: row j is the parent's table
+at j / factor, linear between rows, the absolute analogue of PI, Chen et al. 2023), finding the
+parent again, and the zero-shot baseline (the parent extended with no training).
 """
 
 from __future__ import annotations

@@ -1,9 +1,6 @@
-"""Run directories without torch: the names of their files, what makes a directory a run,
-finding a run by name, and reading its metadata (model.json, config.yaml, an extension's parent).
-
-``posx runs``, ``posx compare`` and ``posx report`` read runs through this module alone, so they
-start without importing torch; ``posx.runs.rundir`` saves and loads the model itself.
-"""
+"""Run directories without torch: their file names, what makes a directory a run, finding a run
+by name, and reading model.json and config.yaml, so ``posx runs``, ``compare`` and ``report``
+start without torch (``posx.runs.rundir`` saves and loads the model)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""Typed records a run directory holds as JSON: the run's metadata (``model.json``), the
-lineage of an extended run, and the scalars a checkpoint keeps besides its tensors. Each is
-read through one function (``from_dict``) that walks it with ``posx.core.validate``: every field
-of its type, finite, within the bound in its metadata, the rules across fields in ``check``; a
-damaged record is a one-line ``PosxError`` naming the file and the field, never a KeyError or a
-NaN later.
+"""Typed records a run directory holds as JSON (``model.json``, an extension's lineage, a
+checkpoint's scalars), each read through ``from_dict`` with ``posx.core.validate``: a damaged
+record is a one-line ``PosxError`` naming the file and the field.
 """
 
 from __future__ import annotations

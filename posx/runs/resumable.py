@@ -1,8 +1,5 @@
-"""Whether and from where a run can resume: its latest checkpoint, read without torch.
-
-``checkpoint/latest.json`` names the newest complete checkpoint (``posx.runs.checkpoint`` writes
-and loads them). This module reads only that file and the checkpoint's ``state.json``, so listing
-runs, telling a finished run from a stopped one and naming an extension's parent import no torch.
+"""Whether and from where a run can resume: ``checkpoint/latest.json`` and the checkpoint's
+``state.json``, read without torch (``posx.runs.checkpoint`` writes and loads checkpoints).
 """
 
 from __future__ import annotations

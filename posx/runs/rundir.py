@@ -1,17 +1,6 @@
 """Run directories: saving and loading a trained model, without Hydra (``posx.runs.paths`` names
-their files and finds them).
-
-A run directory holds:
-  config.yaml        the resolved config it was trained with
-  model.json         what is needed to rebuild the model (its ModelSpec, T, data fingerprint)
-  model.safetensors  the weights
-  metrics.csv        step, train_loss, val_loss, lr, tokens_per_s
-  extrapolation.csv / .md   after `posx eval-extrapolate`
-An extended run (`posx extend`) also records its parent in model.json (``extended_from``)
-and the RoPE frequencies it trained with (``rope``); ``load_run`` installs exactly those. Every
-run records the learned scalars of its positional machinery (``learned``: FIRE's c and threshold,
-KERPLE's p and a, Scalable-Softmax's s), where its model has any.
-Nothing is ever unpickled from a run directory.
+their files; docs/run-directory.md lists them). ``load_run`` installs the RoPE frequencies a run
+trained with (``rope``); nothing is ever unpickled from a run directory.
 """
 
 from __future__ import annotations
