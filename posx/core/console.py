@@ -12,7 +12,6 @@ UNWRAPPED_WIDTH = 10_000  # columns of a console that is not a terminal: wide en
 
 
 def new_console(*, stderr: bool = False, quiet: bool = False) -> Console:
-    """A console on stdout (or stderr): the terminal's width on a terminal, unwrapped elsewhere."""
     if Console(stderr=stderr).is_terminal:
         return Console(stderr=stderr, quiet=quiet)
     return Console(stderr=stderr, quiet=quiet, width=UNWRAPPED_WIDTH, soft_wrap=True)

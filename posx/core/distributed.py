@@ -32,9 +32,8 @@ class PeerFailed(PosxError):
 
 
 def export_submitit_ranks() -> None:
-    """Inside a submitit job with several tasks, export RANK/WORLD_SIZE/LOCAL_RANK/MASTER_* from
-    the job environment (submitit.helpers.TorchDistributedEnvironment). A job of one task, or a
-    process that already has them (torchrun), is left alone."""
+    """Inside a submitit job of several tasks, export RANK/WORLD_SIZE/LOCAL_RANK/MASTER_* from its
+    environment; a job of one task, or a process that has them (torchrun), is left alone."""
     if requested() or not os.environ.get("SUBMITIT_EXECUTOR"):
         return
     # submitit is the optional `slurm` extra; it is only imported inside a submitit job.
@@ -42,8 +41,7 @@ def export_submitit_ranks() -> None:
 
     env = submitit.helpers.TorchDistributedEnvironment()
     if env.world_size > 1:
-        # Each task picks cuda:LOCAL_RANK among the GPUs it sees (see _device), so
-        # CUDA_VISIBLE_DEVICES is left as SLURM set it.
+        # Each task picks cuda:LOCAL_RANK among the GPUs it sees, so CUDA_VISIBLE_DEVICES stays SLURM's.
         env.export(set_cuda_visible_devices=False)
 
 
@@ -63,30 +61,22 @@ def is_main() -> bool:
     return rank() == 0
 
 
-def _device(requested_device: str) -> torch.device:
-    device = pick_device(requested_device)
-    if device.type == "cuda":
-        local = int(os.environ["LOCAL_RANK"])
-        device = torch.device("cuda", local % torch.cuda.device_count())
-        torch.cuda.set_device(device)
-    return device
-
-
 def device(requested_device: str) -> torch.device:
-    """The device this process trains on: the session's (cuda:LOCAL_RANK under DDP on CUDA),
-    else ``pick_device(requested_device)``."""
+    """The session's device (cuda:LOCAL_RANK under DDP on CUDA), else ``pick_device``'s."""
     return _state["device"] if enabled() else pick_device(requested_device)
 
 
 @contextlib.contextmanager
 def session(requested_device: str) -> Iterator[None]:
-    """Set up the process group when the rank variables are set (nccl on CUDA, gloo on the
-    CPU), tear it down on the way out; a plain single process otherwise."""
+    """The process group while inside, when the rank variables are set; else a plain process."""
     export_submitit_ranks()
     if not requested() or enabled():
         yield
         return
-    dev = _device(requested_device)
+    dev = pick_device(requested_device)
+    if dev.type == "cuda":
+        dev = torch.device("cuda", int(os.environ["LOCAL_RANK"]) % torch.cuda.device_count())
+        torch.cuda.set_device(dev)
     backend = "nccl" if dev.type == "cuda" else "gloo"
     try:
         dist.init_process_group(backend, **({"device_id": dev} if dev.type == "cuda" else {}))
@@ -105,26 +95,20 @@ def session(requested_device: str) -> Iterator[None]:
         dist.destroy_process_group()
 
 
-def _group():
-    return _state["control"]  # None: the default group (gloo already)
+def _all_reduce(values: list[float], op: dist.ReduceOp) -> list[float]:
+    t = torch.tensor(values, dtype=torch.float64)
+    dist.all_reduce(t, op=op, group=_state["control"])  # None: the default group (gloo already)
+    return t.tolist()
 
 
 def agree_max(values: list[float]) -> list[float]:
     """Element-wise maximum over all ranks (flags, signal numbers)."""
-    if not enabled():
-        return list(values)
-    t = torch.tensor(values, dtype=torch.float64)
-    dist.all_reduce(t, op=dist.ReduceOp.MAX, group=_group())
-    return t.tolist()
+    return _all_reduce(values, dist.ReduceOp.MAX) if enabled() else list(values)
 
 
 def mean(value: float) -> float:
     """The mean of ``value`` over all ranks (the logged loss)."""
-    if not enabled():
-        return value
-    t = torch.tensor([value], dtype=torch.float64)
-    dist.all_reduce(t, op=dist.ReduceOp.SUM, group=_group())
-    return t.item() / world_size()
+    return _all_reduce([value], dist.ReduceOp.SUM)[0] / world_size() if enabled() else value
 
 
 def any_rank(flag: bool) -> bool:
@@ -137,16 +121,14 @@ def broadcast(obj: T) -> T:
     if not enabled():
         return obj
     box = [obj if is_main() else None]
-    dist.broadcast_object_list(box, src=0, group=_group())
+    dist.broadcast_object_list(box, src=0, group=_state["control"])
     return box[0]
 
 
 def on_main(fn: Callable[[], T], share: bool = False) -> T | None:
-    """Run ``fn`` on rank 0 alone while the others wait; every rank learns whether it failed.
-
-    Rank 0 re-raises its own exception; the others raise ``PeerFailed``, so no rank is left
-    waiting in a collective. ``share``: return rank 0's result on every rank (else None there).
-    """
+    """Run ``fn`` on rank 0 alone while the others wait; if it fails, rank 0 re-raises and the
+    others raise ``PeerFailed``, so no rank waits in a collective. ``share``: rank 0's result on
+    every rank (else None there)."""
     result, error = None, None
     if is_main():
         try:

@@ -12,16 +12,12 @@ def choose(options) -> str:
 
 
 def unknown(setting: str, value: object, options) -> PosxError:
-    """``setting=value is unknown; choose one of ...``: a value outside its choices."""
     return PosxError(f"{setting}={value} is unknown; {choose(options)}")
 
 
 class Preempted(PosxError):
-    """Training stopped on SIGTERM/SIGUSR2 after writing a checkpoint; resume to continue.
-
-    The CLI exits with ``EXIT_CODE`` (75, EX_TEMPFAIL in sysexits.h: "try again later"), so a
-    job script can tell "preempted, requeue me" from success (0) and from an error (2).
-    """
+    """Training stopped on SIGTERM/SIGUSR2 after writing a checkpoint. Exit 75 (EX_TEMPFAIL, "try
+    again later"): a job script tells "preempted, requeue me" from success and from an error."""
 
     EXIT_CODE = 75
 

@@ -35,22 +35,12 @@ class Source:
         return asdict(self)
 
 
-def is_import_path(name: str) -> bool:
-    """``module:attribute``, as opposed to a registry's plain name."""
-    module, sep, attribute = str(name).partition(":")
-    return bool(sep and module and attribute)
-
-
-def entry_point_names(group: str) -> list[str]:
-    """The names the installed packages give to ``group``, sorted."""
-    return sorted({ep.name for ep in importlib.metadata.entry_points(group=group)})
-
-
 def load(name: str, group: str, setting: str, own: str = "not one of posx's own") -> tuple[Any, Source]:
-    """The object ``name`` designates (an import path, or an entry point of ``group``) and its
-    ``Source``; ``setting`` (``pos.impl``, ``eval.methods``) names the key in every error, ``own`` says
-    which names posx itself has (``choose one of ...``)."""
-    target = name if is_import_path(name) else _entry_point(name, group, setting, own)
+    """The object ``name`` designates (an import path ``module:attribute``, or an entry point of
+    ``group``) and its ``Source``; ``setting`` (``pos.impl``) names the key in every error, ``own``
+    says which names posx itself has."""
+    module_name, sep, attribute = str(name).partition(":")
+    target = name if sep and module_name and attribute else _entry_point(name, group, setting, own)
     module_name, _, attribute = target.partition(":")
     module = _import(module_name, f"{setting}={name}")
     obj = module
@@ -66,9 +56,10 @@ def load(name: str, group: str, setting: str, own: str = "not one of posx's own"
 
 
 def _entry_point(name: str, group: str, setting: str, own: str) -> str:
-    found = [ep for ep in importlib.metadata.entry_points(group=group) if ep.name == name]
+    points = importlib.metadata.entry_points(group=group)
+    found = [ep for ep in points if ep.name == name]
     if not found:
-        known = entry_point_names(group)
+        known = sorted({ep.name for ep in points})
         installed = f"; installed in {group}: {', '.join(known)}" if known else f" (no package installs any in {group})"
         raise PosxError(
             f"{setting} has unknown value {name!r}; {own}, an import path module:attribute, "
@@ -78,7 +69,6 @@ def _entry_point(name: str, group: str, setting: str, own: str) -> str:
 
 
 def _import(module_name: str, named: str):
-    """The module, imported (its code runs); any failure is one line."""
     try:
         return importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
@@ -111,8 +101,8 @@ def _line(exc: BaseException) -> str:
 
 
 def changed(recorded: Source) -> str | None:
-    """What differs between the code a run recorded and the code now on disk, in one phrase; None
-    when it is the same file with the same bytes. Reads the file; the module itself is not run."""
+    """What differs between the code a run recorded and the code on disk now, in one phrase (None:
+    the same file, the same bytes); the module itself is not run."""
     current = _current_file(recorded.target)
     if not current:
         return f"{recorded.name} ({recorded.file}) cannot be found any more"
@@ -126,8 +116,8 @@ def changed(recorded: Source) -> str | None:
 
 
 def _current_file(target: str) -> str:
-    """The file the module of ``target`` is (or would be) loaded from, without running the module
-    itself (the packages above it are imported, as Python must to find it)."""
+    """The file the module of ``target`` is (or would be) loaded from, without running it (the
+    packages above it are imported, as Python must to find it)."""
     module_name = target.partition(":")[0]
     loaded = sys.modules.get(module_name)
     if loaded is not None:

@@ -22,8 +22,7 @@ class Busy(PosxError):
 
 @contextlib.contextmanager
 def exclusive(directory: str | Path, busy: str | None = None) -> Iterator[None]:
-    """Hold the directory's lock. ``busy`` None: wait for it; else fail at once with
-    ``PosxError(busy)`` when another process holds it."""
+    """Hold the directory's lock: wait for it, or with ``busy`` fail at once with ``Busy(busy)``."""
     path = Path(directory) / LOCK_NAME
     try:  # O_NOFOLLOW: a link planted as the lock file is refused, never followed
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
@@ -45,8 +44,7 @@ def exclusive(directory: str | Path, busy: str | None = None) -> Iterator[None]:
 
 
 def held(directory: str | Path) -> bool:
-    """Whether a live process holds the directory's lock (a run that is training now). Only
-    looks: a directory without a lock file is not locked, and none is created."""
+    """Whether a live process holds the directory's lock (a run training now); creates nothing."""
     try:
         fd = os.open(Path(directory) / LOCK_NAME, os.O_RDONLY | os.O_NOFOLLOW)
     except OSError:  # no lock file (or a link planted as one): nobody holds it

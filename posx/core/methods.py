@@ -16,9 +16,8 @@ from posx.core.errors import PosxError
 
 
 class RopeMethod(NamedTuple):
-    """A RoPE method declared outside posx, by ``rope_method`` or ``attention_method``: one of
-    ``frequencies`` (a frequency method) and ``window`` (an attention-side method), and the
-    dataclass of its parameters (fields with ``posx.schema.fields`` bounds; None: it takes none)."""
+    """A method declared by ``rope_method`` (``frequencies``) or ``attention_method`` (``window``),
+    and the dataclass of its parameters (fields with ``posx.schema.fields`` bounds; None: none)."""
 
     frequencies: Optional[Callable[..., tuple[torch.Tensor, float]]] = None
     window: Optional[Callable[[Any, int], Any]] = None
@@ -43,10 +42,8 @@ _SIGNATURES = {"frequencies": "(inv_freq, original_context, length, params)", "w
 
 
 def user_method(name: str, own: str) -> tuple[RopeMethod, imports.Source]:
-    """The method ``name`` designates outside posx (module:attribute, or an entry point of
-    ``posx.methods``; ``own``: which names posx has itself), checked: a ``RopeMethod``, a
-    callable of the right signature, a dataclass of parameters. Importing it runs its module.
-    Every problem is one PosxError line."""
+    """The method ``name`` designates outside posx (``posx.core.imports.load``), checked: a
+    ``RopeMethod``, a callable of the right signature, a dataclass of parameters."""
     obj, source = imports.load(name, imports.METHOD_GROUP, "eval.methods", own)
     named = f"eval.methods: {name}"
     if not isinstance(obj, RopeMethod):

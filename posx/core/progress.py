@@ -62,19 +62,13 @@ class Reporter:
         before, self.done = self.done, done
         if self.bar is not None:
             self.bar.update(self.task, completed=done, stats=stats)
-        elif done // self.every > before // self.every or done == self.total or self._quiet_too_long():
-            self._line(stats)
+        elif (
+            done // self.every > before // self.every
+            or done == self.total
+            or time.monotonic() - self.last_line >= QUIET_S
+        ):
+            self.console.print(f"{self.description} {self.done}/{self.total} {stats}", highlight=False)
+            self.last_line = time.monotonic()
 
     def advance(self, stats: str) -> None:
-        self.done += 1
-        if self.bar is not None:
-            self.bar.update(self.task, advance=1, stats=stats)
-        elif self.done % self.every == 0 or self.done == self.total or self._quiet_too_long():
-            self._line(stats)
-
-    def _quiet_too_long(self) -> bool:
-        return time.monotonic() - self.last_line >= QUIET_S
-
-    def _line(self, stats: str) -> None:
-        self.console.print(f"{self.description} {self.done}/{self.total} {stats}", highlight=False)
-        self.last_line = time.monotonic()
+        self.update(self.done + 1, stats)

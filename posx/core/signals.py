@@ -27,12 +27,10 @@ class StopSignals:
             self._frame = frame
 
     def chains(self, signum: int) -> bool:
-        """Whether ``chain(signum)`` would call a handler."""
         return callable(self._previous.get(signum))
 
     def chain(self, signum: int) -> None:
-        """Hand ``signum`` to the handler that was installed before this one, if it is a
-        Python callable (not SIG_DFL / SIG_IGN). It may exit (submitit requeues and exits)."""
+        """Hand ``signum`` to the handler this one replaced, if a Python callable (it may exit)."""
         previous = self._previous.get(signum)
         if callable(previous):
             previous(signum, self._frame)

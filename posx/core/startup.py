@@ -15,9 +15,8 @@ STOPPED = "stopped by Ctrl-C while starting; nothing was read or written"
 
 
 def load(name: str) -> ModuleType:
-    """The module ``name``, imported with Ctrl-C held off until the import is done (exit 130 if
-    one came). Off the main thread, where no signal handler can be set, a plain import; and in a
-    process started with Ctrl-C ignored (a script's background job), which it must go on ignoring."""
+    """The module ``name``, imported with Ctrl-C held off (exit 130 after, if one came); a plain
+    import off the main thread, and where Ctrl-C is ignored (a script's background job)."""
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         return importlib.import_module(name)
     caught: list[int] = []

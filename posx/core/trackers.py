@@ -23,25 +23,19 @@ MODULES = {"tensorboard": "torch.utils.tensorboard", "wandb": "wandb"}  # what e
 WANDB_HOST = "https://api.wandb.ai"  # wandb's server unless WANDB_BASE_URL names another
 
 
-def check_logger(name: str) -> None:
-    """A known logger whose package is installed, else a one-line error."""
-    if name not in LOGGERS:
-        raise unknown("logger", name, LOGGERS)
-    package = PACKAGES.get(name)
-    if package and importlib.util.find_spec(package) is None:
-        raise PosxError(
-            f"logger={name} needs the {package} package: pip install 'posx[trackers]' (or pip install {package})"
-        )
-
-
 def check_tracker(logger) -> None:
-    """The tracker ``logger`` (the config's ``logger`` node) asks for can start: its package is
-    installed and imports, and a wandb run online has an API key. Else one line naming the
-    setting to change."""
-    check_logger(logger.name)
+    """The tracker ``logger`` (the config's ``logger`` node) asks for can start: a known one, its
+    package installed and importing, an API key for wandb online. Else one line naming the setting."""
+    if logger.name not in LOGGERS:
+        raise unknown("logger", logger.name, LOGGERS)
     module = MODULES.get(logger.name)
     if module is None:
         return
+    package = PACKAGES[logger.name]
+    if importlib.util.find_spec(package) is None:
+        raise PosxError(
+            f"logger={logger.name} needs the {package} package: pip install 'posx[trackers]' (or pip install {package})"
+        )
     try:
         importlib.import_module(module)
     except Exception as exc:  # a broken install fails in many ways (ImportError, protobuf's TypeError)
@@ -58,8 +52,7 @@ def check_tracker(logger) -> None:
 
 
 def wandb_key_present() -> bool:
-    """An API key for wandb's server: WANDB_API_KEY, or a netrc entry for its host (the file
-    ``wandb login`` writes: $NETRC, else ~/.netrc)."""
+    """WANDB_API_KEY, or a netrc entry for wandb's host (``wandb login`` writes $NETRC or ~/.netrc)."""
     if os.environ.get("WANDB_API_KEY"):
         return True
     host = urlparse(os.environ.get("WANDB_BASE_URL") or WANDB_HOST).hostname or ""
@@ -72,7 +65,7 @@ def wandb_key_present() -> bool:
 
 
 class Tracker:
-    """The no-op tracker (``logger=none``); the others override what they record."""
+    """The no-op tracker (``logger=none``)."""
 
     def log(self, values: dict, step: int) -> None:
         pass
@@ -106,7 +99,6 @@ class TensorBoard(Tracker):
             self.writer.add_scalar(key, value, global_step=step)
 
     def log_eval(self, rows: list[dict], stage_names: bool = False) -> None:
-        """One curve per method (and stage): perplexity and its interval by evaluation length."""
         for r in rows:
             name = f"{r['method']}-{r['stage']}" if stage_names else r["method"]
             for key in ("ppl", "ppl_lo", "ppl_hi"):
@@ -132,7 +124,6 @@ class Wandb(Tracker):
         self.run.log(_finite(values), step=step)
 
     def log_eval(self, rows: list[dict], stage_names: bool = False) -> None:
-        """A table of every row, and each cell's perplexity in the run summary."""
         columns = ["method", "stage", "factor", "eval_context", "ppl", "ppl_lo", "ppl_hi", "status"]
         table = self.wandb.Table(columns=columns, data=[[r.get(c) for c in columns] for r in rows])
         self.run.log({"eval/table": table})
