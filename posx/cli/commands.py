@@ -53,7 +53,12 @@ def extend(run: str | None, overrides: list[str]) -> None:
         overrides.insert(0, run)
         run = None
     with user_errors():
-        _one_parent(run, overrides)
+        given = [o for o in overrides if not o.startswith("-") and applies.key_of(o) == "parent"]
+        if run is not None and given:  # refused whether or not they agree
+            raise PosxError(
+                f"the run to extend is given twice, as RUN ({run}) and as {given[0]}; give it once: "
+                "`posx extend RUN ...` or `posx extend parent=RUN ...`"
+            )
         forbid_unused_overrides([o for o in overrides if not o.startswith("-")])
     if run is not None:
         quoted = run.replace("\\", "\\\\").replace("'", "\\'")
@@ -69,19 +74,9 @@ def extend(run: str | None, overrides: list[str]) -> None:
     )
 
 
-def _one_parent(run: str | None, overrides: list[str]) -> None:
-    """RUN and a ``parent=`` override both name the run to extend: refused, whether or not they agree."""
-    given = [o for o in overrides if not o.startswith("-") and applies.key_of(o) == "parent"]
-    if run is not None and given:
-        raise PosxError(
-            f"the run to extend is given twice, as RUN ({run}) and as {given[0]}; give it once: "
-            "`posx extend RUN ...` or `posx extend parent=RUN ...`"
-        )
-
-
 def _show_job(overrides: list[str]) -> None:
-    """``posx extend RUN --cfg job``: print the config the extension will actually run (the
-    parent's model and corpus, the extend.* schedule in train.*), not the composed extend.yaml."""
+    """``posx extend RUN --cfg job``: the config the extension will run (the parent's model and
+    corpus, the extend.* schedule in train.*), not the composed extend.yaml."""
     cfg = typed(compose(overrides, config_name="extend"))
     ext = prepare_extension(cfg, overrides)
     print(
@@ -92,7 +87,6 @@ def _show_job(overrides: list[str]) -> None:
 
 
 def export(run: str, out: Path, results_dir: str) -> None:
-    """``posx export RUN --out DIR``."""
     with user_errors():
         written = export_run(resolve_run(run, results_dir), out)
         new_console().print(
@@ -104,7 +98,7 @@ def eval_extrapolate(
     run: str | None, overrides: list[str], latest: bool, force: bool, defaults: bool, allow_changed_code: bool = False
 ) -> None:
     """``posx eval-extrapolate``: a posx run with its own settings (or the defaults), or a
-    transformers checkpoint directory with the composed ones."""
+    transformers checkpoint with the composed ones."""
     # `--latest key=value` or `--latest ~key`: the first override landed in RUN
     if run is not None and ("=" in run or re.match(r"~[A-Za-z_]", run)):
         overrides.insert(0, run)

@@ -7,7 +7,6 @@ checkpoint is removed (``cleanup_on_failure``); nothing else ever is. Each job r
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
 import time
 from collections.abc import Callable, Iterator
@@ -94,23 +93,8 @@ def run_hydra(
             command_line.refuse_name_in_sweep(parsed.overrides)
             check_sweep_dir(probed[0], config_name)
     main = hydra.main(version_base="1.3", config_path=str(config_dir()), config_name=config_name)(task)
-    with user_errors(TRAINING_INTERRUPTED), command_line.argv(args), hydra_raises():
+    with user_errors(TRAINING_INTERRUPTED), command_line.argv(args):
         main()
-
-
-@contextlib.contextmanager
-def hydra_raises() -> Iterator[None]:
-    """``HYDRA_FULL_ERROR=1`` inside: an exception from outside the job (a launcher's) goes on to
-    ``user_errors`` instead of Hydra's multi-line report."""
-    saved = os.environ.get("HYDRA_FULL_ERROR")
-    os.environ["HYDRA_FULL_ERROR"] = "1"
-    try:
-        yield
-    finally:
-        if saved is None:
-            os.environ.pop("HYDRA_FULL_ERROR", None)
-        else:
-            os.environ["HYDRA_FULL_ERROR"] = saved
 
 
 @dataclass

@@ -60,7 +60,7 @@ def compare(run_args: list[str], csv: str | None, results_dir: Path, where: list
 
 
 def _check_csv(csv: str | None) -> None:
-    """--csv checked before any work: a file name ('-': stdout), where nothing is yet."""
+    """--csv checked before any work: '-' (stdout), or a new file."""
     if csv == "":
         raise PosxError("--csv needs a file name (or - for stdout)")
     if csv is not None and csv != "-":

@@ -23,10 +23,8 @@ from posx.model.encodings import check_t5_buckets
 from posx.model.rescale import check_methods, param_key, user_params
 from posx.schema.config import ROTARY, Config
 
-# threads: at most THREADS_PER_CORE per core of this machine, and never fewer than MIN_MAX_THREADS
-# (a small login node composes sweeps for bigger compute nodes). More threads than cores only
-# contend for them; tens of thousands cannot all be started (their stacks exhaust memory) and
-# fail far from the setting, as a broken package or a damaged token store.
+# threads: at most THREADS_PER_CORE per core, never capped below MIN_MAX_THREADS (a small login node
+# composes sweeps for bigger nodes); tens of thousands would exhaust memory far from the setting.
 THREADS_PER_CORE = 4
 MIN_MAX_THREADS = 64
 
@@ -36,8 +34,7 @@ def max_threads() -> int:
 
 
 def check_config(cfg: DictConfig | Config) -> None:
-    """Reject well-typed but meaningless values, with a one-line message naming the key: the
-    schema's rules (``posx.core.validate``), then those of the modules that own a name."""
+    """Reject well-typed but meaningless values: the schema's rules, then the owning modules'."""
     typed = cfg if isinstance(cfg, DictConfig) else OmegaConf.structured(cfg)
     container = OmegaConf.to_container(typed, resolve=True)
     container.pop("hydra", None)
@@ -58,9 +55,8 @@ def check_config(cfg: DictConfig | Config) -> None:
 
 
 def check_user_code(cfg) -> None:
-    """Code from outside posx, loaded and checked before any work (``posx.core.imports``): the
-    class of ``pos=custom`` with its ``pos.params``, and each method of ``eval.methods`` that is not
-    posx's own with its ``eval.params.<name>``; ``eval.params`` names no other method."""
+    """Code from outside posx, loaded and checked before any work: ``pos=custom``'s class with its
+    ``pos.params``, each outside method of ``eval.methods`` with its ``eval.params.<name>``."""
     if cfg.pos.name == "custom":
         check_encoding_params(cfg.pos.impl, _plain(cfg.pos.params))
     ev = cfg.eval
@@ -87,10 +83,8 @@ def _plain(node):
 
 
 def check_train_config(cfg) -> None:
-    """``check_config`` plus what the evaluation at the end of this run (eval.after_train, or
-    a later ``eval-extrapolate``) needs of its model: a sliding stride within T, and every
-    method's frequencies computable at every factor (a longrope list of the wrong length), and no
-    setting that cannot act (``posx.configure.inert``)."""
+    """``check_config``, no setting that cannot act, and what this run's evaluation needs of its
+    model: a sliding stride within T, every method's frequencies computable at every factor."""
     check_config(cfg)
     refuse_inert(cfg)
     T = cfg.train.context_length

@@ -19,7 +19,6 @@ _ATTN_SCALE_LENGTH = {f.name: f.default for f in dataclasses.fields(ModelConfig)
 
 
 def refuse_unmixed(data) -> None:
-    """A ``data.*`` key of the task mix set while ``data.task_mix=0``: nothing reads it."""
     if data.task_mix != 0:
         return
     for key, default in _MIX_DEFAULTS.items():
@@ -34,7 +33,7 @@ def refuse_unmixed(data) -> None:
 
 
 def refuse_inert(cfg) -> None:
-    """One ``PosxError`` for the first setting of ``cfg`` that cannot act; None when all can."""
+    """One ``PosxError`` for the first setting of ``cfg`` that cannot act."""
     refuse_unmixed(cfg.data)
     p, m = cfg.pos, cfg.model
     for key, readers in POS_READ_BY.items():

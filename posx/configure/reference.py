@@ -44,14 +44,10 @@ def comments(cls: type) -> dict[str, str]:
     }
 
 
-def _owner(cls: type, name: str) -> type:
-    """The class of ``cls``'s MRO whose own body declares field ``name``."""
-    return next(c for c in cls.__mro__ if name in c.__dict__.get("__annotations__", {}))
-
-
 def description(cls: type, name: str) -> str:
-    """The schema's comment on ``cls.name``; empty when it has none."""
-    return comments(_owner(cls, name)).get(name, "")
+    """The schema's comment on ``cls.name`` (from the class of its MRO that declares it); "" if none."""
+    owner = next(c for c in cls.__mro__ if name in c.__dict__.get("__annotations__", {}))
+    return comments(owner).get(name, "")
 
 
 def _type_name(hint: Any) -> str:
@@ -68,14 +64,13 @@ def _type_name(hint: Any) -> str:
 
 
 def _choices(hint: Any) -> list[str]:
-    """The members of an Enum type (also inside Optional or List); empty for other types."""
+    """The members of an Enum type (also inside Optional or List)."""
     if isinstance(hint, type) and issubclass(hint, enum.Enum):
         return [m.value for m in hint]
     return [c for a in typing.get_args(hint) for c in _choices(a)]
 
 
 def _yaml(value: Any) -> str:
-    """A default as the YAML a config file would hold."""
     if isinstance(value, enum.Enum):
         return str(value.value)
     if isinstance(value, bool) or value is None:
@@ -90,8 +85,7 @@ def _default(f: dataclasses.Field) -> str:
 
 
 def dotted(tree: dict | None, prefix: str = "") -> dict:
-    """{dotted key: value} of a nested dict, as keys are written on the command line (lists are
-    values; None reads as empty)."""
+    """{dotted key: value} of a nested dict (lists are values; None reads as empty)."""
     out = {}
     for key, value in (tree or {}).items():
         name = f"{prefix}{key}"
@@ -103,8 +97,7 @@ def dotted(tree: dict | None, prefix: str = "") -> dict:
 
 
 def keys(cls: type, prefix: str = "") -> Iterator[tuple[str, type, dataclasses.Field, Any]]:
-    """(dotted key, the class declaring it, its field, its type) for every field, depth first;
-    a nested config comes before its keys."""
+    """(dotted key, the class declaring it, its field, its type) for every field, depth first."""
     hints = typing.get_type_hints(cls)
     for f in dataclasses.fields(cls):
         yield f"{prefix}{f.name}", cls, f, hints[f.name]
@@ -129,8 +122,7 @@ def _table(rows: list[tuple[str, type, dataclasses.Field, Any]]) -> list[str]:
 
 
 def _sections(cls: type, skip: set[str]) -> list[str]:
-    """One table of the top-level keys of ``cls``, then one per nested config (keys in ``skip``
-    are documented elsewhere)."""
+    """A table of the top-level keys of ``cls``, then one per nested config (but ``skip``'s keys)."""
     rows = [r for r in keys(cls) if r[0] not in skip and not any(r[0].startswith(s + ".") for s in skip)]
     groups = {r[0]: r for r in rows if dataclasses.is_dataclass(r[3])}
     out = _table([r for r in rows if "." not in r[0] and r[0] not in groups])
@@ -142,8 +134,7 @@ def _sections(cls: type, skip: set[str]) -> list[str]:
 
 
 def render_markdown() -> str:
-    """The configuration reference as Markdown: every key of ``Config`` (``posx train``,
-    ``posx eval-extrapolate``) and the keys ``ExtendRootConfig`` adds (``posx extend``)."""
+    """The configuration reference as Markdown: ``Config``'s keys, then those ``ExtendRootConfig`` adds."""
     train = {key for key, *_ in keys(Config)}
     lines = [
         INTRO,

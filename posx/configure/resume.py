@@ -25,8 +25,8 @@ _ABSENT = object()
 
 
 def saved_config(run_dir: Path) -> DictConfig:
-    """The run's config.yaml on top of its typed schema (keys added since get their defaults):
-    ``ExtendRootConfig`` for an extension, ``Config`` for a trained run."""
+    """The run's config.yaml on its schema (an extension's or a trained run's; keys added since
+    get their defaults)."""
     path = Path(run_dir) / CONFIG
     data = read_config(run_dir)
     schema = Config if lineage_of(Path(run_dir)) is None else ExtendRootConfig
@@ -41,10 +41,6 @@ def saved_config(run_dir: Path) -> DictConfig:
                 f"({message}); an extension stopped without its checkpoint starts again with `posx extend`"
             ) from exc
         raise PosxError(f"{path} is unreadable or does not fit the config schema ({message})") from exc
-
-
-def is_safe(key: str) -> bool:
-    return under(key, RESUME_SAFE)
 
 
 def _value(cfg: DictConfig, key: str):
@@ -62,8 +58,7 @@ NOT_WITH_RESUME = {"-m": _SWEEP, "--multirun": _SWEEP, "--cfg": _CFG, "-c": _CFG
 
 def refuse_flags(overrides: list[str]) -> None:
     """``--resume`` with a Hydra flag (``-m``, ``--cfg job``) or a sweep's value (``seed=1,2``):
-    one line naming it, before any override is read (``job`` alone, or Hydra's advice to add
-    --multirun, would otherwise be the error)."""
+    one line naming it, before any override is read."""
     for override in overrides:
         if override.startswith("-"):
             why = NOT_WITH_RESUME.get(override, "--help lists what --resume takes")
@@ -73,7 +68,7 @@ def refuse_flags(overrides: list[str]) -> None:
 
 def resume_config(run_dir: Path, overrides: list[str], composed: DictConfig) -> DictConfig:
     """Saved config with the safe ``overrides`` applied; ``composed`` holds their typed values
-    (the caller has refused flags and sweep values with ``refuse_flags`` before composing)."""
+    (``refuse_flags`` ran before composing)."""
     cfg = saved_config(run_dir)
     for override in overrides:
         key = key_of(override)
@@ -85,14 +80,13 @@ def resume_config(run_dir: Path, overrides: list[str], composed: DictConfig) -> 
             )
         if new == _value(cfg, key):
             continue
-        if not is_safe(key):
+        if not under(key, RESUME_SAFE):
             raise PosxError(
                 f"'{override}' would change the resumed run (it has {key}={_value(cfg, key)}); --resume accepts "
                 f"changes to {', '.join(RESUME_SAFE)} only — start a new run for another config"
             )
         OmegaConf.update(cfg, key, OmegaConf.select(composed, key), merge=False)
-    # Where files go is the caller's choice, never the saved file's: a run directory from
-    # elsewhere must not make posx write its cache at a path it names.
+    # Where files go is the caller's choice: a run from elsewhere must not choose where posx writes.
     for key in ("results_dir", "data.cache_dir"):
         OmegaConf.update(cfg, key, OmegaConf.select(composed, key), merge=False)
     check_config(cfg)
@@ -100,11 +94,9 @@ def resume_config(run_dir: Path, overrides: list[str], composed: DictConfig) -> 
 
 
 def refuse_edits(run_dir: Path, recorded: dict | None, now: dict) -> None:
-    """Refuse to resume when ``now`` (the config from config.yaml, as ``to_plain`` gives it) differs
-    outside ``RESUME_SAFE`` from the config the checkpoint recorded: an edited config.yaml would
-    otherwise change the run it continues.
-    Only keys both hold are compared (None: a checkpoint from before the record; a key added since
-    takes its default on both sides)."""
+    """Refuse to resume when config.yaml (``now``, plain) differs outside ``RESUME_SAFE`` from the
+    config the checkpoint recorded (None: a checkpoint from before the record): an edit would
+    change the run it continues. Only keys both hold are compared."""
     if recorded is None:
         return
     found = _differing(recorded, now, common_only=True)
@@ -122,12 +114,12 @@ def differences(saved: DictConfig, new: DictConfig | Config) -> list[str]:
 
 
 def _differing(a: dict, b: dict, common_only: bool) -> list[tuple[str, object, object]]:
-    """(dotted key, value in ``a``, value in ``b``) for each key outside ``RESUME_SAFE`` whose values
-    differ; a key only one side holds counts unless ``common_only``."""
+    """(dotted key, value in ``a``, value in ``b``) for each key outside ``RESUME_SAFE`` that differs
+    (a key one side lacks counts unless ``common_only``)."""
     found: list[tuple[str, object, object]] = []
 
     def walk(x, y, prefix: str) -> None:
-        if is_safe(prefix):
+        if under(prefix, RESUME_SAFE):
             return
         if isinstance(x, dict) and isinstance(y, dict):
             for k in sorted(set(x) & set(y) if common_only else set(x) | set(y)):

@@ -18,16 +18,14 @@ TRIES = 4  # samples drawn to tell whether a task fits (the depths of the first 
 
 
 def fits(task: str, length: int, opts) -> bool:
-    """Whether ``task`` with ``opts`` fits in ``length`` byte tokens (a haystack of spaces); tried
-    at min(length, TASK_FIT_LENGTH)."""
+    """Whether ``task`` with ``opts`` fits in ``length`` byte tokens (a haystack of spaces)."""
     length = min(length, TASK_FIT_LENGTH)
     ctx = Context(np.full(length, 32, dtype=np.int64), byte_encode, np.random.default_rng(0))
     return all(GENERATORS[task](ctx, length, trial, opts, opts.depth_buckets) is not None for trial in range(TRIES))
 
 
 def check_mix(data, T: int) -> None:
-    """A training mix (``data.task_mix``, ``data.mix_tasks``, ``data.task_options``) every task of
-    which fits, and a task pool within MAX_POOL_TOKENS."""
+    """A training mix every task of which fits, and a task pool within MAX_POOL_TOKENS."""
     if data.task_mix == 0:
         return
     if data.task_pool * (T + 1) > MAX_POOL_TOKENS:

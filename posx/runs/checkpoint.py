@@ -24,7 +24,7 @@ from posx.core.errors import PosxError
 from posx.runs.paths import WRITTEN_DIRS
 from posx.runs.records import TrainExtras
 from posx.runs.resumable import DIRNAME, FORMAT, LATEST, read_latest, root
-from posx.runs.weights import load_weights
+from posx.runs.rundir import load_weights
 
 
 @dataclass

@@ -20,24 +20,22 @@ ALLOW_FLAG = "--allow-changed-code"
 
 
 def encoding_sources(cfg) -> dict[str, Source]:
-    """The class of a ``pos=custom`` config (none for posx's own encodings)."""
     return {"pos.impl": load_encoding(cfg.pos.impl)[1]} if cfg.pos.name == "custom" else {}
 
 
 def method_sources(methods) -> dict[str, Source]:
-    """Each method of ``eval.methods`` from outside posx, by its name."""
     return {f"eval.methods: {m}": user_method(m, "")[1] for m in methods if m not in METHODS}
 
 
 def record(folder: Path, sources: dict[str, Source]) -> None:
-    """Write ``folder/code.json`` (nothing when no code from outside posx is used)."""
+    """Write ``folder/code.json`` when there are ``sources``."""
     if sources:
         data = {key: source.to_dict() for key, source in sources.items()}
         files.write_text(Path(folder) / CODE, json.dumps(data, indent=2) + "\n")
 
 
 def read(folder: Path) -> dict[str, Source]:
-    """The sources ``folder/code.json`` records (none without the file); a damaged file is one line."""
+    """The sources ``folder/code.json`` records (none without the file)."""
     path = Path(folder) / CODE
     if not path.is_file():
         return {}
@@ -49,9 +47,8 @@ def read(folder: Path) -> dict[str, Source]:
 
 
 def check(folder: Path, allow: bool, doing: str) -> list[str]:
-    """What changed in the code ``folder`` recorded, as lines to show (empty: nothing changed).
-    A change without ``allow`` is one PosxError line: ``doing`` (resume, evaluate) says what
-    would go on with other code than the result's."""
+    """What changed in the code ``folder`` recorded, as lines to show; without ``allow`` a change is
+    refused (``doing``: what would go on with other code, e.g. "resume it")."""
     lines = [f"{key}: {what}" for key, source in read(folder).items() if (what := changed(source))]
     if lines and not allow:
         raise PosxError(

@@ -25,8 +25,8 @@ _SECTION_KEY = re.compile(r"\bmodel\.(model|pos)\b(?:\.(\w+))?")  # a section, o
 
 
 def upgrade(record: Mapping, found: str) -> dict:
-    """A record of format ``found``; of format 1, with its flat ``model`` as ``vocab_size`` and the
-    ``model`` and ``pos`` sections (a key of neither stays beside them, where the walker refuses it)."""
+    """A record of format ``found``; of format 1, its flat ``model`` as ``vocab_size`` and the
+    ``model`` and ``pos`` sections (a key of neither stays beside them, for the walker to refuse)."""
     flat = record.get("model")
     if found != FORMAT or not isinstance(flat, Mapping):
         return dict(record)  # a current record, or one the walker says what is wrong with
@@ -45,7 +45,6 @@ def upgrade(record: Mapping, found: str) -> dict:
 
 @contextlib.contextmanager
 def spelled(found: str) -> Iterator[None]:
-    """A refusal of a format-1 record names its keys as that file does."""
     try:
         yield
     except PosxError as exc:
@@ -61,7 +60,6 @@ _ABF_FIRST = "abf_base"  # eval.abf_base, its first spelling
 
 
 def _with_abf_base(section: Mapping, base) -> dict:
-    """An ``eval`` section with ``abf.new_base`` set to ``base`` (ABF's other keys kept)."""
     group, name = _ABF
     return {**section, group: {**(section.get(group) or {}), name: base}}
 
@@ -73,8 +71,8 @@ def upgrade_eval(settings: Mapping) -> dict:
 
 
 def upgrade_config(config: Mapping) -> dict:
-    """A config.yaml as it is written now. An extension's top-level ``new_base`` was the base a
-    ``method=abf`` extension trained with (ignored by every other method): it becomes ``eval.abf.new_base``."""
+    """A config.yaml as written now: an extension's top-level ``new_base`` (the base a ``method=abf``
+    extension trained with) becomes ``eval.abf.new_base``."""
     out = dict(config)
     if isinstance(out.get("eval"), Mapping):
         out["eval"] = upgrade_eval(out["eval"])

@@ -24,6 +24,11 @@ from posx.schema.methods import MAX_FACTOR
 META_FORMAT = "posx-run/2"  # the model record as the schema's sections (posx-run/1: posx.runs.legacy)
 
 
+def _fields_of(record) -> dict:
+    """A record's fields by name, as they are (``asdict`` would copy nested records too)."""
+    return {f.name: getattr(record, f.name) for f in fields(record)}
+
+
 @dataclass(kw_only=True)
 class Lineage:
     """Where an extended run (``posx extend``) came from."""
@@ -45,7 +50,7 @@ class Lineage:
         return None
 
     def to_dict(self) -> dict:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        return _fields_of(self)
 
 
 @dataclass
@@ -77,9 +82,8 @@ class RunMeta:
         }
 
     def check(self, at: str = "") -> str | None:
-        """data.tokenizer: absent (a run from before token stores: bytes), or a mapping whose kind
-        and sha256 say what the ids mean; weights_sha256, where given, not empty; learned scalars
-        of the model's shape."""
+        """data.tokenizer absent (a run from before token stores: bytes) or a mapping with its kind
+        and sha256; weights_sha256, where given, not empty; learned scalars of the model's shape."""
         tok = self.data.get("tokenizer")
         if tok is not None and not (isinstance(tok, dict) and isinstance(tok.get("kind"), str) and tok["kind"]):
             return f"data.tokenizer={tok!r} is not a mapping with a kind"
@@ -104,8 +108,8 @@ class RunMeta:
 
     @property
     def data_config(self) -> dict:
-        """The data config the run trained on (``data.*`` keys; runs from before token stores
-        record source, path and val_fraction only, and read as the byte tokenizer)."""
+        """The data config the run trained on (runs from before token stores record source, path
+        and val_fraction only, and read as the byte tokenizer)."""
         recorded = self.data.get("config") or {}
         if not isinstance(recorded, dict):
             raise PosxError(f"model.json: data.config is a {type(recorded).__name__}, not a mapping; re-train the run")
@@ -129,14 +133,8 @@ class TrainExtras:
     config: dict | None = None  # the resolved config it trains with (None: a checkpoint from before this record)
 
     def to_dict(self) -> dict:
-        return {
-            "val_loss": self.val_loss,
-            "data_sha256": self.data_sha256,
-            "rope": self.rope.to_dict(),
-            "extended_from": self.extended_from.to_dict() if self.extended_from else None,
-            "tokenizer_sha256": self.tokenizer_sha256,
-            "config": self.config,
-        }
+        lineage = self.extended_from.to_dict() if self.extended_from else None
+        return {**_fields_of(self), "rope": self.rope.to_dict(), "extended_from": lineage}
 
     def check(self, at: str = "") -> str | None:
         for name in ("data_sha256", "tokenizer_sha256"):

@@ -21,7 +21,6 @@ def root(run_dir: Path) -> Path:
 
 
 def latest_step(run_dir: Path) -> int | None:
-    """Step of the newest complete checkpoint, or None when there is none."""
     info = read_latest(root(run_dir), missing_ok=True)
     return None if info is None else int(info["step"])
 
@@ -31,8 +30,7 @@ def exists(run_dir: Path) -> bool:
 
 
 def read_latest(ckpt_root: Path, missing_ok: bool = False) -> dict | None:
-    """latest.json under ``ckpt_root``, its step and directory name checked; None when there is
-    none and ``missing_ok``."""
+    """latest.json under ``ckpt_root``, checked; None when there is none and ``missing_ok``."""
     path = ckpt_root / LATEST
     if not path.is_file():
         if missing_ok:
@@ -52,7 +50,7 @@ def read_latest(ckpt_root: Path, missing_ok: bool = False) -> dict | None:
 
 
 def saved_extras(run_dir: Path) -> TrainExtras | None:
-    """The latest checkpoint's typed extras (no tensor is read); None without a checkpoint."""
+    """The latest checkpoint's extras (no tensor read); None without a checkpoint."""
     info = read_latest(root(run_dir), missing_ok=True)
     if info is None:
         return None
