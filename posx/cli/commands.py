@@ -75,8 +75,7 @@ def extend(run: str | None, overrides: list[str]) -> None:
 
 
 def _show_job(overrides: list[str]) -> None:
-    """``posx extend RUN --cfg job``: the config the extension will run (the parent's model and
-    corpus, the extend.* schedule in train.*), not the composed extend.yaml."""
+    """``posx extend RUN --cfg job``: the config the extension will run, not the composed one."""
     cfg = typed(compose(overrides, config_name="extend"))
     ext = prepare_extension(cfg, overrides)
     print(
@@ -97,8 +96,8 @@ def export(run: str, out: Path, results_dir: str) -> None:
 def eval_extrapolate(
     run: str | None, overrides: list[str], latest: bool, force: bool, defaults: bool, allow_changed_code: bool = False
 ) -> None:
-    """``posx eval-extrapolate``: a posx run with its own settings (or the defaults), or a
-    transformers checkpoint with the composed ones."""
+    """``posx eval-extrapolate``: a run with its own settings (or the defaults), or a transformers
+    checkpoint with the composed ones."""
     # `--latest key=value` or `--latest ~key`: the first override landed in RUN
     if run is not None and ("=" in run or re.match(r"~[A-Za-z_]", run)):
         overrides.insert(0, run)

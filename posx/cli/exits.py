@@ -60,8 +60,7 @@ def user_errors(interrupted: str = NOTHING_LEFT) -> Iterator[None]:
 
 
 def fail(exc: BaseException) -> None:
-    """Exit 2 with the advice for a known library failure, else exit 3 with one ``internal
-    error`` line naming a file that holds the traceback (POSX_DEBUG=1 lets it through)."""
+    """Exit 2 with a known library failure's advice, else exit 3 naming a file with the traceback."""
     advice = library_errors.advice(exc)
     if advice is not None:
         say(err, "error", "bold red", advice)

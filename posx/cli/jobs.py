@@ -141,8 +141,7 @@ def job_run_dir(cfg: Config, name: str) -> JobDir:
 
 @contextlib.contextmanager
 def cleanup_on_failure(job: JobDir) -> Iterator[None]:
-    """A failed job's directory goes when this job created it and it holds neither weights nor a
-    checkpoint (what --resume needs)."""
+    """A failed job's directory goes if this job made it and it holds no weights nor checkpoint."""
     try:
         yield
     except Busy:
@@ -195,8 +194,7 @@ def _console() -> Console:
 
 
 def train_job(composed: DictConfig) -> None:
-    """One Hydra job of ``posx train``: check the config, train, evaluate when eval.after_train.
-    Past the check, the job reads the schema's dataclasses (``typed``), not Hydra's config."""
+    """One Hydra job of ``posx train``: check the config, train, evaluate when eval.after_train."""
     with user_errors(), distributed.session(composed.device):
         console = _console()
         check_train_config(composed)
@@ -224,9 +222,8 @@ def extend_job(composed: DictConfig) -> None:
 
 
 def _train_job(job: JobDir, cfg: Config, start: Start, console: Console) -> None:
-    """Train unless the job had finished (a failure cleans up), then ``_after_train``. A new run
-    records the code from outside posx it trains with (``posx.runs.code``); a requeued sweep job
-    resumes only with the code it recorded."""
+    """Train unless the job had finished, then ``_after_train``. A new run records its code from
+    outside posx (``posx.runs.code``); a requeued job resumes only with the code it recorded."""
     with says_what_it_left(job.path):
         if not job.finished:
             with cleanup_on_failure(job):

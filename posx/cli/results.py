@@ -35,8 +35,7 @@ def runs(path: Path, csv: str | None) -> None:
 
 
 def compare(run_args: list[str], csv: str | None, results_dir: Path, where: list[str] | None = None) -> None:
-    """``posx compare RUN RUN...``: the table, and the CSV if asked for ('-': stdout only);
-    ``where``: ``KEY=VALUE`` conditions on the runs (``posx.report.store.selection``)."""
+    """``posx compare RUN RUN...``: the table, and the CSV if asked for ('-': stdout only)."""
     with user_errors():
         _check_csv(csv)
         conditions = selection.parse(where)

@@ -88,8 +88,7 @@ def coinciding(df: pd.DataFrame, attention: dict[str, float]) -> list[list[str]]
 def rich_tables(
     df: pd.DataFrame, attention: dict[str, float], context: int, target: int, title: str, width: int
 ) -> list[Table]:
-    """Pairs by rows, methods by columns; colours mark wavelengths past T and past L. Methods
-    are split over several tables when one would not fit ``width`` columns: no value is cut."""
+    """Pairs by rows, methods by columns, coloured past T and L; split so no table exceeds ``width``."""
     cells = {m: [f"{v:,.4g}" for v in df[m]] + [f"{attention[m]:.4g}"] for m in df.columns}
     need = {m: max(len(m), *(len(c) for c in cells[m])) + 3 for m in df.columns}
     chunks, current, used = [], [], len(str(len(df))) + 12
@@ -127,9 +126,8 @@ _MARKERS = ["o", "s", "^", "v", "D", "x", "+", "*", "<", ">"]
 
 
 def plot(df: pd.DataFrame, context: int, target: int, title: str, path: Path) -> Path:
-    """Wavelength (log scale) by pair index, one line per method (methods with the same curve share
-    one line and one legend entry), T and L marked; the legend sits under the axes so the plot
-    keeps the figure's width. PNG at 200 dpi, or PDF when ``path`` ends in .pdf."""
+    """Wavelength (log scale) by pair index, one line per curve (methods that share it, one entry),
+    T and L marked, the legend under the axes. PNG at 200 dpi, or PDF when ``path`` ends in .pdf."""
     fig = Figure(figsize=(9, 6.5), layout="constrained")
     ax = fig.subplots()
     same = {s[0]: s for s in coinciding(df, {m: 0.0 for m in df.columns})}  # same curves, one line
@@ -186,8 +184,7 @@ FROM_THE_RUN = ("model.", "pos.", "train.")  # with a run, its head_dim, base an
 
 
 def check_overrides(overrides: list[str], with_run: bool) -> None:
-    """Refuse an override the command would ignore: one of ``AS_OPTIONS``, or with a run, a
-    model, encoding or training key."""
+    """Refuse an override the command would ignore (``AS_OPTIONS``; with a run, ``FROM_THE_RUN``)."""
     for override in overrides:
         key = key_of(override)
         if key in AS_OPTIONS:
@@ -203,8 +200,8 @@ FREQUENCIES_TAKES = "RUN, key=value overrides, --head-dim, --base, --context, --
 
 
 def frequencies(args: list[str], geometry: tuple, factor: float, methods: str | None, out: Path | None) -> None:
-    """``posx frequencies``: geometry is (head_dim, base, T) as given (None: the run's, else the
-    configured model's); methods None means every method that sets frequencies."""
+    """``posx frequencies``: geometry is (head_dim, base, T), each None for the run's or the
+    configured model's; methods None: every method that sets frequencies."""
     with user_errors():
         refuse_flags(args, "posx frequencies", FREQUENCIES_TAKES)
         runs = [a for a in args if "=" not in a]

@@ -55,8 +55,7 @@ def check_config(cfg: DictConfig | Config) -> None:
 
 
 def check_user_code(cfg) -> None:
-    """Code from outside posx, loaded and checked before any work: ``pos=custom``'s class with its
-    ``pos.params``, each outside method of ``eval.methods`` with its ``eval.params.<name>``."""
+    """Code from outside posx (``pos=custom``, methods of ``eval.methods``) and its parameters, checked."""
     if cfg.pos.name == "custom":
         check_encoding_params(cfg.pos.impl, _plain(cfg.pos.params))
     ev = cfg.eval

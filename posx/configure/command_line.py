@@ -105,8 +105,7 @@ def modes(flags: argparse.Namespace) -> list[str]:
 
 
 def refuse_run_dir(overrides: list[Override]) -> None:
-    """``hydra.run.dir`` would only make an empty directory (posx writes a run to
-    ``<results_dir>/runs/<name>/``): refused, naming the keys that choose where a run goes."""
+    """``hydra.run.dir`` would only make an empty directory: refused, naming the keys that count."""
     for o in overrides:
         if o.key_or_group == "hydra.run.dir":
             raise PosxError(
@@ -116,8 +115,7 @@ def refuse_run_dir(overrides: list[Override]) -> None:
 
 
 def refuse_name_in_sweep(overrides: list[Override]) -> None:
-    """``name=`` names one run under results/runs; a sweep's jobs are named by Hydra
-    (``hydra.sweep.subdir``), so in a sweep it would be recorded in each config.yaml but used by none."""
+    """``name=`` in a sweep would be recorded by each job but used by none (Hydra names the jobs)."""
     for o in overrides:
         if o.key_or_group == "name":
             raise PosxError(
@@ -127,8 +125,7 @@ def refuse_name_in_sweep(overrides: list[Override]) -> None:
 
 
 def refuse_sweep_values(overrides: list[str], command: str, why: str) -> None:
-    """A sweep's value (``seed=1,2``, ``choice(...)``) given to ``command``, which runs once: one
-    line naming it and ``why``. Overrides Hydra cannot read are left to composing."""
+    """A sweep's value (``seed=1,2``) given to ``command``, which runs once: one line with ``why``."""
     try:
         parsed = OverridesParser.create().parse_overrides(overrides)
     except OverrideParseException:
@@ -139,9 +136,8 @@ def refuse_sweep_values(overrides: list[str], command: str, why: str) -> None:
 
 
 def probes(parsed: list[Override]) -> list[list[str]]:
-    """Override lists that together use every value of every sweep: the first job, then for
-    each sweep each other value with the rest at their first. ``a=1,2 b=3,4`` -> ``[a=1 b=3],
-    [a=2 b=3], [a=1 b=4]``."""
+    """Override lists that together use every value of every sweep, the rest at their first:
+    ``a=1,2 b=3,4`` -> ``[a=1 b=3], [a=2 b=3], [a=1 b=4]``."""
     values = [list(o.sweep_string_iterator()) if o.is_sweep_override() else [None] for o in parsed]
     for o, v in zip(parsed, values):
         if not v:  # Hydra would launch no job and exit 0
@@ -164,9 +160,8 @@ def probes(parsed: list[Override]) -> list[list[str]]:
 
 @contextlib.contextmanager
 def argv(args: list[str]) -> Iterator[None]:
-    """Inside, ``sys.argv`` is ``args`` (after the program name), as ``hydra.main`` reads it, and
-    ``HYDRA_FULL_ERROR=1`` (Hydra's documented switch) lets an exception from outside the job (a
-    launcher's) go on to ``posx.cli.exits.user_errors`` instead of Hydra's multi-line report."""
+    """``sys.argv`` is ``args`` inside, as ``hydra.main`` reads it; ``HYDRA_FULL_ERROR=1`` lets an error
+    from outside the job (a launcher's) reach ``user_errors`` instead of Hydra's report."""
     saved, full_error = sys.argv, os.environ.get("HYDRA_FULL_ERROR")
     sys.argv = [saved[0] if saved else "posx", *args]
     os.environ["HYDRA_FULL_ERROR"] = "1"

@@ -30,8 +30,7 @@ STORED_SCHEMAS = {"posx_schema": Config, "posx_extend_schema": ExtendRootConfig}
 
 
 def register_configs(cs: ConfigStore | None = None) -> None:
-    """Register ``STORED_SCHEMAS`` in Hydra's config store, each once (storing costs about a third
-    of a ``compose``, and the schema does not change while the process runs)."""
+    """Register ``STORED_SCHEMAS`` in Hydra's config store once (a third of a ``compose`` each)."""
     cs = cs or ConfigStore.instance()
     stored = cs.list("")
     for name, node in STORED_SCHEMAS.items():
@@ -86,8 +85,7 @@ def choices_of(schema: type, key: str) -> type[Enum] | None:
 
 
 def unknown_choice(exc: ConfigCompositionException, overrides: list[str], schema: type) -> PosxError | None:
-    """An override's value outside its field's Enum as one line naming the accepted values; None
-    for any other composition error."""
+    """An override's value outside its field's Enum, as one line; None for other errors."""
     cause = exc.__cause__
     key = re.sub(r"\[\d+\]$", "", getattr(cause, "full_key", None) or "")
     enum = choices_of(schema, key) if isinstance(cause, ValidationError) and key else None
@@ -156,8 +154,7 @@ def compose(overrides: list[str], config_name: str = "config") -> DictConfig:
 
 
 def with_hydra(overrides: list[str], config_name: str = "config", hydra: bool = True) -> DictConfig:
-    """The job's config through Hydra's public compose API, unchecked; with Hydra's own node
-    (``hydra.*``) as a job with ``overrides`` gets it unless not ``hydra``."""
+    """The job's config through Hydra's compose API, unchecked; with ``hydra``, Hydra's own node too."""
     register_configs()
     with initialize_config_dir(version_base="1.3", config_dir=str(config_dir()), job_name="posx"):
         return hydra_compose(config_name=config_name, overrides=overrides, return_hydra_config=hydra)
@@ -173,8 +170,7 @@ def to_plain(cfg: DictConfig | Config) -> dict:
 
 
 def typed(cfg: DictConfig) -> Config:
-    """The composed config as the schema's dataclasses (``posx.core.validate``): what every layer
-    below the command line reads; Hydra's ``DictConfig`` stays here and in ``posx.cli``."""
+    """The composed config as the schema's dataclasses: what every layer below the CLI reads."""
     return validate(to_plain(cfg), OmegaConf.get_type(cfg))
 
 

@@ -74,8 +74,7 @@ SHOWN = 8  # settings named in the line that lists what a run's own settings cha
 
 
 def kept_from_run(cfg: DictConfig, composed: DictConfig) -> str:
-    """The ``eval`` settings of ``cfg`` (the run's, with the overrides) that differ from
-    ``composed`` (the command line alone), as ``key=value, ...``: what the user did not type."""
+    """``cfg``'s ``eval`` settings that differ from ``composed`` (what the user did not type)."""
     ours, plain = (dotted(OmegaConf.to_container(c.eval, resolve=True, enum_to_str=True)) for c in (cfg, composed))
     kept = [f"eval.{key}={_show(value)}" for key, value in ours.items() if plain.get(key) != value]
     more = f" and {len(kept) - SHOWN} more" if len(kept) > SHOWN else ""

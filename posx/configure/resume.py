@@ -25,8 +25,7 @@ _ABSENT = object()
 
 
 def saved_config(run_dir: Path) -> DictConfig:
-    """The run's config.yaml on its schema (an extension's or a trained run's; keys added since
-    get their defaults)."""
+    """The run's config.yaml on its schema (keys added since get their defaults)."""
     path = Path(run_dir) / CONFIG
     data = read_config(run_dir)
     schema = Config if lineage_of(Path(run_dir)) is None else ExtendRootConfig
@@ -57,8 +56,7 @@ NOT_WITH_RESUME = {"-m": _SWEEP, "--multirun": _SWEEP, "--cfg": _CFG, "-c": _CFG
 
 
 def refuse_flags(overrides: list[str]) -> None:
-    """``--resume`` with a Hydra flag (``-m``, ``--cfg job``) or a sweep's value (``seed=1,2``):
-    one line naming it, before any override is read."""
+    """``--resume`` with a Hydra flag or a sweep's value: one line, before any override is read."""
     for override in overrides:
         if override.startswith("-"):
             why = NOT_WITH_RESUME.get(override, "--help lists what --resume takes")
@@ -67,8 +65,7 @@ def refuse_flags(overrides: list[str]) -> None:
 
 
 def resume_config(run_dir: Path, overrides: list[str], composed: DictConfig) -> DictConfig:
-    """Saved config with the safe ``overrides`` applied; ``composed`` holds their typed values
-    (``refuse_flags`` ran before composing)."""
+    """Saved config with the safe ``overrides`` applied (``composed`` holds their typed values)."""
     cfg = saved_config(run_dir)
     for override in overrides:
         key = key_of(override)
@@ -114,8 +111,7 @@ def differences(saved: DictConfig, new: DictConfig | Config) -> list[str]:
 
 
 def _differing(a: dict, b: dict, common_only: bool) -> list[tuple[str, object, object]]:
-    """(dotted key, value in ``a``, value in ``b``) for each key outside ``RESUME_SAFE`` that differs
-    (a key one side lacks counts unless ``common_only``)."""
+    """(key, in ``a``, in ``b``) per key outside ``RESUME_SAFE`` that differs (or one side lacks)."""
     found: list[tuple[str, object, object]] = []
 
     def walk(x, y, prefix: str) -> None:

@@ -21,8 +21,7 @@ SWEEP_FILES = frozenset({RECORD, "sweep.csv", "sweep.md", LOCK_NAME, ".submitit"
 
 
 def check_sweep_dir(first_job: list[str], config_name: str) -> Path:
-    """The sweep directory of a ``-m`` command line whose first job has ``first_job``'s overrides,
-    refused unless posx may write it."""
+    """The sweep directory of the job ``first_job``, refused unless posx may write it."""
     job = with_hydra(first_job, config_name)
     sweep = Path(str(job.hydra.sweep.dir))
     reason = _shared(sweep, Path(job.results_dir)) or _refusal(sweep) or _another_command(sweep, config_name)
@@ -71,8 +70,7 @@ def _another_command(sweep: Path, config_name: str) -> str | None:
 
 
 def _ours(path: Path, sweep: Path) -> bool:
-    """What a posx sweep leaves: its record and tables (beside that record), its lock, submitit's
-    logs, a hidden temporary, and job directories."""
+    """What a posx sweep leaves: record, tables, lock, submitit's logs, temporaries, job directories."""
     if path.name.startswith(".") and path.name.endswith(".tmp"):
         return True
     if path.name in SWEEP_FILES:
@@ -83,8 +81,7 @@ def _ours(path: Path, sweep: Path) -> bool:
 
 
 def _record_command(path: Path) -> str | None:
-    """The root config (``config`` or ``extend``) of the posx sweep whose multirun.yaml ``path`` is
-    (not a link, readable); None when it is not one."""
+    """The root config of the posx sweep whose multirun.yaml ``path`` is; None when it is not one."""
     if path.is_symlink() or not path.is_file():
         return None
     try:

@@ -57,9 +57,8 @@ def compute_dtype(x: torch.Tensor) -> torch.dtype:
 
 
 def use_tf32(device: torch.device, enabled: bool) -> None:
-    """TF32 for float32 matmuls and convolutions on CUDA (train.tf32; under autocast, what stays
-    float32), through the ``fp32_precision`` settings inductor reads (the older ``allow_tf32``
-    flags are deprecated, and torch refuses to mix the two)."""
+    """TF32 on CUDA (train.tf32) through ``fp32_precision``, which inductor reads (``allow_tf32`` is
+    deprecated, and torch refuses to mix the two)."""
     if device.type == "cuda":
         precision = "tf32" if enabled else "ieee"
         torch.backends.cuda.matmul.fp32_precision = precision
@@ -67,8 +66,7 @@ def use_tf32(device: torch.device, enabled: bool) -> None:
 
 
 def use_compile(setting: object, device: torch.device) -> bool:
-    """train.compile: ``auto`` compiles on CUDA only (on the CPU compile time outweighs the gain
-    for posx's small models)."""
+    """``auto`` compiles on CUDA only: on the CPU compiling outweighs the gain for small models."""
     value = check_compile(setting)
     return device.type == "cuda" if value == "auto" else value == "true"
 

@@ -32,8 +32,7 @@ class PeerFailed(PosxError):
 
 
 def export_submitit_ranks() -> None:
-    """Inside a submitit job of several tasks, export RANK/WORLD_SIZE/LOCAL_RANK/MASTER_* from its
-    environment; a job of one task, or a process that has them (torchrun), is left alone."""
+    """Inside a submitit job of several tasks (not under torchrun), export its rank variables."""
     if requested() or not os.environ.get("SUBMITIT_EXECUTOR"):
         return
     # submitit is the optional `slurm` extra; it is only imported inside a submitit job.
@@ -126,9 +125,8 @@ def broadcast(obj: T) -> T:
 
 
 def on_main(fn: Callable[[], T], share: bool = False) -> T | None:
-    """Run ``fn`` on rank 0 alone while the others wait; if it fails, rank 0 re-raises and the
-    others raise ``PeerFailed``, so no rank waits in a collective. ``share``: rank 0's result on
-    every rank (else None there)."""
+    """Run ``fn`` on rank 0 alone (``share``: its result on every rank); if it fails, the others
+    raise ``PeerFailed``, so no rank waits in a collective."""
     result, error = None, None
     if is_main():
         try:

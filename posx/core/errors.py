@@ -23,5 +23,4 @@ class Preempted(PosxError):
 
 
 class Interrupted(KeyboardInterrupt):
-    """Ctrl-C, with the line that says what the command left (a training run: which run, and
-    how to go on); ``posx.cli.exits.user_errors`` prints it and exits 130."""
+    """Ctrl-C, with the line that says what the command left (printed by ``user_errors``, exit 130)."""

@@ -84,8 +84,8 @@ def _too_deep(where, fix: str) -> PosxError:
 
 
 def bounded(value, where, fix: str):
-    """``value`` (a parsed record) when it nests at most MAX_DEPTH deep and holds at most MAX_NODES
-    values (a YAML alias counted each time it is reached), walked without recursion."""
+    """``value`` when it nests at most MAX_DEPTH deep and holds at most MAX_NODES values (aliases
+    counted each time), walked without recursion."""
     stack, seen = [(value, 1)], 0
     while stack:
         node, depth = stack.pop()
@@ -102,13 +102,12 @@ def bounded(value, where, fix: str):
 
 
 def load_json(text: str | bytes, where, fix: str):
-    """A JSON record, ``bounded``; a parser that runs out of stack is the same one line. Other
-    parse errors (json.JSONDecodeError, a ValueError) are the caller's to word."""
+    """A JSON record, ``bounded`` (other parse errors are the caller's to word)."""
     return _parsed(json.loads, text, where, fix)
 
 
 def load_yaml(text: str, where, fix: str):
-    """A YAML record (plain data: no tags), as ``load_json``; yaml.YAMLError is the caller's."""
+    """A YAML record (plain data: no tags), as ``load_json``."""
     return _parsed(functools.partial(yaml.load, Loader=yaml.CSafeLoader), text, where, fix)
 
 

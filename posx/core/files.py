@@ -22,10 +22,9 @@ from posx.core.errors import PosxError
 
 @contextlib.contextmanager
 def atomic_path(target: str | Path, new: bool = False, durable: bool = True) -> Iterator[Path]:
-    """Yield a temporary path to write; on success it replaces ``target`` atomically, or with
-    ``new`` appears there only if nothing (not even a dangling link) took the name meanwhile.
-    Without ``durable`` nothing is fsynced: for a file posx can always make again from others (a
-    digest written back), which a crash may lose, never leave half written under its name."""
+    """Yield a temporary path to write; on success it replaces ``target`` atomically (with ``new``:
+    only if nothing, not even a dangling link, took the name meanwhile). Without ``durable``
+    nothing is fsynced: for a file posx can always make again (a crash may lose it, never halve it)."""
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     # A fresh name in the same directory (so the rename is atomic), created with the user's umask.
@@ -50,8 +49,8 @@ def atomic_path(target: str | Path, new: bool = False, durable: bool = True) -> 
 
 
 def _publish(tmp_path: Path, target: Path) -> None:
-    """``tmp_path`` becomes ``target`` if that name is free: a hard link fails on any entry
-    there, a link included; where the filesystem has no hard links, checked just before."""
+    """``tmp_path`` becomes ``target`` if that name is free (a hard link fails on any entry there;
+    without hard links, checked just before)."""
     try:
         os.link(tmp_path, target, follow_symlinks=False)
     except FileExistsError:
@@ -86,8 +85,7 @@ def fsync_dir(path: Path) -> None:
 
 
 def real_dir(path: str | Path, what: str) -> Path:
-    """``path`` as a directory posx may write into: created if missing, refused if it is a
-    symbolic link (posx never writes, or deletes, through a link inside what it owns)."""
+    """``path`` as a directory posx may write into: created if missing, refused if a symbolic link."""
     path = no_link(path, what)
     try:
         path.mkdir(parents=True, exist_ok=True)
@@ -97,8 +95,7 @@ def real_dir(path: str | Path, what: str) -> Path:
 
 
 def check_dir(path: str | Path, what: str) -> Path:
-    """``path``, a directory posx will write into, checked before any work as ``real_dir`` would
-    refuse it later: not a symbolic link, and a directory if anything is there."""
+    """``path`` checked before any work as ``real_dir`` would refuse it later."""
     path = no_link(path, what)
     if path.exists() and not path.is_dir():
         raise PosxError(_not_a_dir(path, what))
@@ -120,8 +117,7 @@ def no_link(path: str | Path, what: str) -> Path:
 
 
 def new_file(path: str | Path, option: str) -> Path:
-    """``path`` for an output option that writes a new file: any entry there, a symbolic link
-    (even a dangling one) included, is refused, never replaced."""
+    """``path`` for an output option that writes a new file: any entry there (a link too) is refused."""
     path = Path(path)
     if path.is_symlink():
         raise PosxError(f"{path} is a symbolic link; choose another {option} (nothing is overwritten)")
@@ -208,8 +204,7 @@ def write_bytes(target: str | Path, data: bytes) -> None:
 
 
 def regular(path: str | Path, what: str = "") -> Path:
-    """``path``, refused unless it is a regular file (after links): a FIFO, a device or a folder
-    where posx expects a file is one line naming it, never a read that waits forever."""
+    """``path``, refused unless a regular file (after links): a FIFO is one line, not a read that waits."""
     path = Path(path)
     try:
         mode = os.stat(path).st_mode
@@ -221,8 +216,8 @@ def regular(path: str | Path, what: str = "") -> Path:
 
 
 def read_regular(path: str | Path) -> bytes:
-    """The bytes of ``path`` when it is a regular file; OSError otherwise, without waiting (opened
-    non-blocking, checked on the open descriptor: nothing can swap a FIFO in between)."""
+    """The bytes of a regular file at ``path``; else OSError, without waiting (opened non-blocking,
+    checked on the descriptor: nothing can swap a FIFO in between)."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
@@ -244,8 +239,7 @@ def sha256_file(*paths: str | Path) -> str:
 
 
 def safetensors_write(write: Callable[[], None]) -> None:
-    """Run a safetensors write, its I/O failures (a SafetensorError ending in Rust's "(os error
-    N)", disk full included) raised as OSError with that errno, which the callers act on."""
+    """Run a safetensors write, a SafetensorError ending in "(os error N)" raised as OSError(N)."""
     try:
         write()
     except SafetensorError as exc:
@@ -257,15 +251,13 @@ def safetensors_write(write: Callable[[], None]) -> None:
 
 
 def numbered(parent: Path, stem: str, suffix: str = "", limit: int = 10_000) -> Iterator[Path]:
-    """parent/<stem><suffix>, then <stem>-2<suffix>, -3 ...: the one rule for a fresh name
-    beside taken ones (``suffix`` for a file, e.g. ".png")."""
+    """parent/<stem><suffix>, then <stem>-2<suffix>, -3 ...: the one rule for a fresh name."""
     for i in range(1, limit):
         yield parent / (f"{stem}{suffix}" if i == 1 else f"{stem}-{i}{suffix}")
 
 
 def unique_dir(root: str | Path, name: str, hint: str) -> Path:
-    """Create root/<name>/, or <name>-2, -3 ... if taken (never an existing one); ``hint`` says
-    how to pick another name if all are taken."""
+    """Create root/<name>/, or <name>-2, -3 ... (``hint``: what to do when all are taken)."""
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
     for candidate in numbered(root, name):

@@ -36,9 +36,8 @@ class Source:
 
 
 def load(name: str, group: str, setting: str, own: str = "not one of posx's own") -> tuple[Any, Source]:
-    """The object ``name`` designates (an import path ``module:attribute``, or an entry point of
-    ``group``) and its ``Source``; ``setting`` (``pos.impl``) names the key in every error, ``own``
-    says which names posx itself has."""
+    """The object ``name`` designates and its ``Source``; ``setting`` (``pos.impl``) names the key in
+    every error, ``own`` says which names posx itself has."""
     module_name, sep, attribute = str(name).partition(":")
     target = name if sep and module_name and attribute else _entry_point(name, group, setting, own)
     module_name, _, attribute = target.partition(":")
@@ -101,8 +100,7 @@ def _line(exc: BaseException) -> str:
 
 
 def changed(recorded: Source) -> str | None:
-    """What differs between the code a run recorded and the code on disk now, in one phrase (None:
-    the same file, the same bytes); the module itself is not run."""
+    """What differs between recorded code and the file now, in one phrase (None: the same bytes)."""
     current = _current_file(recorded.target)
     if not current:
         return f"{recorded.name} ({recorded.file}) cannot be found any more"
@@ -116,8 +114,7 @@ def changed(recorded: Source) -> str | None:
 
 
 def _current_file(target: str) -> str:
-    """The file the module of ``target`` is (or would be) loaded from, without running it (the
-    packages above it are imported, as Python must to find it)."""
+    """The file ``target``'s module would load from, without running it (its packages are imported)."""
     module_name = target.partition(":")[0]
     loaded = sys.modules.get(module_name)
     if loaded is not None:

@@ -35,8 +35,8 @@ def first_line(exc: BaseException) -> str:
 
 
 def file_in_traceback(exc: BaseException, suffixes: tuple[str, ...]) -> str | None:
-    """The file a failing call was working on: the innermost frame's local that is a path ending
-    in one of ``suffixes`` (libraries written in Rust or C++ do not say which file they read)."""
+    """The innermost frame's local that is a path ending in ``suffixes``: the file a failing call
+    read (libraries in Rust or C++ do not say)."""
     tb, frames = exc.__traceback__, []
     while tb is not None:
         frames.append(tb.tb_frame)
@@ -90,8 +90,7 @@ def _weights(exc: BaseException) -> str:
 
 
 def _sweep_job(exc: BaseException) -> str:
-    """A submitit job that failed: the job's own posx line (it printed one to its error stream)
-    and where its logs are."""
+    """A failed submitit job: the posx line it printed to its error stream, and where its logs are."""
     text = str(exc)
     said = [line.strip() for line in text.splitlines() if line.strip().startswith(JOB_LINES)]
     logs = re.search(r"with path (\S+)/[^/\s]+_result\.pkl", text)
@@ -144,8 +143,7 @@ def _says(*phrases: str) -> Callable[[BaseException], bool]:
 
 @dataclass(frozen=True)
 class Known:
-    """One known failure: the library, the exception types (``module.QualName``) it raises, the
-    advice line, and (for builtin types) what its message must say."""
+    """One known failure: the library, its exception types, the advice, and (builtin types) ``when``."""
 
     library: str
     types: tuple[str, ...]
@@ -193,8 +191,7 @@ def chain(exc: BaseException) -> Iterator[BaseException]:
 
 
 def advice(exc: BaseException) -> str | None:
-    """The one line for a known library failure (the first entry of ``KNOWN`` that matches the
-    exception or one it was raised from), else None."""
+    """The first matching entry of ``KNOWN``'s line for ``exc`` or one it was raised from, else None."""
     for entry in KNOWN:
         for found in chain(exc):
             if type_names(found) & set(entry.types) and (entry.when is None or entry.when(found)):

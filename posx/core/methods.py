@@ -16,8 +16,7 @@ from posx.core.errors import PosxError
 
 
 class RopeMethod(NamedTuple):
-    """A method declared by ``rope_method`` (``frequencies``) or ``attention_method`` (``window``),
-    and the dataclass of its parameters (fields with ``posx.schema.fields`` bounds; None: none)."""
+    """A method declared by ``rope_method`` or ``attention_method``, and its parameters' dataclass."""
 
     frequencies: Optional[Callable[..., tuple[torch.Tensor, float]]] = None
     window: Optional[Callable[[Any, int], Any]] = None
@@ -42,8 +41,7 @@ _SIGNATURES = {"frequencies": "(inv_freq, original_context, length, params)", "w
 
 
 def user_method(name: str, own: str) -> tuple[RopeMethod, imports.Source]:
-    """The method ``name`` designates outside posx (``posx.core.imports.load``), checked: a
-    ``RopeMethod``, a callable of the right signature, a dataclass of parameters."""
+    """The method ``name`` designates outside posx, checked: its declaration, signature, parameters."""
     obj, source = imports.load(name, imports.METHOD_GROUP, "eval.methods", own)
     named = f"eval.methods: {name}"
     if not isinstance(obj, RopeMethod):

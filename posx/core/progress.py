@@ -14,8 +14,7 @@ QUIET_S = 30.0  # the longest a log goes without a progress line while work goes
 
 
 def rate(megabytes: float, seconds: float, done: int, total: int) -> str:
-    """A reading loop's stats: megabytes so far, MB/s, and the time left at this rate of units
-    (``done`` of ``total`` documents, say)."""
+    """A reading loop's stats: megabytes, MB/s, and the time left at this rate of ``done`` units."""
     seconds = max(seconds, 1e-9)
     left = seconds * max(total - done, 0) / max(done, 1)
     return f"{megabytes:.1f} MB  {megabytes / seconds:.2f} MB/s  about {left:.0f} s left"

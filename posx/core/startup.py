@@ -15,8 +15,7 @@ STOPPED = "stopped by Ctrl-C while starting; nothing was read or written"
 
 
 def load(name: str) -> ModuleType:
-    """The module ``name``, imported with Ctrl-C held off (exit 130 after, if one came); a plain
-    import off the main thread, and where Ctrl-C is ignored (a script's background job)."""
+    """``name`` imported with Ctrl-C held off (a plain import off the main thread, or if ignored)."""
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         return importlib.import_module(name)
     caught: list[int] = []

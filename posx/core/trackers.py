@@ -24,8 +24,7 @@ WANDB_HOST = "https://api.wandb.ai"  # wandb's server unless WANDB_BASE_URL name
 
 
 def check_tracker(logger) -> None:
-    """The tracker ``logger`` (the config's ``logger`` node) asks for can start: a known one, its
-    package installed and importing, an API key for wandb online. Else one line naming the setting."""
+    """The tracker the ``logger`` node asks for can start, else one line naming the setting."""
     if logger.name not in LOGGERS:
         raise unknown("logger", logger.name, LOGGERS)
     module = MODULES.get(logger.name)
@@ -137,7 +136,7 @@ class Wandb(Tracker):
 
 
 def open_tracker(logger, run_dir: Path, name: str, config: dict, config_text: str) -> Tracker:
-    """The tracker ``logger`` (the config's ``logger`` node) asks for, writing beside ``run_dir``."""
+    """The tracker the ``logger`` node asks for, writing beside ``run_dir``."""
     check_tracker(logger)
     log_dir = Path(logger.dir) if logger.dir else None
     if logger.name == "tensorboard":

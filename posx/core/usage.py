@@ -18,8 +18,7 @@ from posx.core.console import new_console, say
 
 @contextlib.contextmanager
 def one_line() -> Iterator[None]:
-    """A usage error inside (not "no arguments: show the help") as one line naming the command's
-    --help, and its exit status (2)."""
+    """A usage error inside (but "no arguments: show the help") as one line, exit 2."""
     try:
         yield
     except typer.TyperException as exc:

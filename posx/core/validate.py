@@ -22,8 +22,7 @@ _TYPES = {bool: lambda v: isinstance(v, bool), int: is_integer, float: is_real, 
 
 
 def validate(data: Any, kind: type, where: str = "", fix: str = "", at: str = "") -> Any:
-    """``data`` as the dataclass ``kind`` (``where`` names a record in a message, ``fix`` says how
-    to mend one, ``at`` prefixes its keys, as ``rope.``)."""
+    """``data`` as the dataclass ``kind`` (``where`` names a record, ``fix`` mends one, ``at`` prefixes keys)."""
     try:
         if not isinstance(data, Mapping):
             named = _fail(where, at.rstrip(".")) if at else PosxError(where or "the config")
@@ -36,8 +35,7 @@ def validate(data: Any, kind: type, where: str = "", fix: str = "", at: str = ""
 
 
 def known(data: Any, kind: type) -> Any:
-    """``data`` with only the keys the dataclass ``kind`` (and each group below) has: a record of
-    another posx version, checked by ``validate`` for what this version reads of it."""
+    """``data`` with only the keys ``kind`` has (a record of another posx version, checked for what this reads)."""
     if not isinstance(data, Mapping):
         return data
     fields = {f.name: f for f in dataclasses.fields(kind)}
@@ -121,8 +119,7 @@ def _value(value: Any, hint: Any, rule: Any, key: str, where: str) -> Any:
 
 
 def _list(value: Any, hint: Any, rule: Any, key: str, where: str) -> list:
-    """A list of plain values of type ``hint`` (or of such lists: a record's table); with
-    ``rule``: not empty, each value once."""
+    """A list of plain values of type ``hint`` (or of such lists); with ``rule``: not empty, no repeats."""
     if not isinstance(value, (list, tuple)):
         raise _fail(where, f"{key}={value!r} is not a list; write a list in brackets, e.g. {key}=[{value!r}]")
     rows = typing.get_origin(hint) is list

@@ -45,8 +45,8 @@ def save(
     metrics: list[dict] | None = None,
     extras: TrainExtras | None = None,
 ) -> Path:
-    """Write a checkpoint of ``step`` and make it the latest; returns its directory. Non-finite
-    weights are refused before anything is written: the previous checkpoint stays the latest."""
+    """Write a checkpoint of ``step``, make it the latest, return its directory (non-finite weights:
+    refused before anything is written)."""
     for weight, tensor in model.state_dict().items():
         if tensor.is_floating_point() and not torch.isfinite(tensor).all():
             raise PosxError(
@@ -84,7 +84,6 @@ def _publish(tmp: Path, final: Path, step: int) -> None:
 
 
 def _disk_full(step: int, ckpt_root: Path, previous: dict | None) -> PosxError:
-    """The one-line error of a checkpoint the disk had no room for, saying what is still intact."""
     kept = (
         f"the previous checkpoint (step {previous['step']}) is intact" if previous else "no earlier checkpoint exists"
     )
@@ -120,8 +119,7 @@ _OURS = re.compile(r"step-\d{8}|\.step-\d{8}\.\d+\.[0-9a-f]{8}\.tmp|\.latest\.js
 
 
 def _prune(ckpt_root: Path, keep: str) -> None:
-    """Remove every step directory but ``keep``, and temporaries of killed writers: only names
-    posx gives them, and never through a link (a link itself is left alone)."""
+    """Remove every step directory but ``keep``, and killed writers' temporaries (never a link)."""
     for entry in ckpt_root.iterdir():
         if entry.name == keep or not _OURS.fullmatch(entry.name) or entry.is_symlink():
             continue

@@ -47,8 +47,7 @@ def read(folder: Path) -> dict[str, Source]:
 
 
 def check(folder: Path, allow: bool, doing: str) -> list[str]:
-    """What changed in the code ``folder`` recorded, as lines to show; without ``allow`` a change is
-    refused (``doing``: what would go on with other code, e.g. "resume it")."""
+    """What changed in the code ``folder`` recorded; refused without ``allow`` (``doing``: "resume it")."""
     lines = [f"{key}: {what}" for key, source in read(folder).items() if (what := changed(source))]
     if lines and not allow:
         raise PosxError(

@@ -25,8 +25,8 @@ _SECTION_KEY = re.compile(r"\bmodel\.(model|pos)\b(?:\.(\w+))?")  # a section, o
 
 
 def upgrade(record: Mapping, found: str) -> dict:
-    """A record of format ``found``; of format 1, its flat ``model`` as ``vocab_size`` and the
-    ``model`` and ``pos`` sections (a key of neither stays beside them, for the walker to refuse)."""
+    """A record of format ``found``; of format 1, its flat ``model`` as the sections (a key of
+    neither stays beside them, for the walker to refuse)."""
     flat = record.get("model")
     if found != FORMAT or not isinstance(flat, Mapping):
         return dict(record)  # a current record, or one the walker says what is wrong with
@@ -71,8 +71,7 @@ def upgrade_eval(settings: Mapping) -> dict:
 
 
 def upgrade_config(config: Mapping) -> dict:
-    """A config.yaml as written now: an extension's top-level ``new_base`` (the base a ``method=abf``
-    extension trained with) becomes ``eval.abf.new_base``."""
+    """A config.yaml as written now (an abf extension's top-level ``new_base``: ``eval.abf.new_base``)."""
     out = dict(config)
     if isinstance(out.get("eval"), Mapping):
         out["eval"] = upgrade_eval(out["eval"])

@@ -65,8 +65,7 @@ def check_method(method: str, pos: str, where: str) -> None:
 def extended_model(
     parent_model: GPT, parent: RunMeta, method: str, factor: float, record: RopeRecord | None, where: str
 ) -> GPT:
-    """The parent with the extension applied, untrained: RoPE frequencies installed in place, or a
-    new model with the stretched absolute table."""
+    """The parent with the extension applied (frequencies installed, or the table stretched)."""
     if method != INTERPOLATE:
         install_trained(parent_model, record, parent.train_context, where)
         return parent_model
@@ -79,8 +78,8 @@ def extended_model(
 
 
 def find_parent(meta: RunMeta, results_dir: str | Path) -> tuple[Path | None, str]:
-    """The parent of an extended run (its recorded path, else by name under results/runs), else why
-    not: a run there that differs from what the lineage records (T, steps, weights) is not it."""
+    """An extended run's parent (recorded path, else by name under results/runs), else why not: a
+    run there that differs from the lineage (T, steps, weights) is not it."""
     lineage = meta.extended_from
     if lineage is None:
         return None, "it is not an extended run"
@@ -97,8 +96,7 @@ def find_parent(meta: RunMeta, results_dir: str | Path) -> tuple[Path | None, st
 
 
 def _differs_from(parent: RunMeta, lineage: Lineage) -> str:
-    """What of ``parent`` differs from ``lineage``'s record ('' when none; a field an older record
-    lacks is not compared)."""
+    """What of ``parent`` differs from ``lineage`` ('' when none; a field it lacks is not compared)."""
     if parent.train_context != lineage.train_context:
         return f"T={lineage.train_context}"
     if lineage.parent_step and parent.step != lineage.parent_step:

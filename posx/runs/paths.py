@@ -77,8 +77,7 @@ def new_run_dir(results_dir: str | Path, name: str) -> Path:
 
 
 def new_named_run_dir(results_dir: str | Path, name: str) -> Path:
-    """Create results/runs/<name>/ for a name the user chose; one that exists is refused (a silent
-    <name>-2 would leave <name> meaning the old run)."""
+    """Create results/runs/<name>/ for a chosen name, refusing one that exists (a silent -2 misleads)."""
     root = Path(results_dir) / "runs"
     root.mkdir(parents=True, exist_ok=True)
     try:
@@ -123,8 +122,7 @@ def refuse_none_finished(results_dir: str | Path) -> None:
 
 
 def refuse_unfinished(run_dir: Path, lead: str = "") -> None:
-    """A run whose training has not finished (config.yaml, no model.json): one line saying it is
-    training now, or where it stopped and how to finish it."""
+    """A run that has not finished training: one line saying it trains now, or how to finish it."""
     if not (Path(run_dir) / CONFIG).is_file():
         return
     if lock.held(run_dir):
@@ -189,8 +187,7 @@ def name_below(run_dir: Path, root: Path) -> str:
 
 
 def resolve_run(run: str | None, results_dir: str | Path, latest: bool = False) -> Path:
-    """A run as a path, a name under results/runs, ``sweeps/<sweep>/<job>``, or a job's name alone
-    when one sweep has it; or the most recent run (``latest``)."""
+    """A run by path, name, ``sweeps/<sweep>/<job>`` or a job's name in one sweep; or the latest."""
     if latest:
         runs = find_runs(results_dir)
         if not runs:
@@ -216,8 +213,7 @@ def resolve_run(run: str | None, results_dir: str | Path, latest: bool = False) 
 
 
 def closest_names(run: str, names: list[str]) -> list[str]:
-    """Up to three of ``names`` closest to ``run``: by the whole name, or (more strictly) by the
-    last part, so a sweep job's name alone finds the ``sweeps/<sweep>/<job>`` names near it."""
+    """Up to three of ``names`` closest to ``run``, whole or (more strictly) by the last part."""
     last = Path(run).name
     similar = difflib.SequenceMatcher
     scored = [(max(similar(None, run, n).ratio(), similar(None, last, Path(n).name).ratio() - 0.2), n) for n in names]

@@ -82,8 +82,8 @@ class RunMeta:
         }
 
     def check(self, at: str = "") -> str | None:
-        """data.tokenizer absent (a run from before token stores: bytes) or a mapping with its kind
-        and sha256; weights_sha256, where given, not empty; learned scalars of the model's shape."""
+        """data.tokenizer absent (before token stores: bytes) or a mapping with its kind and sha256;
+        learned scalars of the model's shape."""
         tok = self.data.get("tokenizer")
         if tok is not None and not (isinstance(tok, dict) and isinstance(tok.get("kind"), str) and tok["kind"]):
             return f"data.tokenizer={tok!r} is not a mapping with a kind"
@@ -97,8 +97,7 @@ class RunMeta:
 
     @classmethod
     def from_dict(cls, d, where: Path) -> "RunMeta":
-        """``weights_sha256`` may be absent or null (a run saved before posx recorded it, or a record
-        built without weights); a checkpoint's checksums may not (``posx.runs.checkpoint``)."""
+        """``weights_sha256`` may be absent or null (an older run, or a record without weights)."""
         found = d.get("format") if isinstance(d, dict) else type(d).__name__
         if found not in (META_FORMAT, legacy.FORMAT):
             raise PosxError(f"{where} is not posx run metadata (format {found!r})")
@@ -108,8 +107,7 @@ class RunMeta:
 
     @property
     def data_config(self) -> dict:
-        """The data config the run trained on (runs from before token stores record source, path
-        and val_fraction only, and read as the byte tokenizer)."""
+        """The data config the run trained on (older runs: source, path, val_fraction, bytes)."""
         recorded = self.data.get("config") or {}
         if not isinstance(recorded, dict):
             raise PosxError(f"model.json: data.config is a {type(recorded).__name__}, not a mapping; re-train the run")

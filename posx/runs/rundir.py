@@ -22,8 +22,7 @@ from posx.runs.records import RunMeta
 
 
 def save_run(run_dir: Path, model: GPT, meta: RunMeta) -> None:
-    """Weights first, then model.json with their checksum and the learned positional scalars: a
-    run with model.json has matching weights, and weights changed afterwards are caught on load."""
+    """Weights first, then model.json with their checksum (a later change is caught on load)."""
     meta.learned = model.learned_scalars()
     with files.atomic_path(run_dir / WEIGHTS) as tmp:
         files.safetensors_write(lambda: save_model(model, str(tmp)))
@@ -74,8 +73,7 @@ def load_weights(model: torch.nn.Module, weights: Path, described_by: str, devic
 
 
 def expected_shapes(model: torch.nn.Module) -> list[tuple[tuple[str, ...], tuple[int, ...]]]:
-    """(names, shape) per tensor of ``model``; tied tensors (embeddings, output head) are one entry
-    with all their names, since a file holds them once under any one."""
+    """(names, shape) per tensor of ``model``; tied tensors are one entry (a file holds them once)."""
     groups: dict[int, tuple[list[str], tuple[int, ...]]] = {}
     for name, tensor in model.state_dict(keep_vars=True).items():
         groups.setdefault(id(tensor), ([], tuple(tensor.shape)))[0].append(name)
