@@ -1,6 +1,5 @@
 """How a command ends when something fails: one line on stderr and an exit status, never a
-traceback for the user's own mistakes (``user_errors``, around every command and Hydra job).
-"""
+traceback for the user's own mistakes (``user_errors``, around every command and Hydra job)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """The jobs behind the commands: ``train_job`` and ``extend_job`` (Hydra task functions, one per
 sweep job) and ``resume``. A job this process created that fails holding neither weights nor a
 checkpoint is removed (``cleanup_on_failure``); nothing else ever is. Each job runs inside
-``distributed.session``: rank 0 alone chooses and creates the run directory and evaluates.
-"""
+``distributed.session``: rank 0 alone chooses and creates the run directory and evaluates."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """``posx runs`` and ``posx compare``: tables read from run directories. No torch, no matplotlib
-(a test holds it to that); ``posx report``, which draws, is ``posx.cli.reporting``.
-"""
+(a test holds it to that); ``posx report``, which draws, is ``posx.cli.reporting``."""
 
 from __future__ import annotations
 

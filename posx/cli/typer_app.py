@@ -1,9 +1,6 @@
 """The ``posx`` command line (Typer): the commands, their arguments and their help. Each command
-hands its parsed arguments to ``posx.cli.commands`` (``results``, ``reporting``, ``wavelengths`` for
-the commands that read results or draw); ``train`` and ``extend`` pass theirs to Hydra untouched.
-Those modules are imported only when a command runs (with Ctrl-C held off, ``posx.core.startup``),
-so ``--help`` and ``--version`` answer at once; a test holds it to that.
-"""
+hands its arguments to a module imported only when it runs (``startup.load``), so ``--help`` and
+``--version`` answer at once (a test holds it to that)."""
 
 from __future__ import annotations
 
@@ -34,6 +31,8 @@ app = typer.Typer(
     rich_markup_mode="rich",
     **GROUP,
 )
+data_app = typer.Typer(name="data", help="Token stores: prepare a corpus once, train and evaluate from it.", **GROUP)
+app.add_typer(data_app)
 PASS_THROUGH = {"allow_extra_args": True, "ignore_unknown_options": True}
 ALLOW_CHANGED_CODE = (
     "Go on although the source of a class or method from outside posx (pos.impl, eval.methods) changed since "
@@ -261,10 +260,6 @@ def root(
     ),
 ) -> None:
     """The options before a command (the app's help is ``app``'s)."""
-
-
-data_app = typer.Typer(name="data", help="Token stores: prepare a corpus once, train and evaluate from it.", **GROUP)
-app.add_typer(data_app)
 
 
 @command(data_app, "prepare", context_settings=PASS_THROUGH, epilog=examples.PREPARE_EPILOG)

@@ -2,8 +2,7 @@
 tables in the terminal and a PNG. The frequencies come from the call an evaluation makes
 (``posx.model.rescale.method_frequencies`` at L = s * T). A pair's wavelength is 2*pi / inv_freq
 positions: one past T never completed a rotation in training, one past L not even at the target
-length. The one command that needs torch and matplotlib both, so a module of its own.
-"""
+length. The one command that needs torch and matplotlib both, so a module of its own."""
 
 from __future__ import annotations
 
@@ -33,6 +32,12 @@ from posx.schema.config import ROTARY, evaluated_length
 MAX_HEAD_DIM = 4096  # beyond any model's head; keeps the table a table
 MAX_CONTEXT = 1 << 24
 MAX_FACTOR = 1024.0
+_STYLES = ["-", "--", "-.", ":"]
+_MARKERS = ["o", "s", "^", "v", "D", "x", "+", "*", "<", ">"]
+# Settings ``posx frequencies`` takes as options, not from the config: the override names its option.
+AS_OPTIONS = {"eval.methods": "--methods", "eval.factors": "--factor", "eval.scale": "--factor"}
+FROM_THE_RUN = ("model.", "pos.", "train.")  # with a run, its head_dim, base and T win
+FREQUENCIES_TAKES = "RUN, key=value overrides, --head-dim, --base, --context, --factor, --methods and --out"
 
 
 def wavelength_table(
@@ -121,10 +126,6 @@ def rich_tables(
     return tables
 
 
-_STYLES = ["-", "--", "-.", ":"]
-_MARKERS = ["o", "s", "^", "v", "D", "x", "+", "*", "<", ">"]
-
-
 def plot(df: pd.DataFrame, context: int, target: int, title: str, path: Path) -> Path:
     """Wavelength (log scale) by pair index, one line per curve (methods that share it, one entry),
     T and L marked, the legend under the axes. PNG at 200 dpi, or PDF when ``path`` ends in .pdf."""
@@ -178,11 +179,6 @@ def check_out(out: Path | None) -> None:
     files.new_file(out, "--out")
 
 
-# Settings ``posx frequencies`` takes as options, not from the config: the override names its option.
-AS_OPTIONS = {"eval.methods": "--methods", "eval.factors": "--factor", "eval.scale": "--factor"}
-FROM_THE_RUN = ("model.", "pos.", "train.")  # with a run, its head_dim, base and T win
-
-
 def check_overrides(overrides: list[str], with_run: bool) -> None:
     """Refuse an override the command would ignore (``AS_OPTIONS``; with a run, ``FROM_THE_RUN``)."""
     for override in overrides:
@@ -196,9 +192,6 @@ def check_overrides(overrides: list[str], with_run: bool) -> None:
             )
 
 
-FREQUENCIES_TAKES = "RUN, key=value overrides, --head-dim, --base, --context, --factor, --methods and --out"
-
-
 def frequencies(args: list[str], geometry: tuple, factor: float, methods: str | None, out: Path | None) -> None:
     """``posx frequencies``: geometry is (head_dim, base, T), each None for the run's or the
     configured model's; methods None: every method that sets frequencies."""
@@ -208,7 +201,13 @@ def frequencies(args: list[str], geometry: tuple, factor: float, methods: str | 
         check_overrides([a for a in args if "=" in a], with_run=bool(runs))
         cfg = compose([a for a in args if "=" in a])
         model = _rope_run(runs, cfg.results_dir)
-        head_dim, base, context = _rope_geometry(geometry, model, cfg)
+        if model is not None:  # each of head_dim, base and T as given, else the run's, else the config's
+            fallback = (model.model.head_dim, model.model.pos.base, model.train_context)
+        else:
+            fallback = (cfg.model.d_model // cfg.model.n_head, cfg.pos.base, cfg.train.context_length)
+        head_dim, base, context = (
+            value if value is not None else default for value, default in zip(geometry, fallback)
+        )
         check_head_dim(head_dim)
         check_out(out)
         if methods is None:
@@ -225,15 +224,6 @@ def frequencies(args: list[str], geometry: tuple, factor: float, methods: str | 
         out = out if out is not None else files.free_name(Path(cfg.results_dir), "frequencies", ".png")
         plot(df, context, target, heading, out)  # published only under a free name
         console.print(f"wrote {out}", markup=False)
-
-
-def _rope_geometry(given: tuple, model: RunMeta | None, cfg) -> tuple[int, float, int]:
-    """head_dim, base and T: each as given, else the run's, else the configured model's."""
-    if model is not None:
-        fallback = (model.model.head_dim, model.model.pos.base, model.train_context)
-    else:
-        fallback = (cfg.model.d_model // cfg.model.n_head, cfg.pos.base, cfg.train.context_length)
-    return tuple(value if value is not None else default for value, default in zip(given, fallback))
 
 
 def _rope_run(runs: list[str], results_dir: str) -> RunMeta | None:

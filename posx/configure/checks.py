@@ -1,7 +1,6 @@
 """The checks of a composed config before any work, each a one-line ``PosxError`` naming the key:
 the schema's rules (``posx.core.validate``), then what only the module owning a name can tell
-(device, tracker, T5's buckets, the task mix, this machine's cores, code from outside posx).
-"""
+(device, tracker, T5's buckets, the task mix, this machine's cores, code from outside posx)."""
 
 from __future__ import annotations
 

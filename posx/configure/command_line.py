@@ -1,9 +1,6 @@
-"""The Hydra command line of ``posx train`` and ``posx extend``, read once before Hydra runs:
-``parse`` reads Hydra's own flags and the overrides with Hydra's grammar, so every check works on
-one result and can refuse before Hydra makes a sweep directory; ``probes`` lists override sets
-using every value of every sweep; ``argv`` hands the arguments to ``hydra.main`` (which reads
-``sys.argv`` itself).
-"""
+"""The Hydra command line of ``posx train`` and ``posx extend``, read once (``parse``: Hydra's flags,
+and the overrides by Hydra's grammar) so every check can refuse before Hydra makes a sweep
+directory; ``probes`` lists override sets using every value of every sweep."""
 
 from __future__ import annotations
 

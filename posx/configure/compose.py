@@ -27,6 +27,14 @@ from posx.schema.fields import plain
 GROUPS = ("model", "pos", "data", "train", "eval", "logger", "experiment")  # the config groups (configs/<group>/)
 # The schemas configs/config.yaml and configs/extend.yaml name as their defaults.
 STORED_SCHEMAS = {"posx_schema": Config, "posx_extend_schema": ExtendRootConfig}
+SCHEMAS = {"config": Config, "extend": ExtendRootConfig}  # the root configs and their schemas
+# What OmegaConf says of a value that does not fit its field's type, and how to write one that does.
+TYPE_FIXES = (
+    ("is not a ListConfig", "write a list in brackets, e.g. {key}=[{value}]"),
+    ("converted to Integer", "give a whole number, written without a point or an exponent"),
+    ("converted to Float", "give a number"),
+    ("not a valid bool", "give true or false"),
+)
 
 
 def register_configs(cs: ConfigStore | None = None) -> None:
@@ -72,9 +80,6 @@ def refuse_additions(overrides: list[str]) -> None:
             )
 
 
-SCHEMAS = {"config": Config, "extend": ExtendRootConfig}  # the root configs and their schemas
-
-
 def choices_of(schema: type, key: str) -> type[Enum] | None:
     """The Enum a dotted ``key`` of ``schema`` (or each item of it, for a list) takes, else None."""
     hint: typing.Any = schema
@@ -117,15 +122,6 @@ def composition_error(exc: Exception, schema: type) -> PosxError:
         fix = _fix(text, reason)
         return PosxError(f"{' '.join(text.split())}: {reason.rstrip('.') if fix else reason}{fix}")
     return PosxError(" ".join(text.split()))
-
-
-# What OmegaConf says of a value that does not fit its field's type, and how to write one that does.
-TYPE_FIXES = (
-    ("is not a ListConfig", "write a list in brackets, e.g. {key}=[{value}]"),
-    ("converted to Integer", "give a whole number, written without a point or an exponent"),
-    ("converted to Float", "give a number"),
-    ("not a valid bool", "give true or false"),
-)
 
 
 def _fix(text: str, reason: str) -> str:

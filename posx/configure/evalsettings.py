@@ -1,8 +1,7 @@
 """The evaluation settings of ``posx eval-extrapolate RUN [overrides]``: the run's own (its current
 evaluation's ``eval.yaml``, else the ``eval`` section it trained with; keys added since get their
 defaults; ``eval.batch_tokens`` and ``eval.after_train`` are the composed config's), then the
-overrides on top.
-"""
+overrides on top."""
 
 from __future__ import annotations
 
@@ -20,6 +19,8 @@ from posx.eval import history
 from posx.runs import legacy
 from posx.runs.paths import CONFIG
 from posx.schema.config import EvalConfig
+
+SHOWN = 8  # settings named in the line that lists what a run's own settings changed
 
 
 def saved_eval(run_dir: Path) -> tuple[dict | None, str]:
@@ -68,9 +69,6 @@ def eval_config(run_dir: Path, composed: DictConfig, overrides: list[str]) -> tu
             "--defaults starts from the defaults instead)"
         ) from None
     return cfg, source
-
-
-SHOWN = 8  # settings named in the line that lists what a run's own settings changed
 
 
 def kept_from_run(cfg: DictConfig, composed: DictConfig) -> str:

@@ -1,7 +1,6 @@
 """The configuration reference, generated from the schema: a key's description is the comment at
 the end of its line in ``posx.schema.config`` (read with ``ast`` and ``tokenize``), so the schema
-stays one readable line per key and no second place can drift. A key without one fails a test.
-"""
+stays one readable line per key and no second place can drift. A key without one fails a test."""
 
 from __future__ import annotations
 
@@ -80,10 +79,6 @@ def _yaml(value: Any) -> str:
     return str(value)
 
 
-def _default(f: dataclasses.Field) -> str:
-    return _yaml(f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default)
-
-
 def dotted(tree: dict | None, prefix: str = "") -> dict:
     """{dotted key: value} of a nested dict (lists are values; None reads as empty)."""
     out = {}
@@ -117,7 +112,8 @@ def _table(rows: list[tuple[str, type, dataclasses.Field, Any]]) -> list[str]:
         if _choices(hint):
             each = "each " if typing.get_origin(hint) is list else ""
             text += f" ({each}one of: {', '.join(f'`{c}`' for c in _choices(hint))})"
-        lines.append(f"| `{key}` | {_type_name(hint)} | `{_cell(_default(f))}` | {_cell(text)} |")
+        default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+        lines.append(f"| `{key}` | {_type_name(hint)} | `{_cell(_yaml(default))}` | {_cell(text)} |")
     return lines
 
 

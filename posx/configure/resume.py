@@ -2,8 +2,7 @@
 sequence of weight updates (``RESUME_SAFE``: where it runs, checkpoint and validation cadence,
 the micro-batch, the evaluation after training). Any other change (``train.steps`` too: the
 schedule depends on it) is refused naming the key; an override equal to the saved value is a
-no-op. A requeued sweep job resumes only when its config matches the saved one.
-"""
+no-op. A requeued sweep job resumes only when its config matches the saved one."""
 
 from __future__ import annotations
 
@@ -22,6 +21,10 @@ from posx.runs.paths import CONFIG, is_run, lineage_of, read_config
 from posx.schema.config import RESUME_SAFE, Config, ExtendRootConfig
 
 _ABSENT = object()
+# Why a flag of ``posx train`` does not go with --resume; any other: --help lists the flags.
+_SWEEP = "a sweep cannot be resumed as a whole: resume each job directory"
+_CFG = "a resumed run's config is its config.yaml; `posx train --cfg job` without --resume prints a new one"
+NOT_WITH_RESUME = {"-m": _SWEEP, "--multirun": _SWEEP, "--cfg": _CFG, "-c": _CFG}
 
 
 def saved_config(run_dir: Path) -> DictConfig:
@@ -47,12 +50,6 @@ def _value(cfg: DictConfig, key: str):
     if isinstance(node, DictConfig) or OmegaConf.is_list(node):
         return OmegaConf.to_container(node, resolve=True)
     return node
-
-
-# Why a flag of ``posx train`` does not go with --resume; any other: --help lists the flags.
-_SWEEP = "a sweep cannot be resumed as a whole: resume each job directory"
-_CFG = "a resumed run's config is its config.yaml; `posx train --cfg job` without --resume prints a new one"
-NOT_WITH_RESUME = {"-m": _SWEEP, "--multirun": _SWEEP, "--cfg": _CFG, "-c": _CFG}
 
 
 def refuse_flags(overrides: list[str]) -> None:

@@ -2,8 +2,7 @@
 training draws it and ``posx.train.taskcurve`` scores it): one that does not would never be
 trained on or measured. Tried with the byte encoding, which gives every piece at least as many
 tokens as a subword tokenizer; at most at ``TASK_FIT_LENGTH``, where every task at the schema's
-largest sizes fits, so the check's cost is bounded.
-"""
+largest sizes fits, so the check's cost is bounded."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """The consoles posx prints through, and ``say``, its one way to print a message line. Off a
 terminal nothing is wrapped, so a line, a path or a table can be searched and copied whole; a
-message is never read as rich markup (``eval.methods=[none,pi]`` prints as written).
-"""
+message is never read as rich markup (``eval.methods=[none,pi]`` prints as written)."""
 
 from __future__ import annotations
 

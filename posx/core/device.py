@@ -11,14 +11,26 @@ import torch
 from posx.core.errors import PosxError, unknown
 
 DEVICES = ("auto", "cpu", "cuda", "cuda:N")
+COMPILE = ("auto", "true", "false")  # train.compile (Hydra may hand true/false over as booleans)
+# Dense bf16 tensor-core peak, FLOP/s, from NVIDIA's data sheets without sparsity. A device name
+# ("NVIDIA H100 80GB HBM3") matches a key whose words it holds whole, in order; the key with the
+# most words wins ("H100 NVL" beats "H100", "L40S" never matches "L4"); a tie has no peak.
+BF16_PEAK = {
+    "H200": 989e12,  # SXM
+    "H200 NVL": 835e12,
+    "H100": 989e12,  # SXM (HBM3)
+    "H100 NVL": 835e12,
+    "H100 PCIe": 756e12,
+    "A100": 312e12,
+    "L40S": 362e12,
+    "L40": 181e12,
+    "L4": 121e12,
+}
 
 
 def check_device(requested: str) -> None:
     if requested not in DEVICES[:3] and not re.fullmatch(r"cuda:\d+", str(requested)):
         raise PosxError(f"device={requested} is not one of {', '.join(DEVICES)}")
-
-
-COMPILE = ("auto", "true", "false")  # train.compile (Hydra may hand true/false over as booleans)
 
 
 def pick_device(requested: str) -> torch.device:
@@ -76,22 +88,6 @@ def check_compile(setting: object) -> str:
     if value not in COMPILE:
         raise unknown("train.compile", setting, COMPILE)
     return value
-
-
-# Dense bf16 tensor-core peak, FLOP/s, from NVIDIA's data sheets without sparsity. A device name
-# ("NVIDIA H100 80GB HBM3") matches a key whose words it holds whole, in order; the key with the
-# most words wins ("H100 NVL" beats "H100", "L40S" never matches "L4"); a tie has no peak.
-BF16_PEAK = {
-    "H200": 989e12,  # SXM
-    "H200 NVL": 835e12,
-    "H100": 989e12,  # SXM (HBM3)
-    "H100 NVL": 835e12,
-    "H100 PCIe": 756e12,
-    "A100": 312e12,
-    "L40S": 362e12,
-    "L40": 181e12,
-    "L4": 121e12,
-}
 
 
 def peak_for_name(name: str) -> float | None:

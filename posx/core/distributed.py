@@ -1,10 +1,6 @@
-"""Several processes training one run (torch.distributed): the process group, this rank, and
-how all ranks agree. On only when the rank variables are set (torchrun, or a submitit job of
-several tasks, exported with ``submitit.helpers.TorchDistributedEnvironment``); else a no-op
-for rank 0 of 1. The default group (nccl on CUDA, gloo on the CPU) carries DDP's all-reduce; a
-gloo "control" group with a long timeout carries the small agreements, so ranks may wait for
-rank 0's evaluation. After the public recipes of torchtitan and nanochat; the code is posx's own.
-"""
+"""Several processes training one run (torch.distributed): the process group, this rank, and how
+all ranks agree; a no-op for rank 0 of 1 unless the rank variables are set (torchrun, or a
+submitit job of several tasks). Design: docs/sweeps-and-clusters.md."""
 
 from __future__ import annotations
 

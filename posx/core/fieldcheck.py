@@ -1,6 +1,5 @@
 """Checks for one field of a record read from JSON or YAML: of its type, finite, in range; each
-returns the value or raises a one-line PosxError naming the file and the field.
-"""
+returns the value or raises a one-line PosxError naming the file and the field."""
 
 from __future__ import annotations
 

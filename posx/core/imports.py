@@ -2,8 +2,7 @@
 an import path ``module:attribute``, or an entry point of ``posx.encodings`` / ``posx.methods``.
 Importing runs the module with the user's rights. Every failure is one ``PosxError`` line; what
 was loaded comes back with its ``Source`` (import path, file, sha256), which a run records
-(``posx.runs.code``) so a later resume or evaluation can tell whether the code changed.
-"""
+(``posx.runs.code``) so a later resume or evaluation can tell whether the code changed."""
 
 from __future__ import annotations
 

@@ -1,11 +1,7 @@
-"""Known failures of the libraries posx runs on, each turned into one line that says what to change.
-
-The command boundary (``posx.cli.exits.user_errors``) asks :func:`advice` about any exception that is
-not posx's own; ``KNOWN`` is the one table of them. Types are named as ``module.QualName`` and
-compared with the MRO of the exception and of those it was raised from, so an optional library is
-never imported to recognise its errors. Anything else stays an internal error (exit 3). What is
-translated: docs/reliability.md.
-"""
+"""Known failures of the libraries posx runs on, each turned into one line that says what to change
+(``advice``, asked by ``posx.cli.exits.user_errors``; the table ``KNOWN``, listed in
+docs/reliability.md). Types are named ``module.QualName`` and compared with the MRO of the
+exception and of those it was raised from, so no optional library is imported to recognise them."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
 """RoPE methods declared outside posx: ``rope_method`` (frequencies) or ``attention_method``, each
 with its parameters' dataclass, and ``user_method``, which loads one named in ``eval.methods``
-and checks its declaration. Users import these from ``posx.rope``.
-"""
+and checks its declaration. Users import these from ``posx.rope``."""
 
 from __future__ import annotations
 
@@ -13,6 +12,8 @@ import torch
 
 from posx.core import imports
 from posx.core.errors import PosxError
+
+_SIGNATURES = {"frequencies": "(inv_freq, original_context, length, params)", "window": "(params, original_context)"}
 
 
 class RopeMethod(NamedTuple):
@@ -35,9 +36,6 @@ def attention_method(params: Optional[type] = None) -> Callable[[Callable], Rope
     """Declare ``fn(params, original_context) -> posx.model.windowed.Windowed``: a method that
     keeps theta and changes which positions meet in attention, as Self-Extend does."""
     return lambda fn: RopeMethod(window=fn, params=params)
-
-
-_SIGNATURES = {"frequencies": "(inv_freq, original_context, length, params)", "window": "(params, original_context)"}
 
 
 def user_method(name: str, own: str) -> tuple[RopeMethod, imports.Source]:

@@ -1,9 +1,6 @@
-"""Stop requests from a scheduler (SLURM ``--signal``, submitit): SIGTERM and SIGUSR2 become a
-flag the training loop checks at each step; it checkpoints and stops (``Preempted``, exit 75).
-Once the checkpoint is written, ``chain`` hands the signal to the handler it replaced, when that
-is a Python function: submitit's USR2 handler requeues a preempted sweep job, which resumes.
-Off the main thread it does nothing.
-"""
+"""Stop requests from a scheduler: SIGTERM and SIGUSR2 become a flag the training loop checks at
+each step (it checkpoints and stops, exit 75); ``chain`` then hands the signal to the Python
+handler it replaced (submitit's requeues the job). See docs/reliability.md."""
 
 from __future__ import annotations
 

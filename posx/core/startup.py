@@ -1,7 +1,6 @@
 """A command's modules, imported when it runs, with Ctrl-C held off meanwhile: Ctrl-C inside an
 import leaves a module half-initialised (NumPy then fails with a traceback), so ``load`` notes
-it and, once the import is done, stops with one line and exit 130 before anything is read.
-"""
+it and, once the import is done, stops with one line and exit 130 before anything is read."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """Optional experiment trackers (``logger=tensorboard`` or ``wandb``; off by default): training's
 loss, learning rate, throughput and validation loss by step, an evaluation's perplexities by
 length. A tracker that cannot start (its package missing or broken, wandb online without an API
-key, looked for without any network) is one line when the config is checked (``check_tracker``).
-"""
+key, looked for without any network) is one line when the config is checked (``check_tracker``)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
 """The one walker of the schema's rules, for a composed config and every record read back:
 ``validate(data, kind)`` checks each value against its dataclass field's type, the ``Bound`` in
 its metadata and its Enum, then each group's ``check(at)``; the first problem is one
-``PosxError`` naming the key, and what passes comes back as the dataclass.
-"""
+``PosxError`` naming the key, and what passes comes back as the dataclass."""
 
 from __future__ import annotations
 

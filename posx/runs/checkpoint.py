@@ -1,7 +1,6 @@
 """Resumable training checkpoints: weights, optimizer, step, RNG states and metrics so far, under
 ``checkpoint/step-N/`` and named by ``checkpoint/latest.json`` only once complete (layout and
-guarantees: docs/run-directory.md). Nothing is pickled; ``load`` checks each file's sha256.
-"""
+guarantees: docs/run-directory.md). Nothing is pickled; ``load`` checks each file's sha256."""
 
 from __future__ import annotations
 
@@ -25,6 +24,8 @@ from posx.runs.paths import WRITTEN_DIRS
 from posx.runs.records import TrainExtras
 from posx.runs.resumable import DIRNAME, FORMAT, LATEST, read_latest, root
 from posx.runs.rundir import load_weights
+
+_OURS = re.compile(r"step-\d{8}|\.step-\d{8}\.\d+\.[0-9a-f]{8}\.tmp|\.latest\.json\.\d+\.[0-9a-f]{8}\.tmp")
 
 
 @dataclass
@@ -113,9 +114,6 @@ def _write_files(where: Path, step: int, model, optimizer, generator, metrics: l
     for f in [*names, "state.json"]:
         files.fsync_file(where / f)
     files.fsync_dir(where)
-
-
-_OURS = re.compile(r"step-\d{8}|\.step-\d{8}\.\d+\.[0-9a-f]{8}\.tmp|\.latest\.json\.\d+\.[0-9a-f]{8}\.tmp")
 
 
 def _prune(ckpt_root: Path, keep: str) -> None:

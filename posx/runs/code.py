@@ -1,8 +1,7 @@
 """The code from outside posx a result depends on (``pos.impl``, methods of ``eval.methods``),
 recorded beside it in ``code.json`` as ``posx.core.imports.Source`` entries. Before a resume or an
 evaluation loads that code again, ``check`` compares each file with the record (importing
-nothing): a change is refused unless ``--allow-changed-code``. Reports never read it.
-"""
+nothing): a change is refused unless ``--allow-changed-code``. Reports never read it."""
 
 from __future__ import annotations
 

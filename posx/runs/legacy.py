@@ -2,8 +2,7 @@
 whose ``model`` record was flat (``upgrade``; ``spelled`` names a refused key as that file does),
 and ABF's base, once ``eval.abf_base`` or an extension's top-level ``new_base``, now
 ``eval.abf.new_base`` (``upgrade_config``, ``upgrade_eval``; ``first_spelled`` gives the settings
-an evaluation's identity hashes as first written, so it keeps its id).
-"""
+an evaluation's identity hashes as first written, so it keeps its id)."""
 
 from __future__ import annotations
 
@@ -22,6 +21,8 @@ _SPELLED = {new: old for old, new in _RENAMED.items()}
 # What format 1 built for a key its record lacks (it predates the option), where the sections hold null.
 _ABSENT = dict(max_positions=128, cope_npos=129, fire_threshold=512.0, attn_scale_length=128, randomized_max=1024)
 _SECTION_KEY = re.compile(r"\bmodel\.(model|pos)\b(?:\.(\w+))?")  # a section, or a key in one (pos: renamed)
+_ABF = ("abf", "new_base")  # eval.abf.new_base: the one key of ABF's base
+_ABF_FIRST = "abf_base"  # eval.abf_base, its first spelling
 
 
 def upgrade(record: Mapping, found: str) -> dict:
@@ -53,10 +54,6 @@ def spelled(found: str) -> Iterator[None]:
         raise PosxError(
             _SECTION_KEY.sub(lambda m: "model" + (f".{_SPELLED.get(m[2], m[2])}" if m[2] else ""), str(exc))
         ) from None
-
-
-_ABF = ("abf", "new_base")  # eval.abf.new_base: the one key of ABF's base
-_ABF_FIRST = "abf_base"  # eval.abf_base, its first spelling
 
 
 def _with_abf_base(section: Mapping, base) -> dict:

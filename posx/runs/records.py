@@ -1,7 +1,6 @@
 """Typed records a run directory holds as JSON (``model.json``, an extension's lineage, a
 checkpoint's scalars), each read through ``from_dict`` with ``posx.core.validate``: a damaged
-record is a one-line ``PosxError`` naming the file and the field.
-"""
+record is a one-line ``PosxError`` naming the file and the field."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
 """Whether and from where a run can resume: ``checkpoint/latest.json`` and the checkpoint's
-``state.json``, read without torch (``posx.runs.checkpoint`` writes and loads checkpoints).
-"""
+``state.json``, read without torch (``posx.runs.checkpoint`` writes and loads checkpoints)."""
 
 from __future__ import annotations
 

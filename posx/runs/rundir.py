@@ -1,8 +1,7 @@
 """Run directories: saving and loading a trained model, without Hydra (``posx.runs.paths`` names
 their files; docs/run-directory.md lists them). ``load_run`` installs the RoPE frequencies a run
 trained with (``rope``); nothing is ever unpickled from a run directory. Loading safetensors
-weights (here and for checkpoints) makes every mismatch one line.
-"""
+weights (here and for checkpoints) makes every mismatch one line."""
 
 from __future__ import annotations
 
