@@ -72,16 +72,12 @@ def fsync_file(path: Path) -> None:
 
 def fsync_dir(path: Path) -> None:
     """Make a rename inside ``path`` durable (best effort: some filesystems refuse)."""
-    try:
+    with contextlib.suppress(OSError):
         fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def real_dir(path: str | Path, what: str) -> Path:
@@ -90,7 +86,7 @@ def real_dir(path: str | Path, what: str) -> Path:
     try:
         path.mkdir(parents=True, exist_ok=True)
     except FileExistsError:
-        raise PosxError(_not_a_dir(path, what)) from None
+        raise PosxError(f"{what} {path} exists and is not a directory; move it away") from None
     return path
 
 
@@ -98,12 +94,8 @@ def check_dir(path: str | Path, what: str) -> Path:
     """``path`` checked before any work as ``real_dir`` would refuse it later."""
     path = no_link(path, what)
     if path.exists() and not path.is_dir():
-        raise PosxError(_not_a_dir(path, what))
+        raise PosxError(f"{what} {path} exists and is not a directory; move it away")
     return path
-
-
-def _not_a_dir(path: Path, what: str) -> str:
-    return f"{what} {path} exists and is not a directory; move it away"
 
 
 def no_link(path: str | Path, what: str) -> Path:
@@ -261,9 +253,7 @@ def unique_dir(root: str | Path, name: str, hint: str) -> Path:
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
     for candidate in numbered(root, name):
-        try:
+        with contextlib.suppress(FileExistsError):
             candidate.mkdir()
             return candidate
-        except FileExistsError:
-            continue
     raise PosxError(f"too many directories named {name} under {root}; {hint}")
