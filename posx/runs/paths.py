@@ -161,9 +161,7 @@ def lineage_of(run_dir: Path) -> Lineage | None:
 
 def find_runs(results_dir: str | Path) -> list[Path]:
     """Every finished run under results/runs and results/sweeps, oldest first."""
-    root = Path(results_dir)
-    found = [p.parent for p in root.glob("runs/*/" + META)]
-    found += [p.parent for p in root.glob("sweeps/*/*/" + META)]
+    found = [p.parent for pattern in ("runs/*/", "sweeps/*/*/") for p in Path(results_dir).glob(pattern + META)]
     return sorted(found, key=lambda p: (p / META).stat().st_mtime)
 
 
