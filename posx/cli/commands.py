@@ -1,7 +1,5 @@
-"""What each ``posx`` command does with its parsed arguments (``posx.cli.typer_app`` declares
-them); ``train`` and ``extend`` go to Hydra through ``posx.cli.jobs``. Imports torch and pandas,
-so it is loaded only when a command runs; the commands that only read results or draw are in
-``results``, ``reporting`` and ``wavelengths``."""
+"""What each ``posx`` command does with its parsed arguments (``train`` and ``extend`` through Hydra,
+``posx.cli.jobs``). Imports torch and pandas, so it is loaded only when a command runs."""
 
 from __future__ import annotations
 

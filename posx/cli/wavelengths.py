@@ -1,8 +1,6 @@
-"""`posx frequencies`: each RoPE method's wavelength per rotary pair against T and s x T, as
-tables in the terminal and a PNG. The frequencies come from the call an evaluation makes
-(``posx.model.rescale.method_frequencies`` at L = s * T). A pair's wavelength is 2*pi / inv_freq
-positions: one past T never completed a rotation in training, one past L not even at the target
-length. The one command that needs torch and matplotlib both, so a module of its own."""
+"""`posx frequencies`: each RoPE method's wavelength (2*pi / inv_freq, from the call an evaluation
+makes) per rotary pair against T and L = s x T, as tables and a PNG: past T a pair never turned
+once in training, past L not even at the target length. Needs torch and matplotlib both."""
 
 from __future__ import annotations
 

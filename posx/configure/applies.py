@@ -1,7 +1,5 @@
-"""Which overrides a command other than training reads, so one it would ignore is refused:
-``posx eval-extrapolate`` (the ``eval`` section, where it runs, the tracker, where runs and token
-stores are; for a transformers checkpoint also ``data``), ``posx data prepare``, and the train.*
-keys ``posx extend`` sets itself. Imports nothing heavy (``scripts/study/reference.py`` uses it)."""
+"""Which overrides a command other than training reads (``eval-extrapolate``, ``data prepare``, the
+train.* keys ``extend`` sets), so one it would ignore is refused. No heavy imports (scripts use it)."""
 
 from __future__ import annotations
 

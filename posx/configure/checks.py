@@ -1,8 +1,6 @@
-"""The checks of a composed config before any work, each a one-line ``PosxError`` naming the key:
-the schema's rules (``posx.core.validate``), then what only the module owning a name can tell
-(device, tracker, T5's buckets, the task mix, this machine's cores, code from outside posx); for a
-new run, no setting that cannot act (a value the chosen model never reads, a ``model.nope_every``
-that changes no layer), while runs trained before keep resuming."""
+"""The checks of a composed config before any work, each one line naming the key: the schema's rules
+(``posx.core.validate``), what only the module owning a name can tell, and for a new run no setting
+that cannot act (a value the chosen model never reads), while older runs keep resuming."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""The evaluation settings of ``posx eval-extrapolate RUN [overrides]``: the run's own (its current
-evaluation's ``eval.yaml``, else the ``eval`` section it trained with; keys added since get their
-defaults; ``eval.batch_tokens`` and ``eval.after_train`` are the composed config's), then the
-overrides on top."""
+"""The evaluation settings of ``posx eval-extrapolate RUN``: the run's own (its last ``eval.yaml``, else
+its config's ``eval``; ``eval.batch_tokens`` and ``after_train`` the composed), then the overrides."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""A sweep's directory, looked at before Hydra writes into it. Hydra's sweeper writes (replacing)
-``multirun.yaml`` there before the first job, so the directory must be missing, empty, or a posx
-sweep's: its record, and what posx sweeps leave (job directories, the sweep tables, the lock,
-submitit's logs). A sweep started again continues; anything else is refused, nothing written."""
+"""A sweep's directory, looked at before Hydra writes (replacing) its ``multirun.yaml`` there: missing,
+empty, or a posx sweep's own (docs/reliability.md); anything else is refused, nothing written."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""Whether every task of the training mix fits a training sequence of T + 1 tokens (where
-training draws it and ``posx.train.taskcurve`` scores it): one that does not would never be
-trained on or measured. Tried with the byte encoding, which gives every piece at least as many
-tokens as a subword tokenizer; at most at ``TASK_FIT_LENGTH``, where every task at the schema's
-largest sizes fits, so the check's cost is bounded."""
+"""Whether every task of the training mix fits T + 1 tokens (else it would never be trained on or
+measured), tried with the byte encoding, which gives every piece at least as many tokens as a
+subword tokenizer, at most at ``TASK_FIT_LENGTH`` (where every task fits), so the cost is bounded."""
 
 from __future__ import annotations
 

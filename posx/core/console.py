@@ -1,6 +1,5 @@
-"""The consoles posx prints through, and ``say``, its one way to print a message line. Off a
-terminal nothing is wrapped, so a line, a path or a table can be searched and copied whole; a
-message is never read as rich markup (``eval.methods=[none,pi]`` prints as written)."""
+"""The consoles posx prints through (off a terminal nothing is wrapped, so lines can be searched whole)
+and ``say``, its one way to print a message line (the message is never read as rich markup)."""
 
 from __future__ import annotations
 

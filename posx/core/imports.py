@@ -1,8 +1,6 @@
-"""Code from outside posx named on the command line (``pos.impl``, an entry of ``eval.methods``):
-an import path ``module:attribute``, or an entry point of ``posx.encodings`` / ``posx.methods``.
-Importing runs the module with the user's rights. Every failure is one ``PosxError`` line; what
-was loaded comes back with its ``Source`` (import path, file, sha256), which a run records
-(``posx.runs.code``) so a later resume or evaluation can tell whether the code changed."""
+"""Code from outside posx named in the config (``module:attribute``, or an entry point of
+``posx.encodings`` / ``posx.methods``; docs/own-method.md): imported (so run) with one-line errors,
+and returned with its ``Source`` (file, sha256), which a run records (``posx.runs.code``)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""The one lock posx takes on a directory: an exclusive ``flock`` on a hidden file inside it (a run
-while it trains, a sweep while a job rewrites its table). It dies with its process, kill -9
-included, so nobody waits on a dead holder."""
+"""The one lock posx takes on a directory: an exclusive ``flock`` on a hidden file inside it, which
+dies with its process (kill -9 included), so nobody waits on a dead holder."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""Progress for long loops: a rich bar on a terminal; in a log file (SLURM), a line every
-``total / lines`` steps, and whenever ``QUIET_S`` seconds passed without one (else a slow step
-looks like a hang)."""
+"""Progress for long loops: a rich bar on a terminal; in a log file a line every ``total / lines``
+steps, and whenever ``QUIET_S`` seconds passed without one (else a slow step looks like a hang)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""A command's modules, imported when it runs, with Ctrl-C held off meanwhile: Ctrl-C inside an
-import leaves a module half-initialised (NumPy then fails with a traceback), so ``load`` notes
-it and, once the import is done, stops with one line and exit 130 before anything is read."""
+"""A command's module imported with Ctrl-C held off: one inside an import leaves a module half set up
+(NumPy then fails with a traceback), so ``load`` stops after it, one line, exit 130."""
 
 from __future__ import annotations
 

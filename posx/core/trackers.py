@@ -1,7 +1,5 @@
-"""Optional experiment trackers (``logger=tensorboard`` or ``wandb``; off by default): training's
-loss, learning rate, throughput and validation loss by step, an evaluation's perplexities by
-length. A tracker that cannot start (its package missing or broken, wandb online without an API
-key, looked for without any network) is one line when the config is checked (``check_tracker``)."""
+"""Optional experiment trackers (``logger=tensorboard`` or ``wandb``; off by default); one that
+cannot start is one line when the config is checked (``check_tracker``, without any network)."""
 
 from __future__ import annotations
 

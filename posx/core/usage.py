@@ -1,7 +1,5 @@
-"""A command line the parser cannot read (an unknown command or option, a missing argument) as
-one line, ``error: <message> (`posx <command> --help` lists what it takes)``, exit 2.
-``OneLineUsageErrors`` is the group class of posx's Typer apps (``typer.Typer(cls=...)``); Typer
-exposes only the errors' base class, so the usage error is told by its class name."""
+"""A command line the parser cannot read as one line and exit 2, through ``OneLineUsageErrors``, the
+group class of posx's Typer apps (Typer exposes only the errors' base class: told by class name)."""
 
 from __future__ import annotations
 

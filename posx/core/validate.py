@@ -1,7 +1,5 @@
-"""The one walker of the schema's rules, for a composed config and every record read back:
-``validate(data, kind)`` checks each value against its dataclass field's type, the ``Bound`` in
-its metadata and its Enum, then each group's ``check(at)``; the first problem is one
-``PosxError`` naming the key, and what passes comes back as the dataclass."""
+"""The one walker of the schema's rules, for a composed config and every record read back: each
+value against its field's type, ``Bound`` and Enum, then each group's ``check``; one line on failure."""
 
 from __future__ import annotations
 

@@ -1,6 +1,5 @@
-"""Resumable training checkpoints: weights, optimizer, step, RNG states and metrics so far, under
-``checkpoint/step-N/`` and named by ``checkpoint/latest.json`` only once complete (layout and
-guarantees: docs/run-directory.md). Nothing is pickled; ``load`` checks each file's sha256."""
+"""Resumable training checkpoints (layout and guarantees: docs/run-directory.md): ``checkpoint/step-N/``
+named by ``latest.json`` only once complete; nothing pickled; ``load`` checks each file's sha256."""
 
 from __future__ import annotations
 

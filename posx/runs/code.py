@@ -1,7 +1,5 @@
-"""The code from outside posx a result depends on (``pos.impl``, methods of ``eval.methods``),
-recorded beside it in ``code.json`` as ``posx.core.imports.Source`` entries. Before a resume or an
-evaluation loads that code again, ``check`` compares each file with the record (importing
-nothing): a change is refused unless ``--allow-changed-code``. Reports never read it."""
+"""The code from outside posx a result depends on, recorded beside it in ``code.json`` and compared
+(never imported) before a resume or an evaluation loads it again (``--allow-changed-code``)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,6 @@
-"""The one reader of records in the spellings posx wrote before: ``model.json``'s ``posx-run/1``,
-whose ``model`` record was flat (``upgrade``; ``spelled`` names a refused key as that file does),
-and ABF's base, once ``eval.abf_base`` or an extension's top-level ``new_base``, now
-``eval.abf.new_base`` (``upgrade_config``, ``upgrade_eval``; ``first_spelled`` gives the settings
-an evaluation's identity hashes as first written, so it keeps its id)."""
+"""The one reader of records in the spellings posx wrote before (docs/run-directory.md, old runs):
+``model.json``'s flat ``posx-run/1``, and ABF's base once ``eval.abf_base`` or an extension's
+``new_base``, now ``eval.abf.new_base`` (``first_spelled``: as an evaluation's id first hashed it)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
-"""Extended runs and their parent: the context an extension reaches, how a model is extended
-(RoPE frequencies installed, or a learned-absolute table stretched: row j is the parent's table
-at j / factor, linear between rows, the absolute analogue of PI, Chen et al. 2023), finding the
-parent again, and the zero-shot baseline (the parent extended with no training)."""
+"""Extended runs and their parent: how a model is extended (RoPE frequencies installed, or a learned
+table stretched: row j is the parent's at j / factor, linear between rows, the absolute analogue of
+PI, Chen et al. 2023), finding the parent again, and the zero-shot baseline."""
 
 from __future__ import annotations
 

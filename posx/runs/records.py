@@ -1,6 +1,5 @@
-"""Typed records a run directory holds as JSON (``model.json``, an extension's lineage, a
-checkpoint's scalars), each read through ``from_dict`` with ``posx.core.validate``: a damaged
-record is a one-line ``PosxError`` naming the file and the field."""
+"""Typed records a run directory holds as JSON, each read through ``from_dict`` (``posx.core.validate``):
+a damaged record is one line naming the file and the field."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""Run directories: saving and loading a trained model, without Hydra (``posx.runs.paths`` names
-their files; docs/run-directory.md lists them). ``load_run`` installs the RoPE frequencies a run
-trained with (``rope``); nothing is ever unpickled from a run directory. Loading safetensors
-weights (here and for checkpoints) makes every mismatch one line."""
+"""Saving and loading a trained model, without Hydra (``load_run`` installs the frequencies it trained
+with), and safetensors weights loaded with every mismatch one line; nothing is ever unpickled."""
 
 from __future__ import annotations
 
