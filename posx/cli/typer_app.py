@@ -12,7 +12,17 @@ from typing import List, Optional
 import typer
 
 from posx import __version__
-from posx.cli import examples
+from posx.cli.examples import (
+    COMPARE_EPILOG,
+    EVAL_EPILOG,
+    EXPORT_EPILOG,
+    EXTEND_EPILOG,
+    FREQ_EPILOG,
+    PREPARE_EPILOG,
+    REPORT_EPILOG,
+    RUNS_EPILOG,
+    TRAIN_EPILOG,
+)
 from posx.core import startup
 from posx.core.usage import OneLineUsageErrors
 from posx.schema.config import RESUME_SAFE, Config
@@ -51,7 +61,7 @@ def command(owner: typer.Typer, name: str | None = None, **settings):
     return register
 
 
-@command(app, context_settings=PASS_THROUGH, epilog=examples.TRAIN_EPILOG)
+@command(app, context_settings=PASS_THROUGH, epilog=TRAIN_EPILOG)
 def train(
     overrides: Optional[List[str]] = typer.Argument(
         None, help="Hydra overrides and flags (key=value, -m, --cfg job, hydra/launcher=...)."
@@ -76,7 +86,7 @@ def train(
     work().train(list(overrides or []), resume, allow_changed_code)
 
 
-@command(app, context_settings=PASS_THROUGH, epilog=examples.EXTEND_EPILOG)
+@command(app, context_settings=PASS_THROUGH, epilog=EXTEND_EPILOG)
 def extend(
     run: Optional[str] = typer.Argument(
         None, help="The run to extend: a directory, or a run name under results/runs (or parent=RUN; not both)."
@@ -92,7 +102,7 @@ def extend(
     work().extend(run, list(overrides or []))
 
 
-@command(app, "export", epilog=examples.EXPORT_EPILOG)
+@command(app, "export", epilog=EXPORT_EPILOG)
 def export(
     run: str = typer.Argument(..., help="A llama-block RoPE run: a directory, or a run name under results/runs."),
     out: Path = typer.Option(..., "--out", help="The transformers model directory to write (new or empty)."),
@@ -102,7 +112,7 @@ def export(
     work().export(run, out, results_dir)
 
 
-@command(app, "eval-extrapolate", context_settings=PASS_THROUGH, epilog=examples.EVAL_EPILOG)
+@command(app, "eval-extrapolate", context_settings=PASS_THROUGH, epilog=EVAL_EPILOG)
 def eval_extrapolate(
     run: Optional[str] = typer.Argument(None, help="Run directory, or a run name under results/runs."),
     overrides: Optional[List[str]] = typer.Argument(
@@ -125,7 +135,7 @@ def eval_extrapolate(
     work().eval_extrapolate(run, list(overrides or []), latest, force, defaults, allow_changed_code)
 
 
-@command(app, "frequencies", context_settings=PASS_THROUGH, epilog=examples.FREQ_EPILOG)
+@command(app, "frequencies", context_settings=PASS_THROUGH, epilog=FREQ_EPILOG)
 def frequencies(
     overrides: Optional[List[str]] = typer.Argument(
         None,
@@ -161,7 +171,7 @@ def frequencies(
     wavelengths().frequencies(list(overrides or []), (head_dim, base, context), factor, methods, out)
 
 
-@command(app, "report", epilog=examples.REPORT_EPILOG)
+@command(app, "report", epilog=REPORT_EPILOG)
 def report(
     paths: Optional[List[Path]] = typer.Argument(
         None,
@@ -220,7 +230,7 @@ def report(
     )
 
 
-@command(app, "runs", epilog=examples.RUNS_EPILOG)
+@command(app, "runs", epilog=RUNS_EPILOG)
 def runs(
     path: Path = typer.Argument(
         Path(Config.results_dir), help="A results directory, a directory of runs, a sweep or a run."
@@ -231,7 +241,7 @@ def runs(
     reading().runs(path, csv)
 
 
-@command(app, "compare", epilog=examples.COMPARE_EPILOG)
+@command(app, "compare", epilog=COMPARE_EPILOG)
 def compare(
     run_args: List[str] = typer.Argument(..., metavar="RUN RUN...", help="Runs (paths or names under results/runs)."),
     csv: Optional[str] = typer.Option(
@@ -262,7 +272,7 @@ def root(
     """The options before a command (the app's help is ``app``'s)."""
 
 
-@command(data_app, "prepare", context_settings=PASS_THROUGH, epilog=examples.PREPARE_EPILOG)
+@command(data_app, "prepare", context_settings=PASS_THROUGH, epilog=PREPARE_EPILOG)
 def data_prepare(
     overrides: Optional[List[str]] = typer.Argument(
         None, help="Overrides of data.*, results_dir and experiment (as for posx train); any other key is refused."
