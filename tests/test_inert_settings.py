@@ -1,4 +1,4 @@
-"""Settings that cannot act (posx.configure.inert): a new run refuses them before any work, in one
+"""Settings that cannot act (posx.configure.checks): a new run refuses them before any work, in one
 line naming the setting, the reason and the fix; a run already trained with one keeps resuming."""
 
 from __future__ import annotations

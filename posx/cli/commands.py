@@ -1,13 +1,5 @@
-"""What each ``posx`` command does with its parsed arguments. ``posx.cli`` declares the commands
-and their options and calls these; ``train`` and ``extend`` hand their arguments to Hydra through
-``posx.cli.jobs``.
-
-This module imports torch and pandas (about 3 s on a small CPU); ``posx.cli`` loads it only when
-a command runs, so ``posx --help`` and ``posx --version`` answer at once. The commands that only
-read results (``posx runs``, ``compare``, ``report``) are in ``posx.cli.results`` and
-``posx.cli.reporting``, which import no torch; ``posx frequencies``, which draws, is
-``posx.cli.wavelengths``, so the commands here import no matplotlib.
-"""
+"""What each ``posx`` command does with its parsed arguments (``train`` and ``extend`` through Hydra,
+``posx.cli.jobs``). Imports torch and pandas, so it is loaded only when a command runs."""
 
 from __future__ import annotations
 
@@ -58,7 +50,12 @@ def extend(run: str | None, overrides: list[str]) -> None:
         overrides.insert(0, run)
         run = None
     with user_errors():
-        _one_parent(run, overrides)
+        given = [o for o in overrides if not o.startswith("-") and applies.key_of(o) == "parent"]
+        if run is not None and given:  # refused whether or not they agree
+            raise PosxError(
+                f"the run to extend is given twice, as RUN ({run}) and as {given[0]}; give it once: "
+                "`posx extend RUN ...` or `posx extend parent=RUN ...`"
+            )
         forbid_unused_overrides([o for o in overrides if not o.startswith("-")])
     if run is not None:
         quoted = run.replace("\\", "\\\\").replace("'", "\\'")
@@ -74,19 +71,8 @@ def extend(run: str | None, overrides: list[str]) -> None:
     )
 
 
-def _one_parent(run: str | None, overrides: list[str]) -> None:
-    """RUN and a ``parent=`` override both name the run to extend: refused, whether or not they agree."""
-    given = [o for o in overrides if not o.startswith("-") and applies.key_of(o) == "parent"]
-    if run is not None and given:
-        raise PosxError(
-            f"the run to extend is given twice, as RUN ({run}) and as {given[0]}; give it once: "
-            "`posx extend RUN ...` or `posx extend parent=RUN ...`"
-        )
-
-
 def _show_job(overrides: list[str]) -> None:
-    """``posx extend RUN --cfg job``: print the config the extension will actually run (the
-    parent's model and corpus, the extend.* schedule in train.*), not the composed extend.yaml."""
+    """``posx extend RUN --cfg job``: the config the extension will run, not the composed one."""
     cfg = typed(compose(overrides, config_name="extend"))
     ext = prepare_extension(cfg, overrides)
     print(
@@ -97,7 +83,6 @@ def _show_job(overrides: list[str]) -> None:
 
 
 def export(run: str, out: Path, results_dir: str) -> None:
-    """``posx export RUN --out DIR``."""
     with user_errors():
         written = export_run(resolve_run(run, results_dir), out)
         new_console().print(
@@ -108,8 +93,8 @@ def export(run: str, out: Path, results_dir: str) -> None:
 def eval_extrapolate(
     run: str | None, overrides: list[str], latest: bool, force: bool, defaults: bool, allow_changed_code: bool = False
 ) -> None:
-    """``posx eval-extrapolate``: a posx run with its own settings (or the defaults), or a
-    transformers checkpoint directory with the composed ones."""
+    """``posx eval-extrapolate``: a run with its own settings (or the defaults), or a transformers
+    checkpoint with the composed ones."""
     # `--latest key=value` or `--latest ~key`: the first override landed in RUN
     if run is not None and ("=" in run or re.match(r"~[A-Za-z_]", run)):
         overrides.insert(0, run)

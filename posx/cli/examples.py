@@ -14,7 +14,6 @@ TRAIN_EPILOG = """[bold]Examples[/]
     hydra.launcher.gpus_per_node=4                [dim]# SLURM jobs of 4 GPUs each[/]
 """
 
-
 EXTEND_EPILOG = """[bold]Examples[/]
 
   posx extend results/runs/base method=yarn factor=4      [dim]# YaRN to 4x T, 200 steps[/]
@@ -25,13 +24,11 @@ EXTEND_EPILOG = """[bold]Examples[/]
   posx extend base method=pi factor=2 --cfg job           [dim]# print the config that will run[/]
 """
 
-
 EXPORT_EPILOG = """[bold]Examples[/]
 
   posx export results/runs/<name> --out exported/<name>   [dim]# a LlamaForCausalLM directory[/]
   posx eval-extrapolate exported/<name>                   [dim]# evaluated through transformers[/]
 """
-
 
 EVAL_EPILOG = """[bold]Examples[/]
 
@@ -47,7 +44,6 @@ overrides apply on top. Each evaluation is kept under RUN/eval/<id>/, the curren
 RUN's top level; the same settings again show the stored tables unless --force.
 """
 
-
 FREQ_EPILOG = """[bold]Examples[/]
 
   posx frequencies                                        [dim]# the default model: head_dim 32, T=128, s=8[/]
@@ -55,7 +51,6 @@ FREQ_EPILOG = """[bold]Examples[/]
   posx frequencies --head-dim 64 --context 128 --factor 4 --methods none,pi,ntk,yarn
   posx frequencies --out results/freq.png eval.llama3.high_freq_factor=8
 """
-
 
 REPORT_EPILOG = """[bold]Examples[/]
 
@@ -69,7 +64,6 @@ REPORT_EPILOG = """[bold]Examples[/]
   posx report --median-over-groups                     [dim]# also the median over unlike groups[/]
 """
 
-
 RUNS_EPILOG = """[bold]Examples[/]
 
   posx runs                                   [dim]# every run under results/[/]
@@ -78,14 +72,12 @@ RUNS_EPILOG = """[bold]Examples[/]
   posx runs --csv -                           [dim]# CSV on stdout instead of the table[/]
 """
 
-
 COMPARE_EPILOG = """[bold]Examples[/]
 
   posx compare rope-T128-s0-... absolute-T128-s0-...   [dim]# names under results/runs, or paths[/]
   posx compare base base-yarn-x4 --csv cmp.csv
   posx compare results/runs/* --where pos.name=rope    [dim]# only the RoPE runs among them[/]
 """
-
 
 PREPARE_EPILOG = """[bold]Examples[/]
 

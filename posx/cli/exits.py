@@ -1,7 +1,5 @@
 """How a command ends when something fails: one line on stderr and an exit status, never a
-traceback for the user's own mistakes. Every command, and every Hydra job, runs inside
-``user_errors``. It imports no torch, so the commands that only read results start quickly.
-"""
+traceback for the user's own mistakes (``user_errors``, around every command and Hydra job)."""
 
 from __future__ import annotations
 
@@ -20,9 +18,8 @@ from posx.core.console import new_console, say
 from posx.core.errors import Interrupted, PosxError, Preempted
 
 err = new_console(stderr=True)
-# What Ctrl-C leaves, said by each command (``user_errors``'s ``interrupted``). A training run or
-# an extension says which run it left and how to go on (``posx.cli.jobs.stopped_run``, raised as
-# ``Interrupted``); the line below is for Ctrl-C before it has a run directory.
+# What Ctrl-C leaves, said by each command (``user_errors``'s ``interrupted``; a training job that
+# has a run directory says which, ``posx.cli.jobs.stopped_run``).
 NOTHING_LEFT = "stopped by Ctrl-C; nothing half-written was left (posx writes its outputs whole or not at all)"
 EVAL_INTERRUPTED = (
     "stopped by Ctrl-C; the unfinished evaluation was not kept, the model and its earlier evaluations are "
@@ -36,11 +33,9 @@ TRAINING_INTERRUPTED = (
 
 @contextlib.contextmanager
 def user_errors(interrupted: str = NOTHING_LEFT) -> Iterator[None]:
-    """PosxError and Hydra/OmegaConf config errors -> one line on stderr, exit 2; a known
-    library or operating-system failure (``posx.core.library_errors``) -> its advice line, exit 2;
-    ``Preempted`` -> exit 75; Ctrl-C -> exit 130 with ``interrupted`` (what the command leaves),
-    or an ``Interrupted``'s own line; any other exception -> one ``internal error`` line naming a
-    file that holds its traceback, exit 3."""
+    """PosxError, Hydra/OmegaConf config errors and known library failures
+    (``posx.core.library_errors``) -> one line, exit 2; ``Preempted`` -> exit 75; Ctrl-C -> exit
+    130 with ``interrupted`` (or an ``Interrupted``'s own line); anything else -> ``fail``."""
     try:
         yield
     except Preempted as exc:
@@ -64,22 +59,16 @@ def user_errors(interrupted: str = NOTHING_LEFT) -> Iterator[None]:
 
 
 def fail(exc: BaseException) -> None:
-    """Exit 2 with the advice for a known library failure, else exit 3 with one ``internal
-    error`` line naming a file that holds the traceback (POSX_DEBUG=1 lets it through)."""
+    """Exit 2 with a known library failure's advice, else exit 3 naming a file with the traceback."""
     advice = library_errors.advice(exc)
     if advice is not None:
         say(err, "error", "bold red", advice)
         raise SystemExit(2) from None
     if os.environ.get("POSX_DEBUG") == "1":
         raise exc
-    say(err, "internal error", "bold red", f"{type(exc).__name__}: {exc} (traceback in {keep_traceback(exc)}; "
-        "POSX_DEBUG=1 prints it instead)")  # fmt: skip
-    raise SystemExit(3) from None
-
-
-def keep_traceback(exc: BaseException) -> str:
-    """Write the exception's traceback to a new file in the temporary directory; its path."""
     fd, path = tempfile.mkstemp(prefix="posx-traceback-", suffix=".txt")
     with os.fdopen(fd, "w", encoding="utf-8") as out:
         out.write("".join(traceback.format_exception(exc)))
-    return path
+    say(err, "internal error", "bold red", f"{type(exc).__name__}: {exc} (traceback in {path}; "
+        "POSX_DEBUG=1 prints it instead)")  # fmt: skip
+    raise SystemExit(3) from None

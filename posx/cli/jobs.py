@@ -1,20 +1,11 @@
-"""The jobs behind the commands, and their one failure handling.
-
-``train_job`` and ``extend_job`` are Hydra task functions (one per sweep job); ``resume``
-continues a run in place. They share how a job finds its run directory (``job_run_dir``)
-and what happens when a job fails (``cleanup_on_failure``: a directory this job created
-that holds neither weights nor a checkpoint is removed; nothing else ever is).
-Every job ends through ``posx.cli.exits.user_errors``: one line on stderr and an exit status.
-
-Each job runs inside ``distributed.session``: under torchrun (or a submitit job of several
-tasks) every rank runs the job, rank 0 alone chooses and creates the run directory and
-broadcasts it, and rank 0 alone evaluates after training while the others wait.
-"""
+"""The jobs behind the commands: ``train_job`` and ``extend_job`` (Hydra task functions, one per
+sweep job) and ``resume``. A job this process created that fails holding neither weights nor a
+checkpoint is removed (``cleanup_on_failure``); nothing else ever is. Each job runs inside
+``distributed.session``: rank 0 alone chooses and creates the run directory and evaluates."""
 
 from __future__ import annotations
 
 import contextlib
-import os
 import shutil
 import time
 from collections.abc import Callable, Iterator
@@ -65,11 +56,9 @@ def run_hydra(
     check_job: Callable[[DictConfig, list[str]], object] | None = None,
     show_job: Callable[[list[str]], None] | None = None,
 ) -> None:
-    """Run ``task`` through ``hydra.main`` on ``args`` instead of the process's own arguments
-    (``-m``, ``--cfg job``, launchers and sweeps behave as on Hydra's own command line), after
-    posx's own checks of the command line, read once, and of every job it would run (composed,
-    then ``check_job`` of its config and overrides). ``show_job`` of the overrides answers
-    ``--cfg job`` instead of Hydra."""
+    """Run ``task`` through ``hydra.main`` on ``args`` (flags, launchers and sweeps as on Hydra's
+    own command line), after posx's checks of the command line and of every job it would run
+    (composed, then ``check_job``). ``show_job`` of the overrides answers ``--cfg job`` instead."""
     with user_errors():
         refuse_additions(args)
         check_launcher(args)
@@ -93,9 +82,7 @@ def run_hydra(
         if show_job is not None and parsed.flags.cfg == "job":
             show_job(parsed.lines)
             return
-        # Compose the sweep's jobs here (every value of every sweep at least once), so a typo'd
-        # key, a wrong type or a missing group option is one line and exit 2, not Hydra's
-        # multi-line report from inside the sweep.
+        # Compose every value of every sweep here: a bad one is one line, not Hydra's report.
         probed = command_line.probes(parsed.overrides)
         for overrides in probed:
             job = compose(overrides, config_name)
@@ -105,30 +92,12 @@ def run_hydra(
             command_line.refuse_name_in_sweep(parsed.overrides)
             check_sweep_dir(probed[0], config_name)
     main = hydra.main(version_base="1.3", config_path=str(config_dir()), config_name=config_name)(task)
-    with user_errors(TRAINING_INTERRUPTED), command_line.argv(args), hydra_raises():
+    with user_errors(TRAINING_INTERRUPTED), command_line.argv(args):
         main()
-
-
-@contextlib.contextmanager
-def hydra_raises() -> Iterator[None]:
-    """Inside, Hydra lets an exception from outside the job (a launcher's, a sweep directory it
-    cannot make) go on to ``user_errors`` instead of printing its own multi-line report: the
-    documented ``HYDRA_FULL_ERROR=1``, set for the call and put back after it."""
-    saved = os.environ.get("HYDRA_FULL_ERROR")
-    os.environ["HYDRA_FULL_ERROR"] = "1"
-    try:
-        yield
-    finally:
-        if saved is None:
-            os.environ.pop("HYDRA_FULL_ERROR", None)
-        else:
-            os.environ["HYDRA_FULL_ERROR"] = saved
 
 
 @dataclass
 class JobDir:
-    """Where a job trains, and how it came to be."""
-
     path: Path
     created: bool  # this job made it (so a failure may remove it)
     start: Start  # Resume when it holds a checkpoint of this very config
@@ -136,11 +105,9 @@ class JobDir:
 
 
 def job_run_dir(cfg: Config, name: str) -> JobDir:
-    """Sweep jobs use Hydra's job directory and resume the checkpoint a killed or requeued job
-    left there, or only evaluate the run it finished (when it is of the same config: a sweep
-    started again, or a requeued job stopped while it evaluated); single
-    runs get results/runs/<name>/, never an existing one: a default name gets a -2, -3 ...
-    suffix, a name= that exists is refused."""
+    """A sweep job uses Hydra's job directory, resuming (or only evaluating) what a requeued job of
+    the same config left there; a single run gets a new results/runs/<name>/ (a default name gets
+    a -2, -3 ... suffix, a name= that exists is refused)."""
     if HydraConfig.get().mode != RunMode.MULTIRUN:
         make = new_named_run_dir if cfg.name else new_run_dir
         return JobDir(make(cfg.results_dir, name), created=True, start=Fresh())
@@ -157,9 +124,8 @@ def job_run_dir(cfg: Config, name: str) -> JobDir:
         # A requeued job (preempted, timed out) or a sweep started again: resume its checkpoint,
         # or only evaluate the run it finished.
         return JobDir(run_dir, created=False, start=Resume(), finished=is_run(run_dir))
-    # Hydra makes the job directory just before the job: empty means it is this job's. What an
-    # earlier attempt of this very job left (its lock, its config) may stay; anything else is
-    # not posx's to overwrite or delete.
+    # Hydra makes the job directory just before the job: empty, or an earlier attempt's lock and
+    # config, means it is this job's.
     files.real_dir(run_dir, "the sweep job directory")
     found = {p.name for p in run_dir.iterdir()}
     if found - {LOCK_NAME, CONFIG}:
@@ -174,8 +140,7 @@ def job_run_dir(cfg: Config, name: str) -> JobDir:
 
 @contextlib.contextmanager
 def cleanup_on_failure(job: JobDir) -> Iterator[None]:
-    """Nothing half-written: a failed job's directory goes when this job created it and it
-    holds neither weights nor a checkpoint (a checkpoint is what --resume needs)."""
+    """A failed job's directory goes if this job made it and it holds no weights nor checkpoint."""
     try:
         yield
     except Busy:
@@ -199,8 +164,7 @@ def stopped_run(run_dir: Path) -> str:
 
 @contextlib.contextmanager
 def says_what_it_left(run_dir: Path) -> Iterator[None]:
-    """Ctrl-C inside becomes ``Interrupted`` with ``stopped_run``'s line, said after the
-    directory was cleaned up (``cleanup_on_failure`` runs inside)."""
+    """Ctrl-C inside becomes ``Interrupted`` with ``stopped_run``'s line (after any clean-up)."""
     try:
         yield
     except KeyboardInterrupt as exc:
@@ -210,8 +174,7 @@ def says_what_it_left(run_dir: Path) -> Iterator[None]:
 
 
 def _after_train(job: JobDir, cfg: Config, console: Console) -> None:
-    """The run's digest (what posx report and posx runs read of it); eval.after_train: evaluate
-    the run; in a sweep, rebuild the sweep table. A job that had finished says so."""
+    """The run's digest; with eval.after_train, evaluate it (in a sweep, rebuild the sweep table)."""
     run_dir = job.path
     if job.finished:
         evaluates = "; evaluating it (eval.after_train)" if cfg.eval.after_train else ""
@@ -226,34 +189,18 @@ def _after_train(job: JobDir, cfg: Config, console: Console) -> None:
 
 
 def _console() -> Console:
-    """Rank 0 prints; the other ranks are quiet."""
     return new_console(quiet=not distributed.is_main())
 
 
 def train_job(composed: DictConfig) -> None:
-    """One Hydra job of ``posx train``: check the config, train, evaluate when eval.after_train.
-    Past the check, the job reads the schema's dataclasses (``typed``), not Hydra's config."""
+    """One Hydra job of ``posx train``: check the config, train, evaluate when eval.after_train."""
     with user_errors(), distributed.session(composed.device):
         console = _console()
         check_train_config(composed)
         cfg = typed(composed)
         default = f"{cfg.pos.name}-T{cfg.train.context_length}-s{cfg.seed}-{time.strftime('%Y%m%d-%H%M%S')}"
         job = distributed.on_main(lambda: job_run_dir(cfg, cfg.name or default), share=True)
-        with says_what_it_left(job.path):
-            if not job.finished:
-                with cleanup_on_failure(job):
-                    distributed.on_main(lambda: _record_code(job, cfg))
-                    train(cfg, job.path, job.start, console)
-            distributed.on_main(lambda: _after_train(job, cfg, console))
-
-
-def _record_code(job: JobDir, cfg: Config) -> None:
-    """A new run records the code from outside posx it trains with (``posx.runs.code``); a
-    requeued sweep job resumes only with the code it recorded."""
-    if isinstance(job.start, Resume):
-        code.check(job.path, allow=False, doing="resume it")
-    else:
-        code.record(job.path, code.encoding_sources(cfg))
+        _train_job(job, cfg, job.start, console)
 
 
 def extend_job(composed: DictConfig) -> None:
@@ -270,17 +217,25 @@ def extend_job(composed: DictConfig) -> None:
                           f"T {T0} -> {T1}, {cfg.extend.steps} steps"),  # paths print as written
             highlight=False,
         )  # fmt: skip
-        start = job.start if isinstance(job.start, Resume) else ext.start
-        with says_what_it_left(job.path):
-            if not job.finished:
-                with cleanup_on_failure(job):
-                    train(config, job.path, start, console)
-            distributed.on_main(lambda: _after_train(job, config, console))
+        _train_job(job, config, job.start if isinstance(job.start, Resume) else ext.start, console)
+
+
+def _train_job(job: JobDir, cfg: Config, start: Start, console: Console) -> None:
+    """Train unless the job had finished, then ``_after_train``. A new run records its code from
+    outside posx (``posx.runs.code``); a requeued job resumes only with the code it recorded."""
+    with says_what_it_left(job.path):
+        if not job.finished:
+            with cleanup_on_failure(job):
+                if isinstance(job.start, Resume):
+                    distributed.on_main(lambda: code.check(job.path, allow=False, doing="resume it"))
+                else:
+                    distributed.on_main(lambda: code.record(job.path, code.encoding_sources(cfg)))
+                train(cfg, job.path, start, console)
+        distributed.on_main(lambda: _after_train(job, cfg, console))
 
 
 def resume(run: str, overrides: list[str], allow_changed_code: bool = False) -> None:
-    """``posx train --resume RUN``: continue a run in place from its latest checkpoint (with code
-    from outside posx that changed since the run recorded it only when ``allow_changed_code``)."""
+    """``posx train --resume RUN``: continue a run in place from its latest checkpoint."""
     refuse_flags(overrides)
     composed = compose(overrides)
     run_dir = resolve_run(run, composed.results_dir)

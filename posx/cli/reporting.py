@@ -1,9 +1,4 @@
-"""What ``posx report`` does: summary tables and figures from evaluated runs.
-
-It reads runs as ``posx.cli.results`` does and imports no torch (a test holds it to that); it needs
-matplotlib, which the listings do not, so it is a module of its own. ``posx.cli`` loads it only
-when ``posx report`` runs.
-"""
+"""``posx report``: summary tables and figures; needs matplotlib but not torch (a test holds it)."""
 
 from __future__ import annotations
 

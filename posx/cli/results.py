@@ -1,10 +1,5 @@
-"""What ``posx runs`` and ``posx compare`` do: tables of runs, read from their directories.
-
-They read run directories (``posx.runs.paths``, the digests, the tables) and never build a model
-or draw a figure, so this module imports neither torch nor matplotlib (a test holds it to that):
-importing torch alone takes about 2 s on a small CPU, matplotlib about 0.4 s. ``posx report``,
-which draws, is ``posx.cli.reporting``. ``posx.cli`` loads each only when its command runs.
-"""
+"""``posx runs`` and ``posx compare``: tables read from run directories. No torch, no matplotlib
+(a test holds it to that); ``posx report``, which draws, is ``posx.cli.reporting``."""
 
 from __future__ import annotations
 
@@ -39,8 +34,7 @@ def runs(path: Path, csv: str | None) -> None:
 
 
 def compare(run_args: list[str], csv: str | None, results_dir: Path, where: list[str] | None = None) -> None:
-    """``posx compare RUN RUN...``: the table, and the CSV if asked for ('-': stdout only);
-    ``where``: ``KEY=VALUE`` conditions on the runs (``posx.report.store.selection``)."""
+    """``posx compare RUN RUN...``: the table, and the CSV if asked for ('-': stdout only)."""
     with user_errors():
         _check_csv(csv)
         conditions = selection.parse(where)
@@ -64,7 +58,7 @@ def compare(run_args: list[str], csv: str | None, results_dir: Path, where: list
 
 
 def _check_csv(csv: str | None) -> None:
-    """--csv checked before any work: a file name ('-': stdout), where nothing is yet."""
+    """--csv checked before any work: '-' (stdout), or a new file."""
     if csv == "":
         raise PosxError("--csv needs a file name (or - for stdout)")
     if csv is not None and csv != "-":

@@ -1,16 +1,6 @@
 """The ``posx`` command line (Typer): the commands, their arguments and their help. Each command
-hands its parsed arguments to ``posx.cli.commands``, which does the work (``posx.cli.results`` and
-``posx.cli.reporting`` for the commands that only read results); ``train`` and ``extend`` pass
-theirs to Hydra untouched (``extend`` adds ``parent=RUN``).
-
-This module imports nothing heavy: ``posx.cli.commands`` (torch, pandas), ``posx.cli.wavelengths``
-(torch, matplotlib), ``posx.cli.results`` (pandas) and ``posx.cli.reporting`` (pandas, matplotlib) are
-imported only when a command runs (``work``, ``wavelengths``, ``reading``, ``reporting``; with
-Ctrl-C held off meanwhile, ``posx.core.startup``), so ``posx --help``, ``posx <command> --help``
-and ``posx --version`` answer at once. A test holds it to that.
-
-Every user error (``PosxError``) ends as one line on stderr and a non-zero exit.
-"""
+hands its arguments to a module imported only when it runs (``startup.load``), so ``--help`` and
+``--version`` answer at once (a test holds it to that)."""
 
 from __future__ import annotations
 
@@ -37,27 +27,23 @@ from posx.core import startup
 from posx.core.usage import OneLineUsageErrors
 from posx.schema.config import RESUME_SAFE, Config
 
-# Each command's module, imported when it runs (not at the top of this module, so --help need not
-# wait for torch or pandas): what it pulls in is in the comment.
+# Each command's module, imported when it runs: what it pulls in is in the comment.
 work = functools.partial(startup.load, "posx.cli.commands")  # torch and pandas (about 3 s)
 reading = functools.partial(startup.load, "posx.cli.results")  # runs, compare: pandas, no torch or matplotlib
 wavelengths = functools.partial(startup.load, "posx.cli.wavelengths")  # frequencies: torch and matplotlib
 reporting = functools.partial(startup.load, "posx.cli.reporting")  # report: pandas and matplotlib, no torch
 
-
+GROUP = {"cls": OneLineUsageErrors, "no_args_is_help": True, "add_completion": False, "pretty_exceptions_enable": False}
 app = typer.Typer(
-    cls=OneLineUsageErrors,
     name="posx",
     help="Train small GPTs with different positional encodings and measure how they hold up "
     "past the length they trained at.",
     rich_markup_mode="rich",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
+    **GROUP,
 )
+data_app = typer.Typer(name="data", help="Token stores: prepare a corpus once, train and evaluate from it.", **GROUP)
+app.add_typer(data_app)
 PASS_THROUGH = {"allow_extra_args": True, "ignore_unknown_options": True}
-
-
 ALLOW_CHANGED_CODE = (
     "Go on although the source of a class or method from outside posx (pos.impl, eval.methods) changed since "
     "the run or evaluation recorded it (code.json); without it posx refuses."
@@ -65,9 +51,8 @@ ALLOW_CHANGED_CODE = (
 
 
 def command(owner: typer.Typer, name: str | None = None, **settings):
-    """``owner.command``, with the docstring as help and each of its paragraphs on one line: Typer's
-    rich markup keeps the line breaks of every paragraph but the first, so a docstring wrapped
-    in the source would show its source lines (the epilogs' examples are laid out on purpose)."""
+    """``owner.command`` with the docstring as help, each paragraph on one line (Typer's rich markup
+    keeps the line breaks of every paragraph but the first)."""
 
     def register(fn):
         paragraphs = inspect.cleandoc(fn.__doc__ or "").split("\n\n")
@@ -284,19 +269,7 @@ def root(
         False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
     ),
 ) -> None:
-    """Train small GPTs with different positional encodings and measure how they hold up past the
-    length they trained at."""
-
-
-data_app = typer.Typer(
-    cls=OneLineUsageErrors,
-    name="data",
-    help="Token stores: prepare a corpus once, train and evaluate from it.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
-app.add_typer(data_app)
+    """The options before a command (the app's help is ``app``'s)."""
 
 
 @command(data_app, "prepare", context_settings=PASS_THROUGH, epilog=PREPARE_EPILOG)

@@ -1,16 +1,6 @@
-"""`posx frequencies`: each RoPE method's wavelength per rotary pair against T and s x T, as
-tables in the terminal and a PNG.
-
-For a head dimension d, base b, training length T and factor s, every method's inverse
-frequencies come from the same call the evaluation makes (``posx.model.rescale.method_frequencies``,
-at length L = s * T), so the picture shows exactly what an evaluation row uses. A pair's
-wavelength is 2*pi / inv_freq positions: pairs whose wavelength exceeds T never completed a
-rotation in training; those longer than L do not complete one even at the target length.
-
-It is the one command that needs both torch (the frequencies) and matplotlib (the figure), so it
-is a module of its own: the other commands that need torch (``posx.cli.commands``) import no
-matplotlib. ``posx.cli`` loads it only when ``posx frequencies`` runs.
-"""
+"""`posx frequencies`: each RoPE method's wavelength (2*pi / inv_freq, from the call an evaluation
+makes) per rotary pair against T and L = s x T, as tables and a PNG: past T a pair never turned
+once in training, past L not even at the target length. Needs torch and matplotlib both."""
 
 from __future__ import annotations
 
@@ -21,7 +11,6 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 from omegaconf import DictConfig
-from rich.console import Console
 from rich.table import Table
 
 from posx import rope
@@ -41,6 +30,12 @@ from posx.schema.config import ROTARY, evaluated_length
 MAX_HEAD_DIM = 4096  # beyond any model's head; keeps the table a table
 MAX_CONTEXT = 1 << 24
 MAX_FACTOR = 1024.0
+_STYLES = ["-", "--", "-.", ":"]
+_MARKERS = ["o", "s", "^", "v", "D", "x", "+", "*", "<", ">"]
+# Settings ``posx frequencies`` takes as options, not from the config: the override names its option.
+AS_OPTIONS = {"eval.methods": "--methods", "eval.factors": "--factor", "eval.scale": "--factor"}
+FROM_THE_RUN = ("model.", "pos.", "train.")  # with a run, its head_dim, base and T win
+FREQUENCIES_TAKES = "RUN, key=value overrides, --head-dim, --base, --context, --factor, --methods and --out"
 
 
 def wavelength_table(
@@ -96,8 +91,7 @@ def coinciding(df: pd.DataFrame, attention: dict[str, float]) -> list[list[str]]
 def rich_tables(
     df: pd.DataFrame, attention: dict[str, float], context: int, target: int, title: str, width: int
 ) -> list[Table]:
-    """Pairs by rows, methods by columns; colours mark wavelengths past T and past L. Methods
-    are split over several tables when one would not fit ``width`` columns: no value is cut."""
+    """Pairs by rows, methods by columns, coloured past T and L; split so no table exceeds ``width``."""
     cells = {m: [f"{v:,.4g}" for v in df[m]] + [f"{attention[m]:.4g}"] for m in df.columns}
     need = {m: max(len(m), *(len(c) for c in cells[m])) + 3 for m in df.columns}
     chunks, current, used = [], [], len(str(len(df))) + 12
@@ -130,14 +124,9 @@ def rich_tables(
     return tables
 
 
-_STYLES = ["-", "--", "-.", ":"]
-_MARKERS = ["o", "s", "^", "v", "D", "x", "+", "*", "<", ">"]
-
-
 def plot(df: pd.DataFrame, context: int, target: int, title: str, path: Path) -> Path:
-    """Wavelength (log scale) by pair index, one line per method (methods with the same curve share
-    one line and one legend entry), T and L marked; the legend sits under the axes so the plot
-    keeps the figure's width. PNG at 200 dpi, or PDF when ``path`` ends in .pdf."""
+    """Wavelength (log scale) by pair index, one line per curve (methods that share it, one entry),
+    T and L marked, the legend under the axes. PNG at 200 dpi, or PDF when ``path`` ends in .pdf."""
     fig = Figure(figsize=(9, 6.5), layout="constrained")
     ax = fig.subplots()
     same = {s[0]: s for s in coinciding(df, {m: 0.0 for m in df.columns})}  # same curves, one line
@@ -154,17 +143,12 @@ def plot(df: pd.DataFrame, context: int, target: int, title: str, path: Path) ->
             label=label,
             color=color_of(method),
         )
-    ax.axhline(context, color="black", linewidth=1.0, linestyle="--")
-    ax.axhline(target, color="firebrick", linewidth=1.0, linestyle=":")
-    ax.annotate(f"training length T = {context}", (0, context), xytext=(2, 3), textcoords="offset points", fontsize=8)
-    ax.annotate(
-        f"target length L = {target}",
-        (0, target),
-        xytext=(2, 3),
-        textcoords="offset points",
-        fontsize=8,
-        color="firebrick",
-    )
+    for y, label, color, style in (
+        (context, "training length T", "black", "--"),
+        (target, "target length L", "firebrick", ":"),
+    ):
+        ax.axhline(y, color=color, linewidth=1.0, linestyle=style)
+        ax.annotate(f"{label} = {y}", (0, y), xytext=(2, 3), textcoords="offset points", fontsize=8, color=color)
     ax.set_yscale("log")
     ax.set_xlabel("rotary pair index i")
     ax.set_ylabel("wavelength 2π / θᵢ (positions, log scale)")
@@ -175,10 +159,6 @@ def plot(df: pd.DataFrame, context: int, target: int, title: str, path: Path) ->
     with files.atomic_path(path, new=True) as tmp:  # a new file: nothing there is replaced
         fig.savefig(tmp, format=fmt, dpi=DPI, bbox_inches="tight")
     return path
-
-
-def title(head_dim: int, base: float, context: int, factor: float) -> str:
-    return f"RoPE wavelengths: head_dim={head_dim}, base={base:g}, T={context}, s={factor:g}"
 
 
 def check_head_dim(head_dim: int) -> None:
@@ -197,14 +177,8 @@ def check_out(out: Path | None) -> None:
     files.new_file(out, "--out")
 
 
-# Settings ``posx frequencies`` takes as options, not from the config: the override names its option.
-AS_OPTIONS = {"eval.methods": "--methods", "eval.factors": "--factor", "eval.scale": "--factor"}
-FROM_THE_RUN = ("model.", "pos.", "train.")  # with a run, its head_dim, base and T win
-
-
 def check_overrides(overrides: list[str], with_run: bool) -> None:
-    """Refuse an override the command would ignore: one of ``AS_OPTIONS``, or with a run, a
-    model, encoding or training key."""
+    """Refuse an override the command would ignore (``AS_OPTIONS``; with a run, ``FROM_THE_RUN``)."""
     for override in overrides:
         key = key_of(override)
         if key in AS_OPTIONS:
@@ -216,19 +190,22 @@ def check_overrides(overrides: list[str], with_run: bool) -> None:
             )
 
 
-FREQUENCIES_TAKES = "RUN, key=value overrides, --head-dim, --base, --context, --factor, --methods and --out"
-
-
 def frequencies(args: list[str], geometry: tuple, factor: float, methods: str | None, out: Path | None) -> None:
-    """``posx frequencies``: geometry is (head_dim, base, T) as given (None: the run's, else the
-    configured model's); methods None means every method that sets frequencies."""
+    """``posx frequencies``: geometry is (head_dim, base, T), each None for the run's or the
+    configured model's; methods None: every method that sets frequencies."""
     with user_errors():
         refuse_flags(args, "posx frequencies", FREQUENCIES_TAKES)
         runs = [a for a in args if "=" not in a]
         check_overrides([a for a in args if "=" in a], with_run=bool(runs))
         cfg = compose([a for a in args if "=" in a])
         model = _rope_run(runs, cfg.results_dir)
-        head_dim, base, context = _rope_geometry(geometry, model, cfg)
+        if model is not None:  # each of head_dim, base and T as given, else the run's, else the config's
+            fallback = (model.model.head_dim, model.model.pos.base, model.train_context)
+        else:
+            fallback = (cfg.model.d_model // cfg.model.n_head, cfg.pos.base, cfg.train.context_length)
+        head_dim, base, context = (
+            value if value is not None else default for value, default in zip(geometry, fallback)
+        )
         check_head_dim(head_dim)
         check_out(out)
         if methods is None:
@@ -237,20 +214,14 @@ def frequencies(args: list[str], geometry: tuple, factor: float, methods: str | 
             names = [m.strip() for m in methods.split(",") if m.strip()]
         df, attention = wavelength_table(cfg.eval, names, head_dim, base, context, factor)
         target = evaluated_length(factor, context)
-        heading = title(head_dim, base, context, factor) + (f" (from {runs[0]})" if runs else "")
+        heading = f"RoPE wavelengths: head_dim={head_dim}, base={base:g}, T={context}, s={factor:g}"
+        heading += f" (from {runs[0]})" if runs else ""
         console = new_console()
         for table in rich_tables(df, attention, context, target, heading, console.width):
             console.print(table)
-        _write_png(df, context, target, heading, out, cfg.results_dir, console)
-
-
-def _rope_geometry(given: tuple, model: RunMeta | None, cfg) -> tuple[int, float, int]:
-    """head_dim, base and T: each as given, else the run's, else the configured model's."""
-    if model is not None:
-        fallback = (model.model.head_dim, model.model.pos.base, model.train_context)
-    else:
-        fallback = (cfg.model.d_model // cfg.model.n_head, cfg.pos.base, cfg.train.context_length)
-    return tuple(value if value is not None else default for value, default in zip(given, fallback))
+        out = out if out is not None else files.free_name(Path(cfg.results_dir), "frequencies", ".png")
+        plot(df, context, target, heading, out)  # published only under a free name
+        console.print(f"wrote {out}", markup=False)
 
 
 def _rope_run(runs: list[str], results_dir: str) -> RunMeta | None:
@@ -261,11 +232,3 @@ def _rope_run(runs: list[str], results_dir: str) -> RunMeta | None:
     if model is not None and model.model.pos.name not in ROTARY:
         raise PosxError(f"{runs[0]} uses pos={model.model.pos.name}, not RoPE; it has no rotary frequencies")
     return model
-
-
-def _write_png(df, context: int, target: int, title: str, out: Path | None, results_dir: str, console: Console) -> None:
-    """The wavelength plot at ``out`` (checked new by ``check_out``; the plot is published only
-    under a free name), else the first free results/frequencies[-N].png."""
-    out = out if out is not None else files.free_name(Path(results_dir), "frequencies", ".png")
-    plot(df, context, target, title, out)
-    console.print(f"wrote {out}", markup=False)

@@ -1,15 +1,5 @@
-"""Which overrides a command that is not a training reads, so one it would ignore is refused.
-
-``posx eval-extrapolate`` scores a model as it was trained: of a posx run it reads the ``eval``
-section, where it runs (``device``, ``threads``), the tracker (``logger``), where runs and token
-stores are (``results_dir``, ``data.cache_dir``); of a transformers checkpoint directory also the
-corpus (``data``), and no tracker. ``posx data prepare`` reads ``data`` (whose ``cache_dir`` lies
-under ``results_dir`` by default) and ``experiment`` (a preset may set ``data.*``). An override of
-any other key would change nothing, so it is refused with a line naming what does apply; so is
-an override of a train.* key ``posx extend`` sets itself (``SET_BY_EXTEND``).
-
-This module imports nothing heavy: ``scripts/study/reference.py`` uses ``only`` too.
-"""
+"""Which overrides a command other than training reads (``eval-extrapolate``, ``data prepare``, the
+train.* keys ``extend`` sets), so one it would ignore is refused. No heavy imports (scripts use it)."""
 
 from __future__ import annotations
 
@@ -19,8 +9,7 @@ EVAL_RUN = ("eval", "device", "threads", "logger", "results_dir", "data.cache_di
 EVAL_CHECKPOINT = ("eval", "device", "threads", "results_dir", "data")
 PREPARE = ("data", "results_dir", "experiment")
 EVAL_ANY = ("eval", "device", "threads", "logger", "results_dir", "data")  # either of the two above
-# The train.* keys ``posx extend`` sets itself (posx.train.extend.child_config), each with the key
-# that sets it: an override of one would be ignored, so the extension refuses it.
+# The train.* keys ``posx extend`` sets itself (an override would be ignored), each with its setter.
 SET_BY_EXTEND = {
     "train.context_length": "factor",
     "train.steps": "extend.steps",
@@ -31,7 +20,7 @@ SET_BY_EXTEND = {
 
 
 def key_of(override: str) -> str:
-    """``a.b=1`` -> ``a.b``; also for ``+a.b=1``, ``++a.b=1`` and ``~a.b``."""
+    """``a.b=1`` -> ``a.b``; also ``+a.b=1``, ``++a.b=1``, ``~a.b``."""
     return override.split("=", 1)[0].lstrip("+~").strip()
 
 
@@ -41,7 +30,6 @@ def under(key: str, prefixes: tuple[str, ...]) -> bool:
 
 
 def only(overrides: list[str], prefixes: tuple[str, ...]) -> list[str]:
-    """The overrides of keys under ``prefixes``, in order."""
     return [o for o in overrides if under(key_of(o), prefixes)]
 
 
@@ -53,8 +41,8 @@ def shown(prefixes: tuple[str, ...]) -> str:
 def refuse_others(
     overrides: list[str], prefixes: tuple[str, ...], what: str, why: str = "", reads: str | None = None
 ) -> None:
-    """Refuse the overrides of keys outside ``prefixes``, naming them and what does apply to
-    ``what`` (``reads``, else the prefixes); ``why`` (a clause) says why the others do not."""
+    """Refuse overrides of keys outside ``prefixes``, naming what does apply to ``what`` (``reads``,
+    else the prefixes); ``why`` (a clause) says why the others do not."""
     others = list(dict.fromkeys(key_of(o) for o in overrides if not under(key_of(o), prefixes)))
     if others:
         one = len(others) == 1
@@ -65,16 +53,14 @@ def refuse_others(
 
 
 def refuse_flags(args: list[str], command: str, takes: str) -> None:
-    """A Hydra flag (``--cfg job``, ``-m``) or an unknown option given to ``command``, which
-    takes ``takes``: one line naming the flag, before anything reads it as an override."""
+    """A flag given to ``command``, which takes ``takes``: one line, before it reads as an override."""
     flags = [a for a in args if a.startswith("-")]
     if flags:
         raise PosxError(f"{command} does not take {flags[0]}: it takes {takes} (--help lists them)")
 
 
 def refuse_words(overrides: list[str], command: str, takes: str) -> None:
-    """A word that is no override (a second run, a typo) after ``command``'s arguments: one line
-    naming it, not Hydra's grammar error about a missing ``=``."""
+    """A word that is no override (a second run, a typo): one line, not Hydra's grammar error."""
     words = [o for o in overrides if "=" not in o and not o.startswith(("~", "-"))]
     if words:
         raise PosxError(f"'{words[0]}' is not a key=value override; {command} takes {takes}")

@@ -1,11 +1,6 @@
-"""The checks of a composed config, before any work starts, each a one-line ``PosxError``
-naming the key: the schema's own rules (each bound in its field's metadata, each rule across
-fields in its group's ``check``, walked by ``posx.core.validate``), then what only the module
-that owns a name can tell: the device (``posx.core.device``), the tracker's package
-(``posx.core.trackers``), T5's buckets (``posx.model.encodings``), whether a task of the
-training mix fits (``posx.configure.taskchecks``), this machine's cores, and code from outside posx
-(a ``pos=custom`` class, a method of ``eval.methods``: imported, so run, and checked here).
-"""
+"""The checks of a composed config before any work, each one line naming the key: the schema's rules
+(``posx.core.validate``), what only the module owning a name can tell, and for a new run no setting
+that cannot act (a value the chosen model never reads), while older runs keep resuming."""
 
 from __future__ import annotations
 
@@ -15,7 +10,6 @@ import os
 from omegaconf import DictConfig, OmegaConf
 
 from posx import rope
-from posx.configure.inert import refuse_inert
 from posx.configure.taskchecks import check_mix
 from posx.core.device import check_compile, check_device
 from posx.core.errors import PosxError
@@ -25,14 +19,20 @@ from posx.eval.scoring import eval_lengths, eval_rows
 from posx.model.custom import check_params as check_encoding_params
 from posx.model.encodings import check_t5_buckets
 from posx.model.rescale import check_methods, param_key, user_params
-from posx.schema.config import ROTARY, Config
+from posx.schema.config import POS_READ_BY, ROTARY, Config, DataConfig, ModelConfig, PosConfig
+from posx.schema.tasks import TaskOptions
 
-# threads: at most THREADS_PER_CORE per core of this machine, and never fewer than MIN_MAX_THREADS
-# (a small login node composes sweeps for bigger compute nodes). More threads than cores only
-# contend for them; tens of thousands cannot all be started (their stacks exhaust memory) and
-# fail far from the setting, as a broken package or a damaged token store.
+# threads: at most THREADS_PER_CORE per core, never capped below MIN_MAX_THREADS (a small login node
+# composes sweeps for bigger nodes); tens of thousands would exhaust memory far from the setting.
 THREADS_PER_CORE = 4
 MIN_MAX_THREADS = 64
+_POS_DEFAULTS = {f.name: f.default for f in dataclasses.fields(PosConfig)}
+_MIX_DEFAULTS = {  # the data.* keys only a task mix reads (data.task_mix > 0)
+    **{f"task_options.{f.name}": f.default for f in dataclasses.fields(TaskOptions)},
+    **{f.name: f.default for f in dataclasses.fields(DataConfig) if f.name in ("task_pool", "mix_loss")},
+    "mix_tasks": DataConfig().mix_tasks,
+}
+_ATTN_SCALE_LENGTH = {f.name: f.default for f in dataclasses.fields(ModelConfig)}["attn_scale_length"]
 
 
 def max_threads() -> int:
@@ -40,8 +40,7 @@ def max_threads() -> int:
 
 
 def check_config(cfg: DictConfig | Config) -> None:
-    """Reject well-typed but meaningless values, with a one-line message naming the key: the
-    schema's rules (``posx.core.validate``), then those of the modules that own a name."""
+    """Reject well-typed but meaningless values: the schema's rules, then the owning modules'."""
     typed = cfg if isinstance(cfg, DictConfig) else OmegaConf.structured(cfg)
     container = OmegaConf.to_container(typed, resolve=True)
     container.pop("hydra", None)
@@ -62,9 +61,7 @@ def check_config(cfg: DictConfig | Config) -> None:
 
 
 def check_user_code(cfg) -> None:
-    """Code from outside posx, loaded and checked before any work (``posx.core.imports``): the
-    class of ``pos=custom`` with its ``pos.params``, and each method of ``eval.methods`` that is not
-    posx's own with its ``eval.params.<name>``; ``eval.params`` names no other method."""
+    """Code from outside posx (``pos=custom``, methods of ``eval.methods``) and its parameters, checked."""
     if cfg.pos.name == "custom":
         check_encoding_params(cfg.pos.impl, _plain(cfg.pos.params))
     ev = cfg.eval
@@ -91,10 +88,8 @@ def _plain(node):
 
 
 def check_train_config(cfg) -> None:
-    """``check_config`` plus what the evaluation at the end of this run (eval.after_train, or
-    a later ``eval-extrapolate``) needs of its model: a sliding stride within T, and every
-    method's frequencies computable at every factor (a longrope list of the wrong length), and no
-    setting that cannot act (``posx.configure.inert``)."""
+    """``check_config``, no setting that cannot act, and what this run's evaluation needs of its
+    model: a sliding stride within T, every method's frequencies computable at every factor."""
     check_config(cfg)
     refuse_inert(cfg)
     T = cfg.train.context_length
@@ -108,3 +103,49 @@ def check_train_config(cfg) -> None:
     if cfg.pos.name in ROTARY:
         rows = eval_rows(cfg.eval, T)  # exactly the rows the evaluation computes
         check_methods(cfg.eval, cfg.eval.methods, cfg.model.d_model // cfg.model.n_head, cfg.pos.base, T, rows)
+
+
+def refuse_unmixed(data) -> None:
+    if data.task_mix != 0:
+        return
+    for key, default in _MIX_DEFAULTS.items():
+        group, _, name = key.rpartition(".")
+        value = (data[group] if group else data)[name]
+        shown = f"[{','.join(str(v) for v in value)}]" if key == "mix_tasks" else value
+        if (list(value) if key == "mix_tasks" else value) != default:
+            raise PosxError(
+                f"data.{key}={shown} does nothing with data.task_mix=0: only a task mix reads it; remove it, "
+                "or set data.task_mix above 0 (the share of training sequences that are tasks)"
+            )
+
+
+def refuse_inert(cfg) -> None:
+    """One ``PosxError`` for the first setting of ``cfg`` that cannot act."""
+    refuse_unmixed(cfg.data)
+    p, m = cfg.pos, cfg.model
+    for key, readers in POS_READ_BY.items():
+        if p.name not in readers and p[key] != _POS_DEFAULTS[key]:
+            raise PosxError(
+                f"pos.{key}={p[key]} does nothing with pos={p.name}: only pos={' or pos='.join(readers)} "
+                f"reads it; remove it, or choose pos={readers[0]}"
+            )
+    if m.nope_every > m.n_layer:
+        raise PosxError(
+            f"model.nope_every={m.nope_every} is more than model.n_layer={m.n_layer}, so no layer would attend "
+            f"without positions; set model.nope_every to at most {m.n_layer} (its last layer), or 0 for none"
+        )
+    if m.nope_every and p.name == "nope":
+        raise PosxError(
+            f"model.nope_every={m.nope_every} does nothing with pos=nope: no layer has positions to drop; "
+            "set model.nope_every=0, or choose an encoding that attends with positions"
+        )
+    if m.attn_scale == "none" and m.attn_scale_length != _ATTN_SCALE_LENGTH:
+        raise PosxError(
+            f"model.attn_scale_length={m.attn_scale_length} does nothing with model.attn_scale=none; "
+            "remove it, or set model.attn_scale=logn or ssmax"
+        )
+    if not p.randomized and p.randomized_max != _POS_DEFAULTS["randomized_max"]:
+        raise PosxError(
+            f"pos.randomized_max={p.randomized_max} does nothing without pos.randomized=true; "
+            "remove it, or set pos.randomized=true"
+        )

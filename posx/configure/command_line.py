@@ -1,17 +1,12 @@
-"""The Hydra command line of ``posx train`` and ``posx extend``, read once before Hydra runs.
-
-``parse`` reads the flags Hydra's own ``@hydra.main`` accepts (the same names, short forms and
-choices) and the overrides with Hydra's own grammar (``OverridesParser``); every check of posx
-before Hydra runs works on that one result (``CommandLine``), so posx can refuse a combination
-before Hydra makes a sweep directory. ``probes`` lists override sets that use every value of
-every sweep, so each can be composed before the sweep launches. ``argv`` hands the arguments to
-``hydra.main``, which reads ``sys.argv`` itself (Hydra's public API takes no parsed command line).
-"""
+"""The Hydra command line of ``posx train`` and ``posx extend``, read once (``parse``: Hydra's flags,
+and the overrides by Hydra's grammar) so every check can refuse before Hydra makes a sweep
+directory; ``probes`` lists override sets using every value of every sweep."""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import sys
 from collections.abc import Iterator
 from typing import NamedTuple
@@ -22,10 +17,20 @@ from hydra.errors import OverrideParseException
 
 from posx.core.errors import PosxError
 
+# Hydra's application flags (each with its short form): switches, and flags that take a value.
+SWITCHES = (
+    "--help -h",
+    "--hydra-help",
+    "--version",
+    "--resolve",
+    "--run -r",
+    "--multirun -m",
+    "--shell-completion -sc",
+)
+VALUED = ("--package -p", "--config-path -cp", "--config-name -cn", "--config-dir -cd", "--experimental-rerun")
 INFO = ("all", "config", "defaults", "defaults-tree", "plugins", "searchpath")
 GRAMMAR = "https://hydra.cc/docs/advanced/override_grammar/basic/"
-# Lines of Hydra's parse report that are not its reason: the link, the caret under the lexer's
-# stop, and the headers that repeat the override.
+# Lines of Hydra's parse report that are not its reason (the link, the caret, the headers).
 _NOT_REASON = ("See https://", "^", "Error parsing override", "LexerNoViableAltException")
 
 
@@ -43,34 +48,18 @@ def parser() -> argparse.ArgumentParser:
     """Hydra's application flags; ``--help`` and ``--version`` are left to Hydra."""
     p = OneLineParser(prog="posx", add_help=False, description="Hydra overrides and flags")
     p.add_argument("overrides", nargs="*")
-    for flags in (
-        ("--help", "-h"),
-        ("--hydra-help",),
-        ("--version",),
-        ("--resolve",),
-        ("--run", "-r"),
-        ("--multirun", "-m"),
-        ("--shell-completion", "-sc"),
-    ):
-        p.add_argument(*flags, action="store_true")
+    for flags in SWITCHES:
+        p.add_argument(*flags.split(), action="store_true")
     p.add_argument("--cfg", "-c", choices=["job", "hydra", "all"])
-    for flags in (
-        ("--package", "-p"),
-        ("--config-path", "-cp"),
-        ("--config-name", "-cn"),
-        ("--config-dir", "-cd"),
-        ("--experimental-rerun",),
-    ):
-        p.add_argument(*flags)
+    for flags in VALUED:
+        p.add_argument(*flags.split())
     p.add_argument("--info", "-i", const="all", nargs="?", choices=INFO)
     return p
 
 
 def unreadable(exc: OverrideParseException) -> str:
-    """One line for an override Hydra's grammar cannot read: which one, the parser's reason,
-    and the two fixes that cover almost every case (close the list's bracket; quote a value that
-    holds grammar characters). Hydra's own message spreads this over several lines and does
-    not always name the override."""
+    """One line for an override Hydra's grammar cannot read: which, the parser's reason, and the two
+    fixes that cover almost every case (close the list's bracket; quote grammar characters)."""
     lines = (line.strip() for line in exc.message.splitlines())
     reasons = [line for line in lines if line and not line.startswith(_NOT_REASON)]
     reason = reasons[0] if reasons else "a character it cannot read (an unclosed quote?)"
@@ -83,26 +72,22 @@ def unreadable(exc: OverrideParseException) -> str:
 
 
 class CommandLine(NamedTuple):
-    """A command line read once: Hydra's flags, and the overrides as Hydra's grammar reads them."""
-
     flags: argparse.Namespace
     overrides: list[Override]
 
     @property
     def lines(self) -> list[str]:
-        """The overrides as given."""
         return [o.input_line for o in self.overrides]
 
 
 def parse(args: list[str]) -> CommandLine:
-    """The flags and overrides of ``args``; a malformed line is one ``PosxError`` line, an
-    override the grammar cannot read an ``OverrideParseException`` (``unreadable`` words it)."""
+    """The flags and overrides of ``args`` (an unreadable override: ``OverrideParseException``)."""
     flags = parser().parse_args(args)
     return CommandLine(flags, OverridesParser.create().parse_overrides(flags.overrides))
 
 
 def modes(flags: argparse.Namespace) -> list[str]:
-    """The mutually exclusive modes ``flags`` asks for (a run, a sweep, printing the config, ...)."""
+    """The mutually exclusive modes ``flags`` asks for."""
     return [
         flag
         for flag, on in (
@@ -117,9 +102,7 @@ def modes(flags: argparse.Namespace) -> list[str]:
 
 
 def refuse_run_dir(overrides: list[Override]) -> None:
-    """``hydra.run.dir`` is where Hydra would put a single run's own files, and posx writes none
-    there (a run goes to ``<results_dir>/runs/<name>/``): setting it would only make an empty
-    directory, so it is refused with the keys that do choose where a run goes."""
+    """``hydra.run.dir`` would only make an empty directory: refused, naming the keys that count."""
     for o in overrides:
         if o.key_or_group == "hydra.run.dir":
             raise PosxError(
@@ -129,8 +112,7 @@ def refuse_run_dir(overrides: list[Override]) -> None:
 
 
 def refuse_name_in_sweep(overrides: list[Override]) -> None:
-    """``name=`` names one run under results/runs; a sweep's jobs are named by Hydra
-    (``hydra.sweep.subdir``), so in a sweep it would be recorded in each config.yaml but used by none."""
+    """``name=`` in a sweep would be recorded by each job but used by none (Hydra names the jobs)."""
     for o in overrides:
         if o.key_or_group == "name":
             raise PosxError(
@@ -140,9 +122,7 @@ def refuse_name_in_sweep(overrides: list[Override]) -> None:
 
 
 def refuse_sweep_values(overrides: list[str], command: str, why: str) -> None:
-    """A sweep's value (``seed=1,2``, ``choice(...)``, ``range(...)``) given to ``command``, which
-    runs once: one line naming it and ``why`` (Hydra would advise adding --multirun, which
-    ``command`` refuses). Overrides Hydra cannot read are left to composing, which says why."""
+    """A sweep's value (``seed=1,2``) given to ``command``, which runs once: one line with ``why``."""
     try:
         parsed = OverridesParser.create().parse_overrides(overrides)
     except OverrideParseException:
@@ -153,9 +133,8 @@ def refuse_sweep_values(overrides: list[str], command: str, why: str) -> None:
 
 
 def probes(parsed: list[Override]) -> list[list[str]]:
-    """Override lists that together use every value of every sweep: the first job, then for
-    each sweep each other value with the rest at their first. ``a=1,2 b=3,4`` -> ``[a=1 b=3],
-    [a=2 b=3], [a=1 b=4]``."""
+    """Override lists that together use every value of every sweep, the rest at their first:
+    ``a=1,2 b=3,4`` -> ``[a=1 b=3], [a=2 b=3], [a=1 b=4]``."""
     values = [list(o.sweep_string_iterator()) if o.is_sweep_override() else [None] for o in parsed]
     for o, v in zip(parsed, values):
         if not v:  # Hydra would launch no job and exit 0
@@ -178,10 +157,16 @@ def probes(parsed: list[Override]) -> list[list[str]]:
 
 @contextlib.contextmanager
 def argv(args: list[str]) -> Iterator[None]:
-    """``sys.argv`` is ``args`` (after the program name) inside, as ``hydra.main`` reads it."""
-    saved = sys.argv
+    """``sys.argv`` is ``args`` inside, as ``hydra.main`` reads it; ``HYDRA_FULL_ERROR=1`` lets an error
+    from outside the job (a launcher's) reach ``user_errors`` instead of Hydra's report."""
+    saved, full_error = sys.argv, os.environ.get("HYDRA_FULL_ERROR")
     sys.argv = [saved[0] if saved else "posx", *args]
+    os.environ["HYDRA_FULL_ERROR"] = "1"
     try:
         yield
     finally:
         sys.argv = saved
+        if full_error is None:
+            os.environ.pop("HYDRA_FULL_ERROR", None)
+        else:
+            os.environ["HYDRA_FULL_ERROR"] = full_error

@@ -27,12 +27,18 @@ from posx.schema.fields import plain
 GROUPS = ("model", "pos", "data", "train", "eval", "logger", "experiment")  # the config groups (configs/<group>/)
 # The schemas configs/config.yaml and configs/extend.yaml name as their defaults.
 STORED_SCHEMAS = {"posx_schema": Config, "posx_extend_schema": ExtendRootConfig}
+SCHEMAS = {"config": Config, "extend": ExtendRootConfig}  # the root configs and their schemas
+# What OmegaConf says of a value that does not fit its field's type, and how to write one that does.
+TYPE_FIXES = (
+    ("is not a ListConfig", "write a list in brackets, e.g. {key}=[{value}]"),
+    ("converted to Integer", "give a whole number, written without a point or an exponent"),
+    ("converted to Float", "give a number"),
+    ("not a valid bool", "give true or false"),
+)
 
 
 def register_configs(cs: ConfigStore | None = None) -> None:
-    """Register the schemas ``posx_schema`` and ``posx_extend_schema`` in Hydra's config store,
-    each once: storing builds a structured config of the whole schema (about a third of a
-    ``compose``), and the schema does not change while the process runs."""
+    """Register ``STORED_SCHEMAS`` in Hydra's config store once (a third of a ``compose`` each)."""
     cs = cs or ConfigStore.instance()
     stored = cs.list("")
     for name, node in STORED_SCHEMAS.items():
@@ -41,7 +47,6 @@ def register_configs(cs: ConfigStore | None = None) -> None:
 
 
 def config_dir() -> Path:
-    """The Hydra config folder: inside the package when installed, else the repo's configs/."""
     here = Path(__file__).resolve().parents[1]  # the posx package
     for candidate in (here / "configs", here.parent / "configs"):
         if (candidate / "config.yaml").is_file():
@@ -62,8 +67,7 @@ def key_hint(key: str, schema: type = ExtendRootConfig) -> str:
 
 
 def refuse_additions(overrides: list[str]) -> None:
-    """``+key=value`` (and ``++key=value``) would add a key the schema does not have, which no
-    code reads: refused like any unknown key. ``~key`` would delete one every run needs."""
+    """``+key=value`` would add a key no code reads, ``~key`` delete one every run needs: refused."""
     for item in overrides:
         if item.startswith("+"):
             key = item.lstrip("+").split("=", 1)[0]
@@ -76,12 +80,8 @@ def refuse_additions(overrides: list[str]) -> None:
             )
 
 
-SCHEMAS = {"config": Config, "extend": ExtendRootConfig}  # the root configs and their schemas
-
-
 def choices_of(schema: type, key: str) -> type[Enum] | None:
-    """The Enum a dotted ``key`` of ``schema`` (or each item of it, for a list) takes; None for
-    other fields."""
+    """The Enum a dotted ``key`` of ``schema`` (or each item of it, for a list) takes, else None."""
     hint: typing.Any = schema
     for part in key.split("."):
         hint = typing.get_type_hints(hint).get(part) if isinstance(hint, type) else None
@@ -90,8 +90,7 @@ def choices_of(schema: type, key: str) -> type[Enum] | None:
 
 
 def unknown_choice(exc: ConfigCompositionException, overrides: list[str], schema: type) -> PosxError | None:
-    """An override's value outside its field's Enum as one line that names the key, the value
-    and the accepted values; None for any other composition error."""
+    """An override's value outside its field's Enum, as one line; None for other errors."""
     cause = exc.__cause__
     key = re.sub(r"\[\d+\]$", "", getattr(cause, "full_key", None) or "")
     enum = choices_of(schema, key) if isinstance(cause, ValidationError) and key else None
@@ -107,9 +106,8 @@ def unknown_choice(exc: ConfigCompositionException, overrides: list[str], schema
 
 
 def composition_error(exc: Exception, schema: type) -> PosxError:
-    """Hydra's composition error as one line that keeps its reason: an unknown key names the
-    closest keys of the schema, a value that does not fit its field says why (OmegaConf's
-    reason), a missing group option lists the options."""
+    """Hydra's composition error as one line that keeps its reason: an unknown key with the closest
+    keys, a value that does not fit with OmegaConf's reason, a missing group option with the options."""
     text = str(exc)
     overridden = re.match(r"Could not override '([^']+)'", text)
     if overridden:
@@ -126,17 +124,7 @@ def composition_error(exc: Exception, schema: type) -> PosxError:
     return PosxError(" ".join(text.split()))
 
 
-# What OmegaConf says of a value that does not fit its field's type, and how to write one that does.
-TYPE_FIXES = (
-    ("is not a ListConfig", "write a list in brackets, e.g. {key}=[{value}]"),
-    ("converted to Integer", "give a whole number, written without a point or an exponent"),
-    ("converted to Float", "give a number"),
-    ("not a valid bool", "give true or false"),
-)
-
-
 def _fix(text: str, reason: str) -> str:
-    """``; <how to fix it>`` for a value of the wrong type in an override, else nothing."""
     given = re.search(r"Error merging override ([^=\s]+)=(\S*)", text)
     for said, fix in TYPE_FIXES:
         if said in reason and given:
@@ -147,10 +135,8 @@ def _fix(text: str, reason: str) -> str:
 def compose(overrides: list[str], config_name: str = "config") -> DictConfig:
     """The composed (and checked) config with overrides, without running a Hydra job."""
     refuse_additions(overrides)
-    register_configs()
     try:
-        with initialize_config_dir(version_base="1.3", config_dir=str(config_dir()), job_name="posx"):
-            cfg = hydra_compose(config_name=config_name, overrides=overrides)
+        cfg = with_hydra(overrides, config_name, hydra=False)
     except (ConfigCompositionException, MissingConfigException) as exc:
         schema = SCHEMAS.get(config_name, Config)
         raise (unknown_choice(exc, overrides, schema) or composition_error(exc, schema)) from None
@@ -163,17 +149,15 @@ def compose(overrides: list[str], config_name: str = "config") -> DictConfig:
     return cfg
 
 
-def with_hydra(overrides: list[str], config_name: str = "config") -> DictConfig:
-    """The job's config with Hydra's own node (``hydra.*``) as a job with ``overrides`` gets it,
-    through Hydra's public compose API; ``overrides`` must already compose (``compose`` checked them)."""
+def with_hydra(overrides: list[str], config_name: str = "config", hydra: bool = True) -> DictConfig:
+    """The job's config through Hydra's compose API, unchecked; with ``hydra``, Hydra's own node too."""
     register_configs()
     with initialize_config_dir(version_base="1.3", config_dir=str(config_dir()), job_name="posx"):
-        return hydra_compose(config_name=config_name, overrides=overrides, return_hydra_config=True)
+        return hydra_compose(config_name=config_name, overrides=overrides, return_hydra_config=hydra)
 
 
 def to_plain(cfg: DictConfig | Config) -> dict:
-    """The resolved config (composed, or its ``typed`` dataclasses) as plain data (choices as plain
-    strings), without Hydra's own node: the same data either way."""
+    """The resolved config (composed, or ``typed``) as plain data, without Hydra's own node."""
     if not isinstance(cfg, DictConfig):
         return plain(cfg)
     container = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
@@ -182,9 +166,7 @@ def to_plain(cfg: DictConfig | Config) -> dict:
 
 
 def typed(cfg: DictConfig) -> Config:
-    """The composed config as the schema's dataclasses (``Config``, or ``ExtendRootConfig`` for
-    ``posx extend``), built by the schema's walker (``posx.core.validate``): what every layer below
-    the command line reads; Hydra's ``DictConfig`` stays here and in ``posx.cli``."""
+    """The composed config as the schema's dataclasses: what every layer below the CLI reads."""
     return validate(to_plain(cfg), OmegaConf.get_type(cfg))
 
 

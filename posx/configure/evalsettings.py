@@ -1,12 +1,5 @@
-"""The evaluation settings of ``posx eval-extrapolate RUN [overrides]``: the run's own, then the
-overrides on top.
-
-The run's own settings are those of its current evaluation (``eval.yaml`` at its top level,
-``posx.eval.history``), or, before its first evaluation, the ``eval`` section of the config it
-was trained with. Keys added to the schema since get their defaults; ``eval.batch_tokens`` (a
-memory knob of this machine) and ``eval.after_train`` come from the composed config. An
-override applies on top whatever its value, also when it equals the default.
-"""
+"""The evaluation settings of ``posx eval-extrapolate RUN``: the run's own (its last ``eval.yaml``, else
+its config's ``eval``; ``eval.batch_tokens`` and ``after_train`` the composed), then the overrides."""
 
 from __future__ import annotations
 
@@ -25,9 +18,11 @@ from posx.runs import legacy
 from posx.runs.paths import CONFIG
 from posx.schema.config import EvalConfig
 
+SHOWN = 8  # settings named in the line that lists what a run's own settings changed
+
 
 def saved_eval(run_dir: Path) -> tuple[dict | None, str]:
-    """(the run's evaluation settings, where they came from); (None, "defaults") when it has none."""
+    """(the run's evaluation settings, where they came from); None when it has none."""
     run_dir = Path(run_dir)
     record = history.current(run_dir)
     if record is not None:
@@ -44,8 +39,7 @@ def saved_eval(run_dir: Path) -> tuple[dict | None, str]:
 
 
 def eval_config(run_dir: Path, composed: DictConfig, overrides: list[str]) -> tuple[DictConfig, str]:
-    """``composed`` with its ``eval`` section replaced by the run's settings plus ``overrides``;
-    also says where the settings came from."""
+    """``composed`` with the run's ``eval`` settings plus ``overrides``, and where they came from."""
     saved, source = saved_eval(run_dir)
     if saved is None:
         return composed, source
@@ -75,13 +69,8 @@ def eval_config(run_dir: Path, composed: DictConfig, overrides: list[str]) -> tu
     return cfg, source
 
 
-SHOWN = 8  # settings named in the line that lists what a run's own settings changed
-
-
 def kept_from_run(cfg: DictConfig, composed: DictConfig) -> str:
-    """The ``eval`` settings of ``cfg`` (the run's own, with the overrides on top) that differ
-    from ``composed`` (what the command line alone gives), as ``key=value, ...``; "" when none.
-    Names what an evaluation reuses from the run without the user typing it."""
+    """``cfg``'s ``eval`` settings that differ from ``composed`` (what the user did not type)."""
     ours, plain = (dotted(OmegaConf.to_container(c.eval, resolve=True, enum_to_str=True)) for c in (cfg, composed))
     kept = [f"eval.{key}={_show(value)}" for key, value in ours.items() if plain.get(key) != value]
     more = f" and {len(kept) - SHOWN} more" if len(kept) > SHOWN else ""
@@ -89,7 +78,7 @@ def kept_from_run(cfg: DictConfig, composed: DictConfig) -> str:
 
 
 def _show(value) -> str:
-    """A value as an override would write it: [1,2,4], null, 2.5."""
+    """A value as an override writes it: [1,2,4], null, 2.5."""
     if isinstance(value, list):
         return "[" + ",".join(_show(v) for v in value) + "]"
     if value is None:

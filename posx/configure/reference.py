@@ -1,12 +1,6 @@
-"""The configuration reference, generated from the schema (``posx.schema.config``).
-
-Every key's description is the comment at the end of its line in the schema, the way
-nanoGPT's config dataclass documents each field: the schema stays one readable line per key
-(name, type, default, what it means), and there is no second place a description could drift
-from the code. ``field(metadata={"help": ...})`` would say the same in a way that is longer to
-write and harder to read, so posx reads the comments with ``ast`` (which line each field ends
-on) and ``tokenize`` (the comments). A key without a comment is a test failure.
-"""
+"""The configuration reference, generated from the schema: a key's description is the comment at
+the end of its line in ``posx.schema.config`` (read with ``ast`` and ``tokenize``), so the schema
+stays one readable line per key and no second place can drift. A key without one fails a test."""
 
 from __future__ import annotations
 
@@ -49,14 +43,10 @@ def comments(cls: type) -> dict[str, str]:
     }
 
 
-def _owner(cls: type, name: str) -> type:
-    """The class of ``cls``'s MRO whose own body declares field ``name``."""
-    return next(c for c in cls.__mro__ if name in c.__dict__.get("__annotations__", {}))
-
-
 def description(cls: type, name: str) -> str:
-    """The schema's comment on ``cls.name``; empty when it has none."""
-    return comments(_owner(cls, name)).get(name, "")
+    """The schema's comment on ``cls.name`` (from the class of its MRO that declares it); "" if none."""
+    owner = next(c for c in cls.__mro__ if name in c.__dict__.get("__annotations__", {}))
+    return comments(owner).get(name, "")
 
 
 def _type_name(hint: Any) -> str:
@@ -73,14 +63,13 @@ def _type_name(hint: Any) -> str:
 
 
 def _choices(hint: Any) -> list[str]:
-    """The members of an Enum type (also inside Optional or List); empty for other types."""
+    """The members of an Enum type (also inside Optional or List)."""
     if isinstance(hint, type) and issubclass(hint, enum.Enum):
         return [m.value for m in hint]
     return [c for a in typing.get_args(hint) for c in _choices(a)]
 
 
 def _yaml(value: Any) -> str:
-    """A default as the YAML a config file would hold."""
     if isinstance(value, enum.Enum):
         return str(value.value)
     if isinstance(value, bool) or value is None:
@@ -90,13 +79,8 @@ def _yaml(value: Any) -> str:
     return str(value)
 
 
-def _default(f: dataclasses.Field) -> str:
-    return _yaml(f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default)
-
-
 def dotted(tree: dict | None, prefix: str = "") -> dict:
-    """{dotted key: value} of a nested dict, as keys are written on the command line (lists are
-    values; None reads as empty)."""
+    """{dotted key: value} of a nested dict (lists are values; None reads as empty)."""
     out = {}
     for key, value in (tree or {}).items():
         name = f"{prefix}{key}"
@@ -108,8 +92,7 @@ def dotted(tree: dict | None, prefix: str = "") -> dict:
 
 
 def keys(cls: type, prefix: str = "") -> Iterator[tuple[str, type, dataclasses.Field, Any]]:
-    """(dotted key, the class declaring it, its field, its type) for every field, depth first;
-    a nested config comes before its keys."""
+    """(dotted key, the class declaring it, its field, its type) for every field, depth first."""
     hints = typing.get_type_hints(cls)
     for f in dataclasses.fields(cls):
         yield f"{prefix}{f.name}", cls, f, hints[f.name]
@@ -129,13 +112,13 @@ def _table(rows: list[tuple[str, type, dataclasses.Field, Any]]) -> list[str]:
         if _choices(hint):
             each = "each " if typing.get_origin(hint) is list else ""
             text += f" ({each}one of: {', '.join(f'`{c}`' for c in _choices(hint))})"
-        lines.append(f"| `{key}` | {_type_name(hint)} | `{_cell(_default(f))}` | {_cell(text)} |")
+        default = f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default
+        lines.append(f"| `{key}` | {_type_name(hint)} | `{_cell(_yaml(default))}` | {_cell(text)} |")
     return lines
 
 
 def _sections(cls: type, skip: set[str]) -> list[str]:
-    """One table of the top-level keys of ``cls``, then one per nested config (keys in ``skip``
-    are documented elsewhere)."""
+    """A table of the top-level keys of ``cls``, then one per nested config (but ``skip``'s keys)."""
     rows = [r for r in keys(cls) if r[0] not in skip and not any(r[0].startswith(s + ".") for s in skip)]
     groups = {r[0]: r for r in rows if dataclasses.is_dataclass(r[3])}
     out = _table([r for r in rows if "." not in r[0] and r[0] not in groups])
@@ -147,8 +130,7 @@ def _sections(cls: type, skip: set[str]) -> list[str]:
 
 
 def render_markdown() -> str:
-    """The configuration reference as Markdown: every key of ``Config`` (``posx train``,
-    ``posx eval-extrapolate``) and the keys ``ExtendRootConfig`` adds (``posx extend``)."""
+    """The configuration reference as Markdown: ``Config``'s keys, then those ``ExtendRootConfig`` adds."""
     train = {key for key, *_ in keys(Config)}
     lines = [
         INTRO,

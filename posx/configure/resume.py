@@ -1,15 +1,8 @@
-"""The config of a resumed run: its saved config.yaml, plus the few overrides that are safe.
-
-A resumed run must be the run it started as, so ``posx train --resume RUN key=value ...``
-may only change keys that do not alter the sequence of weight updates (``RESUME_SAFE``): where it
-runs, how often it checkpoints or validates, the micro-batch (the global batch and its
-sequences stay the same, on any number of ranks), and the evaluation after training. Anything
-else (``train.steps`` included: the cosine schedule depends on it) is refused with a line
-naming the key; an override equal to the saved value is accepted as a no-op.
-
-A sweep job whose directory already holds a checkpoint (a requeued SLURM job) resumes only
-when its composed config matches the saved one outside ``RESUME_SAFE``.
-"""
+"""The config of a resumed run: its saved config.yaml plus the overrides that do not alter the
+sequence of weight updates (``RESUME_SAFE``: where it runs, checkpoint and validation cadence,
+the micro-batch, the evaluation after training). Any other change (``train.steps`` too: the
+schedule depends on it) is refused naming the key; an override equal to the saved value is a
+no-op. A requeued sweep job resumes only when its config matches the saved one."""
 
 from __future__ import annotations
 
@@ -28,11 +21,14 @@ from posx.runs.paths import CONFIG, is_run, lineage_of, read_config
 from posx.schema.config import RESUME_SAFE, Config, ExtendRootConfig
 
 _ABSENT = object()
+# Why a flag of ``posx train`` does not go with --resume; any other: --help lists the flags.
+_SWEEP = "a sweep cannot be resumed as a whole: resume each job directory"
+_CFG = "a resumed run's config is its config.yaml; `posx train --cfg job` without --resume prints a new one"
+NOT_WITH_RESUME = {"-m": _SWEEP, "--multirun": _SWEEP, "--cfg": _CFG, "-c": _CFG}
 
 
 def saved_config(run_dir: Path) -> DictConfig:
-    """The run's config.yaml on top of its typed schema (keys added since get their defaults):
-    ``ExtendRootConfig`` for an extension, ``Config`` for a trained run."""
+    """The run's config.yaml on its schema (keys added since get their defaults)."""
     path = Path(run_dir) / CONFIG
     data = read_config(run_dir)
     schema = Config if lineage_of(Path(run_dir)) is None else ExtendRootConfig
@@ -49,10 +45,6 @@ def saved_config(run_dir: Path) -> DictConfig:
         raise PosxError(f"{path} is unreadable or does not fit the config schema ({message})") from exc
 
 
-def is_safe(key: str) -> bool:
-    return under(key, RESUME_SAFE)
-
-
 def _value(cfg: DictConfig, key: str):
     node = OmegaConf.select(cfg, key, default=_ABSENT)
     if isinstance(node, DictConfig) or OmegaConf.is_list(node):
@@ -60,16 +52,8 @@ def _value(cfg: DictConfig, key: str):
     return node
 
 
-# Why a flag of ``posx train`` does not go with --resume; any other: --help lists the flags.
-_SWEEP = "a sweep cannot be resumed as a whole: resume each job directory"
-_CFG = "a resumed run's config is its config.yaml; `posx train --cfg job` without --resume prints a new one"
-NOT_WITH_RESUME = {"-m": _SWEEP, "--multirun": _SWEEP, "--cfg": _CFG, "-c": _CFG}
-
-
 def refuse_flags(overrides: list[str]) -> None:
-    """``--resume`` with a Hydra flag (``-m``, ``--cfg job``) or a sweep's value (``seed=1,2``):
-    one line naming it, before any override is read (``job`` alone, or Hydra's advice to add
-    --multirun, would otherwise be the error)."""
+    """``--resume`` with a Hydra flag or a sweep's value: one line, before any override is read."""
     for override in overrides:
         if override.startswith("-"):
             why = NOT_WITH_RESUME.get(override, "--help lists what --resume takes")
@@ -78,8 +62,7 @@ def refuse_flags(overrides: list[str]) -> None:
 
 
 def resume_config(run_dir: Path, overrides: list[str], composed: DictConfig) -> DictConfig:
-    """Saved config with the safe ``overrides`` applied; ``composed`` holds their typed values
-    (the caller has refused flags and sweep values with ``refuse_flags`` before composing)."""
+    """Saved config with the safe ``overrides`` applied (``composed`` holds their typed values)."""
     cfg = saved_config(run_dir)
     for override in overrides:
         key = key_of(override)
@@ -91,14 +74,13 @@ def resume_config(run_dir: Path, overrides: list[str], composed: DictConfig) -> 
             )
         if new == _value(cfg, key):
             continue
-        if not is_safe(key):
+        if not under(key, RESUME_SAFE):
             raise PosxError(
                 f"'{override}' would change the resumed run (it has {key}={_value(cfg, key)}); --resume accepts "
                 f"changes to {', '.join(RESUME_SAFE)} only — start a new run for another config"
             )
         OmegaConf.update(cfg, key, OmegaConf.select(composed, key), merge=False)
-    # Where files go is the caller's choice, never the saved file's: a run directory from
-    # elsewhere must not make posx write its cache at a path it names.
+    # Where files go is the caller's choice: a run from elsewhere must not choose where posx writes.
     for key in ("results_dir", "data.cache_dir"):
         OmegaConf.update(cfg, key, OmegaConf.select(composed, key), merge=False)
     check_config(cfg)
@@ -106,11 +88,9 @@ def resume_config(run_dir: Path, overrides: list[str], composed: DictConfig) -> 
 
 
 def refuse_edits(run_dir: Path, recorded: dict | None, now: dict) -> None:
-    """Refuse to resume when ``now`` (the config from config.yaml, as ``to_plain`` gives it) differs
-    outside ``RESUME_SAFE`` from the config the checkpoint recorded: an edited config.yaml would
-    otherwise change the run it continues.
-    Only keys both hold are compared (None: a checkpoint from before the record; a key added since
-    takes its default on both sides)."""
+    """Refuse to resume when config.yaml (``now``, plain) differs outside ``RESUME_SAFE`` from the
+    config the checkpoint recorded (None: a checkpoint from before the record): an edit would
+    change the run it continues. Only keys both hold are compared."""
     if recorded is None:
         return
     found = _differing(recorded, now, common_only=True)
@@ -128,12 +108,11 @@ def differences(saved: DictConfig, new: DictConfig | Config) -> list[str]:
 
 
 def _differing(a: dict, b: dict, common_only: bool) -> list[tuple[str, object, object]]:
-    """(dotted key, value in ``a``, value in ``b``) for each key outside ``RESUME_SAFE`` whose values
-    differ; a key only one side holds counts unless ``common_only``."""
+    """(key, in ``a``, in ``b``) per key outside ``RESUME_SAFE`` that differs (or one side lacks)."""
     found: list[tuple[str, object, object]] = []
 
     def walk(x, y, prefix: str) -> None:
-        if is_safe(prefix):
+        if under(prefix, RESUME_SAFE):
             return
         if isinstance(x, dict) and isinstance(y, dict):
             for k in sorted(set(x) & set(y) if common_only else set(x) | set(y)):

@@ -1,13 +1,5 @@
-"""A sweep's directory, looked at before Hydra writes into it.
-
-Hydra's sweeper writes ``multirun.yaml`` into ``hydra.sweep.dir`` before the first job starts,
-replacing a file of that name, and each job then writes into ``<sweep dir>/<job>/``. So before
-Hydra runs, the directory must be missing, empty, or a posx sweep's: its ``multirun.yaml`` is
-Hydra's record of a posx sweep, and everything else in it is what posx sweeps leave (job
-directories, which then check that they hold this job's config, ``sweep.csv``, ``sweep.md``,
-the lock, submitit's logs). A sweep started again therefore continues; anything else is
-refused in one line and nothing is written.
-"""
+"""A sweep's directory, looked at before Hydra writes (replacing) its ``multirun.yaml`` there: missing,
+empty, or a posx sweep's own (docs/reliability.md); anything else is refused, nothing written."""
 
 from __future__ import annotations
 
@@ -26,8 +18,7 @@ SWEEP_FILES = frozenset({RECORD, "sweep.csv", "sweep.md", LOCK_NAME, ".submitit"
 
 
 def check_sweep_dir(first_job: list[str], config_name: str) -> Path:
-    """The sweep directory of a ``-m`` command line whose first job has the overrides ``first_job``
-    (``posx.configure.command_line.probes``), refused unless posx may write it."""
+    """The sweep directory of the job ``first_job``, refused unless posx may write it."""
     job = with_hydra(first_job, config_name)
     sweep = Path(str(job.hydra.sweep.dir))
     reason = _shared(sweep, Path(job.results_dir)) or _refusal(sweep) or _another_command(sweep, config_name)
@@ -37,7 +28,6 @@ def check_sweep_dir(first_job: list[str], config_name: str) -> Path:
 
 
 def _shared(sweep: Path, results_dir: Path) -> str | None:
-    """Why ``sweep`` is a folder of posx's own that holds many runs (its jobs would mix with them)."""
     for kind, holds in (("runs", "single runs"), ("sweeps", "sweeps")):
         if sweep.resolve() == (results_dir / kind).resolve():
             return (
@@ -48,7 +38,6 @@ def _shared(sweep: Path, results_dir: Path) -> str | None:
 
 
 def _refusal(sweep: Path) -> str | None:
-    """Why a sweep may not write into ``sweep``; None when it may."""
     if sweep.is_symlink():
         return "is a symbolic link (posx does not write through links)"
     if not sweep.exists():
@@ -58,7 +47,7 @@ def _refusal(sweep: Path) -> str | None:
     found = sorted(sweep.iterdir())
     if not found:
         return None
-    if (sweep / RECORD) in found and not is_posx_record(sweep / RECORD):
+    if (sweep / RECORD) in found and _record_command(sweep / RECORD) is None:
         return f"holds a {RECORD} that is not a posx sweep's (Hydra would replace it)"
     foreign = [p.name for p in found if not _ours(p, sweep)]
     if foreign:
@@ -67,10 +56,9 @@ def _refusal(sweep: Path) -> str | None:
 
 
 def _another_command(sweep: Path, config_name: str) -> str | None:
-    """Why ``sweep``'s record is not this command's: a sweep of ``posx extend`` in a directory of
-    ``posx train`` jobs, or the reverse, which Hydra would replace before any job could refuse
-    its directory. (Other overrides of the same command may continue the sweep, adding seeds say:
-    each job checks that its directory holds its own config, and the record is then this sweep's.)"""
+    """Why ``sweep``'s record is another command's (``posx extend`` over ``posx train`` jobs, or
+    the reverse), which Hydra would replace before a job could refuse. Other overrides of the same
+    command may continue the sweep: each job checks its directory holds its own config."""
     recorded = _record_command(sweep / RECORD)
     if recorded in (None, config_name):
         return None
@@ -79,26 +67,18 @@ def _another_command(sweep: Path, config_name: str) -> str | None:
 
 
 def _ours(path: Path, sweep: Path) -> bool:
-    """What a posx sweep leaves in its directory: its record and tables (beside that record), its
-    lock, submitit's logs, a hidden temporary, and job directories."""
+    """What a posx sweep leaves: record, tables, lock, submitit's logs, temporaries, job directories."""
     if path.name.startswith(".") and path.name.endswith(".tmp"):
         return True
     if path.name in SWEEP_FILES:
-        return path.name in (LOCK_NAME, ".submitit") or is_posx_record(sweep / RECORD)
+        return path.name in (LOCK_NAME, ".submitit") or _record_command(sweep / RECORD) is not None
     if path.is_symlink() or not path.is_dir():
         return False
     return is_run_dir(path) or resumable.exists(path) or {p.name for p in path.iterdir()} <= {LOCK_NAME, CONFIG}
 
 
-def is_posx_record(path: Path) -> bool:
-    """Whether ``path`` is Hydra's multirun.yaml of a posx sweep (not a link, readable, of
-    ``posx train`` or ``posx extend``)."""
-    return _record_command(path) is not None
-
-
 def _record_command(path: Path) -> str | None:
-    """The root config (``config``: posx train, ``extend``: posx extend) of the posx sweep whose
-    multirun.yaml ``path`` is; None when it is not one."""
+    """The root config of the posx sweep whose multirun.yaml ``path`` is; None when it is not one."""
     if path.is_symlink() or not path.is_file():
         return None
     try:

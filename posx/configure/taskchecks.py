@@ -1,16 +1,6 @@
-"""Whether every task of the training mix fits a training sequence (the tasks' sizes are the schema's).
-
-A training mix is refused when a task of it does not fit the held-out curve's length T with the
-mix's task options (``posx.train.taskcurve`` scores it there, and training draws it at T + 1):
-the task would never be trained on or measured, and the run would record it with no trial. Fitting
-is tried with the byte encoding, which gives every piece at least as many tokens as a subword
-tokenizer, so with another tokenizer a task the check passes fits too (and one it refuses might
-fit; the check is made for bytes only).
-
-The check's cost is bounded whatever the values: every task at the schema's largest sizes fits in
-``TASK_FIT_LENGTH`` tokens, and one that fits a sequence fits every longer one, so a T past it is
-tried at that length.
-"""
+"""Whether every task of the training mix fits T + 1 tokens (else it would never be trained on or
+measured), tried with the byte encoding, which gives every piece at least as many tokens as a
+subword tokenizer, at most at ``TASK_FIT_LENGTH`` (where every task fits), so the cost is bounded."""
 
 from __future__ import annotations
 
@@ -25,16 +15,14 @@ TRIES = 4  # samples drawn to tell whether a task fits (the depths of the first 
 
 
 def fits(task: str, length: int, opts) -> bool:
-    """Whether ``task`` with ``opts`` fits in ``length`` byte tokens (a haystack of spaces); tried
-    at min(length, TASK_FIT_LENGTH)."""
+    """Whether ``task`` with ``opts`` fits in ``length`` byte tokens (a haystack of spaces)."""
     length = min(length, TASK_FIT_LENGTH)
     ctx = Context(np.full(length, 32, dtype=np.int64), byte_encode, np.random.default_rng(0))
     return all(GENERATORS[task](ctx, length, trial, opts, opts.depth_buckets) is not None for trial in range(TRIES))
 
 
 def check_mix(data, T: int) -> None:
-    """A training mix (``data.task_mix``, ``data.mix_tasks``, ``data.task_options``) every task of
-    which fits, and a task pool within MAX_POOL_TOKENS."""
+    """A training mix every task of which fits, and a task pool within MAX_POOL_TOKENS."""
     if data.task_mix == 0:
         return
     if data.task_pool * (T + 1) > MAX_POOL_TOKENS:

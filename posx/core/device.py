@@ -1,6 +1,5 @@
-"""Where tensors live and in which precision: the device a run asks for, bf16 autocast on
-CUDA, TF32 matmuls, the dtype attention will see, and the device's bf16 peak (for MFU).
-Training, evaluation and the model all take these from here."""
+"""Where tensors live and in which precision: the device, bf16 autocast on CUDA, TF32, the dtype
+attention sees, and the device's bf16 peak (for MFU)."""
 
 from __future__ import annotations
 
@@ -12,20 +11,30 @@ import torch
 from posx.core.errors import PosxError, unknown
 
 DEVICES = ("auto", "cpu", "cuda", "cuda:N")
+COMPILE = ("auto", "true", "false")  # train.compile (Hydra may hand true/false over as booleans)
+# Dense bf16 tensor-core peak, FLOP/s, from NVIDIA's data sheets without sparsity. A device name
+# ("NVIDIA H100 80GB HBM3") matches a key whose words it holds whole, in order; the key with the
+# most words wins ("H100 NVL" beats "H100", "L40S" never matches "L4"); a tie has no peak.
+BF16_PEAK = {
+    "H200": 989e12,  # SXM
+    "H200 NVL": 835e12,
+    "H100": 989e12,  # SXM (HBM3)
+    "H100 NVL": 835e12,
+    "H100 PCIe": 756e12,
+    "A100": 312e12,
+    "L40S": 362e12,
+    "L40": 181e12,
+    "L4": 121e12,
+}
 
 
 def check_device(requested: str) -> None:
-    """auto, cpu, cuda or cuda:N (N a GPU index), else a one-line error."""
     if requested not in DEVICES[:3] and not re.fullmatch(r"cuda:\d+", str(requested)):
         raise PosxError(f"device={requested} is not one of {', '.join(DEVICES)}")
 
 
-COMPILE = ("auto", "true", "false")  # train.compile (Hydra may hand true/false over as booleans)
-
-
 def pick_device(requested: str) -> torch.device:
-    """``auto``: CUDA when present, else the CPU; ``cuda`` without CUDA, or ``cuda:N`` past the
-    GPUs there are, is a user error."""
+    """``auto``: CUDA when present, else the CPU; a GPU that is not there is a user error."""
     check_device(requested)
     if requested == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -41,13 +50,12 @@ def pick_device(requested: str) -> torch.device:
 
 
 def set_threads(threads: int | None) -> None:
-    """torch's intra-op threads (``threads``; None leaves torch's default: one per core)."""
+    """torch's intra-op threads (None: torch's default, one per core)."""
     if threads is not None:
         torch.set_num_threads(int(threads))
 
 
 def autocast(device: torch.device):
-    """bf16 autocast on CUDA; full precision on the CPU."""
     if device.type == "cuda":
         return torch.autocast(device_type="cuda", dtype=torch.bfloat16)
     return nullcontext()
@@ -61,11 +69,8 @@ def compute_dtype(x: torch.Tensor) -> torch.dtype:
 
 
 def use_tf32(device: torch.device, enabled: bool) -> None:
-    """TF32 for float32 matmuls and convolutions on CUDA (train.tf32); nothing on the CPU.
-    Under bf16 autocast it covers what stays float32 (e.g. the loss's log-softmax inputs).
-
-    Set through the ``fp32_precision`` settings (``"tf32"`` or ``"ieee"``), the ones inductor
-    reads; the older ``allow_tf32`` flags are deprecated, and torch refuses to mix the two."""
+    """TF32 on CUDA (train.tf32) through ``fp32_precision``, which inductor reads (``allow_tf32`` is
+    deprecated, and torch refuses to mix the two)."""
     if device.type == "cuda":
         precision = "tf32" if enabled else "ieee"
         torch.backends.cuda.matmul.fp32_precision = precision
@@ -73,41 +78,20 @@ def use_tf32(device: torch.device, enabled: bool) -> None:
 
 
 def use_compile(setting: object, device: torch.device) -> bool:
-    """train.compile: ``auto`` compiles on CUDA only (on the CPU compile time outweighs the
-    gain for posx's small models); ``true`` / ``false`` (strings or Hydra's booleans) decide."""
+    """``auto`` compiles on CUDA only: on the CPU compiling outweighs the gain for small models."""
     value = check_compile(setting)
     return device.type == "cuda" if value == "auto" else value == "true"
 
 
 def check_compile(setting: object) -> str:
-    """train.compile as one of ``COMPILE`` (lower case), else a one-line error."""
     value = str(setting).lower()
     if value not in COMPILE:
         raise unknown("train.compile", setting, COMPILE)
     return value
 
 
-# Dense bf16 tensor-core peak, FLOP/s, by GPU model, from NVIDIA's data sheets without
-# sparsity. A device name (torch.cuda.get_device_name, e.g. "NVIDIA H100 80GB HBM3") is
-# matched word by word: a key matches when its words appear in the name as whole words, in
-# order, and the key with the most words wins (so "H100 NVL" beats "H100", and "L40S" never
-# matches "L4"). Names no key matches, or two equally specific keys match, have no peak.
-BF16_PEAK = {
-    "H200": 989e12,  # SXM
-    "H200 NVL": 835e12,
-    "H100": 989e12,  # SXM (HBM3)
-    "H100 NVL": 835e12,
-    "H100 PCIe": 756e12,
-    "A100": 312e12,
-    "L40S": 362e12,
-    "L40": 181e12,
-    "L4": 121e12,
-}
-
-
 def peak_for_name(name: str) -> float | None:
-    """The bf16 peak of the GPU called ``name`` from ``BF16_PEAK``; None when no key, or more
-    than one key of the same length, matches."""
+    """The bf16 peak of the GPU called ``name`` from ``BF16_PEAK`` (None: no single best key)."""
     words = re.findall(r"[A-Za-z0-9]+", name.upper())
     matches = [key for key in BF16_PEAK if _in_order(key.upper().split(), words)]
     if not matches:
@@ -118,14 +102,12 @@ def peak_for_name(name: str) -> float | None:
 
 
 def _in_order(needle: list[str], words: list[str]) -> bool:
-    """Whether ``needle``'s words appear among ``words`` as whole words, in order, adjacent."""
     n = len(needle)
     return any(words[i : i + n] == needle for i in range(len(words) - n + 1))
 
 
 def bf16_peak_flops(device: torch.device) -> float | None:
-    """One device's bf16 peak from ``BF16_PEAK``; None on the CPU and for GPUs not listed
-    (MFU is then reported as unknown, never against a guessed peak)."""
+    """None on the CPU and for GPUs not listed: MFU is then unknown, never against a guessed peak."""
     if device.type != "cuda":
         return None
     return peak_for_name(torch.cuda.get_device_name(device))

@@ -1,18 +1,6 @@
-"""Several processes training one run (torch.distributed): setting the process group up and
-down, which rank this is, and how all ranks agree.
-
-Distributed mode turns on only when the rank variables are set: ``torchrun`` sets ``RANK``,
-``WORLD_SIZE`` and ``LOCAL_RANK``; inside a submitit job with several tasks (Hydra's
-``submitit_slurm`` launcher with ``tasks_per_node`` > 1) they are exported from the job's
-environment with ``submitit.helpers.TorchDistributedEnvironment``. Without them everything
-here is a no-op for a single process (rank 0 of 1) and nothing is initialised.
-
-Two process groups: the default one (nccl on CUDA, gloo on the CPU) carries DDP's gradient
-all-reduce; a gloo "control" group carries the small agreements on CPU values (losses, stop
-flags, failures, the run directory) with a long timeout, so ranks may wait for rank 0's
-evaluation. The pattern follows the public recipes of torchtitan (``init_distributed``) and
-nanochat (``compute_init`` / ``compute_cleanup``); the code is posx's own.
-"""
+"""Several processes training one run (torch.distributed): the process group, this rank, and how
+all ranks agree; a no-op for rank 0 of 1 unless the rank variables are set (torchrun, or a
+submitit job of several tasks). Design: docs/sweeps-and-clusters.md."""
 
 from __future__ import annotations
 
@@ -40,9 +28,7 @@ class PeerFailed(PosxError):
 
 
 def export_submitit_ranks() -> None:
-    """Inside a submitit job with several tasks, export RANK/WORLD_SIZE/LOCAL_RANK/MASTER_* from
-    the job environment (submitit.helpers.TorchDistributedEnvironment). A job of one task, or a
-    process that already has them (torchrun), is left alone."""
+    """Inside a submitit job of several tasks (not under torchrun), export its rank variables."""
     if requested() or not os.environ.get("SUBMITIT_EXECUTOR"):
         return
     # submitit is the optional `slurm` extra; it is only imported inside a submitit job.
@@ -50,8 +36,7 @@ def export_submitit_ranks() -> None:
 
     env = submitit.helpers.TorchDistributedEnvironment()
     if env.world_size > 1:
-        # Each task picks cuda:LOCAL_RANK among the GPUs it sees (see _device), so
-        # CUDA_VISIBLE_DEVICES is left as SLURM set it.
+        # Each task picks cuda:LOCAL_RANK among the GPUs it sees, so CUDA_VISIBLE_DEVICES stays SLURM's.
         env.export(set_cuda_visible_devices=False)
 
 
@@ -71,30 +56,22 @@ def is_main() -> bool:
     return rank() == 0
 
 
-def _device(requested_device: str) -> torch.device:
-    device = pick_device(requested_device)
-    if device.type == "cuda":
-        local = int(os.environ["LOCAL_RANK"])
-        device = torch.device("cuda", local % torch.cuda.device_count())
-        torch.cuda.set_device(device)
-    return device
-
-
 def device(requested_device: str) -> torch.device:
-    """The device this process trains on: the session's (cuda:LOCAL_RANK under DDP on CUDA),
-    else ``pick_device(requested_device)``."""
+    """The session's device (cuda:LOCAL_RANK under DDP on CUDA), else ``pick_device``'s."""
     return _state["device"] if enabled() else pick_device(requested_device)
 
 
 @contextlib.contextmanager
 def session(requested_device: str) -> Iterator[None]:
-    """Set up the process group when the rank variables are set (nccl on CUDA, gloo on the
-    CPU), tear it down on the way out; a plain single process otherwise."""
+    """The process group while inside, when the rank variables are set; else a plain process."""
     export_submitit_ranks()
     if not requested() or enabled():
         yield
         return
-    dev = _device(requested_device)
+    dev = pick_device(requested_device)
+    if dev.type == "cuda":
+        dev = torch.device("cuda", int(os.environ["LOCAL_RANK"]) % torch.cuda.device_count())
+        torch.cuda.set_device(dev)
     backend = "nccl" if dev.type == "cuda" else "gloo"
     try:
         dist.init_process_group(backend, **({"device_id": dev} if dev.type == "cuda" else {}))
@@ -113,26 +90,20 @@ def session(requested_device: str) -> Iterator[None]:
         dist.destroy_process_group()
 
 
-def _group():
-    return _state["control"]  # None: the default group (gloo already)
+def _all_reduce(values: list[float], op: dist.ReduceOp) -> list[float]:
+    t = torch.tensor(values, dtype=torch.float64)
+    dist.all_reduce(t, op=op, group=_state["control"])  # None: the default group (gloo already)
+    return t.tolist()
 
 
 def agree_max(values: list[float]) -> list[float]:
     """Element-wise maximum over all ranks (flags, signal numbers)."""
-    if not enabled():
-        return list(values)
-    t = torch.tensor(values, dtype=torch.float64)
-    dist.all_reduce(t, op=dist.ReduceOp.MAX, group=_group())
-    return t.tolist()
+    return _all_reduce(values, dist.ReduceOp.MAX) if enabled() else list(values)
 
 
 def mean(value: float) -> float:
     """The mean of ``value`` over all ranks (the logged loss)."""
-    if not enabled():
-        return value
-    t = torch.tensor([value], dtype=torch.float64)
-    dist.all_reduce(t, op=dist.ReduceOp.SUM, group=_group())
-    return t.item() / world_size()
+    return _all_reduce([value], dist.ReduceOp.SUM)[0] / world_size() if enabled() else value
 
 
 def any_rank(flag: bool) -> bool:
@@ -145,16 +116,13 @@ def broadcast(obj: T) -> T:
     if not enabled():
         return obj
     box = [obj if is_main() else None]
-    dist.broadcast_object_list(box, src=0, group=_group())
+    dist.broadcast_object_list(box, src=0, group=_state["control"])
     return box[0]
 
 
 def on_main(fn: Callable[[], T], share: bool = False) -> T | None:
-    """Run ``fn`` on rank 0 alone while the others wait; every rank learns whether it failed.
-
-    Rank 0 re-raises its own exception; the others raise ``PeerFailed``, so no rank is left
-    waiting in a collective. ``share``: return rank 0's result on every rank (else None there).
-    """
+    """Run ``fn`` on rank 0 alone (``share``: its result on every rank); if it fails, the others
+    raise ``PeerFailed``, so no rank waits in a collective."""
     result, error = None, None
     if is_main():
         try:

@@ -1,9 +1,5 @@
-"""User-facing errors.
-
-Anything a user can fix (a bad config value, a missing run, a corrupt file, a length a
-method cannot reach) is raised as ``PosxError`` with a one-line message saying what is
-wrong and how to fix it. The CLI prints that line and exits non-zero, without a traceback.
-"""
+"""User-facing errors: what a user can fix is a ``PosxError`` whose one-line message says what is
+wrong and how to fix it; the CLI prints it and exits non-zero, without a traceback."""
 
 
 class PosxError(Exception):
@@ -16,20 +12,15 @@ def choose(options) -> str:
 
 
 def unknown(setting: str, value: object, options) -> PosxError:
-    """``setting=value is unknown; choose one of ...``: a value outside its choices."""
     return PosxError(f"{setting}={value} is unknown; {choose(options)}")
 
 
 class Preempted(PosxError):
-    """Training stopped on SIGTERM/SIGUSR2 after writing a checkpoint; resume to continue.
-
-    The CLI exits with ``EXIT_CODE`` (75, EX_TEMPFAIL in sysexits.h: "try again later"), so a
-    job script can tell "preempted, requeue me" from success (0) and from an error (2).
-    """
+    """Training stopped on SIGTERM/SIGUSR2 after writing a checkpoint. Exit 75 (EX_TEMPFAIL, "try
+    again later"): a job script tells "preempted, requeue me" from success and from an error."""
 
     EXIT_CODE = 75
 
 
 class Interrupted(KeyboardInterrupt):
-    """Ctrl-C, with the line that says what the command left (a training run: which run, and
-    how to go on); ``posx.cli.exits.user_errors`` prints it and exits 130."""
+    """Ctrl-C, with the line that says what the command left (printed by ``user_errors``, exit 130)."""

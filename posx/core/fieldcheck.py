@@ -1,11 +1,9 @@
-"""Checks for one field of a record read from JSON or YAML (model.json, a checkpoint's state,
-an evaluation's eval.yaml): of its type, finite, in range. Each returns the value or raises a
-one-line PosxError naming the file and the field, so a damaged record is refused on load and
-never reaches a model, a tensor or a table.
-"""
+"""Checks for one field of a record read from JSON or YAML: of its type, finite, in range; each
+returns the value or raises a one-line PosxError naming the file and the field."""
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import numbers
@@ -43,7 +41,6 @@ def is_real(value) -> bool:
 
 
 def is_number(value) -> bool:
-    """A finite real number (not a bool)."""
     return is_real(value) and math.isfinite(value)
 
 
@@ -51,15 +48,6 @@ def integer(value, name: str, where, fix: str, lo: int = 0, hi: int = MAX_STEPS)
     if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
         raise refuse(where, name, value, f"an integer from {lo} to {hi}", fix)
     return value
-
-
-def number(
-    value, name: str, where, fix: str, lo: float = -math.inf, hi: float = math.inf, positive: bool = False
-) -> float:
-    """A finite number in [lo, hi] (with ``positive``: above 0 too)."""
-    if not is_number(value) or not lo <= value <= hi or (positive and value <= 0):
-        raise refuse(where, name, value, f"a finite number in {'(0' if positive else f'[{lo:g}'}, {hi:g}]", fix)
-    return float(value)
 
 
 def text(value, name: str, where, fix: str, empty: bool = False) -> str:
@@ -95,9 +83,8 @@ def _too_deep(where, fix: str) -> PosxError:
 
 
 def bounded(value, where, fix: str):
-    """``value`` (a parsed record) when it nests at most MAX_DEPTH deep and holds at most MAX_NODES
-    values; else one PosxError naming ``where``. Walked without recursion, every shared value
-    (a YAML alias) counted each time it is reached, so the walk itself is bounded."""
+    """``value`` when it nests at most MAX_DEPTH deep and holds at most MAX_NODES values (aliases
+    counted each time), walked without recursion."""
     stack, seen = [(value, 1)], 0
     while stack:
         node, depth = stack.pop()
@@ -114,17 +101,17 @@ def bounded(value, where, fix: str):
 
 
 def load_json(text: str | bytes, where, fix: str):
-    """A JSON record, ``bounded``; a parser that runs out of stack is the same one line. Other
-    parse errors (json.JSONDecodeError, a ValueError) are the caller's to word."""
-    try:
-        return bounded(json.loads(text), where, fix)
-    except RecursionError:
-        raise _too_deep(where, fix) from None
+    """A JSON record, ``bounded`` (other parse errors are the caller's to word)."""
+    return _parsed(json.loads, text, where, fix)
 
 
 def load_yaml(text: str, where, fix: str):
-    """A YAML record (plain data: no tags), ``bounded``, as ``load_json``; yaml.YAMLError is the caller's."""
+    """A YAML record (plain data: no tags), as ``load_json``."""
+    return _parsed(functools.partial(yaml.load, Loader=yaml.CSafeLoader), text, where, fix)
+
+
+def _parsed(parse, text, where, fix: str):
     try:
-        return bounded(yaml.load(text, Loader=yaml.CSafeLoader), where, fix)
+        return bounded(parse(text), where, fix)
     except RecursionError:
         raise _too_deep(where, fix) from None

@@ -1,8 +1,6 @@
-"""Atomic file writes: write a temporary file beside the target, flush, fsync, rename.
-
-A process killed at any instant leaves either the previous version or the new one,
-never a half-written file.
-"""
+"""Atomic file writes (a temporary file beside the target, fsynced, renamed: a process killed at
+any instant leaves the previous version or the new one), directories that appear whole, and
+the checks that keep posx from writing through a symbolic link or over what it did not make."""
 
 from __future__ import annotations
 
@@ -24,14 +22,12 @@ from posx.core.errors import PosxError
 
 @contextlib.contextmanager
 def atomic_path(target: str | Path, new: bool = False, durable: bool = True) -> Iterator[Path]:
-    """Yield a temporary path to write; on success it replaces ``target`` atomically, or with
-    ``new`` appears there only if nothing (not even a dangling link) took the name meanwhile.
-    Without ``durable`` nothing is fsynced: for a file posx can always make again from others (a
-    digest written back), which a crash may lose, never leave half written under its name."""
+    """Yield a temporary path to write; on success it replaces ``target`` atomically (with ``new``:
+    only if nothing, not even a dangling link, took the name meanwhile). Without ``durable``
+    nothing is fsynced: for a file posx can always make again (a crash may lose it, never halve it)."""
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
-    # A fresh name in the same directory (so the rename is atomic), created with the
-    # user's umask like any other file.
+    # A fresh name in the same directory (so the rename is atomic), created with the user's umask.
     tmp_path = target.parent / f".{target.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp"
     tmp_path.touch(exist_ok=False)  # O_EXCL: never follows a link planted under this name
     mode = stat.S_IMODE(tmp_path.stat().st_mode)
@@ -39,26 +35,22 @@ def atomic_path(target: str | Path, new: bool = False, durable: bool = True) -> 
         yield tmp_path
         os.chmod(tmp_path, mode)  # a writer that made its own file (safetensors: 0600) keeps the umask's mode
         if durable:
-            with open(tmp_path, "rb+") as f:
-                os.fsync(f.fileno())
+            fsync_file(tmp_path)
         _publish(tmp_path, target) if new else os.replace(tmp_path, target)
         if durable:
             fsync_dir(target.parent)
-    except OSError as exc:
+    except BaseException as exc:
         tmp_path.unlink(missing_ok=True)
-        if exc.errno == errno.ENOSPC:
+        if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
             raise PosxError(
                 f"disk full while writing {target}; free space and retry (the previous file is intact)"
             ) from exc
         raise
-    except BaseException:
-        tmp_path.unlink(missing_ok=True)
-        raise
 
 
 def _publish(tmp_path: Path, target: Path) -> None:
-    """``tmp_path`` becomes ``target`` if that name is free: a hard link fails on any entry
-    there, a link included; where the filesystem has no hard links, checked just before."""
+    """``tmp_path`` becomes ``target`` if that name is free (a hard link fails on any entry there;
+    without hard links, checked just before)."""
     try:
         os.link(tmp_path, target, follow_symlinks=False)
     except FileExistsError:
@@ -73,42 +65,37 @@ def _publish(tmp_path: Path, target: Path) -> None:
     tmp_path.unlink()
 
 
+def fsync_file(path: Path) -> None:
+    with open(path, "rb+") as f:
+        os.fsync(f.fileno())
+
+
 def fsync_dir(path: Path) -> None:
     """Make a rename inside ``path`` durable (best effort: some filesystems refuse)."""
-    try:
+    with contextlib.suppress(OSError):
         fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
 
 
 def real_dir(path: str | Path, what: str) -> Path:
-    """``path`` as a directory posx may write into: created if missing, refused if it is a
-    symbolic link (posx never writes, or deletes, through a link inside what it owns)."""
+    """``path`` as a directory posx may write into: created if missing, refused if a symbolic link."""
     path = no_link(path, what)
     try:
         path.mkdir(parents=True, exist_ok=True)
     except FileExistsError:
-        raise PosxError(_not_a_dir(path, what)) from None
+        raise PosxError(f"{what} {path} exists and is not a directory; move it away") from None
     return path
 
 
 def check_dir(path: str | Path, what: str) -> Path:
-    """``path``, a directory posx will write into, checked before any work as ``real_dir`` would
-    refuse it later: not a symbolic link, and a directory if anything is there."""
+    """``path`` checked before any work as ``real_dir`` would refuse it later."""
     path = no_link(path, what)
     if path.exists() and not path.is_dir():
-        raise PosxError(_not_a_dir(path, what))
+        raise PosxError(f"{what} {path} exists and is not a directory; move it away")
     return path
-
-
-def _not_a_dir(path: Path, what: str) -> str:
-    return f"{what} {path} exists and is not a directory; move it away"
 
 
 def no_link(path: str | Path, what: str) -> Path:
@@ -122,8 +109,7 @@ def no_link(path: str | Path, what: str) -> Path:
 
 
 def new_file(path: str | Path, option: str) -> Path:
-    """``path`` for an output option that writes a new file: any entry there, a symbolic link
-    (even a dangling one) included, is refused, never replaced."""
+    """``path`` for an output option that writes a new file: any entry there (a link too) is refused."""
     path = Path(path)
     if path.is_symlink():
         raise PosxError(f"{path} is a symbolic link; choose another {option} (nothing is overwritten)")
@@ -165,14 +151,11 @@ def free_name(parent: Path, stem: str, suffix: str = "") -> Path:
 
 @contextlib.contextmanager
 def staged_dir(final: Path | None, parent: Path, name: str) -> Iterator[tuple[Path, list[Path]]]:
-    """Build a directory of outputs that appears whole or not at all.
-
-    Yields (staging directory, [published path]): everything is written into a hidden
-    directory beside the target, which on success is renamed to ``final`` (new, or an empty
-    directory) or, when ``final`` is None, to ``parent/name`` (``name-2``, ``-3`` ... if taken);
-    the list then holds where it went. On failure the staging directory, which this call
-    made, is removed; a killed process leaves only a hidden ``.*.tmp`` that blocks nothing.
-    """
+    """A directory of outputs that appears whole or not at all. Yields (staging directory,
+    [published path]): a hidden directory beside the target, renamed on success to ``final`` (new,
+    or empty) or, when ``final`` is None, to ``parent/name`` (``name-2``, ``-3`` ... if taken),
+    the list then holding where it went. On failure the staging directory is removed; a killed
+    process leaves only a hidden ``.*.tmp`` that blocks nothing."""
     target_parent = Path(final).parent if final is not None else Path(parent)
     target_parent.mkdir(parents=True, exist_ok=True)
     stem = Path(final).name if final is not None else name
@@ -213,8 +196,7 @@ def write_bytes(target: str | Path, data: bytes) -> None:
 
 
 def regular(path: str | Path, what: str = "") -> Path:
-    """``path``, refused unless it is a regular file (after links): a FIFO, a device or a folder
-    where posx expects a file is one line naming it, never a read that waits forever."""
+    """``path``, refused unless a regular file (after links): a FIFO is one line, not a read that waits."""
     path = Path(path)
     try:
         mode = os.stat(path).st_mode
@@ -226,8 +208,8 @@ def regular(path: str | Path, what: str = "") -> Path:
 
 
 def read_regular(path: str | Path) -> bytes:
-    """The bytes of ``path`` when it is a regular file; OSError otherwise, without waiting (opened
-    non-blocking, checked on the open descriptor: nothing can swap a FIFO in between)."""
+    """The bytes of a regular file at ``path``; else OSError, without waiting (opened non-blocking,
+    checked on the descriptor: nothing can swap a FIFO in between)."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
@@ -249,11 +231,7 @@ def sha256_file(*paths: str | Path) -> str:
 
 
 def safetensors_write(write: Callable[[], None]) -> None:
-    """Run a safetensors write, turning its I/O failures into OSError with the real errno.
-
-    safetensors reports a failed write (disk full included) as SafetensorError whose text
-    ends in Rust's "(os error N)"; the errno is what the callers here act on.
-    """
+    """Run a safetensors write, a SafetensorError ending in "(os error N)" raised as OSError(N)."""
     try:
         write()
     except SafetensorError as exc:
@@ -265,21 +243,17 @@ def safetensors_write(write: Callable[[], None]) -> None:
 
 
 def numbered(parent: Path, stem: str, suffix: str = "", limit: int = 10_000) -> Iterator[Path]:
-    """parent/<stem><suffix>, then <stem>-2<suffix>, -3 ...: the one rule for a fresh name
-    beside taken ones (``suffix`` for a file, e.g. ".png")."""
+    """parent/<stem><suffix>, then <stem>-2<suffix>, -3 ...: the one rule for a fresh name."""
     for i in range(1, limit):
         yield parent / (f"{stem}{suffix}" if i == 1 else f"{stem}-{i}{suffix}")
 
 
 def unique_dir(root: str | Path, name: str, hint: str) -> Path:
-    """Create root/<name>/, or <name>-2, -3 ... if taken: an existing directory is never reused.
-    ``hint`` says how to pick another name if all are taken."""
+    """Create root/<name>/, or <name>-2, -3 ... (``hint``: what to do when all are taken)."""
     root = Path(root)
     root.mkdir(parents=True, exist_ok=True)
     for candidate in numbered(root, name):
-        try:
+        with contextlib.suppress(FileExistsError):
             candidate.mkdir()
             return candidate
-        except FileExistsError:
-            continue
     raise PosxError(f"too many directories named {name} under {root}; {hint}")

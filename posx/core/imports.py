@@ -1,20 +1,6 @@
-"""Code from outside posx, named on the command line: a positional encoding (``pos.impl``) or a
-RoPE or attention-side method (an entry of ``eval.methods``).
-
-A name is found one of two ways:
-
-* an import path ``module:attribute`` (``mymod:MyEncoding``, ``pkg.sub:my_rescale``): the module
-  is imported as Python imports any module (from ``sys.path``: an installed package, the
-  folders of ``PYTHONPATH``) and the attribute read from it;
-* the name of an entry point of an installed package, in the group ``posx.encodings`` or
-  ``posx.methods`` (``importlib.metadata.entry_points``), which names its own import path.
-
-Importing a module runs it: naming one runs its code with the user's rights, as ``python -c
-"import mymod"`` would. Every failure (no such module, an exception while importing it, no such
-attribute) is one ``PosxError`` line naming the setting. What was loaded comes back with its
-``Source``: the import path, the file it was read from and that file's sha256, which a run records
-(``posx.runs.code``) so a later resume or evaluation can tell whether the code changed.
-"""
+"""Code from outside posx named in the config (``module:attribute``, or an entry point of
+``posx.encodings`` / ``posx.methods``; docs/own-method.md): imported (so run) with one-line errors,
+and returned with its ``Source`` (file, sha256), which a run records (``posx.runs.code``)."""
 
 from __future__ import annotations
 
@@ -46,22 +32,11 @@ class Source:
         return asdict(self)
 
 
-def is_import_path(name: str) -> bool:
-    """``module:attribute``, as opposed to a registry's plain name."""
-    module, sep, attribute = str(name).partition(":")
-    return bool(sep and module and attribute)
-
-
-def entry_point_names(group: str) -> list[str]:
-    """The names the installed packages give to ``group``, sorted."""
-    return sorted({ep.name for ep in importlib.metadata.entry_points(group=group)})
-
-
 def load(name: str, group: str, setting: str, own: str = "not one of posx's own") -> tuple[Any, Source]:
-    """The object ``name`` designates (an import path, or an entry point of ``group``) and its
-    ``Source``; ``setting`` (``pos.impl``, ``eval.methods``) names the key in every error, ``own`` says
-    which names posx itself has (``choose one of ...``)."""
-    target = name if is_import_path(name) else _entry_point(name, group, setting, own)
+    """The object ``name`` designates and its ``Source``; ``setting`` (``pos.impl``) names the key in
+    every error, ``own`` says which names posx itself has."""
+    module_name, sep, attribute = str(name).partition(":")
+    target = name if sep and module_name and attribute else _entry_point(name, group, setting, own)
     module_name, _, attribute = target.partition(":")
     module = _import(module_name, f"{setting}={name}")
     obj = module
@@ -77,9 +52,10 @@ def load(name: str, group: str, setting: str, own: str = "not one of posx's own"
 
 
 def _entry_point(name: str, group: str, setting: str, own: str) -> str:
-    found = [ep for ep in importlib.metadata.entry_points(group=group) if ep.name == name]
+    points = importlib.metadata.entry_points(group=group)
+    found = [ep for ep in points if ep.name == name]
     if not found:
-        known = entry_point_names(group)
+        known = sorted({ep.name for ep in points})
         installed = f"; installed in {group}: {', '.join(known)}" if known else f" (no package installs any in {group})"
         raise PosxError(
             f"{setting} has unknown value {name!r}; {own}, an import path module:attribute, "
@@ -89,7 +65,6 @@ def _entry_point(name: str, group: str, setting: str, own: str) -> str:
 
 
 def _import(module_name: str, named: str):
-    """The module, imported (its code runs); any failure is one line."""
     try:
         return importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
@@ -122,8 +97,7 @@ def _line(exc: BaseException) -> str:
 
 
 def changed(recorded: Source) -> str | None:
-    """What differs between the code a run recorded and the code now on disk, in one phrase; None
-    when it is the same file with the same bytes. Reads the file; the module itself is not run."""
+    """What differs between recorded code and the file now, in one phrase (None: the same bytes)."""
     current = _current_file(recorded.target)
     if not current:
         return f"{recorded.name} ({recorded.file}) cannot be found any more"
@@ -137,8 +111,7 @@ def changed(recorded: Source) -> str | None:
 
 
 def _current_file(target: str) -> str:
-    """The file the module of ``target`` is (or would be) loaded from, without running the module
-    itself (the packages above it are imported, as Python must to find it)."""
+    """The file ``target``'s module would load from, without running it (its packages are imported)."""
     module_name = target.partition(":")[0]
     loaded = sys.modules.get(module_name)
     if loaded is not None:

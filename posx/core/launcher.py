@@ -1,6 +1,5 @@
-"""What a launcher asked of this process, read from the environment alone (no torch): whether it
-is one rank of several, and how many. ``posx.core.distributed`` sets the ranks up; the commands
-that run in one process (evaluation, reports) refuse several here without importing torch."""
+"""What a launcher asked of this process, read from the environment alone (no torch): whether it is
+one rank of several, so single-process commands refuse several without importing torch."""
 
 from __future__ import annotations
 
@@ -12,7 +11,6 @@ RANK_VARS = ("RANK", "WORLD_SIZE", "LOCAL_RANK")  # what torchrun sets
 
 
 def env_world_size() -> int:
-    """WORLD_SIZE from the environment (1 when unset): what a launcher asked for."""
     try:
         return int(os.environ.get("WORLD_SIZE", "1"))
     except ValueError:
@@ -20,7 +18,6 @@ def env_world_size() -> int:
 
 
 def single_process(command: str) -> None:
-    """Refuse a command that runs in one process when a launcher started several."""
     if env_world_size() > 1:
         raise PosxError(
             f"{command} runs in one process; run it without torchrun (WORLD_SIZE={env_world_size()} is set)"
@@ -28,5 +25,5 @@ def single_process(command: str) -> None:
 
 
 def requested() -> bool:
-    """Whether this process was started as one rank of several (the rank variables are set)."""
+    """Whether this process was started as one rank of several."""
     return all(v in os.environ for v in RANK_VARS)

@@ -1,21 +1,7 @@
-"""Known failures of the libraries posx runs on, each turned into one line that says what to change.
-
-The command boundary (``posx.cli.exits.user_errors``) asks :func:`advice` about any exception that is
-not posx's own. The table ``KNOWN`` is the one place that knows them: each entry names the
-library, the exception types it matches and the advice it gives. Types are named as
-``module.QualName`` and compared with every class of the exception's MRO (and of the exceptions
-it was raised from), so an optional library is never imported to recognise its errors, and a
-library that is not installed simply never matches. An entry may also ask for a phrase in the
-message, where a library raises a builtin type (the CPU allocator's ``RuntimeError``, for one).
-
-What is translated (docs/reliability.md lists the same): running out of memory (torch, CUDA and
-CPU), damaged weights files (safetensors, torch.load), data the tokenizers or datasets/pyarrow
-libraries cannot read, wandb failing to start or log in, TensorBoard's protobuf clash,
-distributed start-up (NCCL, gloo, torchrun's rendezvous), a submitit sweep job that failed (its
-own line, from its error stream), a missing package, and the operating
-system's full disk, refused permission and paths that are not what they should be. Anything
-else stays an internal error (exit 3).
-"""
+"""Known failures of the libraries posx runs on, each turned into one line that says what to change
+(``advice``, asked by ``posx.cli.exits.user_errors``; the table ``KNOWN``, listed in
+docs/reliability.md). Types are named ``module.QualName`` and compared with the MRO of the
+exception and of those it was raised from, so no optional library is imported to recognise them."""
 
 from __future__ import annotations
 
@@ -45,8 +31,8 @@ def first_line(exc: BaseException) -> str:
 
 
 def file_in_traceback(exc: BaseException, suffixes: tuple[str, ...]) -> str | None:
-    """The file a failing call was working on: the innermost frame's local that is a path ending
-    in one of ``suffixes`` (libraries written in Rust or C++ do not say which file they read)."""
+    """The innermost frame's local that is a path ending in ``suffixes``: the file a failing call
+    read (libraries in Rust or C++ do not say)."""
     tb, frames = exc.__traceback__, []
     while tb is not None:
         frames.append(tb.tb_frame)
@@ -58,8 +44,34 @@ def file_in_traceback(exc: BaseException, suffixes: tuple[str, ...]) -> str | No
     return None
 
 
-def _oom(exc: BaseException) -> str:
-    return f"out of memory ({first_line(exc)}); {MEMORY}"
+def _saying(lead: str, fix: str) -> Callable[[BaseException], str]:
+    """The advice ``<lead> (<the exception's first line>); <fix>``."""
+
+    def line(exc: BaseException) -> str:
+        return f"{lead} ({first_line(exc)}); {fix}"
+
+    return line
+
+
+_oom = _saying("out of memory", MEMORY)
+_tokenizers = _saying(
+    "the tokenizers library failed on its input",
+    "check data.tokenizer (a valid tokenizer.json, or byte / bpe) and the corpus in data.path or data.name",
+)
+_datasets = _saying(
+    "the datasets library could not load the data",
+    "check data.name, data.config_name, data.data_files, data.split and data.text_column (without a network "
+    "only local files and datasets already in the cache load)",
+)
+_wandb = _saying(
+    "wandb could not start",
+    "log in with `wandb login` (or set WANDB_API_KEY), or use logger.mode=offline, or logger=none",
+)
+_protobuf = _saying(
+    "TensorBoard cannot start with the installed protobuf",
+    "install a protobuf TensorBoard supports (pip install -U tensorboard protobuf), or use logger=none",
+)
+_distributed = _saying("distributed start-up failed", TORCHRUN)
 
 
 def _weights(exc: BaseException) -> str:
@@ -73,42 +85,8 @@ def _weights(exc: BaseException) -> str:
     )
 
 
-def _tokenizers(exc: BaseException) -> str:
-    return (
-        f"the tokenizers library failed on its input ({first_line(exc)}); check data.tokenizer (a valid "
-        "tokenizer.json, or byte / bpe) and the corpus in data.path or data.name"
-    )
-
-
-def _datasets(exc: BaseException) -> str:
-    return (
-        f"the datasets library could not load the data ({first_line(exc)}); check data.name, "
-        "data.config_name, data.data_files, data.split and data.text_column (without a network only "
-        "local files and datasets already in the cache load)"
-    )
-
-
-def _wandb(exc: BaseException) -> str:
-    return (
-        f"wandb could not start ({first_line(exc)}); log in with `wandb login` (or set WANDB_API_KEY), "
-        "or use logger.mode=offline, or logger=none"
-    )
-
-
-def _protobuf(exc: BaseException) -> str:
-    return (
-        f"TensorBoard cannot start with the installed protobuf ({first_line(exc)}); install a protobuf "
-        "TensorBoard supports (pip install -U tensorboard protobuf), or use logger=none"
-    )
-
-
-def _distributed(exc: BaseException) -> str:
-    return f"distributed start-up failed ({first_line(exc)}); {TORCHRUN}"
-
-
 def _sweep_job(exc: BaseException) -> str:
-    """A submitit job that failed: the job's own posx line (it printed one to its error stream)
-    and where its logs are."""
+    """A failed submitit job: the posx line it printed to its error stream, and where its logs are."""
     text = str(exc)
     said = [line.strip() for line in text.splitlines() if line.strip().startswith(JOB_LINES)]
     logs = re.search(r"with path (\S+)/[^/\s]+_result\.pkl", text)
@@ -159,19 +137,14 @@ def _says(*phrases: str) -> Callable[[BaseException], bool]:
     return lambda exc: any(p in str(exc) for p in phrases)
 
 
-def _always(exc: BaseException) -> bool:
-    return True
-
-
 @dataclass(frozen=True)
 class Known:
-    """One known failure: the library, the exception types (``module.QualName``) it raises, the
-    advice line, and (for builtin types) what its message must say."""
+    """One known failure: the library, its exception types, the advice, and (builtin types) ``when``."""
 
     library: str
     types: tuple[str, ...]
     advice: Callable[[BaseException], str]
-    when: Callable[[BaseException], bool] = _always
+    when: Callable[[BaseException], bool] | None = None
 
 
 KNOWN = (
@@ -214,10 +187,9 @@ def chain(exc: BaseException) -> Iterator[BaseException]:
 
 
 def advice(exc: BaseException) -> str | None:
-    """The one line for a known library failure (the first entry of ``KNOWN`` that matches the
-    exception or one it was raised from), else None."""
+    """The first matching entry of ``KNOWN``'s line for ``exc`` or one it was raised from, else None."""
     for entry in KNOWN:
         for found in chain(exc):
-            if entry.types and type_names(found) & set(entry.types) and entry.when(found):
+            if type_names(found) & set(entry.types) and (entry.when is None or entry.when(found)):
                 return entry.advice(found)
     return None

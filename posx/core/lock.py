@@ -1,10 +1,5 @@
-"""The one lock posx takes on a directory: an exclusive ``flock`` on a hidden file inside it.
-
-A run directory is locked while it trains (two processes never train into one run; the
-second is refused at once), and a sweep directory while a job rewrites the sweep table
-(jobs that finish together wait their turn). The lock dies with its process, kill -9
-included, so nobody ever waits on a dead holder.
-"""
+"""The one lock posx takes on a directory: an exclusive ``flock`` on a hidden file inside it, which
+dies with its process (kill -9 included), so nobody waits on a dead holder."""
 
 from __future__ import annotations
 
@@ -25,8 +20,7 @@ class Busy(PosxError):
 
 @contextlib.contextmanager
 def exclusive(directory: str | Path, busy: str | None = None) -> Iterator[None]:
-    """Hold the directory's lock. ``busy`` None: wait for it; else fail at once with
-    ``PosxError(busy)`` when another process holds it."""
+    """Hold the directory's lock: wait for it, or with ``busy`` fail at once with ``Busy(busy)``."""
     path = Path(directory) / LOCK_NAME
     try:  # O_NOFOLLOW: a link planted as the lock file is refused, never followed
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
@@ -48,8 +42,7 @@ def exclusive(directory: str | Path, busy: str | None = None) -> Iterator[None]:
 
 
 def held(directory: str | Path) -> bool:
-    """Whether a live process holds the directory's lock (a run that is training now). Only
-    looks: a directory without a lock file is not locked, and none is created."""
+    """Whether a live process holds the directory's lock (a run training now); creates nothing."""
     try:
         fd = os.open(Path(directory) / LOCK_NAME, os.O_RDONLY | os.O_NOFOLLOW)
     except OSError:  # no lock file (or a link planted as one): nobody holds it

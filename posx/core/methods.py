@@ -1,9 +1,6 @@
-"""RoPE methods declared outside posx: a frequency method (``rope_method``) or an
-attention-side one (``attention_method``), each with the dataclass of its parameters, and
-``user_method``, which loads one named in ``eval.methods`` (``posx.core.imports``) and checks its
-declaration before any work. ``posx.rope`` turns a loaded method into the same record as its own
-methods and looks both up in one place; users import these names from ``posx.rope``.
-"""
+"""RoPE methods declared outside posx: ``rope_method`` (frequencies) or ``attention_method``, each
+with its parameters' dataclass, and ``user_method``, which loads one named in ``eval.methods``
+and checks its declaration. Users import these from ``posx.rope``."""
 
 from __future__ import annotations
 
@@ -16,11 +13,11 @@ import torch
 from posx.core import imports
 from posx.core.errors import PosxError
 
+_SIGNATURES = {"frequencies": "(inv_freq, original_context, length, params)", "window": "(params, original_context)"}
+
 
 class RopeMethod(NamedTuple):
-    """A RoPE method declared outside posx, by ``rope_method`` or ``attention_method``: one of
-    ``frequencies`` (a frequency method) and ``window`` (an attention-side method), and the
-    dataclass of its parameters (fields with ``posx.schema.fields`` bounds; None: it takes none)."""
+    """A method declared by ``rope_method`` or ``attention_method``, and its parameters' dataclass."""
 
     frequencies: Optional[Callable[..., tuple[torch.Tensor, float]]] = None
     window: Optional[Callable[[Any, int], Any]] = None
@@ -41,14 +38,8 @@ def attention_method(params: Optional[type] = None) -> Callable[[Callable], Rope
     return lambda fn: RopeMethod(window=fn, params=params)
 
 
-_SIGNATURES = {"frequencies": "(inv_freq, original_context, length, params)", "window": "(params, original_context)"}
-
-
 def user_method(name: str, own: str) -> tuple[RopeMethod, imports.Source]:
-    """The method ``name`` designates outside posx (module:attribute, or an entry point of
-    ``posx.methods``; ``own``: which names posx has itself), checked: a ``RopeMethod``, a
-    callable of the right signature, a dataclass of parameters. Importing it runs its module.
-    Every problem is one PosxError line."""
+    """The method ``name`` designates outside posx, checked: its declaration, signature, parameters."""
     obj, source = imports.load(name, imports.METHOD_GROUP, "eval.methods", own)
     named = f"eval.methods: {name}"
     if not isinstance(obj, RopeMethod):

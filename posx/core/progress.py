@@ -1,10 +1,5 @@
-"""Progress for long loops: a rich bar on a terminal, plain periodic lines in a log file.
-
-Sweep jobs on SLURM write to files, where a live bar would print nothing until the end;
-there the reporter prints a line every ``total / lines`` steps instead, and also whenever
-``QUIET_S`` seconds have passed without one (a large model on a CPU can take minutes for
-``total / lines`` steps, which would look like a hang).
-"""
+"""Progress for long loops: a rich bar on a terminal; in a log file a line every ``total / lines``
+steps, and whenever ``QUIET_S`` seconds passed without one (else a slow step looks like a hang)."""
 
 from __future__ import annotations
 
@@ -17,8 +12,7 @@ QUIET_S = 30.0  # the longest a log goes without a progress line while work goes
 
 
 def rate(megabytes: float, seconds: float, done: int, total: int) -> str:
-    """A reading loop's stats: megabytes so far, MB/s, and the time left at this rate of units
-    (``done`` of ``total`` documents, say)."""
+    """A reading loop's stats: megabytes, MB/s, and the time left at this rate of ``done`` units."""
     seconds = max(seconds, 1e-9)
     left = seconds * max(total - done, 0) / max(done, 1)
     return f"{megabytes:.1f} MB  {megabytes / seconds:.2f} MB/s  about {left:.0f} s left"
@@ -65,19 +59,13 @@ class Reporter:
         before, self.done = self.done, done
         if self.bar is not None:
             self.bar.update(self.task, completed=done, stats=stats)
-        elif done // self.every > before // self.every or done == self.total or self._quiet_too_long():
-            self._line(stats)
+        elif (
+            done // self.every > before // self.every
+            or done == self.total
+            or time.monotonic() - self.last_line >= QUIET_S
+        ):
+            self.console.print(f"{self.description} {self.done}/{self.total} {stats}", highlight=False)
+            self.last_line = time.monotonic()
 
     def advance(self, stats: str) -> None:
-        self.done += 1
-        if self.bar is not None:
-            self.bar.update(self.task, advance=1, stats=stats)
-        elif self.done % self.every == 0 or self.done == self.total or self._quiet_too_long():
-            self._line(stats)
-
-    def _quiet_too_long(self) -> bool:
-        return time.monotonic() - self.last_line >= QUIET_S
-
-    def _line(self, stats: str) -> None:
-        self.console.print(f"{self.description} {self.done}/{self.total} {stats}", highlight=False)
-        self.last_line = time.monotonic()
+        self.update(self.done + 1, stats)

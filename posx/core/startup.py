@@ -1,12 +1,5 @@
-"""A command's modules, imported when the command runs, with Ctrl-C held off meanwhile.
-
-``posx.cli`` imports what a command needs (torch, pandas, Hydra: a few seconds) only once the
-command runs, so ``--help`` answers at once. Ctrl-C in the middle of an import would leave a
-module half-initialised, and the next import of it fails in its own way (NumPy answers "cannot
-load module more than once per process", as a traceback). So ``load`` notes a Ctrl-C that
-comes during the import instead of raising it there, and once the import is done stops the
-command with one line and exit 130, before it has read or written anything.
-"""
+"""A command's module imported with Ctrl-C held off: one inside an import leaves a module half set up
+(NumPy then fails with a traceback), so ``load`` stops after it, one line, exit 130."""
 
 from __future__ import annotations
 
@@ -20,9 +13,7 @@ STOPPED = "stopped by Ctrl-C while starting; nothing was read or written"
 
 
 def load(name: str) -> ModuleType:
-    """The module ``name``, imported with Ctrl-C held off until the import is done (exit 130 if
-    one came). Off the main thread, where no signal handler can be set, a plain import; and in a
-    process started with Ctrl-C ignored (a script's background job), which it must go on ignoring."""
+    """``name`` imported with Ctrl-C held off (a plain import off the main thread, or if ignored)."""
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         return importlib.import_module(name)
     caught: list[int] = []

@@ -1,17 +1,5 @@
-"""Optional experiment trackers (the ``logger`` config group): TensorBoard or Weights & Biases.
-
-Off by default (``logger=none``). ``logger=tensorboard`` writes event files under
-``<run>/logs/`` (or ``logger.dir``); ``logger=wandb`` logs a W&B run, offline by default
-(``logger.mode=offline``: files under ``<run>/wandb/``, no network; ``wandb sync`` uploads them
-later). Training logs its loss, learning rate and throughput by step, and its validation loss;
-an evaluation logs each method's perplexity (and 95% interval) by evaluation length.
-
-A tracker that cannot start is a one-line error when the config is checked, before any model is
-built (``check_tracker``): one whose package is not installed or does not import, and a wandb run
-in ``logger.mode=online`` without an API key (``WANDB_API_KEY``, or the netrc entry ``wandb login``
-writes). The key is looked for here, without any network: wandb itself would ask for one
-interactively or wait on the network.
-"""
+"""Optional experiment trackers (``logger=tensorboard`` or ``wandb``; off by default); one that
+cannot start is one line when the config is checked (``check_tracker``, without any network)."""
 
 from __future__ import annotations
 
@@ -32,25 +20,18 @@ MODULES = {"tensorboard": "torch.utils.tensorboard", "wandb": "wandb"}  # what e
 WANDB_HOST = "https://api.wandb.ai"  # wandb's server unless WANDB_BASE_URL names another
 
 
-def check_logger(name: str) -> None:
-    """A known logger whose package is installed, else a one-line error."""
-    if name not in LOGGERS:
-        raise unknown("logger", name, LOGGERS)
-    package = PACKAGES.get(name)
-    if package and importlib.util.find_spec(package) is None:
-        raise PosxError(
-            f"logger={name} needs the {package} package: pip install 'posx[trackers]' (or pip install {package})"
-        )
-
-
 def check_tracker(logger) -> None:
-    """The tracker ``logger`` (the config's ``logger`` node) asks for can start: its package is
-    installed and imports, and a wandb run online has an API key. Else one line naming the
-    setting to change."""
-    check_logger(logger.name)
+    """The tracker the ``logger`` node asks for can start, else one line naming the setting."""
+    if logger.name not in LOGGERS:
+        raise unknown("logger", logger.name, LOGGERS)
     module = MODULES.get(logger.name)
     if module is None:
         return
+    package = PACKAGES[logger.name]
+    if importlib.util.find_spec(package) is None:
+        raise PosxError(
+            f"logger={logger.name} needs the {package} package: pip install 'posx[trackers]' (or pip install {package})"
+        )
     try:
         importlib.import_module(module)
     except Exception as exc:  # a broken install fails in many ways (ImportError, protobuf's TypeError)
@@ -67,8 +48,7 @@ def check_tracker(logger) -> None:
 
 
 def wandb_key_present() -> bool:
-    """An API key for wandb's server: WANDB_API_KEY, or a netrc entry for its host (the file
-    ``wandb login`` writes: $NETRC, else ~/.netrc)."""
+    """WANDB_API_KEY, or a netrc entry for wandb's host (``wandb login`` writes $NETRC or ~/.netrc)."""
     if os.environ.get("WANDB_API_KEY"):
         return True
     host = urlparse(os.environ.get("WANDB_BASE_URL") or WANDB_HOST).hostname or ""
@@ -81,7 +61,7 @@ def wandb_key_present() -> bool:
 
 
 class Tracker:
-    """The no-op tracker (``logger=none``); the others override what they record."""
+    """The no-op tracker (``logger=none``)."""
 
     def log(self, values: dict, step: int) -> None:
         pass
@@ -115,7 +95,6 @@ class TensorBoard(Tracker):
             self.writer.add_scalar(key, value, global_step=step)
 
     def log_eval(self, rows: list[dict], stage_names: bool = False) -> None:
-        """One curve per method (and stage): perplexity and its interval by evaluation length."""
         for r in rows:
             name = f"{r['method']}-{r['stage']}" if stage_names else r["method"]
             for key in ("ppl", "ppl_lo", "ppl_hi"):
@@ -141,7 +120,6 @@ class Wandb(Tracker):
         self.run.log(_finite(values), step=step)
 
     def log_eval(self, rows: list[dict], stage_names: bool = False) -> None:
-        """A table of every row, and each cell's perplexity in the run summary."""
         columns = ["method", "stage", "factor", "eval_context", "ppl", "ppl_lo", "ppl_hi", "status"]
         table = self.wandb.Table(columns=columns, data=[[r.get(c) for c in columns] for r in rows])
         self.run.log({"eval/table": table})
@@ -155,7 +133,7 @@ class Wandb(Tracker):
 
 
 def open_tracker(logger, run_dir: Path, name: str, config: dict, config_text: str) -> Tracker:
-    """The tracker ``logger`` (the config's ``logger`` node) asks for, writing beside ``run_dir``."""
+    """The tracker the ``logger`` node asks for, writing beside ``run_dir``."""
     check_tracker(logger)
     log_dir = Path(logger.dir) if logger.dir else None
     if logger.name == "tensorboard":

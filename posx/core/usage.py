@@ -1,18 +1,10 @@
-"""A command line the parser cannot read (an unknown command or option, a missing argument, a
-value of the wrong type) as one line, like every other error of posx: ``error: <the parser's
-message> (`posx <command> --help` lists what it takes)``, exit 2, instead of a usage text and a
-framed box.
-
-``OneLineUsageErrors`` is the group class of posx's Typer apps (``typer.Typer(cls=...)``, Typer's
-documented way to customise the group): it catches the usage error where it is raised, while
-the group and then the command parse their arguments. Typer exposes the error's base class
-(``typer.TyperException``), not the usage error's own, so that is told by its class name, as
-``posx.core.library_errors`` tells library errors. Asking for help by giving no arguments
-(``no_args_is_help``) still prints the help.
-"""
+"""A command line the parser cannot read as one line and exit 2, through ``OneLineUsageErrors``, the
+group class of posx's Typer apps (Typer exposes only the errors' base class: told by class name)."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import typer
@@ -21,42 +13,30 @@ from typer.core import TyperGroup
 from posx.core.console import new_console, say
 
 
-def is_usage_error(exc: BaseException) -> bool:
-    """A usage error other than "no arguments: show the help"."""
-    names = {cls.__name__ for cls in type(exc).__mro__}
-    return "UsageError" in names and "NoArgsIsHelpError" not in names
-
-
-def one_line(exc: Any) -> None:
-    """Print the usage error's message on one line, naming the command's --help; exit 2."""
-    where = exc.ctx.command_path if getattr(exc, "ctx", None) is not None else "posx"
-    dash = ""
-    if "NoSuchOption" in {cls.__name__ for cls in type(exc).__mro__}:  # a run named -x reads as an option
-        dash = f"; a run or path whose name starts with - goes after -- (`{where} -- -name`)"
-    say(
-        new_console(stderr=True),
-        "error",
-        "bold red",
-        f"{exc.format_message()} (`{where} --help` lists what it takes){dash}",
-    )
-    raise SystemExit(exc.exit_code)
+@contextlib.contextmanager
+def one_line() -> Iterator[None]:
+    """A usage error inside (but "no arguments: show the help") as one line, exit 2."""
+    try:
+        yield
+    except typer.TyperException as exc:
+        names = {cls.__name__ for cls in type(exc).__mro__}
+        if "UsageError" not in names or "NoArgsIsHelpError" in names:
+            raise
+        where = exc.ctx.command_path if getattr(exc, "ctx", None) is not None else "posx"
+        message = f"{exc.format_message()} (`{where} --help` lists what it takes)"
+        if "NoSuchOption" in names:  # a run named -x reads as an option
+            message += f"; a run or path whose name starts with - goes after -- (`{where} -- -name`)"
+        say(new_console(stderr=True), "error", "bold red", message)
+        raise SystemExit(exc.exit_code) from None
 
 
 class OneLineUsageErrors(TyperGroup):
     """A Typer group whose usage errors, and those of its commands, are one line."""
 
     def make_context(self, info_name: str | None, args: list[str], parent: Any = None, **extra: Any) -> Any:
-        try:
+        with one_line():
             return super().make_context(info_name, args, parent=parent, **extra)
-        except typer.TyperException as exc:
-            if not is_usage_error(exc):
-                raise
-            one_line(exc)
 
     def invoke(self, ctx: Any) -> Any:
-        try:
+        with one_line():
             return super().invoke(ctx)
-        except typer.TyperException as exc:
-            if not is_usage_error(exc):
-                raise
-            one_line(exc)

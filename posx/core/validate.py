@@ -1,13 +1,5 @@
-"""The one walker of the schema's rules, for a composed config and for every record read back.
-
-``validate(data, kind)`` walks a mapping (a resolved config, a JSON record) against a dataclass
-of ``posx.schema.config`` (or a record holding them, or whose fields carry the schema's metadata): each
-value of its field's type (a bool is no number, NaN and inf are no setting, a list holds plain
-values, or lists of them where its type says so), each number within the ``Bound`` of its field's
-metadata, each choice one of its Enum, then every group's own ``check(at)``, the rules across its
-fields. The first problem is one ``PosxError`` line naming the key (``where`` names the record,
-e.g. ``model metadata``); what passes comes back as the dataclass.
-"""
+"""The one walker of the schema's rules, for a composed config and every record read back: each
+value against its field's type, ``Bound`` and Enum, then each group's ``check``; one line on failure."""
 
 from __future__ import annotations
 
@@ -27,9 +19,7 @@ _TYPES = {bool: lambda v: isinstance(v, bool), int: is_integer, float: is_real, 
 
 
 def validate(data: Any, kind: type, where: str = "", fix: str = "", at: str = "") -> Any:
-    """``data`` as an instance of the dataclass ``kind``, every rule of the schema checked
-    (``where`` names a record in a message, ``fix`` says how to mend one, ``at`` is the
-    prefix of its keys, as ``rope.``)."""
+    """``data`` as the dataclass ``kind`` (``where`` names a record, ``fix`` mends one, ``at`` prefixes keys)."""
     try:
         if not isinstance(data, Mapping):
             named = _fail(where, at.rstrip(".")) if at else PosxError(where or "the config")
@@ -42,8 +32,7 @@ def validate(data: Any, kind: type, where: str = "", fix: str = "", at: str = ""
 
 
 def known(data: Any, kind: type) -> Any:
-    """``data`` with only the keys the dataclass ``kind`` (and each group below it) has: a record
-    written by another posx version, checked by ``validate`` for what this version reads of it."""
+    """``data`` with only the keys ``kind`` has (a record of another posx version, checked for what this reads)."""
     if not isinstance(data, Mapping):
         return data
     fields = {f.name: f for f in dataclasses.fields(kind)}
@@ -71,7 +60,6 @@ def _hints(kind: type) -> dict[str, Any]:
 
 
 def _group(data: Any, kind: type, at: str, where: str) -> Any:
-    """A group of settings: a mapping of ``kind``'s fields (an absent one keeps its default)."""
     if not isinstance(data, Mapping):
         key = at.rstrip(".")  # a record (named by where) holds mappings; a config, groups of settings
         said = "is not a mapping" if where else f"must be a group of settings ({key}.<name>=<value>), not one value"
@@ -128,8 +116,7 @@ def _value(value: Any, hint: Any, rule: Any, key: str, where: str) -> Any:
 
 
 def _list(value: Any, hint: Any, rule: Any, key: str, where: str) -> list:
-    """A list of plain values of type ``hint`` (or, where ``hint`` is itself a list type, of such
-    lists: a record's table); with ``rule``: not empty, each value once."""
+    """A list of plain values of type ``hint`` (or of such lists); with ``rule``: not empty, no repeats."""
     if not isinstance(value, (list, tuple)):
         raise _fail(where, f"{key}={value!r} is not a list; write a list in brackets, e.g. {key}=[{value!r}]")
     rows = typing.get_origin(hint) is list

@@ -6,5 +6,5 @@ import os
 
 
 def cores() -> int:
-    """The cores this process may run on (its CPU affinity where the system has one)."""
+    """Its CPU affinity where the system has one."""
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1

@@ -1,25 +1,5 @@
-"""Resumable training checkpoints: weights, optimizer, step, RNG states and metrics so far.
-
-Layout inside a run directory::
-
-  checkpoint/
-    latest.json              {"format", "step", "dir"}: names the newest complete checkpoint
-    step-00000120/
-      model.safetensors      the weights
-      optimizer.safetensors  the optimizer's tensors, keyed state.<param index>.<name>
-      rng.safetensors        torch's CPU RNG, the batch generator, CUDA RNGs (uint8 tensors)
-      state.json             step, the caller's scalars, optimizer param groups, file checksums
-      metrics.csv            the metric rows so far
-
-A checkpoint is written into a hidden temporary directory (every file fsynced), renamed to
-``step-N``, and only then named by ``latest.json`` (itself replaced atomically). A kill at any
-instant leaves ``latest.json`` naming a complete checkpoint; older step directories and
-leftovers of killed writers are removed after. Nothing is pickled: tensors go to safetensors,
-the metric rows to CSV, the rest to JSON, and ``load`` verifies each file's sha256 before
-trusting it.
-
-The learning-rate schedule needs no state of its own: its position is the step.
-"""
+"""Resumable training checkpoints (layout and guarantees: docs/run-directory.md): ``checkpoint/step-N/``
+named by ``latest.json`` only once complete; nothing pickled; ``load`` checks each file's sha256."""
 
 from __future__ import annotations
 
@@ -42,7 +22,9 @@ from posx.core.errors import PosxError
 from posx.runs.paths import WRITTEN_DIRS
 from posx.runs.records import TrainExtras
 from posx.runs.resumable import DIRNAME, FORMAT, LATEST, read_latest, root
-from posx.runs.weights import load_weights
+from posx.runs.rundir import load_weights
+
+_OURS = re.compile(r"step-\d{8}|\.step-\d{8}\.\d+\.[0-9a-f]{8}\.tmp|\.latest\.json\.\d+\.[0-9a-f]{8}\.tmp")
 
 
 @dataclass
@@ -54,9 +36,6 @@ class TrainState:
     extras: TrainExtras = field(default_factory=TrainExtras)  # val loss, corpus, frequencies, lineage
 
 
-# ---------------------------------------------------------------- saving
-
-
 def save(
     run_dir: Path,
     step: int,
@@ -66,11 +45,14 @@ def save(
     metrics: list[dict] | None = None,
     extras: TrainExtras | None = None,
 ) -> Path:
-    """Write a checkpoint of ``step`` and make it the latest; returns its directory.
-
-    Refuses non-finite weights, so a good checkpoint is never replaced by a broken one.
-    """
-    _refuse_non_finite(model, step)
+    """Write a checkpoint of ``step``, make it the latest, return its directory (non-finite weights:
+    refused before anything is written)."""
+    for weight, tensor in model.state_dict().items():
+        if tensor.is_floating_point() and not torch.isfinite(tensor).all():
+            raise PosxError(
+                f"weight {weight} is non-finite at step {step}; not checkpointing it "
+                f"(the previous checkpoint is kept); lower train.lr or check the data"
+            )
     ckpt_root = files.real_dir(root(run_dir), WRITTEN_DIRS[DIRNAME])
     name = f"step-{step:08d}"
     final = ckpt_root / name
@@ -82,26 +64,13 @@ def save(
     try:
         _write_files(tmp, step, model, optimizer, generator, metrics or [], (extras or TrainExtras()).to_dict())
         _publish(tmp, final, step)
-    except OSError as exc:
+    except BaseException as exc:
         shutil.rmtree(tmp, ignore_errors=True)
-        if exc.errno == errno.ENOSPC:
+        if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
             raise _disk_full(step, ckpt_root, previous) from exc
-        raise
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
         raise
     _prune(ckpt_root, keep=name)
     return final
-
-
-def _refuse_non_finite(model: torch.nn.Module, step: int) -> None:
-    """A NaN or infinite weight is refused before anything is written: the previous checkpoint stays the latest."""
-    for name, tensor in model.state_dict().items():
-        if tensor.is_floating_point() and not torch.isfinite(tensor).all():
-            raise PosxError(
-                f"weight {name} is non-finite at step {step}; not checkpointing it "
-                f"(the previous checkpoint is kept); lower train.lr or check the data"
-            )
 
 
 def _publish(tmp: Path, final: Path, step: int) -> None:
@@ -115,7 +84,6 @@ def _publish(tmp: Path, final: Path, step: int) -> None:
 
 
 def _disk_full(step: int, ckpt_root: Path, previous: dict | None) -> PosxError:
-    """The one-line error of a checkpoint the disk had no room for, saying what is still intact."""
     kept = (
         f"the previous checkpoint (step {previous['step']}) is intact" if previous else "no earlier checkpoint exists"
     )
@@ -143,16 +111,12 @@ def _write_files(where: Path, step: int, model, optimizer, generator, metrics: l
     }
     (where / "state.json").write_text(json.dumps(state, indent=1) + "\n", encoding="utf-8")
     for f in [*names, "state.json"]:
-        _fsync_file(where / f)
+        files.fsync_file(where / f)
     files.fsync_dir(where)
 
 
-_OURS = re.compile(r"step-\d{8}|\.step-\d{8}\.\d+\.[0-9a-f]{8}\.tmp|\.latest\.json\.\d+\.[0-9a-f]{8}\.tmp")
-
-
 def _prune(ckpt_root: Path, keep: str) -> None:
-    """Remove every step directory but ``keep``, and temporaries of killed writers: only names
-    posx gives them, and never through a link (a link itself is left alone)."""
+    """Remove every step directory but ``keep``, and killed writers' temporaries (never a link)."""
     for entry in ckpt_root.iterdir():
         if entry.name == keep or not _OURS.fullmatch(entry.name) or entry.is_symlink():
             continue
@@ -182,14 +146,6 @@ def _rng_tensors(generator: torch.Generator) -> dict[str, torch.Tensor]:
         for i, state in enumerate(torch.cuda.get_rng_state_all()):
             tensors[f"cuda.{i}"] = state
     return tensors
-
-
-def _fsync_file(path: Path) -> None:
-    with open(path, "rb+") as f:
-        os.fsync(f.fileno())
-
-
-# ---------------------------------------------------------------- loading
 
 
 def _read_state(where: Path) -> dict:

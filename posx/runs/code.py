@@ -1,14 +1,5 @@
-"""The code from outside posx a result depends on, recorded beside it (``code.json``) and compared
-before the result is used again.
-
-A run that trains with ``pos=custom`` records its class (``pos.impl``); an evaluation that scores
-a method from outside posx records each one (``eval.methods``), in its ``eval/<id>/`` folder. Each
-entry is a ``posx.core.imports.Source``: the name as configured, the import path it resolved to,
-the source file and its sha256. Before a resume or an evaluation loads that code again, ``check``
-compares each file with the record (reading it, importing nothing): code that changed is one line,
-and refused unless the user passes ``--allow-changed-code``. ``posx report``, ``runs`` and
-``compare`` read tables only: they never import the code, and never read this file.
-"""
+"""The code from outside posx a result depends on, recorded beside it in ``code.json`` and compared
+(never imported) before a resume or an evaluation loads it again (``--allow-changed-code``)."""
 
 from __future__ import annotations
 
@@ -26,24 +17,22 @@ ALLOW_FLAG = "--allow-changed-code"
 
 
 def encoding_sources(cfg) -> dict[str, Source]:
-    """The class of a ``pos=custom`` config (none for posx's own encodings)."""
     return {"pos.impl": load_encoding(cfg.pos.impl)[1]} if cfg.pos.name == "custom" else {}
 
 
 def method_sources(methods) -> dict[str, Source]:
-    """Each method of ``eval.methods`` from outside posx, by its name."""
     return {f"eval.methods: {m}": user_method(m, "")[1] for m in methods if m not in METHODS}
 
 
 def record(folder: Path, sources: dict[str, Source]) -> None:
-    """Write ``folder/code.json`` (nothing when no code from outside posx is used)."""
+    """Write ``folder/code.json`` when there are ``sources``."""
     if sources:
         data = {key: source.to_dict() for key, source in sources.items()}
         files.write_text(Path(folder) / CODE, json.dumps(data, indent=2) + "\n")
 
 
 def read(folder: Path) -> dict[str, Source]:
-    """The sources ``folder/code.json`` records (none without the file); a damaged file is one line."""
+    """The sources ``folder/code.json`` records (none without the file)."""
     path = Path(folder) / CODE
     if not path.is_file():
         return {}
@@ -55,9 +44,7 @@ def read(folder: Path) -> dict[str, Source]:
 
 
 def check(folder: Path, allow: bool, doing: str) -> list[str]:
-    """What changed in the code ``folder`` recorded, as lines to show (empty: nothing changed).
-    A change without ``allow`` is one PosxError line: ``doing`` (resume, evaluate) says what
-    would go on with other code than the result's."""
+    """What changed in the code ``folder`` recorded; refused without ``allow`` (``doing``: "resume it")."""
     lines = [f"{key}: {what}" for key, source in read(folder).items() if (what := changed(source))]
     if lines and not allow:
         raise PosxError(

@@ -1,14 +1,6 @@
-"""The one reader of records in the spellings posx wrote before:
-
-* ``model.json``'s first format, ``posx-run/1``: its ``model`` record was flat, the ``model.*`` and
-  ``pos.*`` keys side by side, five named otherwise. ``upgrade`` makes it the sections the schema's
-  walker checks in a current record; ``spelled`` names a refused key as the old file does.
-* ABF's base, once ``eval.abf_base`` (and, in an extension's config.yaml, a top-level ``new_base``
-  that ``posx extend method=abf`` trained with), now ``eval.abf.new_base``, the name of the method's
-  parameter: ``upgrade_config`` reads a config.yaml, ``upgrade_eval`` an ``eval`` section or the
-  settings of an eval.yaml, and ``first_spelled`` gives the settings an evaluation's identity hashes,
-  as first written, so an evaluation keeps its id.
-"""
+"""The one reader of records in the spellings posx wrote before (docs/run-directory.md, old runs):
+``model.json``'s flat ``posx-run/1``, and ABF's base once ``eval.abf_base`` or an extension's
+``new_base``, now ``eval.abf.new_base`` (``first_spelled``: as an evaluation's id first hashed it)."""
 
 from __future__ import annotations
 
@@ -27,11 +19,13 @@ _SPELLED = {new: old for old, new in _RENAMED.items()}
 # What format 1 built for a key its record lacks (it predates the option), where the sections hold null.
 _ABSENT = dict(max_positions=128, cope_npos=129, fire_threshold=512.0, attn_scale_length=128, randomized_max=1024)
 _SECTION_KEY = re.compile(r"\bmodel\.(model|pos)\b(?:\.(\w+))?")  # a section, or a key in one (pos: renamed)
+_ABF = ("abf", "new_base")  # eval.abf.new_base: the one key of ABF's base
+_ABF_FIRST = "abf_base"  # eval.abf_base, its first spelling
 
 
 def upgrade(record: Mapping, found: str) -> dict:
-    """A record of format ``found``; of format 1, with its flat ``model`` as ``vocab_size`` and the
-    ``model`` and ``pos`` sections (a key of neither stays beside them, where the walker refuses it)."""
+    """A record of format ``found``; of format 1, its flat ``model`` as the sections (a key of
+    neither stays beside them, for the walker to refuse)."""
     flat = record.get("model")
     if found != FORMAT or not isinstance(flat, Mapping):
         return dict(record)  # a current record, or one the walker says what is wrong with
@@ -50,7 +44,6 @@ def upgrade(record: Mapping, found: str) -> dict:
 
 @contextlib.contextmanager
 def spelled(found: str) -> Iterator[None]:
-    """A refusal of a format-1 record names its keys as that file does."""
     try:
         yield
     except PosxError as exc:
@@ -61,12 +54,7 @@ def spelled(found: str) -> Iterator[None]:
         ) from None
 
 
-_ABF = ("abf", "new_base")  # eval.abf.new_base: the one key of ABF's base
-_ABF_FIRST = "abf_base"  # eval.abf_base, its first spelling
-
-
 def _with_abf_base(section: Mapping, base) -> dict:
-    """An ``eval`` section with ``abf.new_base`` set to ``base`` (ABF's other keys kept)."""
     group, name = _ABF
     return {**section, group: {**(section.get(group) or {}), name: base}}
 
@@ -78,8 +66,7 @@ def upgrade_eval(settings: Mapping) -> dict:
 
 
 def upgrade_config(config: Mapping) -> dict:
-    """A config.yaml as it is written now. An extension's top-level ``new_base`` was the base a
-    ``method=abf`` extension trained with (ignored by every other method): it becomes ``eval.abf.new_base``."""
+    """A config.yaml as written now (an abf extension's top-level ``new_base``: ``eval.abf.new_base``)."""
     out = dict(config)
     if isinstance(out.get("eval"), Mapping):
         out["eval"] = upgrade_eval(out["eval"])

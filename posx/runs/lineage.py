@@ -1,12 +1,6 @@
-"""Extended runs and the run they came from: the context an extension reaches, how a model
-is extended (RoPE frequencies installed, or a learned-absolute table stretched), finding the
-parent again, and the parent extended with no training (the zero-shot baseline).
-
-A RoPE run extends with any ``posx.rope`` method; a learned-absolute run only with
-``interpolate``: its table is stretched to factor x T rows, row j being the parent's table
-at position j / factor (linear between rows, the last row repeated past the end), the
-absolute analogue of PI (Chen et al. 2023).
-"""
+"""Extended runs and their parent: how a model is extended (RoPE frequencies installed, or a learned
+table stretched: row j is the parent's at j / factor, linear between rows, the absolute analogue of
+PI, Chen et al. 2023), finding the parent again, and the zero-shot baseline."""
 
 from __future__ import annotations
 
@@ -43,8 +37,7 @@ def interpolate_table(table: torch.Tensor, rows: int, factor: float) -> torch.Te
 
 
 def check_method(method: str, pos: str, where: str) -> None:
-    """RoPE runs take RoPE methods; learned-absolute runs take only interpolate; other encodings
-    (ALiBi, T5, FIRE, KERPLE, CoPE, sinusoidal, NoPE) have no frequencies or table to rescale."""
+    """RoPE runs take RoPE methods, learned-absolute runs interpolate; others have nothing to rescale."""
     if pos not in ROTARY and pos != "absolute":
         raise PosxError(
             f"{where} has {pos} positions, which have nothing posx extend can rescale: it extends RoPE "
@@ -70,8 +63,7 @@ def check_method(method: str, pos: str, where: str) -> None:
 def extended_model(
     parent_model: GPT, parent: RunMeta, method: str, factor: float, record: RopeRecord | None, where: str
 ) -> GPT:
-    """The parent's weights with the extension applied, before any training: RoPE frequencies
-    installed in place, or a new model with the stretched absolute table."""
+    """The parent with the extension applied (frequencies installed, or the table stretched)."""
     if method != INTERPOLATE:
         install_trained(parent_model, record, parent.train_context, where)
         return parent_model
@@ -84,9 +76,8 @@ def extended_model(
 
 
 def find_parent(meta: RunMeta, results_dir: str | Path) -> tuple[Path | None, str]:
-    """The parent of an extended run (its recorded path, else by name under results/runs) and, when
-    there is none, why: a run found there that is not the one it was extended from (another T,
-    step count or weights than the lineage records) is not its parent."""
+    """An extended run's parent (recorded path, else by name under results/runs), else why not: a
+    run there that differs from the lineage (T, steps, weights) is not it."""
     lineage = meta.extended_from
     if lineage is None:
         return None, "it is not an extended run"
@@ -103,8 +94,7 @@ def find_parent(meta: RunMeta, results_dir: str | Path) -> tuple[Path | None, st
 
 
 def _differs_from(parent: RunMeta, lineage: Lineage) -> str:
-    """What of ``parent`` is not what ``lineage`` recorded of the run it came from ('' when all agree;
-    a field an older record lacks is not compared)."""
+    """What of ``parent`` differs from ``lineage`` ('' when none; a field it lacks is not compared)."""
     if parent.train_context != lineage.train_context:
         return f"T={lineage.train_context}"
     if lineage.parent_step and parent.step != lineage.parent_step:

@@ -1,9 +1,6 @@
-"""Run directories without torch: the names of their files, what makes a directory a run,
-finding a run by name, and reading its metadata (model.json, config.yaml, an extension's parent).
-
-``posx runs``, ``posx compare`` and ``posx report`` read runs through this module alone, so they
-start without importing torch; ``posx.runs.rundir`` saves and loads the model itself.
-"""
+"""Run directories without torch: their file names, what makes a directory a run, finding a run
+by name, and reading model.json and config.yaml, so ``posx runs``, ``compare`` and ``report``
+start without torch (``posx.runs.rundir`` saves and loads the model)."""
 
 from __future__ import annotations
 
@@ -42,10 +39,8 @@ def interpolation_in(node) -> str | None:
 
 
 def read_config(run_dir: Path) -> dict:
-    """The run's config.yaml as plain data: YAML without tags, a mapping at the top, and no
-    ``${...}`` interpolation (posx writes resolved configs, so one is an edit; resolving it
-    could read the environment). Nothing in it is ever resolved or imported; keys spelled as posx once
-    wrote them are read as written now (``posx.runs.legacy``)."""
+    """The run's config.yaml as plain data (``posx.runs.legacy`` reads old spellings): a mapping,
+    no tags, no ``${...}`` (posx writes resolved configs; resolving one could read the environment)."""
     path = Path(run_dir) / CONFIG
     if not path.is_file():
         refuse_run_folder(run_dir)
@@ -72,20 +67,17 @@ def read_config(run_dir: Path) -> dict:
 
 
 def check_writable(run_dir: Path) -> None:
-    """Refuse, before any work, a run whose folders posx writes into include a symbolic link or
-    something that is not a directory."""
+    """Refuse, before any work, a run whose folders posx writes into are links or not directories."""
     for name, what in WRITTEN_DIRS.items():
         files.check_dir(Path(run_dir) / name, what)
 
 
 def new_run_dir(results_dir: str | Path, name: str) -> Path:
-    """Create results/runs/<name>/, or <name>-2, -3 ... if taken: never reuse a directory."""
     return files.unique_dir(Path(results_dir) / "runs", name, "choose another name=")
 
 
 def new_named_run_dir(results_dir: str | Path, name: str) -> Path:
-    """Create results/runs/<name>/ for a name the user chose; one that exists is refused (a
-    silent <name>-2 would leave <name> meaning the old run to every later command)."""
+    """Create results/runs/<name>/ for a chosen name, refusing one that exists (a silent -2 misleads)."""
     root = Path(results_dir) / "runs"
     root.mkdir(parents=True, exist_ok=True)
     try:
@@ -112,8 +104,7 @@ def read_meta(run_dir: Path) -> RunMeta:
 
 
 def refuse_run_folder(path: Path) -> None:
-    """A directory of runs (a sweep, results/runs) or a results directory (its runs in runs/)
-    given where one run is meant: one line that names one of its runs."""
+    """A directory of runs, or a results directory, where one run is meant: one line naming one."""
     for folder, what in ((Path(path), "a directory of"), (Path(path) / "runs", "a results directory with")):
         inner = sorted(p for p in folder.glob("*/") if is_run_dir(p))
         if inner:
@@ -121,8 +112,7 @@ def refuse_run_folder(path: Path) -> None:
 
 
 def refuse_none_finished(results_dir: str | Path) -> None:
-    """``--latest`` with no finished run: one line naming the newest run that is training or
-    stopped, or saying there is none."""
+    """``--latest`` with no finished run: one line naming the newest unfinished run, if any."""
     root = Path(results_dir)
     started = [p.parent for pattern in ("runs/*/", "sweeps/*/*/") for p in root.glob(pattern + CONFIG)]
     if not started:
@@ -132,8 +122,7 @@ def refuse_none_finished(results_dir: str | Path) -> None:
 
 
 def refuse_unfinished(run_dir: Path, lead: str = "") -> None:
-    """A run whose training has not finished (its config.yaml, no model.json yet): one line that
-    says it is training now, or where it stopped and how to finish it."""
+    """A run that has not finished training: one line saying it trains now, or how to finish it."""
     if not (Path(run_dir) / CONFIG).is_file():
         return
     if lock.held(run_dir):
@@ -146,8 +135,7 @@ def refuse_unfinished(run_dir: Path, lead: str = "") -> None:
 
 
 def require_dir(path: Path, advice: str) -> None:
-    """One line unless ``path`` is a directory: that it does not exist or is not a directory,
-    then ``advice``."""
+    """One line, then ``advice``, unless ``path`` is a directory."""
     if not path.is_dir():
         what = "is not a directory" if path.exists() else "does not exist"
         raise PosxError(f"{path} {what}; {advice}")
@@ -164,8 +152,7 @@ def is_run_dir(path: Path) -> bool:
 
 
 def lineage_of(run_dir: Path) -> Lineage | None:
-    """An extension's parent, from its model.json or (not finished yet) its latest checkpoint;
-    None for a trained run."""
+    """An extension's parent (from model.json, or an unfinished one's checkpoint); else None."""
     if is_run(run_dir):
         return read_meta(run_dir).extended_from
     extras = resumable.saved_extras(run_dir)
@@ -174,23 +161,18 @@ def lineage_of(run_dir: Path) -> Lineage | None:
 
 def find_runs(results_dir: str | Path) -> list[Path]:
     """Every finished run under results/runs and results/sweeps, oldest first."""
-    root = Path(results_dir)
-    found = [p.parent for p in root.glob("runs/*/" + META)]
-    found += [p.parent for p in root.glob("sweeps/*/*/" + META)]
+    found = [p.parent for pattern in ("runs/*/", "sweeps/*/*/") for p in Path(results_dir).glob(pattern + META)]
     return sorted(found, key=lambda p: (p / META).stat().st_mtime)
 
 
 def display_name(run_dir: str | Path, results_dir: str | Path = RESULTS) -> str:
-    """The name ``posx runs`` prints for ``run_dir``, one ``resolve_run`` takes back with the same
-    ``results_dir``: a run under ``<results_dir>/runs/`` by its directory name, a sweep job by
-    ``sweeps/<sweep>/<job>`` (every sweep reuses its job names, so the sweep is part of the name),
-    and a run anywhere else by its path."""
+    """The name ``posx runs`` prints, which ``resolve_run`` takes back: a run under ``runs/`` by its
+    directory name, a sweep job as ``sweeps/<sweep>/<job>`` (sweeps reuse job names), else its path."""
     return name_below(Path(run_dir), Path(results_dir).resolve())
 
 
 def name_below(run_dir: Path, root: Path) -> str:
-    """``display_name`` with the results directory already resolved (``root``): listing many runs
-    resolves it once."""
+    """``display_name`` with the results directory resolved once (``root``)."""
     try:
         below = run_dir.resolve().relative_to(root).parts
     except ValueError:
@@ -203,8 +185,7 @@ def name_below(run_dir: Path, root: Path) -> str:
 
 
 def resolve_run(run: str | None, results_dir: str | Path, latest: bool = False) -> Path:
-    """A run given as a path, a name under results/runs, a ``sweeps/<sweep>/<job>`` name, or a
-    sweep job's name alone when one sweep has it; or the most recent run (``latest``)."""
+    """A run by path, name, ``sweeps/<sweep>/<job>`` or a job's name in one sweep; or the latest."""
     if latest:
         runs = find_runs(results_dir)
         if not runs:
@@ -230,15 +211,11 @@ def resolve_run(run: str | None, results_dir: str | Path, latest: bool = False) 
 
 
 def closest_names(run: str, names: list[str]) -> list[str]:
-    """Up to three of ``names`` closest to ``run``: by the whole name, or (more strictly) by the
-    last part, so a sweep job's name alone finds the ``sweeps/<sweep>/<job>`` names near it."""
+    """Up to three of ``names`` closest to ``run``, whole or (more strictly) by the last part."""
     last = Path(run).name
-    scored = [(max(similarity(run, n), similarity(last, Path(n).name) - 0.2), n) for n in names]
+    similar = difflib.SequenceMatcher
+    scored = [(max(similar(None, run, n).ratio(), similar(None, last, Path(n).name).ratio() - 0.2), n) for n in names]
     return [n for score, n in sorted(scored, key=lambda sn: -sn[0]) if score >= 0.6][:3]
-
-
-def similarity(a: str, b: str) -> float:
-    return difflib.SequenceMatcher(None, a, b).ratio()
 
 
 def sweep_jobs(name: str, results_dir: str | Path) -> list[Path]:
@@ -247,8 +224,7 @@ def sweep_jobs(name: str, results_dir: str | Path) -> list[Path]:
 
 
 def run_names(results_dir: str | Path) -> list[str]:
-    """What ``resolve_run`` accepts for each run directory under ``results_dir``: its name under
-    runs/, ``sweeps/<sweep>/<job>`` for a sweep job (``display_name``)."""
+    """``display_name`` of every run directory under ``results_dir``."""
     root = Path(results_dir)
     found = [p for p in sorted(root.glob("runs/*")) + sorted(root.glob("sweeps/*/*")) if is_run_dir(p)]
     resolved = root.resolve()

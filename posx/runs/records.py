@@ -1,10 +1,5 @@
-"""Typed records a run directory holds as JSON: the run's metadata (``model.json``), the
-lineage of an extended run, and the scalars a checkpoint keeps besides its tensors. Each is
-read through one function (``from_dict``) that walks it with ``posx.core.validate``: every field
-of its type, finite, within the bound in its metadata, the rules across fields in ``check``; a
-damaged record is a one-line ``PosxError`` naming the file and the field, never a KeyError or a
-NaN later.
-"""
+"""Typed records a run directory holds as JSON, each read through ``from_dict`` (``posx.core.validate``):
+a damaged record is one line naming the file and the field."""
 
 from __future__ import annotations
 
@@ -25,6 +20,11 @@ from posx.schema.fields import at_least, bound, positive
 from posx.schema.methods import MAX_FACTOR
 
 META_FORMAT = "posx-run/2"  # the model record as the schema's sections (posx-run/1: posx.runs.legacy)
+
+
+def _fields_of(record) -> dict:
+    """A record's fields by name, as they are (``asdict`` would copy nested records too)."""
+    return {f.name: getattr(record, f.name) for f in fields(record)}
 
 
 @dataclass(kw_only=True)
@@ -48,7 +48,7 @@ class Lineage:
         return None
 
     def to_dict(self) -> dict:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        return _fields_of(self)
 
 
 @dataclass
@@ -80,9 +80,8 @@ class RunMeta:
         }
 
     def check(self, at: str = "") -> str | None:
-        """data.tokenizer: absent (a run from before token stores: bytes), or a mapping whose kind
-        and sha256 say what the ids mean; weights_sha256, where given, not empty; learned scalars
-        of the model's shape."""
+        """data.tokenizer absent (before token stores: bytes) or a mapping with its kind and sha256;
+        learned scalars of the model's shape."""
         tok = self.data.get("tokenizer")
         if tok is not None and not (isinstance(tok, dict) and isinstance(tok.get("kind"), str) and tok["kind"]):
             return f"data.tokenizer={tok!r} is not a mapping with a kind"
@@ -96,8 +95,7 @@ class RunMeta:
 
     @classmethod
     def from_dict(cls, d, where: Path) -> "RunMeta":
-        """``weights_sha256`` may be absent or null (a run saved before posx recorded it, or a record
-        built without weights); a checkpoint's checksums may not (``posx.runs.checkpoint``)."""
+        """``weights_sha256`` may be absent or null (an older run, or a record without weights)."""
         found = d.get("format") if isinstance(d, dict) else type(d).__name__
         if found not in (META_FORMAT, legacy.FORMAT):
             raise PosxError(f"{where} is not posx run metadata (format {found!r})")
@@ -107,8 +105,7 @@ class RunMeta:
 
     @property
     def data_config(self) -> dict:
-        """The data config the run trained on (``data.*`` keys; runs from before token stores
-        record source, path and val_fraction only, and read as the byte tokenizer)."""
+        """The data config the run trained on (older runs: source, path, val_fraction, bytes)."""
         recorded = self.data.get("config") or {}
         if not isinstance(recorded, dict):
             raise PosxError(f"model.json: data.config is a {type(recorded).__name__}, not a mapping; re-train the run")
@@ -132,14 +129,8 @@ class TrainExtras:
     config: dict | None = None  # the resolved config it trains with (None: a checkpoint from before this record)
 
     def to_dict(self) -> dict:
-        return {
-            "val_loss": self.val_loss,
-            "data_sha256": self.data_sha256,
-            "rope": self.rope.to_dict(),
-            "extended_from": self.extended_from.to_dict() if self.extended_from else None,
-            "tokenizer_sha256": self.tokenizer_sha256,
-            "config": self.config,
-        }
+        lineage = self.extended_from.to_dict() if self.extended_from else None
+        return {**_fields_of(self), "rope": self.rope.to_dict(), "extended_from": lineage}
 
     def check(self, at: str = "") -> str | None:
         for name in ("data_sha256", "tokenizer_sha256"):

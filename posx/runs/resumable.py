@@ -1,9 +1,5 @@
-"""Whether and from where a run can resume: its latest checkpoint, read without torch.
-
-``checkpoint/latest.json`` names the newest complete checkpoint (``posx.runs.checkpoint`` writes
-and loads them). This module reads only that file and the checkpoint's ``state.json``, so listing
-runs, telling a finished run from a stopped one and naming an extension's parent import no torch.
-"""
+"""Whether and from where a run can resume: ``checkpoint/latest.json`` and the checkpoint's
+``state.json``, read without torch (``posx.runs.checkpoint`` writes and loads checkpoints)."""
 
 from __future__ import annotations
 
@@ -24,7 +20,6 @@ def root(run_dir: Path) -> Path:
 
 
 def latest_step(run_dir: Path) -> int | None:
-    """Step of the newest complete checkpoint, or None when there is none."""
     info = read_latest(root(run_dir), missing_ok=True)
     return None if info is None else int(info["step"])
 
@@ -34,8 +29,7 @@ def exists(run_dir: Path) -> bool:
 
 
 def read_latest(ckpt_root: Path, missing_ok: bool = False) -> dict | None:
-    """latest.json under ``ckpt_root``, its step and directory name checked; None when there is
-    none and ``missing_ok``."""
+    """latest.json under ``ckpt_root``, checked; None when there is none and ``missing_ok``."""
     path = ckpt_root / LATEST
     if not path.is_file():
         if missing_ok:
@@ -55,7 +49,7 @@ def read_latest(ckpt_root: Path, missing_ok: bool = False) -> dict | None:
 
 
 def saved_extras(run_dir: Path) -> TrainExtras | None:
-    """The latest checkpoint's typed extras (no tensor is read); None without a checkpoint."""
+    """The latest checkpoint's extras (no tensor read); None without a checkpoint."""
     info = read_latest(root(run_dir), missing_ok=True)
     if info is None:
         return None

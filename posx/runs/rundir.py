@@ -1,18 +1,5 @@
-"""Run directories: saving and loading a trained model, without Hydra (``posx.runs.paths`` names
-their files and finds them).
-
-A run directory holds:
-  config.yaml        the resolved config it was trained with
-  model.json         what is needed to rebuild the model (its ModelSpec, T, data fingerprint)
-  model.safetensors  the weights
-  metrics.csv        step, train_loss, val_loss, lr, tokens_per_s
-  extrapolation.csv / .md   after `posx eval-extrapolate`
-An extended run (`posx extend`) also records its parent in model.json (``extended_from``)
-and the RoPE frequencies it trained with (``rope``); ``load_run`` installs exactly those. Every
-run records the learned scalars of its positional machinery (``learned``: FIRE's c and threshold,
-KERPLE's p and a, Scalable-Softmax's s), where its model has any.
-Nothing is ever unpickled from a run directory.
-"""
+"""Saving and loading a trained model, without Hydra (``load_run`` installs the frequencies it trained
+with), and safetensors weights loaded with every mismatch one line; nothing is ever unpickled."""
 
 from __future__ import annotations
 
@@ -20,7 +7,8 @@ import json
 from pathlib import Path
 
 import torch
-from safetensors.torch import save_model
+from safetensors import SafetensorError, safe_open
+from safetensors.torch import load_model, save_model
 
 from posx.core import files
 from posx.core.errors import PosxError
@@ -28,13 +16,10 @@ from posx.model.gpt import GPT
 from posx.model.rescale import install_trained
 from posx.runs.paths import META, WEIGHTS, read_meta
 from posx.runs.records import RunMeta
-from posx.runs.weights import check_shapes, expected_shapes, load_weights
 
 
 def save_run(run_dir: Path, model: GPT, meta: RunMeta) -> None:
-    """Weights first, then metadata with their checksum and the positional scalars the model
-    learned (``GPT.learned_scalars``): a run with model.json always has matching weights, and a
-    weights file changed afterwards is caught on load."""
+    """Weights first, then model.json with their checksum (a later change is caught on load)."""
     meta.learned = model.learned_scalars()
     with files.atomic_path(run_dir / WEIGHTS) as tmp:
         files.safetensors_write(lambda: save_model(model, str(tmp)))
@@ -65,3 +50,48 @@ def load_run(run_dir: str | Path, device: str | torch.device = "cpu") -> tuple[G
     load_weights(model, weights, described, device)
     install_trained(model, meta.rope, meta.train_context, f"{run_dir / META}")
     return model.to(device), meta
+
+
+def load_weights(model: torch.nn.Module, weights: Path, described_by: str, device: str | torch.device = "cpu") -> None:
+    try:
+        missing, unexpected = load_model(model, str(weights), strict=False, device=str(device))
+    except SafetensorError as exc:
+        raise PosxError(f"{weights} is truncated or corrupt ({exc}); re-train the run") from exc
+    except RuntimeError as exc:  # shape mismatch
+        lines = str(exc).strip().splitlines()
+        details = [line.strip() for line in lines if "size mismatch" in line]
+        detail = "; ".join(details[:3]) or (lines[-1] if lines else "")
+        raise PosxError(f"{weights} does not match {described_by}: {detail}") from exc
+    if missing or unexpected:
+        raise PosxError(
+            f"{weights} does not match {described_by}: missing {sorted(missing)[:3]}, "
+            f"unexpected {sorted(unexpected)[:3]} (different n_layer or positional encoding?)"
+        )
+
+
+def expected_shapes(model: torch.nn.Module) -> list[tuple[tuple[str, ...], tuple[int, ...]]]:
+    """(names, shape) per tensor of ``model``; tied tensors are one entry (a file holds them once)."""
+    groups: dict[int, tuple[list[str], tuple[int, ...]]] = {}
+    for name, tensor in model.state_dict(keep_vars=True).items():
+        groups.setdefault(id(tensor), ([], tuple(tensor.shape)))[0].append(name)
+    return [(tuple(names), shape) for names, shape in groups.values()]
+
+
+def check_shapes(weights: Path, expected: list[tuple[tuple[str, ...], tuple[int, ...]]], described_by: str) -> None:
+    """The safetensors header's shapes against ``expected``, before anything is allocated."""
+    try:
+        with safe_open(str(weights), framework="pt") as f:
+            found = {name: tuple(f.get_slice(name).get_shape()) for name in f.keys()}
+    except (SafetensorError, OSError) as exc:
+        raise PosxError(f"{weights} is truncated or corrupt ({exc}); re-train the run") from exc
+    shape_of = {name: shape for names, shape in expected for name in names}
+    missing = [names[0] for names, _ in expected if not any(n in found for n in names)]
+    unexpected = sorted(found.keys() - shape_of.keys())
+    if missing or unexpected:
+        raise PosxError(
+            f"{weights} does not match {described_by}: missing {missing[:3]}, unexpected "
+            f"{unexpected[:3]} (different n_layer or positional encoding?)"
+        )
+    wrong = [f"{k}: {found[k]} vs {shape_of[k]}" for k in sorted(found) if found[k] != shape_of[k]]
+    if wrong:
+        raise PosxError(f"{weights} does not match {described_by}: size mismatch {'; '.join(wrong[:3])}")
