@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from scipy import stats
 from torch import nn
 
 from posx.core.errors import PosxError
@@ -211,6 +212,12 @@ def test_summary_rows_and_wilson_interval(val):
     assert interval.wilson(0, 10) == pytest.approx((0.0, 0.2775), abs=1e-4)
     assert interval.wilson(10, 10) == pytest.approx((0.7225, 1.0), abs=1e-4)
     assert all(r["status"] == "out_of_range" for r in scoring.summarize(made, None, 4, "out_of_range"))
+
+
+@pytest.mark.parametrize("hits,n", [(0, 8), (3, 8), (8, 8), (57, 128), (1, 1), (127, 128)])
+def test_the_wilson_interval_is_scipys(hits, n):
+    ci = stats.binomtest(hits, n).proportion_ci(0.95, method="wilson")  # the reference implementation
+    assert interval.wilson(hits, n) == pytest.approx((ci.low, ci.high), abs=1e-8)
 
 
 def test_evaluate_writes_task_rows_for_every_cell_and_history_keeps_them(val, tmp_path):

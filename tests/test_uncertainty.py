@@ -61,7 +61,9 @@ def test_sliding_windows_each_score_stride_tokens():
 def test_one_window_or_a_nonfinite_loss_has_no_interval():
     assert math.isnan(scoring.interval(np.array([5.0]), 10).ppl_lo)
     assert math.isnan(scoring.interval(np.array([5.0, math.inf]), 10).nll_se)
-    assert scoring.t95(2) == 12.706 and scoring.t95(100) == pytest.approx(1.96, abs=1e-3)
+    # Student's t, two-sided 95%, from the printed tables: 1, 10, 30 and 100 degrees of freedom
+    published = {2: 12.706, 11: 2.228, 31: 2.042, 101: 1.984}
+    assert {n: round(scoring.t95(n), 3) for n in published} == published
 
 
 def test_every_ok_row_carries_an_interval_around_its_perplexity():

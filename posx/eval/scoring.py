@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 import torch.nn.functional as F
+from scipy import stats
 
 from posx.core.device import autocast
 from posx.core.errors import PosxError, unknown
@@ -45,17 +46,10 @@ class Scores:
         return interval(self.window_sum, self.tokens)
 
 
-# Two-sided 95% quantiles of Student's t with 1..30 degrees of freedom (windows - 1); past 30, the
-# normal 1.96. With few windows (long lengths at a small eval.tokens) the interval widens honestly.
-T95 = [
-    12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,  # 1-10
-    2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,  # 11-20
-    2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042,  # 21-30
-]  # fmt: skip
-
-
 def t95(windows: int) -> float:
-    return T95[windows - 2] if windows - 1 <= len(T95) else 1.959964
+    """The two-sided 95% quantile of Student's t with windows - 1 degrees of freedom (scipy.stats):
+    with few windows (long lengths at a small eval.tokens) the interval widens honestly."""
+    return float(stats.t.ppf(0.975, windows - 1))
 
 
 @dataclass

@@ -1,11 +1,14 @@
-"""The 95% Wilson score interval of a proportion (Wilson 1927), in plain arithmetic so the report
-imports no torch."""
+"""The 95% Wilson score interval of a proportion (Wilson 1927): its closed form on the normal
+quantile from scipy.stats, about a microsecond a cell where ``scipy.stats.binomtest`` takes a
+millisecond (a report computes one for every cell of every group)."""
 
 from __future__ import annotations
 
 import math
 
-Z95 = 1.959964  # the two-sided 95% quantile of the standard normal
+from scipy import stats
+
+Z95 = float(stats.norm.ppf(0.975))  # the two-sided 95% quantile of the standard normal
 
 
 def wilson(hits: float, n: int) -> tuple[float, float]:
