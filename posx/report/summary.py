@@ -136,7 +136,7 @@ def _write(staging: Path, tables: dict, runs, grouping, names, shown: Shown, dra
     if not drawing.formats:  # --format none: the tables alone
         drawn, notes = {}, ["no figures: `--format none` asked for the tables alone"]
     else:
-        drawn, notes = _figures(staging, tables, shown, drawing)
+        drawn, notes = _figures(staging, tables, shown, drawing, len(runs))
         drawn["task_learning.png"] = learning.plot(shown.rows(learned), identities, staging / "task_learning.png",
                                                    drawing.formats)  # fmt: skip
     with open(staging / "summary.md", "a", encoding="utf-8") as f:
@@ -144,10 +144,10 @@ def _write(staging: Path, tables: dict, runs, grouping, names, shown: Shown, dra
     return drawn
 
 
-def _figures(staging: Path, tables: dict, shown: Shown, drawing: drawing_.Drawing) -> tuple[dict, list[str]]:
+def _figures(staging: Path, tables: dict, shown: Shown, drawing: drawing_.Drawing, runs: int) -> tuple[dict, list[str]]:
     """The figures of the groups ``shown`` draws, and the notes summary.md gives under them."""
     drawn_tables = {k: shown.rows(v) if isinstance(v, pd.DataFrame) else v for k, v in tables.items()}
-    drawn, notes = drawing_.draw_all(drawn_tables, staging, drawing)
+    drawn, notes = drawing_.draw_all(drawn_tables, staging, drawing, runs)
     if drawing.facets.keys:
         differ = ", ".join(drawing.facets.keys)
         notes.append(f"groups differ in {differ}: no figure pools them; each facet has its own panels or files")

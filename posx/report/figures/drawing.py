@@ -1,7 +1,8 @@
 """Drawing a report's figures: each figure family is one job (``JOBS``), given only its own tables
 cut to the groups drawn (``posx.report.figures.shown``), so a worker's memory follows what it draws.
 
-From ``PARALLEL_LINES`` lines (group x method pairs) on, with more than one core, the jobs run in
+From ``PARALLEL_LINES`` lines (group x method pairs) or ``PARALLEL_RUNS`` runs read on, with more
+than one core, the jobs run in
 ``spawn`` worker processes (no copy of the report's database connection or its threads), one per
 core; else here, one after another. A worker spends seconds starting (matplotlib, pandas): a lone
 report of two groups took 20.6 s here and 13.6 s in two workers on a quiet 2-core box, but small
@@ -80,6 +81,7 @@ JOBS = {
 
 
 PARALLEL_LINES = 24  # lines (group x method) from which the figures are drawn in worker processes
+PARALLEL_RUNS = 200  # runs read from which they are too: such a report is rarely one of many at once
 
 
 def run_job(name: str, tables: dict, out: Path, how: Drawing) -> tuple[dict, list[str]]:
@@ -88,14 +90,15 @@ def run_job(name: str, tables: dict, out: Path, how: Drawing) -> tuple[dict, lis
     return JOBS[name][1](tables, out, how, notes) or {f"{name}.png": None}, notes
 
 
-def draw_all(tables: dict, out: Path, how: Drawing, workers: int | None = None) -> tuple[dict, list[str]]:
-    """Every job's files and notes; ``workers``: at most this many (default: module docstring)."""
+def draw_all(tables: dict, out: Path, how: Drawing, runs: int = 0, workers: int | None = None) -> tuple[dict, list]:
+    """Every job's files and notes; ``runs``: how many the report read; ``workers``: at most this many
+    (default: module docstring)."""
     names = list(JOBS)
     mine = [{k: tables[k] for k in JOBS[name][0]} for name in names]
     if workers is None:
         summary = tables["summary"]
         lines = len(summary[["group", "method"]].drop_duplicates()) if {"group", "method"} <= set(summary) else 0
-        workers = cores() if lines >= PARALLEL_LINES else 1
+        workers = cores() if lines >= PARALLEL_LINES or runs >= PARALLEL_RUNS else 1
     workers = min(workers, len(names))
     if workers <= 1:
         results = [run_job(name, t, out, how) for name, t in zip(names, mine)]

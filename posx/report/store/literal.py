@@ -1,6 +1,8 @@
 """File names handed to DuckDB as data, never as patterns: DuckDB expands ``*``, ``?`` and ``[...]``
-in every path it reads, so each file is read through a link named by digits in a private folder
-(``Links``). Only regular files are linked: a FIFO or a directory is a one-line PosxError."""
+in every path it reads, so a file whose path holds such a character (``GLOB``) is read through a
+link named by digits in a private folder (``Links``); any other path is read as it is (a link
+costs a system call a file, seconds over ten thousand). Only regular files are read: a FIFO or a
+directory is a one-line PosxError."""
 
 from __future__ import annotations
 
@@ -14,9 +16,12 @@ import pandas as pd
 
 from posx.core import files
 
+GLOB = frozenset("*?[]{}\\")  # characters DuckDB could read as a pattern or an escape in a path
+
 
 class Links:
-    """A private folder of symbolic links, one per file read (``link``), removed by ``close``."""
+    """A private folder of symbolic links, one per file read whose path holds a pattern character
+    (``link``), removed by ``close``."""
 
     def __init__(self) -> None:
         self.folder = Path(tempfile.mkdtemp(prefix="posx-links-"))
@@ -26,23 +31,26 @@ class Links:
         self._made: dict[str, str] = {}  # real path -> link
 
     def link(self, path: Path | str, what: str = "") -> str:
-        """The link DuckDB reads for ``path`` (one per path); a non-regular file is refused (``what`` names it)."""
+        """The name DuckDB reads for ``path`` (a link where it holds a pattern character); a non-regular
+        file is refused (``what`` names it)."""
         real = os.path.abspath(path)
         if real not in self._made:
             files.regular(Path(real), what)
-            suffix = "".join(c for c in Path(real).suffix if c.isalnum() or c == ".")
-            name = str(self.folder / f"{len(self._made)}{suffix}")
-            os.symlink(real, name)
+            name = real
+            if not GLOB.isdisjoint(real):
+                suffix = "".join(c for c in Path(real).suffix if c.isalnum() or c == ".")
+                name = str(self.folder / f"{len(self._made)}{suffix}")
+                os.symlink(real, name)
             self._made[real] = name
             self.origin[name] = real
         return self._made[real]
 
     def listed(self, paths, what: str = "") -> str:
-        """A SQL list literal of the links of ``paths`` (digits and the private folder only)."""
+        """A SQL list literal of the names of ``paths`` (no pattern characters)."""
         return "[" + ", ".join(sql_text(self.link(p, what)) for p in paths) + "]"
 
     def frame(self) -> pd.DataFrame:
-        """link -> real path, to join a query's ``filename`` on."""
+        """name read -> real path, to join a query's ``filename`` on."""
         return pd.DataFrame({"link": list(self.origin), "origin": list(self.origin.values())})
 
     def close(self) -> None:
