@@ -180,7 +180,8 @@ def _tell(console: Console, summary: pd.DataFrame, runs: list[RunTables], groupi
         drawn = escape(", ".join(str(p) for p in paths))
         stem = Path(name).stem
         say(f"{stem}: {drawn}" if paths else f"[yellow]{stem}: not drawn[/] (no data)")
-    say(f"wrote {escape(str(out_dir))} ({_size(out_dir)})")
+    sizes = [p.stat().st_size for p in out_dir.rglob("*") if p.is_file()]
+    say(f"wrote {escape(str(out_dir))} ({len(sizes)} files, {sum(sizes) / 1e6:.1f} MB)")
 
 
 def _tell_after(say, damaged: dict, summary: pd.DataFrame, runs: list[RunTables]) -> None:
@@ -256,12 +257,6 @@ def _publish(loaded, runs, grouping, gathered, out, results_dir, top, options):
 
 
 LARGE_FORMATS = ("png",)  # a report with more groups than it draws: PNG only unless --format asks for PDF
-
-
-def _size(folder: Path) -> str:
-    """How many files ``folder`` holds and their size, for the line that ends a report."""
-    sizes = [p.stat().st_size for p in folder.rglob("*") if p.is_file()]
-    return f"{len(sizes)} files, {sum(sizes) / 1e6:.1f} MB"
 
 
 def report(
