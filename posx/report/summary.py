@@ -58,12 +58,6 @@ def summarize(con) -> pd.DataFrame:
     )
 
 
-def check_out(out: str | Path | None) -> None:
-    """--out must be new or an empty directory: a report is never overwritten."""
-    if out is not None:
-        files.new_dir(out, "--out")
-
-
 def _extensions(runs: list[RunTables]) -> dict:
     """(group, parent, encoding) -> (method, factor, steps) of each group of extended runs."""
     found = {}
@@ -284,7 +278,8 @@ def report(
     conditions = selection.parse(where)
     kept = None if formats is None else output.parse_formats(formats)  # a bad --format fails before any work
     groups = shown_.parse_top(top)
-    check_out(out)
+    if out is not None:  # new or an empty directory: a report is never overwritten
+        files.new_dir(out, "--out")
     reports = Path(out).parent if out is not None else Path(results_dir) / "reports"
     files.check_dir(reports / cache.CACHE, "the report cache")  # before any work, not once the report is out
     loaded, runs, grouping, gathered = _load(paths, evaluations, reports, conditions)
