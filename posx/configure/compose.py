@@ -119,17 +119,11 @@ def composition_error(exc: Exception, schema: type) -> PosxError:
     cause = exc.__cause__
     if isinstance(cause, OmegaConfBaseException):
         reason = str(cause).splitlines()[0]
-        fix = _fix(text, reason)
+        given = re.search(r"Error merging override ([^=\s]+)=(\S*)", text)
+        fixes = [fix for said, fix in TYPE_FIXES if said in reason and given]
+        fix = "; " + fixes[0].format(key=given.group(1), value=given.group(2)) if fixes else ""
         return PosxError(f"{' '.join(text.split())}: {reason.rstrip('.') if fix else reason}{fix}")
     return PosxError(" ".join(text.split()))
-
-
-def _fix(text: str, reason: str) -> str:
-    given = re.search(r"Error merging override ([^=\s]+)=(\S*)", text)
-    for said, fix in TYPE_FIXES:
-        if said in reason and given:
-            return "; " + fix.format(key=given.group(1), value=given.group(2))
-    return ""
 
 
 def compose(overrides: list[str], config_name: str = "config") -> DictConfig:

@@ -58,12 +58,6 @@ def summarize(con) -> pd.DataFrame:
     )
 
 
-def check_out(out: str | Path | None) -> None:
-    """--out must be new or an empty directory: a report is never overwritten."""
-    if out is not None:
-        files.new_dir(out, "--out")
-
-
 def _extensions(runs: list[RunTables]) -> dict:
     """(group, parent, encoding) -> (method, factor, steps) of each group of extended runs."""
     found = {}
@@ -180,7 +174,8 @@ def _tell(console: Console, summary: pd.DataFrame, runs: list[RunTables], groupi
         drawn = escape(", ".join(str(p) for p in paths))
         stem = Path(name).stem
         say(f"{stem}: {drawn}" if paths else f"[yellow]{stem}: not drawn[/] (no data)")
-    say(f"wrote {escape(str(out_dir))} ({_size(out_dir)})")
+    sizes = [p.stat().st_size for p in out_dir.rglob("*") if p.is_file()]
+    say(f"wrote {escape(str(out_dir))} ({len(sizes)} files, {sum(sizes) / 1e6:.1f} MB)")
 
 
 def _tell_after(say, damaged: dict, summary: pd.DataFrame, runs: list[RunTables]) -> None:
@@ -258,12 +253,6 @@ def _publish(loaded, runs, grouping, gathered, out, results_dir, top, options):
 LARGE_FORMATS = ("png",)  # a report with more groups than it draws: PNG only unless --format asks for PDF
 
 
-def _size(folder: Path) -> str:
-    """How many files ``folder`` holds and their size, for the line that ends a report."""
-    sizes = [p.stat().st_size for p in folder.rglob("*") if p.is_file()]
-    return f"{len(sizes)} files, {sum(sizes) / 1e6:.1f} MB"
-
-
 def report(
     paths: list[str | Path],
     out: str | Path | None = None,
@@ -289,7 +278,8 @@ def report(
     conditions = selection.parse(where)
     kept = None if formats is None else output.parse_formats(formats)  # a bad --format fails before any work
     groups = shown_.parse_top(top)
-    check_out(out)
+    if out is not None:  # new or an empty directory: a report is never overwritten
+        files.new_dir(out, "--out")
     reports = Path(out).parent if out is not None else Path(results_dir) / "reports"
     files.check_dir(reports / cache.CACHE, "the report cache")  # before any work, not once the report is out
     loaded, runs, grouping, gathered = _load(paths, evaluations, reports, conditions)

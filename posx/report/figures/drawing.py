@@ -15,6 +15,7 @@ from __future__ import annotations
 import multiprocessing
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 from posx.core.workers import cores
@@ -57,16 +58,9 @@ def _positions_by_encoding(tables: dict, out: Path, how: Drawing, notes: list[st
     )
 
 
-def _passkey(tables: dict, out: Path, how: Drawing, notes: list[str]) -> dict:
-    return plots.plot_passkey(tables["passkey"], out, how.facets, how.formats)
-
-
-def _training(tables: dict, out: Path, how: Drawing, notes: list[str]) -> dict:
-    return plots.plot_training(tables["training"], out, how.facets, how.formats)
-
-
-def _tasks(tables: dict, out: Path, how: Drawing, notes: list[str]) -> dict:
-    return task_figures.figures(tables["tasks"], out, how.facets, how.formats)
+def _facetted(plot, table: str, tables: dict, out: Path, how: Drawing, notes: list[str]) -> dict:
+    """A family drawn from one table by facet: ``plot(tables[table], out, facets, formats)``."""
+    return plot(tables[table], out, how.facets, how.formats)
 
 
 # name -> (the tables it reads, the function drawing it), in the order the report lists them
@@ -74,9 +68,9 @@ JOBS = {
     "ppl": (("summary",), _ppl),
     "positions": (("positions",), _positions),
     "positions_by_encoding": (("positions", "longest_factor"), _positions_by_encoding),
-    "passkey": (("passkey",), _passkey),
-    "training": (("training",), _training),
-    "tasks": (("tasks",), _tasks),
+    "passkey": (("passkey",), partial(_facetted, plots.plot_passkey, "passkey")),
+    "training": (("training",), partial(_facetted, plots.plot_training, "training")),
+    "tasks": (("tasks",), partial(_facetted, task_figures.figures, "tasks")),
 }
 
 

@@ -152,18 +152,13 @@ def _points(ax, x, y, lo, hi, label: str, look: dict) -> None:
     ax.vlines(x, lo, hi, color=look["color"], linewidth=0.8, alpha=0.5)
 
 
-def heatmap_task(tasks: pd.DataFrame) -> str | None:
-    """The task the heatmap shows: niah, else passkey, else none."""
-    present = set(tasks["task"]) if not tasks.empty else set()
-    return next((t for t in ("niah", "passkey") if t in present), None)
-
-
 HEATMAP_PANELS = 9  # panels in one heatmap file; more go on in further files
 
 
 def plot_niah_heatmaps(tasks: pd.DataFrame, out_dir: Path, facets: Facets, formats=FORMATS) -> dict[str, Path]:
     """``niah_heatmap.png`` (module docstring): a panel per group x encoding x method, by facet."""
-    task = heatmap_task(tasks)
+    present = set(tasks["task"]) if not tasks.empty else set()
+    task = next((t for t in ("niah", "passkey") if t in present), None)  # niah, else passkey, else none
     if task is None:
         return {}
     rows = tasks[(tasks["task"] == task) & (tasks["status"] == "ok")]

@@ -89,7 +89,11 @@ def identity(
     """The run's identity (module docstring). ``record``: its eval.yaml (``history.current``);
     ``evaluations``: every evaluation its tables come from (``[]``: none; None: the current one);
     ``parent``: an extended run's parent's identity, which stands for the parent."""
-    found = _configured(config, extended=meta is not None and meta.extended_from is not None)
+    # the keys of config.yaml that decide a run's numbers (defaults filled in, no eval), ``RENAMED``
+    extended = meta is not None and meta.extended_from is not None
+    defaults = {k: v for k, v in _defaults(ExtendRootConfig if extended else Config) if not k.startswith("eval.")}
+    filled = {**defaults, **dotted({k: v for k, v in config.items() if k != "eval"})} if config else {}
+    found = {RENAMED.get(key, key): value for key, value in filled.items() if _kept(key)}
     if meta is not None:
         _add_recorded(found, meta, parent)
     _drop_unread(found)
@@ -98,13 +102,6 @@ def identity(
     elif evaluations:
         found["eval.ids"] = sorted(history.eval_id(e) for e in evaluations)
     return {key: _text(value) for key, value in found.items()}
-
-
-def _configured(config: dict | None, extended: bool) -> dict:
-    """The keys of config.yaml that decide a run's numbers (defaults filled in, no eval), ``RENAMED``."""
-    defaults = {k: v for k, v in _defaults(ExtendRootConfig if extended else Config) if not k.startswith("eval.")}
-    filled = {**defaults, **dotted({k: v for k, v in config.items() if k != "eval"})} if config else {}
-    return {RENAMED.get(key, key): value for key, value in filled.items() if _kept(key)}
 
 
 def _kept(key: str) -> bool:

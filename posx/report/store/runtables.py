@@ -68,21 +68,15 @@ def find_run_dirs(paths: list[str | Path]) -> list[Path]:
 
 def _runs_below(path: Path, depth: int = 2) -> list[Path]:
     """The run directories right below ``path``, else below its subfolders (not ``NOT_RUNS``), ``depth`` deep."""
-    runs = _run_children(path)
-    if runs or depth == 0:
-        return runs
-    with os.scandir(path) as entries:
-        subfolders = sorted(e.path for e in entries if e.is_dir() and e.name not in NOT_RUNS)
-    return [run for sub in subfolders for run in _runs_below(Path(sub), depth - 1)]
-
-
-def _run_children(path: Path) -> list[Path]:
-    """The run directories right below ``path``, resolved, sorted: one scandir, a link resolved alone."""
-    root = path.resolve()
+    root = path.resolve()  # one scandir for the run directories right below; a link resolved alone
     with os.scandir(root) as entries:
         dirs = [e for e in entries if e.is_dir()]
     runs = [e for e in dirs if any(os.path.isfile(os.path.join(e.path, m)) for m in RUN_MARKERS)]
-    return sorted(Path(e.path).resolve() if e.is_symlink() else root / e.name for e in runs)
+    if runs or depth == 0:
+        return sorted(Path(e.path).resolve() if e.is_symlink() else root / e.name for e in runs)
+    with os.scandir(path) as entries:
+        subfolders = sorted(e.path for e in entries if e.is_dir() and e.name not in NOT_RUNS)
+    return [run for sub in subfolders for run in _runs_below(Path(sub), depth - 1)]
 
 
 def _parent(path: Path, meta) -> tuple[dict | None, int | None]:

@@ -20,11 +20,6 @@ KEYS = GROUP[:-1]  # a curve: everything but the factor
 TERMINAL_ROWS = 40  # rows of the terminal table; summary.md and summary.csv have every row
 
 
-def _inapplicable(g: pd.DataFrame) -> bool:
-    """Every cell of the group is not_applicable (a RoPE method on a model without RoPE)."""
-    return bool(g["status"].str.startswith("not_applicable").all() and (g["n_seeds"] == 0).all())
-
-
 def applicable(summary: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     """The summary without groups that are not_applicable at every factor."""
     if summary.empty:
@@ -190,7 +185,7 @@ def rich_summary(summary: pd.DataFrame) -> Table:
         table.add_column(f"{f:g}x", justify="right")
     shown = 0
     for key, g in summary.groupby(keys, sort=True):
-        if _inapplicable(g):
+        if g["status"].str.startswith("not_applicable").all() and (g["n_seeds"] == 0).all():  # a RoPE method, no RoPE
             continue
         shown += 1
         if shown > TERMINAL_ROWS:
