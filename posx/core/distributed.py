@@ -106,11 +106,6 @@ def mean(value: float) -> float:
     return _all_reduce([value], dist.ReduceOp.SUM)[0] / world_size() if enabled() else value
 
 
-def any_rank(flag: bool) -> bool:
-    """True on every rank when ``flag`` is true on at least one."""
-    return agree_max([1.0 if flag else 0.0])[0] > 0
-
-
 def broadcast(obj: T) -> T:
     """Rank 0's ``obj`` on every rank (pickled; small objects only)."""
     if not enabled():
@@ -129,7 +124,7 @@ def on_main(fn: Callable[[], T], share: bool = False) -> T | None:
             result = fn()
         except BaseException as exc:  # KeyboardInterrupt too: the others must not hang
             error = exc
-    if any_rank(error is not None):
+    if agree_max([1.0 if error is not None else 0.0])[0] > 0:  # on every rank when rank 0 failed
         if error is not None:
             raise error
         raise PeerFailed("rank 0 stopped with an error (its message is above); this rank stops too")

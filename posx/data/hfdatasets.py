@@ -33,7 +33,10 @@ def load_rows(
             "builder (json, csv, parquet, text) with data.data_files"
         )
     datasets = _import_datasets()
-    _quiet_hf(datasets)
+    datasets.disable_progress_bars()  # no progress bars, retry chatter or error log: posx's one line says why
+    datasets.utils.logging.set_verbosity(datasets.utils.logging.CRITICAL)
+    for logger in ("huggingface_hub", "fsspec"):
+        logging.getLogger(logger).setLevel(logging.ERROR)
     local = name in LOCAL_BUILDERS
     if local:
         _check_local_files(name, data_files)
@@ -64,14 +67,6 @@ def _import_datasets():
     except ImportError:
         raise PosxError("data.source 'datasets' needs the datasets package: pip install 'posx[datasets]'") from None
     return datasets
-
-
-def _quiet_hf(datasets) -> None:
-    """No progress bars, retry chatter or error log on stderr: posx's one line carries the reason."""
-    datasets.disable_progress_bars()
-    datasets.utils.logging.set_verbosity(datasets.utils.logging.CRITICAL)
-    for name in ("huggingface_hub", "fsspec"):
-        logging.getLogger(name).setLevel(logging.ERROR)
 
 
 def _reason(exc: BaseException) -> str:

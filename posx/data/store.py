@@ -232,18 +232,14 @@ def open_store(path: Path, key: str | None = None) -> Store | None:
     return Store(path, arrays[0], arrays[1], train_docs, val_docs, tok, fp)
 
 
-def store_key(source: sources.Source, dcfg: dict) -> str:
-    spec = tok_mod.spec(dcfg["tokenizer"], dcfg["vocab_size"])
-    head = [STORE_FORMAT, source.kind, source.key, repr(dcfg["val_fraction"]), platform.python_version(), spec]
-    return hashlib.sha1(json.dumps(head, sort_keys=True, default=str).encode()).hexdigest()[:20]
-
-
 def load(dcfg: DataConfig | Mapping, cache_dir: str | Path, console: Console | None = None) -> Store:
     """The store of a data config: found under ``cache_dir``, else built there (and reported)."""
     dcfg = {k: v if v is not None else DEFAULTS.get(k) for k, v in data_config(dcfg).items()}
     dcfg["val_fraction"] = check_val_fraction(dcfg["val_fraction"])
     source = sources.open_source(dcfg, cache_dir)
-    key = store_key(source, dcfg)
+    spec = tok_mod.spec(dcfg["tokenizer"], dcfg["vocab_size"])
+    head = [STORE_FORMAT, source.kind, source.key, repr(dcfg["val_fraction"]), platform.python_version(), spec]
+    key = hashlib.sha1(json.dumps(head, sort_keys=True, default=str).encode()).hexdigest()[:20]
     final = Path(cache_dir) / f"store-{key}"
     found = open_store(final, key)
     if found is not None:

@@ -144,17 +144,13 @@ def check_expressible(config, meta: RunMeta, where: str) -> None:
         )
 
 
-def head_permutation(n_head: int, head_dim: int) -> torch.Tensor:
-    """Row order taking posx's (even, odd) pair layout to transformers' half layout, per head."""
-    one = torch.cat([torch.arange(0, head_dim, 2), torch.arange(1, head_dim, 2)])  # (hd,)
-    return (torch.arange(n_head)[:, None] * head_dim + one).flatten()  # (H * hd,)
-
-
 def hf_state_dict(model, meta: RunMeta) -> dict[str, torch.Tensor]:
     """posx GPT (llama block) weights under LlamaForCausalLM's names, q/k rows permuted."""
     m = meta.model.model
     sd = {k: v.detach().cpu().float() for k, v in model.state_dict().items()}
-    perm = head_permutation(m.n_head, meta.model.head_dim)
+    hd = meta.model.head_dim  # perm: q/k row order from posx's (even, odd) pairs to transformers' halves, per head
+    one = torch.cat([torch.arange(0, hd, 2), torch.arange(1, hd, 2)])  # (hd,)
+    perm = (torch.arange(m.n_head)[:, None] * hd + one).flatten()  # (H * hd,)
     out = {"model.embed_tokens.weight": sd["tok_emb.weight"], "model.norm.weight": sd["ln_f.weight"]}
     if not m.tie_embeddings:
         out["lm_head.weight"] = sd["lm_head.weight"]

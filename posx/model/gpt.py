@@ -32,7 +32,9 @@ class CausalSelfAttention(nn.Module):
         self.proj = nn.Linear(config.d_model, config.d_model, bias=False)
         self.dropout = config.dropout
         self.positional = not scaling.is_nope_layer(layer, config.nope_every)  # False: no rotation, no bias
-        self.logit_scale = scaling.make_scale(config)  # None, or model.attn_scale's query scale
+        self.logit_scale = None  # or model.attn_scale's query scale
+        if config.attn_scale != "none":
+            self.logit_scale = scaling.LogitScale(config.attn_scale, config.n_head, config.attn_scale_length)
 
     def forward(self, x: Tensor, pos: PositionalEncoding, positions: Tensor, mask: Tensor | FlexBias | None) -> Tensor:
         """mask: None (plain causal), the (1, H, T, T) mask of ``pos.attn_masks``, or a ``FlexBias``."""

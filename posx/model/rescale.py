@@ -145,7 +145,7 @@ def install_trained(model: GPT, record: RopeRecord, train_context: int, where: s
         cfg = model.config
         trained = trained_frequencies(record, cfg.head_dim, cfg.pos.base, train_context, where)
         model.pos.set_trained_frequencies(*trained)
-    elif not record.is_identity:
+    elif record.method != "none":
         raise PosxError(
             f"{where} records RoPE method {record.method!r} but its model "
             f"({model.config.pos.name}) has no RoPE; it is inconsistent"

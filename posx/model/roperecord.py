@@ -27,10 +27,6 @@ class RopeRecord:
         """Plain RoPE (and the record of every model without RoPE)."""
         return cls("none")
 
-    @property
-    def is_identity(self) -> bool:
-        return self.method == "none"
-
     def to_dict(self) -> dict:
         out = {"method": self.method, "factor": self.factor, "params": dict(self.params)}
         if self.original_context is not None:

@@ -55,10 +55,3 @@ class LogitScale(nn.Module):
             return q * logn_factor(L, self.trained).to(device=q.device, dtype=q.dtype)[:, None]
         log_n = torch.arange(1, L + 1, device=q.device, dtype=torch.float32).log()  # (L,)
         return q * (self.s[:, None, None] * log_n[:, None]).to(q.dtype)  # (H, L, 1) over (B, H, L, hd)
-
-
-def make_scale(config) -> LogitScale | None:
-    """The layer's logit scale for the ``model`` section (``ModelConfig``), or None (``attn_scale=none``)."""
-    if config.attn_scale == "none":
-        return None
-    return LogitScale(config.attn_scale, config.n_head, config.attn_scale_length)

@@ -97,7 +97,9 @@ def _write_files(where: Path, step: int, model, optimizer, generator, metrics: l
     files.safetensors_write(lambda: save_model(model, str(where / "model.safetensors")))
     opt_tensors, opt_json = _flatten_optimizer(optimizer)
     files.safetensors_write(lambda: save_file(opt_tensors, str(where / "optimizer.safetensors")))
-    rng = _rng_tensors(generator)
+    rng = {"torch_cpu": torch.get_rng_state(), "batches": generator.get_state()}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        rng.update({f"cuda.{i}": state for i, state in enumerate(torch.cuda.get_rng_state_all())})
     files.safetensors_write(lambda: save_file(rng, str(where / "rng.safetensors")))
     if metrics:
         pd.DataFrame(metrics).to_csv(where / "metrics.csv", index=False)
@@ -138,14 +140,6 @@ def _flatten_optimizer(optimizer: torch.optim.Optimizer) -> tuple[dict[str, torc
             else:
                 scalars[f"{index}.{key}"] = value
     return tensors, {"param_groups": sd["param_groups"], "scalars": scalars}
-
-
-def _rng_tensors(generator: torch.Generator) -> dict[str, torch.Tensor]:
-    tensors = {"torch_cpu": torch.get_rng_state(), "batches": generator.get_state()}
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
-        for i, state in enumerate(torch.cuda.get_rng_state_all()):
-            tensors[f"cuda.{i}"] = state
-    return tensors
 
 
 def _read_state(where: Path) -> dict:

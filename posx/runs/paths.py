@@ -159,12 +159,6 @@ def lineage_of(run_dir: Path) -> Lineage | None:
     return None if extras is None else extras.extended_from
 
 
-def find_runs(results_dir: str | Path) -> list[Path]:
-    """Every finished run under results/runs and results/sweeps, oldest first."""
-    found = [p.parent for pattern in ("runs/*/", "sweeps/*/*/") for p in Path(results_dir).glob(pattern + META)]
-    return sorted(found, key=lambda p: (p / META).stat().st_mtime)
-
-
 def display_name(run_dir: str | Path, results_dir: str | Path = RESULTS) -> str:
     """The name ``posx runs`` prints, which ``resolve_run`` takes back: a run under ``runs/`` by its
     directory name, a sweep job as ``sweeps/<sweep>/<job>`` (sweeps reuse job names), else its path."""
@@ -187,7 +181,8 @@ def name_below(run_dir: Path, root: Path) -> str:
 def resolve_run(run: str | None, results_dir: str | Path, latest: bool = False) -> Path:
     """A run by path, name, ``sweeps/<sweep>/<job>`` or a job's name in one sweep; or the latest."""
     if latest:
-        runs = find_runs(results_dir)
+        found = [p.parent for pattern in ("runs/*/", "sweeps/*/*/") for p in Path(results_dir).glob(pattern + META)]
+        runs = sorted(found, key=lambda p: (p / META).stat().st_mtime)  # every finished run, oldest first
         if not runs:
             refuse_none_finished(results_dir)
         return runs[-1]
@@ -197,7 +192,9 @@ def resolve_run(run: str | None, results_dir: str | Path, latest: bool = False) 
         if candidate.is_dir():
             return candidate
     listing = "`posx runs`" if Path(results_dir) == Path(RESULTS) else f"`posx runs {results_dir}`"
-    jobs = sweep_jobs(run, results_dir) if "/" not in run else []
+    jobs: list[Path] = []  # the sweep jobs called ``run``
+    if "/" not in run:
+        jobs = [p for p in sorted(Path(results_dir).glob(f"sweeps/*/{glob.escape(run)}")) if is_run_dir(p)]
     if len(jobs) == 1:
         return jobs[0]
     if jobs:
@@ -216,11 +213,6 @@ def closest_names(run: str, names: list[str]) -> list[str]:
     similar = difflib.SequenceMatcher
     scored = [(max(similar(None, run, n).ratio(), similar(None, last, Path(n).name).ratio() - 0.2), n) for n in names]
     return [n for score, n in sorted(scored, key=lambda sn: -sn[0]) if score >= 0.6][:3]
-
-
-def sweep_jobs(name: str, results_dir: str | Path) -> list[Path]:
-    """The sweep job directories under ``<results_dir>/sweeps/`` called ``name``."""
-    return [p for p in sorted(Path(results_dir).glob(f"sweeps/*/{glob.escape(name)}")) if is_run_dir(p)]
 
 
 def run_names(results_dir: str | Path) -> list[str]:

@@ -45,7 +45,7 @@ def load_run(run_dir: str | Path, device: str | torch.device = "cpu") -> tuple[G
         f"mlp_ratio={m.mlp_ratio}, block={m.block}, pos={spec.pos.name}, max_positions={spec.pos.max_positions})"
     )
     with torch.device("meta"):  # shapes only: nothing is allocated before the file agrees
-        check_shapes(weights, expected_shapes(GPT(spec)), described)
+        check_shapes(weights, GPT(spec), described)
     model = GPT(spec)
     load_weights(model, weights, described, device)
     install_trained(model, meta.rope, meta.train_context, f"{run_dir / META}")
@@ -69,23 +69,18 @@ def load_weights(model: torch.nn.Module, weights: Path, described_by: str, devic
         )
 
 
-def expected_shapes(model: torch.nn.Module) -> list[tuple[tuple[str, ...], tuple[int, ...]]]:
-    """(names, shape) per tensor of ``model``; tied tensors are one entry (a file holds them once)."""
-    groups: dict[int, tuple[list[str], tuple[int, ...]]] = {}
+def check_shapes(weights: Path, model: torch.nn.Module, described_by: str) -> None:
+    """The safetensors header's shapes against ``model``'s, before anything is allocated."""
+    expected: dict[int, tuple[list[str], tuple[int, ...]]] = {}  # (names, shape) per tensor: tied ones share one
     for name, tensor in model.state_dict(keep_vars=True).items():
-        groups.setdefault(id(tensor), ([], tuple(tensor.shape)))[0].append(name)
-    return [(tuple(names), shape) for names, shape in groups.values()]
-
-
-def check_shapes(weights: Path, expected: list[tuple[tuple[str, ...], tuple[int, ...]]], described_by: str) -> None:
-    """The safetensors header's shapes against ``expected``, before anything is allocated."""
+        expected.setdefault(id(tensor), ([], tuple(tensor.shape)))[0].append(name)
     try:
         with safe_open(str(weights), framework="pt") as f:
             found = {name: tuple(f.get_slice(name).get_shape()) for name in f.keys()}
     except (SafetensorError, OSError) as exc:
         raise PosxError(f"{weights} is truncated or corrupt ({exc}); re-train the run") from exc
-    shape_of = {name: shape for names, shape in expected for name in names}
-    missing = [names[0] for names, _ in expected if not any(n in found for n in names)]
+    shape_of = {name: shape for names, shape in expected.values() for name in names}  # a file holds tied ones once
+    missing = [names[0] for names, _ in expected.values() if not any(n in found for n in names)]
     unexpected = sorted(found.keys() - shape_of.keys())
     if missing or unexpected:
         raise PosxError(

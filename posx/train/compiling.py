@@ -29,15 +29,11 @@ def saved_seconds(speedup: float, flops: float) -> float:
     return flops / CPU_FLOPS * (1.0 - 1.0 / speedup) if speedup > 1.0 else 0.0
 
 
-def train_compile_pays(block: str, n_layer: int, params: int, tokens_per_step: int, steps: int) -> bool:
-    """Whether compiling pays for ``steps`` CPU training steps of ``tokens_per_step`` tokens."""
-    flops = 6.0 * params * tokens_per_step * steps
-    return saved_seconds(CPU_TRAIN_SPEEDUP.get(block, 1.0), flops) > compile_seconds(n_layer)
-
-
 def decide_compile(setting: object, device: torch.device, block: str, n_layer: int, params: int, work: tuple) -> bool:
     """train.compile: ``auto`` compiles on CUDA, and on the CPU when it pays for ``work`` (tokens/step, steps)."""
     chosen = use_compile(setting, device)  # checks the setting; auto: CUDA only
     if str(setting).lower() != "auto" or device.type != "cpu":
         return chosen
-    return train_compile_pays(block, n_layer, params, *work)
+    tokens_per_step, steps = work
+    flops = 6.0 * params * tokens_per_step * steps
+    return saved_seconds(CPU_TRAIN_SPEEDUP.get(block, 1.0), flops) > compile_seconds(n_layer)

@@ -280,7 +280,8 @@ def record(state: LoopState, train_loss: float, lr: float, tracker: Tracker, pro
         done,
     )
     val = "-" if math.isnan(state.val_loss) else f"{state.val_loss:.3f}"  # "-" until the first validation
-    tasks = taskcurve.brief(state.curve)  # a run with a task mix: its exact answers at T, as last scored
+    scored = [f"{r['task']} {r['accuracy']:.0%}" for r in taskcurve.latest(state.curve)]  # a task mix, as last scored
+    tasks = f"exact {' '.join(scored)}" if scored else ""  # its exact answers at T: "exact copy 99% mqar 3%"
     shown = " ".join(s for s in (f"loss {train_loss:.3f} val {val}", tasks, f"lr {lr:.1e}") if s)
     progress.advance(f"{shown} {tok_s / 1e3:.1f}k tok/s")
 

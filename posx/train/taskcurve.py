@@ -57,12 +57,6 @@ def latest(rows: list[dict]) -> list[dict]:
     return [r for r in rows if r["step"] == last and r["accuracy"] == r["accuracy"]]
 
 
-def brief(rows: list[dict]) -> str:
-    """The progress line's task part (``exact copy 99% mqar 3%``); "" before any score."""
-    shown = [f"{r['task']} {r['accuracy']:.0%}" for r in latest(rows)]
-    return f"exact {' '.join(shown)}" if shown else ""
-
-
 def summary(rows: list[dict]) -> str:
     """The done line's task part (``copy 127/128 (99.2%)``); "" without any."""
     last = latest(rows)
