@@ -100,9 +100,5 @@ def draw_all(tables: dict, out: Path, how: Drawing, runs: int = 0, workers: int 
         context = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(workers, mp_context=context) as pool:
             results = list(pool.map(run_job, names, mine, [out] * len(names), [how] * len(names)))
-    drawn: dict = {}
-    notes: list[str] = []
-    for files, said in results:
-        drawn.update(files)
-        notes += said
-    return drawn, notes
+    drawn = {name: path for files, _ in results for name, path in files.items()}
+    return drawn, [note for _, said in results for note in said]

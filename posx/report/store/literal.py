@@ -20,8 +20,7 @@ GLOB = frozenset("*?[]{}\\")  # characters DuckDB could read as a pattern or an 
 
 
 class Links:
-    """A private folder of symbolic links, one per file read whose path holds a pattern character
-    (``link``), removed by ``close``."""
+    """A private folder of symbolic links (``link``), removed by ``close``."""
 
     def __init__(self) -> None:
         self.folder = Path(tempfile.mkdtemp(prefix="posx-links-"))
@@ -31,8 +30,7 @@ class Links:
         self._made: dict[str, str] = {}  # real path -> link
 
     def link(self, path: Path | str, what: str = "") -> str:
-        """The name DuckDB reads for ``path`` (a link where it holds a pattern character); a non-regular
-        file is refused (``what`` names it)."""
+        """The name DuckDB reads for ``path`` (a link where it holds ``GLOB``); refuses a non-regular file."""
         real = os.path.abspath(path)
         if real not in self._made:
             files.regular(Path(real), what)
