@@ -126,7 +126,7 @@ def test_figures_are_built_for_the_groups_drawn_only(monkeypatch, tmp_path):
         summary = summary_of(groups)
         chosen = shown.choose(shown.rank(summary), 3, asked=False)
         tasks = summary.assign(
-            task="niah", depth_lo=0.0, trials=4, accuracy=0.5, answer_nll=2.0, run_dir=summary["group"]
+            task="niah", depth_lo=0.0, trials=4, accuracy=0.5, answer_nll=2.0, chance=1.0, run_dir=summary["group"]
         )
         tables = {"summary": summary, "positions": pd.DataFrame(), "longest_factor": None, "passkey": pd.DataFrame(),
                   "training": pd.DataFrame(), "tasks": tasks}  # fmt: skip

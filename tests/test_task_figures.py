@@ -30,7 +30,7 @@ def tasks_frame(seeds=(0, 1)) -> pd.DataFrame:
                         acc = 1.0 if (enc == "alibi" or factor == 1.0) else 0.25 * b
                         rows.append({"group": "", "encoding": enc, "method": "none", "task": task, "factor": factor,
                                      "depth_lo": b / 4, "depth_hi": (b + 1) / 4, "trials": 4, "accuracy": acc,
-                                     "answer_nll": 2.0 + b,
+                                     "answer_nll": 2.0 + b, "chance": 1.0 if task == "niah" else 0.1 / factor,
                                      "status": "ok", "run_dir": f"{enc}-{seed}", "seed": seed})  # fmt: skip
     return pd.DataFrame(rows)
 
@@ -123,4 +123,26 @@ def test_the_task_legend_names_lines_that_only_later_panels_draw():
     ]
     fig = task_figures._curves_figure(task_figures.summarize_tasks(frame), Facets(), "")
     texts = [t.get_text() for legend in fig.legends for t in legend.get_texts()]
-    assert len(texts) == 2 and any("rope" in t for t in texts) and any("alibi" in t for t in texts)
+    assert len(texts) == 3 and any("rope" in t for t in texts) and any("alibi" in t for t in texts)
+    assert task_figures.CHANCE in texts
+
+
+def test_each_task_panel_states_its_chance_level_at_each_length():
+    summary = task_figures.summarize_tasks(tasks_frame())
+    copy = summary[(summary["task"] == "copy") & (summary["encoding"] == "rope")].sort_values("factor")
+    assert list(copy["chance"]) == pytest.approx([0.1, 0.05, 0.025])
+    fig = task_figures._curves_figure(summary, Facets(), "")
+    dotted = {ax.get_title(): [ln for ln in ax.get_lines() if ln.get_label() == task_figures.CHANCE] for ax in fig.axes}
+    assert [list(ln.get_ydata()) for ln in dotted["copy"]] == [pytest.approx([0.1, 0.05, 0.025])]
+    assert [list(ln.get_ydata()) for ln in dotted["niah"]] == [[1.0, 1.0, 1.0]]
+    assert all(ln.get_linestyle() == ":" for lines in dotted.values() for ln in lines)
+    # two settings of one task (the groups' chance levels differ): a line for each
+    other = tasks_frame().assign(group=lambda d: np.where(d["encoding"] == "alibi", "b", "a"))
+    other.loc[other["group"] == "b", "chance"] *= 2
+    fig = task_figures._curves_figure(task_figures.summarize_tasks(other), Facets(), "")
+    copy_axis = next(ax for ax in fig.axes if ax.get_title() == "copy")
+    assert len([ln for ln in copy_axis.get_lines() if ln.get_label() == task_figures.CHANCE]) == 2
+    # tables from before the chance column: no line, and no legend entry
+    fig = task_figures._curves_figure(task_figures.summarize_tasks(tasks_frame().assign(chance=np.nan)), Facets(), "")
+    texts = [t.get_text() for legend in fig.legends for t in legend.get_texts()]
+    assert task_figures.CHANCE not in texts

@@ -18,7 +18,7 @@ from posx.model.gpt import GPT
 from posx.runs.records import RunMeta
 from posx.schema.config import EvalConfig
 from posx.schema.tasks import TaskOptions
-from posx.tasks import interval, registry, scoring
+from posx.tasks import interval, mqar, registry, scoring
 from posx.tasks.base import byte_encode, scrub, starts
 from posx.tasks.variable_tracking import chain
 
@@ -240,6 +240,13 @@ def test_evaluate_writes_task_rows_for_every_cell_and_history_keeps_them(val, tm
     mine = tasks[tasks["task"] == "passkey"].sort_values(["method", "factor", "depth_lo"]).reset_index(drop=True)
     assert mine["accuracy"].tolist() == pk["accuracy"].tolist()
     assert mine["answer_nll"].tolist() == pytest.approx(pk["key_nll"].tolist(), rel=1e-5)
+    # each row states its task's chance level at its length: one needle (niah), the only planted
+    # number (the fixed passkey), one of the n pairs' values per query (mqar, n as the generator plants)
+    assert set(tasks[tasks["task"].isin(["niah", "passkey"])]["chance"]) == {1.0}
+    pairs = mqar.room(128, ev.task_options)
+    assert ok[ok["task"] == "mqar"]["chance"].unique().tolist() == pytest.approx(
+        [pairs ** -float(ev.task_options.queries)]
+    )
     folder = tmp_path / "run"
     folder.mkdir()
     history.save(result, folder, history.settings_of(ev), "cpu", None)

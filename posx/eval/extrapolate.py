@@ -131,7 +131,6 @@ def evaluate(
     shared = long_tables and suite.shares_passkey(ev)  # the passkey task reads the prompt trials' scoring
     width = scoring.bucket_width_for(ev.bucket_width, meta.train_context)
     beyond = ev.absolute_beyond if model.pos.kind == "absolute" else "none"  # no table, no patch
-    depth = ev.task_options.depth_buckets
     rows, positions, passkey_rows, task_rows = [], [], [], []
     memo: dict = {}  # cells that share a length and frequencies are scored once (``cell_key``)
     model.eval()
@@ -149,7 +148,7 @@ def evaluate(
             with sampled_at_test(model, str(ev.randomized_positions), L):
                 scores, results = _score_cell(model, val, ev, device, row, p, asked, memo)
             keys = {k: row[k] for k in KEYS}
-            task_rows += suite.suite_rows(keys, row["status"], tasks, L, results.get("tasks"), depth)
+            task_rows += suite.suite_rows(keys, row["status"], tasks, L, results.get("tasks"), ev.task_options)
             if long_tables and row["status"] == "ok":
                 positions.extend(position_rows(row, scoring.buckets(scores, width), "zero-shot"))
             for v in variants:

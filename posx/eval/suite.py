@@ -12,6 +12,7 @@ from posx.eval import passkey
 from posx.schema.config import EvalConfig
 from posx.tasks import registry, scoring
 from posx.tasks.base import Sample, varied
+from posx.tasks.chance import chance
 
 
 def passkey_samples(source, length: int, opts, tokenizer) -> list[Sample]:
@@ -67,13 +68,15 @@ def score_suite(
     }
 
 
-def suite_rows(keys: dict, status: str, suite: dict, length: int, results: dict | None, buckets: int) -> list[dict]:
-    """tasks.csv rows of one cell; ``results`` None when the cell was not scored (``status`` says why)."""
+def suite_rows(keys: dict, status: str, suite: dict, length: int, results: dict | None, opts) -> list[dict]:
+    """tasks.csv rows of one cell, each with its task's chance level at ``length`` under ``opts``
+    (``eval.task_options``); ``results`` None when the cell was not scored (``status`` says why)."""
     rows = []
     for (L, task), samples in suite.items():
         if L != length:
             continue
         result = None if results is None else results.get(task)
-        for r in scoring.summarize(samples, result, buckets, status):
-            rows.append({**keys, "task": task, **r})
+        level = chance(task, opts, length)
+        for r in scoring.summarize(samples, result, opts.depth_buckets, status):
+            rows.append({**keys, "task": task, **r, "chance": level})
     return rows

@@ -40,7 +40,7 @@ POSITION_COLUMNS = [*KEYS, "protocol", "bucket_start", "bucket_end", "tokens", "
 PASSKEY_COLUMNS = [*KEYS, "variant", "depth_lo", "depth_hi", "trials", "accuracy", "key_nll", "status"]
 TASK_COLUMNS = [
     *KEYS, "task", "depth_lo", "depth_hi", "trials", "accuracy", "accuracy_lo", "accuracy_hi", "token_accuracy",
-    "answer_nll", "answer_nll_se", "answer_tokens", "status",
+    "answer_nll", "answer_nll_se", "answer_tokens", "status", "chance",
 ]  # fmt: skip
 CURVE = "task_curve.csv"  # written by training (posx.train.taskcurve), not by an evaluation
 CURVE_COLUMNS = ["step", "tokens", "task", "trials", "accuracy", "token_accuracy", "answer_nll"]

@@ -7,12 +7,15 @@ from __future__ import annotations
 import json
 import math
 import os
+import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 from posx.core import fieldcheck, files
 from posx.core.errors import PosxError
+from scripts.study import REPO
 
 
 def read_jsonl(path: Path) -> list[dict]:
@@ -88,6 +91,23 @@ def wall_seconds(events: list[dict], task_ends: list[float]) -> tuple[float, int
         inside = [t for t in [*ends, *task_ends] if start <= t < following]
         total += max(inside, default=start) - start
     return total, len(starts)
+
+
+def revision() -> str:
+    """The commit the study runs at, ``(with uncommitted changes)`` after it where tracked files differ."""
+    git = ["git", "-C", str(REPO)]
+    head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip() or "unknown"
+    dirty = subprocess.run([*git, "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True)
+    return f"{head} (with uncommitted changes)" if dirty.stdout.strip() else head
+
+
+def commits_line(log: Log) -> str:
+    """STUDY.md's line naming the commit of every finished task (``revision`` when it ran)."""
+    counts = Counter(str(e.get("commit", "not recorded")) for e in log.done.values())
+    if len(counts) <= 1:
+        return f"- commit of every run and evaluation: `{next(iter(counts), 'no finished task logged')}`"
+    listed = "; ".join(f"`{c}` ({n} task{'s' * (n != 1)})" for c, n in sorted(counts.items(), key=lambda cn: -cn[1]))
+    return f"- commits the runs and evaluations ran at: {listed}"
 
 
 def task_ends(work: Path) -> list[float]:

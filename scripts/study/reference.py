@@ -51,7 +51,7 @@ from scripts.study import REPO
 from scripts.study import check as study_check  # made again vs committed, cell by cell
 from scripts.study.args import OneLineParser, check_folders, check_overrides, folder_name, number, positive, whole
 from scripts.study.grids import BEYOND, GRIDS, MAIN_METHODS, NAMES, Extension, Trained
-from scripts.study.log import Log, note
+from scripts.study.log import Log, note, revision
 
 PRESETS = {  # block -> model config, plus what every command gets
     # eager training on the CPU, as the study was made (train.compile=auto may compile a long llama run)
@@ -219,6 +219,7 @@ def run_task(task: Task, args, log: Log, counter: list, total: int) -> int:
             "seconds": round(seconds, 1),
             "rc": rc,
             "finished": time.strftime("%Y-%m-%d %H:%M:%S"),
+            "commit": revision(),
         }
     )
     counter[0] += 1

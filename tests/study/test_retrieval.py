@@ -3,6 +3,7 @@ stopped run resumed, bad input refused in one line, and the outputs written from
 
 from __future__ import annotations
 
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -165,6 +166,20 @@ def test_the_outputs_come_from_the_evaluated_runs(tmp_path):
     assert "RoPE, randomized positions, scored on sampled positions, 3 seeds" in names
     assert "RoPE, randomized positions, scored on dense positions, 3 seeds" in names and "RoPE, 3 seeds" in names
     assert (args.out / "exact_vs_length.png").is_file() and str(tmp_path) not in text
+
+
+def test_study_md_names_the_commit_each_task_ran_at(tmp_path):
+    log = study.ref.Log(tmp_path / "tasks.jsonl")
+    for key, commit in [("train-a", "aaa"), ("train-b", "aaa"), ("eval-a", "bbb")]:
+        log.add({"key": key, "rc": 0, "seconds": 1.0, "commit": commit})
+    log.add({"key": "eval-b", "rc": 0, "seconds": 1.0})  # a task logged before commits were
+    line = study_log.commits_line(study.ref.Log(tmp_path / "tasks.jsonl"))  # read back from the file
+    assert line == "- commits the runs and evaluations ran at: `aaa` (2 tasks); `bbb` (1 task); `not recorded` (1 task)"
+    one = study.ref.Log(tmp_path / "one.jsonl")
+    one.add({"key": "train-a", "rc": 0, "commit": "ccc"})
+    assert study_log.commits_line(one) == "- commit of every run and evaluation: `ccc`"
+    head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    assert study_log.revision().split()[0] == head  # what run_task records
 
 
 def test_the_wall_time_sums_the_invocations_and_counts_a_killed_one_to_its_last_task():

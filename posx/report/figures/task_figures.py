@@ -40,20 +40,16 @@ def summarize_tasks(tasks: pd.DataFrame) -> pd.DataFrame:
     )
     per_run = (
         ok.groupby([*TASK_GROUP, "run_dir"])
-        .agg(hits=("hits", "sum"), trials=("trials", "sum"), nll_sum=("nll_sum", "sum"))
+        .agg(hits=("hits", "sum"), trials=("trials", "sum"), nll_sum=("nll_sum", "sum"), chance=("chance", "mean"))
         .reset_index()
     )
     per_run["accuracy"] = per_run["hits"] / per_run["trials"]
     per_run["answer_nll"] = per_run["nll_sum"] / per_run["trials"]
     out = per_run.groupby(TASK_GROUP).agg(
-        accuracy_mean=("accuracy", "mean"),
-        accuracy_std=("accuracy", "std"),
-        answer_nll_mean=("answer_nll", "mean"),
-        answer_nll_std=("answer_nll", "std"),
-        hits=("hits", "sum"),
-        trials=("trials", "sum"),
-        n_seeds=("accuracy", "size"),
-    )
+        accuracy_mean=("accuracy", "mean"), accuracy_std=("accuracy", "std"), answer_nll_mean=("answer_nll", "mean"),
+        answer_nll_std=("answer_nll", "std"), hits=("hits", "sum"), trials=("trials", "sum"),
+        n_seeds=("accuracy", "size"), chance=("chance", "mean"),  # chance: NaN in tables from before it was kept
+    )  # fmt: skip
     out = out.reset_index()
     bounds = [wilson(h, int(n)) if s == 1 else (math.nan, math.nan) for h, n, s in
               zip(out["hits"], out["trials"], out["n_seeds"])]  # fmt: skip
@@ -101,6 +97,7 @@ def _curves_figure(data: pd.DataFrame, facets: Facets, facet: str) -> Figure:
             sd = g["answer_nll_std"].fillna(0)
             _points(top, x, g["accuracy_mean"], g["accuracy_lo"], g["accuracy_hi"], label, look)
             _points(below, x, g["answer_nll_mean"], g["answer_nll_mean"] - sd, g["answer_nll_mean"] + sd, label, look)
+        _chance(top, data[data["task"] == task])
         top.set_ylim(-0.04, 1.04)
         top.set_title(task, fontsize=10)
         top.set_ylabel("exact-answer accuracy", fontsize=8)
@@ -113,17 +110,9 @@ def _curves_figure(data: pd.DataFrame, facets: Facets, facet: str) -> Figure:
         axes[2 * (k // cols)][k % cols].set_visible(False)
         axes[2 * (k // cols) + 1][k % cols].set_visible(False)
     drawn = legend_entries(fig.axes)  # every panel's: a group may have rows for some tasks only
-    texts = [label for label in labels if label in drawn]
-    legend(
-        fig,
-        [drawn[t] for t in texts],
-        texts,
-        facets.usual(keys),
-        loc="outside lower center",
-        ncol=min(3, len(texts)),
-        fontsize=8,
-        frameon=False,
-    )
+    texts = [label for label in [*labels, CHANCE] if label in drawn]
+    legend(fig, [drawn[t] for t in texts], texts, facets.usual(keys), loc="outside lower center",
+           ncol=min(3, len(texts)), fontsize=8, frameon=False)  # fmt: skip
     fig.suptitle(wrap(_curves_title(shared, facet, len(keys), factors), 110), fontsize=9)
     return fig
 
@@ -142,6 +131,17 @@ def _curves_title(shared: str, facet: str, lines: int, factors: list) -> str:
     bars = f"bars: accuracy {shared or 'as each entry says'}, NLL ± std over seeds (none for one seed)"
     said = [facet or "all groups", "one line per group, mean over its seeds", bars, dodge_note(lines, factors)]
     return "Tasks vs evaluation length: " + "; ".join(part for part in said if part)
+
+
+def _chance(ax, rows: pd.DataFrame) -> None:
+    """The task's chance level against length: a grey dotted line per distinct one among the lines."""
+    known = rows.dropna(subset=["chance"]).sort_values("factor")
+    lines = {tuple(zip(g["factor"], g["chance"])) for _, g in known.groupby(["group", "encoding", "method"])}
+    for line in sorted(lines):
+        ax.plot(*zip(*line), color="grey", linestyle=":", linewidth=1.2, label=CHANCE)
+
+
+CHANCE = "chance level"  # one planted candidate picked at random per question (posx.tasks.chance)
 
 
 def _points(ax, x, y, lo, hi, label: str, look: dict) -> None:
