@@ -63,10 +63,9 @@ def test_reevaluation_replaces_the_tables_and_leaves_the_weights(trained_runs, t
     assert not [p for p in run.iterdir() if p.name.endswith(".tmp")]
 
 
-def _answers(accuracy: list[float]) -> pd.DataFrame:
-    return pd.DataFrame(
-        {"method": "yarn", "task": "niah", "factor": [1.0, 2.0], "status": "ok", "trials": 8, "accuracy": accuracy}
-    )
+def _answers(accuracy: list[float], chance=(0.25, 0.125)) -> pd.DataFrame:
+    return pd.DataFrame({"method": "yarn", "task": "niah", "factor": [1.0, 2.0], "status": "ok", "trials": 8,
+                         "accuracy": accuracy, "chance": list(chance)})  # fmt: skip
 
 
 def test_answers_none_of_which_is_right_show_one_line_else_a_table():
@@ -78,6 +77,11 @@ def test_answers_none_of_which_is_right_show_one_line_else_a_table():
     _show_answers(console, _answers([0.5, 0.0]), "the title", "task", none)
     shown = console.export_text()
     assert "the title" in shown and "4/8" in shown and "0/8" in shown and "0 of" not in shown
+    chance = next(line for line in shown.splitlines() if "chance" in line)  # the task's level at each length
+    assert chance.split() == ["│", "chance", "│", "niah", "│", "25.0%", "│", "12.5%", "│"]
+    console = Console(record=True, width=200)
+    _show_answers(console, _answers([0.5, 0.0], chance=(math.nan, math.nan)), "t", "task", none)  # an older table
+    assert next(line for line in console.export_text().splitlines() if "chance" in line).count("–") == 2
 
 
 def test_the_table_title_names_the_tokens_it_scored():

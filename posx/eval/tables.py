@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 from rich.markup import escape
-from rich.table import Table
+from rich.table import Column, Table
 
 from posx.core import files
 from posx.core.errors import PosxError
@@ -308,11 +308,7 @@ def _half_width(row) -> str:
 def passkey_table(pk: pd.DataFrame, title: str, by: str = "variant") -> Table:
     """Method x ``by`` (passkey variant or task) by rows, factors by columns, exact answers in the cells."""
     factors = sorted(pk["factor"].unique())
-    table = Table(title=title)
-    table.add_column("method")
-    table.add_column(by)
-    for f in factors:
-        table.add_column(f"{f:g}x", justify="right")
+    table = Table("method", by, *(Column(f"{f:g}x", justify="right") for f in factors), title=title)
     for (method, variant), group in pk.groupby(["method", by], sort=False):
         if (group["status"] == "not_applicable").all():
             continue  # a RoPE method on a model without RoPE: the perplexity table says so
@@ -326,4 +322,7 @@ def passkey_table(pk: pd.DataFrame, title: str, by: str = "variant") -> Table:
                 hits = (ok["accuracy"] * ok["trials"]).sum()
                 cells.append(f"{hits:.0f}/{ok['trials'].sum()}")
         table.add_row(escape(str(method)), escape(str(variant)), *cells)
+    for task, group in pk.groupby(by, sort=False) if by == "task" else ():  # the suite: chance per task and length
+        level = group.groupby("factor")["chance"].mean().reindex(factors)  # NaN: a table from before it was kept
+        table.add_row("[dim]chance[/]", escape(str(task)), *(f"[dim]{'–' if v != v else f'{v:.1%}'}[/]" for v in level))
     return table
