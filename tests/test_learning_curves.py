@@ -12,13 +12,14 @@ from posx.report.figures import learning
 from posx.train import taskcurve
 
 
-def run(tmp_path, name: str, group: str, pos: str, accuracies):
+def run(tmp_path, name: str, group: str, pos: str, accuracies, chance: dict | None = None):
     path = tmp_path / name
     path.mkdir()
     rows = [
-        {"step": s, "tokens": 1000 * s, "task": t, "trials": 8, "accuracy": a, "token_accuracy": a, "answer_nll": 1.0}
+        {"step": s, "tokens": 1000 * s, "task": t, "trials": 8, "accuracy": a, "token_accuracy": a, "answer_nll": 1.0,
+         **({"chance": chance[t]} if chance else {})}
         for (s, t), a in accuracies.items()
-    ]
+    ]  # fmt: skip
     pd.DataFrame(rows).to_csv(path / "task_curve.csv", index=False)
     return SimpleNamespace(path=path, group=group, member=SimpleNamespace(identity={"pos.name": pos}))
 
@@ -40,6 +41,22 @@ def test_curves_are_the_mean_lowest_and_highest_over_a_groups_runs(tmp_path):
     assert curves.loc[("rope", "mqar", 2000), "accuracy_mean"] == 0.75 and len(curves) == 4
     drawn = learning.draw(runs, tmp_path, formats=("png",))
     assert drawn["task_learning.png"].is_file() and (tmp_path / "task_learning.csv").is_file()
+
+
+def test_each_panel_draws_the_tasks_chance_level_once_per_distinct_level(tmp_path):
+    runs = [
+        run(tmp_path, "a", "g", "rope", {(1, "mqar"): 0.25, (2, "mqar"): 0.5}, {"mqar": 0.01}),
+        run(tmp_path, "b", "h", "rope", {(1, "mqar"): 0.5, (1, "copy"): 0.5}, {"mqar": 0.04, "copy": 0.2}),
+        run(tmp_path, "c", "i", "nope", {(1, "copy"): 0.5}),  # a curve from before chance was kept: no level
+    ]
+    curves, identities = learning.gather(runs)
+    assert curves.set_index(["group", "task", "tokens"]).loc[("g", "mqar", 2000), "chance"] == 0.01
+    fig = learning.figure(curves, identities)
+    dotted = {ax.get_title(): sorted(ln.get_ydata()[0] for ln in ax.get_lines() if ln.get_linestyle() == ":")
+              for ax in fig.axes}  # fmt: skip
+    assert dotted == {"mqar": [0.01, 0.04], "copy": [0.2]}
+    labels = [t.get_text() for ax in fig.axes if ax.get_legend() for t in ax.get_legend().get_texts()]
+    assert labels.count("chance level") == 2  # one entry per panel
 
 
 def test_no_curve_anywhere_draws_nothing(tmp_path):
@@ -83,12 +100,13 @@ CURVE_DAMAGE = {
     "a non-numeric cell": lambda t: t.replace(",1000,", ",lots,", 1),
     "an empty score with trials": lambda t: t.replace(",0.25,", ",,", 1),
     "a column named twice": lambda t: t.replace("answer_nll", "accuracy", 1),
+    "a chance level of 2.0": lambda t: t.replace(",0.5\n", ",2.0\n", 1),
 }
 
 
 @pytest.mark.parametrize("kind", list(CURVE_DAMAGE))
 def test_a_damaged_curve_is_one_line_naming_the_file_in_the_report_and_on_resume(tmp_path, kind):
-    runs = [run(tmp_path, "a", "g", "rope", {(1, "mqar"): 0.25, (2, "mqar"): 0.5})]
+    runs = [run(tmp_path, "a", "g", "rope", {(1, "mqar"): 0.25, (2, "mqar"): 0.5}, {"mqar": 0.5})]
     path = tmp_path / "a" / "task_curve.csv"
     path.write_text(CURVE_DAMAGE[kind](path.read_text(encoding="utf-8")), encoding="utf-8")
     for read in (lambda: learning.gather(runs), lambda: taskcurve.read(tmp_path / "a", 1)):

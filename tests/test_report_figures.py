@@ -254,8 +254,8 @@ def test_every_figure_kind_is_faceted_and_the_median_is_drawn_only_when_asked(tm
         for factor in (1.0, 2.0):
             for b in range(2):
                 rows.append({"group": group, "encoding": enc, "method": "none", "task": "niah", "factor": factor,
-                             "depth_lo": b / 2, "depth_hi": (b + 1) / 2, "trials": 4, "accuracy": 0.5,
-                             "answer_nll": 2.0, "chance": 0.5, "status": "ok", "run_dir": f"{group}-{t}", "seed": 0})  # fmt: skip
+                             "depth_lo": b / 2, "depth_hi": (b + 1) / 2, "trials": 4, "accuracy": 0.5, "chance": 0.5,
+                             "answer_nll": 2.0, "status": "ok", "run_dir": f"{group}-{t}", "seed": 0})  # fmt: skip
     tasks = pd.DataFrame(rows)
     made = task_figures.draw(tasks, tmp_path, facets, ("png",))
     assert sorted(made) == ["niah_heatmap.png", "tasks_vs_length-2.png", "tasks_vs_length-3.png", "tasks_vs_length.png"]

@@ -177,6 +177,7 @@ def test_a_task_run_states_its_exact_answers_in_the_progress_and_done_lines(tiny
     assert f"(step {last['step']}): copy {exact}/8 ({last['accuracy']:.1%})" in done
     assert "text val loss" in done and "never trained on" in done  # the perplexity is said to be of text
     assert any(f"exact copy {a:.0%}" in out for a in curve["accuracy"])  # the progress line
+    assert curve["chance"].tolist() == pytest.approx([1 / 26] * len(curve))  # span 4: a cue of 3, 1 letter to guess
     plain = run_posx("train", "name=plain", *tiny_args, cwd=tmp_path).stdout
     assert "exact" not in plain and "done" in plain  # no mix: the text loss alone, as before
 

@@ -20,18 +20,20 @@ from posx.eval.tables import perplexity
 from posx.runs.paths import TASK_CURVE
 from posx.tasks import scoring
 from posx.tasks.base import TaskError
+from posx.tasks.chance import chance
 from posx.tasks.registry import VALIDATION
 
 SCORED = {"accuracy": "exact", "token_accuracy": "token_accuracy", "answer_nll": "nll"}  # column: score_samples' key
 
 
 def held_out(data_cfg, T: int, val, tokenizer) -> dict:
-    """{task: [Sample]} at T for every mixed task; {} without a mix (nothing is recorded)."""
+    """{task: ([Sample], its chance level)} at T for every mixed task; {} without a mix (nothing is recorded)."""
     if data_cfg.task_mix <= 0:
         return {}
     opts = data_cfg.task_options
     try:
-        return {str(t): samples_of(str(t), val, T, opts, tokenizer, VALIDATION) for t in data_cfg.mix_tasks}
+        return {str(t): (samples_of(str(t), val, T, opts, tokenizer, VALIDATION), chance(str(t), opts, T))
+                for t in data_cfg.mix_tasks}  # fmt: skip
     except TaskError as exc:
         raise exc.of("data.") from None
 
@@ -42,11 +44,11 @@ def score(model, held: dict, step: int, tokens: int, batch_tokens: int, device: 
     was_training = model.training
     model.eval()
     rows = []
-    for task, samples in held.items():
+    for task, (samples, level) in held.items():
         result = scoring.score_samples(model, samples, batch_tokens, device)
         n = len(samples)
         means = {column: float(result[key].mean()) if n else math.nan for column, key in SCORED.items()}
-        rows.append({"step": step, "tokens": tokens, "task": task, "trials": n, **means})
+        rows.append({"step": step, "tokens": tokens, "task": task, "trials": n, **means, "chance": level})
     model.train(was_training)
     return rows
 
@@ -66,10 +68,8 @@ def summary(rows: list[dict]) -> str:
 
 def done_scores(cfg, val_loss: float, rows: list[dict]) -> str:
     """The done line's scores: exact answers at T first, then the text loss (of text a task-only run never saw)."""
-    text = (
-        f"val loss {val_loss:.4f} (ppl {perplexity(val_loss):.2f} "
-        f"over {cfg.train.eval_batches} batches of random held-out windows)"
-    )
+    text = (f"val loss {val_loss:.4f} (ppl {perplexity(val_loss):.2f} "
+            f"over {cfg.train.eval_batches} batches of random held-out windows)")  # fmt: skip
     if float(cfg.data.task_mix) >= 1:
         text = f"text {text}, a text this run never trained on (data.task_mix=1)"
     tasks = summary(rows)

@@ -1,8 +1,8 @@
 """Learning curves: exact answers at T on the held-out task set against training tokens, from the
 runs' ``task_curve.csv`` (``posx.train.taskcurve``): ``task_learning.csv`` (per group, encoding,
-task and tokens: mean, lowest and highest run, runs) and ``task_learning.png`` (a panel per task, a
-line per group, band lowest to highest run). It tells a task not learned yet from one learned at
-T that fails past it (``tasks_vs_length.png`` low at 2x-8x).
+task and tokens: mean, lowest and highest run, runs, chance level) and ``task_learning.png`` (a
+panel per task, a line per group, band lowest to highest run, chance dotted). It tells a task not
+learned yet from one learned at T that fails past it (``tasks_vs_length.png`` low at 2x-8x).
 """
 
 from __future__ import annotations
@@ -43,15 +43,15 @@ def gather(runs) -> tuple[pd.DataFrame, dict[str, dict]]:
         path = Path(run.path) / TASK_CURVE
         if not path.exists() and not path.is_symlink():
             continue
-        curve = read_table(path)[["tokens", "task", "accuracy"]].dropna(subset=["accuracy"])  # no trial: no point
+        curve = read_table(path)[["tokens", "task", "accuracy", "chance"]].dropna(subset=["accuracy"])  # no trial
         identity = run.member.identity if run.member is not None else {}
         line = (run.group or "-", identity.get("pos.name", ""))  # a group label is unique per encoding
         identities[line] = identity
         frames.append(curve.assign(group=line[0], encoding=line[1]))
     if not frames:
-        return pd.DataFrame(columns=[*KEYS, "accuracy_mean", "accuracy_min", "accuracy_max", "runs"]), {}
-    data = pd.concat(frames, ignore_index=True)
-    out = data.groupby(KEYS, sort=True)["accuracy"].agg(["mean", "min", "max", "count"]).reset_index()
+        return pd.DataFrame(columns=[*KEYS, "accuracy_mean", "accuracy_min", "accuracy_max", "runs", "chance"]), {}
+    data = pd.concat(frames, ignore_index=True).groupby(KEYS, sort=True)
+    out = data["accuracy"].agg(["mean", "min", "max", "count"]).join(data["chance"].mean()).reset_index()
     out = out.rename(columns={"mean": "accuracy_mean", "min": "accuracy_min", "max": "accuracy_max", "count": "runs"})
     return out, identities
 
@@ -92,15 +92,16 @@ def figure(curves: pd.DataFrame, identities: dict) -> Figure:
             g = g.sort_values("tokens")
             ax.plot(g["tokens"], g["accuracy_mean"], color=colors[line], marker=".", linewidth=1.2, label=names[line])
             ax.fill_between(g["tokens"], g["accuracy_min"], g["accuracy_max"], color=colors[line], alpha=0.15)
+        levels = curves.loc[curves["task"] == task, "chance"].dropna().unique()  # one per distinct T or setting
+        for k, level in enumerate(levels):
+            ax.axhline(level, color="grey", linestyle=":", linewidth=1.2, label="_nolegend_" if k else "chance level")
         ax.set_ylim(-0.03, 1.03)
         ax.set_title(task)
         ax.set_xlabel("training tokens")
         ax.set_ylabel("exact answers at T (held-out set)")
         ax.grid(True, alpha=0.3)
         palette.legend(ax, *ax.get_legend_handles_labels(), loc="upper left", bbox_to_anchor=(-0.1, -0.2), fontsize=7)
-    fig.suptitle(
-        "Learning curves (task_curve.csv): mean over a group's seeds, band from its lowest seed to its highest"
-    )
+    fig.suptitle("Learning curves (task_curve.csv): mean over a group's seeds, band from its lowest to its highest")
     return fig
 
 
