@@ -44,6 +44,7 @@ TASK_COLUMNS = [
 ]  # fmt: skip
 CURVE = "task_curve.csv"  # written by training (posx.train.taskcurve), not by an evaluation
 CURVE_COLUMNS = ["step", "tokens", "task", "trials", "accuracy", "token_accuracy", "answer_nll", "chance"]
+UNSTATED = ("chance",)  # may be empty in any row: no level stated for the task, or a table from before it was kept
 DEFAULT_PROTOCOL = "nonoverlapping"  # eval.protocol's default, and that of tables written before it existed
 # Columns added to extrapolation.csv after its first version, with the value an older table implies.
 ADDED_COLUMNS = {
@@ -99,7 +100,7 @@ REQUIRED = {
     "positions.csv": ["pos", "eval_context", "factor", "method", "bucket_start", "bucket_end", "tokens", "nll"],
     "passkey.csv": ["pos", "eval_context", "factor", "method", "variant", "trials", "accuracy", "key_nll", "status"],
     "tasks.csv": ["pos", "eval_context", "factor", "method", "task", "trials", "accuracy", "answer_nll", "status"],
-    CURVE: CURVE_COLUMNS[:-1],  # chance: empty in curves from before it was kept
+    CURVE: [c for c in CURVE_COLUMNS if c not in UNSTATED],
 }
 # Per table: the cells that say which cell of the evaluation a row is, filled in every row of every version.
 KEYED = {
@@ -115,7 +116,7 @@ SCORES = ("accuracy", "token_accuracy", "answer_nll")
 RANGES = {
     CURVE: {"step": (0, MAX_STEPS, True), "tokens": (0, MAX_STEPS * MAX_CONTEXT, True), "trials": (0, MAX_STEPS, True),
             "accuracy": (0, 1, False), "token_accuracy": (0, 1, False), "answer_nll": (0, math.inf, False),
-            "chance": (0, 1, False)},  # empty where no level is stated
+            "chance": (0, 1, False)},
 }  # fmt: skip
 
 
@@ -174,7 +175,7 @@ def _check_ranges(path: Path, df: pd.DataFrame, ranges: dict, fix: str) -> None:
     """Each ranged column within its range, and a curve's steps and tokens increasing per task."""
     for column, (lo, hi, whole) in ranges.items():
         values = df[column]
-        empty = values.isna() & ~((df["trials"] == 0) & (column in SCORES)) & (column != "chance")
+        empty = values.isna() & ~((df["trials"] == 0) & (column in SCORES)) & (column not in UNSTATED)
         wrong = empty | (values.notna() & ~values.between(lo, hi))
         if whole:
             wrong |= values.notna() & (values != values.round())

@@ -93,12 +93,15 @@ def wall_seconds(events: list[dict], task_ends: list[float]) -> tuple[float, int
     return total, len(starts)
 
 
+def git(*args: str) -> str:
+    """What ``git args`` prints in the repository, stripped."""
+    return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True).stdout.strip()
+
+
 def revision() -> str:
     """The commit the study runs at, ``(with uncommitted changes)`` after it where tracked files differ."""
-    git = ["git", "-C", str(REPO)]
-    head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip() or "unknown"
-    dirty = subprocess.run([*git, "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True)
-    return f"{head} (with uncommitted changes)" if dirty.stdout.strip() else head
+    dirty = " (with uncommitted changes)" if git("status", "--porcelain", "--untracked-files=no") else ""
+    return f"{git('rev-parse', 'HEAD') or 'unknown'}{dirty}"
 
 
 def commits_line(log: Log) -> str:

@@ -40,15 +40,12 @@ from scripts.study import verdicts as study_verdicts  # the claims, their reason
 from scripts.study.args import OneLineParser, number
 from scripts.study.claims import OPTION_DEFAULTS, matches
 from scripts.study.grids import GRIDS
+from scripts.study.log import git  # the commit and the state of the tree
 from scripts.study.text import SMOOTH, captions  # the notes' prose
 
 EARLIER_FILE = (
     "- `earlier_calls.csv`: each comparison's call under the earlier rule (two standard deviations of one run)"
 )
-
-
-def git(*args: str) -> str:
-    return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True).stdout.strip()
 
 
 def machine() -> str:
